@@ -1,0 +1,30 @@
+/* alloc.h - the allocation wrappers every component uses.
+ * They count live bytes (per process) so tests and benchmarks can report and bound memory,
+ * and in test builds can fail the Nth allocation (skpx_alloc_fail_after). Thread-safe. */
+#ifndef SKP_COMMON_ALLOC_H
+#define SKP_COMMON_ALLOC_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+/* Same contracts as malloc/calloc/realloc/free; NULL on failure, free(NULL) is a no-op. */
+void *skpx_malloc(size_t n);
+void *skpx_calloc(size_t nmemb, size_t size);
+void *skpx_realloc(void *p, size_t n);
+void skpx_free(void *p);
+/* Copies a NUL-terminated string / `n` bytes + NUL. NULL on failure or NULL input. */
+char *skpx_strdup(const char *s);
+char *skpx_strndup(const char *s, size_t n);
+
+/* Server and CLI only (never agent or extension): abort with a message on failure. */
+void *skpx_xmalloc(size_t n);
+void *skpx_xcalloc(size_t nmemb, size_t size);
+void *skpx_xrealloc(void *p, size_t n);
+char *skpx_xstrdup(const char *s);
+
+/* Live bytes allocated through these wrappers. */
+int64_t skpx_alloc_live_bytes(void);
+/* Test hook: the allocation after `n` more succeed fails (n < 0 disables). */
+void skpx_alloc_fail_after(long n);
+
+#endif

@@ -1,0 +1,67 @@
+/* analyzer.h - turns stored snapshots into stack trees (SkyWalking's ProfileAnalyzer, spec §5.6)
+ * with OAP's defects fixed: sequences are per segment (runs never join snapshots of different
+ * segments, de-duplication is by (segment, sequence)), and the snapshot cap is configurable
+ * (0 = none; default none) with OAP's `tip` when it applies.
+ *
+ * The result is a plain tree (struct analysis) that the HTTP API serialises to
+ * {tip, trees:[{elements:[{id,parentId,codeSignature,duration,durationChildExcluded,count}]}]}
+ * and that the exporters (pprof, collapsed, speedscope, HTML) walk. Single-threaded. */
+#ifndef SKP_SERVER_ANALYZER_H
+#define SKP_SERVER_ANALYZER_H
+
+#include <jansson.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "server/store.h"
+#include "skyprof/skp_err.h"
+
+struct analyze_query {
+    const char *segment_id;
+    int64_t start_ms;          /* inclusive */
+    int64_t end_ms;            /* inclusive */
+};
+
+struct analyze_opts {
+    uint64_t max_snapshots;    /* 0 = unlimited */
+};
+
+/* One node; trees are stored flat in BFS order, ids 1..n per tree, root parent_id 0. */
+struct analysis_node {
+    uint32_t id;
+    uint32_t parent_id;
+    const char *code_signature; /* borrowed from the store's frame cache / analysis arena */
+    int64_t duration;          /* ms */
+    int64_t duration_child_excluded; /* ms */
+    uint64_t count;
+    uint32_t first_child;      /* index into nodes of the first child, UINT32_MAX if none */
+    uint32_t next_sibling;     /* index of the next sibling, UINT32_MAX if none */
+};
+
+struct analysis_tree {
+    struct analysis_node *nodes; /* nodes[0] is the root */
+    size_t n_nodes;
+};
+
+struct analysis {
+    char *tip;                 /* NULL when there is nothing to say */
+    struct analysis_tree *trees;
+    size_t n_trees;
+    uint64_t n_snapshots;      /* snapshots used */
+};
+
+/* Analyses one or more segment time windows (the UI's Include/Exclude Children ranges).
+ * Caller frees *out with analysis_free. Errors: SKP_EIO, SKP_ENOMEM. */
+SKP_MUST_CHECK skp_err analyze_segments(struct store *st, const struct analyze_query *q, size_t n,
+                                        const struct analyze_opts *opts, struct analysis **out);
+/* Analyses every snapshot of a task (all its segments). */
+SKP_MUST_CHECK skp_err analyze_task(struct store *st, const char *task_id,
+                                    const struct analyze_opts *opts, struct analysis **out);
+/* Analyses a segment's whole life (all its snapshots). */
+SKP_MUST_CHECK skp_err analyze_segment_all(struct store *st, const char *segment_id,
+                                           const struct analyze_opts *opts, struct analysis **out);
+void analysis_free(struct analysis *a);
+/* {tip, trees:[{elements:[...]}]} as the API returns it (tip null when absent). */
+json_t *analysis_to_json(const struct analysis *a);
+
+#endif

@@ -1,0 +1,46 @@
+/* export.h - renders an analysis into the exchange formats users load elsewhere:
+ * pprof (profile.proto, gzip-compressed; samples weighted by the dump period; labels trace id,
+ * segment id, endpoint), collapsed stacks (Brendan Gregg's "a;b;c count" lines), speedscope
+ * JSON (file format schema), and a self-contained HTML flame graph (no network at view time).
+ * Pure functions of their inputs; single-threaded. */
+#ifndef SKP_SERVER_EXPORT_H
+#define SKP_SERVER_EXPORT_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "server/analyzer.h"
+#include "skyprof/skp_err.h"
+
+enum export_format {
+    EXPORT_PPROF = 0,
+    EXPORT_COLLAPSED = 1,
+    EXPORT_SPEEDSCOPE = 2,
+    EXPORT_HTML = 3,
+    EXPORT_JSON = 4,           /* the analysis JSON the API returns */
+};
+
+/* Context written into the export (all borrowed; any may be NULL). */
+struct export_meta {
+    const char *title;         /* e.g. "task 1733... /orders" */
+    const char *task_id;
+    const char *segment_id;
+    const char *trace_id;
+    const char *endpoint;
+    int dump_period_ms;        /* sample weight for pprof (0 = 10) */
+    int64_t time_ms;           /* profile start time */
+};
+
+/* Parses "pprof|collapsed|speedscope|html|json". Errors: SKP_EINVAL. */
+SKP_MUST_CHECK skp_err export_format_parse(const char *s, enum export_format *out);
+/* MIME type and a file extension for a format (static strings). */
+const char *export_content_type(enum export_format f);
+const char *export_file_ext(enum export_format f);
+
+/* Renders `a` into a new buffer; *out (caller frees with skpx_free) holds *out_len bytes.
+ * Errors: SKP_ENOMEM, SKP_EIO (compression failure). */
+SKP_MUST_CHECK skp_err export_render(const struct analysis *a, enum export_format f,
+                                     const struct export_meta *meta, uint8_t **out,
+                                     size_t *out_len);
+
+#endif

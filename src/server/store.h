@@ -1,0 +1,186 @@
+/* store.h - skyprofd's storage interface. Narrow on purpose: callers (collector, HTTP API,
+ * analyzer) see only these functions, so a PostgreSQL store can be added behind the same
+ * header. The SQLite implementation (store_sqlite.c) uses WAL + synchronous=NORMAL, one
+ * transaction per batch, versioned schema migrations, and de-duplicated stacks: every distinct
+ * frame string and every distinct stack (sequence of frame ids) is stored once, and a snapshot
+ * row refers to its stack.
+ *
+ * Threading: a store object is used from one thread (the server's event loop) at a time.
+ * List/read functions return jansson objects shaped exactly as the HTTP API returns them
+ * (docs/api.md); the caller owns the returned json_t (json_decref). */
+#ifndef SKP_SERVER_STORE_H
+#define SKP_SERVER_STORE_H
+
+#include <jansson.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "language-agent/Tracing.pb-c.h"
+#include "skyprof/skp_err.h"
+
+struct store;
+
+struct store_opts {
+    bool read_only;          /* open read-only (fails writes with SKP_EIO) */
+};
+
+/* Opens (creating the file, but not its folder) and migrates the schema.
+ * On success *out owns the store; release with store_close(). *out is NULL on failure.
+ * Errors: SKP_EIO (cannot open / migrate; detail logged), SKP_ENOMEM. */
+SKP_MUST_CHECK skp_err store_open(const char *path, const struct store_opts *opts,
+                                  struct store **out);
+/* Checkpoints and closes. NULL ok. */
+void store_close(struct store *st);
+/* Schema version this build writes (for tests and /metrics). */
+int store_schema_version(void);
+
+/* ---- services and instances ---- */
+
+struct store_kv {
+    const char *key;
+    const char *value;
+};
+
+/* Registers/updates an instance (and its service) with properties (replacing older ones) and
+ * last-seen time. `language` is taken from the "language" property when present. */
+SKP_MUST_CHECK skp_err store_upsert_instance(struct store *st, const char *service,
+                                             const char *instance, const char *layer,
+                                             const struct store_kv *props, size_t n_props,
+                                             int64_t now_ms);
+/* Updates last-seen (creating service/instance rows if unknown). */
+SKP_MUST_CHECK skp_err store_touch_instance(struct store *st, const char *service,
+                                            const char *instance, int64_t now_ms);
+/* [{name, layer, instances, lastSeen}] ordered by name. */
+SKP_MUST_CHECK skp_err store_list_services(struct store *st, json_t **out);
+/* [{name, language, lastHeartbeat, properties:{k:v}}]; SKP_ENOTFOUND if the service is unknown. */
+SKP_MUST_CHECK skp_err store_list_instances(struct store *st, const char *service, json_t **out);
+
+/* ---- tasks ---- */
+
+struct store_task {
+    char *id;                  /* "<createTime>_<base64(service)>.1" as OAP builds task ids */
+    char *service;
+    char *endpoint;
+    int64_t start_time;        /* ms epoch */
+    int duration_min;          /* 1..15 */
+    int min_duration_threshold; /* ms */
+    int dump_period;           /* ms */
+    int max_sampling_count;    /* 1..9 */
+    int64_t create_time;       /* ms epoch */
+};
+/* Frees the strings of *t (not t itself). NULL ok. */
+void store_task_cleanup(struct store_task *t);
+
+SKP_MUST_CHECK skp_err store_insert_task(struct store *st, const struct store_task *t);
+/* SKP_ENOTFOUND if no such task. On success the caller cleans *out up. */
+SKP_MUST_CHECK skp_err store_get_task(struct store *st, const char *id, struct store_task *out);
+/* The task of `service` with the greatest start_time <= `start_before` (OAP's overlap probe);
+ * SKP_ENOTFOUND if none. */
+SKP_MUST_CHECK skp_err store_latest_task_before(struct store *st, const char *service,
+                                                int64_t start_before, struct store_task *out);
+/* Tasks of `service` whose create_time > after_create_time and whose window has not ended at
+ * `now_ms` (start + duration > now), ordered by create_time. Caller frees each with
+ * store_task_cleanup and the array with skpx_free. */
+SKP_MUST_CHECK skp_err store_tasks_for_agent(struct store *st, const char *service,
+                                             int64_t after_create_time, int64_t now_ms,
+                                             struct store_task **out, size_t *n_out);
+/* [{id, service, endpointName, startTime, duration, minDurationThreshold, dumpPeriod,
+ *   maxSamplingCount, createTime}] ordered by startTime desc; NULL filters match all. */
+SKP_MUST_CHECK skp_err store_list_tasks(struct store *st, const char *service,
+                                        const char *endpoint, json_t **out);
+
+enum store_task_op {
+    STORE_TASK_NOTIFIED = 1,
+    STORE_TASK_EXECUTION_FINISHED = 2,
+};
+SKP_MUST_CHECK skp_err store_add_task_log(struct store *st, const char *task_id,
+                                          const char *service, const char *instance,
+                                          enum store_task_op op, int64_t time_ms);
+/* [{id, taskId, instanceName, operationType:"NOTIFIED"|"EXECUTION_FINISHED", operationTime}]
+ * ordered by time. */
+SKP_MUST_CHECK skp_err store_list_task_logs(struct store *st, const char *task_id, json_t **out);
+
+/* ---- snapshots ---- */
+
+struct store_snapshot {
+    const char *task_id;
+    const char *segment_id;
+    int64_t time_ms;
+    int32_t sequence;
+    char *const *frames;       /* root first; NUL-terminated strings (protobuf-c layout) */
+    size_t n_frames;
+};
+/* Stores a batch in one transaction and returns after it committed (durable ack). A snapshot
+ * with the same (task, segment, sequence) as a stored one is ignored (counted in *n_dup, may be
+ * NULL). Errors: SKP_EIO (disk full, read-only...; the whole batch is rolled back). */
+SKP_MUST_CHECK skp_err store_insert_snapshots(struct store *st, const struct store_snapshot *v,
+                                              size_t n, size_t *n_dup);
+
+/* ---- segments ---- */
+
+/* Stores segments and their spans in one transaction (a resent segment id replaces nothing and
+ * is ignored). The endpoint of a segment is its first entry span's operation name. */
+SKP_MUST_CHECK skp_err store_insert_segments(struct store *st,
+                                             Skywalking__V3__SegmentObject *const *segs, size_t n,
+                                             int64_t received_ms);
+/* Profiled segments of a task (those with a snapshot of sequence 0 for it):
+ * [{segmentId, traceId, service, instanceName, endpointNames:[..], start (ms), duration (ms),
+ *   spans:[{spanId, parentSpanId, segmentId, refs:[{traceId,parentSegmentId,parentSpanId,type}],
+ *           serviceCode, serviceInstanceName, startTime, endTime, endpointName, type, peer,
+ *           component, isError, layer, tags:[{key,value}], profiled}]}]
+ * ordered by start. Segments whose snapshots arrived but whose SegmentObject did not (yet) are
+ * listed with their snapshot time range and no spans. */
+SKP_MUST_CHECK skp_err store_list_profiled_segments(struct store *st, const char *task_id,
+                                                    json_t **out);
+
+/* ---- analysis input ---- */
+
+/* One stored snapshot as the analyzer reads it. */
+struct store_sample {
+    uint32_t segment;          /* store-local id of the segment (distinct segments differ) */
+    int32_t sequence;
+    int64_t time_ms;
+    uint32_t stack;            /* store-local id of the de-duplicated stack */
+};
+typedef void (*store_sample_cb)(void *ud, const struct store_sample *s);
+
+/* Visits the snapshots of `segment_id` (any task) with lo_seq <= sequence <= hi_seq in
+ * sequence order. */
+SKP_MUST_CHECK skp_err store_scan_segment(struct store *st, const char *segment_id,
+                                          int32_t lo_seq, int32_t hi_seq, store_sample_cb cb,
+                                          void *ud);
+/* min/max sequence of the segment's snapshots with from_ms <= time <= to_ms;
+ * SKP_ENOTFOUND if there are none. */
+SKP_MUST_CHECK skp_err store_segment_seq_window(struct store *st, const char *segment_id,
+                                                int64_t from_ms, int64_t to_ms, int32_t *lo,
+                                                int32_t *hi);
+/* Visits every snapshot of a task, ordered by (segment, sequence). */
+SKP_MUST_CHECK skp_err store_scan_task(struct store *st, const char *task_id, store_sample_cb cb,
+                                       void *ud);
+/* Frame ids of a stack (root first). *frames is owned by the store and valid until the next
+ * store call. */
+SKP_MUST_CHECK skp_err store_get_stack(struct store *st, uint32_t stack, const uint32_t **frames,
+                                       size_t *n);
+/* Code signature of a frame id, valid until the store is closed (cached). */
+SKP_MUST_CHECK skp_err store_get_frame(struct store *st, uint32_t frame, const char **sig);
+
+/* ---- maintenance and stats ---- */
+
+/* Deletes snapshots, segments, task logs and tasks whose time is older than `before_ms`, and
+ * stacks/frames no snapshot refers to any more. *n_deleted (may be NULL) counts rows. */
+SKP_MUST_CHECK skp_err store_purge_before(struct store *st, int64_t before_ms, uint64_t *n_deleted);
+
+struct store_stats {
+    uint64_t snapshots;        /* rows */
+    uint64_t stacks;
+    uint64_t frames;
+    uint64_t segments;
+    uint64_t tasks;
+    uint64_t file_bytes;       /* database + WAL size */
+    uint64_t commits;
+    uint64_t commit_ns_total;  /* time spent in COMMIT, for latency reporting */
+};
+SKP_MUST_CHECK skp_err store_get_stats(struct store *st, struct store_stats *out);
+
+#endif

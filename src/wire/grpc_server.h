@@ -1,0 +1,107 @@
+/* grpc_server.h - gRPC server over HTTP/2 cleartext (h2c, prior knowledge) built on nghttp2,
+ * running in the caller's libevent loop (one thread, no locks; every callback runs on the loop).
+ *
+ * Routing is by exact `:path`. A method is unary or client-streaming. Each incoming message is
+ * decoded with the method's protobuf-c descriptor and handed to on_message as it arrives; when
+ * the client half-closes, on_end runs and the handler answers with skpx_grpc_call_finish(), then
+ * or later (e.g. after a storage commit: a durable ack). Unknown paths get a Trailers-Only
+ * UNIMPLEMENTED; oversized messages RESOURCE_EXHAUSTED; compressed messages UNIMPLEMENTED
+ * ("compression not supported"); undecodable protobuf INVALID_ARGUMENT. */
+#ifndef SKP_WIRE_GRPC_SERVER_H
+#define SKP_WIRE_GRPC_SERVER_H
+
+#include <protobuf-c/protobuf-c.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "skyprof/skp_err.h"
+#include "wire/grpc_frame.h"
+
+struct event_base;
+struct skpx_grpc_server;
+struct skpx_grpc_call;
+
+struct skpx_grpc_method {
+    const char *path;         /* e.g. "/skywalking.v3.ProfileTask/collectSnapshot" (borrowed; must outlive the server) */
+    bool client_streaming;    /* false: unary (exactly one request message required) */
+    /* Request decoder; NULL = raw mode (on_message gets msg == NULL and the raw bytes). */
+    const ProtobufCMessageDescriptor *request_desc;
+    /* Optional. Headers arrived. Return SKPX_GRPC_OK to accept, or a status to refuse the call
+     * with a Trailers-Only response (e.g. UNAUTHENTICATED). */
+    int (*on_start)(struct skpx_grpc_call *call, void *ud);
+    /* Optional. One decoded message (borrowed: freed after the callback returns).
+     * Return SKPX_GRPC_OK to continue or a status to end the call with it (the handler's
+     * on_end then does not run; on_close does). */
+    int (*on_message)(struct skpx_grpc_call *call, void *ud, const ProtobufCMessage *msg,
+                      const uint8_t *raw, size_t raw_len);
+    /* Required. The client half-closed: answer now or later with skpx_grpc_call_finish(). */
+    void (*on_end)(struct skpx_grpc_call *call, void *ud);
+    /* Optional. The call is over (finished, failed, cancelled by the client or connection lost).
+     * After it returns the call pointer is invalid; free per-call state here. Always runs
+     * exactly once for every call whose on_start ran (or that reached on_message/on_end). */
+    void (*on_close)(struct skpx_grpc_call *call, void *ud, int status);
+    void *ud;
+};
+
+struct skpx_grpc_server_opts {
+    size_t max_msg;                /* per-message limit, 0 = SKPX_GRPC_DEFAULT_MAX_MSG */
+    uint32_t window_bytes;         /* stream/connection window, 0 = 16 MiB */
+    uint32_t max_concurrent_streams; /* 0 = 1000 */
+    size_t max_connections;        /* 0 = 1024; further accepts are closed at once */
+};
+
+/* Creates a server on `base` (borrowed; must outlive the server). `opts` may be NULL.
+ * Errors: SKP_ENOMEM. */
+SKP_MUST_CHECK skp_err skpx_grpc_server_new(struct event_base *base,
+                                            const struct skpx_grpc_server_opts *opts,
+                                            struct skpx_grpc_server **out);
+/* Registers a method (the struct is copied). Errors: SKP_EEXIST (path taken), SKP_ENOMEM. */
+SKP_MUST_CHECK skp_err skpx_grpc_server_add_method(struct skpx_grpc_server *srv,
+                                                   const struct skpx_grpc_method *m);
+/* Listens on "host:port" (port 0 = any free port; *bound_port receives it, may be NULL).
+ * Sets SO_REUSEADDR; accepted sockets get TCP_NODELAY. Errors: SKP_EINVAL (bad address),
+ * SKP_EIO (bind/listen failed, detail logged). */
+SKP_MUST_CHECK skp_err skpx_grpc_server_listen(struct skpx_grpc_server *srv, const char *addr,
+                                               uint16_t *bound_port);
+/* Graceful shutdown: stops accepting, sends GOAWAY, lets in-flight calls finish; `done` runs on
+ * the loop once every connection is closed (or after `grace_ms`, when remaining connections are
+ * dropped). */
+void skpx_grpc_server_shutdown(struct skpx_grpc_server *srv, int grace_ms,
+                               void (*done)(void *ud), void *ud);
+/* Closes everything at once and frees the server (on_close runs for open calls). NULL ok. */
+void skpx_grpc_server_free(struct skpx_grpc_server *srv);
+
+/* Counters for /metrics and tests. */
+struct skpx_grpc_server_stats {
+    uint64_t connections_accepted;
+    uint64_t connections_open;
+    uint64_t calls_started;
+    uint64_t calls_failed;       /* finished with a non-OK status, incl. protocol errors */
+    uint64_t messages_received;
+    uint64_t protocol_errors;    /* connections closed for HTTP/2 or framing violations */
+};
+void skpx_grpc_server_get_stats(const struct skpx_grpc_server *srv,
+                                struct skpx_grpc_server_stats *out);
+
+/* ---- per call (valid from on_start until on_close returns) ---- */
+
+/* Request path (borrowed). */
+const char *skpx_grpc_call_path(const struct skpx_grpc_call *call);
+/* Value of a request header/metadata (lower-case name, e.g. "authentication"), or NULL.
+ * Borrowed until on_close. */
+const char *skpx_grpc_call_metadata(const struct skpx_grpc_call *call, const char *name);
+/* Peer address "ip:port" (borrowed). */
+const char *skpx_grpc_call_peer(const struct skpx_grpc_call *call);
+/* Per-call user data slot. */
+void skpx_grpc_call_set_data(struct skpx_grpc_call *call, void *data);
+void *skpx_grpc_call_get_data(const struct skpx_grpc_call *call);
+/* Answers the call: with status OK, `resp` (borrowed; packed at once, may be NULL for an empty
+ * message) is sent as the single response message followed by trailers; with any other status,
+ * no message is sent (Trailers-Only if no headers were sent yet) and `message` (may be NULL)
+ * becomes the percent-encoded grpc-message. Call at most once; a call already cancelled by the
+ * peer is ignored. on_close follows (possibly from within this call). */
+void skpx_grpc_call_finish(struct skpx_grpc_call *call, const ProtobufCMessage *resp, int status,
+                           const char *message);
+
+#endif

@@ -1,0 +1,187 @@
+/* export_html.c - a self-contained HTML flame graph: one file with inline CSS and JavaScript and
+ * the analysis embedded as JSON, which opens offline in any browser (no network, no external
+ * URL). The graph is an icicle (roots on top) under a synthetic "all" frame joining the trees;
+ * frame width is the dump count; hovering shows signature, count, duration, self duration and
+ * the share of parent and total; clicking zooms; a search box highlights matching frames.
+ * The embedded JSON is written with every '/' escaped, so "</script>" cannot end the block. */
+#include "server/export_int.h"
+
+#include <jansson.h>
+#include <string.h>
+
+#include "common/alloc.h"
+
+struct html_ctx {
+    json_t **stack;            /* stack[d] = the "k" (children) array of the frame at depth d-1 */
+};
+
+static skp_err visit(void *ud, const struct analysis_tree *t,
+                     const struct analysis_node *const *path, size_t depth)
+{
+    struct html_ctx *c = ud;
+    const struct analysis_node *n = path[depth];
+    (void)t;
+    json_t *kids = json_array();
+    json_t *o = json_pack("{s:s, s:I, s:I, s:I, s:o}", "n",
+                          n->code_signature ? n->code_signature : "", "c", (json_int_t)n->count,
+                          "d", (json_int_t)n->duration, "s",
+                          (json_int_t)n->duration_child_excluded, "k", kids);
+    if (!o || json_array_append_new(c->stack[depth], o) != 0)
+        return SKP_ENOMEM;
+    c->stack[depth + 1] = kids;
+    return SKP_OK;
+}
+
+static void put_escaped(struct export_buf *b, const char *s)
+{
+    for (; s && *s; s++) {
+        switch (*s) {
+        case '<':
+            export_buf_puts(b, "&lt;");
+            break;
+        case '>':
+            export_buf_puts(b, "&gt;");
+            break;
+        case '&':
+            export_buf_puts(b, "&amp;");
+            break;
+        case '"':
+            export_buf_puts(b, "&quot;");
+            break;
+        default:
+            export_buf_put(b, s, 1);
+        }
+    }
+}
+
+static int dump_cb(const char *p, size_t n, void *ud)
+{
+    struct export_buf *b = ud;
+    export_buf_put(b, p, n);
+    return b->err ? -1 : 0;
+}
+
+static const char g_head[] =
+    "<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">\n"
+    "<meta name=\"generator\" content=\"skyprof\">\n<title>";
+
+static const char g_style[] =
+    "</title>\n<style>\n"
+    "body{font:13px system-ui,sans-serif;margin:16px;color:#222;background:#fff}\n"
+    "h1{font-size:17px;margin:0 0 6px}\n.meta{color:#666;margin-bottom:10px}\n"
+    ".bar{display:flex;gap:8px;align-items:center;margin-bottom:8px}\n"
+    "#chart{position:relative;width:100%;overflow:hidden;border:1px solid #ddd}\n"
+    ".f{position:absolute;height:17px;line-height:17px;font:11px monospace;overflow:hidden;"
+    "white-space:nowrap;text-overflow:ellipsis;padding:0 3px;box-sizing:border-box;"
+    "border-right:1px solid #fff;border-bottom:1px solid #fff;cursor:pointer}\n"
+    ".f.anc{opacity:.55}\n.f.match{background:#e040fb!important;color:#fff}\n"
+    "#tip{position:fixed;display:none;background:#222;color:#fff;padding:6px 8px;"
+    "border-radius:4px;font:12px monospace;pointer-events:none;max-width:640px;"
+    "white-space:pre-wrap;z-index:9}\n"
+    "</style></head><body>\n<h1>";
+
+static const char g_body[] =
+    "<div class=\"bar\"><input id=\"search\" placeholder=\"Search frames\" size=\"30\">"
+    "<button id=\"reset\">Reset zoom</button><span id=\"found\"></span></div>\n"
+    "<div id=\"chart\"></div><div id=\"tip\"></div>\n"
+    "<script type=\"application/json\" id=\"skp-data\">";
+
+/* The viewer. Plain ES5 so it runs in any browser that opens the file. */
+static const char g_script[] =
+    "</script>\n<script>\n"
+    "(function(){\n"
+    "var data=JSON.parse(document.getElementById('skp-data').textContent);\n"
+    "var chart=document.getElementById('chart'),tip=document.getElementById('tip');\n"
+    "var H=18,zoom=data,term='';\n"
+    "function link(n,p){n.p=p;for(var i=0;i<n.k.length;i++)link(n.k[i],n);}link(data,null);\n"
+    "function color(s){var h=0;for(var i=0;i<s.length;i++)h=(h*31+s.charCodeAt(i))>>>0;"
+    "return 'hsl('+(10+h%45)+',85%,'+(58+h%17)+'%)';}\n"
+    "function pct(a,b){return b?(100*a/b).toFixed(1)+'%':'-';}\n"
+    "var maxd=0,hits=0;\n"
+    "function box(n,x,w,d,anc){var e=document.createElement('div');e.className='f'+(anc?' anc':'');"
+    "if(term&&n.n.indexOf(term)>=0){e.className+=' match';hits+=n.c;}"
+    "e.style.left=x+'px';e.style.width=Math.max(w,1)+'px';e.style.top=(d*H)+'px';"
+    "e.style.background=color(n.n);e.textContent=w>30?n.n:'';e.setAttribute('data-name',n.n);"
+    "e.onmousemove=function(ev){tip.style.display='block';tip.style.left=(ev.clientX+12)+'px';"
+    "tip.style.top=(ev.clientY+12)+'px';tip.textContent=n.n+'\\ncount: '+n.c+'\\nduration: '+n.d+"
+    "' ms\\nself duration: '+n.s+' ms\\nof parent: '+pct(n.c,n.p?n.p.c:n.c)+'\\nof total: '+"
+    "pct(n.c,data.c);};e.onmouseleave=function(){tip.style.display='none';};"
+    "e.onclick=function(){zoom=n;render();};chart.appendChild(e);if(d>maxd)maxd=d;}\n"
+    "function lay(n,x,w,d){if(w<0.5)return;box(n,x,w,d,false);var cx=x;"
+    "for(var i=0;i<n.k.length;i++){var c=n.k[i],cw=n.c?w*c.c/n.c:0;lay(c,cx,cw,d+1);cx+=cw;}}\n"
+    "function render(){chart.innerHTML='';maxd=0;hits=0;var W=chart.clientWidth||1000;"
+    "var anc=[];for(var a=zoom.p;a;a=a.p)anc.unshift(a);"
+    "for(var i=0;i<anc.length;i++)box(anc[i],0,W,i,true);lay(zoom,0,W,anc.length);"
+    "chart.style.height=((maxd+1)*H)+'px';document.getElementById('found').textContent="
+    "term?('matched '+pct(hits,data.c)+' of total'):'';}\n"
+    "document.getElementById('search').oninput=function(){term=this.value;render();};\n"
+    "document.getElementById('reset').onclick=function(){zoom=data;render();};\n"
+    "window.onresize=render;render();\n"
+    "})();\n</script>\n</body></html>\n";
+
+skp_err export_render_html(const struct analysis *a, const struct export_meta *m,
+                           struct export_buf *b)
+{
+    struct html_ctx c = {0};
+    json_t *root = NULL;
+    skp_err err = SKP_OK;
+    json_int_t total_count = 0, total_dur = 0;
+
+    c.stack = skpx_calloc(EXPORT_MAX_DEPTH + 1, sizeof(*c.stack));
+    json_t *kids = json_array();
+    if (!c.stack || !kids) {
+        json_decref(kids);
+        err = SKP_ENOMEM;
+        goto out;
+    }
+    for (size_t i = 0; i < a->n_trees; i++) {
+        if (a->trees[i].n_nodes) {
+            total_count += (json_int_t)a->trees[i].nodes[0].count;
+            total_dur += (json_int_t)a->trees[i].nodes[0].duration;
+        }
+    }
+    root = json_pack("{s:s, s:I, s:I, s:I, s:o}", "n", "all", "c", total_count, "d", total_dur,
+                     "s", (json_int_t)0, "k", kids);
+    if (!root) {
+        err = SKP_ENOMEM;
+        goto out;
+    }
+    c.stack[0] = kids;
+    err = export_walk(a, visit, &c);
+    if (err)
+        goto out;
+
+    const char *title = m->title && *m->title ? m->title : "skyprof flame graph";
+    export_buf_puts(b, g_head);
+    put_escaped(b, title);
+    export_buf_puts(b, g_style);
+    put_escaped(b, title);
+    export_buf_puts(b, "</h1>\n<div class=\"meta\">");
+    export_buf_printf(b, "%llu snapshots, dump period %d ms",
+                      (unsigned long long)a->n_snapshots, export_period_ms(m));
+    if (m->trace_id && *m->trace_id) {
+        export_buf_puts(b, " &middot; trace ");
+        put_escaped(b, m->trace_id);
+    }
+    if (m->segment_id && *m->segment_id) {
+        export_buf_puts(b, " &middot; segment ");
+        put_escaped(b, m->segment_id);
+    }
+    if (m->endpoint && *m->endpoint) {
+        export_buf_puts(b, " &middot; endpoint ");
+        put_escaped(b, m->endpoint);
+    }
+    if (a->tip && *a->tip) {
+        export_buf_puts(b, " &middot; ");
+        put_escaped(b, a->tip);
+    }
+    export_buf_puts(b, "</div>\n");
+    export_buf_puts(b, g_body);
+    if (json_dump_callback(root, dump_cb, b, JSON_COMPACT | JSON_ESCAPE_SLASH) != 0 && !b->err)
+        b->err = SKP_ENOMEM;
+    export_buf_puts(b, g_script);
+out:
+    json_decref(root);
+    skpx_free(c.stack);
+    return err ? err : b->err;
+}

@@ -1,0 +1,83 @@
+/* export_int.h - shared by the export_*.c files only: a bounded growable output buffer, a
+ * depth-first walk over an analysis with each node's self count, and the per-format renderers
+ * that export.c dispatches to. Single-threaded, no global state. */
+#ifndef SKP_SERVER_EXPORT_INT_H
+#define SKP_SERVER_EXPORT_INT_H
+
+#include <stdarg.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "server/export.h"
+
+/* Largest export we render: an analysis capped at a few hundred thousand nodes renders to far
+ * less; anything larger is a bug or an abuse and fails with SKP_ETOOBIG instead of exhausting
+ * the daemon's memory. */
+#define EXPORT_MAX_OUTPUT_BYTES ((size_t)256 * 1024 * 1024)
+/* Deepest stack an export walks (the agents cap stacks at 500 frames, CPython at 256; a
+ * deeper tree is truncated, never recursed into). */
+#define EXPORT_MAX_DEPTH 4096
+/* Sample weight used when the caller does not know the task's dump period. */
+#define EXPORT_DEFAULT_DUMP_PERIOD_MS 10
+
+struct export_buf {
+    uint8_t *data;             /* owned; skpx_realloc'd */
+    size_t len;
+    size_t cap;
+    skp_err err;               /* first error; later appends are no-ops */
+};
+
+/* Appends raw bytes / a string / formatted text. Errors are sticky in b->err. */
+void export_buf_put(struct export_buf *b, const void *p, size_t n);
+void export_buf_puts(struct export_buf *b, const char *s);
+void export_buf_printf(struct export_buf *b, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+/* Moves the bytes out (caller frees with skpx_free) or frees them on error. Returns b->err. */
+SKP_MUST_CHECK skp_err export_buf_take(struct export_buf *b, uint8_t **out, size_t *out_len);
+void export_buf_cleanup(struct export_buf *b);
+
+/* Number of snapshots in which `n` was the innermost frame: count minus the children's counts
+ * (children hold disjoint subsets of the parent's snapshots), never negative. */
+uint64_t export_node_self_count(const struct analysis_tree *t, const struct analysis_node *n);
+
+/* Called for every node (pre-order) with the path root..node (path[depth] == node). */
+typedef skp_err (*export_visit_cb)(void *ud, const struct analysis_tree *t,
+                                   const struct analysis_node *const *path, size_t depth);
+/* Walks every tree depth-first without recursion; stops at the first non-OK return.
+ * Nodes deeper than EXPORT_MAX_DEPTH are skipped. Errors: whatever the callback returns,
+ * SKP_EINVAL for a malformed tree (index out of range or a cycle). */
+SKP_MUST_CHECK skp_err export_walk(const struct analysis *a, export_visit_cb cb, void *ud);
+
+/* Interned strings: open addressing on FNV-1a, grown at 50% load. Keys are borrowed and must
+ * outlive the table; ids are 0-based in first-seen order and order[id] gives the key back. */
+struct export_intern {
+    const char **keys;
+    uint32_t *ids;
+    size_t cap;
+    size_t n;
+    const char **order;
+    size_t order_cap;
+};
+/* Sets *id to the id of `s` (NULL is ""), adding it if new. Errors: SKP_ENOMEM. */
+SKP_MUST_CHECK skp_err export_intern_get(struct export_intern *in, const char *s, uint32_t *id);
+/* Frees the table (not the keys). */
+void export_intern_cleanup(struct export_intern *in);
+
+/* Sample weight in milliseconds (meta->dump_period_ms, or the default). */
+int export_period_ms(const struct export_meta *meta);
+
+/* Renderers; same contract as export_render for one format. */
+SKP_MUST_CHECK skp_err export_render_pprof(const struct analysis *a, const struct export_meta *m,
+                                           struct export_buf *b);
+SKP_MUST_CHECK skp_err export_render_collapsed(const struct analysis *a,
+                                               const struct export_meta *m, struct export_buf *b);
+SKP_MUST_CHECK skp_err export_render_speedscope(const struct analysis *a,
+                                                const struct export_meta *m, struct export_buf *b);
+SKP_MUST_CHECK skp_err export_render_html(const struct analysis *a, const struct export_meta *m,
+                                          struct export_buf *b);
+
+/* Writes `sig` with the characters that would break the collapsed format (';' separates frames,
+ * newlines separate stacks) replaced: ';' -> ',', CR/LF/TAB -> ' '. */
+void export_put_collapsed_frame(struct export_buf *b, const char *sig);
+
+#endif

@@ -1,0 +1,407 @@
+/* Unit tests for src/server/export*.c on hand-built analyses: the collapsed lines and their
+ * totals, the pprof message (gunzipped and decoded here field by field), the speedscope schema
+ * fields, the HTML file's embedded data and lack of external references, format names,
+ * malformed trees and allocation failures. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <cmocka.h>
+#include <jansson.h>
+#include <zlib.h>
+
+#include "common/alloc.h"
+#include "server/export.h"
+#include "server/export_int.h"
+
+#define NONE UINT32_MAX
+
+/* The worked example of spec §5.6 (A>B>{C,D}) plus a second tree X>Y, and a third tree whose
+ * signatures carry the characters exporters must escape. */
+static struct analysis_node g_t1[] = {
+    {1, 0, "A", 40, 0, 5, 1, NONE},
+    {2, 1, "B", 40, 30, 5, 2, NONE},
+    {3, 2, "method3 (demo.c:42)", 10, 10, 3, NONE, 3},
+    {4, 2, "/srv/app.py.handler: 50", 0, 0, 1, NONE, NONE},
+};
+static struct analysis_node g_t2[] = {
+    {1, 0, "X", 10, 0, 2, 1, NONE},
+    {2, 1, "Y", 10, 10, 2, NONE, NONE},
+};
+static struct analysis_node g_t3[] = {
+    {1, 0, "evil;frame\nname</script><img src=x>", 0, 0, 1, NONE, NONE},
+};
+static struct analysis_tree g_trees[] = {{g_t1, 4}, {g_t2, 2}, {g_t3, 1}};
+static struct analysis g_an = {NULL, g_trees, 3, 8};
+
+static const struct export_meta g_meta = {
+    .title = "task t1 /orders",
+    .task_id = "t1",
+    .segment_id = "seg-1",
+    .trace_id = "trace-1",
+    .endpoint = "/orders",
+    .dump_period_ms = 20,
+    .time_ms = 1700000000000,
+};
+
+static void render(enum export_format f, const struct export_meta *m, uint8_t **out, size_t *len)
+{
+    skp_err err = export_render(&g_an, f, m, out, len);
+    assert_int_equal(err, SKP_OK);
+    assert_non_null(*out);
+}
+
+static char *as_string(const uint8_t *p, size_t n)
+{
+    char *s = skpx_xmalloc(n + 1);
+    memcpy(s, p, n);
+    s[n] = 0;
+    return s;
+}
+
+static void format_names_round_trip(void **state)
+{
+    (void)state;
+    static const char *names[] = {"pprof", "collapsed", "speedscope", "html", "json"};
+    for (size_t i = 0; i < 5; i++) {
+        enum export_format f;
+        assert_int_equal(export_format_parse(names[i], &f), SKP_OK);
+        assert_int_equal((int)f, (int)i);
+        assert_non_null(export_content_type(f));
+        assert_non_null(export_file_ext(f));
+    }
+    enum export_format f;
+    assert_int_equal(export_format_parse("svg", &f), SKP_EINVAL);
+    assert_int_equal(export_format_parse(NULL, &f), SKP_EINVAL);
+    assert_string_equal(export_content_type(EXPORT_HTML), "text/html; charset=utf-8");
+    assert_string_equal(export_file_ext(EXPORT_PPROF), "pb.gz");
+}
+
+static void self_counts_follow_children(void **state)
+{
+    (void)state;
+    assert_int_equal(export_node_self_count(&g_trees[0], &g_t1[0]), 0);
+    assert_int_equal(export_node_self_count(&g_trees[0], &g_t1[1]), 1);
+    assert_int_equal(export_node_self_count(&g_trees[0], &g_t1[2]), 3);
+    assert_int_equal(export_node_self_count(&g_trees[0], &g_t1[3]), 1);
+}
+
+static void collapsed_lines_and_totals(void **state)
+{
+    (void)state;
+    uint8_t *out;
+    size_t len;
+    render(EXPORT_COLLAPSED, NULL, &out, &len);
+    char *s = as_string(out, len);
+    assert_string_equal(s, "A;B 1\n"
+                           "A;B;method3 (demo.c:42) 3\n"
+                           "A;B;/srv/app.py.handler: 50 1\n"
+                           "X;Y 2\n"
+                           "evil,frame name</script><img src=x> 1\n");
+    /* Parsed back, the counts add up to the snapshots analysed. */
+    unsigned long total = 0;
+    for (char *line = strtok(s, "\n"); line; line = strtok(NULL, "\n"))
+        total += strtoul(strrchr(line, ' ') + 1, NULL, 10);
+    assert_int_equal(total, g_an.n_snapshots);
+    skpx_free(s);
+    skpx_free(out);
+}
+
+/* ---- a minimal protobuf reader for the pprof checks ---- */
+
+struct pb {
+    const uint8_t *p, *end;
+};
+
+static uint64_t pb_varint(struct pb *r)
+{
+    uint64_t v = 0;
+    for (int shift = 0; r->p < r->end && shift < 64; shift += 7) {
+        uint8_t c = *r->p++;
+        v |= (uint64_t)(c & 0x7f) << shift;
+        if (!(c & 0x80))
+            return v;
+    }
+    fail_msg("truncated varint");
+    return 0;
+}
+
+/* Next field: returns 0 at end; *field / *wire set; for LEN fields *sub covers the payload,
+ * for varints *val holds the value. */
+static int pb_next(struct pb *r, uint32_t *field, uint32_t *wire, uint64_t *val, struct pb *sub)
+{
+    if (r->p >= r->end)
+        return 0;
+    uint64_t tag = pb_varint(r);
+    *field = (uint32_t)(tag >> 3);
+    *wire = (uint32_t)(tag & 7);
+    if (*wire == 0) {
+        *val = pb_varint(r);
+    } else if (*wire == 2) {
+        uint64_t n = pb_varint(r);
+        assert_true(n <= (uint64_t)(r->end - r->p));
+        sub->p = r->p;
+        sub->end = r->p + n;
+        r->p += n;
+    } else {
+        fail_msg("unexpected wire type %u", *wire);
+    }
+    return 1;
+}
+
+static uint8_t *gunzip(const uint8_t *in, size_t n, size_t *out_len)
+{
+    size_t cap = 1 << 20;
+    uint8_t *out = skpx_xmalloc(cap);
+    z_stream zs;
+    memset(&zs, 0, sizeof(zs));
+    assert_int_equal(inflateInit2(&zs, 15 + 16), Z_OK);
+    zs.next_in = (uint8_t *)in;
+    zs.avail_in = (uInt)n;
+    zs.next_out = out;
+    zs.avail_out = (uInt)cap;
+    assert_int_equal(inflate(&zs, Z_FINISH), Z_STREAM_END);
+    *out_len = cap - zs.avail_out;
+    inflateEnd(&zs);
+    return out;
+}
+
+static void pprof_decodes_with_samples_and_labels(void **state)
+{
+    (void)state;
+    uint8_t *gz;
+    size_t gz_len;
+    render(EXPORT_PPROF, &g_meta, &gz, &gz_len);
+    assert_true(gz_len > 18);
+    assert_int_equal(gz[0], 0x1f);
+    assert_int_equal(gz[1], 0x8b);
+    size_t len;
+    uint8_t *raw = gunzip(gz, gz_len, &len);
+
+    const char *strings[64];
+    size_t strings_len[64];
+    size_t n_strings = 0, n_samples = 0, n_functions = 0, n_locations = 0, n_sample_types = 0;
+    uint64_t sum_count = 0, sum_ns = 0, period = 0, n_labels = 0;
+    uint64_t label_keys[16], label_vals[16];
+    struct pb r = {raw, raw + len}, sub, sub2;
+    uint32_t field, wire;
+    uint64_t val;
+    while (pb_next(&r, &field, &wire, &val, &sub)) {
+        switch (field) {
+        case 1:
+            n_sample_types++;
+            break;
+        case 2: { /* Sample */
+            n_samples++;
+            size_t depth = 0;
+            while (pb_next(&sub, &field, &wire, &val, &sub2)) {
+                if (field == 1) {
+                    while (sub2.p < sub2.end) {
+                        pb_varint(&sub2);
+                        depth++;
+                    }
+                } else if (field == 2) {
+                    sum_count += pb_varint(&sub2);
+                    sum_ns += pb_varint(&sub2);
+                } else if (field == 3 && n_samples == 1) {
+                    struct pb lab = sub2, unused;
+                    uint32_t lf, lw;
+                    uint64_t lv;
+                    while (pb_next(&lab, &lf, &lw, &lv, &unused)) {
+                        if (lf == 1)
+                            label_keys[n_labels] = lv;
+                        else if (lf == 2)
+                            label_vals[n_labels] = lv;
+                    }
+                    n_labels++;
+                }
+            }
+            assert_true(depth >= 1);
+            break;
+        }
+        case 4:
+            n_locations++;
+            break;
+        case 5:
+            n_functions++;
+            break;
+        case 6:
+            assert_true(n_strings < 64);
+            strings[n_strings] = (const char *)sub.p;
+            strings_len[n_strings++] = (size_t)(sub.end - sub.p);
+            break;
+        case 12:
+            period = val;
+            break;
+        default:
+            break;
+        }
+    }
+    assert_int_equal(n_sample_types, 2);
+    assert_int_equal(n_samples, 5);          /* nodes with a self count */
+    assert_int_equal(sum_count, 8);          /* = snapshots */
+    assert_int_equal(sum_ns, 8ull * 20 * 1000000);
+    assert_int_equal(period, 20ull * 1000000);
+    /* One function and one location per distinct code signature: A B C D X Y evil. */
+    assert_int_equal(n_functions, 7);
+    assert_int_equal(n_locations, 7);
+    assert_int_equal(strings_len[0], 0);
+    assert_int_equal(n_labels, 4);
+#define STR_IS(i, lit) (strings_len[i] == strlen(lit) && memcmp(strings[i], lit, strlen(lit)) == 0)
+    assert_true(STR_IS(label_keys[0], "trace_id") && STR_IS(label_vals[0], "trace-1"));
+    assert_true(STR_IS(label_keys[1], "segment_id") && STR_IS(label_vals[1], "seg-1"));
+    assert_true(STR_IS(label_keys[2], "endpoint") && STR_IS(label_vals[2], "/orders"));
+    int saw_file = 0, saw_sig = 0;
+    for (size_t i = 0; i < n_strings; i++) {
+        saw_file |= STR_IS(i, "demo.c") || STR_IS(i, "/srv/app.py");
+        saw_sig |= STR_IS(i, "method3 (demo.c:42)");
+    }
+    assert_true(saw_file && saw_sig);
+#undef STR_IS
+    skpx_free(raw);
+    skpx_free(gz);
+}
+
+static void speedscope_has_schema_fields(void **state)
+{
+    (void)state;
+    uint8_t *out;
+    size_t len;
+    render(EXPORT_SPEEDSCOPE, &g_meta, &out, &len);
+    json_error_t jerr;
+    json_t *j = json_loadb((const char *)out, len, 0, &jerr);
+    assert_non_null(j);
+    assert_string_equal(json_string_value(json_object_get(j, "$schema")),
+                        "https://www.speedscope.app/file-format-schema.json");
+    json_t *frames = json_object_get(json_object_get(j, "shared"), "frames");
+    assert_int_equal(json_array_size(frames), 7);
+    assert_string_equal(json_string_value(json_object_get(json_array_get(frames, 0), "name")), "A");
+    json_t *p = json_array_get(json_object_get(j, "profiles"), 0);
+    assert_string_equal(json_string_value(json_object_get(p, "type")), "sampled");
+    assert_string_equal(json_string_value(json_object_get(p, "unit")), "milliseconds");
+    assert_string_equal(json_string_value(json_object_get(p, "name")), "task t1 /orders");
+    json_t *samples = json_object_get(p, "samples");
+    json_t *weights = json_object_get(p, "weights");
+    assert_int_equal(json_array_size(samples), 5);
+    assert_int_equal(json_array_size(weights), 5);
+    json_int_t sum = 0;
+    for (size_t i = 0; i < 5; i++)
+        sum += json_integer_value(json_array_get(weights, i));
+    assert_int_equal(sum, 8 * 20);
+    assert_int_equal(json_integer_value(json_object_get(p, "endValue")), 8 * 20);
+    assert_int_equal(json_integer_value(json_object_get(p, "startValue")), 0);
+    /* A;B;method3 is frames 0,1,2 root first. */
+    json_t *s1 = json_array_get(samples, 1);
+    assert_int_equal(json_array_size(s1), 3);
+    assert_int_equal(json_integer_value(json_array_get(s1, 2)), 2);
+    json_decref(j);
+    skpx_free(out);
+}
+
+static void html_is_self_contained(void **state)
+{
+    (void)state;
+    uint8_t *out;
+    size_t len;
+    render(EXPORT_HTML, &g_meta, &out, &len);
+    char *s = as_string(out, len);
+    assert_non_null(strstr(s, "<!DOCTYPE html>"));
+    assert_non_null(strstr(s, "method3 (demo.c:42)"));
+    assert_non_null(strstr(s, "\\/srv\\/app.py.handler: 50"));
+    assert_non_null(strstr(s, "<title>task t1 /orders</title>"));
+    assert_null(strstr(s, "http://"));
+    assert_null(strstr(s, "https://"));
+    assert_null(strstr(s, "<script src"));
+    assert_null(strstr(s, "<link"));
+    /* The hostile signature cannot close the data block early: exactly two </script>. */
+    int closes = 0;
+    for (char *p = strstr(s, "</script>"); p; p = strstr(p + 1, "</script>"))
+        closes++;
+    assert_int_equal(closes, 2);
+    skpx_free(s);
+    skpx_free(out);
+}
+
+static void empty_analysis_renders(void **state)
+{
+    (void)state;
+    struct analysis empty = {"Data not found", NULL, 0, 0};
+    for (int f = EXPORT_PPROF; f <= EXPORT_HTML; f++) {
+        uint8_t *out;
+        size_t len;
+        assert_int_equal(export_render(&empty, (enum export_format)f, NULL, &out, &len), SKP_OK);
+        if (f == EXPORT_COLLAPSED)
+            assert_int_equal(len, 0);
+        else
+            assert_true(len > 0);
+        skpx_free(out);
+    }
+}
+
+static void malformed_tree_is_rejected(void **state)
+{
+    (void)state;
+    struct analysis_node cyc[] = {
+        {1, 0, "R", 0, 0, 2, 1, NONE},
+        {2, 1, "S", 0, 0, 1, 2, 1}, /* S's sibling is itself-ish: 1 -> 2 -> 1 ... */
+        {3, 1, "T", 0, 0, 1, NONE, 1},
+    };
+    struct analysis_tree t = {cyc, 3};
+    struct analysis a = {NULL, &t, 1, 2};
+    uint8_t *out = (uint8_t *)1;
+    size_t len;
+    assert_int_equal(export_render(&a, EXPORT_COLLAPSED, NULL, &out, &len), SKP_EINVAL);
+    assert_null(out);
+    struct analysis_node oob[] = {{1, 0, "R", 0, 0, 1, 7, NONE}};
+    struct analysis_tree t2 = {oob, 1};
+    struct analysis a2 = {NULL, &t2, 1, 1};
+    assert_int_equal(export_render(&a2, EXPORT_PPROF, NULL, &out, &len), SKP_EINVAL);
+    assert_int_equal(export_render(NULL, EXPORT_PPROF, NULL, &out, &len), SKP_EINVAL);
+    assert_int_equal(export_render(&g_an, (enum export_format)42, NULL, &out, &len), SKP_EINVAL);
+}
+
+/* Every allocation of the C exporters fails in turn: each render ends OK or ENOMEM and the
+ * byte counter returns to where it was (nothing leaks). jansson's own allocations are not
+ * counted (it uses the libc allocator). */
+static void allocation_failures_are_clean(void **state)
+{
+    (void)state;
+    for (int f = EXPORT_PPROF; f <= EXPORT_HTML; f++) {
+        for (long k = 0; k < 200; k++) {
+            int64_t before = skpx_alloc_live_bytes();
+            uint8_t *out = NULL;
+            size_t len = 0;
+            skpx_alloc_fail_after(k);
+            skp_err err = export_render(&g_an, (enum export_format)f, &g_meta, &out, &len);
+            skpx_alloc_fail_after(-1);
+            assert_true(err == SKP_OK || err == SKP_ENOMEM);
+            if (err == SKP_OK) {
+                skpx_free(out);
+                assert_int_equal(skpx_alloc_live_bytes(), before);
+                break;
+            }
+            assert_null(out);
+            assert_int_equal(skpx_alloc_live_bytes(), before);
+        }
+    }
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(format_names_round_trip),
+        cmocka_unit_test(self_counts_follow_children),
+        cmocka_unit_test(collapsed_lines_and_totals),
+        cmocka_unit_test(pprof_decodes_with_samples_and_labels),
+        cmocka_unit_test(speedscope_has_schema_fields),
+        cmocka_unit_test(html_is_self_contained),
+        cmocka_unit_test(empty_analysis_renders),
+        cmocka_unit_test(malformed_tree_is_rejected),
+        cmocka_unit_test(allocation_failures_are_clean),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}

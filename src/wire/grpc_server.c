@@ -1,0 +1,1059 @@
+/* grpc_server.c - gRPC over h2c (prior knowledge) on nghttp2, driven by the caller's libevent
+ * loop. Single-threaded: every function here and every callback runs on the loop thread.
+ *
+ * Design: one `struct conn` per TCP connection (a bufferevent plus an nghttp2 server session)
+ * and one `struct skpx_grpc_call` per request stream. Calls are kept on a per-connection list
+ * because nghttp2_session_del() does not report the streams it drops: tearing a connection down
+ * walks that list so on_close runs exactly once per call. Nothing is written to the socket from
+ * inside nghttp2 callbacks: while the session is being fed (`in_io`) a finish only queues frames,
+ * and the read handler flushes afterwards; a finish from outside (a timer, a storage commit)
+ * flushes at once. Responses are sent only when a call finishes, so a non-OK status always
+ * leaves as Trailers-Only and an OK one as HEADERS + DATA + trailers. Connections are freed only
+ * from top-level event callbacks (read/event handlers, a deferred close event, the grace timer)
+ * or by skpx_grpc_server_free(), never from inside a nghttp2 or user callback. */
+#include "wire/grpc_server.h"
+
+#include <arpa/inet.h>
+#include <errno.h>
+#include <netdb.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <event2/buffer.h>
+#include <event2/bufferevent.h>
+#include <event2/event.h>
+#include <event2/listener.h>
+#include <nghttp2/nghttp2.h>
+
+#include "common/alloc.h"
+#include "common/err.h"
+#include "common/log.h"
+
+/* Default flow-control window (stream and connection). Agents stream many small snapshots;
+ * 16 MiB keeps a fast sender from stalling on WINDOW_UPDATE round trips on loopback and LAN. */
+#define GRPC_SERVER_DEFAULT_WINDOW (16u * 1024 * 1024)
+/* Default SETTINGS_MAX_CONCURRENT_STREAMS: far above what one agent uses (a few at a time),
+ * small enough to bound per-connection memory. */
+#define GRPC_SERVER_DEFAULT_MAX_STREAMS 1000u
+/* Default connection cap; each connection costs a session and buffers (tens of KiB). */
+#define GRPC_SERVER_DEFAULT_MAX_CONNS 1024u
+/* Request metadata kept per call. gRPC's default metadata limit is 8 KiB; twice that leaves
+ * room for long auth tokens. Larger requests are refused with RESOURCE_EXHAUSTED. */
+#define GRPC_SERVER_MAX_HEADER_BYTES (16u * 1024)
+/* A client must send the HTTP/2 preface and a first frame within this time, so a half-open or
+ * silent connection cannot pin a connection slot forever. */
+#define GRPC_SERVER_HANDSHAKE_TIMEOUT_MS 10000
+/* nghttp2 output is pulled into the socket buffer until this much is pending; the rest is
+ * produced from the write callback once the socket drains (bounds memory per connection). */
+#define GRPC_SERVER_OUTBUF_HIGH (1u * 1024 * 1024)
+/* Largest read handed to nghttp2 at once (libevent's default is 16 KiB per read). */
+#define GRPC_SERVER_MAX_SINGLE_READ (256u * 1024)
+/* grpc-message text is truncated to this many input bytes before percent-encoding. */
+#define GRPC_SERVER_MAX_STATUS_MSG 512
+/* After a fatal error, how long the final GOAWAY may take to leave before we just close. */
+#define GRPC_SERVER_CLOSE_WRITE_TIMEOUT_MS 2000
+#define GRPC_SERVER_MAX_LISTENERS 8
+#define GRPC_SERVER_LISTEN_BACKLOG 512
+
+struct conn;
+
+struct skpx_grpc_call {
+    struct conn *conn;
+    struct skpx_grpc_call *prev, *next; /* conn->calls list */
+    int32_t stream_id;
+    const struct skpx_grpc_method *method; /* NULL until routed */
+    char *hdrs;           /* owned; "name\0value\0" pairs */
+    size_t hdrs_len;
+    size_t hdrs_cap;
+    const char *path;     /* into hdrs once headers are complete */
+    bool hdrs_too_big;
+    bool headers_done;
+    bool user_visible;    /* on_start ran (or would have): on_close is owed */
+    bool remote_closed;   /* client half-closed */
+    bool finished;        /* skpx_grpc_call_finish (or an internal error) answered */
+    bool response_sent;   /* the frame carrying END_STREAM left */
+    bool closed;          /* on_close ran */
+    int status;           /* final status once finished */
+    uint64_t n_msgs;
+    struct skpx_grpc_reader reader;
+    uint8_t *resp;        /* owned; prefix + packed response */
+    size_t resp_len;
+    size_t resp_off;
+    char *status_msg;     /* owned; percent-encoded grpc-message or NULL */
+    void *data;           /* user slot */
+};
+
+struct conn {
+    struct skpx_grpc_server *srv;
+    struct conn *prev, *next;
+    struct bufferevent *bev;
+    nghttp2_session *session;
+    struct event *close_ev;
+    struct skpx_grpc_call *calls;
+    char peer[INET6_ADDRSTRLEN + 8];
+    bool in_io;        /* inside nghttp2_session_mem_recv/mem_send: do not flush or free */
+    bool dying;        /* being torn down: finish requests are ignored */
+    bool got_frame;    /* a valid frame arrived: the handshake is over */
+    bool proto_error;  /* counted once at teardown */
+    bool close_queued;
+    bool close_after_write; /* fatal error: close once the output (GOAWAY) has drained */
+    uint64_t bytes_in;
+};
+
+struct skpx_grpc_server {
+    struct event_base *base;
+    struct skpx_grpc_server_opts opts;
+    struct skpx_grpc_method *methods; /* owned array */
+    size_t n_methods;
+    struct evconnlistener *listeners[GRPC_SERVER_MAX_LISTENERS];
+    size_t n_listeners;
+    struct conn *conns;
+    nghttp2_session_callbacks *cbs;
+    nghttp2_option *h2opt;
+    struct skpx_grpc_server_stats stats;
+    bool shutting_down;
+    bool done_fired;
+    struct event *grace_ev;
+    struct event *done_ev;
+    void (*done_cb)(void *ud);
+    void *done_ud;
+};
+
+static void conn_flush(struct conn *c);
+static void conn_free(struct conn *c);
+static void server_done_cb(evutil_socket_t fd, short what, void *arg);
+
+/* ---------------------------------------------------------------- protobuf-c allocator */
+
+static void *pb_alloc(void *ud, size_t n)
+{
+    (void)ud;
+    return skpx_malloc(n);
+}
+
+static void pb_free(void *ud, void *p)
+{
+    (void)ud;
+    skpx_free(p);
+}
+
+static ProtobufCAllocator g_pb_allocator = {pb_alloc, pb_free, NULL};
+
+/* ---------------------------------------------------------------- calls */
+
+static struct skpx_grpc_call *call_new(struct conn *c, int32_t stream_id)
+{
+    struct skpx_grpc_call *call = skpx_calloc(1, sizeof(*call));
+    if (!call)
+        return NULL;
+    call->conn = c;
+    call->stream_id = stream_id;
+    skpx_grpc_reader_init(&call->reader, c->srv->opts.max_msg);
+    call->next = c->calls;
+    if (c->calls)
+        c->calls->prev = call;
+    c->calls = call;
+    return call;
+}
+
+static void call_free(struct skpx_grpc_call *call)
+{
+    struct conn *c = call->conn;
+    if (call->prev)
+        call->prev->next = call->next;
+    else
+        c->calls = call->next;
+    if (call->next)
+        call->next->prev = call->prev;
+    skpx_grpc_reader_cleanup(&call->reader);
+    skpx_free(call->hdrs);
+    skpx_free(call->resp);
+    skpx_free(call->status_msg);
+    skpx_free(call);
+}
+
+/* Runs on_close once (if owed) and counts a failure for non-OK ends. */
+static void call_report_close(struct skpx_grpc_call *call, int status)
+{
+    struct skpx_grpc_server *srv = call->conn->srv;
+    if (call->closed)
+        return;
+    call->closed = true;
+    if (status != SKPX_GRPC_OK && call->headers_done)
+        srv->stats.calls_failed++;
+    if (call->user_visible && call->method && call->method->on_close)
+        call->method->on_close(call, call->method->ud, status);
+}
+
+static bool hdrs_append(struct skpx_grpc_call *call, const uint8_t *s, size_t len)
+{
+    size_t need = call->hdrs_len + len + 1;
+    if (need > GRPC_SERVER_MAX_HEADER_BYTES)
+        return false;
+    if (need > call->hdrs_cap) {
+        size_t cap = call->hdrs_cap ? call->hdrs_cap * 2 : 512;
+        while (cap < need)
+            cap *= 2;
+        if (cap > GRPC_SERVER_MAX_HEADER_BYTES)
+            cap = GRPC_SERVER_MAX_HEADER_BYTES;
+        char *nb = skpx_realloc(call->hdrs, cap);
+        if (!nb)
+            return false;
+        call->hdrs = nb;
+        call->hdrs_cap = cap;
+    }
+    memcpy(call->hdrs + call->hdrs_len, s, len);
+    call->hdrs[call->hdrs_len + len] = '\0';
+    call->hdrs_len += len + 1;
+    return true;
+}
+
+static const char *hdr_get(const struct skpx_grpc_call *call, const char *name)
+{
+    size_t off = 0;
+    while (off < call->hdrs_len) {
+        const char *n = call->hdrs + off;
+        size_t nl = strlen(n);
+        const char *v = n + nl + 1;
+        if (strcmp(n, name) == 0)
+            return v;
+        off += nl + 1 + strlen(v) + 1;
+    }
+    return NULL;
+}
+
+#define MKNV(n, v)                                                                                 \
+    {                                                                                              \
+        (uint8_t *)(n), (uint8_t *)(v), sizeof(n) - 1, strlen(v), NGHTTP2_NV_FLAG_NONE             \
+    }
+
+static ssize_t resp_read_cb(nghttp2_session *session, int32_t stream_id, uint8_t *buf,
+                            size_t length, uint32_t *data_flags, nghttp2_data_source *source,
+                            void *user_data)
+{
+    (void)user_data;
+    struct skpx_grpc_call *call = source->ptr;
+    size_t left = call->resp_len - call->resp_off;
+    size_t n = left < length ? left : length;
+    memcpy(buf, call->resp + call->resp_off, n);
+    call->resp_off += n;
+    if (call->resp_off == call->resp_len) {
+        char status[12];
+        snprintf(status, sizeof(status), "%d", call->status);
+        nghttp2_nv trailers[] = {MKNV("grpc-status", status)};
+        *data_flags |= NGHTTP2_DATA_FLAG_EOF | NGHTTP2_DATA_FLAG_NO_END_STREAM;
+        int rv = nghttp2_submit_trailer(session, stream_id, trailers, SKP_ARRAY_LEN(trailers));
+        if (rv != 0) {
+            SKPX_WARN("grpc-server: submit trailer failed on stream %d: %s", stream_id,
+                      nghttp2_strerror(rv));
+            return NGHTTP2_ERR_TEMPORAL_CALLBACK_FAILURE;
+        }
+    }
+    return (ssize_t)n;
+}
+
+/* Sends a response without a body: Trailers-Only for gRPC errors (http_status 200), or a plain
+ * HTTP error (405/415) that still carries grpc-status for gRPC clients. */
+static void call_submit_trailers_only(struct skpx_grpc_call *call, const char *http_status)
+{
+    char status[12];
+    snprintf(status, sizeof(status), "%d", call->status);
+    nghttp2_nv nva[] = {
+        MKNV(":status", http_status),
+        MKNV("content-type", "application/grpc"),
+        MKNV("grpc-status", status),
+        MKNV("grpc-message", call->status_msg ? call->status_msg : ""),
+    };
+    size_t n = SKP_ARRAY_LEN(nva) - (call->status_msg ? 0 : 1);
+    int rv = nghttp2_submit_response(call->conn->session, call->stream_id, nva, n, NULL);
+    if (rv != 0)
+        SKPX_WARN("grpc-server: submit response failed on stream %d: %s", call->stream_id,
+                  nghttp2_strerror(rv));
+}
+
+static void call_set_message(struct skpx_grpc_call *call, const char *message)
+{
+    if (!message || !*message)
+        return;
+    size_t in_len = strnlen(message, GRPC_SERVER_MAX_STATUS_MSG);
+    size_t need = skpx_grpc_percent_encode(message, in_len, NULL, 0);
+    call->status_msg = skpx_malloc(need + 1);
+    if (call->status_msg)
+        skpx_grpc_percent_encode(message, in_len, call->status_msg, need + 1);
+}
+
+/* Answers with a non-OK status (internal errors and user errors alike). */
+static void call_fail(struct skpx_grpc_call *call, int status, const char *http_status,
+                      const char *message)
+{
+    if (call->finished)
+        return;
+    call->finished = true;
+    call->status = status;
+    call_set_message(call, message);
+    call_submit_trailers_only(call, http_status);
+    conn_flush(call->conn);
+}
+
+void skpx_grpc_call_finish(struct skpx_grpc_call *call, const ProtobufCMessage *resp, int status,
+                           const char *message)
+{
+    if (!call || call->finished || call->closed || call->conn->dying)
+        return;
+    if (status != SKPX_GRPC_OK) {
+        call_fail(call, status, "200", message);
+        return;
+    }
+    size_t body = resp ? protobuf_c_message_get_packed_size(resp) : 0;
+    if (body > UINT32_MAX) {
+        call_fail(call, SKPX_GRPC_INTERNAL, "200", "response too large");
+        return;
+    }
+    call->resp = skpx_malloc(SKPX_GRPC_PREFIX_LEN + body);
+    if (!call->resp) {
+        call_fail(call, SKPX_GRPC_RESOURCE_EXHAUSTED, "200", "server out of memory");
+        return;
+    }
+    skpx_grpc_prefix_write(call->resp, (uint32_t)body);
+    if (resp)
+        protobuf_c_message_pack(resp, call->resp + SKPX_GRPC_PREFIX_LEN);
+    call->resp_len = SKPX_GRPC_PREFIX_LEN + body;
+    call->finished = true;
+    call->status = SKPX_GRPC_OK;
+    nghttp2_nv nva[] = {
+        MKNV(":status", "200"),
+        MKNV("content-type", "application/grpc"),
+        MKNV("grpc-accept-encoding", "identity"),
+    };
+    nghttp2_data_provider prd = {.source.ptr = call, .read_callback = resp_read_cb};
+    int rv = nghttp2_submit_response(call->conn->session, call->stream_id, nva,
+                                     SKP_ARRAY_LEN(nva), &prd);
+    if (rv != 0) {
+        SKPX_WARN("grpc-server: submit response failed on stream %d: %s", call->stream_id,
+                  nghttp2_strerror(rv));
+        nghttp2_submit_rst_stream(call->conn->session, NGHTTP2_FLAG_NONE, call->stream_id,
+                                  NGHTTP2_INTERNAL_ERROR);
+    }
+    conn_flush(call->conn);
+}
+
+const char *skpx_grpc_call_path(const struct skpx_grpc_call *call)
+{
+    return call->path ? call->path : "";
+}
+
+const char *skpx_grpc_call_metadata(const struct skpx_grpc_call *call, const char *name)
+{
+    return hdr_get(call, name);
+}
+
+const char *skpx_grpc_call_peer(const struct skpx_grpc_call *call)
+{
+    return call->conn->peer;
+}
+
+void skpx_grpc_call_set_data(struct skpx_grpc_call *call, void *data)
+{
+    call->data = data;
+}
+
+void *skpx_grpc_call_get_data(const struct skpx_grpc_call *call)
+{
+    return call->data;
+}
+
+/* ---------------------------------------------------------------- request processing */
+
+static const struct skpx_grpc_method *route(const struct skpx_grpc_server *srv, const char *path)
+{
+    for (size_t i = 0; i < srv->n_methods; i++) {
+        if (strcmp(srv->methods[i].path, path) == 0)
+            return &srv->methods[i];
+    }
+    return NULL;
+}
+
+/* The request headers are complete: validate and route, then let the handler accept it. */
+static void call_headers_done(struct skpx_grpc_call *call)
+{
+    struct skpx_grpc_server *srv = call->conn->srv;
+    call->headers_done = true;
+    srv->stats.calls_started++;
+    if (call->hdrs_too_big) {
+        call_fail(call, SKPX_GRPC_RESOURCE_EXHAUSTED, "200", "request metadata too large");
+        return;
+    }
+    call->path = hdr_get(call, ":path");
+    const char *method = hdr_get(call, ":method");
+    const char *ctype = hdr_get(call, "content-type");
+    if (!method || strcmp(method, "POST") != 0) {
+        call_fail(call, SKPX_GRPC_INTERNAL, "405", "gRPC requires POST");
+        return;
+    }
+    /* "application/grpc" optionally followed by "+proto", ";params" etc. */
+    if (!ctype || strncmp(ctype, "application/grpc", 16) != 0 ||
+        (ctype[16] != '\0' && ctype[16] != '+' && ctype[16] != ';')) {
+        call_fail(call, SKPX_GRPC_INTERNAL, "415", "invalid gRPC content-type");
+        return;
+    }
+    const struct skpx_grpc_method *m = route(srv, call->path ? call->path : "");
+    if (!m) {
+        char msg[GRPC_SERVER_MAX_STATUS_MSG];
+        snprintf(msg, sizeof(msg), "unknown method %s", call->path ? call->path : "");
+        call_fail(call, SKPX_GRPC_UNIMPLEMENTED, "200", msg);
+        return;
+    }
+    call->method = m;
+    call->user_visible = true;
+    if (m->on_start) {
+        int st = m->on_start(call, m->ud);
+        if (st != SKPX_GRPC_OK)
+            call_fail(call, st, "200", skpx_grpc_status_name(st));
+    }
+}
+
+static skp_err on_grpc_message(void *ud, const uint8_t *raw, size_t len)
+{
+    struct skpx_grpc_call *call = ud;
+    const struct skpx_grpc_method *m = call->method;
+    struct skpx_grpc_server *srv = call->conn->srv;
+
+    srv->stats.messages_received++;
+    call->n_msgs++;
+    if (!m->client_streaming && call->n_msgs > 1) {
+        call_fail(call, SKPX_GRPC_INTERNAL, "200", "more than one request message in a unary call");
+        return SKP_ESTATE;
+    }
+    ProtobufCMessage *msg = NULL;
+    if (m->request_desc) {
+        msg = protobuf_c_message_unpack(m->request_desc, &g_pb_allocator, len, raw);
+        if (!msg) {
+            call_fail(call, SKPX_GRPC_INVALID_ARGUMENT, "200", "cannot decode request message");
+            return SKP_ESTATE;
+        }
+    }
+    int st = SKPX_GRPC_OK;
+    if (m->on_message)
+        st = m->on_message(call, m->ud, msg, raw, len);
+    if (msg)
+        protobuf_c_message_free_unpacked(msg, &g_pb_allocator);
+    if (st != SKPX_GRPC_OK) {
+        call_fail(call, st, "200", skpx_grpc_status_name(st));
+        return SKP_ESTATE;
+    }
+    /* The handler may have answered already: stop delivering messages. */
+    return call->finished ? SKP_ESTATE : SKP_OK;
+}
+
+static void call_data(struct skpx_grpc_call *call, const uint8_t *data, size_t len)
+{
+    if (call->finished || !call->method)
+        return;
+    skp_err err = skpx_grpc_reader_feed(&call->reader, data, len, on_grpc_message, call);
+    switch (err) {
+    case SKP_OK:
+    case SKP_ESTATE: /* answered from inside the message callback */
+        break;
+    case SKP_ETOOBIG: {
+        char msg[128];
+        snprintf(msg, sizeof(msg), "request message larger than max (%zu bytes)",
+                 call->reader.max_msg);
+        call_fail(call, SKPX_GRPC_RESOURCE_EXHAUSTED, "200", msg);
+        break;
+    }
+    case SKP_ENOTSUP:
+        call_fail(call, SKPX_GRPC_UNIMPLEMENTED, "200", "compression not supported");
+        break;
+    case SKP_ENOMEM:
+        call_fail(call, SKPX_GRPC_RESOURCE_EXHAUSTED, "200", "server out of memory");
+        break;
+    default:
+        call_fail(call, SKPX_GRPC_INTERNAL, "200", "malformed gRPC message prefix");
+        break;
+    }
+}
+
+/* The client half-closed the stream. */
+static void call_remote_end(struct skpx_grpc_call *call)
+{
+    call->remote_closed = true;
+    if (call->finished || !call->method)
+        return;
+    if (!skpx_grpc_reader_idle(&call->reader)) {
+        call_fail(call, SKPX_GRPC_INTERNAL, "200", "request stream ended inside a message");
+        return;
+    }
+    if (!call->method->client_streaming && call->n_msgs == 0) {
+        call_fail(call, SKPX_GRPC_INTERNAL, "200", "unary call without a request message");
+        return;
+    }
+    call->method->on_end(call, call->method->ud);
+}
+
+/* ---------------------------------------------------------------- nghttp2 callbacks */
+
+static int h2_on_begin_headers(nghttp2_session *session, const nghttp2_frame *frame,
+                               void *user_data)
+{
+    struct conn *c = user_data;
+    if (frame->hd.type != NGHTTP2_HEADERS || frame->headers.cat != NGHTTP2_HCAT_REQUEST)
+        return 0;
+    struct skpx_grpc_call *call = call_new(c, frame->hd.stream_id);
+    if (!call)
+        return NGHTTP2_ERR_TEMPORAL_CALLBACK_FAILURE; /* resets this stream only */
+    nghttp2_session_set_stream_user_data(session, frame->hd.stream_id, call);
+    return 0;
+}
+
+static int h2_on_header(nghttp2_session *session, const nghttp2_frame *frame, const uint8_t *name,
+                        size_t namelen, const uint8_t *value, size_t valuelen, uint8_t flags,
+                        void *user_data)
+{
+    (void)flags;
+    (void)user_data;
+    if (frame->hd.type != NGHTTP2_HEADERS || frame->headers.cat != NGHTTP2_HCAT_REQUEST)
+        return 0;
+    struct skpx_grpc_call *call = nghttp2_session_get_stream_user_data(session, frame->hd.stream_id);
+    if (!call || call->hdrs_too_big)
+        return 0;
+    /* Names arrive lower-case: nghttp2's HTTP messaging checks reject upper-case ones. */
+    if (!hdrs_append(call, name, namelen) || !hdrs_append(call, value, valuelen))
+        call->hdrs_too_big = true;
+    return 0;
+}
+
+static int h2_on_data_chunk(nghttp2_session *session, uint8_t flags, int32_t stream_id,
+                            const uint8_t *data, size_t len, void *user_data)
+{
+    (void)flags;
+    (void)user_data;
+    struct skpx_grpc_call *call = nghttp2_session_get_stream_user_data(session, stream_id);
+    if (call)
+        call_data(call, data, len);
+    return 0;
+}
+
+static int h2_on_frame_recv(nghttp2_session *session, const nghttp2_frame *frame, void *user_data)
+{
+    struct conn *c = user_data;
+    if (!c->got_frame) {
+        c->got_frame = true;
+        bufferevent_set_timeouts(c->bev, NULL, NULL);
+    }
+    if (frame->hd.type != NGHTTP2_HEADERS && frame->hd.type != NGHTTP2_DATA)
+        return 0;
+    struct skpx_grpc_call *call = nghttp2_session_get_stream_user_data(session, frame->hd.stream_id);
+    if (!call)
+        return 0;
+    if (frame->hd.type == NGHTTP2_HEADERS && frame->headers.cat == NGHTTP2_HCAT_REQUEST)
+        call_headers_done(call);
+    if (frame->hd.flags & NGHTTP2_FLAG_END_STREAM)
+        call_remote_end(call);
+    return 0;
+}
+
+static int h2_on_frame_send(nghttp2_session *session, const nghttp2_frame *frame, void *user_data)
+{
+    struct conn *c = user_data;
+    if (frame->hd.type == NGHTTP2_GOAWAY && frame->goaway.error_code != NGHTTP2_NO_ERROR)
+        c->proto_error = true;
+    if ((frame->hd.type != NGHTTP2_HEADERS && frame->hd.type != NGHTTP2_DATA) ||
+        !(frame->hd.flags & NGHTTP2_FLAG_END_STREAM))
+        return 0;
+    struct skpx_grpc_call *call = nghttp2_session_get_stream_user_data(session, frame->hd.stream_id);
+    if (!call)
+        return 0;
+    call->response_sent = true;
+    /* The answer is complete but the client is still sending (an early error): ask it to stop
+     * without an error (RFC 9113 section 8.1), so no more request data is wasted. */
+    if (!call->remote_closed)
+        nghttp2_submit_rst_stream(session, NGHTTP2_FLAG_NONE, call->stream_id, NGHTTP2_NO_ERROR);
+    return 0;
+}
+
+static int h2_on_stream_close(nghttp2_session *session, int32_t stream_id, uint32_t error_code,
+                              void *user_data)
+{
+    (void)error_code;
+    (void)user_data;
+    struct skpx_grpc_call *call = nghttp2_session_get_stream_user_data(session, stream_id);
+    if (!call)
+        return 0;
+    nghttp2_session_set_stream_user_data(session, stream_id, NULL);
+    call_report_close(call, call->response_sent ? call->status : SKPX_GRPC_CANCELLED);
+    call_free(call);
+    return 0;
+}
+
+/* ---------------------------------------------------------------- connections */
+
+static void conn_close_cb(evutil_socket_t fd, short what, void *arg)
+{
+    (void)fd;
+    (void)what;
+    conn_free(arg);
+}
+
+static void conn_queue_close(struct conn *c)
+{
+    if (c->close_queued)
+        return;
+    c->close_queued = true;
+    event_active(c->close_ev, EV_TIMEOUT, 0);
+}
+
+/* Stops reading and closes once pending output has left (bounded by the write timeout). */
+static void conn_close_soon(struct conn *c)
+{
+    struct evbuffer *out = bufferevent_get_output(c->bev);
+    bufferevent_disable(c->bev, EV_READ);
+    if (evbuffer_get_length(out) == 0) {
+        conn_queue_close(c);
+        return;
+    }
+    c->close_after_write = true;
+    struct timeval tv = {GRPC_SERVER_CLOSE_WRITE_TIMEOUT_MS / 1000,
+                         (GRPC_SERVER_CLOSE_WRITE_TIMEOUT_MS % 1000) * 1000};
+    bufferevent_set_timeouts(c->bev, NULL, &tv);
+}
+
+static void conn_check_done(struct conn *c)
+{
+    struct evbuffer *out = bufferevent_get_output(c->bev);
+    if (!nghttp2_session_want_read(c->session) && !nghttp2_session_want_write(c->session) &&
+        evbuffer_get_length(out) == 0)
+        conn_queue_close(c);
+}
+
+static void conn_flush(struct conn *c)
+{
+    if (c->in_io || c->dying || c->close_queued || c->close_after_write)
+        return;
+    struct evbuffer *out = bufferevent_get_output(c->bev);
+    c->in_io = true;
+    while (evbuffer_get_length(out) < GRPC_SERVER_OUTBUF_HIGH) {
+        const uint8_t *data = NULL;
+        ssize_t n = nghttp2_session_mem_send(c->session, &data);
+        if (n < 0) {
+            SKPX_WARN("grpc-server: %s: send failed: %s", c->peer, nghttp2_strerror((int)n));
+            c->in_io = false;
+            conn_queue_close(c);
+            return;
+        }
+        if (n == 0)
+            break;
+        if (evbuffer_add(out, data, (size_t)n) != 0) {
+            c->in_io = false;
+            conn_queue_close(c);
+            return;
+        }
+    }
+    c->in_io = false;
+    conn_check_done(c);
+}
+
+static void conn_read_cb(struct bufferevent *bev, void *arg)
+{
+    struct conn *c = arg;
+    struct evbuffer *in = bufferevent_get_input(bev);
+    bool failed = false;
+
+    if (c->close_queued || c->close_after_write)
+        return;
+    c->in_io = true;
+    /* Feed each contiguous chunk as it lies in the buffer: no copy into one block. */
+    while (!failed && evbuffer_get_length(in) > 0) {
+        struct evbuffer_iovec vec[16];
+        int n = evbuffer_peek(in, -1, NULL, vec, SKP_ARRAY_LEN(vec));
+        if (n > (int)SKP_ARRAY_LEN(vec))
+            n = (int)SKP_ARRAY_LEN(vec);
+        size_t consumed = 0;
+        for (int i = 0; i < n; i++) {
+            ssize_t rv = nghttp2_session_mem_recv(c->session, vec[i].iov_base, vec[i].iov_len);
+            if (rv < 0) {
+                SKPX_DEBUG("grpc-server: %s: HTTP/2 error: %s", c->peer,
+                           nghttp2_strerror((int)rv));
+                failed = true;
+                break;
+            }
+            consumed += vec[i].iov_len;
+        }
+        evbuffer_drain(in, consumed);
+        c->bytes_in += consumed;
+    }
+    c->in_io = false;
+    if (failed) {
+        /* Bad preface, flood or a fatal session error: the session cannot continue. Send what
+         * nghttp2 queued (a GOAWAY if it got that far), then drop the connection. */
+        c->proto_error = true;
+        evbuffer_drain(in, evbuffer_get_length(in));
+        conn_flush(c);
+        conn_close_soon(c);
+        return;
+    }
+    conn_flush(c);
+}
+
+static void conn_write_cb(struct bufferevent *bev, void *arg)
+{
+    (void)bev;
+    struct conn *c = arg;
+    if (c->close_after_write) {
+        conn_queue_close(c);
+        return;
+    }
+    conn_flush(c);
+}
+
+static void conn_event_cb(struct bufferevent *bev, short what, void *arg)
+{
+    (void)bev;
+    struct conn *c = arg;
+    if ((what & BEV_EVENT_TIMEOUT) && !c->got_frame) {
+        SKPX_DEBUG("grpc-server: %s: no HTTP/2 preface within %d ms", c->peer,
+                   GRPC_SERVER_HANDSHAKE_TIMEOUT_MS);
+        c->proto_error = true;
+    } else if ((what & BEV_EVENT_EOF) && !c->got_frame && c->bytes_in > 0) {
+        c->proto_error = true; /* truncated preface */
+    }
+    conn_free(c);
+}
+
+static void conn_free(struct conn *c)
+{
+    if (!c)
+        return;
+    struct skpx_grpc_server *srv = c->srv;
+    c->dying = true;
+    /* nghttp2_session_del() does not report open streams: every call still on the list ends
+     * here, as CANCELLED unless its answer already left. */
+    while (c->calls) {
+        struct skpx_grpc_call *call = c->calls;
+        call_report_close(call, call->response_sent ? call->status : SKPX_GRPC_CANCELLED);
+        call_free(call);
+    }
+    if (c->proto_error)
+        srv->stats.protocol_errors++;
+    nghttp2_session_del(c->session);
+    if (c->bev)
+        bufferevent_free(c->bev);
+    if (c->close_ev)
+        event_free(c->close_ev);
+    if (c->prev)
+        c->prev->next = c->next;
+    else
+        srv->conns = c->next;
+    if (c->next)
+        c->next->prev = c->prev;
+    srv->stats.connections_open--;
+    skpx_free(c);
+    if (srv->shutting_down && !srv->conns && !srv->done_fired && srv->done_ev)
+        event_active(srv->done_ev, EV_TIMEOUT, 0);
+}
+
+static void format_peer(const struct sockaddr *sa, char *out, size_t cap)
+{
+    char ip[INET6_ADDRSTRLEN] = "?";
+    if (sa->sa_family == AF_INET) {
+        const struct sockaddr_in *in = (const struct sockaddr_in *)(const void *)sa;
+        inet_ntop(AF_INET, &in->sin_addr, ip, sizeof(ip));
+        snprintf(out, cap, "%s:%u", ip, ntohs(in->sin_port));
+    } else if (sa->sa_family == AF_INET6) {
+        const struct sockaddr_in6 *in6 = (const struct sockaddr_in6 *)(const void *)sa;
+        inet_ntop(AF_INET6, &in6->sin6_addr, ip, sizeof(ip));
+        snprintf(out, cap, "[%s]:%u", ip, ntohs(in6->sin6_port));
+    } else {
+        snprintf(out, cap, "unknown");
+    }
+}
+
+static skp_err conn_session_start(struct conn *c)
+{
+    struct skpx_grpc_server *srv = c->srv;
+    if (nghttp2_session_server_new2(&c->session, srv->cbs, c, srv->h2opt) != 0)
+        return SKP_ENOMEM;
+    nghttp2_settings_entry iv[] = {
+        {NGHTTP2_SETTINGS_MAX_CONCURRENT_STREAMS, srv->opts.max_concurrent_streams},
+        {NGHTTP2_SETTINGS_INITIAL_WINDOW_SIZE, srv->opts.window_bytes},
+        {NGHTTP2_SETTINGS_MAX_HEADER_LIST_SIZE, GRPC_SERVER_MAX_HEADER_BYTES * 2},
+    };
+    if (nghttp2_submit_settings(c->session, NGHTTP2_FLAG_NONE, iv, SKP_ARRAY_LEN(iv)) != 0)
+        return SKP_ENOMEM;
+    if (nghttp2_session_set_local_window_size(c->session, NGHTTP2_FLAG_NONE, 0,
+                                              (int32_t)srv->opts.window_bytes) != 0)
+        return SKP_ENOMEM;
+    return SKP_OK;
+}
+
+static void listener_accept_cb(struct evconnlistener *l, evutil_socket_t fd, struct sockaddr *sa,
+                               int socklen, void *arg)
+{
+    (void)l;
+    (void)socklen;
+    struct skpx_grpc_server *srv = arg;
+    if (srv->shutting_down || srv->stats.connections_open >= srv->opts.max_connections) {
+        SKPX_DEBUG("grpc-server: connection limit (%zu) reached, refusing",
+                   srv->opts.max_connections);
+        evutil_closesocket(fd);
+        return;
+    }
+    int one = 1;
+    (void)setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
+    struct conn *c = skpx_calloc(1, sizeof(*c));
+    if (!c) {
+        evutil_closesocket(fd);
+        return;
+    }
+    c->srv = srv;
+    format_peer(sa, c->peer, sizeof(c->peer));
+    c->bev = bufferevent_socket_new(srv->base, fd, BEV_OPT_CLOSE_ON_FREE);
+    c->close_ev = event_new(srv->base, -1, 0, conn_close_cb, c);
+    /* Link first so conn_free can undo a partial setup. */
+    c->next = srv->conns;
+    if (srv->conns)
+        srv->conns->prev = c;
+    srv->conns = c;
+    srv->stats.connections_open++;
+    srv->stats.connections_accepted++;
+    if (!c->bev) {
+        evutil_closesocket(fd);
+        conn_free(c);
+        return;
+    }
+    if (!c->close_ev || conn_session_start(c) != SKP_OK) {
+        conn_free(c);
+        return;
+    }
+    bufferevent_set_max_single_read(c->bev, GRPC_SERVER_MAX_SINGLE_READ);
+    bufferevent_setcb(c->bev, conn_read_cb, conn_write_cb, conn_event_cb, c);
+    struct timeval tv = {GRPC_SERVER_HANDSHAKE_TIMEOUT_MS / 1000,
+                         (GRPC_SERVER_HANDSHAKE_TIMEOUT_MS % 1000) * 1000};
+    bufferevent_set_timeouts(c->bev, &tv, NULL);
+    bufferevent_enable(c->bev, EV_READ | EV_WRITE);
+    conn_flush(c); /* our SETTINGS go out first */
+}
+
+static void listener_error_cb(struct evconnlistener *l, void *arg)
+{
+    (void)l;
+    (void)arg;
+    int e = EVUTIL_SOCKET_ERROR();
+    SKPX_WARN("grpc-server: accept failed: %s", evutil_socket_error_to_string(e));
+}
+
+/* ---------------------------------------------------------------- server */
+
+skp_err skpx_grpc_server_new(struct event_base *base, const struct skpx_grpc_server_opts *opts,
+                             struct skpx_grpc_server **out)
+{
+    *out = NULL;
+    struct skpx_grpc_server *srv = skpx_calloc(1, sizeof(*srv));
+    if (!srv)
+        return SKP_ENOMEM;
+    srv->base = base;
+    if (opts)
+        srv->opts = *opts;
+    if (!srv->opts.max_msg)
+        srv->opts.max_msg = SKPX_GRPC_DEFAULT_MAX_MSG;
+    if (!srv->opts.window_bytes)
+        srv->opts.window_bytes = GRPC_SERVER_DEFAULT_WINDOW;
+    if (srv->opts.window_bytes > NGHTTP2_MAX_WINDOW_SIZE)
+        srv->opts.window_bytes = NGHTTP2_MAX_WINDOW_SIZE;
+    if (!srv->opts.max_concurrent_streams)
+        srv->opts.max_concurrent_streams = GRPC_SERVER_DEFAULT_MAX_STREAMS;
+    if (!srv->opts.max_connections)
+        srv->opts.max_connections = GRPC_SERVER_DEFAULT_MAX_CONNS;
+
+    if (nghttp2_session_callbacks_new(&srv->cbs) != 0 || nghttp2_option_new(&srv->h2opt) != 0) {
+        skpx_grpc_server_free(srv);
+        return SKP_ENOMEM;
+    }
+    nghttp2_session_callbacks_set_on_begin_headers_callback(srv->cbs, h2_on_begin_headers);
+    nghttp2_session_callbacks_set_on_header_callback(srv->cbs, h2_on_header);
+    nghttp2_session_callbacks_set_on_data_chunk_recv_callback(srv->cbs, h2_on_data_chunk);
+    nghttp2_session_callbacks_set_on_frame_recv_callback(srv->cbs, h2_on_frame_recv);
+    nghttp2_session_callbacks_set_on_frame_send_callback(srv->cbs, h2_on_frame_send);
+    nghttp2_session_callbacks_set_on_stream_close_callback(srv->cbs, h2_on_stream_close);
+    srv->done_ev = event_new(base, -1, 0, server_done_cb, srv);
+    if (!srv->done_ev) {
+        skpx_grpc_server_free(srv);
+        return SKP_ENOMEM;
+    }
+    *out = srv;
+    return SKP_OK;
+}
+
+skp_err skpx_grpc_server_add_method(struct skpx_grpc_server *srv, const struct skpx_grpc_method *m)
+{
+    if (!m || !m->path || !m->on_end)
+        return SKP_EINVAL;
+    if (route(srv, m->path))
+        return SKP_EEXIST;
+    struct skpx_grpc_method *nm =
+        skpx_realloc(srv->methods, (srv->n_methods + 1) * sizeof(*srv->methods));
+    if (!nm)
+        return SKP_ENOMEM;
+    /* Calls point into this array; methods must be added before serving starts. */
+    srv->methods = nm;
+    srv->methods[srv->n_methods++] = *m;
+    return SKP_OK;
+}
+
+/* Splits "host:port" / "[v6]:port" into host and port strings. */
+static skp_err split_addr(const char *addr, char *host, size_t host_cap, const char **port)
+{
+    const char *colon = strrchr(addr, ':');
+    if (!colon || colon[1] == '\0')
+        return SKP_EINVAL;
+    const char *h = addr;
+    size_t hl = (size_t)(colon - addr);
+    if (hl >= 2 && h[0] == '[' && h[hl - 1] == ']') {
+        h++;
+        hl -= 2;
+    }
+    if (hl >= host_cap)
+        return SKP_EINVAL;
+    memcpy(host, h, hl);
+    host[hl] = '\0';
+    *port = colon + 1;
+    return SKP_OK;
+}
+
+skp_err skpx_grpc_server_listen(struct skpx_grpc_server *srv, const char *addr,
+                                uint16_t *bound_port)
+{
+    char host[256];
+    const char *port = NULL;
+    struct addrinfo hints = {0};
+    struct addrinfo *res = NULL;
+
+    if (bound_port)
+        *bound_port = 0;
+    if (!addr || split_addr(addr, host, sizeof(host), &port) != SKP_OK)
+        return SKP_EINVAL;
+    if (srv->n_listeners >= GRPC_SERVER_MAX_LISTENERS)
+        return SKP_EINVAL;
+    hints.ai_family = AF_UNSPEC;
+    hints.ai_socktype = SOCK_STREAM;
+    hints.ai_flags = AI_PASSIVE | AI_NUMERICSERV;
+    int gai = getaddrinfo(host[0] ? host : NULL, port, &hints, &res);
+    if (gai != 0) {
+        SKPX_ERROR("grpc-server: cannot resolve %s: %s", addr, gai_strerror(gai));
+        return SKP_EINVAL;
+    }
+    struct evconnlistener *l = evconnlistener_new_bind(
+        srv->base, listener_accept_cb, srv, LEV_OPT_CLOSE_ON_FREE | LEV_OPT_REUSEABLE,
+        GRPC_SERVER_LISTEN_BACKLOG, res->ai_addr, (int)res->ai_addrlen);
+    freeaddrinfo(res);
+    if (!l) {
+        SKPX_ERROR("grpc-server: cannot listen on %s: %s", addr, strerror(errno));
+        return SKP_EIO;
+    }
+    evconnlistener_set_error_cb(l, listener_error_cb);
+    srv->listeners[srv->n_listeners++] = l;
+    if (bound_port) {
+        struct sockaddr_storage ss;
+        socklen_t sl = sizeof(ss);
+        if (getsockname(evconnlistener_get_fd(l), (struct sockaddr *)&ss, &sl) == 0) {
+            if (ss.ss_family == AF_INET)
+                *bound_port = ntohs(((struct sockaddr_in *)&ss)->sin_port);
+            else if (ss.ss_family == AF_INET6)
+                *bound_port = ntohs(((struct sockaddr_in6 *)&ss)->sin6_port);
+        }
+    }
+    return SKP_OK;
+}
+
+static void close_listeners(struct skpx_grpc_server *srv)
+{
+    for (size_t i = 0; i < srv->n_listeners; i++)
+        evconnlistener_free(srv->listeners[i]);
+    srv->n_listeners = 0;
+}
+
+static void server_done_cb(evutil_socket_t fd, short what, void *arg)
+{
+    (void)fd;
+    (void)what;
+    struct skpx_grpc_server *srv = arg;
+    if (srv->done_fired)
+        return;
+    srv->done_fired = true;
+    if (srv->grace_ev)
+        event_del(srv->grace_ev);
+    /* Last statement: the callback may free the server. */
+    if (srv->done_cb)
+        srv->done_cb(srv->done_ud);
+}
+
+static void server_grace_cb(evutil_socket_t fd, short what, void *arg)
+{
+    (void)fd;
+    (void)what;
+    struct skpx_grpc_server *srv = arg;
+    if (srv->conns)
+        SKPX_WARN("grpc-server: shutdown grace period over, dropping %llu connection(s)",
+                  (unsigned long long)srv->stats.connections_open);
+    while (srv->conns)
+        conn_free(srv->conns);
+    /* conn_free activated done_ev (or there were no connections). */
+    if (!srv->done_fired)
+        event_active(srv->done_ev, EV_TIMEOUT, 0);
+}
+
+void skpx_grpc_server_shutdown(struct skpx_grpc_server *srv, int grace_ms,
+                               void (*done)(void *ud), void *ud)
+{
+    if (!srv || srv->shutting_down)
+        return;
+    srv->shutting_down = true;
+    srv->done_cb = done;
+    srv->done_ud = ud;
+    close_listeners(srv);
+    srv->grace_ev = evtimer_new(srv->base, server_grace_cb, srv);
+    if (srv->grace_ev) {
+        struct timeval tv = {grace_ms / 1000, (grace_ms % 1000) * 1000};
+        evtimer_add(srv->grace_ev, &tv);
+    }
+    if (!srv->conns) {
+        event_active(srv->done_ev, EV_TIMEOUT, 0);
+        return;
+    }
+    for (struct conn *c = srv->conns; c; c = c->next) {
+        /* Streams the peer opened after this point are refused; nghttp2 reports want_read ==
+         * want_write == 0 once the last open stream ends, and conn_check_done closes. */
+        nghttp2_submit_goaway(c->session, NGHTTP2_FLAG_NONE,
+                              nghttp2_session_get_last_proc_stream_id(c->session),
+                              NGHTTP2_NO_ERROR, NULL, 0);
+        conn_flush(c);
+    }
+}
+
+void skpx_grpc_server_free(struct skpx_grpc_server *srv)
+{
+    if (!srv)
+        return;
+    close_listeners(srv);
+    while (srv->conns)
+        conn_free(srv->conns);
+    if (srv->grace_ev)
+        event_free(srv->grace_ev);
+    if (srv->done_ev)
+        event_free(srv->done_ev);
+    if (srv->cbs)
+        nghttp2_session_callbacks_del(srv->cbs);
+    if (srv->h2opt)
+        nghttp2_option_del(srv->h2opt);
+    skpx_free(srv->methods);
+    skpx_free(srv);
+}
+
+void skpx_grpc_server_get_stats(const struct skpx_grpc_server *srv,
+                                struct skpx_grpc_server_stats *out)
+{
+    *out = srv->stats;
+}

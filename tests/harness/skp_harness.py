@@ -13,6 +13,9 @@ import sys
 import tempfile
 import time
 
+# Bound before class Proc, whose `signal` method shadows the module inside the class body.
+_SIGTERM = signal.SIGTERM
+
 BUILD_DIR = os.environ.get("SKP_BUILD_DIR", os.path.join(os.path.dirname(__file__), "..", "..", "build", "release"))
 SOURCE_DIR = os.environ.get("SKP_SOURCE_DIR", os.path.join(os.path.dirname(__file__), "..", ".."))
 SANITIZE = os.environ.get("SKP_SANITIZE", "0") in ("1", "ON", "TRUE", "true")
@@ -84,7 +87,7 @@ class Proc:
         if self.alive():
             self.p.send_signal(sig)
 
-    def stop(self, sig=signal.SIGTERM, timeout=15.0):
+    def stop(self, sig=_SIGTERM, timeout=15.0):
         """Sends sig, waits; SIGKILL after timeout. Returns the exit code."""
         if self.alive():
             self.p.send_signal(sig)

@@ -48,6 +48,8 @@ struct analysis {
     struct analysis_tree *trees;
     size_t n_trees;
     uint64_t n_snapshots;      /* snapshots used */
+    void *_arena;              /* private: code signatures owned by an analyzer result (NULL in
+                                * hand-built analyses); freed by analysis_free */
 };
 
 /* Analyses one or more segment time windows (the UI's Include/Exclude Children ranges).

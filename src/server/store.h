@@ -23,6 +23,7 @@ struct store;
 
 struct store_opts {
     bool read_only;          /* open read-only (fails writes with SKP_EIO) */
+    int schema_version_max;  /* tests only: stop migrating at this version (0 = latest) */
 };
 
 /* Opens (creating the file, but not its folder) and migrates the schema.

@@ -1,0 +1,123 @@
+/* store_int.h - internals shared by the files of the SQLite store (store_sqlite.c,
+ * store_schema.c, store_segments.c) and by its unit tests. Not a contract for other modules. */
+#ifndef SKP_SERVER_STORE_INT_H
+#define SKP_SERVER_STORE_INT_H
+
+#include <sqlite3.h>
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "server/store.h"
+#include "server/store_cache.h"
+
+/* Cache bounds: each cache is cleared when it reaches its bound (they only save lookups). */
+#define STORE_FRAME_CACHE_MAX (1u << 18)    /* signature → id entries (~262k frames) */
+#define STORE_STACK_POOL_MAX (1u << 22)     /* frame ids held by the stack cache (16 MB) */
+#define STORE_NAME_CACHE_MAX (1u << 16)     /* segment / task id strings → row ids */
+#define STORE_PAIR_CACHE_MAX (1u << 16)     /* (task, segment) pairs known to be recorded */
+#define STORE_BUSY_TIMEOUT_MS 5000
+#define STORE_MAX_FRAMES 4096               /* frames kept per stack (deeper stacks truncated at the leaf) */
+
+/* Prepared statements, prepared on first use and kept until close. */
+enum store_stmt {
+    STMT_BEGIN,
+    STMT_COMMIT,
+    STMT_ROLLBACK,
+    STMT_FRAME_GET,
+    STMT_FRAME_INS,
+    STMT_FRAME_SIG,
+    STMT_STACK_BY_HASH,
+    STMT_STACK_INS,
+    STMT_STACK_GET,
+    STMT_SEGID_GET,
+    STMT_SEGID_INS,
+    STMT_TASKKEY_GET,
+    STMT_TASKKEY_INS,
+    STMT_TASKSEG_INS,
+    STMT_SNAP_INS,
+    STMT_SCAN_SEGMENT,
+    STMT_SEQ_WINDOW,
+    STMT_SCAN_TASK,
+    STMT_SEGMENT_INS,
+    STMT_COUNT
+};
+
+/* One cached stack: frame ids live in store.stack_pool[off .. off+n). */
+struct store_stack_entry {
+    uint32_t id;
+    uint32_t n;
+    uint64_t hash;
+    size_t off;
+};
+
+struct store {
+    sqlite3 *db;
+    char *path;
+    bool read_only;
+    bool in_tx;
+    sqlite3_stmt *stmts[STMT_COUNT];
+
+    /* ingest caches (cleared on rollback and purge: they may name rows that no longer exist) */
+    struct strmap frame_ids;         /* signature → frames.id */
+    struct strmap seg_ids;           /* segment id → segids.id */
+    struct strmap task_keys;         /* task id → task_keys.id */
+    struct u64map task_segs;         /* (task key << 32 | seg) → 1 */
+
+    /* stack cache, used by ingest (by hash) and by readers (by id) */
+    struct store_stack_entry *stacks;
+    size_t n_stacks, cap_stacks;
+    uint32_t *stack_pool;
+    size_t pool_len, pool_cap;
+    struct u64map stack_by_hash;     /* hash → index in stacks (first entry with that hash) */
+    struct u64map stack_by_id;       /* id → index in stacks */
+
+    /* read cache: frames.id → signature, kept until close (store_get_frame's contract) */
+    struct u64map frame_sig_idx;     /* id → index in frame_sigs */
+    char **frame_sigs;
+    size_t n_frame_sigs, cap_frame_sigs;
+
+    /* scratch for stack encoding */
+    uint32_t *scratch_ids;
+    size_t scratch_cap;
+    uint8_t *scratch_blob;
+    size_t scratch_blob_cap;
+
+    /* stats */
+    uint64_t commits;
+    uint64_t commit_ns_total;
+    int64_t n_snapshots;             /* -1 until first counted */
+};
+
+/* Maps an SQLite result code to skp_err (SQLITE_NOMEM → ENOMEM, everything else → EIO) and
+ * logs `what` with SQLite's message. */
+skp_err store__sqlerr(struct store *st, int rc, const char *what);
+/* Returns the cached prepared statement for `id`, reset and unbound; NULL on failure
+ * (*err set). */
+sqlite3_stmt *store__stmt(struct store *st, enum store_stmt id, skp_err *err);
+/* Prepares an ad-hoc statement (not cached). */
+SKP_MUST_CHECK skp_err store__prepare(struct store *st, const char *sql, sqlite3_stmt **out);
+/* Runs SQL text without results. */
+SKP_MUST_CHECK skp_err store__exec(struct store *st, const char *sql);
+/* BEGIN IMMEDIATE / COMMIT (timed) / ROLLBACK (also clears the ingest caches). */
+SKP_MUST_CHECK skp_err store__begin(struct store *st);
+SKP_MUST_CHECK skp_err store__commit(struct store *st);
+void store__rollback(struct store *st);
+/* Clears the caches that may refer to rows rolled back or purged. */
+void store__drop_ingest_caches(struct store *st);
+
+/* Segment id string → segids.id, creating the row (with first_ms) inside the current
+ * transaction when missing. */
+SKP_MUST_CHECK skp_err store__segment_ref(struct store *st, const char *segment_id,
+                                          int64_t first_ms, uint32_t *out);
+/* Looks a segment id up without creating it; SKP_ENOTFOUND if unknown. */
+SKP_MUST_CHECK skp_err store__segment_find(struct store *st, const char *segment_id,
+                                           uint32_t *out);
+
+/* Schema (store_schema.c): migrates `db` from its user_version up to `target` (0 = latest).
+ * Errors: SKP_EIO (newer schema than this build, failed step; the step is rolled back). */
+SKP_MUST_CHECK skp_err store__migrate(struct store *st, int target);
+
+/* Test hook: the store's connection (tests set PRAGMA max_page_count to simulate a full disk). */
+sqlite3 *store__db(struct store *st);
+
+#endif

@@ -1,0 +1,154 @@
+/* store_schema.c - the SQLite schema as an ordered list of migration steps.
+ * PRAGMA user_version holds the number of steps applied; each step runs in its own
+ * transaction together with the user_version bump and a row in schema_migrations, so a
+ * failed step leaves the database at the previous version. Steps are append-only: never edit
+ * a released step, add a new one (docs/internals/store.md). */
+#include "server/store_int.h"
+
+#include <stdio.h>
+
+#include "common/clock.h"
+#include "common/err.h"
+#include "common/log.h"
+
+struct migration {
+    const char *description;
+    const char *sql;
+};
+
+static const struct migration k_migrations[] = {
+    {
+        "base schema: services, instances, tasks, logs, de-duplicated frames/stacks, snapshots, "
+        "segments",
+        "CREATE TABLE schema_migrations(version INTEGER PRIMARY KEY, applied_ms INTEGER NOT NULL,"
+        "  description TEXT NOT NULL);"
+        "CREATE TABLE services(id INTEGER PRIMARY KEY, name TEXT NOT NULL UNIQUE, layer TEXT,"
+        "  last_seen INTEGER NOT NULL DEFAULT 0);"
+        "CREATE TABLE instances(id INTEGER PRIMARY KEY, service_id INTEGER NOT NULL,"
+        "  name TEXT NOT NULL, language TEXT, properties TEXT NOT NULL DEFAULT '{}',"
+        "  last_seen INTEGER NOT NULL DEFAULT 0, UNIQUE(service_id, name));"
+        "CREATE TABLE tasks(id TEXT PRIMARY KEY, service TEXT NOT NULL, endpoint TEXT NOT NULL,"
+        "  start_time INTEGER NOT NULL, duration_min INTEGER NOT NULL,"
+        "  min_duration_threshold INTEGER NOT NULL, dump_period INTEGER NOT NULL,"
+        "  max_sampling_count INTEGER NOT NULL, create_time INTEGER NOT NULL);"
+        "CREATE INDEX tasks_by_service_start ON tasks(service, start_time);"
+        "CREATE INDEX tasks_by_service_create ON tasks(service, create_time);"
+        "CREATE TABLE task_logs(task_id TEXT NOT NULL, instance TEXT NOT NULL,"
+        "  op INTEGER NOT NULL, time INTEGER NOT NULL, service TEXT,"
+        "  PRIMARY KEY(task_id, instance, op, time)) WITHOUT ROWID;"
+        /* AUTOINCREMENT: ids of purged frames/stacks/segments are never reused, so ids cached
+         * in memory (and handed to the analyzer) never name a different row later. */
+        "CREATE TABLE frames(id INTEGER PRIMARY KEY AUTOINCREMENT, sig TEXT NOT NULL UNIQUE);"
+        "CREATE TABLE stacks(id INTEGER PRIMARY KEY AUTOINCREMENT, hash INTEGER NOT NULL,"
+        "  frames BLOB NOT NULL);"
+        "CREATE INDEX stacks_by_hash ON stacks(hash);"
+        "CREATE TABLE segids(id INTEGER PRIMARY KEY AUTOINCREMENT,"
+        "  segment_id TEXT NOT NULL UNIQUE, first_ms INTEGER NOT NULL);"
+        "CREATE TABLE task_keys(id INTEGER PRIMARY KEY AUTOINCREMENT,"
+        "  task_id TEXT NOT NULL UNIQUE);"
+        "CREATE TABLE task_segments(task INTEGER NOT NULL, seg INTEGER NOT NULL,"
+        "  PRIMARY KEY(task, seg)) WITHOUT ROWID;"
+        "CREATE TABLE snapshots(seg INTEGER NOT NULL, seq INTEGER NOT NULL,"
+        "  task INTEGER NOT NULL, time INTEGER NOT NULL, stack INTEGER NOT NULL,"
+        "  PRIMARY KEY(seg, seq, task)) WITHOUT ROWID;"
+        "CREATE TABLE segments(seg INTEGER PRIMARY KEY, trace_id TEXT NOT NULL, service TEXT,"
+        "  instance TEXT, endpoint TEXT, start_ms INTEGER NOT NULL, end_ms INTEGER NOT NULL,"
+        "  received_ms INTEGER NOT NULL, spans TEXT NOT NULL);",
+    },
+    {
+        "retention and trace lookups: indexes on segment first-seen/end time, log time, trace id",
+        "CREATE INDEX segids_by_first ON segids(first_ms);"
+        "CREATE INDEX segments_by_end ON segments(end_ms);"
+        "CREATE INDEX segments_by_trace ON segments(trace_id);"
+        "CREATE INDEX task_logs_by_time ON task_logs(time);",
+    },
+};
+
+int store_schema_version(void)
+{
+    return (int)SKP_ARRAY_LEN(k_migrations);
+}
+
+static skp_err read_user_version(struct store *st, int *out)
+{
+    sqlite3_stmt *s = NULL;
+    skp_err err = store__prepare(st, "PRAGMA user_version", &s);
+    if (err)
+        return err;
+    int rc = sqlite3_step(s);
+    if (rc == SQLITE_ROW)
+        *out = sqlite3_column_int(s, 0);
+    else
+        err = store__sqlerr(st, rc, "read user_version");
+    sqlite3_finalize(s);
+    return err;
+}
+
+static skp_err apply_step(struct store *st, int version)
+{
+    const struct migration *m = &k_migrations[version - 1];
+    skp_err err = store__begin(st);
+    if (err)
+        return err;
+    err = store__exec(st, m->sql);
+    if (err)
+        goto out;
+    sqlite3_stmt *s = NULL;
+    err = store__prepare(st,
+                         "INSERT INTO schema_migrations(version, applied_ms, description) "
+                         "VALUES(?, ?, ?)",
+                         &s);
+    if (err)
+        goto out;
+    sqlite3_bind_int(s, 1, version);
+    sqlite3_bind_int64(s, 2, skpx_now_ms());
+    sqlite3_bind_text(s, 3, m->description, -1, SQLITE_STATIC);
+    int rc = sqlite3_step(s);
+    sqlite3_finalize(s);
+    if (rc != SQLITE_DONE) {
+        err = store__sqlerr(st, rc, "record migration");
+        goto out;
+    }
+    char pragma[64];
+    snprintf(pragma, sizeof(pragma), "PRAGMA user_version = %d", version);
+    err = store__exec(st, pragma);
+    if (err)
+        goto out;
+    err = store__commit(st);
+    if (!err)
+        SKPX_INFO("store: schema migrated to v%d (%s)", version, m->description);
+    return err;
+out:
+    store__rollback(st);
+    SKPX_ERROR("store: migration to schema v%d failed", version);
+    return err;
+}
+
+skp_err store__migrate(struct store *st, int target)
+{
+    int latest = store_schema_version();
+    if (target <= 0 || target > latest)
+        target = latest;
+    int cur = 0;
+    skp_err err = read_user_version(st, &cur);
+    if (err)
+        return err;
+    if (cur > latest) {
+        SKPX_ERROR("store: %s has schema v%d, newer than this build (v%d)", st->path, cur,
+                   latest);
+        return SKP_EIO;
+    }
+    if (cur >= target)
+        return SKP_OK;
+    if (st->read_only) {
+        SKPX_ERROR("store: %s has schema v%d, needs v%d, but is opened read-only", st->path,
+                   cur, target);
+        return SKP_EIO;
+    }
+    for (int v = cur + 1; v <= target; v++) {
+        err = apply_step(st, v);
+        if (err)
+            return err;
+    }
+    return SKP_OK;
+}

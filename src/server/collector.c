@@ -1,0 +1,119 @@
+/* collector.c - registration, authentication and helpers shared by the gRPC handlers. */
+#include "server/collector.h"
+
+#include <stdio.h>
+#include <string.h>
+
+#include "common/Command.pb-c.h"
+#include "common/alloc.h"
+#include "common/clock.h"
+#include "common/log.h"
+
+static void *pb_alloc(void *ud, size_t n)
+{
+    (void)ud;
+    return skpx_malloc(n);
+}
+
+static void pb_free(void *ud, void *p)
+{
+    (void)ud;
+    skpx_free(p);
+}
+
+ProtobufCAllocator collector_pb_alloc = {pb_alloc, pb_free, NULL};
+
+static const Skywalking__V3__Commands empty_commands = SKYWALKING__V3__COMMANDS__INIT;
+
+const ProtobufCMessage *collector_empty_commands(void)
+{
+    return &empty_commands.base;
+}
+
+int64_t collector_now(const struct collector *c)
+{
+    return c->now_ms ? c->now_ms() : skpx_now_ms();
+}
+
+/* Constant-time comparison so the token cannot be guessed byte by byte from timings. */
+static bool token_equal(const char *a, const char *b)
+{
+    size_t la = strlen(a), lb = strlen(b);
+    unsigned char diff = (unsigned char)(la != lb);
+    for (size_t i = 0; i < la; i++)
+        diff |= (unsigned char)(a[i] ^ b[i % (lb ? lb : 1)]);
+    return diff == 0;
+}
+
+int collector_on_start(struct skpx_grpc_call *call, void *ud)
+{
+    struct collector *c = ud;
+    if (!c->auth_token)
+        return SKPX_GRPC_OK;
+    const char *got = skpx_grpc_call_metadata(call, "authentication");
+    if (got && token_equal(got, c->auth_token))
+        return SKPX_GRPC_OK;
+    c->metrics->auth_failures++;
+    SKPX_WARN("grpc %s from %s: %s authentication token", skpx_grpc_call_path(call),
+              skpx_grpc_call_peer(call), got ? "wrong" : "missing");
+    return SKPX_GRPC_UNAUTHENTICATED;
+}
+
+skp_err collector_add(struct skpx_grpc_server *srv, const char *packaged_path,
+                      const char *compat_path, struct skpx_grpc_method m)
+{
+    m.path = packaged_path;
+    skp_err err = skpx_grpc_server_add_method(srv, &m);
+    if (err || !compat_path)
+        return err;
+    m.path = compat_path;
+    return skpx_grpc_server_add_method(srv, &m);
+}
+
+struct collector_unary *collector_unary_attach(struct skpx_grpc_call *call)
+{
+    struct collector_unary *u = skpx_calloc(1, sizeof(*u));
+    if (u)
+        skpx_grpc_call_set_data(call, u);
+    return u;
+}
+
+void collector_unary_on_end(struct skpx_grpc_call *call, void *ud)
+{
+    (void)ud;
+    struct collector_unary *u = skpx_grpc_call_get_data(call);
+    if (!u) {
+        skpx_grpc_call_finish(call, NULL, SKPX_GRPC_INTERNAL, "request not processed");
+        return;
+    }
+    if (u->status != SKPX_GRPC_OK)
+        skpx_grpc_call_finish(call, NULL, u->status, u->message[0] ? u->message : NULL);
+    else
+        skpx_grpc_call_finish(call, u->resp ? u->resp : collector_empty_commands(),
+                              SKPX_GRPC_OK, NULL);
+}
+
+void collector_unary_on_close(struct skpx_grpc_call *call, void *ud, int status)
+{
+    (void)ud;
+    (void)status;
+    struct collector_unary *u = skpx_grpc_call_get_data(call);
+    if (!u)
+        return;
+    skpx_grpc_call_set_data(call, NULL);
+    if (u->free_fn)
+        u->free_fn(u);
+    skpx_free(u);
+}
+
+skp_err collector_register(struct collector *c, struct skpx_grpc_server *srv)
+{
+    skp_err err = collector_profile_register(c, srv);
+    if (!err)
+        err = collector_management_register(c, srv);
+    if (!err)
+        err = collector_tracing_register(c, srv);
+    if (!err)
+        err = collector_drop_register(c, srv);
+    return err;
+}

@@ -1,0 +1,73 @@
+/* collector.h - skyprofd's gRPC handlers for the SkyWalking v3 agent protocol (spec §1, §3,
+ * §5.3): ProfileTask (task polling with NOTIFIED logs, snapshot streams with a durable ack,
+ * finish reports), ManagementService, TraceSegmentReportService, and the services a real
+ * agent calls that we accept and drop (logs, meters, JVM/CLR metrics, events, configuration
+ * discovery). Every method is registered under `/skywalking.v3.<Service>/<method>` and the
+ * package-less compat path `/<Service>/<method>`. Runs on the server's event loop only. */
+#ifndef SKP_SERVER_COLLECTOR_H
+#define SKP_SERVER_COLLECTOR_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "server/metrics.h"
+#include "server/store.h"
+#include "skyprof/skp_err.h"
+#include "wire/grpc_server.h"
+
+/* Snapshots buffered per stream before they are written in one transaction. */
+#define COLLECTOR_SNAPSHOT_BATCH 1000
+/* ...or once their copied strings take this many bytes. */
+#define COLLECTOR_SNAPSHOT_BATCH_BYTES (8u << 20)
+/* Trace segments buffered per stream before they are written. */
+#define COLLECTOR_SEGMENT_BATCH 256
+
+struct collector {
+    struct store *store;       /* borrowed */
+    struct metrics *metrics;   /* borrowed */
+    const char *auth_token;    /* borrowed; NULL = no agent authentication */
+    /* Wall clock (ms); tests may replace it. NULL = skpx_now_ms. */
+    int64_t (*now_ms)(void);
+};
+
+/* Registers every handler on `srv`; `c` is borrowed and must outlive the server.
+ * Errors: SKP_EEXIST (a path is taken), SKP_ENOMEM. */
+SKP_MUST_CHECK skp_err collector_register(struct collector *c, struct skpx_grpc_server *srv);
+
+/* ---- shared by the collector_*.c files ---- */
+
+/* on_start of every method: checks the `authentication` metadata when a token is set. */
+int collector_on_start(struct skpx_grpc_call *call, void *ud);
+/* Registers `m` under both the packaged and the compat path (`service`, `method` static). */
+SKP_MUST_CHECK skp_err collector_add(struct skpx_grpc_server *srv, const char *packaged_path,
+                                     const char *compat_path, struct skpx_grpc_method m);
+/* The empty Commands answer. */
+const ProtobufCMessage *collector_empty_commands(void);
+/* Protobuf allocator backed by skpx_malloc. */
+extern ProtobufCAllocator collector_pb_alloc;
+int64_t collector_now(const struct collector *c);
+
+SKP_MUST_CHECK skp_err collector_profile_register(struct collector *c,
+                                                  struct skpx_grpc_server *srv);
+SKP_MUST_CHECK skp_err collector_management_register(struct collector *c,
+                                                     struct skpx_grpc_server *srv);
+SKP_MUST_CHECK skp_err collector_tracing_register(struct collector *c,
+                                                  struct skpx_grpc_server *srv);
+SKP_MUST_CHECK skp_err collector_drop_register(struct collector *c, struct skpx_grpc_server *srv);
+
+/* Unary helper: per-call result computed in on_message, sent in on_end. */
+struct collector_unary {
+    int status;                /* SKPX_GRPC_OK or the failure */
+    char message[160];
+    const ProtobufCMessage *resp; /* NULL = empty Commands */
+    void (*free_fn)(struct collector_unary *u); /* frees what resp refers to; may be NULL */
+    void *owned;
+};
+/* Allocates a unary result attached to `call` (freed by collector_unary_on_close).
+ * Returns NULL on OOM. */
+struct collector_unary *collector_unary_attach(struct skpx_grpc_call *call);
+void collector_unary_on_end(struct skpx_grpc_call *call, void *ud);
+void collector_unary_on_close(struct skpx_grpc_call *call, void *ud, int status);
+
+#endif

@@ -1,0 +1,102 @@
+/* collector_management.c - ManagementService: instance registration (reportInstanceProperties)
+ * and heartbeats (keepAlive), kept in the store for the services/instances API. */
+#include <stdio.h>
+
+#include "common/alloc.h"
+#include "common/log.h"
+#include "management/Management.pb-c.h"
+#include "server/collector.h"
+
+#define PATHS(method) "/skywalking.v3.ManagementService/" method, "/ManagementService/" method
+/* Properties kept per instance; agents send a dozen. */
+#define MAX_PROPS 256
+
+static bool bad_names(struct collector_unary *u, const char *service, const char *instance)
+{
+    if (service && service[0] && instance && instance[0])
+        return false;
+    u->status = SKPX_GRPC_INVALID_ARGUMENT;
+    snprintf(u->message, sizeof(u->message), "service and serviceInstance must be set");
+    return true;
+}
+
+static void store_failed(struct collector_unary *u, skp_err err)
+{
+    u->status = err == SKP_ENOMEM ? SKPX_GRPC_RESOURCE_EXHAUSTED : SKPX_GRPC_UNAVAILABLE;
+    snprintf(u->message, sizeof(u->message), "skyprofd: instance not stored: %s",
+             skp_strerror(err));
+}
+
+static int on_properties(struct skpx_grpc_call *call, void *ud, const ProtobufCMessage *msg,
+                         const uint8_t *raw, size_t raw_len)
+{
+    (void)raw;
+    (void)raw_len;
+    struct collector *c = ud;
+    const Skywalking__V3__InstanceProperties *p = (const void *)msg;
+    struct collector_unary *u = collector_unary_attach(call);
+    if (!u)
+        return SKPX_GRPC_RESOURCE_EXHAUSTED;
+    c->metrics->heartbeats++;
+    if (bad_names(u, p->service, p->serviceinstance))
+        return SKPX_GRPC_OK;
+    size_t n = p->n_properties < MAX_PROPS ? p->n_properties : MAX_PROPS;
+    struct store_kv *kv = n ? skpx_calloc(n, sizeof(*kv)) : NULL;
+    if (n && !kv)
+        return SKPX_GRPC_RESOURCE_EXHAUSTED;
+    size_t k = 0;
+    for (size_t i = 0; i < n; i++) {
+        const Skywalking__V3__KeyStringValuePair *e = p->properties[i];
+        if (!e || !e->key || !e->key[0])
+            continue;
+        kv[k].key = e->key;
+        kv[k].value = e->value ? e->value : "";
+        k++;
+    }
+    skp_err err = store_upsert_instance(c->store, p->service, p->serviceinstance,
+                                        p->layer && p->layer[0] ? p->layer : NULL, kv, k,
+                                        collector_now(c));
+    skpx_free(kv);
+    if (err)
+        store_failed(u, err);
+    return SKPX_GRPC_OK;
+}
+
+static int on_keepalive(struct skpx_grpc_call *call, void *ud, const ProtobufCMessage *msg,
+                        const uint8_t *raw, size_t raw_len)
+{
+    (void)raw;
+    (void)raw_len;
+    struct collector *c = ud;
+    const Skywalking__V3__InstancePingPkg *p = (const void *)msg;
+    struct collector_unary *u = collector_unary_attach(call);
+    if (!u)
+        return SKPX_GRPC_RESOURCE_EXHAUSTED;
+    c->metrics->heartbeats++;
+    if (bad_names(u, p->service, p->serviceinstance))
+        return SKPX_GRPC_OK;
+    skp_err err = store_touch_instance(c->store, p->service, p->serviceinstance,
+                                       collector_now(c));
+    if (err)
+        store_failed(u, err);
+    return SKPX_GRPC_OK;
+}
+
+skp_err collector_management_register(struct collector *c, struct skpx_grpc_server *srv)
+{
+    struct skpx_grpc_method m = {
+        .client_streaming = false,
+        .request_desc = &skywalking__v3__instance_properties__descriptor,
+        .on_start = collector_on_start,
+        .on_message = on_properties,
+        .on_end = collector_unary_on_end,
+        .on_close = collector_unary_on_close,
+        .ud = c,
+    };
+    skp_err err = collector_add(srv, PATHS("reportInstanceProperties"), m);
+    if (err)
+        return err;
+    m.request_desc = &skywalking__v3__instance_ping_pkg__descriptor;
+    m.on_message = on_keepalive;
+    return collector_add(srv, PATHS("keepAlive"), m);
+}

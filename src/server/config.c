@@ -1,0 +1,272 @@
+/* config.c - flag and environment parsing for skyprofd (see config.h). */
+#include "server/config.h"
+
+#include <errno.h>
+#include <inttypes.h>
+#include <limits.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "common/alloc.h"
+#include "common/err.h"
+#include "common/log.h"
+
+enum opt_kind { OPT_STR, OPT_DAYS, OPT_LEVEL, OPT_U64, OPT_ADDR };
+
+struct opt {
+    const char *flag;          /* "--grpc-addr" */
+    const char *env;           /* "SKYPROF_GRPC_ADDR", NULL if none */
+    enum opt_kind kind;
+    size_t offset;             /* of the field in struct config */
+};
+
+#define OFF(f) offsetof(struct config, f)
+static const struct opt opts[] = {
+    {"--grpc-addr", "SKYPROF_GRPC_ADDR", OPT_ADDR, OFF(grpc_addr)},
+    {"--http-addr", "SKYPROF_HTTP_ADDR", OPT_ADDR, OFF(http_addr)},
+    {"--db", "SKYPROF_DB", OPT_STR, OFF(db_path)},
+    {"--auth-token", "SKYPROF_AUTH_TOKEN", OPT_STR, OFF(auth_token)},
+    {"--api-token", "SKYPROF_API_TOKEN", OPT_STR, OFF(api_token)},
+    {"--web-root", "SKYPROF_WEB_ROOT", OPT_STR, OFF(web_root)},
+    {"--retention-days", "SKYPROF_RETENTION_DAYS", OPT_DAYS, OFF(retention_days)},
+    {"--log-level", "SKYPROF_LOG_LEVEL", OPT_LEVEL, OFF(log_level)},
+    {"--max-analyze-snapshots", "SKYPROF_MAX_ANALYZE_SNAPSHOTS", OPT_U64,
+     OFF(max_analyze_snapshots)},
+};
+#undef OFF
+
+static const char usage[] =
+    "usage: skyprofd [options]\n"
+    "SkyWalking-compatible profiling backend: gRPC collector, HTTP API and web UI.\n"
+    "\n"
+    "  --grpc-addr HOST:PORT          agent gRPC listener (default " CONFIG_DEFAULT_GRPC_ADDR
+    "; port 0 = any)\n"
+    "  --http-addr HOST:PORT          HTTP API + UI listener (default " CONFIG_DEFAULT_HTTP_ADDR
+    ")\n"
+    "  --db PATH                      SQLite database (default " CONFIG_DEFAULT_DB
+    "; folder created)\n"
+    "  --auth-token TOKEN             agents must send it as `authentication` metadata\n"
+    "  --api-token TOKEN              POST/DELETE HTTP calls need `Authorization: Bearer TOKEN`\n"
+    "  --retention-days N             delete data older than N days, hourly (default 3; 0 = "
+    "never)\n"
+    "  --log-level LEVEL              error|warn|info|debug (default info)\n"
+    "  --web-root DIR                 UI assets (default: build tree web/dist, else "
+    "PREFIX/share/skyprof/web)\n"
+    "  --max-analyze-snapshots N      cap on snapshots per analysis (default 0 = unlimited)\n"
+    "  --help, -h                     this text\n"
+    "  --version, -V                  print the version\n"
+    "\n"
+    "Environment (overridden by flags): SKYPROF_GRPC_ADDR, SKYPROF_HTTP_ADDR, SKYPROF_DB,\n"
+    "SKYPROF_AUTH_TOKEN, SKYPROF_API_TOKEN, SKYPROF_RETENTION_DAYS, SKYPROF_LOG_LEVEL,\n"
+    "SKYPROF_WEB_ROOT, SKYPROF_MAX_ANALYZE_SNAPSHOTS.\n";
+
+const char *config_usage(void)
+{
+    return usage;
+}
+
+bool config_addr_valid(const char *addr)
+{
+    if (!addr)
+        return false;
+    const char *colon = strrchr(addr, ':');
+    if (!colon || colon[1] == '\0')
+        return false;
+    if (addr[0] == '[') {
+        /* [v6]:port */
+        if (colon == addr || colon[-1] != ']')
+            return false;
+    } else if (memchr(addr, ':', (size_t)(colon - addr))) {
+        return false; /* bare IPv6 needs brackets */
+    }
+    for (const char *p = addr; p < colon; p++)
+        if (*p == ' ' || *p == '/' || (unsigned char)*p < 0x20)
+            return false;
+    unsigned long port = 0;
+    for (const char *p = colon + 1; *p; p++) {
+        if (*p < '0' || *p > '9')
+            return false;
+        port = port * 10 + (unsigned long)(*p - '0');
+        if (port > 65535)
+            return false;
+    }
+    return true;
+}
+
+/* Parses a non-negative decimal integer with no sign, spaces or trailing garbage. */
+static bool parse_u64(const char *s, uint64_t max, uint64_t *out)
+{
+    if (!s || !*s)
+        return false;
+    uint64_t v = 0;
+    for (const char *p = s; *p; p++) {
+        if (*p < '0' || *p > '9')
+            return false;
+        uint64_t d = (uint64_t)(*p - '0');
+        if (v > (max - d) / 10)
+            return false;
+        v = v * 10 + d;
+    }
+    *out = v;
+    return true;
+}
+
+/* Applies one value; `origin` names the flag or variable in errors. */
+static skp_err apply(struct config *cfg, const struct opt *o, const char *val, const char *origin,
+                     char err[CONFIG_ERR_MAX])
+{
+    char *base = (char *)cfg;
+    switch (o->kind) {
+    case OPT_ADDR:
+        if (!config_addr_valid(val)) {
+            snprintf(err, CONFIG_ERR_MAX, "%s: invalid address '%s' (want HOST:PORT)", origin,
+                     val);
+            return SKP_EINVAL;
+        }
+        /* fall through */
+    case OPT_STR: {
+        if (o->kind == OPT_STR && (!strcmp(o->flag, "--db") || !strcmp(o->flag, "--web-root")) &&
+            !*val) {
+            snprintf(err, CONFIG_ERR_MAX, "%s: empty path", origin);
+            return SKP_EINVAL;
+        }
+        char **slot = (char **)(void *)(base + o->offset);
+        char *copy = NULL;
+        /* An empty token means "no token" (lets a flag switch off an env setting). */
+        if (*val || o->kind == OPT_ADDR || (strcmp(o->flag, "--auth-token") &&
+                                           strcmp(o->flag, "--api-token"))) {
+            copy = skpx_strdup(val);
+            if (!copy)
+                return SKP_ENOMEM;
+        }
+        skpx_free(*slot);
+        *slot = copy;
+        return SKP_OK;
+    }
+    case OPT_DAYS: {
+        uint64_t v;
+        if (!parse_u64(val, CONFIG_MAX_RETENTION_DAYS, &v)) {
+            snprintf(err, CONFIG_ERR_MAX, "%s: '%s' is not a number of days in 0..%d", origin,
+                     val, CONFIG_MAX_RETENTION_DAYS);
+            return SKP_EINVAL;
+        }
+        cfg->retention_days = (int)v;
+        return SKP_OK;
+    }
+    case OPT_LEVEL: {
+        int lvl = skpx_log_level_parse(val);
+        if (lvl < 0) {
+            snprintf(err, CONFIG_ERR_MAX, "%s: unknown log level '%s' (error|warn|info|debug)",
+                     origin, val);
+            return SKP_EINVAL;
+        }
+        cfg->log_level = lvl;
+        return SKP_OK;
+    }
+    case OPT_U64: {
+        uint64_t v;
+        if (!parse_u64(val, UINT64_MAX, &v)) {
+            snprintf(err, CONFIG_ERR_MAX, "%s: '%s' is not a non-negative integer", origin, val);
+            return SKP_EINVAL;
+        }
+        cfg->max_analyze_snapshots = v;
+        return SKP_OK;
+    }
+    }
+    return SKP_EINVAL;
+}
+
+static const char *env_get(char *const *env, const char *name)
+{
+    size_t n = strlen(name);
+    for (size_t i = 0; env && env[i]; i++)
+        if (!strncmp(env[i], name, n) && env[i][n] == '=')
+            return env[i] + n + 1;
+    return NULL;
+}
+
+void config_cleanup(struct config *cfg)
+{
+    if (!cfg)
+        return;
+    skpx_free(cfg->grpc_addr);
+    skpx_free(cfg->http_addr);
+    skpx_free(cfg->db_path);
+    skpx_free(cfg->auth_token);
+    skpx_free(cfg->api_token);
+    skpx_free(cfg->web_root);
+    memset(cfg, 0, sizeof(*cfg));
+}
+
+skp_err config_parse(struct config *cfg, int argc, char *const *argv, char *const *env,
+                     char err[CONFIG_ERR_MAX])
+{
+    skp_err e = SKP_OK;
+    memset(cfg, 0, sizeof(*cfg));
+    err[0] = '\0';
+    cfg->grpc_addr = skpx_strdup(CONFIG_DEFAULT_GRPC_ADDR);
+    cfg->http_addr = skpx_strdup(CONFIG_DEFAULT_HTTP_ADDR);
+    cfg->db_path = skpx_strdup(CONFIG_DEFAULT_DB);
+    cfg->retention_days = CONFIG_DEFAULT_RETENTION_DAYS;
+    cfg->log_level = SKPX_LOG_INFO;
+    if (!cfg->grpc_addr || !cfg->http_addr || !cfg->db_path) {
+        e = SKP_ENOMEM;
+        goto out;
+    }
+    for (size_t i = 0; i < SKP_ARRAY_LEN(opts); i++) {
+        const char *v = env_get(env, opts[i].env);
+        if (v) {
+            e = apply(cfg, &opts[i], v, opts[i].env, err);
+            if (e)
+                goto out;
+        }
+    }
+    for (int i = 1; i < argc; i++) {
+        const char *a = argv[i];
+        if (!strcmp(a, "--help") || !strcmp(a, "-h")) {
+            cfg->show_help = true;
+            continue;
+        }
+        if (!strcmp(a, "--version") || !strcmp(a, "-V")) {
+            cfg->show_version = true;
+            continue;
+        }
+        const struct opt *o = NULL;
+        const char *val = NULL;
+        for (size_t k = 0; k < SKP_ARRAY_LEN(opts); k++) {
+            size_t n = strlen(opts[k].flag);
+            if (!strncmp(a, opts[k].flag, n) && (a[n] == '\0' || a[n] == '=')) {
+                o = &opts[k];
+                val = a[n] == '=' ? a + n + 1 : NULL;
+                break;
+            }
+        }
+        if (!o) {
+            snprintf(err, CONFIG_ERR_MAX, "unknown option '%s' (see --help)", a);
+            e = SKP_EINVAL;
+            goto out;
+        }
+        if (!val) {
+            if (i + 1 >= argc) {
+                snprintf(err, CONFIG_ERR_MAX, "%s needs a value", o->flag);
+                e = SKP_EINVAL;
+                goto out;
+            }
+            val = argv[++i];
+        }
+        e = apply(cfg, o, val, o->flag, err);
+        if (e)
+            goto out;
+    }
+out:
+    if (e) {
+        if (e == SKP_ENOMEM && !err[0])
+            snprintf(err, CONFIG_ERR_MAX, "out of memory");
+        char keep[CONFIG_ERR_MAX];
+        memcpy(keep, err, CONFIG_ERR_MAX);
+        config_cleanup(cfg);
+        memcpy(err, keep, CONFIG_ERR_MAX);
+    }
+    return e;
+}

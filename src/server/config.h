@@ -1,0 +1,50 @@
+/* config.h - skyprofd's settings: defaults, then SKYPROF_* environment variables, then
+ * command-line flags (flags win). Pure parsing, no I/O besides what the caller passes in, so
+ * the unit tests drive it with fabricated argv/env arrays. Single-threaded. */
+#ifndef SKP_SERVER_CONFIG_H
+#define SKP_SERVER_CONFIG_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "skyprof/skp_err.h"
+
+#define CONFIG_DEFAULT_GRPC_ADDR "127.0.0.1:11800"
+#define CONFIG_DEFAULT_HTTP_ADDR "127.0.0.1:12800"
+#define CONFIG_DEFAULT_DB "./skyprof-data/skyprof.db"
+#define CONFIG_DEFAULT_RETENTION_DAYS 3
+/* Upper bound of --retention-days: 100 years keeps day*86400000 far from int64 overflow. */
+#define CONFIG_MAX_RETENTION_DAYS 36500
+/* Room for a config error message. */
+#define CONFIG_ERR_MAX 256
+
+struct config {
+    char *grpc_addr;           /* "host:port", port may be 0 */
+    char *http_addr;
+    char *db_path;
+    char *auth_token;          /* NULL = agents need no token */
+    char *api_token;           /* NULL = mutating HTTP calls need no token */
+    char *web_root;            /* NULL = let main pick the default */
+    int retention_days;        /* 0 = keep forever */
+    int log_level;             /* enum skpx_log_level */
+    uint64_t max_analyze_snapshots; /* 0 = unlimited */
+    bool show_help;
+    bool show_version;
+};
+
+/* Fills *cfg from defaults, `env` (NULL-terminated "KEY=VALUE" array, may be NULL) and the
+ * flags in argv[1..argc-1] ("--flag value" or "--flag=value"). On error *cfg is cleaned up
+ * and `err` (cap CONFIG_ERR_MAX) holds a one-line reason naming the flag or variable.
+ * Caller cleans up with config_cleanup. Errors: SKP_EINVAL (bad flag/value), SKP_ENOMEM. */
+SKP_MUST_CHECK skp_err config_parse(struct config *cfg, int argc, char *const *argv,
+                                    char *const *env, char err[CONFIG_ERR_MAX]);
+/* Frees the strings of *cfg. Safe on a zeroed or already cleaned config. */
+void config_cleanup(struct config *cfg);
+/* Validates a "host:port" listen address (IPv4 literal, "localhost" or "*"/"" host, port
+ * 0..65535). Borrows `addr`. */
+bool config_addr_valid(const char *addr);
+/* Usage text for --help (static). */
+const char *config_usage(void);
+
+#endif

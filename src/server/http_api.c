@@ -1,0 +1,469 @@
+/* http_api.c - the evhttp server of skyprofd: listener, routing, bearer-token check, body
+ * limits and JSON reply helpers. Route handlers live in http_tasks.c, http_analyze.c,
+ * http_services.c, http_export.c and http_static.c. Every request is answered on the loop
+ * thread before the callback returns. */
+#include "server/http_api.h"
+
+#include <arpa/inet.h>
+#include <errno.h>
+#include <event2/buffer.h>
+#include <event2/event.h>
+#include <event2/http.h>
+#include <event2/keyvalq_struct.h>
+#include <netinet/in.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/queue.h>
+#include <sys/socket.h>
+
+#include "common/alloc.h"
+#include "common/clock.h"
+#include "common/log.h"
+#include "server/config.h"
+#include "server/http_int.h"
+
+/* evhttp refuses bodies above this on its own (413 before we see them); between
+ * HTTP_BODY_MAX and this we answer with a JSON 413 ourselves. */
+#define HTTP_BODY_HARD_MAX (HTTP_BODY_MAX * 2)
+/* Headers of one request. */
+#define HTTP_HEADERS_MAX (64u << 10)
+/* Idle/slow connection timeout. */
+#define HTTP_TIMEOUT_S 30
+
+int64_t http_now(const struct http_api *api)
+{
+    return api->now_ms ? api->now_ms() : skpx_now_ms();
+}
+
+void http_count(struct http_api *api, int code)
+{
+    int cls = code / 100;
+    api->metrics->http_requests[cls >= 1 && cls <= 5 ? cls : 0]++;
+}
+
+void http_reply_bytes(struct http_ctx *cx, int code, const char *content_type, const void *data,
+                      size_t len, const char *hdr_name, const char *hdr_value)
+{
+    struct evkeyvalq *h = evhttp_request_get_output_headers(cx->req);
+    evhttp_add_header(h, "Content-Type", content_type);
+    evhttp_add_header(h, "X-Content-Type-Options", "nosniff");
+    if (hdr_name && hdr_value)
+        evhttp_add_header(h, hdr_name, hdr_value);
+    struct evbuffer *b = evbuffer_new();
+    if (b && len)
+        evbuffer_add(b, data, len);
+    http_count(cx->api, code);
+    evhttp_send_reply(cx->req, code, NULL, b);
+    if (b)
+        evbuffer_free(b);
+}
+
+void http_reply_json(struct http_ctx *cx, int code, json_t *body)
+{
+    char *text = body ? json_dumps(body, JSON_COMPACT) : NULL;
+    json_decref(body);
+    if (!text) {
+        static const char oom[] = "{\"error\":\"out of memory\"}";
+        http_reply_bytes(cx, 500, "application/json", oom, sizeof(oom) - 1, NULL, NULL);
+        return;
+    }
+    http_reply_bytes(cx, code, "application/json", text, strlen(text), NULL, NULL);
+    free(text); /* allocated by jansson's allocator */
+}
+
+void http_reply_error(struct http_ctx *cx, int code, const char *fmt, ...)
+{
+    char msg[512];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(msg, sizeof(msg), fmt, ap);
+    va_end(ap);
+    http_reply_json(cx, code, json_pack("{s:s}", "error", msg));
+}
+
+void http_reply_field_error(struct http_ctx *cx, int code, const char *field, const char *msg)
+{
+    http_reply_json(cx, code, json_pack("{s:s,s:s}", "error", msg, "field", field));
+}
+
+void http_reply_store_error(struct http_ctx *cx, skp_err err, const char *what)
+{
+    if (err == SKP_ENOTFOUND) {
+        http_reply_error(cx, 404, "%s not found", what);
+        return;
+    }
+    SKPX_ERROR("http %s: %s: store error: %s", cx->raw_path, what, skp_strerror(err));
+    http_reply_error(cx, err == SKP_ENOMEM ? 500 : 503, "storage unavailable (%s): %s", what,
+                     skp_strerror(err));
+}
+
+const char *http_query(struct http_ctx *cx, const char *name)
+{
+    return evhttp_find_header(&cx->query, name);
+}
+
+bool http_query_int(struct http_ctx *cx, const char *name, bool *present, int64_t *out)
+{
+    const char *v = http_query(cx, name);
+    *present = v != NULL;
+    if (!v)
+        return true;
+    char *end = NULL;
+    errno = 0;
+    long long x = strtoll(v, &end, 10);
+    if (!*v || *end || errno) {
+        http_reply_field_error(cx, 400, name, "must be an integer (ms since the epoch)");
+        return false;
+    }
+    *out = x;
+    return true;
+}
+
+json_t *http_read_json(struct http_ctx *cx)
+{
+    struct evbuffer *in = evhttp_request_get_input_buffer(cx->req);
+    size_t len = evbuffer_get_length(in);
+    if (len > HTTP_BODY_MAX) {
+        http_reply_error(cx, 413, "request body larger than %u bytes", HTTP_BODY_MAX);
+        return NULL;
+    }
+    if (len == 0) {
+        http_reply_error(cx, 400, "empty request body (JSON expected)");
+        return NULL;
+    }
+    const char *p = (const char *)evbuffer_pullup(in, -1);
+    json_error_t jerr;
+    json_t *j = json_loadb(p, len, JSON_REJECT_DUPLICATES, &jerr);
+    if (!j)
+        http_reply_error(cx, 400, "malformed JSON: %s (line %d, column %d)", jerr.text,
+                         jerr.line, jerr.column);
+    return j;
+}
+
+static int hexval(char c)
+{
+    if (c >= '0' && c <= '9')
+        return c - '0';
+    if (c >= 'a' && c <= 'f')
+        return c - 'a' + 10;
+    if (c >= 'A' && c <= 'F')
+        return c - 'A' + 10;
+    return -1;
+}
+
+/* Percent-decodes [s, s+n) into a new string; NULL if malformed, too long or containing NUL. */
+static char *decode_segment(const char *s, size_t n)
+{
+    if (n > HTTP_SEGMENT_MAX * 3)
+        return NULL;
+    char *out = skpx_malloc(n + 1);
+    if (!out)
+        return NULL;
+    size_t k = 0;
+    for (size_t i = 0; i < n; i++) {
+        if (s[i] == '%') {
+            if (i + 2 >= n) {
+                skpx_free(out);
+                return NULL;
+            }
+            int a = hexval(s[i + 1]), b = hexval(s[i + 2]);
+            if (a < 0 || b < 0 || (a == 0 && b == 0)) {
+                skpx_free(out);
+                return NULL;
+            }
+            out[k++] = (char)(a << 4 | b);
+            i += 2;
+        } else {
+            out[k++] = s[i];
+        }
+    }
+    out[k] = '\0';
+    if (k > HTTP_SEGMENT_MAX) {
+        skpx_free(out);
+        return NULL;
+    }
+    return out;
+}
+
+static bool seg_is(const struct http_ctx *cx, size_t i, const char *s)
+{
+    return i < cx->n_seg && strcmp(cx->seg[i], s) == 0;
+}
+
+static bool authorized(struct http_ctx *cx)
+{
+    if (!cx->api->api_token)
+        return true;
+    if (cx->method != EVHTTP_REQ_POST && cx->method != EVHTTP_REQ_DELETE &&
+        cx->method != EVHTTP_REQ_PUT && cx->method != EVHTTP_REQ_PATCH)
+        return true;
+    const char *h = evhttp_find_header(evhttp_request_get_input_headers(cx->req),
+                                       "Authorization");
+    if (h && strncmp(h, "Bearer ", 7) == 0) {
+        const char *tok = h + 7;
+        size_t la = strlen(tok), lb = strlen(cx->api->api_token);
+        unsigned char diff = (unsigned char)(la != lb);
+        for (size_t i = 0; i < la; i++)
+            diff |= (unsigned char)(tok[i] ^ cx->api->api_token[i % (lb ? lb : 1)]);
+        if (diff == 0)
+            return true;
+    }
+    return false;
+}
+
+static void method_not_allowed(struct http_ctx *cx, const char *allow)
+{
+    evhttp_add_header(evhttp_request_get_output_headers(cx->req), "Allow", allow);
+    http_reply_error(cx, 405, "method not allowed (allowed: %s)", allow);
+}
+
+/* Dispatches /api/v1/... ; `is_get` etc. decide 405s per route. */
+static void route_api(struct http_ctx *cx)
+{
+    bool get = cx->method == EVHTTP_REQ_GET || cx->method == EVHTTP_REQ_HEAD;
+    bool post = cx->method == EVHTTP_REQ_POST;
+    size_t n = cx->n_seg;
+    if (!seg_is(cx, 1, "v1"))
+        goto not_found;
+    if (seg_is(cx, 2, "profile")) {
+        if (seg_is(cx, 3, "tasks")) {
+            if (n == 4) {
+                if (get)
+                    http_tasks_list(cx);
+                else if (post)
+                    http_tasks_create(cx);
+                else
+                    method_not_allowed(cx, "GET, POST");
+                return;
+            }
+            const char *id = n > 4 ? cx->seg[4] : NULL;
+            if (n == 5 || (n == 6 && (seg_is(cx, 5, "logs") || seg_is(cx, 5, "segments") ||
+                                      seg_is(cx, 5, "analyze") || seg_is(cx, 5, "export")))) {
+                if (!get) {
+                    method_not_allowed(cx, "GET");
+                    return;
+                }
+                if (n == 5)
+                    http_tasks_get(cx, id);
+                else if (seg_is(cx, 5, "logs"))
+                    http_tasks_logs(cx, id);
+                else if (seg_is(cx, 5, "segments"))
+                    http_tasks_segments(cx, id);
+                else if (seg_is(cx, 5, "analyze"))
+                    http_analyze_task(cx, id);
+                else
+                    http_export_task(cx, id);
+                return;
+            }
+            goto not_found;
+        }
+        if (seg_is(cx, 3, "analyze") && n == 4) {
+            if (post)
+                http_analyze_post(cx);
+            else
+                method_not_allowed(cx, "POST");
+            return;
+        }
+        if (seg_is(cx, 3, "segments") && n == 6 &&
+            (seg_is(cx, 5, "analyze") || seg_is(cx, 5, "export"))) {
+            if (!get)
+                method_not_allowed(cx, "GET");
+            else if (seg_is(cx, 5, "analyze"))
+                http_analyze_segment(cx, cx->seg[4]);
+            else
+                http_export_segment(cx, cx->seg[4]);
+            return;
+        }
+        goto not_found;
+    }
+    if (seg_is(cx, 2, "services")) {
+        if (n == 3 || (n == 5 && seg_is(cx, 4, "instances"))) {
+            if (!get)
+                method_not_allowed(cx, "GET");
+            else if (n == 3)
+                http_services_list(cx);
+            else
+                http_services_instances(cx, cx->seg[3]);
+            return;
+        }
+    }
+not_found:
+    http_reply_error(cx, 404, "no such API route: %s", cx->raw_path);
+}
+
+static void on_metrics(struct http_ctx *cx)
+{
+    struct skpx_grpc_server_stats gs;
+    struct store_stats ss;
+    bool have_store = store_get_stats(cx->api->store, &ss) == SKP_OK;
+    if (cx->api->grpc)
+        skpx_grpc_server_get_stats(cx->api->grpc, &gs);
+    char *text = NULL;
+    size_t len = 0;
+    /* Count this request before rendering so the scrape sees itself. */
+    if (metrics_render(cx->api->metrics, cx->api->grpc ? &gs : NULL, have_store ? &ss : NULL,
+                       &text, &len)) {
+        http_reply_error(cx, 500, "out of memory");
+        return;
+    }
+    http_reply_bytes(cx, 200, "text/plain; version=0.0.4; charset=utf-8", text, len, NULL, NULL);
+    skpx_free(text);
+}
+
+static void on_request(struct evhttp_request *req, void *ud)
+{
+    struct http_ctx cx = {.api = ud, .req = req, .method = evhttp_request_get_command(req)};
+    TAILQ_INIT(&cx.query);
+    const struct evhttp_uri *uri = evhttp_request_get_evhttp_uri(req);
+    const char *path = uri ? evhttp_uri_get_path(uri) : NULL;
+    const char *query = uri ? evhttp_uri_get_query(uri) : NULL;
+    cx.raw_path = path && *path ? path : "/";
+    if (!path || path[0] != '/') {
+        http_reply_error(&cx, 400, "bad request target");
+        goto out;
+    }
+    if (query && evhttp_parse_query_str(query, &cx.query) != 0) {
+        http_reply_error(&cx, 400, "malformed query string");
+        goto out;
+    }
+    /* Split and decode the path. Empty segments (a//b, trailing /) are skipped. */
+    for (const char *p = path; *p;) {
+        while (*p == '/')
+            p++;
+        if (!*p)
+            break;
+        const char *e = strchr(p, '/');
+        size_t n = e ? (size_t)(e - p) : strlen(p);
+        if (cx.n_seg == HTTP_MAX_SEGMENTS) {
+            http_reply_error(&cx, 404, "no such path");
+            goto out;
+        }
+        cx.seg[cx.n_seg] = decode_segment(p, n);
+        if (!cx.seg[cx.n_seg]) {
+            http_reply_error(&cx, 400, "malformed path");
+            goto out;
+        }
+        cx.n_seg++;
+        p += n;
+    }
+    if (!authorized(&cx)) {
+        evhttp_add_header(evhttp_request_get_output_headers(req), "WWW-Authenticate",
+                          "Bearer realm=\"skyprof\"");
+        http_reply_error(&cx, 401, "missing or wrong API token (Authorization: Bearer ...)");
+        goto out;
+    }
+    bool get = cx.method == EVHTTP_REQ_GET || cx.method == EVHTTP_REQ_HEAD;
+    if (seg_is(&cx, 0, "api")) {
+        route_api(&cx);
+    } else if (cx.n_seg == 1 && seg_is(&cx, 0, "healthz")) {
+        if (get)
+            http_reply_json(&cx, 200, json_pack("{s:s}", "status", "ok"));
+        else
+            method_not_allowed(&cx, "GET");
+    } else if (cx.n_seg == 1 && seg_is(&cx, 0, "metrics")) {
+        if (get)
+            on_metrics(&cx);
+        else
+            method_not_allowed(&cx, "GET");
+    } else if (get) {
+        http_static_serve(&cx);
+    } else {
+        method_not_allowed(&cx, "GET");
+    }
+out:
+    for (size_t i = 0; i < cx.n_seg; i++)
+        skpx_free(cx.seg[i]);
+    evhttp_clear_headers(&cx.query);
+}
+
+skp_err http_api_new(struct event_base *base, const struct http_api_opts *o, struct http_api **out)
+{
+    *out = NULL;
+    struct http_api *h = skpx_calloc(1, sizeof(*h));
+    if (!h)
+        return SKP_ENOMEM;
+    h->base = base;
+    h->store = o->store;
+    h->metrics = o->metrics;
+    h->grpc = o->grpc;
+    h->max_analyze_snapshots = o->max_analyze_snapshots;
+    h->now_ms = o->now_ms;
+    h->http = evhttp_new(base);
+    if (!h->http)
+        goto oom;
+    if (o->api_token && o->api_token[0] && !(h->api_token = skpx_strdup(o->api_token)))
+        goto oom;
+    if (o->web_root && !(h->web_root = skpx_strdup(o->web_root)))
+        goto oom;
+    evhttp_set_max_body_size(h->http, HTTP_BODY_HARD_MAX);
+    evhttp_set_max_headers_size(h->http, HTTP_HEADERS_MAX);
+    evhttp_set_timeout(h->http, HTTP_TIMEOUT_S);
+    evhttp_set_allowed_methods(h->http, EVHTTP_REQ_GET | EVHTTP_REQ_POST | EVHTTP_REQ_HEAD |
+                                            EVHTTP_REQ_PUT | EVHTTP_REQ_DELETE |
+                                            EVHTTP_REQ_OPTIONS | EVHTTP_REQ_PATCH);
+    evhttp_set_gencb(h->http, on_request, h);
+    *out = h;
+    return SKP_OK;
+oom:
+    http_api_free(h);
+    return SKP_ENOMEM;
+}
+
+skp_err http_api_listen(struct http_api *h, const char *addr, uint16_t *bound_port)
+{
+    if (!config_addr_valid(addr))
+        return SKP_EINVAL;
+    const char *colon = strrchr(addr, ':');
+    char host[256];
+    size_t hl = (size_t)(colon - addr);
+    const char *hp = addr;
+    if (addr[0] == '[') {
+        hp = addr + 1;
+        hl -= 2;
+    }
+    if (hl >= sizeof(host))
+        return SKP_EINVAL;
+    memcpy(host, hp, hl);
+    host[hl] = '\0';
+    if (!host[0] || !strcmp(host, "*"))
+        snprintf(host, sizeof(host), "0.0.0.0");
+    unsigned port = (unsigned)strtoul(colon + 1, NULL, 10);
+    h->sock = evhttp_bind_socket_with_handle(h->http, host, (uint16_t)port);
+    if (!h->sock) {
+        SKPX_ERROR("http: cannot listen on %s: %s", addr, strerror(errno));
+        return SKP_EIO;
+    }
+    if (bound_port) {
+        struct sockaddr_storage ss;
+        socklen_t sl = sizeof(ss);
+        *bound_port = (uint16_t)port;
+        if (getsockname(evhttp_bound_socket_get_fd(h->sock), (struct sockaddr *)&ss, &sl) == 0) {
+            if (ss.ss_family == AF_INET)
+                *bound_port = ntohs(((struct sockaddr_in *)&ss)->sin_port);
+            else if (ss.ss_family == AF_INET6)
+                *bound_port = ntohs(((struct sockaddr_in6 *)&ss)->sin6_port);
+        }
+    }
+    return SKP_OK;
+}
+
+void http_api_stop_accepting(struct http_api *h)
+{
+    if (h && h->sock) {
+        evhttp_del_accept_socket(h->http, h->sock);
+        h->sock = NULL;
+    }
+}
+
+void http_api_free(struct http_api *h)
+{
+    if (!h)
+        return;
+    if (h->http)
+        evhttp_free(h->http);
+    skpx_free(h->api_token);
+    skpx_free(h->web_root);
+    skpx_free(h);
+}

@@ -1,0 +1,43 @@
+/* http_api.h - skyprofd's HTTP API (JSON over evhttp) and the static web UI, on the server's
+ * event loop (docs/api.md lists every route). Single-threaded: every handler runs on the loop
+ * and reads/writes the store synchronously. */
+#ifndef SKP_SERVER_HTTP_API_H
+#define SKP_SERVER_HTTP_API_H
+
+#include <stdint.h>
+
+#include "server/metrics.h"
+#include "server/store.h"
+#include "skyprof/skp_err.h"
+#include "wire/grpc_server.h"
+
+struct event_base;
+struct http_api;
+
+/* Largest request body the API reads (a task or an analyze query list is far smaller). */
+#define HTTP_BODY_MAX (1u << 20)
+
+struct http_api_opts {
+    struct store *store;               /* borrowed */
+    struct metrics *metrics;           /* borrowed */
+    struct skpx_grpc_server *grpc;     /* borrowed, for /metrics; may be NULL */
+    const char *api_token;             /* copied; NULL = no token needed */
+    const char *web_root;              /* copied; NULL or missing folder = "UI not built" page */
+    uint64_t max_analyze_snapshots;    /* 0 = unlimited */
+    int64_t (*now_ms)(void);           /* NULL = skpx_now_ms */
+};
+
+/* Creates the API on `base` (borrowed). Caller frees with http_api_free.
+ * Errors: SKP_ENOMEM. */
+SKP_MUST_CHECK skp_err http_api_new(struct event_base *base, const struct http_api_opts *opts,
+                                    struct http_api **out);
+/* Listens on "host:port" (port 0 = any; *bound_port receives the port, may be NULL).
+ * Errors: SKP_EINVAL (bad address), SKP_EIO (bind failed, detail logged). */
+SKP_MUST_CHECK skp_err http_api_listen(struct http_api *h, const char *addr,
+                                       uint16_t *bound_port);
+/* Stops accepting new connections (in-flight requests still complete). NULL ok. */
+void http_api_stop_accepting(struct http_api *h);
+/* Closes every connection and frees. NULL ok. */
+void http_api_free(struct http_api *h);
+
+#endif

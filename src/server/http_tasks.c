@@ -1,0 +1,203 @@
+/* http_tasks.c - profile task routes: create (OAP's validation via task_service), list with
+ * status and logs, get one, logs, profiled segments. */
+#include <event2/http.h>
+#include <inttypes.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "common/alloc.h"
+#include "common/log.h"
+#include "server/http_int.h"
+#include "server/task_service.h"
+
+skp_err http_task_decorate(struct http_ctx *cx, json_t *task)
+{
+    json_int_t start = json_integer_value(json_object_get(task, "startTime"));
+    json_int_t dur = json_integer_value(json_object_get(task, "duration"));
+    const char *id = json_string_value(json_object_get(task, "id"));
+    json_object_set_new(task, "status", json_string(task_status(start, (int)dur, http_now(cx->api))));
+    json_t *logs = NULL;
+    skp_err err = id ? store_list_task_logs(cx->api->store, id, &logs) : SKP_OK;
+    if (err)
+        return err;
+    json_object_set_new(task, "logs", logs ? logs : json_array());
+    return SKP_OK;
+}
+
+static json_t *task_to_json(const struct store_task *t)
+{
+    return json_pack("{s:s,s:s,s:s,s:I,s:i,s:i,s:i,s:i,s:I}", "id", t->id, "service", t->service,
+                     "endpointName", t->endpoint, "startTime", (json_int_t)t->start_time,
+                     "duration", t->duration_min, "minDurationThreshold",
+                     t->min_duration_threshold, "dumpPeriod", t->dump_period,
+                     "maxSamplingCount", t->max_sampling_count, "createTime",
+                     (json_int_t)t->create_time);
+}
+
+/* Reads an integer member: missing -> *present=false; wrong type -> replies 400. */
+static bool member_int(struct http_ctx *cx, json_t *body, const char *name, bool required,
+                       int64_t *out)
+{
+    json_t *v = json_object_get(body, name);
+    if (!v || json_is_null(v)) {
+        if (!required)
+            return true;
+        char msg[96];
+        snprintf(msg, sizeof(msg), "missing field '%s'", name);
+        http_reply_field_error(cx, 400, name, msg);
+        return false;
+    }
+    if (!json_is_integer(v)) {
+        char msg[96];
+        snprintf(msg, sizeof(msg), "'%s' must be an integer", name);
+        http_reply_field_error(cx, 400, name, msg);
+        return false;
+    }
+    *out = json_integer_value(v);
+    return true;
+}
+
+static bool member_str(struct http_ctx *cx, json_t *body, const char *name, const char **out)
+{
+    json_t *v = json_object_get(body, name);
+    *out = NULL;
+    if (!v || json_is_null(v))
+        return true; /* missing: the validation rules name it, as OAP does */
+    if (!json_is_string(v)) {
+        char msg[96];
+        snprintf(msg, sizeof(msg), "'%s' must be a string", name);
+        http_reply_field_error(cx, 400, name, msg);
+        return false;
+    }
+    const char *s = json_string_value(v);
+    if (strlen(s) != json_string_length(v)) {
+        char msg[96];
+        snprintf(msg, sizeof(msg), "'%s' must not contain NUL characters", name);
+        http_reply_field_error(cx, 400, name, msg);
+        return false;
+    }
+    *out = s;
+    return true;
+}
+
+void http_tasks_create(struct http_ctx *cx)
+{
+    json_t *body = http_read_json(cx);
+    if (!body)
+        return;
+    struct task_request r = {0};
+    if (!json_is_object(body)) {
+        http_reply_error(cx, 400, "request body must be a JSON object");
+        goto out;
+    }
+    if (!member_str(cx, body, "service", &r.service) ||
+        !member_str(cx, body, "endpointName", &r.endpoint) ||
+        !member_int(cx, body, "startTime", false, &r.start_time) ||
+        !member_int(cx, body, "duration", true, &r.duration_min) ||
+        !member_int(cx, body, "minDurationThreshold", true, &r.min_duration_threshold) ||
+        !member_int(cx, body, "dumpPeriod", true, &r.dump_period) ||
+        !member_int(cx, body, "maxSamplingCount", true, &r.max_sampling_count))
+        goto out;
+    struct task_error e = {0};
+    char *id = NULL;
+    skp_err err = task_create(cx->api->store, &r, http_now(cx->api), &e, &id);
+    if (err == SKP_EINVAL || err == SKP_EEXIST) {
+        cx->api->metrics->tasks_rejected++;
+        http_reply_json(cx, 400, json_pack("{s:s,s:s}", "errorReason", e.reason, "field",
+                                           e.field));
+        goto out;
+    }
+    if (err) {
+        http_reply_store_error(cx, err, "task");
+        goto out;
+    }
+    cx->api->metrics->tasks_created++;
+    SKPX_INFO("task %s created: service=%s endpoint=%s duration=%" PRId64 "min", id, r.service,
+              r.endpoint, r.duration_min);
+    http_reply_json(cx, 201, json_pack("{s:s}", "id", id));
+    skpx_free(id);
+out:
+    json_decref(body);
+}
+
+void http_tasks_list(struct http_ctx *cx)
+{
+    json_t *list = NULL;
+    const char *service = http_query(cx, "service");
+    const char *endpoint = http_query(cx, "endpointName");
+    skp_err err = store_list_tasks(cx->api->store, service && *service ? service : NULL,
+                                   endpoint && *endpoint ? endpoint : NULL, &list);
+    if (err) {
+        http_reply_store_error(cx, err, "tasks");
+        return;
+    }
+    size_t i;
+    json_t *t;
+    json_array_foreach(list, i, t)
+    {
+        err = http_task_decorate(cx, t);
+        if (err) {
+            json_decref(list);
+            http_reply_store_error(cx, err, "task logs");
+            return;
+        }
+    }
+    http_reply_json(cx, 200, list);
+}
+
+/* Loads a task or replies 404/503; returns false if it replied. */
+static bool load_task(struct http_ctx *cx, const char *id, struct store_task *t)
+{
+    skp_err err = store_get_task(cx->api->store, id, t);
+    if (err) {
+        http_reply_store_error(cx, err, "task");
+        return false;
+    }
+    return true;
+}
+
+void http_tasks_get(struct http_ctx *cx, const char *id)
+{
+    struct store_task t = {0};
+    if (!load_task(cx, id, &t))
+        return;
+    json_t *j = task_to_json(&t);
+    store_task_cleanup(&t);
+    skp_err err = j ? http_task_decorate(cx, j) : SKP_ENOMEM;
+    if (err) {
+        json_decref(j);
+        http_reply_store_error(cx, err, "task logs");
+        return;
+    }
+    http_reply_json(cx, 200, j);
+}
+
+void http_tasks_logs(struct http_ctx *cx, const char *id)
+{
+    struct store_task t = {0};
+    if (!load_task(cx, id, &t))
+        return;
+    store_task_cleanup(&t);
+    json_t *logs = NULL;
+    skp_err err = store_list_task_logs(cx->api->store, id, &logs);
+    if (err) {
+        http_reply_store_error(cx, err, "task logs");
+        return;
+    }
+    http_reply_json(cx, 200, logs);
+}
+
+void http_tasks_segments(struct http_ctx *cx, const char *id)
+{
+    struct store_task t = {0};
+    if (!load_task(cx, id, &t))
+        return;
+    store_task_cleanup(&t);
+    json_t *segs = NULL;
+    skp_err err = store_list_profiled_segments(cx->api->store, id, &segs);
+    if (err) {
+        http_reply_store_error(cx, err, "segments");
+        return;
+    }
+    http_reply_json(cx, 200, segs);
+}

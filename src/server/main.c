@@ -1,0 +1,262 @@
+/* main.c - skyprofd: process concerns only. Parses the configuration, opens the store, runs
+ * the gRPC collector, the HTTP API/UI and the retention timer on ONE libevent loop, and shuts
+ * down gracefully on SIGTERM/SIGINT (stop accepting, let in-flight gRPC calls finish and
+ * commit, close the store, exit 0), so no acknowledged snapshot is lost. A second signal
+ * during the grace period exits at once (still closing the store cleanly). */
+#include <errno.h>
+#include <event2/event.h>
+#include <libgen.h>
+#include <limits.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "common/alloc.h"
+#include "common/clock.h"
+#include "common/log.h"
+#include "server/collector.h"
+#include "server/config.h"
+#include "server/http_api.h"
+#include "server/metrics.h"
+#include "server/retention.h"
+#include "server/store.h"
+#include "wire/grpc_server.h"
+
+#ifndef SKP_WEB_INSTALL_DIR
+#define SKP_WEB_INSTALL_DIR "/usr/local/share/skyprof/web"
+#endif
+/* How long in-flight gRPC calls may take to finish after SIGTERM. */
+#define SHUTDOWN_GRACE_MS 10000
+
+extern char **environ;
+
+struct daemon {
+    struct event_base *base;
+    struct skpx_grpc_server *grpc;
+    struct http_api *http;
+    struct event *sig_term;
+    struct event *sig_int;
+    bool stopping;
+};
+
+static void on_grpc_drained(void *ud)
+{
+    struct daemon *d = ud;
+    SKPX_INFO("all gRPC calls finished; exiting");
+    event_base_loopexit(d->base, NULL);
+}
+
+static void on_signal(evutil_socket_t sig, short what, void *ud)
+{
+    (void)what;
+    struct daemon *d = ud;
+    if (d->stopping) {
+        SKPX_WARN("second signal %d: exiting without waiting for in-flight calls", (int)sig);
+        event_base_loopbreak(d->base);
+        return;
+    }
+    d->stopping = true;
+    SKPX_INFO("signal %d: shutting down (finishing in-flight calls)", (int)sig);
+    http_api_stop_accepting(d->http);
+    skpx_grpc_server_shutdown(d->grpc, SHUTDOWN_GRACE_MS, on_grpc_drained, d);
+}
+
+/* mkdir -p of the folder holding `file`. */
+static int make_parent_dirs(const char *file)
+{
+    char buf[PATH_MAX];
+    if (snprintf(buf, sizeof(buf), "%s", file) >= (int)sizeof(buf))
+        return -1;
+    char *dir = dirname(buf);
+    char path[PATH_MAX];
+    snprintf(path, sizeof(path), "%s", dir);
+    for (char *p = path + 1; *p; p++) {
+        if (*p != '/')
+            continue;
+        *p = '\0';
+        if (mkdir(path, 0755) != 0 && errno != EEXIST)
+            return -1;
+        *p = '/';
+    }
+    if (mkdir(path, 0755) != 0 && errno != EEXIST)
+        return -1;
+    return 0;
+}
+
+static bool is_dir(const char *p)
+{
+    struct stat st;
+    return stat(p, &st) == 0 && S_ISDIR(st.st_mode);
+}
+
+/* --web-root default: the build tree's web/dist next to the executable, else the install
+ * location. Returns a new string or NULL (no UI found). */
+static char *default_web_root(void)
+{
+    char exe[PATH_MAX];
+    ssize_t n = readlink("/proc/self/exe", exe, sizeof(exe) - 1);
+    if (n > 0) {
+        exe[n] = '\0';
+        char *dir = dirname(exe);
+        static const char *rel[] = {"/../web/dist", "/../../web/dist"};
+        for (size_t i = 0; i < sizeof(rel) / sizeof(rel[0]); i++) {
+            char cand[PATH_MAX];
+            if (snprintf(cand, sizeof(cand), "%s%s", dir, rel[i]) < (int)sizeof(cand) &&
+                is_dir(cand)) {
+                char real[PATH_MAX];
+                return skpx_strdup(realpath(cand, real) ? real : cand);
+            }
+        }
+    }
+    return is_dir(SKP_WEB_INSTALL_DIR) ? skpx_strdup(SKP_WEB_INSTALL_DIR) : NULL;
+}
+
+static skp_err open_store(const char *path, struct store **st)
+{
+    struct store_opts o = {0};
+    skp_err err = store_open(path, &o, st);
+    if (!err)
+        return SKP_OK;
+    /* A database we may read but not write still serves the UI and the API's reads. */
+    char buf[PATH_MAX];
+    snprintf(buf, sizeof(buf), "%s", path);
+    if (access(path, R_OK) == 0 && (access(path, W_OK) != 0 || access(dirname(buf), W_OK) != 0)) {
+        o.read_only = true;
+        err = store_open(path, &o, st);
+        if (!err)
+            SKPX_WARN("database %s is read-only: serving reads only, agent data and new tasks "
+                      "will be refused",
+                      path);
+    }
+    return err;
+}
+
+/* "host:port" with the port replaced by the bound one. */
+static void print_listening(const char *what, const char *addr, uint16_t port)
+{
+    const char *colon = strrchr(addr, ':');
+    int hl = (int)(colon - addr);
+    printf("skyprofd: %s listening on %.*s:%u\n", what, hl, addr, (unsigned)port);
+    fflush(stdout);
+}
+
+int main(int argc, char **argv)
+{
+    struct config cfg;
+    char cerr[CONFIG_ERR_MAX];
+    if (config_parse(&cfg, argc, argv, environ, cerr)) {
+        fprintf(stderr, "skyprofd: %s\n", cerr);
+        return 2;
+    }
+    if (cfg.show_help) {
+        fputs(config_usage(), stdout);
+        config_cleanup(&cfg);
+        return 0;
+    }
+    if (cfg.show_version) {
+        printf("skyprofd %s\n", SKP_VERSION);
+        config_cleanup(&cfg);
+        return 0;
+    }
+    skpx_log_set_sink(skpx_log_sink_fd, (void *)(intptr_t)STDERR_FILENO,
+                      (enum skpx_log_level)cfg.log_level);
+    /* A client closing its socket must not kill the server (libevent writes with write()). */
+    signal(SIGPIPE, SIG_IGN);
+
+    int rc = 1;
+    struct daemon d = {0};
+    struct store *st = NULL;
+    struct retention *ret = NULL;
+    char *web_root = NULL;
+    struct metrics m = {.start_ms = skpx_now_ms()};
+    struct collector col = {.metrics = &m, .auth_token = cfg.auth_token};
+
+    if (make_parent_dirs(cfg.db_path) != 0) {
+        SKPX_ERROR("cannot create the folder of %s: %s", cfg.db_path, strerror(errno));
+        goto out;
+    }
+    skp_err err = open_store(cfg.db_path, &st);
+    if (err) {
+        SKPX_ERROR("cannot open database %s: %s", cfg.db_path, skp_strerror(err));
+        goto out;
+    }
+    col.store = st;
+    web_root = cfg.web_root ? skpx_strdup(cfg.web_root) : default_web_root();
+    if (cfg.web_root && !is_dir(cfg.web_root))
+        SKPX_WARN("web root %s is not a folder: the UI will not be served", cfg.web_root);
+    else if (!web_root)
+        SKPX_WARN("web UI assets not found (build the web target or pass --web-root)");
+
+    d.base = event_base_new();
+    if (!d.base) {
+        SKPX_ERROR("event_base_new failed");
+        goto out;
+    }
+    err = skpx_grpc_server_new(d.base, NULL, &d.grpc);
+    if (!err)
+        err = collector_register(&col, d.grpc);
+    if (err) {
+        SKPX_ERROR("gRPC server setup failed: %s", skp_strerror(err));
+        goto out;
+    }
+    uint16_t grpc_port = 0, http_port = 0;
+    err = skpx_grpc_server_listen(d.grpc, cfg.grpc_addr, &grpc_port);
+    if (err) {
+        SKPX_ERROR("cannot listen for gRPC on %s: %s", cfg.grpc_addr, skp_strerror(err));
+        goto out;
+    }
+    struct http_api_opts ho = {
+        .store = st,
+        .metrics = &m,
+        .grpc = d.grpc,
+        .api_token = cfg.api_token,
+        .web_root = web_root,
+        .max_analyze_snapshots = cfg.max_analyze_snapshots,
+    };
+    err = http_api_new(d.base, &ho, &d.http);
+    if (!err)
+        err = http_api_listen(d.http, cfg.http_addr, &http_port);
+    if (err) {
+        SKPX_ERROR("cannot listen for HTTP on %s: %s", cfg.http_addr, skp_strerror(err));
+        goto out;
+    }
+    err = retention_start(d.base, st, &m, cfg.retention_days, &ret);
+    if (err)
+        goto out;
+    d.sig_term = evsignal_new(d.base, SIGTERM, on_signal, &d);
+    d.sig_int = evsignal_new(d.base, SIGINT, on_signal, &d);
+    if (!d.sig_term || !d.sig_int || evsignal_add(d.sig_term, NULL) || evsignal_add(d.sig_int, NULL)) {
+        SKPX_ERROR("cannot install signal events");
+        goto out;
+    }
+    print_listening("grpc", cfg.grpc_addr, grpc_port);
+    print_listening("http", cfg.http_addr, http_port);
+    SKPX_INFO("skyprofd %s: db=%s web-root=%s retention=%d day(s) auth=%s api-token=%s",
+              SKP_VERSION, cfg.db_path, web_root ? web_root : "(none)", cfg.retention_days,
+              cfg.auth_token ? "on" : "off", cfg.api_token ? "on" : "off");
+
+    if (event_base_dispatch(d.base) < 0) {
+        SKPX_ERROR("event loop failed");
+        goto out;
+    }
+    rc = 0;
+out:
+    retention_stop(ret);
+    http_api_free(d.http);
+    skpx_grpc_server_free(d.grpc);
+    if (d.sig_term)
+        event_free(d.sig_term);
+    if (d.sig_int)
+        event_free(d.sig_int);
+    store_close(st);
+    if (d.base)
+        event_base_free(d.base);
+    skpx_free(web_root);
+    config_cleanup(&cfg);
+    if (rc == 0)
+        SKPX_INFO("skyprofd stopped");
+    return rc;
+}

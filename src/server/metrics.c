@@ -1,0 +1,184 @@
+/* metrics.c - Prometheus text rendering of skyprofd's counters (see metrics.h). */
+#include "server/metrics.h"
+
+#include <fcntl.h>
+#include <inttypes.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "common/alloc.h"
+#include "common/clock.h"
+
+/* The rendered text is a few KB; this cap only guards against a runaway loop. */
+#define METRICS_TEXT_MAX (1u << 20)
+
+struct sbuf {
+    char *p;
+    size_t len;
+    size_t cap;
+    bool oom;
+};
+
+static void sb_printf(struct sbuf *b, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+static void sb_printf(struct sbuf *b, const char *fmt, ...)
+{
+    if (b->oom)
+        return;
+    for (;;) {
+        va_list ap;
+        va_start(ap, fmt);
+        int n = vsnprintf(b->p ? b->p + b->len : NULL, b->p ? b->cap - b->len : 0, fmt, ap);
+        va_end(ap);
+        if (n < 0) {
+            b->oom = true;
+            return;
+        }
+        if (b->p && b->len + (size_t)n < b->cap) {
+            b->len += (size_t)n;
+            return;
+        }
+        size_t cap = b->cap ? b->cap * 2 : 4096;
+        while (cap < b->len + (size_t)n + 1)
+            cap *= 2;
+        char *np = cap <= METRICS_TEXT_MAX ? skpx_realloc(b->p, cap) : NULL;
+        if (!np) {
+            b->oom = true;
+            return;
+        }
+        b->p = np;
+        b->cap = cap;
+    }
+}
+
+static void counter(struct sbuf *b, const char *name, const char *help, uint64_t v)
+{
+    sb_printf(b, "# HELP %s %s\n# TYPE %s counter\n%s %" PRIu64 "\n", name, help, name, name, v);
+}
+
+static void gauge(struct sbuf *b, const char *name, const char *help, double v)
+{
+    sb_printf(b, "# HELP %s %s\n# TYPE %s gauge\n%s %.17g\n", name, help, name, name, v);
+}
+
+uint64_t metrics_rss_bytes(void)
+{
+    int fd = open("/proc/self/statm", O_RDONLY | O_CLOEXEC);
+    if (fd < 0)
+        return 0;
+    char buf[128];
+    ssize_t n = read(fd, buf, sizeof(buf) - 1);
+    close(fd);
+    if (n <= 0)
+        return 0;
+    buf[n] = '\0';
+    unsigned long long size = 0, resident = 0;
+    if (sscanf(buf, "%llu %llu", &size, &resident) != 2)
+        return 0;
+    long page = sysconf(_SC_PAGESIZE);
+    return (uint64_t)resident * (uint64_t)(page > 0 ? page : 4096);
+}
+
+skp_err metrics_render(const struct metrics *m, const struct skpx_grpc_server_stats *grpc,
+                       const struct store_stats *store, char **out, size_t *out_len)
+{
+    struct sbuf b = {0};
+    *out = NULL;
+    *out_len = 0;
+    counter(&b, "skyprof_snapshots_received_total", "Thread snapshots received from agents.",
+            m->snapshots_received);
+    counter(&b, "skyprof_snapshots_stored_total", "Thread snapshots committed as new rows.",
+            m->snapshots_stored);
+    counter(&b, "skyprof_snapshots_duplicate_total",
+            "Thread snapshots ignored because the same (task, segment, sequence) was stored.",
+            m->snapshots_duplicate);
+    counter(&b, "skyprof_snapshots_rejected_total",
+            "Thread snapshots not stored (storage failure or aborted stream).",
+            m->snapshots_rejected);
+    counter(&b, "skyprof_snapshots_unknown_task_total",
+            "Thread snapshots stored for a task id the server does not know.",
+            m->snapshots_unknown_task);
+    counter(&b, "skyprof_snapshot_streams_total", "collectSnapshot streams started.",
+            m->snapshot_streams);
+    counter(&b, "skyprof_snapshot_streams_failed_total",
+            "collectSnapshot streams that ended without an OK answer.",
+            m->snapshot_streams_failed);
+    counter(&b, "skyprof_snapshot_batches_total", "Snapshot batches written to the store.",
+            m->snapshot_batches);
+    counter(&b, "skyprof_segments_received_total", "Trace segments received.",
+            m->segments_received);
+    counter(&b, "skyprof_segments_stored_total", "Trace segments written to the store.",
+            m->segments_stored);
+    counter(&b, "skyprof_segment_errors_total", "Trace segment batches the store refused.",
+            m->segment_errors);
+    counter(&b, "skyprof_tasks_created_total", "Profile tasks created.", m->tasks_created);
+    counter(&b, "skyprof_tasks_rejected_total", "Profile task creations refused by validation.",
+            m->tasks_rejected);
+    counter(&b, "skyprof_task_queries_total", "getProfileTaskCommands calls.", m->task_queries);
+    counter(&b, "skyprof_task_commands_sent_total", "ProfileTaskQuery commands sent to agents.",
+            m->task_commands_sent);
+    counter(&b, "skyprof_task_finish_reports_total", "reportTaskFinish calls.",
+            m->task_finish_reports);
+    counter(&b, "skyprof_heartbeats_total", "keepAlive and reportInstanceProperties calls.",
+            m->heartbeats);
+    counter(&b, "skyprof_dropped_messages_total",
+            "Messages of accepted-and-dropped services (logs, meters, JVM, events...).",
+            m->dropped_messages);
+    counter(&b, "skyprof_auth_failures_total", "gRPC calls refused with UNAUTHENTICATED.",
+            m->auth_failures);
+    sb_printf(&b, "# HELP skyprof_http_requests_total HTTP API requests by status class.\n"
+                  "# TYPE skyprof_http_requests_total counter\n");
+    static const char *cls[] = {"other", "1xx", "2xx", "3xx", "4xx", "5xx"};
+    for (int i = 0; i < 6; i++)
+        sb_printf(&b, "skyprof_http_requests_total{code=\"%s\"} %" PRIu64 "\n", cls[i],
+                  m->http_requests[i]);
+    counter(&b, "skyprof_retention_runs_total", "Retention purges run.", m->retention_runs);
+    counter(&b, "skyprof_retention_deleted_rows_total", "Rows deleted by retention.",
+            m->retention_deleted);
+    counter(&b, "skyprof_retention_errors_total", "Retention purges that failed.",
+            m->retention_errors);
+    if (grpc) {
+        counter(&b, "skyprof_grpc_connections_accepted_total", "gRPC connections accepted.",
+                grpc->connections_accepted);
+        gauge(&b, "skyprof_grpc_connections_open", "gRPC connections open.",
+              (double)grpc->connections_open);
+        counter(&b, "skyprof_grpc_calls_started_total", "gRPC calls started.",
+                grpc->calls_started);
+        counter(&b, "skyprof_grpc_calls_failed_total", "gRPC calls ended with a non-OK status.",
+                grpc->calls_failed);
+        counter(&b, "skyprof_grpc_messages_received_total", "gRPC request messages received.",
+                grpc->messages_received);
+        counter(&b, "skyprof_grpc_protocol_errors_total",
+                "gRPC connections closed for protocol violations.", grpc->protocol_errors);
+    }
+    if (store) {
+        gauge(&b, "skyprof_store_snapshots", "Snapshot rows in the store.",
+              (double)store->snapshots);
+        gauge(&b, "skyprof_store_stacks", "Distinct stacks in the store.", (double)store->stacks);
+        gauge(&b, "skyprof_store_frames", "Distinct frames in the store.", (double)store->frames);
+        gauge(&b, "skyprof_store_segments", "Trace segments in the store.",
+              (double)store->segments);
+        gauge(&b, "skyprof_store_tasks", "Profile tasks in the store.", (double)store->tasks);
+        gauge(&b, "skyprof_store_file_bytes", "Database plus WAL size in bytes.",
+              (double)store->file_bytes);
+        counter(&b, "skyprof_store_commits_total", "Store transactions committed.",
+                store->commits);
+        gauge(&b, "skyprof_store_commit_seconds_total", "Time spent committing, in seconds.",
+              (double)store->commit_ns_total / 1e9);
+        gauge(&b, "skyprof_store_commit_seconds_avg", "Mean commit latency in seconds.",
+              store->commits ? (double)store->commit_ns_total / 1e9 / (double)store->commits
+                             : 0.0);
+    }
+    gauge(&b, "skyprof_process_resident_memory_bytes", "Resident set size of skyprofd.",
+          (double)metrics_rss_bytes());
+    gauge(&b, "skyprof_process_uptime_seconds", "Seconds since skyprofd started.",
+          m->start_ms ? (double)(skpx_now_ms() - m->start_ms) / 1000.0 : 0.0);
+    if (b.oom || !b.p) {
+        skpx_free(b.p);
+        return SKP_ENOMEM;
+    }
+    *out = b.p;
+    *out_len = b.len;
+    return SKP_OK;
+}

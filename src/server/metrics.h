@@ -1,0 +1,51 @@
+/* metrics.h - skyprofd's counters and their Prometheus text rendering (/metrics).
+ * Counters are plain integers: every writer runs on the server's event loop thread. */
+#ifndef SKP_SERVER_METRICS_H
+#define SKP_SERVER_METRICS_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "server/store.h"
+#include "skyprof/skp_err.h"
+#include "wire/grpc_server.h"
+
+struct metrics {
+    uint64_t snapshots_received;     /* ThreadSnapshot messages decoded */
+    uint64_t snapshots_stored;       /* committed as new rows */
+    uint64_t snapshots_duplicate;    /* committed batch already held them */
+    uint64_t snapshots_rejected;     /* lost with a failed batch or an aborted stream */
+    uint64_t snapshots_unknown_task; /* stored although their task id is unknown */
+    uint64_t snapshot_streams;       /* collectSnapshot calls started */
+    uint64_t snapshot_streams_failed;
+    uint64_t snapshot_batches;       /* store_insert_snapshots calls */
+    uint64_t segments_received;
+    uint64_t segments_stored;
+    uint64_t segment_errors;
+    uint64_t tasks_created;
+    uint64_t tasks_rejected;
+    uint64_t task_commands_sent;
+    uint64_t task_queries;
+    uint64_t task_finish_reports;
+    uint64_t heartbeats;
+    uint64_t dropped_messages;       /* accept-and-drop services (logs, meters, JVM...) */
+    uint64_t auth_failures;
+    uint64_t http_requests[6];       /* by status class: [1]=1xx ... [5]=5xx, [0]=other */
+    uint64_t retention_runs;
+    uint64_t retention_deleted;
+    uint64_t retention_errors;
+    int64_t start_ms;
+};
+
+/* Resident set size of this process in bytes (0 if unknown). */
+uint64_t metrics_rss_bytes(void);
+
+/* Renders all counters, the gRPC server's and the store's stats (either may be NULL) in the
+ * Prometheus text exposition format. *out (caller frees with skpx_free) holds *out_len bytes.
+ * Errors: SKP_ENOMEM. */
+SKP_MUST_CHECK skp_err metrics_render(const struct metrics *m,
+                                      const struct skpx_grpc_server_stats *grpc,
+                                      const struct store_stats *store, char **out,
+                                      size_t *out_len);
+
+#endif

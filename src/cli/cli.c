@@ -1,0 +1,225 @@
+/* cli.c - helpers shared by the commands: global options, API calls with error reporting and
+ * exit-code mapping, time/number parsing and formatting. */
+#include "cli/cli.h"
+
+#include <errno.h>
+#include <getopt.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/ioctl.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "common/alloc.h"
+
+bool cli_global_option(struct cli *c, int opt, const char *arg, bool *bad)
+{
+    long long v;
+    switch (opt) {
+    case CLI_OPT_SERVER:
+        c->server = arg;
+        if (http_url_parse(arg, &c->url) != SKP_OK) {
+            cli_usage_error("--server: expected http://HOST[:PORT], got '%s'", arg);
+            *bad = true;
+        }
+        return true;
+    case CLI_OPT_TOKEN:
+        c->token = arg;
+        return true;
+    case CLI_OPT_TIMEOUT:
+        if (!cli_parse_int(arg, 1, 3600, &v)) {
+            cli_usage_error("--timeout: expected seconds (1-3600), got '%s'", arg);
+            *bad = true;
+        } else {
+            c->timeout_ms = (int)v * 1000;
+        }
+        return true;
+    case CLI_OPT_JSON:
+        c->json = true;
+        return true;
+    default:
+        return false;
+    }
+}
+
+int cli_usage_error(const char *fmt, ...)
+{
+    va_list ap;
+    fputs("skyprof: ", stderr);
+    va_start(ap, fmt);
+    vfprintf(stderr, fmt, ap);
+    va_end(ap);
+    fputs("\n", stderr);
+    return CLI_EXIT_USAGE;
+}
+
+static int report_transport(struct cli *c, skp_err err)
+{
+    if (err == SKP_EUNAVAILABLE || err == SKP_ETIMEDOUT) {
+        fprintf(stderr, "skyprof: cannot connect to %s (%s); is skyprofd running? "
+                        "(set --server or SKYPROF_SERVER)\n",
+                c->server, err == SKP_ETIMEDOUT ? "timed out" : "connection failed");
+        return CLI_EXIT_CONNECT;
+    }
+    fprintf(stderr, "skyprof: request to %s failed: %s\n", c->server, skp_strerror(err));
+    return CLI_EXIT_API;
+}
+
+/* Prints the server's error body and maps the status to an exit code. */
+static int report_status(const struct http_response *r)
+{
+    json_t *j = r->body ? json_loadb(r->body, r->body_len, 0, NULL) : NULL;
+    const char *reason = j ? cli_json_str(j, "errorReason") : "";
+    const char *field = j ? cli_json_str(j, "field") : "";
+    const char *error = j ? cli_json_str(j, "error") : "";
+    if (*reason && *field)
+        fprintf(stderr, "skyprof: %s: %s\n", field, reason);
+    else if (*reason)
+        fprintf(stderr, "skyprof: %s\n", reason);
+    else if (*error)
+        fprintf(stderr, "skyprof: %s (HTTP %d)\n", error, r->status);
+    else
+        fprintf(stderr, "skyprof: server answered HTTP %d\n", r->status);
+    json_decref(j);
+    if (r->status == 404)
+        return CLI_EXIT_NOTFOUND;
+    if (r->status == 401 || r->status == 403)
+        fprintf(stderr, "skyprof: the server needs an API token (--token or SKYPROF_API_TOKEN)\n");
+    return CLI_EXIT_API;
+}
+
+int cli_api_raw(struct cli *c, const char *method, const char *target, const char *body,
+                struct http_response *resp)
+{
+    skp_err err = http_request(&c->url, method, target, c->token, body, body ? strlen(body) : 0,
+                               c->timeout_ms, resp);
+    if (err)
+        return report_transport(c, err);
+    if (resp->status < 200 || resp->status > 299) {
+        int rc = report_status(resp);
+        http_response_cleanup(resp);
+        return rc;
+    }
+    return CLI_EXIT_OK;
+}
+
+int cli_api_json(struct cli *c, const char *method, const char *target, json_t *body,
+                 json_t **out)
+{
+    struct http_response r;
+    char *text = NULL;
+    *out = NULL;
+    if (body) {
+        size_t n = json_dumpb(body, NULL, 0, JSON_COMPACT);
+        text = n ? skpx_malloc(n + 1) : NULL;
+        if (!text || json_dumpb(body, text, n, JSON_COMPACT) != n) {
+            skpx_free(text);
+            fprintf(stderr, "skyprof: cannot encode the request\n");
+            return CLI_EXIT_API;
+        }
+        text[n] = 0;
+    }
+    int rc = cli_api_raw(c, method, target, text, &r);
+    skpx_free(text);
+    if (rc)
+        return rc;
+    json_error_t jerr;
+    *out = json_loadb(r.body, r.body_len, JSON_DECODE_ANY, &jerr);
+    http_response_cleanup(&r);
+    if (!*out) {
+        fprintf(stderr, "skyprof: the server sent invalid JSON: %s\n", jerr.text);
+        return CLI_EXIT_API;
+    }
+    return CLI_EXIT_OK;
+}
+
+const char *cli_fmt_time(int64_t ms, char *buf, size_t cap)
+{
+    if (ms <= 0) {
+        snprintf(buf, cap, "-");
+        return buf;
+    }
+    time_t t = (time_t)(ms / 1000);
+    struct tm tm;
+    localtime_r(&t, &tm);
+    strftime(buf, cap, "%Y-%m-%d %H:%M:%S", &tm);
+    return buf;
+}
+
+bool cli_parse_int(const char *s, long long lo, long long hi, long long *out)
+{
+    char *end;
+    if (!s || !*s)
+        return false;
+    errno = 0;
+    long long v = strtoll(s, &end, 10);
+    if (errno || *end || v < lo || v > hi)
+        return false;
+    *out = v;
+    return true;
+}
+
+bool cli_parse_time(const char *s, int64_t *out_ms)
+{
+    long long v;
+    if (!s)
+        return false;
+    if (strcmp(s, "now") == 0) {
+        struct timespec ts;
+        clock_gettime(CLOCK_REALTIME, &ts);
+        *out_ms = (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+        return true;
+    }
+    if (cli_parse_int(s, 1, INT64_MAX / 2, &v)) {
+        *out_ms = v;
+        return true;
+    }
+    static const char *const formats[] = {"%Y-%m-%d %H:%M:%S", "%Y-%m-%dT%H:%M:%S",
+                                          "%Y-%m-%d %H:%M", "%Y-%m-%dT%H:%M"};
+    for (size_t i = 0; i < sizeof(formats) / sizeof(formats[0]); i++) {
+        struct tm tm;
+        memset(&tm, 0, sizeof(tm));
+        const char *end = strptime(s, formats[i], &tm);
+        if (end && *end == 0) {
+            tm.tm_isdst = -1;
+            time_t t = mktime(&tm);
+            if (t == (time_t)-1)
+                return false;
+            *out_ms = (int64_t)t * 1000;
+            return true;
+        }
+    }
+    return false;
+}
+
+int64_t cli_json_int(json_t *obj, const char *key)
+{
+    json_t *v = json_object_get(obj, key);
+    if (json_is_integer(v))
+        return json_integer_value(v);
+    if (json_is_real(v))
+        return (int64_t)json_real_value(v);
+    if (json_is_string(v))
+        return strtoll(json_string_value(v), NULL, 10);
+    return 0;
+}
+
+const char *cli_json_str(json_t *obj, const char *key)
+{
+    const char *s = json_string_value(json_object_get(obj, key));
+    return s ? s : "";
+}
+
+int cli_term_width(void)
+{
+    struct winsize ws;
+    if (isatty(STDOUT_FILENO) && ioctl(STDOUT_FILENO, TIOCGWINSZ, &ws) == 0 && ws.ws_col >= 40)
+        return ws.ws_col;
+    const char *cols = getenv("COLUMNS");
+    long long v;
+    if (cols && cli_parse_int(cols, 40, 1000, &v))
+        return (int)v;
+    return 120;
+}

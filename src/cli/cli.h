@@ -1,0 +1,86 @@
+/* cli.h - shared state and helpers of the `skyprof` command-line tool: global options, the exit
+ * codes scripts rely on, API calls that print a clear message on stderr and return the exit
+ * code to use, and small output helpers. Single-threaded. */
+#ifndef SKP_CLI_CLI_H
+#define SKP_CLI_CLI_H
+
+#include <jansson.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "cli/http_client.h"
+
+/* Exit codes (documented in docs/cli.md; never renumber). */
+enum cli_exit {
+    CLI_EXIT_OK = 0,
+    CLI_EXIT_API = 1,          /* the server answered with an error (validation, 5xx, ...) */
+    CLI_EXIT_USAGE = 2,        /* bad command line */
+    CLI_EXIT_CONNECT = 3,      /* cannot reach the server */
+    CLI_EXIT_NOTFOUND = 4,     /* no such task / segment / service */
+};
+
+#define CLI_DEFAULT_SERVER "http://127.0.0.1:12800"
+#define CLI_DEFAULT_TIMEOUT_MS 60000
+
+struct cli {
+    const char *server;        /* URL as given */
+    struct http_url url;
+    const char *token;         /* NULL for none */
+    int timeout_ms;
+    bool json;                 /* print raw JSON instead of tables */
+};
+
+/* Every command: parses its own argv (argv[0] is the command name) and returns an exit code. */
+typedef int (*cli_command_fn)(struct cli *c, int argc, char **argv);
+
+int cmd_task(struct cli *c, int argc, char **argv);
+int cmd_segments(struct cli *c, int argc, char **argv);
+int cmd_analyze(struct cli *c, int argc, char **argv);
+int cmd_services(struct cli *c, int argc, char **argv);
+
+/* Handles the options every command accepts (--server, --token, --timeout, --json) from
+ * getopt_long's `opt` value; returns true if it was one of them. Sets *bad on a bad value. */
+bool cli_global_option(struct cli *c, int opt, const char *arg, bool *bad);
+/* getopt values of the global options, to put in each command's long-option table. */
+enum {
+    CLI_OPT_SERVER = 1000,
+    CLI_OPT_TOKEN,
+    CLI_OPT_TIMEOUT,
+    CLI_OPT_JSON,
+    CLI_OPT_HELP,
+};
+#define CLI_GLOBAL_LONGOPTS                                                                        \
+    {"server", required_argument, NULL, CLI_OPT_SERVER},                                           \
+        {"token", required_argument, NULL, CLI_OPT_TOKEN},                                         \
+        {"timeout", required_argument, NULL, CLI_OPT_TIMEOUT},                                     \
+        {"json", no_argument, NULL, CLI_OPT_JSON}, {"help", no_argument, NULL, 'h'}
+
+/* Prints "skyprof: <message>" on stderr and returns CLI_EXIT_USAGE. */
+int cli_usage_error(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+
+/* Calls the API. `body` (borrowed, may be NULL) is sent as JSON. On 2xx and a JSON body,
+ * *out receives it (caller json_decref's). Otherwise prints the reason on stderr and returns the
+ * exit code: 3 when the server cannot be reached, 4 on 404, 1 on any other error (the
+ * server's {"error"} or {"errorReason", "field"} is printed). */
+int cli_api_json(struct cli *c, const char *method, const char *target, json_t *body,
+                 json_t **out);
+/* Same, but returns the raw body (for exports); *resp owns it on CLI_EXIT_OK. */
+int cli_api_raw(struct cli *c, const char *method, const char *target, const char *body,
+                struct http_response *resp);
+
+/* Formats ms since the epoch as local "YYYY-MM-DD HH:MM:SS" into buf (>= 24 bytes); "-" for <= 0. */
+const char *cli_fmt_time(int64_t ms, char *buf, size_t cap);
+/* Parses a time: ms since the epoch, "now", or local "YYYY-MM-DD HH:MM[:SS]" / "...THH:MM[:SS]".
+ * Returns false if unparsable. */
+bool cli_parse_time(const char *s, int64_t *out_ms);
+/* Parses a whole decimal integer in [lo, hi]. */
+bool cli_parse_int(const char *s, long long lo, long long hi, long long *out);
+/* Integer member of an object, accepting numbers or numeric strings ("start" is a string). */
+int64_t cli_json_int(json_t *obj, const char *key);
+/* String member or "" (never NULL). */
+const char *cli_json_str(json_t *obj, const char *key);
+/* Width of the terminal for stdout, or $COLUMNS, or 120 when not a terminal. */
+int cli_term_width(void);
+
+#endif

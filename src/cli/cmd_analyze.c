@@ -1,0 +1,190 @@
+/* cmd_analyze.c - `skyprof analyze`: a segment's (optionally a time window of it) or a whole
+ * task's stack tree, printed as a terminal tree or fetched in an export format from the
+ * server's export endpoints (the server renders pprof/collapsed/speedscope/html). */
+#include <errno.h>
+#include <getopt.h>
+#include <stdio.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "cli/cli.h"
+#include "common/alloc.h"
+#include "cli/tree_print.h"
+
+static const char g_usage[] =
+    "Usage: skyprof analyze (--segment ID [--from MS] [--to MS] | --task ID)\n"
+    "                       [--format FORMAT] [-o FILE]\n"
+    "  --segment ID   analyse one profiled segment (its whole life, or --from/--to, ms since\n"
+    "                 the epoch, inclusive)\n"
+    "  --task ID      analyse every snapshot of a task\n"
+    "  --format F     tree (default: indented tree with duration, self duration, count),\n"
+    "                 json (the API's analysis), collapsed, pprof (gzipped profile.proto),\n"
+    "                 speedscope, html (self-contained flame graph)\n"
+    "  -o FILE        write to FILE instead of stdout (required for pprof on a terminal)\n"
+    "Global options --server, --token, --timeout, --json are accepted too.\n";
+
+static const char *const g_formats[] = {"tree", "json", "collapsed", "pprof", "speedscope",
+                                        "html"};
+
+static int write_out(const char *path, const char *data, size_t len)
+{
+    FILE *f = path ? fopen(path, "wb") : stdout;
+    if (!f) {
+        fprintf(stderr, "skyprof: cannot write %s: %s\n", path, strerror(errno));
+        return CLI_EXIT_USAGE;
+    }
+    size_t w = fwrite(data, 1, len, f);
+    int bad = w != len || fflush(f) != 0;
+    if (path && fclose(f) != 0)
+        bad = 1;
+    if (bad) {
+        fprintf(stderr, "skyprof: write to %s failed\n", path ? path : "stdout");
+        return CLI_EXIT_API;
+    }
+    return CLI_EXIT_OK;
+}
+
+int cmd_analyze(struct cli *c, int argc, char **argv)
+{
+    static const struct option longopts[] = {
+        CLI_GLOBAL_LONGOPTS,
+        {"segment", required_argument, NULL, 's'},
+        {"task", required_argument, NULL, 't'},
+        {"from", required_argument, NULL, 'F'},
+        {"to", required_argument, NULL, 'T'},
+        {"format", required_argument, NULL, 'f'},
+        {"output", required_argument, NULL, 'o'},
+        {NULL, 0, NULL, 0},
+    };
+    const char *segment = NULL, *task = NULL, *format = "tree", *output = NULL;
+    int64_t from = -1, to = -1;
+    int opt;
+    opterr = 0;
+    while ((opt = getopt_long(argc, argv, ":ho:f:", longopts, NULL)) != -1) {
+        bool bad = false;
+        if (cli_global_option(c, opt, optarg, &bad)) {
+            if (bad)
+                return CLI_EXIT_USAGE;
+            continue;
+        }
+        switch (opt) {
+        case 'h':
+            fputs(g_usage, stdout);
+            return CLI_EXIT_OK;
+        case 's':
+            segment = optarg;
+            break;
+        case 't':
+            task = optarg;
+            break;
+        case 'F':
+        case 'T':
+            if (!cli_parse_time(optarg, opt == 'F' ? &from : &to))
+                return cli_usage_error("--%s: expected ms since the epoch, got '%s'",
+                                       opt == 'F' ? "from" : "to", optarg);
+            break;
+        case 'f':
+            format = optarg;
+            break;
+        case 'o':
+            output = optarg;
+            break;
+        case ':':
+            return cli_usage_error("option '%s' needs a value", argv[optind - 1]);
+        default:
+            return cli_usage_error("analyze: unknown option '%s' (see skyprof analyze --help)",
+                                   argv[optind - 1]);
+        }
+    }
+    if (optind < argc)
+        return cli_usage_error("analyze: unexpected argument '%s'", argv[optind]);
+    if (!segment == !task)
+        return cli_usage_error("analyze: give exactly one of --segment ID or --task ID");
+    if (task && (from >= 0 || to >= 0))
+        return cli_usage_error("analyze: --from/--to apply to --segment only");
+    if (from >= 0 && to >= 0 && from > to)
+        return cli_usage_error("analyze: --from is after --to");
+    bool known = false;
+    for (size_t i = 0; i < sizeof(g_formats) / sizeof(g_formats[0]); i++)
+        known |= strcmp(format, g_formats[i]) == 0;
+    if (!known)
+        return cli_usage_error("analyze: unknown format '%s' (tree, json, collapsed, pprof, "
+                               "speedscope, html)", format);
+    if (strcmp(format, "pprof") == 0 && !output && isatty(STDOUT_FILENO))
+        return cli_usage_error("analyze: pprof output is binary; use -o FILE or redirect stdout");
+
+    bool windowed = segment && (from >= 0 || to >= 0);
+    if (windowed) {
+        if (from < 0)
+            from = 0;
+        if (to < 0)
+            to = INT64_MAX / 2;
+    }
+    char target[CLI_HTTP_MAX_TARGET];
+    snprintf(target, sizeof(target), "/api/v1/profile/%s/", segment ? "segments" : "tasks");
+    if (!http_path_escape(target, sizeof(target) - 128, segment ? segment : task))
+        return cli_usage_error("id too long");
+
+    bool tree = strcmp(format, "tree") == 0;
+    bool json_fmt = strcmp(format, "json") == 0 || (tree && c->json);
+    if (tree || json_fmt) {
+        json_t *res = NULL;
+        int rc;
+        if (windowed) {
+            json_t *q = json_pack("[{s:s, s:{s:I, s:I}}]", "segmentId", segment, "timeRange",
+                                  "start", (json_int_t)from, "end", (json_int_t)to);
+            if (!q)
+                return cli_usage_error("analyze: --segment must be UTF-8");
+            rc = cli_api_json(c, "POST", "/api/v1/profile/analyze", q, &res);
+            json_decref(q);
+        } else {
+            strcat(target, "/analyze");
+            rc = cli_api_json(c, "GET", target, NULL, &res);
+        }
+        if (rc)
+            return rc;
+        if (json_fmt) {
+            size_t len = json_dumpb(res, NULL, 0, JSON_INDENT(2));
+            char *text = skpx_xmalloc(len + 2);
+            if (json_dumpb(res, text, len, JSON_INDENT(2)) != len)
+                len = 0;
+            text[len++] = '\n';
+            json_decref(res);
+            rc = write_out(output, text, len);
+            skpx_free(text);
+            return rc;
+        }
+        FILE *f = output ? fopen(output, "w") : stdout;
+        if (!f) {
+            fprintf(stderr, "skyprof: cannot write %s: %s\n", output, strerror(errno));
+            json_decref(res);
+            return CLI_EXIT_USAGE;
+        }
+        int bad = tree_print(f, res, output ? 160 : cli_term_width());
+        if (output)
+            fclose(f);
+        json_decref(res);
+        if (bad) {
+            fprintf(stderr, "skyprof: the server's analysis has an unexpected shape\n");
+            return CLI_EXIT_API;
+        }
+        return CLI_EXIT_OK;
+    }
+
+    /* Export formats. */
+    size_t n = strlen(target);
+    if (windowed)
+        snprintf(target + n, sizeof(target) - n, "/export?format=%s&start=%lld&end=%lld", format,
+                 (long long)from, (long long)to);
+    else
+        snprintf(target + n, sizeof(target) - n, "/export?format=%s", format);
+    struct http_response r;
+    int rc = cli_api_raw(c, "GET", target, NULL, &r);
+    if (rc)
+        return rc;
+    rc = write_out(output, r.body, r.body_len);
+    http_response_cleanup(&r);
+    if (rc == CLI_EXIT_OK && output)
+        fprintf(stderr, "skyprof: wrote %s\n", output);
+    return rc;
+}

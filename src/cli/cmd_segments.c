@@ -1,0 +1,86 @@
+/* cmd_segments.c - `skyprof segments TASK`: the sampled trace segments of a task, one row per
+ * segment group, with the profiled segment id to pass to `skyprof analyze --segment`. */
+#include <getopt.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "cli/cli.h"
+
+static const char g_usage[] =
+    "Usage: skyprof segments TASK_ID\n"
+    "Lists the trace segments sampled by a task: segment id (profiled), trace id, instance,\n"
+    "endpoint, start time, duration and how many of its spans are profiled.\n"
+    "Global options --server, --token, --timeout, --json are accepted too.\n";
+
+/* The id of the first profiled span's segment, else the group's own segmentId. */
+static const char *profiled_segment(json_t *seg)
+{
+    size_t i;
+    json_t *sp;
+    json_array_foreach(json_object_get(seg, "spans"), i, sp) {
+        if (json_is_true(json_object_get(sp, "profiled")))
+            return cli_json_str(sp, "segmentId");
+    }
+    return cli_json_str(seg, "segmentId");
+}
+
+int cmd_segments(struct cli *c, int argc, char **argv)
+{
+    static const struct option longopts[] = {CLI_GLOBAL_LONGOPTS, {NULL, 0, NULL, 0}};
+    int opt;
+    opterr = 0;
+    while ((opt = getopt_long(argc, argv, ":h", longopts, NULL)) != -1) {
+        bool bad = false;
+        if (cli_global_option(c, opt, optarg, &bad)) {
+            if (bad)
+                return CLI_EXIT_USAGE;
+            continue;
+        }
+        if (opt == 'h') {
+            fputs(g_usage, stdout);
+            return CLI_EXIT_OK;
+        }
+        if (opt == ':')
+            return cli_usage_error("option '%s' needs a value", argv[optind - 1]);
+        return cli_usage_error("segments: unknown option '%s' (see skyprof segments --help)",
+                               argv[optind - 1]);
+    }
+    if (optind != argc - 1)
+        return cli_usage_error("segments: expected exactly one TASK_ID (see skyprof segments --help)");
+    char target[CLI_HTTP_MAX_TARGET] = "/api/v1/profile/tasks/";
+    if (!http_path_escape(target, sizeof(target) - 16, argv[optind]))
+        return cli_usage_error("task id too long");
+    strcat(target, "/segments");
+    json_t *segs = NULL;
+    int rc = cli_api_json(c, "GET", target, NULL, &segs);
+    if (rc)
+        return rc;
+    if (c->json) {
+        json_dumpf(segs, stdout, JSON_INDENT(2));
+        putchar('\n');
+    } else if (json_array_size(segs) == 0) {
+        printf("no sampled segments yet\n");
+    } else {
+        printf("%-40s %-40s %-20s %-24s %-19s %8s %7s\n", "SEGMENT", "TRACE", "INSTANCE",
+               "ENDPOINT", "START", "DURATION", "PROFILED");
+        size_t i;
+        json_t *s;
+        json_array_foreach(segs, i, s) {
+            char tb[32];
+            json_t *eps = json_object_get(s, "endpointNames");
+            const char *ep = json_string_value(json_array_get(eps, 0));
+            size_t n_spans = json_array_size(json_object_get(s, "spans")), n_prof = 0, k;
+            json_t *sp;
+            json_array_foreach(json_object_get(s, "spans"), k, sp) n_prof +=
+                json_is_true(json_object_get(sp, "profiled"));
+            char prof[32];
+            snprintf(prof, sizeof(prof), "%zu/%zu", n_prof, n_spans);
+            printf("%-40s %-40s %-20s %-24s %-19s %6lldms %7s\n", profiled_segment(s),
+                   cli_json_str(s, "traceId"), cli_json_str(s, "instanceName"), ep ? ep : "-",
+                   cli_fmt_time(cli_json_int(s, "start"), tb, sizeof(tb)),
+                   (long long)cli_json_int(s, "duration"), prof);
+        }
+    }
+    json_decref(segs);
+    return CLI_EXIT_OK;
+}

@@ -1,0 +1,83 @@
+/* cmd_services.c - `skyprof services [NAME]`: the services that reported to skyprofd, or the
+ * instances of one service with language, last heartbeat and properties. */
+#include <getopt.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "cli/cli.h"
+
+static const char g_usage[] =
+    "Usage: skyprof services [NAME]\n"
+    "Without NAME: every service (layer, instance count, last seen).\n"
+    "With NAME: the service's instances (language, last heartbeat, properties).\n"
+    "Global options --server, --token, --timeout, --json are accepted too.\n";
+
+int cmd_services(struct cli *c, int argc, char **argv)
+{
+    static const struct option longopts[] = {CLI_GLOBAL_LONGOPTS, {NULL, 0, NULL, 0}};
+    int opt;
+    opterr = 0;
+    while ((opt = getopt_long(argc, argv, ":h", longopts, NULL)) != -1) {
+        bool bad = false;
+        if (cli_global_option(c, opt, optarg, &bad)) {
+            if (bad)
+                return CLI_EXIT_USAGE;
+            continue;
+        }
+        if (opt == 'h') {
+            fputs(g_usage, stdout);
+            return CLI_EXIT_OK;
+        }
+        if (opt == ':')
+            return cli_usage_error("option '%s' needs a value", argv[optind - 1]);
+        return cli_usage_error("services: unknown option '%s' (see skyprof services --help)",
+                               argv[optind - 1]);
+    }
+    if (argc - optind > 1)
+        return cli_usage_error("services: at most one service NAME");
+    const char *name = optind < argc ? argv[optind] : NULL;
+    char target[CLI_HTTP_MAX_TARGET] = "/api/v1/services";
+    if (name) {
+        strcat(target, "/");
+        if (!http_path_escape(target, sizeof(target) - 16, name))
+            return cli_usage_error("service name too long");
+        strcat(target, "/instances");
+    }
+    json_t *list = NULL;
+    int rc = cli_api_json(c, "GET", target, NULL, &list);
+    if (rc)
+        return rc;
+    size_t i;
+    json_t *e;
+    char tb[32];
+    if (c->json) {
+        json_dumpf(list, stdout, JSON_INDENT(2));
+        putchar('\n');
+    } else if (json_array_size(list) == 0) {
+        printf(name ? "no instances\n" : "no services yet (no agent has reported)\n");
+    } else if (!name) {
+        printf("%-32s %-10s %9s  %s\n", "NAME", "LAYER", "INSTANCES", "LAST SEEN");
+        json_array_foreach(list, i, e) {
+            printf("%-32s %-10s %9lld  %s\n", cli_json_str(e, "name"), cli_json_str(e, "layer"),
+                   (long long)cli_json_int(e, "instances"),
+                   cli_fmt_time(cli_json_int(e, "lastSeen"), tb, sizeof(tb)));
+        }
+    } else {
+        printf("%-36s %-10s %-19s  %s\n", "INSTANCE", "LANGUAGE", "LAST HEARTBEAT", "PROPERTIES");
+        json_array_foreach(list, i, e) {
+            printf("%-36s %-10s %-19s ", cli_json_str(e, "name"), cli_json_str(e, "language"),
+                   cli_fmt_time(cli_json_int(e, "lastHeartbeat"), tb, sizeof(tb)));
+            const char *k;
+            json_t *v;
+            bool first = true;
+            json_object_foreach(json_object_get(e, "properties"), k, v) {
+                printf("%s%s=%s", first ? " " : ", ", k,
+                       json_is_string(v) ? json_string_value(v) : "?");
+                first = false;
+            }
+            putchar('\n');
+        }
+    }
+    json_decref(list);
+    return CLI_EXIT_OK;
+}

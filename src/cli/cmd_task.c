@@ -1,0 +1,321 @@
+/* cmd_task.c - `skyprof task create|list|show|logs`. Tables for people, --json for scripts;
+ * `task create` prints only the new id on stdout so `id=$(skyprof task create ...)` works. */
+#include <getopt.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "cli/cli.h"
+
+static const char g_task_usage[] =
+    "Usage:\n"
+    "  skyprof task create --service S --endpoint E [options]\n"
+    "      --duration MIN            monitor duration in minutes, 1-15 (default 5)\n"
+    "      --threshold MS            min segment duration to profile, ms (default 0)\n"
+    "      --dump-period MS          sampling period, ms, >= 10 (default 10)\n"
+    "      --max-sampling-count N    segments to profile per instance, 1-9 (default 5)\n"
+    "      --start TIME              'now' (default), ms since the epoch, or local\n"
+    "                                'YYYY-MM-DD HH:MM[:SS]'\n"
+    "  skyprof task list [--service S] [--endpoint E]\n"
+    "  skyprof task show ID\n"
+    "  skyprof task logs ID\n"
+    "Global options --server, --token, --timeout, --json are accepted too.\n";
+
+/* Parses options common to the read-only subcommands; returns -1 to continue, else an exit code. */
+static int parse_simple(struct cli *c, int argc, char **argv, const char **service,
+                        const char **endpoint)
+{
+    static const struct option longopts[] = {
+        CLI_GLOBAL_LONGOPTS,
+        {"service", required_argument, NULL, 's'},
+        {"endpoint", required_argument, NULL, 'e'},
+        {NULL, 0, NULL, 0},
+    };
+    int opt;
+    opterr = 0;
+    while ((opt = getopt_long(argc, argv, ":h", longopts, NULL)) != -1) {
+        bool bad = false;
+        if (cli_global_option(c, opt, optarg, &bad)) {
+            if (bad)
+                return CLI_EXIT_USAGE;
+            continue;
+        }
+        if (opt == 'h') {
+            fputs(g_task_usage, stdout);
+            return CLI_EXIT_OK;
+        }
+        if ((opt == 's' || opt == 'e') && service) {
+            *(opt == 's' ? service : endpoint) = optarg;
+            continue;
+        }
+        if (opt == ':')
+            return cli_usage_error("option '%s' needs a value", argv[optind - 1]);
+        return cli_usage_error("task %s: unknown option '%s' (see skyprof task --help)", argv[0],
+                               argv[optind - 1]);
+    }
+    return -1;
+}
+
+static const char *status_of(json_t *t)
+{
+    const char *s = cli_json_str(t, "status");
+    return *s ? s : "-";
+}
+
+static const char *service_of(json_t *t)
+{
+    const char *s = cli_json_str(t, "service");
+    return *s ? s : cli_json_str(t, "serviceName");
+}
+
+static void print_logs(json_t *logs)
+{
+    /* Grouped by instance, in the order instances first appear. */
+    size_t n = json_array_size(logs);
+    if (n == 0) {
+        printf("  (no logs: no instance has fetched the task yet)\n");
+        return;
+    }
+    for (size_t i = 0; i < n; i++) {
+        const char *inst = cli_json_str(json_array_get(logs, i), "instanceName");
+        bool seen = false;
+        for (size_t k = 0; k < i && !seen; k++)
+            seen = strcmp(inst, cli_json_str(json_array_get(logs, k), "instanceName")) == 0;
+        if (seen)
+            continue;
+        printf("  %s\n", *inst ? inst : "(unknown instance)");
+        for (size_t k = i; k < n; k++) {
+            json_t *l = json_array_get(logs, k);
+            if (strcmp(inst, cli_json_str(l, "instanceName")) != 0)
+                continue;
+            char tb[32];
+            printf("    %-19s  %s\n", cli_fmt_time(cli_json_int(l, "operationTime"), tb, sizeof(tb)),
+                   cli_json_str(l, "operationType"));
+        }
+    }
+}
+
+static int task_create(struct cli *c, int argc, char **argv)
+{
+    static const struct option longopts[] = {
+        CLI_GLOBAL_LONGOPTS,
+        {"service", required_argument, NULL, 's'},
+        {"endpoint", required_argument, NULL, 'e'},
+        {"duration", required_argument, NULL, 'd'},
+        {"threshold", required_argument, NULL, 't'},
+        {"dump-period", required_argument, NULL, 'p'},
+        {"max-sampling-count", required_argument, NULL, 'm'},
+        {"start", required_argument, NULL, 'S'},
+        {NULL, 0, NULL, 0},
+    };
+    const char *service = NULL, *endpoint = NULL;
+    long long duration = 5, threshold = 0, period = 10, max_count = 5;
+    int64_t start_ms = 0;
+    int opt;
+    opterr = 0;
+    while ((opt = getopt_long(argc, argv, ":h", longopts, NULL)) != -1) {
+        bool bad = false;
+        if (cli_global_option(c, opt, optarg, &bad)) {
+            if (bad)
+                return CLI_EXIT_USAGE;
+            continue;
+        }
+        /* Numbers are checked for being numbers only: the server validates ranges and its
+         * reasons are what the user should see (exit code 1). */
+        switch (opt) {
+        case 'h':
+            fputs(g_task_usage, stdout);
+            return CLI_EXIT_OK;
+        case 's':
+            service = optarg;
+            break;
+        case 'e':
+            endpoint = optarg;
+            break;
+        case 'd':
+        case 't':
+        case 'p':
+        case 'm': {
+            long long *dst = opt == 'd'   ? &duration
+                             : opt == 't' ? &threshold
+                             : opt == 'p' ? &period
+                                          : &max_count;
+            const char *name = opt == 'd' ? "--duration" : opt == 't' ? "--threshold"
+                             : opt == 'p' ? "--dump-period" : "--max-sampling-count";
+            if (!cli_parse_int(optarg, -1000000000LL, 1000000000LL, dst))
+                return cli_usage_error("%s: expected an integer, got '%s'", name, optarg);
+            break;
+        }
+        case 'S':
+            if (!cli_parse_time(optarg, &start_ms))
+                return cli_usage_error("--start: expected 'now', ms since the epoch or "
+                                       "'YYYY-MM-DD HH:MM[:SS]', got '%s'", optarg);
+            break;
+        case ':':
+            return cli_usage_error("option '%s' needs a value", argv[optind - 1]);
+        default:
+            return cli_usage_error("task create: unknown option '%s' (see skyprof task --help)",
+                                   argv[optind - 1]);
+        }
+    }
+    if (optind < argc)
+        return cli_usage_error("task create: unexpected argument '%s'", argv[optind]);
+    if (!service || !endpoint)
+        return cli_usage_error("task create: --service and --endpoint are required");
+
+    json_t *body = json_pack("{s:s, s:s, s:I, s:I, s:I, s:I}", "service", service,
+                             "endpointName", endpoint, "duration", (json_int_t)duration,
+                             "minDurationThreshold", (json_int_t)threshold, "dumpPeriod",
+                             (json_int_t)period, "maxSamplingCount", (json_int_t)max_count);
+    if (!body)
+        return cli_usage_error("task create: arguments must be UTF-8");
+    if (start_ms > 0)
+        json_object_set_new(body, "startTime", json_integer(start_ms));
+    json_t *res = NULL;
+    int rc = cli_api_json(c, "POST", "/api/v1/profile/tasks", body, &res);
+    json_decref(body);
+    if (rc)
+        return rc;
+    if (c->json) {
+        json_dumpf(res, stdout, JSON_INDENT(2));
+        putchar('\n');
+    } else {
+        printf("%s\n", cli_json_str(res, "id"));
+    }
+    json_decref(res);
+    return CLI_EXIT_OK;
+}
+
+static int task_list(struct cli *c, int argc, char **argv)
+{
+    const char *service = NULL, *endpoint = NULL;
+    int rc = parse_simple(c, argc, argv, &service, &endpoint);
+    if (rc >= 0)
+        return rc;
+    if (optind < argc)
+        return cli_usage_error("task list: unexpected argument '%s'", argv[optind]);
+    char target[CLI_HTTP_MAX_TARGET] = "/api/v1/profile/tasks";
+    char sep = '?';
+    if (service) {
+        size_t n = strlen(target);
+        snprintf(target + n, sizeof(target) - n, "%cservice=", sep);
+        if (!http_path_escape(target, sizeof(target), service))
+            return cli_usage_error("--service too long");
+        sep = '&';
+    }
+    if (endpoint) {
+        size_t n = strlen(target);
+        snprintf(target + n, sizeof(target) - n, "%cendpointName=", sep);
+        if (!http_path_escape(target, sizeof(target), endpoint))
+            return cli_usage_error("--endpoint too long");
+    }
+    json_t *tasks = NULL;
+    rc = cli_api_json(c, "GET", target, NULL, &tasks);
+    if (rc)
+        return rc;
+    if (c->json) {
+        json_dumpf(tasks, stdout, JSON_INDENT(2));
+        putchar('\n');
+        json_decref(tasks);
+        return CLI_EXIT_OK;
+    }
+    if (json_array_size(tasks) == 0) {
+        printf("no tasks\n");
+        json_decref(tasks);
+        return CLI_EXIT_OK;
+    }
+    printf("%-28s %-9s %-16s %-24s %-19s %4s %7s %6s %3s\n", "ID", "STATUS", "SERVICE",
+           "ENDPOINT", "START", "MIN", "THRESH", "PERIOD", "MAX");
+    size_t i;
+    json_t *t;
+    json_array_foreach(tasks, i, t) {
+        char tb[32];
+        printf("%-28s %-9s %-16s %-24s %-19s %4lld %5lldms %4lldms %3lld\n", cli_json_str(t, "id"),
+               status_of(t), service_of(t), cli_json_str(t, "endpointName"),
+               cli_fmt_time(cli_json_int(t, "startTime"), tb, sizeof(tb)),
+               (long long)cli_json_int(t, "duration"),
+               (long long)cli_json_int(t, "minDurationThreshold"),
+               (long long)cli_json_int(t, "dumpPeriod"),
+               (long long)cli_json_int(t, "maxSamplingCount"));
+    }
+    json_decref(tasks);
+    return CLI_EXIT_OK;
+}
+
+/* GET /api/v1/profile/tasks/{id}[suffix]. */
+static int get_task_thing(struct cli *c, const char *id, const char *suffix, json_t **out)
+{
+    char target[CLI_HTTP_MAX_TARGET] = "/api/v1/profile/tasks/";
+    if (!http_path_escape(target, sizeof(target), id) ||
+        strlen(target) + strlen(suffix) >= sizeof(target))
+        return cli_usage_error("task id too long");
+    strcat(target, suffix);
+    return cli_api_json(c, "GET", target, NULL, out);
+}
+
+static int task_show_or_logs(struct cli *c, int argc, char **argv, bool logs_only)
+{
+    int rc = parse_simple(c, argc, argv, NULL, NULL);
+    if (rc >= 0)
+        return rc;
+    if (optind != argc - 1)
+        return cli_usage_error("task %s: expected exactly one task ID", argv[0]);
+    const char *id = argv[optind];
+    json_t *j = NULL;
+    rc = get_task_thing(c, id, logs_only ? "/logs" : "", &j);
+    if (rc)
+        return rc;
+    if (c->json) {
+        json_dumpf(j, stdout, JSON_INDENT(2));
+        putchar('\n');
+    } else if (logs_only) {
+        print_logs(j);
+    } else {
+        char tb[32], te[32];
+        int64_t start = cli_json_int(j, "startTime");
+        int64_t dur = cli_json_int(j, "duration");
+        printf("id:                   %s\n", cli_json_str(j, "id"));
+        printf("status:               %s\n", status_of(j));
+        printf("service:              %s\n", service_of(j));
+        printf("endpoint:             %s\n", cli_json_str(j, "endpointName"));
+        printf("monitor time:         %s .. %s\n", cli_fmt_time(start, tb, sizeof(tb)),
+               cli_fmt_time(start > 0 ? start + dur * 60000 : 0, te, sizeof(te)));
+        printf("duration:             %lld min\n", (long long)dur);
+        printf("min duration:         %lld ms\n", (long long)cli_json_int(j, "minDurationThreshold"));
+        printf("dump period:          %lld ms\n", (long long)cli_json_int(j, "dumpPeriod"));
+        printf("max sampling count:   %lld\n", (long long)cli_json_int(j, "maxSamplingCount"));
+        printf("logs:\n");
+        json_t *logs = json_object_get(j, "logs");
+        if (logs) {
+            print_logs(logs);
+        } else {
+            json_t *l = NULL;
+            rc = get_task_thing(c, id, "/logs", &l);
+            if (!rc)
+                print_logs(l);
+            json_decref(l);
+        }
+    }
+    json_decref(j);
+    return rc;
+}
+
+int cmd_task(struct cli *c, int argc, char **argv)
+{
+    if (argc < 2 || strcmp(argv[1], "--help") == 0 || strcmp(argv[1], "-h") == 0 ||
+        strcmp(argv[1], "help") == 0) {
+        fputs(g_task_usage, argc < 2 ? stderr : stdout);
+        return argc < 2 ? CLI_EXIT_USAGE : CLI_EXIT_OK;
+    }
+    const char *sub = argv[1];
+    argc--;
+    argv++;
+    if (strcmp(sub, "create") == 0)
+        return task_create(c, argc, argv);
+    if (strcmp(sub, "list") == 0 || strcmp(sub, "ls") == 0)
+        return task_list(c, argc, argv);
+    if (strcmp(sub, "show") == 0)
+        return task_show_or_logs(c, argc, argv, false);
+    if (strcmp(sub, "logs") == 0)
+        return task_show_or_logs(c, argc, argv, true);
+    return cli_usage_error("task: unknown subcommand '%s' (create, list, show, logs)", sub);
+}

@@ -1,0 +1,109 @@
+/* main.c - `skyprof`, the command-line client of skyprofd's HTTP API: global options, then one
+ * command (task, segments, analyze, services). Exit codes are listed in cli.h and docs/cli.md. */
+#include <getopt.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "cli/cli.h"
+
+static const char g_usage[] =
+    "Usage: skyprof [--server URL] [--token TOKEN] [--timeout S] [--json] COMMAND [ARGS]\n"
+    "\n"
+    "Commands:\n"
+    "  task create --service S --endpoint E [--duration MIN] [--threshold MS]\n"
+    "              [--dump-period MS] [--max-sampling-count N] [--start TIME]\n"
+    "                               create a profile task (prints its id)\n"
+    "  task list [--service S] [--endpoint E]   list tasks with their status\n"
+    "  task show ID                 one task with its logs\n"
+    "  task logs ID                 a task's logs, grouped by instance\n"
+    "  segments TASK                the sampled segments of a task\n"
+    "  analyze (--segment ID [--from MS --to MS] | --task ID)\n"
+    "          [--format tree|json|collapsed|pprof|speedscope|html] [-o FILE]\n"
+    "                               stack tree / flame graph data of a segment or task\n"
+    "  services [NAME]              services, or the instances of service NAME\n"
+    "\n"
+    "Global options (also accepted after the command):\n"
+    "  --server URL    skyprofd's HTTP address (default $SKYPROF_SERVER or " CLI_DEFAULT_SERVER ")\n"
+    "  --token TOKEN   API token for mutating calls (default $SKYPROF_API_TOKEN)\n"
+    "  --timeout S     give up on a request after S seconds (default 60)\n"
+    "  --json          print the API's JSON instead of tables\n"
+    "  --help, --version\n"
+    "\n"
+    "Exit codes: 0 ok, 1 server/API error, 2 usage error, 3 cannot connect, 4 not found.\n"
+    "Run 'skyprof COMMAND --help' for a command's options.\n";
+
+static const struct {
+    const char *name;
+    cli_command_fn fn;
+} g_commands[] = {
+    {"task", cmd_task},
+    {"tasks", cmd_task},
+    {"segments", cmd_segments},
+    {"analyze", cmd_analyze},
+    {"services", cmd_services},
+};
+
+int main(int argc, char **argv)
+{
+    struct cli c;
+    memset(&c, 0, sizeof(c));
+    c.timeout_ms = CLI_DEFAULT_TIMEOUT_MS;
+    const char *env_server = getenv("SKYPROF_SERVER");
+    c.server = env_server && *env_server ? env_server : CLI_DEFAULT_SERVER;
+    if (http_url_parse(c.server, &c.url) != SKP_OK)
+        return cli_usage_error("SKYPROF_SERVER: expected http://HOST[:PORT], got '%s'", c.server);
+    const char *env_token = getenv("SKYPROF_API_TOKEN");
+    c.token = env_token && *env_token ? env_token : NULL;
+
+    static const struct option longopts[] = {
+        CLI_GLOBAL_LONGOPTS,
+        {"version", no_argument, NULL, 'V'},
+        {NULL, 0, NULL, 0},
+    };
+    int opt;
+    opterr = 0;
+    while ((opt = getopt_long(argc, argv, "+hV", longopts, NULL)) != -1) {
+        bool bad = false;
+        if (cli_global_option(&c, opt, optarg, &bad)) {
+            if (bad)
+                return CLI_EXIT_USAGE;
+            continue;
+        }
+        switch (opt) {
+        case 'h':
+            fputs(g_usage, stdout);
+            return CLI_EXIT_OK;
+        case 'V':
+            printf("skyprof %s\n", SKP_VERSION);
+            return CLI_EXIT_OK;
+        case ':':
+            return cli_usage_error("option '%s' needs a value (see skyprof --help)",
+                                   argv[optind - 1]);
+        default:
+            return cli_usage_error("unknown option '%s' (see skyprof --help)", argv[optind - 1]);
+        }
+    }
+    if (optind >= argc) {
+        fputs(g_usage, stderr);
+        return CLI_EXIT_USAGE;
+    }
+    const char *name = argv[optind];
+    if (strcmp(name, "help") == 0) {
+        fputs(g_usage, stdout);
+        return CLI_EXIT_OK;
+    }
+    if (strcmp(name, "version") == 0) {
+        printf("skyprof %s\n", SKP_VERSION);
+        return CLI_EXIT_OK;
+    }
+    for (size_t i = 0; i < sizeof(g_commands) / sizeof(g_commands[0]); i++) {
+        if (strcmp(name, g_commands[i].name) == 0) {
+            int sub_argc = argc - optind;
+            char **sub_argv = argv + optind;
+            optind = 0; /* glibc: re-initialise getopt for the command's own parsing */
+            return g_commands[i].fn(&c, sub_argc, sub_argv);
+        }
+    }
+    return cli_usage_error("unknown command '%s' (see skyprof --help)", name);
+}

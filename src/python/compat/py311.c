@@ -1,0 +1,166 @@
+/* compat/py311.c - CPython 3.11 frame, code and str layouts as data for the stack reader, and
+ * the 3.11 location-table decoder (Objects/locations.md in CPython 3.11).
+ * Compiled with Py_BUILD_CORE_MODULE so the internal frame struct is visible; the offsets are
+ * taken with offsetof on the real headers, never hand-written. */
+#define PY_SSIZE_T_CLEAN
+#include <Python.h>
+
+#include "python/pylayout.h"
+
+#if PY_VERSION_HEX >= 0x030B0000 && PY_VERSION_HEX < 0x030C0000
+
+#include "internal/pycore_frame.h"
+
+/* Location table entries (3.11): a first byte with bit 7 set, code in bits 3-6 and the number
+ * of code units covered minus one in bits 0-2, followed by code-specific varints. */
+enum {
+    LOC_ONE_LINE0 = 10,
+    LOC_ONE_LINE1 = 11,
+    LOC_ONE_LINE2 = 12,
+    LOC_NO_COLUMNS = 13,
+    LOC_LONG = 14,
+    LOC_NONE = 15,
+};
+
+/* Reads an unsigned varint (6 bits per byte, bit 6 = more) at *p, bounded by end. */
+static unsigned read_varint(const uint8_t **p, const uint8_t *end)
+{
+    unsigned val = 0;
+    unsigned shift = 0;
+    while (*p < end) {
+        uint8_t b = *(*p)++;
+        if (shift < 30)
+            val |= (unsigned)(b & 63) << shift;
+        shift += 6;
+        if (!(b & 64))
+            break;
+    }
+    return val;
+}
+
+static int read_svarint(const uint8_t **p, const uint8_t *end)
+{
+    unsigned u = read_varint(p, end);
+    return (u & 1) ? -(int)(u >> 1) : (int)(u >> 1);
+}
+
+static int py311_addr2line(const uint8_t *table, size_t len, int firstlineno, int addr)
+{
+    if (addr < 0)
+        return firstlineno;
+    const uint8_t *p = table;
+    const uint8_t *end = table + len;
+    int line = firstlineno;
+    int start = 0;
+    while (p < end) {
+        uint8_t first = *p++;
+        if (!(first & 128))
+            return -1;  /* not at an entry start: corrupt copy */
+        int code = (first >> 3) & 15;
+        int n_bytes = ((first & 7) + 1) * (int)sizeof(_Py_CODEUNIT);
+        int delta = 0;
+        switch (code) {
+        case LOC_NONE:
+            break;
+        case LOC_NO_COLUMNS:
+        case LOC_LONG:
+            delta = read_svarint(&p, end);
+            break;
+        case LOC_ONE_LINE1:
+            delta = 1;
+            break;
+        case LOC_ONE_LINE2:
+            delta = 2;
+            break;
+        default:
+            break;
+        }
+        line += delta;
+        if (addr < start + n_bytes)
+            return code == LOC_NONE ? -1 : line;
+        start += n_bytes;
+        /* skip to the next entry start (bytes without bit 7) */
+        while (p < end && !(*p & 128))
+            p++;
+    }
+    return -1;
+}
+
+static void py311_str_decode(const void *hdr, struct skp__pystr_info *out)
+{
+    const PyASCIIObject *a = hdr;
+    out->ok = false;
+    if (!a->state.compact || !a->state.ready)
+        return;
+    out->length = (size_t)a->length;
+    out->kind = (int)a->state.kind;
+    if (out->kind != 1 && out->kind != 2 && out->kind != 4)
+        return;
+    out->data_offset = a->state.ascii ? sizeof(PyASCIIObject) : sizeof(PyCompactUnicodeObject);
+    out->ok = true;
+}
+
+static struct skp__pylayout g_py311;
+
+const struct skp__pylayout *skp__pylayout_py311(void)
+{
+    struct skp__pylayout *l = &g_py311;
+    if (l->name)
+        return l;
+    l->major = 3;
+    l->minor = 11;
+
+    l->ts_copy = offsetof(PyThreadState, datastack_limit) + sizeof(void *);
+    l->ts_interp = offsetof(PyThreadState, interp);
+    l->ts_cframe = offsetof(PyThreadState, cframe);
+    l->ts_thread_id = offsetof(PyThreadState, thread_id);
+    l->ts_native_thread_id = offsetof(PyThreadState, native_thread_id);
+    l->ts_datastack_chunk = offsetof(PyThreadState, datastack_chunk);
+    l->ts_datastack_top = offsetof(PyThreadState, datastack_top);
+    l->ts_datastack_limit = offsetof(PyThreadState, datastack_limit);
+
+    l->cf_size = sizeof(_PyCFrame);
+    l->cf_current_frame = offsetof(_PyCFrame, current_frame);
+
+    l->fr_size = offsetof(_PyInterpreterFrame, localsplus);
+    l->fr_code = offsetof(_PyInterpreterFrame, f_code);
+    l->fr_previous = offsetof(_PyInterpreterFrame, previous);
+    l->fr_prev_instr = offsetof(_PyInterpreterFrame, prev_instr);
+    l->fr_owner = offsetof(_PyInterpreterFrame, owner);
+    l->fr_owner_max = FRAME_OWNED_BY_FRAME_OBJECT;
+    l->fr_owner_generator = FRAME_OWNED_BY_GENERATOR;
+
+    l->co_copy = offsetof(PyCodeObject, _co_firsttraceable) + sizeof(int);
+    l->co_type = offsetof(PyObject, ob_type);
+    l->co_nunits = offsetof(PyVarObject, ob_size);
+    l->co_filename = offsetof(PyCodeObject, co_filename);
+    l->co_name = offsetof(PyCodeObject, co_name);
+    l->co_linetable = offsetof(PyCodeObject, co_linetable);
+    l->co_firstlineno = offsetof(PyCodeObject, co_firstlineno);
+    l->co_firsttraceable = offsetof(PyCodeObject, _co_firsttraceable);
+    l->co_code_start = offsetof(PyCodeObject, co_code_adaptive);
+    l->code_unit_bytes = sizeof(_Py_CODEUNIT);
+
+    l->str_header_copy = sizeof(PyCompactUnicodeObject);
+    l->obj_type = offsetof(PyObject, ob_type);
+    l->bytes_size = offsetof(PyVarObject, ob_size);
+    l->bytes_data = offsetof(PyBytesObject, ob_sval);
+
+    l->code_type = (uintptr_t)&PyCode_Type;
+    l->str_type = (uintptr_t)&PyUnicode_Type;
+    l->bytes_type = (uintptr_t)&PyBytes_Type;
+
+    l->str_decode = py311_str_decode;
+    l->addr2line = py311_addr2line;
+    l->name = "3.11";
+    return l;
+}
+
+#else
+
+const struct skp__pylayout *skp__pylayout_py311(void)
+{
+    return NULL;
+}
+
+#endif

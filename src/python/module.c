@@ -1,0 +1,686 @@
+/* module.c - the CPython extension `skyprof._skyprof`: a thin binding over libskyprof (agent,
+ * tracer) and the Python stack reader (dump_stack).
+ * Multi-phase init with per-module state. The agent itself is process-wide (libskyprof's current
+ * agent); the module only keeps the pointer it started. The GIL is released around everything
+ * that may block (start, stop, capture of another agent's thread); the tracer calls (entry_begin
+ * and friends) are the host's hot path and keep it. Errors map to exceptions in one helper. */
+#define PY_SSIZE_T_CLEAN
+#include <Python.h>
+
+#include <pthread.h>
+#include <stdio.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "common/alloc.h"
+#include "python/pystack.h"
+#include "python/safe_read.h"
+#include "skyprof/skyprof.h"
+#ifdef SKP_PY_WITH_AGENT
+#include "python/pysource.h"
+#endif
+
+/* Text room per frame for dump_stack (label + line); the core has its own scratch. */
+#define SKP_PY_DUMP_BYTES_PER_FRAME 320
+/* Threads whose read hints dump_stack remembers (so repeated dumps cost what the sampler's do). */
+#define SKP_PY_DUMP_TARGETS 16
+
+struct pymod_state {
+    PyObject *error;                     /* skyprof._skyprof.Error */
+    struct skp__pyreader *dump_reader;   /* direct (or portable when no layout) */
+    struct skp__pyreader *dump_portable; /* always portable, for comparisons */
+    struct skp__pytarget dump_targets[SKP_PY_DUMP_TARGETS];
+    unsigned dump_next;                  /* round-robin replacement */
+#ifdef SKP_PY_WITH_AGENT
+    skyprof_agent *agent;                /* the agent this module started, or NULL */
+    bool source_direct;
+#endif
+};
+
+static struct pymod_state *state_of(PyObject *module)
+{
+    return PyModule_GetState(module);
+}
+
+/* The one place that turns skp_err into a Python exception. Returns NULL. */
+static PyObject *raise_err(struct pymod_state *st, skp_err err, const char *what)
+{
+    if (err == SKP_ENOMEM)
+        return PyErr_NoMemory();
+    PyErr_Format(st->error, "%s: %s", what, skp_strerror(err));
+    return NULL;
+}
+
+/* ---------------------------------------------------------------------------------------------
+ * dump_stack
+ * ------------------------------------------------------------------------------------------- */
+static PyObject *py_dump_stack(PyObject *module, PyObject *args, PyObject *kwargs)
+{
+    static char *kwlist[] = {"thread_id", "max_depth", "portable", NULL};
+    PyObject *tid_obj = Py_None;
+    int max_depth = SKYPROF_DEFAULT_MAX_STACK_DEPTH;
+    int portable = 0;
+    struct pymod_state *st = state_of(module);
+    if (!PyArg_ParseTupleAndKeywords(args, kwargs, "|Oip:dump_stack", kwlist, &tid_obj,
+                                     &max_depth, &portable))
+        return NULL;
+    if (max_depth < 1 || max_depth > SKYPROF_MAX_STACK_DEPTH_CAP) {
+        PyErr_SetString(PyExc_ValueError, "max_depth out of range");
+        return NULL;
+    }
+    struct skp__pytarget target;
+    skp_err err;
+    if (tid_obj == Py_None) {
+        err = skp__pytarget_init_current(&target);
+    } else {
+        unsigned long ident = PyLong_AsUnsignedLong(tid_obj);
+        if (ident == (unsigned long)-1 && PyErr_Occurred())
+            return NULL;
+        err = skp__pytarget_init_ident(&target, ident);
+    }
+    if (err == SKP_ENOTFOUND) {
+        PyErr_SetString(PyExc_ValueError, "no such thread");
+        return NULL;
+    }
+    if (err)
+        return raise_err(st, err, "dump_stack");
+
+    /* Reuse the hints of an earlier dump of the same thread (same state, same thread id). */
+    struct skp__pytarget *t = NULL;
+    for (unsigned i = 0; i < SKP_PY_DUMP_TARGETS; i++) {
+        struct skp__pytarget *c = &st->dump_targets[i];
+        if (c->tstate == target.tstate && c->thread_id == target.thread_id &&
+            c->interp == target.interp) {
+            t = c;
+            break;
+        }
+    }
+    if (!t) {
+        t = &st->dump_targets[st->dump_next++ % SKP_PY_DUMP_TARGETS];
+        *t = target;
+    }
+
+    struct skyprof_capture cap = {0};
+    cap.cap = (uint32_t)max_depth;
+    cap.frames = skpx_calloc((size_t)max_depth, sizeof(*cap.frames));
+    cap.scratch_cap = (size_t)max_depth * SKP_PY_DUMP_BYTES_PER_FRAME;
+    cap.scratch = skpx_malloc(cap.scratch_cap);
+    PyObject *result = NULL;
+    if (!cap.frames || !cap.scratch) {
+        PyErr_NoMemory();
+        goto out;
+    }
+    struct skp__pyreader *r = portable ? st->dump_portable : st->dump_reader;
+    /* The GIL stays held: the reader never takes it (portable mode is told it holds it), and
+     * keeping it makes concurrent dump_stack calls on the module's reader serialized. */
+    int rc = skp__pyreader_capture(r, t, true, &cap);
+    if (rc < 0) {
+        PyErr_SetString(st->error, "dump_stack: the thread could not be read");
+        goto out;
+    }
+    result = PyList_New(cap.n);
+    if (!result)
+        goto out;
+    for (uint32_t i = 0; i < cap.n; i++) {
+        /* the reader fills innermost first; Python's traceback order is root first */
+        const struct skyprof_frame *f = &cap.frames[cap.n - 1 - i];
+        PyObject *s = PyUnicode_DecodeUTF8(f->str, f->len, "replace");
+        if (!s) {
+            Py_CLEAR(result);
+            goto out;
+        }
+        PyList_SET_ITEM(result, i, s);
+    }
+out:
+    skpx_free(cap.frames);
+    skpx_free(cap.scratch);
+    return result;
+}
+
+static PyObject *reader_stats_dict(const struct skp__pyreader *r)
+{
+    struct skp__pyreader_stats s;
+    skp__pyreader_get_stats(r, &s);
+    return Py_BuildValue("{s:K,s:K,s:K,s:K,s:K,s:K,s:O,s:s}", "captures",
+                         (unsigned long long)s.captures, "failures",
+                         (unsigned long long)s.failures, "frames", (unsigned long long)s.frames,
+                         "code_hits", (unsigned long long)s.code_hits, "code_misses",
+                         (unsigned long long)s.code_misses, "syscalls",
+                         (unsigned long long)s.syscalls, "direct", s.direct ? Py_True : Py_False,
+                         "layout", s.layout);
+}
+
+static PyObject *py_reader_info(PyObject *module, PyObject *unused)
+{
+    (void)unused;
+    return reader_stats_dict(state_of(module)->dump_reader);
+}
+
+/* ---------------------------------------------------------------------------------------------
+ * agent
+ * ------------------------------------------------------------------------------------------- */
+#ifdef SKP_PY_WITH_AGENT
+
+static void stderr_sink(void *ud, enum skyprof_log_level level, const char *line)
+{
+    (void)ud;
+    static const char *names[] = {"ERROR", "WARN", "INFO", "DEBUG"};
+    char buf[1200];
+    int n = snprintf(buf, sizeof(buf), "skyprof %s %s\n",
+                     (unsigned)level < 4 ? names[level] : "?", line);
+    if (n < 0)
+        return;
+    if ((size_t)n >= sizeof(buf))
+        n = (int)sizeof(buf) - 1;
+    ssize_t w = write(STDERR_FILENO, buf, (size_t)n);
+    (void)w;
+}
+
+static int copy_field(char *dst, size_t cap, PyObject *v, const char *name)
+{
+    if (v == NULL || v == Py_None)
+        return 0;
+    Py_ssize_t len = 0;
+    const char *s = PyUnicode_AsUTF8AndSize(v, &len);
+    if (!s)
+        return -1;
+    if ((size_t)len >= cap) {
+        PyErr_Format(PyExc_ValueError, "%s is too long (max %zu bytes)", name, cap - 1);
+        return -1;
+    }
+    memcpy(dst, s, (size_t)len);
+    dst[len] = '\0';
+    return 0;
+}
+
+static PyObject *py_start(PyObject *module, PyObject *args, PyObject *kwargs)
+{
+    static char *kwlist[] = {"service", "instance", "backend", "authentication",
+                             "poll_interval_ms", "heartbeat_period_ms", "max_parallel",
+                             "max_stack_depth", "snapshot_buffer_size", "profile_active",
+                             "log_level", "restart_in_child", "min_dump_period_ms",
+                             "report_segments", "portable", "max_profiling_ms", NULL};
+    PyObject *service = NULL, *instance = NULL, *backend = NULL, *auth = NULL, *log_level = NULL;
+    long long poll_ms = -1, heartbeat_ms = -1, min_dump_ms = -1, max_prof_ms = -1;
+    int max_parallel = -1, depth = -1, buffer = -1;
+    int active = 1, restart_child = 1, report = 1, portable = 0;
+    struct pymod_state *st = state_of(module);
+    if (!PyArg_ParseTupleAndKeywords(args, kwargs, "|OOOOLLiiipOpLppL:start", kwlist, &service,
+                                     &instance, &backend, &auth, &poll_ms, &heartbeat_ms,
+                                     &max_parallel, &depth, &buffer, &active, &log_level,
+                                     &restart_child, &min_dump_ms, &report, &portable,
+                                     &max_prof_ms))
+        return NULL;
+    if (st->agent) {
+        PyErr_SetString(st->error, "start: the agent is already running");
+        return NULL;
+    }
+    struct skyprof_config cfg;
+    skyprof_config_init_defaults(&cfg);
+    if (copy_field(cfg.service, sizeof(cfg.service), service, "service") ||
+        copy_field(cfg.instance, sizeof(cfg.instance), instance, "instance") ||
+        copy_field(cfg.backend, sizeof(cfg.backend), backend, "backend") ||
+        copy_field(cfg.authentication, sizeof(cfg.authentication), auth, "authentication"))
+        return NULL;
+    snprintf(cfg.language, sizeof(cfg.language), "%s", "Python");
+    if (poll_ms > 0)
+        cfg.poll_interval_ms = poll_ms;
+    if (heartbeat_ms > 0)
+        cfg.heartbeat_period_ms = heartbeat_ms;
+    if (min_dump_ms > 0)
+        cfg.min_dump_period_ms = min_dump_ms;
+    if (max_prof_ms > 0)
+        cfg.max_profiling_ms = max_prof_ms;
+    if (max_parallel > 0)
+        cfg.max_parallel = max_parallel;
+    if (depth > 0)
+        cfg.max_stack_depth = depth;
+    if (buffer > 0)
+        cfg.snapshot_buffer_size = buffer;
+    cfg.profile_active = active != 0;
+    cfg.restart_in_child = restart_child != 0;
+    cfg.report_segments = report != 0;
+    if (log_level && log_level != Py_None) {
+        const char *lv = PyUnicode_AsUTF8(log_level);
+        if (!lv)
+            return NULL;
+        cfg.log_sink = stderr_sink;
+        cfg.log_level = SKYPROF_LOG_WARN;
+        if (!strcasecmp(lv, "debug"))
+            cfg.log_level = SKYPROF_LOG_DEBUG;
+        else if (!strcasecmp(lv, "info"))
+            cfg.log_level = SKYPROF_LOG_INFO;
+        else if (!strcasecmp(lv, "error") || !strcasecmp(lv, "critical"))
+            cfg.log_level = SKYPROF_LOG_ERROR;
+    }
+    struct skyprof_stack_source src;
+    skp_err err = skp__pysource_init(&src, portable != 0);
+    if (err)
+        return raise_err(st, err, "start");
+    bool direct = skp__pysource_is_direct(&src);
+    skyprof_agent *agent = NULL;
+    Py_BEGIN_ALLOW_THREADS
+    err = skyprof_agent_start(&cfg, &src, &agent);
+    Py_END_ALLOW_THREADS
+    if (err) {
+        src.destroy(src.ud);  /* start failed: the agent did not take the source */
+        return raise_err(st, err, "start");
+    }
+    st->agent = agent;
+    st->source_direct = direct;
+    Py_RETURN_NONE;
+}
+
+static PyObject *py_stop(PyObject *module, PyObject *args, PyObject *kwargs)
+{
+    static char *kwlist[] = {"flush_ms", NULL};
+    int flush_ms = 2000;
+    struct pymod_state *st = state_of(module);
+    if (!PyArg_ParseTupleAndKeywords(args, kwargs, "|i:stop", kwlist, &flush_ms))
+        return NULL;
+    skyprof_agent *agent = st->agent;
+    st->agent = NULL;
+    if (!agent)
+        Py_RETURN_NONE;
+    /* Releasing the GIL matters: the portable sampler may be waiting for it while we join. */
+    Py_BEGIN_ALLOW_THREADS
+    skyprof_agent_stop(agent, flush_ms < 0 ? 0 : flush_ms);
+    Py_END_ALLOW_THREADS
+    Py_RETURN_NONE;
+}
+
+static PyObject *py_after_fork_child(PyObject *module, PyObject *unused)
+{
+    (void)unused;
+    struct pymod_state *st = state_of(module);
+    (void)skp__safe_read_init();
+    if (!st->agent)
+        Py_RETURN_NONE;
+    skyprof_agent *cur = skyprof_agent_current();
+    if (cur) {
+        st->agent = cur;  /* the core restarted it already (restart_in_child) */
+        Py_RETURN_TRUE;
+    }
+    skyprof_agent *fresh = NULL;
+    skp_err err;
+    Py_BEGIN_ALLOW_THREADS
+    err = skyprof_agent_restart_after_fork(&fresh);
+    Py_END_ALLOW_THREADS
+    st->agent = fresh;
+    if (err)
+        Py_RETURN_FALSE;  /* the child runs without an agent; never raise into the host */
+    Py_RETURN_TRUE;
+}
+
+static PyObject *py_is_running(PyObject *module, PyObject *unused)
+{
+    (void)unused;
+    struct pymod_state *st = state_of(module);
+    return PyBool_FromLong(st->agent != NULL && skyprof_agent_current() == st->agent);
+}
+
+static PyObject *py_instance(PyObject *module, PyObject *unused)
+{
+    (void)unused;
+    struct pymod_state *st = state_of(module);
+    if (!st->agent)
+        Py_RETURN_NONE;
+    return PyUnicode_FromString(skyprof_agent_instance(st->agent));
+}
+
+static PyObject *span_to_py(skyprof_span *s)
+{
+    if (!s)
+        Py_RETURN_NONE;
+    return PyLong_FromVoidPtr(s);
+}
+
+static int span_from_py(PyObject *o, void *out)
+{
+    skyprof_span **sp = out;
+    if (o == Py_None) {
+        *sp = NULL;
+        return 1;
+    }
+    void *p = PyLong_AsVoidPtr(o);
+    if (!p && PyErr_Occurred())
+        return 0;
+    *sp = p;
+    return 1;
+}
+
+static PyObject *py_entry_begin(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
+{
+    (void)module;
+    if (nargs < 1 || nargs > 2) {
+        PyErr_SetString(PyExc_TypeError, "entry_begin(endpoint, sw8=None)");
+        return NULL;
+    }
+    const char *endpoint = PyUnicode_AsUTF8(args[0]);
+    if (!endpoint)
+        return NULL;
+    const char *sw8 = NULL;
+    if (nargs == 2 && args[1] != Py_None) {
+        sw8 = PyUnicode_AsUTF8(args[1]);
+        if (!sw8)
+            return NULL;
+    }
+    return span_to_py(skyprof_entry_begin(endpoint, sw8));
+}
+
+static PyObject *py_entry_end(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
+{
+    (void)module;
+    skyprof_span *s = NULL;
+    if (nargs != 1 || !span_from_py(args[0], &s)) {
+        if (!PyErr_Occurred())
+            PyErr_SetString(PyExc_TypeError, "entry_end(span)");
+        return NULL;
+    }
+    skyprof_entry_end(s);
+    Py_RETURN_NONE;
+}
+
+static PyObject *py_span_begin(PyObject *module, PyObject *args)
+{
+    (void)module;
+    int kind = 0;
+    const char *name = NULL;
+    const char *peer = NULL;
+    if (!PyArg_ParseTuple(args, "is|z:span_begin", &kind, &name, &peer))
+        return NULL;
+    if (kind != SKYPROF_SPAN_EXIT && kind != SKYPROF_SPAN_LOCAL) {
+        PyErr_SetString(PyExc_ValueError, "kind must be EXIT (1) or LOCAL (2)");
+        return NULL;
+    }
+    return span_to_py(skyprof_span_begin((enum skyprof_span_kind)kind, name, peer));
+}
+
+static PyObject *py_span_end(PyObject *module, PyObject *args)
+{
+    (void)module;
+    skyprof_span *s = NULL;
+    if (!PyArg_ParseTuple(args, "O&:span_end", span_from_py, &s))
+        return NULL;
+    skyprof_span_end(s);
+    Py_RETURN_NONE;
+}
+
+static PyObject *py_span_tag(PyObject *module, PyObject *args)
+{
+    (void)module;
+    skyprof_span *s = NULL;
+    const char *k = NULL;
+    const char *v = NULL;
+    if (!PyArg_ParseTuple(args, "O&ss:span_tag", span_from_py, &s, &k, &v))
+        return NULL;
+    skyprof_span_add_tag(s, k, v);
+    Py_RETURN_NONE;
+}
+
+static PyObject *py_span_set_error(PyObject *module, PyObject *args)
+{
+    (void)module;
+    skyprof_span *s = NULL;
+    int e = 1;
+    if (!PyArg_ParseTuple(args, "O&|p:span_set_error", span_from_py, &s, &e))
+        return NULL;
+    skyprof_span_set_error(s, e != 0);
+    Py_RETURN_NONE;
+}
+
+static PyObject *py_span_set_component(PyObject *module, PyObject *args)
+{
+    (void)module;
+    skyprof_span *s = NULL;
+    int c = 0;
+    int layer = -1;
+    if (!PyArg_ParseTuple(args, "O&i|i:span_set_component", span_from_py, &s, &c, &layer))
+        return NULL;
+    skyprof_span_set_component(s, c);
+    if (layer >= 0)
+        skyprof_span_set_layer(s, (enum skyprof_span_layer)layer);
+    Py_RETURN_NONE;
+}
+
+static PyObject *py_sw8_inject(PyObject *module, PyObject *unused)
+{
+    (void)module;
+    (void)unused;
+    char buf[SKYPROF_SW8_MAX];
+    int n = skyprof_sw8_inject(buf, sizeof(buf));
+    if (n < 0)
+        Py_RETURN_NONE;
+    return PyUnicode_FromStringAndSize(buf, n);
+}
+
+static PyObject *str_or_none(const char *s)
+{
+    if (!s)
+        Py_RETURN_NONE;
+    return PyUnicode_FromString(s);
+}
+
+static PyObject *py_trace_id(PyObject *module, PyObject *unused)
+{
+    (void)module;
+    (void)unused;
+    return str_or_none(skyprof_current_trace_id());
+}
+
+static PyObject *py_segment_id(PyObject *module, PyObject *unused)
+{
+    (void)module;
+    (void)unused;
+    return str_or_none(skyprof_current_segment_id());
+}
+
+static PyObject *py_add_task(PyObject *module, PyObject *args, PyObject *kwargs)
+{
+    static char *kwlist[] = {"endpoint", "duration_min", "min_duration_threshold_ms",
+                             "dump_period_ms", "max_sampling_count", "task_id", NULL};
+    struct skyprof_task_spec spec = {.duration_min = 1, .dump_period_ms = 10,
+                                     .max_sampling_count = 5};
+    struct pymod_state *st = state_of(module);
+    if (!PyArg_ParseTupleAndKeywords(args, kwargs, "s|iiiiz:add_task", kwlist, &spec.endpoint,
+                                     &spec.duration_min, &spec.min_duration_threshold_ms,
+                                     &spec.dump_period_ms, &spec.max_sampling_count,
+                                     &spec.task_id))
+        return NULL;
+    if (!st->agent)
+        return raise_err(st, SKP_ESTATE, "add_task");
+    skp_err err = skyprof_agent_add_task(st->agent, &spec);
+    if (err == SKP_EINVAL) {
+        struct skyprof_stats s;
+        skyprof_agent_get_stats(st->agent, &s);
+        PyErr_Format(PyExc_ValueError, "task rejected: %s", s.last_reject_reason);
+        return NULL;
+    }
+    if (err)
+        return raise_err(st, err, "add_task");
+    Py_RETURN_NONE;
+}
+
+static PyObject *py_task_active(PyObject *module, PyObject *unused)
+{
+    (void)unused;
+    struct pymod_state *st = state_of(module);
+    return PyBool_FromLong(st->agent && skyprof_agent_task_active(st->agent));
+}
+
+static PyObject *py_sample_now(PyObject *module, PyObject *unused)
+{
+    (void)unused;
+    struct pymod_state *st = state_of(module);
+    if (!st->agent)
+        return raise_err(st, SKP_ESTATE, "sample_now");
+    skp_err err;
+    /* In portable mode the capture takes the GIL itself. */
+    Py_BEGIN_ALLOW_THREADS
+    err = skyprof_agent_sample_now(st->agent);
+    Py_END_ALLOW_THREADS
+    if (err)
+        return raise_err(st, err, "sample_now");
+    Py_RETURN_NONE;
+}
+
+static PyObject *py_stats(PyObject *module, PyObject *unused)
+{
+    (void)unused;
+    struct pymod_state *st = state_of(module);
+    if (!st->agent)
+        Py_RETURN_NONE;
+    struct skyprof_stats s;
+    skyprof_agent_get_stats(st->agent, &s);
+    return Py_BuildValue(
+        "{s:K,s:K,s:K,s:K,s:K,s:K,s:K,s:K,s:K,s:K,s:K,s:K,s:K,s:K,s:K,s:K,s:K,s:K,s:L,s:d,s:s,"
+        "s:O}",
+        "snapshots_captured", (unsigned long long)s.snapshots_captured, "snapshots_dropped",
+        (unsigned long long)s.snapshots_dropped, "snapshots_sent",
+        (unsigned long long)s.snapshots_sent, "capture_failures",
+        (unsigned long long)s.capture_failures, "segments_sent",
+        (unsigned long long)s.segments_sent, "segments_dropped",
+        (unsigned long long)s.segments_dropped, "commands_received",
+        (unsigned long long)s.commands_received, "commands_ignored",
+        (unsigned long long)s.commands_ignored, "commands_duplicate",
+        (unsigned long long)s.commands_duplicate, "tasks_accepted",
+        (unsigned long long)s.tasks_accepted, "tasks_rejected",
+        (unsigned long long)s.tasks_rejected, "tasks_finished",
+        (unsigned long long)s.tasks_finished, "finish_reports_sent",
+        (unsigned long long)s.finish_reports_sent, "reconnects", (unsigned long long)s.reconnects,
+        "heartbeats_sent", (unsigned long long)s.heartbeats_sent, "polls_sent",
+        (unsigned long long)s.polls_sent, "sampler_runs", (unsigned long long)s.sampler_runs,
+        "slots_taken", (unsigned long long)s.slots_taken, "last_command_time",
+        (long long)s.last_command_time, "achieved_dump_rate_hz", s.achieved_dump_rate_hz,
+        "last_reject_reason", s.last_reject_reason, "source_direct",
+        st->source_direct ? Py_True : Py_False);
+}
+
+#endif /* SKP_PY_WITH_AGENT */
+
+static PyObject *py_has_agent(PyObject *module, PyObject *unused)
+{
+    (void)module;
+    (void)unused;
+#ifdef SKP_PY_WITH_AGENT
+    Py_RETURN_TRUE;
+#else
+    Py_RETURN_FALSE;
+#endif
+}
+
+/* ---------------------------------------------------------------------------------------------
+ * module
+ * ------------------------------------------------------------------------------------------- */
+static PyMethodDef methods[] = {
+    {"dump_stack", (PyCFunction)(void (*)(void))py_dump_stack, METH_VARARGS | METH_KEYWORDS,
+     "dump_stack(thread_id=None, max_depth=500, portable=False) -> list[str]\n"
+     "Frames of a thread, root first, as '<file>.<function>: <line>'."},
+    {"reader_info", py_reader_info, METH_NOARGS, "Stack reader mode and counters."},
+    {"has_agent", py_has_agent, METH_NOARGS, "True when built with libskyprof."},
+#ifdef SKP_PY_WITH_AGENT
+    {"start", (PyCFunction)(void (*)(void))py_start, METH_VARARGS | METH_KEYWORDS, "Start."},
+    {"stop", (PyCFunction)(void (*)(void))py_stop, METH_VARARGS | METH_KEYWORDS, "Stop."},
+    {"after_fork_child", py_after_fork_child, METH_NOARGS, "Fork child hook."},
+    {"is_running", py_is_running, METH_NOARGS, "Agent running."},
+    {"instance", py_instance, METH_NOARGS, "Instance name."},
+    {"entry_begin", (PyCFunction)(void (*)(void))py_entry_begin, METH_FASTCALL, "Entry span."},
+    {"entry_end", (PyCFunction)(void (*)(void))py_entry_end, METH_FASTCALL, "End entry span."},
+    {"span_begin", py_span_begin, METH_VARARGS, "Exit/local span."},
+    {"span_end", py_span_end, METH_VARARGS, "End span."},
+    {"span_tag", py_span_tag, METH_VARARGS, "Add a tag."},
+    {"span_set_error", py_span_set_error, METH_VARARGS, "Mark error."},
+    {"span_set_component", py_span_set_component, METH_VARARGS, "Component id and layer."},
+    {"sw8_inject", py_sw8_inject, METH_NOARGS, "Outgoing sw8 header value."},
+    {"current_trace_id", py_trace_id, METH_NOARGS, "Trace id of the open segment."},
+    {"current_segment_id", py_segment_id, METH_NOARGS, "Segment id of the open segment."},
+    {"add_task", (PyCFunction)(void (*)(void))py_add_task, METH_VARARGS | METH_KEYWORDS,
+     "Add a local profile task."},
+    {"task_active", py_task_active, METH_NOARGS, "A task is active."},
+    {"sample_now", py_sample_now, METH_NOARGS, "Run one sampler iteration."},
+    {"stats", py_stats, METH_NOARGS, "Agent counters."},
+#endif
+    {NULL, NULL, 0, NULL},
+};
+
+static void on_fork_child(void)
+{
+    /* process_vm_readv must target the child's own pid from now on, before anything samples. */
+    (void)skp__safe_read_init();
+}
+
+static int mod_exec(PyObject *m)
+{
+    struct pymod_state *st = state_of(m);
+    st->error = PyErr_NewException("skyprof._skyprof.Error", PyExc_RuntimeError, NULL);
+    if (!st->error)
+        return -1;
+    if (PyModule_AddObjectRef(m, "Error", st->error) < 0)
+        return -1;
+    if (skp__pyreader_new(false, &st->dump_reader) || skp__pyreader_new(true, &st->dump_portable)) {
+        PyErr_NoMemory();
+        return -1;
+    }
+    static int atfork_done;  /* module init runs with the GIL: no race */
+    if (!atfork_done) {
+        atfork_done = 1;
+        (void)pthread_atfork(NULL, NULL, on_fork_child);
+    }
+    if (PyModule_AddIntConstant(m, "SPAN_EXIT", SKYPROF_SPAN_EXIT) < 0 ||
+        PyModule_AddIntConstant(m, "SPAN_LOCAL", SKYPROF_SPAN_LOCAL) < 0 ||
+        PyModule_AddIntConstant(m, "LAYER_HTTP", SKYPROF_LAYER_HTTP) < 0 ||
+        PyModule_AddIntConstant(m, "LAYER_RPC", SKYPROF_LAYER_RPC) < 0 ||
+        PyModule_AddIntConstant(m, "LAYER_DATABASE", SKYPROF_LAYER_DATABASE) < 0 ||
+        PyModule_AddIntConstant(m, "LAYER_UNKNOWN", SKYPROF_LAYER_UNKNOWN) < 0 ||
+        PyModule_AddIntConstant(m, "MAX_STACK_DEPTH_CAP", SKYPROF_MAX_STACK_DEPTH_CAP) < 0)
+        return -1;
+    return 0;
+}
+
+static int mod_traverse(PyObject *m, visitproc visit, void *arg)
+{
+    struct pymod_state *st = state_of(m);
+    Py_VISIT(st->error);
+    return 0;
+}
+
+static int mod_clear(PyObject *m)
+{
+    struct pymod_state *st = state_of(m);
+    Py_CLEAR(st->error);
+    return 0;
+}
+
+static void mod_free(void *m)
+{
+    struct pymod_state *st = state_of(m);
+    mod_clear(m);
+    skp__pyreader_free(st->dump_reader);
+    skp__pyreader_free(st->dump_portable);
+    st->dump_reader = NULL;
+    st->dump_portable = NULL;
+    /* A still-running agent is left to atexit/stop: stopping it here could join threads during
+     * interpreter teardown. */
+}
+
+static PyModuleDef_Slot slots[] = {
+    {Py_mod_exec, mod_exec},
+    {0, NULL},
+};
+
+static struct PyModuleDef moddef = {
+    PyModuleDef_HEAD_INIT,
+    .m_name = "skyprof._skyprof",
+    .m_doc = "skyprof native agent binding and Python stack reader.",
+    .m_size = sizeof(struct pymod_state),
+    .m_methods = methods,
+    .m_slots = slots,
+    .m_traverse = mod_traverse,
+    .m_clear = mod_clear,
+    .m_free = mod_free,
+};
+
+PyMODINIT_FUNC PyInit__skyprof(void)
+{
+    return PyModuleDef_Init(&moddef);
+}

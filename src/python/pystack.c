@@ -1,0 +1,663 @@
+/* pystack.c - Python stack capture: direct (no GIL, safe reads) and portable (C API, GIL).
+ *
+ * Design (direct mode). A sample of one thread costs few syscalls because reads are batched and
+ * speculative: the first process_vm_readv copies, in one call, the thread state, the _PyCFrame,
+ * the slice of the thread's frame data stack and the headers of the code objects seen in the
+ * previous sample of that thread (all addresses remembered in skp__pytarget). Then the walk runs
+ * on the copies; anything the guess missed (the stack moved to another chunk, new code objects,
+ * generator frames living outside the data stack) is read in further batched calls. Code objects
+ * resolve through codecache.c to "<filename>.<name>" plus the location table, re-validated
+ * against the freshly read header every sample. Nothing here follows a pointer into live memory
+ * directly, so a thread that returns, frees its frames or exits while being read yields a shorter
+ * or failed capture, never a fault. */
+#define PY_SSIZE_T_CLEAN
+#include <Python.h>
+
+#include "python/pystack.h"
+
+#include <stdio.h>
+#include <string.h>
+
+#include "common/alloc.h"
+#include "python/codecache.h"
+#include "python/pylayout.h"
+#include "python/safe_read.h"
+
+/* Bytes of a PyThreadState / code header / frame header we ever copy (checked at init). */
+#define TS_COPY_MAX 512
+#define CODE_COPY_MAX 256
+#define FRAME_COPY_MAX 128
+#define STR_HEADER_MAX 128
+
+struct raw_frame {
+    uintptr_t code;
+    uintptr_t prev_instr;
+    int owner;
+    int code_slot;               /* index into the capture's code list, -1 = unresolved */
+};
+
+struct code_slot {
+    uintptr_t addr;
+    bool have_header;
+    bool used;                         /* referenced by a frame of this capture */
+    struct skp__pycode_entry *entry;   /* NULL: invalid code object */
+};
+
+struct skp__pyreader {
+    const struct skp__pylayout *layout;   /* NULL: portable mode */
+    struct skp__pycode_cache cache;
+    uint8_t *window;                      /* SKP_PY_WINDOW_MAX bytes */
+    uint8_t *code_headers;                /* SKP_PY_MAX_CODES * CODE_COPY_MAX */
+    struct code_slot *codes;              /* SKP_PY_MAX_CODES */
+    struct raw_frame *raw;                /* SKP_PY_MAX_WALK */
+    uint16_t *code_index;                 /* open addressing over codes, SKP_PY_MAX_CODES*2 */
+    uint64_t captures, failures, frames;
+};
+
+/* ---------------------------------------------------------------------------------------------
+ * small helpers
+ * ------------------------------------------------------------------------------------------- */
+static uintptr_t load_ptr(const uint8_t *base, size_t off)
+{
+    uintptr_t v;
+    memcpy(&v, base + off, sizeof(v));
+    return v;
+}
+
+static int load_int(const uint8_t *base, size_t off)
+{
+    int v;
+    memcpy(&v, base + off, sizeof(v));
+    return v;
+}
+
+static unsigned long load_ulong(const uint8_t *base, size_t off)
+{
+    unsigned long v;
+    memcpy(&v, base + off, sizeof(v));
+    return v;
+}
+
+static bool plausible_ptr(uintptr_t p)
+{
+    /* user-space, pointer-aligned, not in the first page */
+    return p >= 4096 && p < ((uintptr_t)1 << 47) && (p & (sizeof(void *) - 1)) == 0;
+}
+
+/* Appends "<label>: <line>" to out->scratch and a frame pointing at it. False when full. */
+static bool emit_frame(struct skyprof_capture *out, const char *label, size_t label_len, int line)
+{
+    if (out->n >= out->cap)
+        return false;
+    char num[24];
+    int num_len = line >= 0 ? snprintf(num, sizeof(num), ": %d", line)
+                            : snprintf(num, sizeof(num), ": None");
+    size_t need = label_len + (size_t)num_len;
+    if (!out->scratch || out->scratch_len + need > out->scratch_cap)
+        return false;
+    char *dst = out->scratch + out->scratch_len;
+    memcpy(dst, label, label_len);
+    memcpy(dst + label_len, num, (size_t)num_len);
+    out->scratch_len += need;
+    struct skyprof_frame *f = &out->frames[out->n++];
+    f->addr = 0;
+    f->str = dst;
+    f->len = (uint32_t)need;
+    f->kind = SKYPROF_FRAME_STR;
+    return true;
+}
+
+/* ---------------------------------------------------------------------------------------------
+ * str and bytes objects through safe reads
+ * ------------------------------------------------------------------------------------------- */
+
+/* Appends the UTF-8 form of the str object at `addr` to buf[*len..cap). */
+static bool read_str_utf8(const struct skp__pylayout *l, uintptr_t addr, char *buf, size_t *len,
+                          size_t cap)
+{
+    uint8_t hdr[STR_HEADER_MAX];
+    if (!plausible_ptr(addr) || !skp__safe_read(addr, hdr, l->str_header_copy))
+        return false;
+    if (load_ptr(hdr, l->obj_type) != l->str_type)
+        return false;
+    struct skp__pystr_info si;
+    l->str_decode(hdr, &si);
+    if (!si.ok || si.length > SKP_PY_LABEL_MAX)
+        return false;
+    size_t n_bytes = si.length * (size_t)si.kind;
+    uint8_t raw[SKP_PY_LABEL_MAX * 4];
+    if (!skp__safe_read(addr + si.data_offset, raw, n_bytes))
+        return false;
+    for (size_t i = 0; i < si.length; i++) {
+        uint32_t cp;
+        if (si.kind == 1) {
+            cp = raw[i];
+        } else if (si.kind == 2) {
+            uint16_t v;
+            memcpy(&v, raw + 2 * i, 2);
+            cp = v;
+        } else {
+            memcpy(&cp, raw + 4 * i, 4);
+        }
+        uint8_t enc[4];
+        size_t k;
+        if (cp < 0x80) {
+            enc[0] = (uint8_t)cp;
+            k = 1;
+        } else if (cp < 0x800) {
+            enc[0] = (uint8_t)(0xC0 | (cp >> 6));
+            enc[1] = (uint8_t)(0x80 | (cp & 63));
+            k = 2;
+        } else if (cp < 0x10000) {
+            if (cp >= 0xD800 && cp <= 0xDFFF)
+                cp = '?';  /* lone surrogate (surrogateescape'd bytes): not encodable */
+            if (cp < 0x80) {
+                enc[0] = (uint8_t)cp;
+                k = 1;
+            } else {
+                enc[0] = (uint8_t)(0xE0 | (cp >> 12));
+                enc[1] = (uint8_t)(0x80 | ((cp >> 6) & 63));
+                enc[2] = (uint8_t)(0x80 | (cp & 63));
+                k = 3;
+            }
+        } else if (cp <= 0x10FFFF) {
+            enc[0] = (uint8_t)(0xF0 | (cp >> 18));
+            enc[1] = (uint8_t)(0x80 | ((cp >> 12) & 63));
+            enc[2] = (uint8_t)(0x80 | ((cp >> 6) & 63));
+            enc[3] = (uint8_t)(0x80 | (cp & 63));
+            k = 4;
+        } else {
+            return false;
+        }
+        if (*len + k > cap)
+            return true;  /* truncated label, still usable */
+        memcpy(buf + *len, enc, k);
+        *len += k;
+    }
+    return true;
+}
+
+/* Copies the bytes object at `addr` into a new buffer (caller frees). */
+static uint8_t *read_bytes_copy(const struct skp__pylayout *l, uintptr_t addr, uint32_t *len)
+{
+    *len = 0;
+    uint8_t hdr[64];
+    if (!plausible_ptr(addr) || !skp__safe_read(addr, hdr, l->bytes_data))
+        return NULL;
+    if (load_ptr(hdr, l->obj_type) != l->bytes_type)
+        return NULL;
+    intptr_t size = (intptr_t)load_ptr(hdr, l->bytes_size);
+    if (size <= 0 || size > SKP_PY_LINETABLE_MAX)
+        return NULL;
+    uint8_t *copy = skpx_malloc((size_t)size);
+    if (!copy)
+        return NULL;
+    if (!skp__safe_read(addr + l->bytes_data, copy, (size_t)size)) {
+        skpx_free(copy);
+        return NULL;
+    }
+    *len = (uint32_t)size;
+    return copy;
+}
+
+/* ---------------------------------------------------------------------------------------------
+ * reader lifecycle
+ * ------------------------------------------------------------------------------------------- */
+skp_err skp__pyreader_new(bool force_portable, struct skp__pyreader **out)
+{
+    *out = NULL;
+    struct skp__pyreader *r = skpx_calloc(1, sizeof(*r));
+    if (!r)
+        return SKP_ENOMEM;
+    const struct skp__pylayout *l = force_portable ? NULL : skp__pylayout_select();
+    if (l && (l->ts_copy > TS_COPY_MAX || l->co_copy > CODE_COPY_MAX ||
+              l->fr_size > FRAME_COPY_MAX || l->str_header_copy > STR_HEADER_MAX))
+        l = NULL;  /* a table bigger than our buffers: never guess, use the portable path */
+    if (l && !skp__safe_read_init())
+        l = NULL;
+    r->layout = l;
+    skp_err err = SKP_OK;
+    if (l) {
+        err = skp__pycode_cache_init(&r->cache);
+        r->window = skpx_malloc(SKP_PY_WINDOW_MAX);
+        r->code_headers = skpx_malloc((size_t)SKP_PY_MAX_CODES * CODE_COPY_MAX);
+        r->codes = skpx_calloc(SKP_PY_MAX_CODES, sizeof(*r->codes));
+        r->raw = skpx_calloc(SKP_PY_MAX_WALK, sizeof(*r->raw));
+        r->code_index = skpx_calloc(SKP_PY_MAX_CODES * 2, sizeof(*r->code_index));
+        if (!err && (!r->window || !r->code_headers || !r->codes || !r->raw || !r->code_index))
+            err = SKP_ENOMEM;
+    }
+    if (err) {
+        skp__pyreader_free(r);
+        return err;
+    }
+    *out = r;
+    return SKP_OK;
+}
+
+void skp__pyreader_free(struct skp__pyreader *r)
+{
+    if (!r)
+        return;
+    skp__pycode_cache_cleanup(&r->cache);
+    skpx_free(r->window);
+    skpx_free(r->code_headers);
+    skpx_free(r->codes);
+    skpx_free(r->raw);
+    skpx_free(r->code_index);
+    skpx_free(r);
+}
+
+bool skp__pyreader_is_direct(const struct skp__pyreader *r)
+{
+    return r && r->layout != NULL;
+}
+
+void skp__pyreader_get_stats(const struct skp__pyreader *r, struct skp__pyreader_stats *out)
+{
+    memset(out, 0, sizeof(*out));
+    out->captures = r->captures;
+    out->failures = r->failures;
+    out->frames = r->frames;
+    out->code_hits = r->cache.hits;
+    out->code_misses = r->cache.misses;
+    out->syscalls = skp__safe_read_calls();
+    out->direct = r->layout != NULL;
+    out->layout = r->layout ? r->layout->name : "portable";
+}
+
+/* ---------------------------------------------------------------------------------------------
+ * targets
+ * ------------------------------------------------------------------------------------------- */
+static void target_fill(struct skp__pytarget *t, PyThreadState *ts)
+{
+    memset(t, 0, sizeof(*t));
+    t->tstate = (uintptr_t)ts;
+    t->interp = (uintptr_t)PyThreadState_GetInterpreter(ts);
+    t->thread_id = ts->thread_id;
+}
+
+skp_err skp__pytarget_init_current(struct skp__pytarget *t)
+{
+    PyThreadState *ts = _PyThreadState_UncheckedGet();
+    if (!ts)
+        return SKP_ESTATE;
+    target_fill(t, ts);
+    return SKP_OK;
+}
+
+skp_err skp__pytarget_init_ident(struct skp__pytarget *t, unsigned long ident)
+{
+    PyThreadState *me = _PyThreadState_UncheckedGet();
+    if (!me)
+        return SKP_ESTATE;
+    PyInterpreterState *interp = PyThreadState_GetInterpreter(me);
+    for (PyThreadState *ts = PyInterpreterState_ThreadHead(interp); ts;
+         ts = PyThreadState_Next(ts)) {
+        if (ts->thread_id == ident) {
+            target_fill(t, ts);
+            return SKP_OK;
+        }
+    }
+    return SKP_ENOTFOUND;
+}
+
+/* ---------------------------------------------------------------------------------------------
+ * direct mode
+ * ------------------------------------------------------------------------------------------- */
+
+/* Index of `addr` in r->codes (adding it), or -1 when the per-capture table is full. */
+static int code_slot_of(struct skp__pyreader *r, size_t *n_codes, uintptr_t addr)
+{
+    const size_t mask = SKP_PY_MAX_CODES * 2 - 1;
+    size_t h = (size_t)(((uint64_t)(addr >> 4) * 0x9E3779B97F4A7C15ull) >> 40) & mask;
+    for (size_t probe = 0; probe <= mask; probe++) {
+        size_t i = (h + probe) & mask;
+        uint16_t v = r->code_index[i];
+        if (v == 0) {
+            if (*n_codes >= SKP_PY_MAX_CODES)
+                return -1;
+            int slot = (int)(*n_codes)++;
+            r->codes[slot].addr = addr;
+            r->codes[slot].have_header = false;
+            r->codes[slot].used = false;
+            r->codes[slot].entry = NULL;
+            r->code_index[i] = (uint16_t)(slot + 1);
+            return slot;
+        }
+        if (r->codes[v - 1].addr == addr)
+            return v - 1;
+    }
+    return -1;
+}
+
+/* Resolves one code object whose header was copied: validates it and finds or builds its
+ * cache entry. NULL when the header is not a code object (stale pointer, torn read). */
+static struct skp__pycode_entry *resolve_code(struct skp__pyreader *r, uintptr_t addr,
+                                              const uint8_t *hdr)
+{
+    const struct skp__pylayout *l = r->layout;
+    if (load_ptr(hdr, l->co_type) != l->code_type)
+        return NULL;
+    struct skp__pycode_key key = {
+        .code = addr,
+        .filename = load_ptr(hdr, l->co_filename),
+        .name = load_ptr(hdr, l->co_name),
+        .linetable = load_ptr(hdr, l->co_linetable),
+        .firstlineno = load_int(hdr, l->co_firstlineno),
+    };
+    struct skp__pycode_entry *e = skp__pycode_cache_find(&r->cache, &key);
+    if (e)
+        return e;
+    char *label = skpx_malloc(SKP_PY_LABEL_MAX);
+    if (!label)
+        return NULL;
+    size_t len = 0;
+    if (!read_str_utf8(l, key.filename, label, &len, SKP_PY_LABEL_MAX - 1)) {
+        skpx_free(label);
+        return NULL;
+    }
+    label[len++] = '.';
+    if (!read_str_utf8(l, key.name, label, &len, SKP_PY_LABEL_MAX)) {
+        skpx_free(label);
+        return NULL;
+    }
+    char *shrunk = skpx_realloc(label, len ? len : 1);
+    if (shrunk)
+        label = shrunk;
+    uint32_t table_len = 0;
+    uint8_t *table = read_bytes_copy(l, key.linetable, &table_len);
+    return skp__pycode_cache_insert(&r->cache, &key, load_int(hdr, l->co_firsttraceable), label,
+                                    (uint32_t)len, table, table_len);
+}
+
+static int entry_line(const struct skp__pylayout *l, struct skp__pycode_entry *e, int addr)
+{
+    if (!e->table)
+        return e->key.firstlineno;
+    if (e->memo_addr == addr)
+        return e->memo_line;
+    int line = l->addr2line(e->table, e->table_len, e->key.firstlineno, addr);
+    e->memo_addr = addr;
+    e->memo_line = line;
+    return line;
+}
+
+static int capture_direct(struct skp__pyreader *r, struct skp__pytarget *t,
+                          struct skyprof_capture *out)
+{
+    const struct skp__pylayout *l = r->layout;
+    uint8_t ts[TS_COPY_MAX];
+    uint8_t cf[64];
+    struct iovec loc[SKP_PY_SAFE_READ_IOV_MAX];
+    struct iovec rem[SKP_PY_SAFE_READ_IOV_MAX];
+    size_t n_iov = 0;
+
+    /* 1. One speculative batch: thread state, last cframe, last window, last code headers. */
+    loc[n_iov] = (struct iovec){ts, l->ts_copy};
+    rem[n_iov++] = (struct iovec){(void *)t->tstate, l->ts_copy};
+    int iov_cframe = -1;
+    int iov_window = -1;
+    if (t->hint_cframe) {
+        iov_cframe = (int)n_iov;
+        loc[n_iov] = (struct iovec){cf, l->cf_size};
+        rem[n_iov++] = (struct iovec){(void *)t->hint_cframe, l->cf_size};
+    }
+    if (t->hint_win_len) {
+        iov_window = (int)n_iov;
+        loc[n_iov] = (struct iovec){r->window, t->hint_win_len};
+        rem[n_iov++] = (struct iovec){(void *)t->hint_win_lo, t->hint_win_len};
+    }
+    size_t iov_codes = n_iov;
+    size_t n_codes = 0;
+    int hint_slot[SKP_PY_HINT_CODES];
+    memset(r->code_index, 0, SKP_PY_MAX_CODES * 2 * sizeof(*r->code_index));
+    for (size_t i = 0; i < t->n_hint_codes && n_iov < SKP_PY_SAFE_READ_IOV_MAX; i++) {
+        size_t before = n_codes;
+        int slot = code_slot_of(r, &n_codes, t->hint_codes[i]);
+        if (slot < 0 || n_codes == before)
+            continue;  /* table full or duplicate hint */
+        hint_slot[n_iov - iov_codes] = slot;
+        loc[n_iov] = (struct iovec){r->code_headers + (size_t)slot * CODE_COPY_MAX, l->co_copy};
+        rem[n_iov++] = (struct iovec){(void *)t->hint_codes[i], l->co_copy};
+    }
+    size_t got = skp__safe_readv(loc, rem, n_iov);
+    if (got == 0)
+        return -1;  /* thread state unreadable: the thread is gone */
+    for (size_t i = iov_codes; i < got; i++)
+        r->codes[hint_slot[i - iov_codes]].have_header = true;
+
+    /* 2. Validate the thread state: same interpreter and thread as at attach. */
+    if (load_ptr(ts, l->ts_interp) != t->interp || load_ulong(ts, l->ts_thread_id) != t->thread_id)
+        return -1;
+    uintptr_t cframe = load_ptr(ts, l->ts_cframe);
+    uintptr_t chunk = load_ptr(ts, l->ts_datastack_chunk);
+    uintptr_t top = load_ptr(ts, l->ts_datastack_top);
+    uintptr_t limit = load_ptr(ts, l->ts_datastack_limit);
+    if (!plausible_ptr(cframe))
+        return -1;
+
+    /* Desired window: the used part of the current chunk (plus slack), at most WINDOW_MAX,
+     * ending at the top (the innermost frames are the ones we keep). */
+    uintptr_t win_lo = 0;
+    size_t win_len = 0;
+    if (plausible_ptr(chunk) && top > chunk && limit >= top && limit - chunk <= ((size_t)1 << 30)) {
+        uintptr_t hi = top + SKP_PY_WINDOW_SLACK < limit ? top + SKP_PY_WINDOW_SLACK : limit;
+        win_lo = hi - chunk > SKP_PY_WINDOW_MAX ? hi - SKP_PY_WINDOW_MAX : chunk;
+        win_len = (size_t)(hi - win_lo);
+    }
+    bool cframe_ok = iov_cframe >= 0 && (size_t)iov_cframe < got && t->hint_cframe == cframe;
+    bool window_ok = iov_window >= 0 && (size_t)iov_window < got && t->hint_win_lo == win_lo &&
+                     t->hint_win_lo + t->hint_win_len >= top;
+    uintptr_t have_win_lo = window_ok ? t->hint_win_lo : 0;
+    size_t have_win_len = window_ok ? t->hint_win_len : 0;
+    if (!cframe_ok || (!window_ok && win_len)) {
+        n_iov = 0;
+        int i_cf = -1;
+        int i_win = -1;
+        if (!cframe_ok) {
+            i_cf = (int)n_iov;
+            loc[n_iov] = (struct iovec){cf, l->cf_size};
+            rem[n_iov++] = (struct iovec){(void *)cframe, l->cf_size};
+        }
+        if (!window_ok && win_len) {
+            i_win = (int)n_iov;
+            loc[n_iov] = (struct iovec){r->window, win_len};
+            rem[n_iov++] = (struct iovec){(void *)win_lo, win_len};
+        }
+        size_t got2 = skp__safe_readv(loc, rem, n_iov);
+        if (i_cf >= 0 && (size_t)i_cf >= got2)
+            return -1;
+        if (i_win >= 0 && (size_t)i_win < got2) {
+            have_win_lo = win_lo;
+            have_win_len = win_len;
+        }
+    }
+    t->hint_cframe = cframe;
+    t->hint_win_lo = have_win_len ? have_win_lo : win_lo;
+    t->hint_win_len = have_win_len ? have_win_len : win_len;
+
+    /* 3. Walk innermost -> outermost over the copies. */
+    uintptr_t addr = load_ptr(cf, l->cf_current_frame);
+    size_t n_raw = 0;
+    size_t walk_cap = (size_t)out->cap + 16 < SKP_PY_MAX_WALK ? (size_t)out->cap + 16
+                                                                 : SKP_PY_MAX_WALK;
+    bool more = false;
+    uint8_t fr_tmp[FRAME_COPY_MAX];
+    while (addr) {
+        if (n_raw >= walk_cap) {
+            more = true;
+            break;
+        }
+        if (!plausible_ptr(addr))
+            break;
+        const uint8_t *fr;
+        if (addr >= have_win_lo && addr + l->fr_size <= have_win_lo + have_win_len) {
+            fr = r->window + (addr - have_win_lo);
+        } else if (skp__safe_read(addr, fr_tmp, l->fr_size)) {
+            fr = fr_tmp;  /* generator frame or an older chunk */
+        } else {
+            break;        /* freed under us: the stack we have is what there is */
+        }
+        int owner = (int)(signed char)fr[l->fr_owner];
+        uintptr_t code = load_ptr(fr, l->fr_code);
+        if (owner < 0 || owner > l->fr_owner_max || !plausible_ptr(code))
+            break;
+        struct raw_frame *rf = &r->raw[n_raw++];
+        rf->code = code;
+        rf->prev_instr = load_ptr(fr, l->fr_prev_instr);
+        rf->owner = owner;
+        rf->code_slot = code_slot_of(r, &n_codes, code);
+        if (rf->code_slot >= 0)
+            r->codes[rf->code_slot].used = true;
+        uintptr_t prev = load_ptr(fr, l->fr_previous);
+        if (prev == addr)
+            break;  /* self loop: torn read */
+        addr = prev;
+    }
+
+    /* 4. Read headers of code objects the speculation did not cover, in batches. */
+    for (;;) {
+        n_iov = 0;
+        size_t first_slot[SKP_PY_SAFE_READ_IOV_MAX];
+        for (size_t s = 0; s < n_codes && n_iov < SKP_PY_SAFE_READ_IOV_MAX; s++) {
+            if (r->codes[s].have_header || !r->codes[s].used)
+                continue;
+            loc[n_iov] = (struct iovec){r->code_headers + s * CODE_COPY_MAX, l->co_copy};
+            rem[n_iov] = (struct iovec){(void *)r->codes[s].addr, l->co_copy};
+            first_slot[n_iov++] = s;
+        }
+        if (n_iov == 0)
+            break;
+        size_t ok = skp__safe_readv(loc, rem, n_iov);
+        for (size_t i = 0; i < ok; i++)
+            r->codes[first_slot[i]].have_header = true;
+        if (ok < n_iov) {
+            /* the pair at `ok` faulted: mark it resolved-without-header, retry the rest */
+            r->codes[first_slot[ok]].have_header = true;
+            r->codes[first_slot[ok]].addr = 0;
+        }
+    }
+    size_t n_hint = 0;
+    for (size_t s = 0; s < n_codes; s++) {
+        struct code_slot *cs = &r->codes[s];
+        if (!cs->used)
+            continue;
+        cs->entry = cs->addr ? resolve_code(r, cs->addr, r->code_headers + s * CODE_COPY_MAX)
+                             : NULL;
+        if (cs->entry && n_hint < SKP_PY_HINT_CODES)
+            t->hint_codes[n_hint++] = cs->addr;
+    }
+    t->n_hint_codes = n_hint;
+
+    /* 5. Format the complete frames, innermost first. */
+    out->n = 0;
+    out->truncated = false;
+    for (size_t i = 0; i < n_raw; i++) {
+        struct raw_frame *rf = &r->raw[i];
+        if (rf->code_slot < 0 || !r->codes[rf->code_slot].entry)
+            continue;  /* unreadable code object (freed while we read) */
+        struct skp__pycode_entry *e = r->codes[rf->code_slot].entry;
+        intptr_t units = ((intptr_t)rf->prev_instr - (intptr_t)(rf->code + l->co_code_start)) /
+                         (intptr_t)l->code_unit_bytes;
+        if (rf->owner != l->fr_owner_generator && units < e->firsttraceable)
+            continue;  /* incomplete frame: Python does not show it either */
+        if (units > INT32_MAX / 4 || units < -1)
+            units = -1;
+        int line = entry_line(l, e, (int)(units * (intptr_t)l->code_unit_bytes));
+        if (!emit_frame(out, e->label, e->label_len, line)) {
+            out->truncated = true;
+            break;
+        }
+    }
+    if (more)
+        out->truncated = true;
+    r->frames += out->n;
+    return 0;
+}
+
+/* ---------------------------------------------------------------------------------------------
+ * portable mode (GIL)
+ * ------------------------------------------------------------------------------------------- */
+static int capture_portable_locked(struct skp__pytarget *t, struct skyprof_capture *out)
+{
+    PyThreadState *me = _PyThreadState_UncheckedGet();
+    if (!me)
+        return -1;
+    PyThreadState *target = NULL;
+    for (PyThreadState *ts = PyInterpreterState_ThreadHead(PyThreadState_GetInterpreter(me)); ts;
+         ts = PyThreadState_Next(ts)) {
+        if ((uintptr_t)ts == t->tstate && ts->thread_id == t->thread_id) {
+            target = ts;
+            break;
+        }
+    }
+    if (!target)
+        return -1;
+    out->n = 0;
+    out->truncated = false;
+    PyFrameObject *f = PyThreadState_GetFrame(target);   /* new reference or NULL */
+    while (f) {
+        PyCodeObject *co = PyFrame_GetCode(f);           /* new reference */
+        Py_ssize_t fn_len = 0;
+        Py_ssize_t nm_len = 0;
+        const char *fn = PyUnicode_AsUTF8AndSize(co->co_filename, &fn_len);
+        const char *nm = fn ? PyUnicode_AsUTF8AndSize(co->co_name, &nm_len) : NULL;
+        bool ok = true;
+        if (!fn || !nm) {
+            PyErr_Clear();
+        } else {
+            char label[SKP_PY_LABEL_MAX];
+            size_t len = (size_t)fn_len < SKP_PY_LABEL_MAX - 1 ? (size_t)fn_len
+                                                                : SKP_PY_LABEL_MAX - 1;
+            memcpy(label, fn, len);
+            label[len++] = '.';
+            size_t nlen = (size_t)nm_len < SKP_PY_LABEL_MAX - len ? (size_t)nm_len
+                                                                   : SKP_PY_LABEL_MAX - len;
+            memcpy(label + len, nm, nlen);
+            len += nlen;
+            ok = emit_frame(out, label, len, PyFrame_GetLineNumber(f));
+        }
+        Py_DECREF(co);
+        PyFrameObject *back = PyFrame_GetBack(f);   /* new reference or NULL */
+        Py_DECREF(f);
+        f = back;
+        if (!ok) {
+            out->truncated = back != NULL;
+            Py_XDECREF(back);
+            break;
+        }
+    }
+    return 0;
+}
+
+static int capture_portable(struct skp__pytarget *t, bool gil_held, struct skyprof_capture *out)
+{
+    if (gil_held)
+        return capture_portable_locked(t, out);
+    /* Taking the GIL from an agent thread during or after finalization can hang or crash. */
+    if (!Py_IsInitialized() || _Py_IsFinalizing())
+        return -1;
+    PyGILState_STATE g = PyGILState_Ensure();
+    int rc = capture_portable_locked(t, out);
+    PyGILState_Release(g);
+    return rc;
+}
+
+int skp__pyreader_capture(struct skp__pyreader *r, struct skp__pytarget *t, bool gil_held,
+                          struct skyprof_capture *out)
+{
+    r->captures++;
+    out->n = 0;
+    out->truncated = false;
+    if (!t || !t->tstate || !out->frames || out->cap == 0) {
+        r->failures++;
+        return -1;
+    }
+    int rc = r->layout ? capture_direct(r, t, out) : capture_portable(t, gil_held, out);
+    if (rc < 0) {
+        out->n = 0;
+        r->failures++;
+    }
+    return rc;
+}

@@ -1,0 +1,85 @@
+/* pystack.h - captures the Python stack of any thread of this process, formatted the way
+ * SkyWalking's Python agent writes code signatures: "<co_filename>.<co_name>: <line>".
+ *
+ * Two modes, chosen once at skp__pyreader_new:
+ *  - direct (a compat/ layout matches the running CPython and process_vm_readv works): reads
+ *    the target thread's frames WITHOUT the GIL, every dereference through safe_read, every
+ *    pointer/type/size validated, bounded walk. Never calls the Python C API; safe to run on an
+ *    agent thread while the target runs, ends or frees its frames (a failed read ends the walk).
+ *  - portable: takes the GIL (PyGILState_Ensure) and walks PyFrame_GetBack with
+ *    PyFrame_GetCode/PyFrame_GetLineNumber. Slower, never wrong. Refuses (returns an error)
+ *    while the interpreter is finalizing.
+ * A reader is used by one thread at a time (the sampler owns one; dump_stack uses another,
+ * serialized by the GIL). */
+#ifndef SKP_PYTHON_PYSTACK_H
+#define SKP_PYTHON_PYSTACK_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "skyprof/skp_err.h"
+#include "skyprof/skyprof.h"
+
+/* Frames walked per capture at most (beyond the caller's cap, to skip incomplete frames). */
+#define SKP_PY_MAX_WALK (SKYPROF_MAX_STACK_DEPTH_CAP + 16)
+/* Code objects whose headers are kept from one sample to the next (speculative re-read). */
+#define SKP_PY_HINT_CODES 96
+/* Largest slice of the thread's frame data stack copied in one read. */
+#define SKP_PY_WINDOW_MAX (64 * 1024)
+/* Room above the data stack top copied too, for frames pushed between our reads. */
+#define SKP_PY_WINDOW_SLACK 4096
+/* Distinct code objects resolved per capture at most (frames of others are skipped). */
+#define SKP_PY_MAX_CODES 512
+
+/* One target thread: created on that thread (GIL held), then read from anywhere. */
+struct skp__pytarget {
+    uintptr_t tstate;            /* the thread's PyThreadState */
+    uintptr_t interp;            /* its interpreter (validation) */
+    unsigned long thread_id;     /* PyThread_get_thread_ident() of the thread (validation) */
+    /* speculation state, written by the capturing thread only */
+    uintptr_t hint_cframe;
+    uintptr_t hint_win_lo;
+    size_t hint_win_len;
+    size_t n_hint_codes;
+    uintptr_t hint_codes[SKP_PY_HINT_CODES];
+};
+
+struct skp__pyreader;
+
+struct skp__pyreader_stats {
+    uint64_t captures;
+    uint64_t failures;
+    uint64_t frames;
+    uint64_t code_hits;
+    uint64_t code_misses;
+    uint64_t syscalls;           /* process-wide safe_read syscalls so far */
+    bool direct;                 /* direct mode in use */
+    const char *layout;          /* "3.11" or "portable" */
+};
+
+/* Creates a reader (GIL held: the mode is chosen from the running interpreter). `force_portable`
+ * selects the portable mode even when a layout exists (tests, benchmarks). Errors: SKP_ENOMEM. */
+SKP_MUST_CHECK skp_err skp__pyreader_new(bool force_portable, struct skp__pyreader **out);
+/* Frees the reader. NULL ok. No GIL needed. */
+void skp__pyreader_free(struct skp__pyreader *r);
+
+/* Fills *t for the calling thread. GIL held. Errors: SKP_ESTATE (no thread state). */
+SKP_MUST_CHECK skp_err skp__pytarget_init_current(struct skp__pytarget *t);
+/* Fills *t for the thread whose threading ident is `ident`. GIL held. Errors: SKP_ENOTFOUND. */
+SKP_MUST_CHECK skp_err skp__pytarget_init_ident(struct skp__pytarget *t, unsigned long ident);
+
+/* Captures the target's stack into out (core contract of skyprof.h: frames innermost first,
+ * at most out->cap, truncated set when deeper; text written into out->scratch). Returns 0, or
+ * < 0 when the thread cannot be read (gone, reused thread state, finalizing). In direct mode: no
+ * GIL needed, never calls the C API. In portable mode: must be called WITHOUT the GIL by a thread
+ * that may take it, or with the GIL held if `gil_held`. Hot path in direct mode. */
+int skp__pyreader_capture(struct skp__pyreader *r, struct skp__pytarget *t, bool gil_held,
+                          struct skyprof_capture *out);
+
+void skp__pyreader_get_stats(const struct skp__pyreader *r, struct skp__pyreader_stats *out);
+
+/* True when the reader works without the GIL. */
+bool skp__pyreader_is_direct(const struct skp__pyreader *r);
+
+#endif

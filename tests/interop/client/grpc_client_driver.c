@@ -8,6 +8,7 @@
  *   grpc_client_driver killreconnect <target>     long stream until the server dies, then
  *                                                 unary attempts until the server is back
  *   grpc_client_driver fork <target>              call, fork, calls in child and parent
+ *   grpc_client_driver perf <target> --count N --rounds R   streaming throughput (any server)
  * Common options: --auth T, --max-msg N, --timeout MS, --path P, --backoff-min/--backoff-max MS.
  */
 #include <errno.h>
@@ -44,6 +45,8 @@ struct opts {
     long timeout_ms;
     long backoff_min_ms;
     long backoff_max_ms;
+    long repeat;
+    long pause_ms;
 };
 
 static long parse_long(const char *s)
@@ -86,11 +89,15 @@ static int parse_opts(int argc, char **argv, struct opts *o)
             o->count = parse_long(v);
         else if (!strcmp(k, "--max-msg"))
             o->max_msg = parse_long(v);
+        else if (!strcmp(k, "--repeat"))
+            o->repeat = parse_long(v);
+        else if (!strcmp(k, "--pause-ms"))
+            o->pause_ms = parse_long(v);
         else if (!strcmp(k, "--timeout"))
             o->timeout_ms = parse_long(v);
         else if (!strcmp(k, "--backoff-min"))
             o->backoff_min_ms = parse_long(v);
-        else if (!strcmp(k, "--backoff-max"))
+        else if (!strcmp(k, "--backoff-max") || !strcmp(k, "--rounds"))
             o->backoff_max_ms = parse_long(v);
         else
             return -1;
@@ -181,38 +188,43 @@ static skp_err do_query(struct skpx_grpc_client *c, const struct opts *o, const 
     return SKP_OK;
 }
 
+static bool unary_as_expected(const struct opts *o, skp_err err, int status, bool fields_ok)
+{
+    if (!strcmp(o->expect, "ok"))
+        return !err && fields_ok;
+    if (!strncmp(o->expect, "EGRPC:", 6))
+        return err == SKP_EGRPC && status == parse_long(o->expect + 6);
+    return !strcmp(o->expect, err_name(err));
+}
+
+/* One or more (--repeat, --pause-ms between) unary calls on one client; each must meet
+ * --expect. */
 static int cmd_unary(const struct opts *o)
 {
     struct skpx_grpc_client *c = make_client(o);
-    struct skpx_grpc_result res;
-    bool fields_ok = false;
-    skp_err err = do_query(c, o, o->service, (int)o->timeout_ms, &res, &fields_ok);
-    printf("err=%s\nstatus=%d\n", err_name(err), res.status);
-    print_hex("message_hex", res.message);
-    printf("fields_ok=%d\n", fields_ok ? 1 : 0);
+    long n = o->repeat > 0 ? o->repeat : 1;
+    int rc = 0;
+    for (long i = 0; i < n && !rc; i++) {
+        if (i > 0 && o->pause_ms > 0)
+            skpx_sleep_ns(o->pause_ms * 1000000LL);
+        struct skpx_grpc_result res;
+        bool fields_ok = false;
+        skp_err err = do_query(c, o, o->service, (int)o->timeout_ms, &res, &fields_ok);
+        printf("err=%s\nstatus=%d\n", err_name(err), res.status);
+        print_hex("message_hex", res.message);
+        printf("fields_ok=%d\n", fields_ok ? 1 : 0);
+        if (!unary_as_expected(o, err, res.status, fields_ok)) {
+            printf("FAIL: call %ld: expected %s (message: %s)\n", i, o->expect, res.message);
+            rc = 1;
+        }
+    }
+    struct skpx_grpc_client_stats st;
+    skpx_grpc_client_get_stats(c, &st);
+    printf("connects=%" PRIu64 "\nconnect_failures=%" PRIu64 "\ncalls_ok=%" PRIu64
+           "\ncalls_failed=%" PRIu64 "\n",
+           st.connects, st.connect_failures, st.calls_ok, st.calls_failed);
     skpx_grpc_client_free(c);
-    char want[32];
-    snprintf(want, sizeof(want), "%s", o->expect);
-    if (!strcmp(want, "ok")) {
-        if (err || !fields_ok) {
-            printf("FAIL: expected ok with echoed fields (message: %s)\n", res.message);
-            return 1;
-        }
-        return 0;
-    }
-    if (!strncmp(want, "EGRPC:", 6)) {
-        long st = parse_long(want + 6);
-        if (err != SKP_EGRPC || res.status != st) {
-            printf("FAIL: expected EGRPC status %ld\n", st);
-            return 1;
-        }
-        return 0;
-    }
-    if (strcmp(want, err_name(err)) != 0) {
-        printf("FAIL: expected %s\n", want);
-        return 1;
-    }
-    return 0;
+    return rc;
 }
 
 /* ---- client stream ---------------------------------------------------------------------- */
@@ -526,12 +538,101 @@ static int cmd_fork(const struct opts *o)
     return 0;
 }
 
+/* ---- perf: fixed ThreadSnapshot (20 frames x ~42 bytes), only sequence/time change --------- */
+
+struct perf_src {
+    long n_total;
+    long n_sent;
+    Skywalking__V3__ThreadSnapshot snap;
+    Skywalking__V3__ThreadStack stack;
+    char frames[N_FRAMES][64];
+    char *frame_ptrs[N_FRAMES];
+};
+
+static int next_perf(void *ud, const ProtobufCMessage **msg)
+{
+    struct perf_src *s = ud;
+    if (s->n_sent >= s->n_total)
+        return 0;
+    s->snap.sequence = (int32_t)s->n_sent;
+    s->snap.time = LAST_COMMAND_TIME + s->n_sent;
+    s->n_sent++;
+    *msg = &s->snap.base;
+    return 1;
+}
+
+static int cmp_double(const void *a, const void *b)
+{
+    double x = *(const double *)a, y = *(const double *)b;
+    return x < y ? -1 : x > y;
+}
+
+static int cmd_perf(const struct opts *o)
+{
+    enum { MAX_ROUNDS = 64 };
+    struct skpx_grpc_client *c = make_client(o);
+    struct perf_src *src = skpx_calloc(1, sizeof(*src));
+    if (!src) {
+        printf("FAIL: out of memory\n");
+        return 1;
+    }
+    Skywalking__V3__ThreadSnapshot snap = SKYWALKING__V3__THREAD_SNAPSHOT__INIT;
+    Skywalking__V3__ThreadStack stack = SKYWALKING__V3__THREAD_STACK__INIT;
+    src->snap = snap;
+    src->stack = stack;
+    for (int f = 0; f < N_FRAMES; f++) {
+        snprintf(src->frames[f], sizeof(src->frames[f]),
+                 "com.example.svc.Layer%02d.handle%06d(L.java:%d)", f, f * 7919, f + 10);
+        src->frame_ptrs[f] = src->frames[f];
+    }
+    src->stack.n_codesignatures = N_FRAMES;
+    src->stack.codesignatures = src->frame_ptrs;
+    src->snap.taskid = "task-perf-0123456789";
+    src->snap.tracesegmentid = "seg-perf-0123456789abcdef";
+    src->snap.stack = &src->stack;
+    long rounds = o->backoff_max_ms > 0 ? o->backoff_max_ms : 5; /* --rounds via --backoff-max */
+    if (rounds > MAX_ROUNDS)
+        rounds = MAX_ROUNDS;
+    double rate[MAX_ROUNDS];
+    int rc = 0;
+    printf("msg_bytes=%zu\n", protobuf_c_message_get_packed_size(&src->snap.base));
+    for (long r = 0; r < rounds; r++) {
+        src->n_total = o->count;
+        src->n_sent = 0;
+        struct skpx_grpc_result res;
+        ProtobufCMessage *resp = NULL;
+        int64_t t0 = skpx_mono_ns();
+        skp_err err = skpx_grpc_client_stream(c, PATH_SNAPSHOT, next_perf, src,
+                                              &skywalking__v3__commands__descriptor, &resp,
+                                              (int)o->timeout_ms, &res);
+        int64_t dt = skpx_mono_ns() - t0;
+        if (err) {
+            printf("FAIL: round %ld: %s %s\n", r, err_name(err), res.message);
+            rc = 1;
+            break;
+        }
+        protobuf_c_message_free_unpacked(resp, NULL);
+        rate[r] = src->n_sent / (dt / 1e9);
+        printf("round %ld msg_per_s=%.0f\n", r, rate[r]);
+    }
+    if (!rc) {
+        qsort(rate, (size_t)rounds, sizeof(rate[0]), cmp_double);
+        printf("median_msg_per_s=%.0f\n", rate[rounds / 2]);
+    }
+    struct skpx_grpc_client_stats st;
+    skpx_grpc_client_get_stats(c, &st);
+    printf("connects=%" PRIu64 "\nbytes_sent=%" PRIu64 "\n", st.connects, st.bytes_sent);
+    skpx_free(src);
+    skpx_grpc_client_free(c);
+    return rc;
+}
+
 int main(int argc, char **argv)
 {
     struct opts o;
     setvbuf(stdout, NULL, _IOLBF, 0);
     if (parse_opts(argc, argv, &o) != 0) {
-        fprintf(stderr, "usage: %s unary|finish|stream|deadline|killreconnect|fork <host:port> "
+        fprintf(stderr, "usage: %s unary|finish|stream|deadline|killreconnect|fork|perf <host:port> "
                         "[options]\n", argv[0]);
         return 2;
     }
@@ -547,6 +648,8 @@ int main(int argc, char **argv)
         return cmd_killreconnect(&o);
     if (!strcmp(o.cmd, "fork"))
         return cmd_fork(&o);
+    if (!strcmp(o.cmd, "perf"))
+        return cmd_perf(&o);
     fprintf(stderr, "unknown subcommand %s\n", o.cmd);
     return 2;
 }

@@ -1,0 +1,225 @@
+/* stack_native.c - the native stack source (include/skyprof/skyprof_native.h): glue between the
+ * agent core's stack-source contract and the signal capture engine (stack_native_capture.c) and
+ * the libdw symbolizer (symbolize.c).
+ *
+ * Threading: thread_attach runs on request threads, capture on the sampler thread, symbolize on
+ * the channel thread, destroy on the thread stopping the agent. `mu` guards the lazily created
+ * symbolizer and capture buffer; lock order: mu, then the engine's lock (inside capture). */
+#include "skyprof/skyprof_native.h"
+
+#include <pthread.h>
+#include <stdatomic.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "agent/stack_native_capture.h"
+#include "agent/symbolize.h"
+#include "common/alloc.h"
+#include "common/log.h"
+
+/* Return values of capture beyond the contract's "< 0": -1 thread gone, -2 sample lost
+ * (timeout / busy), -3 other failure. */
+#define NATIVE_CAPTURE_GONE (-1)
+#define NATIVE_CAPTURE_LOST (-2)
+#define NATIVE_CAPTURE_FAILED (-3)
+
+struct native_thread {
+    struct skp__native_target target;
+};
+
+static struct native_source {
+    pthread_mutex_t mu;
+    _Atomic bool installed;
+    struct skp__symbolizer *sym; /* created on first symbolize */
+    uintptr_t *pcs;              /* SKP_NATIVE_MAX_FRAMES entries, created on first capture */
+    struct skp__symbolizer_stats sym_last; /* kept across destroy for skyprof_native_get_stats */
+} g_src = {.mu = PTHREAD_MUTEX_INITIALIZER};
+
+/* Identity of the calling thread, computed once per thread (pthread_getattr_np allocates and,
+ * for the main thread, reads /proc). Touched only by thread_attach, never in a signal handler. */
+static __thread struct {
+    bool ready;
+    struct skp__native_target target;
+} t_self;
+
+static void *native_thread_attach(void *ud)
+{
+    (void)ud;
+    if (!atomic_load_explicit(&g_src.installed, memory_order_acquire)) {
+        pthread_mutex_lock(&g_src.mu);
+        skp_err err = SKP_OK;
+        if (!atomic_load(&g_src.installed)) {
+            err = skp__native_capture_install(0);
+            if (err == SKP_OK)
+                atomic_store_explicit(&g_src.installed, true, memory_order_release);
+        }
+        pthread_mutex_unlock(&g_src.mu);
+        if (err) {
+            SKPX_WARN("native: cannot install the sampling signal handler: %s", skp_strerror(err));
+            return NULL;
+        }
+    }
+    /* After fork the cached identity is the parent's thread: gettid tells. */
+    if (!t_self.ready || t_self.target.tid != gettid()) {
+        if (skp__native_target_self(&t_self.target) != SKP_OK)
+            return NULL;
+        t_self.ready = true;
+    }
+    struct native_thread *h = skpx_malloc(sizeof(*h));
+    if (!h)
+        return NULL;
+    h->target = t_self.target;
+    return h;
+}
+
+static int native_capture(void *ud, void *thread_handle, int tid, struct skyprof_capture *out)
+{
+    struct native_thread *h = thread_handle;
+    struct skp__native_sample s;
+
+    (void)ud;
+    out->n = 0;
+    out->truncated = false;
+    if (!h || out->cap == 0)
+        return NATIVE_CAPTURE_FAILED;
+    if (!g_src.pcs) {
+        pthread_mutex_lock(&g_src.mu);
+        if (!g_src.pcs)
+            g_src.pcs = skpx_malloc(SKP_NATIVE_MAX_FRAMES * sizeof(uintptr_t));
+        pthread_mutex_unlock(&g_src.mu);
+        if (!g_src.pcs)
+            return NATIVE_CAPTURE_FAILED;
+    }
+    struct skp__native_target target = h->target;
+    if (tid > 0)
+        target.tid = tid;
+    s.pcs = g_src.pcs;
+    s.cap = out->cap < SKP_NATIVE_MAX_FRAMES ? out->cap : SKP_NATIVE_MAX_FRAMES;
+    skp_err err = skp__native_capture(&target, &s, 0);
+    switch (err) {
+    case SKP_OK:
+        break;
+    case SKP_ENOTFOUND:
+        return NATIVE_CAPTURE_GONE;
+    case SKP_ETIMEDOUT:
+    case SKP_EFULL:
+        return NATIVE_CAPTURE_LOST;
+    default:
+        return NATIVE_CAPTURE_FAILED;
+    }
+    for (uint32_t i = 0; i < s.n; i++) {
+        /* pcs[0] is the interrupted instruction; the others are return addresses, which point
+         * after the call: step back into the call instruction so its line is reported. */
+        out->frames[i].addr = i == 0 ? s.pcs[i] : s.pcs[i] - 1;
+        out->frames[i].str = NULL;
+        out->frames[i].len = 0;
+        out->frames[i].kind = SKYPROF_FRAME_ADDR;
+    }
+    out->n = s.n;
+    out->truncated = s.truncated;
+    return 0;
+}
+
+static void native_thread_release(void *ud, void *thread_handle)
+{
+    (void)ud;
+    skpx_free(thread_handle);
+}
+
+static int native_symbolize(void *ud, uint64_t addr, char *buf, size_t cap)
+{
+    (void)ud;
+    pthread_mutex_lock(&g_src.mu);
+    if (!g_src.sym) {
+        skp_err err = skp__symbolizer_new(0, &g_src.sym);
+        if (err) {
+            pthread_mutex_unlock(&g_src.mu);
+            return -1;
+        }
+    }
+    struct skp__symbolizer *sym = g_src.sym;
+    int r = skp__symbolize(sym, (uintptr_t)addr, buf, cap);
+    pthread_mutex_unlock(&g_src.mu);
+    return r;
+}
+
+static void native_destroy(void *ud)
+{
+    (void)ud;
+    pthread_mutex_lock(&g_src.mu);
+    if (atomic_load(&g_src.installed)) {
+        skp__native_capture_uninstall();
+        atomic_store(&g_src.installed, false);
+    }
+    if (g_src.sym) {
+        struct skp__symbolizer_stats st;
+        skp__symbolizer_get_stats(g_src.sym, &st);
+        g_src.sym_last.lookups += st.lookups;
+        g_src.sym_last.hits += st.hits;
+        g_src.sym_last.refreshes += st.refreshes;
+        g_src.sym_last.unknown += st.unknown;
+        skp__symbolizer_free(g_src.sym);
+        g_src.sym = NULL;
+    }
+    skpx_free(g_src.pcs);
+    g_src.pcs = NULL;
+    pthread_mutex_unlock(&g_src.mu);
+}
+
+static const struct skyprof_stack_source g_native_source = {
+    .name = "native",
+    .ud = NULL,
+    .thread_attach = native_thread_attach,
+    .capture = native_capture,
+    .thread_release = native_thread_release,
+    .symbolize = native_symbolize,
+    .destroy = native_destroy,
+};
+
+SKYPROF_API const struct skyprof_stack_source *skyprof_native_stack_source(void)
+{
+    return &g_native_source;
+}
+
+SKYPROF_API void skyprof_native_get_stats(struct skyprof_native_stats *out)
+{
+    struct skp__native_capture_stats c;
+
+    memset(out, 0, sizeof(*out));
+    skp__native_capture_get_stats(&c);
+    out->captures_requested = c.requested;
+    out->captures_ok = c.captured;
+    out->lost_timeout = c.lost_timeout;
+    out->lost_thread_gone = c.lost_gone;
+    out->lost_busy = c.lost_busy;
+    out->lost_other = c.lost_send;
+    out->loader_fallbacks = c.fp_walks;
+    out->stale_signals = c.stale;
+    out->chained_signals = c.chained;
+    out->handler_ns_total = c.handler_ns_total;
+    out->handler_ns_max = c.handler_ns_max;
+    out->signo = c.signo;
+    out->chained = c.mode == SKP_NATIVE_SIG_CHAINED;
+    out->parked = c.parked;
+
+    pthread_mutex_lock(&g_src.mu);
+    struct skp__symbolizer_stats st = g_src.sym_last;
+    if (g_src.sym) {
+        struct skp__symbolizer_stats cur;
+        skp__symbolizer_get_stats(g_src.sym, &cur);
+        st.lookups += cur.lookups;
+        st.hits += cur.hits;
+        st.refreshes += cur.refreshes;
+        st.unknown += cur.unknown;
+        st.entries = cur.entries;
+    } else {
+        st.entries = 0;
+    }
+    pthread_mutex_unlock(&g_src.mu);
+    out->symbolize_lookups = st.lookups;
+    out->symbolize_hits = st.hits;
+    out->symbolize_refreshes = st.refreshes;
+    out->symbolize_unknown = st.unknown;
+    out->symbolize_cache_entries = st.entries;
+    out->symbolize_hit_rate = st.lookups ? (double)st.hits / (double)st.lookups : 0.0;
+}

@@ -1,0 +1,117 @@
+/* stack_native_capture.h - captures the native stack of ANOTHER thread of this process by
+ * sending it a real-time signal (rt_tgsigqueueinfo, i.e. tgkill carrying a cookie) whose handler
+ * walks its own stack with libunwind's unw_backtrace into a static buffer and wakes the caller
+ * through a futex. Process-wide singleton (signal dispositions are process-wide).
+ *
+ * Threading: install/uninstall/capture serialize on one internal mutex (never taken by the
+ * handler). The handler touches only static memory, C11 atomics and async-signal-safe calls
+ * (clock_gettime, futex); it never allocates, locks, or reads TLS. Design notes, signal choice
+ * and the dlopen hazard: docs/native.md. */
+#ifndef SKP_AGENT_STACK_NATIVE_CAPTURE_H
+#define SKP_AGENT_STACK_NATIVE_CAPTURE_H
+
+#include <stdbool.h>
+#include <stdint.h>
+#include <sys/types.h>
+
+#include "skyprof/skp_err.h"
+
+/* Frames the static capture buffer holds (the public SKYPROF_MAX_STACK_DEPTH_CAP) plus room for
+ * the handler and signal-trampoline frames that are skipped. */
+#define SKP_NATIVE_MAX_FRAMES 4096
+#define SKP_NATIVE_SKIP_MAX 8
+/* Default real-time signal: SIGRTMIN + this. glibc reserves the two below SIGRTMIN; common
+ * libraries (old LinuxThreads users, some JVM and Go runtimes, timer libraries) use the first few,
+ * so we start a little higher. Overridable with SKYPROF_NATIVE_SIGNAL. */
+#define SKP_NATIVE_SIGNAL_OFFSET 8
+/* How long the sampler waits for the target thread's handler before giving up (sample lost).
+ * A delivery takes ~60 us here; a descheduled thread on a loaded box can take milliseconds. */
+#define SKP_NATIVE_DEFAULT_TIMEOUT_NS (20 * 1000 * 1000)
+/* Signals sent but given up on that may still be delivered later: tracked so that uninstall can
+ * wait for them (or keep the handler) instead of letting them hit SIG_DFL (which kills). */
+#define SKP_NATIVE_ABANDONED_MAX 16
+/* How long uninstall waits for abandoned signals to be delivered or their threads to exit. */
+#define SKP_NATIVE_UNINSTALL_WAIT_NS (200 * 1000 * 1000)
+
+/* What the sampler needs to know about a target thread; filled ON that thread by
+ * skp__native_target_self (pthread_getattr_np is not valid for a thread that may be exiting). */
+struct skp__native_target {
+    pid_t tid;
+    uintptr_t stack_lo; /* [stack_lo, stack_hi): bounds for the frame-pointer fallback */
+    uintptr_t stack_hi;
+};
+
+struct skp__native_sample {
+    uintptr_t *pcs;     /* caller-owned, `cap` entries; filled innermost first: pcs[0] is the
+                           interrupted instruction, the others are return addresses */
+    uint32_t cap;
+    uint32_t n;         /* out */
+    bool truncated;     /* out: the stack had (or may have had) more than cap frames */
+    bool used_fp_walk;  /* out: the loader was interrupted; frame-pointer walk used */
+    int64_t handler_ns; /* out: time spent walking inside the handler */
+};
+
+enum skp__native_signal_mode {
+    SKP_NATIVE_SIG_FREE = 0,    /* the signal had no handler: ours alone */
+    SKP_NATIVE_SIG_CHAINED = 1, /* a host handler was there: non-ours signals are forwarded */
+};
+
+struct skp__native_capture_stats {
+    uint64_t requested;         /* captures attempted */
+    uint64_t captured;          /* captures that returned frames */
+    uint64_t lost_timeout;      /* the thread did not answer in time (blocked signal, descheduled) */
+    uint64_t lost_gone;         /* the thread no longer exists (ESRCH) */
+    uint64_t lost_busy;         /* a previous, abandoned handler run still owned the buffer */
+    uint64_t lost_send;         /* signal could not be sent for another reason */
+    uint64_t fp_walks;          /* loader interrupted: frame-pointer walk instead of libunwind */
+    uint64_t stale;             /* our signals delivered after their capture was given up */
+    uint64_t chained;           /* foreign signals forwarded to the host's handler */
+    uint64_t swallowed;         /* foreign signals with no host handler to forward to */
+    uint64_t handler_ns_total;  /* time spent walking in the handler, summed */
+    uint64_t handler_ns_max;
+    int signo;                  /* installed signal, 0 when not installed */
+    int mode;                   /* enum skp__native_signal_mode */
+    bool parked;                /* uninstall kept the handler (signals possibly still pending) */
+};
+
+/* Installs the handler on `signo` (0 = SKYPROF_NATIVE_SIGNAL from the environment if set, else
+ * SIGRTMIN+SKP_NATIVE_SIGNAL_OFFSET, else the first real-time signal with no handler). The
+ * previous disposition is read first; a host handler on an explicitly chosen signal is chained
+ * (it keeps receiving every signal that is not ours), on the default signal another free one is
+ * picked. Refuses SIGSEGV, SIGBUS, SIGILL, SIGABRT, SIGFPE, SIGKILL, SIGSTOP. Idempotent (a
+ * second call with the same or 0 signo is a no-op). Computes the loader text range.
+ * Errors: SKP_EINVAL (forbidden/invalid signo, or a different signo while installed), SKP_EIO.
+ * Thread-safe; not async-signal-safe. */
+SKP_MUST_CHECK skp_err skp__native_capture_install(int signo);
+
+/* Restores the previous disposition. If signals we gave up on may still be pending on live
+ * threads, waits up to SKP_NATIVE_UNINSTALL_WAIT_NS for them, and if some remain keeps the
+ * handler installed in pass-through mode ("parked": it forwards foreign signals and drops ours)
+ * rather than expose the process to a late signal with SIG_DFL. No-op when not installed.
+ * Thread-safe. */
+void skp__native_capture_uninstall(void);
+
+/* Fills *t for the calling thread (tid, stack bounds) and warms libunwind's per-thread state
+ * (its trace cache lives in TLS and is created on first use: that first touch must not happen in
+ * the handler). Errors: SKP_EIO (pthread_getattr_np failed). Not async-signal-safe. */
+SKP_MUST_CHECK skp_err skp__native_target_self(struct skp__native_target *t);
+
+/* Captures the stack of thread t->tid (not necessarily another thread: the calling thread works
+ * too). Waits at most timeout_ns (<= 0 = default) for the handler; never blocks longer.
+ * Errors: SKP_ESTATE (not installed), SKP_ENOTFOUND (thread gone), SKP_ETIMEDOUT (no answer:
+ * sample lost), SKP_EFULL (buffer still owned by an abandoned handler run: sample lost), SKP_EIO,
+ * SKP_EINVAL (cap 0). Thread-safe (serialized). */
+SKP_MUST_CHECK skp_err skp__native_capture(const struct skp__native_target *t,
+                                           struct skp__native_sample *s, int64_t timeout_ns);
+
+void skp__native_capture_get_stats(struct skp__native_capture_stats *out);
+
+/* Test hook: when set, the handler always uses the frame-pointer walk. */
+void skp__native_capture_force_fp(bool on);
+/* Test hook: overrides the loader text range checked against the interrupted pc. */
+void skp__native_capture_set_loader_range(uintptr_t lo, uintptr_t hi);
+
+/* Test hook: when set, the handler overwrites errno before returning (proves it is restored). */
+void skp__native_capture_clobber_errno(bool on);
+
+#endif

@@ -1,0 +1,579 @@
+/* Unit tests of the native stack source: signal capture of another thread (call chain in order,
+ * repeated captures, exiting threads, a host handler on the same signal, errno, truncation),
+ * the frame-pointer fallback, and the libdw symbolizer (file:line, cache, dlopen refresh). */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include <cmocka.h>
+
+#include <dlfcn.h>
+#include <errno.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "agent/stack_native_capture.h"
+#include "agent/stack_native_walk.h"
+#include "agent/symbolize.h"
+#include "common/clock.h"
+#include "skyprof/skyprof_native.h"
+
+/* noipa: no clones (".isra.0" names) or interprocedural shortcuts, so names match exactly. */
+#if defined(__clang__)
+#define NOINLINE __attribute__((noinline))
+#else
+#define NOINLINE __attribute__((noinline, noipa))
+#endif
+#define WAIT_DEADLINE_NS (10LL * 1000 * 1000 * 1000)
+
+static _Atomic int g_stop;
+static _Atomic int g_in_leaf;
+static _Atomic int g_errno_bad;
+static _Atomic int g_check_errno;
+static int g_b_call_line;
+
+/* ---- the call chain sampled by the tests ---------------------------------------------------- */
+NOINLINE static int leaf_spin(int x)
+{
+    volatile int v = x;
+    if (atomic_load(&g_check_errno))
+        errno = 4242;
+    atomic_store(&g_in_leaf, 1);
+    while (!atomic_load(&g_stop)) {
+        v = v + 1;
+        if (atomic_load_explicit(&g_check_errno, memory_order_relaxed) && errno != 4242)
+            atomic_fetch_add(&g_errno_bad, 1);
+    }
+    return v;
+}
+
+NOINLINE static int level_c(int x)
+{
+    int r = leaf_spin(x + 1);
+    __asm__ volatile("" ::: "memory");
+    return r + 1;
+}
+
+NOINLINE static int level_b(int x)
+{
+    g_b_call_line = __LINE__; int r = level_c(x + 1); // the call site whose line is checked
+    __asm__ volatile("" ::: "memory");
+    return r + 1;
+}
+
+NOINLINE static int level_a(int x)
+{
+    int r = level_b(x + 1);
+    __asm__ volatile("" ::: "memory");
+    return r + 1;
+}
+
+NOINLINE static int recurse(int depth)
+{
+    if (depth == 0)
+        return leaf_spin(0);
+    int r = recurse(depth - 1);
+    __asm__ volatile("" ::: "memory");
+    return r + 1;
+}
+
+struct target_thread {
+    pthread_t th;
+    void *handle;
+    int depth; /* < 0: level_a chain, else recursion depth */
+    _Atomic int attached;
+};
+
+static void *target_main(void *p)
+{
+    struct target_thread *t = p;
+    const struct skyprof_stack_source *src = skyprof_native_stack_source();
+    t->handle = src->thread_attach(src->ud);
+    atomic_store(&t->attached, 1);
+    if (t->depth < 0)
+        level_a(1);
+    else
+        recurse(t->depth);
+    return NULL;
+}
+
+static void wait_flag(_Atomic int *flag)
+{
+    int64_t deadline = skpx_mono_ns() + WAIT_DEADLINE_NS;
+    while (!atomic_load(flag)) {
+        assert_true(skpx_mono_ns() < deadline);
+        skpx_sleep_ns(100000);
+    }
+}
+
+static void start_target(struct target_thread *t, int depth)
+{
+    memset(t, 0, sizeof(*t));
+    t->depth = depth;
+    atomic_store(&g_stop, 0);
+    atomic_store(&g_in_leaf, 0);
+    assert_int_equal(pthread_create(&t->th, NULL, target_main, t), 0);
+    wait_flag(&t->attached);
+    assert_non_null(t->handle);
+    wait_flag(&g_in_leaf);
+}
+
+static void stop_target(struct target_thread *t)
+{
+    const struct skyprof_stack_source *src = skyprof_native_stack_source();
+    atomic_store(&g_stop, 1);
+    pthread_join(t->th, NULL);
+    src->thread_release(src->ud, t->handle);
+}
+
+/* Index of the first frame whose signature starts with "<fn> (", or -1. */
+static int find_fn(char sigs[][SKP_SYMBOLIZE_TEXT_MAX], int n, const char *fn, int from)
+{
+    size_t len = strlen(fn);
+    for (int i = from; i < n; i++) {
+        if (strncmp(sigs[i], fn, len) == 0 && sigs[i][len] == ' ')
+            return i;
+    }
+    return -1;
+}
+
+#define MAX_TEST_FRAMES 2048
+static struct skyprof_frame g_frames[MAX_TEST_FRAMES];
+static char g_sigs[MAX_TEST_FRAMES][SKP_SYMBOLIZE_TEXT_MAX];
+
+static int capture_and_symbolize(void *handle, uint32_t cap, bool *truncated)
+{
+    const struct skyprof_stack_source *src = skyprof_native_stack_source();
+    struct skyprof_capture c = {.frames = g_frames, .cap = cap};
+    int r = src->capture(src->ud, handle, 0, &c);
+    if (r < 0)
+        return r;
+    for (uint32_t i = 0; i < c.n; i++) {
+        assert_int_equal(g_frames[i].kind, SKYPROF_FRAME_ADDR);
+        if (src->symbolize(src->ud, g_frames[i].addr, g_sigs[i], sizeof(g_sigs[i])) < 0)
+            snprintf(g_sigs[i], sizeof(g_sigs[i]), "?");
+    }
+    if (truncated)
+        *truncated = c.truncated;
+    return (int)c.n;
+}
+
+static void assert_chain_in_order(int n)
+{
+    int leaf = find_fn(g_sigs, n, "leaf_spin", 0);
+    int c = find_fn(g_sigs, n, "level_c", 0);
+    int b = find_fn(g_sigs, n, "level_b", 0);
+    int a = find_fn(g_sigs, n, "level_a", 0);
+    if (!(leaf == 0 && c > leaf && b > c && a > b)) {
+        for (int i = 0; i < n; i++)
+            fprintf(stderr, "  #%d %s\n", i, g_sigs[i]);
+    }
+    assert_int_equal(leaf, 0); /* innermost first: the frame executing now */
+    assert_true(c > leaf);
+    assert_true(b > c);
+    assert_true(a > b);
+}
+
+/* ---- tests ------------------------------------------------------------------------------- */
+static void chain_captured_in_order_with_lines(void **state)
+{
+    (void)state;
+    struct target_thread t;
+    start_target(&t, -1);
+    int n = capture_and_symbolize(t.handle, 64, NULL);
+    assert_true(n > 4);
+    assert_chain_in_order(n);
+    /* Caller frames are symbolized at return address - 1: the line of the call. */
+    char want[64];
+    snprintf(want, sizeof(want), "level_b (test_stack_native.c:%d)", g_b_call_line);
+    int b = find_fn(g_sigs, n, "level_b", 0);
+    assert_string_equal(g_sigs[b], want);
+    stop_target(&t);
+    skyprof_native_stack_source()->destroy(NULL);
+}
+
+static void capture_200_times_without_failure(void **state)
+{
+    (void)state;
+    struct target_thread t;
+    struct skyprof_native_stats before;
+    struct skyprof_native_stats after;
+    start_target(&t, -1);
+    skyprof_native_get_stats(&before);
+    for (int i = 0; i < 200; i++) {
+        int n = capture_and_symbolize(t.handle, 64, NULL);
+        assert_true(n > 4);
+        assert_chain_in_order(n);
+    }
+    skyprof_native_get_stats(&after);
+    assert_int_equal(after.captures_ok - before.captures_ok, 200);
+    assert_int_equal(after.lost_timeout - before.lost_timeout, 0);
+    assert_true(after.handler_ns_max > 0);
+    /* Every frame after the first capture comes from the cache. */
+    assert_true(after.symbolize_hit_rate > 0.9);
+    stop_target(&t);
+    skyprof_native_get_stats(&after);
+    skyprof_native_stack_source()->destroy(NULL);
+}
+
+struct short_thread {
+    void *handle;
+    _Atomic int attached;
+    int spin_us;
+};
+
+static void *short_main(void *p)
+{
+    struct short_thread *s = p;
+    const struct skyprof_stack_source *src = skyprof_native_stack_source();
+    s->handle = src->thread_attach(src->ud);
+    atomic_store(&s->attached, 1);
+    int64_t end = skpx_mono_ns() + (int64_t)s->spin_us * 1000;
+    while (skpx_mono_ns() < end) {
+    }
+    return NULL;
+}
+
+static void thread_exiting_while_sampled_is_lost_not_crash(void **state)
+{
+    (void)state;
+    const struct skyprof_stack_source *src = skyprof_native_stack_source();
+    struct skyprof_native_stats before;
+    struct skyprof_native_stats after;
+    skyprof_native_get_stats(&before);
+    int n_gone = 0;
+    for (int i = 0; i < 20; i++) {
+        struct short_thread s = {.spin_us = 200 * (i % 5)};
+        pthread_t th;
+        assert_int_equal(pthread_create(&th, NULL, short_main, &s), 0);
+        wait_flag(&s.attached);
+        assert_non_null(s.handle);
+        /* Sample until the thread is gone: every capture either succeeds or reports a loss. */
+        int64_t deadline = skpx_mono_ns() + WAIT_DEADLINE_NS;
+        int r = 0;
+        while (r != -1) {
+            struct skyprof_capture c = {.frames = g_frames, .cap = 64};
+            r = src->capture(src->ud, s.handle, 0, &c);
+            assert_true(r == 0 || r == -1 || r == -2);
+            assert_true(skpx_mono_ns() < deadline);
+        }
+        n_gone++;
+        pthread_join(th, NULL);
+        src->thread_release(src->ud, s.handle);
+    }
+    skyprof_native_get_stats(&after);
+    assert_int_equal(after.lost_thread_gone - before.lost_thread_gone, (uint64_t)n_gone);
+    src->destroy(NULL);
+    /* Nothing can be pending any more: the handler was really removed. */
+    skyprof_native_get_stats(&after);
+    assert_int_equal(after.signo, 0);
+    assert_false(after.parked);
+}
+
+static _Atomic int g_host_calls;
+static _Atomic int g_host_value;
+
+static void host_handler(int sig, siginfo_t *si, void *uc)
+{
+    (void)sig;
+    (void)uc;
+    atomic_fetch_add(&g_host_calls, 1);
+    if (si && si->si_code == SI_QUEUE)
+        atomic_store(&g_host_value, si->si_value.sival_int);
+}
+
+static void host_handler_chained_and_restored(void **state)
+{
+    (void)state;
+    int sig = SIGRTMIN + 3;
+    struct sigaction host;
+    struct sigaction orig;
+    struct sigaction now;
+    memset(&host, 0, sizeof(host));
+    host.sa_sigaction = host_handler;
+    host.sa_flags = SA_SIGINFO;
+    sigemptyset(&host.sa_mask);
+    assert_int_equal(sigaction(sig, &host, &orig), 0);
+    atomic_store(&g_host_calls, 0);
+
+    assert_int_equal(skp__native_capture_install(sig), SKP_OK);
+    struct skp__native_capture_stats st;
+    skp__native_capture_get_stats(&st);
+    assert_int_equal(st.signo, sig);
+    assert_int_equal(st.mode, SKP_NATIVE_SIG_CHAINED);
+
+    /* Our captures work while the host's handler is chained. */
+    struct target_thread t;
+    memset(&t, 0, sizeof(t));
+    t.depth = -1;
+    atomic_store(&g_stop, 0);
+    atomic_store(&g_in_leaf, 0);
+    struct skp__native_target tgt;
+    (void)tgt;
+    assert_int_equal(pthread_create(&t.th, NULL, target_main, &t), 0);
+    wait_flag(&t.attached);
+    wait_flag(&g_in_leaf);
+    uintptr_t pcs[64];
+    struct skp__native_sample s = {.pcs = pcs, .cap = 64};
+    struct skp__native_target *target = t.handle; /* the handle starts with the target */
+    for (int i = 0; i < 20; i++)
+        assert_int_equal(skp__native_capture(target, &s, 0), SKP_OK);
+    assert_int_equal(atomic_load(&g_host_calls), 0); /* ours never reach the host */
+
+    /* The host's own signals still reach the host's handler: thread-directed... */
+    assert_int_equal(pthread_kill(pthread_self(), sig), 0);
+    assert_int_equal(atomic_load(&g_host_calls), 1);
+    /* ...and queued with a value. */
+    union sigval v = {.sival_int = 77};
+    assert_int_equal(pthread_sigqueue(pthread_self(), sig, v), 0);
+    assert_int_equal(atomic_load(&g_host_calls), 2);
+    assert_int_equal(atomic_load(&g_host_value), 77);
+
+    atomic_store(&g_stop, 1);
+    pthread_join(t.th, NULL);
+    skyprof_native_stack_source()->thread_release(NULL, t.handle);
+
+    skp__native_capture_uninstall();
+    assert_int_equal(sigaction(sig, NULL, &now), 0);
+    assert_true(now.sa_flags & SA_SIGINFO);
+    assert_ptr_equal((void *)now.sa_sigaction, (void *)host_handler);
+    assert_int_equal(sigaction(sig, &orig, NULL), 0);
+    skyprof_native_stack_source()->destroy(NULL);
+}
+
+static void default_signal_taken_by_host_picks_another(void **state)
+{
+    (void)state;
+    int sig = SIGRTMIN + SKP_NATIVE_SIGNAL_OFFSET;
+    struct sigaction host;
+    struct sigaction orig;
+    struct sigaction now;
+    memset(&host, 0, sizeof(host));
+    host.sa_sigaction = host_handler;
+    host.sa_flags = SA_SIGINFO;
+    sigemptyset(&host.sa_mask);
+    assert_int_equal(sigaction(sig, &host, &orig), 0);
+
+    assert_int_equal(skp__native_capture_install(0), SKP_OK);
+    struct skp__native_capture_stats st;
+    skp__native_capture_get_stats(&st);
+    assert_int_not_equal(st.signo, sig);
+    assert_true(st.signo > sig && st.signo <= SIGRTMAX);
+    assert_int_equal(st.mode, SKP_NATIVE_SIG_FREE);
+    assert_int_equal(sigaction(sig, NULL, &now), 0);
+    assert_ptr_equal((void *)now.sa_sigaction, (void *)host_handler);
+    int ours = st.signo;
+    skp__native_capture_uninstall();
+    assert_int_equal(sigaction(ours, NULL, &now), 0);
+    assert_false(now.sa_flags & SA_SIGINFO);
+    assert_true(now.sa_handler == SIG_DFL);
+    assert_int_equal(sigaction(sig, &orig, NULL), 0);
+}
+
+static void forbidden_signals_refused(void **state)
+{
+    (void)state;
+    const int bad[] = {SIGSEGV, SIGBUS, SIGILL, SIGABRT, SIGKILL, SIGSTOP, -1, 0x1000};
+    for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++)
+        assert_int_equal(skp__native_capture_install(bad[i]), SKP_EINVAL);
+}
+
+static void errno_preserved_across_handler(void **state)
+{
+    (void)state;
+    struct target_thread t;
+    atomic_store(&g_errno_bad, 0);
+    atomic_store(&g_check_errno, 1);
+    skp__native_capture_clobber_errno(true);
+    start_target(&t, -1);
+    for (int i = 0; i < 100; i++) {
+        struct skyprof_capture c = {.frames = g_frames, .cap = 64};
+        assert_int_equal(skyprof_native_stack_source()->capture(NULL, t.handle, 0, &c), 0);
+    }
+    stop_target(&t);
+    skp__native_capture_clobber_errno(false);
+    atomic_store(&g_check_errno, 0);
+    assert_int_equal(atomic_load(&g_errno_bad), 0);
+    skyprof_native_stack_source()->destroy(NULL);
+}
+
+static void deep_recursion_keeps_innermost(void **state)
+{
+    (void)state;
+    struct target_thread t;
+    bool truncated = false;
+    start_target(&t, 1000);
+    int n = capture_and_symbolize(t.handle, 50, &truncated);
+    assert_int_equal(n, 50);
+    assert_true(truncated);
+    assert_int_equal(find_fn(g_sigs, n, "leaf_spin", 0), 0);
+    for (int i = 1; i < n; i++)
+        assert_int_equal(find_fn(g_sigs, n, "recurse", i), i);
+    /* With room for all of it, the root (the thread's start function) is there too. */
+    n = capture_and_symbolize(t.handle, MAX_TEST_FRAMES, &truncated);
+    assert_false(truncated);
+    assert_true(n > 1000);
+    assert_true(find_fn(g_sigs, n, "target_main", 1000) > 1000);
+    stop_target(&t);
+    skyprof_native_stack_source()->destroy(NULL);
+}
+
+static void fp_walk_follows_chain_within_bounds(void **state)
+{
+    (void)state;
+    uintptr_t stack[64] = {0};
+    uintptr_t pcs[16];
+    stack[4] = (uintptr_t)&stack[10];
+    stack[5] = 0x401000;
+    stack[10] = (uintptr_t)&stack[20];
+    stack[11] = 0x402000;
+    stack[20] = 0; /* end of chain: next <= fp */
+    stack[21] = 0x403000;
+    uintptr_t lo = (uintptr_t)stack;
+    uintptr_t hi = (uintptr_t)(stack + 64);
+    size_t n = skp__native_fp_walk(0x400000, (uintptr_t)&stack[4], lo, hi, pcs, 16);
+    assert_int_equal(n, 4);
+    assert_int_equal(pcs[0], 0x400000);
+    assert_int_equal(pcs[1], 0x401000);
+    assert_int_equal(pcs[2], 0x402000);
+    assert_int_equal(pcs[3], 0x403000);
+    /* cap respected */
+    assert_int_equal(skp__native_fp_walk(0x400000, (uintptr_t)&stack[4], lo, hi, pcs, 2), 2);
+    assert_int_equal(skp__native_fp_walk(0x400000, (uintptr_t)&stack[4], lo, hi, pcs, 0), 0);
+    /* frame pointer outside the stack: only the pc */
+    assert_int_equal(skp__native_fp_walk(0x400000, hi + 64, lo, hi, pcs, 16), 1);
+    /* misaligned frame pointer */
+    assert_int_equal(skp__native_fp_walk(0x400000, (uintptr_t)&stack[4] + 1, lo, hi, pcs, 16), 1);
+    /* a cycle stops */
+    stack[10] = (uintptr_t)&stack[4];
+    assert_int_equal(skp__native_fp_walk(0x400000, (uintptr_t)&stack[4], lo, hi, pcs, 16), 3);
+    /* a record straddling the top of the stack is not read */
+    assert_int_equal(skp__native_fp_walk(0x400000, hi - sizeof(uintptr_t), lo, hi, pcs, 16), 1);
+}
+
+static void skip_count_finds_interrupted_pc(void **state)
+{
+    (void)state;
+    const uintptr_t pcs[] = {0x10, 0x20, 0x30, 0x40};
+    assert_int_equal(skp__native_skip_count(pcs, 4, 0x30, 8, 2), 2);
+    assert_int_equal(skp__native_skip_count(pcs, 4, 0x10, 8, 2), 0);
+    assert_int_equal(skp__native_skip_count(pcs, 4, 0x99, 8, 2), 2);
+    assert_int_equal(skp__native_skip_count(pcs, 1, 0x99, 8, 2), 1);
+    assert_int_equal(skp__native_skip_count(pcs, 4, 0x40, 2, 1), 1);
+}
+
+static void loader_interrupt_uses_frame_pointer_walk(void **state)
+{
+    (void)state;
+    struct target_thread t;
+    struct skp__addr_range real;
+    skp__native_loader_text(&real);
+    assert_true(real.lo != 0 && real.hi > real.lo);
+    /* dlopen lives in libc, but the loader's work is done by code inside ld.so's text. */
+    start_target(&t, -1);
+    /* Pretend the spinning function is loader code: the handler must not call libunwind. */
+    uintptr_t leaf = (uintptr_t)&leaf_spin;
+    skp__native_capture_set_loader_range(leaf, leaf + 4096);
+    struct skyprof_native_stats before;
+    struct skyprof_native_stats after;
+    skyprof_native_get_stats(&before);
+    int n = capture_and_symbolize(t.handle, 64, NULL);
+    skyprof_native_get_stats(&after);
+    assert_int_equal(after.loader_fallbacks - before.loader_fallbacks, 1);
+    /* With frame pointers (the build uses -fno-omit-frame-pointer) the walk still finds the
+     * callers above the interrupted function. */
+    int b = find_fn(g_sigs, n, "level_b", 0);
+    int a = find_fn(g_sigs, n, "level_a", 0);
+    assert_int_equal(find_fn(g_sigs, n, "leaf_spin", 0), 0);
+    assert_true(b > 0 && a > b);
+    skp__native_capture_set_loader_range(real.lo, real.hi);
+    skp__native_capture_force_fp(true);
+    n = capture_and_symbolize(t.handle, 64, NULL);
+    skp__native_capture_force_fp(false);
+    assert_true(find_fn(g_sigs, n, "level_a", 0) > 0);
+    stop_target(&t);
+    skyprof_native_stack_source()->destroy(NULL);
+}
+
+static void symbolizer_caches_and_formats(void **state)
+{
+    (void)state;
+    struct skp__symbolizer *s = NULL;
+    struct skp__symbolizer_stats st;
+    char buf[SKP_SYMBOLIZE_TEXT_MAX];
+    assert_int_equal(skp__symbolizer_new(0, &s), SKP_OK);
+    uintptr_t a = (uintptr_t)&level_a;
+    assert_true(skp__symbolize(s, a, buf, sizeof(buf)) > 0);
+    assert_true(strncmp(buf, "level_a (test_stack_native.c:", 29) == 0);
+    char again[SKP_SYMBOLIZE_TEXT_MAX];
+    assert_true(skp__symbolize(s, a, again, sizeof(again)) > 0);
+    assert_string_equal(buf, again);
+    skp__symbolizer_get_stats(s, &st);
+    assert_int_equal(st.lookups, 2);
+    assert_int_equal(st.hits, 1);
+    assert_int_equal(st.misses, 1);
+    assert_int_equal(st.entries, 1);
+    /* truncation to a small buffer */
+    char small[8];
+    assert_int_equal(skp__symbolize(s, a, small, sizeof(small)), 7);
+    assert_string_equal(small, "level_a");
+    /* an address in no module */
+    assert_int_equal(skp__symbolize(s, 0x10, buf, sizeof(buf)), -1);
+    assert_string_equal(buf, "");
+    skp__symbolizer_free(s);
+
+    /* A tiny cache is cleared when full rather than growing. */
+    assert_int_equal(skp__symbolizer_new(16, &s), SKP_OK);
+    for (uintptr_t i = 0; i < 64; i++)
+        (void)skp__symbolize(s, a + i, buf, sizeof(buf));
+    skp__symbolizer_get_stats(s, &st);
+    assert_true(st.entries <= 12);
+    assert_true(st.resets >= 1);
+    skp__symbolizer_free(s);
+}
+
+static void symbolizer_sees_modules_loaded_later(void **state)
+{
+    (void)state;
+    struct skp__symbolizer *s = NULL;
+    struct skp__symbolizer_stats st;
+    char buf[SKP_SYMBOLIZE_TEXT_MAX];
+    assert_int_equal(skp__symbolizer_new(0, &s), SKP_OK);
+    void *lib = dlopen(SKP_TESTLIB_PATH, RTLD_NOW | RTLD_LOCAL);
+    assert_non_null(lib);
+    void *fn = dlsym(lib, "skp_testlib_func");
+    assert_non_null(fn);
+    assert_true(skp__symbolize(s, (uintptr_t)fn, buf, sizeof(buf)) > 0);
+    assert_true(strncmp(buf, "skp_testlib_func (testlib.c:", 28) == 0);
+    skp__symbolizer_get_stats(s, &st);
+    assert_true(st.refreshes >= 1);
+    assert_int_equal(dlclose(lib), 0);
+    skp__symbolizer_free(s);
+}
+
+int main(void)
+{
+    unsetenv("SKYPROF_NATIVE_SIGNAL");
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(forbidden_signals_refused),
+        cmocka_unit_test(host_handler_chained_and_restored),
+        cmocka_unit_test(default_signal_taken_by_host_picks_another),
+        cmocka_unit_test(chain_captured_in_order_with_lines),
+        cmocka_unit_test(capture_200_times_without_failure),
+        cmocka_unit_test(thread_exiting_while_sampled_is_lost_not_crash),
+        cmocka_unit_test(errno_preserved_across_handler),
+        cmocka_unit_test(deep_recursion_keeps_innermost),
+        cmocka_unit_test(fp_walk_follows_chain_within_bounds),
+        cmocka_unit_test(skip_count_finds_interrupted_pc),
+        cmocka_unit_test(loader_interrupt_uses_frame_pointer_walk),
+        cmocka_unit_test(symbolizer_caches_and_formats),
+        cmocka_unit_test(symbolizer_sees_modules_loaded_later),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}

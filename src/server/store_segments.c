@@ -370,7 +370,8 @@ skp_err store_list_profiled_segments(struct store *st, const char *task_id, json
         err = store__sqlerr(st, rc, "list profiled segments");
         goto out;
     }
-    qsort(v, n, sizeof(*v), cmp_listed);
+    if (n > 1)
+        qsort(v, n, sizeof(*v), cmp_listed);
     arr = json_array();
     if (!arr) {
         err = SKP_ENOMEM;

@@ -1,0 +1,395 @@
+/* Unit tests for src/server/analyzer.c over a real SQLite store: the spec's worked example
+ * (§5.6), per-segment sequences, de-duplication of overlapping windows, sequence windows,
+ * runs and gaps, empty stacks, several roots, the snapshot cap and its tip, JSON shape. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include <cmocka.h>
+
+#include "server/analyzer.h"
+#include "store_test_util.h"
+
+struct expect_node {
+    uint32_t id;
+    uint32_t parent;
+    const char *sig;
+    uint64_t count;
+    int64_t duration;
+    int64_t self;
+};
+
+static void check_tree(const struct analysis_tree *t, const struct expect_node *e, size_t n)
+{
+    assert_int_equal(t->n_nodes, n);
+    for (size_t i = 0; i < n; i++) {
+        const struct analysis_node *nd = &t->nodes[i];
+        assert_int_equal(nd->id, e[i].id);
+        assert_int_equal(nd->parent_id, e[i].parent);
+        assert_string_equal(nd->code_signature, e[i].sig);
+        assert_int_equal(nd->count, e[i].count);
+        assert_int_equal(nd->duration, e[i].duration);
+        assert_int_equal(nd->duration_child_excluded, e[i].self);
+    }
+}
+
+struct fixture {
+    struct tu_db db;
+    struct store *st;
+};
+
+static int setup(void **state)
+{
+    struct fixture *f = skpx_calloc(1, sizeof(*f));
+    tu_db_init(&f->db);
+    f->st = tu_open(f->db.path);
+    *state = f;
+    return 0;
+}
+
+static int teardown(void **state)
+{
+    struct fixture *f = *state;
+    store_close(f->st);
+    tu_db_cleanup(&f->db);
+    skpx_free(f);
+    return 0;
+}
+
+/* The spec's table: one segment, dumps every 10 ms. */
+static void add_worked_example(struct store *st, const char *task, const char *seg)
+{
+    assert_int_equal(tu_add(st, task, seg, 0, 1000, "A,B,C"), SKP_OK);
+    assert_int_equal(tu_add(st, task, seg, 1, 1010, "A,B,C"), SKP_OK);
+    assert_int_equal(tu_add(st, task, seg, 2, 1020, "A,B,D"), SKP_OK);
+    assert_int_equal(tu_add(st, task, seg, 3, 1030, "A,B"), SKP_OK);
+    assert_int_equal(tu_add(st, task, seg, 4, 1040, "A,B,C"), SKP_OK);
+}
+
+static const struct expect_node k_worked[] = {
+    {1, 0, "A", 5, 40, 0},
+    {2, 1, "B", 5, 40, 30},
+    {3, 2, "C", 3, 10, 10},
+    {4, 2, "D", 1, 0, 0},
+};
+
+static void worked_example_exact(void **state)
+{
+    struct fixture *f = *state;
+    add_worked_example(f->st, "t1", "s1");
+    struct analyze_query q = {"s1", 1000, 1040};
+    struct analysis *a = NULL;
+    assert_int_equal(analyze_segments(f->st, &q, 1, NULL, &a), SKP_OK);
+    assert_null(a->tip);
+    assert_int_equal(a->n_trees, 1);
+    assert_int_equal(a->n_snapshots, 5);
+    check_tree(&a->trees[0], k_worked, 4);
+    /* tree links: A → B → {C, D} */
+    const struct analysis_node *n = a->trees[0].nodes;
+    assert_int_equal(n[0].first_child, 1);
+    assert_int_equal(n[0].next_sibling, UINT32_MAX);
+    assert_int_equal(n[1].first_child, 2);
+    assert_int_equal(n[2].next_sibling, 3);
+    assert_int_equal(n[3].next_sibling, UINT32_MAX);
+    assert_int_equal(n[3].first_child, UINT32_MAX);
+    analysis_free(a);
+
+    /* whole segment and whole task give the same tree */
+    assert_int_equal(analyze_segment_all(f->st, "s1", NULL, &a), SKP_OK);
+    check_tree(&a->trees[0], k_worked, 4);
+    analysis_free(a);
+    assert_int_equal(analyze_task(f->st, "t1", NULL, &a), SKP_OK);
+    check_tree(&a->trees[0], k_worked, 4);
+    analysis_free(a);
+}
+
+static void segments_keep_their_own_sequences(void **state)
+{
+    struct fixture *f = *state;
+    /* two segments with the same sequence numbers: OAP would collapse them to 3 */
+    for (int i = 0; i < 3; i++) {
+        assert_int_equal(tu_add(f->st, "t", "s1", i, 1000 + 10 * i, "A,B"), SKP_OK);
+        assert_int_equal(tu_add(f->st, "t", "s2", i, 1005 + 10 * i, "A,C"), SKP_OK);
+    }
+    struct analysis *a = NULL;
+    assert_int_equal(analyze_task(f->st, "t", NULL, &a), SKP_OK);
+    const struct expect_node e[] = {
+        {1, 0, "A", 6, 40, 0},
+        {2, 1, "B", 3, 20, 20},
+        {3, 1, "C", 3, 20, 20},
+    };
+    assert_int_equal(a->n_trees, 1);
+    check_tree(&a->trees[0], e, 3);
+    analysis_free(a);
+
+    /* both windows in one request */
+    struct analyze_query q[] = {{"s1", 0, 5000}, {"s2", 0, 5000}};
+    assert_int_equal(analyze_segments(f->st, q, 2, NULL, &a), SKP_OK);
+    check_tree(&a->trees[0], e, 3);
+    analysis_free(a);
+}
+
+static void runs_never_join_across_segments(void **state)
+{
+    struct fixture *f = *state;
+    /* s1 has seq 0,1; s2 has seq 2,3 far later: joining them would give 4010 */
+    assert_int_equal(tu_add(f->st, "t", "s1", 0, 1000, "A"), SKP_OK);
+    assert_int_equal(tu_add(f->st, "t", "s1", 1, 1010, "A"), SKP_OK);
+    assert_int_equal(tu_add(f->st, "t", "s2", 2, 5000, "A"), SKP_OK);
+    assert_int_equal(tu_add(f->st, "t", "s2", 3, 5010, "A"), SKP_OK);
+    struct analysis *a = NULL;
+    assert_int_equal(analyze_task(f->st, "t", NULL, &a), SKP_OK);
+    const struct expect_node e[] = {{1, 0, "A", 4, 20, 20}};
+    check_tree(&a->trees[0], e, 1);
+    analysis_free(a);
+}
+
+static void overlapping_windows_counted_once(void **state)
+{
+    struct fixture *f = *state;
+    add_worked_example(f->st, "t1", "s1");
+    struct analyze_query q[] = {{"s1", 1000, 1020}, {"s1", 1010, 1040}, {"s1", 1000, 1040}};
+    struct analysis *a = NULL;
+    assert_int_equal(analyze_segments(f->st, q, 3, NULL, &a), SKP_OK);
+    assert_int_equal(a->n_snapshots, 5);
+    check_tree(&a->trees[0], k_worked, 4);
+    analysis_free(a);
+}
+
+static void window_by_time_then_fetch_by_sequence(void **state)
+{
+    struct fixture *f = *state;
+    /* seq 2 was dumped at a time outside the window but lies between in-window sequences */
+    assert_int_equal(tu_add(f->st, "t", "s1", 0, 1000, "A,X"), SKP_OK);
+    assert_int_equal(tu_add(f->st, "t", "s1", 1, 1010, "A,B"), SKP_OK);
+    assert_int_equal(tu_add(f->st, "t", "s1", 2, 9000, "A,B"), SKP_OK);
+    assert_int_equal(tu_add(f->st, "t", "s1", 3, 1030, "A,B"), SKP_OK);
+    assert_int_equal(tu_add(f->st, "t", "s1", 4, 1040, "A,Y"), SKP_OK);
+    int32_t lo = -1, hi = -1;
+    assert_int_equal(store_segment_seq_window(f->st, "s1", 1005, 1035, &lo, &hi), SKP_OK);
+    assert_int_equal(lo, 1);
+    assert_int_equal(hi, 3);
+    struct analyze_query q = {"s1", 1005, 1035};
+    struct analysis *a = NULL;
+    assert_int_equal(analyze_segments(f->st, &q, 1, NULL, &a), SKP_OK);
+    /* seq 1..3 all used (count 3), run 1-2-3 = (9000-1010) + (1030-9000) = 20 */
+    const struct expect_node e[] = {{1, 0, "A", 3, 20, 0}, {2, 1, "B", 3, 20, 20}};
+    check_tree(&a->trees[0], e, 2);
+    analysis_free(a);
+}
+
+static void gaps_end_runs(void **state)
+{
+    struct fixture *f = *state;
+    assert_int_equal(tu_add(f->st, "t", "s1", 0, 0, "A,B"), SKP_OK);
+    assert_int_equal(tu_add(f->st, "t", "s1", 1, 10, "A,B"), SKP_OK);
+    /* seq 2 lost in transit */
+    assert_int_equal(tu_add(f->st, "t", "s1", 3, 30, "A,B"), SKP_OK);
+    assert_int_equal(tu_add(f->st, "t", "s1", 4, 40, "A"), SKP_OK);
+    assert_int_equal(tu_add(f->st, "t", "s1", 5, 50, "A,B"), SKP_OK);
+    struct analysis *a = NULL;
+    assert_int_equal(analyze_segment_all(f->st, "s1", NULL, &a), SKP_OK);
+    /* A: runs 0-1 (10), 3-5 (20) = 30; B: runs 0-1 (10), 3 (0), 5 (0) = 10 */
+    const struct expect_node e[] = {{1, 0, "A", 5, 30, 20}, {2, 1, "B", 4, 10, 10}};
+    check_tree(&a->trees[0], e, 2);
+    analysis_free(a);
+}
+
+static void empty_stacks_dropped(void **state)
+{
+    struct fixture *f = *state;
+    assert_int_equal(tu_add(f->st, "t", "s1", 0, 0, "A,B"), SKP_OK);
+    assert_int_equal(tu_add(f->st, "t", "s1", 1, 10, ""), SKP_OK);
+    assert_int_equal(tu_add(f->st, "t", "s1", 2, 20, "A,B"), SKP_OK);
+    struct analysis *a = NULL;
+    assert_int_equal(analyze_segment_all(f->st, "s1", NULL, &a), SKP_OK);
+    assert_int_equal(a->n_snapshots, 2);
+    /* the empty dump at seq 1 is dropped, so seq 0 and 2 are isolated: duration 0 */
+    const struct expect_node e[] = {{1, 0, "A", 2, 0, 0}, {2, 1, "B", 2, 0, 0}};
+    check_tree(&a->trees[0], e, 2);
+    analysis_free(a);
+}
+
+static void several_roots_several_trees(void **state)
+{
+    struct fixture *f = *state;
+    assert_int_equal(tu_add(f->st, "t", "s1", 0, 0, "X,Y"), SKP_OK);
+    assert_int_equal(tu_add(f->st, "t", "s1", 1, 10, "A,B"), SKP_OK);
+    assert_int_equal(tu_add(f->st, "t", "s1", 2, 20, "A,B"), SKP_OK);
+    assert_int_equal(tu_add(f->st, "t", "s1", 3, 30, "A,C"), SKP_OK);
+    struct analysis *a = NULL;
+    assert_int_equal(analyze_segment_all(f->st, "s1", NULL, &a), SKP_OK);
+    assert_int_equal(a->n_trees, 2);
+    /* sorted by total count: A (3) before X (1); ids restart at 1 in each tree */
+    const struct expect_node ea[] = {
+        {1, 0, "A", 3, 20, 10}, {2, 1, "B", 2, 10, 10}, {3, 1, "C", 1, 0, 0}};
+    const struct expect_node ex[] = {{1, 0, "X", 1, 0, 0}, {2, 1, "Y", 1, 0, 0}};
+    check_tree(&a->trees[0], ea, 3);
+    check_tree(&a->trees[1], ex, 2);
+    analysis_free(a);
+}
+
+static void bfs_ids_and_first_seen_children(void **state)
+{
+    struct fixture *f = *state;
+    assert_int_equal(tu_add(f->st, "t", "s1", 0, 0, "A,B,D"), SKP_OK);
+    assert_int_equal(tu_add(f->st, "t", "s1", 1, 10, "A,C,B"), SKP_OK);
+    assert_int_equal(tu_add(f->st, "t", "s1", 2, 20, "A,B,E"), SKP_OK);
+    struct analysis *a = NULL;
+    assert_int_equal(analyze_segment_all(f->st, "s1", NULL, &a), SKP_OK);
+    /* BFS: A1; B2 C3 (first seen order); D4 E5 under B; B6 under C (same signature, other
+     * parent = other node) */
+    const struct expect_node e[] = {
+        {1, 0, "A", 3, 20, 20}, {2, 1, "B", 2, 0, 0}, {3, 1, "C", 1, 0, 0},
+        {4, 2, "D", 1, 0, 0},   {5, 2, "E", 1, 0, 0}, {6, 3, "B", 1, 0, 0},
+    };
+    check_tree(&a->trees[0], e, 6);
+    analysis_free(a);
+}
+
+static void cap_sets_oap_tip(void **state)
+{
+    struct fixture *f = *state;
+    for (int i = 0; i < 10; i++)
+        assert_int_equal(tu_add(f->st, "t", "s1", i, 1000 + 10 * i, "A,B"), SKP_OK);
+    struct analyze_opts o = {.max_snapshots = 4};
+    struct analyze_query q = {"s1", 0, 5000};
+    struct analysis *a = NULL;
+    assert_int_equal(analyze_segments(f->st, &q, 1, &o, &a), SKP_OK);
+    assert_string_equal(a->tip, "Out of snapshot analyze limit, 10 snapshots found, but analysis "
+                                "first 4 snapshots only.");
+    assert_int_equal(a->n_snapshots, 4);
+    const struct expect_node e[] = {{1, 0, "A", 4, 30, 0}, {2, 1, "B", 4, 30, 30}};
+    check_tree(&a->trees[0], e, 2);
+    analysis_free(a);
+
+    /* the budget spans queries: the second window gets what the first left */
+    struct analyze_query q2[] = {{"s1", 1000, 1020}, {"s1", 1050, 1090}};
+    assert_int_equal(analyze_segments(f->st, q2, 2, &o, &a), SKP_OK);
+    assert_string_equal(a->tip, "Out of snapshot analyze limit, 8 snapshots found, but analysis "
+                                "first 4 snapshots only.");
+    assert_int_equal(a->n_snapshots, 4); /* seq 0,1,2 + seq 5 */
+    analysis_free(a);
+
+    assert_int_equal(analyze_task(f->st, "t", &o, &a), SKP_OK);
+    assert_non_null(a->tip);
+    assert_int_equal(a->n_snapshots, 4);
+    analysis_free(a);
+
+    /* unlimited (default): no tip */
+    assert_int_equal(analyze_segments(f->st, &q, 1, NULL, &a), SKP_OK);
+    assert_null(a->tip);
+    assert_int_equal(a->n_snapshots, 10);
+    analysis_free(a);
+}
+
+static void data_not_found(void **state)
+{
+    struct fixture *f = *state;
+    add_worked_example(f->st, "t1", "s1");
+    struct analyze_query q[] = {{"nope", 0, 5000}, {"s1", 5000, 6000}};
+    struct analysis *a = NULL;
+    assert_int_equal(analyze_segments(f->st, q, 2, NULL, &a), SKP_OK);
+    assert_string_equal(a->tip, "Data not found");
+    assert_int_equal(a->n_trees, 0);
+    json_t *j = analysis_to_json(a);
+    assert_non_null(j);
+    assert_string_equal(json_string_value(json_object_get(j, "tip")), "Data not found");
+    assert_int_equal(json_array_size(json_object_get(j, "trees")), 0);
+    json_decref(j);
+    analysis_free(a);
+
+    assert_int_equal(analyze_task(f->st, "no-such-task", NULL, &a), SKP_OK);
+    assert_string_equal(a->tip, "Data not found");
+    analysis_free(a);
+    assert_int_equal(analyze_segment_all(f->st, "nope", NULL, &a), SKP_OK);
+    assert_string_equal(a->tip, "Data not found");
+    analysis_free(a);
+}
+
+static void json_shape(void **state)
+{
+    struct fixture *f = *state;
+    add_worked_example(f->st, "t1", "s1");
+    struct analysis *a = NULL;
+    assert_int_equal(analyze_segment_all(f->st, "s1", NULL, &a), SKP_OK);
+    json_t *j = analysis_to_json(a);
+    analysis_free(a);
+    assert_non_null(j);
+    assert_true(json_is_null(json_object_get(j, "tip")));
+    json_t *trees = json_object_get(j, "trees");
+    assert_int_equal(json_array_size(trees), 1);
+    json_t *el = json_object_get(json_array_get(trees, 0), "elements");
+    assert_int_equal(json_array_size(el), 4);
+    json_t *b = json_array_get(el, 1);
+    assert_true(json_is_integer(json_object_get(b, "id")));
+    assert_int_equal(json_integer_value(json_object_get(b, "id")), 2);
+    assert_int_equal(json_integer_value(json_object_get(b, "parentId")), 1);
+    assert_string_equal(json_string_value(json_object_get(b, "codeSignature")), "B");
+    assert_int_equal(json_integer_value(json_object_get(b, "duration")), 40);
+    assert_int_equal(json_integer_value(json_object_get(b, "durationChildExcluded")), 30);
+    assert_int_equal(json_integer_value(json_object_get(b, "count")), 5);
+    json_decref(j);
+}
+
+static void signatures_outlive_the_store(void **state)
+{
+    struct fixture *f = *state;
+    add_worked_example(f->st, "t1", "s1");
+    struct analysis *a = NULL;
+    assert_int_equal(analyze_segment_all(f->st, "s1", NULL, &a), SKP_OK);
+    store_close(f->st);
+    f->st = tu_open(f->db.path);
+    assert_string_equal(a->trees[0].nodes[3].code_signature, "D");
+    analysis_free(a);
+}
+
+static void alloc_faults_never_crash(void **state)
+{
+    struct fixture *f = *state;
+    add_worked_example(f->st, "t1", "s1");
+    add_worked_example(f->st, "t1", "s2");
+    for (long k = 0; k < 400; k++) {
+        /* a fresh store each round, so the store's caches are cold too */
+        store_close(f->st);
+        f->st = tu_open(f->db.path);
+        struct analysis *a = NULL;
+        skpx_alloc_fail_after(k);
+        skp_err err = analyze_task(f->st, "t1", NULL, &a);
+        skpx_alloc_fail_after(-1);
+        assert_true(err == SKP_OK || err == SKP_ENOMEM);
+        if (err == SKP_OK) {
+            assert_non_null(a);
+            assert_int_equal(a->n_snapshots, 10);
+            assert_int_equal(a->n_trees, 1);
+            assert_int_equal(a->trees[0].nodes[0].count, 10);
+            assert_int_equal(a->trees[0].nodes[0].duration, 80);
+            assert_string_equal(a->trees[0].nodes[3].code_signature, "D");
+        } else {
+            assert_null(a);
+        }
+        analysis_free(a);
+    }
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test_setup_teardown(worked_example_exact, setup, teardown),
+        cmocka_unit_test_setup_teardown(segments_keep_their_own_sequences, setup, teardown),
+        cmocka_unit_test_setup_teardown(runs_never_join_across_segments, setup, teardown),
+        cmocka_unit_test_setup_teardown(overlapping_windows_counted_once, setup, teardown),
+        cmocka_unit_test_setup_teardown(window_by_time_then_fetch_by_sequence, setup, teardown),
+        cmocka_unit_test_setup_teardown(gaps_end_runs, setup, teardown),
+        cmocka_unit_test_setup_teardown(empty_stacks_dropped, setup, teardown),
+        cmocka_unit_test_setup_teardown(several_roots_several_trees, setup, teardown),
+        cmocka_unit_test_setup_teardown(bfs_ids_and_first_seen_children, setup, teardown),
+        cmocka_unit_test_setup_teardown(cap_sets_oap_tip, setup, teardown),
+        cmocka_unit_test_setup_teardown(data_not_found, setup, teardown),
+        cmocka_unit_test_setup_teardown(json_shape, setup, teardown),
+        cmocka_unit_test_setup_teardown(signatures_outlive_the_store, setup, teardown),
+        cmocka_unit_test_setup_teardown(alloc_faults_never_crash, setup, teardown),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}

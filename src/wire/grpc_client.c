@@ -339,9 +339,10 @@ static skp_err out_append(struct skpx_grpc_client *c, const uint8_t *p, size_t n
 }
 
 /* Moves frames from nghttp2 into `out` until it holds OUT_HIGH_BYTES or nghttp2 has nothing
- * it may send now (flow control, or no pending frames). */
-static void produce(struct skpx_grpc_client *c)
+ * it may send now (flow control, or no pending frames). Returns the number of bytes added. */
+static size_t produce(struct skpx_grpc_client *c)
 {
+    size_t added = 0;
     while (!c->is_broken && out_pending(c) < OUT_HIGH_BYTES) {
         const uint8_t *p = NULL;
         ssize_t n = nghttp2_session_mem_send(c->sess, &p);
@@ -349,17 +350,19 @@ static void produce(struct skpx_grpc_client *c)
             char why[96];
             snprintf(why, sizeof(why), "HTTP/2 send error: %s", nghttp2_strerror((int)n));
             conn_break(c, why);
-            return;
+            return added;
         }
         if (n == 0)
-            return;
+            return added;
         skp_err err = out_append(c, p, (size_t)n);
         if (err) {
             conn_break(c, err == SKP_ENOMEM ? "out of memory buffering output"
                                             : "output frame larger than the buffer cap");
-            return;
+            return added;
         }
+        added += (size_t)n;
     }
+    return added;
 }
 
 /* One non-blocking send() of everything pending. Returns true if it made progress. */
@@ -886,14 +889,17 @@ static skp_err drive(struct skpx_grpc_client *c, int64_t deadline_ms)
     for (;;) {
         if (k->is_done)
             return SKP_OK;
-        produce(c);
+        size_t added = produce(c);
         if (out_pending(c) > 0)
             flush_some(c);
         if (k->is_done)
             return SKP_OK;
         if (c->is_broken)
             return SKP_EUNAVAILABLE;
-        bool can_write_more = out_pending(c) == 0 && nghttp2_session_want_write(c->sess);
+        /* Loop again without waiting only if the last round made progress: a session that
+         * "wants to write" but yields nothing must not spin. */
+        bool can_write_more = added > 0 && out_pending(c) == 0 &&
+                              nghttp2_session_want_write(c->sess);
         if (!can_write_more && out_pending(c) == 0 && !nghttp2_session_want_read(c->sess)) {
             conn_break(c, "HTTP/2 session ended by the server");
             return SKP_EUNAVAILABLE;

@@ -950,7 +950,7 @@ static skp_err call_outcome(struct skpx_grpc_client *c, char *msg, size_t cap)
             /* The server enforces the grpc-timeout we sent and usually notices the deadline
              * at the same moment we do: the caller sees one outcome, SKP_ETIMEDOUT (res->status
              * tells who detected it: 4 from the server, -1 locally). */
-            snprintf(msg, cap, "deadline exceeded (server): %s", k->grpc_message);
+            snprintf(msg, cap, "deadline exceeded (server): %.200s", k->grpc_message);
             return SKP_ETIMEDOUT;
         }
         if (k->grpc_status != SKPX_GRPC_OK) {

@@ -1,0 +1,155 @@
+"""Entry spans from Python: the manual API (``entry`` context manager, ``entry_point``
+decorator) and the helpers the framework instrumentation uses.
+
+Spans live in libskyprof, per thread: an entry span must end on the thread that began it. Every
+call here is guarded so a failure inside the agent never reaches user code: the first unexpected
+exception is logged and switches the agent's tracing off for the rest of the process.
+"""
+import functools
+
+from . import _native
+from ._log import logger
+
+COMPONENT_PYTHON = 7000       # SkyWalking component id "Python" (http.server plugin: General)
+COMPONENT_WSGI = 7000
+COMPONENT_ASGI = 7000
+
+_state = {'disabled': False}
+
+
+def _disable(what, exc):
+    if not _state['disabled']:
+        _state['disabled'] = True
+        logger.error('skyprof: %s failed (%r); tracing switched off', what, exc)
+
+
+def enabled():
+    return _native.HAS_AGENT and not _state['disabled']
+
+
+def begin(endpoint, sw8=None, component=None, layer=None, tags=None):
+    """Opens an entry span (a new segment when the thread has none). Returns a handle or None."""
+    if not enabled():
+        return None
+    try:
+        span = _native.native.entry_begin(endpoint, sw8)
+        if span is not None:
+            if component is not None:
+                _native.native.span_set_component(span, component,
+                                                  layer if layer is not None else -1)
+            if tags:
+                for k, v in tags:
+                    _native.native.span_tag(span, k, str(v))
+        return span
+    except Exception as e:  # never into user code
+        _disable('entry_begin', e)
+        return None
+
+
+def tag(span, key, value):
+    if span is None:
+        return
+    try:
+        _native.native.span_tag(span, key, str(value))
+    except Exception as e:
+        _disable('span_tag', e)
+
+
+def error(span, is_error=True):
+    if span is None:
+        return
+    try:
+        _native.native.span_set_error(span, bool(is_error))
+    except Exception as e:
+        _disable('span_set_error', e)
+
+
+def end(span):
+    if span is None:
+        return
+    try:
+        _native.native.entry_end(span)
+    except Exception as e:
+        _disable('entry_end', e)
+
+
+def segment_open():
+    """True when the calling thread has an open segment."""
+    if not enabled():
+        return False
+    try:
+        return _native.native.current_segment_id() is not None
+    except Exception as e:
+        _disable('current_segment_id', e)
+        return False
+
+
+class entry:
+    """``with skyprof.entry('/checkout', sw8=headers.get('sw8')):`` - an entry span around a
+    block (the endpoint name is what profile tasks match). Also a decorator factory via
+    ``entry_point``. Exceptions of the block mark the span as an error and propagate."""
+
+    __slots__ = ('endpoint', 'sw8', 'span', 'component', 'layer')
+
+    def __init__(self, endpoint, sw8=None, component=COMPONENT_PYTHON, layer=None):
+        self.endpoint = endpoint
+        self.sw8 = sw8
+        self.component = component
+        self.layer = layer
+        self.span = None
+
+    def __enter__(self):
+        self.span = begin(self.endpoint, self.sw8, self.component, self.layer)
+        return self
+
+    def tag(self, key, value):
+        tag(self.span, key, value)
+
+    def __exit__(self, exc_type, exc, tb):
+        if exc_type is not None:
+            error(self.span)
+        end(self.span)
+        self.span = None
+        return False
+
+
+def entry_point(endpoint=None, sw8_arg=None):
+    """Decorator: runs the function inside an entry span named `endpoint` (default: the function's
+    qualified name). ``sw8_arg`` names a keyword argument carrying an incoming sw8 header."""
+
+    def deco(fn):
+        name = endpoint or getattr(fn, '__qualname__', getattr(fn, '__name__', 'entry'))
+
+        @functools.wraps(fn)
+        def wrapper(*args, **kwargs):
+            sw8 = kwargs.get(sw8_arg) if sw8_arg else None
+            with entry(name, sw8=sw8):
+                return fn(*args, **kwargs)
+
+        return wrapper
+
+    if callable(endpoint) and sw8_arg is None:  # used bare: @entry_point
+        fn, endpoint = endpoint, None
+        return deco(fn)
+    return deco
+
+
+def sw8_inject():
+    """The sw8 header value for an outgoing call from the current span, or None."""
+    if not enabled():
+        return None
+    try:
+        return _native.native.sw8_inject()
+    except Exception as e:
+        _disable('sw8_inject', e)
+        return None
+
+
+def current_trace_id():
+    if not enabled():
+        return None
+    try:
+        return _native.native.current_trace_id()
+    except Exception as e:
+        _disable('current_trace_id', e)
+        return None

@@ -257,7 +257,7 @@ static skp_err listed_from_row(struct store *st, sqlite3_stmt *s, const char *ta
     int64_t seg = sqlite3_column_int64(s, 1);
     int64_t task = sqlite3_column_int64(s, 2);
     bool have_segment = sqlite3_column_type(s, 3) != SQLITE_NULL;
-    int64_t start, end;
+    int64_t start = 0, end = 0;
     json_t *spans = NULL, *names = json_array();
     if (!names)
         return SKP_ENOMEM;

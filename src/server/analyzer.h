@@ -62,8 +62,11 @@ SKP_MUST_CHECK skp_err analyze_task(struct store *st, const char *task_id,
 /* Analyses a segment's whole life (all its snapshots). */
 SKP_MUST_CHECK skp_err analyze_segment_all(struct store *st, const char *segment_id,
                                            const struct analyze_opts *opts, struct analysis **out);
+/* Frees tip, every trees[i].nodes, trees, _arena and a itself (all skpx-allocated, so a
+ * hand-built analysis can be freed too). NULL ok. */
 void analysis_free(struct analysis *a);
-/* {tip, trees:[{elements:[...]}]} as the API returns it (tip null when absent). */
+/* {tip, trees:[{elements:[...]}]} as the API returns it (tip null when absent; id and
+ * parentId are JSON integers). Returns a new reference, NULL on allocation failure. */
 json_t *analysis_to_json(const struct analysis *a);
 
 #endif

@@ -7,6 +7,7 @@ import os
 import re
 import shutil
 import sys
+import time
 import types
 
 import grpc
@@ -154,9 +155,13 @@ class Skyprofd:
         check_sanitizer_clean(self.proc)
 
 
+_T0 = int(time.time() * 1000)
+
+
 def snap(task, segment, seq, frames, time_ms=None):
+    """A ThreadSnapshot; the default time is recent so retention at a restart keeps it."""
     return Profile_pb2.ThreadSnapshot(
-        taskId=task, traceSegmentId=segment, time=time_ms if time_ms is not None else 1700000000000 + seq * 10,
+        taskId=task, traceSegmentId=segment, time=time_ms if time_ms is not None else _T0 + seq * 10,
         sequence=seq, stack=Profile_pb2.ThreadStack(codeSignatures=list(frames)))
 
 

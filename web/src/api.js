@@ -1,0 +1,77 @@
+// api.js - the skyprofd HTTP API as used by the UI. Every call resolves to parsed JSON or
+// throws an ApiError carrying the HTTP status and the server's {error} / {errorReason, field}.
+
+export class ApiError extends Error {
+  constructor(message, status, body) {
+    super(message);
+    this.status = status;
+    this.body = body || null;
+  }
+}
+
+const TOKEN_KEY = 'skyprof.apiToken';
+
+export function getToken() {
+  try { return localStorage.getItem(TOKEN_KEY) || ''; } catch { return ''; }
+}
+
+export function setToken(t) {
+  try { if (t) localStorage.setItem(TOKEN_KEY, t); else localStorage.removeItem(TOKEN_KEY); } catch { /* private mode */ }
+}
+
+async function call(method, path, body) {
+  const headers = { Accept: 'application/json' };
+  const token = getToken();
+  if (token) headers.Authorization = 'Bearer ' + token;
+  if (body !== undefined) headers['Content-Type'] = 'application/json';
+  let res;
+  try {
+    res = await fetch(path, { method, headers, body: body === undefined ? undefined : JSON.stringify(body) });
+  } catch (e) {
+    throw new ApiError('cannot reach skyprofd (' + e.message + ')', 0);
+  }
+  const text = await res.text();
+  let data = null;
+  if (text) {
+    try { data = JSON.parse(text); } catch { data = null; }
+  }
+  if (!res.ok) {
+    const msg = (data && (data.errorReason || data.error)) || text || res.statusText;
+    throw new ApiError(msg + ' (HTTP ' + res.status + ')', res.status, data);
+  }
+  if (data === null && text) throw new ApiError('invalid JSON from ' + path, res.status);
+  return data;
+}
+
+const enc = encodeURIComponent;
+
+export const api = {
+  services: () => call('GET', '/api/v1/services'),
+  instances: (svc) => call('GET', '/api/v1/services/' + enc(svc) + '/instances'),
+  tasks: (service, endpoint) => {
+    const q = new URLSearchParams();
+    if (service) q.set('service', service);
+    if (endpoint) q.set('endpointName', endpoint);
+    const qs = q.toString();
+    return call('GET', '/api/v1/profile/tasks' + (qs ? '?' + qs : ''));
+  },
+  task: (id) => call('GET', '/api/v1/profile/tasks/' + enc(id)),
+  taskLogs: (id) => call('GET', '/api/v1/profile/tasks/' + enc(id) + '/logs'),
+  segments: (id) => call('GET', '/api/v1/profile/tasks/' + enc(id) + '/segments'),
+  createTask: (req) => call('POST', '/api/v1/profile/tasks', req),
+  analyze: (queries) => call('POST', '/api/v1/profile/analyze', queries),
+  analyzeTask: (id) => call('GET', '/api/v1/profile/tasks/' + enc(id) + '/analyze'),
+  analyzeSegment: (seg) => call('GET', '/api/v1/profile/segments/' + enc(seg) + '/analyze'),
+};
+
+export const EXPORT_FORMATS = ['pprof', 'collapsed', 'speedscope', 'html', 'json'];
+
+export function taskExportUrl(id, format) {
+  return '/api/v1/profile/tasks/' + enc(id) + '/export?format=' + format;
+}
+
+export function segmentExportUrl(seg, format, start, end) {
+  let u = '/api/v1/profile/segments/' + enc(seg) + '/export?format=' + format;
+  if (start != null && end != null) u += '&start=' + start + '&end=' + end;
+  return u;
+}

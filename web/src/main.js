@@ -1,0 +1,472 @@
+// main.js - the skyprof web UI: hash routes, views and their wiring.
+// Routes (deep-linkable):
+//   #/                       landing: the latest task with profiled segments, its first profiled
+//                            segment analysed (tree + flame graph); else the task list
+//   #/services[/NAME]        services; instances of NAME
+//   #/tasks                  task list and the create form
+//   #/tasks/ID               a task: details, logs by instance, sampled segments
+//   #/tasks/ID/analyze       ... and the analysis of the whole task
+//   #/tasks/ID/segments/SEG[?span=SEG:SPANID&mode=include|exclude]
+//                            ... a segment's spans and the analysis of the selected span
+import './style.css';
+import { api, ApiError, getToken, setToken, EXPORT_FORMATS, taskExportUrl, segmentExportUrl } from './api.js';
+import { h, fmtTime, statusBadge } from './dom.js';
+import { analyzeQueries } from './ranges.js';
+import { buildTrees, groupByFunction } from './tree.js';
+import { treeTable } from './treetable.js';
+import { flameGraph } from './flame.js';
+
+const app = document.getElementById('app');
+const banner = document.getElementById('banner');
+let generation = 0;          // bumps on every navigation; stale async work checks it
+let timers = [];
+let flames = [];
+
+function showError(err) {
+  const msg = err instanceof ApiError || err instanceof Error ? err.message : String(err);
+  banner.textContent = 'Error: ' + msg;
+  banner.hidden = false;
+}
+
+function clearError() {
+  banner.hidden = true;
+  banner.textContent = '';
+}
+
+window.addEventListener('error', (ev) => showError(ev.message));
+window.addEventListener('unhandledrejection', (ev) => showError(ev.reason));
+
+function parseHash() {
+  const raw = location.hash.replace(/^#\/?/, '');
+  const [path, query] = raw.split('?');
+  const parts = path.split('/').filter(Boolean).map(decodeURIComponent);
+  return { parts, query: new URLSearchParams(query || '') };
+}
+
+const enc = encodeURIComponent;
+
+async function route() {
+  const gen = ++generation;
+  timers.forEach(clearInterval);
+  timers = [];
+  flames.forEach((f) => f.destroy());
+  flames = [];
+  clearError();
+  const { parts, query } = parseHash();
+  document.querySelectorAll('[data-nav]').forEach((a) => a.classList.toggle('active', a.dataset.nav === (parts[0] || 'tasks')));
+  try {
+    if (parts.length === 0) return await landing(gen);
+    if (parts[0] === 'services') return await servicesPage(gen, parts[1]);
+    if (parts[0] === 'tasks') {
+      const opts = {};
+      if (parts[2] === 'analyze') opts.taskAnalysis = true;
+      if (parts[2] === 'segments' && parts[3]) {
+        opts.segment = parts[3];
+        opts.span = query.get('span');
+        opts.mode = query.get('mode') === 'exclude' ? 'exclude' : 'include';
+      }
+      return await tasksPage(gen, parts[1], opts);
+    }
+    app.replaceChildren(h('p', null, 'Unknown page. ', h('a', { href: '#/tasks' }, 'Go to the task list.')));
+  } catch (e) {
+    if (gen !== generation) return;
+    showError(e);
+    if (!app.firstChild || app.textContent === 'Loading…') {
+      app.replaceChildren(h('p', { class: 'muted' }, 'This view could not be loaded. ', h('a', { href: '#/tasks' }, 'Task list')));
+    }
+  }
+}
+
+// ---- landing ----
+
+function firstProfiledSpan(group) {
+  return (group.spans || []).find((s) => s.profiled);
+}
+
+async function landing(gen) {
+  app.replaceChildren(h('p', { class: 'muted' }, 'Looking for the latest profiled segment…'));
+  const tasks = sortTasks(await api.tasks());
+  for (const t of tasks.slice(0, 20)) {
+    const segs = await api.segments(t.id);
+    if (gen !== generation) return;
+    for (const g of segs) {
+      const sp = firstProfiledSpan(g);
+      if (sp) {
+        location.replace(`#/tasks/${enc(t.id)}/segments/${enc(sp.segmentId)}`);
+        return;
+      }
+    }
+  }
+  if (gen !== generation) return;
+  location.replace('#/tasks');
+}
+
+function sortTasks(tasks) {
+  return [...(tasks || [])].sort((a, b) => (Number(b.startTime) || 0) - (Number(a.startTime) || 0) ||
+    (Number(b.createTime) || 0) - (Number(a.createTime) || 0));
+}
+
+// ---- services ----
+
+async function servicesPage(gen, name) {
+  const services = await api.services();
+  if (gen !== generation) return;
+  const list = h('table', { class: 'grid services' },
+    h('thead', null, h('tr', null, h('th', null, 'Service'), h('th', null, 'Layer'), h('th', null, 'Instances'), h('th', null, 'Last seen'))),
+    h('tbody', null, services.map((s) => h('tr', { class: s.name === name ? 'selected' : '' },
+      h('td', null, h('a', { href: '#/services/' + enc(s.name) }, s.name)),
+      h('td', null, s.layer || '-'), h('td', { class: 'num' }, s.instances ?? '-'), h('td', null, fmtTime(s.lastSeen))))));
+  const left = h('section', { class: 'card' }, h('h2', null, 'Services'),
+    services.length ? list : h('p', { class: 'muted' }, 'No service has reported yet. Start an agent pointed at skyprofd\'s gRPC port.'));
+  const right = h('section', { class: 'card' });
+  app.replaceChildren(h('div', { class: 'cols' }, left, right));
+  if (!name) {
+    right.append(h('p', { class: 'muted' }, 'Select a service to see its instances.'));
+    return;
+  }
+  right.append(h('h2', null, 'Instances of ', h('code', null, name)));
+  const inst = await api.instances(name);
+  if (gen !== generation) return;
+  right.append(inst.length ? h('table', { class: 'grid instances' },
+    h('thead', null, h('tr', null, h('th', null, 'Instance'), h('th', null, 'Language'), h('th', null, 'Last heartbeat'), h('th', null, 'Properties'))),
+    h('tbody', null, inst.map((i) => h('tr', null, h('td', null, i.name), h('td', null, i.language || '-'),
+      h('td', null, fmtTime(i.lastHeartbeat)),
+      h('td', null, h('dl', { class: 'props' }, Object.entries(i.properties || {}).map(([k, v]) => [h('dt', null, k), h('dd', null, String(v))]))))))) :
+    h('p', { class: 'muted' }, 'No instances.'));
+  right.append(h('p', null, h('a', { href: '#/tasks?service=' + enc(name) }, 'Profile tasks of this service')));
+}
+
+// ---- tasks ----
+
+const FIELDS = {
+  service: 'Service',
+  endpointName: 'Endpoint',
+  startTime: 'Monitor time',
+  duration: 'Monitor duration',
+  minDurationThreshold: 'Min duration threshold (ms)',
+  dumpPeriod: 'Dump period',
+  maxSamplingCount: 'Max sampling count',
+};
+
+function field(name, input, hint) {
+  return h('div', { class: 'field', dataset: { field: name } },
+    h('label', { for: 'f-' + name }, FIELDS[name]),
+    h('div', { class: 'control' }, input, hint ? h('span', { class: 'hint' }, hint) : null,
+      h('span', { class: 'field-error', id: 'err-' + name, role: 'alert' })));
+}
+
+function select(name, values, def, suffix) {
+  return h('select', { id: 'f-' + name, name }, values.map((v) => h('option', { value: v, selected: v === def }, v + (suffix || ''))));
+}
+
+function createForm(services, tasks, onCreated) {
+  const svc = h('input', { id: 'f-service', name: 'service', list: 'dl-services', autocomplete: 'off' });
+  const ep = h('input', { id: 'f-endpointName', name: 'endpointName', list: 'dl-endpoints', autocomplete: 'off', placeholder: 'e.g. GET:/orders' });
+  const when = h('select', { id: 'f-startMode', name: 'startMode' }, h('option', { value: 'now' }, 'Monitor now'), h('option', { value: 'at' }, 'Set start time'));
+  const at = h('input', { id: 'f-startTime', name: 'startTime', type: 'datetime-local', hidden: true });
+  when.addEventListener('change', () => { at.hidden = when.value !== 'at'; });
+  const thr = h('input', { id: 'f-minDurationThreshold', name: 'minDurationThreshold', type: 'number', value: '0', step: '1' });
+  const formError = h('p', { class: 'form-error', role: 'alert' });
+  const form = h('form', { class: 'create-task', novalidate: true },
+    h('h3', null, 'New profile task'),
+    h('datalist', { id: 'dl-services' }, services.map((s) => h('option', { value: s.name }))),
+    h('datalist', { id: 'dl-endpoints' }, [...new Set(tasks.map((t) => t.endpointName))].map((e) => h('option', { value: e }))),
+    field('service', svc),
+    field('endpointName', ep),
+    field('startTime', h('span', null, when, ' ', at)),
+    field('duration', select('duration', [5, 10, 15], 5, ' min')),
+    field('minDurationThreshold', thr, 'profile only requests slower than this'),
+    field('dumpPeriod', select('dumpPeriod', [10, 20, 50, 100], 10, ' ms')),
+    field('maxSamplingCount', select('maxSamplingCount', [1, 2, 3, 4, 5, 6, 7, 8, 9], 5)),
+    formError,
+    h('div', { class: 'actions' }, h('button', { type: 'submit', class: 'primary' }, 'Create task')));
+  form.addEventListener('submit', async (ev) => {
+    ev.preventDefault();
+    form.querySelectorAll('.field-error').forEach((e) => { e.textContent = ''; });
+    form.querySelectorAll('.field').forEach((e) => e.classList.remove('invalid'));
+    formError.textContent = '';
+    const fd = new FormData(form);
+    const num = (k) => (fd.get(k) === '' || fd.get(k) === null ? NaN : Number(fd.get(k)));
+    const req = {
+      service: String(fd.get('service') || '').trim(),
+      endpointName: String(fd.get('endpointName') || '').trim(),
+      duration: num('duration'),
+      minDurationThreshold: num('minDurationThreshold'),
+      dumpPeriod: num('dumpPeriod'),
+      maxSamplingCount: num('maxSamplingCount'),
+    };
+    if (Number.isNaN(req.minDurationThreshold)) req.minDurationThreshold = 0;
+    if (when.value === 'at') {
+      const t = at.value ? new Date(at.value).getTime() : NaN;
+      if (Number.isNaN(t)) {
+        setFieldError(form, 'startTime', 'choose a start time');
+        return;
+      }
+      req.startTime = t;
+    }
+    try {
+      const res = await api.createTask(req);
+      onCreated(res.id);
+    } catch (e) {
+      const body = e.body || {};
+      if (body.field && form.querySelector(`[data-field="${body.field}"]`)) setFieldError(form, body.field, body.errorReason || e.message);
+      else formError.textContent = body.errorReason || e.message;
+    }
+  });
+  return form;
+}
+
+function setFieldError(form, name, msg) {
+  const f = form.querySelector(`[data-field="${name}"]`);
+  f.classList.add('invalid');
+  f.querySelector('.field-error').textContent = msg;
+}
+
+function taskRow(t, selectedId) {
+  const end = Number(t.startTime) + Number(t.duration) * 60000;
+  return h('tr', { class: t.id === selectedId ? 'selected task' : 'task', dataset: { id: t.id } },
+    h('td', null, h('a', { href: '#/tasks/' + enc(t.id) }, t.endpointName)),
+    h('td', null, t.service || t.serviceName || ''),
+    h('td', null, statusBadge(t.status)),
+    h('td', null, fmtTime(t.startTime), h('br'), h('span', { class: 'muted' }, '→ ' + fmtTime(end))));
+}
+
+function logsByInstance(logs) {
+  if (!logs || !logs.length) return h('p', { class: 'muted' }, 'No logs yet: no instance has fetched the task.');
+  const groups = new Map();
+  for (const l of logs) {
+    const k = l.instanceName || '(unknown instance)';
+    if (!groups.has(k)) groups.set(k, []);
+    groups.get(k).push(l);
+  }
+  return h('div', { class: 'logs' }, [...groups].map(([inst, ls]) => h('div', { class: 'log-group' },
+    h('h4', null, inst),
+    h('ul', null, ls.map((l) => h('li', null, h('span', { class: 'op op-' + l.operationType }, l.operationType), ' ', fmtTime(l.operationTime)))))));
+}
+
+function taskDetails(t) {
+  const kv = (k, v) => [h('dt', null, k), h('dd', null, v)];
+  return h('dl', { class: 'kv' },
+    kv('Task', h('code', null, t.id)), kv('Status', statusBadge(t.status)),
+    kv('Service', t.service || t.serviceName || ''), kv('Endpoint', t.endpointName),
+    kv('Monitor time', fmtTime(t.startTime) + ' → ' + fmtTime(Number(t.startTime) + Number(t.duration) * 60000)),
+    kv('Duration', t.duration + ' min'), kv('Min duration threshold', t.minDurationThreshold + ' ms'),
+    kv('Dump period', t.dumpPeriod + ' ms'), kv('Max sampling count', t.maxSamplingCount));
+}
+
+function exportLinks(urlFor, note) {
+  return h('div', { class: 'exports' }, 'Export: ',
+    EXPORT_FORMATS.map((f) => h('a', { class: 'button', href: urlFor(f), download: '', dataset: { format: f } }, f)),
+    note ? h('span', { class: 'muted' }, ' ' + note) : null);
+}
+
+function segmentsTable(taskId, groups, selectedSeg) {
+  if (!groups.length) return h('p', { class: 'muted' }, 'No sampled segments yet.');
+  return h('table', { class: 'grid segments' },
+    h('thead', null, h('tr', null, h('th', null, 'Endpoint'), h('th', null, 'Start'), h('th', null, 'Duration (ms)'), h('th', null, 'Trace ID'), h('th', null, 'Instance'))),
+    h('tbody', null, groups.map((g) => {
+      const sp = firstProfiledSpan(g);
+      const seg = sp ? sp.segmentId : g.segmentId;
+      const isSel = (g.spans || []).some((s) => s.segmentId === selectedSeg) || g.segmentId === selectedSeg;
+      return h('tr', { class: 'segment' + (isSel ? ' selected' : ''), dataset: { segment: seg } },
+        h('td', null, h('a', { href: `#/tasks/${enc(taskId)}/segments/${enc(seg)}` }, (g.endpointNames || [])[0] || '-')),
+        h('td', null, fmtTime(g.start)), h('td', { class: 'num' }, g.duration),
+        h('td', null, h('code', null, g.traceId)), h('td', null, g.instanceName || ''));
+    })));
+}
+
+async function tasksPage(gen, taskId, opts) {
+  const [tasksRaw, services] = await Promise.all([api.tasks(), api.services().catch(() => [])]);
+  if (gen !== generation) return;
+  const tasks = sortTasks(tasksRaw);
+  const { query } = parseHash();
+  const svcFilter = query.get('service');
+  const shown = svcFilter ? tasks.filter((t) => (t.service || t.serviceName) === svcFilter) : tasks;
+
+  const form = createForm(services, tasks, (id) => { location.hash = '#/tasks/' + enc(id); });
+  form.hidden = !!taskId && tasks.length > 0;
+  const taskTbody = h('tbody', null, shown.map((t) => taskRow(t, taskId)));
+  const left = h('section', { class: 'card tasks-col' },
+    h('div', { class: 'card-head' }, h('h2', null, 'Profile tasks'),
+      h('button', { type: 'button', class: 'primary', id: 'new-task', onclick: () => { form.hidden = !form.hidden; } }, 'New task')),
+    form,
+    svcFilter ? h('p', { class: 'muted' }, 'Service ', h('code', null, svcFilter), ' · ', h('a', { href: '#/tasks' }, 'all services')) : null,
+    shown.length ? h('table', { class: 'grid task-list' },
+      h('thead', null, h('tr', null, h('th', null, 'Endpoint'), h('th', null, 'Service'), h('th', null, 'Status'), h('th', null, 'Monitor time'))),
+      taskTbody) : h('p', { class: 'muted' }, 'No tasks yet. Create one with "New task".'));
+  const right = h('div', { class: 'detail-col' });
+  app.replaceChildren(h('div', { class: 'cols' }, left, right));
+  if (!taskId) {
+    right.append(h('section', { class: 'card' }, h('p', { class: 'muted' }, 'Select a task to see its logs, sampled segments and profile.')));
+    return;
+  }
+  let task = tasks.find((t) => t.id === taskId);
+  if (!task) task = await api.task(taskId);
+  if (gen !== generation) return;
+
+  const logsBox = h('div', null, logsByInstance(task.logs));
+  const taskCard = h('section', { class: 'card task-detail' },
+    h('div', { class: 'card-head' }, h('h2', null, 'Task ', h('span', { class: 'muted' }, task.endpointName)),
+      h('a', { class: 'button', id: 'analyze-task', href: `#/tasks/${enc(taskId)}/analyze` }, 'Analyze whole task')),
+    taskDetails(task), h('h3', null, 'Logs by instance'), logsBox);
+  const segBox = h('div', null, h('p', { class: 'muted' }, 'Loading segments…'));
+  const segCard = h('section', { class: 'card' },
+    h('div', { class: 'card-head' }, h('h2', null, 'Sampled segments'), h('span', { class: 'muted refresh-note' })), segBox);
+  right.append(taskCard, segCard);
+
+  let groups = await api.segments(taskId);
+  if (gen !== generation) return;
+  segBox.replaceChildren(segmentsTable(taskId, groups, opts.segment));
+
+  // While the task is pending or running, refresh its status, logs and segments.
+  if (task.status === 'pending' || task.status === 'running') {
+    segCard.querySelector('.refresh-note').textContent = 'refreshing every 3 s while the task runs';
+    const timer = setInterval(async () => {
+      try {
+        const [t, segs] = await Promise.all([api.task(taskId), api.segments(taskId)]);
+        if (gen !== generation) return;
+        groups = segs;
+        segBox.replaceChildren(segmentsTable(taskId, segs, opts.segment));
+        logsBox.replaceChildren(logsByInstance(t.logs || await api.taskLogs(taskId)));
+        const row = taskTbody.querySelector(`tr[data-id="${CSS.escape(taskId)}"]`);
+        if (row) row.replaceWith(taskRow(t, taskId));
+        taskCard.querySelector('.kv').replaceWith(taskDetails(t));
+        if (t.status === 'finished') {
+          clearInterval(timer);
+          segCard.querySelector('.refresh-note').textContent = '';
+        }
+      } catch (e) {
+        if (gen === generation) showError(e);
+      }
+    }, 3000);
+    timers.push(timer);
+  }
+
+  if (opts.taskAnalysis) {
+    const card = h('section', { class: 'card analysis-card' });
+    right.append(card);
+    await runAnalysis(gen, card, 'Whole task ' + taskId, () => api.analyzeTask(taskId), (f) => taskExportUrl(taskId, f));
+    return;
+  }
+  if (opts.segment) await segmentView(gen, right, taskId, groups, opts);
+}
+
+function spanKey(s) {
+  return s.segmentId + ':' + s.spanId;
+}
+
+async function segmentView(gen, right, taskId, groups, opts) {
+  const group = groups.find((g) => (g.spans || []).some((s) => s.segmentId === opts.segment) || g.segmentId === opts.segment);
+  if (!group) {
+    right.append(h('section', { class: 'card' }, h('p', { class: 'error' }, 'Segment ', h('code', null, opts.segment), ' is not among the sampled segments of this task.')));
+    return;
+  }
+  const spans = group.spans || [];
+  let selected = spans.find((s) => spanKey(s) === opts.span) ||
+    spans.find((s) => s.segmentId === opts.segment && s.profiled) || spans.find((s) => s.profiled) || spans[0];
+  let mode = opts.mode;
+
+  const analyzeBtn = h('button', { type: 'button', class: 'primary', id: 'analyze' }, 'Analyze');
+  const modeInc = h('input', { type: 'radio', name: 'mode', value: 'include', id: 'mode-include', checked: mode === 'include' });
+  const modeExc = h('input', { type: 'radio', name: 'mode', value: 'exclude', id: 'mode-exclude', checked: mode === 'exclude' });
+  const byId = new Map(spans.map((s) => [spanKey(s), s]));
+  const depthOf = (s) => {
+    let d = 0;
+    let cur = s;
+    const seen = new Set();
+    while (cur && cur.parentSpanId >= 0 && !seen.has(cur)) {
+      seen.add(cur);
+      cur = byId.get(cur.segmentId + ':' + cur.parentSpanId);
+      if (cur) d++;
+    }
+    return d;
+  };
+  const tbody = h('tbody', null, spans.map((s) => {
+    const row = h('tr', { class: 'span' + (s === selected ? ' selected' : '') + (s.profiled ? ' profiled' : ''), dataset: { key: spanKey(s) } },
+      h('td', null, h('input', { type: 'radio', name: 'span', value: spanKey(s), checked: s === selected, 'aria-label': 'select span' })),
+      h('td', { class: 'sig', style: `padding-left:${6 + depthOf(s) * 14}px` }, s.endpointName || s.peer || '-'),
+      h('td', null, s.type || ''), h('td', null, s.component || ''),
+      h('td', { class: 'num' }, Number(s.endTime) - Number(s.startTime)),
+      h('td', null, fmtTime(s.startTime)),
+      h('td', null, s.profiled ? h('span', { class: 'badge profiled' }, 'profiled') : h('span', { class: 'badge not-profiled' }, 'not profiled')),
+      h('td', null, h('code', { class: 'small' }, s.segmentId)));
+    row.addEventListener('click', () => select(s));
+    return row;
+  }));
+  function select(s) {
+    selected = s;
+    tbody.querySelectorAll('tr').forEach((r) => {
+      const on = r.dataset.key === spanKey(s);
+      r.classList.toggle('selected', on);
+      r.querySelector('input').checked = on;
+    });
+    analyzeBtn.disabled = !s.profiled;
+    analyzeBtn.title = s.profiled ? '' : 'this span\'s segment was not profiled';
+  }
+  const card = h('section', { class: 'card segment-detail' },
+    h('div', { class: 'card-head' }, h('h2', null, 'Trace ', h('code', { id: 'trace-id' }, group.traceId))),
+    h('div', { class: 'toolbar' },
+      h('label', null, modeInc, ' Include Children'), h('label', null, modeExc, ' Exclude Children'), analyzeBtn),
+    h('table', { class: 'grid spans' },
+      h('thead', null, h('tr', null, h('th', null, ''), h('th', null, 'Span'), h('th', null, 'Type'), h('th', null, 'Component'), h('th', null, 'Duration (ms)'), h('th', null, 'Start'), h('th', null, 'Profiled'), h('th', null, 'Segment'))),
+      tbody));
+  const resultCard = h('section', { class: 'card analysis-card' });
+  right.append(card, resultCard);
+  select(selected);
+  [modeInc, modeExc].forEach((r) => r.addEventListener('change', () => { mode = r.value; }));
+
+  const run = async () => {
+    if (!selected || !selected.profiled) return;
+    const queries = analyzeQueries(selected, spans, mode);
+    history.replaceState(null, '', `#/tasks/${enc(taskId)}/segments/${enc(opts.segment)}?span=${enc(spanKey(selected))}&mode=${mode}`);
+    const label = `Span "${selected.endpointName || selected.spanId}" of segment ${selected.segmentId} · ${mode === 'exclude' ? 'Exclude' : 'Include'} Children · ${queries.length} time range${queries.length === 1 ? '' : 's'}`;
+    const s0 = Number(selected.startTime);
+    const e0 = Number(selected.endTime);
+    const seg = selected.segmentId;
+    if (!queries.length) {
+      resultCard.replaceChildren(h('h2', null, 'Profile'), h('p', { class: 'tip' }, 'The child spans cover the whole span: nothing left to analyse.'));
+      return;
+    }
+    await runAnalysis(gen, resultCard, label, () => api.analyze(queries), (f) => segmentExportUrl(seg, f, s0, e0),
+      mode === 'exclude' ? '(exports cover the span\'s whole time range)' : '');
+  };
+  analyzeBtn.addEventListener('click', () => { run().catch(showError); });
+  // Opening a segment analyses its selected profiled span at once (deep links and the landing page).
+  if (selected && selected.profiled) await run();
+  else resultCard.append(h('p', { class: 'muted' }, 'Select a profiled span and press Analyze.'));
+}
+
+async function runAnalysis(gen, card, label, fetcher, exportUrl, exportNote) {
+  card.replaceChildren(h('h2', null, 'Profile'), h('p', { class: 'muted' }, 'Analyzing…'));
+  const analysis = await fetcher();
+  if (gen !== generation) return;
+  flames.forEach((f) => f.destroy());
+  flames = [];
+  const trees = buildTrees(analysis);
+  const group = h('input', { type: 'checkbox', id: 'group-by-function' });
+  const treeBox = h('div', { class: 'tree-box' });
+  const flameBox = h('div', { class: 'flame-box' });
+  const render = () => {
+    flames.forEach((f) => f.destroy());
+    const t = group.checked ? groupByFunction(buildTrees(analysis)) : buildTrees(analysis);
+    treeTable(treeBox, t);
+    flames = [flameGraph(flameBox, t)];
+  };
+  group.addEventListener('change', render);
+  card.replaceChildren(
+    h('div', { class: 'card-head' }, h('h2', null, 'Profile'), h('label', { class: 'switch' }, group, ' Group by function')),
+    h('p', { class: 'muted analysis-label' }, label),
+    analysis.tip ? h('p', { class: 'tip', id: 'analysis-tip' }, analysis.tip) : null,
+    exportLinks(exportUrl, exportNote),
+    trees.length ? [h('h3', null, 'Stack tree'), treeBox, h('h3', null, 'Flame graph'), flameBox]
+      : h('p', { class: 'muted empty-analysis' }, analysis.tip ? '' : 'No snapshots in this time range.'));
+  if (trees.length) render();
+}
+
+// ---- boot ----
+
+const tokenInput = document.getElementById('api-token');
+tokenInput.value = getToken();
+tokenInput.addEventListener('change', () => setToken(tokenInput.value.trim()));
+window.addEventListener('hashchange', route);
+route();

@@ -1,0 +1,75 @@
+// tree.js - turns the API's flat analysis ({trees:[{elements:[{id, parentId, ...}]}]}) into
+// nested nodes {sig, count, duration, self, children}, and merges per-line frames into
+// per-function frames ("group by function").
+
+export function buildTrees(analysis) {
+  const out = [];
+  for (const t of (analysis && analysis.trees) || []) {
+    const byId = new Map();
+    const roots = [];
+    for (const e of t.elements || []) {
+      byId.set(String(e.id), {
+        sig: e.codeSignature,
+        count: Number(e.count) || 0,
+        duration: Number(e.duration) || 0,
+        self: Number(e.durationChildExcluded) || 0,
+        children: [],
+      });
+    }
+    for (const e of t.elements || []) {
+      const n = byId.get(String(e.id));
+      const p = String(e.parentId) === '0' ? null : byId.get(String(e.parentId));
+      if (p && p !== n) p.children.push(n);
+      else roots.push(n);
+    }
+    out.push(...roots);
+  }
+  return out;
+}
+
+// The function a code signature names, without its line:
+//   Python / Java  "/srv/app.py.method3: 50"  -> "/srv/app.py.method3"
+//   native         "method3 (demo.c:42)"      -> "method3 (demo.c)"
+export function functionOf(sig) {
+  if (typeof sig !== 'string') return String(sig);
+  let m = /^(.*\S)\s*:\s*\d+$/.exec(sig);
+  if (m) return m[1];
+  m = /^(.*\([^()]*?):\d+\)$/.exec(sig);
+  if (m) return m[1] + ')';
+  return sig;
+}
+
+// Merges siblings that name the same function (after functionOf) into one node, recursively.
+// The merged node's count and duration are the sums of its parts (siblings hold disjoint sets
+// of snapshots, so counts add up exactly; durations add the parts' runs, which can miss at
+// most one dump period per change of line inside one function); self duration is recomputed
+// as duration minus the merged children's durations.
+export function groupByFunction(nodes) {
+  const merge = (list) => {
+    const byName = new Map();
+    const out = [];
+    for (const n of list) {
+      const name = functionOf(n.sig);
+      let m = byName.get(name);
+      if (!m) {
+        m = { sig: name, count: 0, duration: 0, self: 0, parts: [] };
+        byName.set(name, m);
+        out.push(m);
+      }
+      m.count += n.count;
+      m.duration += n.duration;
+      m.parts.push(n);
+    }
+    for (const m of out) {
+      m.children = merge(m.parts.flatMap((p) => p.children));
+      delete m.parts;
+      m.self = m.duration - m.children.reduce((a, c) => a + c.duration, 0);
+    }
+    return out;
+  };
+  return merge(nodes);
+}
+
+export function totalCount(nodes) {
+  return nodes.reduce((a, n) => a + n.count, 0);
+}

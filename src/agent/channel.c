@@ -1,0 +1,384 @@
+/* channel.c - the agent's one permanent thread, skp-channel. It owns the backend connection
+ * (through the transport) and does, each when due: task start/stop decisions; heartbeat
+ * (reportInstanceProperties at the first successful beat and every 10th, keepAlive otherwise, as
+ * Java does); getProfileTaskCommands with the lastCommandTime cursor; one collectSnapshot stream
+ * every 500 ms when snapshots are queued; one TraceSegmentReportService/collect stream every
+ * second when segments are queued; reportTaskFinish for stopped tasks (kept and retried while the
+ * backend is down). When the backend is down the transport fails fast during its capped
+ * exponential backoff, and polls back off too; the host never waits on any of it.
+ * Design: one thread, woken by a monotonic condition variable (deadline, stop, or add_task). */
+#include "agent/agent_int.h"
+
+#include <stdio.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "agent/agent_thread.h"
+#include "agent/reporter.h"
+#include "common/log.h"
+#include "management/Management.pb-c.h"
+
+#define MS (1000000LL)
+#define POLL_RETRY_MIN_MS 1000
+#define BEAT_RETRY_MS 1000
+#define CHANNEL_MAX_SLEEP_MS 1000 /* bounds the effect of wall-clock jumps on task times */
+
+static void note_connects(skyprof_agent *a)
+{
+    if (!a->tr.connects)
+        return;
+    uint64_t c = a->tr.connects(a->tr.ud);
+    if (c > 1)
+        atomic_store(&a->reconnects, c - 1);
+}
+
+static void handle_commands(skyprof_agent *a, ProtobufCMessage *resp)
+{
+    if (!resp)
+        return;
+    pthread_mutex_lock(&a->lock);
+    skp__command_service_receive(&a->cs, (Skywalking__V3__Commands *)resp);
+    (void)skp__agent_run_tasks_locked(a, skp__now_ms(a->clock));
+    pthread_mutex_unlock(&a->lock);
+    protobuf_c_message_free_unpacked(resp, NULL);
+}
+
+/* --- heartbeat ------------------------------------------------------------------------------ */
+static skp_err send_beat(skyprof_agent *a, int timeout_ms)
+{
+    ProtobufCMessage *resp = NULL;
+    skp_err err;
+    if (a->n_beats_ok % SKP_PROPERTIES_EVERY_N_BEATS == 0) {
+        Skywalking__V3__InstanceProperties p = SKYWALKING__V3__INSTANCE_PROPERTIES__INIT;
+        Skywalking__V3__KeyStringValuePair kv[SKP_PROPERTIES_MAX];
+        Skywalking__V3__KeyStringValuePair *pk[SKP_PROPERTIES_MAX];
+        char pid[24];
+        char host[128];
+        snprintf(pid, sizeof(pid), "%d", (int)getpid());
+        if (gethostname(host, sizeof(host)) != 0)
+            snprintf(host, sizeof(host), "localhost");
+        host[sizeof(host) - 1] = '\0';
+        const char *fixed[][2] = {
+            {"language", a->cfg.language}, {"OS Name", "Linux"}, {"hostname", host},
+            {"Process No.", pid}, {"agent", "skyprof " SKP_VERSION},
+        };
+        size_t n = 0;
+        for (size_t i = 0; i < sizeof(fixed) / sizeof(fixed[0]); i++) {
+            skywalking__v3__key_string_value_pair__init(&kv[n]);
+            kv[n].key = (char *)fixed[i][0];
+            kv[n].value = (char *)fixed[i][1];
+            pk[n] = &kv[n];
+            n++;
+        }
+        for (size_t i = 0; i < a->cfg.n_properties && n < SKP_PROPERTIES_MAX; i++) {
+            skywalking__v3__key_string_value_pair__init(&kv[n]);
+            kv[n].key = (char *)a->props[i].key;
+            kv[n].value = (char *)a->props[i].value;
+            pk[n] = &kv[n];
+            n++;
+        }
+        p.service = a->cfg.service;
+        p.serviceinstance = a->cfg.instance;
+        p.n_properties = n;
+        p.properties = pk;
+        err = a->tr.unary(a->tr.ud, SKP_PATH_PROPERTIES, &p.base,
+                          &skywalking__v3__commands__descriptor, &resp, timeout_ms);
+    } else {
+        Skywalking__V3__InstancePingPkg ping = SKYWALKING__V3__INSTANCE_PING_PKG__INIT;
+        ping.service = a->cfg.service;
+        ping.serviceinstance = a->cfg.instance;
+        err = a->tr.unary(a->tr.ud, SKP_PATH_KEEPALIVE, &ping.base,
+                          &skywalking__v3__commands__descriptor, &resp, timeout_ms);
+    }
+    if (err)
+        return err;
+    a->n_beats_ok++;
+    atomic_fetch_add(&a->heartbeats_sent, 1);
+    /* The OAP puts no commands into heartbeat answers; if a backend does, honour them. */
+    handle_commands(a, resp);
+    return SKP_OK;
+}
+
+/* --- task poll ------------------------------------------------------------------------------ */
+static skp_err send_poll(skyprof_agent *a, int timeout_ms)
+{
+    Skywalking__V3__ProfileTaskCommandQuery q = SKYWALKING__V3__PROFILE_TASK_COMMAND_QUERY__INIT;
+    q.service = a->cfg.service;
+    q.serviceinstance = a->cfg.instance;
+    pthread_mutex_lock(&a->lock);
+    q.lastcommandtime = a->ts.last_command_time;
+    pthread_mutex_unlock(&a->lock);
+    ProtobufCMessage *resp = NULL;
+    skp_err err = a->tr.unary(a->tr.ud, SKP_PATH_GET_TASKS, &q.base,
+                              &skywalking__v3__commands__descriptor, &resp, timeout_ms);
+    if (err)
+        return err;
+    atomic_fetch_add(&a->polls_sent, 1);
+    handle_commands(a, resp);
+    return SKP_OK;
+}
+
+/* --- snapshot stream ------------------------------------------------------------------------ */
+struct snap_feed {
+    skyprof_agent *a;
+    struct skp__snapshot *cur;
+    struct skp__pb_snapshot pb;
+    int pulled;
+};
+
+static void snap_feed_release(struct snap_feed *f)
+{
+    skp__pb_snapshot_cleanup(&f->pb);
+    skp__snapshot_free(f->cur);
+    f->cur = NULL;
+}
+
+static int snap_next(void *ud, const ProtobufCMessage **msg)
+{
+    struct snap_feed *f = ud;
+    snap_feed_release(f);
+    while (f->pulled < SKP_STREAM_BATCH_MAX) {
+        struct skp__snapshot *s = skp__snapshot_queue_pop(&f->a->snaps);
+        if (!s)
+            return 0;
+        if (skp__reporter_snapshot_pb(s, &f->a->sym, &f->a->source, &f->pb)) {
+            skp__pb_snapshot_cleanup(&f->pb);
+            skp__snapshot_free(s);
+            atomic_fetch_add(&f->a->snapshots_send_dropped, 1);
+            continue;
+        }
+        f->cur = s;
+        f->pulled++;
+        *msg = &f->pb.msg.base;
+        return 1;
+    }
+    return 0;
+}
+
+static skp_err send_snapshots(skyprof_agent *a, int timeout_ms)
+{
+    if (skp__ring_size(&a->snaps.ring) == 0)
+        return SKP_OK;
+    struct snap_feed f = {.a = a};
+    ProtobufCMessage *resp = NULL;
+    pthread_mutex_lock(&a->src_lock);
+    skp_err err = a->tr.stream(a->tr.ud, SKP_PATH_COLLECT_SNAPSHOT, snap_next, &f,
+                               &skywalking__v3__commands__descriptor, &resp, timeout_ms);
+    snap_feed_release(&f);
+    pthread_mutex_unlock(&a->src_lock);
+    if (err) {
+        /* what was pulled into the failed stream is lost: counted as dropped */
+        atomic_fetch_add(&a->snapshots_send_dropped, (uint64_t)f.pulled);
+        return err;
+    }
+    atomic_fetch_add(&a->snapshots_sent, (uint64_t)f.pulled);
+    handle_commands(a, resp);
+    return SKP_OK;
+}
+
+/* --- segment stream ------------------------------------------------------------------------- */
+struct seg_feed {
+    skyprof_agent *a;
+    struct skp__finished_segment *cur;
+    struct skp__pb_segment pb;
+    int pulled;
+};
+
+static void seg_feed_release(struct seg_feed *f)
+{
+    skp__pb_segment_cleanup(&f->pb);
+    skp__finished_segment_free(f->cur);
+    f->cur = NULL;
+}
+
+static int seg_next(void *ud, const ProtobufCMessage **msg)
+{
+    struct seg_feed *f = ud;
+    seg_feed_release(f);
+    const struct skp__tracer_conf *conf = atomic_load(&f->a->hub->conf);
+    while (f->pulled < SKP_STREAM_BATCH_MAX) {
+        struct skp__finished_segment *fs = skp__ring_pop(&f->a->hub->segments);
+        if (!fs)
+            return 0;
+        if (!conf || fs->epoch != conf->epoch ||
+            skp__reporter_segment_pb(fs, f->a->cfg.service, f->a->cfg.instance, &f->pb)) {
+            skp__pb_segment_cleanup(&f->pb);
+            skp__finished_segment_free(fs); /* from an earlier agent, or no memory */
+            continue;
+        }
+        f->cur = fs;
+        f->pulled++;
+        *msg = &f->pb.msg.base;
+        return 1;
+    }
+    return 0;
+}
+
+static skp_err send_segments(skyprof_agent *a, int timeout_ms)
+{
+    if (!a->hub->segments_ready || skp__ring_size(&a->hub->segments) == 0)
+        return SKP_OK;
+    struct seg_feed f = {.a = a};
+    ProtobufCMessage *resp = NULL;
+    skp_err err = a->tr.stream(a->tr.ud, SKP_PATH_SEGMENTS, seg_next, &f,
+                               &skywalking__v3__commands__descriptor, &resp, timeout_ms);
+    seg_feed_release(&f);
+    if (err) {
+        atomic_fetch_add(&a->segments_send_dropped, (uint64_t)f.pulled);
+        return err;
+    }
+    atomic_fetch_add(&a->segments_sent, (uint64_t)f.pulled);
+    handle_commands(a, resp);
+    return SKP_OK;
+}
+
+/* --- finish reports ------------------------------------------------------------------------- */
+static void send_finishes(skyprof_agent *a, int timeout_ms)
+{
+    for (;;) {
+        char id[SKP_TASK_ID_MAX];
+        pthread_mutex_lock(&a->lock);
+        if (a->n_finish == 0) {
+            pthread_mutex_unlock(&a->lock);
+            return;
+        }
+        memcpy(id, a->finish_q[0], sizeof(id));
+        pthread_mutex_unlock(&a->lock);
+        Skywalking__V3__ProfileTaskFinishReport r = SKYWALKING__V3__PROFILE_TASK_FINISH_REPORT__INIT;
+        r.service = a->cfg.service;
+        r.serviceinstance = a->cfg.instance;
+        r.taskid = id;
+        ProtobufCMessage *resp = NULL;
+        skp_err err = a->tr.unary(a->tr.ud, SKP_PATH_TASK_FINISH, &r.base,
+                                  &skywalking__v3__commands__descriptor, &resp, timeout_ms);
+        if (err)
+            return; /* kept; retried at the next step */
+        atomic_fetch_add(&a->finish_sent, 1);
+        if (resp)
+            protobuf_c_message_free_unpacked(resp, NULL);
+        pthread_mutex_lock(&a->lock);
+        if (a->n_finish > 0 && strcmp(a->finish_q[0], id) == 0) {
+            memmove(a->finish_q[0], a->finish_q[1], (size_t)(a->n_finish - 1) * SKP_TASK_ID_MAX);
+            a->n_finish--;
+        }
+        pthread_mutex_unlock(&a->lock);
+    }
+}
+
+/* --- the step ------------------------------------------------------------------------------- */
+static int64_t min64(int64_t x, int64_t y)
+{
+    return x < y ? x : y;
+}
+
+int64_t skp__channel_step(skyprof_agent *a, int64_t now_ns, bool flush, int timeout_ms)
+{
+    pthread_mutex_lock(&a->lock);
+    int64_t now_ms = skp__now_ms(a->clock);
+    int64_t next_task_ms = skp__agent_run_tasks_locked(a, now_ms);
+    pthread_mutex_unlock(&a->lock);
+
+    if (!flush && now_ns >= a->next_beat_ns) {
+        skp_err err = send_beat(a, timeout_ms);
+        a->next_beat_ns = now_ns + (err ? BEAT_RETRY_MS * MS : a->cfg.heartbeat_period_ms * MS);
+        if (err)
+            SKPX_DEBUG("skyprof: heartbeat failed: %s", skp_strerror(err));
+    }
+    if (a->cfg.profile_active && !flush && now_ns >= a->next_poll_ns) {
+        skp_err err = send_poll(a, timeout_ms);
+        if (err) {
+            int64_t d = POLL_RETRY_MIN_MS << (a->poll_failures < 8 ? a->poll_failures : 8);
+            a->poll_failures++;
+            a->next_poll_ns = now_ns + min64(d, a->cfg.poll_interval_ms) * MS;
+            SKPX_DEBUG("skyprof: task poll failed: %s", skp_strerror(err));
+        } else {
+            a->poll_failures = 0;
+            a->next_poll_ns = now_ns + a->cfg.poll_interval_ms * MS;
+        }
+    }
+    if (flush || now_ns >= a->next_snap_ns) {
+        (void)send_snapshots(a, timeout_ms);
+        a->next_snap_ns = now_ns + SKP_SNAPSHOT_SEND_PERIOD_MS * MS;
+    }
+    if (flush || now_ns >= a->next_seg_ns) {
+        (void)send_segments(a, timeout_ms);
+        a->next_seg_ns = now_ns + SKP_SEGMENT_SEND_PERIOD_MS * MS;
+    }
+    send_finishes(a, timeout_ms);
+    note_connects(a);
+
+    int64_t next = min64(a->next_beat_ns, a->next_snap_ns);
+    next = min64(next, a->next_seg_ns);
+    if (a->cfg.profile_active)
+        next = min64(next, a->next_poll_ns);
+    int64_t after = skp__now_ms(a->clock);
+    if (next_task_ms != INT64_MAX)
+        next = min64(next, now_ns + (next_task_ms - after) * MS);
+    next = min64(next, now_ns + CHANNEL_MAX_SLEEP_MS * MS);
+    pthread_mutex_lock(&a->lock);
+    int n_finish = a->n_finish;
+    pthread_mutex_unlock(&a->lock);
+    if (n_finish)
+        next = min64(next, now_ns + BEAT_RETRY_MS * MS);
+    return next;
+}
+
+static bool queues_empty(skyprof_agent *a)
+{
+    pthread_mutex_lock(&a->lock);
+    int nf = a->n_finish;
+    pthread_mutex_unlock(&a->lock);
+    return nf == 0 && skp__ring_size(&a->snaps.ring) == 0 &&
+           (!a->hub->segments_ready || skp__ring_size(&a->hub->segments) == 0);
+}
+
+static void *channel_main(void *arg)
+{
+    skyprof_agent *a = arg;
+    pthread_mutex_lock(&a->mu);
+    while (!a->stop_requested) {
+        a->wake = false;
+        pthread_mutex_unlock(&a->mu);
+        int64_t next = skp__channel_step(a, skp__mono_ns(a->clock), false, SKP_RPC_TIMEOUT_MS);
+        pthread_mutex_lock(&a->mu);
+        while (!a->stop_requested && !a->wake && skp__mono_ns(a->clock) < next)
+            skp__cond_wait_until(&a->cv, &a->mu, next);
+    }
+    int64_t deadline = a->flush_deadline_ns;
+    pthread_mutex_unlock(&a->mu);
+
+    /* Stop: end the task (its finish report is queued), then flush within the deadline. */
+    pthread_mutex_lock(&a->lock);
+    skp__agent_stop_task_locked(a);
+    pthread_mutex_unlock(&a->lock);
+    for (int round = 0; round < 4; round++) {
+        int64_t left_ms = (deadline - skp__mono_ns(a->clock)) / MS;
+        if (left_ms <= 0 || queues_empty(a))
+            break;
+        (void)skp__channel_step(a, skp__mono_ns(a->clock), true,
+                                (int)min64(left_ms, SKP_RPC_TIMEOUT_MS));
+    }
+    return NULL;
+}
+
+skp_err skp__channel_start(skyprof_agent *a)
+{
+    a->stop_requested = false;
+    skp_err err = skp__thread_start(&a->thread, "skp-channel", channel_main, a);
+    if (!err)
+        a->thread_running = true;
+    return err;
+}
+
+void skp__channel_stop(skyprof_agent *a, int flush_deadline_ms)
+{
+    if (!a->thread_running)
+        return;
+    pthread_mutex_lock(&a->mu);
+    a->stop_requested = true;
+    a->flush_deadline_ns = skp__mono_ns(a->clock) + (int64_t)(flush_deadline_ms > 0 ? flush_deadline_ms : 0) * MS;
+    pthread_cond_signal(&a->cv);
+    pthread_mutex_unlock(&a->mu);
+    pthread_join(a->thread, NULL);
+    a->thread_running = false;
+}

@@ -1,0 +1,36 @@
+/* transport.h - the channel thread's seam to the backend: unary and client-streaming gRPC calls.
+ * Two implementations: the real one over skp_wire_client (transport_grpc.c) and the unit tests'
+ * fake. Owned and used by one thread (the channel thread). */
+#ifndef SKP_AGENT_TRANSPORT_H
+#define SKP_AGENT_TRANSPORT_H
+
+#include <protobuf-c/protobuf-c.h>
+#include <stdint.h>
+
+#include "skyprof/skp_err.h"
+
+/* Pulls the next message of a client stream: 1 = *msg set (borrowed until the next pull), 0 =
+ * half-close, -1 = abort. Same contract as skpx_grpc_next_cb. */
+typedef int (*skp__transport_next_cb)(void *ud, const ProtobufCMessage **msg);
+
+struct skp__transport {
+    /* On SKP_OK and resp_desc != NULL, *resp is freed by the caller with
+     * protobuf_c_message_free_unpacked(*resp, NULL). Errors as skpx_grpc_client_unary. */
+    skp_err (*unary)(void *ud, const char *path, const ProtobufCMessage *req,
+                     const ProtobufCMessageDescriptor *resp_desc, ProtobufCMessage **resp,
+                     int timeout_ms);
+    skp_err (*stream)(void *ud, const char *path, skp__transport_next_cb next, void *next_ud,
+                      const ProtobufCMessageDescriptor *resp_desc, ProtobufCMessage **resp,
+                      int timeout_ms);
+    uint64_t (*connects)(void *ud); /* successful connections so far */
+    void (*destroy)(void *ud);      /* NULL ok */
+    void *ud;
+};
+
+/* The real transport: one skp_wire_client connection to `target` ("host:port"), with the
+ * `authentication` metadata when non-empty. Connects lazily. Errors: SKP_EINVAL, SKP_ENOMEM,
+ * SKP_ENOTSUP (built without skp_wire_client). */
+SKP_MUST_CHECK skp_err skp__transport_grpc_new(const char *target, const char *authentication,
+                                               struct skp__transport *out);
+
+#endif

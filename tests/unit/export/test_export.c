@@ -36,7 +36,7 @@ static struct analysis_node g_t3[] = {
     {1, 0, "evil;frame\nname</script><img src=x>", 0, 0, 1, NONE, NONE},
 };
 static struct analysis_tree g_trees[] = {{g_t1, 4}, {g_t2, 2}, {g_t3, 1}};
-static struct analysis g_an = {NULL, g_trees, 3, 8};
+static struct analysis g_an = {.tip = NULL, .trees = g_trees, .n_trees = 3, .n_snapshots = 8};
 
 static const struct export_meta g_meta = {
     .title = "task t1 /orders",
@@ -329,7 +329,7 @@ static void html_is_self_contained(void **state)
 static void empty_analysis_renders(void **state)
 {
     (void)state;
-    struct analysis empty = {"Data not found", NULL, 0, 0};
+    struct analysis empty = {.tip = "Data not found", .trees = NULL, .n_trees = 0, .n_snapshots = 0};
     for (int f = EXPORT_PPROF; f <= EXPORT_HTML; f++) {
         uint8_t *out;
         size_t len;
@@ -351,14 +351,14 @@ static void malformed_tree_is_rejected(void **state)
         {3, 1, "T", 0, 0, 1, NONE, 1},
     };
     struct analysis_tree t = {cyc, 3};
-    struct analysis a = {NULL, &t, 1, 2};
+    struct analysis a = {.trees = &t, .n_trees = 1, .n_snapshots = 2};
     uint8_t *out = (uint8_t *)1;
     size_t len;
     assert_int_equal(export_render(&a, EXPORT_COLLAPSED, NULL, &out, &len), SKP_EINVAL);
     assert_null(out);
     struct analysis_node oob[] = {{1, 0, "R", 0, 0, 1, 7, NONE}};
     struct analysis_tree t2 = {oob, 1};
-    struct analysis a2 = {NULL, &t2, 1, 1};
+    struct analysis a2 = {.trees = &t2, .n_trees = 1, .n_snapshots = 1};
     assert_int_equal(export_render(&a2, EXPORT_PPROF, NULL, &out, &len), SKP_EINVAL);
     assert_int_equal(export_render(NULL, EXPORT_PPROF, NULL, &out, &len), SKP_EINVAL);
     assert_int_equal(export_render(&g_an, (enum export_format)42, NULL, &out, &len), SKP_EINVAL);

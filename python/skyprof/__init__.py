@@ -14,12 +14,15 @@ from . import _native
 __version__ = '0.1.0'
 
 
-def dump_stack(thread_id=None, max_depth=500):
-    """Frames of a thread of this process (default: the calling thread), root first, each
-    ``"<filename>.<function>: <line>"`` exactly as the profiler's sampler captures them."""
-    if _native.native is None:
+if _native.native is not None:
+    # The C function itself, so no wrapper frame of ours shows up in the caller's stack.
+    dump_stack = _native.native.dump_stack
+    """dump_stack(thread_id=None, max_depth=500) -> list[str]: frames of a thread of this process
+    (default: the calling thread), root first, each ``"<filename>.<function>: <line>"``, exactly
+    as the profiler's sampler captures them."""
+else:  # pragma: no cover
+    def dump_stack(thread_id=None, max_depth=500):
         raise RuntimeError('skyprof native extension unavailable')
-    return _native.native.dump_stack(thread_id, max_depth)
 
 
 __all__ = ['agent', 'config', 'entry', 'entry_point', 'dump_stack', 'sw8_inject',

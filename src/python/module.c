@@ -13,6 +13,7 @@
 #include <unistd.h>
 
 #include "common/alloc.h"
+#include "python/pylayout.h"
 #include "python/pystack.h"
 #include "python/safe_read.h"
 #include "skyprof/skyprof.h"
@@ -154,6 +155,117 @@ static PyObject *py_reader_info(PyObject *module, PyObject *unused)
 {
     (void)unused;
     return reader_stats_dict(state_of(module)->dump_reader);
+}
+
+
+/* ---------------------------------------------------------------------------------------------
+ * test hooks: the sampler's path (heap target, capture without the GIL) driven from Python, and
+ * the location-table decoder on its own.
+ * ------------------------------------------------------------------------------------------- */
+static PyObject *py_addr2line(PyObject *module, PyObject *args)
+{
+    (void)module;
+    Py_buffer table;
+    int firstlineno = 0;
+    int addr = 0;
+    if (!PyArg_ParseTuple(args, "y*ii:_addr2line", &table, &firstlineno, &addr))
+        return NULL;
+    const struct skp__pylayout *l = skp__pylayout_select();
+    if (!l) {
+        PyBuffer_Release(&table);
+        Py_RETURN_NONE;
+    }
+    int line = l->addr2line(table.buf, (size_t)table.len, firstlineno, addr);
+    PyBuffer_Release(&table);
+    return PyLong_FromLong(line);
+}
+
+static PyObject *py_attach_current(PyObject *module, PyObject *unused)
+{
+    (void)unused;
+    struct skp__pytarget *t = skpx_malloc(sizeof(*t));
+    if (!t)
+        return PyErr_NoMemory();
+    skp_err err = skp__pytarget_init_current(t);
+    if (err) {
+        skpx_free(t);
+        return raise_err(state_of(module), err, "_attach_current");
+    }
+    return PyLong_FromVoidPtr(t);
+}
+
+static PyObject *py_release_handle(PyObject *module, PyObject *arg)
+{
+    (void)module;
+    void *p = PyLong_AsVoidPtr(arg);
+    if (!p && PyErr_Occurred())
+        return NULL;
+    skpx_free(p);
+    Py_RETURN_NONE;
+}
+
+/* _capture_handle(handle, max_depth=500, portable=False, repeat=1) -> list[str] | None
+ * Captures `repeat` times with the GIL released (as the sampler does); returns the last capture
+ * root first, or None when the last capture failed (thread gone). */
+static PyObject *py_capture_handle(PyObject *module, PyObject *args)
+{
+    PyObject *h = NULL;
+    int max_depth = SKYPROF_DEFAULT_MAX_STACK_DEPTH;
+    int portable = 0;
+    int repeat = 1;
+    struct pymod_state *st = state_of(module);
+    if (!PyArg_ParseTuple(args, "O|ipi:_capture_handle", &h, &max_depth, &portable, &repeat))
+        return NULL;
+    struct skp__pytarget *t = PyLong_AsVoidPtr(h);
+    if (!t) {
+        if (!PyErr_Occurred())
+            PyErr_SetString(PyExc_ValueError, "null handle");
+        return NULL;
+    }
+    if (max_depth < 1 || max_depth > SKYPROF_MAX_STACK_DEPTH_CAP || repeat < 1) {
+        PyErr_SetString(PyExc_ValueError, "bad max_depth/repeat");
+        return NULL;
+    }
+    struct skyprof_capture cap = {0};
+    cap.cap = (uint32_t)max_depth;
+    cap.frames = skpx_calloc((size_t)max_depth, sizeof(*cap.frames));
+    cap.scratch_cap = (size_t)max_depth * SKP_PY_DUMP_BYTES_PER_FRAME;
+    cap.scratch = skpx_malloc(cap.scratch_cap);
+    PyObject *result = NULL;
+    if (!cap.frames || !cap.scratch) {
+        PyErr_NoMemory();
+        goto out;
+    }
+    struct skp__pyreader *r = portable ? st->dump_portable : st->dump_reader;
+    int rc = -1;
+    Py_BEGIN_ALLOW_THREADS
+    for (int i = 0; i < repeat; i++) {
+        cap.scratch_len = 0;
+        rc = skp__pyreader_capture(r, t, false, &cap);
+    }
+    Py_END_ALLOW_THREADS
+    if (rc < 0) {
+        result = Py_NewRef(Py_None);
+        goto out;
+    }
+    result = PyList_New(cap.n);
+    if (!result)
+        goto out;
+    for (uint32_t i = 0; i < cap.n; i++) {
+        const struct skyprof_frame *f = &cap.frames[cap.n - 1 - i];
+        PyObject *s = PyUnicode_DecodeUTF8(f->str, f->len, "replace");
+        if (!s) {
+            Py_CLEAR(result);
+            goto out;
+        }
+        PyList_SET_ITEM(result, i, s);
+    }
+    if (cap.truncated && PyList_Append(result, Py_Ellipsis) < 0)
+        Py_CLEAR(result);
+out:
+    skpx_free(cap.frames);
+    skpx_free(cap.scratch);
+    return result;
 }
 
 /* ---------------------------------------------------------------------------------------------
@@ -578,6 +690,10 @@ static PyMethodDef methods[] = {
      "Frames of a thread, root first, as '<file>.<function>: <line>'."},
     {"reader_info", py_reader_info, METH_NOARGS, "Stack reader mode and counters."},
     {"has_agent", py_has_agent, METH_NOARGS, "True when built with libskyprof."},
+    {"_addr2line", py_addr2line, METH_VARARGS, "Test hook: location table decoder."},
+    {"_attach_current", py_attach_current, METH_NOARGS, "Test hook: heap target of this thread."},
+    {"_release_handle", py_release_handle, METH_O, "Test hook: free a target."},
+    {"_capture_handle", py_capture_handle, METH_VARARGS, "Test hook: capture without the GIL."},
 #ifdef SKP_PY_WITH_AGENT
     {"start", (PyCFunction)(void (*)(void))py_start, METH_VARARGS | METH_KEYWORDS, "Start."},
     {"stop", (PyCFunction)(void (*)(void))py_stop, METH_VARARGS | METH_KEYWORDS, "Stop."},

@@ -275,6 +275,7 @@ static void target_fill(struct skp__pytarget *t, PyThreadState *ts)
     t->tstate = (uintptr_t)ts;
     t->interp = (uintptr_t)PyThreadState_GetInterpreter(ts);
     t->thread_id = ts->thread_id;
+    t->native_tid = ts->native_thread_id;
 }
 
 skp_err skp__pytarget_init_current(struct skp__pytarget *t)
@@ -427,8 +428,13 @@ static int capture_direct(struct skp__pyreader *r, struct skp__pytarget *t,
     for (size_t i = iov_codes; i < got; i++)
         r->codes[hint_slot[i - iov_codes]].have_header = true;
 
-    /* 2. Validate the thread state: same interpreter and thread as at attach. */
-    if (load_ptr(ts, l->ts_interp) != t->interp || load_ulong(ts, l->ts_thread_id) != t->thread_id)
+    /* 2. Validate the thread state: same interpreter and thread as at attach. A thread that ended
+     * freed its state: the data stack chunk pointer was cleared before the free, and a reused
+     * allocation fails the interpreter / thread id / kernel tid comparison. */
+    if (load_ptr(ts, l->ts_interp) != t->interp || load_ulong(ts, l->ts_thread_id) != t->thread_id ||
+        load_ulong(ts, l->ts_native_thread_id) != t->native_tid)
+        return -1;
+    if (load_ptr(ts, l->ts_datastack_chunk) == 0)
         return -1;
     uintptr_t cframe = load_ptr(ts, l->ts_cframe);
     uintptr_t chunk = load_ptr(ts, l->ts_datastack_chunk);
@@ -587,7 +593,8 @@ static int capture_portable_locked(struct skp__pytarget *t, struct skyprof_captu
     PyThreadState *target = NULL;
     for (PyThreadState *ts = PyInterpreterState_ThreadHead(PyThreadState_GetInterpreter(me)); ts;
          ts = PyThreadState_Next(ts)) {
-        if ((uintptr_t)ts == t->tstate && ts->thread_id == t->thread_id) {
+        if ((uintptr_t)ts == t->tstate && ts->thread_id == t->thread_id &&
+            ts->native_thread_id == t->native_tid) {
             target = ts;
             break;
         }

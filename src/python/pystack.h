@@ -37,6 +37,7 @@ struct skp__pytarget {
     uintptr_t tstate;            /* the thread's PyThreadState */
     uintptr_t interp;            /* its interpreter (validation) */
     unsigned long thread_id;     /* PyThread_get_thread_ident() of the thread (validation) */
+    unsigned long native_tid;    /* its kernel tid (validation: pthread ids are reused quickly) */
     /* speculation state, written by the capturing thread only */
     uintptr_t hint_cframe;
     uintptr_t hint_win_lo;

@@ -19,6 +19,7 @@
 #include "common/alloc.h"
 #include "common/err.h"
 #include "server/store_cache.h"
+#include "server/utf8.h"
 
 #define NO_NODE UINT32_MAX
 #define PATH_LEN_BITS 24        /* memo value = offset << 24 | length (STORE_MAX_FRAMES fits) */
@@ -539,9 +540,9 @@ json_t *analysis_to_json(const struct analysis *a)
         const struct analysis_tree *tr = &a->trees[t];
         for (size_t i = 0; i < tr->n_nodes; i++) {
             const struct analysis_node *nd = &tr->nodes[i];
-            json_t *e = json_pack("{s:I, s:I, s:s, s:I, s:I, s:I}", "id", (json_int_t)nd->id,
+            json_t *e = json_pack("{s:I, s:I, s:o, s:I, s:I, s:I}", "id", (json_int_t)nd->id,
                                   "parentId", (json_int_t)nd->parent_id, "codeSignature",
-                                  nd->code_signature ? nd->code_signature : "", "duration",
+                                  skp_json_str(nd->code_signature), "duration",
                                   (json_int_t)nd->duration, "durationChildExcluded",
                                   (json_int_t)nd->duration_child_excluded, "count",
                                   (json_int_t)nd->count);

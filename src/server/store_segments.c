@@ -11,6 +11,7 @@
 #include "common/alloc.h"
 #include "common/log.h"
 #include "server/store_int.h"
+#include "server/utf8.h"
 
 static const char *str_or_empty(const char *s)
 {
@@ -55,8 +56,8 @@ static json_t *kv_array(Skywalking__V3__KeyStringValuePair *const *kv, size_t n)
 {
     json_t *a = json_array();
     for (size_t i = 0; a && i < n; i++) {
-        json_t *o = json_pack("{s:s, s:s}", "key", str_or_empty(kv[i]->key), "value",
-                              str_or_empty(kv[i]->value));
+        json_t *o = json_pack("{s:o, s:o}", "key", skp_json_str(kv[i]->key), "value",
+                              skp_json_str(kv[i]->value));
         if (!o || json_array_append_new(a, o) != 0) {
             json_decref(a);
             return NULL;
@@ -76,8 +77,8 @@ static json_t *span_json(const Skywalking__V3__SegmentObject *seg,
         goto fail;
     for (size_t i = 0; i < sp->n_refs; i++) {
         const Skywalking__V3__SegmentReference *r = sp->refs[i];
-        json_t *ro = json_pack("{s:s, s:s, s:i, s:s}", "traceId", str_or_empty(r->traceid),
-                               "parentSegmentId", str_or_empty(r->parenttracesegmentid),
+        json_t *ro = json_pack("{s:o, s:o, s:i, s:s}", "traceId", skp_json_str(r->traceid),
+                               "parentSegmentId", skp_json_str(r->parenttracesegmentid),
                                "parentSpanId", (int)r->parentspanid, "type",
                                r->reftype == SKYWALKING__V3__REF_TYPE__CrossThread
                                    ? "CROSS_THREAD"
@@ -97,15 +98,15 @@ static json_t *span_json(const Skywalking__V3__SegmentObject *seg,
     snprintf(component, sizeof(component), "%d", (int)sp->componentid);
     /* "component" is the agent's numeric component id as a string: the id → name table
      * (component-libraries.yml) is not part of skyprof. */
-    o = json_pack("{s:i, s:i, s:s, s:o, s:s, s:s, s:I, s:I, s:s, s:s, s:s, s:s, s:b, s:s, "
+    o = json_pack("{s:i, s:i, s:o, s:o, s:o, s:o, s:I, s:I, s:o, s:s, s:o, s:s, s:b, s:s, "
                   "s:o, s:o}",
                   "spanId", (int)sp->spanid, "parentSpanId", (int)sp->parentspanid, "segmentId",
-                  str_or_empty(seg->tracesegmentid), "refs", refs, "serviceCode",
-                  str_or_empty(seg->service), "serviceInstanceName",
-                  str_or_empty(seg->serviceinstance), "startTime", (json_int_t)sp->starttime,
+                  skp_json_str(seg->tracesegmentid), "refs", refs, "serviceCode",
+                  skp_json_str(seg->service), "serviceInstanceName",
+                  skp_json_str(seg->serviceinstance), "startTime", (json_int_t)sp->starttime,
                   "endTime", (json_int_t)sp->endtime, "endpointName",
-                  str_or_empty(sp->operationname), "type", span_type_name(sp->spantype), "peer",
-                  str_or_empty(sp->peer), "component", component, "isError", (int)sp->iserror,
+                  skp_json_str(sp->operationname), "type", span_type_name(sp->spantype), "peer",
+                  skp_json_str(sp->peer), "component", component, "isError", (int)sp->iserror,
                   "layer", span_layer_name(sp->spanlayer), "tags", tags, "logs", logs);
     return o; /* json_pack "o" stole refs/tags/logs, also on failure */
 fail:
@@ -299,10 +300,11 @@ static skp_err listed_from_row(struct store *st, sqlite3_stmt *s, const char *ta
         spans = json_array();
     }
     const char *service = have_segment ? (const char *)sqlite3_column_text(s, 4) : task_service;
-    out->obj = json_pack("{s:s, s:s, s:s, s:s, s:o, s:I, s:I, s:o}", "segmentId", segment_id,
-                         "traceId", have_segment ? (const char *)sqlite3_column_text(s, 3) : "",
-                         "service", service ? service : "", "instanceName",
-                         have_segment ? (const char *)sqlite3_column_text(s, 5) : "",
+    out->obj = json_pack("{s:o, s:o, s:o, s:o, s:o, s:I, s:I, s:o}", "segmentId",
+                         skp_json_str(segment_id), "traceId",
+                         skp_json_str(have_segment ? (const char *)sqlite3_column_text(s, 3) : ""),
+                         "service", skp_json_str(service), "instanceName",
+                         skp_json_str(have_segment ? (const char *)sqlite3_column_text(s, 5) : ""),
                          "endpointNames", names, "start", (json_int_t)start, "duration",
                          (json_int_t)(end - start), "spans", spans);
     if (!out->obj)

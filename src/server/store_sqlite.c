@@ -19,6 +19,7 @@
 #include "common/err.h"
 #include "common/log.h"
 #include "server/store_int.h"
+#include "server/utf8.h"
 
 static const char *const k_sql[STMT_COUNT] = {
     [STMT_BEGIN] = "BEGIN IMMEDIATE",
@@ -277,7 +278,7 @@ static json_t *col_json_str_or_null(sqlite3_stmt *s, int i)
 {
     if (sqlite3_column_type(s, i) == SQLITE_NULL)
         return json_null();
-    return json_string(col_text(s, i));
+    return skp_json_str(col_text(s, i));
 }
 
 /* Appends v to array a, consuming v; false on allocation failure. */
@@ -397,7 +398,10 @@ skp_err store_upsert_instance(struct store *st, const char *service, const char 
         const char *v = props[i].value ? props[i].value : "";
         if (strcmp(props[i].key, "language") == 0)
             language = v;
-        if (json_object_set_new(obj, props[i].key, json_string(v)) != 0) {
+        char *key = skp_utf8_sanitize(props[i].key);
+        int rc = key ? json_object_set_new(obj, key, skp_json_str(v)) : -1;
+        skpx_free(key);
+        if (rc != 0) {
             err = SKP_ENOMEM;
             goto out;
         }
@@ -438,7 +442,7 @@ skp_err store_list_services(struct store *st, json_t **out)
     }
     int rc;
     while ((rc = sqlite3_step(s)) == SQLITE_ROW) {
-        json_t *o = json_pack("{s:s, s:o, s:I, s:I}", "name", col_text(s, 0), "layer",
+        json_t *o = json_pack("{s:o, s:o, s:I, s:I}", "name", skp_json_str(col_text(s, 0)), "layer",
                               col_json_str_or_null(s, 1), "lastSeen",
                               (json_int_t)sqlite3_column_int64(s, 2), "instances",
                               (json_int_t)sqlite3_column_int64(s, 3));
@@ -494,7 +498,7 @@ skp_err store_list_instances(struct store *st, const char *service, json_t **out
         json_t *props = json_loads(col_text(s, 3), 0, NULL);
         if (!props)
             props = json_object();
-        json_t *o = json_pack("{s:s, s:o, s:I, s:o}", "name", col_text(s, 0), "language",
+        json_t *o = json_pack("{s:o, s:o, s:I, s:o}", "name", skp_json_str(col_text(s, 0)), "language",
                               col_json_str_or_null(s, 1), "lastHeartbeat",
                               (json_int_t)sqlite3_column_int64(s, 2), "properties", props);
         if (!arr_push(arr, o)) {
@@ -547,8 +551,9 @@ static skp_err task_from_row(sqlite3_stmt *s, struct store_task *t)
 
 static json_t *task_to_json(sqlite3_stmt *s)
 {
-    return json_pack("{s:s, s:s, s:s, s:I, s:i, s:i, s:i, s:i, s:I}", "id", col_text(s, 0),
-                     "service", col_text(s, 1), "endpointName", col_text(s, 2), "startTime",
+    return json_pack("{s:o, s:o, s:o, s:I, s:i, s:i, s:i, s:i, s:I}", "id",
+                     skp_json_str(col_text(s, 0)), "service", skp_json_str(col_text(s, 1)),
+                     "endpointName", skp_json_str(col_text(s, 2)), "startTime",
                      (json_int_t)sqlite3_column_int64(s, 3), "duration", sqlite3_column_int(s, 4),
                      "minDurationThreshold", sqlite3_column_int(s, 5), "dumpPeriod",
                      sqlite3_column_int(s, 6), "maxSamplingCount", sqlite3_column_int(s, 7),
@@ -775,9 +780,11 @@ skp_err store_list_task_logs(struct store *st, const char *task_id, json_t **out
     while ((rc = sqlite3_step(s)) == SQLITE_ROW) {
         int op = sqlite3_column_int(s, 1);
         int64_t t = sqlite3_column_int64(s, 2);
-        json_t *id = json_sprintf("%s_%s_%d_%lld", task_id, col_text(s, 0), op, (long long)t);
-        json_t *o = json_pack("{s:o, s:s, s:s, s:s, s:I}", "id", id, "taskId", task_id,
-                              "instanceName", col_text(s, 0), "operationType",
+        char id[512];
+        snprintf(id, sizeof(id), "%s_%s_%d_%lld", task_id, col_text(s, 0), op, (long long)t);
+        json_t *o = json_pack("{s:o, s:o, s:o, s:s, s:I}", "id", skp_json_str(id), "taskId",
+                              skp_json_str(task_id), "instanceName", skp_json_str(col_text(s, 0)),
+                              "operationType",
                               op == STORE_TASK_NOTIFIED ? "NOTIFIED" : "EXECUTION_FINISHED",
                               "operationTime", (json_int_t)t);
         if (!arr_push(arr, o)) {
@@ -862,10 +869,36 @@ static skp_err task_key_find(struct store *st, const char *task_id, uint32_t *ou
 
 /* ---- frames and stacks ---- */
 
-static skp_err frame_ref(struct store *st, const char *sig, uint32_t *out)
+static skp_err frame_lookup(struct store *st, const char *sig, uint32_t *out);
+
+static skp_err frame_ref(struct store *st, const char *raw, uint32_t *out)
 {
-    if (strmap_get(&st->frame_ids, sig, out))
+    if (strmap_get(&st->frame_ids, raw, out))
         return SKP_OK;
+    /* Stored signatures are valid UTF-8 (they end up in JSON); the cache keeps the raw form. */
+    char *fixed = NULL;
+    const char *sig = raw;
+    if (!skp_utf8_valid(raw, strlen(raw))) {
+        fixed = skp_utf8_sanitize(raw);
+        if (!fixed)
+            return SKP_ENOMEM;
+        sig = fixed;
+    }
+    skp_err err = frame_lookup(st, sig, out);
+    skpx_free(fixed);
+    if (err)
+        return err;
+    if (st->frame_ids.n >= STORE_FRAME_CACHE_MAX)
+        strmap_clear(&st->frame_ids);
+    if (strmap_put(&st->frame_ids, raw, *out) != SKP_OK) {
+        /* only a cache */
+    }
+    return SKP_OK;
+}
+
+/* SELECT-or-INSERT of a (valid UTF-8) signature. */
+static skp_err frame_lookup(struct store *st, const char *sig, uint32_t *out)
+{
     skp_err err = SKP_OK;
     sqlite3_stmt *s = store__stmt(st, STMT_FRAME_GET, &err);
     if (!s)
@@ -887,11 +920,6 @@ static skp_err frame_ref(struct store *st, const char *sig, uint32_t *out)
         if (err)
             return err;
         *out = (uint32_t)sqlite3_last_insert_rowid(st->db);
-    }
-    if (st->frame_ids.n >= STORE_FRAME_CACHE_MAX)
-        strmap_clear(&st->frame_ids);
-    if (strmap_put(&st->frame_ids, sig, *out) != SKP_OK) {
-        /* only a cache */
     }
     return SKP_OK;
 }

@@ -9,7 +9,9 @@
 #include <cmocka.h>
 #include <sqlite3.h>
 
+#include "server/analyzer.h"
 #include "server/store_int.h"
+#include "server/utf8.h"
 #include "store_test_util.h"
 
 struct fixture {
@@ -743,6 +745,72 @@ static void alloc_fault_loop_over_insert_batch(void **state)
     f->st = tu_open(f->db.path);
 }
 
+/* ---- text hygiene ---- */
+
+static void utf8_validation_table(void **state)
+{
+    (void)state;
+    static const struct {
+        const char *s;
+        bool valid;
+    } cases[] = {
+        {"plain", true},          {"caf\xc3\xa9", true},    {"\xe2\x82\xac", true},
+        {"\xf0\x9f\x98\x80", true}, {"\xc3", false},          {"\xc0\xaf", false},
+        {"\xed\xa0\x80", false},  {"\xf4\x90\x80\x80", false}, {"\xff", false},
+        {"a\x80" "b", false},
+    };
+    for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++)
+        assert_int_equal(skp_utf8_valid(cases[i].s, strlen(cases[i].s)), cases[i].valid);
+    char *fixed = skp_utf8_sanitize("a\x80" "b\xc3");
+    assert_string_equal(fixed, "a\xef\xbf\xbd" "b\xef\xbf\xbd");
+    skpx_free(fixed);
+}
+
+static void invalid_utf8_never_breaks_json(void **state)
+{
+    struct fixture *f = *state;
+    assert_int_equal(tu_add(f->st, "t", "s\xff", 0, 1000, "main,bad\xc3name"), SKP_OK);
+    assert_int_equal(tu_add(f->st, "t", "s\xff", 1, 1010, "main,bad\xc3name"), SKP_OK);
+    struct analysis *a = NULL;
+    assert_int_equal(analyze_task(f->st, "t", NULL, &a), SKP_OK);
+    assert_string_equal(a->trees[0].nodes[1].code_signature, "bad\xef\xbf\xbdname");
+    json_t *j = analysis_to_json(a);
+    assert_non_null(j);
+    json_decref(j);
+    analysis_free(a);
+
+    Skywalking__V3__SpanObject sp = SKYWALKING__V3__SPAN_OBJECT__INIT;
+    sp.operationname = "/x\xfe";
+    sp.starttime = 990;
+    sp.endtime = 1100;
+    Skywalking__V3__SpanObject *spans[] = {&sp};
+    Skywalking__V3__SegmentObject seg = SKYWALKING__V3__SEGMENT_OBJECT__INIT;
+    seg.tracesegmentid = "s\xff";
+    seg.traceid = "tr\xff";
+    seg.service = "svc\xff";
+    seg.n_spans = 1;
+    seg.spans = spans;
+    Skywalking__V3__SegmentObject *segs[] = {&seg};
+    assert_int_equal(store_insert_segments(f->st, segs, 1, 2000), SKP_OK);
+    json_t *l = NULL;
+    assert_int_equal(store_list_profiled_segments(f->st, "t", &l), SKP_OK);
+    assert_int_equal(json_array_size(l), 1);
+    json_decref(l);
+    assert_int_equal(store_touch_instance(f->st, "svc\xff", "i\xfe", 1), SKP_OK);
+    struct store_kv props[] = {{"k\xff", "v\xff"}};
+    assert_int_equal(store_upsert_instance(f->st, "svc\xff", "i\xfe", NULL, props, 1, 2), SKP_OK);
+    assert_int_equal(store_list_services(f->st, &l), SKP_OK);
+    json_decref(l);
+    assert_int_equal(store_list_instances(f->st, "svc\xff", &l), SKP_OK);
+    assert_int_equal(json_array_size(l), 1);
+    json_decref(l);
+    assert_int_equal(store_add_task_log(f->st, "t", "svc", "i\xfe", STORE_TASK_NOTIFIED, 5),
+                     SKP_OK);
+    assert_int_equal(store_list_task_logs(f->st, "t", &l), SKP_OK);
+    assert_int_equal(json_array_size(l), 1);
+    json_decref(l);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -761,6 +829,8 @@ int main(void)
         cmocka_unit_test_setup_teardown(read_only_fails_cleanly, setup, teardown),
         cmocka_unit_test_setup_teardown(full_disk_rolls_back_whole_batch, setup, teardown),
         cmocka_unit_test_setup_teardown(alloc_fault_loop_over_insert_batch, setup, teardown),
+        cmocka_unit_test(utf8_validation_table),
+        cmocka_unit_test_setup_teardown(invalid_utf8_never_breaks_json, setup, teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

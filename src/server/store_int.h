@@ -39,6 +39,7 @@ enum store_stmt {
     STMT_SEQ_WINDOW,
     STMT_SCAN_TASK,
     STMT_SEGMENT_INS,
+    STMT_SEG_RANGE,
     STMT_COUNT
 };
 

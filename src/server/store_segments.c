@@ -226,16 +226,15 @@ static int cmp_listed(const void *a, const void *b)
     return strcmp(x->segment_id, y->segment_id);
 }
 
-/* Snapshot time range of (segment, task), for segments whose SegmentObject is missing. */
+/* Snapshot time range of (segment, task), for segments whose SegmentObject is missing: the
+ * first dump's time (sequence 0, which a listed segment has) to the last dump's time. Two
+ * primary-key seeks instead of a scan of the segment's dumps. */
 static skp_err snapshot_range(struct store *st, int64_t seg, int64_t task, int64_t *lo,
                               int64_t *hi)
 {
-    sqlite3_stmt *s = NULL;
-    skp_err err = store__prepare(st,
-                                 "SELECT min(time), max(time) FROM snapshots "
-                                 "WHERE seg = ? AND task = ?",
-                                 &s);
-    if (err)
+    skp_err err = SKP_OK;
+    sqlite3_stmt *s = store__stmt(st, STMT_SEG_RANGE, &err);
+    if (!s)
         return err;
     sqlite3_bind_int64(s, 1, seg);
     sqlite3_bind_int64(s, 2, task);
@@ -243,10 +242,12 @@ static skp_err snapshot_range(struct store *st, int64_t seg, int64_t task, int64
     if (rc == SQLITE_ROW) {
         *lo = sqlite3_column_int64(s, 0);
         *hi = sqlite3_column_int64(s, 1);
+        if (*hi < *lo)
+            *hi = *lo;
     } else {
         err = store__sqlerr(st, rc, "snapshot range");
     }
-    sqlite3_finalize(s);
+    sqlite3_reset(s);
     return err;
 }
 

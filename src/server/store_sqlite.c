@@ -48,6 +48,9 @@ static const char *const k_sql[STMT_COUNT] = {
     [STMT_SEGMENT_INS] = "INSERT OR IGNORE INTO segments(seg, trace_id, service, instance, "
                          "endpoint, start_ms, end_ms, received_ms, spans) "
                          "VALUES(?, ?, ?, ?, ?, ?, ?, ?, ?)",
+    [STMT_SEG_RANGE] = "SELECT (SELECT time FROM snapshots WHERE seg = ?1 AND seq = 0 "
+                       "AND task = ?2), (SELECT time FROM snapshots WHERE seg = ?1 AND "
+                       "task = ?2 ORDER BY seq DESC LIMIT 1)",
 };
 
 #define TASK_COLUMNS                                                                               \

@@ -889,16 +889,16 @@ static skp_err drive(struct skpx_grpc_client *c, int64_t deadline_ms)
     for (;;) {
         if (k->is_done)
             return SKP_OK;
-        size_t added = produce(c);
-        if (out_pending(c) > 0)
-            flush_some(c);
+        bool progressed = produce(c) > 0;
+        if (out_pending(c) > 0 && flush_some(c))
+            progressed = true;
         if (k->is_done)
             return SKP_OK;
         if (c->is_broken)
             return SKP_EUNAVAILABLE;
-        /* Loop again without waiting only if the last round made progress: a session that
-         * "wants to write" but yields nothing must not spin. */
-        bool can_write_more = added > 0 && out_pending(c) == 0 &&
+        /* Loop again without waiting only if this round moved bytes (produced or sent): a
+         * session that "wants to write" but yields nothing must not spin. */
+        bool can_write_more = progressed && out_pending(c) == 0 &&
                               nghttp2_session_want_write(c->sess);
         if (!can_write_more && out_pending(c) == 0 && !nghttp2_session_want_read(c->sess)) {
             conn_break(c, "HTTP/2 session ended by the server");

@@ -611,7 +611,18 @@ static int cmd_perf(const struct opts *o)
             rc = 1;
             break;
         }
+        Skywalking__V3__Commands *cmds = (Skywalking__V3__Commands *)resp;
+        const char *count = cmds->n_commands == 1 ? arg_value(cmds->commands[0], "count") : NULL;
+        char want[32];
+        snprintf(want, sizeof(want), "%ld", src->n_sent);
+        bool count_ok = count && !strcmp(count, want);
         protobuf_c_message_free_unpacked(resp, NULL);
+        if (!count_ok) {
+            printf("FAIL: round %ld: server counted %s of %ld messages\n", r,
+                   count ? count : "(none)", src->n_sent);
+            rc = 1;
+            break;
+        }
         rate[r] = src->n_sent / (dt / 1e9);
         printf("round %ld msg_per_s=%.0f\n", r, rate[r]);
     }

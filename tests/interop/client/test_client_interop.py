@@ -177,6 +177,28 @@ def t_fork(env):
     assert env.st.queries - q0 == 1 + 5 + 5 + 2, env.st.queries - q0
 
 
+def t_stream_to_our_server():
+    """Our client against our own server (src/wire/grpc_server.c via the server suite's test
+    binary): 100,000 snapshots in one stream, counted by the server. A regression test for a
+    stall where the client waited for input after flushing a full buffer."""
+    server_bin = build_path("tests", "interop", "server", "grpc_test_server")
+    if not os.path.exists(server_bin):
+        print("    (grpc_test_server not built; skipped)")
+        return
+    srv = Proc([server_bin], name="grpc_test_server")
+    try:
+        line = wait_until(lambda: [l for l in srv.output().splitlines() if l.startswith("PORT ")], 30,
+                          what="grpc_test_server port")[0]
+        target = "127.0.0.1:%s" % line.split()[1]
+        kv, out = run_driver(["perf", target, "--count", "100000", "--rounds", "2", "--timeout", "120000"],
+                             timeout=300)
+        print("    our client -> our server: %s msg/s (%s build, indicative only)"
+              % (kv["median_msg_per_s"], "ASan" if os.environ.get("SKP_SANITIZE") == "1" else "Release"))
+    finally:
+        srv.stop()
+    check_sanitizer_clean(srv)
+
+
 def t_closed_port():
     kv, out = run_driver(["unary", "127.0.0.1:%d" % free_port(), "--expect", "EUNAVAILABLE"])
     assert kv["status"] == "-1", out
@@ -197,6 +219,7 @@ def main():
         r.run("deadline", t_deadline, env)
         r.run("fork", t_fork, env)
         r.run("closed_port", t_closed_port)
+        r.run("stream_to_our_server", t_stream_to_our_server)
     finally:
         env.close()
     r.run("kill_and_reconnect", t_kill_and_reconnect)

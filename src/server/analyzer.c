@@ -59,6 +59,13 @@ struct actx {
     struct u64map path_by_stack; /* stack id → offset << 24 | length in paths */
     uint32_t *paths;
     size_t n_paths, cap_paths;
+
+    uint64_t used;               /* samples folded with a non-empty stack */
+    /* streaming (stream_cb) */
+    uint64_t max;                /* cap, 0 = none */
+    uint64_t found;              /* distinct samples seen */
+    struct sample prev;
+    bool has_prev;
 };
 
 static void actx_cleanup(struct actx *c)
@@ -214,34 +221,56 @@ static skp_err stack_path(struct actx *c, uint32_t stack, const uint32_t **path,
     return SKP_OK;
 }
 
-/* Folds samples[0..n) into the trie: counts and run durations. Returns the number of samples
- * with a non-empty stack in *used. */
-static skp_err accumulate(struct actx *c, size_t n, uint64_t *used)
+/* Folds one sample into the trie: counts and run durations. Samples must arrive in
+ * (segment, sequence) order without repeats. Counts non-empty stacks in c->used. */
+static skp_err fold(struct actx *c, const struct sample *s)
 {
-    *used = 0;
-    for (size_t i = 0; i < n; i++) {
-        const struct sample *s = &c->samples[i];
-        const uint32_t *path = NULL;
-        size_t len = 0;
-        skp_err err = stack_path(c, s->stack, &path, &len);
-        if (err)
-            return err;
-        if (len == 0)
-            continue; /* empty stacks are dropped, as in OAP */
-        (*used)++;
-        for (size_t d = 0; d < len; d++) {
-            struct work_node *nd = &c->nodes[path[d]];
-            nd->count++;
-            if (nd->has_last && nd->last_seg == s->seg && nd->last_seq != INT32_MAX &&
-                nd->last_seq + 1 == s->seq)
-                nd->duration += s->time - nd->last_time;
-            nd->has_last = true;
-            nd->last_seg = s->seg;
-            nd->last_seq = s->seq;
-            nd->last_time = s->time;
-        }
+    const uint32_t *path = NULL;
+    size_t len = 0;
+    skp_err err = stack_path(c, s->stack, &path, &len);
+    if (err)
+        return err;
+    if (len == 0)
+        return SKP_OK; /* empty stacks are dropped, as in OAP */
+    c->used++;
+    for (size_t d = 0; d < len; d++) {
+        struct work_node *nd = &c->nodes[path[d]];
+        nd->count++;
+        if (nd->has_last && nd->last_seg == s->seg && nd->last_seq != INT32_MAX &&
+            nd->last_seq + 1 == s->seq)
+            nd->duration += s->time - nd->last_time;
+        nd->has_last = true;
+        nd->last_seg = s->seg;
+        nd->last_seq = s->seq;
+        nd->last_time = s->time;
     }
     return SKP_OK;
+}
+
+/* Whole-task and whole-segment scans arrive ordered by (segment, sequence), so they are folded
+ * as they stream by: memory stays O(trie + distinct stacks) whatever the task's size. */
+static void stream_cb(void *ud, const struct store_sample *ss)
+{
+    struct actx *c = ud;
+    if (c->err)
+        return;
+    struct sample s = {
+        .seg = ss->segment, .seq = ss->sequence, .time = ss->time_ms, .stack = ss->stack};
+    if (c->has_prev) {
+        int order = cmp_sample(&c->prev, &s);
+        if (order == 0)
+            return; /* the same dump stored under two tasks */
+        if (order > 0) {
+            c->err = SKP_EIO; /* the store broke its ordering contract */
+            return;
+        }
+    }
+    c->prev = s;
+    c->has_prev = true;
+    c->found++;
+    if (c->max && c->found > c->max)
+        return; /* beyond the cap: counted for the tip only */
+    c->err = fold(c, &s);
 }
 
 /* Signatures are copied into one arena block owned by the analysis. */
@@ -383,22 +412,15 @@ static char *tip_limit(uint64_t found, uint64_t max)
     return skpx_strdup(buf);
 }
 
-/* Builds the result from the collected samples. `found` = snapshots found before the cap
- * (for the tip), `capped` = whether the cap cut anything, `any` = whether anything was
- * found at all. */
-static skp_err finish(struct actx *c, uint64_t found, uint64_t max, bool capped, bool any,
-                      struct analysis **out)
+/* Builds the result from the folded trie. `found` = snapshots found before the cap (for the
+ * tip), `capped` = whether the cap cut anything, `any` = whether anything was found. */
+static skp_err build_result(struct actx *c, uint64_t found, uint64_t max, bool capped, bool any,
+                            struct analysis **out)
 {
     skp_err err = SKP_OK;
     struct analysis *a = skpx_calloc(1, sizeof(*a));
     if (!a)
         return SKP_ENOMEM;
-    sort_dedupe(c);
-    size_t n = c->n_samples;
-    if (max && n > max) {
-        n = (size_t)max;
-        capped = true;
-    }
     if (!any) {
         a->tip = skpx_strdup("Data not found");
         if (!a->tip)
@@ -412,9 +434,8 @@ static skp_err finish(struct actx *c, uint64_t found, uint64_t max, bool capped,
             goto out;
         }
     }
-    err = accumulate(c, n, &a->n_snapshots);
-    if (!err)
-        err = flatten(c, a);
+    a->n_snapshots = c->used;
+    err = flatten(c, a);
 out:
     if (err) {
         analysis_free(a);
@@ -468,16 +489,20 @@ skp_err analyze_segments(struct store *st, const struct analyze_query *q, size_t
         if (err)
             goto out;
     }
-    err = finish(&c, found, max, capped, any, out);
+    sort_dedupe(&c);
+    for (size_t i = 0; i < c.n_samples && !err; i++)
+        err = fold(&c, &c.samples[i]);
+    if (!err)
+        err = build_result(&c, found, max, capped, any, out);
 out:
     actx_cleanup(&c);
     return err;
 }
 
-static skp_err analyze_collected(struct actx *c, uint64_t max, struct analysis **out)
+static skp_err streamed_result(struct actx *c, struct analysis **out)
 {
-    uint64_t found = c->n_samples;
-    return finish(c, found, max, false, found > 0, out);
+    bool capped = c->max && c->found > c->max;
+    return build_result(c, c->found, c->max, capped, c->found > 0, out);
 }
 
 skp_err analyze_task(struct store *st, const char *task_id, const struct analyze_opts *opts,
@@ -486,12 +511,12 @@ skp_err analyze_task(struct store *st, const char *task_id, const struct analyze
     *out = NULL;
     if (!st || !task_id)
         return SKP_EINVAL;
-    struct actx c = {.st = st};
-    skp_err err = store_scan_task(st, task_id, collect_cb, &c);
+    struct actx c = {.st = st, .max = opts ? opts->max_snapshots : 0};
+    skp_err err = store_scan_task(st, task_id, stream_cb, &c);
     if (!err)
         err = c.err;
     if (!err)
-        err = analyze_collected(&c, opts ? opts->max_snapshots : 0, out);
+        err = streamed_result(&c, out);
     actx_cleanup(&c);
     return err;
 }
@@ -502,12 +527,12 @@ skp_err analyze_segment_all(struct store *st, const char *segment_id,
     *out = NULL;
     if (!st || !segment_id)
         return SKP_EINVAL;
-    struct actx c = {.st = st};
-    skp_err err = store_scan_segment(st, segment_id, INT32_MIN, INT32_MAX, collect_cb, &c);
+    struct actx c = {.st = st, .max = opts ? opts->max_snapshots : 0};
+    skp_err err = store_scan_segment(st, segment_id, INT32_MIN, INT32_MAX, stream_cb, &c);
     if (!err)
         err = c.err;
     if (!err)
-        err = analyze_collected(&c, opts ? opts->max_snapshots : 0, out);
+        err = streamed_result(&c, out);
     actx_cleanup(&c);
     return err;
 }

@@ -373,6 +373,34 @@ static void alloc_faults_never_crash(void **state)
     }
 }
 
+static void streamed_scans_cap_and_dedupe(void **state)
+{
+    struct fixture *f = *state;
+    /* the same segment's dumps resent under a second task id: one segment, counted once */
+    for (int i = 0; i < 6; i++) {
+        assert_int_equal(tu_add(f->st, "t1", "s1", i, 1000 + 10 * i, "A,B"), SKP_OK);
+        assert_int_equal(tu_add(f->st, "t2", "s1", i, 1000 + 10 * i, "A,B"), SKP_OK);
+    }
+    struct analysis *a = NULL;
+    assert_int_equal(analyze_segment_all(f->st, "s1", NULL, &a), SKP_OK);
+    assert_int_equal(a->n_snapshots, 6);
+    const struct expect_node e[] = {{1, 0, "A", 6, 50, 0}, {2, 1, "B", 6, 50, 50}};
+    check_tree(&a->trees[0], e, 2);
+    analysis_free(a);
+    struct analyze_opts o = {.max_snapshots = 5};
+    assert_int_equal(analyze_segment_all(f->st, "s1", &o, &a), SKP_OK);
+    assert_string_equal(a->tip, "Out of snapshot analyze limit, 6 snapshots found, but analysis "
+                                "first 5 snapshots only.");
+    assert_int_equal(a->n_snapshots, 5);
+    assert_int_equal(a->trees[0].nodes[0].duration, 40);
+    analysis_free(a);
+    o.max_snapshots = 6;
+    assert_int_equal(analyze_task(f->st, "t2", &o, &a), SKP_OK);
+    assert_null(a->tip);
+    assert_int_equal(a->n_snapshots, 6);
+    analysis_free(a);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -390,6 +418,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(json_shape, setup, teardown),
         cmocka_unit_test_setup_teardown(signatures_outlive_the_store, setup, teardown),
         cmocka_unit_test_setup_teardown(alloc_faults_never_crash, setup, teardown),
+        cmocka_unit_test_setup_teardown(streamed_scans_cap_and_dedupe, setup, teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

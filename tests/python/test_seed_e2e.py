@@ -1,0 +1,121 @@
+"""The seed scenario end to end: skyprofd + examples/python/seed_app.py (the SkyWalking Python
+agent's profiling example, importing skyprof), a task on endpoint "/", POSTs, profiled segments,
+analysis. Asserts the stack tree of the seed (do_POST ~560 ms: method3 ~60 > method2 ~40 >
+method1 ~20, the 0.5 s sleep as do_POST's self time) within sampling error, that snapshots stop
+when each request ends (the idle single-threaded server is not sampled), and that an incoming
+sw8 header makes the segment continue the caller's trace."""
+import os
+import time
+
+from skp_harness import Results, tempdir, wait_until, SANITIZE
+from skp_pyagent import (App, Server, function_self_count, function_totals, tree_nodes, sw8_header,
+                         SOURCE)
+
+PERIOD_MS = 10
+
+
+def main():
+    r = Results()
+    with tempdir() as tmp:
+        srv = Server(tmp)
+        app = App([os.path.join(SOURCE, 'examples', 'python', 'seed_app.py'), '0'], env={
+            'SW_AGENT_COLLECTOR_BACKEND_SERVICES': srv.backend,
+            'SW_AGENT_COLLECTOR_GET_PROFILE_TASK_INTERVAL': '1',
+            'SEED_LOG_LEVEL': 'INFO'}, name='seed_app')
+        state = {}
+        try:
+            def task_notified():
+                state['task'] = srv.create_task('provider', '/', duration=1, threshold=0,
+                                                period=PERIOD_MS, max_count=5)
+                srv.wait_notified(state['task'])
+
+            def requests_profiled():
+                state['client'] = []
+                for i in range(3):
+                    headers = {}
+                    if i == 2:
+                        headers['sw8'] = sw8_header('seed-trace-0001', 'seed-parent-seg-1', 3)
+                    status, body, secs = app.request('POST', '/', headers=headers)
+                    assert status == 200 and b'Despacito' in body
+                    state['client'].append(secs)
+                    time.sleep(1.0)  # idle server between requests: must not be sampled
+                segs = wait_until(lambda: (lambda s: s if len(s) >= 3 else None)(
+                    srv.segments(state['task'])), 30, interval=0.2, what='3 profiled segments')
+                state['segments'] = sorted(segs, key=lambda s: s['start'])
+
+            def tree_matches_seed():
+                for seg in state['segments']:
+                    a = srv.analyze(seg['segmentId'], seg['start'], seg['start'] + seg['duration'])
+                    nodes = tree_nodes(a)
+                    assert nodes, a
+                    do_post, do_post_self, c_post = function_totals(nodes, 'seed_app.py.do_POST')
+                    m3, _, c3 = function_totals(nodes, 'seed_app.py.method3')
+                    m2, _, c2 = function_totals(nodes, 'seed_app.py.method2')
+                    m1, m1_self, c1 = function_totals(nodes, 'seed_app.py.method1')
+                    c_post_self = function_self_count(nodes, 'seed_app.py.do_POST')
+                    print('segment %s: span %d ms, do_POST %d (self %d), method3 %d, method2 %d, '
+                          'method1 %d; samples x period: do_POST %d (self %d), method3 %d, '
+                          'method2 %d, method1 %d' % (
+                              seg['segmentId'], seg['duration'], do_post, do_post_self, m3, m2, m1,
+                              c_post * PERIOD_MS, c_post_self * PERIOD_MS, c3 * PERIOD_MS,
+                              c2 * PERIOD_MS, c1 * PERIOD_MS))
+                    # Sample counts x period estimate time directly (the analyzer's run-based
+                    # durations lose one period per run and per line node, SkyWalking's algorithm).
+                    # The first ~2 periods of a request are not sampled (PENDING -> PROFILING).
+                    tol = PERIOD_MS * (3 if not SANITIZE else 6)
+                    assert abs(c_post * PERIOD_MS - 560) <= tol + 20, c_post
+                    assert abs(c_post_self * PERIOD_MS - 500) <= tol, c_post_self
+                    assert abs(c3 * PERIOD_MS - 60) <= tol, c3
+                    assert abs(c2 * PERIOD_MS - 40) <= tol, c2
+                    assert abs(c1 * PERIOD_MS - 20) <= tol, c1
+                    assert c3 >= c2 >= c1 > 0, (c3, c2, c1)
+                    # sampling error: a few periods per node (plus ASan slowness)
+                    slack = 6 * PERIOD_MS if not SANITIZE else 12 * PERIOD_MS
+                    assert abs(do_post - 560) <= slack + 20, do_post
+                    assert abs(m3 - 60) <= slack, m3
+                    assert abs(m2 - 40) <= slack, m2
+                    assert abs(m1 - 20) <= slack, m1
+                    assert m3 > m2 > m1 > 0, (m3, m2, m1)
+                    assert abs(do_post_self - 500) <= slack + 20, do_post_self
+
+            def sampling_stops_with_request():
+                for seg in state['segments']:
+                    # a window reaching 0.9 s past the request: an idle server sampled after the
+                    # request ended would add ~90 snapshots here
+                    a = srv.analyze(seg['segmentId'], seg['start'] - 500,
+                                    seg['start'] + seg['duration'] + 900)
+                    roots = [n for n in tree_nodes(a) if n['parentId'] == 0]
+                    n_snap = sum(n['count'] for n in roots)
+                    expect = seg['duration'] / PERIOD_MS
+                    print('segment %s: %d snapshots for %d ms' % (seg['segmentId'], n_snap,
+                                                                  seg['duration']))
+                    assert n_snap <= expect + 3, (n_snap, expect)
+                    assert n_snap >= expect * (0.5 if not SANITIZE else 0.3), (n_snap, expect)
+
+            def sw8_continues_trace():
+                seg = state['segments'][2]
+                refs = seg['spans'][0]['refs']
+                assert refs and refs[0]['traceId'] == 'seed-trace-0001', seg['spans'][0]
+                assert refs[0]['parentSegmentId'] == 'seed-parent-seg-1', refs[0]
+                assert seg['traceId'] == 'seed-trace-0001', seg['traceId']
+                span = seg['spans'][0]
+                assert span['endpointName'] == '/' and span['type'] == 'Entry'
+                tags = {t['key']: t['value'] for t in span['tags']}
+                assert tags.get('http.method') == 'POST' and tags.get('http.status_code') == '200'
+
+            r.run('task_notified', task_notified)
+            r.run('requests_profiled', requests_profiled)
+            r.run('tree_matches_seed', tree_matches_seed)
+            r.run('sampling_stops_with_request', sampling_stops_with_request)
+            r.run('sw8_continues_trace', sw8_continues_trace)
+        finally:
+            code = app.stop()
+            srv.stop()
+        r.run('app_exit_clean', lambda: None if code in (0, -15, 143) else (_ for _ in ()).throw(
+            AssertionError('seed_app exit %r:\n%s' % (code, app.proc.output()[-3000:]))))
+        r.run('server_sanitizer_clean', srv.check_clean)
+    r.finish()
+
+
+if __name__ == '__main__':
+    main()

@@ -15,6 +15,7 @@
 
 #include "agent/agent_thread.h"
 #include "agent/reporter.h"
+#include "common/clock.h"
 #include "common/log.h"
 #include "management/Management.pb-c.h"
 
@@ -339,9 +340,9 @@ static void *channel_main(void *arg)
     while (!a->stop_requested) {
         a->wake = false;
         pthread_mutex_unlock(&a->mu);
-        int64_t next = skp__channel_step(a, skp__mono_ns(a->clock), false, SKP_RPC_TIMEOUT_MS);
+        int64_t next = skp__channel_step(a, skpx_mono_ns(), false, SKP_RPC_TIMEOUT_MS);
         pthread_mutex_lock(&a->mu);
-        while (!a->stop_requested && !a->wake && skp__mono_ns(a->clock) < next)
+        while (!a->stop_requested && !a->wake && skpx_mono_ns() < next)
             skp__cond_wait_until(&a->cv, &a->mu, next);
     }
     int64_t deadline = a->flush_deadline_ns;
@@ -352,10 +353,10 @@ static void *channel_main(void *arg)
     skp__agent_stop_task_locked(a);
     pthread_mutex_unlock(&a->lock);
     for (int round = 0; round < 4; round++) {
-        int64_t left_ms = (deadline - skp__mono_ns(a->clock)) / MS;
+        int64_t left_ms = (deadline - skpx_mono_ns()) / MS;
         if (left_ms <= 0 || queues_empty(a))
             break;
-        (void)skp__channel_step(a, skp__mono_ns(a->clock), true,
+        (void)skp__channel_step(a, skpx_mono_ns(), true,
                                 (int)min64(left_ms, SKP_RPC_TIMEOUT_MS));
     }
     return NULL;
@@ -376,7 +377,7 @@ void skp__channel_stop(skyprof_agent *a, int flush_deadline_ms)
         return;
     pthread_mutex_lock(&a->mu);
     a->stop_requested = true;
-    a->flush_deadline_ns = skp__mono_ns(a->clock) + (int64_t)(flush_deadline_ms > 0 ? flush_deadline_ms : 0) * MS;
+    a->flush_deadline_ns = skpx_mono_ns() + (int64_t)(flush_deadline_ms > 0 ? flush_deadline_ms : 0) * MS;
     pthread_cond_signal(&a->cv);
     pthread_mutex_unlock(&a->mu);
     pthread_join(a->thread, NULL);

@@ -19,8 +19,13 @@ struct skp__ring {
     struct skp__ring_cell *cells; /* owned; `mask + 1` cells */
     size_t mask;
     size_t limit;                  /* max items queued (<= mask + 1) */
-    _Alignas(64) _Atomic size_t head; /* next position producers claim */
-    _Alignas(64) _Atomic size_t tail; /* next position the consumer takes */
+    /* head and tail on different cache lines (padding, not _Alignas: rings are embedded in
+     * heap objects that malloc aligns to 16 only) */
+    char _pad0[64];
+    _Atomic size_t head; /* next position producers claim */
+    char _pad1[64 - sizeof(size_t)];
+    _Atomic size_t tail; /* next position the consumer takes */
+    char _pad2[64 - sizeof(size_t)];
     _Atomic uint64_t pushed;
     _Atomic uint64_t dropped;
 };

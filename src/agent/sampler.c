@@ -11,6 +11,7 @@
 #include "agent/agent_limits.h"
 #include "agent/agent_thread.h"
 #include "common/alloc.h"
+#include "common/clock.h"
 #include "common/log.h"
 
 skp_err skp__sampler_init(struct skp__sampler *s, struct skp__task_ctx *ctx,
@@ -98,7 +99,7 @@ void skp__sampler_run_once(struct skp__sampler *s, int64_t now_ms)
     pthread_mutex_lock(&s->run_lock);
     atomic_fetch_add_explicit(&s->runs, 1, memory_order_relaxed);
     atomic_fetch_add_explicit(&s->task_runs, 1, memory_order_relaxed);
-    atomic_store_explicit(&s->task_last_ns, skp__mono_ns(s->clock), memory_order_relaxed);
+    atomic_store_explicit(&s->task_last_ns, skpx_mono_ns(), memory_order_relaxed);
     for (int i = 0; i < ctx->max_parallel; i++) {
         struct skp__slot *slot = &ctx->slots[i];
         uint64_t w = atomic_load(&slot->word);
@@ -136,8 +137,10 @@ void skp__sampler_run_once(struct skp__sampler *s, int64_t now_ms)
 static void *sampler_main(void *arg)
 {
     struct skp__sampler *s = arg;
+    /* The schedule runs on the real monotonic clock (the condition variable waits on it); the
+     * clock seam provides the wall time stamped into snapshots and the task's end. */
     int64_t period_ns = s->period_ms * 1000000;
-    int64_t start = skp__mono_ns(s->clock);
+    int64_t start = skpx_mono_ns();
     int64_t k = 0;
     pthread_mutex_lock(&s->mu);
     while (!s->stop_requested) {
@@ -147,7 +150,7 @@ static void *sampler_main(void *arg)
             goto done_unlocked;
         skp__sampler_run_once(s, now_ms);
         k++;
-        int64_t now = skp__mono_ns(s->clock);
+        int64_t now = skpx_mono_ns();
         int64_t next = start + k * period_ns;
         if (now > next + period_ns) {
             /* more than a period late (slow captures, host overload): skip, don't bunch */
@@ -157,7 +160,7 @@ static void *sampler_main(void *arg)
             next = start + k * period_ns;
         }
         pthread_mutex_lock(&s->mu);
-        while (!s->stop_requested && skp__mono_ns(s->clock) < next)
+        while (!s->stop_requested && skpx_mono_ns() < next)
             skp__cond_wait_until(&s->cv, &s->mu, next);
     }
     pthread_mutex_unlock(&s->mu);
@@ -173,7 +176,7 @@ skp_err skp__sampler_start(struct skp__sampler *s, int64_t period_ms, int64_t st
     s->stop_at_ms = stop_at_ms;
     s->stop_requested = false;
     atomic_store(&s->task_runs, 0);
-    int64_t now = skp__mono_ns(s->clock);
+    int64_t now = skpx_mono_ns();
     atomic_store(&s->task_start_ns, now);
     atomic_store(&s->task_last_ns, now);
     skp_err err = skp__thread_start(&s->thread, "skp-sampler", sampler_main, s);

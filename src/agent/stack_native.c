@@ -2,9 +2,19 @@
  * agent core's stack-source contract and the signal capture engine (stack_native_capture.c) and
  * the libdw symbolizer (symbolize.c).
  *
+ * Rounds. The core captures its slots one after the other. A thread that is preempted only runs
+ * its signal handler when the scheduler gives it a CPU again, so on a busy machine capturing five
+ * threads one by one costs five scheduling delays per dump period. Instead, the first capture of
+ * a period signals every thread that was captured in the previous period ("hot") at once, and
+ * the following captures of that period collect results that are already there or on their way.
+ * A preempted thread's stack does not change until it runs, so a late handler still records the
+ * stack of the moment the signal was sent. A prefetched result is used only while it is younger
+ * than half the thread's observed capture period; older ones are discarded and re-requested.
+ *
  * Threading: thread_attach runs on request threads, capture on the sampler thread, symbolize on
- * the channel thread, destroy on the thread stopping the agent. `mu` guards the lazily created
- * symbolizer and capture buffer; lock order: mu, then the engine's lock (inside capture). */
+ * the channel thread, release on either, destroy on the thread stopping the agent. `mu` guards
+ * the registry of handles, the round bookkeeping and the lazily created symbolizer and capture
+ * buffer; it is never held while waiting for a handler. Lock order: mu, then the engine's lock. */
 #include "skyprof/skyprof_native.h"
 
 #include <pthread.h>
@@ -15,6 +25,7 @@
 #include "agent/stack_native_capture.h"
 #include "agent/symbolize.h"
 #include "common/alloc.h"
+#include "common/clock.h"
 #include "common/log.h"
 
 /* Return values of capture beyond the contract's "< 0": -1 thread gone, -2 sample lost
@@ -22,17 +33,29 @@
 #define NATIVE_CAPTURE_GONE (-1)
 #define NATIVE_CAPTURE_LOST (-2)
 #define NATIVE_CAPTURE_FAILED (-3)
+/* A prefetched result younger than this is always usable (periods below 2 ms are benchmarks). */
+#define NATIVE_PREFETCH_MIN_AGE_NS (2 * 1000 * 1000)
 
 struct native_thread {
     struct skp__native_target target;
+    int slot;              /* engine slot, owned by this handle */
+    /* Round bookkeeping, under g_src.mu (the sampler side). */
+    uint32_t seq;          /* outstanding engine request, 0 = none */
+    int64_t req_ns;        /* when it was sent */
+    int64_t last_capture_ns;
+    int64_t period_ns;     /* interval between the last two captures, 0 = unknown */
+    bool hot;              /* captured last period: prefetch it */
 };
 
 static struct native_source {
     pthread_mutex_t mu;
     _Atomic bool installed;
+    struct native_thread *by_slot[SKP_NATIVE_MAX_TARGETS]; /* attached handles */
     struct skp__symbolizer *sym; /* created on first symbolize */
     uintptr_t *pcs;              /* SKP_NATIVE_MAX_FRAMES entries, created on first capture */
     struct skp__symbolizer_stats sym_last; /* kept across destroy for skyprof_native_get_stats */
+    uint64_t prefetched;         /* requests sent ahead for other threads */
+    uint64_t prefetch_used;
 } g_src = {.mu = PTHREAD_MUTEX_INITIALIZER};
 
 /* Identity of the calling thread, computed once per thread (pthread_getattr_np allocates and,
@@ -42,34 +65,100 @@ static __thread struct {
     struct skp__native_target target;
 } t_self;
 
+static bool ensure_installed(void)
+{
+    if (atomic_load_explicit(&g_src.installed, memory_order_acquire))
+        return true;
+    pthread_mutex_lock(&g_src.mu);
+    skp_err err = SKP_OK;
+    if (!atomic_load(&g_src.installed)) {
+        err = skp__native_capture_install(0);
+        if (err == SKP_OK)
+            atomic_store_explicit(&g_src.installed, true, memory_order_release);
+    }
+    pthread_mutex_unlock(&g_src.mu);
+    if (err)
+        SKPX_WARN("native: cannot install the sampling signal handler: %s", skp_strerror(err));
+    return err == SKP_OK;
+}
+
 static void *native_thread_attach(void *ud)
 {
     (void)ud;
-    if (!atomic_load_explicit(&g_src.installed, memory_order_acquire)) {
-        pthread_mutex_lock(&g_src.mu);
-        skp_err err = SKP_OK;
-        if (!atomic_load(&g_src.installed)) {
-            err = skp__native_capture_install(0);
-            if (err == SKP_OK)
-                atomic_store_explicit(&g_src.installed, true, memory_order_release);
-        }
-        pthread_mutex_unlock(&g_src.mu);
-        if (err) {
-            SKPX_WARN("native: cannot install the sampling signal handler: %s", skp_strerror(err));
-            return NULL;
-        }
-    }
+    if (!ensure_installed())
+        return NULL;
     /* After fork the cached identity is the parent's thread: gettid tells. */
     if (!t_self.ready || t_self.target.tid != gettid()) {
         if (skp__native_target_self(&t_self.target) != SKP_OK)
             return NULL;
         t_self.ready = true;
     }
-    struct native_thread *h = skpx_malloc(sizeof(*h));
+    struct native_thread *h = skpx_calloc(1, sizeof(*h));
     if (!h)
         return NULL;
     h->target = t_self.target;
+    if (skp__native_slot_acquire(&h->slot) != SKP_OK) {
+        skpx_free(h);
+        return NULL;
+    }
+    pthread_mutex_lock(&g_src.mu);
+    g_src.by_slot[h->slot] = h;
+    pthread_mutex_unlock(&g_src.mu);
     return h;
+}
+
+static void native_thread_release(void *ud, void *thread_handle)
+{
+    struct native_thread *h = thread_handle;
+    (void)ud;
+    if (!h)
+        return;
+    pthread_mutex_lock(&g_src.mu);
+    if (g_src.by_slot[h->slot] == h)
+        g_src.by_slot[h->slot] = NULL;
+    pthread_mutex_unlock(&g_src.mu);
+    skp__native_slot_release(h->slot); /* abandons a prefetched request still queued */
+    skpx_free(h);
+}
+
+static bool prefetch_usable(const struct native_thread *h, int64_t now)
+{
+    if (!h->seq)
+        return false;
+    int64_t max_age = h->period_ns / 2;
+    if (max_age < NATIVE_PREFETCH_MIN_AGE_NS)
+        max_age = NATIVE_PREFETCH_MIN_AGE_NS;
+    return now - h->req_ns < max_age;
+}
+
+/* Sends h's request (or keeps a usable one) and prefetches the other hot threads. Caller holds
+ * mu. Returns the engine error for h. */
+static skp_err start_round(struct native_thread *h, uint32_t cap, int64_t now)
+{
+    skp_err err = SKP_OK;
+    if (prefetch_usable(h, now)) {
+        g_src.prefetch_used++;
+        return SKP_OK;
+    }
+    err = skp__native_request(h->slot, &h->target, cap, &h->seq);
+    if (err) {
+        h->seq = 0;
+        return err;
+    }
+    h->req_ns = now;
+    for (int i = 0; i < SKP_NATIVE_MAX_TARGETS; i++) {
+        struct native_thread *o = g_src.by_slot[i];
+        if (!o || o == h || !o->hot || prefetch_usable(o, now))
+            continue;
+        if (skp__native_request(o->slot, &o->target, cap, &o->seq) == SKP_OK) {
+            o->req_ns = now;
+            g_src.prefetched++;
+        } else {
+            o->seq = 0;
+            o->hot = false;
+        }
+    }
+    return SKP_OK;
 }
 
 static int native_capture(void *ud, void *thread_handle, int tid, struct skyprof_capture *out)
@@ -82,20 +171,45 @@ static int native_capture(void *ud, void *thread_handle, int tid, struct skyprof
     out->truncated = false;
     if (!h || out->cap == 0)
         return NATIVE_CAPTURE_FAILED;
-    if (!g_src.pcs) {
-        pthread_mutex_lock(&g_src.mu);
-        if (!g_src.pcs)
-            g_src.pcs = skpx_malloc(SKP_NATIVE_MAX_FRAMES * sizeof(uintptr_t));
-        pthread_mutex_unlock(&g_src.mu);
-        if (!g_src.pcs)
-            return NATIVE_CAPTURE_FAILED;
+    if (tid > 0 && tid != h->target.tid)
+        h->target.tid = tid;
+    uint32_t cap = out->cap < SKP_NATIVE_MAX_FRAMES ? out->cap : SKP_NATIVE_MAX_FRAMES;
+
+    pthread_mutex_lock(&g_src.mu);
+    if (!g_src.pcs)
+        g_src.pcs = skpx_malloc(SKP_NATIVE_MAX_FRAMES * sizeof(uintptr_t));
+    int64_t now = skpx_mono_ns();
+    skp_err err = g_src.pcs ? start_round(h, cap, now) : SKP_ENOMEM;
+    uint32_t seq = h->seq;
+    pthread_mutex_unlock(&g_src.mu);
+
+    if (err == SKP_OK) {
+        /* pcs is used only by the sampler (capture never runs concurrently with itself). */
+        s.pcs = g_src.pcs;
+        s.cap = cap;
+        err = skp__native_collect(h->slot, seq, &s, 0);
+        if (err == SKP_ENOTFOUND) {
+            /* The prefetched request vanished (abandoned); ask again once. */
+            pthread_mutex_lock(&g_src.mu);
+            h->seq = 0;
+            err = start_round(h, cap, skpx_mono_ns());
+            seq = h->seq;
+            pthread_mutex_unlock(&g_src.mu);
+            if (err == SKP_OK)
+                err = skp__native_collect(h->slot, seq, &s, 0);
+        }
     }
-    struct skp__native_target target = h->target;
-    if (tid > 0)
-        target.tid = tid;
-    s.pcs = g_src.pcs;
-    s.cap = out->cap < SKP_NATIVE_MAX_FRAMES ? out->cap : SKP_NATIVE_MAX_FRAMES;
-    skp_err err = skp__native_capture(&target, &s, 0);
+    pthread_mutex_lock(&g_src.mu);
+    h->seq = 0;
+    h->hot = err == SKP_OK;
+    if (err == SKP_OK) {
+        int64_t t = skpx_mono_ns();
+        if (h->last_capture_ns)
+            h->period_ns = t - h->last_capture_ns;
+        h->last_capture_ns = t;
+    }
+    pthread_mutex_unlock(&g_src.mu);
+
     switch (err) {
     case SKP_OK:
         break;
@@ -120,12 +234,6 @@ static int native_capture(void *ud, void *thread_handle, int tid, struct skyprof
     return 0;
 }
 
-static void native_thread_release(void *ud, void *thread_handle)
-{
-    (void)ud;
-    skpx_free(thread_handle);
-}
-
 static int native_symbolize(void *ud, uint64_t addr, char *buf, size_t cap)
 {
     (void)ud;
@@ -138,9 +246,11 @@ static int native_symbolize(void *ud, uint64_t addr, char *buf, size_t cap)
         }
     }
     struct skp__symbolizer *sym = g_src.sym;
-    int r = skp__symbolize(sym, (uintptr_t)addr, buf, cap);
     pthread_mutex_unlock(&g_src.mu);
-    return r;
+    /* The symbolizer has its own lock; the (slow, first-time) libdw work must not hold mu,
+     * which request threads take in thread_attach. The symbolizer is only freed by destroy,
+     * after the agent stopped calling symbolize. */
+    return skp__symbolize(sym, (uintptr_t)addr, buf, cap);
 }
 
 static void native_destroy(void *ud)
@@ -204,6 +314,8 @@ SKYPROF_API void skyprof_native_get_stats(struct skyprof_native_stats *out)
 
     pthread_mutex_lock(&g_src.mu);
     struct skp__symbolizer_stats st = g_src.sym_last;
+    out->prefetched = g_src.prefetched;
+    out->prefetch_used = g_src.prefetch_used;
     if (g_src.sym) {
         struct skp__symbolizer_stats cur;
         skp__symbolizer_get_stats(g_src.sym, &cur);

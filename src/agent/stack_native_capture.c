@@ -1,22 +1,22 @@
-/* stack_native_capture.c - signal-driven capture of another thread's native stack.
+/* stack_native_capture.c - signal-driven capture of other threads' native stacks.
  *
- * Design. One process-wide engine. A capture is a small protocol on one 32-bit futex word,
- * `state` = seq << 2 | phase:
- *   sampler:  state = seq|REQUESTED, rt_tgsigqueueinfo(pid, tid, signo, cookie(seq)), futex wait
- *   handler:  cookie matches and CAS(seq|REQUESTED -> seq|RUNNING) succeeds: walk into the static
- *             buffer, state = seq|DONE, futex wake
- *   sampler:  DONE: copy out. Deadline: CAS(seq|REQUESTED -> seq|IDLE) abandons the request; a
- *             late handler then fails its CAS and drops the signal ("stale"). If the handler is
- *             already RUNNING the sample is lost and the buffer stays owned by that run until it
- *             reaches DONE (the next capture reports "busy" meanwhile).
+ * Design. One process-wide engine with SKP_NATIVE_MAX_TARGETS slots. A capture on a slot is a
+ * small protocol on the slot's 32-bit futex word, `state` = seq << 2 | phase:
+ *   request:  state = seq|REQUESTED, rt_tgsigqueueinfo(pid, tid, signo, cookie(slot, seq))
+ *   handler:  cookie matches and CAS(seq|REQUESTED -> seq|RUNNING) succeeds: walk into the slot's
+ *             static buffer, state = seq|DONE, futex wake
+ *   collect:  wait for seq|DONE, copy out, state = seq|IDLE. At the deadline CAS(seq|REQUESTED ->
+ *             seq|IDLE) abandons the request; a late handler then fails its CAS and drops the
+ *             signal ("stale"). If the handler is already RUNNING the sample is lost and the slot
+ *             stays owned by that run until it reaches DONE (new requests report "busy").
  * The handler touches only static storage: the per-thread handle of the stack source may be
  * freed on another thread while a late signal is still pending, so no pointer to it is ever
  * given to the handler. The signal carries a cookie (SI_QUEUE + magic in sival) so our signals
  * are told apart from the host's without TLS or gettid, even when they arrive late.
  *
- * Threading: `mu` serializes install, uninstall and capture (sampler side only; the handler never
- * locks). Lock order: only `mu`. After fork the child re-initialises `mu` and forgets requests
- * (their threads do not exist in the child). */
+ * Threading: `mu` serializes install, uninstall, slot acquire/release and request; collect runs
+ * without it (one collector per slot). The handler never locks. Lock order: only `mu`. After fork
+ * the child re-initialises `mu` and forgets requests (their threads do not exist in the child). */
 #include "agent/stack_native_capture.h"
 
 #define UNW_LOCAL_ONLY
@@ -44,17 +44,36 @@
 #define PHASE_RUNNING 2u
 #define PHASE_DONE 3u
 #define PHASE_MASK 3u
-#define SEQ_MAX ((1u << 30) - 1u)
-/* High half of sival: "SKPF". The low half carries the request sequence number. */
+#define SEQ_BITS 24
+#define SEQ_MAX ((1u << SEQ_BITS) - 1u)
+/* High half of sival: "SKPF". The low half carries slot << SEQ_BITS | seq. */
 #define SKP_NATIVE_MAGIC 0x534B5046u
 /* Frames skipped when the interrupted pc is not found among the first SKP_NATIVE_SKIP_MAX:
  * the handler's own frame and the kernel's signal trampoline (__restore_rt). */
 #define SKP_NATIVE_FALLBACK_SKIP 2
 #define SKP_NATIVE_BUF_FRAMES (SKP_NATIVE_MAX_FRAMES + SKP_NATIVE_SKIP_MAX)
 
+_Static_assert(SKP_NATIVE_MAX_TARGETS <= 256, "slot index must fit in 8 bits of the cookie");
+
 struct capture_counters {
     _Atomic uint64_t requested, captured, lost_timeout, lost_gone, lost_busy, lost_send;
     _Atomic uint64_t fp_walks, stale, chained, swallowed, handler_ns_total, handler_ns_max;
+};
+
+struct slot {
+    _Atomic uint32_t state; /* futex word, see the file comment */
+    uint32_t seq;           /* last sequence number used (under mu) */
+    bool in_use;            /* under mu */
+    /* Request parameters: written before state=REQUESTED (release), read by the handler after
+     * its CAS (acquire). */
+    uintptr_t req_stack_lo, req_stack_hi;
+    uint32_t req_want;
+    pid_t req_tid;
+    /* Result: written by the handler before state=DONE (release). */
+    uint32_t res_n;
+    uintptr_t res_pc;
+    bool res_fp;
+    int64_t res_ns;
 };
 
 static struct engine {
@@ -64,33 +83,22 @@ static struct engine {
     int signo;
     int mode;
     struct sigaction prev; /* written before our handler is installed; read by the handler */
-    uint32_t seq;          /* last sequence number used (sampler side, under mu) */
 
-    _Atomic uint32_t state; /* futex word, see the file comment */
     _Atomic bool force_fp;
     _Atomic bool clobber_errno; /* test hook: the handler scribbles on errno */
     _Atomic uintptr_t loader_lo, loader_hi;
 
-    /* Request parameters: written by the sampler before state=REQUESTED (release), read by the
-     * handler after its CAS (acquire). */
-    uintptr_t req_stack_lo, req_stack_hi;
-    uint32_t req_want;
+    struct slot slots[SKP_NATIVE_MAX_TARGETS];
 
-    /* Result: written by the handler before state=DONE (release). */
-    uint32_t res_n;
-    uintptr_t res_pc;
-    bool res_fp;
-    int64_t res_ns;
-
-    /* Requests given up on whose signal may still arrive: seq (0 = empty) and target tid. */
-    _Atomic uint32_t abandoned_seq[SKP_NATIVE_ABANDONED_MAX];
+    /* Requests given up on whose signal may still arrive: cookie low half (0 = empty) and tid. */
+    _Atomic uint32_t abandoned_id[SKP_NATIVE_ABANDONED_MAX];
     pid_t abandoned_tid[SKP_NATIVE_ABANDONED_MAX];
     _Atomic bool abandoned_overflow;
 
     struct capture_counters c;
 } g = {.mu = PTHREAD_MUTEX_INITIALIZER};
 
-static uintptr_t g_buf[SKP_NATIVE_BUF_FRAMES];
+static uintptr_t g_buf[SKP_NATIVE_MAX_TARGETS][SKP_NATIVE_BUF_FRAMES];
 static pthread_once_t g_atfork_once = PTHREAD_ONCE_INIT;
 
 static void counter_add(_Atomic uint64_t *c, uint64_t v)
@@ -116,6 +124,11 @@ static void futex_wait(_Atomic uint32_t *w, uint32_t expected, int64_t timeout_n
     syscall(SYS_futex, (uint32_t *)w, FUTEX_WAIT_PRIVATE, expected, &ts, NULL, 0);
 }
 
+static uint32_t cookie_id(int slot, uint32_t seq)
+{
+    return (uint32_t)slot << SEQ_BITS | seq;
+}
+
 /* Forwards a signal that is not ours to whatever the host had installed. A host SIG_DFL on a
  * real-time signal would terminate the process; nobody can rely on that while we are installed,
  * and re-raising with the default action would need a process-wide disposition change, so such
@@ -138,16 +151,16 @@ static void chain_previous(int sig, siginfo_t *si, void *uc)
     counter_add(&g.c.swallowed, 1);
 }
 
-static void forget_abandoned(uint32_t seq)
+static void forget_abandoned(uint32_t id)
 {
     for (size_t i = 0; i < SKP_NATIVE_ABANDONED_MAX; i++) {
-        uint32_t want = seq;
-        if (atomic_compare_exchange_strong(&g.abandoned_seq[i], &want, 0))
+        uint32_t want = id;
+        if (atomic_compare_exchange_strong(&g.abandoned_id[i], &want, 0))
             return;
     }
 }
 
-static void walk_interrupted(const ucontext_t *uc)
+static void walk_interrupted(struct slot *sl, uintptr_t *buf, const ucontext_t *uc)
 {
     int64_t t0 = handler_now_ns();
     uintptr_t pc = (uintptr_t)uc->uc_mcontext.gregs[REG_RIP];
@@ -162,17 +175,17 @@ static void walk_interrupted(const ucontext_t *uc)
      * through changing that list while holding the (recursive) lock: walking with libunwind
      * there could read a torn list. The bounded frame-pointer walk touches no loader state. */
     if (!use_fp) {
-        int r = unw_backtrace((void **)g_buf, (int)g.req_want);
+        int r = unw_backtrace((void **)buf, (int)sl->req_want);
         n = r > 0 ? (size_t)r : 0;
         if (n == 0)
             use_fp = true;
     }
     if (use_fp)
-        n = skp__native_fp_walk(pc, fp, g.req_stack_lo, g.req_stack_hi, g_buf, g.req_want);
-    g.res_n = (uint32_t)n;
-    g.res_pc = pc;
-    g.res_fp = use_fp;
-    g.res_ns = handler_now_ns() - t0;
+        n = skp__native_fp_walk(pc, fp, sl->req_stack_lo, sl->req_stack_hi, buf, sl->req_want);
+    sl->res_n = (uint32_t)n;
+    sl->res_pc = pc;
+    sl->res_fp = use_fp;
+    sl->res_ns = handler_now_ns() - t0;
 }
 
 static void on_signal(int sig, siginfo_t *si, void *ucv)
@@ -181,18 +194,25 @@ static void on_signal(int sig, siginfo_t *si, void *ucv)
     uintptr_t cookie = si ? (uintptr_t)si->si_value.sival_ptr : 0;
 
     if (si && si->si_code == SI_QUEUE && (uint32_t)(cookie >> 32) == SKP_NATIVE_MAGIC) {
-        uint32_t seq = (uint32_t)cookie & SEQ_MAX;
-        uint32_t want = seq << 2 | PHASE_REQUESTED;
-        if (atomic_compare_exchange_strong_explicit(&g.state, &want, seq << 2 | PHASE_RUNNING,
-                                                    memory_order_acquire, memory_order_relaxed)) {
-            walk_interrupted((const ucontext_t *)ucv);
-            if (atomic_load_explicit(&g.clobber_errno, memory_order_relaxed))
-                errno = EDOM;
-            atomic_store_explicit(&g.state, seq << 2 | PHASE_DONE, memory_order_release);
-            futex_wake_all(&g.state);
-        } else {
-            counter_add(&g.c.stale, 1);
-            forget_abandoned(seq);
+        uint32_t id = (uint32_t)cookie;
+        uint32_t idx = id >> SEQ_BITS;
+        uint32_t seq = id & SEQ_MAX;
+        if (idx < SKP_NATIVE_MAX_TARGETS) {
+            struct slot *sl = &g.slots[idx];
+            uint32_t want = seq << 2 | PHASE_REQUESTED;
+            if (atomic_compare_exchange_strong_explicit(&sl->state, &want,
+                                                        seq << 2 | PHASE_RUNNING,
+                                                        memory_order_acquire,
+                                                        memory_order_relaxed)) {
+                walk_interrupted(sl, g_buf[idx], (const ucontext_t *)ucv);
+                if (atomic_load_explicit(&g.clobber_errno, memory_order_relaxed))
+                    errno = EDOM;
+                atomic_store_explicit(&sl->state, seq << 2 | PHASE_DONE, memory_order_release);
+                futex_wake_all(&sl->state);
+            } else {
+                counter_add(&g.c.stale, 1);
+                forget_abandoned(id);
+            }
         }
     } else {
         chain_previous(sig, si, ucv);
@@ -205,9 +225,12 @@ static void atfork_child(void)
     /* Only the forking thread exists in the child: whatever the sampler held is gone. The
      * disposition is inherited, so `installed` stays true; requests of the parent are void. */
     pthread_mutex_init(&g.mu, NULL);
-    atomic_store(&g.state, 0);
+    for (size_t i = 0; i < SKP_NATIVE_MAX_TARGETS; i++) {
+        atomic_store(&g.slots[i].state, 0);
+        g.slots[i].in_use = false;
+    }
     for (size_t i = 0; i < SKP_NATIVE_ABANDONED_MAX; i++)
-        atomic_store(&g.abandoned_seq[i], 0);
+        atomic_store(&g.abandoned_id[i], 0);
     atomic_store(&g.abandoned_overflow, false);
 }
 
@@ -274,11 +297,10 @@ skp_err skp__native_capture_install(int signo)
     }
     if (g.installed) {
         /* Already ours (possibly parked from an earlier stop): reuse it. */
-        if (explicit_choice && signo != g.signo) {
+        if (explicit_choice && signo != g.signo)
             err = SKP_EINVAL;
-        } else {
+        else
             g.parked = false;
-        }
         goto out;
     }
     if (signo_forbidden(signo)) {
@@ -336,16 +358,25 @@ static int prune_abandoned(void)
     pid_t pid = getpid();
 
     for (size_t i = 0; i < SKP_NATIVE_ABANDONED_MAX; i++) {
-        uint32_t seq = atomic_load(&g.abandoned_seq[i]);
-        if (!seq)
+        uint32_t id = atomic_load(&g.abandoned_id[i]);
+        if (!id)
             continue;
         if (syscall(SYS_tgkill, pid, g.abandoned_tid[i], 0) != 0 && errno == ESRCH) {
-            atomic_compare_exchange_strong(&g.abandoned_seq[i], &seq, 0);
+            atomic_compare_exchange_strong(&g.abandoned_id[i], &id, 0);
             continue;
         }
         pending++;
     }
     return pending;
+}
+
+static bool any_slot_running(void)
+{
+    for (size_t i = 0; i < SKP_NATIVE_MAX_TARGETS; i++) {
+        if ((atomic_load(&g.slots[i].state) & PHASE_MASK) == PHASE_RUNNING)
+            return true;
+    }
+    return false;
 }
 
 void skp__native_capture_uninstall(void)
@@ -359,8 +390,7 @@ void skp__native_capture_uninstall(void)
     bool busy = true;
     for (;;) {
         int pending = prune_abandoned();
-        bool running = (atomic_load(&g.state) & PHASE_MASK) == PHASE_RUNNING;
-        busy = pending > 0 || running || atomic_load(&g.abandoned_overflow);
+        busy = pending > 0 || any_slot_running() || atomic_load(&g.abandoned_overflow);
         if (!busy || skpx_mono_ns() >= deadline)
             break;
         skpx_sleep_ns(1000000);
@@ -406,57 +436,121 @@ skp_err skp__native_target_self(struct skp__native_target *t)
     return SKP_OK;
 }
 
-static void record_abandoned(uint32_t seq, pid_t tid)
+static void record_abandoned(uint32_t id, pid_t tid)
 {
     for (size_t i = 0; i < SKP_NATIVE_ABANDONED_MAX; i++) {
-        if (atomic_load(&g.abandoned_seq[i]) == 0) {
+        /* Writers hold mu; the handler only clears entries. */
+        if (atomic_load(&g.abandoned_id[i]) == 0) {
             g.abandoned_tid[i] = tid;
-            atomic_store(&g.abandoned_seq[i], seq);
+            atomic_store(&g.abandoned_id[i], id);
             return;
         }
     }
     atomic_store(&g.abandoned_overflow, true);
 }
 
-static void max_update(_Atomic uint64_t *m, uint64_t v)
+/* Abandons a REQUESTED request (CAS to IDLE). Returns false if the handler already runs or
+ * finished. */
+static bool abandon(int idx, uint32_t seq)
 {
-    uint64_t cur = atomic_load_explicit(m, memory_order_relaxed);
-    while (v > cur && !atomic_compare_exchange_weak(m, &cur, v)) {
+    struct slot *sl = &g.slots[idx];
+    uint32_t expect = seq << 2 | PHASE_REQUESTED;
+    if (!atomic_compare_exchange_strong(&sl->state, &expect, seq << 2 | PHASE_IDLE))
+        return false;
+    record_abandoned(cookie_id(idx, seq), sl->req_tid);
+    return true;
+}
+
+skp_err skp__native_slot_acquire(int *slot)
+{
+    *slot = -1;
+    pthread_mutex_lock(&g.mu);
+    for (int i = 0; i < SKP_NATIVE_MAX_TARGETS; i++) {
+        struct slot *sl = &g.slots[i];
+        if (!sl->in_use && (atomic_load(&sl->state) & PHASE_MASK) != PHASE_RUNNING) {
+            sl->in_use = true;
+            *slot = i;
+            break;
+        }
+    }
+    pthread_mutex_unlock(&g.mu);
+    return *slot >= 0 ? SKP_OK : SKP_EFULL;
+}
+
+void skp__native_slot_release(int slot)
+{
+    if (slot < 0 || slot >= SKP_NATIVE_MAX_TARGETS)
+        return;
+    pthread_mutex_lock(&g.mu);
+    struct slot *sl = &g.slots[slot];
+    uint32_t cur = atomic_load(&sl->state);
+    if ((cur & PHASE_MASK) == PHASE_REQUESTED)
+        (void)abandon(slot, cur >> 2);
+    sl->in_use = false;
+    pthread_mutex_unlock(&g.mu);
+}
+
+int skp__native_request_state(int slot, uint32_t seq)
+{
+    if (slot < 0 || slot >= SKP_NATIVE_MAX_TARGETS)
+        return SKP_NATIVE_REQ_NONE;
+    uint32_t cur = atomic_load_explicit(&g.slots[slot].state, memory_order_acquire);
+    if (cur >> 2 != seq)
+        return SKP_NATIVE_REQ_NONE;
+    switch (cur & PHASE_MASK) {
+    case PHASE_REQUESTED:
+    case PHASE_RUNNING:
+        return SKP_NATIVE_REQ_PENDING;
+    case PHASE_DONE:
+        return SKP_NATIVE_REQ_DONE;
+    default:
+        return SKP_NATIVE_REQ_NONE;
     }
 }
 
-skp_err skp__native_capture(const struct skp__native_target *t, struct skp__native_sample *s,
-                            int64_t timeout_ns)
+skp_err skp__native_request(int slot, const struct skp__native_target *t, uint32_t cap,
+                            uint32_t *seq_out)
 {
     skp_err err = SKP_OK;
 
-    s->n = 0;
-    s->truncated = false;
-    s->used_fp_walk = false;
-    s->handler_ns = 0;
-    if (s->cap == 0 || !s->pcs || t->tid <= 0)
+    *seq_out = 0;
+    if (slot < 0 || slot >= SKP_NATIVE_MAX_TARGETS || cap == 0 || t->tid <= 0)
         return SKP_EINVAL;
-    if (timeout_ns <= 0)
-        timeout_ns = SKP_NATIVE_DEFAULT_TIMEOUT_NS;
-
     pthread_mutex_lock(&g.mu);
+    struct slot *sl = &g.slots[slot];
     if (!g.installed || g.parked) {
         err = SKP_ESTATE;
         goto out;
     }
-    counter_add(&g.c.requested, 1);
-    if ((atomic_load(&g.state) & PHASE_MASK) == PHASE_RUNNING) {
+    uint32_t cur = atomic_load(&sl->state);
+    switch (cur & PHASE_MASK) {
+    case PHASE_RUNNING:
+        if (sl->req_tid == t->tid) {
+            *seq_out = cur >> 2; /* its handler is walking right now */
+            goto out;
+        }
         counter_add(&g.c.lost_busy, 1);
         err = SKP_EFULL;
         goto out;
+    case PHASE_REQUESTED:
+        if (sl->req_tid == t->tid) {
+            *seq_out = cur >> 2; /* the signal is still queued: do not queue a second one */
+            goto out;
+        }
+        (void)abandon(slot, cur >> 2);
+        break;
+    default:
+        break;
     }
-    g.seq = g.seq >= SEQ_MAX ? 1 : g.seq + 1;
-    uint32_t seq = g.seq;
-    uint32_t want = s->cap + SKP_NATIVE_SKIP_MAX;
-    g.req_want = want < SKP_NATIVE_BUF_FRAMES ? want : SKP_NATIVE_BUF_FRAMES;
-    g.req_stack_lo = t->stack_lo;
-    g.req_stack_hi = t->stack_hi;
-    atomic_store_explicit(&g.state, seq << 2 | PHASE_REQUESTED, memory_order_release);
+    counter_add(&g.c.requested, 1);
+    sl->seq = sl->seq >= SEQ_MAX ? 1 : sl->seq + 1;
+    uint32_t seq = sl->seq;
+    uint32_t want = cap + SKP_NATIVE_SKIP_MAX;
+    sl->req_want = want < SKP_NATIVE_BUF_FRAMES ? want : SKP_NATIVE_BUF_FRAMES;
+    sl->req_stack_lo = t->stack_lo;
+    sl->req_stack_hi = t->stack_hi;
+    sl->req_tid = t->tid;
+    atomic_store_explicit(&sl->state, seq << 2 | PHASE_REQUESTED, memory_order_release);
 
     siginfo_t si;
     memset(&si, 0, sizeof(si));
@@ -464,10 +558,10 @@ skp_err skp__native_capture(const struct skp__native_target *t, struct skp__nati
     si.si_code = SI_QUEUE;
     si.si_pid = getpid();
     si.si_uid = getuid();
-    si.si_value.sival_ptr = (void *)((uintptr_t)SKP_NATIVE_MAGIC << 32 | seq);
+    si.si_value.sival_ptr = (void *)((uintptr_t)SKP_NATIVE_MAGIC << 32 | cookie_id(slot, seq));
     if (syscall(SYS_rt_tgsigqueueinfo, si.si_pid, t->tid, g.signo, &si) != 0) {
         int e = errno;
-        atomic_store(&g.state, seq << 2 | PHASE_IDLE);
+        atomic_store(&sl->state, seq << 2 | PHASE_IDLE);
         if (e == ESRCH) {
             counter_add(&g.c.lost_gone, 1);
             err = SKP_ENOTFOUND;
@@ -477,49 +571,86 @@ skp_err skp__native_capture(const struct skp__native_target *t, struct skp__nati
         }
         goto out;
     }
-
-    int64_t deadline = skpx_mono_ns() + timeout_ns;
-    for (;;) {
-        uint32_t cur = atomic_load_explicit(&g.state, memory_order_acquire);
-        if (cur == (seq << 2 | PHASE_DONE))
-            break;
-        int64_t left = deadline - skpx_mono_ns();
-        if (left <= 0) {
-            uint32_t expect = seq << 2 | PHASE_REQUESTED;
-            if (atomic_compare_exchange_strong(&g.state, &expect, seq << 2 | PHASE_IDLE)) {
-                record_abandoned(seq, t->tid);
-            } else if (expect == (seq << 2 | PHASE_DONE)) {
-                continue; /* finished just now */
-            }
-            /* Else RUNNING: the handler owns the buffer until it reaches DONE. */
-            counter_add(&g.c.lost_timeout, 1);
-            err = SKP_ETIMEDOUT;
-            goto out;
-        }
-        futex_wait(&g.state, cur, left);
-    }
-
-    size_t n = g.res_n;
-    size_t skip = g.res_fp ? 0
-                           : skp__native_skip_count(g_buf, n, g.res_pc, SKP_NATIVE_SKIP_MAX,
-                                                    SKP_NATIVE_FALLBACK_SKIP);
-    size_t avail = n - skip;
-    size_t keep = avail < s->cap ? avail : s->cap;
-    memcpy(s->pcs, g_buf + skip, keep * sizeof(uintptr_t));
-    s->n = (uint32_t)keep;
-    s->truncated = avail > s->cap || n >= g.req_want;
-    s->used_fp_walk = g.res_fp;
-    s->handler_ns = g.res_ns;
-    counter_add(&g.c.captured, 1);
-    counter_add(&g.c.handler_ns_total, (uint64_t)g.res_ns);
-    max_update(&g.c.handler_ns_max, (uint64_t)g.res_ns);
-    if (g.res_fp)
-        counter_add(&g.c.fp_walks, 1);
-    if (keep == 0)
-        err = SKP_EIO;
+    *seq_out = seq;
 out:
     pthread_mutex_unlock(&g.mu);
     return err;
+}
+
+static void max_update(_Atomic uint64_t *m, uint64_t v)
+{
+    uint64_t cur = atomic_load_explicit(m, memory_order_relaxed);
+    while (v > cur && !atomic_compare_exchange_weak(m, &cur, v)) {
+    }
+}
+
+skp_err skp__native_collect(int slot, uint32_t seq, struct skp__native_sample *s,
+                            int64_t timeout_ns)
+{
+    s->n = 0;
+    s->truncated = false;
+    s->used_fp_walk = false;
+    s->handler_ns = 0;
+    if (slot < 0 || slot >= SKP_NATIVE_MAX_TARGETS || s->cap == 0 || !s->pcs || seq == 0)
+        return SKP_EINVAL;
+    if (timeout_ns <= 0)
+        timeout_ns = SKP_NATIVE_DEFAULT_TIMEOUT_NS;
+    struct slot *sl = &g.slots[slot];
+    int64_t deadline = skpx_mono_ns() + timeout_ns;
+    for (;;) {
+        uint32_t cur = atomic_load_explicit(&sl->state, memory_order_acquire);
+        if (cur == (seq << 2 | PHASE_DONE))
+            break;
+        if (cur >> 2 != seq || (cur & PHASE_MASK) == PHASE_IDLE)
+            return SKP_ENOTFOUND;
+        int64_t left = deadline - skpx_mono_ns();
+        if (left <= 0) {
+            pthread_mutex_lock(&g.mu);
+            bool abandoned = abandon(slot, seq);
+            pthread_mutex_unlock(&g.mu);
+            if (!abandoned && atomic_load(&sl->state) == (seq << 2 | PHASE_DONE))
+                break; /* finished just now */
+            /* Else RUNNING: the handler owns the buffer until it reaches DONE. */
+            counter_add(&g.c.lost_timeout, 1);
+            return SKP_ETIMEDOUT;
+        }
+        futex_wait(&sl->state, cur, left);
+    }
+
+    const uintptr_t *buf = g_buf[slot];
+    size_t n = sl->res_n;
+    size_t skip = sl->res_fp ? 0
+                             : skp__native_skip_count(buf, n, sl->res_pc, SKP_NATIVE_SKIP_MAX,
+                                                      SKP_NATIVE_FALLBACK_SKIP);
+    size_t avail = n - skip;
+    size_t keep = avail < s->cap ? avail : s->cap;
+    memcpy(s->pcs, buf + skip, keep * sizeof(uintptr_t));
+    s->n = (uint32_t)keep;
+    s->truncated = avail > s->cap || n >= sl->req_want;
+    s->used_fp_walk = sl->res_fp;
+    s->handler_ns = sl->res_ns;
+    counter_add(&g.c.captured, 1);
+    counter_add(&g.c.handler_ns_total, (uint64_t)sl->res_ns);
+    max_update(&g.c.handler_ns_max, (uint64_t)sl->res_ns);
+    if (sl->res_fp)
+        counter_add(&g.c.fp_walks, 1);
+    /* Collected: the slot is free for the next request. */
+    uint32_t done = seq << 2 | PHASE_DONE;
+    atomic_compare_exchange_strong(&sl->state, &done, seq << 2 | PHASE_IDLE);
+    return keep ? SKP_OK : SKP_EIO;
+}
+
+skp_err skp__native_capture(int slot, const struct skp__native_target *t,
+                            struct skp__native_sample *s, int64_t timeout_ns)
+{
+    uint32_t seq = 0;
+    s->n = 0;
+    if (s->cap == 0 || !s->pcs)
+        return SKP_EINVAL;
+    skp_err err = skp__native_request(slot, t, s->cap, &seq);
+    if (err)
+        return err;
+    return skp__native_collect(slot, seq, s, timeout_ns);
 }
 
 void skp__native_capture_get_stats(struct skp__native_capture_stats *out)
@@ -541,6 +672,8 @@ void skp__native_capture_get_stats(struct skp__native_capture_stats *out)
     out->signo = g.installed ? g.signo : 0;
     out->mode = g.mode;
     out->parked = g.parked;
+    for (size_t i = 0; i < SKP_NATIVE_MAX_TARGETS; i++)
+        out->slots_in_use += g.slots[i].in_use;
     pthread_mutex_unlock(&g.mu);
 }
 

@@ -1,10 +1,12 @@
 /* stack_native_capture.h - captures the native stack of ANOTHER thread of this process by
  * sending it a real-time signal (rt_tgsigqueueinfo, i.e. tgkill carrying a cookie) whose handler
- * walks its own stack with libunwind's unw_backtrace into a static buffer and wakes the caller
- * through a futex. Process-wide singleton (signal dispositions are process-wide).
+ * walks its own stack with libunwind's unw_backtrace into a static per-slot buffer and wakes
+ * the caller through a futex. Requests are split in two (request = send, collect = wait) so that
+ * a sampler can signal all its targets at once and pay one scheduling delay per round instead of
+ * one per thread. Process-wide singleton (signal dispositions are process-wide).
  *
- * Threading: install/uninstall/capture serialize on one internal mutex (never taken by the
- * handler). The handler touches only static memory, C11 atomics and async-signal-safe calls
+ * Threading: install/uninstall/slot/request calls serialize on one internal mutex (never taken
+ * by the handler); collect waits without it. The handler touches only static memory, C11 atomics and async-signal-safe calls
  * (clock_gettime, futex); it never allocates, locks, or reads TLS. Design notes, signal choice
  * and the dlopen hazard: docs/native.md. */
 #ifndef SKP_AGENT_STACK_NATIVE_CAPTURE_H
@@ -16,17 +18,22 @@
 
 #include "skyprof/skp_err.h"
 
-/* Frames the static capture buffer holds (the public SKYPROF_MAX_STACK_DEPTH_CAP) plus room for
- * the handler and signal-trampoline frames that are skipped. */
+/* Frames one capture buffer holds (the public SKYPROF_MAX_STACK_DEPTH_CAP) plus room for the
+ * handler and signal-trampoline frames that are skipped. */
 #define SKP_NATIVE_MAX_FRAMES 4096
 #define SKP_NATIVE_SKIP_MAX 8
+/* Threads that can have a capture in flight at once (the public SKYPROF_MAX_PARALLEL_CAP). Each
+ * has a static buffer of SKP_NATIVE_MAX_FRAMES+SKIP entries (32 KiB of BSS, only the pages a
+ * stack actually reaches become resident). */
+#define SKP_NATIVE_MAX_TARGETS 32
 /* Default real-time signal: SIGRTMIN + this. glibc reserves the two below SIGRTMIN; common
  * libraries (old LinuxThreads users, some JVM and Go runtimes, timer libraries) use the first few,
  * so we start a little higher. Overridable with SKYPROF_NATIVE_SIGNAL. */
 #define SKP_NATIVE_SIGNAL_OFFSET 8
 /* How long the sampler waits for the target thread's handler before giving up (sample lost).
- * A delivery takes ~60 us here; a descheduled thread on a loaded box can take milliseconds. */
-#define SKP_NATIVE_DEFAULT_TIMEOUT_NS (20 * 1000 * 1000)
+ * A sleeping or running thread answers in ~10-60 us; a preempted thread only when the scheduler
+ * runs it again, which on a saturated machine takes several milliseconds. */
+#define SKP_NATIVE_DEFAULT_TIMEOUT_NS (50 * 1000 * 1000)
 /* Signals sent but given up on that may still be delivered later: tracked so that uninstall can
  * wait for them (or keep the handler) instead of letting them hit SIG_DFL (which kills). */
 #define SKP_NATIVE_ABANDONED_MAX 16
@@ -56,6 +63,12 @@ enum skp__native_signal_mode {
     SKP_NATIVE_SIG_CHAINED = 1, /* a host handler was there: non-ours signals are forwarded */
 };
 
+enum skp__native_req_state {
+    SKP_NATIVE_REQ_NONE = 0,    /* no such request on the slot (never sent, collected, abandoned) */
+    SKP_NATIVE_REQ_PENDING = 1, /* signal sent, handler not finished */
+    SKP_NATIVE_REQ_DONE = 2,    /* result ready to collect */
+};
+
 struct skp__native_capture_stats {
     uint64_t requested;         /* captures attempted */
     uint64_t captured;          /* captures that returned frames */
@@ -72,14 +85,15 @@ struct skp__native_capture_stats {
     int signo;                  /* installed signal, 0 when not installed */
     int mode;                   /* enum skp__native_signal_mode */
     bool parked;                /* uninstall kept the handler (signals possibly still pending) */
+    int slots_in_use;
 };
 
 /* Installs the handler on `signo` (0 = SKYPROF_NATIVE_SIGNAL from the environment if set, else
  * SIGRTMIN+SKP_NATIVE_SIGNAL_OFFSET, else the first real-time signal with no handler). The
  * previous disposition is read first; a host handler on an explicitly chosen signal is chained
  * (it keeps receiving every signal that is not ours), on the default signal another free one is
- * picked. Refuses SIGSEGV, SIGBUS, SIGILL, SIGABRT, SIGFPE, SIGKILL, SIGSTOP. Idempotent (a
- * second call with the same or 0 signo is a no-op). Computes the loader text range.
+ * picked. Refuses SIGSEGV, SIGBUS, SIGILL, SIGABRT, SIGFPE, SIGTRAP, SIGSYS, SIGKILL, SIGSTOP.
+ * Idempotent (a second call with the same or 0 signo is a no-op). Computes the loader text range.
  * Errors: SKP_EINVAL (forbidden/invalid signo, or a different signo while installed), SKP_EIO.
  * Thread-safe; not async-signal-safe. */
 SKP_MUST_CHECK skp_err skp__native_capture_install(int signo);
@@ -96,12 +110,34 @@ void skp__native_capture_uninstall(void);
  * the handler). Errors: SKP_EIO (pthread_getattr_np failed). Not async-signal-safe. */
 SKP_MUST_CHECK skp_err skp__native_target_self(struct skp__native_target *t);
 
-/* Captures the stack of thread t->tid (not necessarily another thread: the calling thread works
- * too). Waits at most timeout_ns (<= 0 = default) for the handler; never blocks longer.
- * Errors: SKP_ESTATE (not installed), SKP_ENOTFOUND (thread gone), SKP_ETIMEDOUT (no answer:
- * sample lost), SKP_EFULL (buffer still owned by an abandoned handler run: sample lost), SKP_EIO,
- * SKP_EINVAL (cap 0). Thread-safe (serialized). */
-SKP_MUST_CHECK skp_err skp__native_capture(const struct skp__native_target *t,
+/* Reserves a capture slot (buffer + request word) for one target thread, so that several
+ * threads can be signalled at once and collected one by one. Errors: SKP_EFULL (all
+ * SKP_NATIVE_MAX_TARGETS in use). Thread-safe. */
+SKP_MUST_CHECK skp_err skp__native_slot_acquire(int *slot);
+/* Returns a slot; a request still pending on it is abandoned (a late signal is dropped). The
+ * caller must not collect on it concurrently. Thread-safe. */
+void skp__native_slot_release(int slot);
+
+/* Sends the capture signal for `slot` to thread t->tid and returns without waiting; the result is
+ * fetched with skp__native_collect(slot, *seq). `cap` bounds the frames kept. If a request of this
+ * slot is still pending, no second signal is sent: *seq is that request's.
+ * Errors: SKP_ESTATE (not installed), SKP_EINVAL, SKP_ENOTFOUND (thread gone), SKP_EFULL (a
+ * handler abandoned earlier still runs on this slot's buffer), SKP_EIO. Thread-safe (serialized). */
+SKP_MUST_CHECK skp_err skp__native_request(int slot, const struct skp__native_target *t,
+                                           uint32_t cap, uint32_t *seq);
+
+/* State of request `seq` on `slot` (enum skp__native_req_state). Lock-free. */
+int skp__native_request_state(int slot, uint32_t seq);
+
+/* Waits at most timeout_ns (<= 0 = default) for request `seq` and copies its frames into *s
+ * (at most s->cap). On timeout the request is abandoned. Only one thread may collect a slot.
+ * Errors: SKP_ETIMEDOUT (sample lost), SKP_ENOTFOUND (no such request: already collected or
+ * abandoned), SKP_EIO (empty stack), SKP_EINVAL. */
+SKP_MUST_CHECK skp_err skp__native_collect(int slot, uint32_t seq, struct skp__native_sample *s,
+                                           int64_t timeout_ns);
+
+/* request + collect. Errors: those of both. */
+SKP_MUST_CHECK skp_err skp__native_capture(int slot, const struct skp__native_target *t,
                                            struct skp__native_sample *s, int64_t timeout_ns);
 
 void skp__native_capture_get_stats(struct skp__native_capture_stats *out);
@@ -110,7 +146,6 @@ void skp__native_capture_get_stats(struct skp__native_capture_stats *out);
 void skp__native_capture_force_fp(bool on);
 /* Test hook: overrides the loader text range checked against the interrupted pc. */
 void skp__native_capture_set_loader_range(uintptr_t lo, uintptr_t hi);
-
 /* Test hook: when set, the handler overwrites errno before returning (proves it is restored). */
 void skp__native_capture_clobber_errno(bool on);
 

@@ -48,6 +48,8 @@ struct skyprof_native_stats {
     int signo;                  /* signal in use (0 = not installed) */
     bool chained;               /* the host had a handler on it: we forward its signals */
     bool parked;                /* stopped but kept installed (a signal may still be pending) */
+    uint64_t prefetched;        /* signals sent ahead to other profiled threads of the round */
+    uint64_t prefetch_used;     /* captures served by such a prefetched signal */
     /* symbolization (channel thread) */
     uint64_t symbolize_lookups;
     uint64_t symbolize_hits;    /* served from the per-address cache */

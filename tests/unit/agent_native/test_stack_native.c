@@ -314,16 +314,17 @@ static void host_handler_chained_and_restored(void **state)
     t.depth = -1;
     atomic_store(&g_stop, 0);
     atomic_store(&g_in_leaf, 0);
-    struct skp__native_target tgt;
-    (void)tgt;
     assert_int_equal(pthread_create(&t.th, NULL, target_main, &t), 0);
     wait_flag(&t.attached);
     wait_flag(&g_in_leaf);
     uintptr_t pcs[64];
     struct skp__native_sample s = {.pcs = pcs, .cap = 64};
     struct skp__native_target *target = t.handle; /* the handle starts with the target */
+    int slot = -1;
+    assert_int_equal(skp__native_slot_acquire(&slot), SKP_OK);
     for (int i = 0; i < 20; i++)
-        assert_int_equal(skp__native_capture(target, &s, 0), SKP_OK);
+        assert_int_equal(skp__native_capture(slot, target, &s, 0), SKP_OK);
+    skp__native_slot_release(slot);
     assert_int_equal(atomic_load(&g_host_calls), 0); /* ours never reach the host */
 
     /* The host's own signals still reach the host's handler: thread-directed... */

@@ -811,6 +811,26 @@ static void invalid_utf8_never_breaks_json(void **state)
     json_decref(l);
 }
 
+static void unusable_files_are_refused(void **state)
+{
+    struct fixture *f = *state;
+    char p[400];
+    snprintf(p, sizeof(p), "%s/garbage.db", f->db.dir);
+    FILE *fp = fopen(p, "wb");
+    assert_non_null(fp);
+    for (int i = 0; i < 4096; i++)
+        fputc((i * 7919) & 0xff, fp);
+    fclose(fp);
+    struct store *st = (struct store *)1;
+    assert_int_equal(store_open(p, NULL, &st), SKP_EIO);
+    assert_null(st);
+    unlink(p);
+    snprintf(p, sizeof(p), "%s/no/such/dir/x.db", f->db.dir);
+    assert_int_equal(store_open(p, NULL, &st), SKP_EIO);
+    assert_null(st);
+    assert_int_equal(store_open(NULL, NULL, &st), SKP_EINVAL);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -830,6 +850,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(full_disk_rolls_back_whole_batch, setup, teardown),
         cmocka_unit_test_setup_teardown(alloc_fault_loop_over_insert_batch, setup, teardown),
         cmocka_unit_test(utf8_validation_table),
+        cmocka_unit_test_setup_teardown(unusable_files_are_refused, setup, teardown),
         cmocka_unit_test_setup_teardown(invalid_utf8_never_breaks_json, setup, teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

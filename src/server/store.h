@@ -144,8 +144,8 @@ struct store_sample {
     int64_t time_ms;
     uint32_t stack;            /* store-local id of the de-duplicated stack */
 };
-/* Called once per snapshot, in order. It may call store_get_stack/store_get_frame, but not
- * another store_scan_* (the scan's statement is in use). */
+/* Called once per snapshot, in order. It may call store_get_stack/store_get_frame; a nested
+ * store_scan_* fails with SKP_ESTATE (the scan's statement is in use). */
 typedef void (*store_sample_cb)(void *ud, const struct store_sample *s);
 
 /* Visits the snapshots of `segment_id` (any task) with lo_seq <= sequence <= hi_seq in

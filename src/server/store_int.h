@@ -56,6 +56,7 @@ struct store {
     char *path;
     bool read_only;
     bool in_tx;
+    bool scanning;                   /* a store_scan_* is running its callback */
     sqlite3_stmt *stmts[STMT_COUNT];
 
     /* ingest caches (cleared on rollback and purge: they may name rows that no longer exist) */

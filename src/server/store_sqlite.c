@@ -1269,6 +1269,7 @@ fail:
 static skp_err run_scan(struct store *st, sqlite3_stmt *s, store_sample_cb cb, void *ud)
 {
     int rc;
+    st->scanning = true;
     while ((rc = sqlite3_step(s)) == SQLITE_ROW) {
         struct store_sample smp = {
             .segment = (uint32_t)sqlite3_column_int64(s, 0),
@@ -1278,6 +1279,7 @@ static skp_err run_scan(struct store *st, sqlite3_stmt *s, store_sample_cb cb, v
         };
         cb(ud, &smp);
     }
+    st->scanning = false;
     sqlite3_reset(s);
     if (rc != SQLITE_DONE)
         return store__sqlerr(st, rc, "scan snapshots");
@@ -1289,6 +1291,8 @@ skp_err store_scan_segment(struct store *st, const char *segment_id, int32_t lo_
 {
     if (!segment_id || !cb)
         return SKP_EINVAL;
+    if (st->scanning)
+        return SKP_ESTATE; /* a nested scan would reset the running one */
     uint32_t seg = 0;
     skp_err err = store__segment_find(st, segment_id, &seg);
     if (err == SKP_ENOTFOUND)
@@ -1337,6 +1341,8 @@ skp_err store_scan_task(struct store *st, const char *task_id, store_sample_cb c
 {
     if (!task_id || !cb)
         return SKP_EINVAL;
+    if (st->scanning)
+        return SKP_ESTATE; /* a nested scan would reset the running one */
     uint32_t task = 0;
     skp_err err = task_key_find(st, task_id, &task);
     if (err == SKP_ENOTFOUND)

@@ -831,6 +831,29 @@ static void unusable_files_are_refused(void **state)
     assert_int_equal(store_open(NULL, NULL, &st), SKP_EINVAL);
 }
 
+static void nested_scan_cb(void *ud, const struct store_sample *s)
+{
+    struct store *st = ud;
+    struct seen inner = {0};
+    (void)s;
+    assert_int_equal(store_scan_segment(st, "s1", 0, 10, seen_cb, &inner), SKP_ESTATE);
+    assert_int_equal(store_scan_task(st, "t", seen_cb, &inner), SKP_ESTATE);
+    const uint32_t *ids;
+    size_t n;
+    assert_int_equal(store_get_stack(st, s->stack, &ids, &n), SKP_OK);
+}
+
+static void nested_scans_refused(void **state)
+{
+    struct fixture *f = *state;
+    assert_int_equal(tu_add(f->st, "t", "s1", 0, 1000, "a,b"), SKP_OK);
+    assert_int_equal(tu_add(f->st, "t", "s1", 1, 1010, "a,c"), SKP_OK);
+    assert_int_equal(store_scan_task(f->st, "t", nested_scan_cb, f->st), SKP_OK);
+    struct seen s = {0};
+    assert_int_equal(store_scan_task(f->st, "t", seen_cb, &s), SKP_OK);
+    assert_int_equal(s.n, 2);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -850,6 +873,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(full_disk_rolls_back_whole_batch, setup, teardown),
         cmocka_unit_test_setup_teardown(alloc_fault_loop_over_insert_batch, setup, teardown),
         cmocka_unit_test(utf8_validation_table),
+        cmocka_unit_test_setup_teardown(nested_scans_refused, setup, teardown),
         cmocka_unit_test_setup_teardown(unusable_files_are_refused, setup, teardown),
         cmocka_unit_test_setup_teardown(invalid_utf8_never_breaks_json, setup, teardown),
     };

@@ -54,7 +54,7 @@ skp_err skp__task_validate(const struct skp__task_service *ts, const struct skp_
     for (int i = 0; i < ts->n_tasks; i++) {
         const struct skp__task *o = &ts->tasks[i];
         if (s < task_end(o) && o->start_time_ms < e) {
-            snprintf(reason, cap, "task time overlaps with task %.100s", o->task_id);
+            snprintf(reason, cap, "task time overlaps with task %.60s", o->task_id);
             return SKP_EINVAL;
         }
     }

@@ -1,0 +1,123 @@
+"""Fork and backend-down behaviour of the Python agent.
+- fork: an agent started before fork() gives the child its own agent (new instance name, new
+  connection); requests in parent and child are both profiled, under different instances.
+- backend down: with the backend address pointing at a closed port the application's request
+  latency stays that of the uninstrumented application (generous bound; a sanity check, not a
+  timed benchmark) and no request blocks; start() and stop() return promptly."""
+import os
+import re
+import signal
+import statistics
+import sys
+import time
+
+from skp_harness import Proc, Results, free_port, tempdir, wait_until
+from skp_pyagent import App, Server, python_env
+
+APPS = os.path.join(os.path.dirname(os.path.abspath(__file__)), 'apps')
+
+
+def t_fork(srv):
+    proc = Proc([sys.executable, os.path.join(APPS, 'fork_app.py')], env=python_env({
+        'SW_AGENT_NAME': 'forky', 'SW_AGENT_COLLECTOR_BACKEND_SERVICES': srv.backend,
+        'SW_AGENT_COLLECTOR_GET_PROFILE_TASK_INTERVAL': '1'}), name='fork_app')
+    try:
+        def ports():
+            out = proc.output()
+            p = re.search(r'parent listening on 127\.0\.0\.1:(\d+)', out)
+            c = re.search(r'child listening on 127\.0\.0\.1:(\d+)', out)
+            if not proc.alive():
+                raise RuntimeError(out)
+            return (int(p.group(1)), int(c.group(1))) if p and c else None
+        pport, cport = wait_until(ports, 30, what='parent and child ports')
+        task = srv.create_task('forky', '/', duration=1, threshold=0, period=10, max_count=5)
+        srv.wait_notified(task)
+        import urllib.request
+
+        def get(port):
+            with urllib.request.urlopen('http://127.0.0.1:%d/' % port, timeout=20) as r:
+                return r.read().decode().split(' ', 1)
+        ppid, pinst = get(pport)
+        cpid, cinst = get(cport)
+        assert ppid != cpid and pinst != cinst, (ppid, pinst, cpid, cinst)
+        # both instances must have been NOTIFIED and profiled (2 segments, 2 instance names)
+        segs = wait_until(lambda: (lambda s: s if len({x['instanceName'] for x in s}) == 2 else None)(
+            [x for x in srv.segments(task) if x.get('spans')]), 30, interval=0.2,
+            what='profiled segments from parent and child')
+        assert {x['instanceName'] for x in segs} == {pinst, cinst}, segs
+    finally:
+        # parent and child share the process group Proc created (start_new_session)
+        try:
+            os.killpg(proc.pid, signal.SIGTERM)
+        except ProcessLookupError:
+            pass
+        proc.stop()
+        out = proc.output()
+        assert 'Traceback' not in out and 'AddressSanitizer' not in out, out[-3000:]
+
+
+def latencies(env, n=40):
+    app = App([os.path.join(APPS, 'http_app.py')], env=env, name='latency_app')
+    try:
+        out = []
+        for _ in range(n):
+            status, _, secs = app.request('GET', '/fast', timeout=10)
+            assert status == 200
+            out.append(secs)
+        return out
+    finally:
+        app.stop()
+
+
+def t_backend_down():
+    dead = free_port()  # nothing listens there
+    off = latencies({'SKP_APP_NO_START': '1'})
+    t0 = time.monotonic()
+    on = latencies({'SW_AGENT_COLLECTOR_BACKEND_SERVICES': '127.0.0.1:%d' % dead,
+                    'SW_AGENT_COLLECTOR_GET_PROFILE_TASK_INTERVAL': '1'})
+    elapsed = time.monotonic() - t0
+    m_off, m_on = statistics.median(off), statistics.median(on)
+    print('median request latency: no agent %.2f ms, agent with dead backend %.2f ms; max %.2f ms'
+          % (m_off * 1e3, m_on * 1e3, max(on) * 1e3))
+    assert max(on) < 1.0, max(on)                 # nothing blocks on the backend
+    assert m_on <= m_off * 3 + 0.005, (m_on, m_off)
+    assert elapsed < 30, elapsed
+
+
+def t_start_stop_prompt():
+    code = r'''
+import time, sys
+from skyprof import agent, config
+config.collector_address = sys.argv[1]
+t0 = time.monotonic(); ok = agent.start(); t1 = time.monotonic()
+with __import__('skyprof').entry('/x'):
+    pass
+agent.stop(flush_ms=500); t2 = time.monotonic()
+print('start %.3f stop %.3f ok %s' % (t1 - t0, t2 - t1, ok))
+'''
+    p = Proc([sys.executable, '-c', code, '127.0.0.1:%d' % free_port()], env=python_env(),
+             name='startstop')
+    wait_until(lambda: not p.alive(), 20, what='start/stop script')
+    out = p.output()
+    m = re.search(r'start ([\d.]+) stop ([\d.]+) ok True', out)
+    assert m, out
+    assert float(m.group(1)) < 2 and float(m.group(2)) < 3, out
+    assert p.p.returncode == 0, out
+
+
+def main():
+    r = Results()
+    with tempdir() as tmp:
+        srv = Server(tmp)
+        try:
+            r.run('fork_child_gets_own_agent', t_fork, srv)
+        finally:
+            srv.stop()
+        r.run('server_sanitizer_clean', srv.check_clean)
+    r.run('backend_down_latency', t_backend_down)
+    r.run('start_stop_prompt', t_start_stop_prompt)
+    r.finish()
+
+
+if __name__ == '__main__':
+    main()

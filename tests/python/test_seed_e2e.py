@@ -7,7 +7,7 @@ sw8 header makes the segment continue the caller's trace."""
 import os
 import time
 
-from skp_harness import Results, tempdir, wait_until, SANITIZE
+from skp_harness import Results, check_sanitizer_clean, tempdir, wait_until, SANITIZE
 from skp_pyagent import (App, Server, function_self_count, function_totals, tree_nodes, sw8_header,
                          SOURCE)
 
@@ -63,7 +63,10 @@ def main():
                     # Sample counts x period estimate time directly (the analyzer's run-based
                     # durations lose one period per run and per line node, SkyWalking's algorithm).
                     # The first ~2 periods of a request are not sampled (PENDING -> PROFILING).
-                    tol = PERIOD_MS * (3 if not SANITIZE else 6)
+                    # Tolerance: a few periods of sampling error, plus what a loaded machine adds
+                    # (sleeps overshooting: the span's excess over 560 ms; late sampler wake-ups).
+                    over = max(0, seg['duration'] - 560)
+                    tol = PERIOD_MS * (6 if not SANITIZE else 10) + over
                     assert abs(c_post * PERIOD_MS - 560) <= tol + 20, c_post
                     assert abs(c_post_self * PERIOD_MS - 500) <= tol, c_post_self
                     assert abs(c3 * PERIOD_MS - 60) <= tol, c3
@@ -115,6 +118,7 @@ def main():
         r.run('app_exit_clean', lambda: None if code in (0, -15, 143) else (_ for _ in ()).throw(
             AssertionError('seed_app exit %r:\n%s' % (code, app.proc.output()[-3000:]))))
         r.run('server_sanitizer_clean', srv.check_clean)
+        r.run('app_sanitizer_clean', check_sanitizer_clean, app.proc)
     r.finish()
 
 

@@ -11,7 +11,7 @@ export function h(tag, props, ...children) {
     else if (v === true) e.setAttribute(k, '');
     else e.setAttribute(k, v);
   }
-  for (const c of children.flat()) {
+  for (const c of children.flat(Infinity)) {
     if (c === undefined || c === null || c === false) continue;
     e.append(c instanceof Node ? c : String(c));
   }
@@ -29,4 +29,11 @@ export function fmtTime(ms) {
 
 export function statusBadge(status) {
   return h('span', { class: 'status status-' + (status || 'unknown') }, status || 'unknown');
+}
+
+// Replaces el's children with `kids` (nested arrays flattened; null/false skipped).
+export function fill(el, ...kids) {
+  el.replaceChildren(...kids.flat(Infinity).filter((k) => k !== null && k !== undefined && k !== false)
+    .map((k) => (k instanceof Node ? k : String(k))));
+  return el;
 }

@@ -10,7 +10,7 @@
 //                            ... a segment's spans and the analysis of the selected span
 import './style.css';
 import { api, ApiError, getToken, setToken, EXPORT_FORMATS, taskExportUrl, segmentExportUrl } from './api.js';
-import { h, fmtTime, statusBadge } from './dom.js';
+import { h, fill, fmtTime, statusBadge } from './dom.js';
 import { analyzeQueries } from './ranges.js';
 import { buildTrees, groupByFunction } from './tree.js';
 import { treeTable } from './treetable.js';
@@ -453,7 +453,7 @@ async function runAnalysis(gen, card, label, fetcher, exportUrl, exportNote) {
     flames = [flameGraph(flameBox, t)];
   };
   group.addEventListener('change', render);
-  card.replaceChildren(
+  fill(card,
     h('div', { class: 'card-head' }, h('h2', null, 'Profile'), h('label', { class: 'switch' }, group, ' Group by function')),
     h('p', { class: 'muted analysis-label' }, label),
     analysis.tip ? h('p', { class: 'tip', id: 'analysis-tip' }, analysis.tip) : null,

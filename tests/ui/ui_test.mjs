@@ -1,0 +1,349 @@
+// ui_test.mjs - browser test of the web UI against a real skyprofd and a real data source:
+// the C demo service with libskyprof (SKP_AGENT=demo) or tests/ui/fake_agent.py, a SkyWalking
+// v3 agent stand-in speaking gRPC (SKP_AGENT=fake). Drives Chromium through playwright-core
+// (no browser download: /usr/bin/chromium), creates a task through the form (a validation
+// error must appear beside its field), waits for sampled segments, runs Exclude Children
+// analysis and checks the stack tree rows and flame graph frames by name; screenshots go to
+// $SKP_OUT (<build>/test-output/ui). Prints "N passed, N failed".
+import { spawn } from 'node:child_process';
+import { mkdirSync, mkdtempSync, rmSync } from 'node:fs';
+import { createRequire } from 'node:module';
+import os from 'node:os';
+import path from 'node:path';
+
+const env = process.env;
+const need = (k) => { if (!env[k]) { console.error(`missing env ${k}`); process.exit(2); } return env[k]; };
+const SKYPROFD = need('SKP_SKYPROFD');
+const WEB_DIST = need('SKP_WEB_DIST');
+const WEB_DIR = need('SKP_WEB_DIR');
+const OUT = need('SKP_OUT');
+const MODE = env.SKP_AGENT === 'demo' ? 'demo' : 'fake';
+const require = createRequire(path.join(WEB_DIR, 'package.json'));
+const { chromium } = require('playwright-core');
+
+mkdirSync(OUT, { recursive: true });
+const tmp = mkdtempSync(path.join(os.tmpdir(), 'skp-ui-'));
+const procs = [];
+let passed = 0;
+let failed = 0;
+
+function start(name, cmd, args, extraEnv) {
+  const p = spawn(cmd, args, { env: { ...env, ...extraEnv }, stdio: ['ignore', 'pipe', 'pipe'] });
+  p.out = '';
+  p.name = name;
+  p.stdout.on('data', (d) => { p.out += d; });
+  p.stderr.on('data', (d) => { p.out += d; });
+  procs.push(p);
+  return p;
+}
+
+async function waitFor(pred, timeoutMs, what) {
+  const end = Date.now() + timeoutMs;
+  let last;
+  while (Date.now() < end) {
+    try {
+      const v = await pred();
+      if (v) return v;
+    } catch (e) { last = e; }
+    await new Promise((r) => setTimeout(r, 100));
+  }
+  throw new Error(`timed out waiting for ${what}${last ? ' (last error: ' + last.message + ')' : ''}`);
+}
+
+async function step(name, fn) {
+  const t0 = Date.now();
+  try {
+    await fn();
+    passed++;
+    console.log(`ok   ${name} (${((Date.now() - t0) / 1000).toFixed(2)}s)`);
+  } catch (e) {
+    failed++;
+    console.log(`FAIL ${name} (${((Date.now() - t0) / 1000).toFixed(2)}s)\n${e.stack || e}`);
+  }
+}
+
+async function stopAll() {
+  for (const p of procs.reverse()) {
+    if (p.exitCode === null && p.signalCode === null) {
+      p.kill('SIGTERM');
+      await Promise.race([new Promise((r) => p.once('exit', r)), new Promise((r) => setTimeout(r, 15000))]);
+      if (p.exitCode === null && p.signalCode === null) p.kill('SIGKILL');
+    }
+    for (const marker of ['ERROR: AddressSanitizer', 'runtime error:', 'ERROR: LeakSanitizer']) {
+      if (p.out.includes(marker)) {
+        failed++;
+        console.log(`FAIL ${p.name}: sanitizer report\n${p.out.slice(-4000)}`);
+        break;
+      }
+    }
+  }
+}
+
+// ---- the system under test ----
+const srv = start('skyprofd', SKYPROFD, ['--grpc-addr', '127.0.0.1:0', '--http-addr', '127.0.0.1:0',
+  '--db', path.join(tmp, 'skyprof.db'), '--web-root', WEB_DIST], { ASAN_OPTIONS: 'detect_leaks=1' });
+const ports = await waitFor(() => {
+  const g = /skyprofd: grpc listening on 127\.0\.0\.1:(\d+)/.exec(srv.out);
+  const h = /skyprofd: http listening on 127\.0\.0\.1:(\d+)/.exec(srv.out);
+  if (srv.exitCode !== null) throw new Error('skyprofd exited:\n' + srv.out);
+  return g && h ? { grpc: +g[1], http: +h[1] } : null;
+}, 60000, 'skyprofd listening lines');
+const BASE = `http://127.0.0.1:${ports.http}`;
+
+let SERVICE;
+let ENDPOINT;
+let demoPort = 0;
+let expectInclude;   // frames the Include Children tree must show
+let expectExclude;   // frames the Exclude Children tree must show
+let forbidExclude;   // frames it must not show
+let groupedName;     // a function name after "group by function"
+if (MODE === 'demo') {
+  SERVICE = 'ui-demo';
+  ENDPOINT = '/';
+  const demo = start('demo_service', need('SKP_DEMO_SERVICE'), ['--port', '0'], {
+    SW_AGENT_NAME: SERVICE,
+    SW_AGENT_COLLECTOR_BACKEND_SERVICES: `127.0.0.1:${ports.grpc}`,
+    SW_AGENT_COLLECTOR_GET_PROFILE_TASK_INTERVAL: '1',
+  });
+  demoPort = await waitFor(() => {
+    const m = /demo_service: listening on [0-9.]+:(\d+)/.exec(demo.out);
+    if (demo.exitCode !== null) throw new Error('demo_service exited:\n' + demo.out);
+    return m ? +m[1] : null;
+  }, 30000, 'demo_service port');
+  expectInclude = [/^method3 \(/, /^method2 \(/, /^method1 \(/];
+  expectExclude = expectInclude;
+  forbidExclude = [];
+  groupedName = /^method3 \(demo_service\.c\)$/;
+} else {
+  SERVICE = 'ui-shop';
+  ENDPOINT = '/orders';
+  start('fake_agent', env.SKP_PYTHON || '/usr/bin/python3',
+    [path.join(path.dirname(new URL(import.meta.url).pathname), 'fake_agent.py'),
+      `127.0.0.1:${ports.grpc}`, SERVICE, 'ui-shop-1', ENDPOINT, '3'], {});
+  expectInclude = [/\.method3: 50$/, /\.method2: 40$/, /\.method1: 30$/];
+  expectExclude = [/\.handle: 12$/, /\.method3: 50$/, /\.method2: 40$/];
+  forbidExclude = [/\.method1: 30$/];
+  groupedName = /^\/srv\/shop\/app\.py\.method3$/;
+}
+
+// Demo mode: keep requests flowing until the task has segments (a request that arrives before
+// the agent activates the task is not profiled).
+let traffic = false;
+async function pumpTraffic() {
+  while (traffic) {
+    await Promise.all([1, 2, 3].map(() => fetch(`http://127.0.0.1:${demoPort}/`, { method: 'POST', body: '{}' })
+      .then((r) => r.text()).catch(() => null)));
+  }
+}
+
+const userDir = mkdtempSync(path.join(os.tmpdir(), 'skp-ui-chromium-'));
+const browser = await chromium.launchPersistentContext(userDir, {
+  executablePath: '/usr/bin/chromium',
+  headless: true,
+  args: ['--headless', '--no-sandbox', '--disable-gpu', '--disable-background-networking'],
+  viewport: { width: 1440, height: 1000 },
+});
+const page = browser.pages()[0] || await browser.newPage();
+const pageErrors = [];
+page.on('pageerror', (e) => pageErrors.push(e.message));
+const shot = (name) => page.screenshot({ path: path.join(OUT, `${MODE}-${name}.png`), fullPage: true });
+const texts = (sel) => page.$$eval(sel, (els) => els.map((e) => e.textContent));
+const frameNames = () => page.$$eval('.flame .frame', (els) => els.map((e) => e.dataset.name));
+const treeNames = () => texts('.stack-tree tr.node:not([hidden]) td.sig .code');
+const hasAll = (names, res) => res.every((re) => names.some((n) => re.test(n)));
+const hasNone = (names, res) => res.every((re) => !names.some((n) => re.test(n)));
+
+let taskId = null;
+let excludeUrl = null;
+
+try {
+  await step('landing without profiled tasks shows the task list and the create form', async () => {
+    await page.goto(BASE + '/');
+    await page.waitForURL(/#\/tasks$/, { timeout: 20000 });
+    await page.waitForSelector('form.create-task:not([hidden])');
+  });
+
+  await step('services view: the agent\'s service and instance with language and properties', async () => {
+    await waitFor(async () => {
+      await page.goto(BASE + '/#/services');
+      await page.waitForSelector('table.services, .card p.muted', { timeout: 5000 });
+      return (await texts('table.services td a')).includes(SERVICE);
+    }, 30000, 'service listed');
+    await page.click(`table.services a:text-is("${SERVICE}")`);
+    await page.waitForSelector('table.instances tbody tr');
+    const row = (await texts('table.instances tbody tr'))[0];
+    if (MODE === 'fake' && !(row.includes('ui-shop-1') && row.includes('python') && row.includes('ui-test-host'))) throw new Error('instance row: ' + row);
+    await shot('services');
+  });
+
+  await step('create form: a validation error appears beside its field', async () => {
+    await page.goto(BASE + '/#/tasks');
+    await page.waitForSelector('form.create-task:not([hidden])');
+    await page.fill('#f-service', SERVICE);
+    await page.fill('#f-endpointName', '');
+    await page.click('form.create-task button[type=submit]');
+    await page.waitForFunction(() => document.querySelector('#err-endpointName').textContent.length > 0);
+    const msg = await page.textContent('#err-endpointName');
+    if (!/endpoint name cannot be empty/.test(msg)) throw new Error('endpoint error: ' + msg);
+    if (!(await page.$('.field.invalid[data-field="endpointName"]'))) throw new Error('field not marked invalid');
+    await page.fill('#f-endpointName', ENDPOINT);
+    await page.fill('#f-minDurationThreshold', '-1');
+    await page.click('form.create-task button[type=submit]');
+    await page.waitForFunction(() => document.querySelector('#err-minDurationThreshold').textContent.length > 0);
+    if ((await page.textContent('#err-endpointName')) !== '') throw new Error('old error not cleared');
+    await shot('form-validation');
+  });
+
+  await step('create a task through the form; it is listed with its status', async () => {
+    await page.fill('#f-minDurationThreshold', '0');
+    await page.selectOption('#f-duration', '5');
+    await page.selectOption('#f-dumpPeriod', '10');
+    await page.selectOption('#f-maxSamplingCount', '5');
+    await page.click('form.create-task button[type=submit]');
+    await page.waitForURL(/#\/tasks\/[^/]+$/, { timeout: 15000 });
+    taskId = decodeURIComponent(page.url().split('#/tasks/')[1]);
+    const row = await page.waitForSelector(`table.task-list tr.task.selected`);
+    const t = await row.textContent();
+    if (!t.includes(ENDPOINT) || !t.includes(SERVICE) || !/pending|running/.test(t)) throw new Error('task row: ' + t);
+  });
+
+  await step('sampled segments appear while the task runs (auto-refresh), logs grouped by instance', async () => {
+    if (MODE === 'demo') { traffic = true; pumpTraffic(); }
+    try {
+      await page.waitForSelector('table.segments tr.segment', { timeout: 120000 });
+    } finally {
+      traffic = false;
+    }
+    await page.waitForSelector('.log-group h4', { timeout: 20000 });
+    const ops = await texts('.log-group .op');
+    if (!ops.includes('NOTIFIED')) throw new Error('logs: ' + ops);
+    const seg = await page.textContent('table.segments tr.segment');
+    if (!seg.includes(ENDPOINT)) throw new Error('segment row: ' + seg);
+    await shot('task');
+  });
+
+  await step('open a profiled segment: spans marked profiled, analysis shown at once', async () => {
+    await page.click('table.segments tr.segment a');
+    await page.waitForSelector('.segment-detail .badge.profiled');
+    await page.waitForSelector('.stack-tree tr.node', { timeout: 30000 });
+    const names = await treeNames();
+    if (!hasAll(names, expectInclude)) throw new Error('include tree: ' + names.join(' | '));
+    if (MODE === 'fake') {
+      const spans = await page.$$('.spans tbody tr');
+      if (spans.length !== 3) throw new Error('spans: ' + spans.length);
+    }
+  });
+
+  await step('Exclude Children analysis: tree rows and flame graph frames by name', async () => {
+    await page.check('#mode-exclude');
+    await page.click('#analyze');
+    await page.waitForFunction(() => /Exclude Children/.test(document.querySelector('.analysis-label')?.textContent || ''));
+    await page.waitForSelector('.stack-tree tr.node');
+    const names = await treeNames();
+    if (!hasAll(names, expectExclude) || !hasNone(names, forbidExclude)) throw new Error('exclude tree: ' + names.join(' | '));
+    if (MODE === 'fake' && !/2 time ranges/.test(await page.textContent('.analysis-label'))) throw new Error('ranges: ' + await page.textContent('.analysis-label'));
+    const frames = await frameNames();
+    if (!frames.includes('all') || !hasAll(frames, expectExclude) || !hasNone(frames, forbidExclude)) throw new Error('flame frames: ' + frames.join(' | '));
+    const nums = await page.$$eval('.stack-tree tr.node', (rows) => rows.map((r) => [...r.querySelectorAll('td.num')].map((c) => Number(c.textContent))));
+    if (!nums.every((n) => n.length === 3 && n.every((v) => Number.isFinite(v)))) throw new Error('numbers: ' + JSON.stringify(nums));
+    if ((await page.$$('.stack-tree tr.top-slow')).length < 1) throw new Error('no top-slow highlight');
+    excludeUrl = page.url();
+    if (!/mode=exclude/.test(excludeUrl)) throw new Error('url: ' + excludeUrl);
+    await shot('segment-exclude');
+  });
+
+  await step('flame graph: hover tooltip, click to zoom, search', async () => {
+    const target = (await frameNames()).find((n) => expectExclude[1].test(n));
+    const el = page.locator(`.flame .frame[data-name="${target}"]:not(.ancestor)`).first();
+    await el.hover();
+    const tip = await page.textContent('.flame-tip');
+    if (!/dump count: \d+/.test(tip) || !/self duration: -?\d+ ms/.test(tip) || !/of total: [\d.]+%/.test(tip)) throw new Error('tip: ' + tip);
+    await el.click();
+    const chartW = await page.$eval('.flame-chart', (c) => c.clientWidth);
+    const w = await page.locator(`.flame .frame[data-name="${target}"]`).last().evaluate((e) => e.getBoundingClientRect().width);
+    if (w < chartW * 0.95) throw new Error(`zoomed width ${w} of ${chartW}`);
+    await page.click('.flame-reset');
+    await page.fill('.flame-search', 'method2');
+    const matches = await page.$$('.flame .frame.match');
+    if (!matches.length || !/matched [\d.]+% of total/.test(await page.textContent('.flame-found'))) throw new Error('search');
+    await page.fill('.flame-search', '');
+  });
+
+  await step('tree: collapse and expand', async () => {
+    const before = (await page.$$('.stack-tree tr.node:not([hidden])')).length;
+    await page.click('.tree-tools button[data-act="collapse"]');
+    const collapsed = (await page.$$('.stack-tree tr.node:not([hidden])')).length;
+    await page.click('.tree-tools button[data-act="expand"]');
+    const after = (await page.$$('.stack-tree tr.node:not([hidden])')).length;
+    if (!(collapsed < before && after === before)) throw new Error(`${before} ${collapsed} ${after}`);
+  });
+
+  await step('group by function merges per-line frames', async () => {
+    await page.check('#group-by-function');
+    const names = await treeNames();
+    if (!names.some((n) => groupedName.test(n))) throw new Error('grouped: ' + names.join(' | '));
+    await page.uncheck('#group-by-function');
+  });
+
+  await step('export links download pprof (gzip) and a self-contained HTML flame graph', async () => {
+    const hrefs = await page.$$eval('.exports a', (as) => Object.fromEntries(as.map((a) => [a.dataset.format, a.href])));
+    for (const f of ['pprof', 'collapsed', 'speedscope', 'html', 'json']) if (!hrefs[f]) throw new Error('no link for ' + f);
+    const p = await page.request.get(hrefs.pprof);
+    const body = await p.body();
+    if (p.status() !== 200 || body[0] !== 0x1f || body[1] !== 0x8b) throw new Error('pprof ' + p.status());
+    const html = await (await page.request.get(hrefs.html)).text();
+    if (!html.startsWith('<!DOCTYPE html>') || /https?:\/\//.test(html)) throw new Error('html export');
+  });
+
+  await step('whole-task analysis', async () => {
+    await page.click('#analyze-task');
+    await page.waitForURL(/\/analyze$/);
+    await page.waitForFunction(() => /Whole task/.test(document.querySelector('.analysis-label')?.textContent || ''), null, { timeout: 30000 });
+    await page.waitForSelector('.stack-tree tr.node', { timeout: 30000 });
+    if (!hasAll(await treeNames(), expectInclude)) throw new Error('task tree');
+  });
+
+  await step('deep link restores the segment, span and Exclude mode', async () => {
+    await page.goto('about:blank');
+    await page.goto(excludeUrl);
+    await page.waitForFunction(() => /Exclude Children/.test(document.querySelector('.analysis-label')?.textContent || ''), null, { timeout: 30000 });
+    if (!(await page.isChecked('#mode-exclude'))) throw new Error('mode radio');
+  });
+
+  await step('landing opens the latest task\'s first profiled segment: tree and flame graph, no clicks', async () => {
+    const p2 = await browser.newPage();
+    await p2.goto(BASE + '/');
+    await p2.waitForURL(/#\/tasks\/[^/]+\/segments\//, { timeout: 30000 });
+    await p2.waitForSelector('.stack-tree tr.node', { timeout: 30000 });
+    await p2.waitForSelector('.flame .frame');
+    const frames = await p2.$$eval('.flame .frame', (els) => els.map((e) => e.dataset.name));
+    if (!hasAll(frames, expectInclude)) throw new Error('landing frames: ' + frames.join(' | '));
+    if (!p2.url().includes(encodeURIComponent(taskId))) throw new Error('landing task: ' + p2.url());
+    await p2.screenshot({ path: path.join(OUT, `${MODE}-landing.png`), fullPage: true });
+    await p2.close();
+  });
+
+  await step('API errors are shown, never a blank page', async () => {
+    await page.goto(BASE + '/#/tasks/no-such-task');
+    await page.waitForSelector('#banner:not([hidden])');
+    const b = await page.textContent('#banner');
+    if (!/Error: .*404/.test(b)) throw new Error('banner: ' + b);
+    if (!(await page.$('table.task-list, .tasks-col'))) throw new Error('page blank');
+    await page.goto(BASE + '/#/services/no-such-service');
+    await page.waitForSelector('#banner:not([hidden])');
+  });
+
+  await step('no uncaught page errors', async () => {
+    if (pageErrors.length) throw new Error(pageErrors.join('\n'));
+  });
+} finally {
+  await browser.close().catch(() => {});
+  await stopAll();
+  rmSync(tmp, { recursive: true, force: true });
+  rmSync(userDir, { recursive: true, force: true });
+}
+if (failed) {
+  for (const p of procs) console.log(`---- ${p.name} output (tail) ----\n${p.out.slice(-3000)}`);
+}
+console.log(`${passed} passed, ${failed} failed`);
+process.exit(failed ? 1 : 0);

@@ -84,6 +84,7 @@ static struct engine {
     int mode;
     struct sigaction prev; /* written before our handler is installed; read by the handler */
 
+    _Atomic int64_t timeout_ns; /* default collect deadline; 0 = SKP_NATIVE_DEFAULT_TIMEOUT_NS */
     _Atomic bool force_fp;
     _Atomic bool clobber_errno; /* test hook: the handler scribbles on errno */
     _Atomic uintptr_t loader_lo, loader_hi;
@@ -275,6 +276,19 @@ static int signo_from_env(void)
     return (int)n;
 }
 
+/* SKYPROF_NATIVE_TIMEOUT_MS: 1..60000, else 0 (default). */
+static int64_t timeout_from_env(void)
+{
+    const char *v = getenv("SKYPROF_NATIVE_TIMEOUT_MS");
+    char *end = NULL;
+    if (!v || !*v)
+        return 0;
+    long ms = strtol(v, &end, 10);
+    if (!end || *end || ms < 1 || ms > 60000)
+        return 0;
+    return (int64_t)ms * 1000000;
+}
+
 static bool disposition_free(const struct sigaction *sa)
 {
     return !(sa->sa_flags & SA_SIGINFO) && sa->sa_handler == SIG_DFL;
@@ -289,6 +303,9 @@ skp_err skp__native_capture_install(int signo)
 
     pthread_once(&g_atfork_once, register_atfork);
     pthread_mutex_lock(&g.mu);
+    int64_t env_timeout = timeout_from_env();
+    if (env_timeout)
+        atomic_store(&g.timeout_ns, env_timeout);
     if (signo == 0)
         signo = signo_from_env();
     if (signo == 0) {
@@ -594,6 +611,8 @@ skp_err skp__native_collect(int slot, uint32_t seq, struct skp__native_sample *s
     if (slot < 0 || slot >= SKP_NATIVE_MAX_TARGETS || s->cap == 0 || !s->pcs || seq == 0)
         return SKP_EINVAL;
     if (timeout_ns <= 0)
+        timeout_ns = atomic_load_explicit(&g.timeout_ns, memory_order_relaxed);
+    if (timeout_ns <= 0)
         timeout_ns = SKP_NATIVE_DEFAULT_TIMEOUT_NS;
     struct slot *sl = &g.slots[slot];
     int64_t deadline = skpx_mono_ns() + timeout_ns;
@@ -691,4 +710,9 @@ void skp__native_capture_set_loader_range(uintptr_t lo, uintptr_t hi)
 void skp__native_capture_clobber_errno(bool on)
 {
     atomic_store(&g.clobber_errno, on);
+}
+
+void skp__native_capture_set_timeout_ns(int64_t timeout_ns)
+{
+    atomic_store(&g.timeout_ns, timeout_ns > 0 ? timeout_ns : 0);
 }

@@ -32,7 +32,8 @@
 #define SKP_NATIVE_SIGNAL_OFFSET 8
 /* How long the sampler waits for the target thread's handler before giving up (sample lost).
  * A sleeping or running thread answers in ~10-60 us; a preempted thread only when the scheduler
- * runs it again, which on a saturated machine takes several milliseconds. */
+ * runs it again, which on a saturated machine takes several milliseconds.
+ * SKYPROF_NATIVE_TIMEOUT_MS overrides it. */
 #define SKP_NATIVE_DEFAULT_TIMEOUT_NS (50 * 1000 * 1000)
 /* Signals sent but given up on that may still be delivered later: tracked so that uninstall can
  * wait for them (or keep the handler) instead of letting them hit SIG_DFL (which kills). */
@@ -141,6 +142,10 @@ SKP_MUST_CHECK skp_err skp__native_capture(int slot, const struct skp__native_ta
                                            struct skp__native_sample *s, int64_t timeout_ns);
 
 void skp__native_capture_get_stats(struct skp__native_capture_stats *out);
+
+/* Sets the deadline collect uses when given timeout_ns <= 0 (<= 0 here = the default
+ * SKP_NATIVE_DEFAULT_TIMEOUT_NS). install also takes it from SKYPROF_NATIVE_TIMEOUT_MS. */
+void skp__native_capture_set_timeout_ns(int64_t timeout_ns);
 
 /* Test hook: when set, the handler always uses the frame-pointer walk. */
 void skp__native_capture_force_fp(bool on);

@@ -88,6 +88,9 @@ def profile_variant(tmp, mode):
             "SW_AGENT_COLLECTOR_BACKEND_SERVICES": "127.0.0.1:%d" % grpc_port,
             "SW_AGENT_COLLECTOR_GET_PROFILE_TASK_INTERVAL": "1",
             "SKYPROF_LOG_LEVEL": "info",
+            # The agent core stops sampling a request after one lost sample; on a test machine
+            # loaded by parallel builds give preempted threads time to answer.
+            "SKYPROF_NATIVE_TIMEOUT_MS": "2000",
         }
         with Proc([DEMO, "--port", "0", "--mode", mode], env=env, name="demo-" + mode) as demo:
             port = port_from(demo, r"demo_service: listening on [0-9.]+:(\d+)", "demo port")

@@ -15,6 +15,7 @@
 
 #include <arpa/inet.h>
 #include <errno.h>
+#include <stddef.h>
 #include <netdb.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
@@ -56,10 +57,22 @@
 #define GRPC_SERVER_MAX_STATUS_MSG 512
 /* After a fatal error, how long the final GOAWAY may take to leave before we just close. */
 #define GRPC_SERVER_CLOSE_WRITE_TIMEOUT_MS 2000
+/* Decode arena: the first block fits a few KB of decoded message (a ThreadSnapshot needs ~3 KB)
+ * and grows, after overflows, up to this bound; larger messages use one-off blocks. */
+#define GRPC_SERVER_ARENA_INIT (64u * 1024)
+#define GRPC_SERVER_ARENA_MAX (4u * 1024 * 1024)
 #define GRPC_SERVER_MAX_LISTENERS 8
 #define GRPC_SERVER_LISTEN_BACKLOG 512
 
 struct conn;
+
+struct decode_arena {
+    uint8_t *base;     /* owned; retained across messages, allocated on first use */
+    size_t cap;
+    size_t used;
+    struct arena_extra *extra; /* owned; overflow blocks of the current message */
+    size_t extra_bytes;
+};
 
 struct skpx_grpc_call {
     struct conn *conn;
@@ -115,6 +128,8 @@ struct skpx_grpc_server {
     nghttp2_session_callbacks *cbs;
     nghttp2_option *h2opt;
     struct skpx_grpc_server_stats stats;
+    struct decode_arena arena;
+    ProtobufCAllocator pb_allocator; /* allocates from `arena` */
     bool shutting_down;
     bool done_fired;
     struct event *grace_ev;
@@ -127,21 +142,78 @@ static void conn_flush(struct conn *c);
 static void conn_free(struct conn *c);
 static void server_done_cb(evutil_socket_t fd, short what, void *arg);
 
-/* ---------------------------------------------------------------- protobuf-c allocator */
+/* ---------------------------------------------------------------- decode arena
+ * Request messages are decoded into a server-wide bump arena that is reset after each
+ * on_message returns (the message is borrowed only for the callback, and the loop decodes one
+ * message at a time). A ThreadSnapshot decodes into ~25 small blocks; individual mallocs and
+ * frees for them cost about a third of the server's CPU at 300k msg/s. */
 
-static void *pb_alloc(void *ud, size_t n)
+struct arena_extra {
+    struct arena_extra *next;
+    max_align_t data[];
+};
+
+static size_t arena_round(size_t n)
 {
-    (void)ud;
-    return skpx_malloc(n);
+    return (n + sizeof(max_align_t) - 1) & ~(sizeof(max_align_t) - 1);
 }
 
-static void pb_free(void *ud, void *p)
+static void *arena_alloc(void *ud, size_t n)
 {
-    (void)ud;
-    skpx_free(p);
+    struct decode_arena *a = ud;
+    n = arena_round(n ? n : 1);
+    if (!a->base) {
+        a->base = skpx_malloc(a->cap);
+        if (!a->base)
+            a->cap = 0;
+    }
+    if (n <= a->cap - a->used) {
+        void *p = a->base + a->used;
+        a->used += n;
+        return p;
+    }
+    /* Overflow: a block of its own, freed at the next reset. */
+    if (n > SIZE_MAX - sizeof(struct arena_extra))
+        return NULL;
+    struct arena_extra *e = skpx_malloc(sizeof(*e) + n);
+    if (!e)
+        return NULL;
+    e->next = a->extra;
+    a->extra = e;
+    a->extra_bytes += n;
+    return e->data;
 }
 
-static ProtobufCAllocator g_pb_allocator = {pb_alloc, pb_free, NULL};
+static void arena_free(void *ud, void *p)
+{
+    (void)ud;
+    (void)p; /* everything goes at the next reset */
+}
+
+static void arena_reset(struct decode_arena *a)
+{
+    while (a->extra) {
+        struct arena_extra *e = a->extra;
+        a->extra = e->next;
+        skpx_free(e);
+    }
+    /* Grow the retained block when messages keep overflowing it, up to a fixed bound. */
+    if (a->extra_bytes && a->cap < GRPC_SERVER_ARENA_MAX) {
+        size_t want = a->cap + a->extra_bytes;
+        a->cap = want < GRPC_SERVER_ARENA_MAX ? want : GRPC_SERVER_ARENA_MAX;
+        skpx_free(a->base);
+        a->base = NULL;
+    }
+    a->extra_bytes = 0;
+    a->used = 0;
+}
+
+static void arena_cleanup(struct decode_arena *a)
+{
+    arena_reset(a);
+    skpx_free(a->base);
+    a->base = NULL;
+}
 
 /* ---------------------------------------------------------------- calls */
 
@@ -430,8 +502,9 @@ static skp_err on_grpc_message(void *ud, const uint8_t *raw, size_t len)
     }
     ProtobufCMessage *msg = NULL;
     if (m->request_desc) {
-        msg = protobuf_c_message_unpack(m->request_desc, &g_pb_allocator, len, raw);
+        msg = protobuf_c_message_unpack(m->request_desc, &srv->pb_allocator, len, raw);
         if (!msg) {
+            arena_reset(&srv->arena);
             call_fail(call, SKPX_GRPC_INVALID_ARGUMENT, "200", "cannot decode request message");
             return SKP_ESTATE;
         }
@@ -440,7 +513,7 @@ static skp_err on_grpc_message(void *ud, const uint8_t *raw, size_t len)
     if (m->on_message)
         st = m->on_message(call, m->ud, msg, raw, len);
     if (msg)
-        protobuf_c_message_free_unpacked(msg, &g_pb_allocator);
+        arena_reset(&srv->arena); /* frees msg */
     if (st != SKPX_GRPC_OK) {
         call_fail(call, st, "200", skpx_grpc_status_name(st));
         return SKP_ESTATE;
@@ -855,6 +928,10 @@ skp_err skpx_grpc_server_new(struct event_base *base, const struct skpx_grpc_ser
     if (!srv)
         return SKP_ENOMEM;
     srv->base = base;
+    srv->arena.cap = GRPC_SERVER_ARENA_INIT;
+    srv->pb_allocator.alloc = arena_alloc;
+    srv->pb_allocator.free = arena_free;
+    srv->pb_allocator.allocator_data = &srv->arena;
     if (opts)
         srv->opts = *opts;
     if (!srv->opts.max_msg)
@@ -1049,6 +1126,7 @@ void skpx_grpc_server_free(struct skpx_grpc_server *srv)
     if (srv->h2opt)
         nghttp2_option_del(srv->h2opt);
     skpx_free(srv->methods);
+    arena_cleanup(&srv->arena);
     skpx_free(srv);
 }
 

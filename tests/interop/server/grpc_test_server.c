@@ -3,7 +3,10 @@
  * listens on 127.0.0.1:0; SIGTERM starts a graceful shutdown; at exit prints the server stats and
  * how many calls were opened and closed (they must match), then exits 0 (3 when they differ).
  *
- * Usage: grpc_test_server [max_msg_bytes] [auth_token] */
+ * Progress lines for tests that must know a call reached the server: "PROGRESS <taskId> 200" when a
+ * snapshot stream's 200th message arrives, "ASYNC_WAIT" when an asynchronous answer is pending.
+ *
+ * Usage: grpc_test_server [max_msg_bytes [auth_token [max_connections [grace_ms]]]] */
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -25,6 +28,7 @@ static uint64_t g_closed;
 static const char *g_token = "secret-token";
 static struct event_base *g_base;
 static struct skpx_grpc_server *g_srv;
+static int g_grace_ms = 10000;
 
 struct stream_state {
     uint64_t count;
@@ -131,6 +135,10 @@ static int snap_message(struct skpx_grpc_call *call, void *ud, const ProtobufCMe
             fnv_str(&st->checksum, s->stack->codesignatures[i]);
     }
     st->count++;
+    if (st->count == 200) {
+        printf("PROGRESS %s 200\n", s->taskid);
+        fflush(stdout);
+    }
     return SKPX_GRPC_OK;
 }
 
@@ -250,6 +258,8 @@ static void go_end(struct skpx_grpc_call *call, void *ud)
     st->timer = evtimer_new(g_base, go_timer_cb, st);
     struct timeval tv = {0, TEST_ASYNC_DELAY_MS * 1000};
     evtimer_add(st->timer, &tv);
+    printf("ASYNC_WAIT\n");
+    fflush(stdout);
 }
 
 /* ---- process */
@@ -267,7 +277,7 @@ static void on_sigterm(evutil_socket_t fd, short what, void *arg)
     (void)arg;
     printf("SHUTDOWN\n");
     fflush(stdout);
-    skpx_grpc_server_shutdown(g_srv, 10000, shutdown_done, NULL);
+    skpx_grpc_server_shutdown(g_srv, g_grace_ms, shutdown_done, NULL);
 }
 
 static void add(const struct skpx_grpc_method *m)
@@ -285,6 +295,10 @@ int main(int argc, char **argv)
         opts.max_msg = strtoul(argv[1], NULL, 10);
     if (argc > 2)
         g_token = argv[2];
+    if (argc > 3)
+        opts.max_connections = strtoul(argv[3], NULL, 10);
+    if (argc > 4)
+        g_grace_ms = (int)strtol(argv[4], NULL, 10);
     skpx_log_set_sink(skpx_log_sink_fd, (void *)(intptr_t)2,
                       getenv("SKP_TEST_DEBUG") ? SKPX_LOG_DEBUG : SKPX_LOG_INFO);
     g_base = event_base_new();

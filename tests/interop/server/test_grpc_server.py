@@ -48,9 +48,9 @@ PFX = "/skywalking.v3.ProfileTask/"
 
 
 class Server:
-    def __init__(self):
-        self.proc = Proc([build_path("tests", "interop", "server", "grpc_test_server"), str(MAX_MSG), TOKEN],
-                         name="grpc_test_server")
+    def __init__(self, max_conns=0, grace_ms=10000):
+        self.proc = Proc([build_path("tests", "interop", "server", "grpc_test_server"), str(MAX_MSG), TOKEN,
+                          str(max_conns), str(grace_ms)], name="grpc_test_server")
         m = wait_until(lambda: re.search(r"^PORT (\d+)$", self.proc.output(), re.M), 30, what="PORT line")
         self.port = int(m.group(1))
         self.target = "127.0.0.1:%d" % self.port
@@ -236,28 +236,52 @@ def t_async_finish():
 
 
 def t_client_cancels():
+    """The client cancels in the middle of a stream and while the server holds the call for its
+    asynchronous answer; the server must close both calls (checked by the accounting at exit)
+    and must not touch them afterwards (the pending timer is freed in on_close)."""
     with channel() as ch:
         stub = Profile_pb2_grpc.ProfileTaskStub(ch)
         gate = threading.Event()
 
         def gen():
-            for i in range(50):
+            for i in range(250):
                 yield snapshot("c", i)
             gate.wait(10)
 
         f = stub.collectSnapshot.future(gen(), timeout=30)
-        time.sleep(0.2)  # let the stream start on the server; correctness does not depend on it
+        wait_until(lambda: "PROGRESS c 200" in SRV.proc.output(), 10, what="stream in flight")
         f.cancel()
         gate.set()
-        assert f.cancelled() or f.exception() is not None
-        # Cancel while the server holds the call for its asynchronous answer.
+        assert f.cancelled()
+        waits = SRV.proc.output().count("ASYNC_WAIT")
         f = stub.goProfileReport.future(iter([Profile_pb2.GoProfileData(payload=b"a")]), timeout=30)
-        time.sleep(0.05)
+        wait_until(lambda: SRV.proc.output().count("ASYNC_WAIT") > waits, 10, what="async call pending")
         f.cancel()
+        assert f.cancelled()
         # Deadline expiry: the client resets the stream; the server must close the call.
         expect_code(lambda: stub.goProfileReport(iter([Profile_pb2.GoProfileData(payload=b"a")]), timeout=0.05),
                     grpc.StatusCode.DEADLINE_EXCEEDED)
         stub.getProfileTaskCommands(Profile_pb2.ProfileTaskCommandQuery(), timeout=10)
+
+
+def t_settings_and_windows():
+    sock, conn = h2_connect()
+    with sock:
+        sock.settimeout(10)
+        deadline = time.monotonic() + 10
+        got = False
+        while not got and time.monotonic() < deadline:
+            for ev in conn.receive_data(sock.recv(65536)):
+                if isinstance(ev, h2.events.RemoteSettingsChanged):
+                    got = True
+            sock.sendall(conn.data_to_send())
+        assert got
+        # The connection-level WINDOW_UPDATE may arrive right after SETTINGS.
+        wait_until(lambda: conn.outbound_flow_control_window >= 16 * 1024 * 1024 - 1 or
+                   conn.receive_data(sock.recv(65536)) is None, 10, what="connection window")
+        assert conn.remote_settings.initial_window_size == 16 * 1024 * 1024, conn.remote_settings
+        assert conn.remote_settings.max_concurrent_streams == 1000, conn.remote_settings
+        assert conn.outbound_flow_control_window == 16 * 1024 * 1024, conn.outbound_flow_control_window
 
 
 # ---------------------------------------------------------------- raw HTTP/2 cases
@@ -280,8 +304,8 @@ def read_until_closed(sock, timeout=10.0):
     raise AssertionError("server did not close the connection within %.0fs" % timeout)
 
 
-def raw_connect():
-    return socket.create_connection(("127.0.0.1", SRV.port), timeout=10)
+def raw_connect(port=None):
+    return socket.create_connection(("127.0.0.1", port or SRV.port), timeout=10)
 
 
 def grpcio_still_works():
@@ -291,8 +315,8 @@ def grpcio_still_works():
         assert a["service"] == "after"
 
 
-def h2_connect():
-    sock = raw_connect()
+def h2_connect(port=None):
+    sock = raw_connect(port)
     conn = h2.connection.H2Connection(config=h2.config.H2Configuration(client_side=True, header_encoding="utf-8"))
     conn.initiate_connection()
     sock.sendall(conn.data_to_send())
@@ -492,10 +516,12 @@ def t_graceful_shutdown():
         for m in msgs[200:]:
             yield m
 
+    waits = SRV.proc.output().count("ASYNC_WAIT")
     f = stub.collectSnapshot.future(gen(), timeout=60)
     async_f = stub.goProfileReport.future(iter([Profile_pb2.GoProfileData(payload=b"abc")]), timeout=60)
-    wait_until(lambda: SRV.proc.output().count("\n") >= 1, 10)
-    time.sleep(0.05)  # streams are open on the server (the test below holds even if not)
+    # Both calls are in flight on the server: 200 snapshots arrived, the async answer is pending.
+    wait_until(lambda: "PROGRESS bye 200" in SRV.proc.output(), 10, what="stream in flight")
+    wait_until(lambda: SRV.proc.output().count("ASYNC_WAIT") > waits, 10, what="async call pending")
     SRV.proc.signal(signal.SIGTERM)
     wait_until(lambda: "SHUTDOWN" in SRV.proc.output(), 10, what="SHUTDOWN line")
     wait_until(lambda: not port_open(SRV.port), 10, what="listener closed")
@@ -519,6 +545,56 @@ def t_graceful_shutdown():
     check_sanitizer_clean(SRV.proc)
 
 
+def t_connection_limit_and_grace_timeout():
+    """A second server with max_connections=2 and a 300 ms shutdown grace period."""
+    srv2 = Server(max_conns=2, grace_ms=300)
+    try:
+        a, b = h2_connect(srv2.port), h2_connect(srv2.port)
+        for sock, conn in (a, b):  # both are served: their SETTINGS arrive
+            sock.settimeout(10)
+            assert sock.recv(65536)
+        with socket.create_connection(("127.0.0.1", srv2.port), timeout=10) as third:
+            read_until_closed(third)  # refused at once (closed without a byte)
+        a[0].close()
+        # The freed slot becomes usable once the server has seen the close.
+        def served():
+            with grpc.insecure_channel(srv2.target) as ch:
+                Profile_pb2_grpc.ProfileTaskStub(ch).getProfileTaskCommands(
+                    Profile_pb2.ProfileTaskCommandQuery(), timeout=2)
+            return True
+        wait_until(served, 20, interval=0.1, what="connection slot freed")
+        # A stream that never half-closes outlives the grace period: the server drops it.
+        gate = threading.Event()
+
+        def gen():
+            for i in range(250):
+                yield snapshot("stuck", i)
+            gate.wait(30)
+
+        b[0].close()
+        ch = grpc.insecure_channel(srv2.target)
+        # wait_for_ready: a slot may still be taken until the server sees the last close.
+        f = Profile_pb2_grpc.ProfileTaskStub(ch).collectSnapshot.future(gen(), timeout=60, wait_for_ready=True)
+        wait_until(lambda: "PROGRESS stuck 200" in srv2.proc.output(), 20, what="stream in flight")
+        srv2.proc.signal(signal.SIGTERM)
+        srv2.proc.p.wait(20)
+        gate.set()
+        assert srv2.proc.p.returncode == 0, srv2.proc.output()[-3000:]
+        e = f.exception(timeout=20)
+        assert e is not None and e.code() in (grpc.StatusCode.UNAVAILABLE, grpc.StatusCode.CANCELLED,
+                                              grpc.StatusCode.INTERNAL), e
+        ch.close()
+        out = srv2.proc.output()
+        calls = re.search(r"CALLS opened=(\d+) closed=(\d+)", out)
+        assert calls and calls.group(1) == calls.group(2) and int(calls.group(1)) >= 2, out[-2000:]
+        assert "grace period over" in out, out[-2000:]
+        assert re.search(r"^LIVE_BYTES 0$", out, re.M), out[-2000:]
+        check_sanitizer_clean(srv2.proc)
+    finally:
+        if srv2.proc.alive():
+            srv2.proc.kill9()
+
+
 def main():
     global SRV
     SRV = Server()
@@ -536,6 +612,7 @@ def main():
             ("auth_metadata", t_auth_metadata),
             ("async_finish", t_async_finish),
             ("client_cancels", t_client_cancels),
+            ("settings_and_windows", t_settings_and_windows),
             ("raw_garbage", t_raw_garbage),
             ("raw_truncated_preface", t_raw_truncated_preface),
             ("raw_corrupt_frame", t_raw_corrupt_frame),
@@ -546,6 +623,7 @@ def main():
             ("raw_http_errors", t_raw_http_errors),
             ("raw_early_error_resets_sender", t_raw_early_error_resets_sender),
             ("raw_connection_drop_mid_stream", t_raw_connection_drop_mid_stream),
+            ("connection_limit_and_grace_timeout", t_connection_limit_and_grace_timeout),
             ("graceful_shutdown", t_graceful_shutdown),
         ]:
             r.run(name, fn)

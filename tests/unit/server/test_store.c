@@ -8,6 +8,7 @@
 
 #include <cmocka.h>
 #include <sqlite3.h>
+#include <sys/wait.h>
 
 #include "server/analyzer.h"
 #include "server/store_int.h"
@@ -893,6 +894,55 @@ static void cache_maps_grow_and_clear(void **state)
     assert_true(skp_hash_u32s(ids, 3) == UINT64_C(0xef3be20049355402));
 }
 
+static void committed_batch_survives_a_crash(void **state)
+{
+    struct fixture *f = *state;
+    store_close(f->st);
+    f->st = NULL;
+    pid_t pid = fork();
+    assert_true(pid >= 0);
+    if (pid == 0) {
+        struct store *st = NULL;
+        if (store_open(f->db.path, NULL, &st) != SKP_OK)
+            _exit(2);
+        for (int i = 0; i < 50; i++)
+            if (tu_add(st, "t", "s1", i, 1000 + i, "a,b,c") != SKP_OK)
+                _exit(3);
+        /* acknowledged: die without closing (no checkpoint, WAL left behind) */
+        _exit(0);
+    }
+    int status = 0;
+    assert_int_equal(waitpid(pid, &status, 0), pid);
+    assert_true(WIFEXITED(status));
+    assert_int_equal(WEXITSTATUS(status), 0);
+    f->st = tu_open(f->db.path);
+    assert_int_equal(scalar(f->st, "SELECT count(*) FROM snapshots"), 50);
+    assert_integrity(f->st);
+}
+
+static void reader_connection_sees_committed_data(void **state)
+{
+    struct fixture *f = *state;
+    assert_int_equal(tu_add(f->st, "t", "s1", 0, 1000, "a,b"), SKP_OK);
+    struct store_opts ro = {.read_only = true};
+    struct store *reader = NULL;
+    assert_int_equal(store_open(f->db.path, &ro, &reader), SKP_OK);
+    assert_int_equal(tu_add(f->st, "t", "s1", 1, 1010, "a,c"), SKP_OK);
+    struct seen s = {0};
+    assert_int_equal(store_scan_task(reader, "t", seen_cb, &s), SKP_OK);
+    assert_int_equal(s.n, 2);
+    const uint32_t *ids;
+    size_t n;
+    assert_int_equal(store_get_stack(reader, s.stack[1], &ids, &n), SKP_OK);
+    const char *sig;
+    assert_int_equal(store_get_frame(reader, ids[1], &sig), SKP_OK);
+    assert_string_equal(sig, "c");
+    store_close(reader);
+    /* the writer is unaffected by the reader's close */
+    assert_int_equal(tu_add(f->st, "t", "s1", 2, 1020, "a"), SKP_OK);
+    assert_int_equal(scalar(f->st, "SELECT count(*) FROM snapshots"), 3);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -912,6 +962,8 @@ int main(void)
         cmocka_unit_test_setup_teardown(full_disk_rolls_back_whole_batch, setup, teardown),
         cmocka_unit_test_setup_teardown(alloc_fault_loop_over_insert_batch, setup, teardown),
         cmocka_unit_test(utf8_validation_table),
+        cmocka_unit_test_setup_teardown(committed_batch_survives_a_crash, setup, teardown),
+        cmocka_unit_test_setup_teardown(reader_connection_sees_committed_data, setup, teardown),
         cmocka_unit_test(cache_maps_grow_and_clear),
         cmocka_unit_test_setup_teardown(nested_scans_refused, setup, teardown),
         cmocka_unit_test_setup_teardown(unusable_files_are_refused, setup, teardown),

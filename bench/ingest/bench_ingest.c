@@ -129,9 +129,9 @@ static int start_daemon(const char *exe, struct daemon *d)
         char *g = strstr(buf, "grpc listening on 127.0.0.1:");
         char *h = strstr(buf, "http listening on 127.0.0.1:");
         if (g)
-            d->grpc_port = atoi(g + strlen("grpc listening on 127.0.0.1:"));
+            d->grpc_port = (int)strtol(g + strlen("grpc listening on 127.0.0.1:"), NULL, 10);
         if (h)
-            d->http_port = atoi(h + strlen("http listening on 127.0.0.1:"));
+            d->http_port = (int)strtol(h + strlen("http listening on 127.0.0.1:"), NULL, 10);
     }
     close(p[0]);
     return d->grpc_port && d->http_port ? 0 : -1;
@@ -297,11 +297,11 @@ int main(int argc, char **argv)
         if (!strcmp(argv[i], "--snapshots") && i + 1 < argc)
             total = strtoull(argv[++i], NULL, 10);
         else if (!strcmp(argv[i], "--clients") && i + 1 < argc)
-            n_clients = atoi(argv[++i]);
+            n_clients = (int)strtol(argv[++i], NULL, 10);
         else if (!strcmp(argv[i], "--stream-size") && i + 1 < argc)
             stream_size = strtoull(argv[++i], NULL, 10);
         else if (!strcmp(argv[i], "--stacks") && i + 1 < argc)
-            n_stacks = atoi(argv[++i]);
+            n_stacks = (int)strtol(argv[++i], NULL, 10);
         else if (!strcmp(argv[i], "--skyprofd") && i + 1 < argc)
             exe = argv[++i];
         else if (!strcmp(argv[i], "--keep-db"))

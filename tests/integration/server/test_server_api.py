@@ -419,6 +419,32 @@ def t_api_token():
             srv.stop()
 
 
+def t_command_line():
+    import subprocess
+    from skyprofd_util import SKYPROFD
+    r = subprocess.run([SKYPROFD, "--help"], capture_output=True, text=True, timeout=30)
+    assert r.returncode == 0 and "--grpc-addr" in r.stdout and "SKYPROF_DB" in r.stdout, r
+    r = subprocess.run([SKYPROFD, "--version"], capture_output=True, text=True, timeout=30)
+    assert r.returncode == 0 and re.match(r"^skyprofd \d+\.\d+\.\d+$", r.stdout.strip()), r
+    for args, env, msg in [(["--bogus"], {}, "unknown option '--bogus'"),
+                           (["--retention-days", "x"], {}, "--retention-days"),
+                           ([], {"SKYPROF_LOG_LEVEL": "loud"}, "SKYPROF_LOG_LEVEL"),
+                           (["--grpc-addr", "nope"], {}, "invalid address")]:
+        r = subprocess.run([SKYPROFD] + args, capture_output=True, text=True, timeout=30,
+                           env=dict(os.environ, **env))
+        assert r.returncode == 2 and msg in r.stderr, (args, r.returncode, r.stderr)
+    # A port already taken: start-up fails with exit code 1 and a logged reason.
+    with tempdir() as d:
+        import socket
+        with socket.socket() as taken:
+            taken.bind(("127.0.0.1", 0))
+            taken.listen()
+            port = taken.getsockname()[1]
+            r = subprocess.run([SKYPROFD, "--grpc-addr", "127.0.0.1:0", "--http-addr", "127.0.0.1:%d" % port,
+                                "--db", os.path.join(d, "x.db")], capture_output=True, text=True, timeout=60)
+            assert r.returncode == 1 and "cannot listen for HTTP" in r.stderr, (r.returncode, r.stderr)
+
+
 def main():
     global S
     with tempdir() as d:
@@ -438,6 +464,7 @@ def main():
                 R.run(name, fn)
         finally:
             S.stop()
+    R.run("command line", t_command_line)
     R.run("static files", t_static_files)
     R.run("api token", t_api_token)
     R.finish()

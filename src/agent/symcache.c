@@ -1,6 +1,7 @@
 /* symcache.c - open-addressing address -> text cache (see symcache.h). */
 #include "agent/symcache.h"
 
+#include <stdbool.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -14,15 +15,24 @@ struct skp__symcache_entry {
 
 skp_err skp__symcache_init(struct skp__symcache *c)
 {
+    /* The table (256 KB) is allocated at the first address to resolve: string-only sources
+     * (Python) and agents that never profile do not pay for it. */
     memset(c, 0, sizeof(*c));
+    return SKP_OK;
+}
+
+static bool ensure_table(struct skp__symcache *c)
+{
+    if (c->tab)
+        return true;
     size_t cap = 16;
     while (cap < SKP_SYMCACHE_ENTRIES * 2)
         cap <<= 1;
     c->tab = skpx_calloc(cap, sizeof(*c->tab));
     if (!c->tab)
-        return SKP_ENOMEM;
+        return false;
     c->cap = cap;
-    return SKP_OK;
+    return true;
 }
 
 static void clear(struct skp__symcache *c)
@@ -55,6 +65,10 @@ const char *skp__symcache_get(struct skp__symcache *c, const struct skyprof_stac
                               uint64_t addr)
 {
     static __thread char fallback[32];
+    if (!ensure_table(c)) {
+        snprintf(fallback, sizeof(fallback), "0x%llx", (unsigned long long)addr);
+        return fallback;
+    }
     size_t i = hash(addr) & (c->cap - 1);
     while (c->tab[i].text) {
         if (c->tab[i].addr == addr) {

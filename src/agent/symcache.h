@@ -19,13 +19,14 @@ struct skp__symcache {
     uint64_t misses;
 };
 
-/* Errors: SKP_ENOMEM. */
+/* Prepares an empty cache; the table is allocated at the first lookup. Never fails today
+ * (kept fallible for the contract). */
 SKP_MUST_CHECK skp_err skp__symcache_init(struct skp__symcache *c);
 void skp__symcache_cleanup(struct skp__symcache *c);
 
 /* Returns the text for addr (borrowed until the next call), resolving it through
- * src->symbolize when not cached, or "0x<hex>" when the source cannot name it (also cached).
- * Never NULL. */
+ * src->symbolize when not cached, or "0x<hex>" when the source cannot name it (also cached) or
+ * memory is short. Never NULL. */
 const char *skp__symcache_get(struct skp__symcache *c, const struct skyprof_stack_source *src,
                               uint64_t addr);
 

@@ -19,9 +19,9 @@
 #include "agent/task_context.h"
 #include "skyprof/skyprof.h"
 
-/* Finished segments the hub queue can hold at most (config segment_buffer_size is applied below
- * this as a soft limit). */
-#define SKP_SEGMENT_RING_MAX 65536
+/* Finished segments the hub queue can hold at most. The queue is sized once, by the first agent's
+ * segment_buffer_size (16 bytes per entry); later agents' limits apply below that size. */
+#define SKP_SEGMENT_RING_MAX 1000000
 
 /* Immutable per agent start; never freed while the process lives (request threads may hold it). */
 struct skp__tracer_conf {
@@ -93,7 +93,7 @@ struct skp__hub *skp__hub(void);
 
 /* Lifecycle (start/stop; not concurrent with each other): publishes a new tracer config (takes
  * ownership; kept until exit) or NULL to switch tracing off. Allocates the segment queue on first
- * use. Errors: SKP_ENOMEM. */
+ * use (capacity from conf->segment_limit). Errors: SKP_ENOMEM. */
 SKP_MUST_CHECK skp_err skp__hub_publish(struct skp__tracer_conf *conf);
 
 /* Frees a popped finished segment. NULL ok. */

@@ -3,7 +3,6 @@ example in C). A profile task for endpoint "/" must yield, for one profiled requ
 tree handler -> method3 -> method2 -> method1 with durations close to 60/40/20 ms, for the
 sleeping variant and for the CPU-burning variant.
 """
-import concurrent.futures
 import http.client
 import json
 import os
@@ -104,52 +103,61 @@ def profile_variant(tmp, mode):
                 _, logs = http_json("GET", api + "/profile/tasks/%s/logs" % task_id)
                 return any(l.get("operationType") == "NOTIFIED" for l in logs)
             wait_until(notified, timeout=30, interval=0.2, what="task NOTIFIED to the agent")
-            # The agent schedules the task right after receiving it; a request arriving before
-            # the task is active is simply not profiled, so keep sending until segments show up.
-            # Sleeping requests overlap freely; CPU-burning ones are sent one at a time so that
-            # the 2-core test machine is not oversubscribed (a preempted thread answers the
-            # sampling signal only when it runs again, which stretches the dump period).
-            parallel = 3 if mode == "sleep" else 1
-            def profiled_segment():
-                with concurrent.futures.ThreadPoolExecutor(parallel) as ex:
-                    list(ex.map(lambda _: post_seed(port), range(parallel)))
-                _, segs = http_json("GET", api + "/profile/tasks/%s/segments" % task_id)
-                return [s for s in segs if s.get("spans")] or None
-            segs = wait_until(profiled_segment, timeout=60, interval=0.1,
-                              what="a profiled segment with its spans")
-            results = []
-            for seg in segs:
-                start = seg["start"]
-                end = start + max(seg["duration"], 1)
-                _, analysis = http_json("POST", api + "/profile/analyze", [
-                    {"segmentId": seg["segmentId"], "timeRange": {"start": start, "end": end}}])
-                for tree in analysis.get("trees") or []:
-                    chain = find_chain(tree["elements"])
-                    if chain:
-                        # The achieved dump spacing, from the root (present in every dump).
-                        root = [e for e in tree["elements"] if e["parentId"] == 0][0]
-                        chain["period"] = root["duration"] / max(root["count"] - 1, 1)
-                        results.append(chain)
-            if not results:
-                raise AssertionError("no method3->method2->method1 chain in %d segments: %s" % (
-                    len(segs), json.dumps(analysis)[:4000]))
-            if os.environ.get("SKP_NATIVE_DEBUG"):
-                print(json.dumps(segs[0], indent=1)[:3000])
-                print(json.dumps(analysis, indent=1)[:12000])
-            # One request's profile. Each method spends 20 ms itself: method3 60 ms in total, method2
-            # 40, method1 20. count x period estimates that time; SkyWalking's duration (sum of
+
+            # One request at a time, so that each profile is one request's and the 2-core test
+            # machine is not oversubscribed by our own load. Each method spends 20 ms itself:
+            # method3 60 ms in total, method2 40, method1 20. count x 10 ms (the dump period)
+            # estimates that time to within a period or so; SkyWalking's duration (sum of
             # last-first dump time per run of consecutive dumps) undercounts by one period per
-            # node, and each call site is its own node. Allow a period or two of sampling error.
-            ok = []
-            for t in results:
-                period = t["period"]
-                (d3, c3), (d2, c2), (d1, c1) = t["method3"], t["method2"], t["method1"]
-                print("  %s: dump spacing %.1f ms; sampled time method3=%d ms method2=%d ms "
-                      "method1=%d ms; durations %d/%d/%d ms" % (
-                          mode, period, c3 * period, c2 * period, c1 * period, d3, d2, d1))
-                ok.append(40 <= c3 * period <= 80 and 25 <= c2 * period <= 55 and 10 <= c1 * period <= 35
-                          and d3 > d2 >= d1 > 0)
-            assert any(ok), "times outside the expected ranges: %r" % results
+            # node, and each call site is its own node. A machine loaded by parallel builds can
+            # stall the sampler thread for tens of ms, which makes that one profile coarser: the
+            # chain must be right in EVERY profile, the times in one of the (at most
+            # maxSamplingCount = 5) profiled requests.
+            period = 10
+            tol = 1.5 * period + 5
+            seen = set()
+            results = []
+            analysis = None
+            good = False
+            for attempt in range(5):
+                post_seed(port)
+
+                def new_segment():
+                    _, segs = http_json("GET", api + "/profile/tasks/%s/segments" % task_id)
+                    fresh = [s for s in segs if s.get("spans") and s["segmentId"] not in seen]
+                    return fresh or None
+                # The first request may arrive before the agent activated the task: then no
+                # segment is profiled for it and another request is sent.
+                try:
+                    fresh = wait_until(new_segment, timeout=10 if attempt else 5, interval=0.1,
+                                       what="a profiled segment with its spans")
+                except TimeoutError:
+                    continue
+                for seg in fresh:
+                    seen.add(seg["segmentId"])
+                    start = seg["start"]
+                    end = start + max(seg["duration"], 1)
+                    _, analysis = http_json("POST", api + "/profile/analyze", [
+                        {"segmentId": seg["segmentId"], "timeRange": {"start": start, "end": end}}])
+                    if os.environ.get("SKP_NATIVE_DEBUG"):
+                        print(json.dumps(analysis, indent=1)[:12000])
+                    chains = [find_chain(t["elements"]) for t in analysis.get("trees") or []]
+                    chains = [c for c in chains if c]
+                    assert chains, "no handler -> method3 -> method2 -> method1 chain: %s" % (
+                        json.dumps(analysis)[:4000])
+                    t = chains[0]
+                    (d3, c3), (d2, c2), (d1, c1) = t["method3"], t["method2"], t["method1"]
+                    print("  %s: sampled time method3=%d ms method2=%d ms method1=%d ms; "
+                          "durations %d/%d/%d ms" % (mode, c3 * period, c2 * period, c1 * period,
+                                                     d3, d2, d1))
+                    results.append(t)
+                    good = good or (abs(c3 * period - 60) <= tol and abs(c2 * period - 40) <= tol
+                                    and abs(c1 * period - 20) <= tol and c3 > c2 >= c1 >= 1
+                                    and d3 >= d2 >= d1)
+                if good:
+                    break
+            assert results, "no request was profiled"
+            assert good, "times outside the expected ranges in every profile: %r" % results
             sigs = {e["codeSignature"] for tree in analysis["trees"] for e in tree["elements"]}
             assert any(re.match(r"method3 \(demo_service\.c:\d+\)$", s) for s in sigs), sorted(sigs)[:20]
         assert demo.p.returncode == 0, demo.output()[-3000:]

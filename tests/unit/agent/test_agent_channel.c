@@ -13,6 +13,8 @@
 #include <unistd.h>
 
 #include "agent/agent_int.h"
+#include "agent/reporter.h"
+#include <pthread.h>
 #include "common/alloc.h"
 #include "common/clock.h"
 #include "fakes.h"
@@ -345,6 +347,98 @@ static void test_segments_reported(void **state)
     cenv_free(e);
 }
 
+/* --- allocation faults: every allocation of these paths fails in turn ----------------------- */
+static void *begin_in_new_thread(void *arg)
+{
+    (void)arg;
+    return skyprof_entry_begin("/ep", NULL); /* its segment buffer cannot be allocated */
+}
+
+static void test_alloc_faults(void **state)
+{
+    (void)state;
+    struct fake_clock clock;
+    struct fake_transport ft;
+    struct fake_source src;
+    fake_clock_init(&clock, T0);
+    fake_transport_init(&ft);
+    fake_source_init(&src, 3);
+    struct skyprof_config cfg;
+    skyprof_config_init_defaults(&cfg);
+    struct skyprof_kv props[] = {{"k", "v"}};
+    cfg.properties = props;
+    cfg.n_properties = 1;
+    struct skp__transport tr = fake_transport_vtable(&ft);
+    struct skyprof_stack_source vt = fake_source_vtable(&src);
+    int ok = 0;
+    for (long k = 0; k < 40; k++) {
+        int64_t live0 = skpx_alloc_live_bytes();
+        skyprof_agent *a = NULL;
+        skpx_alloc_fail_after(k);
+        skp_err err = skp__agent_new(&cfg, &vt, &tr, &clock.clock, &a);
+        skpx_alloc_fail_after(-1);
+        assert_true(err == SKP_OK || err == SKP_ENOMEM);
+        if (!err) {
+            ok++;
+            skp__agent_free(a);
+        } else {
+            assert_null(a);
+        }
+        assert_int_equal(skpx_alloc_live_bytes(), live0);
+    }
+    assert_true(ok > 0);
+    /* snapshot + protobuf building */
+    struct skyprof_frame fr[2] = {{0x1000, NULL, 0, SKYPROF_FRAME_ADDR}, {0, "main", 4, 0}};
+    struct skyprof_capture cap = {.frames = fr, .cap = 2, .n = 2};
+    for (long k = 0; k < 6; k++) {
+        int64_t live0 = skpx_alloc_live_bytes();
+        struct skp__symcache sc;
+        assert_int_equal(skp__symcache_init(&sc), SKP_OK);
+        skpx_alloc_fail_after(k);
+        struct skp__snapshot *s = skp__snapshot_new("t", "s", 1, 0, &cap, 2);
+        struct skp__pb_snapshot pb;
+        memset(&pb, 0, sizeof(pb));
+        skp_err err = s ? skp__reporter_snapshot_pb(s, &sc, &vt, &pb) : SKP_ENOMEM;
+        skpx_alloc_fail_after(-1);
+        assert_true(err == SKP_OK || err == SKP_ENOMEM);
+        if (!err) {
+            assert_int_equal(pb.msg.stack->n_codesignatures, 2);
+            assert_string_equal(pb.msg.stack->codesignatures[1], "0x1000"); /* no symbolize */
+        }
+        skp__pb_snapshot_cleanup(&pb);
+        skp__snapshot_free(s);
+        skp__symcache_cleanup(&sc);
+        assert_int_equal(skpx_alloc_live_bytes(), live0);
+    }
+    /* the tracer under memory pressure: no segment buffer -> NULL; no copy -> dropped */
+    struct skp__tracer_conf *conf = skpx_calloc(1, sizeof(*conf));
+    conf->epoch = 99;
+    snprintf(conf->service, sizeof(conf->service), "svc");
+    snprintf(conf->id_prefix, sizeof(conf->id_prefix), "ff");
+    conf->report_segments = true;
+    conf->segment_limit = 100;
+    assert_int_equal(skp__hub_publish(conf), SKP_OK);
+    skyprof_span *warm = skyprof_entry_begin("/warm", NULL); /* this thread's buffer exists */
+    skyprof_entry_end(warm);
+    uint64_t dropped0 = atomic_load(&skp__hub()->segments_dropped);
+    skyprof_span *sp = skyprof_entry_begin("/ep", NULL);
+    assert_non_null(sp);
+    skpx_alloc_fail_after(0);
+    skyprof_entry_end(sp);
+    pthread_t t;
+    void *r = (void *)1;
+    pthread_create(&t, NULL, begin_in_new_thread, NULL);
+    pthread_join(t, &r);
+    skpx_alloc_fail_after(-1);
+    assert_null(r);
+    assert_int_equal(atomic_load(&skp__hub()->segments_dropped), dropped0 + 1);
+    struct skp__finished_segment *fs;
+    while ((fs = skp__ring_pop(&skp__hub()->segments)))
+        skp__finished_segment_free(fs);
+    assert_int_equal(skp__hub_publish(NULL), SKP_OK);
+    fake_transport_cleanup(&ft);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -352,6 +446,7 @@ int main(void)
         cmocka_unit_test(test_poll_cursor_task_lifecycle_snapshots),
         cmocka_unit_test(test_backend_down),
         cmocka_unit_test(test_segments_reported),
+        cmocka_unit_test(test_alloc_faults),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

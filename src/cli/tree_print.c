@@ -85,20 +85,28 @@ static int print_tree(FILE *out, json_t *elements, int width, int64_t self_cut)
                                   jint(e, "parentId"), SIZE_MAX, SIZE_MAX, SIZE_MAX, 0, false};
         nodes[i].top = self_cut > 0 && nodes[i].self >= self_cut;
     }
-    /* Link children in input order. Parents precede children in BFS order, but look the parent
-     * up by id anyway (linear map from sorted ids would be overkill for terminal output). */
+    /* Link children in input order. Ids are 1..n per tree (BFS order), so a direct index finds
+     * a parent; ids outside that range fall back to a linear scan. */
+    size_t *by_id = skpx_xcalloc(n + 1, sizeof(*by_id));
+    for (size_t i = 0; i <= n; i++)
+        by_id[i] = SIZE_MAX;
+    for (size_t i = 0; i < n; i++)
+        if (nodes[i].id >= 1 && (uint64_t)nodes[i].id <= n && by_id[nodes[i].id] == SIZE_MAX)
+            by_id[nodes[i].id] = i;
     size_t *roots = skpx_xcalloc(n, sizeof(*roots));
     size_t n_roots = 0;
     for (size_t i = 0; i < n; i++) {
         size_t p = SIZE_MAX;
-        if (nodes[i].parent != 0) {
-            for (size_t k = 0; k < n; k++) {
-                if (k != i && nodes[k].id == nodes[i].parent) {
+        int64_t pid = nodes[i].parent;
+        if (pid >= 1 && (uint64_t)pid <= n) {
+            p = by_id[pid];
+        } else if (pid != 0) {
+            for (size_t k = 0; k < n && p == SIZE_MAX; k++)
+                if (nodes[k].id == pid)
                     p = k;
-                    break;
-                }
-            }
         }
+        if (p == i)
+            p = SIZE_MAX;
         if (p == SIZE_MAX) {
             roots[n_roots++] = i;
             continue;
@@ -109,6 +117,7 @@ static int print_tree(FILE *out, json_t *elements, int width, int64_t self_cut)
             nodes[nodes[p].last_child].next_sibling = i;
         nodes[p].last_child = i;
     }
+    skpx_free(by_id);
     size_t *stack = skpx_xcalloc(n + 1, sizeof(*stack));
     int *depth = skpx_xcalloc(n + 1, sizeof(*depth));
     char *line = skpx_xmalloc(4096);

@@ -2,9 +2,11 @@
  * spans of profiled requests (spec §5.4). collect is a client stream (decoded here, in raw
  * mode, so the decoded segments can be kept past the callback and written in batches);
  * collectInSync is the unary alternative. As for snapshots, the answer follows the commit. */
+#include <inttypes.h>
 #include <stdio.h>
 
 #include "common/alloc.h"
+#include "common/clock.h"
 #include "common/log.h"
 #include "language-agent/Tracing.pb-c.h"
 #include "server/collector.h"
@@ -31,7 +33,12 @@ static int seg_write(struct collector *c, Skywalking__V3__SegmentObject *const *
     skp_err err = store_insert_segments(c->store, segs, n, collector_now(c));
     if (err) {
         c->metrics->segment_errors++;
-        SKPX_ERROR("%zu trace segment(s) not stored: %s", n, skp_strerror(err));
+        static struct collector_ratelimit rl;
+        uint64_t skipped = 0;
+        if (collector_log_allow(&rl, skpx_mono_ms(), &skipped))
+            SKPX_ERROR("%zu trace segment(s) not stored: %s (%" PRIu64
+                       " more failed batches since the last report)",
+                       n, skp_strerror(err), skipped);
         return err == SKP_ENOMEM ? SKPX_GRPC_RESOURCE_EXHAUSTED : SKPX_GRPC_UNAVAILABLE;
     }
     c->metrics->segments_stored += n;

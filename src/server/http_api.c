@@ -6,6 +6,7 @@
 
 #include <arpa/inet.h>
 #include <errno.h>
+#include <inttypes.h>
 #include <event2/buffer.h>
 #include <event2/event.h>
 #include <event2/http.h>
@@ -94,7 +95,17 @@ void http_reply_store_error(struct http_ctx *cx, skp_err err, const char *what)
         http_reply_error(cx, 404, "%s not found", what);
         return;
     }
-    SKPX_ERROR("http %s: %s: store error: %s", cx->raw_path, what, skp_strerror(err));
+    static int64_t last_ms;
+    static uint64_t skipped;
+    int64_t now = skpx_mono_ms();
+    if (last_ms && now - last_ms < 1000) {
+        skipped++;
+    } else {
+        SKPX_ERROR("http %s: %s: store error: %s (%" PRIu64 " more since the last report)",
+                   cx->raw_path, what, skp_strerror(err), skipped);
+        skipped = 0;
+        last_ms = now;
+    }
     http_reply_error(cx, err == SKP_ENOMEM ? 500 : 503, "storage unavailable (%s): %s", what,
                      skp_strerror(err));
 }

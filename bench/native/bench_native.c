@@ -62,6 +62,13 @@ static void *deep_main(void *arg)
     return NULL;
 }
 
+static int64_t cpu_now_ns(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
+    return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
+}
+
 static int cmp_i64(const void *a, const void *b)
 {
     int64_t x = *(const int64_t *)a;
@@ -95,14 +102,17 @@ static void bench_capture_and_symbolize(void)
     skyprof_native_get_stats(&st0);
     uint32_t depth = 0;
     size_t ok = 0;
+    int64_t caller_cpu = 0;
     for (size_t i = 0; i < CAPTURES; i++) {
         struct skyprof_capture c = {.frames = g_frames, .cap = FRAMES_CAP};
         uint64_t before_ns = 0;
         skyprof_native_get_stats(&st1);
         before_ns = st1.handler_ns_total;
+        int64_t cpu0 = cpu_now_ns();
         int64_t t0 = skpx_mono_ns();
         int r = src->capture(src->ud, handle, 0, &c);
         int64_t t1 = skpx_mono_ns();
+        caller_cpu += cpu_now_ns() - cpu0;
         if (r != 0)
             continue;
         skyprof_native_get_stats(&st1);
@@ -121,6 +131,8 @@ static void bench_capture_and_symbolize(void)
     printf("   %-34s median %6.2f us  p90 %6.2f us  p99 %6.2f us\n",
            "round trip (signal..sampler wakes):", pct(round_trip, ok, 0.5) / 1e3,
            pct(round_trip, ok, 0.9) / 1e3, pct(round_trip, ok, 0.99) / 1e3);
+    printf("   %-34s mean   %6.2f us\n", "sampler CPU per capture:",
+           ok ? (double)caller_cpu / 1e3 / (double)ok : 0.0);
 
     /* 2. symbolization of those frames */
     struct skp__symbolizer *sym = NULL;
@@ -166,7 +178,16 @@ static struct {
     _Atomic uint64_t iterations;       /* sampler iterations while sampling */
     _Atomic uint64_t captures_ok;
     _Atomic uint64_t captures_failed;
+    int64_t capture_cpu_ns;     /* sampler thread CPU spent in capture / symbolize (sampler only) */
+    int64_t symbolize_cpu_ns;
 } w;
+
+static int64_t self_cpu_ns(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
+    return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
+}
 
 NOINLINE static uint64_t work_unit(uint64_t x)
 {
@@ -212,11 +233,16 @@ static void *sampler_main(void *arg)
             atomic_fetch_add(&w.iterations, 1);
             for (int i = 0; i < w.n_workers; i++) {
                 struct skyprof_capture c = {.frames = g_frames, .cap = FRAMES_CAP};
-                if (src->capture(src->ud, w.handles[i], 0, &c) == 0) {
+                int64_t c0 = self_cpu_ns();
+                int r = src->capture(src->ud, w.handles[i], 0, &c);
+                int64_t c1 = self_cpu_ns();
+                w.capture_cpu_ns += c1 - c0;
+                if (r == 0) {
                     atomic_fetch_add(&w.captures_ok, 1);
                     /* The agent symbolizes on its channel thread; charge the (cached) cost here. */
                     for (uint32_t f = 0; f < c.n; f++)
                         (void)src->symbolize(src->ud, c.frames[f].addr, buf, sizeof(buf));
+                    w.symbolize_cpu_ns += self_cpu_ns() - c1;
                 } else {
                     atomic_fetch_add(&w.captures_failed, 1);
                 }
@@ -240,6 +266,26 @@ static void *sampler_main(void *arg)
     return NULL;
 }
 
+static pthread_t g_worker_th[MAX_WORKERS];
+static pthread_t g_sampler_th;
+
+static int64_t thread_cpu_ns(pthread_t th)
+{
+    clockid_t cid;
+    struct timespec ts;
+    if (pthread_getcpuclockid(th, &cid) != 0 || clock_gettime(cid, &ts) != 0)
+        return 0;
+    return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
+}
+
+static int64_t workers_cpu_ns(void)
+{
+    int64_t t = 0;
+    for (int i = 0; i < w.n_workers; i++)
+        t += thread_cpu_ns(g_worker_th[i]);
+    return t;
+}
+
 static uint64_t total_work(void)
 {
     uint64_t t = 0;
@@ -250,19 +296,23 @@ static uint64_t total_work(void)
 
 static void bench_overhead(int phases, int phase_ms)
 {
-    pthread_t workers[MAX_WORKERS];
+    pthread_t *workers = g_worker_th;
     pthread_t sampler;
     for (int i = 0; i < w.n_workers; i++)
         pthread_create(&workers[i], NULL, worker_main, (void *)(intptr_t)i);
     while (atomic_load(&w.attached) < w.n_workers)
         skpx_sleep_ns(1000000);
     pthread_create(&sampler, NULL, sampler_main, NULL);
+    g_sampler_th = sampler;
     skpx_sleep_ns(200 * 1000000LL); /* warm-up */
 
     double work_on = 0;
     double work_off = 0;
     double ms_on = 0;
     double ms_off = 0;
+    double cpu_on = 0;  /* worker CPU ms: the handler runs on the worker and is charged to it */
+    double cpu_off = 0;
+    double sampler_cpu_on = 0;
     printf("3. overhead: %d CPU-bound threads, dump period %d ms, %d interleaved phase pairs of "
            "%d ms\n",
            w.n_workers, DUMP_PERIOD_MS, phases, phase_ms);
@@ -271,16 +321,23 @@ static void bench_overhead(int phases, int phase_ms)
         int on = (p % 2) ^ ((p / 2) % 2);
         atomic_store(&w.sampling, on);
         uint64_t w0 = total_work();
+        int64_t c0 = workers_cpu_ns();
+        int64_t s0 = thread_cpu_ns(sampler);
         int64_t t0 = skpx_mono_ns();
         skpx_sleep_ns((int64_t)phase_ms * 1000000);
         uint64_t w1 = total_work();
+        int64_t c1 = workers_cpu_ns();
+        int64_t s1 = thread_cpu_ns(sampler);
         double ms = (double)(skpx_mono_ns() - t0) / 1e6;
         if (on) {
             work_on += (double)(w1 - w0);
             ms_on += ms;
+            cpu_on += (double)(c1 - c0) / 1e6;
+            sampler_cpu_on += (double)(s1 - s0) / 1e6;
         } else {
             work_off += (double)(w1 - w0);
             ms_off += ms;
+            cpu_off += (double)(c1 - c0) / 1e6;
         }
     }
     atomic_store(&w.sampling, 0);
@@ -295,14 +352,27 @@ static void bench_overhead(int phases, int phase_ms)
     double expected_iter = ms_on / DUMP_PERIOD_MS;
     uint64_t iters = atomic_load(&w.iterations);
     uint64_t ok = atomic_load(&w.captures_ok);
-    printf("   throughput sampled %.1f units/ms, not sampled %.1f units/ms: ratio %.2f %%   "
-           "target >= 99 %%\n",
+    double eff_on = work_on / cpu_on;
+    double eff_off = work_off / cpu_off;
+    printf("   work per worker-CPU-ms sampled %.2f, not sampled %.2f: ratio %.2f %%   target >= 99 %%\n"
+           "     (the handler and signal delivery run on the workers and are charged to them;\n"
+           "      this ratio does not depend on how much CPU other processes leave us)\n",
+           eff_on, eff_off, 100.0 * eff_on / eff_off);
+    printf("   sampler thread CPU while sampling: %.2f %% of one core\n",
+           100.0 * sampler_cpu_on / ms_on);
+    printf("   overall, counting the sampler's CPU against the workers': %.2f %%\n",
+           100.0 * (work_on / (cpu_on + sampler_cpu_on)) / eff_off);
+    printf("   wall-clock throughput sampled %.1f units/ms, not sampled %.1f units/ms: ratio "
+           "%.2f %% (affected by other load on the machine)\n",
            rate_on, rate_off, 100.0 * rate_on / rate_off);
     printf("   sampler iterations %llu of %.0f requested (%.1f %%); captures ok %llu of %llu "
            "(%.1f %% of requested dumps)   target >= 95 %%\n",
            (unsigned long long)iters, expected_iter, 100.0 * (double)iters / expected_iter,
            (unsigned long long)ok, (unsigned long long)(iters * (uint64_t)w.n_workers),
            100.0 * (double)ok / (expected_iter * w.n_workers));
+    printf("   sampler CPU per capture %.1f us, per capture's symbolization (cached) %.1f us\n",
+           ok ? (double)w.capture_cpu_ns / 1e3 / (double)ok : 0.0,
+           ok ? (double)w.symbolize_cpu_ns / 1e3 / (double)ok : 0.0);
     printf("   captures failed (lost): %llu\n",
            (unsigned long long)atomic_load(&w.captures_failed));
 }

@@ -96,6 +96,12 @@ async function landing(gen) {
         return;
       }
     }
+    // Snapshots can arrive before the agent reports the trace segment itself: open the first
+    // sampled segment anyway (its dumps are analysed as a whole).
+    if (segs.length && segs[0].segmentId) {
+      location.replace(`#/tasks/${enc(t.id)}/segments/${enc(segs[0].segmentId)}`);
+      return;
+    }
   }
   if (gen !== generation) return;
   location.replace('#/tasks');
@@ -362,6 +368,18 @@ async function segmentView(gen, right, taskId, groups, opts) {
     return;
   }
   const spans = group.spans || [];
+  if (!spans.some((s) => s.profiled)) {
+    // No span information yet (the segment report may lag the snapshots): analyse every dump
+    // of the segment.
+    const resultCard = h('section', { class: 'card analysis-card' });
+    right.append(h('section', { class: 'card segment-detail' },
+      h('div', { class: 'card-head' }, h('h2', null, 'Trace ', h('code', { id: 'trace-id' }, group.traceId || '-'))),
+      h('p', { class: 'muted' }, 'The spans of this segment have not been reported (yet); the analysis covers all of its thread dumps.')),
+    resultCard);
+    await runAnalysis(gen, resultCard, 'Segment ' + opts.segment + ' · all dumps',
+      () => api.analyzeSegment(opts.segment), (f) => segmentExportUrl(opts.segment, f));
+    return;
+  }
   let selected = spans.find((s) => spanKey(s) === opts.span) ||
     spans.find((s) => s.segmentId === opts.segment && s.profiled) || spans.find((s) => s.profiled) || spans[0];
   let mode = opts.mode;

@@ -62,16 +62,18 @@ static skp_err prefix_parse(struct skpx_grpc_reader *r, const uint8_t *p)
     return SKP_OK;
 }
 
-static skp_err buf_reserve(struct skpx_grpc_reader *r, size_t need)
+/* Makes room for `need` bytes, growing geometrically but never past `limit` (the length of the
+ * message being assembled, itself <= max_msg; need <= limit). Growth follows the bytes that
+ * actually arrived, so a peer announcing a large message and sending little costs little. */
+static skp_err buf_reserve(struct skpx_grpc_reader *r, size_t need, size_t limit)
 {
     if (need <= r->buf_cap)
         return SKP_OK;
-    /* Grow geometrically but never past max_msg (need is already <= max_msg). */
     size_t cap = r->buf_cap ? r->buf_cap : 256;
     while (cap < need)
-        cap = cap > r->max_msg / 2 ? r->max_msg : cap * 2;
-    if (cap < need)
-        cap = need;
+        cap = cap > limit / 2 ? limit : cap * 2;
+    if (cap > limit)
+        cap = limit;
     uint8_t *nb = skpx_realloc(r->buf, cap);
     if (!nb)
         return SKP_ENOMEM;
@@ -144,11 +146,11 @@ skp_err skpx_grpc_reader_feed(struct skpx_grpc_reader *r, const uint8_t *data, s
             continue;
         }
         /* Assembling a message split across feeds. */
-        err = buf_reserve(r, r->msg_len);
-        if (err)
-            return err;
         size_t need = r->msg_len - r->buf_have;
         size_t take = need < avail ? need : avail;
+        err = buf_reserve(r, r->buf_have + take, r->msg_len);
+        if (err)
+            return err;
         memcpy(r->buf + r->buf_have, data + pos, take);
         r->buf_have += take;
         pos += take;

@@ -61,6 +61,10 @@
  * and grows, after overflows, up to this bound; larger messages use one-off blocks. */
 #define GRPC_SERVER_ARENA_INIT (64u * 1024)
 #define GRPC_SERVER_ARENA_MAX (4u * 1024 * 1024)
+/* Per-connection bound on buffers assembling messages split across DATA frames. Data is
+ * consumed (and the flow-control window reopened) as it arrives, so without this bound one
+ * connection could make the server hold max_concurrent_streams x max_msg bytes. */
+#define GRPC_SERVER_MAX_CONN_PARTIAL (64u * 1024 * 1024)
 #define GRPC_SERVER_MAX_LISTENERS 8
 #define GRPC_SERVER_LISTEN_BACKLOG 512
 
@@ -113,6 +117,7 @@ struct conn {
     bool got_frame;    /* a valid frame arrived: the handshake is over */
     bool proto_error;  /* counted once at teardown */
     bool close_queued;
+    size_t partial_bytes; /* assembly buffers of this connection's calls (sum of buf_cap) */
     bool close_after_write; /* fatal error: close once the output (GOAWAY) has drained */
     uint64_t bytes_in;
 };
@@ -241,6 +246,7 @@ static void call_free(struct skpx_grpc_call *call)
         c->calls = call->next;
     if (call->next)
         call->next->prev = call->prev;
+    c->partial_bytes -= call->reader.buf_cap;
     skpx_grpc_reader_cleanup(&call->reader);
     skpx_free(call->hdrs);
     skpx_free(call->resp);
@@ -526,7 +532,17 @@ static void call_data(struct skpx_grpc_call *call, const uint8_t *data, size_t l
 {
     if (call->finished || !call->method)
         return;
+    struct conn *c = call->conn;
+    size_t cap_before = call->reader.buf_cap;
     skp_err err = skpx_grpc_reader_feed(&call->reader, data, len, on_grpc_message, call);
+    c->partial_bytes += call->reader.buf_cap - cap_before;
+    if (err == SKP_OK && c->partial_bytes > GRPC_SERVER_MAX_CONN_PARTIAL) {
+        c->partial_bytes -= call->reader.buf_cap;
+        skpx_grpc_reader_cleanup(&call->reader);
+        call_fail(call, SKPX_GRPC_RESOURCE_EXHAUSTED, "200",
+                  "too much partially received request data on this connection");
+        return;
+    }
     switch (err) {
     case SKP_OK:
     case SKP_ESTATE: /* answered from inside the message callback */

@@ -279,6 +279,36 @@ static void large_message_across_many_feeds(void **state)
     skpx_free(buf);
 }
 
+/* Announcing a large message costs memory in proportion to what is actually sent. */
+static void announced_size_is_not_preallocated(void **state)
+{
+    (void)state;
+    uint8_t pfx[5 + 10] = {0};
+    skpx_grpc_prefix_write(pfx, 4u * 1024 * 1024);
+    struct collected c = {.fail_at = -1};
+    struct skpx_grpc_reader r;
+    skpx_grpc_reader_init(&r, 0);
+    assert_int_equal(skpx_grpc_reader_feed(&r, pfx, sizeof(pfx), collect_cb, &c), SKP_OK);
+    assert_true(r.buf_cap <= 256);
+    assert_int_equal(r.buf_have, 10);
+    skpx_grpc_reader_cleanup(&r);
+    /* And the buffer never exceeds the message even when growing by doubling. */
+    uint8_t big[5 + 1000];
+    skpx_grpc_prefix_write(big, 1000);
+    memset(big + 5, 7, 1000);
+    struct big_ctx b = {.expect = big + 5};
+    skpx_grpc_reader_init(&r, 0);
+    for (size_t off = 0; off < sizeof(big); off += 100) {
+        size_t n = sizeof(big) - off < 100 ? sizeof(big) - off : 100;
+        assert_int_equal(skpx_grpc_reader_feed(&r, big + off, n, big_cb, &b), SKP_OK);
+    }
+    assert_int_equal(r.buf_cap, 1000);
+    assert_int_equal(b.n, 1);
+    assert_int_equal(b.len, 1000);
+    assert_true(b.same);
+    skpx_grpc_reader_cleanup(&r);
+}
+
 static void percent_encode_cases(void **state)
 {
     (void)state;
@@ -436,6 +466,7 @@ int main(void)
         cmocka_unit_test(callback_error_stops_feed),
         cmocka_unit_test(assembly_oom_reported),
         cmocka_unit_test(large_message_across_many_feeds),
+        cmocka_unit_test(announced_size_is_not_preallocated),
         cmocka_unit_test(percent_encode_cases),
         cmocka_unit_test(percent_round_trip_all_bytes),
         cmocka_unit_test(percent_truncation_and_invalid),

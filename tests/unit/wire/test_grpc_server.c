@@ -29,7 +29,7 @@
 #include "wire/grpc_server.h"
 
 #define PUMP_DEADLINE_MS 5000
-#define MAX_STREAMS 4
+#define MAX_STREAMS 20
 
 /* ---------------------------------------------------------------- tiny HTTP/2 client */
 
@@ -190,7 +190,8 @@ static bool pump_ms(struct event_base *base, struct tclient *c, bool (*pred)(voi
         if (pred(arg))
             return true;
         if (!c->broken) {
-            nghttp2_session_resume_data(c->s, c->st[0].id); /* harmless if not deferred */
+            for (int i = 0; i < c->n_st; i++)
+                nghttp2_session_resume_data(c->s, c->st[i].id); /* harmless if not deferred */
             const uint8_t *out;
             ssize_t n;
             while ((n = nghttp2_session_mem_send(c->s, &out)) > 0) {
@@ -531,6 +532,58 @@ static void shutdown_waits_for_async_answer(void **state)
     fixture_stop(&f);
 }
 
+struct partial_ctx {
+    struct tclient *c;
+    int n_total;
+};
+
+static bool one_exhausted_rest_delivered(void *arg)
+{
+    struct partial_ctx *p = arg;
+    int n_exhausted = 0;
+    for (int i = 0; i < p->c->n_st; i++) {
+        struct tstream *t = &p->c->st[i];
+        if (t->closed && t->grpc_status == SKPX_GRPC_RESOURCE_EXHAUSTED)
+            n_exhausted++;
+        else if (t->body_off < t->body_len)
+            return false; /* still sending */
+    }
+    return n_exhausted >= 1;
+}
+
+/* Many streams each holding most of a 4 MiB message: past the per-connection bound on partially
+ * received data, the call that crosses it fails with RESOURCE_EXHAUSTED instead of the server
+ * holding streams x max_msg bytes. */
+static void partial_messages_bounded_per_connection(void **state)
+{
+    (void)state;
+    enum { MSG = 4 * 1024 * 1024, BODY = MSG - 16, STREAMS = 17 };
+    struct fixture f;
+    fixture_start(&f, NULL);
+    uint8_t *body = skpx_malloc(BODY + 5);
+    assert_non_null(body);
+    skpx_grpc_prefix_write(body, MSG);
+    memset(body + 5, 'x', BODY);
+    struct tclient c;
+    tclient_open(&c, f.port);
+    for (int i = 0; i < STREAMS; i++)
+        tclient_request(&c, "/t.S/m", body, BODY + 5, false);
+    struct partial_ctx p = {&c, STREAMS};
+    assert_true(pump_ms(f.base, &c, one_exhausted_rest_delivered, &p, 60000));
+    int n_exhausted = 0;
+    for (int i = 0; i < c.n_st; i++)
+        n_exhausted += c.st[i].grpc_status == SKPX_GRPC_RESOURCE_EXHAUSTED;
+    assert_int_equal(n_exhausted, 1);
+    assert_int_equal(f.rec.n_msg, 0);
+    tclient_close(&c);
+    skpx_grpc_server_free(f.srv);
+    f.srv = NULL;
+    assert_int_equal(f.rec.n_start, STREAMS);
+    assert_int_equal(f.rec.n_close, STREAMS);
+    skpx_free(body);
+    fixture_stop(&f);
+}
+
 /* Every allocation of the server in turn fails during a call: the call fails or succeeds, the
  * server never crashes, on_close stays balanced and nothing leaks. */
 static void allocation_failures_during_calls(void **state)
@@ -583,6 +636,7 @@ int main(void)
         cmocka_unit_test(early_answer_resets_sender),
         cmocka_unit_test(free_with_open_call_closes_it),
         cmocka_unit_test(shutdown_waits_for_async_answer),
+        cmocka_unit_test(partial_messages_bounded_per_connection),
         cmocka_unit_test(allocation_failures_during_calls),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

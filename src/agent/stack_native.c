@@ -39,6 +39,7 @@
 struct native_thread {
     struct skp__native_target target;
     int slot;              /* engine slot, owned by this handle */
+    unsigned fork_gen;     /* g_src.fork_gen at attach: a parent's handle owns no slot in a child */
     /* Round bookkeeping, under g_src.mu (the sampler side). */
     uint32_t seq;          /* outstanding engine request, 0 = none */
     int64_t req_ns;        /* when it was sent */
@@ -56,7 +57,24 @@ static struct native_source {
     struct skp__symbolizer_stats sym_last; /* kept across destroy for skyprof_native_get_stats */
     uint64_t prefetched;         /* requests sent ahead for other threads */
     uint64_t prefetch_used;
+    unsigned fork_gen;           /* bumped in a fork()ed child */
 } g_src = {.mu = PTHREAD_MUTEX_INITIALIZER};
+
+static pthread_once_t g_src_atfork_once = PTHREAD_ONCE_INIT;
+
+static void src_atfork_child(void)
+{
+    /* The sampler may have held mu at fork time. The parent's handles stay with the inherited
+     * agent, which the child frees: their release must not touch the child's slots. */
+    pthread_mutex_init(&g_src.mu, NULL);
+    memset(g_src.by_slot, 0, sizeof(g_src.by_slot));
+    g_src.fork_gen++;
+}
+
+static void src_register_atfork(void)
+{
+    pthread_atfork(NULL, NULL, src_atfork_child);
+}
 
 /* Identity of the calling thread, computed once per thread (pthread_getattr_np allocates and,
  * for the main thread, reads /proc). Touched only by thread_attach, never in a signal handler. */
@@ -69,6 +87,7 @@ static bool ensure_installed(void)
 {
     if (atomic_load_explicit(&g_src.installed, memory_order_acquire))
         return true;
+    pthread_once(&g_src_atfork_once, src_register_atfork);
     pthread_mutex_lock(&g_src.mu);
     skp_err err = SKP_OK;
     if (!atomic_load(&g_src.installed)) {
@@ -102,6 +121,7 @@ static void *native_thread_attach(void *ud)
         return NULL;
     }
     pthread_mutex_lock(&g_src.mu);
+    h->fork_gen = g_src.fork_gen;
     g_src.by_slot[h->slot] = h;
     pthread_mutex_unlock(&g_src.mu);
     return h;
@@ -114,10 +134,12 @@ static void native_thread_release(void *ud, void *thread_handle)
     if (!h)
         return;
     pthread_mutex_lock(&g_src.mu);
-    if (g_src.by_slot[h->slot] == h)
+    bool mine = h->fork_gen == g_src.fork_gen;
+    if (mine && g_src.by_slot[h->slot] == h)
         g_src.by_slot[h->slot] = NULL;
     pthread_mutex_unlock(&g_src.mu);
-    skp__native_slot_release(h->slot); /* abandons a prefetched request still queued */
+    if (mine)
+        skp__native_slot_release(h->slot); /* abandons a prefetched request still queued */
     skpx_free(h);
 }
 

@@ -16,6 +16,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include "agent/stack_native_capture.h"
@@ -561,6 +562,47 @@ static void symbolizer_sees_modules_loaded_later(void **state)
     skp__symbolizer_free(s);
 }
 
+/* A child forked while a thread is attached (and the sampler's state is whatever it was) can
+ * free the parent's handle without touching its own slots, and sample its own threads. */
+static void fork_child_samples_again(void **state)
+{
+    (void)state;
+    struct target_thread t;
+    start_target(&t, -1);
+    int n = capture_and_symbolize(t.handle, 64, NULL);
+    assert_true(n > 4);
+    pid_t pid = fork();
+    assert_true(pid >= 0);
+    if (pid == 0) {
+        const struct skyprof_stack_source *src = skyprof_native_stack_source();
+        void *inherited = t.handle;        /* its thread does not exist in the child */
+        struct target_thread c;
+        start_target(&c, -1);             /* takes a slot in the child */
+        src->thread_release(NULL, inherited); /* must not free the child's slot */
+        int ok = 1;
+        for (int i = 0; i < 20 && ok; i++) {
+            int k = capture_and_symbolize(c.handle, 64, NULL);
+            ok = k > 4 && find_fn(g_sigs, k, "level_a", 0) > 0;
+        }
+        struct skp__native_capture_stats st;
+        skp__native_capture_get_stats(&st);
+        ok = ok && st.slots_in_use == 1;
+        atomic_store(&g_stop, 1);
+        pthread_join(c.th, NULL);
+        src->thread_release(NULL, c.handle);
+        _exit(ok ? 0 : 1);
+    }
+    int status = 0;
+    assert_int_equal(waitpid(pid, &status, 0), pid);
+    assert_true(WIFEXITED(status));
+    assert_int_equal(WEXITSTATUS(status), 0);
+    /* the parent is unaffected */
+    n = capture_and_symbolize(t.handle, 64, NULL);
+    assert_chain_in_order(n);
+    stop_target(&t);
+    skyprof_native_stack_source()->destroy(NULL);
+}
+
 int main(void)
 {
     unsetenv("SKYPROF_NATIVE_SIGNAL");
@@ -581,6 +623,7 @@ int main(void)
         cmocka_unit_test(loader_interrupt_uses_frame_pointer_walk),
         cmocka_unit_test(symbolizer_caches_and_formats),
         cmocka_unit_test(symbolizer_sees_modules_loaded_later),
+        cmocka_unit_test(fork_child_samples_again),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

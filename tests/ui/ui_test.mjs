@@ -295,6 +295,14 @@ try {
     if (p.status() !== 200 || body[0] !== 0x1f || body[1] !== 0x8b) throw new Error('pprof ' + p.status());
     const html = await (await page.request.get(hrefs.html)).text();
     if (!html.startsWith('<!DOCTYPE html>') || /https?:\/\//.test(html)) throw new Error('html export');
+    // The exported file renders its flame graph offline (no network: set as the page content).
+    const p3 = await browser.newPage();
+    await p3.route('**/*', (r) => r.abort());
+    await p3.setContent(html);
+    await p3.waitForSelector('.f[data-name]');
+    const names = await p3.$$eval('.f', (els) => els.map((e) => e.dataset.name));
+    await p3.close();
+    if (!names.includes('all') || !hasAll(names, expectExclude)) throw new Error('html export frames: ' + names.join(' | '));
   });
 
   await step('whole-task analysis', async () => {

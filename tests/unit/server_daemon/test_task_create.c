@@ -26,7 +26,7 @@ struct fx {
 
 static int setup(void **state)
 {
-    struct fx *f = calloc(1, sizeof(*f));
+    struct fx *f = skpx_calloc(1, sizeof(*f));
     snprintf(f->dir, sizeof(f->dir), "/tmp/skp-task-XXXXXX");
     if (!mkdtemp(f->dir))
         return -1;
@@ -48,7 +48,7 @@ static int teardown(void **state)
     unlink(p);
     unlink(f->path);
     rmdir(f->dir);
-    free(f);
+    skpx_free(f);
     return 0;
 }
 

@@ -8,6 +8,7 @@
  * Lock order: `mu` only. */
 #include "agent/symbolize.h"
 
+#include <dlfcn.h>
 #include <elfutils/libdwfl.h>
 #include <inttypes.h>
 #include <link.h>
@@ -77,6 +78,36 @@ static struct loader_counts loader_counts_now(void)
     struct loader_counts c = {0, 0};
     dl_iterate_phdr(loader_counts_cb, &c);
     return c;
+}
+
+/* C++ names are demangled with the host's own C++ runtime when it has one loaded: we do not
+ * link libstdc++ into C hosts for this. Looked up per call (cheap, off the hot path) so that a
+ * runtime loaded later is used. */
+typedef char *(*cxa_demangle_fn)(const char *mangled, char *buf, size_t *len, int *status);
+
+static cxa_demangle_fn find_demangler(void)
+{
+    void *p = dlsym(RTLD_DEFAULT, "__cxa_demangle");
+    cxa_demangle_fn fn;
+    memcpy(&fn, &p, sizeof(fn)); /* object pointer -> function pointer without a cast warning */
+    return fn;
+}
+
+/* Formats "<demangled or raw name> (<where>)" into text. */
+static int format_named(char *text, size_t cap, const char *name, const char *where)
+{
+    if (name[0] == '_' && name[1] == 'Z') {
+        cxa_demangle_fn demangle = find_demangler();
+        int status = -1;
+        char *d = demangle ? demangle(name, NULL, NULL, &status) : NULL;
+        if (d && status == 0) {
+            int len = snprintf(text, cap, "%s (%s)", d, where);
+            free(d); /* allocated by the C++ runtime with malloc: its contract, not ours */
+            return len;
+        }
+        free(d);
+    }
+    return snprintf(text, cap, "%s (%s)", name, where);
 }
 
 static void cache_clear(struct skp__symbolizer *s)
@@ -217,10 +248,12 @@ static int resolve(struct skp__symbolizer *s, uintptr_t addr, char *text, size_t
         Dwfl_Line *line = dwfl_module_getsrc(mod, addr);
         int lineno = 0;
         const char *file = line ? dwfl_lineinfo(line, NULL, &lineno, NULL, NULL, NULL) : NULL;
+        char where[SKP_SYMBOLIZE_TEXT_MAX];
         if (file && lineno > 0)
-            len = snprintf(text, cap, "%s (%s:%d)", fn, base_name(file), lineno);
+            snprintf(where, sizeof(where), "%s:%d", base_name(file), lineno);
         else
-            len = snprintf(text, cap, "%s (%s)", fn, mod_base);
+            snprintf(where, sizeof(where), "%s", mod_base);
+        len = format_named(text, cap, fn, where);
     }
     if (len < 0)
         return -1;

@@ -543,6 +543,36 @@ static void symbolizer_caches_and_formats(void **state)
     skp__symbolizer_free(s);
 }
 
+/* A C function may carry a C++ mangled name: `foo(int)`. */
+NOINLINE int _Z13skp_demangledi(int x);
+NOINLINE int _Z13skp_demangledi(int x)
+{
+    return x + 1;
+}
+
+static void symbolizer_demangles_cpp_names_when_runtime_loaded(void **state)
+{
+    (void)state;
+    struct skp__symbolizer *s = NULL;
+    char buf[SKP_SYMBOLIZE_TEXT_MAX];
+    assert_int_equal(skp__symbolizer_new(0, &s), SKP_OK);
+    /* Without a C++ runtime in the process the raw name is kept. */
+    if (!dlsym(RTLD_DEFAULT, "__cxa_demangle")) {
+        assert_true(skp__symbolize(s, (uintptr_t)&_Z13skp_demangledi, buf, sizeof(buf)) > 0);
+        assert_true(strncmp(buf, "_Z13skp_demangledi (", 20) == 0);
+    }
+    void *cxx = dlopen("libstdc++.so.6", RTLD_NOW | RTLD_GLOBAL);
+    if (!cxx) {
+        skp__symbolizer_free(s);
+        skip();
+    }
+    /* A different address (the cache keeps the first answer per address). */
+    assert_true(skp__symbolize(s, (uintptr_t)&_Z13skp_demangledi + 1, buf, sizeof(buf)) > 0);
+    assert_true(strncmp(buf, "skp_demangled(int) (test_stack_native.c:", 40) == 0);
+    skp__symbolizer_free(s);
+    dlclose(cxx);
+}
+
 static void symbolizer_sees_modules_loaded_later(void **state)
 {
     (void)state;
@@ -623,6 +653,7 @@ int main(void)
         cmocka_unit_test(loader_interrupt_uses_frame_pointer_walk),
         cmocka_unit_test(symbolizer_caches_and_formats),
         cmocka_unit_test(symbolizer_sees_modules_loaded_later),
+        cmocka_unit_test(symbolizer_demangles_cpp_names_when_runtime_loaded),
         cmocka_unit_test(fork_child_samples_again),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

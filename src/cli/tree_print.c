@@ -139,7 +139,8 @@ static int print_tree(FILE *out, json_t *elements, int width, int64_t self_cut)
             int pl = snprintf(prefix, sizeof(prefix), "%*s", lvl * 2, "");
             if (d > TREE_PRINT_MAX_INDENT_LEVELS)
                 pl += snprintf(prefix + pl, sizeof(prefix) - (size_t)pl, "[%d] ", d);
-            int avail = width - 32 - pl;
+            /* The number columns take 35 characters ("%12 %11+marker %7" and two spaces). */
+            int avail = width - 35 - pl;
             if (avail < 20)
                 avail = 20;
             shorten(line, 4096, nodes[i].sig, (size_t)avail);

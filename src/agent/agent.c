@@ -24,10 +24,17 @@ static pthread_once_t g_atfork_once = PTHREAD_ONCE_INIT;
 static _Atomic uint64_t g_epoch;
 static int g_local_task_seq;
 
+/* The user's sink, copied out of the agent: a log line formatted on another thread may still be
+ * delivered just after stop freed the agent, so the adapter must not read the agent. */
+static _Atomic(skyprof_log_cb) g_log_cb;
+static _Atomic(void *) g_log_ud;
+
 static void log_adapter(void *ud, enum skpx_log_level level, const char *line)
 {
-    skyprof_agent *a = ud;
-    a->cfg.log_sink(a->cfg.log_ud, (enum skyprof_log_level)level, line);
+    (void)ud;
+    skyprof_log_cb cb = atomic_load(&g_log_cb);
+    if (cb)
+        cb(atomic_load(&g_log_ud), (enum skyprof_log_level)level, line);
 }
 
 /* --- tasks ---------------------------------------------------------------------------------- */
@@ -246,8 +253,11 @@ static skp_err start_with(const struct skyprof_config *cfg, const struct skyprof
         tr.destroy(tr.ud);
         return err;
     }
-    if (cfg->log_sink)
-        skpx_log_set_sink(log_adapter, a, (enum skpx_log_level)cfg->log_level);
+    if (cfg->log_sink) {
+        atomic_store(&g_log_ud, cfg->log_ud);
+        atomic_store(&g_log_cb, cfg->log_sink);
+        skpx_log_set_sink(log_adapter, NULL, (enum skpx_log_level)cfg->log_level);
+    }
     struct skp__tracer_conf *conf = skpx_calloc(1, sizeof(*conf));
     if (!conf) {
         err = SKP_ENOMEM;

@@ -439,6 +439,85 @@ static void test_alloc_faults(void **state)
     fake_transport_cleanup(&ft);
 }
 
+/* --- the real start/stop path (unreachable backend) ----------------------------------------- */
+static pthread_mutex_t log_mu = PTHREAD_MUTEX_INITIALIZER;
+static char log_text[8192];
+
+static void capture_log(void *ud, enum skyprof_log_level level, const char *line)
+{
+    (void)level;
+    assert_ptr_equal(ud, log_text);
+    pthread_mutex_lock(&log_mu);
+    size_t n = strlen(log_text);
+    snprintf(log_text + n, sizeof(log_text) - n, "%s\n", line);
+    pthread_mutex_unlock(&log_mu);
+}
+
+static bool log_has(const char *s)
+{
+    pthread_mutex_lock(&log_mu);
+    bool r = strstr(log_text, s) != NULL;
+    pthread_mutex_unlock(&log_mu);
+    return r;
+}
+
+static void test_start_stop_real(void **state)
+{
+    (void)state;
+    struct fake_source src;
+    fake_source_init(&src, 3);
+    struct skyprof_stack_source vt = fake_source_vtable(&src);
+    struct skyprof_config cfg;
+    skyprof_config_init_defaults(&cfg);
+    snprintf(cfg.backend, sizeof(cfg.backend), "127.0.0.1:1"); /* nothing listens */
+    cfg.log_sink = capture_log;
+    cfg.log_ud = log_text;
+    cfg.log_level = SKYPROF_LOG_INFO;
+    skyprof_agent *a = NULL;
+    assert_int_equal(skyprof_agent_start(&cfg, &vt, &a), SKP_OK);
+    assert_ptr_equal(skyprof_agent_current(), a);
+    assert_true(strchr(skyprof_agent_instance(a), '@') != NULL); /* generated */
+    skyprof_agent *b = NULL;
+    assert_int_equal(skyprof_agent_start(&cfg, &vt, &b), SKP_EEXIST);
+    assert_null(b);
+    struct skyprof_task_spec bad = {"bad", "/ep", 99, 0, 10, 5, 0};
+    assert_int_equal(skyprof_agent_add_task(a, &bad), SKP_EINVAL);
+    struct skyprof_stats st;
+    skyprof_agent_get_stats(a, &st);
+    assert_int_equal(st.tasks_rejected, 1);
+    assert_non_null(strstr(st.last_reject_reason, "duration"));
+    assert_true(log_has("rejected"));
+    struct skyprof_task_spec good = {"good", "/ep", 1, 0, 10, 5, 0};
+    assert_int_equal(skyprof_agent_add_task(a, &good), SKP_OK);
+    assert_true(skyprof_agent_task_active(a));
+    assert_int_equal(skyprof_agent_set_stack_source(a, &vt), SKP_ESTATE); /* task active */
+    char buf[64];
+    assert_int_equal(skyprof_capture_thread(a, NULL, 0, buf, sizeof(buf), NULL), SKP_ESTATE);
+    skyprof_span *e = skyprof_entry_begin("/ep", NULL);
+    assert_non_null(e);
+    skyprof_entry_end(e);
+    int64_t t0 = skpx_mono_ms();
+    skyprof_agent_stop(a, 200); /* the backend is down: bounded by the flush deadline */
+    assert_true(skpx_mono_ms() - t0 < 5000);
+    assert_null(skyprof_agent_current());
+    assert_null(skyprof_entry_begin("/ep", NULL));
+    assert_true(log_has("started"));
+    /* the capture hook through the installed source, on a fresh agent without a task */
+    assert_int_equal(skyprof_agent_start(&cfg, &vt, &a), SKP_OK);
+    void *h = NULL;
+    int tid = 0;
+    assert_int_equal(skyprof_thread_attach(a, &h, &tid), SKP_OK);
+    char stack[256];
+    int n = 0;
+    assert_int_equal(skyprof_capture_thread(a, h, tid, stack, sizeof(stack), &n), SKP_OK);
+    assert_int_equal(n, 3);
+    assert_string_equal(stack, "f0\nf1\nf2\n");
+    skyprof_thread_release(a, h);
+    assert_int_equal(skyprof_agent_sample_now(a), SKP_ESTATE);
+    skyprof_agent_stop(a, 0);
+    assert_int_equal(skyprof_agent_restart_after_fork(&b), SKP_ESTATE); /* not a forked child */
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -447,6 +526,7 @@ int main(void)
         cmocka_unit_test(test_backend_down),
         cmocka_unit_test(test_segments_reported),
         cmocka_unit_test(test_alloc_faults),
+        cmocka_unit_test(test_start_stop_real),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

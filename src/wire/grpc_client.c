@@ -1052,10 +1052,14 @@ static skp_err do_call(struct skpx_grpc_client *c, const char *path, const Proto
     prd.read_callback = on_data_read;
     int32_t sid = nghttp2_submit_request(c->sess, NULL, nva, nnv, &prd, NULL);
     if (sid < 0) {
-        /* Stream ids exhausted (after 2^30 calls) or out of memory: this connection is done. */
-        conn_break(c, "cannot open a new stream on this connection");
         snprintf(msg, sizeof(msg), "cannot start the call: %s", nghttp2_strerror(sid));
-        err = sid == NGHTTP2_ERR_NOMEM ? SKP_ENOMEM : SKP_EUNAVAILABLE;
+        if (sid == NGHTTP2_ERR_NOMEM) {
+            err = SKP_ENOMEM; /* nothing was queued; the connection stays usable */
+        } else {
+            /* Stream ids exhausted (after 2^30 calls): this connection is done. */
+            conn_break(c, "cannot open a new stream on this connection");
+            err = SKP_EUNAVAILABLE;
+        }
         goto out_reader;
     }
     k->stream_id = sid;
@@ -1082,18 +1086,19 @@ static skp_err do_call(struct skpx_grpc_client *c, const char *path, const Proto
             flush_some(c);
         }
     }
-    k->is_active = false;
     if (err == SKP_ETIMEDOUT && !c->got_frame) {
         /* The peer never sent a single HTTP/2 frame: not a gRPC server, or a dead one. */
         conn_close(c);
         backoff_schedule(c);
-    } else if (c->is_broken || c->got_goaway) {
+    }
+out_reader:
+    k->is_active = false;
+    if (c->fd >= 0 && (c->is_broken || c->got_goaway)) {
         bool had_served = c->served_call;
         conn_close(c);
         if (!had_served)
             backoff_schedule(c);
     }
-out_reader:
     skpx_grpc_reader_cleanup(&k->reader);
     if (err == SKP_OK) {
         if (resp)

@@ -12,6 +12,7 @@
  */
 #include <event2/event.h>
 #include <pthread.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -257,6 +258,7 @@ int main(int argc, char **argv)
     uint64_t sizes[BENCH_MAX_SIZES] = {10000, 100000};
     int n_sizes = 2;
 
+    signal(SIGPIPE, SIG_IGN); /* a server process: libevent writes with writev() */
     for (int i = 1; i < argc; i++) {
         if (strcmp(argv[i], "--serve") == 0)
             return serve_only();

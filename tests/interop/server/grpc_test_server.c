@@ -301,6 +301,7 @@ int main(int argc, char **argv)
         g_grace_ms = (int)strtol(argv[4], NULL, 10);
     skpx_log_set_sink(skpx_log_sink_fd, (void *)(intptr_t)2,
                       getenv("SKP_TEST_DEBUG") ? SKPX_LOG_DEBUG : SKPX_LOG_INFO);
+    signal(SIGPIPE, SIG_IGN); /* a server process: libevent writes with writev() */
     g_base = event_base_new();
     if (!g_base || skpx_grpc_server_new(g_base, &opts, &g_srv) != SKP_OK)
         return 2;

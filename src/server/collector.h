@@ -20,6 +20,10 @@
 #define COLLECTOR_SNAPSHOT_BATCH 1000
 /* ...or once their copied strings take this many bytes. */
 #define COLLECTOR_SNAPSHOT_BATCH_BYTES (8u << 20)
+/* Bytes all open snapshot streams together may hold in their batch buffers. Above it, a
+ * stream writes its batch at once and gives its buffer back, so many concurrent streams
+ * cannot grow memory without bound (each stream alone is bounded by the two limits above). */
+#define COLLECTOR_BUFFER_BUDGET_BYTES (128u << 20)
 /* Trace segments buffered per stream before they are written. */
 #define COLLECTOR_SEGMENT_BATCH 256
 
@@ -27,6 +31,7 @@ struct collector {
     struct store *store;       /* borrowed */
     struct metrics *metrics;   /* borrowed */
     const char *auth_token;    /* borrowed; NULL = no agent authentication */
+    size_t buffered_bytes;     /* snapshot batch buffers of all streams (internal) */
     /* Wall clock (ms); tests may replace it. NULL = skpx_now_ms. */
     int64_t (*now_ms)(void);
 };

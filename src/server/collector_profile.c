@@ -204,6 +204,8 @@ static void *arena_alloc(struct snap_call *s, size_t n, size_t align)
     ch->cap = cap;
     s->chunks = ch;
     s->arena_bytes += cap;
+    s->c->buffered_bytes += cap;
+    s->c->metrics->snapshot_buffer_bytes = s->c->buffered_bytes;
     size_t off = ((uintptr_t)ch->data % align) ? align - (uintptr_t)ch->data % align : 0;
     ch->used = off + n;
     return ch->data + off;
@@ -222,7 +224,9 @@ static void arena_reset(struct snap_call *s, bool keep_one)
         ch = next;
     }
     s->chunks = keep;
+    s->c->buffered_bytes -= s->arena_bytes - (keep ? keep->cap : 0);
     s->arena_bytes = keep ? keep->cap : 0;
+    s->c->metrics->snapshot_buffer_bytes = s->c->buffered_bytes;
     if (keep) {
         keep->next = NULL;
         keep->used = 0;
@@ -297,7 +301,7 @@ static int snap_flush(struct snap_call *s)
     m->snapshots_stored += s->n - n_dup;
     m->snapshots_duplicate += n_dup;
     s->n = 0;
-    arena_reset(s, true);
+    arena_reset(s, s->c->buffered_bytes <= COLLECTOR_BUFFER_BUDGET_BYTES);
     return SKPX_GRPC_OK;
 }
 
@@ -373,7 +377,8 @@ static int snap_on_message(struct skpx_grpc_call *call, void *ud, const Protobuf
     sn->frames = frames;
     sn->n_frames = n_frames;
     s->n++;
-    if (s->n >= COLLECTOR_SNAPSHOT_BATCH || s->arena_bytes >= COLLECTOR_SNAPSHOT_BATCH_BYTES)
+    if (s->n >= COLLECTOR_SNAPSHOT_BATCH || s->arena_bytes >= COLLECTOR_SNAPSHOT_BATCH_BYTES ||
+        c->buffered_bytes > COLLECTOR_BUFFER_BUDGET_BYTES)
         return snap_flush(s);
     return SKPX_GRPC_OK;
 }

@@ -106,6 +106,9 @@ skp_err metrics_render(const struct metrics *m, const struct skpx_grpc_server_st
             m->snapshot_streams_failed);
     counter(&b, "skyprof_snapshot_batches_total", "Snapshot batches written to the store.",
             m->snapshot_batches);
+    gauge(&b, "skyprof_snapshot_buffer_bytes",
+          "Bytes held in the batch buffers of open snapshot streams.",
+          (double)m->snapshot_buffer_bytes);
     counter(&b, "skyprof_segments_received_total", "Trace segments received.",
             m->segments_received);
     counter(&b, "skyprof_segments_stored_total", "Trace segments written to the store.",

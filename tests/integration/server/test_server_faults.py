@@ -166,6 +166,8 @@ def t_client_vanishes():
     assert seg_count(S, "seg-van-1") == 0 and seg_count(S, "seg-van-2") == 0
     S.snapshots([snap("t-van", "seg-van-3", 0, ["a"])])
     assert seg_count(S, "seg-van-3") == 1
+    # Every stream is over: no batch buffer is held any more.
+    wait_until(lambda: S.metric("skyprof_snapshot_buffer_bytes") == 0, 20, what="buffers released")
 
 
 def t_readonly_and_restart():

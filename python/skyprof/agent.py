@@ -29,6 +29,11 @@ def _after_fork_in_child():
         logger.error('skyprof: fork handling failed: %r', e)
 
 
+def _patch_http_server(_module):
+    from .instrument import http_server
+    http_server.install()
+
+
 def start(**overrides):
     """Starts the agent with ``config`` (plus keyword overrides of config attributes).
     Returns True when running. Idempotent."""
@@ -43,18 +48,23 @@ def start(**overrides):
                 logger.warning('skyprof: built without libskyprof; agent not started')
                 return False
             kwargs = config.start_kwargs()
+            from ._postimport import when_imported  # imported before the native start
             _native.native.start(**kwargs)
-            _state['started'] = True
-            _state['pid'] = os.getpid()
-            if not _state['atexit']:
-                atexit.register(stop)
-                _state['atexit'] = True
-            if not _state['atfork'] and hasattr(os, 'register_at_fork'):
-                os.register_at_fork(after_in_child=_after_fork_in_child)
-                _state['atfork'] = True
-            if config.instrument_http_server:
-                from .instrument import http_server
-                http_server.install()
+            try:
+                _state['started'] = True
+                _state['pid'] = os.getpid()
+                if not _state['atexit']:
+                    atexit.register(stop)
+                    _state['atexit'] = True
+                if not _state['atfork'] and hasattr(os, 'register_at_fork'):
+                    os.register_at_fork(after_in_child=_after_fork_in_child)
+                    _state['atfork'] = True
+                if config.instrument_http_server:
+                    when_imported('http.server', _patch_http_server)
+            except BaseException:
+                _state['started'] = False
+                _native.native.stop(flush_ms=0)
+                raise
             logger.info('skyprof: agent started (service=%s backend=%s instance=%s)',
                         kwargs['service'], kwargs['backend'], _native.native.instance())
             return True

@@ -10,6 +10,7 @@
 #include <pthread.h>
 #include <stdio.h>
 #include <string.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "common/alloc.h"
@@ -263,6 +264,66 @@ static PyObject *py_capture_handle(PyObject *module, PyObject *args)
     if (cap.truncated && PyList_Append(result, Py_Ellipsis) < 0)
         Py_CLEAR(result);
 out:
+    skpx_free(cap.frames);
+    skpx_free(cap.scratch);
+    return result;
+}
+
+
+/* _bench_capture(handle, n, max_depth=500) -> list[int]: nanoseconds of each of n captures made
+ * back to back on this thread with the GIL released (the sampler's path), for benchmarks. */
+static PyObject *py_bench_capture(PyObject *module, PyObject *args)
+{
+    PyObject *h = NULL;
+    int n = 0;
+    int max_depth = SKYPROF_DEFAULT_MAX_STACK_DEPTH;
+    struct pymod_state *st = state_of(module);
+    if (!PyArg_ParseTuple(args, "Oi|i:_bench_capture", &h, &n, &max_depth))
+        return NULL;
+    struct skp__pytarget *t = PyLong_AsVoidPtr(h);
+    if (!t || n < 1 || n > 10000000 || max_depth < 1 || max_depth > SKYPROF_MAX_STACK_DEPTH_CAP) {
+        if (!PyErr_Occurred())
+            PyErr_SetString(PyExc_ValueError, "bad handle/n/max_depth");
+        return NULL;
+    }
+    struct skyprof_capture cap = {0};
+    cap.cap = (uint32_t)max_depth;
+    cap.frames = skpx_calloc((size_t)max_depth, sizeof(*cap.frames));
+    cap.scratch_cap = (size_t)max_depth * SKP_PY_DUMP_BYTES_PER_FRAME;
+    cap.scratch = skpx_malloc(cap.scratch_cap);
+    int64_t *ns = skpx_calloc((size_t)n, sizeof(*ns));
+    PyObject *result = NULL;
+    if (!cap.frames || !cap.scratch || !ns) {
+        PyErr_NoMemory();
+        goto out;
+    }
+    int failures = 0;
+    Py_BEGIN_ALLOW_THREADS
+    for (int i = 0; i < n; i++) {
+        struct timespec a, b;
+        clock_gettime(CLOCK_MONOTONIC, &a);
+        cap.scratch_len = 0;
+        if (skp__pyreader_capture(st->dump_reader, t, false, &cap) < 0)
+            failures++;
+        clock_gettime(CLOCK_MONOTONIC, &b);
+        ns[i] = (int64_t)(b.tv_sec - a.tv_sec) * 1000000000 + (b.tv_nsec - a.tv_nsec);
+    }
+    Py_END_ALLOW_THREADS
+    if (failures) {
+        PyErr_Format(st->error, "%d captures failed", failures);
+        goto out;
+    }
+    result = PyList_New(n);
+    for (int i = 0; result && i < n; i++) {
+        PyObject *v = PyLong_FromLongLong(ns[i]);
+        if (!v) {
+            Py_CLEAR(result);
+            break;
+        }
+        PyList_SET_ITEM(result, i, v);
+    }
+out:
+    skpx_free(ns);
     skpx_free(cap.frames);
     skpx_free(cap.scratch);
     return result;
@@ -694,6 +755,7 @@ static PyMethodDef methods[] = {
     {"_attach_current", py_attach_current, METH_NOARGS, "Test hook: heap target of this thread."},
     {"_release_handle", py_release_handle, METH_O, "Test hook: free a target."},
     {"_capture_handle", py_capture_handle, METH_VARARGS, "Test hook: capture without the GIL."},
+    {"_bench_capture", py_bench_capture, METH_VARARGS, "Benchmark hook: timed captures."},
 #ifdef SKP_PY_WITH_AGENT
     {"start", (PyCFunction)(void (*)(void))py_start, METH_VARARGS | METH_KEYWORDS, "Start."},
     {"stop", (PyCFunction)(void (*)(void))py_stop, METH_VARARGS | METH_KEYWORDS, "Stop."},

@@ -28,7 +28,7 @@
 /* Largest slice of the thread's frame data stack copied in one read. */
 #define SKP_PY_WINDOW_MAX (64 * 1024)
 /* Room above the data stack top copied too, for frames pushed between our reads. */
-#define SKP_PY_WINDOW_SLACK 4096
+#define SKP_PY_WINDOW_SLACK 1024
 /* Distinct code objects resolved per capture at most (frames of others are skipped). */
 #define SKP_PY_MAX_CODES 512
 

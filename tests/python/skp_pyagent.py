@@ -52,7 +52,7 @@ class Server:
             'minDurationThreshold': threshold, 'dumpPeriod': period, 'maxSamplingCount': max_count})
         return r['id']
 
-    def wait_notified(self, task_id, timeout=30):
+    def wait_notified(self, task_id, timeout=60):
         def notified():
             logs = self.api('GET', '/api/v1/profile/tasks/%s/logs' % task_id)
             return any(l.get('operationType') == 'NOTIFIED' for l in logs)

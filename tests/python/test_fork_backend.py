@@ -42,7 +42,7 @@ def t_fork(srv):
         assert ppid != cpid and pinst != cinst, (ppid, pinst, cpid, cinst)
         # both instances must have been NOTIFIED and profiled (2 segments, 2 instance names)
         segs = wait_until(lambda: (lambda s: s if len({x['instanceName'] for x in s}) == 2 else None)(
-            [x for x in srv.segments(task) if x.get('spans')]), 30, interval=0.2,
+            [x for x in srv.segments(task) if x.get('spans')]), 60, interval=0.2,
             what='profiled segments from parent and child')
         assert {x['instanceName'] for x in segs} == {pinst, cinst}, segs
     finally:

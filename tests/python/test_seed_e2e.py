@@ -40,7 +40,7 @@ def main():
                     state['client'].append(secs)
                     time.sleep(1.0)  # idle server between requests: must not be sampled
                 segs = wait_until(lambda: (lambda s: s if len(s) >= 3 else None)(
-                    [x for x in srv.segments(state['task']) if x.get('spans')]), 30, interval=0.2,
+                    [x for x in srv.segments(state['task']) if x.get('spans')]), 60, interval=0.2,
                     what='3 profiled segments with their spans')
                 state['segments'] = sorted(segs, key=lambda s: s['start'])
 

@@ -26,6 +26,8 @@
 #define COLLECTOR_BUFFER_BUDGET_BYTES (128u << 20)
 /* Trace segments buffered per stream before they are written. */
 #define COLLECTOR_SEGMENT_BATCH 256
+/* ...or once their encoded size reaches this (decoded they take a few times more). */
+#define COLLECTOR_SEGMENT_BATCH_BYTES (4u << 20)
 
 struct collector {
     struct store *store;       /* borrowed */

@@ -17,6 +17,7 @@
 struct seg_call {
     Skywalking__V3__SegmentObject *segs[COLLECTOR_SEGMENT_BATCH];
     size_t n;
+    size_t wire_bytes;         /* encoded size of the buffered segments */
 };
 
 static void seg_release(struct seg_call *s)
@@ -24,6 +25,7 @@ static void seg_release(struct seg_call *s)
     for (size_t i = 0; i < s->n; i++)
         skywalking__v3__segment_object__free_unpacked(s->segs[i], &collector_pb_alloc);
     s->n = 0;
+    s->wire_bytes = 0;
 }
 
 static int seg_write(struct collector *c, Skywalking__V3__SegmentObject *const *segs, size_t n)
@@ -63,7 +65,8 @@ static int seg_on_message(struct skpx_grpc_call *call, void *ud, const ProtobufC
         return SKPX_GRPC_INVALID_ARGUMENT;
     c->metrics->segments_received++;
     s->segs[s->n++] = seg;
-    if (s->n == COLLECTOR_SEGMENT_BATCH) {
+    s->wire_bytes += raw_len;
+    if (s->n == COLLECTOR_SEGMENT_BATCH || s->wire_bytes >= COLLECTOR_SEGMENT_BATCH_BYTES) {
         int st = seg_write(c, s->segs, s->n);
         seg_release(s);
         return st;

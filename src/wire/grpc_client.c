@@ -446,12 +446,9 @@ static skp_err stage_reserve(struct skpx_grpc_client *c, size_t extra)
     return SKP_OK;
 }
 
-/* Packs `m` (prefix + payload) at the end of the staging buffer. Hot path for streaming. */
-static skp_err stage_message(struct skpx_grpc_client *c, const ProtobufCMessage *m)
+/* Packs `m` (whose packed size is `n`) behind its prefix at the end of the staging buffer. */
+static skp_err stage_packed(struct skpx_grpc_client *c, const ProtobufCMessage *m, size_t n)
 {
-    size_t n = protobuf_c_message_get_packed_size(m);
-    if (n > c->max_msg || n > UINT32_MAX)
-        return SKP_ETOOBIG;
     if (c->stage_len + SKPX_GRPC_PREFIX_LEN + n > c->stage_cap) {
         skp_err err = stage_reserve(c, SKPX_GRPC_PREFIX_LEN + n); /* compacts, then grows */
         if (err)
@@ -459,13 +456,54 @@ static skp_err stage_message(struct skpx_grpc_client *c, const ProtobufCMessage 
     }
     uint8_t *dst = c->stage + c->stage_len;
     skpx_grpc_prefix_write(dst, (uint32_t)n);
-    size_t packed = protobuf_c_message_pack(m, dst + SKPX_GRPC_PREFIX_LEN);
-    if (packed != n)
+    if (protobuf_c_message_pack(m, dst + SKPX_GRPC_PREFIX_LEN) != n)
         return SKP_EINVAL;
     c->stage_len += SKPX_GRPC_PREFIX_LEN + n;
     return SKP_OK;
 }
 
+static skp_err message_size(const struct skpx_grpc_client *c, const ProtobufCMessage *m,
+                            size_t *n)
+{
+    *n = protobuf_c_message_get_packed_size(m);
+    if (*n > c->max_msg || *n > UINT32_MAX)
+        return SKP_ETOOBIG;
+    return SKP_OK;
+}
+
+/* Packs `m` into the staging buffer (used for the unary request). */
+static skp_err stage_message(struct skpx_grpc_client *c, const ProtobufCMessage *m)
+{
+    size_t n = 0;
+    skp_err err = message_size(c, m, &n);
+    if (err)
+        return err;
+    return stage_packed(c, m, n);
+}
+
+static void stage_take(struct skpx_grpc_client *c, uint8_t *dst, size_t n)
+{
+    memcpy(dst, c->stage + c->stage_off, n);
+    c->stage_off += n;
+    if (c->stage_off == c->stage_len) {
+        c->stage_off = 0;
+        c->stage_len = 0;
+    }
+}
+
+static const char *pack_error_text(skp_err err)
+{
+    return err == SKP_ETOOBIG  ? "request message larger than max_msg"
+           : err == SKP_ENOMEM ? "out of memory packing a request message"
+                               : "request message failed to pack";
+}
+
+/* nghttp2 asks for the payload of one DATA frame (at most `length` bytes). Hot path for
+ * streaming: messages are packed straight into the frame behind their 5-byte prefix; only a
+ * message that does not fit in the rest of the frame goes through the staging buffer, and its
+ * remainder opens the next frame. nghttp2 only asks while the peer's window is open, and
+ * produce() only runs while `out` has room, so the source is pulled only as fast as the
+ * connection drains. */
 static ssize_t on_data_read(nghttp2_session *s, int32_t stream_id, uint8_t *buf, size_t length,
                             uint32_t *data_flags, nghttp2_data_source *source, void *ud)
 {
@@ -475,9 +513,13 @@ static ssize_t on_data_read(nghttp2_session *s, int32_t stream_id, uint8_t *buf,
     struct call *k = &c->call;
     if (!is_our_stream(c, stream_id) || k->is_done)
         return NGHTTP2_ERR_DEFERRED; /* abandoned: its RST_STREAM is queued or about to be */
-    /* Pull messages until this frame can be filled. nghttp2 only asks when the peer's window
-     * is open, and produce() only runs while `out` has room, so pulling is bounded. */
-    while (c->stage_len - c->stage_off < length && !k->is_src_eof && k->next) {
+    size_t n = 0;
+    size_t have = c->stage_len - c->stage_off;
+    if (have > 0) {
+        n = have < length ? have : length;
+        stage_take(c, buf, n);
+    }
+    while (n < length && c->stage_len == 0 && !k->is_src_eof && k->next) {
         const ProtobufCMessage *m = NULL;
         int rc = k->next(k->next_ud, &m);
         if (rc == 0) {
@@ -488,22 +530,24 @@ static ssize_t on_data_read(nghttp2_session *s, int32_t stream_id, uint8_t *buf,
             call_fail(k, SKP_EINVAL, "call aborted by the message source");
             return NGHTTP2_ERR_DEFERRED;
         }
-        skp_err err = stage_message(c, m);
-        if (err) {
-            call_fail(k, err, err == SKP_ETOOBIG ? "request message larger than max_msg"
-                              : err == SKP_ENOMEM ? "out of memory packing a request message"
-                                                  : "request message failed to pack");
-            return NGHTTP2_ERR_DEFERRED;
+        size_t sz = 0;
+        skp_err err = message_size(c, m, &sz);
+        if (!err && SKPX_GRPC_PREFIX_LEN + sz <= length - n) {
+            skpx_grpc_prefix_write(buf + n, (uint32_t)sz);
+            if (protobuf_c_message_pack(m, buf + n + SKPX_GRPC_PREFIX_LEN) != sz)
+                err = SKP_EINVAL;
+            else
+                n += SKPX_GRPC_PREFIX_LEN + sz;
+        } else if (!err) {
+            err = stage_packed(c, m, sz);
+            if (!err)
+                stage_take(c, buf + n, length - n); /* the message is larger than what is left */
+            if (!err)
+                n = length;
         }
-    }
-    size_t have = c->stage_len - c->stage_off;
-    size_t n = have < length ? have : length;
-    if (n > 0) {
-        memcpy(buf, c->stage + c->stage_off, n);
-        c->stage_off += n;
-        if (c->stage_off == c->stage_len) {
-            c->stage_off = 0;
-            c->stage_len = 0;
+        if (err) {
+            call_fail(k, err, pack_error_text(err));
+            return NGHTTP2_ERR_DEFERRED;
         }
     }
     if (c->stage_len == c->stage_off && k->is_src_eof)

@@ -105,6 +105,41 @@ print('start %.3f stop %.3f ok %s' % (t1 - t0, t2 - t1, ok))
     assert p.p.returncode == 0, out
 
 
+def t_exit_with_active_task():
+    """The interpreter exits (no explicit stop) while a task samples a running request on another
+    thread: atexit stops the agent threads, nothing hangs, exit code 0. Direct and portable
+    (GIL-taking) readers."""
+    code = r'''
+import threading, time, skyprof
+from skyprof import agent, config, _skyprof as n
+config.collector_address = "127.0.0.1:1"
+config.min_dump_period_ms = 1
+assert agent.start()
+n.add_task("/busy", 1, 0, 1, 9)
+while not n.task_active():
+    time.sleep(0.005)
+def busy():
+    with skyprof.entry("/busy"):
+        while True:
+            sum(range(1000))
+threading.Thread(target=busy, daemon=True).start()
+t0 = time.monotonic()
+while n.stats()["snapshots_captured"] < 20 and time.monotonic() - t0 < 20:
+    time.sleep(0.01)
+print("snapshots", n.stats()["snapshots_captured"], n.stats()["source_direct"], flush=True)
+'''
+    for portable in ('0', '1'):
+        p = Proc([sys.executable, '-c', code], env=python_env({'SKYPROF_PYTHON_PORTABLE': portable}),
+                 name='exit_active_%s' % portable)
+        wait_until(lambda: not p.alive(), 30, what='interpreter exit (portable=%s)' % portable)
+        out = p.output()
+        assert p.p.returncode == 0, (p.p.returncode, out[-3000:])
+        m = re.search(r'snapshots (\d+) (True|False)', out)
+        assert m and int(m.group(1)) >= 20, out[-2000:]
+        assert m.group(2) == ('False' if portable == '1' else 'True'), out
+        assert 'AddressSanitizer' not in out and 'runtime error' not in out, out[-3000:]
+
+
 def main():
     r = Results()
     with tempdir() as tmp:
@@ -116,6 +151,7 @@ def main():
         r.run('server_sanitizer_clean', srv.check_clean)
     r.run('backend_down_latency', t_backend_down)
     r.run('start_stop_prompt', t_start_stop_prompt)
+    r.run('exit_with_active_task', t_exit_with_active_task)
     r.finish()
 
 

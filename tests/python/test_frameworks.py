@@ -59,7 +59,7 @@ def run_case(srv, name, argv, env, endpoint, path, func):
             # the `with` form honours sw8 too (not profiled: other endpoint name)
             got = line_request(app.port, 'with ' + sw8_header('fw-with-trace', 'p', 2))
             assert got == 'fw-with-trace', got
-        segs = wait_until(lambda: [x for x in srv.segments(task) if x.get('spans')], 30,
+        segs = wait_until(lambda: [x for x in srv.segments(task) if x.get("spans")], 60,
                           interval=0.2, what='profiled segment with its spans')
         seg = segs[0]
         span = seg['spans'][0]

@@ -8,8 +8,9 @@
  * a period signals every thread that was captured in the previous period ("hot") at once, and
  * the following captures of that period collect results that are already there or on their way.
  * A preempted thread's stack does not change until it runs, so a late handler still records the
- * stack of the moment the signal was sent. A prefetched result is used only while it is younger
- * than half the thread's observed capture period; older ones are discarded and re-requested.
+ * stack of the moment the signal was sent. A prefetched result is used only if it was sent after
+ * the thread's previous capture and less than one observed capture period ago; older ones are
+ * discarded and re-requested.
  *
  * Threading: thread_attach runs on request threads, capture on the sampler thread, symbolize on
  * the channel thread, release on either, destroy on the thread stopping the agent. `mu` guards
@@ -145,9 +146,12 @@ static void native_thread_release(void *ud, void *thread_handle)
 
 static bool prefetch_usable(const struct native_thread *h, int64_t now)
 {
-    if (!h->seq)
+    if (!h->seq || h->req_ns <= h->last_capture_ns)
         return false;
-    int64_t max_age = h->period_ns / 2;
+    /* Sent after h's last capture and less than one of h's capture periods ago: it belongs to
+     * the sampler iteration running now (an iteration that waited long for a slow thread also
+     * shows in h's period). A request left over from an iteration that skipped h is older. */
+    int64_t max_age = h->period_ns;
     if (max_age < NATIVE_PREFETCH_MIN_AGE_NS)
         max_age = NATIVE_PREFETCH_MIN_AGE_NS;
     return now - h->req_ns < max_age;

@@ -35,6 +35,7 @@ enum peer_mode {
     PEER_SILENT,      /* accept, never read or write, hold until stopped */
     PEER_CLOSE,       /* accept and close at once */
     PEER_READ_CLOSE,  /* accept, read a little, then close (the client is mid-write) */
+    PEER_OPEN_WINDOW_RESET, /* accept, open HTTP/2 flow control wide, read 256 KiB, reset */
 };
 
 struct peer {
@@ -65,6 +66,25 @@ static void *peer_main(void *arg)
         __atomic_add_fetch(&p->n_accepted, 1, __ATOMIC_SEQ_CST);
         if (p->mode == PEER_CLOSE) {
             close(fd);
+        } else if (p->mode == PEER_OPEN_WINDOW_RESET) {
+            /* SETTINGS(INITIAL_WINDOW_SIZE = 2^31-1) + connection WINDOW_UPDATE: the client may
+             * stream without waiting for us, so it is writing when the reset lands. */
+            static const uint8_t frames[] = {
+                0, 0, 6, 4, 0, 0, 0, 0, 0, 0, 4, 0x7f, 0xff, 0xff, 0xff,
+                0, 0, 4, 8, 0, 0, 0, 0, 0, 0x7f, 0xff, 0x00, 0x00,
+            };
+            (void)send(fd, frames, sizeof(frames), MSG_NOSIGNAL);
+            char buf[16384];
+            size_t got = 0;
+            while (got < 256 * 1024) {
+                ssize_t n = recv(fd, buf, sizeof(buf), 0);
+                if (n <= 0)
+                    break;
+                got += (size_t)n;
+            }
+            struct linger lg = {.l_onoff = 1, .l_linger = 0};
+            (void)setsockopt(fd, SOL_SOCKET, SO_LINGER, &lg, sizeof(lg));
+            close(fd); /* RST */
         } else if (p->mode == PEER_READ_CLOSE) {
             char buf[4096];
             (void)recv(fd, buf, sizeof(buf), 0);
@@ -367,6 +387,30 @@ static void test_stream_to_peer_that_closes_no_sigpipe(void **state)
     }
 }
 
+static void test_stream_to_peer_that_resets_no_sigpipe(void **state)
+{
+    (void)state;
+    /* The client streams flat out into a wide-open window when the peer resets: sends after
+     * the reset fail with ECONNRESET/EPIPE, which must not raise SIGPIPE (no handler is
+     * installed here: SIGPIPE would kill the test). */
+    for (int round = 0; round < 5; round++) {
+        struct peer p;
+        peer_start(&p, PEER_OPEN_WINDOW_RESET);
+        struct skpx_grpc_client *c = client_for(p.port, 60000);
+        struct src s;
+        src_init(&s);
+        struct skpx_grpc_result res;
+        ProtobufCMessage *resp = NULL;
+        skp_err err = skpx_grpc_client_stream(c, PATH_SNAPSHOT, next_snap, &s,
+                                              &skywalking__v3__commands__descriptor, &resp,
+                                              10000, &res);
+        assert_int_equal(err, SKP_EUNAVAILABLE);
+        assert_true(s.n_pulled > 200); /* it did stream past the default 64 KiB window */
+        skpx_grpc_client_free(c);
+        peer_stop(&p);
+    }
+}
+
 static void test_stream_memory_bounded_when_peer_never_reads(void **state)
 {
     (void)state;
@@ -473,6 +517,7 @@ int main(void)
         cmocka_unit_test(test_silent_peer_deadline),
         cmocka_unit_test(test_peer_closes_after_accept),
         cmocka_unit_test(test_stream_to_peer_that_closes_no_sigpipe),
+        cmocka_unit_test(test_stream_to_peer_that_resets_no_sigpipe),
         cmocka_unit_test(test_stream_memory_bounded_when_peer_never_reads),
         cmocka_unit_test(test_stream_source_abort),
         cmocka_unit_test(test_new_survives_alloc_failures),

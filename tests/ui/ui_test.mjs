@@ -278,6 +278,12 @@ try {
     await page.click('.tree-tools button[data-act="expand"]');
     const after = (await page.$$('.stack-tree tr.node:not([hidden])')).length;
     if (!(collapsed < before && after === before)) throw new Error(`${before} ${collapsed} ${after}`);
+    // The first root's toggle hides its subtree and shows it again.
+    await page.click('.stack-tree tr.node >> nth=0 >> .toggle');
+    const folded = (await page.$$('.stack-tree tr.node:not([hidden])')).length;
+    await page.click('.stack-tree tr.node >> nth=0 >> .toggle');
+    const unfolded = (await page.$$('.stack-tree tr.node:not([hidden])')).length;
+    if (!(folded < before && unfolded === before)) throw new Error(`toggle: ${before} ${folded} ${unfolded}`);
   });
 
   await step('group by function merges per-line frames', async () => {

@@ -1,81 +1,96 @@
 // treetable.js - the stack tree as a table (SkyWalking's "Tree Graph" view): Thread Stack
 // (code signature indented by depth, with expand/collapse), Duration (ms), Self Duration (ms)
 // and Dump Count. The 10 largest self durations are highlighted ("top slow").
+// Rows are generated as one HTML string (fast for tens of thousands of frames) and toggles use
+// event delegation; levels beyond MAX_OPEN_ROWS visible rows start collapsed.
 
 export const TOP_SLOW = 10;
+export const MAX_OPEN_ROWS = 2000;
+
+const esc = (s) => String(s).replace(/[&<>"]/g, (c) => ({ '&': '&amp;', '<': '&lt;', '>': '&gt;', '"': '&quot;' }[c]));
 
 export function treeTable(container, trees) {
+  // Pre-order list with depth, subtree end (exclusive) for fast show/hide.
   const all = [];
-  const walk = (n, depth) => { all.push(n); n.depth = depth; n.children.forEach((c) => walk(c, depth + 1)); };
+  const walk = (n, depth) => {
+    const i = all.length;
+    all.push(n);
+    n.depth = depth;
+    n.children.forEach((c) => walk(c, depth + 1));
+    n.end = all.length;
+    n.index = i;
+  };
   trees.forEach((t) => walk(t, 0));
+
+  const perDepth = [];
+  for (const n of all) perDepth[n.depth] = (perDepth[n.depth] || 0) + 1;
+  let openDepth = -1;
+  for (let d = 0, shown = perDepth[0] || 0; d + 1 < perDepth.length; d++) {
+    shown += perDepth[d + 1] || 0;
+    if (shown > MAX_OPEN_ROWS) break;
+    openDepth = d;
+  }
+  if (all.length <= MAX_OPEN_ROWS) openDepth = perDepth.length;
+
   const selfs = all.map((n) => n.self).filter((s) => s > 0).sort((a, b) => b - a);
   const cut = selfs.length ? selfs[Math.min(TOP_SLOW, selfs.length) - 1] : Infinity;
 
-  const table = document.createElement('table');
-  table.className = 'stack-tree';
-  table.innerHTML = '<thead><tr><th class="sig">Thread Stack</th><th>Duration (ms)</th>' +
-    '<th>Self Duration (ms)</th><th>Dump Count</th></tr></thead>';
-  const tbody = document.createElement('tbody');
-  table.appendChild(tbody);
+  let html = '';
+  for (const n of all) {
+    n.open = n.depth <= openDepth;
+    const hidden = n.depth > openDepth + 1;
+    const tog = n.children.length ? (n.open ? '▾' : '▸') : '';
+    html += `<tr class="node${n.self >= cut ? ' top-slow' : ''}" data-i="${n.index}" data-depth="${n.depth}"${hidden ? ' hidden' : ''}>` +
+      `<td class="sig" style="padding-left:${6 + n.depth * 16}px"><span class="toggle"${n.children.length ? ' role="button"' : ''}>${tog}</span>` +
+      `<span class="code" title="${esc(n.sig)}">${esc(n.sig)}</span></td>` +
+      `<td class="num">${n.duration}</td><td class="num">${n.self}</td><td class="num">${n.count}</td></tr>`;
+  }
+
   const tools = document.createElement('div');
   tools.className = 'tree-tools';
   tools.innerHTML = '<button type="button" data-act="expand">Expand all</button> ' +
     '<button type="button" data-act="collapse">Collapse all</button> ' +
     `<span class="legend"><span class="swatch top-slow"></span> ${TOP_SLOW} largest self durations</span>`;
+  const table = document.createElement('table');
+  table.className = 'stack-tree';
+  table.innerHTML = '<colgroup><col class="c-sig"><col class="c-num"><col class="c-num"><col class="c-num"></colgroup>' +
+    '<thead><tr><th class="sig">Thread Stack</th><th>Duration (ms)</th>' +
+    '<th>Self Duration (ms)</th><th>Dump Count</th></tr></thead><tbody>' + html + '</tbody>';
   container.innerHTML = '';
   container.append(tools, table);
+  const rows = table.tBodies[0].rows;
 
-  const rows = new Map();
-  for (const n of all) {
-    const tr = document.createElement('tr');
-    tr.className = 'node' + (n.self >= cut ? ' top-slow' : '');
-    tr.dataset.depth = n.depth;
-    const td = document.createElement('td');
-    td.className = 'sig';
-    td.style.paddingLeft = 6 + n.depth * 16 + 'px';
-    const tog = document.createElement('span');
-    tog.className = 'toggle';
-    tog.textContent = n.children.length ? '▾' : '';
-    const txt = document.createElement('span');
-    txt.className = 'code';
-    txt.textContent = n.sig;
-    txt.title = n.sig;
-    td.append(tog, txt);
-    tr.appendChild(td);
-    for (const v of [n.duration, n.self, n.count]) {
-      const c = document.createElement('td');
-      c.className = 'num';
-      c.textContent = v;
-      tr.appendChild(c);
-    }
-    tbody.appendChild(tr);
-    rows.set(n, tr);
-    n.open = true;
-    if (n.children.length) {
-      tog.addEventListener('click', () => { setOpen(n, !n.open); });
-      tog.setAttribute('role', 'button');
-    }
-  }
-
-  function showSubtree(n, visible) {
-    for (const c of n.children) {
-      rows.get(c).hidden = !visible;
-      showSubtree(c, visible && c.open);
+  // Shows the children of every open node in [from, to) whose ancestors are open, hides the rest.
+  function refresh(n) {
+    const stack = [];
+    for (let i = n.index + 1; i < n.end; i++) {
+      const c = all[i];
+      while (stack.length && stack[stack.length - 1].end <= i) stack.pop();
+      const parent = stack.length ? stack[stack.length - 1] : n;
+      const visible = parent.open && (stack.length === 0 || !rows[parent.index].hidden);
+      rows[i].hidden = !visible;
+      if (c.children.length) stack.push(c);
     }
   }
   function setOpen(n, open) {
     n.open = open;
-    const tog = rows.get(n).querySelector('.toggle');
-    if (n.children.length) tog.textContent = open ? '▾' : '▸';
-    showSubtree(n, open && !rows.get(n).hidden);
+    if (n.children.length) rows[n.index].querySelector('.toggle').textContent = open ? '▾' : '▸';
+    if (!rows[n.index].hidden) refresh(n);
   }
+  table.tBodies[0].addEventListener('click', (ev) => {
+    const t = ev.target.closest('.toggle');
+    if (!t) return;
+    const n = all[Number(t.closest('tr').dataset.i)];
+    if (n.children.length) setOpen(n, !n.open);
+  });
   tools.addEventListener('click', (ev) => {
     const act = ev.target.dataset && ev.target.dataset.act;
     if (!act) return;
+    const open = act === 'expand';
     for (const n of all) {
-      n.open = act === 'expand';
-      if (n.children.length) rows.get(n).querySelector('.toggle').textContent = n.open ? '▾' : '▸';
-      if (n.depth > 0) rows.get(n).hidden = act !== 'expand';
+      n.open = open;
+      if (n.children.length) rows[n.index].querySelector('.toggle').textContent = open ? '▾' : '▸';
+      rows[n.index].hidden = !open && n.depth > 0;
     }
   });
   return table;

@@ -50,6 +50,7 @@ struct skyprof_native_stats {
     bool parked;                /* stopped but kept installed (a signal may still be pending) */
     uint64_t prefetched;        /* signals sent ahead to other profiled threads of the round */
     uint64_t prefetch_used;     /* captures served by such a prefetched signal */
+    uint64_t attach_refused_blocked; /* requests not profiled: their thread blocks the signal */
     /* symbolization (channel thread) */
     uint64_t symbolize_lookups;
     uint64_t symbolize_hits;    /* served from the per-address cache */

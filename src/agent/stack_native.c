@@ -19,6 +19,7 @@
 #include "skyprof/skyprof_native.h"
 
 #include <pthread.h>
+#include <signal.h>
 #include <stdatomic.h>
 #include <string.h>
 #include <unistd.h>
@@ -58,6 +59,7 @@ static struct native_source {
     struct skp__symbolizer_stats sym_last; /* kept across destroy for skyprof_native_get_stats */
     uint64_t prefetched;         /* requests sent ahead for other threads */
     uint64_t prefetch_used;
+    _Atomic uint64_t refused_blocked; /* attaches refused: the thread blocks our signal */
     unsigned fork_gen;           /* bumped in a fork()ed child */
 } g_src = {.mu = PTHREAD_MUTEX_INITIALIZER};
 
@@ -107,6 +109,14 @@ static void *native_thread_attach(void *ud)
     (void)ud;
     if (!ensure_installed())
         return NULL;
+    /* A thread that blocks the sampling signal would never answer: every capture would wait for
+     * the full deadline and then be lost. Refuse it now (the request is not profiled). */
+    sigset_t mask;
+    int signo = skp__native_capture_signo();
+    if (pthread_sigmask(SIG_BLOCK, NULL, &mask) != 0 || signo <= 0 || sigismember(&mask, signo)) {
+        atomic_fetch_add(&g_src.refused_blocked, 1);
+        return NULL;
+    }
     /* After fork the cached identity is the parent's thread: gettid tells. */
     if (!t_self.ready || t_self.target.tid != gettid()) {
         if (skp__native_target_self(&t_self.target) != SKP_OK)
@@ -341,6 +351,7 @@ SKYPROF_API void skyprof_native_get_stats(struct skyprof_native_stats *out)
     pthread_mutex_lock(&g_src.mu);
     struct skp__symbolizer_stats st = g_src.sym_last;
     out->prefetched = g_src.prefetched;
+    out->attach_refused_blocked = atomic_load(&g_src.refused_blocked);
     out->prefetch_used = g_src.prefetch_used;
     if (g_src.sym) {
         struct skp__symbolizer_stats cur;

@@ -696,6 +696,14 @@ void skp__native_capture_get_stats(struct skp__native_capture_stats *out)
     pthread_mutex_unlock(&g.mu);
 }
 
+int skp__native_capture_signo(void)
+{
+    pthread_mutex_lock(&g.mu);
+    int signo = g.installed ? g.signo : 0;
+    pthread_mutex_unlock(&g.mu);
+    return signo;
+}
+
 void skp__native_capture_force_fp(bool on)
 {
     atomic_store(&g.force_fp, on);

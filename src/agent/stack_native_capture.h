@@ -144,6 +144,9 @@ SKP_MUST_CHECK skp_err skp__native_capture(int slot, const struct skp__native_ta
 
 void skp__native_capture_get_stats(struct skp__native_capture_stats *out);
 
+/* The installed signal, 0 when not installed. Thread-safe. */
+int skp__native_capture_signo(void);
+
 /* Sets the deadline collect uses when given timeout_ns <= 0 (<= 0 here = the default
  * SKP_NATIVE_DEFAULT_TIMEOUT_NS). install also takes it from SKYPROF_NATIVE_TIMEOUT_MS. */
 void skp__native_capture_set_timeout_ns(int64_t timeout_ns);

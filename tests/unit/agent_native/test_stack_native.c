@@ -389,6 +389,38 @@ static void forbidden_signals_refused(void **state)
         assert_int_equal(skp__native_capture_install(bad[i]), SKP_EINVAL);
 }
 
+static void *blocking_attach_main(void *arg)
+{
+    void **out = arg;
+    const struct skyprof_stack_source *src = skyprof_native_stack_source();
+    sigset_t all;
+    sigfillset(&all);
+    pthread_sigmask(SIG_BLOCK, &all, NULL);
+    *out = src->thread_attach(src->ud);
+    return NULL;
+}
+
+static void thread_blocking_the_signal_is_refused(void **state)
+{
+    (void)state;
+    const struct skyprof_stack_source *src = skyprof_native_stack_source();
+    struct skyprof_native_stats before;
+    struct skyprof_native_stats after;
+    void *handle = (void *)1;
+    pthread_t th;
+    /* install first (an attach from an ordinary thread) */
+    void *h0 = src->thread_attach(src->ud);
+    assert_non_null(h0);
+    src->thread_release(src->ud, h0);
+    skyprof_native_get_stats(&before);
+    assert_int_equal(pthread_create(&th, NULL, blocking_attach_main, &handle), 0);
+    pthread_join(th, NULL);
+    assert_null(handle);
+    skyprof_native_get_stats(&after);
+    assert_int_equal(after.attach_refused_blocked - before.attach_refused_blocked, 1);
+    src->destroy(NULL);
+}
+
 static void errno_preserved_across_handler(void **state)
 {
     (void)state;
@@ -647,6 +679,7 @@ int main(void)
         cmocka_unit_test(capture_200_times_without_failure),
         cmocka_unit_test(thread_exiting_while_sampled_is_lost_not_crash),
         cmocka_unit_test(errno_preserved_across_handler),
+        cmocka_unit_test(thread_blocking_the_signal_is_refused),
         cmocka_unit_test(deep_recursion_keeps_innermost),
         cmocka_unit_test(fp_walk_follows_chain_within_bounds),
         cmocka_unit_test(skip_count_finds_interrupted_pc),

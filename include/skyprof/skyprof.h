@@ -204,7 +204,8 @@ SKYPROF_API SKP_MUST_CHECK skp_err skyprof_agent_start(const struct skyprof_conf
 
 /* Stops the active task (its finish report is queued), stops sampling, then lets the channel
  * thread flush queued snapshots, segments and finish reports for at most `flush_deadline_ms`
- * (0 = drop them), joins the agent threads and frees the agent. Requests still in flight on other
+ * (0 = drop them), joins the agent threads and frees the agent. If the channel thread is inside
+ * an RPC to a hung backend, stop first waits for that RPC's deadline (at most 10 s). Requests still in flight on other
  * threads are safe: their segments are dropped when they end. NULL ok. In a forked child it only
  * releases the memory of the inherited agent (no thread, socket or I/O of the parent is touched).
  * Not thread-safe against start/restart. */
@@ -284,8 +285,9 @@ enum skyprof_span_layer {
  * malformed one is ignored (new trace). If this thread already has an open segment, a nested
  * entry span is opened in it instead (not matched against tasks). If a matching task is active
  * and a slot is free, the request's thread is registered for sampling (stack source
- * thread_attach). Returns NULL when no agent is current or profile_active/report is off and
- * nothing is to be done. Hot path: no lock, no syscall besides clock reads when no task is active. */
+ * thread_attach). Returns NULL when no agent is current (never started, stopped, forked child),
+ * `endpoint` is NULL, the thread's segment buffer cannot be allocated, or a nested span does not
+ * fit. Hot path: no lock, no syscall besides clock reads when no task is active. */
 SKYPROF_API skyprof_span *skyprof_entry_begin(const char *endpoint, const char *sw8);
 
 /* Ends the entry span; when it is the segment's first span, ends the segment: releases its

@@ -1025,6 +1025,26 @@ static skp_err call_outcome(struct skpx_grpc_client *c, char *msg, size_t cap)
     return SKP_EPROTO;
 }
 
+/* Between calls an agent's client sits idle for seconds: give back the buffers a stream grew
+ * (up to ~300 KiB) rather than keep them resident. */
+static void buffers_trim(struct skpx_grpc_client *c)
+{
+    if (out_pending(c) == 0 && c->out_cap > OUT_INIT_BYTES) {
+        skpx_free(c->out);
+        c->out = NULL;
+        c->out_cap = 0;
+        c->out_off = 0;
+        c->out_len = 0;
+    }
+    if (c->stage_len == c->stage_off && c->stage_cap > STAGE_INIT_BYTES) {
+        skpx_free(c->stage);
+        c->stage = NULL;
+        c->stage_cap = 0;
+        c->stage_off = 0;
+        c->stage_len = 0;
+    }
+}
+
 static skp_err do_call(struct skpx_grpc_client *c, const char *path, const ProtobufCMessage *req,
                        skpx_grpc_next_cb next, void *next_ud,
                        const ProtobufCMessageDescriptor *resp_desc, ProtobufCMessage **resp,
@@ -1144,6 +1164,7 @@ out_reader:
             backoff_schedule(c);
     }
     skpx_grpc_reader_cleanup(&k->reader);
+    buffers_trim(c);
     if (err == SKP_OK) {
         if (resp)
             *resp = k->resp;

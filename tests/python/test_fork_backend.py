@@ -140,6 +140,49 @@ print("snapshots", n.stats()["snapshots_captured"], n.stats()["source_direct"], 
         assert 'AddressSanitizer' not in out and 'runtime error' not in out, out[-3000:]
 
 
+def t_never_raises():
+    """The agent never raises into user code: API use before start, a config the core rejects,
+    and a failing native call (tracing switches itself off)."""
+    code = r'''
+import skyprof
+from skyprof import agent, config, _native, _tracer
+with skyprof.entry("/before-start"):
+    pass
+@skyprof.entry_point("/deco")
+def f(x):
+    return x + 1
+assert f(1) == 2
+assert skyprof.sw8_inject() is None
+config.service_name = "s" * 1000           # too long for the core: start() logs and returns False
+assert agent.start() is False
+config.service_name = "ok"
+config.collector_address = "127.0.0.1:1"
+assert agent.start() is True
+class Broken:
+    def __getattr__(self, name):
+        def fail(*a, **k):
+            raise RuntimeError("boom")
+        return fail
+real = _native.native
+_native.native = Broken()
+with skyprof.entry("/x"):
+    pass
+assert f(2) == 3 and not _tracer.enabled()
+_native.native = real
+try:
+    with skyprof.entry("/user-error"):
+        raise KeyError("user")
+except KeyError:
+    pass
+agent.stop()
+print("NEVER-RAISES-OK")
+'''
+    p = Proc([sys.executable, '-c', code], env=python_env(), name='never_raises')
+    wait_until(lambda: not p.alive(), 30, what='script exit')
+    out = p.output()
+    assert p.p.returncode == 0 and 'NEVER-RAISES-OK' in out, out[-3000:]
+
+
 def main():
     r = Results()
     with tempdir() as tmp:
@@ -152,6 +195,7 @@ def main():
     r.run('backend_down_latency', t_backend_down)
     r.run('start_stop_prompt', t_start_stop_prompt)
     r.run('exit_with_active_task', t_exit_with_active_task)
+    r.run('never_raises', t_never_raises)
     r.finish()
 
 

@@ -61,6 +61,7 @@ struct skyprof_agent {
     int64_t next_snap_ns;
     int64_t next_seg_ns;
     int poll_failures;
+    int backend_state;                   /* 0 unknown, 1 reachable, 2 unreachable (for logs) */
     uint64_t n_beats_ok;
     uint64_t first_connects;
 

@@ -282,8 +282,15 @@ int64_t skp__channel_step(skyprof_agent *a, int64_t now_ns, bool flush, int time
     if (!flush && now_ns >= a->next_beat_ns) {
         skp_err err = send_beat(a, timeout_ms);
         a->next_beat_ns = now_ns + (err ? BEAT_RETRY_MS * MS : a->cfg.heartbeat_period_ms * MS);
-        if (err)
-            SKPX_DEBUG("skyprof: heartbeat failed: %s", skp_strerror(err));
+        /* Logged on transitions only, so a long outage is one line, not one per second. */
+        if (err && a->backend_state != 2) {
+            SKPX_WARN("skyprof: backend %.100s unreachable (%s); retrying with backoff",
+                      a->cfg.backend, skp_strerror(err));
+            a->backend_state = 2;
+        } else if (!err && a->backend_state != 1) {
+            SKPX_INFO("skyprof: connected to backend %.100s", a->cfg.backend);
+            a->backend_state = 1;
+        }
     }
     if (a->cfg.profile_active && !flush && now_ns >= a->next_poll_ns) {
         skp_err err = send_poll(a, timeout_ms);

@@ -12,7 +12,6 @@
  */
 #include <event2/event.h>
 #include <pthread.h>
-#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -165,8 +164,8 @@ static void gen_init(struct gen *g, uint64_t total)
     skywalking__v3__thread_stack__init(&g->stack);
     for (int i = 0; i < BENCH_FRAMES; i++) {
         /* ~40-byte code signatures, like "module.Class.method(file.py:123)". */
-        snprintf(g->frame_buf[i], sizeof(g->frame_buf[i]), "app.service.Handler.method_%02d(h.py:%d)",
-                 i, 100 + i);
+        snprintf(g->frame_buf[i], sizeof(g->frame_buf[i]),
+                 "app.service.Handler.method_%02d(h.py:%d)", i, 100 + i);
         g->frames[i] = g->frame_buf[i];
     }
     g->stack.n_codesignatures = BENCH_FRAMES;
@@ -206,8 +205,9 @@ static double run_stream(struct skpx_grpc_client *cl, uint64_t n)
     struct skpx_grpc_result res;
     ProtobufCMessage *resp = NULL;
     int64_t t0 = skpx_mono_ns();
-    skp_err err = skpx_grpc_client_stream(cl, BENCH_PATH, gen_next, &g,
-                                          &skywalking__v3__commands__descriptor, &resp, 120000, &res);
+    skp_err err =
+        skpx_grpc_client_stream(cl, BENCH_PATH, gen_next, &g,
+                                &skywalking__v3__commands__descriptor, &resp, 120000, &res);
     int64_t dt = skpx_mono_ns() - t0;
     if (err) {
         fprintf(stderr, "stream failed: %s (status %d: %s)\n", skp_strerror(err), res.status,
@@ -258,7 +258,6 @@ int main(int argc, char **argv)
     uint64_t sizes[BENCH_MAX_SIZES] = {10000, 100000};
     int n_sizes = 2;
 
-    signal(SIGPIPE, SIG_IGN); /* a server process: libevent writes with writev() */
     for (int i = 1; i < argc; i++) {
         if (strcmp(argv[i], "--serve") == 0)
             return serve_only();
@@ -314,7 +313,8 @@ int main(int argc, char **argv)
         qsort(rates, (size_t)rounds, sizeof(double), cmp_double);
         printf("skyprof client -> skyprof server: %8llu msgs/stream: median %.0f msg/s "
                "(min %.0f, max %.0f, %d streams)\n",
-               (unsigned long long)sizes[s], rates[rounds / 2], rates[0], rates[rounds - 1], rounds);
+               (unsigned long long)sizes[s], rates[rounds / 2], rates[0], rates[rounds - 1],
+               rounds);
     }
     skpx_grpc_client_free(cl);
     if (write(bs.stop_pipe[1], "x", 1) != 1)

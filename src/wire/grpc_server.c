@@ -1,7 +1,8 @@
 /* grpc_server.c - gRPC over h2c (prior knowledge) on nghttp2, driven by the caller's libevent
  * loop. Single-threaded: every function here and every callback runs on the loop thread.
  *
- * Design: one `struct conn` per TCP connection (a bufferevent plus an nghttp2 server session)
+ * Design: one `struct conn` per TCP connection (a socket with read/write events, an output
+ * evbuffer and an nghttp2 server session)
  * and one `struct skpx_grpc_call` per request stream. Calls are kept on a per-connection list
  * because nghttp2_session_del() does not report the streams it drops: tearing a connection down
  * walks that list so on_close runs exactly once per call. Nothing is written to the socket from
@@ -22,10 +23,10 @@
 #include <stdio.h>
 #include <string.h>
 #include <sys/socket.h>
+#include <sys/uio.h>
 #include <unistd.h>
 
 #include <event2/buffer.h>
-#include <event2/bufferevent.h>
 #include <event2/event.h>
 #include <event2/listener.h>
 #include <nghttp2/nghttp2.h>
@@ -54,6 +55,8 @@
 /* One server-wide read buffer (the loop is single-threaded): each read of a streaming
  * connection takes up to this much, and nghttp2 consumes it before the next read. */
 #define GRPC_SERVER_READ_BUF (256u * 1024)
+/* iovecs per sendmsg() when output spans several evbuffer chains. */
+#define GRPC_SERVER_WRITE_IOVECS 16
 /* Reads per wakeup and connection before yielding to other connections. */
 #define GRPC_SERVER_READS_PER_WAKEUP 4
 /* grpc-message text is truncated to this many input bytes before percent-encoding. */
@@ -110,7 +113,9 @@ struct skpx_grpc_call {
 struct conn {
     struct skpx_grpc_server *srv;
     struct conn *prev, *next;
-    struct bufferevent *bev;
+    evutil_socket_t fd;     /* owned, non-blocking (evconnlistener makes it so) */
+    struct evbuffer *out;   /* owned; frames waiting for the socket */
+    struct event *write_ev; /* armed while the socket is full */
     nghttp2_session *session;
     struct event *close_ev;
     struct event *read_ev; /* EV_READ | EV_PERSIST on the socket, with the handshake timeout */
@@ -611,7 +616,8 @@ static int h2_on_header(nghttp2_session *session, const nghttp2_frame *frame, co
     (void)user_data;
     if (frame->hd.type != NGHTTP2_HEADERS || frame->headers.cat != NGHTTP2_HCAT_REQUEST)
         return 0;
-    struct skpx_grpc_call *call = nghttp2_session_get_stream_user_data(session, frame->hd.stream_id);
+    struct skpx_grpc_call *call =
+        nghttp2_session_get_stream_user_data(session, frame->hd.stream_id);
     if (!call || call->hdrs_too_big)
         return 0;
     /* Names arrive lower-case: nghttp2's HTTP messaging checks reject upper-case ones. */
@@ -642,7 +648,8 @@ static int h2_on_frame_recv(nghttp2_session *session, const nghttp2_frame *frame
     }
     if (frame->hd.type != NGHTTP2_HEADERS && frame->hd.type != NGHTTP2_DATA)
         return 0;
-    struct skpx_grpc_call *call = nghttp2_session_get_stream_user_data(session, frame->hd.stream_id);
+    struct skpx_grpc_call *call =
+        nghttp2_session_get_stream_user_data(session, frame->hd.stream_id);
     if (!call)
         return 0;
     if (frame->hd.type == NGHTTP2_HEADERS && frame->headers.cat == NGHTTP2_HCAT_REQUEST)
@@ -660,7 +667,8 @@ static int h2_on_frame_send(nghttp2_session *session, const nghttp2_frame *frame
     if ((frame->hd.type != NGHTTP2_HEADERS && frame->hd.type != NGHTTP2_DATA) ||
         !(frame->hd.flags & NGHTTP2_FLAG_END_STREAM))
         return 0;
-    struct skpx_grpc_call *call = nghttp2_session_get_stream_user_data(session, frame->hd.stream_id);
+    struct skpx_grpc_call *call =
+        nghttp2_session_get_stream_user_data(session, frame->hd.stream_id);
     if (!call)
         return 0;
     call->response_sent = true;
@@ -702,59 +710,121 @@ static void conn_queue_close(struct conn *c)
     event_active(c->close_ev, EV_TIMEOUT, 0);
 }
 
-/* Stops reading and closes once pending output has left (bounded by the write timeout). */
+/* Writes pending output without blocking; sendmsg(MSG_NOSIGNAL), so a peer that went away
+ * never raises SIGPIPE in the host process. Returns 1 when everything left, 0 when the socket
+ * is full (write_ev is armed, with `tv` if not NULL), -1 on a socket error. */
+static int conn_write_out(struct conn *c, const struct timeval *tv)
+{
+    while (evbuffer_get_length(c->out) > 0) {
+        struct evbuffer_iovec vec[GRPC_SERVER_WRITE_IOVECS];
+        struct iovec iov[GRPC_SERVER_WRITE_IOVECS];
+        int n = evbuffer_peek(c->out, -1, NULL, vec, GRPC_SERVER_WRITE_IOVECS);
+        if (n > GRPC_SERVER_WRITE_IOVECS)
+            n = GRPC_SERVER_WRITE_IOVECS;
+        for (int i = 0; i < n; i++) {
+            iov[i].iov_base = vec[i].iov_base;
+            iov[i].iov_len = vec[i].iov_len;
+        }
+        struct msghdr mh = {.msg_iov = iov, .msg_iovlen = (size_t)n};
+        ssize_t w = sendmsg(c->fd, &mh, MSG_NOSIGNAL);
+        if (w < 0) {
+            if (errno == EINTR)
+                continue;
+            if (errno == EAGAIN || errno == EWOULDBLOCK) {
+                event_add(c->write_ev, tv);
+                return 0;
+            }
+            SKPX_DEBUG("grpc-server: %s: write failed: %s", c->peer, strerror(errno));
+            return -1;
+        }
+        evbuffer_drain(c->out, (size_t)w);
+    }
+    return 1;
+}
+
+/* Stops reading and closes once pending output has left (bounded by a write timeout). */
 static void conn_close_soon(struct conn *c)
 {
-    struct evbuffer *out = bufferevent_get_output(c->bev);
+    static const struct timeval tv = {GRPC_SERVER_CLOSE_WRITE_TIMEOUT_MS / 1000,
+                                      (GRPC_SERVER_CLOSE_WRITE_TIMEOUT_MS % 1000) * 1000};
     event_del(c->read_ev);
-    if (evbuffer_get_length(out) == 0) {
+    if (conn_write_out(c, &tv) != 0) {
         conn_queue_close(c);
         return;
     }
     c->close_after_write = true;
-    struct timeval tv = {GRPC_SERVER_CLOSE_WRITE_TIMEOUT_MS / 1000,
-                         (GRPC_SERVER_CLOSE_WRITE_TIMEOUT_MS % 1000) * 1000};
-    bufferevent_set_timeouts(c->bev, NULL, &tv);
 }
 
 static void conn_check_done(struct conn *c)
 {
-    struct evbuffer *out = bufferevent_get_output(c->bev);
     if (!nghttp2_session_want_read(c->session) && !nghttp2_session_want_write(c->session) &&
-        evbuffer_get_length(out) == 0)
+        evbuffer_get_length(c->out) == 0)
         conn_queue_close(c);
 }
 
+/* Moves nghttp2's pending frames to the socket: everything queued since the last flush leaves
+ * in as few sendmsg() calls as possible. Never runs inside nghttp2 callbacks (in_io). */
 static void conn_flush(struct conn *c)
 {
     if (c->in_io || c->dying || c->close_queued || c->close_after_write)
         return;
-    struct evbuffer *out = bufferevent_get_output(c->bev);
     c->in_io = true;
-    while (evbuffer_get_length(out) < GRPC_SERVER_OUTBUF_HIGH) {
-        const uint8_t *data = NULL;
-        ssize_t n = nghttp2_session_mem_send(c->session, &data);
-        if (n < 0) {
-            SKPX_WARN("grpc-server: %s: send failed: %s", c->peer, nghttp2_strerror((int)n));
+    for (;;) {
+        size_t produced = 0;
+        while (evbuffer_get_length(c->out) < GRPC_SERVER_OUTBUF_HIGH) {
+            const uint8_t *data = NULL;
+            ssize_t n = nghttp2_session_mem_send(c->session, &data);
+            if (n < 0) {
+                SKPX_WARN("grpc-server: %s: send failed: %s", c->peer, nghttp2_strerror((int)n));
+                c->in_io = false;
+                conn_queue_close(c);
+                return;
+            }
+            if (n == 0)
+                break;
+            if (evbuffer_add(c->out, data, (size_t)n) != 0) {
+                c->in_io = false;
+                conn_queue_close(c);
+                return;
+            }
+            produced += (size_t)n;
+        }
+        int w = conn_write_out(c, NULL);
+        if (w < 0) {
             c->in_io = false;
             conn_queue_close(c);
             return;
         }
-        if (n == 0)
+        /* Socket full: write_ev resumes later. Nothing more to produce: done. */
+        if (w == 0 || produced == 0 || !nghttp2_session_want_write(c->session))
             break;
-        if (evbuffer_add(out, data, (size_t)n) != 0) {
-            c->in_io = false;
-            conn_queue_close(c);
-            return;
-        }
     }
     c->in_io = false;
     conn_check_done(c);
 }
 
+static void conn_write_cb(evutil_socket_t fd, short what, void *arg)
+{
+    (void)fd;
+    struct conn *c = arg;
+    if (what & EV_TIMEOUT) {
+        conn_free(c); /* a closing connection's last bytes could not leave in time */
+        return;
+    }
+    if (c->close_after_write) {
+        static const struct timeval tv = {GRPC_SERVER_CLOSE_WRITE_TIMEOUT_MS / 1000,
+                                          (GRPC_SERVER_CLOSE_WRITE_TIMEOUT_MS % 1000) * 1000};
+        if (conn_write_out(c, &tv) != 0)
+            conn_queue_close(c);
+        return;
+    }
+    conn_flush(c);
+}
+
 /* Reads straight into the server's read buffer and hands it to nghttp2 (libevent 2.1's
  * bufferevents read at most 4 KiB per call, plus an ioctl each: a third of the server's CPU when
- * streaming). A few reads per wakeup keep one busy connection from starving the others. */
+ * streaming, hence no bufferevents here). A few reads per wakeup keep one busy connection from
+ * starving the others. */
 static void conn_read_cb(evutil_socket_t fd, short what, void *arg)
 {
     struct conn *c = arg;
@@ -803,25 +873,6 @@ static void conn_read_cb(evutil_socket_t fd, short what, void *arg)
     }
 }
 
-static void conn_write_cb(struct bufferevent *bev, void *arg)
-{
-    (void)bev;
-    struct conn *c = arg;
-    if (c->close_after_write) {
-        conn_queue_close(c);
-        return;
-    }
-    conn_flush(c);
-}
-
-/* Write errors and the write timeout of a closing connection (reads have their own event). */
-static void conn_event_cb(struct bufferevent *bev, short what, void *arg)
-{
-    (void)bev;
-    (void)what;
-    conn_free(arg);
-}
-
 static void conn_free(struct conn *c)
 {
     if (!c)
@@ -840,8 +891,12 @@ static void conn_free(struct conn *c)
     nghttp2_session_del(c->session);
     if (c->read_ev)
         event_free(c->read_ev);
-    if (c->bev)
-        bufferevent_free(c->bev);
+    if (c->write_ev)
+        event_free(c->write_ev);
+    if (c->out)
+        evbuffer_free(c->out);
+    if (c->fd >= 0)
+        evutil_closesocket(c->fd);
     if (c->close_ev)
         event_free(c->close_ev);
     if (c->prev)
@@ -910,10 +965,12 @@ static void listener_accept_cb(struct evconnlistener *l, evutil_socket_t fd, str
         return;
     }
     c->srv = srv;
+    c->fd = fd; /* owned from here: conn_free closes it */
     format_peer(sa, c->peer, sizeof(c->peer));
-    c->bev = bufferevent_socket_new(srv->base, fd, BEV_OPT_CLOSE_ON_FREE);
+    c->out = evbuffer_new();
     c->close_ev = event_new(srv->base, -1, 0, conn_close_cb, c);
     c->read_ev = event_new(srv->base, fd, EV_READ | EV_PERSIST, conn_read_cb, c);
+    c->write_ev = event_new(srv->base, fd, EV_WRITE, conn_write_cb, c);
     /* Link first so conn_free can undo a partial setup. */
     c->next = srv->conns;
     if (srv->conns)
@@ -921,19 +978,11 @@ static void listener_accept_cb(struct evconnlistener *l, evutil_socket_t fd, str
     srv->conns = c;
     srv->stats.connections_open++;
     srv->stats.connections_accepted++;
-    if (!c->bev) {
-        evutil_closesocket(fd);
+    if (!c->out || !c->close_ev || !c->read_ev || !c->write_ev ||
+        conn_session_start(c) != SKP_OK) {
         conn_free(c);
         return;
     }
-    if (!c->close_ev || !c->read_ev || conn_session_start(c) != SKP_OK) {
-        conn_free(c);
-        return;
-    }
-    /* The bufferevent only writes; reads go through read_ev (see conn_read_cb). */
-    bufferevent_setcb(c->bev, NULL, conn_write_cb, conn_event_cb, c);
-    bufferevent_disable(c->bev, EV_READ);
-    bufferevent_enable(c->bev, EV_WRITE);
     struct timeval tv = {GRPC_SERVER_HANDSHAKE_TIMEOUT_MS / 1000,
                          (GRPC_SERVER_HANDSHAKE_TIMEOUT_MS % 1000) * 1000};
     event_add(c->read_ev, &tv);

@@ -2,6 +2,7 @@
  * the interop suite (driven by grpcio and hand-built HTTP/2 frames). Prints "PORT <n>" once it
  * listens on 127.0.0.1:0; SIGTERM starts a graceful shutdown; at exit prints the server stats and
  * how many calls were opened and closed (they must match), then exits 0 (3 when they differ).
+ * SIGPIPE keeps its default action on purpose: peers that vanish must never raise it.
  *
  * Progress lines for tests that must know a call reached the server: "PROGRESS <taskId> 200" when a
  * snapshot stream's 200th message arrives, "ASYNC_WAIT" when an asynchronous answer is pending.
@@ -241,12 +242,14 @@ static void go_timer_cb(evutil_socket_t fd, short what, void *arg)
     (void)what;
     struct stream_state *st = arg;
     if (st->last) {
-        skpx_grpc_call_finish(st->call, NULL, SKPX_GRPC_DATA_LOSS, "commit failed: 100% \xe2\x9c\x97");
+        skpx_grpc_call_finish(st->call, NULL, SKPX_GRPC_DATA_LOSS,
+                              "commit failed: 100% \xe2\x9c\x97");
         return; /* st is freed by on_close */
     }
     char count[32], bytes[32];
     snprintf(count, sizeof(count), "%llu", (unsigned long long)st->count);
-    snprintf(bytes, sizeof(bytes), "%llu", (unsigned long long)(st->checksum - 14695981039346656037ULL));
+    snprintf(bytes, sizeof(bytes), "%llu",
+             (unsigned long long)(st->checksum - 14695981039346656037ULL));
     const char *kv[] = {"count", count, "bytes", bytes};
     finish_command(st->call, "Committed", kv, 2);
 }
@@ -301,7 +304,6 @@ int main(int argc, char **argv)
         g_grace_ms = (int)strtol(argv[4], NULL, 10);
     skpx_log_set_sink(skpx_log_sink_fd, (void *)(intptr_t)2,
                       getenv("SKP_TEST_DEBUG") ? SKPX_LOG_DEBUG : SKPX_LOG_INFO);
-    signal(SIGPIPE, SIG_IGN); /* a server process: libevent writes with writev() */
     g_base = event_base_new();
     if (!g_base || skpx_grpc_server_new(g_base, &opts, &g_srv) != SKP_OK)
         return 2;
@@ -365,7 +367,8 @@ int main(int argc, char **argv)
     skpx_grpc_server_free(g_srv);
     event_free(sig);
     event_base_free(g_base);
-    printf("STATS accepted=%llu open=%llu calls=%llu failed=%llu messages=%llu protocol_errors=%llu\n",
+    printf("STATS accepted=%llu open=%llu calls=%llu failed=%llu messages=%llu "
+           "protocol_errors=%llu\n",
            (unsigned long long)stats.connections_accepted,
            (unsigned long long)stats.connections_open, (unsigned long long)stats.calls_started,
            (unsigned long long)stats.calls_failed, (unsigned long long)stats.messages_received,

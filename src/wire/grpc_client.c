@@ -57,8 +57,9 @@
 /* Initial size of the staging buffer for packed request messages: one default DATA frame
  * (16 KiB) plus room for a typical message. It grows to one frame + the largest message. */
 #define STAGE_INIT_BYTES (32 * 1024)
-/* recv() buffer, and how many reads one wakeup may do before producing output again. */
-#define IN_BUF_BYTES (64 * 1024)
+/* recv() buffer (responses are small: Commands), and how many reads one wakeup may do before
+ * producing output again. */
+#define IN_BUF_BYTES (16 * 1024)
 #define READS_PER_WAKEUP 8
 #define DEFAULT_CONNECT_TIMEOUT_MS 3000
 #define DEFAULT_BACKOFF_MIN_MS 500

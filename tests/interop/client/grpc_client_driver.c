@@ -634,6 +634,8 @@ static int cmd_perf(const struct opts *o)
     skpx_grpc_client_get_stats(c, &st);
     printf("connects=%" PRIu64 "\nbytes_sent=%" PRIu64 "\n", st.connects, st.bytes_sent);
     skpx_free(src);
+    /* What an idle, connected client keeps (its buffers + the nghttp2 session). */
+    printf("idle_client_live_bytes=%lld\n", (long long)skpx_alloc_live_bytes());
     skpx_grpc_client_free(c);
     return rc;
 }

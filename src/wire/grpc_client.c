@@ -4,11 +4,14 @@
  * Design: a call is a single stream; the API is blocking, so at most one call is in flight and
  * its state lives inside the client (`struct call`). nghttp2 callbacks look the call up by
  * stream id, so callbacks about an abandoned stream (timed out, reset) are ignored. Outgoing
- * bytes flow: message source -> `stage` (5-byte prefix + packed protobuf, at most one DATA
- * frame's worth plus one message) -> nghttp2 DATA frames -> `out` (filled from
- * nghttp2_session_mem_send up to OUT_HIGH_BYTES) -> one send(MSG_NOSIGNAL) per fill. The message
- * source is therefore only pulled while `out` has room and the peer's flow-control window is
- * open, which bounds memory whatever the producer does. Responses are reassembled by the
+ * bytes flow: message source -> packed with its 5-byte prefix straight into the DATA frame
+ * nghttp2 asks for (only a message straddling two frames, or the unary request, goes through
+ * `stage`) -> `out` (filled from nghttp2_session_mem_send up to OUT_HIGH_BYTES) -> one
+ * send(MSG_NOSIGNAL) per fill. The message source is therefore only pulled while `out` has room
+ * and the peer's flow-control window is open, which bounds memory whatever the producer does
+ * (request messages are also limited to max_msg; timeout_ms <= 0 means
+ * DEFAULT_CALL_TIMEOUT_MS, never "no deadline"; a grpc-status of DEADLINE_EXCEEDED from the
+ * server is reported as SKP_ETIMEDOUT with res->status 4). Responses are reassembled by the
  * grpc_frame reader (max_msg limit) and unpacked with protobuf-c's default allocator, as the
  * header's contract (protobuf_c_message_free_unpacked(*resp, NULL)) requires.
  *

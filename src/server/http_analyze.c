@@ -1,25 +1,77 @@
 /* http_analyze.c - analysis routes: POST /api/v1/profile/analyze (the UI's segment time
- * windows, OAP's getSegmentsProfileAnalyze), a task's whole data, a segment's whole life. */
+ * windows, OAP's getSegmentsProfileAnalyze), a task's whole data, a segment's whole life.
+ * Input is validated on the loop; the analysis itself runs as a worker job (http_worker.h). */
 #include <string.h>
 
 #include "common/alloc.h"
 #include "server/analyzer.h"
 #include "server/http_int.h"
 
-static void reply_analysis(struct http_ctx *cx, skp_err err, struct analysis *a)
+enum analyze_kind { AK_QUERIES, AK_TASK, AK_SEGMENT };
+
+struct analyze_job {
+    struct http_job base;
+    enum analyze_kind kind;
+    char *id;                  /* task or segment id */
+    struct analyze_query *q;   /* AK_QUERIES; segment ids owned */
+    size_t n;
+    uint64_t max_snapshots;
+};
+
+static void analyze_destroy(struct http_job *j)
 {
+    struct analyze_job *a = (struct analyze_job *)j;
+    for (size_t i = 0; i < a->n; i++)
+        skpx_free((char *)a->q[i].segment_id);
+    skpx_free(a->q);
+    skpx_free(a->id);
+    skpx_free(a);
+}
+
+static void analyze_run(struct http_job *j, struct store *st)
+{
+    struct analyze_job *a = (struct analyze_job *)j;
+    struct analyze_opts o = {.max_snapshots = a->max_snapshots};
+    struct analysis *res = NULL;
+    skp_err err;
+    if (a->kind == AK_TASK) {
+        struct store_task t = {0};
+        err = store_get_task(st, a->id, &t);
+        if (err) {
+            http_job_set_store_error(j, err, "task");
+            return;
+        }
+        store_task_cleanup(&t);
+        err = analyze_task(st, a->id, &o, &res);
+    } else if (a->kind == AK_SEGMENT) {
+        err = analyze_segment_all(st, a->id, &o, &res);
+    } else {
+        err = analyze_segments(st, a->q, a->n, &o, &res);
+    }
     if (err) {
-        analysis_free(a);
-        http_reply_store_error(cx, err, "analysis");
+        analysis_free(res);
+        http_job_set_store_error(j, err, "analysis");
         return;
     }
-    json_t *j = analysis_to_json(a);
-    analysis_free(a);
-    if (!j) {
-        http_reply_error(cx, 500, "out of memory");
-        return;
+    json_t *doc = analysis_to_json(res);
+    analysis_free(res);
+    http_job_set_json(j, 200, doc);
+}
+
+static struct analyze_job *job_new(struct http_ctx *cx, enum analyze_kind kind, const char *id)
+{
+    struct analyze_job *a = skpx_calloc(1, sizeof(*a));
+    if (!a)
+        return NULL;
+    a->base.run = analyze_run;
+    a->base.destroy = analyze_destroy;
+    a->kind = kind;
+    a->max_snapshots = cx->api->max_analyze_snapshots;
+    if (id && !(a->id = skpx_strdup(id))) {
+        skpx_free(a);
+        return NULL;
     }
-    http_reply_json(cx, 200, j);
+    return a;
 }
 
 static bool range_member(struct http_ctx *cx, json_t *tr, const char *name, size_t idx,
@@ -37,10 +89,16 @@ static bool range_member(struct http_ctx *cx, json_t *tr, const char *name, size
     return true;
 }
 
+static void bad_query(struct http_ctx *cx, const char *msg, const char *field, size_t i)
+{
+    http_reply_json(cx, 400, json_pack("{s:s,s:s,s:I}", "error", msg, "field", field, "index",
+                                       (json_int_t)i));
+}
+
 void http_analyze_post(struct http_ctx *cx)
 {
     json_t *body = http_read_json(cx);
-    struct analyze_query *q = NULL;
+    struct analyze_job *a = NULL;
     if (!body)
         return;
     if (!json_is_array(body)) {
@@ -57,8 +115,10 @@ void http_analyze_post(struct http_ctx *cx)
         http_reply_error(cx, 400, "at most %d queries per request", HTTP_ANALYZE_MAX_QUERIES);
         goto out;
     }
-    q = skpx_calloc(n, sizeof(*q));
-    if (!q) {
+    a = job_new(cx, AK_QUERIES, NULL);
+    if (a)
+        a->q = skpx_calloc(n, sizeof(*a->q));
+    if (!a || !a->q) {
         http_reply_error(cx, 500, "out of memory");
         goto out;
     }
@@ -67,56 +127,52 @@ void http_analyze_post(struct http_ctx *cx)
         json_t *sid = json_object_get(e, "segmentId");
         json_t *tr = json_object_get(e, "timeRange");
         if (!json_is_object(e) || !json_is_string(sid) || !json_string_length(sid)) {
-            http_reply_json(cx, 400, json_pack("{s:s,s:s,s:I}", "error",
-                                               "each query needs a non-empty string segmentId",
-                                               "field", "segmentId", "index", (json_int_t)i));
+            bad_query(cx, "each query needs a non-empty string segmentId", "segmentId", i);
             goto out;
         }
         if (!json_is_object(tr)) {
-            http_reply_json(cx, 400,
-                            json_pack("{s:s,s:s,s:I}", "error", "timeRange must be an object",
-                                      "field", "timeRange", "index", (json_int_t)i));
+            bad_query(cx, "timeRange must be an object", "timeRange", i);
             goto out;
         }
-        q[i].segment_id = json_string_value(sid);
-        if (!range_member(cx, tr, "start", i, &q[i].start_ms) ||
-            !range_member(cx, tr, "end", i, &q[i].end_ms))
+        struct analyze_query *q = &a->q[i];
+        if (!range_member(cx, tr, "start", i, &q->start_ms) ||
+            !range_member(cx, tr, "end", i, &q->end_ms))
             goto out;
-        if (q[i].start_ms > q[i].end_ms) {
-            http_reply_json(cx, 400, json_pack("{s:s,s:s,s:I}", "error",
-                                               "timeRange.start is after timeRange.end",
-                                               "field", "timeRange", "index", (json_int_t)i));
+        if (q->start_ms > q->end_ms) {
+            bad_query(cx, "timeRange.start is after timeRange.end", "timeRange", i);
             goto out;
         }
+        q->segment_id = skpx_strdup(json_string_value(sid));
+        if (!q->segment_id) {
+            http_reply_error(cx, 500, "out of memory");
+            goto out;
+        }
+        a->n = i + 1;
     }
-    struct analyze_opts o = {.max_snapshots = cx->api->max_analyze_snapshots};
-    struct analysis *a = NULL;
-    skp_err err = analyze_segments(cx->api->store, q, n, &o, &a);
-    reply_analysis(cx, err, a);
+    http_job_dispatch(cx, &a->base);
+    a = NULL;
 out:
-    skpx_free(q);
+    if (a)
+        analyze_destroy(&a->base);
     json_decref(body);
+}
+
+static void dispatch_simple(struct http_ctx *cx, enum analyze_kind kind, const char *id)
+{
+    struct analyze_job *a = job_new(cx, kind, id);
+    if (!a) {
+        http_reply_error(cx, 500, "out of memory");
+        return;
+    }
+    http_job_dispatch(cx, &a->base);
 }
 
 void http_analyze_task(struct http_ctx *cx, const char *id)
 {
-    struct store_task t = {0};
-    skp_err err = store_get_task(cx->api->store, id, &t);
-    if (err) {
-        http_reply_store_error(cx, err, "task");
-        return;
-    }
-    store_task_cleanup(&t);
-    struct analyze_opts o = {.max_snapshots = cx->api->max_analyze_snapshots};
-    struct analysis *a = NULL;
-    err = analyze_task(cx->api->store, id, &o, &a);
-    reply_analysis(cx, err, a);
+    dispatch_simple(cx, AK_TASK, id);
 }
 
 void http_analyze_segment(struct http_ctx *cx, const char *segment_id)
 {
-    struct analyze_opts o = {.max_snapshots = cx->api->max_analyze_snapshots};
-    struct analysis *a = NULL;
-    skp_err err = analyze_segment_all(cx->api->store, segment_id, &o, &a);
-    reply_analysis(cx, err, a);
+    dispatch_simple(cx, AK_SEGMENT, segment_id);
 }

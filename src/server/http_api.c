@@ -153,6 +153,30 @@ json_t *http_read_json(struct http_ctx *cx)
     return j;
 }
 
+void http_job_dispatch(struct http_ctx *cx, struct http_job *j)
+{
+    j->api = cx->api;
+    j->req = cx->req;
+    if (cx->api->worker) {
+        skp_err err = http_worker_submit(cx->api->worker, j);
+        if (!err)
+            return;
+        j->destroy(j);
+        http_reply_error(cx, 503, "%s", err == SKP_EFULL ? "too many analyses in progress, retry"
+                                                         : "server is shutting down");
+        return;
+    }
+    j->run(j, cx->api->store);
+    http_reply_bytes(cx, j->code, j->content_type ? j->content_type : "application/json", j->body,
+                     j->body_len, j->disposition[0] ? "Content-Disposition" : NULL,
+                     j->disposition[0] ? j->disposition : NULL);
+    if (j->body_from_jansson)
+        free(j->body); /* allocated by jansson's allocator */
+    else
+        skpx_free(j->body);
+    j->destroy(j);
+}
+
 static int hexval(char c)
 {
     if (c >= '0' && c <= '9')
@@ -415,6 +439,13 @@ skp_err http_api_new(struct event_base *base, const struct http_api_opts *o, str
                                             EVHTTP_REQ_PUT | EVHTTP_REQ_DELETE |
                                             EVHTTP_REQ_OPTIONS | EVHTTP_REQ_PATCH);
     evhttp_set_gencb(h->http, on_request, h);
+    if (o->db_path) {
+        skp_err err = http_worker_start(base, o->db_path, &h->worker);
+        if (err) {
+            http_api_free(h);
+            return err;
+        }
+    }
     *out = h;
     return SKP_OK;
 oom:
@@ -472,6 +503,8 @@ void http_api_free(struct http_api *h)
 {
     if (!h)
         return;
+    /* The worker first: it holds requests that evhttp_free is about to release. */
+    http_worker_stop(h->worker);
     if (h->http)
         evhttp_free(h->http);
     skpx_free(h->api_token);

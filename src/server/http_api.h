@@ -24,6 +24,8 @@ struct http_api_opts {
     const char *api_token;             /* copied; NULL = no token needed */
     const char *web_root;              /* copied; NULL or missing folder = "UI not built" page */
     uint64_t max_analyze_snapshots;    /* 0 = unlimited */
+    const char *db_path;               /* copied; analyses/exports run on a worker thread with
+                                        * their own connection to it. NULL = on the loop. */
     int64_t (*now_ms)(void);           /* NULL = skpx_now_ms */
 };
 

@@ -1,7 +1,8 @@
 /* http_export.c - downloads of an analysis in exchange formats (export.h: pprof, collapsed,
  * speedscope, html, json) for a whole task or a segment (optionally a time window), with a
- * Content-Disposition attachment filename. Built without the exporters (SKP_HAVE_EXPORT unset,
- * while export.c does not exist yet) the routes answer 501. */
+ * Content-Disposition attachment filename, rendered as a worker job (http_worker.h). Built
+ * without the exporters (SKP_HAVE_EXPORT unset, while export.c does not exist yet) the routes
+ * answer 501. */
 #include <inttypes.h>
 #include <stdio.h>
 #include <string.h>
@@ -42,22 +43,115 @@ static bool parse_format(struct http_ctx *cx, enum export_format *f)
     return true;
 }
 
-static void render(struct http_ctx *cx, struct analysis *a, enum export_format f,
-                   const struct export_meta *meta, const char *kind, const char *id)
+struct export_job {
+    struct http_job base;
+    bool is_task;
+    char *id;
+    enum export_format format;
+    bool has_range;
+    int64_t start, end;
+    uint64_t max_snapshots;
+};
+
+static void export_destroy(struct http_job *j)
+{
+    struct export_job *e = (struct export_job *)j;
+    skpx_free(e->id);
+    skpx_free(e);
+}
+
+/* Renders `a` (consumed) as the job's response. */
+static void render(struct export_job *e, struct analysis *a, const struct export_meta *meta)
 {
     uint8_t *buf = NULL;
     size_t len = 0;
-    skp_err err = export_render(a, f, meta, &buf, &len);
+    skp_err err = export_render(a, e->format, meta, &buf, &len);
     analysis_free(a);
     if (err) {
-        http_reply_error(cx, 500, "export failed: %s", skp_strerror(err));
+        http_job_set_error(&e->base, 500, "export failed: %s", skp_strerror(err));
         return;
     }
-    char fname[192], disp[256];
-    make_filename(fname, sizeof(fname), kind, id, export_file_ext(f));
-    snprintf(disp, sizeof(disp), "attachment; filename=\"%s\"", fname);
-    http_reply_bytes(cx, 200, export_content_type(f), buf, len, "Content-Disposition", disp);
-    skpx_free(buf);
+    char fname[192];
+    make_filename(fname, sizeof(fname), e->is_task ? "task" : "segment", e->id,
+                  export_file_ext(e->format));
+    snprintf(e->base.disposition, sizeof(e->base.disposition), "attachment; filename=\"%s\"",
+             fname);
+    e->base.code = 200;
+    e->base.body = (char *)buf;
+    e->base.body_len = len;
+    e->base.body_from_jansson = false;
+    e->base.content_type = export_content_type(e->format);
+}
+
+static void export_run(struct http_job *j, struct store *st)
+{
+    struct export_job *e = (struct export_job *)j;
+    struct analyze_opts o = {.max_snapshots = e->max_snapshots};
+    struct analysis *a = NULL;
+    skp_err err;
+    if (e->is_task) {
+        struct store_task t = {0};
+        err = store_get_task(st, e->id, &t);
+        if (err) {
+            http_job_set_store_error(j, err, "task");
+            return;
+        }
+        err = analyze_task(st, e->id, &o, &a);
+        if (err) {
+            store_task_cleanup(&t);
+            analysis_free(a);
+            http_job_set_store_error(j, err, "analysis");
+            return;
+        }
+        char title[640];
+        snprintf(title, sizeof(title), "task %s %s", t.id, t.endpoint);
+        struct export_meta meta = {
+            .title = title,
+            .task_id = t.id,
+            .endpoint = t.endpoint,
+            .dump_period_ms = t.dump_period,
+            .time_ms = t.start_time,
+        };
+        render(e, a, &meta);
+        store_task_cleanup(&t);
+        return;
+    }
+    if (e->has_range) {
+        struct analyze_query q = {.segment_id = e->id, .start_ms = e->start, .end_ms = e->end};
+        err = analyze_segments(st, &q, 1, &o, &a);
+    } else {
+        err = analyze_segment_all(st, e->id, &o, &a);
+    }
+    if (err) {
+        analysis_free(a);
+        http_job_set_store_error(j, err, "analysis");
+        return;
+    }
+    char title[600];
+    snprintf(title, sizeof(title), "segment %s", e->id);
+    struct export_meta meta = {
+        .title = title,
+        .segment_id = e->id,
+        .time_ms = e->has_range ? e->start : 0,
+    };
+    render(e, a, &meta);
+}
+
+static struct export_job *export_job_new(struct http_ctx *cx, bool is_task, const char *id,
+                                         enum export_format f)
+{
+    struct export_job *e = skpx_calloc(1, sizeof(*e));
+    if (!e || !(e->id = skpx_strdup(id))) {
+        skpx_free(e);
+        http_reply_error(cx, 500, "out of memory");
+        return NULL;
+    }
+    e->base.run = export_run;
+    e->base.destroy = export_destroy;
+    e->is_task = is_task;
+    e->format = f;
+    e->max_snapshots = cx->api->max_analyze_snapshots;
+    return e;
 }
 
 void http_export_task(struct http_ctx *cx, const char *id)
@@ -65,32 +159,9 @@ void http_export_task(struct http_ctx *cx, const char *id)
     enum export_format f;
     if (!parse_format(cx, &f))
         return;
-    struct store_task t = {0};
-    skp_err err = store_get_task(cx->api->store, id, &t);
-    if (err) {
-        http_reply_store_error(cx, err, "task");
-        return;
-    }
-    struct analyze_opts o = {.max_snapshots = cx->api->max_analyze_snapshots};
-    struct analysis *a = NULL;
-    err = analyze_task(cx->api->store, id, &o, &a);
-    if (err) {
-        store_task_cleanup(&t);
-        analysis_free(a);
-        http_reply_store_error(cx, err, "analysis");
-        return;
-    }
-    char title[640];
-    snprintf(title, sizeof(title), "task %s %s", t.id, t.endpoint);
-    struct export_meta meta = {
-        .title = title,
-        .task_id = t.id,
-        .endpoint = t.endpoint,
-        .dump_period_ms = t.dump_period,
-        .time_ms = t.start_time,
-    };
-    render(cx, a, f, &meta, "task", id);
-    store_task_cleanup(&t);
+    struct export_job *e = export_job_new(cx, true, id, f);
+    if (e)
+        http_job_dispatch(cx, &e->base);
 }
 
 void http_export_segment(struct http_ctx *cx, const char *segment_id)
@@ -112,28 +183,13 @@ void http_export_segment(struct http_ctx *cx, const char *segment_id)
         http_reply_field_error(cx, 400, "start", "start is after end");
         return;
     }
-    struct analyze_opts o = {.max_snapshots = cx->api->max_analyze_snapshots};
-    struct analysis *a = NULL;
-    skp_err err;
-    if (has_start) {
-        struct analyze_query q = {.segment_id = segment_id, .start_ms = start, .end_ms = end};
-        err = analyze_segments(cx->api->store, &q, 1, &o, &a);
-    } else {
-        err = analyze_segment_all(cx->api->store, segment_id, &o, &a);
-    }
-    if (err) {
-        analysis_free(a);
-        http_reply_store_error(cx, err, "analysis");
+    struct export_job *e = export_job_new(cx, false, segment_id, f);
+    if (!e)
         return;
-    }
-    char title[600];
-    snprintf(title, sizeof(title), "segment %s", segment_id);
-    struct export_meta meta = {
-        .title = title,
-        .segment_id = segment_id,
-        .time_ms = has_start ? start : 0,
-    };
-    render(cx, a, f, &meta, "segment", segment_id);
+    e->has_range = has_start;
+    e->start = start;
+    e->end = end;
+    http_job_dispatch(cx, &e->base);
 }
 
 #else

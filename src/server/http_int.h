@@ -12,6 +12,7 @@
 #include <stdint.h>
 
 #include "server/http_api.h"
+#include "server/http_worker.h"
 
 /* Path segments a route may have (/api/v1/profile/segments/{id}/export has six). */
 #define HTTP_MAX_SEGMENTS 8
@@ -31,6 +32,7 @@ struct http_api {
     char *web_root;            /* NULL when the folder does not exist */
     uint64_t max_analyze_snapshots;
     int64_t (*now_ms)(void);
+    struct http_worker *worker; /* NULL: heavy reads run on the loop */
 };
 
 struct http_ctx {
@@ -80,6 +82,10 @@ void http_export_segment(struct http_ctx *cx, const char *segment_id);
 void http_services_list(struct http_ctx *cx);
 void http_services_instances(struct http_ctx *cx, const char *name);
 void http_static_serve(struct http_ctx *cx);
+
+/* Runs `j` on the worker (or inline without one) and replies with its result; takes
+ * ownership of j. Replies 503 if the worker queue is full. */
+void http_job_dispatch(struct http_ctx *cx, struct http_job *j);
 
 /* Task JSON with "status" and "logs" added; `task` is modified in place. */
 skp_err http_task_decorate(struct http_ctx *cx, json_t *task);

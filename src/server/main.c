@@ -215,6 +215,7 @@ int main(int argc, char **argv)
         .api_token = cfg.api_token,
         .web_root = web_root,
         .max_analyze_snapshots = cfg.max_analyze_snapshots,
+        .db_path = cfg.db_path,
     };
     err = http_api_new(d.base, &ho, &d.http);
     if (!err)

@@ -170,6 +170,32 @@ def t_client_vanishes():
     wait_until(lambda: S.metric("skyprof_snapshot_buffer_bytes") == 0, 20, what="buffers released")
 
 
+def t_http_client_gone_during_analysis():
+    """Analyses run on a worker thread and are answered later: clients that hang up before the
+    answer must not disturb the server (ASan checks the request lifetime)."""
+    st, doc = S.create_task("svc-gone")
+    tid = doc["id"]
+    S.snapshots([snap(tid, "seg-gone-%d" % (i // 500), i % 500, ["r", "a%d" % (i % 7), "b%d" % (i % 13)])
+                 for i in range(8000)])
+    body = b'[{"segmentId":"seg-gone-1","timeRange":{"start":0,"end":99999999999999}}]'
+    reqs = [b"GET /api/v1/profile/tasks/%s/analyze HTTP/1.1\r\nHost: x\r\n\r\n" % tid.encode(),
+            b"GET /api/v1/profile/tasks/%s/export?format=html HTTP/1.1\r\nHost: x\r\n\r\n" % tid.encode(),
+            b"POST /api/v1/profile/analyze HTTP/1.1\r\nHost: x\r\nContent-Length: %d\r\n\r\n%s"
+            % (len(body), body)]
+    for k in range(30):
+        with socket.create_connection(("127.0.0.1", S.http_port), timeout=10) as sk:
+            sk.sendall(reqs[k % 3])
+            sk.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))  # RST on close
+    # Pipelined requests on one connection that is then closed half-way.
+    with socket.create_connection(("127.0.0.1", S.http_port), timeout=10) as sk:
+        sk.sendall(reqs[0] * 5)
+    st, an = S.json("GET", "/api/v1/profile/tasks/%s/analyze" % tid, expect=200)
+    assert root_count(an) == 8000, root_count(an)
+    st, h, b = S.http("GET", "/api/v1/profile/tasks/%s/export?format=collapsed" % tid)
+    assert st in (200, 501), st
+    S.json("GET", "/healthz", expect=200)
+
+
 def t_readonly_and_restart():
     if not can_drop_privileges():
         print("skip: running as root without setpriv")
@@ -288,7 +314,8 @@ def main():
                              ("duplicates stored once", t_duplicates),
                              ("out-of-order sequences", t_out_of_order),
                              ("empty streams", t_empty_stream),
-                             ("client vanishes mid-stream", t_client_vanishes)]:
+                             ("client vanishes mid-stream", t_client_vanishes),
+                             ("HTTP client gone during an analysis", t_http_client_gone_during_analysis)]:
                 R.run(name, fn)
         finally:
             S.stop()

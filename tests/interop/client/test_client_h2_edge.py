@@ -22,7 +22,7 @@ import h2.errors  # noqa: E402
 import h2.events  # noqa: E402
 from common import Command_pb2, Common_pb2  # noqa: E402
 from profile import Profile_pb2  # noqa: E402
-from skp_harness import Results  # noqa: E402
+from skp_harness import Results, wait_until  # noqa: E402
 from test_client_interop import run_driver  # noqa: E402
 
 
@@ -54,6 +54,8 @@ class FakeH2Server:
         self.target = "127.0.0.1:%d" % self.port
         self.accepted = 0
         self.errors = []
+        self.resets = []          # (stream_id, error_code) of RST_STREAM frames received
+        self.request_headers = []  # header lists of the requests received
         self.stopping = threading.Event()
         self.thread = threading.Thread(target=self._serve, daemon=True)
         self.thread.start()
@@ -97,6 +99,13 @@ class FakeH2Server:
             for ev in conn.receive_data(data):
                 if isinstance(ev, h2.events.RequestReceived):
                     bodies[ev.stream_id] = b""
+                    self.request_headers.append([(bytes(k).decode() if isinstance(k, bytes) else k,
+                                                  bytes(v).decode() if isinstance(v, bytes) else v)
+                                                 for k, v in ev.headers])
+                    if self.mode == "hang":
+                        conn.send_headers(ev.stream_id, GRPC_HEADERS)
+                elif isinstance(ev, h2.events.StreamReset):
+                    self.resets.append((ev.stream_id, ev.error_code))
                 elif isinstance(ev, h2.events.DataReceived):
                     bodies[ev.stream_id] = bodies.get(ev.stream_id, b"") + ev.data
                     conn.acknowledge_received_data(ev.flow_controlled_length, ev.stream_id)
@@ -143,6 +152,8 @@ class FakeH2Server:
             conn.send_headers(sid, GRPC_HEADERS + [("grpc-status", "7"),
                                                    ("grpc-message", "no%20way %E2%9C%93")],
                               end_stream=True)
+        elif m == "hang":
+            pass  # headers were sent on arrival; never answer
         elif m in ("ok", "ok_then_close"):
             conn.send_headers(sid, GRPC_HEADERS)
             conn.send_data(sid, msg)
@@ -199,6 +210,29 @@ def t_reconnect_after_server_close():
         srv.close()
 
 
+def t_deadline_sends_cancel():
+    """The client's deadline expires on a server that never answers: the stream is reset with
+    CANCEL (seen by the server), the grpc-timeout header carried the deadline, and the
+    connection stays usable (the peer speaks HTTP/2)."""
+    srv = FakeH2Server("hang")
+    try:
+        kv, out = run_driver(["unary", srv.target, "--timeout", "400", "--expect", "ETIMEDOUT"])
+        wait_until(lambda: srv.resets, 10, what="RST_STREAM at the server")
+        assert srv.resets[0][1] == h2.errors.ErrorCodes.CANCEL, srv.resets
+        hdrs = dict(srv.request_headers[0])
+        tmo = hdrs["grpc-timeout"]
+        assert tmo.endswith("m") and 0 < int(tmo[:-1]) <= 400, tmo
+        for k, v in ((":method", "POST"), (":scheme", "http"), ("content-type", "application/grpc"),
+                     ("te", "trailers"), (":authority", srv.target),
+                     (":path", "/skywalking.v3.ProfileTask/getProfileTaskCommands")):
+            assert hdrs.get(k) == v, (k, hdrs)
+        assert hdrs["user-agent"] == "skyprof-interop-driver", hdrs
+        assert "authentication" not in hdrs, hdrs
+        assert kv["connects"] == "1", out
+    finally:
+        srv.close()
+
+
 def t_keepalive_reuse():
     srv = FakeH2Server("ok")
     try:
@@ -216,6 +250,7 @@ def main():
     r.run("trailers_only_status", t_trailers_only_status)
     r.run("reconnect_after_server_close", t_reconnect_after_server_close)
     r.run("keepalive_reuse", t_keepalive_reuse)
+    r.run("deadline_sends_cancel", t_deadline_sends_cancel)
     r.finish()
 
 

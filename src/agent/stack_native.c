@@ -8,9 +8,9 @@
  * a period signals every thread that was captured in the previous period ("hot") at once, and
  * the following captures of that period collect results that are already there or on their way.
  * A preempted thread's stack does not change until it runs, so a late handler still records the
- * stack of the moment the signal was sent. A prefetched result is used only if it was sent after
- * the thread's previous capture and less than one observed capture period ago; older ones are
- * discarded and re-requested.
+ * stack of the moment the signal was sent. A prefetched request is used only within the round
+ * that sent it (a round starts at the first capture that finds no request of its own waiting),
+ * and only threads whose capture is due (not captured in the running iteration) are prefetched.
  *
  * Threading: thread_attach runs on request threads, capture on the sampler thread, symbolize on
  * the channel thread, release on either, destroy on the thread stopping the agent. `mu` guards
@@ -35,8 +35,6 @@
 #define NATIVE_CAPTURE_GONE (-1)
 #define NATIVE_CAPTURE_LOST (-2)
 #define NATIVE_CAPTURE_FAILED (-3)
-/* A prefetched result younger than this is always usable (periods below 2 ms are benchmarks). */
-#define NATIVE_PREFETCH_MIN_AGE_NS (2 * 1000 * 1000)
 
 struct native_thread {
     struct skp__native_target target;
@@ -45,6 +43,7 @@ struct native_thread {
     /* Round bookkeeping, under g_src.mu (the sampler side). */
     uint32_t seq;          /* outstanding engine request, 0 = none */
     int64_t req_ns;        /* when it was sent */
+    uint64_t round;        /* g_src.round it was sent in */
     int64_t last_capture_ns;
     int64_t period_ns;     /* interval between the last two captures, 0 = unknown */
     bool hot;              /* captured last period: prefetch it */
@@ -57,6 +56,7 @@ static struct native_source {
     struct skp__symbolizer *sym; /* created on first symbolize */
     uintptr_t *pcs;              /* SKP_NATIVE_MAX_FRAMES entries, created on first capture */
     struct skp__symbolizer_stats sym_last; /* kept across destroy for skyprof_native_get_stats */
+    uint64_t round;              /* bumped by every capture that starts a round */
     uint64_t prefetched;         /* requests sent ahead for other threads */
     uint64_t prefetch_used;
     _Atomic uint64_t refused_blocked; /* attaches refused: the thread blocks our signal */
@@ -154,40 +154,46 @@ static void native_thread_release(void *ud, void *thread_handle)
     skpx_free(h);
 }
 
-static bool prefetch_usable(const struct native_thread *h, int64_t now)
+/* True when h's outstanding request was sent in the round running now: every capture of a
+ * sampler iteration after the first finds its thread's request there. A request left over from
+ * an iteration that skipped h belongs to an older round and is not used. */
+static bool prefetch_usable(const struct native_thread *h)
 {
-    if (!h->seq || h->req_ns <= h->last_capture_ns)
-        return false;
-    /* Sent after h's last capture and less than one of h's capture periods ago: it belongs to
-     * the sampler iteration running now (an iteration that waited long for a slow thread also
-     * shows in h's period). A request left over from an iteration that skipped h is older. */
-    int64_t max_age = h->period_ns;
-    if (max_age < NATIVE_PREFETCH_MIN_AGE_NS)
-        max_age = NATIVE_PREFETCH_MIN_AGE_NS;
-    return now - h->req_ns < max_age;
+    return h->seq && h->round == g_src.round && h->req_ns > h->last_capture_ns;
 }
 
-/* Sends h's request (or keeps a usable one) and prefetches the other hot threads. Caller holds
- * mu. Returns the engine error for h. */
+/* True when o was not captured in the current iteration: its last capture is at least half of
+ * its own capture period ago. Prefetching a thread captured moments ago would hand it, in the
+ * next iteration, a stack one period old. */
+static bool capture_due(const struct native_thread *o, int64_t now)
+{
+    return !o->last_capture_ns || now - o->last_capture_ns >= o->period_ns / 2;
+}
+
+/* Sends h's request (or keeps a usable one); if that starts a new round, prefetches the other
+ * hot threads that are due. Caller holds mu. Returns the engine error for h. */
 static skp_err start_round(struct native_thread *h, uint32_t cap, int64_t now)
 {
     skp_err err = SKP_OK;
-    if (prefetch_usable(h, now)) {
+    if (prefetch_usable(h)) {
         g_src.prefetch_used++;
         return SKP_OK;
     }
+    g_src.round++;
     err = skp__native_request(h->slot, &h->target, cap, &h->seq);
     if (err) {
         h->seq = 0;
         return err;
     }
     h->req_ns = now;
+    h->round = g_src.round;
     for (int i = 0; i < SKP_NATIVE_MAX_TARGETS; i++) {
         struct native_thread *o = g_src.by_slot[i];
-        if (!o || o == h || !o->hot || prefetch_usable(o, now))
+        if (!o || o == h || !o->hot || !capture_due(o, now))
             continue;
         if (skp__native_request(o->slot, &o->target, cap, &o->seq) == SKP_OK) {
             o->req_ns = now;
+            o->round = g_src.round;
             g_src.prefetched++;
         } else {
             o->seq = 0;

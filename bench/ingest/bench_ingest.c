@@ -8,7 +8,8 @@
  * that every snapshot was stored.
  *
  * Usage: bench_ingest [--snapshots N] [--clients C] [--stream-size S] [--stacks D]
- *                     [--skyprofd PATH] [--keep-db]
+ *                     [--skyprofd PATH] [--keep-db] [--analyze-while]
+ * --analyze-while keeps requesting the whole task's analysis over HTTP during the ingest.
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -267,6 +268,26 @@ static void *client_main(void *ud)
     return NULL;
 }
 
+/* --analyze-while: a thread that keeps analysing the whole task over HTTP during the ingest
+ * (analyses run on skyprofd's worker thread, so ingestion should not wait for them). */
+static volatile int analysing = 1;
+static uint64_t n_analyses;
+static int http_port_g;
+
+static char *http(int port, const char *method, const char *path, const char *body);
+
+static void *analyse_loop(void *ud)
+{
+    (void)ud;
+    char path[400];
+    snprintf(path, sizeof(path), "/api/v1/profile/tasks/%s/analyze", task_id);
+    while (analysing) {
+        if (http(http_port_g, "GET", path, NULL))
+            n_analyses++;
+    }
+    return NULL;
+}
+
 static volatile int sampling = 1;
 static uint64_t peak_rss;
 
@@ -313,6 +334,7 @@ int main(int argc, char **argv)
     uint64_t total = 1000000, stream_size = 10000;
     int n_clients = 2;
     int keep = 0;
+    int analyze_while = 0;
     const char *exe = SKP_BENCH_SKYPROFD;
     for (int i = 1; i < argc; i++) {
         if (!strcmp(argv[i], "--snapshots") && i + 1 < argc)
@@ -327,9 +349,11 @@ int main(int argc, char **argv)
             exe = argv[++i];
         else if (!strcmp(argv[i], "--keep-db"))
             keep = 1;
+        else if (!strcmp(argv[i], "--analyze-while"))
+            analyze_while = 1;
         else {
             fprintf(stderr, "usage: %s [--snapshots N] [--clients C] [--stream-size S] "
-                            "[--stacks D] [--skyprofd PATH] [--keep-db]\n", argv[0]);
+                            "[--stacks D] [--skyprofd PATH] [--keep-db] [--analyze-while]\n", argv[0]);
             return 2;
         }
     }
@@ -361,10 +385,13 @@ int main(int argc, char **argv)
     uint64_t idle_rss = rss_of(d.pid);
 
     struct client cl[MAX_CLIENTS];
-    pthread_t th[MAX_CLIENTS], sampler;
+    pthread_t th[MAX_CLIENTS], sampler, analyser;
+    http_port_g = d.http_port;
     memset(cl, 0, sizeof(cl));
     pthread_create(&sampler, NULL, rss_sampler, &d.pid);
     double cpu0 = cpu_seconds(d.pid);
+    if (analyze_while)
+        pthread_create(&analyser, NULL, analyse_loop, NULL);
     int64_t t0 = skpx_mono_ns();
     for (int i = 0; i < n_clients; i++) {
         cl[i] = (struct client){.idx = i, .port = d.grpc_port, .stream_size = stream_size,
@@ -385,6 +412,10 @@ int main(int argc, char **argv)
     }
     double secs = (double)(skpx_mono_ns() - t0) / 1e9;
     double cpu = cpu_seconds(d.pid) - cpu0;
+    if (analyze_while) {
+        analysing = 0;
+        pthread_join(analyser, NULL);
+    }
     sampling = 0;
     pthread_join(sampler, NULL);
     uint64_t after_rss = rss_of(d.pid);
@@ -428,6 +459,10 @@ int main(int argc, char **argv)
     printf("  %-28s %10.1f MB   (%.0f bytes/snapshot)\n", "database + WAL",
            mb((uint64_t)(sb.st_size + sw.st_size)),
            acked ? (double)(sb.st_size + sw.st_size) / (double)acked : 0.0);
+    if (analyze_while)
+        printf("  %-28s %12" PRIu64 "   (whole-task analyses served during the ingest; their CPU is "
+               "included above)\n",
+               "concurrent analyses", n_analyses);
     printf("  skyprofd exit: %d\n", WIFEXITED(status) ? WEXITSTATUS(status) : -1);
     if (!keep) {
         unlink(db);

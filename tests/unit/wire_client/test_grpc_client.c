@@ -283,6 +283,51 @@ static void test_backoff_expires(void **state)
     close(hold);
 }
 
+static void test_connect_timeout(void **state)
+{
+    (void)state;
+    /* A listener with a full accept queue drops further SYNs: connect() stays pending. */
+    int port;
+    int lfd = listen_any(&port);
+    assert_int_equal(listen(lfd, 0), 0);
+    int fill[3];
+    struct sockaddr_in a = {.sin_family = AF_INET, .sin_port = htons((uint16_t)port),
+                            .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
+    for (int i = 0; i < 3; i++) {
+        fill[i] = socket(AF_INET, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+        assert_true(fill[i] >= 0);
+        (void)connect(fill[i], (struct sockaddr *)&a, sizeof(a));
+    }
+    skpx_sleep_ns(100 * 1000000LL); /* let the queued handshakes settle */
+    char target[64];
+    snprintf(target, sizeof(target), "127.0.0.1:%d", port);
+    struct skpx_grpc_client_opts o = {.target = target, .connect_timeout_ms = 300,
+                                      .backoff_min_ms = 60000};
+    struct skpx_grpc_client *c = NULL;
+    assert_int_equal(skpx_grpc_client_new(&o, &c), SKP_OK);
+    struct skpx_grpc_result res;
+    int64_t t0 = skpx_mono_ms();
+    assert_int_equal(query(c, 5000, &res), SKP_EUNAVAILABLE);
+    int64_t dt = skpx_mono_ms() - t0;
+    assert_non_null(strstr(res.message, "timed out"));
+    assert_true(dt >= 250 && dt < PROMPT_BOUND_MS);
+    struct skpx_grpc_client_stats st;
+    skpx_grpc_client_get_stats(c, &st);
+    assert_int_equal(st.connect_failures, 1);
+    skpx_grpc_client_free(c);
+    /* A call deadline shorter than the connect timeout bounds the connect too: with a 60 s
+     * connect timeout, a 100 ms call returns long before. */
+    o.connect_timeout_ms = 60000;
+    assert_int_equal(skpx_grpc_client_new(&o, &c), SKP_OK);
+    t0 = skpx_mono_ms();
+    assert_int_equal(query(c, 100, &res), SKP_EUNAVAILABLE);
+    assert_true(skpx_mono_ms() - t0 < PROMPT_BOUND_MS);
+    skpx_grpc_client_free(c);
+    for (int i = 0; i < 3; i++)
+        close(fill[i]);
+    close(lfd);
+}
+
 static void test_silent_peer_deadline(void **state)
 {
     (void)state;
@@ -514,6 +559,7 @@ int main(void)
         cmocka_unit_test(test_bad_call_args),
         cmocka_unit_test(test_refused_then_backoff),
         cmocka_unit_test(test_backoff_expires),
+        cmocka_unit_test(test_connect_timeout),
         cmocka_unit_test(test_silent_peer_deadline),
         cmocka_unit_test(test_peer_closes_after_accept),
         cmocka_unit_test(test_stream_to_peer_that_closes_no_sigpipe),

@@ -15,6 +15,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "common/alloc.h"
@@ -40,7 +41,15 @@ struct bench_server {
     int stop_pipe[2];
     uint16_t port;
     uint64_t bad_messages; /* messages whose content was not what the client sent */
+    int64_t cpu_ns;        /* CPU time of the server thread (load-independent cost) */
 };
+
+static int64_t thread_cpu_ns(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
+    return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
+}
 
 struct stream_count {
     uint64_t n;
@@ -141,7 +150,9 @@ static void server_cleanup(struct bench_server *bs)
 static void *server_thread(void *arg)
 {
     struct bench_server *bs = arg;
+    int64_t t0 = thread_cpu_ns();
     event_base_dispatch(bs->base);
+    bs->cpu_ns = thread_cpu_ns() - t0;
     return NULL;
 }
 
@@ -303,12 +314,15 @@ int main(int argc, char **argv)
            gen_packed_size());
     int rc = 0;
     (void)run_stream(cl, 1000); /* warm-up: connect, grow buffers */
+    uint64_t n_sent = 0;
+    int64_t client_cpu0 = thread_cpu_ns();
     for (int s = 0; s < n_sizes; s++) {
         double rates[BENCH_MAX_ROUNDS];
         for (int r = 0; r < rounds; r++) {
             rates[r] = run_stream(cl, sizes[s]);
             if (rates[r] < 0)
                 rc = 1;
+            n_sent += sizes[s];
         }
         qsort(rates, (size_t)rounds, sizeof(double), cmp_double);
         printf("skyprof client -> skyprof server: %8llu msgs/stream: median %.0f msg/s "
@@ -316,10 +330,17 @@ int main(int argc, char **argv)
                (unsigned long long)sizes[s], rates[rounds / 2], rates[0], rates[rounds - 1],
                rounds);
     }
+    int64_t client_cpu = thread_cpu_ns() - client_cpu0;
     skpx_grpc_client_free(cl);
     if (write(bs.stop_pipe[1], "x", 1) != 1)
         rc = 1;
     pthread_join(th, NULL);
+    /* CPU per message does not depend on what else the machine runs (wall-clock rates do). */
+    uint64_t n_all = n_sent + 1000;
+    printf("CPU per message: client %.0f ns (%.0f msg/s per core), server %.0f ns "
+           "(%.0f msg/s per core, incl. protobuf decode)\n",
+           (double)client_cpu / (double)n_sent, 1e9 * (double)n_sent / (double)client_cpu,
+           (double)bs.cpu_ns / (double)n_all, 1e9 * (double)n_all / (double)bs.cpu_ns);
     if (bs.bad_messages) {
         fprintf(stderr, "server saw %llu unexpected messages\n",
                 (unsigned long long)bs.bad_messages);

@@ -19,9 +19,11 @@ ref=$(PYTHONPATH="$BUILD/pystubs" /usr/bin/python3 "$SRC/bench/wire/grpcio_strea
       --messages 10000 --rounds 3)
 echo "$ours"
 echo "$ref"
-o=$(echo "$ours" | awk '/ 10000 msgs/ {for (i=1;i<=NF;i++) if ($i=="median") print $(i+1)}')
+o10=$(echo "$ours" | awk '/ 10000 msgs/ {for (i=1;i<=NF;i++) if ($i=="median") print $(i+1)}')
+o100=$(echo "$ours" | awk '/ 100000 msgs/ {for (i=1;i<=NF;i++) if ($i=="median") print $(i+1)}')
 r=$(echo "$ref" | awk '{for (i=1;i<=NF;i++) if ($i=="median") print $(i+1)}')
-printf '%-40s %12s\n' "pair (10,000-message streams)" "msg/s"
-printf '%-40s %12s\n' "skyprof client -> skyprof server" "$o"
-printf '%-40s %12s\n' "grpcio client  -> skyprof server" "$r"
-awk -v o="$o" -v r="$r" 'BEGIN { if (r > 0) printf "%-40s %11.1fx\n", "ratio", o / r }'
+echo
+printf '%-46s %12s %12s\n' "median msg/s" "10k stream" "100k stream"
+printf '%-46s %12s %12s\n' "skyprof client (C) -> skyprof server" "$o10" "$o100"
+printf '%-46s %12s %12s\n' "grpcio client (Python) -> skyprof server" "$r" "-"
+awk -v o="$o10" -v r="$r" 'BEGIN { if (r > 0) printf "%-46s %11.1fx\n", "ratio (10k streams)", o / r }'

@@ -20,3 +20,29 @@ target_compile_options(test_agent_tsan PRIVATE -fsanitize=thread -g -O1 -Wall -W
 target_link_options(test_agent_tsan PRIVATE -fsanitize=thread)
 find_package(Threads REQUIRED)
 target_link_libraries(test_agent_tsan PRIVATE Threads::Threads)
+
+# The agent unit tests that use threads (slots + sampler, the channel with the real start/stop
+# path) under TSan too. They need the generated protobuf-c code of the main build (SKP_GEN_DIR)
+# and the wire client.
+if(SKP_GEN_DIR AND EXISTS ${SKP_GEN_DIR}/profile/Profile.pb-c.c)
+  find_package(PkgConfig REQUIRED)
+  pkg_check_modules(PROTOBUFC REQUIRED IMPORTED_TARGET libprotobuf-c)
+  pkg_check_modules(NGHTTP2 REQUIRED IMPORTED_TARGET libnghttp2)
+  pkg_check_modules(CMOCKA REQUIRED IMPORTED_TARGET cmocka)
+  file(GLOB agent_src ${A}/*.c)
+  list(FILTER agent_src EXCLUDE REGEX "/(stack_native|symbolize)[^/]*\\.c$")
+  file(GLOB_RECURSE gen_src ${SKP_GEN_DIR}/*.pb-c.c)
+  add_library(agent_tsan STATIC ${agent_src} ${gen_src} ${SKP_ROOT}/src/wire/grpc_client.c
+              ${SKP_ROOT}/src/wire/grpc_frame.c ${C}/alloc.c ${C}/clock.c ${C}/log.c ${C}/err.c)
+  target_include_directories(agent_tsan PUBLIC ${SKP_ROOT}/src ${SKP_ROOT}/include ${SKP_GEN_DIR})
+  target_compile_definitions(agent_tsan PUBLIC _GNU_SOURCE SKP_VERSION="tsan")
+  target_compile_options(agent_tsan PUBLIC -fsanitize=thread -g -O1)
+  target_link_libraries(agent_tsan PUBLIC PkgConfig::PROTOBUFC PkgConfig::NGHTTP2 Threads::Threads)
+  foreach(t test_agent_slots test_agent_channel)
+    add_executable(${t}_tsan ${SKP_ROOT}/tests/unit/agent/${t}.c
+                   ${SKP_ROOT}/tests/unit/agent/fakes.c)
+    target_include_directories(${t}_tsan PRIVATE ${SKP_ROOT}/tests)
+    target_link_libraries(${t}_tsan PRIVATE agent_tsan PkgConfig::CMOCKA)
+    target_link_options(${t}_tsan PRIVATE -fsanitize=thread)
+  endforeach()
+endif()

@@ -278,6 +278,32 @@ static void test_sampler_thread_runs_and_stops(void **state)
     env_free(e);
 }
 
+static void test_sampler_skips_late_ticks(void **state)
+{
+    (void)state;
+    struct env *e = env_new(5, 0, 9, 2);
+    e->s.clock = &skp__clock_real;
+    atomic_store(&e->src.capture_sleep_us, 25000); /* each capture takes 2.5 periods */
+    struct skp__profiling_ref r;
+    assert_true(skp__task_ctx_attempt(&e->ctx, "/ep", "seg", skpx_now_ms() - 10, 1, &r));
+    int64_t t0 = skpx_mono_ns();
+    assert_int_equal(skp__sampler_start(&e->s, 10, skpx_now_ms() + 60000), SKP_OK);
+    int64_t deadline = skpx_mono_ms() + 10000;
+    while (atomic_load(&e->s.captured) < 6 && skpx_mono_ms() < deadline)
+        usleep(5000);
+    skp__sampler_stop(&e->s);
+    int64_t elapsed = skpx_mono_ns() - t0;
+    uint64_t runs = atomic_load(&e->s.runs);
+    /* missed ticks are skipped, not run back to back: every run took >= 25 ms */
+    assert_true(atomic_load(&e->s.late_ticks) > 0);
+    assert_true(runs <= (uint64_t)(elapsed / 25000000) + 1);
+    skp__task_ctx_release(&r);
+    struct skp__snapshot *s;
+    while ((s = skp__snapshot_queue_pop(&e->q)))
+        skp__snapshot_free(s);
+    env_free(e);
+}
+
 /* --- concurrency ----------------------------------------------------------------------------- */
 #define STRESS_THREADS 6
 #define STRESS_ITERS 3000
@@ -364,6 +390,7 @@ int main(void)
         cmocka_unit_test(test_max_profiling_time),
         cmocka_unit_test(test_depth_truncation_in_sampler),
         cmocka_unit_test(test_sampler_thread_runs_and_stops),
+        cmocka_unit_test(test_sampler_skips_late_ticks),
         cmocka_unit_test(test_concurrent_slots),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

@@ -419,6 +419,18 @@ def t_api_token():
             srv.stop()
 
 
+def t_max_analyze_snapshots():
+    with tempdir() as d:
+        srv = Skyprofd(os.path.join(d, "db"), "--max-analyze-snapshots", "3", name="skyprofd-cap")
+        try:
+            srv.snapshots([snap("t-cap", "seg-cap", i, ["a", "b"]) for i in range(5)])
+            st, an = srv.json("GET", "/api/v1/profile/segments/seg-cap/analyze", expect=200)
+            assert root_count(an) == 3, an
+            assert an["tip"] and "5" in an["tip"] and "3" in an["tip"], an["tip"]
+        finally:
+            srv.stop()
+
+
 def t_command_line():
     import subprocess
     from skyprofd_util import SKYPROFD
@@ -465,6 +477,7 @@ def main():
         finally:
             S.stop()
     R.run("command line", t_command_line)
+    R.run("--max-analyze-snapshots", t_max_analyze_snapshots)
     R.run("static files", t_static_files)
     R.run("api token", t_api_token)
     R.finish()

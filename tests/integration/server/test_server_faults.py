@@ -104,7 +104,7 @@ def t_duplicates():
     snaps = [snap(tid, "seg-dup", s, st_, 1700000000000 + t) for s, t, st_ in EXAMPLE]
     S.snapshots(snaps)
     before = S.metric("skyprof_snapshots_duplicate_total")
-    S.snapshots(snaps)  # resent stream
+    S.snapshots(snaps, path="/ProfileTask/collectSnapshot")  # resent stream, compat path
     S.snapshots(snaps[:2] + snaps[:2])  # duplicates inside one stream
     assert seg_count(S, "seg-dup") == 5
     assert S.metric("skyprof_snapshots_duplicate_total") - before == 9

@@ -179,11 +179,18 @@ def t_snapshots_segments_analyze_finish():
                                       operationName="/pay", spanType=Tracing_pb2.Entry, spanLayer=Tracing_pb2.Http,
                                       componentId=1)])
     S.stream(V3 + "TraceSegmentReportService/collect", [seg])
+    seg_b = Tracing_pb2.SegmentObject(
+        traceId="trace-2", traceSegmentId="seg-B", service="svc-snap", serviceInstance="inst-s",
+        spans=[Tracing_pb2.SpanObject(spanId=0, parentSpanId=-1, startTime=t0 + 4990, endTime=t0 + 5100,
+                                      operationName="/pay", spanType=Tracing_pb2.Entry, componentId=1)])
+    S.unary("/TraceSegmentReportService/collectInSync", Tracing_pb2.SegmentCollection(segments=[seg_b]))
     st, segs = S.json("GET", "/api/v1/profile/tasks/%s/segments" % q(tid), expect=200)
     ids = sorted(s["segmentId"] for s in segs)
     assert ids == ["seg-A", "seg-B"], segs
     a = [s for s in segs if s["segmentId"] == "seg-A"][0]
     assert a["traceId"] == "trace-1" and a["spans"] and a["spans"][0]["endpointName"] == "/pay", a
+    b = [s for s in segs if s["segmentId"] == "seg-B"][0]
+    assert b["traceId"] == "trace-2" and len(b["spans"]) == 1 and b["spans"][0]["profiled"], b
     # Analyze seg-A over its window (POST, the UI's call).
     st, an = S.json("POST", "/api/v1/profile/analyze",
                     [{"segmentId": "seg-A", "timeRange": {"start": t0, "end": t0 + 1040}}], expect=200)

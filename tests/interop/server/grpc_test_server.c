@@ -219,7 +219,8 @@ static void report_end(struct skpx_grpc_call *call, void *ud)
 }
 
 /* ---- goProfileReport: answered asynchronously from a timer after the stream ends, like the
- * backend's ack after a storage commit. A non-empty payload "fail" answers DATA_LOSS. */
+ * backend's ack after a storage commit (TEST_ASYNC_DELAY_MS, or `x-delay-ms` metadata).
+ * A payload "fail" answers DATA_LOSS. */
 
 static int go_message(struct skpx_grpc_call *call, void *ud, const ProtobufCMessage *msg,
                       const uint8_t *raw, size_t raw_len)
@@ -259,7 +260,10 @@ static void go_end(struct skpx_grpc_call *call, void *ud)
     (void)ud;
     struct stream_state *st = state_of(call);
     st->timer = evtimer_new(g_base, go_timer_cb, st);
-    struct timeval tv = {0, TEST_ASYNC_DELAY_MS * 1000};
+    /* `x-delay-ms` metadata overrides the delay (tests that cancel first use a long one). */
+    const char *delay = skpx_grpc_call_metadata(call, "x-delay-ms");
+    long ms = delay ? strtol(delay, NULL, 10) : TEST_ASYNC_DELAY_MS;
+    struct timeval tv = {ms / 1000, (ms % 1000) * 1000};
     evtimer_add(st->timer, &tv);
     printf("ASYNC_WAIT\n");
     fflush(stdout);

@@ -222,10 +222,10 @@ def t_async_finish():
     with channel() as ch:
         stub = Profile_pb2_grpc.ProfileTaskStub(ch)
         data = [Profile_pb2.GoProfileData(taskId="g", payload=b"p" * k) for k in range(1, 51)]
-        t0 = time.monotonic()
+        waits = SRV.proc.output().count("ASYNC_WAIT")
         a = args_of(stub.goProfileReport(iter(data), timeout=10))
         assert a == {"count": "50", "bytes": str(sum(range(1, 51)))}, a
-        assert time.monotonic() - t0 >= 0.1  # answered from the timer, not at once
+        assert SRV.proc.output().count("ASYNC_WAIT") == waits + 1  # answered from the timer
         e = expect_code(lambda: stub.goProfileReport(iter([Profile_pb2.GoProfileData(payload=b"fail")]), timeout=10),
                         grpc.StatusCode.DATA_LOSS)
         assert e.details() == "commit failed: 100% \u2717", repr(e.details())
@@ -254,12 +254,14 @@ def t_client_cancels():
         gate.set()
         assert f.cancelled()
         waits = SRV.proc.output().count("ASYNC_WAIT")
-        f = stub.goProfileReport.future(iter([Profile_pb2.GoProfileData(payload=b"a")]), timeout=30)
+        f = stub.goProfileReport.future(iter([Profile_pb2.GoProfileData(payload=b"a")]), timeout=30,
+                                        metadata=[("x-delay-ms", "60000")])
         wait_until(lambda: SRV.proc.output().count("ASYNC_WAIT") > waits, 10, what="async call pending")
         f.cancel()
         assert f.cancelled()
         # Deadline expiry: the client resets the stream; the server must close the call.
-        expect_code(lambda: stub.goProfileReport(iter([Profile_pb2.GoProfileData(payload=b"a")]), timeout=0.05),
+        expect_code(lambda: stub.goProfileReport(iter([Profile_pb2.GoProfileData(payload=b"a")]), timeout=0.2,
+                                                 metadata=[("x-delay-ms", "60000")]),
                     grpc.StatusCode.DEADLINE_EXCEEDED)
         stub.getProfileTaskCommands(Profile_pb2.ProfileTaskCommandQuery(), timeout=10)
 
@@ -538,11 +540,13 @@ def t_graceful_shutdown():
     assert calls and calls.group(1) == calls.group(2), out[-2000:]
     stats = dict(re.findall(r"(\w+)=(\d+)", re.search(r"^STATS .*$", out, re.M).group(0)))
     assert int(stats["open"]) == 0, stats
-    assert int(stats["protocol_errors"]) >= 5, stats
+    # garbage, truncated preface, bad SETTINGS length, DATA on an idle stream, broken HPACK
+    assert int(stats["protocol_errors"]) == 5, stats
     assert int(stats["failed"]) >= 10, stats
     assert int(stats["messages"]) >= 20000, stats
     assert re.search(r"^LIVE_BYTES 0$", out, re.M), out[-2000:]
     check_sanitizer_clean(SRV.proc)
+    print(re.search(r"^STATS .*$", out, re.M).group(0))
 
 
 def t_connection_limit_and_grace_timeout():

@@ -290,6 +290,69 @@ static void test_unary_and_stream(void **state)
     server_kill(&s);
 }
 
+/* Messages larger than a DATA frame (~70 KiB each) are split across frames via the staging
+ * buffer; small and large messages alternate so frame boundaries fall everywhere. */
+struct big_src {
+    long n_total;
+    long n_sent;
+    Skywalking__V3__ThreadSnapshot snap;
+    Skywalking__V3__ThreadStack big;
+    Skywalking__V3__ThreadStack small;
+    char *frames[1000];
+    char frame[72];
+};
+
+static int next_big(void *ud, const ProtobufCMessage **msg)
+{
+    struct big_src *s = ud;
+    if (s->n_sent >= s->n_total)
+        return 0;
+    s->snap.stack = (s->n_sent % 3 == 0) ? &s->small : &s->big;
+    s->snap.sequence = (int32_t)s->n_sent++;
+    *msg = &s->snap.base;
+    return 1;
+}
+
+static void test_messages_larger_than_a_frame(void **state)
+{
+    (void)state;
+    struct server s;
+    server_start(&s);
+    struct skpx_grpc_client *c = client_for(s.port);
+    struct big_src *b = skpx_calloc(1, sizeof(*b));
+    assert_non_null(b);
+    Skywalking__V3__ThreadSnapshot snap = SKYWALKING__V3__THREAD_SNAPSHOT__INIT;
+    Skywalking__V3__ThreadStack st1 = SKYWALKING__V3__THREAD_STACK__INIT;
+    Skywalking__V3__ThreadStack st2 = SKYWALKING__V3__THREAD_STACK__INIT;
+    b->snap = snap;
+    b->big = st1;
+    b->small = st2;
+    memset(b->frame, 'x', sizeof(b->frame) - 1);
+    for (int i = 0; i < 1000; i++)
+        b->frames[i] = b->frame;
+    b->big.n_codesignatures = 1000;
+    b->big.codesignatures = b->frames;
+    b->small.n_codesignatures = 3;
+    b->small.codesignatures = b->frames;
+    b->snap.taskid = "task";
+    b->snap.tracesegmentid = "segment";
+    b->n_total = 300;
+    assert_true(protobuf_c_message_get_packed_size(&b->big.base) > 64 * 1024);
+    struct skpx_grpc_result res;
+    ProtobufCMessage *resp = NULL;
+    assert_int_equal(skpx_grpc_client_stream(c, PATH_SNAPSHOT, next_big, b,
+                                             &skywalking__v3__commands__descriptor, &resp, 30000,
+                                             &res),
+                     SKP_OK);
+    const char *n = ack_count(resp);
+    assert_non_null(n);
+    assert_string_equal(n, "300");
+    protobuf_c_message_free_unpacked(resp, NULL);
+    skpx_free(b);
+    skpx_grpc_client_free(c);
+    server_kill(&s);
+}
+
 static void test_graceful_shutdown_then_new_server(void **state)
 {
     (void)state;
@@ -379,6 +442,7 @@ int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_unary_and_stream),
+        cmocka_unit_test(test_messages_larger_than_a_frame),
         cmocka_unit_test(test_graceful_shutdown_then_new_server),
         cmocka_unit_test(test_unary_alloc_faults),
         cmocka_unit_test(test_stream_alloc_faults),

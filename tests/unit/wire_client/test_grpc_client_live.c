@@ -282,6 +282,21 @@ static void test_unary_and_stream(void **state)
     assert_int_equal(st.calls_ok, 7);
     assert_int_equal(st.calls_failed, 0);
     assert_true(st.bytes_sent > 50000u * 900u);
+    /* A unary request spanning several DATA frames. */
+    char *big = skpx_malloc(100 * 1024 + 1);
+    assert_non_null(big);
+    memset(big, 's', 100 * 1024);
+    big[100 * 1024] = '\0';
+    Skywalking__V3__ProfileTaskCommandQuery q = SKYWALKING__V3__PROFILE_TASK_COMMAND_QUERY__INIT;
+    q.service = big;
+    ProtobufCMessage *resp = NULL;
+    assert_int_equal(skpx_grpc_client_unary(c, PATH_QUERY, &q.base,
+                                            &skywalking__v3__commands__descriptor, &resp, 10000,
+                                            &res),
+                     SKP_OK);
+    assert_string_equal(ack_count(resp), "1");
+    protobuf_c_message_free_unpacked(resp, NULL);
+    skpx_free(big);
     skpx_grpc_client_disconnect(c);
     assert_int_equal(query(c, &res), SKP_OK); /* reconnects at once after a disconnect */
     skpx_grpc_client_get_stats(c, &st);

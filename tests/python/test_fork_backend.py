@@ -30,8 +30,14 @@ def t_fork(srv):
                 raise RuntimeError(out)
             return (int(p.group(1)), int(c.group(1))) if p and c else None
         pport, cport = wait_until(ports, 30, what='parent and child ports')
-        task = srv.create_task('forky', '/', duration=1, threshold=0, period=10, max_count=5)
-        srv.wait_notified(task)
+        task = srv.create_task('forky', '/', duration=1, threshold=0, period=10, max_count=9)
+
+        def notified_instances():
+            logs = srv.api('GET', '/api/v1/profile/tasks/%s/logs' % task)
+            return {l['instanceName'] for l in logs if l.get('operationType') == 'NOTIFIED'}
+        # both agents (parent's and child's) must hold the task before the requests
+        wait_until(lambda: len(notified_instances()) >= 2, 60, interval=0.1,
+                   what='task NOTIFIED to parent and child agents')
         import urllib.request
 
         def get(port):
@@ -40,7 +46,8 @@ def t_fork(srv):
         ppid, pinst = get(pport)
         cpid, cinst = get(cport)
         assert ppid != cpid and pinst != cinst, (ppid, pinst, cpid, cinst)
-        # both instances must have been NOTIFIED and profiled (2 segments, 2 instance names)
+        assert notified_instances() == {pinst, cinst}, (notified_instances(), pinst, cinst)
+        # both instances profiled their request (2 segments, 2 instance names)
         segs = wait_until(lambda: (lambda s: s if len({x['instanceName'] for x in s}) == 2 else None)(
             [x for x in srv.segments(task) if x.get('spans')]), 60, interval=0.2,
             what='profiled segments from parent and child')

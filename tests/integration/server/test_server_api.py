@@ -52,6 +52,12 @@ def t_task_create_and_get():
     S.json("GET", "/api/v1/profile/tasks/nope/segments", expect=404)
     st, logs = S.json("GET", "/api/v1/profile/tasks/%s/logs" % q(tid), expect=200)
     assert logs == []
+    # A task id with '/' and '+' (base64 of the service name) works percent-encoded.
+    st, doc = S.create_task("???>>>", "/slash")
+    assert st == 201 and doc["id"].endswith("_Pz8/Pj4+.1"), doc
+    st, t = S.json("GET", "/api/v1/profile/tasks/" + q(doc["id"]), expect=200)
+    assert t["service"] == "???>>>", t
+    S.json("GET", "/api/v1/profile/tasks/%s/logs" % q(doc["id"]), expect=200)
 
 
 def t_task_validation_texts():

@@ -93,7 +93,8 @@ static bool is_dir(const char *p)
 }
 
 /* --web-root default: the build tree's web/dist next to the executable, else the install
- * location. Returns a new string or NULL (no UI found). */
+ * location (relative to the executable, then the configured prefix). Returns a new string or
+ * NULL (no UI found). */
 static char *default_web_root(void)
 {
     char exe[PATH_MAX];
@@ -101,7 +102,9 @@ static char *default_web_root(void)
     if (n > 0) {
         exe[n] = '\0';
         char *dir = dirname(exe);
-        static const char *rel[] = {"/../web/dist", "/../../web/dist"};
+        /* Build tree (<build>/src/server/skyprofd -> <build>/web/dist), then an installation
+         * moved away from its configured prefix (<prefix>/bin -> <prefix>/share). */
+        static const char *rel[] = {"/../web/dist", "/../../web/dist", "/../share/skyprof/web"};
         for (size_t i = 0; i < sizeof(rel) / sizeof(rel[0]); i++) {
             char cand[PATH_MAX];
             if (snprintf(cand, sizeof(cand), "%s%s", dir, rel[i]) < (int)sizeof(cand) &&

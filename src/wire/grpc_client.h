@@ -48,7 +48,10 @@ void skpx_grpc_client_free(struct skpx_grpc_client *c);
  * caller frees with protobuf_c_message_free_unpacked(*resp, NULL). `res` may be NULL.
  * Errors: SKP_EUNAVAILABLE (cannot connect / backing off / connection lost), SKP_ETIMEDOUT
  * (deadline expired: the stream was reset with CANCEL), SKP_EGRPC (non-OK grpc-status; details
- * in res), SKP_EPROTO (bad response), SKP_ETOOBIG, SKP_ENOMEM. */
+ * in res), SKP_EPROTO (bad response), SKP_ETOOBIG, SKP_ENOMEM.
+ * timeout_ms <= 0 means the default deadline (30 s), never "no deadline". A DEADLINE_EXCEEDED
+ * grpc-status from the server is also reported as SKP_ETIMEDOUT (res->status 4). Requests
+ * larger than max_msg fail with SKP_ETOOBIG. */
 SKP_MUST_CHECK skp_err skpx_grpc_client_unary(struct skpx_grpc_client *c, const char *path,
                                               const ProtobufCMessage *req,
                                               const ProtobufCMessageDescriptor *resp_desc,

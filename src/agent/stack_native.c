@@ -8,13 +8,13 @@
  * a period signals every thread that was captured in the previous period ("hot") at once, and
  * the following captures of that period collect results that are already there or on their way.
  * A preempted thread's stack does not change until it runs, so a late handler still records the
- * stack of the moment the signal was sent. A prefetched request is used only within the round
- * that sent it (a round starts at the first capture that finds no request of its own waiting),
- * and only threads whose capture is due (not captured in the running iteration) are prefetched.
+ * stack of the moment the signal was sent. Iterations are recognised as passes over the threads
+ * (the core captures its slots in a fixed order): only threads not yet captured in the current
+ * pass are prefetched, and a prefetched request is used only in the pass that sent it.
  *
  * Threading: thread_attach runs on request threads, capture on the sampler thread, symbolize on
  * the channel thread, release on either, destroy on the thread stopping the agent. `mu` guards
- * the registry of handles, the round bookkeeping and the lazily created symbolizer and capture
+ * the registry of handles, the pass bookkeeping and the lazily created symbolizer and capture
  * buffer; it is never held while waiting for a handler. Lock order: mu, then the engine's lock. */
 #include "skyprof/skyprof_native.h"
 
@@ -43,9 +43,8 @@ struct native_thread {
     /* Round bookkeeping, under g_src.mu (the sampler side). */
     uint32_t seq;          /* outstanding engine request, 0 = none */
     int64_t req_ns;        /* when it was sent */
-    uint64_t round;        /* g_src.round it was sent in */
-    int64_t last_capture_ns;
-    int64_t period_ns;     /* interval between the last two captures, 0 = unknown */
+    uint64_t req_pass;     /* g_src.pass it was sent in */
+    uint64_t pass;         /* last pass in which h was captured */
     bool hot;              /* captured last period: prefetch it */
 };
 
@@ -56,7 +55,7 @@ static struct native_source {
     struct skp__symbolizer *sym; /* created on first symbolize */
     uintptr_t *pcs;              /* SKP_NATIVE_MAX_FRAMES entries, created on first capture */
     struct skp__symbolizer_stats sym_last; /* kept across destroy for skyprof_native_get_stats */
-    uint64_t round;              /* bumped by every capture that starts a round */
+    uint64_t pass;               /* sampler iterations seen: see start_round */
     uint64_t prefetched;         /* requests sent ahead for other threads */
     uint64_t prefetch_used;
     _Atomic uint64_t refused_blocked; /* attaches refused: the thread blocks our signal */
@@ -154,24 +153,18 @@ static void native_thread_release(void *ud, void *thread_handle)
     skpx_free(h);
 }
 
-/* True when h's outstanding request was sent in the round running now: every capture of a
- * sampler iteration after the first finds its thread's request there. A request left over from
- * an iteration that skipped h belongs to an older round and is not used. */
+/* Passes. The core captures its slots in the same order every iteration, so a capture of a
+ * thread already captured in the current pass starts a new pass (a new sampler iteration). */
+
+/* True when h's outstanding request was sent during the current pass. A request left over from
+ * a pass that skipped h is not used. */
 static bool prefetch_usable(const struct native_thread *h)
 {
-    return h->seq && h->round == g_src.round && h->req_ns > h->last_capture_ns;
+    return h->seq && h->req_pass == g_src.pass;
 }
 
-/* True when o was not captured in the current iteration: its last capture is at least half of
- * its own capture period ago. Prefetching a thread captured moments ago would hand it, in the
- * next iteration, a stack one period old. */
-static bool capture_due(const struct native_thread *o, int64_t now)
-{
-    return !o->last_capture_ns || now - o->last_capture_ns >= o->period_ns / 2;
-}
-
-/* Sends h's request (or keeps a usable one); if that starts a new round, prefetches the other
- * hot threads that are due. Caller holds mu. Returns the engine error for h. */
+/* Sends h's request (or keeps a usable one); when h had to be asked itself, also signals the
+ * other hot threads not yet captured in this pass. Caller holds mu. Returns h's engine error. */
 static skp_err start_round(struct native_thread *h, uint32_t cap, int64_t now)
 {
     skp_err err = SKP_OK;
@@ -179,21 +172,20 @@ static skp_err start_round(struct native_thread *h, uint32_t cap, int64_t now)
         g_src.prefetch_used++;
         return SKP_OK;
     }
-    g_src.round++;
     err = skp__native_request(h->slot, &h->target, cap, &h->seq);
     if (err) {
         h->seq = 0;
         return err;
     }
     h->req_ns = now;
-    h->round = g_src.round;
+    h->req_pass = g_src.pass;
     for (int i = 0; i < SKP_NATIVE_MAX_TARGETS; i++) {
         struct native_thread *o = g_src.by_slot[i];
-        if (!o || o == h || !o->hot || !capture_due(o, now))
+        if (!o || o == h || !o->hot || o->pass == g_src.pass || prefetch_usable(o))
             continue;
         if (skp__native_request(o->slot, &o->target, cap, &o->seq) == SKP_OK) {
             o->req_ns = now;
-            o->round = g_src.round;
+            o->req_pass = g_src.pass;
             g_src.prefetched++;
         } else {
             o->seq = 0;
@@ -218,6 +210,9 @@ static int native_capture(void *ud, void *thread_handle, int tid, struct skyprof
     uint32_t cap = out->cap < SKP_NATIVE_MAX_FRAMES ? out->cap : SKP_NATIVE_MAX_FRAMES;
 
     pthread_mutex_lock(&g_src.mu);
+    if (h->pass == g_src.pass)
+        g_src.pass++; /* h was already captured in this pass: a new sampler iteration */
+    h->pass = g_src.pass;
     if (!g_src.pcs)
         g_src.pcs = skpx_malloc(SKP_NATIVE_MAX_FRAMES * sizeof(uintptr_t));
     int64_t now = skpx_mono_ns();
@@ -244,12 +239,6 @@ static int native_capture(void *ud, void *thread_handle, int tid, struct skyprof
     pthread_mutex_lock(&g_src.mu);
     h->seq = 0;
     h->hot = err == SKP_OK;
-    if (err == SKP_OK) {
-        int64_t t = skpx_mono_ns();
-        if (h->last_capture_ns)
-            h->period_ns = t - h->last_capture_ns;
-        h->last_capture_ns = t;
-    }
     pthread_mutex_unlock(&g_src.mu);
 
     switch (err) {

@@ -389,6 +389,51 @@ static void forbidden_signals_refused(void **state)
         assert_int_equal(skp__native_capture_install(bad[i]), SKP_EINVAL);
 }
 
+/* The first capture of a sampler iteration signals the other threads captured in the previous
+ * iteration; their captures in the same iteration use those requests. A thread skipped for an
+ * iteration gets a fresh request in the next one. */
+static void round_prefetches_the_other_threads(void **state)
+{
+    (void)state;
+    enum { N = 3 };
+    struct target_thread t[N];
+    struct skyprof_native_stats a;
+    struct skyprof_native_stats b;
+    for (int i = 0; i < N; i++)
+        start_target(&t[i], -1);
+    atomic_store(&g_stop, 0); /* start_target resets it; all three spin */
+    for (int it = 0; it < 2; it++) { /* first iteration: nobody is hot yet */
+        for (int i = 0; i < N; i++)
+            assert_chain_in_order(capture_and_symbolize(t[i].handle, 64, NULL));
+        skpx_sleep_ns(10 * 1000 * 1000);
+    }
+    skyprof_native_get_stats(&a);
+    for (int i = 0; i < N; i++)
+        assert_chain_in_order(capture_and_symbolize(t[i].handle, 64, NULL));
+    skyprof_native_get_stats(&b);
+    assert_int_equal(b.prefetched - a.prefetched, N - 1);
+    assert_int_equal(b.prefetch_used - a.prefetch_used, N - 1);
+    /* An iteration that captures only t[0]: the others' prefetched requests are left over... */
+    skpx_sleep_ns(10 * 1000 * 1000);
+    assert_chain_in_order(capture_and_symbolize(t[0].handle, 64, NULL));
+    skpx_sleep_ns(10 * 1000 * 1000);
+    /* ...and are not used by the next iteration, which starts a new round and asks again. */
+    skyprof_native_get_stats(&a);
+    for (int i = 0; i < N; i++)
+        assert_chain_in_order(capture_and_symbolize(t[i].handle, 64, NULL));
+    skyprof_native_get_stats(&b);
+    assert_int_equal(b.prefetched - a.prefetched, N - 1);
+    assert_int_equal(b.prefetch_used - a.prefetch_used, N - 1);
+    /* (A left-over request still queued is reused rather than signalled twice: a signal pending
+     * since then means the thread has not run user code since, so its stack is still current.) */
+    atomic_store(&g_stop, 1);
+    for (int i = 0; i < N; i++) {
+        pthread_join(t[i].th, NULL);
+        skyprof_native_stack_source()->thread_release(NULL, t[i].handle);
+    }
+    skyprof_native_stack_source()->destroy(NULL);
+}
+
 static void *blocking_attach_main(void *arg)
 {
     void **out = arg;
@@ -680,6 +725,7 @@ int main(void)
         cmocka_unit_test(thread_exiting_while_sampled_is_lost_not_crash),
         cmocka_unit_test(errno_preserved_across_handler),
         cmocka_unit_test(thread_blocking_the_signal_is_refused),
+        cmocka_unit_test(round_prefetches_the_other_threads),
         cmocka_unit_test(deep_recursion_keeps_innermost),
         cmocka_unit_test(fp_walk_follows_chain_within_bounds),
         cmocka_unit_test(skip_count_finds_interrupted_pc),

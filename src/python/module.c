@@ -32,6 +32,10 @@ struct pymod_state {
     struct skp__pyreader *dump_reader;   /* direct (or portable when no layout) */
     struct skp__pyreader *dump_portable; /* always portable, for comparisons */
     struct skp__pytarget dump_targets[SKP_PY_DUMP_TARGETS];
+    /* The test/benchmark hooks capture with the GIL released: they use their own reader,
+     * serialized by hook_lock (taken only while the GIL is released, never the other way). */
+    struct skp__pyreader *hook_reader;
+    pthread_mutex_t hook_lock;
     unsigned dump_next;                  /* round-robin replacement */
 #ifdef SKP_PY_WITH_AGENT
     skyprof_agent *agent;                /* the agent this module started, or NULL */
@@ -237,13 +241,15 @@ static PyObject *py_capture_handle(PyObject *module, PyObject *args)
         PyErr_NoMemory();
         goto out;
     }
-    struct skp__pyreader *r = portable ? st->dump_portable : st->dump_reader;
+    struct skp__pyreader *r = portable ? st->dump_portable : st->hook_reader;
     int rc = -1;
     Py_BEGIN_ALLOW_THREADS
+    pthread_mutex_lock(&st->hook_lock);
     for (int i = 0; i < repeat; i++) {
         cap.scratch_len = 0;
         rc = skp__pyreader_capture(r, t, false, &cap);
     }
+    pthread_mutex_unlock(&st->hook_lock);
     Py_END_ALLOW_THREADS
     if (rc < 0) {
         result = Py_NewRef(Py_None);
@@ -299,15 +305,17 @@ static PyObject *py_bench_capture(PyObject *module, PyObject *args)
     }
     int failures = 0;
     Py_BEGIN_ALLOW_THREADS
+    pthread_mutex_lock(&st->hook_lock);
     for (int i = 0; i < n; i++) {
         struct timespec a, b;
         clock_gettime(CLOCK_MONOTONIC, &a);
         cap.scratch_len = 0;
-        if (skp__pyreader_capture(st->dump_reader, t, false, &cap) < 0)
+        if (skp__pyreader_capture(st->hook_reader, t, false, &cap) < 0)
             failures++;
         clock_gettime(CLOCK_MONOTONIC, &b);
         ns[i] = (int64_t)(b.tv_sec - a.tv_sec) * 1000000000 + (b.tv_nsec - a.tv_nsec);
     }
+    pthread_mutex_unlock(&st->hook_lock);
     Py_END_ALLOW_THREADS
     if (failures) {
         PyErr_Format(st->error, "%d captures failed", failures);
@@ -795,8 +803,13 @@ static int mod_exec(PyObject *m)
         return -1;
     if (PyModule_AddObjectRef(m, "Error", st->error) < 0)
         return -1;
-    if (skp__pyreader_new(false, &st->dump_reader) || skp__pyreader_new(true, &st->dump_portable)) {
+    if (skp__pyreader_new(false, &st->dump_reader) || skp__pyreader_new(true, &st->dump_portable) ||
+        skp__pyreader_new(false, &st->hook_reader)) {
         PyErr_NoMemory();
+        return -1;
+    }
+    if (pthread_mutex_init(&st->hook_lock, NULL) != 0) {
+        PyErr_SetString(PyExc_OSError, "pthread_mutex_init failed");
         return -1;
     }
     static int atfork_done;  /* module init runs with the GIL: no race */
@@ -835,8 +848,10 @@ static void mod_free(void *m)
     mod_clear(m);
     skp__pyreader_free(st->dump_reader);
     skp__pyreader_free(st->dump_portable);
+    skp__pyreader_free(st->hook_reader);
     st->dump_reader = NULL;
     st->dump_portable = NULL;
+    st->hook_reader = NULL;
     /* A still-running agent is left to atexit/stop: stopping it here could join threads during
      * interpreter teardown. */
 }

@@ -537,8 +537,13 @@ static int capture_direct(struct skp__pyreader *r, struct skp__pytarget *t,
         if (rf->code_slot >= 0)
             r->codes[rf->code_slot].used = true;
         uintptr_t prev = load_ptr(fr, l->fr_previous);
-        if (prev == addr)
-            break;  /* self loop: torn read */
+        /* Cycle guard: within one data-stack chunk a caller's frame always sits below its
+         * callee's (pushed earlier). A torn read that points back up would loop; stop there.
+         * Generator frames live outside the chunk and are bounded by walk_cap instead. */
+        bool in_win = addr >= have_win_lo && addr < have_win_lo + have_win_len;
+        bool prev_in_win = prev >= have_win_lo && prev < have_win_lo + have_win_len;
+        if (prev == addr || (in_win && prev_in_win && prev > addr))
+            break;
         addr = prev;
     }
 

@@ -224,6 +224,56 @@ void export_intern_cleanup(struct export_intern *in)
     skpx_free(in->order);
 }
 
+/* ---- JSON strings ---- */
+
+/* Length of the valid UTF-8 sequence at p (1-4), or 0 if the bytes there are not one. */
+static size_t utf8_seq_len(const unsigned char *p)
+{
+    if (p[0] < 0x80)
+        return 1;
+    size_t n = (p[0] & 0xE0) == 0xC0 ? 2 : (p[0] & 0xF0) == 0xE0 ? 3 : (p[0] & 0xF8) == 0xF0 ? 4 : 0;
+    if (n == 0 || (n == 2 && p[0] < 0xC2) || (n == 4 && p[0] > 0xF4))
+        return 0;
+    for (size_t i = 1; i < n; i++)
+        if ((p[i] & 0xC0) != 0x80)
+            return 0;
+    if (n == 3 && ((p[0] == 0xE0 && p[1] < 0xA0) || (p[0] == 0xED && p[1] >= 0xA0)))
+        return 0; /* overlong or surrogate */
+    if (n == 4 && ((p[0] == 0xF0 && p[1] < 0x90) || (p[0] == 0xF4 && p[1] >= 0x90)))
+        return 0;
+    return n;
+}
+
+json_t *export_json_string(const char *s)
+{
+    if (!s)
+        s = "";
+    json_t *j = json_string(s);
+    if (j)
+        return j;
+    size_t len = strlen(s);
+    char *copy = skpx_malloc(len + 1);
+    if (!copy)
+        return NULL;
+    const unsigned char *p = (const unsigned char *)s;
+    size_t o = 0;
+    while (*p) {
+        size_t n = utf8_seq_len(p);
+        if (n == 0) {
+            copy[o++] = '?';
+            p++;
+        } else {
+            memcpy(copy + o, p, n);
+            o += n;
+            p += n;
+        }
+    }
+    copy[o] = 0;
+    j = json_string(copy);
+    skpx_free(copy);
+    return j;
+}
+
 /* ---- tree helpers ---- */
 
 uint64_t export_node_self_count(const struct analysis_tree *t, const struct analysis_node *n)

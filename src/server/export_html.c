@@ -22,8 +22,8 @@ static skp_err visit(void *ud, const struct analysis_tree *t,
     const struct analysis_node *n = path[depth];
     (void)t;
     json_t *kids = json_array();
-    json_t *o = json_pack("{s:s, s:I, s:I, s:I, s:o}", "n",
-                          n->code_signature ? n->code_signature : "", "c", (json_int_t)n->count,
+    json_t *o = json_pack("{s:o, s:I, s:I, s:I, s:o}", "n",
+                          export_json_string(n->code_signature), "c", (json_int_t)n->count,
                           "d", (json_int_t)n->duration, "s",
                           (json_int_t)n->duration_child_excluded, "k", kids);
     if (!o || json_array_append_new(c->stack[depth], o) != 0)

@@ -9,6 +9,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include <jansson.h>
+
 #include "server/export.h"
 
 /* Largest export we render: an analysis capped at a few hundred thousand nodes renders to far
@@ -62,6 +64,11 @@ struct export_intern {
 SKP_MUST_CHECK skp_err export_intern_get(struct export_intern *in, const char *s, uint32_t *id);
 /* Frees the table (not the keys). */
 void export_intern_cleanup(struct export_intern *in);
+
+/* A JSON string for `s` (NULL is ""). Bytes that are not valid UTF-8 (signatures come from
+ * agents unchecked) are replaced by '?', so one odd frame cannot fail an export.
+ * Returns NULL only when out of memory. */
+json_t *export_json_string(const char *s);
 
 /* Sample weight in milliseconds (meta->dump_period_ms, or the default). */
 int export_period_ms(const struct export_meta *meta);

@@ -78,7 +78,7 @@ skp_err export_render_speedscope(const struct analysis *a, const struct export_m
         goto out;
     }
     for (size_t i = 0; i < c.frames.n; i++) {
-        json_t *f = json_pack("{s:s}", "name", c.frames.order[i]);
+        json_t *f = json_pack("{s:o}", "name", export_json_string(c.frames.order[i]));
         if (!f || json_array_append_new(frames, f) != 0) {
             json_decref(frames);
             err = SKP_ENOMEM;
@@ -86,12 +86,13 @@ skp_err export_render_speedscope(const struct analysis *a, const struct export_m
         }
     }
     const char *name = m->title && *m->title ? m->title : "skyprof profile";
-    json_t *profile = json_pack("{s:s, s:s, s:s, s:I, s:I, s:O, s:O}", "type", "sampled", "name",
-                                name, "unit", "milliseconds", "startValue", (json_int_t)0,
+    json_t *profile = json_pack("{s:s, s:o, s:s, s:I, s:I, s:O, s:O}", "type", "sampled", "name",
+                                export_json_string(name), "unit", "milliseconds", "startValue", (json_int_t)0,
                                 "endValue", (json_int_t)c.total, "samples", c.samples, "weights",
                                 c.weights);
-    root = json_pack("{s:s, s:{s:o}, s:[o], s:s, s:s, s:i}", "$schema", SPEEDSCOPE_SCHEMA,
-                     "shared", "frames", frames, "profiles", profile, "name", name, "exporter",
+    root = json_pack("{s:s, s:{s:o}, s:[o], s:o, s:s, s:i}", "$schema", SPEEDSCOPE_SCHEMA,
+                     "shared", "frames", frames, "profiles", profile, "name",
+                     export_json_string(name), "exporter",
                      "skyprof " SKP_VERSION, "activeProfileIndex", 0);
     if (!root) {
         err = SKP_ENOMEM;

@@ -364,6 +364,28 @@ static void malformed_tree_is_rejected(void **state)
     assert_int_equal(export_render(&g_an, (enum export_format)42, NULL, &out, &len), SKP_EINVAL);
 }
 
+/* Signatures are not validated by the agents' protocol: invalid UTF-8 must not fail an export. */
+static void invalid_utf8_signature_is_replaced(void **state)
+{
+    (void)state;
+    struct analysis_node n[] = {{1, 0, "ok\xff\xfe-\xc3\xa9-\xed\xa0\x80", 0, 0, 2, NONE, NONE}};
+    struct analysis_tree t = {n, 1};
+    struct analysis a = {.trees = &t, .n_trees = 1, .n_snapshots = 2};
+    static const enum export_format fs[] = {EXPORT_SPEEDSCOPE, EXPORT_HTML, EXPORT_COLLAPSED, EXPORT_PPROF};
+    for (size_t i = 0; i < sizeof(fs) / sizeof(fs[0]); i++) {
+        uint8_t *out;
+        size_t len;
+        assert_int_equal(export_render(&a, fs[i], NULL, &out, &len), SKP_OK);
+        if (fs[i] == EXPORT_SPEEDSCOPE || fs[i] == EXPORT_HTML) {
+            char *s = as_string(out, len);
+            /* Bad bytes become '?', the valid "é" stays (jansson escapes nothing by default). */
+            assert_non_null(strstr(s, "ok?" "?-\xc3\xa9-?" "?" "?"));
+            skpx_free(s);
+        }
+        skpx_free(out);
+    }
+}
+
 /* Every allocation of the C exporters fails in turn: each render ends OK or ENOMEM and the
  * byte counter returns to where it was (nothing leaks). jansson's own allocations are not
  * counted (it uses the libc allocator). */
@@ -401,6 +423,7 @@ int main(void)
         cmocka_unit_test(html_is_self_contained),
         cmocka_unit_test(empty_analysis_renders),
         cmocka_unit_test(malformed_tree_is_rejected),
+        cmocka_unit_test(invalid_utf8_signature_is_replaced),
         cmocka_unit_test(allocation_failures_are_clean),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

@@ -18,6 +18,7 @@ const WEB_DIST = need('SKP_WEB_DIST');
 const WEB_DIR = need('SKP_WEB_DIR');
 const OUT = need('SKP_OUT');
 const MODE = env.SKP_AGENT === 'demo' ? 'demo' : 'fake';
+const API_TOKEN = 'ui-test-token';
 const require = createRequire(path.join(WEB_DIR, 'package.json'));
 const { chromium } = require('playwright-core');
 
@@ -81,7 +82,8 @@ async function stopAll() {
 
 // ---- the system under test ----
 const srv = start('skyprofd', SKYPROFD, ['--grpc-addr', '127.0.0.1:0', '--http-addr', '127.0.0.1:0',
-  '--db', path.join(tmp, 'skyprof.db'), '--web-root', WEB_DIST], { ASAN_OPTIONS: 'detect_leaks=1' });
+  '--db', path.join(tmp, 'skyprof.db'), '--web-root', WEB_DIST, '--api-token', API_TOKEN],
+{ ASAN_OPTIONS: 'detect_leaks=1' });
 const ports = await waitFor(() => {
   const g = /skyprofd: grpc listening on 127\.0\.0\.1:(\d+)/.exec(srv.out);
   const h = /skyprofd: http listening on 127\.0\.0\.1:(\d+)/.exec(srv.out);
@@ -176,6 +178,21 @@ try {
     const row = (await texts('table.instances tbody tr'))[0];
     if (MODE === 'fake' && !(row.includes('ui-shop-1') && row.includes('python') && row.includes('ui-test-host'))) throw new Error('instance row: ' + row);
     await shot('services');
+  });
+
+  await step('without the API token the server\'s refusal is shown; the token box fixes it', async () => {
+    await page.goto(BASE + '/#/tasks');
+    await page.waitForSelector('form.create-task:not([hidden])');
+    await page.fill('#f-service', SERVICE);
+    await page.fill('#f-endpointName', ENDPOINT);
+    await page.click('form.create-task button[type=submit]');
+    await page.waitForFunction(() => document.querySelector('.form-error').textContent.length > 0);
+    const msg = await page.textContent('.form-error');
+    if (!/401/.test(msg)) throw new Error('form error: ' + msg);
+    await page.fill('#api-token', API_TOKEN);
+    await page.press('#api-token', 'Enter');
+    const stored = await page.evaluate(() => localStorage.getItem('skyprof.apiToken'));
+    if (stored !== API_TOKEN) throw new Error('token not stored: ' + stored);
   });
 
   await step('create form: a validation error appears beside its field', async () => {

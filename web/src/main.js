@@ -486,5 +486,9 @@ async function runAnalysis(gen, card, label, fetcher, exportUrl, exportNote) {
 const tokenInput = document.getElementById('api-token');
 tokenInput.value = getToken();
 tokenInput.addEventListener('change', () => setToken(tokenInput.value.trim()));
+document.getElementById('token-form').addEventListener('submit', (ev) => {
+  ev.preventDefault();
+  setToken(tokenInput.value.trim());
+});
 window.addEventListener('hashchange', route);
 route();

@@ -166,6 +166,20 @@ def t_task_list_show_logs():
     assert doc and doc[0]["operationType"] == "NOTIFIED", doc
 
 
+def t_future_task_is_pending():
+    tid = ok("task", "create", "--service", "svc-later", "--endpoint", "/later",
+             "--start", "2099-01-02 03:04", "--duration", "15", "--threshold", "250",
+             "--max-sampling-count", "9").strip()
+    doc = json.loads(ok("task", "show", tid, "--json"))
+    assert doc["status"] == "pending", doc
+    assert doc["duration"] == 15 and doc["minDurationThreshold"] == 250 and doc["maxSamplingCount"] == 9, doc
+    assert doc["startTime"] == int(__import__("time").mktime((2099, 1, 2, 3, 4, 0, 0, 0, -1)) * 1000), doc
+    out = ok("task", "show", tid)
+    assert "monitor time:         2099-01-02 03:04:00 .. 2099-01-02 03:19:00" in out, out
+    ms = str(doc["startTime"] + 60000)  # inside the first task's 15 minutes: refused
+    expect_rc(1, "task", "create", "--service", "svc-later", "--endpoint", "/x", "--start", ms)
+
+
 def t_segments():
     out = ok("segments", TID)
     rows = out.splitlines()
@@ -311,6 +325,7 @@ def main():
             res.run("unknown ids exit 4", t_not_found)
             res.run("validation and auth errors exit 1 with the reason", t_validation_errors)
             res.run("task list / show / logs", t_task_list_show_logs)
+            res.run("a task created for later is pending", t_future_task_is_pending)
             res.run("segments", t_segments)
             res.run("analyze: tree", t_analyze_tree)
             res.run("analyze: json", t_analyze_json)

@@ -242,7 +242,13 @@ try {
   });
 
   await step('open a profiled segment: spans marked profiled, analysis shown at once', async () => {
-    await page.click('table.segments tr.segment a');
+    // Pick a segment whose spans are already reported (the segment report can lag the dumps).
+    const segId = await waitFor(async () => {
+      const r = await fetch(`${BASE}/api/v1/profile/tasks/${encodeURIComponent(taskId)}/segments`);
+      const g = (await r.json()).find((x) => (x.spans || []).some((sp) => sp.profiled));
+      return g && g.spans.find((sp) => sp.profiled).segmentId;
+    }, 60000, 'a sampled segment with profiled spans');
+    await page.click(`table.segments tr.segment[data-segment="${segId}"] a`, { timeout: 30000 });
     await page.waitForSelector('.segment-detail .badge.profiled');
     await page.waitForSelector('.stack-tree tr.node', { timeout: 30000 });
     const names = await treeNames();

@@ -1,8 +1,6 @@
 """Runs a callback when a module is imported (now, if it already is). Used to patch http.server
 only in applications that use it: importing it ourselves would pull in http.client, ssl and
 libcrypto (~8 MB RSS) into every host."""
-import importlib.abc
-import importlib.util
 import sys
 import threading
 
@@ -11,7 +9,9 @@ _lock = threading.Lock()
 _finder = None
 
 
-class _Loader(importlib.abc.Loader):
+class _Loader:
+    """Wraps the real loader (importlib.abc is not imported: it drags in typing and more)."""
+
     def __init__(self, loader, name):
         self._loader = loader
         self._name = name
@@ -24,7 +24,7 @@ class _Loader(importlib.abc.Loader):
         _fire(self._name, module)
 
 
-class _Finder(importlib.abc.MetaPathFinder):
+class _Finder:
     def find_spec(self, fullname, path=None, target=None):
         if fullname not in _hooks:
             return None

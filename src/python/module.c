@@ -48,6 +48,18 @@ static struct pymod_state *state_of(PyObject *module)
     return PyModule_GetState(module);
 }
 
+/* The module's readers are created on first use (GIL held): most hosts never call dump_stack,
+ * and each reader's code cache and buffers cost a few hundred KB. NULL with an exception set
+ * on failure. */
+static struct skp__pyreader *lazy_reader(struct skp__pyreader **slot, bool portable)
+{
+    if (!*slot && skp__pyreader_new(portable, slot) != SKP_OK) {
+        *slot = NULL;
+        PyErr_NoMemory();
+    }
+    return *slot;
+}
+
 /* The one place that turns skp_err into a Python exception. Returns NULL. */
 static PyObject *raise_err(struct pymod_state *st, skp_err err, const char *what)
 {
@@ -116,7 +128,10 @@ static PyObject *py_dump_stack(PyObject *module, PyObject *args, PyObject *kwarg
         PyErr_NoMemory();
         goto out;
     }
-    struct skp__pyreader *r = portable ? st->dump_portable : st->dump_reader;
+    struct skp__pyreader *r = portable ? lazy_reader(&st->dump_portable, true)
+                                       : lazy_reader(&st->dump_reader, false);
+    if (!r)
+        goto out;
     /* The GIL stays held: the reader never takes it (portable mode is told it holds it), and
      * keeping it makes concurrent dump_stack calls on the module's reader serialized. */
     int rc = skp__pyreader_capture(r, t, true, &cap);
@@ -159,7 +174,8 @@ static PyObject *reader_stats_dict(const struct skp__pyreader *r)
 static PyObject *py_reader_info(PyObject *module, PyObject *unused)
 {
     (void)unused;
-    return reader_stats_dict(state_of(module)->dump_reader);
+    struct skp__pyreader *r = lazy_reader(&state_of(module)->dump_reader, false);
+    return r ? reader_stats_dict(r) : NULL;
 }
 
 
@@ -241,7 +257,10 @@ static PyObject *py_capture_handle(PyObject *module, PyObject *args)
         PyErr_NoMemory();
         goto out;
     }
-    struct skp__pyreader *r = portable ? st->dump_portable : st->hook_reader;
+    struct skp__pyreader *r = portable ? lazy_reader(&st->dump_portable, true)
+                                       : lazy_reader(&st->hook_reader, false);
+    if (!r)
+        goto out;
     int rc = -1;
     Py_BEGIN_ALLOW_THREADS
     pthread_mutex_lock(&st->hook_lock);
@@ -299,6 +318,8 @@ static PyObject *py_bench_capture(PyObject *module, PyObject *args)
     cap.scratch = skpx_malloc(cap.scratch_cap);
     int64_t *ns = skpx_calloc((size_t)n, sizeof(*ns));
     PyObject *result = NULL;
+    if (!lazy_reader(&st->hook_reader, false))
+        goto out;
     if (!cap.frames || !cap.scratch || !ns) {
         PyErr_NoMemory();
         goto out;
@@ -803,11 +824,6 @@ static int mod_exec(PyObject *m)
         return -1;
     if (PyModule_AddObjectRef(m, "Error", st->error) < 0)
         return -1;
-    if (skp__pyreader_new(false, &st->dump_reader) || skp__pyreader_new(true, &st->dump_portable) ||
-        skp__pyreader_new(false, &st->hook_reader)) {
-        PyErr_NoMemory();
-        return -1;
-    }
     if (pthread_mutex_init(&st->hook_lock, NULL) != 0) {
         PyErr_SetString(PyExc_OSError, "pthread_mutex_init failed");
         return -1;

@@ -46,9 +46,9 @@
 /* Request metadata kept per call. gRPC's default metadata limit is 8 KiB; twice that leaves
  * room for long auth tokens. Larger requests are refused with RESOURCE_EXHAUSTED. */
 #define GRPC_SERVER_MAX_HEADER_BYTES (16u * 1024)
-/* A client must send the HTTP/2 preface and a first frame within this time, so a half-open or
+/* Default time a client has to send the HTTP/2 preface and a first frame, so a half-open or
  * silent connection cannot pin a connection slot forever. */
-#define GRPC_SERVER_HANDSHAKE_TIMEOUT_MS 10000
+#define GRPC_SERVER_DEFAULT_HANDSHAKE_MS 10000
 /* nghttp2 output is pulled into the socket buffer until this much is pending; the rest is
  * produced from the write callback once the socket drains (bounds memory per connection). */
 #define GRPC_SERVER_OUTBUF_HIGH (1u * 1024 * 1024)
@@ -118,7 +118,10 @@ struct conn {
     struct event *write_ev; /* armed while the socket is full */
     nghttp2_session *session;
     struct event *close_ev;
-    struct event *read_ev; /* EV_READ | EV_PERSIST on the socket, with the handshake timeout */
+    struct event *read_ev; /* EV_READ | EV_PERSIST on the socket, no timeout */
+    /* One-shot handshake timer. Not a timeout on read_ev: libevent re-arms a persistent event's
+     * timeout at every wakeup even after event_add(ev, NULL), which closed idle connections. */
+    struct event *handshake_ev;
     struct skpx_grpc_call *calls;
     char peer[INET6_ADDRSTRLEN + 8];
     bool in_io;        /* inside nghttp2_session_mem_recv/mem_send: do not flush or free */
@@ -642,9 +645,7 @@ static int h2_on_frame_recv(nghttp2_session *session, const nghttp2_frame *frame
     struct conn *c = user_data;
     if (!c->got_frame) {
         c->got_frame = true;
-        /* Handshake done: keep the read event, drop its timeout (idle connections are fine). */
-        event_del(c->read_ev);
-        event_add(c->read_ev, NULL);
+        event_del(c->handshake_ev); /* handshake done: idle connections are fine from here */
     }
     if (frame->hd.type != NGHTTP2_HEADERS && frame->hd.type != NGHTTP2_DATA)
         return 0;
@@ -830,13 +831,7 @@ static void conn_read_cb(evutil_socket_t fd, short what, void *arg)
     struct conn *c = arg;
     struct skpx_grpc_server *srv = c->srv;
 
-    if (what & EV_TIMEOUT) {
-        SKPX_DEBUG("grpc-server: %s: no HTTP/2 preface within %d ms", c->peer,
-                   GRPC_SERVER_HANDSHAKE_TIMEOUT_MS);
-        c->proto_error = true;
-        conn_free(c);
-        return;
-    }
+    (void)what;
     for (int i = 0; i < GRPC_SERVER_READS_PER_WAKEUP; i++) {
         if (c->close_queued || c->close_after_write)
             return;
@@ -893,6 +888,8 @@ static void conn_free(struct conn *c)
         event_free(c->read_ev);
     if (c->write_ev)
         event_free(c->write_ev);
+    if (c->handshake_ev)
+        event_free(c->handshake_ev);
     if (c->out)
         evbuffer_free(c->out);
     if (c->fd >= 0)
@@ -945,6 +942,19 @@ static skp_err conn_session_start(struct conn *c)
     return SKP_OK;
 }
 
+static void conn_handshake_cb(evutil_socket_t fd, short what, void *arg)
+{
+    (void)fd;
+    (void)what;
+    struct conn *c = arg;
+    if (c->got_frame)
+        return;
+    SKPX_DEBUG("grpc-server: %s: no HTTP/2 preface within %d ms", c->peer,
+               c->srv->opts.handshake_timeout_ms);
+    c->proto_error = true;
+    conn_free(c);
+}
+
 static void listener_accept_cb(struct evconnlistener *l, evutil_socket_t fd, struct sockaddr *sa,
                                int socklen, void *arg)
 {
@@ -971,6 +981,7 @@ static void listener_accept_cb(struct evconnlistener *l, evutil_socket_t fd, str
     c->close_ev = event_new(srv->base, -1, 0, conn_close_cb, c);
     c->read_ev = event_new(srv->base, fd, EV_READ | EV_PERSIST, conn_read_cb, c);
     c->write_ev = event_new(srv->base, fd, EV_WRITE, conn_write_cb, c);
+    c->handshake_ev = evtimer_new(srv->base, conn_handshake_cb, c);
     /* Link first so conn_free can undo a partial setup. */
     c->next = srv->conns;
     if (srv->conns)
@@ -978,14 +989,15 @@ static void listener_accept_cb(struct evconnlistener *l, evutil_socket_t fd, str
     srv->conns = c;
     srv->stats.connections_open++;
     srv->stats.connections_accepted++;
-    if (!c->out || !c->close_ev || !c->read_ev || !c->write_ev ||
+    if (!c->out || !c->close_ev || !c->read_ev || !c->write_ev || !c->handshake_ev ||
         conn_session_start(c) != SKP_OK) {
         conn_free(c);
         return;
     }
-    struct timeval tv = {GRPC_SERVER_HANDSHAKE_TIMEOUT_MS / 1000,
-                         (GRPC_SERVER_HANDSHAKE_TIMEOUT_MS % 1000) * 1000};
-    event_add(c->read_ev, &tv);
+    int hs_ms = srv->opts.handshake_timeout_ms;
+    struct timeval tv = {hs_ms / 1000, (hs_ms % 1000) * 1000};
+    event_add(c->read_ev, NULL);
+    event_add(c->handshake_ev, &tv);
     conn_flush(c); /* our SETTINGS go out first */
 }
 
@@ -1023,6 +1035,8 @@ skp_err skpx_grpc_server_new(struct event_base *base, const struct skpx_grpc_ser
         srv->opts.max_concurrent_streams = GRPC_SERVER_DEFAULT_MAX_STREAMS;
     if (!srv->opts.max_connections)
         srv->opts.max_connections = GRPC_SERVER_DEFAULT_MAX_CONNS;
+    if (srv->opts.handshake_timeout_ms <= 0)
+        srv->opts.handshake_timeout_ms = GRPC_SERVER_DEFAULT_HANDSHAKE_MS;
 
     if (nghttp2_session_callbacks_new(&srv->cbs) != 0 || nghttp2_option_new(&srv->h2opt) != 0) {
         skpx_grpc_server_free(srv);

@@ -49,6 +49,7 @@ struct skpx_grpc_server_opts {
     uint32_t window_bytes;         /* stream/connection window, 0 = 16 MiB */
     uint32_t max_concurrent_streams; /* 0 = 1000 */
     size_t max_connections;        /* 0 = 1024; further accepts are closed at once */
+    int handshake_timeout_ms;      /* preface + first frame must arrive within; 0 = 10000 */
 };
 
 /* Creates a server on `base` (borrowed; must outlive the server). `opts` may be NULL.

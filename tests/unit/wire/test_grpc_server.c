@@ -304,13 +304,14 @@ struct fixture {
     int64_t live_before;
 };
 
-static void fixture_start(struct fixture *f, const ProtobufCMessageDescriptor *desc)
+static void fixture_start_opts(struct fixture *f, const ProtobufCMessageDescriptor *desc,
+                               const struct skpx_grpc_server_opts *opts)
 {
     memset(f, 0, sizeof(*f));
     f->live_before = skpx_alloc_live_bytes();
     f->base = event_base_new();
     assert_non_null(f->base);
-    assert_int_equal(skpx_grpc_server_new(f->base, NULL, &f->srv), SKP_OK);
+    assert_int_equal(skpx_grpc_server_new(f->base, opts, &f->srv), SKP_OK);
     struct skpx_grpc_method m = {
         .path = "/t.S/m",
         .client_streaming = true,
@@ -324,6 +325,11 @@ static void fixture_start(struct fixture *f, const ProtobufCMessageDescriptor *d
     assert_int_equal(skpx_grpc_server_add_method(f->srv, &m), SKP_OK);
     assert_int_equal(skpx_grpc_server_listen(f->srv, "127.0.0.1:0", &f->port), SKP_OK);
     assert_true(f->port > 0);
+}
+
+static void fixture_start(struct fixture *f, const ProtobufCMessageDescriptor *desc)
+{
+    fixture_start_opts(f, desc, NULL);
 }
 
 static void fixture_stop(struct fixture *f)
@@ -585,6 +591,66 @@ static void partial_messages_bounded_per_connection(void **state)
     fixture_stop(&f);
 }
 
+
+/* Regression: the handshake timeout used to sit on the persistent read event, and libevent
+ * re-arms such a timeout at every wakeup, so connections idle for that long were dropped. */
+static void idle_connection_outlives_handshake_timeout(void **state)
+{
+    (void)state;
+    struct skpx_grpc_server_opts opts = {.handshake_timeout_ms = 200};
+    struct fixture f;
+    fixture_start_opts(&f, NULL, &opts);
+    struct tclient c;
+    tclient_open(&c, f.port);
+    uint8_t body[5];
+    skpx_grpc_prefix_write(body, 0);
+    struct tstream *t = tclient_request(&c, "/t.S/m", body, 5, true);
+    assert_true(pump(f.base, &c, stream_closed, t));
+    assert_int_equal(t->grpc_status, 0);
+    /* Idle (server loop running) for several handshake timeouts: the connection stays. */
+    assert_false(pump_ms(f.base, &c, client_broken, &c, 1000));
+    t = tclient_request(&c, "/t.S/m", body, 5, true);
+    assert_true(pump(f.base, &c, stream_closed, t));
+    assert_int_equal(t->grpc_status, 0);
+    struct skpx_grpc_server_stats st;
+    skpx_grpc_server_get_stats(f.srv, &st);
+    assert_int_equal(st.connections_accepted, 1);
+    assert_int_equal(st.protocol_errors, 0);
+    tclient_close(&c);
+    fixture_stop(&f);
+}
+
+/* A connection that never sends the preface is closed after the handshake timeout. */
+static void silent_connection_closed_after_handshake_timeout(void **state)
+{
+    (void)state;
+    struct skpx_grpc_server_opts opts = {.handshake_timeout_ms = 200};
+    struct fixture f;
+    fixture_start_opts(&f, NULL, &opts);
+    struct tclient c;
+    tclient_open(&c, f.port); /* its SETTINGS are never sent: pump is not used */
+    int64_t deadline = skpx_mono_ms() + PUMP_DEADLINE_MS;
+    bool closed = false;
+    while (!closed && skpx_mono_ms() < deadline) {
+        event_base_loop(f.base, EVLOOP_NONBLOCK);
+        uint8_t buf[4096];
+        ssize_t r = recv(c.fd, buf, sizeof(buf), 0);
+        if (r == 0 || (r < 0 && errno != EAGAIN)) {
+            closed = true;
+        } else {
+            struct pollfd p = {.fd = c.fd, .events = POLLIN};
+            (void)poll(&p, 1, 5);
+        }
+    }
+    assert_true(closed);
+    struct skpx_grpc_server_stats st;
+    skpx_grpc_server_get_stats(f.srv, &st);
+    assert_int_equal(st.protocol_errors, 1);
+    assert_int_equal(st.connections_open, 0);
+    tclient_close(&c);
+    fixture_stop(&f);
+}
+
 /* Every allocation of the server in turn fails during a call: the call fails or succeeds, the
  * server never crashes, on_close stays balanced and nothing leaks. */
 static void allocation_failures_during_calls(void **state)
@@ -639,6 +705,8 @@ int main(void)
         cmocka_unit_test(free_with_open_call_closes_it),
         cmocka_unit_test(shutdown_waits_for_async_answer),
         cmocka_unit_test(partial_messages_bounded_per_connection),
+        cmocka_unit_test(idle_connection_outlives_handshake_timeout),
+        cmocka_unit_test(silent_connection_closed_after_handshake_timeout),
         cmocka_unit_test(allocation_failures_during_calls),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

@@ -288,6 +288,14 @@ int skp__symbolize(struct skp__symbolizer *s, uintptr_t addr, char *buf, size_t 
             memcpy(text, e->text, (size_t)len + 1);
     } else {
         s->st.misses++;
+        if (c.adds != s->loads_seen) {
+            /* Something was loaded since the modules were reported. Refresh before resolving,
+             * not only when the address is outside every known module: dwfl's range of a module
+             * spans its whole mapping, holes included, and a library mapped later into such a
+             * hole would otherwise be attributed to the wrong module. */
+            s->st.refreshes++;
+            (void)report_modules(s);
+        }
         len = resolve(s, addr, text, sizeof(text));
         if (s->entries + 1 > s->cap / 4 * 3) {
             cache_clear(s);

@@ -4,8 +4,8 @@
  * Runs off the hot path (the agent's channel thread). Loading debug information is slow the
  * first time a module is seen (milliseconds to seconds for big binaries); later lookups of the
  * same address are served from the cache. Modules loaded after the symbolizer was created
- * (dlopen) are picked up when an address falls outside every known module and the loader's
- * load counter moved; an unload clears the cache (its addresses may be reused).
+ * (dlopen) are picked up at the next cache miss after the loader's load counter moved; an unload
+ * clears the cache (its addresses may be reused).
  * Thread-safe: one internal mutex (lock order: only it). */
 #ifndef SKP_AGENT_SYMBOLIZE_H
 #define SKP_AGENT_SYMBOLIZE_H

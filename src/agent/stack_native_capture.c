@@ -161,14 +161,42 @@ static void forget_abandoned(uint32_t id)
     }
 }
 
+/* The interrupted instruction and frame pointer, from the signal context. On an architecture
+ * not listed both are 0: libunwind still walks, the handler frames are cut by count, and the
+ * loader check and frame-pointer fallback are off. */
+static uintptr_t interrupted_pc(const ucontext_t *uc)
+{
+#if defined(__x86_64__)
+    return (uintptr_t)uc->uc_mcontext.gregs[REG_RIP];
+#elif defined(__aarch64__)
+    return (uintptr_t)uc->uc_mcontext.pc;
+#else
+    (void)uc;
+    return 0;
+#endif
+}
+
+static uintptr_t interrupted_fp(const ucontext_t *uc)
+{
+#if defined(__x86_64__)
+    return (uintptr_t)uc->uc_mcontext.gregs[REG_RBP];
+#elif defined(__aarch64__)
+    return (uintptr_t)uc->uc_mcontext.regs[29];
+#else
+    (void)uc;
+    return 0;
+#endif
+}
+
 static void walk_interrupted(struct slot *sl, uintptr_t *buf, const ucontext_t *uc)
 {
     int64_t t0 = handler_now_ns();
-    uintptr_t pc = (uintptr_t)uc->uc_mcontext.gregs[REG_RIP];
-    uintptr_t fp = (uintptr_t)uc->uc_mcontext.gregs[REG_RBP];
+    uintptr_t pc = interrupted_pc(uc);
+    uintptr_t fp = interrupted_fp(uc);
     uintptr_t lo = atomic_load_explicit(&g.loader_lo, memory_order_relaxed);
     uintptr_t hi = atomic_load_explicit(&g.loader_hi, memory_order_relaxed);
-    bool use_fp = atomic_load_explicit(&g.force_fp, memory_order_relaxed) || (pc >= lo && pc < hi);
+    bool use_fp = pc && (atomic_load_explicit(&g.force_fp, memory_order_relaxed) ||
+                         (pc >= lo && pc < hi));
     size_t n = 0;
 
     /* libunwind looks up unwind tables through dl_iterate_phdr, which takes the loader's lock
@@ -181,7 +209,7 @@ static void walk_interrupted(struct slot *sl, uintptr_t *buf, const ucontext_t *
         if (n == 0)
             use_fp = true;
     }
-    if (use_fp)
+    if (use_fp && pc)
         n = skp__native_fp_walk(pc, fp, sl->req_stack_lo, sl->req_stack_hi, buf, sl->req_want);
     sl->res_n = (uint32_t)n;
     sl->res_pc = pc;

@@ -85,7 +85,8 @@ def run_case(srv, name, argv, env, endpoint, path, func):
             assert tags.get('url', '').endswith(path.split('?')[0]) or '?' in tags.get('url', ''), tags
         a = srv.analyze(seg['segmentId'], seg['start'], seg['start'] + seg['duration'])
         sigs = [n['codeSignature'] for n in tree_nodes(a)]
-        assert any(func + ': ' in s for s in sigs), (func, sigs)
+        assert any(func + ': ' in s for s in sigs), (func, sigs, seg['start'], seg['duration'],
+                                                     [x['segmentId'] for x in segs], attempt, a)
     finally:
         code = app.stop()
         out = app.proc.output()

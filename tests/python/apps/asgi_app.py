@@ -9,7 +9,7 @@ from skyprof.instrument import SkyprofASGIMiddleware
 
 
 def asgi_blocking_part():
-    time.sleep(0.15)  # blocks the loop thread: what the sampler sees
+    time.sleep(0.3)  # blocks the loop thread: what the sampler sees
 
 
 async def app(scope, receive, send):

@@ -7,7 +7,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 
 def inner_work():
-    time.sleep(0.15)
+    time.sleep(0.3)
 
 
 def outer_work():

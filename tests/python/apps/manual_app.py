@@ -10,7 +10,7 @@ from skyprof import agent
 
 
 def manual_inner():
-    time.sleep(0.15)
+    time.sleep(0.3)
 
 
 @skyprof.entry_point('manual-job', sw8_arg='sw8')

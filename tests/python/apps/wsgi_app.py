@@ -8,7 +8,7 @@ from skyprof.instrument import SkyprofWSGIMiddleware
 
 
 def wsgi_slow_part():
-    time.sleep(0.15)
+    time.sleep(0.3)
 
 
 def app(environ, start_response):

@@ -2,8 +2,7 @@
  * loop. Single-threaded: every function here and every callback runs on the loop thread.
  *
  * Design: one `struct conn` per TCP connection (a socket with read/write events, an output
- * evbuffer and an nghttp2 server session)
- * and one `struct skpx_grpc_call` per request stream. Calls are kept on a per-connection list
+ * evbuffer and an nghttp2 server session) and one `struct skpx_grpc_call` per request stream. Calls are kept on a per-connection list
  * because nghttp2_session_del() does not report the streams it drops: tearing a connection down
  * walks that list so on_close runs exactly once per call. Nothing is written to the socket from
  * inside nghttp2 callbacks: while the session is being fed (`in_io`) a finish only queues frames,
@@ -16,10 +15,10 @@
 
 #include <arpa/inet.h>
 #include <errno.h>
-#include <stddef.h>
 #include <netdb.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <string.h>
 #include <sys/socket.h>
@@ -137,7 +136,9 @@ struct conn {
 struct skpx_grpc_server {
     struct event_base *base;
     struct skpx_grpc_server_opts opts;
-    struct skpx_grpc_method *methods; /* owned array */
+    /* Owned array of owned copies: each method is allocated on its own because calls keep
+     * pointers to it, so registering more methods while serving is safe. */
+    struct skpx_grpc_method **methods;
     size_t n_methods;
     struct evconnlistener *listeners[GRPC_SERVER_MAX_LISTENERS];
     size_t n_listeners;
@@ -462,8 +463,8 @@ void *skpx_grpc_call_get_data(const struct skpx_grpc_call *call)
 static const struct skpx_grpc_method *route(const struct skpx_grpc_server *srv, const char *path)
 {
     for (size_t i = 0; i < srv->n_methods; i++) {
-        if (strcmp(srv->methods[i].path, path) == 0)
-            return &srv->methods[i];
+        if (strcmp(srv->methods[i]->path, path) == 0)
+            return srv->methods[i];
     }
     return NULL;
 }
@@ -1064,13 +1065,18 @@ skp_err skpx_grpc_server_add_method(struct skpx_grpc_server *srv, const struct s
         return SKP_EINVAL;
     if (route(srv, m->path))
         return SKP_EEXIST;
-    struct skpx_grpc_method *nm =
-        skpx_realloc(srv->methods, (srv->n_methods + 1) * sizeof(*srv->methods));
-    if (!nm)
+    struct skpx_grpc_method *copy = skpx_malloc(sizeof(*copy));
+    if (!copy)
         return SKP_ENOMEM;
-    /* Calls point into this array; methods must be added before serving starts. */
+    struct skpx_grpc_method **nm =
+        skpx_realloc(srv->methods, (srv->n_methods + 1) * sizeof(*srv->methods));
+    if (!nm) {
+        skpx_free(copy);
+        return SKP_ENOMEM;
+    }
+    *copy = *m;
     srv->methods = nm;
-    srv->methods[srv->n_methods++] = *m;
+    srv->methods[srv->n_methods++] = copy;
     return SKP_OK;
 }
 
@@ -1219,6 +1225,8 @@ void skpx_grpc_server_free(struct skpx_grpc_server *srv)
         nghttp2_session_callbacks_del(srv->cbs);
     if (srv->h2opt)
         nghttp2_option_del(srv->h2opt);
+    for (size_t i = 0; i < srv->n_methods; i++)
+        skpx_free(srv->methods[i]);
     skpx_free(srv->methods);
     arena_cleanup(&srv->arena);
     skpx_free(srv->rbuf);

@@ -488,6 +488,13 @@ static void free_with_open_call_closes_it(void **state)
     assert_int_equal(st.connections_open, 1);
     assert_int_equal(st.messages_received, 1);
     assert_int_equal(f.rec.n_close, 0);
+    /* Registering more methods while a call is open must not move the open call's method. */
+    static char paths[32][16];
+    for (int i = 0; i < 32; i++) {
+        snprintf(paths[i], sizeof(paths[i]), "/t.S/m%d", i);
+        struct skpx_grpc_method more = {.path = paths[i], .on_end = h_end};
+        assert_int_equal(skpx_grpc_server_add_method(f.srv, &more), SKP_OK);
+    }
     skpx_grpc_server_free(f.srv);
     f.srv = NULL;
     assert_int_equal(f.rec.n_close, 1);

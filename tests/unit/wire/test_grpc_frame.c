@@ -309,6 +309,77 @@ static void announced_size_is_not_preallocated(void **state)
     skpx_grpc_reader_cleanup(&r);
 }
 
+static uint64_t rng_next(uint64_t *x)
+{
+    *x ^= *x << 13;
+    *x ^= *x >> 7;
+    *x ^= *x << 17;
+    return *x;
+}
+
+struct seq_ctx {
+    size_t n;
+    bool ok;
+    const size_t *lens;
+    uint64_t seed; /* content of message i byte j is a hash of (seed, i, j) */
+};
+
+static uint8_t content_byte(uint64_t seed, size_t i, size_t j)
+{
+    return (uint8_t)((seed * 31 + i * 131 + j * 7) >> 3);
+}
+
+static skp_err seq_cb(void *ud, const uint8_t *msg, size_t len)
+{
+    struct seq_ctx *q = ud;
+    if (len != q->lens[q->n])
+        q->ok = false;
+    for (size_t j = 0; j < len && q->ok; j++)
+        q->ok = msg[j] == content_byte(q->seed, q->n, j);
+    q->n++;
+    return SKP_OK;
+}
+
+/* Property: for random message sequences cut at random points, the reader delivers exactly the
+ * messages that were written, in order, and is idle only at the end. */
+static void random_sequences_random_cuts(void **state)
+{
+    (void)state;
+    enum { ROUNDS = 300, MAX_MSGS = 24, MAX_LEN = 700 };
+    static uint8_t wire[MAX_MSGS * (MAX_LEN + 5)];
+    uint64_t rng = 0x9E3779B97F4A7C15ULL;
+    for (int round = 0; round < ROUNDS; round++) {
+        size_t n = rng_next(&rng) % (MAX_MSGS + 1);
+        size_t lens[MAX_MSGS];
+        size_t total = 0;
+        for (size_t i = 0; i < n; i++) {
+            /* Mostly small, sometimes empty, sometimes large. */
+            uint64_t r = rng_next(&rng);
+            lens[i] = (r % 5 == 0) ? 0 : (size_t)(r >> 8) % ((r % 3 == 0) ? MAX_LEN : 40);
+            skpx_grpc_prefix_write(wire + total, (uint32_t)lens[i]);
+            total += 5;
+            for (size_t j = 0; j < lens[i]; j++)
+                wire[total++] = content_byte((uint64_t)round, i, j);
+        }
+        struct seq_ctx q = {.ok = true, .lens = lens, .seed = (uint64_t)round};
+        struct skpx_grpc_reader r;
+        skpx_grpc_reader_init(&r, MAX_LEN);
+        size_t off = 0;
+        while (off < total) {
+            size_t cut = 1 + rng_next(&rng) % (rng_next(&rng) % 2 ? 8 : 900);
+            if (cut > total - off)
+                cut = total - off;
+            assert_int_equal(skpx_grpc_reader_feed(&r, wire + off, cut, seq_cb, &q), SKP_OK);
+            off += cut;
+        }
+        assert_true(q.ok);
+        assert_int_equal(q.n, n);
+        assert_true(skpx_grpc_reader_idle(&r));
+        assert_true(r.buf_cap <= MAX_LEN);
+        skpx_grpc_reader_cleanup(&r);
+    }
+}
+
 static void percent_encode_cases(void **state)
 {
     (void)state;
@@ -467,6 +538,7 @@ int main(void)
         cmocka_unit_test(assembly_oom_reported),
         cmocka_unit_test(large_message_across_many_feeds),
         cmocka_unit_test(announced_size_is_not_preallocated),
+        cmocka_unit_test(random_sequences_random_cuts),
         cmocka_unit_test(percent_encode_cases),
         cmocka_unit_test(percent_round_trip_all_bytes),
         cmocka_unit_test(percent_truncation_and_invalid),

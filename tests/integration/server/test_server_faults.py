@@ -11,6 +11,8 @@ import struct
 import sys
 import threading
 import time
+import urllib.parse
+import http.client
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
@@ -89,6 +91,51 @@ def t_invalid_protobuf():
                 [b"\x12\x05ab"], raw=True)
     expect_code(grpc.StatusCode.INVALID_ARGUMENT, S.unary, V3 + "ManagementService/keepAlive", b"\x0a", raw=True)
     assert len(S.query("svc-badpb", "i").commands) == 0  # still serving
+
+
+def t_random_inputs():
+    """Seeded random requests at every route and method: nothing may crash the server or
+    answer 5xx except storage errors; ASan checks memory safety."""
+    rnd = random.Random(1234)
+    routes = ["/api/v1/profile/tasks", "/api/v1/profile/tasks/%s", "/api/v1/profile/tasks/%s/logs",
+              "/api/v1/profile/tasks/%s/segments", "/api/v1/profile/tasks/%s/analyze",
+              "/api/v1/profile/tasks/%s/export?format=%s", "/api/v1/profile/analyze",
+              "/api/v1/profile/segments/%s/analyze", "/api/v1/profile/segments/%s/export?format=%s&start=%s",
+              "/api/v1/services", "/api/v1/services/%s/instances", "/healthz", "/metrics", "/%s", "/assets/%s"]
+
+    def junk(n):
+        return "".join(rnd.choice("abc/%.?&=+-_09\x7f\u00e9 ") for _ in range(rnd.randint(0, n)))
+
+    bodies = [b"", b"{}", b"[]", b"null", b"[{}]", b'{"service":1}', b'[{"segmentId":"x","timeRange":{}}]',
+              b'{"service":"r","endpointName":"/","duration":1,"minDurationThreshold":0,"dumpPeriod":10,'
+              b'"maxSamplingCount":1,"startTime":-5}', b"\xff\xfe\x00", b"[" * 5000]
+    for _ in range(400):
+        route = rnd.choice(routes)
+        n = route.count("%s")
+        path = route % tuple(urllib.parse.quote(junk(20), safe="/%") for _ in range(n))
+        method = rnd.choice(["GET", "POST", "PUT", "DELETE", "HEAD", "OPTIONS"])
+        body = rnd.choice(bodies) if method in ("POST", "PUT") else None
+        try:
+            st, h, data = S.http(method, path, body)
+        except (OSError, http.client.HTTPException):
+            continue  # the server may refuse a malformed request line outright
+        assert st < 500 or st == 503, (method, path, st, data[:200])
+    methods = ["ProfileTask/getProfileTaskCommands", "ProfileTask/collectSnapshot", "ProfileTask/reportTaskFinish",
+               "ManagementService/keepAlive", "ManagementService/reportInstanceProperties",
+               "TraceSegmentReportService/collect", "TraceSegmentReportService/collectInSync"]
+    streaming = {"ProfileTask/collectSnapshot", "TraceSegmentReportService/collect"}
+    for _ in range(150):
+        m = rnd.choice(methods)
+        payloads = [bytes(rnd.getrandbits(8) for _ in range(rnd.randint(0, 300))) for _ in range(rnd.randint(1, 4))]
+        try:
+            if m in streaming:
+                S.stream(V3 + m, payloads, raw=True, timeout=10)
+            else:
+                S.unary(V3 + m, payloads[0], raw=True, timeout=10)
+        except grpc.RpcError as e:
+            assert e.code() in (grpc.StatusCode.INVALID_ARGUMENT, grpc.StatusCode.UNAVAILABLE), (m, e.code())
+    S.json("GET", "/healthz", expect=200)
+    assert len(S.query("svc-random", "i").commands) == 0
 
 
 def t_unknown_task():
@@ -310,6 +357,7 @@ def main():
         try:
             for name, fn in [("garbage on both ports", t_garbage_ports),
                              ("invalid protobuf", t_invalid_protobuf),
+                             ("random HTTP and gRPC inputs", t_random_inputs),
                              ("snapshots for unknown tasks", t_unknown_task),
                              ("duplicates stored once", t_duplicates),
                              ("out-of-order sequences", t_out_of_order),

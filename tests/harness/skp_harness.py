@@ -157,3 +157,27 @@ def tempdir(prefix="skp-test-"):
         yield d
     finally:
         shutil.rmtree(d, ignore_errors=True)
+
+
+def bind_stub_package(name="profile"):
+    """Makes `import <name>.X` find the generated stubs package <name> on sys.path.
+
+    The stubs of proto/profile/ live in a package called `profile`, which Python's standard
+    `profile` module would otherwise shadow. Idempotent."""
+    mod = sys.modules.get(name)
+    if mod is not None and getattr(mod, "__path__", None):
+        return
+    for d in sys.path:
+        p = os.path.join(d, name)
+        if os.path.isdir(p) and any(f.endswith("_pb2.py") for f in os.listdir(p)):
+            pkg = types.ModuleType(name)
+            pkg.__path__ = [p]
+            sys.modules[name] = pkg
+            return
+    raise RuntimeError("generated stubs package %r not found on sys.path" % name)
+
+
+try:  # bind at import when the stubs are on the path (ctest sets PYTHONPATH)
+    bind_stub_package("profile")
+except RuntimeError:
+    pass

@@ -57,6 +57,19 @@ struct skp__pycode_entry *skp__pycode_cache_find(struct skp__pycode_cache *c,
     return NULL;
 }
 
+struct skp__pycode_entry *skp__pycode_cache_find_addr(struct skp__pycode_cache *c, uintptr_t code)
+{
+    struct skp__pycode_entry *set = &c->ways[set_of(code) * SKP_PY_CODE_CACHE_WAYS];
+    struct skp__pycode_entry *best = NULL;
+    for (size_t w = 0; w < SKP_PY_CODE_CACHE_WAYS; w++) {
+        if (set[w].used && set[w].key.code == code && (!best || set[w].used > best->used))
+            best = &set[w];
+    }
+    if (best)
+        best->used = ++c->clock;
+    return best;
+}
+
 struct skp__pycode_entry *skp__pycode_cache_insert(struct skp__pycode_cache *c,
                                                    const struct skp__pycode_key *key,
                                                    int firsttraceable, char *label,
@@ -83,6 +96,7 @@ struct skp__pycode_entry *skp__pycode_cache_insert(struct skp__pycode_cache *c,
     victim->table = table;
     victim->table_len = table_len;
     victim->memo_addr = -1;
+    victim->watch_slot = -1;
     victim->used = ++c->clock;
     return victim;
 }

@@ -37,6 +37,9 @@ struct skp__pycode_entry {
     uint32_t label_len;
     uint8_t *table;              /* owned copy of co_linetable (NULL if too big/unreadable) */
     uint32_t table_len;
+    int watch_slot;              /* codewatch slot, -1 = none requested */
+    uint16_t watch_gen;
+    int64_t watch_requested_ns;  /* when the watch was last requested */
     int memo_addr;               /* last (addr -> line) lookup, -1 = none */
     int memo_line;
     uint64_t used;               /* LRU stamp; 0 = empty way */
@@ -55,6 +58,9 @@ void skp__pycode_cache_cleanup(struct skp__pycode_cache *c);
 /* The entry whose key equals *key, or NULL. Marks it used. */
 struct skp__pycode_entry *skp__pycode_cache_find(struct skp__pycode_cache *c,
                                                  const struct skp__pycode_key *key);
+/* The most recently used entry for code address `code` whatever the rest of its key, or NULL.
+ * Marks it used. (Callers prove it current by other means: codewatch.) */
+struct skp__pycode_entry *skp__pycode_cache_find_addr(struct skp__pycode_cache *c, uintptr_t code);
 /* Inserts an entry for *key, taking ownership of `label` and `table` (both freed with skpx_free,
  * also on failure), evicting the least recently used way of its set. Returns the entry. */
 struct skp__pycode_entry *skp__pycode_cache_insert(struct skp__pycode_cache *c,

@@ -14,6 +14,7 @@
 #include <unistd.h>
 
 #include "common/alloc.h"
+#include "python/codewatch.h"
 #include "python/pylayout.h"
 #include "python/pystack.h"
 #include "python/safe_read.h"
@@ -108,7 +109,7 @@ static PyObject *py_dump_stack(PyObject *module, PyObject *args, PyObject *kwarg
     for (unsigned i = 0; i < SKP_PY_DUMP_TARGETS; i++) {
         struct skp__pytarget *c = &st->dump_targets[i];
         if (c->tstate == target.tstate && c->thread_id == target.thread_id &&
-            c->interp == target.interp) {
+            c->native_tid == target.native_tid && c->interp == target.interp) {
             t = c;
             break;
         }
@@ -162,7 +163,8 @@ static PyObject *reader_stats_dict(const struct skp__pyreader *r)
 {
     struct skp__pyreader_stats s;
     skp__pyreader_get_stats(r, &s);
-    return Py_BuildValue("{s:K,s:K,s:K,s:K,s:K,s:K,s:O,s:s}", "captures",
+    return Py_BuildValue("{s:K,s:K,s:K,s:K,s:K,s:K,s:K,s:O,s:s}", "watched_hits",
+                         (unsigned long long)s.watched_hits, "captures",
                          (unsigned long long)s.captures, "failures",
                          (unsigned long long)s.failures, "frames", (unsigned long long)s.frames,
                          "code_hits", (unsigned long long)s.code_hits, "code_misses",
@@ -814,6 +816,7 @@ static void on_fork_child(void)
 {
     /* process_vm_readv must target the child's own pid from now on, before anything samples. */
     (void)skp__safe_read_init();
+    skp__codewatch_after_fork_child();
 }
 
 static int mod_exec(PyObject *m)

@@ -54,6 +54,9 @@ struct skp__pylayout {
     /* Line of the instruction at byte offset `addr` from the code's location table (copied), or
      * -1 when the table says "no line". Pure function over the copy. */
     int (*addr2line)(const uint8_t *table, size_t len, int firstlineno, int addr);
+    /* GIL held: sets found[i] when code object want[i] is the code of a frame currently on the
+     * stack of some thread of the main interpreter (hence alive). NULL = not supported. */
+    void (*find_live_codes)(const uintptr_t *want, size_t n, bool *found);
 };
 
 /* The layout table for the running interpreter, or NULL when there is none (then the portable

@@ -18,7 +18,9 @@
 #include <string.h>
 
 #include "common/alloc.h"
+#include "common/clock.h"
 #include "python/codecache.h"
+#include "python/codewatch.h"
 #include "python/pylayout.h"
 #include "python/safe_read.h"
 
@@ -39,6 +41,7 @@ struct code_slot {
     uintptr_t addr;
     bool have_header;
     bool used;                         /* referenced by a frame of this capture */
+    bool watched;                      /* entry proven current by its codewatch */
     struct skp__pycode_entry *entry;   /* NULL: invalid code object */
 };
 
@@ -51,6 +54,8 @@ struct skp__pyreader {
     struct raw_frame *raw;                /* SKP_PY_MAX_WALK */
     uint16_t *code_index;                 /* open addressing over codes, SKP_PY_MAX_CODES*2 */
     uint64_t captures, failures, frames;
+    uint64_t watched_hits;                /* code objects proven current without a read */
+    bool watch;                           /* codewatch enabled */
 };
 
 /* ---------------------------------------------------------------------------------------------
@@ -236,6 +241,7 @@ skp_err skp__pyreader_new(bool force_portable, struct skp__pyreader **out)
     if (l && !skp__safe_read_init())
         l = NULL;
     r->layout = l;
+    r->watch = l && !force_portable && skp__codewatch_init(l);
     skp_err err = SKP_OK;
     if (l) {
         err = skp__pycode_cache_init(&r->cache);
@@ -280,6 +286,7 @@ void skp__pyreader_get_stats(const struct skp__pyreader *r, struct skp__pyreader
     out->failures = r->failures;
     out->frames = r->frames;
     out->code_hits = r->cache.hits;
+    out->watched_hits = r->watched_hits;
     out->code_misses = r->cache.misses;
     out->syscalls = skp__safe_read_calls();
     out->direct = r->layout != NULL;
@@ -342,6 +349,7 @@ static int code_slot_of(struct skp__pyreader *r, size_t *n_codes, uintptr_t addr
             r->codes[slot].addr = addr;
             r->codes[slot].have_header = false;
             r->codes[slot].used = false;
+            r->codes[slot].watched = false;
             r->codes[slot].entry = NULL;
             r->code_index[i] = (uint16_t)(slot + 1);
             return slot;
@@ -350,6 +358,34 @@ static int code_slot_of(struct skp__pyreader *r, size_t *n_codes, uintptr_t addr
             return v - 1;
     }
     return -1;
+}
+
+/* The cache entry of `addr` when a watch proves the object there is the one it was built from
+ * (no read needed), else NULL. */
+static struct skp__pycode_entry *watched_entry(struct skp__pyreader *r, uintptr_t addr)
+{
+    if (!r->watch)
+        return NULL;
+    struct skp__pycode_entry *e = skp__pycode_cache_find_addr(&r->cache, addr);
+    if (e && e->watch_slot >= 0 && skp__codewatch_armed(e->watch_slot, e->watch_gen, addr)) {
+        r->watched_hits++;
+        return e;
+    }
+    return NULL;
+}
+
+/* Asks for a watch on a freshly validated entry (again after a while if never armed). */
+static void maybe_request_watch(struct skp__pyreader *r, struct skp__pycode_entry *e)
+{
+    if (!r->watch)
+        return;
+    if (e->watch_slot >= 0 && skp__codewatch_armed(e->watch_slot, e->watch_gen, e->key.code))
+        return;
+    int64_t now = skpx_mono_ns();
+    if (e->watch_slot >= 0 && now - e->watch_requested_ns < 2000000000LL)
+        return;
+    skp__codewatch_request(e->key.code, &e->watch_slot, &e->watch_gen);
+    e->watch_requested_ns = now;
 }
 
 /* Resolves one code object whose header was copied: validates it and finds or builds its
@@ -438,6 +474,13 @@ static int capture_direct(struct skp__pyreader *r, struct skp__pytarget *t,
         int slot = code_slot_of(r, &n_codes, t->hint_codes[i]);
         if (slot < 0 || n_codes == before)
             continue;  /* table full or duplicate hint */
+        struct skp__pycode_entry *we = watched_entry(r, t->hint_codes[i]);
+        if (we) {
+            r->codes[slot].have_header = true;  /* proven current: nothing to read */
+            r->codes[slot].entry = we;
+            r->codes[slot].watched = true;
+            continue;
+        }
         hint_slot[n_iov - iov_codes] = slot;
         loc[n_iov] = (struct iovec){r->code_headers + (size_t)slot * CODE_COPY_MAX, l->co_copy};
         rem[n_iov++] = (struct iovec){(void *)t->hint_codes[i], l->co_copy};
@@ -547,7 +590,18 @@ static int capture_direct(struct skp__pyreader *r, struct skp__pytarget *t,
         addr = prev;
     }
 
-    /* 4. Read headers of code objects the speculation did not cover, in batches. */
+    /* 4. Read headers of code objects the speculation did not cover (unless watched). */
+    for (size_t s2 = 0; s2 < n_codes; s2++) {
+        struct code_slot *cs = &r->codes[s2];
+        if (cs->used && !cs->have_header) {
+            struct skp__pycode_entry *we = watched_entry(r, cs->addr);
+            if (we) {
+                cs->have_header = true;
+                cs->entry = we;
+                cs->watched = true;
+            }
+        }
+    }
     for (;;) {
         n_iov = 0;
         size_t first_slot[SKP_PY_SAFE_READ_IOV_MAX];
@@ -574,8 +628,12 @@ static int capture_direct(struct skp__pyreader *r, struct skp__pytarget *t,
         struct code_slot *cs = &r->codes[s];
         if (!cs->used)
             continue;
-        cs->entry = cs->addr ? resolve_code(r, cs->addr, r->code_headers + s * CODE_COPY_MAX)
-                             : NULL;
+        if (!cs->watched) {
+            cs->entry = cs->addr ? resolve_code(r, cs->addr, r->code_headers + s * CODE_COPY_MAX)
+                                 : NULL;
+            if (cs->entry)
+                maybe_request_watch(r, cs->entry);
+        }
         if (cs->entry && n_hint < SKP_PY_HINT_CODES)
             t->hint_codes[n_hint++] = cs->addr;
     }

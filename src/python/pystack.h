@@ -54,6 +54,7 @@ struct skp__pyreader_stats {
     uint64_t frames;
     uint64_t code_hits;
     uint64_t code_misses;
+    uint64_t watched_hits;       /* code objects proven current by a watch (no read) */
     uint64_t syscalls;           /* process-wide safe_read syscalls so far */
     bool direct;                 /* direct mode in use */
     const char *layout;          /* "3.11" or "portable" */

@@ -289,6 +289,37 @@ def t_unicode_names():
     assert got[-1] == '/tmp/\u00fcnicode-\u00e9\u4e2d.py.f\u00e9\u4e2d: 2', got[-1]
 
 
+def t_code_reuse_never_mislabels():
+    """Code objects created and freed again and again (exec'd functions with distinct names),
+    each sampled on another thread until the reader trusts it without re-reading it (watch armed
+    by a pending call on this thread): a new code object that reuses a dead one's address must
+    never be shown with the dead one's name or lines."""
+    before = native.reader_info()['watched_hits']
+    mismatches = []
+    for i in range(150):
+        ns = {}
+        src = ('def reuse_%d(ev, started):\n'
+               '    started.set()\n'
+               '    ev.wait()\n' % i)
+        exec(compile(src, '/tmp/reuse-%d.py' % (i % 7), 'exec'), ns)
+        ev, started = threading.Event(), threading.Event()
+        th = threading.Thread(target=ns['reuse_%d' % i], args=(ev, started))
+        th.start()
+        started.wait(5)
+        wait_until(lambda: '.wait: ' in skyprof.dump_stack(th.ident)[-1], 5)
+        for _ in range(3):
+            got = skyprof.dump_stack(th.ident)
+            want = fmt(traceback.extract_stack(sys._current_frames()[th.ident]))
+            if got != want:
+                mismatches.append((got[-3:], want[-3:]))
+            time.sleep(0)  # lets the pending call arm watches between samples
+        ev.set()
+        th.join()
+        del ns, th
+    assert not mismatches, mismatches[:3]
+    assert native.reader_info()['watched_hits'] > before, native.reader_info()
+
+
 def t_reader_mode():
     info = native.reader_info()
     assert info['direct'] is True and info['layout'] == '3.11', info

@@ -100,6 +100,27 @@ static void py311_str_decode(const void *hdr, struct skp__pystr_info *out)
     out->ok = true;
 }
 
+/* Most frames looked at per thread by find_live_codes (a bound, not a limit users hit). */
+#define PY311_LIVE_SCAN_MAX 100000
+
+static void py311_find_live_codes(const uintptr_t *want, size_t n, bool *found)
+{
+    for (size_t i = 0; i < n; i++)
+        found[i] = false;
+    PyInterpreterState *interp = PyInterpreterState_Main();
+    for (PyThreadState *ts = PyInterpreterState_ThreadHead(interp); ts;
+         ts = PyThreadState_Next(ts)) {
+        _PyInterpreterFrame *f = ts->cframe ? ts->cframe->current_frame : NULL;
+        for (size_t k = 0; f && k < PY311_LIVE_SCAN_MAX; k++, f = f->previous) {
+            uintptr_t code = (uintptr_t)f->f_code;
+            for (size_t i = 0; i < n; i++) {
+                if (want[i] == code)
+                    found[i] = true;
+            }
+        }
+    }
+}
+
 static struct skp__pylayout g_py311;
 
 const struct skp__pylayout *skp__pylayout_py311(void)
@@ -152,6 +173,7 @@ const struct skp__pylayout *skp__pylayout_py311(void)
 
     l->str_decode = py311_str_decode;
     l->addr2line = py311_addr2line;
+    l->find_live_codes = py311_find_live_codes;
     l->name = "3.11";
     return l;
 }

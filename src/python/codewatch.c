@@ -17,7 +17,7 @@
 #define REQUEST_TIMEOUT_NS (2LL * 1000 * 1000 * 1000)
 
 struct request {
-    uintptr_t code;
+    struct skp__pylive_query q;
     int slot;
     uint16_t gen;
 };
@@ -78,22 +78,23 @@ static int arm_pending(void *unused)
     Py_ssize_t index = atomic_load(&g_index);
     if (index < 0 || n == 0 || !g_layout || !g_layout->find_live_codes)
         return 0;
-    uintptr_t want[SKP_PY_WATCH_QUEUE];
+    struct skp__pylive_query want[SKP_PY_WATCH_QUEUE];
     bool found[SKP_PY_WATCH_QUEUE];
     for (size_t i = 0; i < n; i++)
-        want[i] = batch[i].code;
+        want[i] = batch[i].q;
     g_layout->find_live_codes(want, n, found);
     for (size_t i = 0; i < n; i++) {
         if (!found[i])
             continue;  /* not on a live frame now: its liveness is unknown, leave it unarmed */
         uintptr_t token = ((uintptr_t)batch[i].gen << 16) | (uintptr_t)(batch[i].slot + 1);
         /* the object is alive (a live frame holds a reference) and the GIL is held */
-        if (_PyCode_SetExtra((PyObject *)batch[i].code, index, (void *)token) < 0) {
+        if (_PyCode_SetExtra((PyObject *)batch[i].q.code, index, (void *)token) < 0) {
             PyErr_Clear();
             continue;
         }
         atomic_store_explicit(&g_watch[batch[i].slot],
-                              ((uint64_t)batch[i].gen << 48) | ((uint64_t)batch[i].code & ADDR_MASK),
+                              ((uint64_t)batch[i].gen << 48) |
+                                  ((uint64_t)batch[i].q.code & ADDR_MASK),
                               memory_order_release);
     }
     return 0;
@@ -117,8 +118,9 @@ bool skp__codewatch_init(const struct skp__pylayout *l)
     return true;
 }
 
-void skp__codewatch_request(uintptr_t code, int *slot, uint16_t *gen)
+void skp__codewatch_request(const struct skp__pylive_query *q, int *slot, uint16_t *gen)
 {
+    uintptr_t code = q->code;
     *slot = -1;
     *gen = 0;
     if (atomic_load(&g_index) < 0 || code == 0 || (code & ~ADDR_MASK) != 0)
@@ -138,7 +140,7 @@ void skp__codewatch_request(uintptr_t code, int *slot, uint16_t *gen)
             g_cursor = s + 1;
             *slot = (int)s;
             *gen = (uint16_t)(w >> 48);
-            g_queue[g_n_queue++] = (struct request){.code = code, .slot = (int)s, .gen = *gen};
+            g_queue[g_n_queue++] = (struct request){.q = *q, .slot = (int)s, .gen = *gen};
             bool expected = false;
             schedule = atomic_compare_exchange_strong(&g_scheduled, &expected, true);
             break;

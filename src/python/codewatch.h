@@ -31,10 +31,11 @@ bool skp__codewatch_init(const struct skp__pylayout *l);
  * is the one the watch was requested for. Any thread, lock-free, async-signal-safe. */
 bool skp__codewatch_armed(int slot, uint16_t gen, uintptr_t code);
 
-/* Requests a watch for the code object at `code` (just validated by a safe read). Sets *slot
+/* Requests a watch for the code object q->code (just validated by a safe read; q holds the
+ * fields it had, re-checked when arming). Sets *slot
  * (-1 when no slot is free or watching is off) and *gen; the watch is armed later by the main
  * thread if the code is still on a live frame then. Any thread, no GIL; takes the watch mutex. */
-void skp__codewatch_request(uintptr_t code, int *slot, uint16_t *gen);
+void skp__codewatch_request(const struct skp__pylive_query *q, int *slot, uint16_t *gen);
 
 /* Child side of fork(): resets the mutex and the queue (the parent's threads are gone). */
 void skp__codewatch_after_fork_child(void);

@@ -18,6 +18,13 @@ struct skp__pystr_info {
     bool ok;             /* false: not a compact ready str (we do not read those) */
 };
 
+/* A code object looked for on live frames, with the fields it must still have (codewatch). */
+struct skp__pylive_query {
+    uintptr_t code;
+    uintptr_t filename, name, linetable;
+    int firstlineno;
+};
+
 struct skp__pylayout {
     const char *name;            /* "3.11" */
     unsigned major, minor;
@@ -54,9 +61,11 @@ struct skp__pylayout {
     /* Line of the instruction at byte offset `addr` from the code's location table (copied), or
      * -1 when the table says "no line". Pure function over the copy. */
     int (*addr2line)(const uint8_t *table, size_t len, int firstlineno, int addr);
-    /* GIL held: sets found[i] when code object want[i] is the code of a frame currently on the
-     * stack of some thread of the main interpreter (hence alive). NULL = not supported. */
-    void (*find_live_codes)(const uintptr_t *want, size_t n, bool *found);
+    /* GIL held: sets found[i] when code object q[i].code is the code of a frame currently on
+     * the stack of some thread of the main interpreter (hence alive) AND still has the fields of
+     * q[i] (so it is the object the query was made for, not a successor at the same address).
+     * NULL = not supported. */
+    void (*find_live_codes)(const struct skp__pylive_query *q, size_t n, bool *found);
 };
 
 /* The layout table for the running interpreter, or NULL when there is none (then the portable

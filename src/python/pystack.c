@@ -384,7 +384,10 @@ static void maybe_request_watch(struct skp__pyreader *r, struct skp__pycode_entr
     int64_t now = skpx_mono_ns();
     if (e->watch_slot >= 0 && now - e->watch_requested_ns < 2000000000LL)
         return;
-    skp__codewatch_request(e->key.code, &e->watch_slot, &e->watch_gen);
+    struct skp__pylive_query q = {.code = e->key.code, .filename = e->key.filename,
+                                  .name = e->key.name, .linetable = e->key.linetable,
+                                  .firstlineno = e->key.firstlineno};
+    skp__codewatch_request(&q, &e->watch_slot, &e->watch_gen);
     e->watch_requested_ns = now;
 }
 

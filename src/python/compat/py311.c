@@ -103,7 +103,7 @@ static void py311_str_decode(const void *hdr, struct skp__pystr_info *out)
 /* Most frames looked at per thread by find_live_codes (a bound, not a limit users hit). */
 #define PY311_LIVE_SCAN_MAX 100000
 
-static void py311_find_live_codes(const uintptr_t *want, size_t n, bool *found)
+static void py311_find_live_codes(const struct skp__pylive_query *q, size_t n, bool *found)
 {
     for (size_t i = 0; i < n; i++)
         found[i] = false;
@@ -112,10 +112,15 @@ static void py311_find_live_codes(const uintptr_t *want, size_t n, bool *found)
          ts = PyThreadState_Next(ts)) {
         _PyInterpreterFrame *f = ts->cframe ? ts->cframe->current_frame : NULL;
         for (size_t k = 0; f && k < PY311_LIVE_SCAN_MAX; k++, f = f->previous) {
-            uintptr_t code = (uintptr_t)f->f_code;
+            PyCodeObject *co = f->f_code;
             for (size_t i = 0; i < n; i++) {
-                if (want[i] == code)
-                    found[i] = true;
+                if (found[i] || q[i].code != (uintptr_t)co)
+                    continue;
+                /* alive (a live frame holds it) and the GIL is held: its fields are safe to read */
+                found[i] = (uintptr_t)co->co_filename == q[i].filename &&
+                           (uintptr_t)co->co_name == q[i].name &&
+                           (uintptr_t)co->co_linetable == q[i].linetable &&
+                           co->co_firstlineno == q[i].firstlineno;
             }
         }
     }

@@ -88,6 +88,7 @@ static struct engine {
     _Atomic bool force_fp;
     _Atomic bool clobber_errno; /* test hook: the handler scribbles on errno */
     _Atomic uintptr_t loader_lo, loader_hi;
+    const int *_Atomic loader_lock; /* lock word of the loader lock, NULL = unknown */
 
     struct slot slots[SKP_NATIVE_MAX_TARGETS];
 
@@ -195,14 +196,18 @@ static void walk_interrupted(struct slot *sl, uintptr_t *buf, const ucontext_t *
     uintptr_t fp = interrupted_fp(uc);
     uintptr_t lo = atomic_load_explicit(&g.loader_lo, memory_order_relaxed);
     uintptr_t hi = atomic_load_explicit(&g.loader_hi, memory_order_relaxed);
+    const int *lock = atomic_load_explicit(&g.loader_lock, memory_order_relaxed);
     bool use_fp = pc && (atomic_load_explicit(&g.force_fp, memory_order_relaxed) ||
-                         (pc >= lo && pc < hi));
+                         (pc >= lo && pc < hi) || (lock && __atomic_load_n(lock, __ATOMIC_ACQUIRE)));
     size_t n = 0;
 
-    /* libunwind looks up unwind tables through dl_iterate_phdr, which takes the loader's lock
-     * and reads the list of loaded objects. A thread interrupted inside ld.so may be half-way
-     * through changing that list while holding the (recursive) lock: walking with libunwind
-     * there could read a torn list. The bounded frame-pointer walk touches no loader state. */
+    /* libunwind looks up unwind tables through dl_iterate_phdr, which takes the loader's
+     * recursive lock. If this thread was interrupted while acquiring, holding or releasing it
+     * (dlopen, dlclose, another dl_iterate_phdr user such as a C++ exception), taking it again
+     * from the handler deadlocks the thread on itself (reproduced: interrupted inside
+     * pthread_mutex_lock called by _dl_close_worker), or reads a list half-way through an update.
+     * So: lock word non-zero (whoever holds it), or pc inside ld.so -> the bounded frame-pointer
+     * walk, which touches no loader state. */
     if (!use_fp) {
         int r = unw_backtrace((void **)buf, (int)sl->req_want);
         n = r > 0 ? (size_t)r : 0;
@@ -374,6 +379,11 @@ skp_err skp__native_capture_install(int signo)
     skp__native_loader_text(&loader);
     atomic_store(&g.loader_lo, loader.lo);
     atomic_store(&g.loader_hi, loader.hi);
+    const int *lock = NULL;
+    skp__native_loader_lock(&lock);
+    atomic_store(&g.loader_lock, lock);
+    if (!lock)
+        SKPX_WARN("native: loader lock not found; samples taken inside dlopen/dlclose may block");
 
     memset(&ours, 0, sizeof(ours));
     ours.sa_sigaction = on_signal;
@@ -735,6 +745,11 @@ int skp__native_capture_signo(void)
 void skp__native_capture_force_fp(bool on)
 {
     atomic_store(&g.force_fp, on);
+}
+
+bool skp__native_capture_has_loader_lock(void)
+{
+    return atomic_load(&g.loader_lock) != NULL;
 }
 
 void skp__native_capture_set_loader_range(uintptr_t lo, uintptr_t hi)

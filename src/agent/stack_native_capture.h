@@ -153,6 +153,8 @@ void skp__native_capture_set_timeout_ns(int64_t timeout_ns);
 
 /* Test hook: when set, the handler always uses the frame-pointer walk. */
 void skp__native_capture_force_fp(bool on);
+/* True when install found the loader's lock word (see skp__native_loader_lock). */
+bool skp__native_capture_has_loader_lock(void);
 /* Test hook: overrides the loader text range checked against the interrupted pc. */
 void skp__native_capture_set_loader_range(uintptr_t lo, uintptr_t hi);
 /* Test hook: when set, the handler overwrites errno before returning (proves it is restored). */

@@ -2,9 +2,12 @@
  * Everything but skp__native_loader_text is pure and async-signal-safe (see the header). */
 #include "agent/stack_native_walk.h"
 
+#include <dlfcn.h>
 #include <elf.h>
 #include <link.h>
+#include <pthread.h>
 #include <sys/auxv.h>
+#include <unistd.h>
 
 /* The walk reads raw stack words of another frame; under ASan those words may sit next to
  * poisoned redzones of instrumented frames, which would be reported although the read is
@@ -98,3 +101,68 @@ size_t skp__native_skip_count(const uintptr_t *pcs, size_t n, uintptr_t interrup
     }
     return fallback_skip < n ? fallback_skip : n;
 }
+
+#if defined(__GLIBC__)
+/* Recursive mutexes found owned by the calling thread inside the callback. */
+#define LOADER_LOCK_CANDIDATES 4
+
+struct lock_probe {
+    const unsigned char *base;
+    size_t size;
+    pid_t tid;
+    const pthread_mutex_t *found[LOADER_LOCK_CANDIDATES];
+    int n_found;
+};
+
+/* Reads ld.so's own data (no ASan shadow there, but the scan strides through the whole object). */
+SKP_NO_ASAN static void scan_owned_mutexes(struct lock_probe *p)
+{
+    const size_t step = _Alignof(pthread_mutex_t);
+    for (size_t off = 0; off + sizeof(pthread_mutex_t) <= p->size; off += step) {
+        const pthread_mutex_t *m = (const pthread_mutex_t *)(const void *)(p->base + off);
+        if (m->__data.__owner == p->tid && m->__data.__lock != 0 && m->__data.__count >= 1 &&
+            (m->__data.__kind & 3) == PTHREAD_MUTEX_RECURSIVE_NP) {
+            if (p->n_found < LOADER_LOCK_CANDIDATES)
+                p->found[p->n_found] = m;
+            p->n_found++;
+        }
+    }
+}
+
+static int lock_probe_cb(struct dl_phdr_info *info, size_t size, void *arg)
+{
+    (void)info;
+    (void)size;
+    scan_owned_mutexes(arg);
+    return 1;
+}
+
+SKP_NO_ASAN static bool still_owned(const pthread_mutex_t *m, pid_t tid)
+{
+    return m->__data.__owner == tid;
+}
+
+void skp__native_loader_lock(const int **out)
+{
+    struct lock_probe p = {.tid = gettid()};
+    Dl_info info;
+    const ElfW(Sym) *sym = NULL;
+
+    *out = NULL;
+    void *g = dlsym(RTLD_DEFAULT, "_rtld_global");
+    if (!g || !dladdr1(g, &info, (void **)&sym, RTLD_DL_SYMENT) || !sym || sym->st_size == 0)
+        return;
+    p.base = g;
+    p.size = sym->st_size;
+    dl_iterate_phdr(lock_probe_cb, &p);
+    /* Exactly one, and released again once the callback returned: that is the lock. */
+    if (p.n_found != 1 || still_owned(p.found[0], p.tid))
+        return;
+    *out = &p.found[0]->__data.__lock;
+}
+#else
+void skp__native_loader_lock(const int **out)
+{
+    *out = NULL;
+}
+#endif

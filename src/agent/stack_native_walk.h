@@ -37,6 +37,16 @@ size_t skp__native_fp_walk(uintptr_t pc, uintptr_t fp, uintptr_t stack_lo, uintp
  * async-signal-safe (dl_iterate_phdr takes the loader lock): call it at install time. */
 void skp__native_loader_text(struct skp__addr_range *out);
 
+/* Finds the lock word of the dynamic loader's lock that dl_iterate_phdr takes (glibc: the
+ * recursive mutex `_dl_load_write_lock` inside ld.so's `_rtld_global`): the handler must not call
+ * libunwind (which calls dl_iterate_phdr) while that word is non-zero, because the interrupted
+ * thread may itself be acquiring, holding or releasing it (a recursive mutex is not re-entrant
+ * half-way through its own lock/unlock). Found by observation, not by layout: inside a
+ * dl_iterate_phdr callback it is the one recursive mutex in `_rtld_global` owned by the calling
+ * thread. *out = NULL when not found (not glibc, symbol hidden, ambiguous). Not
+ * async-signal-safe: call it at install time. */
+void skp__native_loader_lock(const int **out);
+
 /* Index of the interrupted frame in a libunwind capture taken inside the signal handler:
  * the first of the leading `max_skip` entries equal to `interrupted_pc`; when none matches
  * (unexpected unwinder behaviour), `fallback_skip` clamped to n. Pure. */

@@ -10,6 +10,7 @@
 
 #include <dlfcn.h>
 #include <errno.h>
+#include <link.h>
 #include <pthread.h>
 #include <signal.h>
 #include <stdatomic.h>
@@ -583,6 +584,94 @@ static void loader_interrupt_uses_frame_pointer_walk(void **state)
     skyprof_native_stack_source()->destroy(NULL);
 }
 
+static int lock_word_cb(struct dl_phdr_info *info, size_t size, void *arg)
+{
+    (void)info;
+    (void)size;
+    const int *lock = *(const int **)arg;
+    return __atomic_load_n(lock, __ATOMIC_ACQUIRE) != 0 ? 1 : 2;
+}
+
+static void loader_lock_word_found(void **state)
+{
+    (void)state;
+    const int *lock = NULL;
+    skp__native_loader_lock(&lock);
+#if defined(__GLIBC__)
+    assert_non_null(lock);
+    assert_int_equal(__atomic_load_n(lock, __ATOMIC_ACQUIRE), 0);
+    /* held while dl_iterate_phdr runs its callback */
+    assert_int_equal(dl_iterate_phdr(lock_word_cb, &lock), 1);
+    assert_int_equal(__atomic_load_n(lock, __ATOMIC_ACQUIRE), 0);
+#else
+    (void)lock;
+    skip();
+#endif
+}
+
+/* The dlopen hazard, exercised: a thread loads and unloads a library in a loop while it is
+ * sampled as fast as possible. Samples that interrupt the loader take the frame-pointer walk;
+ * none may crash or hang the thread. */
+struct dlopen_loop {
+    void *handle;
+    _Atomic int attached;
+    _Atomic int done;
+    int rounds;
+    int failures;
+};
+
+static void *dlopen_loop_main(void *arg)
+{
+    struct dlopen_loop *d = arg;
+    const struct skyprof_stack_source *src = skyprof_native_stack_source();
+    d->handle = src->thread_attach(src->ud);
+    atomic_store(&d->attached, 1);
+    for (int i = 0; i < d->rounds; i++) {
+        void *lib = dlopen(SKP_TESTLIB_PATH, RTLD_NOW | RTLD_LOCAL);
+        if (!lib || !dlsym(lib, "skp_testlib_func"))
+            d->failures++;
+        if (lib)
+            dlclose(lib);
+    }
+    atomic_store(&d->done, 1);
+    return NULL;
+}
+
+static void sampling_a_thread_inside_dlopen(void **state)
+{
+    (void)state;
+    const struct skyprof_stack_source *src = skyprof_native_stack_source();
+    struct dlopen_loop d = {.rounds = 3000};
+    /* Before the fix (libunwind called while this thread was inside pthread_mutex_lock of the
+     * loader lock) this hung under ASan within a few hundred rounds. */
+    struct skyprof_native_stats before;
+    struct skyprof_native_stats after;
+    pthread_t th;
+    skyprof_native_get_stats(&before);
+    assert_int_equal(pthread_create(&th, NULL, dlopen_loop_main, &d), 0);
+    wait_flag(&d.attached);
+    assert_non_null(d.handle);
+    int64_t deadline = skpx_mono_ns() + 60LL * 1000 * 1000 * 1000;
+    int captures = 0;
+    while (!atomic_load(&d.done)) {
+        struct skyprof_capture c = {.frames = g_frames, .cap = 64};
+        int r = src->capture(src->ud, d.handle, 0, &c);
+        assert_true(r == 0 || atomic_load(&d.done)); /* only the end of the thread may fail */
+        captures += r == 0;
+        assert_true(skpx_mono_ns() < deadline);
+    }
+    pthread_join(th, NULL);
+    src->thread_release(src->ud, d.handle);
+    skyprof_native_get_stats(&after);
+    assert_true(skp__native_capture_has_loader_lock());
+    assert_int_equal(d.failures, 0);
+    assert_true(captures > 100);
+    fprintf(stderr, "  %d captures during %d dlopen/dlclose rounds, %llu inside the loader "
+            "(frame-pointer walk)\n", captures, d.rounds,
+            (unsigned long long)(after.loader_fallbacks - before.loader_fallbacks));
+    src->destroy(NULL);
+}
+
 static void symbolizer_caches_and_formats(void **state)
 {
     (void)state;
@@ -733,6 +822,8 @@ int main(void)
         cmocka_unit_test(fp_walk_follows_chain_within_bounds),
         cmocka_unit_test(skip_count_finds_interrupted_pc),
         cmocka_unit_test(loader_interrupt_uses_frame_pointer_walk),
+        cmocka_unit_test(loader_lock_word_found),
+        cmocka_unit_test(sampling_a_thread_inside_dlopen),
         cmocka_unit_test(symbolizer_caches_and_formats),
         cmocka_unit_test(symbolizer_sees_modules_loaded_later),
         cmocka_unit_test(symbolizer_demangles_cpp_names_when_runtime_loaded),

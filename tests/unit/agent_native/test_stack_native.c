@@ -182,6 +182,11 @@ static void assert_chain_in_order(int n)
     assert_true(a > b);
 }
 
+static int skyprof_native_signal_for_test(void)
+{
+    return skp__native_capture_signo();
+}
+
 /* ---- tests ------------------------------------------------------------------------------- */
 static void chain_captured_in_order_with_lines(void **state)
 {
@@ -433,6 +438,73 @@ static void round_prefetches_the_other_threads(void **state)
         skyprof_native_stack_source()->thread_release(NULL, t[i].handle);
     }
     skyprof_native_stack_source()->destroy(NULL);
+}
+
+/* A signal we gave up on stays pending on a thread that blocks it. Stopping must not restore
+ * SIG_DFL under it (a real-time signal's default action kills the process): the handler stays
+ * ("parked") and drops the late signal when it finally arrives; a later stop restores. */
+struct late_thread {
+    void *handle;
+    _Atomic int blocked;
+    _Atomic int unblock;
+};
+
+static void *late_main(void *arg)
+{
+    struct late_thread *l = arg;
+    const struct skyprof_stack_source *src = skyprof_native_stack_source();
+    l->handle = src->thread_attach(src->ud);
+    sigset_t set;
+    sigemptyset(&set);
+    sigaddset(&set, skyprof_native_signal_for_test());
+    pthread_sigmask(SIG_BLOCK, &set, NULL);
+    atomic_store(&l->blocked, 1);
+    wait_flag(&l->unblock);
+    pthread_sigmask(SIG_UNBLOCK, &set, NULL); /* the pending signal is delivered here */
+    while (!atomic_load(&g_stop))
+        skpx_sleep_ns(1000000);
+    return NULL;
+}
+
+static void late_signal_after_stop_is_dropped_not_fatal(void **state)
+{
+    (void)state;
+    const struct skyprof_stack_source *src = skyprof_native_stack_source();
+    struct late_thread l = {0};
+    struct skyprof_native_stats st;
+    pthread_t th;
+    atomic_store(&g_stop, 0);
+    assert_int_equal(pthread_create(&th, NULL, late_main, &l), 0);
+    wait_flag(&l.blocked);
+    assert_non_null(l.handle);
+    int signo = skyprof_native_signal_for_test();
+    skp__native_capture_set_timeout_ns(100LL * 1000 * 1000);
+    struct skyprof_capture c = {.frames = g_frames, .cap = 64};
+    assert_int_equal(src->capture(src->ud, l.handle, 0, &c), -2); /* lost: signal blocked */
+    skp__native_capture_set_timeout_ns(10LL * 1000 * 1000 * 1000);
+    src->thread_release(src->ud, l.handle);
+    src->destroy(NULL); /* waits 200 ms, then parks */
+    skyprof_native_get_stats(&st);
+    assert_true(st.parked);
+    assert_int_equal(st.signo, signo);
+    uint64_t stale_before = st.stale_signals;
+    atomic_store(&l.unblock, 1);
+    int64_t deadline = skpx_mono_ns() + WAIT_DEADLINE_NS;
+    do {
+        assert_true(skpx_mono_ns() < deadline);
+        skpx_sleep_ns(1000000);
+        skyprof_native_get_stats(&st);
+    } while (st.stale_signals == stale_before);
+    /* Nothing pending any more: a stop now restores the default disposition. */
+    skp__native_capture_uninstall();
+    skyprof_native_get_stats(&st);
+    assert_false(st.parked);
+    assert_int_equal(st.signo, 0);
+    struct sigaction now;
+    assert_int_equal(sigaction(signo, NULL, &now), 0);
+    assert_true(!(now.sa_flags & SA_SIGINFO) && now.sa_handler == SIG_DFL);
+    atomic_store(&g_stop, 1);
+    pthread_join(th, NULL);
 }
 
 static void *blocking_attach_main(void *arg)
@@ -818,6 +890,7 @@ int main(void)
         cmocka_unit_test(errno_preserved_across_handler),
         cmocka_unit_test(thread_blocking_the_signal_is_refused),
         cmocka_unit_test(round_prefetches_the_other_threads),
+        cmocka_unit_test(late_signal_after_stop_is_dropped_not_fatal),
         cmocka_unit_test(deep_recursion_keeps_innermost),
         cmocka_unit_test(fp_walk_follows_chain_within_bounds),
         cmocka_unit_test(skip_count_finds_interrupted_pc),

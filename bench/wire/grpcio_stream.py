@@ -11,20 +11,9 @@ import os
 import subprocess
 import sys
 import time
-import types
 
-
-def bind_stub_package(name):
-    # The stubs package 'profile' is shadowed by the stdlib module of that name.
-    for d in sys.path:
-        p = os.path.join(d, name)
-        if os.path.isdir(p) and any(f.endswith("_pb2.py") for f in os.listdir(p)):
-            pkg = types.ModuleType(name)
-            pkg.__path__ = [p]
-            sys.modules[name] = pkg
-            return
-    raise SystemExit("stubs package %r not on PYTHONPATH" % name)
-
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "tests", "harness"))
+from skp_harness import bind_stub_package  # noqa: E402
 
 bind_stub_package("profile")
 import grpc  # noqa: E402

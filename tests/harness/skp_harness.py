@@ -12,6 +12,7 @@ import subprocess
 import sys
 import tempfile
 import time
+import types
 
 # Bound before class Proc, whose `signal` method shadows the module inside the class body.
 _SIGTERM = signal.SIGTERM

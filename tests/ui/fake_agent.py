@@ -14,24 +14,13 @@ import os
 import signal
 import sys
 import time
-import types
 import uuid
 
 import grpc
 
+from skp_harness import bind_stub_package  # noqa: E402
 
-def _stub_package(name):
-    for d in sys.path:
-        p = os.path.join(d, name)
-        if os.path.isdir(p) and any(f.endswith("_pb2.py") for f in os.listdir(p)):
-            pkg = types.ModuleType(name)
-            pkg.__path__ = [p]
-            sys.modules[name] = pkg
-            return
-    raise RuntimeError("stubs package %s not found on sys.path" % name)
-
-
-_stub_package("profile")
+bind_stub_package("profile")
 from common import Command_pb2, Common_pb2  # noqa: E402
 from language_agent import Tracing_pb2  # noqa: E402
 from management import Management_pb2  # noqa: E402

@@ -8,27 +8,12 @@ import re
 import shutil
 import sys
 import time
-import types
 
 import grpc
 
 from skp_harness import Proc, build_path, check_sanitizer_clean, wait_until
 
 
-def _stub_package(name):
-    """Stub packages are named like stdlib modules ('profile', 'logging'): bind the package
-    to the stubs folder explicitly."""
-    for d in sys.path:
-        p = os.path.join(d, name)
-        if os.path.isdir(p) and any(f.endswith("_pb2.py") for f in os.listdir(p)):
-            pkg = types.ModuleType(name)
-            pkg.__path__ = [p]
-            sys.modules[name] = pkg
-            return
-    raise RuntimeError("stubs package %s not found on sys.path" % name)
-
-
-_stub_package("profile")
 from common import Command_pb2, Common_pb2  # noqa: E402,F401
 from language_agent import Tracing_pb2  # noqa: E402,F401
 from management import Management_pb2  # noqa: E402,F401

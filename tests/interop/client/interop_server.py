@@ -16,24 +16,12 @@ import os
 import sys
 import threading
 import time
-import types
 import zlib
 from concurrent import futures
 
+from skp_harness import bind_stub_package  # noqa: E402
 
-def _import_stubs():
-    # The generated stub package `profile` is shadowed by the standard library module of the same
-    # name (a regular module wins over a namespace package), so bind the package explicitly.
-    for d in os.environ.get("PYTHONPATH", "").split(os.pathsep):
-        cand = os.path.join(d, "profile", "Profile_pb2.py")
-        if d and os.path.exists(cand):
-            pkg = types.ModuleType("profile")
-            pkg.__path__ = [os.path.join(d, "profile")]
-            sys.modules["profile"] = pkg
-            break
-
-
-_import_stubs()
+bind_stub_package("profile")
 import grpc  # noqa: E402
 from common import Command_pb2, Common_pb2  # noqa: E402
 from profile import Profile_pb2, Profile_pb2_grpc  # noqa: E402

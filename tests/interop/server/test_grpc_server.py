@@ -15,7 +15,6 @@ import struct
 import sys
 import threading
 import time
-import types
 
 import grpc
 import h2.config
@@ -25,20 +24,6 @@ import h2.events
 from skp_harness import Proc, Results, build_path, check_sanitizer_clean, port_open, wait_until
 
 
-def _stub_package(name):
-    """The generated stubs live in packages named like stdlib modules ('profile'); a regular
-    stdlib module wins over a namespace package, so bind the package to the stubs folder."""
-    for d in sys.path:
-        p = os.path.join(d, name)
-        if os.path.isdir(p) and any(f.endswith("_pb2.py") for f in os.listdir(p)):
-            pkg = types.ModuleType(name)
-            pkg.__path__ = [p]
-            sys.modules[name] = pkg
-            return
-    raise RuntimeError("stubs package %s not found on sys.path" % name)
-
-
-_stub_package("profile")
 from common import Command_pb2  # noqa: E402
 from profile import Profile_pb2, Profile_pb2_grpc  # noqa: E402
 

@@ -455,7 +455,7 @@ int main(int argc, char **argv)
         cfg.log_sink = log_to_stderr;
         skp_err err = skyprof_agent_start(&cfg, skyprof_native_stack_source(), &agent);
         if (err)
-            fprintf(stderr, "demo_service: profiling agent not started (skp_err %d)\n", (int)err);
+            fprintf(stderr, "demo_service: profiling agent not started: %s\n", skp_strerror(err));
         else
             fprintf(stderr, "demo_service: agent service=%s instance=%s backend=%s\n", cfg.service,
                     skyprof_agent_instance(agent), cfg.backend);

@@ -24,8 +24,9 @@ typedef enum skp_err {
     SKP_EFULL = 13,       /* a bounded queue was full; the item was dropped and counted */
 } skp_err;
 
-/* Static, never NULL, e.g. "invalid argument". Thread-safe, async-signal-safe. */
-const char *skp_strerror(skp_err err);
+/* Static, never NULL, e.g. "invalid argument". Thread-safe, async-signal-safe.
+ * Exported by libskyprof.so. */
+__attribute__((visibility("default"))) const char *skp_strerror(skp_err err);
 
 #if defined(__GNUC__)
 #define SKP_MUST_CHECK __attribute__((warn_unused_result))

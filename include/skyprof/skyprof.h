@@ -131,8 +131,10 @@ SKYPROF_API SKP_MUST_CHECK skp_err skyprof_config_validate(const struct skyprof_
  *      out->frames[0 .. out->cap) INNERMOST FIRST (index 0 = the frame executing now) and sets
  *      out->n. If the stack is deeper than out->cap, it stores the innermost out->cap frames and
  *      sets out->truncated (the core keeps the innermost frames, like Java). The core reverses
- *      them to root-first. Returns 0 on success, < 0 when the thread cannot be captured (thread
- *      gone, timeout); the core then stops sampling that request.
+ *      them to root-first. Returns 0 on success; SKYPROF_CAPTURE_LOST when this one sample could
+ *      not be taken but the thread lives (timeout, busy): the core skips this dump and samples
+ *      the request again next period (no sequence number is used); any other value < 0 when the
+ *      thread cannot be captured any more (thread gone): the core stops sampling that request.
  *      Frames are either strings (kind SKYPROF_FRAME_STR: `str`/`len`, e.g. Python's
  *      "<file>.<function>: <line>") or addresses (SKYPROF_FRAME_ADDR: `addr`, resolved later by
  *      symbolize). String bytes are BORROWED: they must stay valid until capture returns to the
@@ -150,6 +152,9 @@ SKYPROF_API SKP_MUST_CHECK skp_err skyprof_config_validate(const struct skyprof_
  *   caches results per address (bounded). Optional (required when capture yields addresses).
  *   destroy(ud) runs once when the agent stops or replaces the source. Optional.
  * ---------------------------------------------------------------------------------------------- */
+/* capture() result: this sample was lost, the request stays sampled. */
+#define SKYPROF_CAPTURE_LOST (-2)
+
 enum skyprof_frame_kind {
     SKYPROF_FRAME_STR = 0,
     SKYPROF_FRAME_ADDR = 1,
@@ -349,7 +354,7 @@ struct skyprof_stats {
     uint64_t snapshots_captured;  /* snapshots built by the sampler */
     uint64_t snapshots_dropped;   /* ring full / budget exceeded / send failed */
     uint64_t snapshots_sent;
-    uint64_t capture_failures;    /* capture() < 0 */
+    uint64_t capture_failures;    /* capture() < 0 other than SKYPROF_CAPTURE_LOST: sampling stopped */
     uint64_t segments_sent;
     uint64_t segments_dropped;
     uint64_t commands_received;
@@ -367,6 +372,7 @@ struct skyprof_stats {
     int64_t last_command_time;    /* the getProfileTaskCommands cursor */
     double achieved_dump_rate_hz; /* sampler iterations per second over the current/last task */
     char last_reject_reason[128];
+    uint64_t captures_lost;       /* capture() == SKYPROF_CAPTURE_LOST: that dump skipped */
 };
 
 SKYPROF_API void skyprof_agent_get_stats(const skyprof_agent *agent, struct skyprof_stats *out);

@@ -460,6 +460,7 @@ void skyprof_agent_get_stats(const skyprof_agent *ca, struct skyprof_stats *out)
     out->snapshots_dropped = atomic_load(&a->snaps.dropped) + atomic_load(&a->snapshots_send_dropped);
     out->snapshots_sent = atomic_load(&a->snapshots_sent);
     out->capture_failures = atomic_load(&a->sampler.capture_failures);
+    out->captures_lost = atomic_load(&a->sampler.capture_lost);
     out->segments_sent = atomic_load(&a->segments_sent);
     out->segments_dropped = atomic_load(&a->hub->segments_dropped) - a->hub_dropped_base +
                             atomic_load(&a->segments_send_dropped);

@@ -77,6 +77,14 @@ static bool capture_slot(struct skp__sampler *s, struct skp__slot *slot, int64_t
         .scratch_cap = SKP_CAPTURE_SCRATCH_BYTES,
     };
     int rc = ctx->source.capture(ctx->source.ud, slot->thread_handle, slot->tid, &cap);
+    if (rc == SKYPROF_CAPTURE_LOST) {
+        /* One sample lost (the thread did not answer in time): skip this dump, keep sampling.
+         * No sequence number is used, and a first dump gives its budget unit back. */
+        atomic_fetch_add_explicit(&s->capture_lost, 1, memory_order_relaxed);
+        if (slot->dump_seq == 0)
+            atomic_fetch_sub(&ctx->total_started, 1);
+        return true;
+    }
     if (rc < 0 || cap.n == 0 || cap.scratch_len > cap.scratch_cap) {
         atomic_fetch_add_explicit(&s->capture_failures, 1, memory_order_relaxed);
         return false;

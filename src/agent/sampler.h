@@ -39,6 +39,7 @@ struct skp__sampler {
     _Atomic uint64_t runs;
     _Atomic uint64_t captured;
     _Atomic uint64_t capture_failures;
+    _Atomic uint64_t capture_lost;     /* SKYPROF_CAPTURE_LOST: dump skipped, request kept */
     _Atomic uint64_t late_ticks;
     _Atomic int64_t task_runs;          /* iterations of the current task */
     _Atomic int64_t task_start_ns;

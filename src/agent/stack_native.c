@@ -30,10 +30,10 @@
 #include "common/clock.h"
 #include "common/log.h"
 
-/* Return values of capture beyond the contract's "< 0": -1 thread gone, -2 sample lost
- * (timeout / busy), -3 other failure. */
+/* Return values of capture: -1 thread gone, SKYPROF_CAPTURE_LOST (-2) sample lost (timeout /
+ * busy: the core skips that dump and keeps sampling), -3 other failure. */
 #define NATIVE_CAPTURE_GONE (-1)
-#define NATIVE_CAPTURE_LOST (-2)
+#define NATIVE_CAPTURE_LOST SKYPROF_CAPTURE_LOST
 #define NATIVE_CAPTURE_FAILED (-3)
 
 struct native_thread {

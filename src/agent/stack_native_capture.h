@@ -32,9 +32,10 @@
 #define SKP_NATIVE_SIGNAL_OFFSET 8
 /* How long the sampler waits for the target thread's handler before giving up (sample lost).
  * A sleeping or running thread answers in ~10-60 us; a preempted thread only when the scheduler
- * runs it again: on a 2-core machine with a load of 8, waits beyond 50 ms were seen. The agent
- * core stops sampling a request after a failed capture, so the deadline is generous; a thread
- * that blocks the signal costs it once. SKYPROF_NATIVE_TIMEOUT_MS overrides it. */
+ * runs it again: on a 2-core machine with a load of 8, waits beyond 50 ms were seen. A timeout
+ * is reported as SKYPROF_CAPTURE_LOST, which makes the core skip that one dump (the request stays
+ * sampled); the deadline stays generous so that a loaded machine loses few dumps, and a thread
+ * that blocks the signal is refused at attach. SKYPROF_NATIVE_TIMEOUT_MS overrides it. */
 #define SKP_NATIVE_DEFAULT_TIMEOUT_NS (200 * 1000 * 1000)
 /* Signals sent but given up on that may still be delivered later: tracked so that uninstall can
  * wait for them (or keep the handler) instead of letting them hit SIG_DFL (which kills). */

@@ -247,6 +247,10 @@ static int fs_capture(void *ud, void *h, int tid, struct skyprof_capture *out)
     }
     if (atomic_load(&s->fail))
         return -1;
+    if (atomic_load(&s->lose) > 0) {
+        atomic_fetch_sub(&s->lose, 1);
+        return SKYPROF_CAPTURE_LOST;
+    }
     int depth = atomic_load(&s->depth);
     uint32_t n = 0;
     for (int i = 0; i < depth && n < out->cap; i++) {

@@ -68,6 +68,7 @@ void free_command(Skywalking__V3__Command *c);
 struct fake_source {
     _Atomic int depth;
     _Atomic int fail;          /* capture returns -1 */
+    _Atomic int lose;          /* the next `lose` captures return SKYPROF_CAPTURE_LOST */
     _Atomic int attaches;
     _Atomic int releases;
     _Atomic int captures;

@@ -106,6 +106,40 @@ static void test_parallel_limit_and_endpoint(void **state)
     env_free(e);
 }
 
+/* A lost sample (the thread did not answer in time) skips that dump only: the request stays
+ * sampled, no sequence number is used, and a lost first dump gives its budget unit back. */
+static void test_lost_sample_skips_dump(void **state)
+{
+    (void)state;
+    struct env *e = env_new(5, 0, 1, 3); /* max sampling count 1 */
+    struct skp__profiling_ref r;
+    int64_t start = skp__now_ms(&e->clock.clock);
+    assert_true(skp__task_ctx_attempt(&e->ctx, "/ep", "seg-A", start, 1, &r));
+    int32_t seqs[16];
+    char segs[16][64];
+    atomic_store(&e->src.lose, 2);
+    skp__sampler_run_once(&e->s, start + 10); /* first dump lost */
+    skp__sampler_run_once(&e->s, start + 20); /* lost again */
+    assert_int_equal(drain(e, seqs, segs, 16), 0);
+    assert_int_equal(atomic_load(&e->ctx.total_started), 0); /* budget unit returned */
+    assert_int_equal(atomic_load(&e->s.capture_lost), 2);
+    assert_int_equal(atomic_load(&e->s.capture_failures), 0);
+    skp__sampler_run_once(&e->s, start + 30);
+    skp__sampler_run_once(&e->s, start + 40);
+    assert_int_equal(drain(e, seqs, segs, 16), 2);
+    assert_int_equal(seqs[0], 0); /* sequences stay dense */
+    assert_int_equal(seqs[1], 1);
+    assert_int_equal(atomic_load(&e->src.releases), 0); /* still profiled */
+    /* a hard failure (thread gone) still ends sampling of the request */
+    atomic_store(&e->src.fail, 1);
+    skp__sampler_run_once(&e->s, start + 50);
+    assert_int_equal(atomic_load(&e->s.capture_failures), 1);
+    assert_int_equal(atomic_load(&e->src.releases), 1);
+    atomic_store(&e->src.fail, 0);
+    skp__task_ctx_release(&r);
+    env_free(e);
+}
+
 static void test_counter_rolled_back_without_slot(void **state)
 {
     (void)state;
@@ -385,6 +419,7 @@ int main(void)
         cmocka_unit_test(test_parallel_limit_and_endpoint),
         cmocka_unit_test(test_counter_rolled_back_without_slot),
         cmocka_unit_test(test_threshold_sequence_release),
+        cmocka_unit_test(test_lost_sample_skips_dump),
         cmocka_unit_test(test_sampling_budget_exact),
         cmocka_unit_test(test_end_during_capture_and_failures),
         cmocka_unit_test(test_max_profiling_time),

@@ -109,7 +109,8 @@ def bench_capture(n):
             t0 = time.perf_counter_ns()
             s = reference_snapshot(ident)
             ref.append(time.perf_counter_ns() - t0)
-            assert s and len(s) == frames, (len(s or []), frames)
+            # a running thread's depth moves by a frame or two (the loop vs. cpu_unit)
+            assert s and abs(len(s) - frames) <= 2, (len(s or []), frames)
         ref_med = statistics.median(ref) / 1000.0
         stop.set()
         th.join()

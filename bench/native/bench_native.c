@@ -16,6 +16,7 @@
 #include <time.h>
 
 #include "agent/stack_native_capture.h"
+#include "bench_native_common.h"
 #include "agent/symbolize.h"
 #include "common/clock.h"
 #include "skyprof/skyprof_native.h"
@@ -188,35 +189,13 @@ static int64_t self_cpu_ns(void)
     return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
 }
 
-NOINLINE static uint64_t work_unit(uint64_t x)
-{
-    for (int i = 0; i < 20000; i++)
-        x = x * 6364136223846793005ULL + 1442695040888963407ULL;
-    return x;
-}
-
-NOINLINE static uint64_t handle_request(int id, int depth)
-{
-    if (depth > 0) {
-        uint64_t r = handle_request(id, depth - 1);
-        __asm__ volatile("" ::: "memory");
-        return r;
-    }
-    uint64_t x = (uint64_t)id;
-    while (!atomic_load_explicit(&w.stop, memory_order_relaxed)) {
-        x = work_unit(x);
-        atomic_fetch_add_explicit(&w.work[id], 1, memory_order_relaxed);
-    }
-    return x;
-}
-
 static void *worker_main(void *arg)
 {
     int id = (int)(intptr_t)arg;
     const struct skyprof_stack_source *src = skyprof_native_stack_source();
     w.handles[id] = src->thread_attach(src->ud);
     atomic_fetch_add(&w.attached, 1);
-    handle_request(id, 20);
+    bnc_handle_request(id, 20, &w.stop, &w.work[id]);
     return NULL;
 }
 
@@ -265,29 +244,14 @@ static void *sampler_main(void *arg)
 static pthread_t g_worker_th[MAX_WORKERS];
 static pthread_t g_sampler_th;
 
-static int64_t thread_cpu_ns(pthread_t th)
-{
-    clockid_t cid;
-    struct timespec ts;
-    if (pthread_getcpuclockid(th, &cid) != 0 || clock_gettime(cid, &ts) != 0)
-        return 0;
-    return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
-}
-
 static int64_t workers_cpu_ns(void)
 {
-    int64_t t = 0;
-    for (int i = 0; i < w.n_workers; i++)
-        t += thread_cpu_ns(g_worker_th[i]);
-    return t;
+    return bnc_threads_cpu_ns(g_worker_th, w.n_workers);
 }
 
 static uint64_t total_work(void)
 {
-    uint64_t t = 0;
-    for (int i = 0; i < w.n_workers; i++)
-        t += atomic_load(&w.work[i]);
-    return t;
+    return bnc_total_work(w.work, w.n_workers);
 }
 
 static void bench_overhead(int phases, int phase_ms)
@@ -318,12 +282,12 @@ static void bench_overhead(int phases, int phase_ms)
         atomic_store(&w.sampling, on);
         uint64_t w0 = total_work();
         int64_t c0 = workers_cpu_ns();
-        int64_t s0 = thread_cpu_ns(sampler);
+        int64_t s0 = bnc_thread_cpu_ns(sampler);
         int64_t t0 = skpx_mono_ns();
         skpx_sleep_ns((int64_t)phase_ms * 1000000);
         uint64_t w1 = total_work();
         int64_t c1 = workers_cpu_ns();
-        int64_t s1 = thread_cpu_ns(sampler);
+        int64_t s1 = bnc_thread_cpu_ns(sampler);
         double ms = (double)(skpx_mono_ns() - t0) / 1e6;
         if (on) {
             work_on += (double)(w1 - w0);
@@ -377,14 +341,7 @@ int main(int argc, char **argv)
     int phases = 5;
     int phase_ms = 1000;
     w.n_workers = 5;
-    for (int i = 1; i + 1 < argc; i += 2) {
-        if (strcmp(argv[i], "--phases") == 0)
-            phases = (int)strtol(argv[i + 1], NULL, 10);
-        else if (strcmp(argv[i], "--phase-ms") == 0)
-            phase_ms = (int)strtol(argv[i + 1], NULL, 10);
-        else if (strcmp(argv[i], "--threads") == 0)
-            w.n_workers = (int)strtol(argv[i + 1], NULL, 10);
-    }
+    bnc_parse_args(argc, argv, "--phases", &phases, &phase_ms, &w.n_workers);
     if (w.n_workers < 1 || w.n_workers > MAX_WORKERS || phases < 1 || phase_ms < 10) {
         fprintf(stderr, "bad arguments\n");
         return 2;

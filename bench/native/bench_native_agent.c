@@ -13,14 +13,9 @@
 #include <string.h>
 #include <time.h>
 
+#include "bench_native_common.h"
 #include "skyprof/skyprof.h"
 #include "skyprof/skyprof_native.h"
-
-#if defined(__clang__)
-#define NOINLINE __attribute__((noinline))
-#else
-#define NOINLINE __attribute__((noinline, noipa))
-#endif
 
 #define MAX_WORKERS 8
 #define DUMP_PERIOD_MS 10
@@ -49,28 +44,6 @@ static void sleep_ms(int ms)
     }
 }
 
-NOINLINE static uint64_t work_unit(uint64_t x)
-{
-    for (int i = 0; i < 20000; i++)
-        x = x * 6364136223846793005ULL + 1442695040888963407ULL;
-    return x;
-}
-
-NOINLINE static uint64_t handle_request(int id, int depth)
-{
-    if (depth > 0) {
-        uint64_t r = handle_request(id, depth - 1);
-        __asm__ volatile("" ::: "memory");
-        return r;
-    }
-    uint64_t x = (uint64_t)id;
-    while (!atomic_load_explicit(&w.phase_stop, memory_order_relaxed)) {
-        x = work_unit(x);
-        atomic_fetch_add_explicit(&w.work[id], 1, memory_order_relaxed);
-    }
-    return x;
-}
-
 static void *worker_main(void *arg)
 {
     int id = (int)(intptr_t)arg;
@@ -84,7 +57,7 @@ static void *worker_main(void *arg)
         seen = p;
         skyprof_span *span = skyprof_entry_begin(w.endpoint, NULL);
         atomic_fetch_add(&w.in_request, 1);
-        (void)handle_request(id, 20);
+        (void)bnc_handle_request(id, 20, &w.phase_stop, &w.work[id]);
         skyprof_entry_end(span);
         atomic_fetch_sub(&w.in_request, 1);
     }
@@ -95,22 +68,12 @@ static pthread_t g_th[MAX_WORKERS];
 
 static int64_t workers_cpu_ns(void)
 {
-    int64_t t = 0;
-    for (int i = 0; i < w.n_workers; i++) {
-        clockid_t cid;
-        struct timespec ts;
-        if (pthread_getcpuclockid(g_th[i], &cid) == 0 && clock_gettime(cid, &ts) == 0)
-            t += (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
-    }
-    return t;
+    return bnc_threads_cpu_ns(g_th, w.n_workers);
 }
 
 static uint64_t total_work(void)
 {
-    uint64_t t = 0;
-    for (int i = 0; i < w.n_workers; i++)
-        t += atomic_load(&w.work[i]);
-    return t;
+    return bnc_total_work(w.work, w.n_workers);
 }
 
 /* Runs one phase: every worker runs one request named `endpoint` for phase_ms. Returns work
@@ -142,14 +105,7 @@ int main(int argc, char **argv)
     int pairs = 4;
     int phase_ms = 1500;
     w.n_workers = 5;
-    for (int i = 1; i + 1 < argc; i += 2) {
-        if (strcmp(argv[i], "--pairs") == 0)
-            pairs = (int)strtol(argv[i + 1], NULL, 10);
-        else if (strcmp(argv[i], "--phase-ms") == 0)
-            phase_ms = (int)strtol(argv[i + 1], NULL, 10);
-        else if (strcmp(argv[i], "--threads") == 0)
-            w.n_workers = (int)strtol(argv[i + 1], NULL, 10);
-    }
+    bnc_parse_args(argc, argv, "--pairs", &pairs, &phase_ms, &w.n_workers);
     if (w.n_workers < 1 || w.n_workers > MAX_WORKERS || pairs < 1 || phase_ms < 100) {
         fprintf(stderr, "bad arguments\n");
         return 2;

@@ -44,6 +44,42 @@ bool cli_global_option(struct cli *c, int opt, const char *arg, bool *bad)
     }
 }
 
+int cli_parse_options(struct cli *c, int argc, char **argv, const char *shortopts,
+                      const struct option *longopts, const char *usage, const char *cmd,
+                      const char *sub, cli_option_fn on_opt, void *ud)
+{
+    int opt;
+    opterr = 0;
+    while ((opt = getopt_long(argc, argv, shortopts, longopts, NULL)) != -1) {
+        bool bad = false;
+        if (cli_global_option(c, opt, optarg, &bad)) {
+            if (bad)
+                return CLI_EXIT_USAGE;
+            continue;
+        }
+        if (opt == 'h') {
+            fputs(usage, stdout);
+            return CLI_EXIT_OK;
+        }
+        if (opt == ':')
+            return cli_usage_error("option '%s' needs a value", argv[optind - 1]);
+        int rc = opt != '?' && on_opt ? on_opt(ud, opt, optarg) : CLI_PARSE_UNKNOWN;
+        if (rc == CLI_PARSE_NEXT)
+            continue;
+        if (rc != CLI_PARSE_UNKNOWN)
+            return rc;
+        return cli_usage_error("%s%s%s: unknown option '%s' (see skyprof %s --help)", cmd,
+                               sub ? " " : "", sub ? sub : "", argv[optind - 1], cmd);
+    }
+    return CLI_PARSE_NEXT;
+}
+
+void cli_print_json(json_t *j)
+{
+    json_dumpf(j, stdout, JSON_INDENT(2));
+    putchar('\n');
+}
+
 int cli_usage_error(const char *fmt, ...)
 {
     va_list ap;

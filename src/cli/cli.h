@@ -4,6 +4,7 @@
 #ifndef SKP_CLI_CLI_H
 #define SKP_CLI_CLI_H
 
+#include <getopt.h>
 #include <jansson.h>
 #include <stdbool.h>
 #include <stddef.h>
@@ -55,6 +56,27 @@ enum {
         {"token", required_argument, NULL, CLI_OPT_TOKEN},                                         \
         {"timeout", required_argument, NULL, CLI_OPT_TIMEOUT},                                     \
         {"json", no_argument, NULL, CLI_OPT_JSON}, {"help", no_argument, NULL, 'h'}
+
+/* What a command's option callback returns, besides an exit code (>= 0) to stop with. */
+enum {
+    CLI_PARSE_NEXT = -1,       /* handled: go on (also cli_parse_options' "all parsed") */
+    CLI_PARSE_UNKNOWN = -2,    /* not an option of this command: report it as unknown */
+};
+/* Handles one command-specific option `opt` (getopt_long's value) with its argument `arg`. */
+typedef int (*cli_option_fn)(void *ud, int opt, const char *arg);
+
+/* Runs getopt_long (opterr off) over a command's argv with `shortopts`/`longopts` (which should
+ * hold CLI_GLOBAL_LONGOPTS and start shortopts with ':'), handling what every command handles
+ * alike: the global options, -h/--help (prints `usage` on stdout: CLI_EXIT_OK), a missing value,
+ * and an unknown option ("<cmd>[ <sub>]: unknown option 'X' (see skyprof <cmd> --help)"). Any
+ * other option goes to on_opt(ud, ...) (none when on_opt is NULL). Returns CLI_PARSE_NEXT when
+ * every option is parsed (optind is then at the first operand), else the exit code to return. */
+int cli_parse_options(struct cli *c, int argc, char **argv, const char *shortopts,
+                      const struct option *longopts, const char *usage, const char *cmd,
+                      const char *sub, cli_option_fn on_opt, void *ud);
+
+/* Prints `j` as indented JSON and a newline on stdout (the commands' --json output). */
+void cli_print_json(json_t *j);
 
 /* Prints "skyprof: <message>" on stderr and returns CLI_EXIT_USAGE. */
 int cli_usage_error(const char *fmt, ...) __attribute__((format(printf, 1, 2)));

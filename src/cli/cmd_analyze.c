@@ -44,6 +44,38 @@ static int write_out(const char *path, const char *data, size_t len)
     return CLI_EXIT_OK;
 }
 
+struct analyze_opts {
+    const char *segment, *task, *format, *output;
+    int64_t from, to;
+};
+
+static int analyze_option(void *ud, int opt, const char *arg)
+{
+    struct analyze_opts *o = ud;
+    switch (opt) {
+    case 's':
+        o->segment = arg;
+        return CLI_PARSE_NEXT;
+    case 't':
+        o->task = arg;
+        return CLI_PARSE_NEXT;
+    case 'F':
+    case 'T':
+        if (!cli_parse_time(arg, opt == 'F' ? &o->from : &o->to))
+            return cli_usage_error("--%s: expected ms since the epoch, got '%s'",
+                                   opt == 'F' ? "from" : "to", arg);
+        return CLI_PARSE_NEXT;
+    case 'f':
+        o->format = arg;
+        return CLI_PARSE_NEXT;
+    case 'o':
+        o->output = arg;
+        return CLI_PARSE_NEXT;
+    default:
+        return CLI_PARSE_UNKNOWN;
+    }
+}
+
 int cmd_analyze(struct cli *c, int argc, char **argv)
 {
     static const struct option longopts[] = {
@@ -56,46 +88,13 @@ int cmd_analyze(struct cli *c, int argc, char **argv)
         {"output", required_argument, NULL, 'o'},
         {NULL, 0, NULL, 0},
     };
-    const char *segment = NULL, *task = NULL, *format = "tree", *output = NULL;
-    int64_t from = -1, to = -1;
-    int opt;
-    opterr = 0;
-    while ((opt = getopt_long(argc, argv, ":ho:f:", longopts, NULL)) != -1) {
-        bool bad = false;
-        if (cli_global_option(c, opt, optarg, &bad)) {
-            if (bad)
-                return CLI_EXIT_USAGE;
-            continue;
-        }
-        switch (opt) {
-        case 'h':
-            fputs(g_usage, stdout);
-            return CLI_EXIT_OK;
-        case 's':
-            segment = optarg;
-            break;
-        case 't':
-            task = optarg;
-            break;
-        case 'F':
-        case 'T':
-            if (!cli_parse_time(optarg, opt == 'F' ? &from : &to))
-                return cli_usage_error("--%s: expected ms since the epoch, got '%s'",
-                                       opt == 'F' ? "from" : "to", optarg);
-            break;
-        case 'f':
-            format = optarg;
-            break;
-        case 'o':
-            output = optarg;
-            break;
-        case ':':
-            return cli_usage_error("option '%s' needs a value", argv[optind - 1]);
-        default:
-            return cli_usage_error("analyze: unknown option '%s' (see skyprof analyze --help)",
-                                   argv[optind - 1]);
-        }
-    }
+    struct analyze_opts o = {.format = "tree", .from = -1, .to = -1};
+    int prc = cli_parse_options(c, argc, argv, ":ho:f:", longopts, g_usage, "analyze", NULL,
+                                analyze_option, &o);
+    if (prc != CLI_PARSE_NEXT)
+        return prc;
+    const char *segment = o.segment, *task = o.task, *format = o.format, *output = o.output;
+    int64_t from = o.from, to = o.to;
     if (optind < argc)
         return cli_usage_error("analyze: unexpected argument '%s'", argv[optind]);
     if (!segment == !task)

@@ -27,24 +27,10 @@ static const char *profiled_segment(json_t *seg)
 int cmd_segments(struct cli *c, int argc, char **argv)
 {
     static const struct option longopts[] = {CLI_GLOBAL_LONGOPTS, {NULL, 0, NULL, 0}};
-    int opt;
-    opterr = 0;
-    while ((opt = getopt_long(argc, argv, ":h", longopts, NULL)) != -1) {
-        bool bad = false;
-        if (cli_global_option(c, opt, optarg, &bad)) {
-            if (bad)
-                return CLI_EXIT_USAGE;
-            continue;
-        }
-        if (opt == 'h') {
-            fputs(g_usage, stdout);
-            return CLI_EXIT_OK;
-        }
-        if (opt == ':')
-            return cli_usage_error("option '%s' needs a value", argv[optind - 1]);
-        return cli_usage_error("segments: unknown option '%s' (see skyprof segments --help)",
-                               argv[optind - 1]);
-    }
+    int prc = cli_parse_options(c, argc, argv, ":h", longopts, g_usage, "segments", NULL, NULL,
+                                NULL);
+    if (prc != CLI_PARSE_NEXT)
+        return prc;
     if (optind != argc - 1)
         return cli_usage_error("segments: expected exactly one TASK_ID (see skyprof segments --help)");
     char target[CLI_HTTP_MAX_TARGET] = "/api/v1/profile/tasks/";
@@ -56,8 +42,7 @@ int cmd_segments(struct cli *c, int argc, char **argv)
     if (rc)
         return rc;
     if (c->json) {
-        json_dumpf(segs, stdout, JSON_INDENT(2));
-        putchar('\n');
+        cli_print_json(segs);
     } else if (json_array_size(segs) == 0) {
         printf("no sampled segments yet\n");
     } else {

@@ -15,24 +15,10 @@ static const char g_usage[] =
 int cmd_services(struct cli *c, int argc, char **argv)
 {
     static const struct option longopts[] = {CLI_GLOBAL_LONGOPTS, {NULL, 0, NULL, 0}};
-    int opt;
-    opterr = 0;
-    while ((opt = getopt_long(argc, argv, ":h", longopts, NULL)) != -1) {
-        bool bad = false;
-        if (cli_global_option(c, opt, optarg, &bad)) {
-            if (bad)
-                return CLI_EXIT_USAGE;
-            continue;
-        }
-        if (opt == 'h') {
-            fputs(g_usage, stdout);
-            return CLI_EXIT_OK;
-        }
-        if (opt == ':')
-            return cli_usage_error("option '%s' needs a value", argv[optind - 1]);
-        return cli_usage_error("services: unknown option '%s' (see skyprof services --help)",
-                               argv[optind - 1]);
-    }
+    int prc = cli_parse_options(c, argc, argv, ":h", longopts, g_usage, "services", NULL, NULL,
+                                NULL);
+    if (prc != CLI_PARSE_NEXT)
+        return prc;
     if (argc - optind > 1)
         return cli_usage_error("services: at most one service NAME");
     const char *name = optind < argc ? argv[optind] : NULL;
@@ -51,8 +37,7 @@ int cmd_services(struct cli *c, int argc, char **argv)
     json_t *e;
     char tb[32];
     if (c->json) {
-        json_dumpf(list, stdout, JSON_INDENT(2));
-        putchar('\n');
+        cli_print_json(list);
     } else if (json_array_size(list) == 0) {
         printf(name ? "no instances\n" : "no services yet (no agent has reported)\n");
     } else if (!name) {

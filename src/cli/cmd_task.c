@@ -20,9 +20,26 @@ static const char g_task_usage[] =
     "  skyprof task logs ID\n"
     "Global options --server, --token, --timeout, --json are accepted too.\n";
 
-/* Parses options common to the read-only subcommands; returns -1 to continue, else an exit code. */
-static int parse_simple(struct cli *c, int argc, char **argv, const char **service,
-                        const char **endpoint)
+/* The filters of `task list` (only list takes them; show/logs pass none). */
+struct task_filter {
+    const char *service, *endpoint;
+};
+
+static int filter_option(void *ud, int opt, const char *arg)
+{
+    struct task_filter *f = ud;
+    if (opt == 's')
+        f->service = arg;
+    else if (opt == 'e')
+        f->endpoint = arg;
+    else
+        return CLI_PARSE_UNKNOWN;
+    return CLI_PARSE_NEXT;
+}
+
+/* Parses options common to the read-only subcommands; --service/--endpoint only when `filter`
+ * is not NULL. Returns -1 to continue, else an exit code. */
+static int parse_simple(struct cli *c, int argc, char **argv, struct task_filter *filter)
 {
     static const struct option longopts[] = {
         CLI_GLOBAL_LONGOPTS,
@@ -30,29 +47,8 @@ static int parse_simple(struct cli *c, int argc, char **argv, const char **servi
         {"endpoint", required_argument, NULL, 'e'},
         {NULL, 0, NULL, 0},
     };
-    int opt;
-    opterr = 0;
-    while ((opt = getopt_long(argc, argv, ":h", longopts, NULL)) != -1) {
-        bool bad = false;
-        if (cli_global_option(c, opt, optarg, &bad)) {
-            if (bad)
-                return CLI_EXIT_USAGE;
-            continue;
-        }
-        if (opt == 'h') {
-            fputs(g_task_usage, stdout);
-            return CLI_EXIT_OK;
-        }
-        if ((opt == 's' || opt == 'e') && service) {
-            *(opt == 's' ? service : endpoint) = optarg;
-            continue;
-        }
-        if (opt == ':')
-            return cli_usage_error("option '%s' needs a value", argv[optind - 1]);
-        return cli_usage_error("task %s: unknown option '%s' (see skyprof task --help)", argv[0],
-                               argv[optind - 1]);
-    }
-    return -1;
+    return cli_parse_options(c, argc, argv, ":h", longopts, g_task_usage, "task", argv[0],
+                             filter ? filter_option : NULL, filter);
 }
 
 static const char *status_of(json_t *t)
@@ -94,6 +90,48 @@ static void print_logs(json_t *logs)
     }
 }
 
+struct create_opts {
+    const char *service, *endpoint;
+    long long duration, threshold, period, max_count;
+    int64_t start_ms;
+};
+
+static int create_option(void *ud, int opt, const char *arg)
+{
+    struct create_opts *o = ud;
+    /* Numbers are checked for being numbers only: the server validates ranges and its
+     * reasons are what the user should see (exit code 1). */
+    switch (opt) {
+    case 's':
+        o->service = arg;
+        return CLI_PARSE_NEXT;
+    case 'e':
+        o->endpoint = arg;
+        return CLI_PARSE_NEXT;
+    case 'd':
+    case 't':
+    case 'p':
+    case 'm': {
+        long long *dst = opt == 'd'   ? &o->duration
+                         : opt == 't' ? &o->threshold
+                         : opt == 'p' ? &o->period
+                                      : &o->max_count;
+        const char *name = opt == 'd' ? "--duration" : opt == 't' ? "--threshold"
+                         : opt == 'p' ? "--dump-period" : "--max-sampling-count";
+        if (!cli_parse_int(arg, -1000000000LL, 1000000000LL, dst))
+            return cli_usage_error("%s: expected an integer, got '%s'", name, arg);
+        return CLI_PARSE_NEXT;
+    }
+    case 'S':
+        if (!cli_parse_time(arg, &o->start_ms))
+            return cli_usage_error("--start: expected 'now', ms since the epoch or "
+                                   "'YYYY-MM-DD HH:MM[:SS]', got '%s'", arg);
+        return CLI_PARSE_NEXT;
+    default:
+        return CLI_PARSE_UNKNOWN;
+    }
+}
+
 static int task_create(struct cli *c, int argc, char **argv)
 {
     static const struct option longopts[] = {
@@ -107,56 +145,15 @@ static int task_create(struct cli *c, int argc, char **argv)
         {"start", required_argument, NULL, 'S'},
         {NULL, 0, NULL, 0},
     };
-    const char *service = NULL, *endpoint = NULL;
-    long long duration = 5, threshold = 0, period = 10, max_count = 5;
-    int64_t start_ms = 0;
-    int opt;
-    opterr = 0;
-    while ((opt = getopt_long(argc, argv, ":h", longopts, NULL)) != -1) {
-        bool bad = false;
-        if (cli_global_option(c, opt, optarg, &bad)) {
-            if (bad)
-                return CLI_EXIT_USAGE;
-            continue;
-        }
-        /* Numbers are checked for being numbers only: the server validates ranges and its
-         * reasons are what the user should see (exit code 1). */
-        switch (opt) {
-        case 'h':
-            fputs(g_task_usage, stdout);
-            return CLI_EXIT_OK;
-        case 's':
-            service = optarg;
-            break;
-        case 'e':
-            endpoint = optarg;
-            break;
-        case 'd':
-        case 't':
-        case 'p':
-        case 'm': {
-            long long *dst = opt == 'd'   ? &duration
-                             : opt == 't' ? &threshold
-                             : opt == 'p' ? &period
-                                          : &max_count;
-            const char *name = opt == 'd' ? "--duration" : opt == 't' ? "--threshold"
-                             : opt == 'p' ? "--dump-period" : "--max-sampling-count";
-            if (!cli_parse_int(optarg, -1000000000LL, 1000000000LL, dst))
-                return cli_usage_error("%s: expected an integer, got '%s'", name, optarg);
-            break;
-        }
-        case 'S':
-            if (!cli_parse_time(optarg, &start_ms))
-                return cli_usage_error("--start: expected 'now', ms since the epoch or "
-                                       "'YYYY-MM-DD HH:MM[:SS]', got '%s'", optarg);
-            break;
-        case ':':
-            return cli_usage_error("option '%s' needs a value", argv[optind - 1]);
-        default:
-            return cli_usage_error("task create: unknown option '%s' (see skyprof task --help)",
-                                   argv[optind - 1]);
-        }
-    }
+    struct create_opts o = {.duration = 5, .threshold = 0, .period = 10, .max_count = 5};
+    int prc = cli_parse_options(c, argc, argv, ":h", longopts, g_task_usage, "task", "create",
+                                create_option, &o);
+    if (prc != CLI_PARSE_NEXT)
+        return prc;
+    const char *service = o.service, *endpoint = o.endpoint;
+    long long duration = o.duration, threshold = o.threshold, period = o.period;
+    long long max_count = o.max_count;
+    int64_t start_ms = o.start_ms;
     if (optind < argc)
         return cli_usage_error("task create: unexpected argument '%s'", argv[optind]);
     if (!service || !endpoint)
@@ -176,8 +173,7 @@ static int task_create(struct cli *c, int argc, char **argv)
     if (rc)
         return rc;
     if (c->json) {
-        json_dumpf(res, stdout, JSON_INDENT(2));
-        putchar('\n');
+        cli_print_json(res);
     } else {
         printf("%s\n", cli_json_str(res, "id"));
     }
@@ -187,10 +183,11 @@ static int task_create(struct cli *c, int argc, char **argv)
 
 static int task_list(struct cli *c, int argc, char **argv)
 {
-    const char *service = NULL, *endpoint = NULL;
-    int rc = parse_simple(c, argc, argv, &service, &endpoint);
+    struct task_filter filter = {0};
+    int rc = parse_simple(c, argc, argv, &filter);
     if (rc >= 0)
         return rc;
+    const char *service = filter.service, *endpoint = filter.endpoint;
     if (optind < argc)
         return cli_usage_error("task list: unexpected argument '%s'", argv[optind]);
     char target[CLI_HTTP_MAX_TARGET] = "/api/v1/profile/tasks";
@@ -213,8 +210,7 @@ static int task_list(struct cli *c, int argc, char **argv)
     if (rc)
         return rc;
     if (c->json) {
-        json_dumpf(tasks, stdout, JSON_INDENT(2));
-        putchar('\n');
+        cli_print_json(tasks);
         json_decref(tasks);
         return CLI_EXIT_OK;
     }
@@ -254,7 +250,7 @@ static int get_task_thing(struct cli *c, const char *id, const char *suffix, jso
 
 static int task_show_or_logs(struct cli *c, int argc, char **argv, bool logs_only)
 {
-    int rc = parse_simple(c, argc, argv, NULL, NULL);
+    int rc = parse_simple(c, argc, argv, NULL);
     if (rc >= 0)
         return rc;
     if (optind != argc - 1)
@@ -265,8 +261,7 @@ static int task_show_or_logs(struct cli *c, int argc, char **argv, bool logs_onl
     if (rc)
         return rc;
     if (c->json) {
-        json_dumpf(j, stdout, JSON_INDENT(2));
-        putchar('\n');
+        cli_print_json(j);
     } else if (logs_only) {
         print_logs(j);
     } else {

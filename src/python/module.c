@@ -71,6 +71,61 @@ static PyObject *raise_err(struct pymod_state *st, skp_err err, const char *what
 }
 
 /* ---------------------------------------------------------------------------------------------
+ * capture buffers shared by dump_stack and the hooks
+ * ------------------------------------------------------------------------------------------- */
+/* Sizes `cap` for max_depth frames with SKP_PY_DUMP_BYTES_PER_FRAME of text each. 0 on success;
+ * -1 with MemoryError set on failure (cap is then still safe to pass to capture_buf_free). */
+static int capture_buf_init(struct skyprof_capture *cap, int max_depth)
+{
+    *cap = (struct skyprof_capture){0};
+    cap->cap = (uint32_t)max_depth;
+    cap->frames = skpx_calloc((size_t)max_depth, sizeof(*cap->frames));
+    cap->scratch_cap = (size_t)max_depth * SKP_PY_DUMP_BYTES_PER_FRAME;
+    cap->scratch = skpx_malloc(cap->scratch_cap);
+    if (!cap->frames || !cap->scratch) {
+        PyErr_NoMemory();
+        return -1;
+    }
+    return 0;
+}
+
+/* Frees what capture_buf_init allocated. */
+static void capture_buf_free(struct skyprof_capture *cap)
+{
+    skpx_free(cap->frames);
+    skpx_free(cap->scratch);
+    cap->frames = NULL;
+    cap->scratch = NULL;
+}
+
+/* The reader for a capture: the shared portable one when asked, else the one in `slot` (both
+ * created on first use). NULL with an exception set on failure. */
+static struct skp__pyreader *pick_reader(struct pymod_state *st, bool portable,
+                                         struct skp__pyreader **slot)
+{
+    return portable ? lazy_reader(&st->dump_portable, true) : lazy_reader(slot, false);
+}
+
+/* A new list of the captured frames' text, root first (the reader fills innermost first;
+ * Python's traceback order is root first). NULL with an exception set on failure. */
+static PyObject *frames_to_list(const struct skyprof_capture *cap)
+{
+    PyObject *result = PyList_New(cap->n);
+    if (!result)
+        return NULL;
+    for (uint32_t i = 0; i < cap->n; i++) {
+        const struct skyprof_frame *f = &cap->frames[cap->n - 1 - i];
+        PyObject *s = PyUnicode_DecodeUTF8(f->str, f->len, "replace");
+        if (!s) {
+            Py_DECREF(result);
+            return NULL;
+        }
+        PyList_SET_ITEM(result, i, s);
+    }
+    return result;
+}
+
+/* ---------------------------------------------------------------------------------------------
  * dump_stack
  * ------------------------------------------------------------------------------------------- */
 static PyObject *py_dump_stack(PyObject *module, PyObject *args, PyObject *kwargs)
@@ -119,18 +174,11 @@ static PyObject *py_dump_stack(PyObject *module, PyObject *args, PyObject *kwarg
         *t = target;
     }
 
-    struct skyprof_capture cap = {0};
-    cap.cap = (uint32_t)max_depth;
-    cap.frames = skpx_calloc((size_t)max_depth, sizeof(*cap.frames));
-    cap.scratch_cap = (size_t)max_depth * SKP_PY_DUMP_BYTES_PER_FRAME;
-    cap.scratch = skpx_malloc(cap.scratch_cap);
+    struct skyprof_capture cap;
     PyObject *result = NULL;
-    if (!cap.frames || !cap.scratch) {
-        PyErr_NoMemory();
+    if (capture_buf_init(&cap, max_depth) < 0)
         goto out;
-    }
-    struct skp__pyreader *r = portable ? lazy_reader(&st->dump_portable, true)
-                                       : lazy_reader(&st->dump_reader, false);
+    struct skp__pyreader *r = pick_reader(st, portable, &st->dump_reader);
     if (!r)
         goto out;
     /* The GIL stays held: the reader never takes it (portable mode is told it holds it), and
@@ -140,22 +188,9 @@ static PyObject *py_dump_stack(PyObject *module, PyObject *args, PyObject *kwarg
         PyErr_SetString(st->error, "dump_stack: the thread could not be read");
         goto out;
     }
-    result = PyList_New(cap.n);
-    if (!result)
-        goto out;
-    for (uint32_t i = 0; i < cap.n; i++) {
-        /* the reader fills innermost first; Python's traceback order is root first */
-        const struct skyprof_frame *f = &cap.frames[cap.n - 1 - i];
-        PyObject *s = PyUnicode_DecodeUTF8(f->str, f->len, "replace");
-        if (!s) {
-            Py_CLEAR(result);
-            goto out;
-        }
-        PyList_SET_ITEM(result, i, s);
-    }
+    result = frames_to_list(&cap);
 out:
-    skpx_free(cap.frames);
-    skpx_free(cap.scratch);
+    capture_buf_free(&cap);
     return result;
 }
 
@@ -249,18 +284,11 @@ static PyObject *py_capture_handle(PyObject *module, PyObject *args)
         PyErr_SetString(PyExc_ValueError, "bad max_depth/repeat");
         return NULL;
     }
-    struct skyprof_capture cap = {0};
-    cap.cap = (uint32_t)max_depth;
-    cap.frames = skpx_calloc((size_t)max_depth, sizeof(*cap.frames));
-    cap.scratch_cap = (size_t)max_depth * SKP_PY_DUMP_BYTES_PER_FRAME;
-    cap.scratch = skpx_malloc(cap.scratch_cap);
+    struct skyprof_capture cap;
     PyObject *result = NULL;
-    if (!cap.frames || !cap.scratch) {
-        PyErr_NoMemory();
+    if (capture_buf_init(&cap, max_depth) < 0)
         goto out;
-    }
-    struct skp__pyreader *r = portable ? lazy_reader(&st->dump_portable, true)
-                                       : lazy_reader(&st->hook_reader, false);
+    struct skp__pyreader *r = pick_reader(st, portable, &st->hook_reader);
     if (!r)
         goto out;
     int rc = -1;
@@ -276,23 +304,11 @@ static PyObject *py_capture_handle(PyObject *module, PyObject *args)
         result = Py_NewRef(Py_None);
         goto out;
     }
-    result = PyList_New(cap.n);
-    if (!result)
-        goto out;
-    for (uint32_t i = 0; i < cap.n; i++) {
-        const struct skyprof_frame *f = &cap.frames[cap.n - 1 - i];
-        PyObject *s = PyUnicode_DecodeUTF8(f->str, f->len, "replace");
-        if (!s) {
-            Py_CLEAR(result);
-            goto out;
-        }
-        PyList_SET_ITEM(result, i, s);
-    }
-    if (cap.truncated && PyList_Append(result, Py_Ellipsis) < 0)
+    result = frames_to_list(&cap);
+    if (result && cap.truncated && PyList_Append(result, Py_Ellipsis) < 0)
         Py_CLEAR(result);
 out:
-    skpx_free(cap.frames);
-    skpx_free(cap.scratch);
+    capture_buf_free(&cap);
     return result;
 }
 
@@ -313,16 +329,15 @@ static PyObject *py_bench_capture(PyObject *module, PyObject *args)
             PyErr_SetString(PyExc_ValueError, "bad handle/n/max_depth");
         return NULL;
     }
-    struct skyprof_capture cap = {0};
-    cap.cap = (uint32_t)max_depth;
-    cap.frames = skpx_calloc((size_t)max_depth, sizeof(*cap.frames));
-    cap.scratch_cap = (size_t)max_depth * SKP_PY_DUMP_BYTES_PER_FRAME;
-    cap.scratch = skpx_malloc(cap.scratch_cap);
-    int64_t *ns = skpx_calloc((size_t)n, sizeof(*ns));
+    struct skyprof_capture cap;
+    int64_t *ns = NULL;
     PyObject *result = NULL;
+    if (capture_buf_init(&cap, max_depth) < 0)
+        goto out;
     if (!lazy_reader(&st->hook_reader, false))
         goto out;
-    if (!cap.frames || !cap.scratch || !ns) {
+    ns = skpx_calloc((size_t)n, sizeof(*ns));
+    if (!ns) {
         PyErr_NoMemory();
         goto out;
     }
@@ -355,8 +370,7 @@ static PyObject *py_bench_capture(PyObject *module, PyObject *args)
     }
 out:
     skpx_free(ns);
-    skpx_free(cap.frames);
-    skpx_free(cap.scratch);
+    capture_buf_free(&cap);
     return result;
 }
 

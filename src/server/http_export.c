@@ -127,14 +127,27 @@ static void export_run(struct http_job *j, struct store *st)
         http_job_set_store_error(j, err, "analysis");
         return;
     }
+    /* Trace id, endpoint and the task's dump period (the sample weight); a segment the store
+     * does not know (an empty analysis) is exported without them. */
+    struct store_segment_info info = {0};
+    err = store_get_segment_info(st, e->id, &info);
+    if (err && err != SKP_ENOTFOUND) {
+        analysis_free(a);
+        http_job_set_store_error(j, err, "segment");
+        return;
+    }
     char title[600];
     snprintf(title, sizeof(title), "segment %s", e->id);
     struct export_meta meta = {
         .title = title,
         .segment_id = e->id,
+        .trace_id = info.trace_id,
+        .endpoint = info.endpoint,
+        .dump_period_ms = info.dump_period,
         .time_ms = e->has_range ? e->start : 0,
     };
     render(e, a, &meta);
+    store_segment_info_cleanup(&info);
 }
 
 static struct export_job *export_job_new(struct http_ctx *cx, bool is_task, const char *id,

@@ -135,6 +135,19 @@ SKP_MUST_CHECK skp_err store_insert_segments(struct store *st,
 SKP_MUST_CHECK skp_err store_list_profiled_segments(struct store *st, const char *task_id,
                                                     json_t **out);
 
+/* What an export of one segment says about it (store_get_segment_info). */
+struct store_segment_info {
+    char *trace_id;            /* NULL when its SegmentObject was not stored */
+    char *endpoint;            /* the segment's endpoint, else its task's; NULL if neither */
+    int dump_period;           /* ms, of the task of its snapshots (lowest sequence); 0 if none */
+};
+/* Frees the strings of *i (not i itself). NULL ok. */
+void store_segment_info_cleanup(struct store_segment_info *i);
+/* Trace id, endpoint and dump period of a stored segment. On success the caller cleans *out
+ * up. Errors: SKP_ENOTFOUND (no snapshot or SegmentObject of that id), SKP_ENOMEM, SKP_EIO. */
+SKP_MUST_CHECK skp_err store_get_segment_info(struct store *st, const char *segment_id,
+                                              struct store_segment_info *out);
+
 /* ---- analysis input ---- */
 
 /* One stored snapshot as the analyzer reads it. */

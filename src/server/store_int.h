@@ -107,6 +107,27 @@ void store__rollback(struct store *st);
 /* Clears the caches that may refer to rows rolled back or purged. */
 void store__drop_ingest_caches(struct store *st);
 
+/* Reads the current row of `s`; a non-OK return stops the stepping and is passed on. */
+typedef skp_err (*store_row_fn)(void *ud, sqlite3_stmt *s);
+/* Steps `s` until SQLITE_DONE, calling row(ud, s) for every row. Returns row's first error, or
+ * the SQLite error (store__sqlerr, logged with `what`). Neither resets nor finalizes `s`. */
+SKP_MUST_CHECK skp_err store__each_row(struct store *st, sqlite3_stmt *s, store_row_fn row,
+                                       void *ud, const char *what);
+
+/* Builds the JSON value of the current row of `s`; NULL on allocation failure. */
+typedef json_t *(*store_row_json_fn)(void *ud, sqlite3_stmt *s);
+/* The listing loop: collects row(ud, s) of every row of `s` into a new JSON array, handed over
+ * in *out on success (*out is NULL otherwise). Finalizes `s` in every case (NULL ok).
+ * Errors: SKP_ENOMEM, the SQLite error (store__sqlerr, logged with `what`). */
+SKP_MUST_CHECK skp_err store__rows_to_json(struct store *st, sqlite3_stmt *s,
+                                           store_row_json_fn row, void *ud, const char *what,
+                                           json_t **out);
+
+/* Makes room for element n of a growing array v of `cap` elements of `elem` bytes (first
+ * allocation: `first` elements, then doubling). Returns v itself when n < *cap, else the
+ * reallocated array (*cap updated); NULL on allocation failure (v is then still valid). */
+void *store__grow(void *v, size_t n, size_t *cap, size_t elem, size_t first);
+
 /* Segment id string → segids.id, creating the row (with first_ms) inside the current
  * transaction when missing. */
 SKP_MUST_CHECK skp_err store__segment_ref(struct store *st, const char *segment_id,

@@ -210,6 +210,59 @@ fail:
     return err;
 }
 
+/* ---- one segment ---- */
+
+void store_segment_info_cleanup(struct store_segment_info *i)
+{
+    if (!i)
+        return;
+    skpx_free(i->trace_id);
+    skpx_free(i->endpoint);
+    i->trace_id = i->endpoint = NULL;
+}
+
+/* A copy of column i, NULL when it is NULL or empty; false on allocation failure. */
+static bool col_dup(sqlite3_stmt *s, int i, char **out)
+{
+    const char *t = (const char *)sqlite3_column_text(s, i);
+    *out = t && *t ? skpx_strdup(t) : NULL;
+    return !t || !*t || *out;
+}
+
+skp_err store_get_segment_info(struct store *st, const char *segment_id,
+                               struct store_segment_info *out)
+{
+    memset(out, 0, sizeof(*out));
+    if (!segment_id)
+        return SKP_EINVAL;
+    sqlite3_stmt *s = NULL;
+    /* The task is found through the segment's first snapshot (a primary-key seek). */
+    skp_err err = store__prepare(st,
+                                 "SELECT g.trace_id, COALESCE(NULLIF(g.endpoint, ''), t.endpoint), "
+                                 "t.dump_period FROM segids si "
+                                 "LEFT JOIN segments g ON g.seg = si.id "
+                                 "LEFT JOIN task_keys tk ON tk.id = (SELECT sn.task FROM "
+                                 "snapshots sn WHERE sn.seg = si.id ORDER BY sn.seq LIMIT 1) "
+                                 "LEFT JOIN tasks t ON t.id = tk.task_id "
+                                 "WHERE si.segment_id = ?",
+                                 &s);
+    if (err)
+        return err;
+    sqlite3_bind_text(s, 1, segment_id, -1, SQLITE_STATIC);
+    int rc = sqlite3_step(s);
+    if (rc == SQLITE_ROW) {
+        out->dump_period = sqlite3_column_int(s, 2);
+        if (!col_dup(s, 0, &out->trace_id) || !col_dup(s, 1, &out->endpoint)) {
+            store_segment_info_cleanup(out);
+            err = SKP_ENOMEM;
+        }
+    } else {
+        err = rc == SQLITE_DONE ? SKP_ENOTFOUND : store__sqlerr(st, rc, "segment info");
+    }
+    sqlite3_finalize(s);
+    return err;
+}
+
 /* ---- listing ---- */
 
 struct listed {
@@ -315,14 +368,33 @@ static skp_err listed_from_row(struct store *st, sqlite3_stmt *s, const char *ta
     return SKP_OK;
 }
 
+struct listed_vec {
+    struct store *st;
+    const char *task_service;
+    struct listed *v;
+    size_t n, cap;
+};
+
+static skp_err push_listed_row(void *ud, sqlite3_stmt *s)
+{
+    struct listed_vec *lv = ud;
+    struct listed *nv = store__grow(lv->v, lv->n, &lv->cap, sizeof(*nv), 16);
+    if (!nv)
+        return SKP_ENOMEM;
+    lv->v = nv;
+    skp_err err = listed_from_row(lv->st, s, lv->task_service, &lv->v[lv->n]);
+    if (!err)
+        lv->n++;
+    return err;
+}
+
 skp_err store_list_profiled_segments(struct store *st, const char *task_id, json_t **out)
 {
     *out = NULL;
     if (!task_id)
         return SKP_EINVAL;
     sqlite3_stmt *s = NULL;
-    struct listed *v = NULL;
-    size_t n = 0, cap = 0;
+    struct listed_vec lv = {.st = st};
     char *task_service = NULL;
     json_t *arr = NULL;
 
@@ -339,6 +411,7 @@ skp_err store_list_profiled_segments(struct store *st, const char *task_id, json
     }
     sqlite3_finalize(s);
     s = NULL;
+    lv.task_service = task_service;
 
     err = store__prepare(st,
                          "SELECT si.segment_id, ts.seg, ts.task, g.trace_id, g.service, "
@@ -352,36 +425,18 @@ skp_err store_list_profiled_segments(struct store *st, const char *task_id, json
     if (err)
         goto out;
     sqlite3_bind_text(s, 1, task_id, -1, SQLITE_STATIC);
-    int rc;
-    while ((rc = sqlite3_step(s)) == SQLITE_ROW) {
-        if (n == cap) {
-            size_t ncap = cap ? cap * 2 : 16;
-            struct listed *nv = skpx_realloc(v, ncap * sizeof(*nv));
-            if (!nv) {
-                err = SKP_ENOMEM;
-                goto out;
-            }
-            v = nv;
-            cap = ncap;
-        }
-        err = listed_from_row(st, s, task_service, &v[n]);
-        if (err)
-            goto out;
-        n++;
-    }
-    if (rc != SQLITE_DONE) {
-        err = store__sqlerr(st, rc, "list profiled segments");
+    err = store__each_row(st, s, push_listed_row, &lv, "list profiled segments");
+    if (err)
         goto out;
-    }
-    if (n > 1)
-        qsort(v, n, sizeof(*v), cmp_listed);
+    if (lv.n > 1)
+        qsort(lv.v, lv.n, sizeof(*lv.v), cmp_listed);
     arr = json_array();
     if (!arr) {
         err = SKP_ENOMEM;
         goto out;
     }
-    for (size_t i = 0; i < n; i++) {
-        if (json_array_append(arr, v[i].obj) != 0) {
+    for (size_t i = 0; i < lv.n; i++) {
+        if (json_array_append(arr, lv.v[i].obj) != 0) {
             err = SKP_ENOMEM;
             goto out;
         }
@@ -389,9 +444,9 @@ skp_err store_list_profiled_segments(struct store *st, const char *task_id, json
     *out = arr;
     arr = NULL;
 out:
-    for (size_t i = 0; i < n; i++)
-        json_decref(v[i].obj);
-    skpx_free(v);
+    for (size_t i = 0; i < lv.n; i++)
+        json_decref(lv.v[i].obj);
+    skpx_free(lv.v);
     skpx_free(task_service);
     json_decref(arr);
     sqlite3_finalize(s);

@@ -290,6 +290,60 @@ static bool arr_push(json_t *a, json_t *v)
     return v && json_array_append_new(a, v) == 0;
 }
 
+skp_err store__each_row(struct store *st, sqlite3_stmt *s, store_row_fn row, void *ud,
+                        const char *what)
+{
+    int rc;
+    while ((rc = sqlite3_step(s)) == SQLITE_ROW) {
+        skp_err err = row(ud, s);
+        if (err)
+            return err;
+    }
+    if (rc != SQLITE_DONE)
+        return store__sqlerr(st, rc, what);
+    return SKP_OK;
+}
+
+struct rows_json {
+    json_t *arr;
+    store_row_json_fn row;
+    void *ud;
+};
+
+static skp_err push_row_json(void *ud, sqlite3_stmt *s)
+{
+    struct rows_json *r = ud;
+    return arr_push(r->arr, r->row(r->ud, s)) ? SKP_OK : SKP_ENOMEM;
+}
+
+skp_err store__rows_to_json(struct store *st, sqlite3_stmt *s, store_row_json_fn row, void *ud,
+                            const char *what, json_t **out)
+{
+    *out = NULL;
+    struct rows_json r = {.arr = json_array(), .row = row, .ud = ud};
+    skp_err err = r.arr ? store__each_row(st, s, push_row_json, &r, what) : SKP_ENOMEM;
+    sqlite3_finalize(s);
+    if (err) {
+        json_decref(r.arr);
+        return err;
+    }
+    *out = r.arr;
+    return SKP_OK;
+}
+
+void *store__grow(void *v, size_t n, size_t *cap, size_t elem, size_t first)
+{
+    if (n < *cap)
+        return v;
+    size_t ncap = *cap ? *cap * 2 : first;
+    if (ncap < n + 1 || ncap > SIZE_MAX / elem)
+        return NULL;
+    void *nv = skpx_realloc(v, ncap * elem);
+    if (nv)
+        *cap = ncap;
+    return nv;
+}
+
 /* Serialises j compactly into a new skpx buffer (NUL-terminated). */
 static char *json_to_text(const json_t *j)
 {
@@ -427,6 +481,14 @@ skp_err store_touch_instance(struct store *st, const char *service, const char *
     return upsert(st, service, instance, NULL, NULL, NULL, now_ms);
 }
 
+static json_t *service_json(void *ud, sqlite3_stmt *s)
+{
+    (void)ud;
+    return json_pack("{s:o, s:o, s:I, s:I}", "name", skp_json_str(col_text(s, 0)), "layer",
+                     col_json_str_or_null(s, 1), "lastSeen", (json_int_t)sqlite3_column_int64(s, 2),
+                     "instances", (json_int_t)sqlite3_column_int64(s, 3));
+}
+
 skp_err store_list_services(struct store *st, json_t **out)
 {
     *out = NULL;
@@ -438,32 +500,18 @@ skp_err store_list_services(struct store *st, json_t **out)
                                  &s);
     if (err)
         return err;
-    json_t *arr = json_array();
-    if (!arr) {
-        err = SKP_ENOMEM;
-        goto out;
-    }
-    int rc;
-    while ((rc = sqlite3_step(s)) == SQLITE_ROW) {
-        json_t *o = json_pack("{s:o, s:o, s:I, s:I}", "name", skp_json_str(col_text(s, 0)), "layer",
-                              col_json_str_or_null(s, 1), "lastSeen",
-                              (json_int_t)sqlite3_column_int64(s, 2), "instances",
-                              (json_int_t)sqlite3_column_int64(s, 3));
-        if (!arr_push(arr, o)) {
-            err = SKP_ENOMEM;
-            goto out;
-        }
-    }
-    if (rc != SQLITE_DONE) {
-        err = store__sqlerr(st, rc, "list services");
-        goto out;
-    }
-    *out = arr;
-    arr = NULL;
-out:
-    json_decref(arr);
-    sqlite3_finalize(s);
-    return err;
+    return store__rows_to_json(st, s, service_json, NULL, "list services", out);
+}
+
+static json_t *instance_json(void *ud, sqlite3_stmt *s)
+{
+    (void)ud;
+    json_t *props = json_loads(col_text(s, 3), 0, NULL);
+    if (!props)
+        props = json_object();
+    return json_pack("{s:o, s:o, s:I, s:o}", "name", skp_json_str(col_text(s, 0)), "language",
+                     col_json_str_or_null(s, 1), "lastHeartbeat",
+                     (json_int_t)sqlite3_column_int64(s, 2), "properties", props);
 }
 
 skp_err store_list_instances(struct store *st, const char *service, json_t **out)
@@ -472,53 +520,27 @@ skp_err store_list_instances(struct store *st, const char *service, json_t **out
     if (!service)
         return SKP_EINVAL;
     sqlite3_stmt *s = NULL;
-    json_t *arr = NULL;
     skp_err err = store__prepare(st, "SELECT id FROM services WHERE name = ?", &s);
     if (err)
         return err;
     sqlite3_bind_text(s, 1, service, -1, SQLITE_STATIC);
     int rc = sqlite3_step(s);
-    if (rc != SQLITE_ROW) {
+    int64_t sid = 0;
+    if (rc == SQLITE_ROW)
+        sid = sqlite3_column_int64(s, 0);
+    else
         err = rc == SQLITE_DONE ? SKP_ENOTFOUND : store__sqlerr(st, rc, "find service");
-        goto out;
-    }
-    int64_t sid = sqlite3_column_int64(s, 0);
     sqlite3_finalize(s);
-    s = NULL;
+    if (err)
+        return err;
     err = store__prepare(st,
                          "SELECT name, language, last_seen, properties FROM instances "
                          "WHERE service_id = ? ORDER BY name",
                          &s);
     if (err)
-        goto out;
+        return err;
     sqlite3_bind_int64(s, 1, sid);
-    arr = json_array();
-    if (!arr) {
-        err = SKP_ENOMEM;
-        goto out;
-    }
-    while ((rc = sqlite3_step(s)) == SQLITE_ROW) {
-        json_t *props = json_loads(col_text(s, 3), 0, NULL);
-        if (!props)
-            props = json_object();
-        json_t *o = json_pack("{s:o, s:o, s:I, s:o}", "name", skp_json_str(col_text(s, 0)), "language",
-                              col_json_str_or_null(s, 1), "lastHeartbeat",
-                              (json_int_t)sqlite3_column_int64(s, 2), "properties", props);
-        if (!arr_push(arr, o)) {
-            err = SKP_ENOMEM;
-            goto out;
-        }
-    }
-    if (rc != SQLITE_DONE) {
-        err = store__sqlerr(st, rc, "list instances");
-        goto out;
-    }
-    *out = arr;
-    arr = NULL;
-out:
-    json_decref(arr);
-    sqlite3_finalize(s);
-    return err;
+    return store__rows_to_json(st, s, instance_json, NULL, "list instances", out);
 }
 
 /* ---- tasks ---- */
@@ -552,8 +574,9 @@ static skp_err task_from_row(sqlite3_stmt *s, struct store_task *t)
     return SKP_OK;
 }
 
-static json_t *task_to_json(sqlite3_stmt *s)
+static json_t *task_json(void *ud, sqlite3_stmt *s)
 {
+    (void)ud;
     return json_pack("{s:o, s:o, s:o, s:I, s:i, s:i, s:i, s:i, s:I}", "id",
                      skp_json_str(col_text(s, 0)), "service", skp_json_str(col_text(s, 1)),
                      "endpointName", skp_json_str(col_text(s, 2)), "startTime",
@@ -640,6 +663,24 @@ skp_err store_latest_task_before(struct store *st, const char *service, int64_t 
     return one_task(st, s, out);
 }
 
+struct task_vec {
+    struct store_task *v;
+    size_t n, cap;
+};
+
+static skp_err push_task_row(void *ud, sqlite3_stmt *s)
+{
+    struct task_vec *tv = ud;
+    struct store_task *nv = store__grow(tv->v, tv->n, &tv->cap, sizeof(*nv), 4);
+    if (!nv)
+        return SKP_ENOMEM;
+    tv->v = nv;
+    skp_err err = task_from_row(s, &tv->v[tv->n]);
+    if (!err)
+        tv->n++;
+    return err;
+}
+
 skp_err store_tasks_for_agent(struct store *st, const char *service, int64_t after_create_time,
                               int64_t now_ms, struct store_task **out, size_t *n_out)
 {
@@ -648,8 +689,7 @@ skp_err store_tasks_for_agent(struct store *st, const char *service, int64_t aft
     if (!service)
         return SKP_EINVAL;
     sqlite3_stmt *s = NULL;
-    struct store_task *v = NULL;
-    size_t n = 0, cap = 0;
+    struct task_vec tv = {0};
     skp_err err = store__prepare(st,
                                  "SELECT " TASK_COLUMNS " FROM tasks WHERE service = ? AND "
                                  "create_time > ? AND start_time + duration_min * 60000 > ? "
@@ -660,37 +700,17 @@ skp_err store_tasks_for_agent(struct store *st, const char *service, int64_t aft
     sqlite3_bind_text(s, 1, service, -1, SQLITE_STATIC);
     sqlite3_bind_int64(s, 2, after_create_time);
     sqlite3_bind_int64(s, 3, now_ms);
-    int rc;
-    while ((rc = sqlite3_step(s)) == SQLITE_ROW) {
-        if (n == cap) {
-            size_t ncap = cap ? cap * 2 : 4;
-            struct store_task *nv = skpx_realloc(v, ncap * sizeof(*nv));
-            if (!nv) {
-                err = SKP_ENOMEM;
-                goto out;
-            }
-            v = nv;
-            cap = ncap;
-        }
-        err = task_from_row(s, &v[n]);
-        if (err)
-            goto out;
-        n++;
-    }
-    if (rc != SQLITE_DONE) {
-        err = store__sqlerr(st, rc, "tasks for agent");
-        goto out;
-    }
-    *out = v;
-    *n_out = n;
-    v = NULL;
-    n = 0;
-out:
-    for (size_t i = 0; i < n; i++)
-        store_task_cleanup(&v[i]);
-    skpx_free(v);
+    err = store__each_row(st, s, push_task_row, &tv, "tasks for agent");
     sqlite3_finalize(s);
-    return err;
+    if (err) {
+        for (size_t i = 0; i < tv.n; i++)
+            store_task_cleanup(&tv.v[i]);
+        skpx_free(tv.v);
+        return err;
+    }
+    *out = tv.v;
+    *n_out = tv.n;
+    return SKP_OK;
 }
 
 skp_err store_list_tasks(struct store *st, const char *service, const char *endpoint,
@@ -709,28 +729,7 @@ skp_err store_list_tasks(struct store *st, const char *service, const char *endp
         sqlite3_bind_text(s, 1, service, -1, SQLITE_STATIC);
     if (endpoint)
         sqlite3_bind_text(s, 2, endpoint, -1, SQLITE_STATIC);
-    json_t *arr = json_array();
-    if (!arr) {
-        err = SKP_ENOMEM;
-        goto out;
-    }
-    int rc;
-    while ((rc = sqlite3_step(s)) == SQLITE_ROW) {
-        if (!arr_push(arr, task_to_json(s))) {
-            err = SKP_ENOMEM;
-            goto out;
-        }
-    }
-    if (rc != SQLITE_DONE) {
-        err = store__sqlerr(st, rc, "list tasks");
-        goto out;
-    }
-    *out = arr;
-    arr = NULL;
-out:
-    json_decref(arr);
-    sqlite3_finalize(s);
-    return err;
+    return store__rows_to_json(st, s, task_json, NULL, "list tasks", out);
 }
 
 skp_err store_add_task_log(struct store *st, const char *task_id, const char *service,
@@ -761,6 +760,19 @@ skp_err store_add_task_log(struct store *st, const char *task_id, const char *se
     return err;
 }
 
+static json_t *task_log_json(void *ud, sqlite3_stmt *s)
+{
+    const char *task_id = ud;
+    int op = sqlite3_column_int(s, 1);
+    int64_t t = sqlite3_column_int64(s, 2);
+    char id[512];
+    snprintf(id, sizeof(id), "%s_%s_%d_%lld", task_id, col_text(s, 0), op, (long long)t);
+    return json_pack("{s:o, s:o, s:o, s:s, s:I}", "id", skp_json_str(id), "taskId",
+                     skp_json_str(task_id), "instanceName", skp_json_str(col_text(s, 0)),
+                     "operationType", op == STORE_TASK_NOTIFIED ? "NOTIFIED" : "EXECUTION_FINISHED",
+                     "operationTime", (json_int_t)t);
+}
+
 skp_err store_list_task_logs(struct store *st, const char *task_id, json_t **out)
 {
     *out = NULL;
@@ -774,37 +786,7 @@ skp_err store_list_task_logs(struct store *st, const char *task_id, json_t **out
     if (err)
         return err;
     sqlite3_bind_text(s, 1, task_id, -1, SQLITE_STATIC);
-    json_t *arr = json_array();
-    if (!arr) {
-        err = SKP_ENOMEM;
-        goto out;
-    }
-    int rc;
-    while ((rc = sqlite3_step(s)) == SQLITE_ROW) {
-        int op = sqlite3_column_int(s, 1);
-        int64_t t = sqlite3_column_int64(s, 2);
-        char id[512];
-        snprintf(id, sizeof(id), "%s_%s_%d_%lld", task_id, col_text(s, 0), op, (long long)t);
-        json_t *o = json_pack("{s:o, s:o, s:o, s:s, s:I}", "id", skp_json_str(id), "taskId",
-                              skp_json_str(task_id), "instanceName", skp_json_str(col_text(s, 0)),
-                              "operationType",
-                              op == STORE_TASK_NOTIFIED ? "NOTIFIED" : "EXECUTION_FINISHED",
-                              "operationTime", (json_int_t)t);
-        if (!arr_push(arr, o)) {
-            err = SKP_ENOMEM;
-            goto out;
-        }
-    }
-    if (rc != SQLITE_DONE) {
-        err = store__sqlerr(st, rc, "list task logs");
-        goto out;
-    }
-    *out = arr;
-    arr = NULL;
-out:
-    json_decref(arr);
-    sqlite3_finalize(s);
-    return err;
+    return store__rows_to_json(st, s, task_log_json, (void *)task_id, "list task logs", out);
 }
 
 /* ---- name → id references (segments, task keys) ---- */

@@ -6,6 +6,7 @@ finish report -> logs, trace segments, management registration -> services/insta
 exports, accept-and-drop services, static UI files (types, traversal, SPA fallback, not-built
 page), HTTP bad input (malformed/oversized bodies, wrong types, 404/405), API token, metrics.
 """
+import gzip
 import os
 import re
 import sys
@@ -150,6 +151,52 @@ def t_task_commands():
     assert len(t["logs"]) == len(logs)
 
 
+# ------------------------------------------------------------------ pprof, minimally decoded
+
+def pb_fields(buf):
+    """(field number, value) pairs of one protobuf message: ints for varints, bytes for
+    length-delimited fields (fixed-width fields are skipped)."""
+    i, out = 0, []
+
+    def varint():
+        nonlocal i
+        v = shift = 0
+        while True:
+            b = buf[i]
+            i += 1
+            v |= (b & 0x7F) << shift
+            shift += 7
+            if not b & 0x80:
+                return v
+    while i < len(buf):
+        key = varint()
+        num, wt = key >> 3, key & 7
+        if wt == 0:
+            out.append((num, varint()))
+        elif wt == 2:
+            n = varint()
+            out.append((num, bytes(buf[i:i + n])))
+            i += n
+        elif wt in (1, 5):
+            i += 8 if wt == 1 else 4
+        else:
+            raise ValueError("wire type %d" % wt)
+    return out
+
+
+def pprof_summary(gz):
+    """(period, [{label key: value} per sample]) of a gzip'd profile.proto."""
+    f = pb_fields(gzip.decompress(gz))
+    strings = [v.decode() for n, v in f if n == 6]
+    period = next((v for n, v in f if n == 12), 0)
+    samples = []
+    for n, v in f:
+        if n == 2:
+            labels = [dict(pb_fields(lb)) for k, lb in pb_fields(v) if k == 3]
+            samples.append({strings[lb[1]]: strings[lb.get(2, 0)] for lb in labels})
+    return period, samples
+
+
 # ------------------------------------------------------------------ snapshots -> analysis
 
 EXAMPLE = [  # spec §5.6 worked example: (seq, time, stack)
@@ -227,6 +274,13 @@ def t_snapshots_segments_analyze_finish():
         assert st == 200 and b"speedscope" in body, (st, body[:200])
         st, h, body = S.http("GET", "/api/v1/profile/segments/seg-A/export?format=pprof")
         assert st == 200 and body[:2] == b"\x1f\x8b", (st, body[:20])  # gzip
+        # A segment's pprof carries its trace id and endpoint and is weighted by its task's
+        # dump period.
+        period, samples = pprof_summary(body)
+        st, task = S.json("GET", "/api/v1/profile/tasks/" + q(tid), expect=200)
+        assert period == task["dumpPeriod"] * 1000000, (period, task)
+        assert samples and all(sm.get("trace_id") == "trace-1" and sm.get("endpoint") == "/pay"
+                               and sm.get("segment_id") == "seg-A" for sm in samples), samples
         st, doc = S.json("GET", "/api/v1/profile/tasks/%s/export?format=bogus" % q(tid))
         assert st == 400 and doc["field"] == "format", doc
         st, doc = S.json("GET", "/api/v1/profile/segments/seg-A/export?format=json&start=5")

@@ -1,6 +1,7 @@
 /* Unit tests for the SQLite store (src/server/store_*.c): snapshots (duplicates, order, stack
- * de-duplication), segments and the profiled-segment listing, tasks and logs, services and
- * instances, retention, migrations, read-only and full-disk failures, allocation faults. */
+ * de-duplication), segments, the profiled-segment listing and segment info, tasks and logs,
+ * services and instances, retention, migrations, read-only and full-disk failures, allocation
+ * faults. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -317,6 +318,69 @@ static void profiled_segment_listing(void **state)
     assert_string_equal(json_string_value(json_object_get(json_array_get(list, 2), "traceId")),
                         "trace-2");
     json_decref(list);
+}
+
+/* store_get_segment_info: what a segment export labels and weighs its samples with. */
+static void segment_info_for_exports(void **state)
+{
+    struct fixture *f = *state;
+    struct store_task t = {.id = "tk", .service = "svc", .endpoint = "/task-ep",
+                           .start_time = 1000, .duration_min = 5, .min_duration_threshold = 0,
+                           .dump_period = 37, .max_sampling_count = 5, .create_time = 900};
+    assert_int_equal(store_insert_task(f->st, &t), SKP_OK);
+    /* with: snapshots of tk and a SegmentObject; bare: snapshots of tk only; orphan: snapshots
+     * of a task with no row; object: a SegmentObject only */
+    assert_int_equal(tu_add(f->st, "tk", "with", 0, 2000, "m,a"), SKP_OK);
+    assert_int_equal(tu_add(f->st, "tk", "bare", 0, 2000, "m,a"), SKP_OK);
+    assert_int_equal(tu_add(f->st, "gone", "orphan", 0, 2000, "m,a"), SKP_OK);
+    Skywalking__V3__SpanObject entry = SKYWALKING__V3__SPAN_OBJECT__INIT;
+    entry.parentspanid = -1;
+    entry.starttime = 2000;
+    entry.endtime = 2100;
+    entry.operationname = "/seg-ep";
+    entry.spantype = SKYWALKING__V3__SPAN_TYPE__Entry;
+    Skywalking__V3__SpanObject *spans[] = {&entry};
+    Skywalking__V3__SegmentObject with = SKYWALKING__V3__SEGMENT_OBJECT__INIT;
+    with.traceid = "trace-w";
+    with.tracesegmentid = "with";
+    with.service = "svc";
+    with.n_spans = 1;
+    with.spans = spans;
+    Skywalking__V3__SegmentObject object = with;
+    object.traceid = "trace-o";
+    object.tracesegmentid = "object";
+    Skywalking__V3__SegmentObject *segs[] = {&with, &object};
+    assert_int_equal(store_insert_segments(f->st, segs, 2, 3000), SKP_OK);
+
+    struct store_segment_info i;
+    assert_int_equal(store_get_segment_info(f->st, "with", &i), SKP_OK);
+    assert_string_equal(i.trace_id, "trace-w");
+    assert_string_equal(i.endpoint, "/seg-ep");
+    assert_int_equal(i.dump_period, 37);
+    store_segment_info_cleanup(&i);
+
+    assert_int_equal(store_get_segment_info(f->st, "bare", &i), SKP_OK);
+    assert_null(i.trace_id);
+    assert_string_equal(i.endpoint, "/task-ep");
+    assert_int_equal(i.dump_period, 37);
+    store_segment_info_cleanup(&i);
+
+    assert_int_equal(store_get_segment_info(f->st, "orphan", &i), SKP_OK);
+    assert_null(i.trace_id);
+    assert_null(i.endpoint);
+    assert_int_equal(i.dump_period, 0);
+    store_segment_info_cleanup(&i);
+
+    assert_int_equal(store_get_segment_info(f->st, "object", &i), SKP_OK);
+    assert_string_equal(i.trace_id, "trace-o");
+    assert_string_equal(i.endpoint, "/seg-ep");
+    assert_int_equal(i.dump_period, 0);
+    store_segment_info_cleanup(&i);
+
+    assert_int_equal(store_get_segment_info(f->st, "nope", &i), SKP_ENOTFOUND);
+    assert_null(i.trace_id);
+    assert_null(i.endpoint);
+    assert_int_equal(store_get_segment_info(f->st, NULL, &i), SKP_EINVAL);
 }
 
 /* ---- tasks ---- */
@@ -951,6 +1015,7 @@ int main(void)
                                         teardown),
         cmocka_unit_test_setup_teardown(stacks_are_deduplicated, setup, teardown),
         cmocka_unit_test_setup_teardown(profiled_segment_listing, setup, teardown),
+        cmocka_unit_test_setup_teardown(segment_info_for_exports, setup, teardown),
         cmocka_unit_test_setup_teardown(tasks_for_agent_filtering, setup, teardown),
         cmocka_unit_test_setup_teardown(latest_task_before_and_get, setup, teardown),
         cmocka_unit_test_setup_teardown(task_logs, setup, teardown),

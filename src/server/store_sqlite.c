@@ -791,6 +791,51 @@ skp_err store_list_task_logs(struct store *st, const char *task_id, json_t **out
 
 /* ---- name → id references (segments, task keys) ---- */
 
+/* SELECT-or-INSERT of a text key through the statements `get` (key → id) and `ins` (key, and
+ * first_ms for segids), inside the caller's transaction. SKP_ENOTFOUND when absent and
+ * !create. */
+static skp_err select_or_insert(struct store *st, enum store_stmt get, enum store_stmt ins,
+                                const char *key, bool create, int64_t first_ms, uint32_t *out)
+{
+    skp_err err = SKP_OK;
+    sqlite3_stmt *s = store__stmt(st, get, &err);
+    if (!s)
+        return err;
+    sqlite3_bind_text(s, 1, key, -1, SQLITE_STATIC);
+    int rc = sqlite3_step(s);
+    if (rc == SQLITE_ROW) {
+        *out = (uint32_t)sqlite3_column_int64(s, 0);
+        sqlite3_reset(s);
+        return SKP_OK;
+    }
+    sqlite3_reset(s);
+    if (rc != SQLITE_DONE)
+        return store__sqlerr(st, rc, k_sql[get]);
+    if (!create)
+        return SKP_ENOTFOUND;
+    s = store__stmt(st, ins, &err);
+    if (!s)
+        return err;
+    sqlite3_bind_text(s, 1, key, -1, SQLITE_STATIC);
+    if (ins == STMT_SEGID_INS)
+        sqlite3_bind_int64(s, 2, first_ms);
+    err = step_done(st, s, k_sql[ins]);
+    if (err)
+        return err;
+    *out = (uint32_t)sqlite3_last_insert_rowid(st->db);
+    return SKP_OK;
+}
+
+/* Remembers key → id in a lookup cache, clearing it first when it holds `max` entries. */
+static void cache_put(struct strmap *cache, size_t max, const char *key, uint32_t id)
+{
+    if (cache->n >= max)
+        strmap_clear(cache);
+    if (strmap_put(cache, key, id) != SKP_OK) {
+        /* only a cache: a failed put costs a lookup later */
+    }
+}
+
 /* Finds `name` through cache → SELECT; when `create`, INSERTs it (inside the caller's
  * transaction). SKP_ENOTFOUND when absent and !create. */
 static skp_err name_ref(struct store *st, struct strmap *cache, enum store_stmt get,
@@ -799,37 +844,10 @@ static skp_err name_ref(struct store *st, struct strmap *cache, enum store_stmt 
 {
     if (strmap_get(cache, name, out))
         return SKP_OK;
-    skp_err err = SKP_OK;
-    sqlite3_stmt *s = store__stmt(st, get, &err);
-    if (!s)
+    skp_err err = select_or_insert(st, get, ins, name, create, first_ms, out);
+    if (err)
         return err;
-    sqlite3_bind_text(s, 1, name, -1, SQLITE_STATIC);
-    int rc = sqlite3_step(s);
-    if (rc == SQLITE_ROW) {
-        *out = (uint32_t)sqlite3_column_int64(s, 0);
-        sqlite3_reset(s);
-    } else {
-        sqlite3_reset(s);
-        if (rc != SQLITE_DONE)
-            return store__sqlerr(st, rc, "find name");
-        if (!create)
-            return SKP_ENOTFOUND;
-        s = store__stmt(st, ins, &err);
-        if (!s)
-            return err;
-        sqlite3_bind_text(s, 1, name, -1, SQLITE_STATIC);
-        if (ins == STMT_SEGID_INS)
-            sqlite3_bind_int64(s, 2, first_ms);
-        err = step_done(st, s, "insert name");
-        if (err)
-            return err;
-        *out = (uint32_t)sqlite3_last_insert_rowid(st->db);
-    }
-    if (cache->n >= STORE_NAME_CACHE_MAX)
-        strmap_clear(cache);
-    if (strmap_put(cache, name, *out) != SKP_OK) {
-        /* only a cache: a failed put costs a lookup later */
-    }
+    cache_put(cache, STORE_NAME_CACHE_MAX, name, *out);
     return SKP_OK;
 }
 
@@ -854,8 +872,6 @@ static skp_err task_key_find(struct store *st, const char *task_id, uint32_t *ou
 
 /* ---- frames and stacks ---- */
 
-static skp_err frame_lookup(struct store *st, const char *sig, uint32_t *out);
-
 static skp_err frame_ref(struct store *st, const char *raw, uint32_t *out)
 {
     if (strmap_get(&st->frame_ids, raw, out))
@@ -869,43 +885,11 @@ static skp_err frame_ref(struct store *st, const char *raw, uint32_t *out)
             return SKP_ENOMEM;
         sig = fixed;
     }
-    skp_err err = frame_lookup(st, sig, out);
+    skp_err err = select_or_insert(st, STMT_FRAME_GET, STMT_FRAME_INS, sig, true, 0, out);
     skpx_free(fixed);
     if (err)
         return err;
-    if (st->frame_ids.n >= STORE_FRAME_CACHE_MAX)
-        strmap_clear(&st->frame_ids);
-    if (strmap_put(&st->frame_ids, raw, *out) != SKP_OK) {
-        /* only a cache */
-    }
-    return SKP_OK;
-}
-
-/* SELECT-or-INSERT of a (valid UTF-8) signature. */
-static skp_err frame_lookup(struct store *st, const char *sig, uint32_t *out)
-{
-    skp_err err = SKP_OK;
-    sqlite3_stmt *s = store__stmt(st, STMT_FRAME_GET, &err);
-    if (!s)
-        return err;
-    sqlite3_bind_text(s, 1, sig, -1, SQLITE_STATIC);
-    int rc = sqlite3_step(s);
-    if (rc == SQLITE_ROW) {
-        *out = (uint32_t)sqlite3_column_int64(s, 0);
-        sqlite3_reset(s);
-    } else {
-        sqlite3_reset(s);
-        if (rc != SQLITE_DONE)
-            return store__sqlerr(st, rc, "find frame");
-        s = store__stmt(st, STMT_FRAME_INS, &err);
-        if (!s)
-            return err;
-        sqlite3_bind_text(s, 1, sig, -1, SQLITE_STATIC);
-        err = step_done(st, s, "insert frame");
-        if (err)
-            return err;
-        *out = (uint32_t)sqlite3_last_insert_rowid(st->db);
-    }
+    cache_put(&st->frame_ids, STORE_FRAME_CACHE_MAX, raw, *out);
     return SKP_OK;
 }
 
@@ -995,14 +979,11 @@ static const uint32_t *stack_cache_add(struct store *st, uint32_t id, uint64_t h
         st->stack_pool = p;
         st->pool_cap = ncap;
     }
-    if (st->n_stacks == st->cap_stacks) {
-        size_t ncap = st->cap_stacks ? st->cap_stacks * 2 : 256;
-        struct store_stack_entry *p = skpx_realloc(st->stacks, ncap * sizeof(*p));
-        if (!p)
-            return NULL;
-        st->stacks = p;
-        st->cap_stacks = ncap;
-    }
+    struct store_stack_entry *grown =
+        store__grow(st->stacks, st->n_stacks, &st->cap_stacks, sizeof(*grown), 256);
+    if (!grown)
+        return NULL;
+    st->stacks = grown;
     size_t idx = st->n_stacks;
     uint64_t dummy;
     if (u64map_put(&st->stack_by_id, id, idx) != SKP_OK)
@@ -1146,16 +1127,12 @@ skp_err store_get_frame(struct store *st, uint32_t frame, const char **sig)
     sqlite3_reset(s);
     if (!copy)
         return SKP_ENOMEM;
-    if (st->n_frame_sigs == st->cap_frame_sigs) {
-        size_t ncap = st->cap_frame_sigs ? st->cap_frame_sigs * 2 : 256;
-        char **p = skpx_realloc(st->frame_sigs, ncap * sizeof(*p));
-        if (!p) {
-            skpx_free(copy);
-            return SKP_ENOMEM;
-        }
-        st->frame_sigs = p;
-        st->cap_frame_sigs = ncap;
+    char **p = store__grow(st->frame_sigs, st->n_frame_sigs, &st->cap_frame_sigs, sizeof(*p), 256);
+    if (!p) {
+        skpx_free(copy);
+        return SKP_ENOMEM;
     }
+    st->frame_sigs = p;
     if (u64map_put(&st->frame_sig_idx, frame, st->n_frame_sigs) != SKP_OK) {
         skpx_free(copy);
         return SKP_ENOMEM;
@@ -1268,22 +1245,31 @@ static skp_err run_scan(struct store *st, sqlite3_stmt *s, store_sample_cb cb, v
     return SKP_OK;
 }
 
-skp_err store_scan_segment(struct store *st, const char *segment_id, int32_t lo_seq,
-                           int32_t hi_seq, store_sample_cb cb, void *ud)
+/* What both scans check and look up before stepping: the scan's key (segment or task ref) and
+ * its cached statement. SKP_ENOTFOUND when the key is unknown (nothing to visit). */
+static skp_err scan_begin(struct store *st, const char *id, store_sample_cb cb,
+                          skp_err (*find)(struct store *, const char *, uint32_t *),
+                          enum store_stmt which, uint32_t *key, sqlite3_stmt **out)
 {
-    if (!segment_id || !cb)
+    if (!id || !cb)
         return SKP_EINVAL;
     if (st->scanning)
         return SKP_ESTATE; /* a nested scan would reset the running one */
-    uint32_t seg = 0;
-    skp_err err = store__segment_find(st, segment_id, &seg);
-    if (err == SKP_ENOTFOUND)
-        return SKP_OK;
+    skp_err err = find(st, id, key);
     if (err)
         return err;
-    sqlite3_stmt *s = store__stmt(st, STMT_SCAN_SEGMENT, &err);
-    if (!s)
-        return err;
+    *out = store__stmt(st, which, &err);
+    return *out ? SKP_OK : err;
+}
+
+skp_err store_scan_segment(struct store *st, const char *segment_id, int32_t lo_seq,
+                           int32_t hi_seq, store_sample_cb cb, void *ud)
+{
+    uint32_t seg = 0;
+    sqlite3_stmt *s = NULL;
+    skp_err err = scan_begin(st, segment_id, cb, store__segment_find, STMT_SCAN_SEGMENT, &seg, &s);
+    if (err)
+        return err == SKP_ENOTFOUND ? SKP_OK : err;
     sqlite3_bind_int64(s, 1, seg);
     sqlite3_bind_int(s, 2, lo_seq);
     sqlite3_bind_int(s, 3, hi_seq);
@@ -1321,19 +1307,11 @@ skp_err store_segment_seq_window(struct store *st, const char *segment_id, int64
 
 skp_err store_scan_task(struct store *st, const char *task_id, store_sample_cb cb, void *ud)
 {
-    if (!task_id || !cb)
-        return SKP_EINVAL;
-    if (st->scanning)
-        return SKP_ESTATE; /* a nested scan would reset the running one */
     uint32_t task = 0;
-    skp_err err = task_key_find(st, task_id, &task);
-    if (err == SKP_ENOTFOUND)
-        return SKP_OK;
+    sqlite3_stmt *s = NULL;
+    skp_err err = scan_begin(st, task_id, cb, task_key_find, STMT_SCAN_TASK, &task, &s);
     if (err)
-        return err;
-    sqlite3_stmt *s = store__stmt(st, STMT_SCAN_TASK, &err);
-    if (!s)
-        return err;
+        return err == SKP_ENOTFOUND ? SKP_OK : err;
     sqlite3_bind_int64(s, 1, task);
     return run_scan(st, s, cb, ud);
 }

@@ -101,9 +101,9 @@ void http_tasks_create(struct http_ctx *cx)
     struct task_error e = {0};
     char *id = NULL;
     skp_err err = task_create(cx->api->store, &r, http_now(cx->api), &e, &id);
-    if (err == SKP_EINVAL || err == SKP_EEXIST) {
+    if ((err == SKP_EINVAL || err == SKP_EEXIST) && e.reason) {
         cx->api->metrics->tasks_rejected++;
-        http_reply_json(cx, 400, json_pack("{s:s,s:s}", "errorReason", e.reason, "field",
+        http_reply_json(cx, 400, json_pack("{s:s,s:s?}", "errorReason", e.reason, "field",
                                            e.field));
         goto out;
     }

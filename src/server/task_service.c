@@ -134,6 +134,9 @@ bool task_make_id(int64_t create_time, const char *service, char *out, size_t ca
     return true;
 }
 
+/* How many consecutive create times task_create tries when an id is taken. */
+#define TASK_ID_ATTEMPTS 16
+
 skp_err task_create(struct store *st, const struct task_request *r, int64_t now_ms,
                     struct task_error *e, char **id_out)
 {
@@ -160,18 +163,10 @@ skp_err task_create(struct store *st, const struct task_request *r, int64_t now_
     const char *ep = NULL;
     size_t ep_len = 0;
     trim(r->endpoint, &ep, &ep_len);
-    char id[TASK_ID_MAX];
-    if (!task_make_id(now_ms, r->service, id, sizeof(id)))
-        return SKP_EINVAL; /* unreachable: validate bounds the service length */
     char *endpoint = skpx_strndup(ep, ep_len);
-    char *id_copy = skpx_strdup(id);
-    if (!endpoint || !id_copy) {
-        skpx_free(endpoint);
-        skpx_free(id_copy);
+    if (!endpoint)
         return SKP_ENOMEM;
-    }
     struct store_task t = {
-        .id = id_copy,
         .service = (char *)r->service,
         .endpoint = endpoint,
         .start_time = start,
@@ -179,10 +174,35 @@ skp_err task_create(struct store *st, const struct task_request *r, int64_t now_
         .min_duration_threshold = (int)r->min_duration_threshold,
         .dump_period = (int)r->dump_period,
         .max_sampling_count = (int)r->max_sampling_count,
-        .create_time = now_ms,
     };
-    err = store_insert_task(st, &t);
+    /* Ids are "<createTime>_<service id>" as OAP builds them, so two tasks of one service
+     * created in the same millisecond (possible when the first is for a later window) would
+     * share an id: take the next free millisecond as the create time instead. */
+    char *id_copy = NULL;
+    for (int attempt = 0; attempt < TASK_ID_ATTEMPTS; attempt++) {
+        char id[TASK_ID_MAX];
+        if (!task_make_id(now_ms + attempt, r->service, id, sizeof(id))) {
+            err = SKP_EINVAL; /* unreachable: validate bounds the service length */
+            break;
+        }
+        id_copy = skpx_strdup(id);
+        if (!id_copy) {
+            err = SKP_ENOMEM;
+            break;
+        }
+        t.id = id_copy;
+        t.create_time = now_ms + attempt;
+        err = store_insert_task(st, &t);
+        if (err != SKP_EEXIST)
+            break;
+        skpx_free(id_copy);
+        id_copy = NULL;
+    }
     skpx_free(endpoint);
+    if (err == SKP_EEXIST) {
+        e->reason = "too many tasks created for this service at the same time; retry";
+        e->field = "service";
+    }
     if (err) {
         skpx_free(id_copy);
         return err;

@@ -123,11 +123,31 @@ static void test_overlap_rule(void **state)
     skpx_free(id);
 }
 
+/* Two tasks of one service created in the same millisecond (non-overlapping windows) used to
+ * get the same OAP-style id: the second insert failed and the API answered 500. */
+static void test_same_millisecond_ids_differ(void **state)
+{
+    struct fx *f = *state;
+    struct task_error e = {0};
+    char *a = NULL, *b = NULL;
+    assert_int_equal(create(f->st, "svc", "/a", NOW + 20 * MIN, 1, NOW, &e, &a), SKP_OK);
+    assert_int_equal(create(f->st, "svc", "/b", NOW + 40 * MIN, 1, NOW, &e, &b), SKP_OK);
+    assert_string_not_equal(a, b);
+    struct store_task t = {0};
+    assert_int_equal(store_get_task(f->st, b, &t), SKP_OK);
+    assert_int_equal(t.create_time, NOW + 1); /* the next free millisecond */
+    assert_string_equal(t.endpoint, "/b");
+    store_task_cleanup(&t);
+    skpx_free(a);
+    skpx_free(b);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test_setup_teardown(test_create_and_fields, setup, teardown),
         cmocka_unit_test_setup_teardown(test_overlap_rule, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_same_millisecond_ids_differ, setup, teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -52,6 +52,30 @@ static inline struct store *tu_open(const char *path)
     return st;
 }
 
+/* cmocka fixture shared by the store and analyzer tests: a fresh store per test. */
+struct fixture {
+    struct tu_db db;
+    struct store *st;
+};
+
+static inline int setup(void **state)
+{
+    struct fixture *f = skpx_calloc(1, sizeof(*f));
+    tu_db_init(&f->db);
+    f->st = tu_open(f->db.path);
+    *state = f;
+    return 0;
+}
+
+static inline int teardown(void **state)
+{
+    struct fixture *f = *state;
+    store_close(f->st);
+    tu_db_cleanup(&f->db);
+    skpx_free(f);
+    return 0;
+}
+
 /* Splits "A,B,C" (root first) into frames; "" gives an empty stack. Returns the count. */
 static inline size_t tu_split(const char *stack, char *buf, size_t buflen, char **frames)
 {

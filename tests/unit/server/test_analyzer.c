@@ -34,29 +34,6 @@ static void check_tree(const struct analysis_tree *t, const struct expect_node *
     }
 }
 
-struct fixture {
-    struct tu_db db;
-    struct store *st;
-};
-
-static int setup(void **state)
-{
-    struct fixture *f = skpx_calloc(1, sizeof(*f));
-    tu_db_init(&f->db);
-    f->st = tu_open(f->db.path);
-    *state = f;
-    return 0;
-}
-
-static int teardown(void **state)
-{
-    struct fixture *f = *state;
-    store_close(f->st);
-    tu_db_cleanup(&f->db);
-    skpx_free(f);
-    return 0;
-}
-
 /* The spec's table: one segment, dumps every 10 ms. */
 static void add_worked_example(struct store *st, const char *task, const char *seg)
 {

@@ -16,29 +16,6 @@
 #include "server/utf8.h"
 #include "store_test_util.h"
 
-struct fixture {
-    struct tu_db db;
-    struct store *st;
-};
-
-static int setup(void **state)
-{
-    struct fixture *f = skpx_calloc(1, sizeof(*f));
-    tu_db_init(&f->db);
-    f->st = tu_open(f->db.path);
-    *state = f;
-    return 0;
-}
-
-static int teardown(void **state)
-{
-    struct fixture *f = *state;
-    store_close(f->st);
-    tu_db_cleanup(&f->db);
-    skpx_free(f);
-    return 0;
-}
-
 static int64_t scalar(struct store *st, const char *sql)
 {
     sqlite3_stmt *s = NULL;

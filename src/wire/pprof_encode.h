@@ -1,0 +1,92 @@
+/* pprof_encode.h - builds a pprof profile (the public perftools.profiles profile.proto that
+ * `go tool pprof` reads) from stack samples, and encodes it, gzip-compressed or raw.
+ *
+ * A builder interns strings, functions (name + file), locations (function + line) and samples
+ * (location ids + labels): adding the same stack with the same labels twice sums the values, so
+ * memory grows with the number of DISTINCT stacks, never with the sampling time. Every table
+ * counts against one byte budget fixed at creation; an add that would exceed it fails with
+ * SKP_EFULL and changes nothing (the caller drops and counts that sample).
+ * Ids are dense and 1-based (what SkyWalking's OAP parser expects). No mappings are written
+ * (frames are already symbolized). Used by the agents (process profiling) and usable by the
+ * server's exports. A builder is used by one thread at a time; no global state. */
+#ifndef SKP_WIRE_PPROF_ENCODE_H
+#define SKP_WIRE_PPROF_ENCODE_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "skyprof/skp_err.h"
+
+/* Sample types per profile at most (pprof itself has no limit; ours never needs more). */
+#define SKPX_PPROF_MAX_TYPES 4
+/* Frames per sample at most (deeper stacks keep their innermost frames). */
+#define SKPX_PPROF_MAX_FRAMES 1024
+/* Labels per sample at most. */
+#define SKPX_PPROF_MAX_LABELS 8
+
+struct skpx_pprof;
+
+/* A sample type or the period type, e.g. {"cpu", "nanoseconds"}. Borrowed; copied by new. */
+struct skpx_pprof_type {
+    const char *type;
+    const char *unit;
+};
+
+/* One frame: function name, file name, line (0 = unknown). Bytes are borrowed (not necessarily
+ * NUL-terminated) and copied by add. An empty file is allowed. */
+struct skpx_pprof_frame {
+    const char *func;
+    size_t func_len;
+    const char *file;
+    size_t file_len;
+    int64_t line;
+};
+
+/* A label: string label when str != NULL, else numeric (num, with num_unit or NULL). Key and
+ * strings borrowed (NUL-terminated), copied by add. */
+struct skpx_pprof_label {
+    const char *key;
+    const char *str;
+    int64_t num;
+    const char *num_unit;
+};
+
+/* Creates a builder for n_types sample types (1..SKPX_PPROF_MAX_TYPES), every value of a sample
+ * given in that order. `max_bytes` bounds the builder's memory (tables and text; at least 4 KiB).
+ * Errors: SKP_EINVAL, SKP_ENOMEM. *out is NULL on failure. Caller frees with skpx_pprof_free. */
+SKP_MUST_CHECK skp_err skpx_pprof_new(const struct skpx_pprof_type *types, size_t n_types,
+                                      size_t max_bytes, struct skpx_pprof **out);
+/* Frees the builder. NULL ok. */
+void skpx_pprof_free(struct skpx_pprof *p);
+
+/* Period type and period (e.g. {"cpu","nanoseconds"}, 10000000), profile start time (ns since
+ * the epoch) and duration (ns). Strings copied. Errors: SKP_EFULL (budget), SKP_EINVAL. */
+SKP_MUST_CHECK skp_err skpx_pprof_set_period(struct skpx_pprof *p, const struct skpx_pprof_type *t,
+                                             int64_t period);
+void skpx_pprof_set_time(struct skpx_pprof *p, int64_t time_nanos, int64_t duration_nanos);
+/* Adds a comment line to the profile (shown by `go tool pprof -comments`). Copied.
+ * Errors: SKP_EFULL, SKP_EINVAL. */
+SKP_MUST_CHECK skp_err skpx_pprof_add_comment(struct skpx_pprof *p, const char *text);
+
+/* Adds one sample: frames LEAF FIRST (frames[0] = where the thread was), `values` has one entry
+ * per sample type. A sample with the same frames and labels as an earlier one is merged (values
+ * summed). More than SKPX_PPROF_MAX_FRAMES frames: the innermost are kept. n_frames 0 is allowed
+ * (an empty stack). Errors: SKP_EINVAL (NULL arguments, > SKPX_PPROF_MAX_LABELS labels),
+ * SKP_EFULL (the budget would be exceeded; nothing added), SKP_ENOMEM. Hot path of the agents'
+ * process sampler thread: no syscall, allocation only when a table grows. */
+SKP_MUST_CHECK skp_err skpx_pprof_add(struct skpx_pprof *p, const struct skpx_pprof_frame *frames,
+                                      size_t n_frames, const int64_t *values,
+                                      const struct skpx_pprof_label *labels, size_t n_labels);
+
+/* Encodes the profile; gzip-compressed when `gzip`. *out (skpx_malloc'd, caller frees with
+ * skpx_free) holds *out_len bytes. The builder is unchanged and may take more samples.
+ * Errors: SKP_ENOMEM, SKP_EIO (compression failed). *out NULL on failure. */
+SKP_MUST_CHECK skp_err skpx_pprof_encode(const struct skpx_pprof *p, bool gzip, uint8_t **out,
+                                         size_t *out_len);
+
+/* Distinct samples, memory in use (bytes counted against the budget). */
+size_t skpx_pprof_n_samples(const struct skpx_pprof *p);
+size_t skpx_pprof_bytes(const struct skpx_pprof *p);
+
+#endif

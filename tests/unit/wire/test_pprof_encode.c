@@ -1,0 +1,253 @@
+/* Unit tests for src/wire/pprof_encode.c: merging of identical samples, the byte budget, labels,
+ * gzip framing, allocation faults, and a top-level scan of the encoded protobuf. With
+ * SKP_PPROF_OUT=<path> set, test_write_file also writes a gzip profile there for `go tool pprof`
+ * (the ctest pprof_encode_gotool reads it back with the real tool). */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <cmocka.h>
+
+#include "common/alloc.h"
+#include "wire/pprof_encode.h"
+
+static const struct skpx_pprof_type TYPES[2] = {{"samples", "count"}, {"cpu", "nanoseconds"}};
+
+static struct skpx_pprof_frame fr(const char *func, const char *file, int64_t line)
+{
+    struct skpx_pprof_frame f = {func, strlen(func), file, strlen(file), line};
+    return f;
+}
+
+/* Reads a varint at *i; returns false at the end or on a bad varint. */
+static bool rd_varint(const uint8_t *b, size_t n, size_t *i, uint64_t *v)
+{
+    *v = 0;
+    for (int s = 0; s < 64 && *i < n; s += 7) {
+        uint8_t c = b[(*i)++];
+        *v |= (uint64_t)(c & 0x7f) << s;
+        if (!(c & 0x80))
+            return true;
+    }
+    return false;
+}
+
+/* Counts top-level fields by number (1..15) of a raw profile; fails on malformed framing. */
+static void scan_top(const uint8_t *b, size_t n, unsigned counts[16])
+{
+    memset(counts, 0, 16 * sizeof(unsigned));
+    size_t i = 0;
+    while (i < n) {
+        uint64_t tag, v;
+        assert_true(rd_varint(b, n, &i, &tag));
+        unsigned field = (unsigned)(tag >> 3);
+        assert_true(field >= 1 && field <= 15);
+        counts[field]++;
+        if ((tag & 7) == 0) {
+            assert_true(rd_varint(b, n, &i, &v));
+        } else {
+            assert_int_equal(tag & 7, 2);
+            assert_true(rd_varint(b, n, &i, &v));
+            assert_true(v <= n - i);
+            i += v;
+        }
+    }
+    assert_int_equal(i, n);
+}
+
+static bool contains(const uint8_t *b, size_t n, const char *s)
+{
+    size_t k = strlen(s);
+    for (size_t i = 0; i + k <= n; i++)
+        if (memcmp(b + i, s, k) == 0)
+            return true;
+    return false;
+}
+
+static void test_merge_and_scan(void **state)
+{
+    (void)state;
+    struct skpx_pprof *p = NULL;
+    assert_int_equal(skpx_pprof_new(TYPES, 2, 1 << 20, &p), SKP_OK);
+    struct skpx_pprof_frame a[3] = {fr("burn", "app.py", 10), fr("run", "app.py", 20),
+                                    fr("main", "app.py", 30)};
+    struct skpx_pprof_label lab[2] = {{.key = "thread_name", .str = "worker-1"},
+                                      {.key = "thread_id", .num = 42}};
+    int64_t v[2] = {1, 10000000};
+    assert_int_equal(skpx_pprof_add(p, a, 3, v, lab, 2), SKP_OK);
+    assert_int_equal(skpx_pprof_add(p, a, 3, v, lab, 2), SKP_OK); /* merged */
+    assert_int_equal(skpx_pprof_n_samples(p), 1);
+    lab[1].num = 43; /* other thread: its own sample */
+    assert_int_equal(skpx_pprof_add(p, a, 3, v, lab, 2), SKP_OK);
+    assert_int_equal(skpx_pprof_add(p, a + 1, 2, v, NULL, 0), SKP_OK);
+    assert_int_equal(skpx_pprof_add(p, NULL, 0, v, NULL, 0), SKP_OK); /* empty stack */
+    assert_int_equal(skpx_pprof_n_samples(p), 4);
+    assert_int_equal(skpx_pprof_set_period(p, &TYPES[1], 10000000), SKP_OK);
+    skpx_pprof_set_time(p, 1700000000000000000LL, 60000000000LL);
+    assert_int_equal(skpx_pprof_add_comment(p, "skyprof test"), SKP_OK);
+
+    uint8_t *raw = NULL;
+    size_t raw_len = 0;
+    assert_int_equal(skpx_pprof_encode(p, false, &raw, &raw_len), SKP_OK);
+    unsigned c[16];
+    scan_top(raw, raw_len, c);
+    assert_int_equal(c[1], 2);  /* sample types */
+    assert_int_equal(c[2], 4);  /* samples */
+    assert_int_equal(c[4], 3);  /* locations: burn, run, main */
+    assert_int_equal(c[5], 3);  /* functions */
+    assert_int_equal(c[9], 1);  /* time */
+    assert_int_equal(c[10], 1); /* duration */
+    assert_int_equal(c[11], 1); /* period type */
+    assert_int_equal(c[12], 1); /* period */
+    assert_int_equal(c[13], 1); /* comment */
+    assert_true(contains(raw, raw_len, "burn"));
+    assert_true(contains(raw, raw_len, "worker-1"));
+    assert_true(contains(raw, raw_len, "nanoseconds"));
+    /* string table: "" first */
+    assert_true(c[6] >= 10);
+
+    uint8_t *gz = NULL;
+    size_t gz_len = 0;
+    assert_int_equal(skpx_pprof_encode(p, true, &gz, &gz_len), SKP_OK);
+    assert_true(gz_len > 18);
+    assert_int_equal(gz[0], 0x1f);
+    assert_int_equal(gz[1], 0x8b);
+    skpx_free(gz);
+    skpx_free(raw);
+    skpx_pprof_free(p);
+}
+
+static void test_budget(void **state)
+{
+    (void)state;
+    struct skpx_pprof *p = NULL;
+    assert_int_equal(skpx_pprof_new(TYPES, 1, 64 * 1024, &p), SKP_OK);
+    int64_t v[1] = {1};
+    char name[64];
+    size_t added = 0;
+    skp_err err = SKP_OK;
+    for (int i = 0; i < 100000 && !err; i++) {
+        snprintf(name, sizeof(name), "function_number_%d", i);
+        struct skpx_pprof_frame f = fr(name, "file.c", i);
+        err = skpx_pprof_add(p, &f, 1, v, NULL, 0);
+        if (!err)
+            added++;
+    }
+    assert_int_equal(err, SKP_EFULL);
+    assert_true(added > 100);
+    assert_true(skpx_pprof_bytes(p) <= 64 * 1024);
+    /* merging into an existing sample still works when full */
+    struct skpx_pprof_frame f0 = fr("function_number_0", "file.c", 0);
+    size_t before = skpx_pprof_n_samples(p);
+    assert_int_equal(skpx_pprof_add(p, &f0, 1, v, NULL, 0), SKP_OK);
+    assert_int_equal(skpx_pprof_n_samples(p), before);
+    uint8_t *out = NULL;
+    size_t len = 0;
+    assert_int_equal(skpx_pprof_encode(p, true, &out, &len), SKP_OK);
+    skpx_free(out);
+    skpx_pprof_free(p);
+}
+
+static void test_bad_args(void **state)
+{
+    (void)state;
+    struct skpx_pprof *p = (void *)1;
+    assert_int_equal(skpx_pprof_new(TYPES, 0, 1 << 20, &p), SKP_EINVAL);
+    assert_null(p);
+    assert_int_equal(skpx_pprof_new(TYPES, 5, 1 << 20, &p), SKP_EINVAL);
+    assert_int_equal(skpx_pprof_new(TYPES, 1, 100, &p), SKP_EINVAL);
+    assert_int_equal(skpx_pprof_new(TYPES, 1, 1 << 20, &p), SKP_OK);
+    int64_t v[1] = {1};
+    struct skpx_pprof_label many[SKPX_PPROF_MAX_LABELS + 1];
+    memset(many, 0, sizeof(many));
+    assert_int_equal(skpx_pprof_add(p, NULL, 1, v, NULL, 0), SKP_EINVAL);
+    assert_int_equal(skpx_pprof_add(p, NULL, 0, NULL, NULL, 0), SKP_EINVAL);
+    assert_int_equal(skpx_pprof_add(p, NULL, 0, v, many, SKPX_PPROF_MAX_LABELS + 1), SKP_EINVAL);
+    /* deeper than the frame cap: the innermost are kept, the call succeeds */
+    static struct skpx_pprof_frame deep[SKPX_PPROF_MAX_FRAMES + 10];
+    for (size_t i = 0; i < SKPX_PPROF_MAX_FRAMES + 10; i++)
+        deep[i] = fr("f", "x.c", (int64_t)i);
+    assert_int_equal(skpx_pprof_add(p, deep, SKPX_PPROF_MAX_FRAMES + 10, v, NULL, 0), SKP_OK);
+    skpx_pprof_free(p);
+    skpx_pprof_free(NULL);
+}
+
+/* Every allocation failing in turn: an error or success, never a crash or a leak (ASan). */
+static void test_alloc_faults(void **state)
+{
+    (void)state;
+    for (long n = 0; n < 200; n++) {
+        skpx_alloc_fail_after(n);
+        struct skpx_pprof *p = NULL;
+        skp_err err = skpx_pprof_new(TYPES, 2, 1 << 20, &p);
+        if (!err) {
+            int64_t v[2] = {1, 2};
+            struct skpx_pprof_label lab = {.key = "thread_name", .str = "t"};
+            for (int i = 0; i < 50; i++) {
+                char name[32];
+                snprintf(name, sizeof(name), "fn%d", i % 7);
+                struct skpx_pprof_frame f[2] = {fr(name, "a.py", i), fr("main", "a.py", 1)};
+                skp_err e = skpx_pprof_add(p, f, 2, v, &lab, 1);
+                assert_true(e == SKP_OK || e == SKP_ENOMEM);
+            }
+            uint8_t *out = NULL;
+            size_t len = 0;
+            if (skpx_pprof_encode(p, true, &out, &len) == SKP_OK)
+                skpx_free(out);
+            else
+                assert_null(out);
+        }
+        skpx_alloc_fail_after(-1);
+        skpx_pprof_free(p);
+    }
+}
+
+/* Writes a small CPU-like profile for the go tool pprof check (only with SKP_PPROF_OUT). */
+static void test_write_file(void **state)
+{
+    (void)state;
+    const char *path = getenv("SKP_PPROF_OUT");
+    if (!path)
+        skip();
+    struct skpx_pprof *p = NULL;
+    assert_int_equal(skpx_pprof_new(TYPES, 2, 1 << 20, &p), SKP_OK);
+    int64_t v[2] = {1, 10000000};
+    struct skpx_pprof_label lab[2] = {{.key = "thread_name", .str = "main"},
+                                      {.key = "thread_id", .num = 7}};
+    for (int i = 0; i < 90; i++) {
+        struct skpx_pprof_frame f[3] = {fr("app.burn_cpu", "/srv/app.py", 11 + i % 3),
+                                        fr("app.Worker.run", "/srv/app.py", 40),
+                                        fr("threading.Thread._bootstrap", "threading.py", 995)};
+        assert_int_equal(skpx_pprof_add(p, f, 3, v, lab, 2), SKP_OK);
+    }
+    for (int i = 0; i < 10; i++) {
+        struct skpx_pprof_frame f[2] = {fr("app.sleepy", "/srv/app.py", 60),
+                                        fr("threading.Thread._bootstrap", "threading.py", 995)};
+        assert_int_equal(skpx_pprof_add(p, f, 2, v, lab, 2), SKP_OK);
+    }
+    assert_int_equal(skpx_pprof_set_period(p, &TYPES[1], 10000000), SKP_OK);
+    skpx_pprof_set_time(p, 1700000000000000000LL, 1000000000LL);
+    uint8_t *gz = NULL;
+    size_t gz_len = 0;
+    assert_int_equal(skpx_pprof_encode(p, true, &gz, &gz_len), SKP_OK);
+    FILE *f = fopen(path, "wb");
+    assert_non_null(f);
+    assert_int_equal(fwrite(gz, 1, gz_len, f), gz_len);
+    fclose(f);
+    skpx_free(gz);
+    skpx_pprof_free(p);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_merge_and_scan), cmocka_unit_test(test_budget),
+        cmocka_unit_test(test_bad_args),       cmocka_unit_test(test_alloc_faults),
+        cmocka_unit_test(test_write_file),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}

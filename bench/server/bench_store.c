@@ -155,6 +155,14 @@ static double naive_bytes_per_row(const char *dir)
     return b;
 }
 
+static skp_err count_segment(void *ud, const struct store_profiled_segment *seg)
+{
+    size_t *n = ud;
+    (void)seg;
+    (*n)++;
+    return SKP_OK;
+}
+
 int main(int argc, char **argv)
 {
     const char *tmp = getenv("TMPDIR");
@@ -325,46 +333,37 @@ int main(int argc, char **argv)
            median(runs, 3));
 
     /* ---- profiled-segment listing, segment ingest, retention ---- */
-    json_t *list = NULL;
+    size_t listed = 0;
     int64_t tl = skpx_mono_ns();
-    err = store_list_profiled_segments(st, task, &list);
+    err = store_list_profiled_segments(st, task, count_segment, &listed);
     if (err)
         die("list", err);
-    printf("listing: %zu profiled segments without SegmentObject  %8.1f ms\n",
-           json_array_size(list), (double)(skpx_mono_ns() - tl) / 1e6);
-    json_decref(list);
+    printf("listing: %zu profiled segments without SegmentObject  %8.1f ms (rows, no JSON)\n",
+           listed, (double)(skpx_mono_ns() - tl) / 1e6);
     enum { SPANS = 5 };
-    Skywalking__V3__SpanObject span_store[SPANS];
-    Skywalking__V3__SpanObject *span_ptrs[SPANS];
+    struct store_span span_store[SPANS];
     for (int i = 0; i < SPANS; i++) {
-        span_store[i] = (Skywalking__V3__SpanObject)SKYWALKING__V3__SPAN_OBJECT__INIT;
-        span_store[i].spanid = i;
-        span_store[i].parentspanid = i - 1;
-        span_store[i].operationname = i == 0 ? "/orders/{id}" : "SELECT orders";
-        span_store[i].spantype = i == 0 ? SKYWALKING__V3__SPAN_TYPE__Entry
-                                        : SKYWALKING__V3__SPAN_TYPE__Exit;
-        span_ptrs[i] = &span_store[i];
+        span_store[i] = (struct store_span){0};
+        span_store[i].span_id = i;
+        span_store[i].parent_span_id = i - 1;
+        span_store[i].operation = i == 0 ? "/orders/{id}" : "SELECT orders";
+        span_store[i].type = i == 0 ? STORE_SPAN_ENTRY : STORE_SPAN_EXIT;
+        span_store[i].start_ms = t0_ms;
+        span_store[i].end_ms = t0_ms + 10000 - i;
     }
-    Skywalking__V3__SegmentObject *segobjs = skpx_xcalloc((size_t)n_segments, sizeof(*segobjs));
-    Skywalking__V3__SegmentObject **segptrs = skpx_xcalloc((size_t)n_segments, sizeof(*segptrs));
+    struct store_segment *segobjs = skpx_xcalloc((size_t)n_segments, sizeof(*segobjs));
     for (long g = 0; g < n_segments; g++) {
-        segobjs[g] = (Skywalking__V3__SegmentObject)SKYWALKING__V3__SEGMENT_OBJECT__INIT;
-        segobjs[g].traceid = "a1b2c3d4e5f60718293a4b5c6d7e8f90.42.1";
-        segobjs[g].tracesegmentid = seg_names[g];
+        segobjs[g].trace_id = "a1b2c3d4e5f60718293a4b5c6d7e8f90.42.1";
+        segobjs[g].segment_id = seg_names[g];
         segobjs[g].service = "orders";
-        segobjs[g].serviceinstance = "orders-1@host";
+        segobjs[g].instance = "orders-1@host";
         segobjs[g].n_spans = SPANS;
-        segobjs[g].spans = span_ptrs;
-        segptrs[g] = &segobjs[g];
-    }
-    for (int i = 0; i < SPANS; i++) {
-        span_store[i].starttime = t0_ms;
-        span_store[i].endtime = t0_ms + 10000 - i;
+        segobjs[g].spans = span_store;
     }
     int64_t ts = skpx_mono_ns();
     for (long g = 0; g < n_segments; g += 100) {
         long cnt = g + 100 <= n_segments ? 100 : n_segments - g;
-        err = store_insert_segments(st, segptrs + g, (size_t)cnt, t0_ms);
+        err = store_insert_segments(st, segobjs + g, (size_t)cnt, t0_ms);
         if (err)
             die("insert segments", err);
     }
@@ -372,12 +371,12 @@ int main(int argc, char **argv)
     printf("segments: %ld SegmentObjects (%d spans) in batches of 100  %8.0f segments/s\n",
            n_segments, SPANS, n_segments / seg_s);
     tl = skpx_mono_ns();
-    err = store_list_profiled_segments(st, task, &list);
+    listed = 0;
+    err = store_list_profiled_segments(st, task, count_segment, &listed);
     if (err)
         die("list", err);
-    printf("listing: %zu profiled segments with spans              %8.1f ms\n",
-           json_array_size(list), (double)(skpx_mono_ns() - tl) / 1e6);
-    json_decref(list);
+    printf("listing: %zu profiled segments with spans              %8.1f ms (rows, no JSON)\n",
+           listed, (double)(skpx_mono_ns() - tl) / 1e6);
     uint64_t purged = 0;
     int64_t tp = skpx_mono_ns();
     err = store_purge_before(st, t0_ms + (n_segments / 2) * 10LL * SEG_LEN, &purged);
@@ -386,7 +385,6 @@ int main(int argc, char **argv)
     printf("retention: purge of half the segments: %" PRIu64 " rows in %.1f ms\n", purged,
            (double)(skpx_mono_ns() - tp) / 1e6);
     skpx_free(segobjs);
-    skpx_free(segptrs);
 
     store_close(st);
     remove_db(path);

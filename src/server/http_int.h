@@ -12,6 +12,7 @@
 #include <stdint.h>
 
 #include "server/http_api.h"
+#include "server/store.h"
 #include "server/http_worker.h"
 
 /* Path segments a route may have (/api/v1/profile/segments/{id}/export has six). */
@@ -89,6 +90,19 @@ void http_job_dispatch(struct http_ctx *cx, struct http_job *j);
 
 /* Task JSON with "status" and "logs" added; `task` is modified in place. */
 skp_err http_task_decorate(struct http_ctx *cx, json_t *task);
+/* JSON of store rows, shaped as docs/api.md says (http_segments.c, http_services.c,
+ * http_tasks.c). Each returns a new reference, NULL on allocation failure. */
+json_t *http_segment_json(const struct store_profiled_segment *seg);
+json_t *http_task_json(const struct store_task *t);
+json_t *http_task_log_json(const struct store_task_log *l);
+/* Appends v (stolen; NULL means allocation failed) to the array arr. */
+SKP_MUST_CHECK skp_err http_push_json(json_t *arr, json_t *v);
+/* store_*_cb callbacks collecting the rows' JSON into the json_t array passed as ud. */
+skp_err http_segment_push(void *ud, const struct store_profiled_segment *seg);
+skp_err http_task_push(void *ud, const struct store_task *t);
+skp_err http_task_log_push(void *ud, const struct store_task_log *l);
+skp_err http_service_push(void *ud, const struct store_service_row *r);
+skp_err http_instance_push(void *ud, const struct store_instance_row *r);
 /* Parses an optional integer query parameter; replies 400 and returns false if malformed. */
 bool http_query_int(struct http_ctx *cx, const char *name, bool *present, int64_t *out);
 

@@ -9,6 +9,7 @@
 #include "common/log.h"
 #include "server/http_int.h"
 #include "server/task_service.h"
+#include "server/utf8.h"
 
 skp_err http_task_decorate(struct http_ctx *cx, json_t *task)
 {
@@ -16,22 +17,49 @@ skp_err http_task_decorate(struct http_ctx *cx, json_t *task)
     json_int_t dur = json_integer_value(json_object_get(task, "duration"));
     const char *id = json_string_value(json_object_get(task, "id"));
     json_object_set_new(task, "status", json_string(task_status(start, (int)dur, http_now(cx->api))));
-    json_t *logs = NULL;
-    skp_err err = id ? store_list_task_logs(cx->api->store, id, &logs) : SKP_OK;
-    if (err)
+    json_t *logs = json_array();
+    if (!logs)
+        return SKP_ENOMEM;
+    skp_err err = id ? store_list_task_logs(cx->api->store, id, http_task_log_push, logs) : SKP_OK;
+    if (err) {
+        json_decref(logs);
         return err;
-    json_object_set_new(task, "logs", logs ? logs : json_array());
+    }
+    json_object_set_new(task, "logs", logs);
     return SKP_OK;
 }
 
-static json_t *task_to_json(const struct store_task *t)
+json_t *http_task_json(const struct store_task *t)
 {
-    return json_pack("{s:s,s:s,s:s,s:I,s:i,s:i,s:i,s:i,s:I}", "id", t->id, "service", t->service,
-                     "endpointName", t->endpoint, "startTime", (json_int_t)t->start_time,
+    return json_pack("{s:o, s:o, s:o, s:I, s:i, s:i, s:i, s:i, s:I}", "id", skp_json_str(t->id),
+                     "service", skp_json_str(t->service), "endpointName",
+                     skp_json_str(t->endpoint), "startTime", (json_int_t)t->start_time,
                      "duration", t->duration_min, "minDurationThreshold",
                      t->min_duration_threshold, "dumpPeriod", t->dump_period,
                      "maxSamplingCount", t->max_sampling_count, "createTime",
                      (json_int_t)t->create_time);
+}
+
+skp_err http_task_push(void *ud, const struct store_task *t)
+{
+    return http_push_json(ud, http_task_json(t));
+}
+
+json_t *http_task_log_json(const struct store_task_log *l)
+{
+    char id[512];
+    snprintf(id, sizeof(id), "%s_%s_%d_%lld", l->task_id, l->instance, (int)l->op,
+             (long long)l->time_ms);
+    return json_pack("{s:o, s:o, s:o, s:s, s:I}", "id", skp_json_str(id), "taskId",
+                     skp_json_str(l->task_id), "instanceName", skp_json_str(l->instance),
+                     "operationType",
+                     l->op == STORE_TASK_NOTIFIED ? "NOTIFIED" : "EXECUTION_FINISHED",
+                     "operationTime", (json_int_t)l->time_ms);
+}
+
+skp_err http_task_log_push(void *ud, const struct store_task_log *l)
+{
+    return http_push_json(ud, http_task_log_json(l));
 }
 
 /* Reads an integer member: missing -> *present=false; wrong type -> replies 400. */
@@ -122,12 +150,15 @@ out:
 
 void http_tasks_list(struct http_ctx *cx)
 {
-    json_t *list = NULL;
+    json_t *list = json_array();
     const char *service = http_query(cx, "service");
     const char *endpoint = http_query(cx, "endpointName");
-    skp_err err = store_list_tasks(cx->api->store, service && *service ? service : NULL,
-                                   endpoint && *endpoint ? endpoint : NULL, &list);
+    skp_err err = list ? store_list_tasks(cx->api->store, service && *service ? service : NULL,
+                                          endpoint && *endpoint ? endpoint : NULL,
+                                          http_task_push, list)
+                       : SKP_ENOMEM;
     if (err) {
+        json_decref(list);
         http_reply_store_error(cx, err, "tasks");
         return;
     }
@@ -161,7 +192,7 @@ void http_tasks_get(struct http_ctx *cx, const char *id)
     struct store_task t = {0};
     if (!load_task(cx, id, &t))
         return;
-    json_t *j = task_to_json(&t);
+    json_t *j = http_task_json(&t);
     store_task_cleanup(&t);
     skp_err err = j ? http_task_decorate(cx, j) : SKP_ENOMEM;
     if (err) {
@@ -178,9 +209,11 @@ void http_tasks_logs(struct http_ctx *cx, const char *id)
     if (!load_task(cx, id, &t))
         return;
     store_task_cleanup(&t);
-    json_t *logs = NULL;
-    skp_err err = store_list_task_logs(cx->api->store, id, &logs);
+    json_t *logs = json_array();
+    skp_err err = logs ? store_list_task_logs(cx->api->store, id, http_task_log_push, logs)
+                       : SKP_ENOMEM;
     if (err) {
+        json_decref(logs);
         http_reply_store_error(cx, err, "task logs");
         return;
     }
@@ -193,9 +226,11 @@ void http_tasks_segments(struct http_ctx *cx, const char *id)
     if (!load_task(cx, id, &t))
         return;
     store_task_cleanup(&t);
-    json_t *segs = NULL;
-    skp_err err = store_list_profiled_segments(cx->api->store, id, &segs);
+    json_t *segs = json_array();
+    skp_err err = segs ? store_list_profiled_segments(cx->api->store, id, http_segment_push, segs)
+                       : SKP_ENOMEM;
     if (err) {
+        json_decref(segs);
         http_reply_store_error(cx, err, "segments");
         return;
     }

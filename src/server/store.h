@@ -1,22 +1,36 @@
-/* store.h - skyprofd's storage interface. Narrow on purpose: callers (collector, HTTP API,
- * analyzer) see only these functions, so a PostgreSQL store can be added behind the same
- * header. The SQLite implementation (store_sqlite.c) uses WAL + synchronous=NORMAL, one
- * transaction per batch, versioned schema migrations, and de-duplicated stacks: every distinct
- * frame string and every distinct stack (sequence of frame ids) is stored once, and a snapshot
- * row refers to its stack.
+/* store.h - skyprofd's storage interface. Callers (collectors, task service, HTTP API,
+ * analyzer, retention) see only these functions; a backend implements all of them. The SQLite
+ * backend (store_sqlite*.c) uses WAL + synchronous=NORMAL, one transaction per batch, versioned
+ * schema migrations, and de-duplicated stacks: every distinct frame string and every distinct
+ * stack (sequence of frame ids) is stored once, and a snapshot row refers to its stack.
  *
- * Threading: a store object is used from one thread (the server's event loop) at a time.
- * List/read functions return jansson objects shaped exactly as the HTTP API returns them
- * (docs/api.md); the caller owns the returned json_t (json_decref). */
+ * The interface speaks plain C: row structs in, row structs out through callbacks. It knows no
+ * wire format (protobuf is decoded by the collectors) and no JSON (the HTTP layer builds it), so
+ * a second backend implements storage only. Strings in rows handed to a callback are borrowed:
+ * valid during the call only, NUL-terminated, possibly not valid UTF-8 (they are agent bytes;
+ * whoever emits JSON sanitizes them). A callback returning non-OK stops the listing and that
+ * error is returned.
+ *
+ * Adding a feature's tables (read this before you add one):
+ *   1. declare the feature's functions in its own section here (or in a header of its own that
+ *      includes this one), taking and returning plain row structs / callbacks as below: no
+ *      json_t, no protobuf-c types, no sqlite3 types;
+ *   2. implement them in their own file, store_sqlite_<feature>.c (store_int.h gives the
+ *      connection, transactions, prepared statements and the row loop);
+ *   3. add ONE migration step at the end of k_migrations in store_schema.c (never edit a
+ *      released step); if a rebase shows your number taken, renumber yours after it;
+ *   4. extend store_purge_before (store_sqlite_retention.c) if the rows age out, and add the
+ *      cases to the conformance suite (tests/unit/server/test_store_conformance.c).
+ *
+ * Threading: a store object is used from one thread at a time (the server's event loop, or a
+ * worker with its own store object). */
 #ifndef SKP_SERVER_STORE_H
 #define SKP_SERVER_STORE_H
 
-#include <jansson.h>
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
-#include "language-agent/Tracing.pb-c.h"
 #include "skyprof/skp_err.h"
 
 struct store;
@@ -52,10 +66,28 @@ SKP_MUST_CHECK skp_err store_upsert_instance(struct store *st, const char *servi
 /* Updates last-seen (creating service/instance rows if unknown). */
 SKP_MUST_CHECK skp_err store_touch_instance(struct store *st, const char *service,
                                             const char *instance, int64_t now_ms);
-/* [{name, layer, instances, lastSeen}] ordered by name. */
-SKP_MUST_CHECK skp_err store_list_services(struct store *st, json_t **out);
-/* [{name, language, lastHeartbeat, properties:{k:v}}]; SKP_ENOTFOUND if the service is unknown. */
-SKP_MUST_CHECK skp_err store_list_instances(struct store *st, const char *service, json_t **out);
+struct store_service_row {
+    const char *name;
+    const char *layer;         /* NULL when no agent named one */
+    int64_t last_seen_ms;
+    int64_t n_instances;
+};
+typedef skp_err (*store_service_cb)(void *ud, const struct store_service_row *r);
+/* Visits every service, ordered by name. */
+SKP_MUST_CHECK skp_err store_list_services(struct store *st, store_service_cb cb, void *ud);
+
+struct store_instance_row {
+    const char *name;
+    const char *language;      /* NULL when unknown */
+    int64_t last_heartbeat_ms;
+    const struct store_kv *props; /* in the order the agent reported them, keys unique */
+    size_t n_props;
+};
+typedef skp_err (*store_instance_cb)(void *ud, const struct store_instance_row *r);
+/* Visits the instances of `service` ordered by name; SKP_ENOTFOUND (cb never runs) if the
+ * service is unknown. */
+SKP_MUST_CHECK skp_err store_list_instances(struct store *st, const char *service,
+                                            store_instance_cb cb, void *ud);
 
 /* ---- tasks ---- */
 
@@ -86,10 +118,11 @@ SKP_MUST_CHECK skp_err store_latest_task_before(struct store *st, const char *se
 SKP_MUST_CHECK skp_err store_tasks_for_agent(struct store *st, const char *service,
                                              int64_t after_create_time, int64_t now_ms,
                                              struct store_task **out, size_t *n_out);
-/* [{id, service, endpointName, startTime, duration, minDurationThreshold, dumpPeriod,
- *   maxSamplingCount, createTime}] ordered by startTime desc; NULL filters match all. */
+typedef skp_err (*store_task_cb)(void *ud, const struct store_task *t);
+/* Visits tasks ordered by start_time desc, then create_time desc; NULL filters match all.
+ * *t is borrowed for the call. */
 SKP_MUST_CHECK skp_err store_list_tasks(struct store *st, const char *service,
-                                        const char *endpoint, json_t **out);
+                                        const char *endpoint, store_task_cb cb, void *ud);
 
 enum store_task_op {
     STORE_TASK_NOTIFIED = 1,
@@ -98,9 +131,16 @@ enum store_task_op {
 SKP_MUST_CHECK skp_err store_add_task_log(struct store *st, const char *task_id,
                                           const char *service, const char *instance,
                                           enum store_task_op op, int64_t time_ms);
-/* [{id, taskId, instanceName, operationType:"NOTIFIED"|"EXECUTION_FINISHED", operationTime}]
- * ordered by time. */
-SKP_MUST_CHECK skp_err store_list_task_logs(struct store *st, const char *task_id, json_t **out);
+struct store_task_log {
+    const char *task_id;
+    const char *instance;
+    enum store_task_op op;
+    int64_t time_ms;
+};
+typedef skp_err (*store_task_log_cb)(void *ud, const struct store_task_log *l);
+/* Visits the logs of a task ordered by (time, op, instance). */
+SKP_MUST_CHECK skp_err store_list_task_logs(struct store *st, const char *task_id,
+                                            store_task_log_cb cb, void *ud);
 
 /* ---- snapshots ---- */
 
@@ -120,20 +160,90 @@ SKP_MUST_CHECK skp_err store_insert_snapshots(struct store *st, const struct sto
 
 /* ---- segments ---- */
 
-/* Stores segments and their spans in one transaction (a resent segment id replaces nothing and
- * is ignored). The endpoint of a segment is its first entry span's operation name. */
-SKP_MUST_CHECK skp_err store_insert_segments(struct store *st,
-                                             Skywalking__V3__SegmentObject *const *segs, size_t n,
-                                             int64_t received_ms);
-/* Profiled segments of a task (those with a snapshot of sequence 0 for it):
- * [{segmentId, traceId, service, instanceName, endpointNames:[..], start (ms), duration (ms),
- *   spans:[{spanId, parentSpanId, segmentId, refs:[{traceId,parentSegmentId,parentSpanId,type}],
- *           serviceCode, serviceInstanceName, startTime, endTime, endpointName, type, peer,
- *           component, isError, layer, tags:[{key,value}], profiled}]}]
- * ordered by start. Segments whose snapshots arrived but whose SegmentObject did not (yet) are
- * listed with their snapshot time range and no spans. */
+/* A trace segment as the collector decoded it (SkyWalking's SegmentObject, spec §5.4). Enum
+ * values are the protocol's. */
+enum store_span_type {
+    STORE_SPAN_ENTRY = 0,
+    STORE_SPAN_EXIT = 1,
+    STORE_SPAN_LOCAL = 2,
+    STORE_SPAN_TYPE_UNKNOWN = 3,
+};
+enum store_span_layer {
+    STORE_LAYER_UNKNOWN = 0,
+    STORE_LAYER_DATABASE = 1,
+    STORE_LAYER_RPC_FRAMEWORK = 2,
+    STORE_LAYER_HTTP = 3,
+    STORE_LAYER_MQ = 4,
+    STORE_LAYER_CACHE = 5,
+    STORE_LAYER_FAAS = 6,
+};
+struct store_span_ref {
+    const char *trace_id;
+    const char *parent_segment_id;
+    int32_t parent_span_id;
+    bool cross_thread;         /* else cross-process */
+};
+struct store_span_log {
+    int64_t time_ms;
+    const struct store_kv *data;
+    size_t n_data;
+};
+struct store_span {
+    int32_t span_id;
+    int32_t parent_span_id;
+    int64_t start_ms;
+    int64_t end_ms;
+    const char *operation;     /* the endpoint name of an Entry span; NULL = "" */
+    const char *peer;          /* NULL = "" */
+    enum store_span_type type;
+    enum store_span_layer layer;
+    int32_t component_id;
+    bool is_error;
+    const struct store_span_ref *refs;
+    size_t n_refs;
+    const struct store_kv *tags;
+    size_t n_tags;
+    const struct store_span_log *logs;
+    size_t n_logs;
+};
+struct store_segment {
+    const char *segment_id;    /* required, non-empty */
+    const char *trace_id;      /* NULL = "" (also for the other strings) */
+    const char *service;
+    const char *instance;
+    const struct store_span *spans;
+    size_t n_spans;
+};
+
+/* The endpoint of a segment: its first Entry span's operation name, else its first span's
+ * (a local-only continuation); NULL when it has no span. Borrowed from seg. Pure. */
+const char *store_segment_endpoint(const struct store_segment *seg);
+
+/* Stores segments and their spans in one transaction, durable on return (a resent segment id
+ * replaces nothing and is ignored; a segment without id is skipped). Borrows v.
+ * Errors: SKP_EINVAL (v NULL with n > 0), SKP_EIO (the whole batch rolled back), SKP_ENOMEM. */
+SKP_MUST_CHECK skp_err store_insert_segments(struct store *st, const struct store_segment *v,
+                                             size_t n, int64_t received_ms);
+
+/* One profiled segment of a task, as store_list_profiled_segments visits it. */
+struct store_profiled_segment {
+    const char *segment_id;
+    bool has_object;           /* its SegmentObject was stored; else only snapshots arrived */
+    const char *trace_id;      /* "" without object */
+    const char *service;       /* the segment's, else the task's service ("" if unknown) */
+    const char *instance;      /* "" without object */
+    const char *endpoint;      /* store_segment_endpoint of the object; "" without object */
+    int64_t start_ms;          /* min span start; without object: time of the first dump */
+    int64_t end_ms;            /* max span end (>= start); without object: the last dump's */
+    const struct store_span *spans; /* as stored (span order kept); none without object */
+    size_t n_spans;
+};
+typedef skp_err (*store_profiled_segment_cb)(void *ud, const struct store_profiled_segment *s);
+/* Visits the profiled segments of a task (those with a snapshot of sequence 0 for it), ordered
+ * by start_ms then segment id. Segments whose snapshots arrived but whose SegmentObject did not
+ * (yet) are visited with has_object false. */
 SKP_MUST_CHECK skp_err store_list_profiled_segments(struct store *st, const char *task_id,
-                                                    json_t **out);
+                                                    store_profiled_segment_cb cb, void *ud);
 
 /* What an export of one segment says about it (store_get_segment_info). */
 struct store_segment_info {

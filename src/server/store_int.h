@@ -1,5 +1,13 @@
-/* store_int.h - internals shared by the files of the SQLite store (store_sqlite.c,
- * store_schema.c, store_segments.c) and by its unit tests. Not a contract for other modules. */
+/* store_int.h - internals shared by the files of the SQLite backend of store.h and by its unit
+ * tests. Not a contract for other modules. The backend's files:
+ *   store_sqlite.c           connection, prepared statements, transactions, open/close, stats
+ *   store_sqlite_registry.c  services, instances, tasks, task logs
+ *   store_sqlite_stacks.c    name → id references, de-duplicated frames and stacks
+ *   store_sqlite_ingest.c    snapshot ingest and the analyzer's scans
+ *   store_sqlite_segments.c  segments, the profiled-segment listing, segment info
+ *   store_sqlite_retention.c store_purge_before
+ *   store_schema.c           the schema as migration steps
+ * A feature's tables go in a store_sqlite_<feature>.c of their own (see store.h). */
 #ifndef SKP_SERVER_STORE_INT_H
 #define SKP_SERVER_STORE_INT_H
 
@@ -113,15 +121,19 @@ typedef skp_err (*store_row_fn)(void *ud, sqlite3_stmt *s);
  * the SQLite error (store__sqlerr, logged with `what`). Neither resets nor finalizes `s`. */
 SKP_MUST_CHECK skp_err store__each_row(struct store *st, sqlite3_stmt *s, store_row_fn row,
                                        void *ud, const char *what);
-
-/* Builds the JSON value of the current row of `s`; NULL on allocation failure. */
-typedef json_t *(*store_row_json_fn)(void *ud, sqlite3_stmt *s);
-/* The listing loop: collects row(ud, s) of every row of `s` into a new JSON array, handed over
- * in *out on success (*out is NULL otherwise). Finalizes `s` in every case (NULL ok).
- * Errors: SKP_ENOMEM, the SQLite error (store__sqlerr, logged with `what`). */
-SKP_MUST_CHECK skp_err store__rows_to_json(struct store *st, sqlite3_stmt *s,
-                                           store_row_json_fn row, void *ud, const char *what,
-                                           json_t **out);
+/* Steps a statement that returns no row, then resets it. */
+SKP_MUST_CHECK skp_err store__step_done(struct store *st, sqlite3_stmt *s, const char *what);
+/* Text of column i, "" when NULL. Borrowed from the statement's current row. */
+static inline const char *store__col_text(sqlite3_stmt *s, int i)
+{
+    const unsigned char *t = sqlite3_column_text(s, i);
+    return t ? (const char *)t : "";
+}
+/* Text of column i, NULL when NULL. */
+static inline const char *store__col_text_or_null(sqlite3_stmt *s, int i)
+{
+    return sqlite3_column_type(s, i) == SQLITE_NULL ? NULL : store__col_text(s, i);
+}
 
 /* Makes room for element n of a growing array v of `cap` elements of `elem` bytes (first
  * allocation: `first` elements, then doubling). Returns v itself when n < *cap, else the
@@ -135,6 +147,19 @@ SKP_MUST_CHECK skp_err store__segment_ref(struct store *st, const char *segment_
 /* Looks a segment id up without creating it; SKP_ENOTFOUND if unknown. */
 SKP_MUST_CHECK skp_err store__segment_find(struct store *st, const char *segment_id,
                                            uint32_t *out);
+/* Task id string → task_keys.id; created inside the current transaction when `create`,
+ * else SKP_ENOTFOUND if unknown. */
+SKP_MUST_CHECK skp_err store__task_key(struct store *st, const char *task_id, bool create,
+                                       uint32_t *out);
+/* Frames (root first, at most STORE_MAX_FRAMES kept) → de-duplicated stack id, inserting the
+ * frames and the stack inside the current transaction when new. */
+SKP_MUST_CHECK skp_err store__stack_ref(struct store *st, char *const *frames, size_t n_frames,
+                                        uint32_t *out);
+/* Grows st->scratch_ids to n_ids ids (and the blob scratch to match). */
+SKP_MUST_CHECK skp_err store__ensure_scratch(struct store *st, size_t n_ids);
+/* Decodes a stack blob (LEB128 frame ids) into at most `max` ids; returns the count, or
+ * SIZE_MAX if the blob is malformed. Pure. */
+size_t store__decode_ids(const uint8_t *b, size_t len, uint32_t *ids, size_t max);
 
 /* Schema (store_schema.c): migrates `db` from its user_version up to `target` (0 = latest).
  * Errors: SKP_EIO (newer schema than this build, failed step; the step is rolled back). */

@@ -12,6 +12,7 @@
 #include <sys/wait.h>
 
 #include "server/analyzer.h"
+#include "server/http_int.h"
 #include "server/store_int.h"
 #include "server/utf8.h"
 #include "store_test_util.h"
@@ -24,6 +25,38 @@ static int64_t scalar(struct store *st, const char *sql)
     int64_t v = sqlite3_column_int64(s, 0);
     sqlite3_finalize(s);
     return v;
+}
+
+/* The listings as the HTTP API serialises them (http_*_push): the rows and their JSON are
+ * checked together. */
+static skp_err jl_services(struct store *st, json_t **out)
+{
+    *out = json_array();
+    return store_list_services(st, http_service_push, *out);
+}
+
+static skp_err jl_instances(struct store *st, const char *svc, json_t **out)
+{
+    *out = json_array();
+    return store_list_instances(st, svc, http_instance_push, *out);
+}
+
+static skp_err jl_tasks(struct store *st, const char *svc, const char *ep, json_t **out)
+{
+    *out = json_array();
+    return store_list_tasks(st, svc, ep, http_task_push, *out);
+}
+
+static skp_err jl_task_logs(struct store *st, const char *task, json_t **out)
+{
+    *out = json_array();
+    return store_list_task_logs(st, task, http_task_log_push, *out);
+}
+
+static skp_err jl_segments(struct store *st, const char *task, json_t **out)
+{
+    *out = json_array();
+    return store_list_profiled_segments(st, task, http_segment_push, *out);
 }
 
 static void assert_integrity(struct store *st)
@@ -184,55 +217,48 @@ static void profiled_segment_listing(void **state)
     assert_int_equal(tu_add(f->st, "task1", "s3", 1, 1600, "m,b"), SKP_OK);
     assert_int_equal(tu_add(f->st, "task0", "s4", 0, 1600, "m,b"), SKP_OK);
 
-    Skywalking__V3__KeyStringValuePair tag = SKYWALKING__V3__KEY_STRING_VALUE_PAIR__INIT;
-    tag.key = "http.method";
-    tag.value = "GET";
-    Skywalking__V3__KeyStringValuePair *tags[] = {&tag};
-    Skywalking__V3__SegmentReference ref = SKYWALKING__V3__SEGMENT_REFERENCE__INIT;
-    ref.reftype = SKYWALKING__V3__REF_TYPE__CrossProcess;
-    ref.traceid = "trace-1";
-    ref.parenttracesegmentid = "parent-seg";
-    ref.parentspanid = 3;
-    Skywalking__V3__SegmentReference *refs[] = {&ref};
-    Skywalking__V3__SpanObject entry = SKYWALKING__V3__SPAN_OBJECT__INIT;
-    entry.spanid = 0;
-    entry.parentspanid = -1;
-    entry.starttime = 2000;
-    entry.endtime = 2100;
-    entry.operationname = "/orders";
-    entry.spantype = SKYWALKING__V3__SPAN_TYPE__Entry;
-    entry.spanlayer = SKYWALKING__V3__SPAN_LAYER__Http;
-    entry.componentid = 49;
+    struct store_kv tags[] = {{"http.method", "GET"}};
+    struct store_span_ref refs[] = {{.trace_id = "trace-1", .parent_segment_id = "parent-seg",
+                                     .parent_span_id = 3}};
+    struct store_span entry = {0};
+    entry.span_id = 0;
+    entry.parent_span_id = -1;
+    entry.start_ms = 2000;
+    entry.end_ms = 2100;
+    entry.operation = "/orders";
+    entry.type = STORE_SPAN_ENTRY;
+    entry.layer = STORE_LAYER_HTTP;
+    entry.component_id = 49;
     entry.n_tags = 1;
     entry.tags = tags;
     entry.n_refs = 1;
     entry.refs = refs;
-    Skywalking__V3__SpanObject exit_span = SKYWALKING__V3__SPAN_OBJECT__INIT;
-    exit_span.spanid = 1;
-    exit_span.parentspanid = 0;
-    exit_span.starttime = 2010;
-    exit_span.endtime = 2150;
-    exit_span.operationname = "SELECT";
+    struct store_span exit_span = {0};
+    exit_span.span_id = 1;
+    exit_span.parent_span_id = 0;
+    exit_span.start_ms = 2010;
+    exit_span.end_ms = 2150;
+    exit_span.operation = "SELECT";
     exit_span.peer = "db:5432";
-    exit_span.spantype = SKYWALKING__V3__SPAN_TYPE__Exit;
-    exit_span.spanlayer = SKYWALKING__V3__SPAN_LAYER__Database;
-    exit_span.iserror = 1;
-    Skywalking__V3__SpanObject *spans[] = {&exit_span, &entry};
-    Skywalking__V3__SegmentObject seg = SKYWALKING__V3__SEGMENT_OBJECT__INIT;
-    seg.traceid = "trace-1";
-    seg.tracesegmentid = "s1";
+    exit_span.type = STORE_SPAN_EXIT;
+    exit_span.layer = STORE_LAYER_DATABASE;
+    exit_span.is_error = 1;
+    struct store_span spans[] = {exit_span, entry};
+    struct store_segment seg = {0};
+    seg.trace_id = "trace-1";
+    seg.segment_id = "s1";
     seg.service = "svc";
-    seg.serviceinstance = "inst-1";
+    seg.instance = "inst-1";
     seg.n_spans = 2;
     seg.spans = spans;
-    Skywalking__V3__SegmentObject *segs[] = {&seg};
+    struct store_segment *segs = &seg;
     assert_int_equal(store_insert_segments(f->st, segs, 1, 3000), SKP_OK);
     /* a resent segment is ignored */
-    seg.traceid = "changed";
+    seg.trace_id = "changed";
     assert_int_equal(store_insert_segments(f->st, segs, 1, 3001), SKP_OK);
 
     json_t *list = NULL;
-    assert_int_equal(store_list_profiled_segments(f->st, "task1", &list), SKP_OK);
+    assert_int_equal(jl_segments(f->st, "task1", &list), SKP_OK);
     assert_int_equal(json_array_size(list), 2);
     /* ordered by start: s2 (1500) then s1 (2000) */
     json_t *a = json_array_get(list, 0);
@@ -275,22 +301,22 @@ static void profiled_segment_listing(void **state)
     assert_string_equal(json_string_value(json_object_get(x, "peer")), "db:5432");
     json_decref(list);
 
-    assert_int_equal(store_list_profiled_segments(f->st, "nothing", &list), SKP_OK);
+    assert_int_equal(jl_segments(f->st, "nothing", &list), SKP_OK);
     assert_int_equal(json_array_size(list), 0);
     json_decref(list);
 
     /* the SegmentObject may also arrive before the snapshots */
-    Skywalking__V3__SegmentObject early = SKYWALKING__V3__SEGMENT_OBJECT__INIT;
-    early.traceid = "trace-2";
-    early.tracesegmentid = "s5";
+    struct store_segment early = {0};
+    early.trace_id = "trace-2";
+    early.segment_id = "s5";
     early.service = "svc";
     early.n_spans = 1;
-    Skywalking__V3__SpanObject *one[] = {&entry};
+    struct store_span *one = &entry;
     early.spans = one;
-    Skywalking__V3__SegmentObject *segs2[] = {&early};
+    struct store_segment *segs2 = &early;
     assert_int_equal(store_insert_segments(f->st, segs2, 1, 4000), SKP_OK);
     assert_int_equal(tu_add(f->st, "task1", "s5", 0, 2050, "m"), SKP_OK);
-    assert_int_equal(store_list_profiled_segments(f->st, "task1", &list), SKP_OK);
+    assert_int_equal(jl_segments(f->st, "task1", &list), SKP_OK);
     assert_int_equal(json_array_size(list), 3);
     assert_string_equal(json_string_value(json_object_get(json_array_get(list, 2), "traceId")),
                         "trace-2");
@@ -310,23 +336,23 @@ static void segment_info_for_exports(void **state)
     assert_int_equal(tu_add(f->st, "tk", "with", 0, 2000, "m,a"), SKP_OK);
     assert_int_equal(tu_add(f->st, "tk", "bare", 0, 2000, "m,a"), SKP_OK);
     assert_int_equal(tu_add(f->st, "gone", "orphan", 0, 2000, "m,a"), SKP_OK);
-    Skywalking__V3__SpanObject entry = SKYWALKING__V3__SPAN_OBJECT__INIT;
-    entry.parentspanid = -1;
-    entry.starttime = 2000;
-    entry.endtime = 2100;
-    entry.operationname = "/seg-ep";
-    entry.spantype = SKYWALKING__V3__SPAN_TYPE__Entry;
-    Skywalking__V3__SpanObject *spans[] = {&entry};
-    Skywalking__V3__SegmentObject with = SKYWALKING__V3__SEGMENT_OBJECT__INIT;
-    with.traceid = "trace-w";
-    with.tracesegmentid = "with";
+    struct store_span entry = {0};
+    entry.parent_span_id = -1;
+    entry.start_ms = 2000;
+    entry.end_ms = 2100;
+    entry.operation = "/seg-ep";
+    entry.type = STORE_SPAN_ENTRY;
+    struct store_span *spans = &entry;
+    struct store_segment with = {0};
+    with.trace_id = "trace-w";
+    with.segment_id = "with";
     with.service = "svc";
     with.n_spans = 1;
     with.spans = spans;
-    Skywalking__V3__SegmentObject object = with;
-    object.traceid = "trace-o";
-    object.tracesegmentid = "object";
-    Skywalking__V3__SegmentObject *segs[] = {&with, &object};
+    struct store_segment object = with;
+    object.trace_id = "trace-o";
+    object.segment_id = "object";
+    struct store_segment segs[] = {with, object};
     assert_int_equal(store_insert_segments(f->st, segs, 2, 3000), SKP_OK);
 
     struct store_segment_info i;
@@ -430,7 +456,7 @@ static void latest_task_before_and_get(void **state)
     assert_int_equal(store_get_task(f->st, "zz", &t), SKP_ENOTFOUND);
 
     json_t *l = NULL;
-    assert_int_equal(store_list_tasks(f->st, NULL, NULL, &l), SKP_OK);
+    assert_int_equal(jl_tasks(f->st, NULL, NULL, &l), SKP_OK);
     assert_int_equal(json_array_size(l), 3);
     assert_string_equal(json_string_value(json_object_get(json_array_get(l, 0), "id")), "b");
     assert_string_equal(json_string_value(json_object_get(json_array_get(l, 2), "id")), "a");
@@ -440,10 +466,10 @@ static void latest_task_before_and_get(void **state)
     assert_int_equal(json_integer_value(json_object_get(b, "dumpPeriod")), 10);
     assert_int_equal(json_integer_value(json_object_get(b, "createTime")), 2);
     json_decref(l);
-    assert_int_equal(store_list_tasks(f->st, "other", NULL, &l), SKP_OK);
+    assert_int_equal(jl_tasks(f->st, "other", NULL, &l), SKP_OK);
     assert_int_equal(json_array_size(l), 1);
     json_decref(l);
-    assert_int_equal(store_list_tasks(f->st, "svc", "/nope", &l), SKP_OK);
+    assert_int_equal(jl_tasks(f->st, "svc", "/nope", &l), SKP_OK);
     assert_int_equal(json_array_size(l), 0);
     json_decref(l);
 }
@@ -465,7 +491,7 @@ static void task_logs(void **state)
     assert_int_equal(store_add_task_log(f->st, "t", "svc", "i1", (enum store_task_op)7, 1),
                      SKP_EINVAL);
     json_t *l = NULL;
-    assert_int_equal(store_list_task_logs(f->st, "t", &l), SKP_OK);
+    assert_int_equal(jl_task_logs(f->st, "t", &l), SKP_OK);
     assert_int_equal(json_array_size(l), 3);
     json_t *a = json_array_get(l, 0);
     assert_string_equal(json_string_value(json_object_get(a, "instanceName")), "i2");
@@ -492,7 +518,7 @@ static void instances_upsert_and_properties(void **state)
     assert_int_equal(store_touch_instance(f->st, "bsvc", "j", 50), SKP_OK);
 
     json_t *l = NULL;
-    assert_int_equal(store_list_instances(f->st, "svc", &l), SKP_OK);
+    assert_int_equal(jl_instances(f->st, "svc", &l), SKP_OK);
     assert_int_equal(json_array_size(l), 2);
     json_t *i1 = json_array_get(l, 0);
     assert_string_equal(json_string_value(json_object_get(i1, "name")), "i1");
@@ -509,13 +535,13 @@ static void instances_upsert_and_properties(void **state)
     /* a touch keeps the properties and moves last-seen forward only */
     assert_int_equal(store_touch_instance(f->st, "svc", "i1", 150), SKP_OK);
     assert_int_equal(store_touch_instance(f->st, "svc", "i1", 400), SKP_OK);
-    assert_int_equal(store_list_instances(f->st, "svc", &l), SKP_OK);
+    assert_int_equal(jl_instances(f->st, "svc", &l), SKP_OK);
     i1 = json_array_get(l, 0);
     assert_int_equal(json_integer_value(json_object_get(i1, "lastHeartbeat")), 400);
     assert_int_equal(json_object_size(json_object_get(i1, "properties")), 2);
     json_decref(l);
 
-    assert_int_equal(store_list_services(f->st, &l), SKP_OK);
+    assert_int_equal(jl_services(f->st, &l), SKP_OK);
     assert_int_equal(json_array_size(l), 2);
     json_t *s0 = json_array_get(l, 0);
     assert_string_equal(json_string_value(json_object_get(s0, "name")), "bsvc");
@@ -526,8 +552,9 @@ static void instances_upsert_and_properties(void **state)
     assert_int_equal(json_integer_value(json_object_get(s1, "lastSeen")), 400);
     json_decref(l);
 
-    assert_int_equal(store_list_instances(f->st, "nope", &l), SKP_ENOTFOUND);
-    assert_null(l);
+    assert_int_equal(jl_instances(f->st, "nope", &l), SKP_ENOTFOUND);
+    assert_int_equal(json_array_size(l), 0); /* the callback never ran */
+    json_decref(l);
 }
 
 /* ---- retention ---- */
@@ -557,7 +584,7 @@ static void purge_removes_old_data_and_orphans(void **state)
     struct store_task t;
     assert_int_equal(store_get_task(f->st, "old", &t), SKP_ENOTFOUND);
     json_t *l = NULL;
-    assert_int_equal(store_list_task_logs(f->st, "old", &l), SKP_OK);
+    assert_int_equal(jl_task_logs(f->st, "old", &l), SKP_OK);
     assert_int_equal(json_array_size(l), 0);
     json_decref(l);
     struct seen s = {0};
@@ -660,9 +687,9 @@ static void read_only_fails_cleanly(void **state)
     size_t dup = 7;
     assert_int_equal(store_insert_snapshots(f->st, v, 2, &dup), SKP_EIO);
     assert_int_equal(dup, 0);
-    Skywalking__V3__SegmentObject seg = SKYWALKING__V3__SEGMENT_OBJECT__INIT;
-    seg.tracesegmentid = "s1";
-    Skywalking__V3__SegmentObject *segs[] = {&seg};
+    struct store_segment seg = {0};
+    seg.segment_id = "s1";
+    struct store_segment *segs = &seg;
     assert_int_equal(store_insert_segments(f->st, segs, 1, 0), SKP_EIO);
     assert_int_equal(store_touch_instance(f->st, "svc", "i", 1), SKP_EIO);
     uint64_t n;
@@ -821,34 +848,34 @@ static void invalid_utf8_never_breaks_json(void **state)
     json_decref(j);
     analysis_free(a);
 
-    Skywalking__V3__SpanObject sp = SKYWALKING__V3__SPAN_OBJECT__INIT;
-    sp.operationname = "/x\xfe";
-    sp.starttime = 990;
-    sp.endtime = 1100;
-    Skywalking__V3__SpanObject *spans[] = {&sp};
-    Skywalking__V3__SegmentObject seg = SKYWALKING__V3__SEGMENT_OBJECT__INIT;
-    seg.tracesegmentid = "s\xff";
-    seg.traceid = "tr\xff";
+    struct store_span sp = {0};
+    sp.operation = "/x\xfe";
+    sp.start_ms = 990;
+    sp.end_ms = 1100;
+    struct store_span *spans = &sp;
+    struct store_segment seg = {0};
+    seg.segment_id = "s\xff";
+    seg.trace_id = "tr\xff";
     seg.service = "svc\xff";
     seg.n_spans = 1;
     seg.spans = spans;
-    Skywalking__V3__SegmentObject *segs[] = {&seg};
+    struct store_segment *segs = &seg;
     assert_int_equal(store_insert_segments(f->st, segs, 1, 2000), SKP_OK);
     json_t *l = NULL;
-    assert_int_equal(store_list_profiled_segments(f->st, "t", &l), SKP_OK);
+    assert_int_equal(jl_segments(f->st, "t", &l), SKP_OK);
     assert_int_equal(json_array_size(l), 1);
     json_decref(l);
     assert_int_equal(store_touch_instance(f->st, "svc\xff", "i\xfe", 1), SKP_OK);
     struct store_kv props[] = {{"k\xff", "v\xff"}};
     assert_int_equal(store_upsert_instance(f->st, "svc\xff", "i\xfe", NULL, props, 1, 2), SKP_OK);
-    assert_int_equal(store_list_services(f->st, &l), SKP_OK);
+    assert_int_equal(jl_services(f->st, &l), SKP_OK);
     json_decref(l);
-    assert_int_equal(store_list_instances(f->st, "svc\xff", &l), SKP_OK);
+    assert_int_equal(jl_instances(f->st, "svc\xff", &l), SKP_OK);
     assert_int_equal(json_array_size(l), 1);
     json_decref(l);
     assert_int_equal(store_add_task_log(f->st, "t", "svc", "i\xfe", STORE_TASK_NOTIFIED, 5),
                      SKP_OK);
-    assert_int_equal(store_list_task_logs(f->st, "t", &l), SKP_OK);
+    assert_int_equal(jl_task_logs(f->st, "t", &l), SKP_OK);
     assert_int_equal(json_array_size(l), 1);
     json_decref(l);
 }

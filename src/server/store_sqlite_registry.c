@@ -1,0 +1,534 @@
+/* store_sqlite_registry.c - SQLite backend: services and instances (registered by agents),
+ * profile tasks and their logs. Instance properties are kept as a JSON object text (the
+ * backend's own column format, read back into rows here). Single-threaded. */
+#include "server/store.h"
+
+#include <jansson.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "common/alloc.h"
+#include "common/log.h"
+#include "server/store_int.h"
+#include "server/utf8.h"
+
+#define TASK_COLUMNS                                                                               \
+    "id, service, endpoint, start_time, duration_min, min_duration_threshold, dump_period, "      \
+    "max_sampling_count, create_time"
+
+
+/* Serialises j compactly into a new skpx buffer (NUL-terminated). */
+static char *json_to_text(const json_t *j)
+{
+    size_t n = json_dumpb(j, NULL, 0, JSON_COMPACT);
+    if (n == 0)
+        return NULL;
+    char *buf = skpx_malloc(n + 1);
+    if (!buf)
+        return NULL;
+    if (json_dumpb(j, buf, n, JSON_COMPACT) != n) {
+        skpx_free(buf);
+        return NULL;
+    }
+    buf[n] = '\0';
+    return buf;
+}
+
+/* ---- services and instances ---- */
+
+static skp_err service_ref(struct store *st, const char *service, const char *layer,
+                           int64_t now_ms, int64_t *out)
+{
+    sqlite3_stmt *s = NULL;
+    skp_err err = store__prepare(st,
+                                 "INSERT INTO services(name, layer, last_seen) VALUES(?, ?, ?) "
+                                 "ON CONFLICT(name) DO UPDATE SET "
+                                 "layer = COALESCE(excluded.layer, layer), "
+                                 "last_seen = max(last_seen, excluded.last_seen) RETURNING id",
+                                 &s);
+    if (err)
+        return err;
+    sqlite3_bind_text(s, 1, service, -1, SQLITE_STATIC);
+    if (layer && *layer)
+        sqlite3_bind_text(s, 2, layer, -1, SQLITE_STATIC);
+    sqlite3_bind_int64(s, 3, now_ms);
+    int rc = sqlite3_step(s);
+    if (rc == SQLITE_ROW) {
+        *out = sqlite3_column_int64(s, 0);
+        rc = sqlite3_step(s);
+    }
+    if (rc != SQLITE_DONE)
+        err = store__sqlerr(st, rc, "upsert service");
+    sqlite3_finalize(s);
+    return err;
+}
+
+static skp_err instance_upsert(struct store *st, int64_t service_id, const char *instance,
+                               const char *language, const char *props_json, int64_t now_ms)
+{
+    sqlite3_stmt *s = NULL;
+    skp_err err = store__prepare(
+        st,
+        "INSERT INTO instances(service_id, name, language, properties, last_seen) "
+        "VALUES(?1, ?2, ?3, COALESCE(?4, '{}'), ?5) "
+        "ON CONFLICT(service_id, name) DO UPDATE SET "
+        "language = COALESCE(excluded.language, language), "
+        "properties = CASE WHEN ?4 IS NULL THEN properties ELSE excluded.properties END, "
+        "last_seen = max(last_seen, excluded.last_seen)",
+        &s);
+    if (err)
+        return err;
+    sqlite3_bind_int64(s, 1, service_id);
+    sqlite3_bind_text(s, 2, instance, -1, SQLITE_STATIC);
+    if (language)
+        sqlite3_bind_text(s, 3, language, -1, SQLITE_STATIC);
+    if (props_json)
+        sqlite3_bind_text(s, 4, props_json, -1, SQLITE_STATIC);
+    sqlite3_bind_int64(s, 5, now_ms);
+    int rc = sqlite3_step(s);
+    if (rc != SQLITE_DONE)
+        err = store__sqlerr(st, rc, "upsert instance");
+    sqlite3_finalize(s);
+    return err;
+}
+
+static skp_err upsert(struct store *st, const char *service, const char *instance,
+                      const char *layer, const char *language, const char *props_json,
+                      int64_t now_ms)
+{
+    if (!service || !instance)
+        return SKP_EINVAL;
+    skp_err err = store__begin(st);
+    if (err)
+        return err;
+    int64_t sid = 0;
+    err = service_ref(st, service, layer, now_ms, &sid);
+    if (!err)
+        err = instance_upsert(st, sid, instance, language, props_json, now_ms);
+    if (!err)
+        err = store__commit(st);
+    if (err)
+        store__rollback(st);
+    return err;
+}
+
+skp_err store_upsert_instance(struct store *st, const char *service, const char *instance,
+                              const char *layer, const struct store_kv *props, size_t n_props,
+                              int64_t now_ms)
+{
+    skp_err err = SKP_OK;
+    const char *language = NULL;
+    char *text = NULL;
+    json_t *obj = json_object();
+    if (!obj)
+        return SKP_ENOMEM;
+    for (size_t i = 0; i < n_props; i++) {
+        if (!props[i].key)
+            continue;
+        const char *v = props[i].value ? props[i].value : "";
+        if (strcmp(props[i].key, "language") == 0)
+            language = v;
+        char *key = skp_utf8_sanitize(props[i].key);
+        int rc = key ? json_object_set_new(obj, key, skp_json_str(v)) : -1;
+        skpx_free(key);
+        if (rc != 0) {
+            err = SKP_ENOMEM;
+            goto out;
+        }
+    }
+    text = json_to_text(obj);
+    if (!text) {
+        err = SKP_ENOMEM;
+        goto out;
+    }
+    err = upsert(st, service, instance, layer, language, text, now_ms);
+out:
+    skpx_free(text);
+    json_decref(obj);
+    return err;
+}
+
+skp_err store_touch_instance(struct store *st, const char *service, const char *instance,
+                             int64_t now_ms)
+{
+    return upsert(st, service, instance, NULL, NULL, NULL, now_ms);
+}
+
+struct service_visit {
+    store_service_cb cb;
+    void *ud;
+};
+
+static skp_err service_row(void *ud, sqlite3_stmt *s)
+{
+    const struct service_visit *v = ud;
+    struct store_service_row r = {
+        .name = store__col_text(s, 0),
+        .layer = store__col_text_or_null(s, 1),
+        .last_seen_ms = sqlite3_column_int64(s, 2),
+        .n_instances = sqlite3_column_int64(s, 3),
+    };
+    return v->cb(v->ud, &r);
+}
+
+skp_err store_list_services(struct store *st, store_service_cb cb, void *ud)
+{
+    if (!cb)
+        return SKP_EINVAL;
+    sqlite3_stmt *s = NULL;
+    skp_err err = store__prepare(st,
+                                 "SELECT s.name, s.layer, s.last_seen, "
+                                 "(SELECT count(*) FROM instances i WHERE i.service_id = s.id) "
+                                 "FROM services s ORDER BY s.name",
+                                 &s);
+    if (err)
+        return err;
+    struct service_visit v = {cb, ud};
+    err = store__each_row(st, s, service_row, &v, "list services");
+    sqlite3_finalize(s);
+    return err;
+}
+
+struct instance_visit {
+    store_instance_cb cb;
+    void *ud;
+};
+
+/* Properties are a JSON object text written by store_upsert_instance; an unreadable one is
+ * listed as no properties. */
+static skp_err instance_row(void *ud, sqlite3_stmt *s)
+{
+    const struct instance_visit *v = ud;
+    json_t *props = json_loads(store__col_text(s, 3), 0, NULL);
+    size_t n = json_is_object(props) ? json_object_size(props) : 0;
+    struct store_kv *kv = n ? skpx_calloc(n, sizeof(*kv)) : NULL;
+    if (n && !kv) {
+        json_decref(props);
+        return SKP_ENOMEM;
+    }
+    size_t k = 0;
+    const char *key;
+    json_t *val;
+    if (n) {
+        json_object_foreach(props, key, val)
+        {
+            if (k < n && json_is_string(val)) {
+                kv[k].key = key;
+                kv[k].value = json_string_value(val);
+                k++;
+            }
+        }
+    }
+    struct store_instance_row r = {
+        .name = store__col_text(s, 0),
+        .language = store__col_text_or_null(s, 1),
+        .last_heartbeat_ms = sqlite3_column_int64(s, 2),
+        .props = kv,
+        .n_props = k,
+    };
+    skp_err err = v->cb(v->ud, &r);
+    skpx_free(kv);
+    json_decref(props);
+    return err;
+}
+
+skp_err store_list_instances(struct store *st, const char *service, store_instance_cb cb,
+                             void *ud)
+{
+    if (!service || !cb)
+        return SKP_EINVAL;
+    sqlite3_stmt *s = NULL;
+    skp_err err = store__prepare(st, "SELECT id FROM services WHERE name = ?", &s);
+    if (err)
+        return err;
+    sqlite3_bind_text(s, 1, service, -1, SQLITE_STATIC);
+    int rc = sqlite3_step(s);
+    int64_t sid = 0;
+    if (rc == SQLITE_ROW)
+        sid = sqlite3_column_int64(s, 0);
+    else
+        err = rc == SQLITE_DONE ? SKP_ENOTFOUND : store__sqlerr(st, rc, "find service");
+    sqlite3_finalize(s);
+    if (err)
+        return err;
+    err = store__prepare(st,
+                         "SELECT name, language, last_seen, properties FROM instances "
+                         "WHERE service_id = ? ORDER BY name",
+                         &s);
+    if (err)
+        return err;
+    sqlite3_bind_int64(s, 1, sid);
+    struct instance_visit v = {cb, ud};
+    err = store__each_row(st, s, instance_row, &v, "list instances");
+    sqlite3_finalize(s);
+    return err;
+}
+
+/* ---- tasks ---- */
+
+void store_task_cleanup(struct store_task *t)
+{
+    if (!t)
+        return;
+    skpx_free(t->id);
+    skpx_free(t->service);
+    skpx_free(t->endpoint);
+    t->id = t->service = t->endpoint = NULL;
+}
+
+static skp_err task_from_row(sqlite3_stmt *s, struct store_task *t)
+{
+    memset(t, 0, sizeof(*t));
+    t->id = skpx_strdup(store__col_text(s, 0));
+    t->service = skpx_strdup(store__col_text(s, 1));
+    t->endpoint = skpx_strdup(store__col_text(s, 2));
+    t->start_time = sqlite3_column_int64(s, 3);
+    t->duration_min = sqlite3_column_int(s, 4);
+    t->min_duration_threshold = sqlite3_column_int(s, 5);
+    t->dump_period = sqlite3_column_int(s, 6);
+    t->max_sampling_count = sqlite3_column_int(s, 7);
+    t->create_time = sqlite3_column_int64(s, 8);
+    if (!t->id || !t->service || !t->endpoint) {
+        store_task_cleanup(t);
+        return SKP_ENOMEM;
+    }
+    return SKP_OK;
+}
+
+skp_err store_insert_task(struct store *st, const struct store_task *t)
+{
+    if (!t || !t->id || !t->service || !t->endpoint)
+        return SKP_EINVAL;
+    sqlite3_stmt *s = NULL;
+    skp_err err = store__prepare(st, "INSERT INTO tasks(" TASK_COLUMNS ") "
+                                     "VALUES(?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                                 &s);
+    if (err)
+        return err;
+    sqlite3_bind_text(s, 1, t->id, -1, SQLITE_STATIC);
+    sqlite3_bind_text(s, 2, t->service, -1, SQLITE_STATIC);
+    sqlite3_bind_text(s, 3, t->endpoint, -1, SQLITE_STATIC);
+    sqlite3_bind_int64(s, 4, t->start_time);
+    sqlite3_bind_int(s, 5, t->duration_min);
+    sqlite3_bind_int(s, 6, t->min_duration_threshold);
+    sqlite3_bind_int(s, 7, t->dump_period);
+    sqlite3_bind_int(s, 8, t->max_sampling_count);
+    sqlite3_bind_int64(s, 9, t->create_time);
+    int rc = sqlite3_step(s);
+    if ((rc & 0xff) == SQLITE_CONSTRAINT)
+        err = SKP_EEXIST;
+    else if (rc != SQLITE_DONE)
+        err = store__sqlerr(st, rc, "insert task");
+    else
+        st->commits++;
+    sqlite3_finalize(s);
+    return err;
+}
+
+/* Runs a task query expected to yield at most one row into *out. */
+static skp_err one_task(struct store *st, sqlite3_stmt *s, struct store_task *out)
+{
+    int rc = sqlite3_step(s);
+    skp_err err;
+    if (rc == SQLITE_ROW)
+        err = task_from_row(s, out);
+    else if (rc == SQLITE_DONE)
+        err = SKP_ENOTFOUND;
+    else
+        err = store__sqlerr(st, rc, "read task");
+    sqlite3_finalize(s);
+    return err;
+}
+
+skp_err store_get_task(struct store *st, const char *id, struct store_task *out)
+{
+    memset(out, 0, sizeof(*out));
+    if (!id)
+        return SKP_EINVAL;
+    sqlite3_stmt *s = NULL;
+    skp_err err = store__prepare(st, "SELECT " TASK_COLUMNS " FROM tasks WHERE id = ?", &s);
+    if (err)
+        return err;
+    sqlite3_bind_text(s, 1, id, -1, SQLITE_STATIC);
+    return one_task(st, s, out);
+}
+
+skp_err store_latest_task_before(struct store *st, const char *service, int64_t start_before,
+                                 struct store_task *out)
+{
+    memset(out, 0, sizeof(*out));
+    if (!service)
+        return SKP_EINVAL;
+    sqlite3_stmt *s = NULL;
+    skp_err err = store__prepare(st,
+                                 "SELECT " TASK_COLUMNS " FROM tasks WHERE service = ? AND "
+                                 "start_time <= ? ORDER BY start_time DESC, create_time DESC "
+                                 "LIMIT 1",
+                                 &s);
+    if (err)
+        return err;
+    sqlite3_bind_text(s, 1, service, -1, SQLITE_STATIC);
+    sqlite3_bind_int64(s, 2, start_before);
+    return one_task(st, s, out);
+}
+
+struct task_vec {
+    struct store_task *v;
+    size_t n, cap;
+};
+
+static skp_err push_task_row(void *ud, sqlite3_stmt *s)
+{
+    struct task_vec *tv = ud;
+    struct store_task *nv = store__grow(tv->v, tv->n, &tv->cap, sizeof(*nv), 4);
+    if (!nv)
+        return SKP_ENOMEM;
+    tv->v = nv;
+    skp_err err = task_from_row(s, &tv->v[tv->n]);
+    if (!err)
+        tv->n++;
+    return err;
+}
+
+skp_err store_tasks_for_agent(struct store *st, const char *service, int64_t after_create_time,
+                              int64_t now_ms, struct store_task **out, size_t *n_out)
+{
+    *out = NULL;
+    *n_out = 0;
+    if (!service)
+        return SKP_EINVAL;
+    sqlite3_stmt *s = NULL;
+    struct task_vec tv = {0};
+    skp_err err = store__prepare(st,
+                                 "SELECT " TASK_COLUMNS " FROM tasks WHERE service = ? AND "
+                                 "create_time > ? AND start_time + duration_min * 60000 > ? "
+                                 "ORDER BY create_time, id",
+                                 &s);
+    if (err)
+        return err;
+    sqlite3_bind_text(s, 1, service, -1, SQLITE_STATIC);
+    sqlite3_bind_int64(s, 2, after_create_time);
+    sqlite3_bind_int64(s, 3, now_ms);
+    err = store__each_row(st, s, push_task_row, &tv, "tasks for agent");
+    sqlite3_finalize(s);
+    if (err) {
+        for (size_t i = 0; i < tv.n; i++)
+            store_task_cleanup(&tv.v[i]);
+        skpx_free(tv.v);
+        return err;
+    }
+    *out = tv.v;
+    *n_out = tv.n;
+    return SKP_OK;
+}
+
+struct task_visit {
+    store_task_cb cb;
+    void *ud;
+};
+
+static skp_err task_row(void *ud, sqlite3_stmt *s)
+{
+    const struct task_visit *v = ud;
+    struct store_task t = {
+        .id = (char *)store__col_text(s, 0),
+        .service = (char *)store__col_text(s, 1),
+        .endpoint = (char *)store__col_text(s, 2),
+        .start_time = sqlite3_column_int64(s, 3),
+        .duration_min = sqlite3_column_int(s, 4),
+        .min_duration_threshold = sqlite3_column_int(s, 5),
+        .dump_period = sqlite3_column_int(s, 6),
+        .max_sampling_count = sqlite3_column_int(s, 7),
+        .create_time = sqlite3_column_int64(s, 8),
+    };
+    return v->cb(v->ud, &t);
+}
+
+skp_err store_list_tasks(struct store *st, const char *service, const char *endpoint,
+                         store_task_cb cb, void *ud)
+{
+    if (!cb)
+        return SKP_EINVAL;
+    sqlite3_stmt *s = NULL;
+    skp_err err = store__prepare(st,
+                                 "SELECT " TASK_COLUMNS " FROM tasks WHERE "
+                                 "(?1 IS NULL OR service = ?1) AND (?2 IS NULL OR endpoint = ?2) "
+                                 "ORDER BY start_time DESC, create_time DESC",
+                                 &s);
+    if (err)
+        return err;
+    if (service)
+        sqlite3_bind_text(s, 1, service, -1, SQLITE_STATIC);
+    if (endpoint)
+        sqlite3_bind_text(s, 2, endpoint, -1, SQLITE_STATIC);
+    struct task_visit v = {cb, ud};
+    err = store__each_row(st, s, task_row, &v, "list tasks");
+    sqlite3_finalize(s);
+    return err;
+}
+
+skp_err store_add_task_log(struct store *st, const char *task_id, const char *service,
+                           const char *instance, enum store_task_op op, int64_t time_ms)
+{
+    if (!task_id || !instance ||
+        (op != STORE_TASK_NOTIFIED && op != STORE_TASK_EXECUTION_FINISHED))
+        return SKP_EINVAL;
+    sqlite3_stmt *s = NULL;
+    skp_err err = store__prepare(st,
+                                 "INSERT OR IGNORE INTO task_logs(task_id, instance, op, time, "
+                                 "service) VALUES(?, ?, ?, ?, ?)",
+                                 &s);
+    if (err)
+        return err;
+    sqlite3_bind_text(s, 1, task_id, -1, SQLITE_STATIC);
+    sqlite3_bind_text(s, 2, instance, -1, SQLITE_STATIC);
+    sqlite3_bind_int(s, 3, (int)op);
+    sqlite3_bind_int64(s, 4, time_ms);
+    if (service)
+        sqlite3_bind_text(s, 5, service, -1, SQLITE_STATIC);
+    int rc = sqlite3_step(s);
+    if (rc != SQLITE_DONE)
+        err = store__sqlerr(st, rc, "add task log");
+    else
+        st->commits++;
+    sqlite3_finalize(s);
+    return err;
+}
+
+struct task_log_visit {
+    const char *task_id;
+    store_task_log_cb cb;
+    void *ud;
+};
+
+static skp_err task_log_row(void *ud, sqlite3_stmt *s)
+{
+    const struct task_log_visit *v = ud;
+    struct store_task_log l = {
+        .task_id = v->task_id,
+        .instance = store__col_text(s, 0),
+        .op = (enum store_task_op)sqlite3_column_int(s, 1),
+        .time_ms = sqlite3_column_int64(s, 2),
+    };
+    return v->cb(v->ud, &l);
+}
+
+skp_err store_list_task_logs(struct store *st, const char *task_id, store_task_log_cb cb,
+                             void *ud)
+{
+    if (!task_id || !cb)
+        return SKP_EINVAL;
+    sqlite3_stmt *s = NULL;
+    skp_err err = store__prepare(st,
+                                 "SELECT instance, op, time FROM task_logs WHERE task_id = ? "
+                                 "ORDER BY time, op, instance",
+                                 &s);
+    if (err)
+        return err;
+    sqlite3_bind_text(s, 1, task_id, -1, SQLITE_STATIC);
+    struct task_log_visit v = {task_id, cb, ud};
+    err = store__each_row(st, s, task_log_row, &v, "list task logs");
+    sqlite3_finalize(s);
+    return err;
+}
+

@@ -1,0 +1,561 @@
+/* store_sqlite_segments.c - SQLite backend: trace segments, the profiled-segment listing of a
+ * task, and store_get_segment_info. A segment row keeps the columns the listing needs (trace
+ * id, service, instance, endpoint, start/end) plus its spans as one compact JSON text (the
+ * backend's column format since schema v1, see docs/internals/store.md), written from and read
+ * back into struct store_span rows here. Single-threaded, like the rest of the store. */
+#include "server/store.h"
+
+#include <jansson.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "common/alloc.h"
+#include "common/err.h"
+#include "common/log.h"
+#include "server/store_int.h"
+#include "server/utf8.h"
+
+static const char *str_or_empty(const char *s)
+{
+    return s ? s : "";
+}
+
+const char *store_segment_endpoint(const struct store_segment *seg)
+{
+    if (!seg || seg->n_spans == 0 || !seg->spans)
+        return NULL;
+    for (size_t i = 0; i < seg->n_spans; i++)
+        if (seg->spans[i].type == STORE_SPAN_ENTRY)
+            return str_or_empty(seg->spans[i].operation);
+    return str_or_empty(seg->spans[0].operation);
+}
+
+/* ---- span column: struct store_span <-> JSON text ---- */
+
+static const char *const k_type_names[] = {"Entry", "Exit", "Local", "Unknown"};
+static const char *const k_layer_names[] = {"Unknown", "Database", "RPCFramework", "Http",
+                                            "MQ",      "Cache",    "FAAS"};
+
+static const char *type_name(enum store_span_type t)
+{
+    return (unsigned)t < SKP_ARRAY_LEN(k_type_names) ? k_type_names[t] : "Unknown";
+}
+
+static const char *layer_name(enum store_span_layer l)
+{
+    return (unsigned)l < SKP_ARRAY_LEN(k_layer_names) ? k_layer_names[l] : "Unknown";
+}
+
+static int name_index(const char *const *names, size_t n, const char *name, int dflt)
+{
+    for (size_t i = 0; name && i < n; i++)
+        if (strcmp(names[i], name) == 0)
+            return (int)i;
+    return dflt;
+}
+
+static json_t *kv_array(const struct store_kv *kv, size_t n)
+{
+    json_t *a = json_array();
+    for (size_t i = 0; a && i < n; i++) {
+        json_t *o = json_pack("{s:o, s:o}", "key", skp_json_str(kv[i].key), "value",
+                              skp_json_str(kv[i].value));
+        if (!o || json_array_append_new(a, o) != 0) {
+            json_decref(a);
+            return NULL;
+        }
+    }
+    return a;
+}
+
+/* The stored form of one span. The segment's id, service and instance are repeated in every
+ * span: the column predates the row form and stays readable by older builds. */
+static json_t *span_to_json(const struct store_segment *seg, const struct store_span *sp)
+{
+    json_t *refs = json_array();
+    json_t *logs = json_array();
+    json_t *tags = kv_array(sp->tags, sp->n_tags);
+    if (!refs || !logs || !tags)
+        goto fail;
+    for (size_t i = 0; i < sp->n_refs; i++) {
+        const struct store_span_ref *r = &sp->refs[i];
+        json_t *ro = json_pack("{s:o, s:o, s:i, s:s}", "traceId", skp_json_str(r->trace_id),
+                               "parentSegmentId", skp_json_str(r->parent_segment_id),
+                               "parentSpanId", (int)r->parent_span_id, "type",
+                               r->cross_thread ? "CROSS_THREAD" : "CROSS_PROCESS");
+        if (!ro || json_array_append_new(refs, ro) != 0)
+            goto fail;
+    }
+    for (size_t i = 0; i < sp->n_logs; i++) {
+        json_t *data = kv_array(sp->logs[i].data, sp->logs[i].n_data);
+        json_t *lo = data ? json_pack("{s:I, s:o}", "time", (json_int_t)sp->logs[i].time_ms,
+                                      "data", data)
+                          : NULL;
+        if (!lo || json_array_append_new(logs, lo) != 0)
+            goto fail;
+    }
+    char component[16];
+    snprintf(component, sizeof(component), "%d", (int)sp->component_id);
+    return json_pack("{s:i, s:i, s:o, s:o, s:o, s:o, s:I, s:I, s:o, s:s, s:o, s:s, s:b, s:s, "
+                     "s:o, s:o}",
+                     "spanId", (int)sp->span_id, "parentSpanId", (int)sp->parent_span_id,
+                     "segmentId", skp_json_str(seg->segment_id), "refs", refs, "serviceCode",
+                     skp_json_str(seg->service), "serviceInstanceName",
+                     skp_json_str(seg->instance), "startTime", (json_int_t)sp->start_ms,
+                     "endTime", (json_int_t)sp->end_ms, "endpointName",
+                     skp_json_str(sp->operation), "type", type_name(sp->type), "peer",
+                     skp_json_str(sp->peer), "component", component, "isError",
+                     (int)sp->is_error, "layer", layer_name(sp->layer), "tags", tags, "logs",
+                     logs); /* "o" steals refs/tags/logs, also on failure */
+fail:
+    json_decref(refs);
+    json_decref(logs);
+    json_decref(tags);
+    return NULL;
+}
+
+/* Compact JSON text of a segment's spans; caller frees with skpx_free. NULL on ENOMEM. */
+static char *spans_to_text(const struct store_segment *seg, size_t *len)
+{
+    json_t *spans = json_array();
+    char *text = NULL;
+    for (size_t i = 0; spans && i < seg->n_spans; i++) {
+        json_t *o = span_to_json(seg, &seg->spans[i]);
+        if (!o || json_array_append_new(spans, o) != 0)
+            goto out;
+    }
+    if (!spans)
+        return NULL;
+    *len = json_dumpb(spans, NULL, 0, JSON_COMPACT);
+    text = skpx_malloc(*len + 1);
+    if (text && json_dumpb(spans, text, *len, JSON_COMPACT) != *len) {
+        skpx_free(text);
+        text = NULL;
+    }
+    if (text)
+        text[*len] = '\0';
+out:
+    json_decref(spans);
+    return text;
+}
+
+/* Rows decoded from a span column: the arrays point into `root`'s strings. */
+struct span_rows {
+    json_t *root;
+    struct store_span *spans;
+    size_t n_spans;
+    struct store_span_ref *refs;
+    struct store_kv *kvs;
+    struct store_span_log *logs;
+};
+
+static void span_rows_cleanup(struct span_rows *r)
+{
+    json_decref(r->root);
+    skpx_free(r->spans);
+    skpx_free(r->refs);
+    skpx_free(r->kvs);
+    skpx_free(r->logs);
+    memset(r, 0, sizeof(*r));
+}
+
+static const char *member_str(const json_t *o, const char *key)
+{
+    const char *v = json_string_value(json_object_get(o, key));
+    return v ? v : "";
+}
+
+static size_t kv_fill(const json_t *a, struct store_kv *kv)
+{
+    size_t n = 0, i;
+    json_t *e;
+    json_array_foreach(a, i, e)
+    {
+        kv[n].key = member_str(e, "key");
+        kv[n].value = member_str(e, "value");
+        n++;
+    }
+    return n;
+}
+
+/* Parses a span column. An unreadable one (never written by this backend) gives no spans,
+ * logged; only allocation failure is an error. */
+static skp_err span_rows_parse(const char *segment_id, const char *text, struct span_rows *r)
+{
+    memset(r, 0, sizeof(*r));
+    r->root = json_loads(text, 0, NULL);
+    if (!json_is_array(r->root)) {
+        SKPX_ERROR("store: spans of segment %s are unreadable", segment_id);
+        json_decref(r->root);
+        r->root = NULL;
+        return SKP_OK;
+    }
+    size_t n = json_array_size(r->root), n_refs = 0, n_kv = 0, n_logs = 0, i, j;
+    json_t *sp, *e;
+    json_array_foreach(r->root, i, sp)
+    {
+        n_refs += json_array_size(json_object_get(sp, "refs"));
+        n_kv += json_array_size(json_object_get(sp, "tags"));
+        json_t *lg = json_object_get(sp, "logs");
+        n_logs += json_array_size(lg);
+        json_array_foreach(lg, j, e) n_kv += json_array_size(json_object_get(e, "data"));
+    }
+    r->spans = n ? skpx_calloc(n, sizeof(*r->spans)) : NULL;
+    r->refs = n_refs ? skpx_calloc(n_refs, sizeof(*r->refs)) : NULL;
+    r->kvs = n_kv ? skpx_calloc(n_kv, sizeof(*r->kvs)) : NULL;
+    r->logs = n_logs ? skpx_calloc(n_logs, sizeof(*r->logs)) : NULL;
+    if ((n && !r->spans) || (n_refs && !r->refs) || (n_kv && !r->kvs) || (n_logs && !r->logs)) {
+        span_rows_cleanup(r);
+        return SKP_ENOMEM;
+    }
+    size_t at_ref = 0, at_kv = 0, at_log = 0;
+    json_array_foreach(r->root, i, sp)
+    {
+        struct store_span *o = &r->spans[i];
+        o->span_id = (int32_t)json_integer_value(json_object_get(sp, "spanId"));
+        o->parent_span_id = (int32_t)json_integer_value(json_object_get(sp, "parentSpanId"));
+        o->start_ms = json_integer_value(json_object_get(sp, "startTime"));
+        o->end_ms = json_integer_value(json_object_get(sp, "endTime"));
+        o->operation = member_str(sp, "endpointName");
+        o->peer = member_str(sp, "peer");
+        o->type = (enum store_span_type)name_index(k_type_names, SKP_ARRAY_LEN(k_type_names),
+                                                   json_string_value(json_object_get(sp, "type")),
+                                                   STORE_SPAN_TYPE_UNKNOWN);
+        o->layer = (enum store_span_layer)name_index(
+            k_layer_names, SKP_ARRAY_LEN(k_layer_names),
+            json_string_value(json_object_get(sp, "layer")), STORE_LAYER_UNKNOWN);
+        o->component_id = (int32_t)strtol(member_str(sp, "component"), NULL, 10);
+        o->is_error = json_is_true(json_object_get(sp, "isError"));
+        o->refs = r->refs + at_ref;
+        json_array_foreach(json_object_get(sp, "refs"), j, e)
+        {
+            struct store_span_ref *rf = &r->refs[at_ref++];
+            rf->trace_id = member_str(e, "traceId");
+            rf->parent_segment_id = member_str(e, "parentSegmentId");
+            rf->parent_span_id = (int32_t)json_integer_value(json_object_get(e, "parentSpanId"));
+            rf->cross_thread = strcmp(member_str(e, "type"), "CROSS_THREAD") == 0;
+            o->n_refs++;
+        }
+        o->tags = r->kvs + at_kv;
+        o->n_tags = kv_fill(json_object_get(sp, "tags"), r->kvs + at_kv);
+        at_kv += o->n_tags;
+        o->logs = r->logs + at_log;
+        json_array_foreach(json_object_get(sp, "logs"), j, e)
+        {
+            struct store_span_log *lo = &r->logs[at_log++];
+            lo->time_ms = json_integer_value(json_object_get(e, "time"));
+            lo->data = r->kvs + at_kv;
+            lo->n_data = kv_fill(json_object_get(e, "data"), r->kvs + at_kv);
+            at_kv += lo->n_data;
+            o->n_logs++;
+        }
+    }
+    r->n_spans = n;
+    return SKP_OK;
+}
+
+/* ---- ingest ---- */
+
+/* Stores one segment inside the open transaction. */
+static skp_err insert_segment(struct store *st, const struct store_segment *seg,
+                              int64_t received_ms)
+{
+    skp_err err = SKP_OK;
+    int64_t start = INT64_MAX, end = INT64_MIN;
+    for (size_t i = 0; i < seg->n_spans; i++) {
+        if (seg->spans[i].start_ms < start)
+            start = seg->spans[i].start_ms;
+        if (seg->spans[i].end_ms > end)
+            end = seg->spans[i].end_ms;
+    }
+    if (seg->n_spans == 0)
+        start = end = received_ms;
+    if (end < start)
+        end = start;
+    size_t len = 0;
+    char *text = spans_to_text(seg, &len);
+    if (!text)
+        return SKP_ENOMEM;
+    uint32_t ref = 0;
+    err = store__segment_ref(st, seg->segment_id, start, &ref);
+    if (err)
+        goto out;
+    sqlite3_stmt *s = store__stmt(st, STMT_SEGMENT_INS, &err);
+    if (!s)
+        goto out;
+    sqlite3_bind_int64(s, 1, ref);
+    sqlite3_bind_text(s, 2, str_or_empty(seg->trace_id), -1, SQLITE_STATIC);
+    sqlite3_bind_text(s, 3, str_or_empty(seg->service), -1, SQLITE_STATIC);
+    sqlite3_bind_text(s, 4, str_or_empty(seg->instance), -1, SQLITE_STATIC);
+    sqlite3_bind_text(s, 5, str_or_empty(store_segment_endpoint(seg)), -1, SQLITE_STATIC);
+    sqlite3_bind_int64(s, 6, start);
+    sqlite3_bind_int64(s, 7, end);
+    sqlite3_bind_int64(s, 8, received_ms);
+    sqlite3_bind_text(s, 9, text, (int)len, SQLITE_STATIC);
+    err = store__step_done(st, s, "insert segment");
+out:
+    skpx_free(text);
+    return err;
+}
+
+skp_err store_insert_segments(struct store *st, const struct store_segment *v, size_t n,
+                              int64_t received_ms)
+{
+    if (n == 0)
+        return SKP_OK;
+    if (!v)
+        return SKP_EINVAL;
+    if (st->read_only)
+        return SKP_EIO;
+    skp_err err = store__begin(st);
+    if (err)
+        return err;
+    for (size_t i = 0; i < n; i++) {
+        if (!v[i].segment_id || !v[i].segment_id[0] || (v[i].n_spans && !v[i].spans))
+            continue; /* nothing to key it by; the collector counts malformed input */
+        err = insert_segment(st, &v[i], received_ms);
+        if (err)
+            goto fail;
+    }
+    err = store__commit(st);
+    if (err)
+        goto fail;
+    return SKP_OK;
+fail:
+    store__rollback(st);
+    return err;
+}
+
+/* ---- one segment ---- */
+
+void store_segment_info_cleanup(struct store_segment_info *i)
+{
+    if (!i)
+        return;
+    skpx_free(i->trace_id);
+    skpx_free(i->endpoint);
+    i->trace_id = i->endpoint = NULL;
+}
+
+/* A copy of column i, NULL when it is NULL or empty; false on allocation failure. */
+static bool col_dup(sqlite3_stmt *s, int i, char **out)
+{
+    const char *t = (const char *)sqlite3_column_text(s, i);
+    *out = t && *t ? skpx_strdup(t) : NULL;
+    return !t || !*t || *out;
+}
+
+skp_err store_get_segment_info(struct store *st, const char *segment_id,
+                               struct store_segment_info *out)
+{
+    memset(out, 0, sizeof(*out));
+    if (!segment_id)
+        return SKP_EINVAL;
+    sqlite3_stmt *s = NULL;
+    /* The task is found through the segment's first snapshot (a primary-key seek). */
+    skp_err err = store__prepare(st,
+                                 "SELECT g.trace_id, COALESCE(NULLIF(g.endpoint, ''), t.endpoint), "
+                                 "t.dump_period FROM segids si "
+                                 "LEFT JOIN segments g ON g.seg = si.id "
+                                 "LEFT JOIN task_keys tk ON tk.id = (SELECT sn.task FROM "
+                                 "snapshots sn WHERE sn.seg = si.id ORDER BY sn.seq LIMIT 1) "
+                                 "LEFT JOIN tasks t ON t.id = tk.task_id "
+                                 "WHERE si.segment_id = ?",
+                                 &s);
+    if (err)
+        return err;
+    sqlite3_bind_text(s, 1, segment_id, -1, SQLITE_STATIC);
+    int rc = sqlite3_step(s);
+    if (rc == SQLITE_ROW) {
+        out->dump_period = sqlite3_column_int(s, 2);
+        if (!col_dup(s, 0, &out->trace_id) || !col_dup(s, 1, &out->endpoint)) {
+            store_segment_info_cleanup(out);
+            err = SKP_ENOMEM;
+        }
+    } else {
+        err = rc == SQLITE_DONE ? SKP_ENOTFOUND : store__sqlerr(st, rc, "segment info");
+    }
+    sqlite3_finalize(s);
+    return err;
+}
+
+/* ---- listing ---- */
+
+/* Pass 1 collects (start, segment id, refs) of every profiled segment; after sorting, pass 2
+ * reads each segment's row and hands it to the callback, so one segment's spans are in memory
+ * at a time. */
+struct listed {
+    int64_t start;
+    int64_t end;               /* without object */
+    char *segment_id;
+    int64_t seg;
+    bool has_object;
+};
+
+static int cmp_listed(const void *a, const void *b)
+{
+    const struct listed *x = a, *y = b;
+    if (x->start != y->start)
+        return x->start < y->start ? -1 : 1;
+    return strcmp(x->segment_id, y->segment_id);
+}
+
+/* Snapshot time range of (segment, task), for segments whose SegmentObject is missing: the
+ * first dump's time (sequence 0, which a listed segment has) to the last dump's time. Two
+ * primary-key seeks instead of a scan of the segment's dumps. */
+static skp_err snapshot_range(struct store *st, int64_t seg, int64_t task, int64_t *lo,
+                              int64_t *hi)
+{
+    skp_err err = SKP_OK;
+    sqlite3_stmt *s = store__stmt(st, STMT_SEG_RANGE, &err);
+    if (!s)
+        return err;
+    sqlite3_bind_int64(s, 1, seg);
+    sqlite3_bind_int64(s, 2, task);
+    int rc = sqlite3_step(s);
+    if (rc == SQLITE_ROW) {
+        *lo = sqlite3_column_int64(s, 0);
+        *hi = sqlite3_column_int64(s, 1);
+        if (*hi < *lo)
+            *hi = *lo;
+    } else {
+        err = store__sqlerr(st, rc, "snapshot range");
+    }
+    sqlite3_reset(s);
+    return err;
+}
+
+struct listed_vec {
+    struct store *st;
+    struct listed *v;
+    size_t n, cap;
+};
+
+static skp_err push_listed_row(void *ud, sqlite3_stmt *s)
+{
+    struct listed_vec *lv = ud;
+    struct listed *nv = store__grow(lv->v, lv->n, &lv->cap, sizeof(*nv), 16);
+    if (!nv)
+        return SKP_ENOMEM;
+    lv->v = nv;
+    struct listed *l = &lv->v[lv->n];
+    memset(l, 0, sizeof(*l));
+    l->seg = sqlite3_column_int64(s, 1);
+    l->has_object = sqlite3_column_type(s, 3) != SQLITE_NULL;
+    skp_err err = SKP_OK;
+    if (l->has_object)
+        l->start = sqlite3_column_int64(s, 3);
+    else
+        err = snapshot_range(lv->st, l->seg, sqlite3_column_int64(s, 2), &l->start, &l->end);
+    if (err)
+        return err;
+    l->segment_id = skpx_strdup(store__col_text(s, 0));
+    if (!l->segment_id)
+        return SKP_ENOMEM;
+    lv->n++;
+    return SKP_OK;
+}
+
+/* Pass 2 for one segment with its SegmentObject. */
+static skp_err visit_object(struct store *st, sqlite3_stmt *row, const struct listed *l,
+                            store_profiled_segment_cb cb, void *ud)
+{
+    sqlite3_reset(row);
+    sqlite3_bind_int64(row, 1, l->seg);
+    int rc = sqlite3_step(row);
+    if (rc != SQLITE_ROW)
+        return rc == SQLITE_DONE ? SKP_OK : store__sqlerr(st, rc, "read segment");
+    struct span_rows sr;
+    skp_err err = span_rows_parse(l->segment_id, store__col_text(row, 6), &sr);
+    if (err)
+        return err;
+    struct store_profiled_segment p = {
+        .segment_id = l->segment_id,
+        .has_object = true,
+        .trace_id = store__col_text(row, 0),
+        .service = store__col_text(row, 1),
+        .instance = store__col_text(row, 2),
+        .endpoint = store__col_text(row, 3),
+        .start_ms = sqlite3_column_int64(row, 4),
+        .end_ms = sqlite3_column_int64(row, 5),
+        .spans = sr.spans,
+        .n_spans = sr.n_spans,
+    };
+    err = cb(ud, &p);
+    span_rows_cleanup(&sr);
+    return err;
+}
+
+skp_err store_list_profiled_segments(struct store *st, const char *task_id,
+                                     store_profiled_segment_cb cb, void *ud)
+{
+    if (!task_id || !cb)
+        return SKP_EINVAL;
+    sqlite3_stmt *s = NULL;
+    struct listed_vec lv = {.st = st};
+    char *task_service = NULL;
+
+    skp_err err = store__prepare(st, "SELECT service FROM tasks WHERE id = ?", &s);
+    if (err)
+        return err;
+    sqlite3_bind_text(s, 1, task_id, -1, SQLITE_STATIC);
+    if (sqlite3_step(s) == SQLITE_ROW) {
+        task_service = skpx_strdup(store__col_text(s, 0));
+        if (!task_service) {
+            err = SKP_ENOMEM;
+            goto out;
+        }
+    }
+    sqlite3_finalize(s);
+    s = NULL;
+
+    err = store__prepare(st,
+                         "SELECT si.segment_id, ts.seg, ts.task, g.start_ms "
+                         "FROM task_keys tk JOIN task_segments ts ON ts.task = tk.id "
+                         "JOIN segids si ON si.id = ts.seg "
+                         "LEFT JOIN segments g ON g.seg = ts.seg "
+                         "WHERE tk.task_id = ? AND EXISTS (SELECT 1 FROM snapshots sn "
+                         "WHERE sn.seg = ts.seg AND sn.seq = 0 AND sn.task = ts.task)",
+                         &s);
+    if (err)
+        goto out;
+    sqlite3_bind_text(s, 1, task_id, -1, SQLITE_STATIC);
+    err = store__each_row(st, s, push_listed_row, &lv, "list profiled segments");
+    sqlite3_finalize(s);
+    s = NULL;
+    if (err)
+        goto out;
+    if (lv.n > 1)
+        qsort(lv.v, lv.n, sizeof(*lv.v), cmp_listed);
+    err = store__prepare(st,
+                         "SELECT trace_id, service, instance, endpoint, start_ms, end_ms, spans "
+                         "FROM segments WHERE seg = ?",
+                         &s);
+    if (err)
+        goto out;
+    for (size_t i = 0; i < lv.n && !err; i++) {
+        const struct listed *l = &lv.v[i];
+        if (l->has_object) {
+            err = visit_object(st, s, l, cb, ud);
+            continue;
+        }
+        struct store_profiled_segment p = {
+            .segment_id = l->segment_id,
+            .trace_id = "",
+            .service = task_service ? task_service : "",
+            .instance = "",
+            .endpoint = "",
+            .start_ms = l->start,
+            .end_ms = l->end,
+        };
+        err = cb(ud, &p);
+    }
+out:
+    for (size_t i = 0; i < lv.n; i++)
+        skpx_free(lv.v[i].segment_id);
+    skpx_free(lv.v);
+    skpx_free(task_service);
+    sqlite3_finalize(s);
+    return err;
+}

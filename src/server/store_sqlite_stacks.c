@@ -1,0 +1,364 @@
+/* store_sqlite_stacks.c - SQLite backend: name → id references (segment and task ids become
+ * small integers) and de-duplicated frames and stacks, through the bounded caches of
+ * struct store (store_int.h). Single-threaded. */
+#include "server/store.h"
+
+#include <string.h>
+
+#include "common/alloc.h"
+#include "common/log.h"
+#include "server/store_int.h"
+#include "server/utf8.h"
+
+/* ---- name → id references (segments, task keys) ---- */
+
+/* SELECT-or-INSERT of a text key through the statements `get` (key → id) and `ins` (key, and
+ * first_ms for segids), inside the caller's transaction. SKP_ENOTFOUND when absent and
+ * !create. */
+static skp_err select_or_insert(struct store *st, enum store_stmt get, enum store_stmt ins,
+                                const char *key, bool create, int64_t first_ms, uint32_t *out)
+{
+    skp_err err = SKP_OK;
+    sqlite3_stmt *s = store__stmt(st, get, &err);
+    if (!s)
+        return err;
+    sqlite3_bind_text(s, 1, key, -1, SQLITE_STATIC);
+    int rc = sqlite3_step(s);
+    if (rc == SQLITE_ROW) {
+        *out = (uint32_t)sqlite3_column_int64(s, 0);
+        sqlite3_reset(s);
+        return SKP_OK;
+    }
+    sqlite3_reset(s);
+    if (rc != SQLITE_DONE)
+        return store__sqlerr(st, rc, "look a name up");
+    if (!create)
+        return SKP_ENOTFOUND;
+    s = store__stmt(st, ins, &err);
+    if (!s)
+        return err;
+    sqlite3_bind_text(s, 1, key, -1, SQLITE_STATIC);
+    if (ins == STMT_SEGID_INS)
+        sqlite3_bind_int64(s, 2, first_ms);
+    err = store__step_done(st, s, "insert a name");
+    if (err)
+        return err;
+    *out = (uint32_t)sqlite3_last_insert_rowid(st->db);
+    return SKP_OK;
+}
+
+/* Remembers key → id in a lookup cache, clearing it first when it holds `max` entries. */
+static void cache_put(struct strmap *cache, size_t max, const char *key, uint32_t id)
+{
+    if (cache->n >= max)
+        strmap_clear(cache);
+    if (strmap_put(cache, key, id) != SKP_OK) {
+        /* only a cache: a failed put costs a lookup later */
+    }
+}
+
+/* Finds `name` through cache → SELECT; when `create`, INSERTs it (inside the caller's
+ * transaction). SKP_ENOTFOUND when absent and !create. */
+static skp_err name_ref(struct store *st, struct strmap *cache, enum store_stmt get,
+                        enum store_stmt ins, const char *name, bool create, int64_t first_ms,
+                        uint32_t *out)
+{
+    if (strmap_get(cache, name, out))
+        return SKP_OK;
+    skp_err err = select_or_insert(st, get, ins, name, create, first_ms, out);
+    if (err)
+        return err;
+    cache_put(cache, STORE_NAME_CACHE_MAX, name, *out);
+    return SKP_OK;
+}
+
+skp_err store__segment_ref(struct store *st, const char *segment_id, int64_t first_ms,
+                           uint32_t *out)
+{
+    return name_ref(st, &st->seg_ids, STMT_SEGID_GET, STMT_SEGID_INS, segment_id, true,
+                    first_ms, out);
+}
+
+skp_err store__segment_find(struct store *st, const char *segment_id, uint32_t *out)
+{
+    return name_ref(st, &st->seg_ids, STMT_SEGID_GET, STMT_SEGID_INS, segment_id, false, 0,
+                    out);
+}
+
+skp_err store__task_key(struct store *st, const char *task_id, bool create, uint32_t *out)
+{
+    return name_ref(st, &st->task_keys, STMT_TASKKEY_GET, STMT_TASKKEY_INS, task_id, create, 0,
+                    out);
+}
+
+/* ---- frames and stacks ---- */
+
+static skp_err frame_ref(struct store *st, const char *raw, uint32_t *out)
+{
+    if (strmap_get(&st->frame_ids, raw, out))
+        return SKP_OK;
+    /* Stored signatures are valid UTF-8 (they end up in JSON); the cache keeps the raw form. */
+    char *fixed = NULL;
+    const char *sig = raw;
+    if (!skp_utf8_valid(raw, strlen(raw))) {
+        fixed = skp_utf8_sanitize(raw);
+        if (!fixed)
+            return SKP_ENOMEM;
+        sig = fixed;
+    }
+    skp_err err = select_or_insert(st, STMT_FRAME_GET, STMT_FRAME_INS, sig, true, 0, out);
+    skpx_free(fixed);
+    if (err)
+        return err;
+    cache_put(&st->frame_ids, STORE_FRAME_CACHE_MAX, raw, *out);
+    return SKP_OK;
+}
+
+/* LEB128 varints: frame ids are small, so a 20-frame stack is ~20-40 bytes. */
+static size_t encode_ids(const uint32_t *ids, size_t n, uint8_t *buf)
+{
+    size_t len = 0;
+    for (size_t i = 0; i < n; i++) {
+        uint32_t v = ids[i];
+        while (v >= 0x80) {
+            buf[len++] = (uint8_t)(v | 0x80);
+            v >>= 7;
+        }
+        buf[len++] = (uint8_t)v;
+    }
+    return len;
+}
+
+size_t store__decode_ids(const uint8_t *b, size_t len, uint32_t *ids, size_t max)
+{
+    size_t n = 0;
+    size_t i = 0;
+    while (i < len) {
+        uint32_t v = 0;
+        int shift = 0;
+        for (;;) {
+            if (i >= len || shift > 28)
+                return SIZE_MAX;
+            uint8_t c = b[i++];
+            v |= (uint32_t)(c & 0x7f) << shift;
+            if (!(c & 0x80))
+                break;
+            shift += 7;
+        }
+        if (n == max)
+            return SIZE_MAX;
+        ids[n++] = v;
+    }
+    return n;
+}
+
+skp_err store__ensure_scratch(struct store *st, size_t n_ids)
+{
+    if (n_ids > st->scratch_cap) {
+        uint32_t *p = skpx_realloc(st->scratch_ids, n_ids * sizeof(*p));
+        if (!p)
+            return SKP_ENOMEM;
+        st->scratch_ids = p;
+        st->scratch_cap = n_ids;
+    }
+    size_t blob = n_ids * 5;
+    if (blob > st->scratch_blob_cap) {
+        uint8_t *p = skpx_realloc(st->scratch_blob, blob);
+        if (!p)
+            return SKP_ENOMEM;
+        st->scratch_blob = p;
+        st->scratch_blob_cap = blob;
+    }
+    return SKP_OK;
+}
+
+static void stack_cache_clear(struct store *st)
+{
+    st->n_stacks = 0;
+    st->pool_len = 0;
+    u64map_clear(&st->stack_by_hash);
+    u64map_clear(&st->stack_by_id);
+}
+
+/* Adds a stack to the cache; returns its frames' location in the pool or NULL when it was not
+ * cached (allocation failure or too large). Clears the cache when the pool bound is reached. */
+static const uint32_t *stack_cache_add(struct store *st, uint32_t id, uint64_t hash,
+                                       const uint32_t *ids, size_t n)
+{
+    if (n > STORE_STACK_POOL_MAX / 4)
+        return NULL;
+    if (st->pool_len + n > STORE_STACK_POOL_MAX)
+        stack_cache_clear(st);
+    if (st->pool_len + n > st->pool_cap) {
+        size_t ncap = st->pool_cap ? st->pool_cap : 4096;
+        while (ncap < st->pool_len + n)
+            ncap *= 2;
+        uint32_t *p = skpx_realloc(st->stack_pool, ncap * sizeof(*p));
+        if (!p)
+            return NULL;
+        st->stack_pool = p;
+        st->pool_cap = ncap;
+    }
+    struct store_stack_entry *grown =
+        store__grow(st->stacks, st->n_stacks, &st->cap_stacks, sizeof(*grown), 256);
+    if (!grown)
+        return NULL;
+    st->stacks = grown;
+    size_t idx = st->n_stacks;
+    uint64_t dummy;
+    if (u64map_put(&st->stack_by_id, id, idx) != SKP_OK)
+        return NULL;
+    if (!u64map_get(&st->stack_by_hash, hash, &dummy) &&
+        u64map_put(&st->stack_by_hash, hash, idx) != SKP_OK) {
+        stack_cache_clear(st);  /* keep both indexes consistent */
+        return NULL;
+    }
+    struct store_stack_entry *e = &st->stacks[idx];
+    e->id = id;
+    e->n = (uint32_t)n;
+    e->hash = hash;
+    e->off = st->pool_len;
+    if (n)
+        memcpy(st->stack_pool + st->pool_len, ids, n * sizeof(*ids));
+    st->pool_len += n;
+    st->n_stacks++;
+    return st->stack_pool + e->off;
+}
+
+skp_err store__stack_ref(struct store *st, char *const *frames, size_t n_frames, uint32_t *out)
+{
+    size_t n = n_frames < STORE_MAX_FRAMES ? n_frames : STORE_MAX_FRAMES;
+    skp_err err = store__ensure_scratch(st, n ? n : 1);
+    if (err)
+        return err;
+    uint32_t *ids = st->scratch_ids;
+    for (size_t i = 0; i < n; i++) {
+        err = frame_ref(st, frames[i] ? frames[i] : "", &ids[i]);
+        if (err)
+            return err;
+    }
+    uint64_t hash = skp_hash_u32s(ids, n);
+    uint64_t idx;
+    if (u64map_get(&st->stack_by_hash, hash, &idx)) {
+        const struct store_stack_entry *e = &st->stacks[idx];
+        if (e->n == n && memcmp(st->stack_pool + e->off, ids, n * sizeof(*ids)) == 0) {
+            *out = e->id;
+            return SKP_OK;
+        }
+    }
+    size_t blob_len = encode_ids(ids, n, st->scratch_blob);
+    sqlite3_stmt *s = store__stmt(st, STMT_STACK_BY_HASH, &err);
+    if (!s)
+        return err;
+    sqlite3_bind_int64(s, 1, (sqlite3_int64)hash);
+    int rc;
+    bool found = false;
+    while ((rc = sqlite3_step(s)) == SQLITE_ROW) {
+        const void *b = sqlite3_column_blob(s, 1);
+        size_t bl = (size_t)sqlite3_column_bytes(s, 1);
+        if (bl == blob_len && (bl == 0 || memcmp(b, st->scratch_blob, bl) == 0)) {
+            *out = (uint32_t)sqlite3_column_int64(s, 0);
+            found = true;
+            break;
+        }
+    }
+    sqlite3_reset(s);
+    if (!found && rc != SQLITE_DONE)
+        return store__sqlerr(st, rc, "find stack");
+    if (!found) {
+        s = store__stmt(st, STMT_STACK_INS, &err);
+        if (!s)
+            return err;
+        sqlite3_bind_int64(s, 1, (sqlite3_int64)hash);
+        if (blob_len)
+            sqlite3_bind_blob(s, 2, st->scratch_blob, (int)blob_len, SQLITE_STATIC);
+        else
+            sqlite3_bind_zeroblob(s, 2, 0);
+        err = store__step_done(st, s, "insert stack");
+        if (err)
+            return err;
+        *out = (uint32_t)sqlite3_last_insert_rowid(st->db);
+    }
+    (void)stack_cache_add(st, *out, hash, ids, n);
+    return SKP_OK;
+}
+
+skp_err store_get_stack(struct store *st, uint32_t stack, const uint32_t **frames, size_t *n)
+{
+    *frames = NULL;
+    *n = 0;
+    uint64_t idx;
+    if (u64map_get(&st->stack_by_id, stack, &idx)) {
+        const struct store_stack_entry *e = &st->stacks[idx];
+        *frames = st->stack_pool + e->off;
+        *n = e->n;
+        return SKP_OK;
+    }
+    skp_err err = SKP_OK;
+    sqlite3_stmt *s = store__stmt(st, STMT_STACK_GET, &err);
+    if (!s)
+        return err;
+    sqlite3_bind_int64(s, 1, stack);
+    int rc = sqlite3_step(s);
+    if (rc != SQLITE_ROW) {
+        sqlite3_reset(s);
+        return rc == SQLITE_DONE ? SKP_ENOTFOUND : store__sqlerr(st, rc, "read stack");
+    }
+    const uint8_t *b = sqlite3_column_blob(s, 0);
+    size_t bl = (size_t)sqlite3_column_bytes(s, 0);
+    /* every id takes at least one byte, so bl bounds the count */
+    err = store__ensure_scratch(st, bl ? bl : 1);
+    if (err) {
+        sqlite3_reset(s);
+        return err;
+    }
+    size_t cnt = store__decode_ids(b, bl, st->scratch_ids, bl);
+    sqlite3_reset(s);
+    if (cnt == SIZE_MAX) {
+        SKPX_ERROR("store: stack %u is corrupt", stack);
+        return SKP_EIO;
+    }
+    const uint32_t *cached = stack_cache_add(st, stack, skp_hash_u32s(st->scratch_ids, cnt),
+                                             st->scratch_ids, cnt);
+    *frames = cached ? cached : st->scratch_ids;
+    *n = cnt;
+    return SKP_OK;
+}
+
+skp_err store_get_frame(struct store *st, uint32_t frame, const char **sig)
+{
+    *sig = NULL;
+    uint64_t idx;
+    if (u64map_get(&st->frame_sig_idx, frame, &idx)) {
+        *sig = st->frame_sigs[idx];
+        return SKP_OK;
+    }
+    skp_err err = SKP_OK;
+    sqlite3_stmt *s = store__stmt(st, STMT_FRAME_SIG, &err);
+    if (!s)
+        return err;
+    sqlite3_bind_int64(s, 1, frame);
+    int rc = sqlite3_step(s);
+    if (rc != SQLITE_ROW) {
+        sqlite3_reset(s);
+        return rc == SQLITE_DONE ? SKP_ENOTFOUND : store__sqlerr(st, rc, "read frame");
+    }
+    char *copy = skpx_strdup(store__col_text(s, 0));
+    sqlite3_reset(s);
+    if (!copy)
+        return SKP_ENOMEM;
+    char **p = store__grow(st->frame_sigs, st->n_frame_sigs, &st->cap_frame_sigs, sizeof(*p), 256);
+    if (!p) {
+        skpx_free(copy);
+        return SKP_ENOMEM;
+    }
+    st->frame_sigs = p;
+    if (u64map_put(&st->frame_sig_idx, frame, st->n_frame_sigs) != SKP_OK) {
+        skpx_free(copy);
+        return SKP_ENOMEM;
+    }
+    st->frame_sigs[st->n_frame_sigs++] = copy;
+    *sig = copy;
+    return SKP_OK;
+}
+

@@ -1,0 +1,822 @@
+/* test_store_conformance.c - one suite for the storage interface (store.h), run against every
+ * backend. Everything is asserted through store.h's rows and callbacks only, so the same cases
+ * hold for any backend; what a backend must provide to the suite (a fresh target, and a way to
+ * make its writes fail) is the `struct backend` adapter below.
+ *
+ * Usage: test_store_conformance <backend>   (sqlite; a new backend adds an adapter here and
+ * one add_test line in CMakeLists.txt). */
+#include <pthread.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include <cmocka.h>
+#include <sqlite3.h>
+
+#include "common/err.h"
+#include "server/analyzer.h"
+#include "server/store_int.h"
+#include "store_test_util.h"
+
+/* ---- backend adapters ---- */
+
+enum fault {
+    FAULT_NONE,
+    FAULT_FULL,     /* the disk is full: large writes fail, small ones may pass */
+    FAULT_LOST,     /* the database refuses every write (connection lost / read-only) */
+};
+
+struct backend {
+    const char *name;
+    /* Fills `target` (the string store_open takes) for a new, empty database. */
+    void (*target_new)(char *target, size_t cap, void **ctx);
+    void (*target_free)(void *ctx);
+    /* Turns a fault on (or off with FAULT_NONE) for writes made through `st`. */
+    void (*fault)(struct store *st, enum fault f);
+};
+
+static void sqlite_target_new(char *target, size_t cap, void **ctx)
+{
+    struct tu_db *d = skpx_calloc(1, sizeof(*d));
+    tu_db_init(d);
+    snprintf(target, cap, "%s", d->path);
+    *ctx = d;
+}
+
+static void sqlite_target_free(void *ctx)
+{
+    tu_db_cleanup(ctx);
+    skpx_free(ctx);
+}
+
+static void sqlite_fault(struct store *st, enum fault f)
+{
+    sqlite3 *db = store__db(st);
+    char sql[96];
+    switch (f) {
+    case FAULT_FULL: {
+        sqlite3_stmt *s = NULL;
+        assert_int_equal(sqlite3_prepare_v2(db, "PRAGMA page_count", -1, &s, NULL), SQLITE_OK);
+        assert_int_equal(sqlite3_step(s), SQLITE_ROW);
+        long long pages = sqlite3_column_int64(s, 0);
+        sqlite3_finalize(s);
+        snprintf(sql, sizeof(sql), "PRAGMA max_page_count = %lld", pages + 1);
+        break;
+    }
+    case FAULT_LOST:
+        snprintf(sql, sizeof(sql), "PRAGMA query_only = 1");
+        break;
+    default:
+        snprintf(sql, sizeof(sql), "PRAGMA query_only = 0; PRAGMA max_page_count = 1073741823");
+        break;
+    }
+    assert_int_equal(sqlite3_exec(db, sql, NULL, NULL, NULL), SQLITE_OK);
+}
+
+static const struct backend k_backends[] = {
+    {"sqlite", sqlite_target_new, sqlite_target_free, sqlite_fault},
+};
+
+static const struct backend *g_be;
+
+/* ---- fixture ---- */
+
+struct cf {
+    char target[512];
+    void *ctx;
+    struct store *st;
+};
+
+static struct store *cf_open(const char *target)
+{
+    struct store *st = NULL;
+    assert_int_equal(store_open(target, NULL, &st), SKP_OK);
+    return st;
+}
+
+static int cf_setup(void **state)
+{
+    struct cf *f = skpx_calloc(1, sizeof(*f));
+    g_be->target_new(f->target, sizeof(f->target), &f->ctx);
+    f->st = cf_open(f->target);
+    *state = f;
+    return 0;
+}
+
+static int cf_teardown(void **state)
+{
+    struct cf *f = *state;
+    store_close(f->st);
+    g_be->target_free(f->ctx);
+    skpx_free(f);
+    return 0;
+}
+
+static void cf_reopen(struct cf *f)
+{
+    store_close(f->st);
+    f->st = cf_open(f->target);
+}
+
+static struct store_stats stats(struct store *st)
+{
+    struct store_stats s;
+    assert_int_equal(store_get_stats(st, &s), SKP_OK);
+    return s;
+}
+
+/* ---- row collectors ---- */
+
+#define MAXR 64
+
+struct tasks_seen {
+    size_t n;
+    char id[MAXR][64];
+    int64_t start[MAXR];
+};
+
+static skp_err task_cb(void *ud, const struct store_task *t)
+{
+    struct tasks_seen *v = ud;
+    assert_true(v->n < MAXR);
+    snprintf(v->id[v->n], sizeof(v->id[0]), "%s", t->id);
+    v->start[v->n++] = t->start_time;
+    return SKP_OK;
+}
+
+struct logs_seen {
+    size_t n;
+    char inst[MAXR][32];
+    int op[MAXR];
+    int64_t t[MAXR];
+};
+
+static skp_err log_cb(void *ud, const struct store_task_log *l)
+{
+    struct logs_seen *v = ud;
+    assert_true(v->n < MAXR);
+    snprintf(v->inst[v->n], sizeof(v->inst[0]), "%s", l->instance);
+    v->op[v->n] = (int)l->op;
+    v->t[v->n++] = l->time_ms;
+    return SKP_OK;
+}
+
+struct samples {
+    size_t n;
+    uint32_t seg[256];
+    int32_t seq[256];
+    int64_t t[256];
+    uint32_t stack[256];
+};
+
+static void sample_cb(void *ud, const struct store_sample *s)
+{
+    struct samples *v = ud;
+    if (v->n < 256) {
+        v->seg[v->n] = s->segment;
+        v->seq[v->n] = s->sequence;
+        v->t[v->n] = s->time_ms;
+        v->stack[v->n] = s->stack;
+    }
+    v->n++;
+}
+
+/* "a,b,c" of a stored stack id. */
+static void stack_text(struct store *st, uint32_t stack, char *out, size_t cap)
+{
+    const uint32_t *ids;
+    size_t n;
+    assert_int_equal(store_get_stack(st, stack, &ids, &n), SKP_OK);
+    uint32_t copy[64];
+    assert_true(n <= 64);
+    memcpy(copy, ids, n * sizeof(*ids));
+    size_t len = 0;
+    out[0] = '\0';
+    for (size_t i = 0; i < n; i++) {
+        const char *sig;
+        assert_int_equal(store_get_frame(st, copy[i], &sig), SKP_OK);
+        len += (size_t)snprintf(out + len, cap - len, "%s%s", i ? "," : "", sig);
+        assert_true(len < cap);
+    }
+}
+
+static struct store_task task(const char *id, const char *svc, const char *ep, int64_t start,
+                              int dur_min, int64_t create)
+{
+    return (struct store_task){.id = (char *)id, .service = (char *)svc, .endpoint = (char *)ep,
+                               .start_time = start, .duration_min = dur_min,
+                               .min_duration_threshold = 5, .dump_period = 10,
+                               .max_sampling_count = 5, .create_time = create};
+}
+
+/* ---- tasks and logs ---- */
+
+static void tasks(void **state)
+{
+    struct cf *f = *state;
+    struct store_task a = task("a", "svc", "/a", 1000, 1, 10);
+    struct store_task b = task("b", "svc", "/b", 5000, 2, 20);
+    struct store_task c = task("c", "other", "/a", 3000, 1, 30);
+    assert_int_equal(store_insert_task(f->st, &a), SKP_OK);
+    assert_int_equal(store_insert_task(f->st, &b), SKP_OK);
+    assert_int_equal(store_insert_task(f->st, &c), SKP_OK);
+    assert_int_equal(store_insert_task(f->st, &a), SKP_EEXIST);
+
+    struct store_task got;
+    assert_int_equal(store_get_task(f->st, "b", &got), SKP_OK);
+    assert_string_equal(got.service, "svc");
+    assert_string_equal(got.endpoint, "/b");
+    assert_int_equal(got.start_time, 5000);
+    assert_int_equal(got.duration_min, 2);
+    assert_int_equal(got.min_duration_threshold, 5);
+    assert_int_equal(got.dump_period, 10);
+    assert_int_equal(got.max_sampling_count, 5);
+    assert_int_equal(got.create_time, 20);
+    store_task_cleanup(&got);
+    assert_int_equal(store_get_task(f->st, "nope", &got), SKP_ENOTFOUND);
+
+    assert_int_equal(store_latest_task_before(f->st, "svc", 4999, &got), SKP_OK);
+    assert_string_equal(got.id, "a");
+    store_task_cleanup(&got);
+    assert_int_equal(store_latest_task_before(f->st, "svc", 999, &got), SKP_ENOTFOUND);
+
+    /* an agent's poll: created after its cursor, window not over */
+    struct store_task *v = NULL;
+    size_t n = 0;
+    assert_int_equal(store_tasks_for_agent(f->st, "svc", 0, 1000 + 60000 - 1, &v, &n), SKP_OK);
+    assert_int_equal(n, 2);
+    assert_string_equal(v[0].id, "a");
+    assert_string_equal(v[1].id, "b");
+    for (size_t i = 0; i < n; i++)
+        store_task_cleanup(&v[i]);
+    skpx_free(v);
+    assert_int_equal(store_tasks_for_agent(f->st, "svc", 10, 1000 + 60000, &v, &n), SKP_OK);
+    assert_int_equal(n, 1); /* a: before the cursor and over */
+    assert_string_equal(v[0].id, "b");
+    store_task_cleanup(&v[0]);
+    skpx_free(v);
+
+    struct tasks_seen ts = {0};
+    assert_int_equal(store_list_tasks(f->st, NULL, NULL, task_cb, &ts), SKP_OK);
+    assert_int_equal(ts.n, 3);
+    assert_string_equal(ts.id[0], "b"); /* start_time desc */
+    assert_string_equal(ts.id[1], "c");
+    assert_string_equal(ts.id[2], "a");
+    memset(&ts, 0, sizeof(ts));
+    assert_int_equal(store_list_tasks(f->st, NULL, "/a", task_cb, &ts), SKP_OK);
+    assert_int_equal(ts.n, 2);
+    memset(&ts, 0, sizeof(ts));
+    assert_int_equal(store_list_tasks(f->st, "svc", "/a", task_cb, &ts), SKP_OK);
+    assert_int_equal(ts.n, 1);
+}
+
+static void task_logs(void **state)
+{
+    struct cf *f = *state;
+    assert_int_equal(store_add_task_log(f->st, "t", "svc", "i2", STORE_TASK_NOTIFIED, 100), SKP_OK);
+    assert_int_equal(store_add_task_log(f->st, "t", "svc", "i1", STORE_TASK_NOTIFIED, 100), SKP_OK);
+    assert_int_equal(store_add_task_log(f->st, "t", "svc", "i1", STORE_TASK_EXECUTION_FINISHED, 50),
+                     SKP_OK);
+    /* the same log again is one log */
+    assert_int_equal(store_add_task_log(f->st, "t", "svc", "i1", STORE_TASK_NOTIFIED, 100), SKP_OK);
+    assert_int_equal(store_add_task_log(f->st, "u", "svc", "i1", STORE_TASK_NOTIFIED, 1), SKP_OK);
+    assert_int_equal(store_add_task_log(f->st, "t", "svc", "i1", (enum store_task_op)7, 1),
+                     SKP_EINVAL);
+    struct logs_seen l = {0};
+    assert_int_equal(store_list_task_logs(f->st, "t", log_cb, &l), SKP_OK);
+    assert_int_equal(l.n, 3);
+    assert_int_equal(l.t[0], 50); /* by time, then op, then instance */
+    assert_int_equal(l.op[0], STORE_TASK_EXECUTION_FINISHED);
+    assert_string_equal(l.inst[1], "i1");
+    assert_string_equal(l.inst[2], "i2");
+}
+
+struct inst_seen {
+    size_t n;
+    char name[8][32];
+    char lang[8][32];
+    int64_t hb[8];
+    size_t n_props[8];
+    char props[8][128];
+};
+
+static skp_err inst_cb(void *ud, const struct store_instance_row *r)
+{
+    struct inst_seen *v = ud;
+    assert_true(v->n < 8);
+    snprintf(v->name[v->n], 32, "%s", r->name);
+    snprintf(v->lang[v->n], 32, "%s", r->language ? r->language : "(null)");
+    v->hb[v->n] = r->last_heartbeat_ms;
+    v->n_props[v->n] = r->n_props;
+    size_t len = 0;
+    for (size_t i = 0; i < r->n_props; i++)
+        len += (size_t)snprintf(v->props[v->n] + len, 128 - len, "%s=%s;", r->props[i].key,
+                                r->props[i].value);
+    v->n++;
+    return SKP_OK;
+}
+
+struct svc_seen {
+    size_t n;
+    char name[8][32];
+    char layer[8][32];
+    int64_t n_inst[8];
+    int64_t seen[8];
+};
+
+static skp_err svc_cb(void *ud, const struct store_service_row *r)
+{
+    struct svc_seen *v = ud;
+    assert_true(v->n < 8);
+    snprintf(v->name[v->n], 32, "%s", r->name);
+    snprintf(v->layer[v->n], 32, "%s", r->layer ? r->layer : "(null)");
+    v->n_inst[v->n] = r->n_instances;
+    v->seen[v->n++] = r->last_seen_ms;
+    return SKP_OK;
+}
+
+static skp_err stop_cb(void *ud, const struct store_service_row *r)
+{
+    (void)r;
+    (*(int *)ud)++;
+    return SKP_ESTATE;
+}
+
+static void services_and_instances(void **state)
+{
+    struct cf *f = *state;
+    struct store_kv p1[] = {{"language", "python"}, {"os", "linux"}};
+    struct store_kv p2[] = {{"language", "python"}, {"zz", "1"}, {"aa", "2"}};
+    assert_int_equal(store_upsert_instance(f->st, "svc", "i1", "GENERAL", p1, 2, 100), SKP_OK);
+    assert_int_equal(store_upsert_instance(f->st, "svc", "i1", NULL, p2, 3, 200), SKP_OK);
+    assert_int_equal(store_touch_instance(f->st, "svc", "i0", 300), SKP_OK);
+    assert_int_equal(store_touch_instance(f->st, "svc", "i1", 150), SKP_OK); /* never backwards */
+    assert_int_equal(store_touch_instance(f->st, "asvc", "j", 50), SKP_OK);
+
+    struct inst_seen is = {0};
+    assert_int_equal(store_list_instances(f->st, "svc", inst_cb, &is), SKP_OK);
+    assert_int_equal(is.n, 2);
+    assert_string_equal(is.name[0], "i0");
+    assert_string_equal(is.lang[0], "(null)");
+    assert_string_equal(is.name[1], "i1");
+    assert_string_equal(is.lang[1], "python");
+    assert_int_equal(is.hb[1], 200);
+    /* replaced, not merged, in the order reported */
+    assert_string_equal(is.props[1], "language=python;zz=1;aa=2;");
+
+    struct svc_seen ss = {0};
+    assert_int_equal(store_list_services(f->st, svc_cb, &ss), SKP_OK);
+    assert_int_equal(ss.n, 2);
+    assert_string_equal(ss.name[0], "asvc");
+    assert_string_equal(ss.layer[0], "(null)");
+    assert_string_equal(ss.name[1], "svc");
+    assert_string_equal(ss.layer[1], "GENERAL");
+    assert_int_equal(ss.n_inst[1], 2);
+    assert_int_equal(ss.seen[1], 300);
+
+    memset(&is, 0, sizeof(is));
+    assert_int_equal(store_list_instances(f->st, "nope", inst_cb, &is), SKP_ENOTFOUND);
+    assert_int_equal(is.n, 0);
+    int calls = 0;
+    assert_int_equal(store_list_services(f->st, stop_cb, &calls), SKP_ESTATE);
+    assert_int_equal(calls, 1);
+}
+
+/* ---- snapshots and analysis inputs ---- */
+
+static void snapshots_dedup_and_order(void **state)
+{
+    struct cf *f = *state;
+    char *fa[] = {"main", "a"};
+    char *fb[] = {"main", "b"};
+    struct store_snapshot v[] = {
+        {"t", "s2", 1020, 2, fa, 2}, {"t", "s2", 1000, 0, fa, 2}, {"t", "s1", 1010, 1, fb, 2},
+        {"t", "s1", 1000, 0, fa, 2}, {"t", "s2", 1010, 1, fb, 2}, {"u", "s1", 1000, 0, fb, 2},
+    };
+    size_t dup = 9;
+    assert_int_equal(store_insert_snapshots(f->st, v, 6, &dup), SKP_OK);
+    assert_int_equal(dup, 0);
+    /* a resent batch stores nothing new and says so */
+    assert_int_equal(store_insert_snapshots(f->st, v, 3, &dup), SKP_OK);
+    assert_int_equal(dup, 3);
+    struct store_stats s = stats(f->st);
+    assert_int_equal(s.snapshots, 6);
+    assert_int_equal(s.stacks, 2);  /* two distinct stacks */
+    assert_int_equal(s.frames, 3);  /* main, a, b */
+
+    struct samples sm = {0};
+    assert_int_equal(store_scan_segment(f->st, "s2", 0, 100, sample_cb, &sm), SKP_OK);
+    assert_int_equal(sm.n, 3);
+    for (int i = 0; i < 3; i++)
+        assert_int_equal(sm.seq[i], i);
+    assert_int_equal(sm.t[0], 1000);
+    char txt[256];
+    stack_text(f->st, sm.stack[0], txt, sizeof(txt));
+    assert_string_equal(txt, "main,a");
+    assert_int_equal(sm.stack[0], sm.stack[2]);  /* same frames, same stack */
+    assert_int_not_equal(sm.stack[0], sm.stack[1]);
+
+    memset(&sm, 0, sizeof(sm));
+    assert_int_equal(store_scan_segment(f->st, "s2", 1, 1, sample_cb, &sm), SKP_OK);
+    assert_int_equal(sm.n, 1);
+    int32_t lo, hi;
+    assert_int_equal(store_segment_seq_window(f->st, "s2", 1005, 1030, &lo, &hi), SKP_OK);
+    assert_int_equal(lo, 1);
+    assert_int_equal(hi, 2);
+    assert_int_equal(store_segment_seq_window(f->st, "s2", 2000, 3000, &lo, &hi), SKP_ENOTFOUND);
+
+    /* a task's scan: by segment, then sequence; only that task's snapshots */
+    memset(&sm, 0, sizeof(sm));
+    assert_int_equal(store_scan_task(f->st, "t", sample_cb, &sm), SKP_OK);
+    assert_int_equal(sm.n, 5);
+    for (size_t i = 1; i < sm.n; i++) {
+        if (sm.seg[i] == sm.seg[i - 1])
+            assert_true(sm.seq[i] > sm.seq[i - 1]);
+        else
+            assert_int_not_equal(sm.seg[i], sm.seg[0]); /* segments are not interleaved */
+    }
+    memset(&sm, 0, sizeof(sm));
+    assert_int_equal(store_scan_task(f->st, "nope", sample_cb, &sm), SKP_OK);
+    assert_int_equal(sm.n, 0);
+
+    /* the analyzer reads only through these: s1+s2 of t → one tree main → {a, b} */
+    struct analysis *a = NULL;
+    assert_int_equal(analyze_task(f->st, "t", NULL, &a), SKP_OK);
+    assert_int_equal(a->n_snapshots, 5);
+    assert_int_equal(a->n_trees, 1);
+    assert_string_equal(a->trees[0].nodes[0].code_signature, "main");
+    assert_int_equal(a->trees[0].n_nodes, 3);
+    analysis_free(a);
+}
+
+/* ---- segments ---- */
+
+struct seg_seen {
+    size_t n;
+    char id[8][32];
+    bool has_object[8];
+    char trace[8][32];
+    char service[8][32];
+    char endpoint[8][32];
+    int64_t start[8], end[8];
+    size_t n_spans[8];
+};
+
+static skp_err seg_cb(void *ud, const struct store_profiled_segment *s)
+{
+    struct seg_seen *v = ud;
+    assert_true(v->n < 8);
+    size_t i = v->n++;
+    snprintf(v->id[i], 32, "%s", s->segment_id);
+    v->has_object[i] = s->has_object;
+    snprintf(v->trace[i], 32, "%s", s->trace_id);
+    snprintf(v->service[i], 32, "%s", s->service);
+    snprintf(v->endpoint[i], 32, "%s", s->endpoint);
+    v->start[i] = s->start_ms;
+    v->end[i] = s->end_ms;
+    v->n_spans[i] = s->n_spans;
+    if (strcmp(s->segment_id, "full") == 0) {
+        /* every field of every span comes back as written */
+        assert_int_equal(s->n_spans, 2);
+        const struct store_span *x = &s->spans[0], *e = &s->spans[1];
+        assert_int_equal(x->type, STORE_SPAN_EXIT);
+        assert_int_equal(x->layer, STORE_LAYER_DATABASE);
+        assert_true(x->is_error);
+        assert_string_equal(x->peer, "db:5432");
+        assert_int_equal(x->n_logs, 1);
+        assert_int_equal(x->logs[0].time_ms, 2011);
+        assert_int_equal(x->logs[0].n_data, 2);
+        assert_string_equal(x->logs[0].data[1].key, "message");
+        assert_string_equal(x->logs[0].data[1].value, "boom");
+        assert_int_equal(e->span_id, 0);
+        assert_int_equal(e->parent_span_id, -1);
+        assert_int_equal(e->start_ms, 2000);
+        assert_int_equal(e->end_ms, 2100);
+        assert_string_equal(e->operation, "/orders");
+        assert_int_equal(e->type, STORE_SPAN_ENTRY);
+        assert_int_equal(e->layer, STORE_LAYER_HTTP);
+        assert_int_equal(e->component_id, 49);
+        assert_false(e->is_error);
+        assert_int_equal(e->n_refs, 1);
+        assert_string_equal(e->refs[0].trace_id, "trace-0");
+        assert_string_equal(e->refs[0].parent_segment_id, "parent");
+        assert_int_equal(e->refs[0].parent_span_id, 3);
+        assert_true(e->refs[0].cross_thread);
+        assert_int_equal(e->n_tags, 1);
+        assert_string_equal(e->tags[0].key, "http.method");
+        assert_string_equal(e->tags[0].value, "GET");
+    }
+    return SKP_OK;
+}
+
+static void segments(void **state)
+{
+    struct cf *f = *state;
+    struct store_task t = task("t", "svc", "/orders", 0, 15, 1);
+    assert_int_equal(store_insert_task(f->st, &t), SKP_OK);
+    struct store_kv tags[] = {{"http.method", "GET"}};
+    struct store_kv data[] = {{"event", "error"}, {"message", "boom"}};
+    struct store_span_log logs[] = {{2011, data, 2}};
+    struct store_span_ref refs[] = {{"trace-0", "parent", 3, true}};
+    struct store_span spans[] = {
+        {.span_id = 1, .parent_span_id = 0, .start_ms = 2010, .end_ms = 2150,
+         .operation = "SELECT", .peer = "db:5432", .type = STORE_SPAN_EXIT,
+         .layer = STORE_LAYER_DATABASE, .is_error = true, .logs = logs, .n_logs = 1},
+        {.span_id = 0, .parent_span_id = -1, .start_ms = 2000, .end_ms = 2100,
+         .operation = "/orders", .type = STORE_SPAN_ENTRY, .layer = STORE_LAYER_HTTP,
+         .component_id = 49, .refs = refs, .n_refs = 1, .tags = tags, .n_tags = 1},
+    };
+    struct store_segment full = {"full", "trace-1", "svc", "inst-1", spans, 2};
+    assert_string_equal(store_segment_endpoint(&full), "/orders");
+    struct store_segment local = {"early", "trace-2", "svc", "inst-1", spans, 1};
+    assert_string_equal(store_segment_endpoint(&local), "SELECT"); /* no entry: first span */
+    struct store_segment none[] = {{"", "x", "svc", "i", NULL, 0}, {NULL, "x", "svc", "i", NULL, 0}};
+
+    /* arrival order 1: snapshots first, then the segment */
+    assert_int_equal(tu_add(f->st, "t", "full", 0, 2005, "m,a"), SKP_OK);
+    assert_int_equal(tu_add(f->st, "t", "full", 1, 2015, "m,a"), SKP_OK);
+    assert_int_equal(tu_add(f->st, "t", "bare", 0, 1500, "m"), SKP_OK);
+    assert_int_equal(tu_add(f->st, "t", "bare", 3, 1530, "m"), SKP_OK);
+    assert_int_equal(tu_add(f->st, "t", "late", 1, 1600, "m"), SKP_OK); /* no sequence 0 */
+    assert_int_equal(store_insert_segments(f->st, &full, 1, 3000), SKP_OK);
+    /* arrival order 2: the segment first */
+    assert_int_equal(store_insert_segments(f->st, &local, 1, 3000), SKP_OK);
+    assert_int_equal(tu_add(f->st, "t", "early", 0, 2020, "m"), SKP_OK);
+    /* a resent segment changes nothing; one without id is skipped */
+    struct store_segment again = full;
+    again.trace_id = "changed";
+    assert_int_equal(store_insert_segments(f->st, &again, 1, 3001), SKP_OK);
+    assert_int_equal(store_insert_segments(f->st, none, 2, 3001), SKP_OK);
+    assert_int_equal(store_insert_segments(f->st, NULL, 1, 3001), SKP_EINVAL);
+
+    struct seg_seen v = {0};
+    assert_int_equal(store_list_profiled_segments(f->st, "t", seg_cb, &v), SKP_OK);
+    assert_int_equal(v.n, 3);
+    assert_string_equal(v.id[0], "bare"); /* by start */
+    assert_false(v.has_object[0]);
+    assert_string_equal(v.service[0], "svc"); /* the task's */
+    assert_string_equal(v.trace[0], "");
+    assert_int_equal(v.start[0], 1500);
+    assert_int_equal(v.end[0], 1530);
+    assert_int_equal(v.n_spans[0], 0);
+    assert_string_equal(v.id[1], "full");
+    assert_true(v.has_object[1]);
+    assert_string_equal(v.trace[1], "trace-1");
+    assert_string_equal(v.endpoint[1], "/orders");
+    assert_int_equal(v.start[1], 2000);
+    assert_int_equal(v.end[1], 2150);
+    assert_string_equal(v.id[2], "early");
+    assert_string_equal(v.trace[2], "trace-2");
+    assert_int_equal(v.start[2], 2010);
+
+    memset(&v, 0, sizeof(v));
+    assert_int_equal(store_list_profiled_segments(f->st, "nothing", seg_cb, &v), SKP_OK);
+    assert_int_equal(v.n, 0);
+
+    struct store_segment_info info;
+    assert_int_equal(store_get_segment_info(f->st, "full", &info), SKP_OK);
+    assert_string_equal(info.trace_id, "trace-1");
+    assert_string_equal(info.endpoint, "/orders");
+    assert_int_equal(info.dump_period, 10);
+    store_segment_info_cleanup(&info);
+    assert_int_equal(store_get_segment_info(f->st, "bare", &info), SKP_OK);
+    assert_null(info.trace_id);
+    assert_string_equal(info.endpoint, "/orders"); /* the task's */
+    store_segment_info_cleanup(&info);
+    assert_int_equal(store_get_segment_info(f->st, "nope", &info), SKP_ENOTFOUND);
+}
+
+/* ---- retention and restart ---- */
+
+static void retention(void **state)
+{
+    struct cf *f = *state;
+    const int64_t day = 86400000;
+    struct store_task old = task("old", "svc", "/e", 1 * day, 1, 1 * day);
+    struct store_task cur = task("cur", "svc", "/e", 10 * day, 1, 10 * day);
+    assert_int_equal(store_insert_task(f->st, &old), SKP_OK);
+    assert_int_equal(store_insert_task(f->st, &cur), SKP_OK);
+    assert_int_equal(store_add_task_log(f->st, "old", "svc", "i", STORE_TASK_NOTIFIED, day), SKP_OK);
+    assert_int_equal(tu_add(f->st, "old", "s-old", 0, day, "main,only_old"), SKP_OK);
+    assert_int_equal(tu_add(f->st, "cur", "s-cur", 0, 10 * day, "main,kept"), SKP_OK);
+    struct store_span sp = {.start_ms = day, .end_ms = day + 5, .operation = "/e",
+                            .type = STORE_SPAN_ENTRY};
+    struct store_segment sg = {"s-old", "tr", "svc", "i", &sp, 1};
+    assert_int_equal(store_insert_segments(f->st, &sg, 1, day), SKP_OK);
+
+    uint64_t n = 0;
+    assert_int_equal(store_purge_before(f->st, 5 * day, &n), SKP_OK);
+    assert_true(n >= 6); /* snapshot, task link, segment, segment id, log, task, stack, frame */
+    struct store_stats s = stats(f->st);
+    assert_int_equal(s.snapshots, 1);
+    assert_int_equal(s.tasks, 1);
+    assert_int_equal(s.stacks, 1);
+    assert_int_equal(s.frames, 2); /* main, kept */
+    struct store_task got;
+    assert_int_equal(store_get_task(f->st, "old", &got), SKP_ENOTFOUND);
+    struct logs_seen l = {0};
+    assert_int_equal(store_list_task_logs(f->st, "old", log_cb, &l), SKP_OK);
+    assert_int_equal(l.n, 0);
+    struct samples sm = {0};
+    assert_int_equal(store_scan_segment(f->st, "s-old", 0, 10, sample_cb, &sm), SKP_OK);
+    assert_int_equal(sm.n, 0);
+    assert_int_equal(store_scan_segment(f->st, "s-cur", 0, 10, sample_cb, &sm), SKP_OK);
+    assert_int_equal(sm.n, 1);
+    char txt[128];
+    stack_text(f->st, sm.stack[0], txt, sizeof(txt));
+    assert_string_equal(txt, "main,kept");
+    /* the purged frame comes back as a new one, not as a stale cached id */
+    assert_int_equal(tu_add(f->st, "cur", "s-cur", 1, 10 * day + 1, "main,only_old"), SKP_OK);
+    memset(&sm, 0, sizeof(sm));
+    assert_int_equal(store_scan_segment(f->st, "s-cur", 1, 1, sample_cb, &sm), SKP_OK);
+    stack_text(f->st, sm.stack[0], txt, sizeof(txt));
+    assert_string_equal(txt, "main,only_old");
+}
+
+static void restart(void **state)
+{
+    struct cf *f = *state;
+    struct store_task t = task("t", "svc", "/e", 1000, 5, 1000);
+    assert_int_equal(store_insert_task(f->st, &t), SKP_OK);
+    assert_int_equal(tu_add(f->st, "t", "s", 0, 1000, "main,a,b"), SKP_OK);
+    struct samples before = {0};
+    assert_int_equal(store_scan_task(f->st, "t", sample_cb, &before), SKP_OK);
+    cf_reopen(f);
+    struct store_task got;
+    assert_int_equal(store_get_task(f->st, "t", &got), SKP_OK);
+    store_task_cleanup(&got);
+    /* the same stack after a restart is the same stored stack (de-dup does not depend on
+     * in-memory state) */
+    assert_int_equal(tu_add(f->st, "t", "s", 1, 1010, "main,a,b"), SKP_OK);
+    struct samples after = {0};
+    assert_int_equal(store_scan_task(f->st, "t", sample_cb, &after), SKP_OK);
+    assert_int_equal(after.n, 2);
+    assert_int_equal(after.stack[1], before.stack[0]);
+    assert_int_equal(stats(f->st).stacks, 1);
+    assert_int_equal(store_schema_version(), store_schema_version());
+}
+
+/* ---- concurrent writers ---- */
+
+enum { WRITERS = 4, BATCHES = 20, PER_BATCH = 25 };
+
+struct writer {
+    const char *target;
+    int idx;
+    skp_err err;
+};
+
+static void *writer_main(void *arg)
+{
+    struct writer *w = arg;
+    struct store *st = NULL;
+    w->err = store_open(w->target, NULL, &st);
+    if (w->err)
+        return NULL;
+    char seg[32];
+    snprintf(seg, sizeof(seg), "seg-%d", w->idx);
+    char shared[32], own[32];
+    for (int b = 0; b < BATCHES && !w->err; b++) {
+        struct store_snapshot v[PER_BATCH];
+        char *fr[PER_BATCH][3];
+        for (int i = 0; i < PER_BATCH; i++) {
+            int seq = b * PER_BATCH + i;
+            snprintf(shared, sizeof(shared), "shared_%d", seq % 7);
+            snprintf(own, sizeof(own), "own_%d", w->idx);
+            /* every writer races to create the same "main,shared_k" stacks */
+            fr[i][0] = "main";
+            fr[i][1] = skpx_strdup(shared);
+            fr[i][2] = skpx_strdup(own);
+            v[i] = (struct store_snapshot){"t", seg, 1000 + seq, seq, fr[i], (i % 2) ? 3 : 2};
+        }
+        size_t dup = 0;
+        w->err = store_insert_snapshots(st, v, PER_BATCH, &dup);
+        if (!w->err && dup)
+            w->err = SKP_EEXIST;
+        for (int i = 0; i < PER_BATCH; i++) {
+            skpx_free(fr[i][1]);
+            skpx_free(fr[i][2]);
+        }
+    }
+    store_close(st);
+    return NULL;
+}
+
+static void concurrent_writers(void **state)
+{
+    struct cf *f = *state;
+    pthread_t th[WRITERS];
+    struct writer w[WRITERS];
+    for (int i = 0; i < WRITERS; i++) {
+        w[i] = (struct writer){f->target, i, SKP_OK};
+        assert_int_equal(pthread_create(&th[i], NULL, writer_main, &w[i]), 0);
+    }
+    for (int i = 0; i < WRITERS; i++) {
+        assert_int_equal(pthread_join(th[i], NULL), 0);
+        assert_int_equal(w[i].err, SKP_OK);
+    }
+    cf_reopen(f);
+    struct store_stats s = stats(f->st);
+    assert_int_equal(s.snapshots, WRITERS * BATCHES * PER_BATCH);
+    /* frames: main, shared_0..6, own_0..3; stacks: 7 shared (2 frames) + 7 x 4 with own */
+    assert_int_equal(s.frames, 1 + 7 + WRITERS);
+    assert_int_equal(s.stacks, 7 + 7 * WRITERS);
+    struct samples sm = {0};
+    assert_int_equal(store_scan_segment(f->st, "seg-2", 0, 14, sample_cb, &sm), SKP_OK);
+    assert_int_equal(sm.n, 15);
+    char a[128], b[128];
+    stack_text(f->st, sm.stack[0], a, sizeof(a));
+    stack_text(f->st, sm.stack[14], b, sizeof(b));
+    assert_string_equal(a, "main,shared_0");
+    assert_string_equal(a, b);
+    stack_text(f->st, sm.stack[1], a, sizeof(a));
+    assert_string_equal(a, "main,shared_1,own_2");
+}
+
+/* ---- full disk / lost connection ---- */
+
+static void failed_writes_keep_nothing_and_recover(void **state, enum fault fault)
+{
+    struct cf *f = *state;
+    assert_int_equal(tu_add(f->st, "t", "s1", 0, 1000, "a,b"), SKP_OK);
+    struct store_stats before = stats(f->st);
+    g_be->fault(f->st, fault);
+    enum { N = 200 };
+    static char names[N][300];
+    char *frames[N][2];
+    struct store_snapshot v[N];
+    for (int i = 0; i < N; i++) {
+        snprintf(names[i], sizeof(names[i]), "frame_%d_%0250d", i, i);
+        frames[i][0] = "a";
+        frames[i][1] = names[i];
+        v[i] = (struct store_snapshot){"t", "s2", 2000 + i, i, frames[i], 2};
+    }
+    size_t dup = 0;
+    assert_int_equal(store_insert_snapshots(f->st, v, N, &dup), SKP_EIO);
+    struct store_span sp = {.start_ms = 1, .end_ms = 2, .operation = names[0]};
+    struct store_segment sg = {"s2", "tr", "svc", "i", &sp, 1};
+    if (fault == FAULT_LOST) {
+        assert_int_equal(store_insert_segments(f->st, &sg, 1, 5), SKP_EIO);
+        struct store_task t = task("x", "svc", "/e", 1, 1, 1);
+        assert_int_not_equal(store_insert_task(f->st, &t), SKP_OK);
+    }
+    /* nothing of the failed batch is visible */
+    struct store_stats mid = stats(f->st);
+    assert_int_equal(mid.snapshots, before.snapshots);
+    assert_int_equal(mid.frames, before.frames);
+    assert_int_equal(mid.stacks, before.stacks);
+    struct samples sm = {0};
+    assert_int_equal(store_scan_segment(f->st, "s2", 0, N, sample_cb, &sm), SKP_OK);
+    assert_int_equal(sm.n, 0);
+
+    /* the store recovers: the retried batch goes through whole, with no stale cached ids */
+    g_be->fault(f->st, FAULT_NONE);
+    assert_int_equal(store_insert_snapshots(f->st, v, N, &dup), SKP_OK);
+    assert_int_equal(dup, 0);
+    assert_int_equal(store_insert_segments(f->st, &sg, 1, 5), SKP_OK);
+    assert_int_equal(stats(f->st).snapshots, before.snapshots + N);
+    memset(&sm, 0, sizeof(sm));
+    assert_int_equal(store_scan_segment(f->st, "s2", 7, 7, sample_cb, &sm), SKP_OK);
+    assert_int_equal(sm.n, 1);
+    char txt[400];
+    stack_text(f->st, sm.stack[0], txt, sizeof(txt));
+    assert_string_equal(txt + 2, names[7]);
+    cf_reopen(f);
+    assert_int_equal(stats(f->st).snapshots, before.snapshots + N);
+}
+
+static void full_disk(void **state)
+{
+    failed_writes_keep_nothing_and_recover(state, FAULT_FULL);
+}
+
+static void lost_connection(void **state)
+{
+    failed_writes_keep_nothing_and_recover(state, FAULT_LOST);
+}
+
+int main(int argc, char **argv)
+{
+    const char *name = argc > 1 ? argv[1] : "sqlite";
+    for (size_t i = 0; i < SKP_ARRAY_LEN(k_backends); i++)
+        if (strcmp(k_backends[i].name, name) == 0)
+            g_be = &k_backends[i];
+    if (!g_be) {
+        fprintf(stderr, "unknown backend %s\n", name);
+        return 2;
+    }
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test_setup_teardown(tasks, cf_setup, cf_teardown),
+        cmocka_unit_test_setup_teardown(task_logs, cf_setup, cf_teardown),
+        cmocka_unit_test_setup_teardown(services_and_instances, cf_setup, cf_teardown),
+        cmocka_unit_test_setup_teardown(snapshots_dedup_and_order, cf_setup, cf_teardown),
+        cmocka_unit_test_setup_teardown(segments, cf_setup, cf_teardown),
+        cmocka_unit_test_setup_teardown(retention, cf_setup, cf_teardown),
+        cmocka_unit_test_setup_teardown(restart, cf_setup, cf_teardown),
+        cmocka_unit_test_setup_teardown(concurrent_writers, cf_setup, cf_teardown),
+        cmocka_unit_test_setup_teardown(full_disk, cf_setup, cf_teardown),
+        cmocka_unit_test_setup_teardown(lost_connection, cf_setup, cf_teardown),
+    };
+    return cmocka_run_group_tests_name(g_be->name, tests, NULL, NULL);
+}

@@ -83,7 +83,7 @@ setup(
     name='skyprof',
     version=version(),
     description='On-demand, trace-aware profiling for Python (SkyWalking v3 protocol)',
-    packages=['skyprof', 'skyprof.instrument'],
+    packages=['skyprof', 'skyprof.instrument', 'skyprof.bootstrap'],
     ext_modules=[ext],
     cmdclass={'build_ext': BuildExt},
     python_requires='>=3.8',

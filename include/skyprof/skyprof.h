@@ -313,6 +313,9 @@ SKYPROF_API void skyprof_span_set_error(skyprof_span *span, bool is_error);
 SKYPROF_API void skyprof_span_add_tag(skyprof_span *span, const char *key, const char *value);
 SKYPROF_API void skyprof_span_set_component(skyprof_span *span, int component_id);
 SKYPROF_API void skyprof_span_set_layer(skyprof_span *span, enum skyprof_span_layer layer);
+/* Sets the span's peer (copied), e.g. the client "ip:port" of an entry span as SkyWalking's
+ * Python plugins report it. A peer that does not fit the segment's text space is dropped. */
+SKYPROF_API void skyprof_span_set_peer(skyprof_span *span, const char *peer);
 
 /* Writes the outgoing `sw8` header value for a call made from the calling thread's innermost open
  * span (use it inside an exit span; `peer` of that span is sent as addressUsedAtClient) into buf

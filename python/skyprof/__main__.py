@@ -1,5 +1,10 @@
 """``python -m skyprof run app.py [args...]`` (or ``run -m module [args...]``): starts the agent,
-configured from the SW_AGENT_* environment, then runs the application as __main__."""
+configured from the SW_AGENT_* environment, then runs the application as __main__.
+
+It also puts skyprof's bootstrap (skyprof/bootstrap/sitecustomize.py) first on PYTHONPATH, so
+every Python process the application starts - reloader children, multiprocessing spawn workers,
+uvicorn/gunicorn/uWSGI workers - starts its own agent (``SKYPROF_BOOTSTRAP=0`` turns that off).
+A process that only supervises others starts none (see skyprof._roles)."""
 import os
 import runpy
 import sys
@@ -7,17 +12,40 @@ import sys
 USAGE = 'usage: python -m skyprof run (script.py | -m module) [args...]'
 
 
+def _export_bootstrap():
+    """Environment for the children: bootstrap dir and skyprof's own location on PYTHONPATH."""
+    import skyprof
+    pkg_parent = os.path.dirname(os.path.dirname(os.path.abspath(skyprof.__file__)))
+    boot = os.path.join(os.path.dirname(os.path.abspath(skyprof.__file__)), 'bootstrap')
+    parts = [p for p in os.environ.get('PYTHONPATH', '').split(os.pathsep) if p]
+    parts = [p for p in parts if os.path.abspath(p) != boot]
+    if pkg_parent not in (os.path.abspath(p) for p in parts):
+        parts.insert(0, pkg_parent)
+    os.environ['PYTHONPATH'] = os.pathsep.join([boot] + parts)
+    os.environ.setdefault('SKYPROF_RUN_ROOT_PID', str(os.getpid()))
+    os.environ['SKYPROF_BOOTSTRAP_EXE'] = sys.executable
+
+
 def main(argv=None):
     argv = list(sys.argv[1:] if argv is None else argv)
     if len(argv) < 2 or argv[0] != 'run':
         sys.stderr.write(USAGE + '\n')
         return 2
-    from skyprof import agent
-    agent.start()
+    if argv[1] == '-m' and len(argv) < 3:
+        sys.stderr.write(USAGE + '\n')
+        return 2
+    from skyprof import _roles, agent, instrument
+    if os.environ.get('SKYPROF_BOOTSTRAP', '1') != '0':
+        _export_bootstrap()
+    program = argv[2] if argv[1] == '-m' else argv[1]
+    rest = argv[3:] if argv[1] == '-m' else argv[2:]
+    instrument.install_all()
+    reason = _roles.supervisor_reason(program, rest)
+    if reason:
+        _roles.mark_supervisor(reason)
+    else:
+        agent.start()
     if argv[1] == '-m':
-        if len(argv) < 3:
-            sys.stderr.write(USAGE + '\n')
-            return 2
         sys.argv = [argv[2]] + argv[3:]
         runpy.run_module(argv[2], run_name='__main__', alter_sys=True)
     else:

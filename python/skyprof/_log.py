@@ -43,3 +43,27 @@ def configure(level):
         h = logging.StreamHandler()
         h.setFormatter(logging.Formatter('%(asctime)s skyprof %(levelname)s %(message)s'))
         lg.addHandler(h)
+
+
+_warned = set()
+
+
+def warn_once(key, message):
+    """Logs `message` at WARNING once per process and key. When the application configured no
+    level for skyprof, the line goes to stderr anyway: these are the "nothing will be traced"
+    cases a user must not miss."""
+    if key in _warned:
+        return
+    _warned.add(key)
+    try:
+        lg = logger._get()
+        if lg.level and lg.level <= 30 and any(type(h).__name__ != 'NullHandler'
+                                               for h in lg.handlers):
+            lg.warning(message)
+            return
+        import os
+        import sys
+        sys.stderr.write('skyprof WARNING [pid %d] %s\n' % (os.getpid(), message))
+        sys.stderr.flush()
+    except Exception:
+        pass

@@ -6,15 +6,34 @@ call here is guarded so a failure inside the agent never reaches user code: the 
 exception is logged and switches the agent's tracing off for the rest of the process.
 """
 import functools
+import threading
 
 from . import _native
 from ._log import logger
 
-COMPONENT_PYTHON = 7000       # SkyWalking component id "Python" (http.server plugin: General)
+# SkyWalking's component ids (its Python agent's Component enum).
+COMPONENT_PYTHON = 7000       # "General": http.server, werkzeug, urllib.request, http.client
 COMPONENT_WSGI = 7000
 COMPONENT_ASGI = 7000
+COMPONENT_FLASK = 7001
+COMPONENT_REQUESTS = 7002
+COMPONENT_DJANGO = 7004
+COMPONENT_URLLIB3 = 7006
+COMPONENT_AIOHTTP = 7008
+COMPONENT_FASTAPI = 7014
+
+LAYER_HTTP = 3
+SPAN_EXIT = 1
 
 _state = {'disabled': False}
+
+# Frameworks whose own instrumentation names the requests (flask, django, starlette, aiohttp):
+# once one is installed, the server-level wrappers (werkzeug, gunicorn/uvicorn plain WSGI/ASGI)
+# leave the request to it, so a request gets one entry span named as SkyWalking names it.
+frameworks = set()
+
+# Per thread: depth of our open exit spans (requests -> urllib3 -> http.client make one span).
+_tls = threading.local()
 
 
 def _disable(what, exc):
@@ -27,23 +46,77 @@ def enabled():
     return _native.HAS_AGENT and not _state['disabled']
 
 
-def begin(endpoint, sw8=None, component=None, layer=None, tags=None):
+def begin(endpoint, sw8=None, component=None, layer=None, tags=None, peer=None):
     """Opens an entry span (a new segment when the thread has none). Returns a handle or None."""
     if not enabled():
         return None
     try:
-        span = _native.native.entry_begin(endpoint, sw8)
+        native = _native.native
+        span = native.entry_begin(endpoint, sw8)
         if span is not None:
             if component is not None:
-                _native.native.span_set_component(span, component,
-                                                  layer if layer is not None else -1)
+                native.span_set_component(span, component, layer if layer is not None else -1)
+            if peer:
+                native.span_set_peer(span, peer)
             if tags:
                 for k, v in tags:
-                    _native.native.span_tag(span, k, str(v))
+                    native.span_tag(span, k, str(v))
         return span
     except Exception as e:  # never into user code
         _disable('entry_begin', e)
         return None
+
+
+def exit_begin(name, peer, component, method, url):
+    """Opens an exit span (HTTP client call) in the thread's open segment and returns
+    (span, sw8 header value) or (None, None) when there is no open segment, or when an exit span
+    of ours is already open on this thread (the outer library's span covers the call)."""
+    if not enabled() or getattr(_tls, 'exit_depth', 0):
+        return None, None
+    try:
+        native = _native.native
+        span = native.span_begin(SPAN_EXIT, name or '/', peer or '')
+        if span is None:
+            return None, None
+        native.span_set_component(span, component, LAYER_HTTP)
+        native.span_tag(span, 'http.method', str(method).upper())
+        native.span_tag(span, 'http.url', str(url))
+        sw8 = native.sw8_inject()
+        _tls.exit_depth = 1
+        return span, sw8
+    except Exception as e:
+        _disable('exit span', e)
+        return None, None
+
+
+def exit_end(span, status=None, failed=False):
+    if span is None:
+        return
+    _tls.exit_depth = 0
+    try:
+        native = _native.native
+        if status is not None:
+            native.span_tag(span, 'http.status_code', str(status))
+            if status >= 400:
+                failed = True
+        if failed:
+            native.span_set_error(span, True)
+        native.span_end(span)
+    except Exception as e:
+        _disable('exit span end', e)
+
+
+def finish(span, status=None, failed=False):
+    """Ends an entry span with its HTTP status (>= 400 marks an error, as SkyWalking does)."""
+    if span is None:
+        return
+    if status is not None:
+        tag(span, 'http.status_code', status)
+        if status >= 400:
+            failed = True
+    if failed:
+        error(span)
+    end(span)
 
 
 def tag(span, key, value):

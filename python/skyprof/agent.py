@@ -29,11 +29,6 @@ def _after_fork_in_child():
         logger.error('skyprof: fork handling failed: %r', e)
 
 
-def _patch_http_server(_module):
-    from .instrument import http_server
-    http_server.install()
-
-
 def start(**overrides):
     """Starts the agent with ``config`` (plus keyword overrides of config attributes).
     Returns True when running. Idempotent."""
@@ -47,8 +42,9 @@ def start(**overrides):
             if not _native.HAS_AGENT:
                 logger.warning('skyprof: built without libskyprof; agent not started')
                 return False
+            from . import instrument  # hooks installed before the native start
+            instrument.install_all()
             kwargs = config.start_kwargs()
-            from ._postimport import when_imported  # imported before the native start
             _native.native.start(**kwargs)
             try:
                 _state['started'] = True
@@ -59,8 +55,6 @@ def start(**overrides):
                 if not _state['atfork'] and hasattr(os, 'register_at_fork'):
                     os.register_at_fork(after_in_child=_after_fork_in_child)
                     _state['atfork'] = True
-                if config.instrument_http_server:
-                    when_imported('http.server', _patch_http_server)
             except BaseException:
                 _state['started'] = False
                 _native.native.stop(flush_ms=0)

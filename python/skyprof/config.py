@@ -113,13 +113,45 @@ def effective(name):
     return g[old]
 
 
+def instance_properties():
+    """The instance properties SkyWalking's Python agent reports (language, OS Name, hostname,
+    ipv4, python_implementation, python_version, namespace, SW_AGENT_INSTANCE_PROPERTIES_JSON);
+    "Process No." is added by the C core at each report (so it is right after fork)."""
+    import platform
+    import socket
+    props = [('language', 'python'), ('OS Name', _os.name)]
+    try:
+        host = socket.gethostname()
+        props.append(('hostname', host))
+        try:
+            props.append(('ipv4', '; '.join(socket.gethostbyname_ex(host)[2])))
+        except OSError:
+            pass
+    except OSError:
+        pass
+    props.append(('python_implementation', platform.python_implementation()))
+    props.append(('python_version', platform.python_version()))
+    ns = _os.environ.get('SW_AGENT_NAMESPACE')
+    if ns:
+        props.append(('namespace', ns))
+    extra = _os.environ.get('SW_AGENT_INSTANCE_PROPERTIES_JSON')
+    if extra:
+        try:
+            import json
+            for k, v in json.loads(extra).items():
+                props.append((str(k), str(v)))
+        except Exception:
+            pass
+    return props[:32]
+
+
 def start_kwargs():
     """Keyword arguments for skyprof._skyprof.start() built from the effective configuration."""
     backend = str(effective('agent_collector_backend_services') or '').split(',')[0].strip()
     level = effective('agent_logging_level')
     return dict(
         service=str(effective('agent_name')),
-        instance=str(effective('agent_instance_name') or ''),
+        instance=_instance_name(),
         backend=backend,
         authentication=str(effective('agent_authentication') or ''),
         poll_interval_ms=int(effective('agent_collector_get_profile_task_interval')) * 1000,
@@ -133,4 +165,11 @@ def start_kwargs():
         min_dump_period_ms=int(min_dump_period_ms),
         report_segments=bool(report_segments),
         portable=bool(python_portable_reader),
+        language='python',
+        properties=instance_properties(),
     )
+
+
+def _instance_name():
+    from . import _roles
+    return _roles.instance_name_for_process(str(effective('agent_instance_name') or ''))

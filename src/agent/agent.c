@@ -353,14 +353,28 @@ static skp_err restart_child(skyprof_agent **out)
     if (!old)
         return SKP_ESTATE;
     struct skyprof_config cfg = old->cfg;
-    if (old->instance_generated)
+    size_t base_len = strlen(cfg.instance);
+    if (old->instance_generated) {
         cfg.instance[0] = '\0'; /* a new generated name: the child is another instance */
+    } else {
+        /* A fixed name shared by forked workers gets a per-process suffix "<name>-<pid>" (the
+         * parent's own suffix replaced), so workers never merge into one instance. */
+        if (old->instance_base_len > 0 && old->instance_base_len < base_len)
+            base_len = old->instance_base_len;
+        cfg.instance[base_len] = '\0';
+        size_t room = sizeof(cfg.instance) - base_len;
+        int n = snprintf(cfg.instance + base_len, room, "-%d", (int)getpid());
+        if (n < 0 || (size_t)n >= room)
+            cfg.instance[base_len] = '\0'; /* no room: keep the plain name */
+    }
     struct skyprof_stack_source src = old->source;
     bool has_src = src.capture != NULL;
     /* properties: the old agent's copies stay valid until it is forgotten below, and start
      * copies them */
     g_forked = NULL;
     skp_err err = start_with(&cfg, has_src ? &src : NULL, out);
+    if (!err && !old->instance_generated)
+        (*out)->instance_base_len = base_len;
     forget_inherited(old);
     return err;
 }

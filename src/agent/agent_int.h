@@ -26,6 +26,7 @@ struct skyprof_agent {
     struct skyprof_kv *props;            /* owned copies of cfg.properties */
     char *props_mem;
     bool instance_generated;
+    size_t instance_base_len; /* fixed name: its length before a forked child's "-<pid>" suffix */
     struct skyprof_stack_source source;  /* copy; capture == NULL means none; changed under
                                             lock + src_lock, symbolize used under src_lock */
     pthread_mutex_t src_lock;

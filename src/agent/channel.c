@@ -1,7 +1,7 @@
 /* channel.c - the agent's one permanent thread, skp-channel. It owns the backend connection
  * (through the transport) and does, each when due: task start/stop decisions; heartbeat
- * (reportInstanceProperties at the first successful beat and every 10th, keepAlive otherwise, as
- * Java does); getProfileTaskCommands with the lastCommandTime cursor; one collectSnapshot stream
+ * (reportInstanceProperties at the first successful beat and every 10th, then keepAlive in
+ * every beat, as SkyWalking's Python agent does); getProfileTaskCommands with the lastCommandTime cursor; one collectSnapshot stream
  * every 500 ms when snapshots are queued; one TraceSegmentReportService/collect stream every
  * second when segments are queued; reportTaskFinish for stopped tasks (kept and retried while the
  * backend is down). When the backend is down the transport fails fast during its capped
@@ -45,52 +45,76 @@ static void handle_commands(skyprof_agent *a, ProtobufCMessage *resp)
 }
 
 /* --- heartbeat ------------------------------------------------------------------------------ */
-static skp_err send_beat(skyprof_agent *a, int timeout_ms)
+static bool has_property(const skyprof_agent *a, const char *key)
+{
+    for (size_t i = 0; i < a->cfg.n_properties; i++)
+        if (strcmp(a->props[i].key, key) == 0)
+            return true;
+    return false;
+}
+
+static skp_err send_properties(skyprof_agent *a, int timeout_ms)
 {
     ProtobufCMessage *resp = NULL;
-    skp_err err;
-    if (a->n_beats_ok % SKP_PROPERTIES_EVERY_N_BEATS == 0) {
-        Skywalking__V3__InstanceProperties p = SKYWALKING__V3__INSTANCE_PROPERTIES__INIT;
-        Skywalking__V3__KeyStringValuePair kv[SKP_PROPERTIES_MAX];
-        Skywalking__V3__KeyStringValuePair *pk[SKP_PROPERTIES_MAX];
-        char pid[24];
-        char host[128];
-        snprintf(pid, sizeof(pid), "%d", (int)getpid());
-        if (gethostname(host, sizeof(host)) != 0)
-            snprintf(host, sizeof(host), "localhost");
-        host[sizeof(host) - 1] = '\0';
-        const char *fixed[][2] = {
-            {"language", a->cfg.language}, {"OS Name", "Linux"}, {"hostname", host},
-            {"Process No.", pid}, {"agent", "skyprof " SKP_VERSION},
-        };
-        size_t n = 0;
-        for (size_t i = 0; i < sizeof(fixed) / sizeof(fixed[0]); i++) {
-            skywalking__v3__key_string_value_pair__init(&kv[n]);
-            kv[n].key = (char *)fixed[i][0];
-            kv[n].value = (char *)fixed[i][1];
-            pk[n] = &kv[n];
-            n++;
-        }
-        for (size_t i = 0; i < a->cfg.n_properties && n < SKP_PROPERTIES_MAX; i++) {
-            skywalking__v3__key_string_value_pair__init(&kv[n]);
-            kv[n].key = (char *)a->props[i].key;
-            kv[n].value = (char *)a->props[i].value;
-            pk[n] = &kv[n];
-            n++;
-        }
-        p.service = a->cfg.service;
-        p.serviceinstance = a->cfg.instance;
-        p.n_properties = n;
-        p.properties = pk;
-        err = a->tr.unary(a->tr.ud, SKP_PATH_PROPERTIES, &p.base,
-                          &skywalking__v3__commands__descriptor, &resp, timeout_ms);
-    } else {
-        Skywalking__V3__InstancePingPkg ping = SKYWALKING__V3__INSTANCE_PING_PKG__INIT;
-        ping.service = a->cfg.service;
-        ping.serviceinstance = a->cfg.instance;
-        err = a->tr.unary(a->tr.ud, SKP_PATH_KEEPALIVE, &ping.base,
-                          &skywalking__v3__commands__descriptor, &resp, timeout_ms);
+    Skywalking__V3__InstanceProperties p = SKYWALKING__V3__INSTANCE_PROPERTIES__INIT;
+    Skywalking__V3__KeyStringValuePair kv[SKP_PROPERTIES_MAX];
+    Skywalking__V3__KeyStringValuePair *pk[SKP_PROPERTIES_MAX];
+    char pid[24];
+    char host[128];
+    snprintf(pid, sizeof(pid), "%d", (int)getpid());
+    if (gethostname(host, sizeof(host)) != 0)
+        snprintf(host, sizeof(host), "localhost");
+    host[sizeof(host) - 1] = '\0';
+    /* Our defaults; a caller's property of the same key (e.g. the Python agent's "OS Name" =
+     * "posix", as SkyWalking's Python agent reports it) replaces the default. */
+    const char *fixed[][2] = {
+        {"language", a->cfg.language}, {"OS Name", "Linux"}, {"hostname", host},
+        {"Process No.", pid}, {"agent", "skyprof " SKP_VERSION},
+    };
+    size_t n = 0;
+    for (size_t i = 0; i < sizeof(fixed) / sizeof(fixed[0]); i++) {
+        if (has_property(a, fixed[i][0]))
+            continue;
+        skywalking__v3__key_string_value_pair__init(&kv[n]);
+        kv[n].key = (char *)fixed[i][0];
+        kv[n].value = (char *)fixed[i][1];
+        pk[n] = &kv[n];
+        n++;
     }
+    for (size_t i = 0; i < a->cfg.n_properties && n < SKP_PROPERTIES_MAX; i++) {
+        skywalking__v3__key_string_value_pair__init(&kv[n]);
+        kv[n].key = (char *)a->props[i].key;
+        kv[n].value = (char *)a->props[i].value;
+        pk[n] = &kv[n];
+        n++;
+    }
+    p.service = a->cfg.service;
+    p.serviceinstance = a->cfg.instance;
+    p.n_properties = n;
+    p.properties = pk;
+    skp_err err = a->tr.unary(a->tr.ud, SKP_PATH_PROPERTIES, &p.base,
+                              &skywalking__v3__commands__descriptor, &resp, timeout_ms);
+    if (err)
+        return err;
+    handle_commands(a, resp);
+    return SKP_OK;
+}
+
+/* One heartbeat, as SkyWalking's agents do it: reportInstanceProperties at the first beat and
+ * every 10th, then keepAlive in every beat (so the first keepAlive goes out at once). */
+static skp_err send_beat(skyprof_agent *a, int timeout_ms)
+{
+    if (a->n_beats_ok % SKP_PROPERTIES_EVERY_N_BEATS == 0) {
+        skp_err err = send_properties(a, timeout_ms);
+        if (err)
+            return err;
+    }
+    ProtobufCMessage *resp = NULL;
+    Skywalking__V3__InstancePingPkg ping = SKYWALKING__V3__INSTANCE_PING_PKG__INIT;
+    ping.service = a->cfg.service;
+    ping.serviceinstance = a->cfg.instance;
+    skp_err err = a->tr.unary(a->tr.ud, SKP_PATH_KEEPALIVE, &ping.base,
+                              &skywalking__v3__commands__descriptor, &resp, timeout_ms);
     if (err)
         return err;
     a->n_beats_ok++;

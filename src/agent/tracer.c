@@ -394,6 +394,20 @@ void skyprof_span_set_component(skyprof_span *span, int component_id)
         ((struct skp__span_rec *)(void *)span)->component = component_id;
 }
 
+void skyprof_span_set_peer(skyprof_span *span, const char *peer)
+{
+    struct seg_work *w = owner_of(span);
+    if (!w || !peer)
+        return;
+    struct skp__span_rec *r = (struct skp__span_rec *)(void *)span;
+    uint32_t off = 0;
+    uint32_t len = 0;
+    if (text_put(w, peer, strlen(peer), &off, &len)) {
+        r->peer_off = off;
+        r->peer_len = len;
+    }
+}
+
 void skyprof_span_set_layer(skyprof_span *span, enum skyprof_span_layer layer)
 {
     if (owner_of(span))

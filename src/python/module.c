@@ -27,6 +27,7 @@
 #define SKP_PY_DUMP_BYTES_PER_FRAME 320
 /* Threads whose read hints dump_stack remembers (so repeated dumps cost what the sampler's do). */
 #define SKP_PY_DUMP_TARGETS 16
+#define SKP_PY_PROPERTIES_MAX 32 /* extra instance properties passed to start() */
 
 struct pymod_state {
     PyObject *error;                     /* skyprof._skyprof.Error */
@@ -417,17 +418,19 @@ static PyObject *py_start(PyObject *module, PyObject *args, PyObject *kwargs)
                              "poll_interval_ms", "heartbeat_period_ms", "max_parallel",
                              "max_stack_depth", "snapshot_buffer_size", "profile_active",
                              "log_level", "restart_in_child", "min_dump_period_ms",
-                             "report_segments", "portable", "max_profiling_ms", NULL};
+                             "report_segments", "portable", "max_profiling_ms", "language",
+                             "properties", NULL};
     PyObject *service = NULL, *instance = NULL, *backend = NULL, *auth = NULL, *log_level = NULL;
+    PyObject *language = NULL, *properties = NULL;
     long long poll_ms = -1, heartbeat_ms = -1, min_dump_ms = -1, max_prof_ms = -1;
     int max_parallel = -1, depth = -1, buffer = -1;
     int active = 1, restart_child = 1, report = 1, portable = 0;
     struct pymod_state *st = state_of(module);
-    if (!PyArg_ParseTupleAndKeywords(args, kwargs, "|OOOOLLiiipOpLppL:start", kwlist, &service,
+    if (!PyArg_ParseTupleAndKeywords(args, kwargs, "|OOOOLLiiipOpLppLOO:start", kwlist, &service,
                                      &instance, &backend, &auth, &poll_ms, &heartbeat_ms,
                                      &max_parallel, &depth, &buffer, &active, &log_level,
                                      &restart_child, &min_dump_ms, &report, &portable,
-                                     &max_prof_ms))
+                                     &max_prof_ms, &language, &properties))
         return NULL;
     if (st->agent) {
         PyErr_SetString(st->error, "start: the agent is already running");
@@ -440,7 +443,37 @@ static PyObject *py_start(PyObject *module, PyObject *args, PyObject *kwargs)
         copy_field(cfg.backend, sizeof(cfg.backend), backend, "backend") ||
         copy_field(cfg.authentication, sizeof(cfg.authentication), auth, "authentication"))
         return NULL;
-    snprintf(cfg.language, sizeof(cfg.language), "%s", "Python");
+    snprintf(cfg.language, sizeof(cfg.language), "%s", "python");
+    if (copy_field(cfg.language, sizeof(cfg.language), language, "language"))
+        return NULL;
+    /* Extra instance properties: a sequence of (key, value) str pairs; the agent copies them at
+     * start, so the UTF-8 views borrowed from `props_seq` only need to live until then. */
+    struct skyprof_kv kvs[SKP_PY_PROPERTIES_MAX];
+    PyObject *props_seq = NULL;
+    if (properties && properties != Py_None) {
+        props_seq = PySequence_Fast(properties, "properties must be a sequence of (key, value)");
+        if (!props_seq)
+            return NULL;
+        Py_ssize_t np = PySequence_Fast_GET_SIZE(props_seq);
+        if (np > SKP_PY_PROPERTIES_MAX) {
+            Py_DECREF(props_seq);
+            PyErr_Format(PyExc_ValueError, "at most %d properties", SKP_PY_PROPERTIES_MAX);
+            return NULL;
+        }
+        for (Py_ssize_t i = 0; i < np; i++) {
+            PyObject *pair = PySequence_Fast_GET_ITEM(props_seq, i);
+            if (!PyTuple_Check(pair) || PyTuple_GET_SIZE(pair) != 2 ||
+                !(kvs[i].key = PyUnicode_AsUTF8(PyTuple_GET_ITEM(pair, 0))) ||
+                !(kvs[i].value = PyUnicode_AsUTF8(PyTuple_GET_ITEM(pair, 1)))) {
+                Py_DECREF(props_seq);
+                if (!PyErr_Occurred())
+                    PyErr_SetString(PyExc_TypeError, "properties: (str, str) pairs");
+                return NULL;
+            }
+        }
+        cfg.properties = kvs;
+        cfg.n_properties = (size_t)np;
+    }
     if (poll_ms > 0)
         cfg.poll_interval_ms = poll_ms;
     if (heartbeat_ms > 0)
@@ -473,13 +506,16 @@ static PyObject *py_start(PyObject *module, PyObject *args, PyObject *kwargs)
     }
     struct skyprof_stack_source src;
     skp_err err = skp__pysource_init(&src, portable != 0);
-    if (err)
+    if (err) {
+        Py_XDECREF(props_seq);
         return raise_err(st, err, "start");
+    }
     bool direct = skp__pysource_is_direct(&src);
     skyprof_agent *agent = NULL;
     Py_BEGIN_ALLOW_THREADS
     err = skyprof_agent_start(&cfg, &src, &agent);
     Py_END_ALLOW_THREADS
+    Py_XDECREF(props_seq);
     if (err) {
         src.destroy(src.ud);  /* start failed: the agent did not take the source */
         return raise_err(st, err, "start");
@@ -661,6 +697,17 @@ static PyObject *py_span_set_component(PyObject *module, PyObject *args)
     Py_RETURN_NONE;
 }
 
+static PyObject *py_span_set_peer(PyObject *module, PyObject *args)
+{
+    (void)module;
+    skyprof_span *s = NULL;
+    const char *peer = NULL;
+    if (!PyArg_ParseTuple(args, "O&s:span_set_peer", span_from_py, &s, &peer))
+        return NULL;
+    skyprof_span_set_peer(s, peer);
+    Py_RETURN_NONE;
+}
+
 static PyObject *py_sw8_inject(PyObject *module, PyObject *unused)
 {
     (void)module;
@@ -814,6 +861,7 @@ static PyMethodDef methods[] = {
     {"span_tag", py_span_tag, METH_VARARGS, "Add a tag."},
     {"span_set_error", py_span_set_error, METH_VARARGS, "Mark error."},
     {"span_set_component", py_span_set_component, METH_VARARGS, "Component id and layer."},
+    {"span_set_peer", py_span_set_peer, METH_VARARGS, "Peer address of a span."},
     {"sw8_inject", py_sw8_inject, METH_NOARGS, "Outgoing sw8 header value."},
     {"current_trace_id", py_trace_id, METH_NOARGS, "Trace id of the open segment."},
     {"current_segment_id", py_segment_id, METH_NOARGS, "Segment id of the open segment."},

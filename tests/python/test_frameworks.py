@@ -82,7 +82,8 @@ def run_case(srv, name, argv, env, endpoint, path, func):
         tags = {t['key']: t['value'] for t in span['tags']}
         if path is not None:
             assert tags.get('http.status_code') == '200', tags
-            assert tags.get('url', '').endswith(path.split('?')[0]) or '?' in tags.get('url', ''), tags
+            url = tags.get('http.url', '')
+            assert 'url' not in tags and (url.endswith(path.split('?')[0]) or '?' in url), tags
         a = srv.analyze(seg['segmentId'], seg['start'], seg['start'] + seg['duration'])
         sigs = [n['codeSignature'] for n in tree_nodes(a)]
         assert any(func + ': ' in s for s in sigs), (func, sigs, seg['start'], seg['duration'],

@@ -11,12 +11,16 @@ _LAYER_HTTP = 3
 
 
 class SkyprofASGIMiddleware:
-    def __init__(self, app):
+    """``auto=True`` (set when uvicorn's app is wrapped automatically): the request is left to a
+    framework plugin (Starlette/FastAPI) when one is installed."""
+
+    def __init__(self, app, auto=False):
         self.app = app
+        self.auto = auto
         self.untraced = 0
 
     async def __call__(self, scope, receive, send):
-        if scope.get('type') != 'http':
+        if scope.get('type') != 'http' or (self.auto and _tracer.frameworks):
             return await self.app(scope, receive, send)
         if _tracer.segment_open():
             self.untraced += 1
@@ -29,11 +33,14 @@ class SkyprofASGIMiddleware:
             elif k == b'host':
                 host = v.decode('latin-1')
         path = scope.get('path') or '/'
-        span = _tracer.begin(path, sw8, _tracer.COMPONENT_ASGI, _LAYER_HTTP)
+        client = scope.get('client')
+        peer = '%s:%s' % (client[0], client[1]) if client else None
+        span = _tracer.begin(path, sw8, _tracer.COMPONENT_ASGI, _LAYER_HTTP, peer=peer)
         if span is None:
             return await self.app(scope, receive, send)
         _tracer.tag(span, 'http.method', scope.get('method', ''))
-        _tracer.tag(span, 'url', 'http://%s%s' % (host, path))
+        _tracer.tag(span, 'http.url', '%s://%s%s%s' % (scope.get('scheme', 'http'), host,
+                                                       scope.get('root_path', ''), path))
         status = [None]
 
         async def _send(message):

@@ -34,19 +34,29 @@ class _ClosingIterable:
 
 
 class SkyprofWSGIMiddleware:
-    def __init__(self, app):
+    """``auto=True`` (set when gunicorn's app is wrapped automatically): the request is left to a
+    framework plugin (Flask, Django) when one is installed, so it gets the framework's name."""
+
+    def __init__(self, app, auto=False):
         self.app = app
+        self.auto = auto
 
     def __call__(self, environ, start_response):
+        if self.auto and _tracer.frameworks:
+            return self.app(environ, start_response)
         path = environ.get('PATH_INFO') or '/'
-        span = _tracer.begin(path, environ.get('HTTP_SW8'), _tracer.COMPONENT_WSGI, _LAYER_HTTP)
+        peer = None
+        if environ.get('REMOTE_ADDR'):
+            peer = '%s:%s' % (environ['REMOTE_ADDR'], environ.get('REMOTE_PORT') or '80')
+        span = _tracer.begin(path, environ.get('HTTP_SW8'), _tracer.COMPONENT_WSGI, _LAYER_HTTP,
+                             peer=peer)
         if span is None:
             return self.app(environ, start_response)
         method = environ.get('REQUEST_METHOD', '')
         _tracer.tag(span, 'http.method', method)
         host = environ.get('HTTP_HOST') or environ.get('SERVER_NAME', '')
-        qs = environ.get('QUERY_STRING')
-        _tracer.tag(span, 'url', 'http://%s%s%s' % (host, path, ('?' + qs) if qs else ''))
+        _tracer.tag(span, 'http.url', '%s://%s%s%s' % (environ.get('wsgi.url_scheme', 'http'), host,
+                                                       environ.get('SCRIPT_NAME', ''), path))
         status = [None]
 
         def _start_response(st, headers, exc_info=None):

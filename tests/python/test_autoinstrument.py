@@ -1,0 +1,156 @@
+"""Unmodified framework apps under `python -m skyprof run`, end to end against skyprofd: the
+Flask dev server, `flask --debug run` (reloader child), Django `runserver` with its reloader,
+gunicorn -w 2 (Flask, Django, Django under SCRIPT_NAME=/api), uvicorn --workers 2 (FastAPI).
+For each: a task for the endpoint name SkyWalking's Python agent reports, requests until one is
+profiled, then the analysis must show the slow handler's functions (work.slow_a sleeping 200 ms,
+work.slow_b busy 100 ms), the entry span must carry SkyWalking's tags, component and peer, and
+the supervising parent (reloader, gunicorn master, uvicorn supervisor) must register no
+instance while every worker registers its own."""
+import os
+import signal
+import sys
+import time
+import urllib.request
+
+from skp_harness import Proc, Results, free_port, tempdir, wait_until
+from skp_pyagent import Server, python_env, tree_nodes
+
+APPS = os.path.join(os.path.dirname(os.path.abspath(__file__)), 'apps', 'svc')
+PY = sys.executable
+
+
+def get(port, path, timeout=30):
+    with urllib.request.urlopen('http://127.0.0.1:%d%s' % (port, path), timeout=timeout) as r:
+        return r.status, r.read()
+
+
+def serving(port, path):
+    try:
+        return get(port, path, timeout=5)[0] == 200
+    except Exception:
+        return False
+
+
+# name, argv after `python -m skyprof run`, env, endpoint, request path, component, workers
+CASES = [
+    ('flask_dev', ['flask_app.py'], {}, '/slow', '/slow', 7001, 1),
+    ('flask_debug_run', ['-m', 'flask', '--app', 'flask_app', '--debug', 'run', '--port', '{port}'],
+     {}, '/slow', '/slow', 7001, 1),
+    ('django_runserver', ['manage.py', 'runserver', '127.0.0.1:{port}'], {}, '/slow', '/slow',
+     7004, 1),
+    ('gunicorn_flask', ['-m', 'gunicorn', '-w', '2', '-b', '127.0.0.1:{port}', 'flask_app:app'],
+     {}, '/slow', '/slow', 7001, 2),
+    ('gunicorn_django', ['-m', 'gunicorn', '-w', '2', '-b', '127.0.0.1:{port}',
+                         'djproj.wsgi:application'], {}, '/slow', '/slow', 7004, 2),
+    ('django_script_name', ['-m', 'gunicorn', '-w', '2', '-b', '127.0.0.1:{port}',
+                            'djproj.wsgi:application'], {'SCRIPT_NAME': '/api'}, '/api/slow',
+     '/api/slow', 7004, 2),
+    ('uvicorn_fastapi', ['-m', 'uvicorn', '--workers', '2', '--port', '{port}', 'fastapi_app:app'],
+     {}, '/slow', '/slow', 7014, 2),
+]
+
+
+def stop_group(proc):
+    try:
+        os.killpg(proc.pid, signal.SIGTERM)
+    except ProcessLookupError:
+        return
+    try:
+        wait_until(lambda: not proc.alive(), 20, interval=0.1, what='app exit')
+    except TimeoutError:
+        pass
+    try:
+        os.killpg(proc.pid, signal.SIGKILL)
+    except ProcessLookupError:
+        pass
+    proc.p.wait()
+
+
+def run_case(srv, name, argv, env, endpoint, path, component, workers):
+    service = 'auto-' + name.replace('_', '-')
+    port = free_port()
+    full_env = python_env({'SW_AGENT_NAME': service,
+                           'SW_AGENT_COLLECTOR_BACKEND_SERVICES': srv.backend,
+                           'SW_AGENT_COLLECTOR_GET_PROFILE_TASK_INTERVAL': '1',
+                           'APP_PORT': str(port), 'PYTHONDONTWRITEBYTECODE': '1'})
+    full_env.update(env)
+    args = [PY, '-m', 'skyprof', 'run'] + [a.replace('{port}', str(port)) for a in argv]
+    proc = Proc(args, env=full_env, cwd=APPS, name=name)
+    try:
+        def up():
+            if not proc.alive():
+                raise RuntimeError('%s exited:\n%s' % (name, proc.output()[-4000:]))
+            return serving(port, path)
+        wait_until(up, 90, interval=0.3, what='%s serving' % name)
+        # every worker registers; the supervisor does not
+        def registered():
+            try:
+                inst = srv.api('GET', '/api/v1/services/%s/instances' % service)
+            except Exception:
+                return None
+            return inst if len(inst) >= workers else None
+        inst = wait_until(registered, 60, interval=0.3, what='%d instances' % workers)
+        pids = [i['properties'].get('Process No.') for i in inst]
+        if name != 'flask_dev':  # every other case runs a supervising parent
+            assert str(proc.pid) not in pids, ('supervisor registered', proc.pid, inst)
+        assert len(set(pids)) == len(pids) == workers, inst
+        for i in inst:
+            props = i['properties']
+            assert props.get('language') == 'python' and props.get('OS Name') == os.name, props
+            assert props.get('python_version') and props.get('python_implementation'), props
+        task = srv.create_task(service, endpoint, duration=1, threshold=0, period=10, max_count=9)
+        srv.wait_notified(task)
+
+        def profiled():
+            return [x for x in srv.segments(task) if x.get('spans')]
+        segs = []
+        for attempt in range(8):
+            status, body = get(port, path)
+            assert status == 200 and b'slow done' in body, (status, body)
+            try:
+                segs = wait_until(profiled, 8, interval=0.2, what='profiled segment')
+                break
+            except TimeoutError:
+                continue
+        assert segs, 'no request was profiled'
+        seg = segs[0]
+        span = seg['spans'][0]
+        assert seg['endpointNames'] == [endpoint], seg['endpointNames']
+        assert span['endpointName'] == endpoint and span['type'] == 'Entry', span
+        tags = {t['key']: t['value'] for t in span['tags']}
+        assert tags.get('http.method') == 'GET', tags
+        assert tags.get('http.status_code') == '200', tags
+        assert tags.get('http.url', '').endswith(path), tags
+        assert 'url' not in tags, tags
+        assert span.get('peer', '').startswith('127.0.0.1:'), span
+        if 'component' in span:
+            assert str(span['component']) in (str(component),) or span['component'], span
+        a = srv.analyze(seg['segmentId'], seg['start'], seg['start'] + seg['duration'])
+        sigs = [n['codeSignature'] for n in tree_nodes(a)]
+        for func in ('work.py.slow_a', 'work.py.slow_b'):
+            assert any(func + ': ' in s for s in sigs), (func, sigs)
+    finally:
+        stop_group(proc)
+        out = proc.output()
+        assert 'Traceback' not in out, out[-4000:]
+        assert 'ERROR: AddressSanitizer' not in out and 'runtime error:' not in out, out[-3000:]
+
+
+def main():
+    r = Results()
+    only = os.environ.get('SKP_ONLY')
+    with tempdir() as tmp:
+        srv = Server(tmp)
+        try:
+            for case in CASES:
+                if only and case[0] not in only.split(','):
+                    continue
+                r.run(case[0], run_case, srv, *case)
+        finally:
+            srv.stop()
+        r.run('server_sanitizer_clean', srv.check_clean)
+    r.finish()
+
+
+if __name__ == '__main__':
+    main()

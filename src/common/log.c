@@ -2,6 +2,8 @@
  * a sink paired with another sink's user data. */
 #include "common/log.h"
 
+#include <inttypes.h>
+
 #include <pthread.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -9,6 +11,8 @@
 #include <strings.h>
 #include <time.h>
 #include <unistd.h>
+
+#include "common/clock.h"
 
 static pthread_mutex_t g_mu = PTHREAD_MUTEX_INITIALIZER;
 static skpx_log_sink_cb g_sink;
@@ -85,4 +89,41 @@ void skpx_log(enum skpx_log_level level, const char *fmt, ...)
     va_start(ap, fmt);
     skpx_vlog(level, fmt, ap);
     va_end(ap);
+}
+
+bool skpx_log_limit_allow(struct skpx_log_limit *lim, int64_t now_ms, uint64_t *suppressed)
+{
+    bool ok;
+    pthread_mutex_lock(&g_mu);
+    if (lim->last_ms && now_ms - lim->last_ms < SKPX_LOG_LIMIT_INTERVAL_MS) {
+        lim->suppressed++;
+        ok = false;
+    } else {
+        if (suppressed)
+            *suppressed = lim->suppressed;
+        lim->suppressed = 0;
+        lim->last_ms = now_ms ? now_ms : 1;
+        ok = true;
+    }
+    pthread_mutex_unlock(&g_mu);
+    return ok;
+}
+
+bool skpx_log_limited(struct skpx_log_limit *lim, enum skpx_log_level level, const char *fmt, ...)
+{
+    uint64_t held = 0;
+    if (!skpx_log_limit_allow(lim, skpx_mono_ms(), &held))
+        return false;
+    if (!skpx_log_enabled(level))
+        return true;
+    char line[SKPX_LOG_LINE_MAX];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(line, sizeof(line), fmt, ap);
+    va_end(ap);
+    if (held)
+        skpx_log(level, "%s (%" PRIu64 " more since the last report)", line, held);
+    else
+        skpx_log(level, "%s", line);
+    return true;
 }

@@ -18,7 +18,8 @@
 
 #include "common/alloc.h"
 #include "common/err.h"
-#include "server/store_cache.h"
+#include "common/grow.h"
+#include "common/map.h"
 #include "server/utf8.h"
 
 #define NO_NODE UINT32_MAX
@@ -52,11 +53,11 @@ struct actx {
 
     struct work_node *nodes;
     size_t n_nodes, cap_nodes;
-    struct u64map root_by_frame; /* frame id → root node */
-    struct u64map child_of;      /* parent node << 32 | frame id → child node */
+    struct skpx_u64map root_by_frame; /* frame id → root node */
+    struct skpx_u64map child_of;      /* parent node << 32 | frame id → child node */
     uint32_t *roots;             /* root nodes in first-seen order */
     size_t n_roots, cap_roots;
-    struct u64map path_by_stack; /* stack id → offset << 24 | length in paths */
+    struct skpx_u64map path_by_stack; /* stack id → offset << 24 | length in paths */
     uint32_t *paths;
     size_t n_paths, cap_paths;
 
@@ -72,27 +73,11 @@ static void actx_cleanup(struct actx *c)
 {
     skpx_free(c->samples);
     skpx_free(c->nodes);
-    u64map_cleanup(&c->root_by_frame);
-    u64map_cleanup(&c->child_of);
+    skpx_u64map_cleanup(&c->root_by_frame);
+    skpx_u64map_cleanup(&c->child_of);
     skpx_free(c->roots);
-    u64map_cleanup(&c->path_by_stack);
+    skpx_u64map_cleanup(&c->path_by_stack);
     skpx_free(c->paths);
-}
-
-/* Grows *v (of elem-sized items) to hold at least `need`; false on allocation failure. */
-static bool grow(void **v, size_t *cap, size_t need, size_t elem)
-{
-    if (need <= *cap)
-        return true;
-    size_t ncap = *cap ? *cap : 64;
-    while (ncap < need)
-        ncap *= 2;
-    void *p = skpx_realloc(*v, ncap * elem);
-    if (!p)
-        return false;
-    *v = p;
-    *cap = ncap;
-    return true;
 }
 
 static void collect_cb(void *ud, const struct store_sample *s)
@@ -100,7 +85,7 @@ static void collect_cb(void *ud, const struct store_sample *s)
     struct actx *c = ud;
     if (c->err)
         return;
-    if (!grow((void **)&c->samples, &c->cap_samples, c->n_samples + 1, sizeof(*c->samples))) {
+    if (skpx_grow(&c->samples, &c->cap_samples, c->n_samples + 1, sizeof(*c->samples), 64)) {
         c->err = SKP_ENOMEM;
         return;
     }
@@ -139,7 +124,7 @@ static skp_err new_node(struct actx *c, uint32_t frame, uint32_t parent, uint32_
 {
     if (c->n_nodes >= NO_NODE - 1)
         return SKP_ENOMEM;
-    if (!grow((void **)&c->nodes, &c->cap_nodes, c->n_nodes + 1, sizeof(*c->nodes)))
+    if (skpx_grow(&c->nodes, &c->cap_nodes, c->n_nodes + 1, sizeof(*c->nodes), 64))
         return SKP_ENOMEM;
     uint32_t idx = (uint32_t)c->n_nodes;
     c->nodes[idx] = (struct work_node){.frame = frame,
@@ -148,7 +133,7 @@ static skp_err new_node(struct actx *c, uint32_t frame, uint32_t parent, uint32_
                                        .last_child = NO_NODE,
                                        .next_sibling = NO_NODE};
     if (parent != NO_NODE) {
-        skp_err err = u64map_put(&c->child_of, (uint64_t)parent << 32 | frame, idx);
+        skp_err err = skpx_u64map_put(&c->child_of, (uint64_t)parent << 32 | frame, idx);
         if (err)
             return err;
         struct work_node *p = &c->nodes[parent];
@@ -167,7 +152,7 @@ static skp_err new_node(struct actx *c, uint32_t frame, uint32_t parent, uint32_
 static skp_err stack_path(struct actx *c, uint32_t stack, const uint32_t **path, size_t *len)
 {
     uint64_t memo;
-    if (u64map_get(&c->path_by_stack, stack, &memo)) {
+    if (skpx_u64map_get(&c->path_by_stack, stack, &memo)) {
         *len = (size_t)(memo & ((1u << PATH_LEN_BITS) - 1));
         *path = c->paths + (memo >> PATH_LEN_BITS);
         return SKP_OK;
@@ -179,7 +164,7 @@ static skp_err stack_path(struct actx *c, uint32_t stack, const uint32_t **path,
         return err;
     if (n >= (1u << PATH_LEN_BITS))
         n = (1u << PATH_LEN_BITS) - 1;
-    if (!grow((void **)&c->paths, &c->cap_paths, c->n_paths + n + 1, sizeof(*c->paths)))
+    if (skpx_grow(&c->paths, &c->cap_paths, c->n_paths + n + 1, sizeof(*c->paths), 64))
         return SKP_ENOMEM;
     size_t off = c->n_paths;
     uint32_t *p = c->paths + off;
@@ -187,22 +172,21 @@ static skp_err stack_path(struct actx *c, uint32_t stack, const uint32_t **path,
         /* `frames` stays valid: nothing below calls into the store */
         uint64_t v;
         uint32_t cur;
-        if (u64map_get(&c->root_by_frame, frames[0], &v)) {
+        if (skpx_u64map_get(&c->root_by_frame, frames[0], &v)) {
             cur = (uint32_t)v;
         } else {
             err = new_node(c, frames[0], NO_NODE, &cur);
             if (!err)
-                err = u64map_put(&c->root_by_frame, frames[0], cur);
-            if (!err && !grow((void **)&c->roots, &c->cap_roots, c->n_roots + 1,
-                              sizeof(*c->roots)))
-                err = SKP_ENOMEM;
+                err = skpx_u64map_put(&c->root_by_frame, frames[0], cur);
+            if (!err)
+                err = skpx_grow(&c->roots, &c->cap_roots, c->n_roots + 1, sizeof(*c->roots), 64);
             if (err)
                 return err;
             c->roots[c->n_roots++] = cur;
         }
         p[0] = cur;
         for (size_t d = 1; d < n; d++) {
-            if (u64map_get(&c->child_of, (uint64_t)cur << 32 | frames[d], &v)) {
+            if (skpx_u64map_get(&c->child_of, (uint64_t)cur << 32 | frames[d], &v)) {
                 cur = (uint32_t)v;
             } else {
                 err = new_node(c, frames[d], cur, &cur);
@@ -212,7 +196,7 @@ static skp_err stack_path(struct actx *c, uint32_t stack, const uint32_t **path,
             p[d] = cur;
         }
     }
-    err = u64map_put(&c->path_by_stack, stack, (uint64_t)off << PATH_LEN_BITS | n);
+    err = skpx_u64map_put(&c->path_by_stack, stack, (uint64_t)off << PATH_LEN_BITS | n);
     if (err)
         return err;
     c->n_paths += n;
@@ -301,7 +285,7 @@ static int cmp_roots(const void *a, const void *b)
 static skp_err flatten(struct actx *c, struct analysis *a)
 {
     skp_err err = SKP_OK;
-    struct u64map sig_idx = {0};
+    struct skpx_u64map sig_idx = {0};
     struct sig_ref *refs = NULL;
     size_t n_refs = 0, cap_refs = 0, total = 0;
     struct root_order *order = NULL;
@@ -310,19 +294,19 @@ static skp_err flatten(struct actx *c, struct analysis *a)
     /* 1. distinct frames → signatures (borrowed from the store's cache, then copied) */
     for (size_t i = 0; i < c->n_nodes; i++) {
         uint64_t v;
-        if (u64map_get(&sig_idx, c->nodes[i].frame, &v))
+        if (skpx_u64map_get(&sig_idx, c->nodes[i].frame, &v))
             continue;
         const char *sig = NULL;
         err = store_get_frame(c->st, c->nodes[i].frame, &sig);
         if (err)
             goto out;
-        if (!grow((void **)&refs, &cap_refs, n_refs + 1, sizeof(*refs))) {
+        if (skpx_grow(&refs, &cap_refs, n_refs + 1, sizeof(*refs), 64)) {
             err = SKP_ENOMEM;
             goto out;
         }
         refs[n_refs] = (struct sig_ref){.frame = c->nodes[i].frame, .sig = sig, .off = total};
         total += strlen(sig) + 1;
-        err = u64map_put(&sig_idx, c->nodes[i].frame, n_refs);
+        err = skpx_u64map_put(&sig_idx, c->nodes[i].frame, n_refs);
         if (err)
             goto out;
         n_refs++;
@@ -346,7 +330,7 @@ static skp_err flatten(struct actx *c, struct analysis *a)
     }
     for (size_t i = 0; i < c->n_roots; i++) {
         uint64_t v = 0;
-        (void)u64map_get(&sig_idx, c->nodes[c->roots[i]].frame, &v);
+        (void)skpx_u64map_get(&sig_idx, c->nodes[c->roots[i]].frame, &v);
         order[i] = (struct root_order){.node = c->roots[i],
                                        .count = c->nodes[c->roots[i]].count,
                                        .sig = arena + refs[v].off,
@@ -379,7 +363,7 @@ static skp_err flatten(struct actx *c, struct analysis *a)
             const struct work_node *w = &c->nodes[queue[i]];
             struct analysis_node *o = &tree->nodes[i];
             uint64_t v = 0;
-            (void)u64map_get(&sig_idx, w->frame, &v);
+            (void)skpx_u64map_get(&sig_idx, w->frame, &v);
             int64_t children = 0;
             for (uint32_t ch = w->first_child; ch != NO_NODE; ch = c->nodes[ch].next_sibling)
                 children += c->nodes[ch].duration;
@@ -395,7 +379,7 @@ static skp_err flatten(struct actx *c, struct analysis *a)
         }
     }
 out:
-    u64map_cleanup(&sig_idx);
+    skpx_u64map_cleanup(&sig_idx);
     skpx_free(refs);
     skpx_free(order);
     skpx_free(queue);

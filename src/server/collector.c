@@ -46,18 +46,6 @@ static bool token_equal(const char *a, const char *b)
     return diff == 0;
 }
 
-bool collector_log_allow(struct collector_ratelimit *rl, int64_t now_ms, uint64_t *suppressed)
-{
-    if (rl->last_ms && now_ms - rl->last_ms < COLLECTOR_LOG_INTERVAL_MS) {
-        rl->suppressed++;
-        return false;
-    }
-    *suppressed = rl->suppressed;
-    rl->suppressed = 0;
-    rl->last_ms = now_ms;
-    return true;
-}
-
 int collector_on_start(struct skpx_grpc_call *call, void *ud)
 {
     struct collector *c = ud;
@@ -67,13 +55,10 @@ int collector_on_start(struct skpx_grpc_call *call, void *ud)
     if (got && token_equal(got, c->auth_token))
         return SKPX_GRPC_OK;
     c->metrics->auth_failures++;
-    static struct collector_ratelimit rl;
-    uint64_t skipped = 0;
-    if (collector_log_allow(&rl, skpx_mono_ms(), &skipped))
-        SKPX_WARN("grpc %s from %s: %s authentication token (%" PRIu64 " more refused since the "
-                  "last report)",
-                  skpx_grpc_call_path(call), skpx_grpc_call_peer(call), got ? "wrong" : "missing",
-                  skipped);
+    static struct skpx_log_limit lim;
+    skpx_log_limited(&lim, SKPX_LOG_WARN, "grpc %s from %s: %s authentication token",
+                     skpx_grpc_call_path(call), skpx_grpc_call_peer(call),
+                     got ? "wrong" : "missing");
     return SKPX_GRPC_UNAUTHENTICATED;
 }
 

@@ -63,17 +63,6 @@ SKP_MUST_CHECK skp_err collector_tracing_register(struct collector *c,
                                                   struct skpx_grpc_server *srv);
 SKP_MUST_CHECK skp_err collector_drop_register(struct collector *c, struct skpx_grpc_server *srv);
 
-/* Log rate limiter: at most one line per COLLECTOR_LOG_INTERVAL_MS per limiter, the lines in
- * between are counted and reported with the next one (a misbehaving agent cannot flood the
- * log). */
-#define COLLECTOR_LOG_INTERVAL_MS 1000
-struct collector_ratelimit {
-    int64_t last_ms;
-    uint64_t suppressed;
-};
-/* True if a line may be written now; then *suppressed is the number skipped since the last. */
-bool collector_log_allow(struct collector_ratelimit *rl, int64_t now_ms, uint64_t *suppressed);
-
 /* Unary helper: per-call result computed in on_message, sent in on_end. */
 struct collector_unary {
     int status;                /* SKPX_GRPC_OK or the failure */

@@ -109,12 +109,10 @@ static int on_query(struct skpx_grpc_call *call, void *ud, const ProtobufCMessag
          * withholding the task from the agent. */
         err = store_add_task_log(c->store, tasks[i].id, q->service, instance,
                                  STORE_TASK_NOTIFIED, now);
-        static struct collector_ratelimit rl;
-        uint64_t skipped = 0;
-        if (err && collector_log_allow(&rl, skpx_mono_ms(), &skipped))
-            SKPX_WARN("task %s: NOTIFIED log for %s/%s not written: %s (%" PRIu64
-                      " more since the last report)",
-                      tasks[i].id, q->service, instance, skp_strerror(err), skipped);
+        static struct skpx_log_limit lim;
+        if (err)
+            skpx_log_limited(&lim, SKPX_LOG_WARN, "task %s: NOTIFIED log for %s/%s not written: %s",
+                             tasks[i].id, q->service, instance, skp_strerror(err));
         task_command_build(&tc->cmds[i], &tasks[i]);
         tc->cmdp[i] = &tc->cmds[i].cmd;
     }
@@ -146,13 +144,11 @@ static int on_finish(struct skpx_grpc_call *call, void *ud, const ProtobufCMessa
     struct store_task t = {0};
     skp_err err = store_get_task(c->store, r->taskid, &t);
     if (err == SKP_ENOTFOUND) {
-        static struct collector_ratelimit rl;
-        uint64_t skipped = 0;
-        if (collector_log_allow(&rl, skpx_mono_ms(), &skipped))
-            SKPX_INFO("finish report for unknown task %s from %s/%s ignored (%" PRIu64
-                      " more since the last report)",
-                      r->taskid, r->service ? r->service : "",
-                      r->serviceinstance ? r->serviceinstance : "", skipped);
+        static struct skpx_log_limit lim;
+        skpx_log_limited(&lim, SKPX_LOG_INFO,
+                         "finish report for unknown task %s from %s/%s ignored", r->taskid,
+                         r->service ? r->service : "",
+                         r->serviceinstance ? r->serviceinstance : "");
         return SKPX_GRPC_OK;
     }
     if (err)
@@ -265,12 +261,10 @@ static void check_task(struct snap_call *s, const char *task_id)
         s->known_task = skpx_strdup(task_id);
         /* A lookup failure other than "not found" says nothing about the task: assume it. */
         s->known_task_exists = err != SKP_ENOTFOUND;
-        static struct collector_ratelimit rl;
-        uint64_t skipped = 0;
-        if (err == SKP_ENOTFOUND && collector_log_allow(&rl, skpx_mono_ms(), &skipped))
-            SKPX_INFO("snapshots for unknown task '%s' (stored anyway; %" PRIu64
-                      " more such streams since the last report)",
-                      task_id, skipped);
+        static struct skpx_log_limit lim;
+        if (err == SKP_ENOTFOUND)
+            skpx_log_limited(&lim, SKPX_LOG_INFO, "snapshots for unknown task '%s' (stored anyway)",
+                             task_id);
     }
     if (!s->known_task_exists)
         s->c->metrics->snapshots_unknown_task++;
@@ -287,12 +281,9 @@ static int snap_flush(struct snap_call *s)
     m->snapshot_batches++;
     if (err) {
         m->snapshots_rejected += s->n;
-        static struct collector_ratelimit rl;
-        uint64_t skipped = 0;
-        if (collector_log_allow(&rl, skpx_mono_ms(), &skipped))
-            SKPX_ERROR("snapshot batch of %zu not stored: %s (%" PRIu64
-                       " more failed batches since the last report)",
-                       s->n, skp_strerror(err), skipped);
+        static struct skpx_log_limit lim;
+        skpx_log_limited(&lim, SKPX_LOG_ERROR, "snapshot batch of %zu not stored: %s", s->n,
+                         skp_strerror(err));
         s->n = 0;
         arena_reset(s, true);
         s->failed = true;

@@ -152,12 +152,9 @@ static int seg_write(struct collector *c, Skywalking__V3__SegmentObject *const *
     }
     if (err) {
         c->metrics->segment_errors++;
-        static struct collector_ratelimit rl;
-        uint64_t skipped = 0;
-        if (collector_log_allow(&rl, skpx_mono_ms(), &skipped))
-            SKPX_ERROR("%zu trace segment(s) not stored: %s (%" PRIu64
-                       " more failed batches since the last report)",
-                       n, skp_strerror(err), skipped);
+        static struct skpx_log_limit lim;
+        skpx_log_limited(&lim, SKPX_LOG_ERROR, "%zu trace segment(s) not stored: %s", n,
+                         skp_strerror(err));
         return err == SKP_ENOMEM ? SKPX_GRPC_RESOURCE_EXHAUSTED : SKPX_GRPC_UNAVAILABLE;
     }
     c->metrics->segments_stored += n;

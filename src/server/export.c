@@ -1,5 +1,4 @@
-/* export.c - format selection and the pieces every exporter shares: the bounded output buffer,
- * the self-count rule and a non-recursive depth-first walk over struct analysis.
+/* export.c - format selection and the pieces every exporter shares: the self-count rule and a non-recursive depth-first walk over struct analysis.
  * The formats themselves live in export_pprof.c, export_collapsed.c, export_speedscope.c and
  * export_html.c; EXPORT_JSON reuses the analyzer's own serialisation so it is byte-for-byte
  * what the HTTP API returns. Pure functions, single-threaded. */
@@ -9,6 +8,7 @@
 #include <string.h>
 
 #include "common/alloc.h"
+#include "common/grow.h"
 #include "server/export_int.h"
 
 static const struct {
@@ -54,174 +54,34 @@ const char *export_file_ext(enum export_format f)
     return "bin";
 }
 
-/* ---- buffer ---- */
-
-void export_buf_put(struct export_buf *b, const void *p, size_t n)
-{
-    if (b->err || n == 0)
-        return;
-    if (n > EXPORT_MAX_OUTPUT_BYTES - b->len) {
-        b->err = SKP_ETOOBIG;
-        return;
-    }
-    if (b->len + n > b->cap) {
-        size_t cap = b->cap ? b->cap : 4096;
-        while (cap < b->len + n)
-            cap *= 2;
-        if (cap > EXPORT_MAX_OUTPUT_BYTES)
-            cap = EXPORT_MAX_OUTPUT_BYTES;
-        uint8_t *d = skpx_realloc(b->data, cap);
-        if (!d) {
-            b->err = SKP_ENOMEM;
-            return;
-        }
-        b->data = d;
-        b->cap = cap;
-    }
-    memcpy(b->data + b->len, p, n);
-    b->len += n;
-}
-
-void export_buf_puts(struct export_buf *b, const char *s)
-{
-    export_buf_put(b, s, strlen(s));
-}
-
-void export_buf_printf(struct export_buf *b, const char *fmt, ...)
-{
-    char small[256];
-    va_list ap;
-    va_start(ap, fmt);
-    int n = vsnprintf(small, sizeof(small), fmt, ap);
-    va_end(ap);
-    if (n < 0) {
-        if (!b->err)
-            b->err = SKP_EINVAL;
-        return;
-    }
-    if ((size_t)n < sizeof(small)) {
-        export_buf_put(b, small, (size_t)n);
-        return;
-    }
-    char *big = skpx_malloc((size_t)n + 1);
-    if (!big) {
-        if (!b->err)
-            b->err = SKP_ENOMEM;
-        return;
-    }
-    va_start(ap, fmt);
-    vsnprintf(big, (size_t)n + 1, fmt, ap);
-    va_end(ap);
-    export_buf_put(b, big, (size_t)n);
-    skpx_free(big);
-}
-
-skp_err export_buf_take(struct export_buf *b, uint8_t **out, size_t *out_len)
-{
-    *out = NULL;
-    *out_len = 0;
-    if (b->err) {
-        skp_err err = b->err;
-        export_buf_cleanup(b);
-        return err;
-    }
-    if (!b->data) {
-        /* An empty export is still a valid (zero-length) buffer the caller frees. */
-        b->data = skpx_malloc(1);
-        if (!b->data)
-            return SKP_ENOMEM;
-    }
-    *out = b->data;
-    *out_len = b->len;
-    b->data = NULL;
-    b->len = b->cap = 0;
-    return SKP_OK;
-}
-
-void export_buf_cleanup(struct export_buf *b)
-{
-    skpx_free(b->data);
-    b->data = NULL;
-    b->len = b->cap = 0;
-}
-
 /* ---- interned strings ---- */
-
-
-static uint64_t fnv1a(const char *s)
-{
-    uint64_t h = 1469598103934665603ull;
-    for (; *s; s++) {
-        h ^= (unsigned char)*s;
-        h *= 1099511628211ull;
-    }
-    return h;
-}
-
-static skp_err intern_grow(struct export_intern *in)
-{
-    size_t cap = in->cap ? in->cap * 2 : 256;
-    const char **keys = skpx_calloc(cap, sizeof(*keys));
-    uint32_t *ids = skpx_calloc(cap, sizeof(*ids));
-    if (!keys || !ids) {
-        skpx_free(keys);
-        skpx_free(ids);
-        return SKP_ENOMEM;
-    }
-    for (size_t i = 0; i < in->cap; i++) {
-        if (!in->keys[i])
-            continue;
-        size_t j = fnv1a(in->keys[i]) & (cap - 1);
-        while (keys[j])
-            j = (j + 1) & (cap - 1);
-        keys[j] = in->keys[i];
-        ids[j] = in->ids[i];
-    }
-    skpx_free(in->keys);
-    skpx_free(in->ids);
-    in->keys = keys;
-    in->ids = ids;
-    in->cap = cap;
-    return SKP_OK;
-}
 
 skp_err export_intern_get(struct export_intern *in, const char *s, uint32_t *id)
 {
     if (!s)
         s = "";
-    if ((in->n + 1) * 2 > in->cap) {
-        skp_err err = intern_grow(in);
-        if (err)
-            return err;
-    }
-    size_t j = fnv1a(s) & (in->cap - 1);
-    while (in->keys[j]) {
-        if (strcmp(in->keys[j], s) == 0) {
-            *id = in->ids[j];
-            return SKP_OK;
-        }
-        j = (j + 1) & (in->cap - 1);
-    }
-    if (in->n == in->order_cap) {
-        size_t oc = in->order_cap ? in->order_cap * 2 : 256;
-        const char **o = skpx_realloc(in->order, oc * sizeof(*o));
-        if (!o)
-            return SKP_ENOMEM;
-        in->order = o;
-        in->order_cap = oc;
-    }
-    in->keys[j] = s;
-    in->ids[j] = (uint32_t)in->n;
-    in->order[in->n] = s;
-    *id = (uint32_t)in->n++;
+    if (skpx_strmap_get(&in->map, s, id))
+        return SKP_OK;
+    if (in->map.n >= UINT32_MAX)
+        return SKP_ETOOBIG;
+    uint32_t next = (uint32_t)in->map.n;
+    skp_err err = skpx_grow(&in->order, &in->order_cap, in->map.n + 1, sizeof(*in->order), 256);
+    if (!err)
+        err = skpx_strmap_put(&in->map, s, next);
+    if (err)
+        return err;
+    /* The map owns its copy of the key; order[] points at it. */
+    (void)skpx_strmap_find(&in->map, s, id, &in->order[next]);
+    in->n = in->map.n;
     return SKP_OK;
 }
 
 void export_intern_cleanup(struct export_intern *in)
 {
-    skpx_free(in->keys);
-    skpx_free(in->ids);
+    skpx_strmap_cleanup(&in->map);
     skpx_free(in->order);
+    in->order = NULL;
+    in->order_cap = in->n = 0;
 }
 
 /* ---- JSON strings ---- */
@@ -355,8 +215,8 @@ out:
 
 static int dump_to_buf(const char *p, size_t n, void *ud)
 {
-    struct export_buf *b = ud;
-    export_buf_put(b, p, n);
+    struct skpx_buf *b = ud;
+    skpx_buf_put(b, p, n);
     return b->err ? -1 : 0;
 }
 
@@ -365,7 +225,7 @@ static int dump_to_buf(const char *p, size_t n, void *ud)
 skp_err export_render(const struct analysis *a, enum export_format f,
                       const struct export_meta *meta, uint8_t **out, size_t *out_len)
 {
-    struct export_buf b = {0};
+    struct skpx_buf b;
     struct export_meta none = {0};
     skp_err err = SKP_OK;
 
@@ -373,6 +233,7 @@ skp_err export_render(const struct analysis *a, enum export_format f,
     *out_len = 0;
     if (!a)
         return SKP_EINVAL;
+    skpx_buf_init(&b, EXPORT_MAX_OUTPUT_BYTES);
     if (!meta)
         meta = &none;
     switch (f) {
@@ -404,8 +265,8 @@ skp_err export_render(const struct analysis *a, enum export_format f,
         break;
     }
     if (err) {
-        export_buf_cleanup(&b);
+        skpx_buf_cleanup(&b);
         return err;
     }
-    return export_buf_take(&b, out, out_len);
+    return skpx_buf_take(&b, out, out_len);
 }

@@ -32,32 +32,32 @@ static skp_err visit(void *ud, const struct analysis_tree *t,
     return SKP_OK;
 }
 
-static void put_escaped(struct export_buf *b, const char *s)
+static void put_escaped(struct skpx_buf *b, const char *s)
 {
     for (; s && *s; s++) {
         switch (*s) {
         case '<':
-            export_buf_puts(b, "&lt;");
+            skpx_buf_puts(b, "&lt;");
             break;
         case '>':
-            export_buf_puts(b, "&gt;");
+            skpx_buf_puts(b, "&gt;");
             break;
         case '&':
-            export_buf_puts(b, "&amp;");
+            skpx_buf_puts(b, "&amp;");
             break;
         case '"':
-            export_buf_puts(b, "&quot;");
+            skpx_buf_puts(b, "&quot;");
             break;
         default:
-            export_buf_put(b, s, 1);
+            skpx_buf_put(b, s, 1);
         }
     }
 }
 
 static int dump_cb(const char *p, size_t n, void *ud)
 {
-    struct export_buf *b = ud;
-    export_buf_put(b, p, n);
+    struct skpx_buf *b = ud;
+    skpx_buf_put(b, p, n);
     return b->err ? -1 : 0;
 }
 
@@ -120,7 +120,7 @@ static const char g_script[] =
     "})();\n</script>\n</body></html>\n";
 
 skp_err export_render_html(const struct analysis *a, const struct export_meta *m,
-                           struct export_buf *b)
+                           struct skpx_buf *b)
 {
     struct html_ctx c = {0};
     json_t *root = NULL;
@@ -152,34 +152,34 @@ skp_err export_render_html(const struct analysis *a, const struct export_meta *m
         goto out;
 
     const char *title = m->title && *m->title ? m->title : "skyprof flame graph";
-    export_buf_puts(b, g_head);
+    skpx_buf_puts(b, g_head);
     put_escaped(b, title);
-    export_buf_puts(b, g_style);
+    skpx_buf_puts(b, g_style);
     put_escaped(b, title);
-    export_buf_puts(b, "</h1>\n<div class=\"meta\">");
-    export_buf_printf(b, "%llu snapshots, dump period %d ms",
+    skpx_buf_puts(b, "</h1>\n<div class=\"meta\">");
+    skpx_buf_printf(b, "%llu snapshots, dump period %d ms",
                       (unsigned long long)a->n_snapshots, export_period_ms(m));
     if (m->trace_id && *m->trace_id) {
-        export_buf_puts(b, " &middot; trace ");
+        skpx_buf_puts(b, " &middot; trace ");
         put_escaped(b, m->trace_id);
     }
     if (m->segment_id && *m->segment_id) {
-        export_buf_puts(b, " &middot; segment ");
+        skpx_buf_puts(b, " &middot; segment ");
         put_escaped(b, m->segment_id);
     }
     if (m->endpoint && *m->endpoint) {
-        export_buf_puts(b, " &middot; endpoint ");
+        skpx_buf_puts(b, " &middot; endpoint ");
         put_escaped(b, m->endpoint);
     }
     if (a->tip && *a->tip) {
-        export_buf_puts(b, " &middot; ");
+        skpx_buf_puts(b, " &middot; ");
         put_escaped(b, a->tip);
     }
-    export_buf_puts(b, "</div>\n");
-    export_buf_puts(b, g_body);
+    skpx_buf_puts(b, "</div>\n");
+    skpx_buf_puts(b, g_body);
     if (json_dump_callback(root, dump_cb, b, JSON_COMPACT | JSON_ESCAPE_SLASH) != 0 && !b->err)
         b->err = SKP_ENOMEM;
-    export_buf_puts(b, g_script);
+    skpx_buf_puts(b, g_script);
 out:
     json_decref(root);
     skpx_free(c.stack);

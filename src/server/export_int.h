@@ -1,5 +1,4 @@
-/* export_int.h - shared by the export_*.c files only: a bounded growable output buffer, a
- * depth-first walk over an analysis with each node's self count, and the per-format renderers
+/* export_int.h - shared by the export_*.c files only: a depth-first walk over an analysis with each node's self count, and the per-format renderers
  * that export.c dispatches to. Single-threaded, no global state. */
 #ifndef SKP_SERVER_EXPORT_INT_H
 #define SKP_SERVER_EXPORT_INT_H
@@ -11,6 +10,8 @@
 
 #include <jansson.h>
 
+#include "common/buf.h"
+#include "common/map.h"
 #include "server/export.h"
 
 /* Largest export we render: an analysis capped at a few hundred thousand nodes renders to far
@@ -22,21 +23,6 @@
 #define EXPORT_MAX_DEPTH 4096
 /* Sample weight used when the caller does not know the task's dump period. */
 #define EXPORT_DEFAULT_DUMP_PERIOD_MS 10
-
-struct export_buf {
-    uint8_t *data;             /* owned; skpx_realloc'd */
-    size_t len;
-    size_t cap;
-    skp_err err;               /* first error; later appends are no-ops */
-};
-
-/* Appends raw bytes / a string / formatted text. Errors are sticky in b->err. */
-void export_buf_put(struct export_buf *b, const void *p, size_t n);
-void export_buf_puts(struct export_buf *b, const char *s);
-void export_buf_printf(struct export_buf *b, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
-/* Moves the bytes out (caller frees with skpx_free) or frees them on error. Returns b->err. */
-SKP_MUST_CHECK skp_err export_buf_take(struct export_buf *b, uint8_t **out, size_t *out_len);
-void export_buf_cleanup(struct export_buf *b);
 
 /* Number of snapshots in which `n` was the innermost frame: count minus the children's counts
  * (children hold disjoint subsets of the parent's snapshots), never negative. */
@@ -50,19 +36,17 @@ typedef skp_err (*export_visit_cb)(void *ud, const struct analysis_tree *t,
  * SKP_EINVAL for a malformed tree (index out of range or a cycle). */
 SKP_MUST_CHECK skp_err export_walk(const struct analysis *a, export_visit_cb cb, void *ud);
 
-/* Interned strings: open addressing on FNV-1a, grown at 50% load. Keys are borrowed and must
- * outlive the table; ids are 0-based in first-seen order and order[id] gives the key back. */
+/* Interned strings: ids are 0-based in first-seen order and order[id] gives the string back.
+ * The table copies each string (the map's rule), so order[] stays valid until cleanup. */
 struct export_intern {
-    const char **keys;
-    uint32_t *ids;
-    size_t cap;
-    size_t n;
-    const char **order;
+    struct skpx_strmap map;    /* string (owned copy) → id */
+    const char **order;        /* owned array; entries point into map's keys */
     size_t order_cap;
+    size_t n;
 };
 /* Sets *id to the id of `s` (NULL is ""), adding it if new. Errors: SKP_ENOMEM. */
 SKP_MUST_CHECK skp_err export_intern_get(struct export_intern *in, const char *s, uint32_t *id);
-/* Frees the table (not the keys). */
+/* Frees the table and its copies of the strings. */
 void export_intern_cleanup(struct export_intern *in);
 
 /* A JSON string for `s` (NULL is ""). Bytes that are not valid UTF-8 (signatures come from
@@ -75,16 +59,16 @@ int export_period_ms(const struct export_meta *meta);
 
 /* Renderers; same contract as export_render for one format. */
 SKP_MUST_CHECK skp_err export_render_pprof(const struct analysis *a, const struct export_meta *m,
-                                           struct export_buf *b);
+                                           struct skpx_buf *b);
 SKP_MUST_CHECK skp_err export_render_collapsed(const struct analysis *a,
-                                               const struct export_meta *m, struct export_buf *b);
+                                               const struct export_meta *m, struct skpx_buf *b);
 SKP_MUST_CHECK skp_err export_render_speedscope(const struct analysis *a,
-                                                const struct export_meta *m, struct export_buf *b);
+                                                const struct export_meta *m, struct skpx_buf *b);
 SKP_MUST_CHECK skp_err export_render_html(const struct analysis *a, const struct export_meta *m,
-                                          struct export_buf *b);
+                                          struct skpx_buf *b);
 
 /* Writes `sig` with the characters that would break the collapsed format (';' separates frames,
  * newlines separate stacks) replaced: ';' -> ',', CR/LF/TAB -> ' '. */
-void export_put_collapsed_frame(struct export_buf *b, const char *sig);
+void export_put_collapsed_frame(struct skpx_buf *b, const char *sig);
 
 #endif

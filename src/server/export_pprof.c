@@ -43,7 +43,7 @@ enum { WT_VARINT = 0, WT_LEN = 2 };
 
 /* ---- protobuf primitives ---- */
 
-static void put_varint(struct export_buf *b, uint64_t v)
+static void put_varint(struct skpx_buf *b, uint64_t v)
 {
     uint8_t tmp[10];
     size_t n = 0;
@@ -54,34 +54,34 @@ static void put_varint(struct export_buf *b, uint64_t v)
             tmp[n] |= 0x80;
         n++;
     } while (v);
-    export_buf_put(b, tmp, n);
+    skpx_buf_put(b, tmp, n);
 }
 
-static void put_tag(struct export_buf *b, uint32_t field, uint32_t wire)
+static void put_tag(struct skpx_buf *b, uint32_t field, uint32_t wire)
 {
     put_varint(b, ((uint64_t)field << 3) | wire);
 }
 
-static void put_uint(struct export_buf *b, uint32_t field, uint64_t v)
+static void put_uint(struct skpx_buf *b, uint32_t field, uint64_t v)
 {
     put_tag(b, field, WT_VARINT);
     put_varint(b, v);
 }
 
-static void put_bytes(struct export_buf *b, uint32_t field, const void *p, size_t n)
+static void put_bytes(struct skpx_buf *b, uint32_t field, const void *p, size_t n)
 {
     put_tag(b, field, WT_LEN);
     put_varint(b, n);
-    export_buf_put(b, p, n);
+    skpx_buf_put(b, p, n);
 }
 
 /* Embeds `inner` as field `field` and empties it for reuse. */
-static void put_message(struct export_buf *b, uint32_t field, struct export_buf *inner)
+static void put_message(struct skpx_buf *b, uint32_t field, struct skpx_buf *inner)
 {
     if (inner->err && !b->err)
         b->err = inner->err;
     put_bytes(b, field, inner->data, inner->len);
-    inner->len = 0;
+    skpx_buf_reset(inner);
 }
 
 /* ---- code signatures ---- */
@@ -137,10 +137,10 @@ static int64_t signature_line(const char *sig, const char **file, size_t *file_l
 /* ---- rendering ---- */
 
 struct pprof_ctx {
-    struct export_buf *out;    /* the Profile message */
-    struct export_buf sample;  /* scratch for one Sample */
-    struct export_buf packed;  /* scratch for packed repeated fields */
-    struct export_buf label;   /* scratch for one Label */
+    struct skpx_buf *out;    /* the Profile message */
+    struct skpx_buf sample;  /* scratch for one Sample */
+    struct skpx_buf packed;  /* scratch for packed repeated fields */
+    struct skpx_buf label;   /* scratch for one Label */
     struct export_intern strings;
     struct export_intern sigs;        /* code signature -> function/location id - 1 */
     int64_t period_ns;
@@ -175,7 +175,7 @@ static skp_err visit(void *ud, const struct analysis_tree *t,
 
     if (self == 0)
         return SKP_OK;
-    c->packed.len = 0;
+    skpx_buf_reset(&c->packed);
     for (size_t i = depth + 1; i-- > 0;) {
         uint32_t id;
         err = export_intern_get(&c->sigs, path[i]->code_signature, &id);
@@ -223,7 +223,7 @@ static skp_err add_label(struct pprof_ctx *c, const char *key, const char *value
     return err;
 }
 
-static skp_err gzip_buf(const struct export_buf *in, struct export_buf *out)
+static skp_err gzip_buf(const struct skpx_buf *in, struct skpx_buf *out)
 {
     z_stream zs;
     memset(&zs, 0, sizeof(zs));
@@ -235,31 +235,36 @@ static skp_err gzip_buf(const struct export_buf *in, struct export_buf *out)
         deflateEnd(&zs);
         return SKP_ETOOBIG;
     }
-    out->data = skpx_malloc(bound ? bound : 1);
+    out->data = skpx_malloc(bound + 1);
     if (!out->data) {
         deflateEnd(&zs);
         return SKP_ENOMEM;
     }
-    out->cap = bound;
+    out->cap = bound + 1;
     zs.next_in = in->data;
     zs.avail_in = (uInt)in->len;
     zs.next_out = out->data;
     zs.avail_out = (uInt)bound;
     int rc = deflate(&zs, Z_FINISH);
     out->len = bound - zs.avail_out;
+    out->data[out->len] = '\0';
     deflateEnd(&zs);
     return rc == Z_STREAM_END ? SKP_OK : SKP_EIO;
 }
 
 skp_err export_render_pprof(const struct analysis *a, const struct export_meta *m,
-                            struct export_buf *b)
+                            struct skpx_buf *b)
 {
-    struct export_buf raw = {0};
+    struct skpx_buf raw;
     struct pprof_ctx c;
     uint32_t dummy;
     skp_err err;
 
     memset(&c, 0, sizeof(c));
+    skpx_buf_init(&raw, EXPORT_MAX_OUTPUT_BYTES);
+    skpx_buf_init(&c.sample, EXPORT_MAX_OUTPUT_BYTES);
+    skpx_buf_init(&c.packed, EXPORT_MAX_OUTPUT_BYTES);
+    skpx_buf_init(&c.label, EXPORT_MAX_OUTPUT_BYTES);
     c.out = &raw;
     c.period_ns = (int64_t)export_period_ms(m) * 1000000;
     /* The string table must start with "". */
@@ -353,9 +358,9 @@ out:
     skpx_free(c.owned);
     export_intern_cleanup(&c.strings);
     export_intern_cleanup(&c.sigs);
-    export_buf_cleanup(&c.sample);
-    export_buf_cleanup(&c.packed);
-    export_buf_cleanup(&c.label);
-    export_buf_cleanup(&raw);
+    skpx_buf_cleanup(&c.sample);
+    skpx_buf_cleanup(&c.packed);
+    skpx_buf_cleanup(&c.label);
+    skpx_buf_cleanup(&raw);
     return err;
 }

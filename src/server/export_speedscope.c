@@ -48,13 +48,13 @@ static skp_err visit(void *ud, const struct analysis_tree *t,
 
 static int dump_cb(const char *p, size_t n, void *ud)
 {
-    struct export_buf *b = ud;
-    export_buf_put(b, p, n);
+    struct skpx_buf *b = ud;
+    skpx_buf_put(b, p, n);
     return b->err ? -1 : 0;
 }
 
 skp_err export_render_speedscope(const struct analysis *a, const struct export_meta *m,
-                                 struct export_buf *b)
+                                 struct skpx_buf *b)
 {
     struct ss_ctx c;
     json_t *root = NULL;

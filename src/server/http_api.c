@@ -22,6 +22,7 @@
 #include "common/alloc.h"
 #include "common/clock.h"
 #include "common/log.h"
+#include "common/pct.h"
 #include "server/config.h"
 #include "server/http_int.h"
 
@@ -95,17 +96,9 @@ void http_reply_store_error(struct http_ctx *cx, skp_err err, const char *what)
         http_reply_error(cx, 404, "%s not found", what);
         return;
     }
-    static int64_t last_ms;
-    static uint64_t skipped;
-    int64_t now = skpx_mono_ms();
-    if (last_ms && now - last_ms < 1000) {
-        skipped++;
-    } else {
-        SKPX_ERROR("http %s: %s: store error: %s (%" PRIu64 " more since the last report)",
-                   cx->raw_path, what, skp_strerror(err), skipped);
-        skipped = 0;
-        last_ms = now;
-    }
+    static struct skpx_log_limit lim;
+    skpx_log_limited(&lim, SKPX_LOG_ERROR, "http %s: %s: store error: %s", cx->raw_path, what,
+                     skp_strerror(err));
     http_reply_error(cx, err == SKP_ENOMEM ? 500 : 503, "storage unavailable (%s): %s", what,
                      skp_strerror(err));
 }
@@ -177,17 +170,6 @@ void http_job_dispatch(struct http_ctx *cx, struct http_job *j)
     j->destroy(j);
 }
 
-static int hexval(char c)
-{
-    if (c >= '0' && c <= '9')
-        return c - '0';
-    if (c >= 'a' && c <= 'f')
-        return c - 'a' + 10;
-    if (c >= 'A' && c <= 'F')
-        return c - 'A' + 10;
-    return -1;
-}
-
 /* Percent-decodes [s, s+n) into a new string; NULL if malformed, too long or containing NUL. */
 static char *decode_segment(const char *s, size_t n)
 {
@@ -196,26 +178,9 @@ static char *decode_segment(const char *s, size_t n)
     char *out = skpx_malloc(n + 1);
     if (!out)
         return NULL;
-    size_t k = 0;
-    for (size_t i = 0; i < n; i++) {
-        if (s[i] == '%') {
-            if (i + 2 >= n) {
-                skpx_free(out);
-                return NULL;
-            }
-            int a = hexval(s[i + 1]), b = hexval(s[i + 2]);
-            if (a < 0 || b < 0 || (a == 0 && b == 0)) {
-                skpx_free(out);
-                return NULL;
-            }
-            out[k++] = (char)(a << 4 | b);
-            i += 2;
-        } else {
-            out[k++] = s[i];
-        }
-    }
-    out[k] = '\0';
-    if (k > HTTP_SEGMENT_MAX) {
+    bool bad = false;
+    size_t k = skpx_pct_decode(s, n, out, n + 1, &bad);
+    if (bad || k > HTTP_SEGMENT_MAX) {
         skpx_free(out);
         return NULL;
     }

@@ -89,7 +89,9 @@ void http_job_set_store_error(struct http_job *j, skp_err err, const char *what)
         http_job_set_error(j, 404, "%s not found", what);
         return;
     }
-    SKPX_ERROR("http worker: %s: store error: %s", what, skp_strerror(err));
+    static struct skpx_log_limit lim;
+    skpx_log_limited(&lim, SKPX_LOG_ERROR, "http worker: %s: store error: %s", what,
+                     skp_strerror(err));
     http_job_set_error(j, err == SKP_ENOMEM ? 500 : 503, "storage unavailable (%s): %s", what,
                        skp_strerror(err));
 }

@@ -9,57 +9,20 @@
 #include <unistd.h>
 
 #include "common/alloc.h"
+#include "common/buf.h"
 #include "common/clock.h"
 
 /* The rendered text is a few KB; this cap only guards against a runaway loop. */
 #define METRICS_TEXT_MAX (1u << 20)
 
-struct sbuf {
-    char *p;
-    size_t len;
-    size_t cap;
-    bool oom;
-};
-
-static void sb_printf(struct sbuf *b, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
-static void sb_printf(struct sbuf *b, const char *fmt, ...)
+static void counter(struct skpx_buf *b, const char *name, const char *help, uint64_t v)
 {
-    if (b->oom)
-        return;
-    for (;;) {
-        va_list ap;
-        va_start(ap, fmt);
-        int n = vsnprintf(b->p ? b->p + b->len : NULL, b->p ? b->cap - b->len : 0, fmt, ap);
-        va_end(ap);
-        if (n < 0) {
-            b->oom = true;
-            return;
-        }
-        if (b->p && b->len + (size_t)n < b->cap) {
-            b->len += (size_t)n;
-            return;
-        }
-        size_t cap = b->cap ? b->cap * 2 : 4096;
-        while (cap < b->len + (size_t)n + 1)
-            cap *= 2;
-        char *np = cap <= METRICS_TEXT_MAX ? skpx_realloc(b->p, cap) : NULL;
-        if (!np) {
-            b->oom = true;
-            return;
-        }
-        b->p = np;
-        b->cap = cap;
-    }
+    skpx_buf_printf(b, "# HELP %s %s\n# TYPE %s counter\n%s %" PRIu64 "\n", name, help, name, name, v);
 }
 
-static void counter(struct sbuf *b, const char *name, const char *help, uint64_t v)
+static void gauge(struct skpx_buf *b, const char *name, const char *help, double v)
 {
-    sb_printf(b, "# HELP %s %s\n# TYPE %s counter\n%s %" PRIu64 "\n", name, help, name, name, v);
-}
-
-static void gauge(struct sbuf *b, const char *name, const char *help, double v)
-{
-    sb_printf(b, "# HELP %s %s\n# TYPE %s gauge\n%s %.17g\n", name, help, name, name, v);
+    skpx_buf_printf(b, "# HELP %s %s\n# TYPE %s gauge\n%s %.17g\n", name, help, name, name, v);
 }
 
 uint64_t metrics_rss_bytes(void)
@@ -83,7 +46,8 @@ uint64_t metrics_rss_bytes(void)
 skp_err metrics_render(const struct metrics *m, const struct skpx_grpc_server_stats *grpc,
                        const struct store_stats *store, char **out, size_t *out_len)
 {
-    struct sbuf b = {0};
+    struct skpx_buf b;
+    skpx_buf_init(&b, METRICS_TEXT_MAX);
     *out = NULL;
     *out_len = 0;
     counter(&b, "skyprof_snapshots_received_total", "Thread snapshots received from agents.",
@@ -130,11 +94,11 @@ skp_err metrics_render(const struct metrics *m, const struct skpx_grpc_server_st
             m->dropped_messages);
     counter(&b, "skyprof_auth_failures_total", "gRPC calls refused with UNAUTHENTICATED.",
             m->auth_failures);
-    sb_printf(&b, "# HELP skyprof_http_requests_total HTTP API requests by status class.\n"
+    skpx_buf_printf(&b, "# HELP skyprof_http_requests_total HTTP API requests by status class.\n"
                   "# TYPE skyprof_http_requests_total counter\n");
     static const char *cls[] = {"other", "1xx", "2xx", "3xx", "4xx", "5xx"};
     for (int i = 0; i < 6; i++)
-        sb_printf(&b, "skyprof_http_requests_total{code=\"%s\"} %" PRIu64 "\n", cls[i],
+        skpx_buf_printf(&b, "skyprof_http_requests_total{code=\"%s\"} %" PRIu64 "\n", cls[i],
                   m->http_requests[i]);
     counter(&b, "skyprof_retention_runs_total", "Retention purges run.", m->retention_runs);
     counter(&b, "skyprof_retention_deleted_rows_total", "Rows deleted by retention.",
@@ -177,11 +141,8 @@ skp_err metrics_render(const struct metrics *m, const struct skpx_grpc_server_st
           (double)metrics_rss_bytes());
     gauge(&b, "skyprof_process_uptime_seconds", "Seconds since skyprofd started.",
           m->start_ms ? (double)(skpx_now_ms() - m->start_ms) / 1000.0 : 0.0);
-    if (b.oom || !b.p) {
-        skpx_free(b.p);
-        return SKP_ENOMEM;
-    }
-    *out = b.p;
-    *out_len = b.len;
-    return SKP_OK;
+    uint8_t *text = NULL;
+    skp_err err = skpx_buf_take(&b, &text, out_len);
+    *out = (char *)text;
+    return err;
 }

@@ -43,7 +43,7 @@ uint64_t metrics_rss_bytes(void);
 
 /* Renders all counters, the gRPC server's and the store's stats (either may be NULL) in the
  * Prometheus text exposition format. *out (caller frees with skpx_free) holds *out_len bytes.
- * Errors: SKP_ENOMEM. */
+ * Errors: SKP_ENOMEM, SKP_ETOOBIG (text past METRICS_TEXT_MAX: a bug). */
 SKP_MUST_CHECK skp_err metrics_render(const struct metrics *m,
                                       const struct skpx_grpc_server_stats *grpc,
                                       const struct store_stats *store, char **out,

@@ -15,8 +15,9 @@
 #include <stdbool.h>
 #include <stdint.h>
 
+#include "common/grow.h"
+#include "common/map.h"
 #include "server/store.h"
-#include "server/store_cache.h"
 
 /* Cache bounds: each cache is cleared when it reaches its bound (they only save lookups). */
 #define STORE_FRAME_CACHE_MAX (1u << 18)    /* signature → id entries (~262k frames) */
@@ -68,21 +69,21 @@ struct store {
     sqlite3_stmt *stmts[STMT_COUNT];
 
     /* ingest caches (cleared on rollback and purge: they may name rows that no longer exist) */
-    struct strmap frame_ids;         /* signature → frames.id */
-    struct strmap seg_ids;           /* segment id → segids.id */
-    struct strmap task_keys;         /* task id → task_keys.id */
-    struct u64map task_segs;         /* (task key << 32 | seg) → 1 */
+    struct skpx_strmap frame_ids;         /* signature → frames.id */
+    struct skpx_strmap seg_ids;           /* segment id → segids.id */
+    struct skpx_strmap task_keys;         /* task id → task_keys.id */
+    struct skpx_u64map task_segs;         /* (task key << 32 | seg) → 1 */
 
     /* stack cache, used by ingest (by hash) and by readers (by id) */
     struct store_stack_entry *stacks;
     size_t n_stacks, cap_stacks;
     uint32_t *stack_pool;
     size_t pool_len, pool_cap;
-    struct u64map stack_by_hash;     /* hash → index in stacks (first entry with that hash) */
-    struct u64map stack_by_id;       /* id → index in stacks */
+    struct skpx_u64map stack_by_hash;     /* hash → index in stacks (first entry with that hash) */
+    struct skpx_u64map stack_by_id;       /* id → index in stacks */
 
     /* read cache: frames.id → signature, kept until close (store_get_frame's contract) */
-    struct u64map frame_sig_idx;     /* id → index in frame_sigs */
+    struct skpx_u64map frame_sig_idx;     /* id → index in frame_sigs */
     char **frame_sigs;
     size_t n_frame_sigs, cap_frame_sigs;
 
@@ -134,11 +135,6 @@ static inline const char *store__col_text_or_null(sqlite3_stmt *s, int i)
 {
     return sqlite3_column_type(s, i) == SQLITE_NULL ? NULL : store__col_text(s, i);
 }
-
-/* Makes room for element n of a growing array v of `cap` elements of `elem` bytes (first
- * allocation: `first` elements, then doubling). Returns v itself when n < *cap, else the
- * reallocated array (*cap updated); NULL on allocation failure (v is then still valid). */
-void *store__grow(void *v, size_t n, size_t *cap, size_t elem, size_t first);
 
 /* Segment id string → segids.id, creating the row (with first_ms) inside the current
  * transaction when missing. */

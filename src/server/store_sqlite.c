@@ -147,14 +147,14 @@ skp_err store__commit(struct store *st)
 
 void store__drop_ingest_caches(struct store *st)
 {
-    strmap_clear(&st->frame_ids);
-    strmap_clear(&st->seg_ids);
-    strmap_clear(&st->task_keys);
-    u64map_clear(&st->task_segs);
+    skpx_strmap_clear(&st->frame_ids);
+    skpx_strmap_clear(&st->seg_ids);
+    skpx_strmap_clear(&st->task_keys);
+    skpx_u64map_clear(&st->task_segs);
     st->n_stacks = 0;
     st->pool_len = 0;
-    u64map_clear(&st->stack_by_hash);
-    u64map_clear(&st->stack_by_id);
+    skpx_u64map_clear(&st->stack_by_hash);
+    skpx_u64map_clear(&st->stack_by_id);
     st->n_snapshots = -1;
 }
 
@@ -244,15 +244,15 @@ void store_close(struct store *st)
             (void)sqlite3_wal_checkpoint_v2(st->db, NULL, SQLITE_CHECKPOINT_TRUNCATE, NULL, NULL);
         sqlite3_close_v2(st->db);
     }
-    strmap_cleanup(&st->frame_ids);
-    strmap_cleanup(&st->seg_ids);
-    strmap_cleanup(&st->task_keys);
-    u64map_cleanup(&st->task_segs);
-    u64map_cleanup(&st->stack_by_hash);
-    u64map_cleanup(&st->stack_by_id);
+    skpx_strmap_cleanup(&st->frame_ids);
+    skpx_strmap_cleanup(&st->seg_ids);
+    skpx_strmap_cleanup(&st->task_keys);
+    skpx_u64map_cleanup(&st->task_segs);
+    skpx_u64map_cleanup(&st->stack_by_hash);
+    skpx_u64map_cleanup(&st->stack_by_id);
     skpx_free(st->stacks);
     skpx_free(st->stack_pool);
-    u64map_cleanup(&st->frame_sig_idx);
+    skpx_u64map_cleanup(&st->frame_sig_idx);
     for (size_t i = 0; i < st->n_frame_sigs; i++)
         skpx_free(st->frame_sigs[i]);
     skpx_free(st->frame_sigs);
@@ -276,19 +276,6 @@ skp_err store__each_row(struct store *st, sqlite3_stmt *s, store_row_fn row, voi
     if (rc != SQLITE_DONE)
         return store__sqlerr(st, rc, what);
     return SKP_OK;
-}
-
-void *store__grow(void *v, size_t n, size_t *cap, size_t elem, size_t first)
-{
-    if (n < *cap)
-        return v;
-    size_t ncap = *cap ? *cap * 2 : first;
-    if (ncap < n + 1 || ncap > SIZE_MAX / elem)
-        return NULL;
-    void *nv = skpx_realloc(v, ncap * elem);
-    if (nv)
-        *cap = ncap;
-    return nv;
 }
 
 /* ---- stats ---- */

@@ -25,7 +25,7 @@ static skp_err insert_one(struct store *st, const struct store_snapshot *sn, boo
     uint64_t pair = (uint64_t)task << 32 | seg;
     uint64_t one;
     sqlite3_stmt *s;
-    if (!u64map_get(&st->task_segs, pair, &one)) {
+    if (!skpx_u64map_get(&st->task_segs, pair, &one)) {
         s = store__stmt(st, STMT_TASKSEG_INS, &err);
         if (!s)
             return err;
@@ -35,8 +35,8 @@ static skp_err insert_one(struct store *st, const struct store_snapshot *sn, boo
         if (err)
             return err;
         if (st->task_segs.n >= STORE_PAIR_CACHE_MAX)
-            u64map_clear(&st->task_segs);
-        if (u64map_put(&st->task_segs, pair, 1) != SKP_OK) {
+            skpx_u64map_clear(&st->task_segs);
+        if (skpx_u64map_put(&st->task_segs, pair, 1) != SKP_OK) {
             /* only a cache: the INSERT OR IGNORE runs again next time */
         }
     }

@@ -380,10 +380,8 @@ struct task_vec {
 static skp_err push_task_row(void *ud, sqlite3_stmt *s)
 {
     struct task_vec *tv = ud;
-    struct store_task *nv = store__grow(tv->v, tv->n, &tv->cap, sizeof(*nv), 4);
-    if (!nv)
+    if (skpx_grow(&tv->v, &tv->cap, tv->n + 1, sizeof(*tv->v), 4))
         return SKP_ENOMEM;
-    tv->v = nv;
     skp_err err = task_from_row(s, &tv->v[tv->n]);
     if (!err)
         tv->n++;

@@ -435,10 +435,8 @@ struct listed_vec {
 static skp_err push_listed_row(void *ud, sqlite3_stmt *s)
 {
     struct listed_vec *lv = ud;
-    struct listed *nv = store__grow(lv->v, lv->n, &lv->cap, sizeof(*nv), 16);
-    if (!nv)
+    if (skpx_grow(&lv->v, &lv->cap, lv->n + 1, sizeof(*lv->v), 16))
         return SKP_ENOMEM;
-    lv->v = nv;
     struct listed *l = &lv->v[lv->n];
     memset(l, 0, sizeof(*l));
     l->seg = sqlite3_column_int64(s, 1);

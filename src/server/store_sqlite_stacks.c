@@ -48,22 +48,22 @@ static skp_err select_or_insert(struct store *st, enum store_stmt get, enum stor
 }
 
 /* Remembers key → id in a lookup cache, clearing it first when it holds `max` entries. */
-static void cache_put(struct strmap *cache, size_t max, const char *key, uint32_t id)
+static void cache_put(struct skpx_strmap *cache, size_t max, const char *key, uint32_t id)
 {
     if (cache->n >= max)
-        strmap_clear(cache);
-    if (strmap_put(cache, key, id) != SKP_OK) {
+        skpx_strmap_clear(cache);
+    if (skpx_strmap_put(cache, key, id) != SKP_OK) {
         /* only a cache: a failed put costs a lookup later */
     }
 }
 
 /* Finds `name` through cache → SELECT; when `create`, INSERTs it (inside the caller's
  * transaction). SKP_ENOTFOUND when absent and !create. */
-static skp_err name_ref(struct store *st, struct strmap *cache, enum store_stmt get,
+static skp_err name_ref(struct store *st, struct skpx_strmap *cache, enum store_stmt get,
                         enum store_stmt ins, const char *name, bool create, int64_t first_ms,
                         uint32_t *out)
 {
-    if (strmap_get(cache, name, out))
+    if (skpx_strmap_get(cache, name, out))
         return SKP_OK;
     skp_err err = select_or_insert(st, get, ins, name, create, first_ms, out);
     if (err)
@@ -95,7 +95,7 @@ skp_err store__task_key(struct store *st, const char *task_id, bool create, uint
 
 static skp_err frame_ref(struct store *st, const char *raw, uint32_t *out)
 {
-    if (strmap_get(&st->frame_ids, raw, out))
+    if (skpx_strmap_get(&st->frame_ids, raw, out))
         return SKP_OK;
     /* Stored signatures are valid UTF-8 (they end up in JSON); the cache keeps the raw form. */
     char *fixed = NULL;
@@ -176,8 +176,8 @@ static void stack_cache_clear(struct store *st)
 {
     st->n_stacks = 0;
     st->pool_len = 0;
-    u64map_clear(&st->stack_by_hash);
-    u64map_clear(&st->stack_by_id);
+    skpx_u64map_clear(&st->stack_by_hash);
+    skpx_u64map_clear(&st->stack_by_id);
 }
 
 /* Adds a stack to the cache; returns its frames' location in the pool or NULL when it was not
@@ -199,17 +199,14 @@ static const uint32_t *stack_cache_add(struct store *st, uint32_t id, uint64_t h
         st->stack_pool = p;
         st->pool_cap = ncap;
     }
-    struct store_stack_entry *grown =
-        store__grow(st->stacks, st->n_stacks, &st->cap_stacks, sizeof(*grown), 256);
-    if (!grown)
+    if (skpx_grow(&st->stacks, &st->cap_stacks, st->n_stacks + 1, sizeof(*st->stacks), 256))
         return NULL;
-    st->stacks = grown;
     size_t idx = st->n_stacks;
     uint64_t dummy;
-    if (u64map_put(&st->stack_by_id, id, idx) != SKP_OK)
+    if (skpx_u64map_put(&st->stack_by_id, id, idx) != SKP_OK)
         return NULL;
-    if (!u64map_get(&st->stack_by_hash, hash, &dummy) &&
-        u64map_put(&st->stack_by_hash, hash, idx) != SKP_OK) {
+    if (!skpx_u64map_get(&st->stack_by_hash, hash, &dummy) &&
+        skpx_u64map_put(&st->stack_by_hash, hash, idx) != SKP_OK) {
         stack_cache_clear(st);  /* keep both indexes consistent */
         return NULL;
     }
@@ -237,9 +234,9 @@ skp_err store__stack_ref(struct store *st, char *const *frames, size_t n_frames,
         if (err)
             return err;
     }
-    uint64_t hash = skp_hash_u32s(ids, n);
+    uint64_t hash = skpx_hash_u32s(ids, n);
     uint64_t idx;
-    if (u64map_get(&st->stack_by_hash, hash, &idx)) {
+    if (skpx_u64map_get(&st->stack_by_hash, hash, &idx)) {
         const struct store_stack_entry *e = &st->stacks[idx];
         if (e->n == n && memcmp(st->stack_pool + e->off, ids, n * sizeof(*ids)) == 0) {
             *out = e->id;
@@ -288,7 +285,7 @@ skp_err store_get_stack(struct store *st, uint32_t stack, const uint32_t **frame
     *frames = NULL;
     *n = 0;
     uint64_t idx;
-    if (u64map_get(&st->stack_by_id, stack, &idx)) {
+    if (skpx_u64map_get(&st->stack_by_id, stack, &idx)) {
         const struct store_stack_entry *e = &st->stacks[idx];
         *frames = st->stack_pool + e->off;
         *n = e->n;
@@ -318,7 +315,7 @@ skp_err store_get_stack(struct store *st, uint32_t stack, const uint32_t **frame
         SKPX_ERROR("store: stack %u is corrupt", stack);
         return SKP_EIO;
     }
-    const uint32_t *cached = stack_cache_add(st, stack, skp_hash_u32s(st->scratch_ids, cnt),
+    const uint32_t *cached = stack_cache_add(st, stack, skpx_hash_u32s(st->scratch_ids, cnt),
                                              st->scratch_ids, cnt);
     *frames = cached ? cached : st->scratch_ids;
     *n = cnt;
@@ -329,7 +326,7 @@ skp_err store_get_frame(struct store *st, uint32_t frame, const char **sig)
 {
     *sig = NULL;
     uint64_t idx;
-    if (u64map_get(&st->frame_sig_idx, frame, &idx)) {
+    if (skpx_u64map_get(&st->frame_sig_idx, frame, &idx)) {
         *sig = st->frame_sigs[idx];
         return SKP_OK;
     }
@@ -347,13 +344,12 @@ skp_err store_get_frame(struct store *st, uint32_t frame, const char **sig)
     sqlite3_reset(s);
     if (!copy)
         return SKP_ENOMEM;
-    char **p = store__grow(st->frame_sigs, st->n_frame_sigs, &st->cap_frame_sigs, sizeof(*p), 256);
-    if (!p) {
+    if (skpx_grow(&st->frame_sigs, &st->cap_frame_sigs, st->n_frame_sigs + 1,
+                  sizeof(*st->frame_sigs), 256)) {
         skpx_free(copy);
         return SKP_ENOMEM;
     }
-    st->frame_sigs = p;
-    if (u64map_put(&st->frame_sig_idx, frame, st->n_frame_sigs) != SKP_OK) {
+    if (skpx_u64map_put(&st->frame_sig_idx, frame, st->n_frame_sigs) != SKP_OK) {
         skpx_free(copy);
         return SKP_ENOMEM;
     }

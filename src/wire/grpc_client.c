@@ -46,6 +46,7 @@
 #include "common/clock.h"
 #include "common/err.h"
 #include "common/log.h"
+#include "common/pct.h"
 
 /* Receive window (per stream and for the connection): the 64 KiB HTTP/2 default throttles
  * streaming on any link with latency; 16 MiB matches what gRPC implementations use with BDP. */
@@ -658,8 +659,8 @@ static int on_header(nghttp2_session *s, const nghttp2_frame *frame, const uint8
         k->has_grpc_status = true;
         k->grpc_status = st;
     } else if (name_is(name, namelen, "grpc-message")) {
-        skpx_grpc_percent_decode((const char *)value, valuelen, k->grpc_message,
-                                 sizeof(k->grpc_message));
+        skpx_pct_decode((const char *)value, valuelen, k->grpc_message,
+                        sizeof(k->grpc_message), NULL);
     }
     return 0;
 }

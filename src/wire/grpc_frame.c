@@ -201,35 +201,6 @@ size_t skpx_grpc_percent_encode(const char *in, size_t in_len, char *out, size_t
     return need;
 }
 
-static int hex_val(char c)
-{
-    if (c >= '0' && c <= '9')
-        return c - '0';
-    if (c >= 'a' && c <= 'f')
-        return c - 'a' + 10;
-    if (c >= 'A' && c <= 'F')
-        return c - 'A' + 10;
-    return -1;
-}
-
-size_t skpx_grpc_percent_decode(const char *in, size_t in_len, char *out, size_t cap)
-{
-    size_t need = 0;
-    for (size_t i = 0; i < in_len; i++) {
-        char c = in[i];
-        if (c == '%' && i + 2 < in_len && hex_val(in[i + 1]) >= 0 && hex_val(in[i + 2]) >= 0) {
-            c = (char)((hex_val(in[i + 1]) << 4) | hex_val(in[i + 2]));
-            i += 2;
-        }
-        if (cap && need < cap - 1)
-            out[need] = c;
-        need++;
-    }
-    if (cap)
-        out[need < cap ? need : cap - 1] = '\0';
-    return need;
-}
-
 void skpx_grpc_timeout_format(int64_t timeout_ms, char *out, size_t cap)
 {
     /* Pick the finest unit whose value fits in 8 digits, rounding up so the peer never sees a

@@ -71,8 +71,8 @@ bool skpx_grpc_reader_idle(const struct skpx_grpc_reader *r);
  * encoded as %XX). Writes at most `cap` bytes including the NUL; returns the length the full
  * encoding needs (excluding NUL), like snprintf. */
 size_t skpx_grpc_percent_encode(const char *in, size_t in_len, char *out, size_t cap);
-/* Decodes %XX sequences (invalid sequences are kept literally). Same return convention. */
-size_t skpx_grpc_percent_decode(const char *in, size_t in_len, char *out, size_t cap);
+/* Decoding is common/pct.h's skpx_pct_decode (invalid sequences kept literally, same return
+ * convention). */
 
 /* Formats a grpc-timeout value for `timeout_ms` (e.g. "1500m", at most 8 digits + unit) into
  * `out` (cap >= 12). */

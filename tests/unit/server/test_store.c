@@ -923,45 +923,6 @@ static void nested_scans_refused(void **state)
     assert_int_equal(s.n, 2);
 }
 
-static void cache_maps_grow_and_clear(void **state)
-{
-    (void)state;
-    struct u64map m = {0};
-    struct strmap sm = {0};
-    char key[32];
-    for (uint64_t i = 0; i < 10000; i++) {
-        assert_int_equal(u64map_put(&m, i * 0x10001, i), SKP_OK);
-        snprintf(key, sizeof(key), "frame-%llu", (unsigned long long)i);
-        assert_int_equal(strmap_put(&sm, key, (uint32_t)i), SKP_OK);
-    }
-    assert_int_equal(u64map_put(&m, 5 * 0x10001, 77), SKP_OK); /* replace */
-    assert_int_equal(m.n, 10000);
-    for (uint64_t i = 0; i < 10000; i++) {
-        uint64_t v;
-        uint32_t v32;
-        assert_true(u64map_get(&m, i * 0x10001, &v));
-        assert_int_equal(v, i == 5 ? 77 : i);
-        snprintf(key, sizeof(key), "frame-%llu", (unsigned long long)i);
-        assert_true(strmap_get(&sm, key, &v32));
-        assert_int_equal(v32, i);
-    }
-    uint64_t v;
-    uint32_t v32;
-    assert_false(u64map_get(&m, 3, &v));
-    assert_false(strmap_get(&sm, "frame-x", &v32));
-    u64map_clear(&m);
-    strmap_clear(&sm);
-    assert_false(u64map_get(&m, 0x10001, &v));
-    assert_false(strmap_get(&sm, "frame-1", &v32));
-    assert_int_equal(strmap_put(&sm, "again", 1), SKP_OK);
-    assert_true(strmap_get(&sm, "again", &v32));
-    u64map_cleanup(&m);
-    strmap_cleanup(&sm);
-    /* the stored stack hash is stable across builds */
-    const uint32_t ids[] = {1, 2, 3};
-    assert_true(skp_hash_u32s(ids, 3) == UINT64_C(0xef3be20049355402));
-}
-
 static void committed_batch_survives_a_crash(void **state)
 {
     struct fixture *f = *state;
@@ -1033,7 +994,6 @@ int main(void)
         cmocka_unit_test(utf8_validation_table),
         cmocka_unit_test_setup_teardown(committed_batch_survives_a_crash, setup, teardown),
         cmocka_unit_test_setup_teardown(reader_connection_sees_committed_data, setup, teardown),
-        cmocka_unit_test(cache_maps_grow_and_clear),
         cmocka_unit_test_setup_teardown(nested_scans_refused, setup, teardown),
         cmocka_unit_test_setup_teardown(unusable_files_are_refused, setup, teardown),
         cmocka_unit_test_setup_teardown(invalid_utf8_never_breaks_json, setup, teardown),

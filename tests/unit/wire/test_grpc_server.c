@@ -26,6 +26,7 @@
 #include "common/alloc.h"
 #include "common/clock.h"
 #include "common/err.h"
+#include "common/pct.h"
 #include "profile/Profile.pb-c.h"
 #include "wire/grpc_server.h"
 
@@ -82,7 +83,7 @@ static int cl_on_header(nghttp2_session *s, const nghttp2_frame *frame, const ui
     else if (namelen == 11 && memcmp(name, "grpc-status", 11) == 0)
         t->grpc_status = (int)strtol(v, NULL, 10);
     else if (namelen == 12 && memcmp(name, "grpc-message", 12) == 0)
-        skpx_grpc_percent_decode(v, strlen(v), t->grpc_message, sizeof(t->grpc_message));
+        skpx_pct_decode(v, strlen(v), t->grpc_message, sizeof(t->grpc_message), NULL);
     return 0;
 }
 

@@ -1,9 +1,8 @@
-/* store_cache.c - open-addressing hash maps (linear probing, load factor <= 1/2) for the
- * store's caches and the analyzer's memo tables.
+/* map.c - open-addressing hash maps (linear probing, load factor <= 1/2), see map.h.
  * Design: keys are hashed once with a 64-bit multiply-xorshift mix; tables double when half
  * full. No deletion of single entries is needed (caches are cleared wholesale), which keeps
  * linear probing free of tombstones. */
-#include "server/store_cache.h"
+#include "common/map.h"
 
 #include <string.h>
 
@@ -21,11 +20,11 @@ static uint64_t mix64(uint64_t x)
     return x;
 }
 
-uint64_t skp_hash_bytes(const void *p, size_t n)
+uint64_t skpx_hash_bytes(const void *p, size_t n)
 {
     /* Eight bytes per step (frame signatures are 50-100 bytes and hashed on every ingest
      * lookup), finished with a mix so the low bits spread well. In-memory only: the stored
-     * stack hashes depend on skp_hash_u32s alone. */
+     * stack hashes depend on skpx_hash_u32s alone. */
     const unsigned char *b = p;
     uint64_t h = UINT64_C(0xcbf29ce484222325) ^ (n * UINT64_C(0x9e3779b97f4a7c15));
     size_t i = 0;
@@ -42,7 +41,7 @@ uint64_t skp_hash_bytes(const void *p, size_t n)
     return mix64(h);
 }
 
-uint64_t skp_hash_u32s(const uint32_t *v, size_t n)
+uint64_t skpx_hash_u32s(const uint32_t *v, size_t n)
 {
     /* Stored in stacks.hash: never change this function without a schema migration that
      * recomputes the column. */
@@ -54,7 +53,7 @@ uint64_t skp_hash_u32s(const uint32_t *v, size_t n)
 
 /* ---- u64 → u64 ---- */
 
-void u64map_cleanup(struct u64map *m)
+void skpx_u64map_cleanup(struct skpx_u64map *m)
 {
     if (!m)
         return;
@@ -64,14 +63,14 @@ void u64map_cleanup(struct u64map *m)
     memset(m, 0, sizeof(*m));
 }
 
-void u64map_clear(struct u64map *m)
+void skpx_u64map_clear(struct skpx_u64map *m)
 {
     if (m->used)
         memset(m->used, 0, m->cap);
     m->n = 0;
 }
 
-bool u64map_get(const struct u64map *m, uint64_t key, uint64_t *val)
+bool skpx_u64map_get(const struct skpx_u64map *m, uint64_t key, uint64_t *val)
 {
     if (!m->cap)
         return false;
@@ -86,7 +85,7 @@ bool u64map_get(const struct u64map *m, uint64_t key, uint64_t *val)
     }
 }
 
-static void u64map_place(uint64_t *keys, uint64_t *vals, uint8_t *used, size_t cap, uint64_t key,
+static void skpx_u64map_place(uint64_t *keys, uint64_t *vals, uint8_t *used, size_t cap, uint64_t key,
                          uint64_t val)
 {
     size_t mask = cap - 1;
@@ -98,7 +97,7 @@ static void u64map_place(uint64_t *keys, uint64_t *vals, uint8_t *used, size_t c
     used[i] = 1;
 }
 
-skp_err u64map_put(struct u64map *m, uint64_t key, uint64_t val)
+skp_err skpx_u64map_put(struct skpx_u64map *m, uint64_t key, uint64_t val)
 {
     if ((m->n + 1) * 2 > m->cap) {
         size_t ncap = m->cap ? m->cap * 2 : MAP_MIN_CAP;
@@ -113,7 +112,7 @@ skp_err u64map_put(struct u64map *m, uint64_t key, uint64_t val)
         }
         for (size_t i = 0; i < m->cap; i++)
             if (m->used[i])
-                u64map_place(nk, nv, nu, ncap, m->keys[i], m->vals[i]);
+                skpx_u64map_place(nk, nv, nu, ncap, m->keys[i], m->vals[i]);
         skpx_free(m->keys);
         skpx_free(m->vals);
         skpx_free(m->used);
@@ -136,7 +135,7 @@ skp_err u64map_put(struct u64map *m, uint64_t key, uint64_t val)
 
 /* ---- string → u32 ---- */
 
-void strmap_clear(struct strmap *m)
+void skpx_strmap_clear(struct skpx_strmap *m)
 {
     for (size_t i = 0; i < m->cap; i++) {
         skpx_free(m->slots[i].key);
@@ -145,37 +144,45 @@ void strmap_clear(struct strmap *m)
     m->n = 0;
 }
 
-void strmap_cleanup(struct strmap *m)
+void skpx_strmap_cleanup(struct skpx_strmap *m)
 {
     if (!m)
         return;
-    strmap_clear(m);
+    skpx_strmap_clear(m);
     skpx_free(m->slots);
     memset(m, 0, sizeof(*m));
 }
 
-bool strmap_get(const struct strmap *m, const char *key, uint32_t *val)
+bool skpx_strmap_find(const struct skpx_strmap *m, const char *key, uint32_t *val,
+                      const char **stored)
 {
     if (!m->cap)
         return false;
-    uint64_t h = skp_hash_bytes(key, strlen(key));
+    uint64_t h = skpx_hash_bytes(key, strlen(key));
     size_t mask = m->cap - 1;
     for (size_t i = h & mask;; i = (i + 1) & mask) {
-        const struct strmap_slot *s = &m->slots[i];
+        const struct skpx_strmap_slot *s = &m->slots[i];
         if (!s->key)
             return false;
         if (s->hash == h && strcmp(s->key, key) == 0) {
             *val = s->val;
+            if (stored)
+                *stored = s->key;
             return true;
         }
     }
 }
 
-skp_err strmap_put(struct strmap *m, const char *key, uint32_t val)
+bool skpx_strmap_get(const struct skpx_strmap *m, const char *key, uint32_t *val)
+{
+    return skpx_strmap_find(m, key, val, NULL);
+}
+
+skp_err skpx_strmap_put(struct skpx_strmap *m, const char *key, uint32_t val)
 {
     if ((m->n + 1) * 2 > m->cap) {
         size_t ncap = m->cap ? m->cap * 2 : MAP_MIN_CAP;
-        struct strmap_slot *ns = skpx_calloc(ncap, sizeof(*ns));
+        struct skpx_strmap_slot *ns = skpx_calloc(ncap, sizeof(*ns));
         if (!ns)
             return SKP_ENOMEM;
         for (size_t i = 0; i < m->cap; i++) {
@@ -190,7 +197,7 @@ skp_err strmap_put(struct strmap *m, const char *key, uint32_t val)
         m->slots = ns;
         m->cap = ncap;
     }
-    uint64_t h = skp_hash_bytes(key, strlen(key));
+    uint64_t h = skpx_hash_bytes(key, strlen(key));
     size_t mask = m->cap - 1;
     size_t i = h & mask;
     while (m->slots[i].key && !(m->slots[i].hash == h && strcmp(m->slots[i].key, key) == 0))

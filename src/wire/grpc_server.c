@@ -7,8 +7,10 @@
  * walks that list so on_close runs exactly once per call. Nothing is written to the socket from
  * inside nghttp2 callbacks: while the session is being fed (`in_io`) a finish only queues frames,
  * and the read handler flushes afterwards; a finish from outside (a timer, a storage commit)
- * flushes at once. Responses are sent only when a call finishes, so a non-OK status always
- * leaves as Trailers-Only and an OK one as HEADERS + DATA + trailers. Connections are freed only
+ * flushes at once. Responses are sent when a call finishes, so a non-OK status leaves as
+ * Trailers-Only and an OK one as HEADERS + DATA + trailers; a handler that answers before the end
+ * (skpx_grpc_call_send, bidirectional methods such as pprof `collect`) opens the response early
+ * and the data provider defers while its queue is empty, then ends with trailers at finish. Connections are freed only
  * from top-level event callbacks (read/event handlers, a deferred close event, the grace timer)
  * or by skpx_grpc_server_free(), never from inside a nghttp2 or user callback. */
 #include "wire/grpc_server.h"
@@ -72,6 +74,9 @@
 #define GRPC_SERVER_MAX_CONN_PARTIAL (64u * 1024 * 1024)
 #define GRPC_SERVER_MAX_LISTENERS 8
 #define GRPC_SERVER_LISTEN_BACKLOG 512
+/* Bytes an early-answering call may have queued and not yet sent (skpx_grpc_call_send): the
+ * answers such methods send are a few bytes each, so this only stops a runaway handler. */
+#define GRPC_SERVER_MAX_PENDING_SEND (4u * 1024 * 1024)
 
 struct conn;
 
@@ -102,9 +107,12 @@ struct skpx_grpc_call {
     int status;           /* final status once finished */
     uint64_t n_msgs;
     struct skpx_grpc_reader reader;
-    uint8_t *resp;        /* owned; prefix + packed response */
+    uint8_t *resp;        /* owned; queued response messages (prefix + packed each) */
     size_t resp_len;
-    size_t resp_off;
+    size_t resp_off;      /* next byte the data provider hands to nghttp2 */
+    size_t resp_cap;
+    bool headers_sent;    /* response HEADERS submitted (by finish or by an early send) */
+    bool deferred;        /* the data provider returned DEFERRED: resume on new data */
     char *status_msg;     /* owned; percent-encoded grpc-message or NULL */
     void *data;           /* user slot */
 };
@@ -330,15 +338,25 @@ static ssize_t resp_read_cb(nghttp2_session *session, int32_t stream_id, uint8_t
     (void)user_data;
     struct skpx_grpc_call *call = source->ptr;
     size_t left = call->resp_len - call->resp_off;
+    if (left == 0 && !call->finished) {
+        /* An early-answering call with nothing queued: wait for the next send or finish. */
+        call->deferred = true;
+        return NGHTTP2_ERR_DEFERRED;
+    }
     size_t n = left < length ? left : length;
-    memcpy(buf, call->resp + call->resp_off, n);
+    if (n)
+        memcpy(buf, call->resp + call->resp_off, n);
     call->resp_off += n;
-    if (call->resp_off == call->resp_len) {
+    if (call->resp_off == call->resp_len && call->finished) {
         char status[12];
         snprintf(status, sizeof(status), "%d", call->status);
-        nghttp2_nv trailers[] = {MKNV("grpc-status", status)};
+        nghttp2_nv trailers[] = {
+            MKNV("grpc-status", status),
+            MKNV("grpc-message", call->status_msg ? call->status_msg : ""),
+        };
         *data_flags |= NGHTTP2_DATA_FLAG_EOF | NGHTTP2_DATA_FLAG_NO_END_STREAM;
-        int rv = nghttp2_submit_trailer(session, stream_id, trailers, SKP_ARRAY_LEN(trailers));
+        int rv = nghttp2_submit_trailer(session, stream_id, trailers,
+                                        SKP_ARRAY_LEN(trailers) - (call->status_msg ? 0 : 1));
         if (rv != 0) {
             SKPX_WARN("grpc-server: submit trailer failed on stream %d: %s", stream_id,
                       nghttp2_strerror(rv));
@@ -346,6 +364,65 @@ static ssize_t resp_read_cb(nghttp2_session *session, int32_t stream_id, uint8_t
         }
     }
     return (ssize_t)n;
+}
+
+/* Appends one length-prefixed message (NULL = empty message) to the call's response queue.
+ * Errors: SKP_ETOOBIG (over GRPC_SERVER_MAX_PENDING_SEND or 4 GiB), SKP_ENOMEM. */
+static skp_err call_queue_message(struct skpx_grpc_call *call, const ProtobufCMessage *msg)
+{
+    size_t body = msg ? protobuf_c_message_get_packed_size(msg) : 0;
+    if (body > UINT32_MAX)
+        return SKP_ETOOBIG;
+    if (call->resp_off > 0 && call->resp_off == call->resp_len)
+        call->resp_off = call->resp_len = 0;
+    size_t pending = call->resp_len - call->resp_off;
+    size_t need = call->resp_len + SKPX_GRPC_PREFIX_LEN + body;
+    if (call->headers_sent && pending + SKPX_GRPC_PREFIX_LEN + body > GRPC_SERVER_MAX_PENDING_SEND)
+        return SKP_ETOOBIG;
+    if (need > call->resp_cap) {
+        uint8_t *nb = skpx_realloc(call->resp, need);
+        if (!nb)
+            return SKP_ENOMEM;
+        call->resp = nb;
+        call->resp_cap = need;
+    }
+    skpx_grpc_prefix_write(call->resp + call->resp_len, (uint32_t)body);
+    if (msg)
+        protobuf_c_message_pack(msg, call->resp + call->resp_len + SKPX_GRPC_PREFIX_LEN);
+    call->resp_len = need;
+    return SKP_OK;
+}
+
+/* Submits the response HEADERS with the queue as its data provider. */
+static void call_submit_headers(struct skpx_grpc_call *call)
+{
+    nghttp2_nv nva[] = {
+        MKNV(":status", "200"),
+        MKNV("content-type", "application/grpc"),
+        MKNV("grpc-accept-encoding", "identity"),
+    };
+    nghttp2_data_provider prd = {.source.ptr = call, .read_callback = resp_read_cb};
+    call->headers_sent = true;
+    int rv = nghttp2_submit_response(call->conn->session, call->stream_id, nva,
+                                     SKP_ARRAY_LEN(nva), &prd);
+    if (rv != 0) {
+        SKPX_WARN("grpc-server: submit response failed on stream %d: %s", call->stream_id,
+                  nghttp2_strerror(rv));
+        nghttp2_submit_rst_stream(call->conn->session, NGHTTP2_FLAG_NONE, call->stream_id,
+                                  NGHTTP2_INTERNAL_ERROR);
+    }
+}
+
+/* Wakes a deferred data provider after the queue grew or the call finished. */
+static void call_resume(struct skpx_grpc_call *call)
+{
+    if (!call->deferred)
+        return;
+    call->deferred = false;
+    int rv = nghttp2_session_resume_data(call->conn->session, call->stream_id);
+    if (rv != 0)
+        SKPX_WARN("grpc-server: resume data failed on stream %d: %s", call->stream_id,
+                  nghttp2_strerror(rv));
 }
 
 /* Sends a response without a body: Trailers-Only for gRPC errors (http_status 200), or a plain
@@ -387,8 +464,26 @@ static void call_fail(struct skpx_grpc_call *call, int status, const char *http_
     call->finished = true;
     call->status = status;
     call_set_message(call, message);
-    call_submit_trailers_only(call, http_status);
+    if (call->headers_sent)
+        call_resume(call); /* answered early: the status leaves in the trailers */
+    else
+        call_submit_trailers_only(call, http_status);
     conn_flush(call->conn);
+}
+
+skp_err skpx_grpc_call_send(struct skpx_grpc_call *call, const ProtobufCMessage *msg)
+{
+    if (!call || call->finished || call->closed || call->conn->dying)
+        return SKP_ESTATE;
+    skp_err err = call_queue_message(call, msg);
+    if (err)
+        return err;
+    if (!call->headers_sent)
+        call_submit_headers(call);
+    else
+        call_resume(call);
+    conn_flush(call->conn);
+    return SKP_OK;
 }
 
 void skpx_grpc_call_finish(struct skpx_grpc_call *call, const ProtobufCMessage *resp, int status,
@@ -400,36 +495,21 @@ void skpx_grpc_call_finish(struct skpx_grpc_call *call, const ProtobufCMessage *
         call_fail(call, status, "200", message);
         return;
     }
-    size_t body = resp ? protobuf_c_message_get_packed_size(resp) : 0;
-    if (body > UINT32_MAX) {
-        call_fail(call, SKPX_GRPC_INTERNAL, "200", "response too large");
-        return;
+    /* After an early send, NULL means "no further message"; otherwise it is an empty one. */
+    if (resp || !call->headers_sent) {
+        skp_err err = call_queue_message(call, resp);
+        if (err) {
+            call_fail(call, err == SKP_ENOMEM ? SKPX_GRPC_RESOURCE_EXHAUSTED : SKPX_GRPC_INTERNAL,
+                      "200", err == SKP_ENOMEM ? "server out of memory" : "response too large");
+            return;
+        }
     }
-    call->resp = skpx_malloc(SKPX_GRPC_PREFIX_LEN + body);
-    if (!call->resp) {
-        call_fail(call, SKPX_GRPC_RESOURCE_EXHAUSTED, "200", "server out of memory");
-        return;
-    }
-    skpx_grpc_prefix_write(call->resp, (uint32_t)body);
-    if (resp)
-        protobuf_c_message_pack(resp, call->resp + SKPX_GRPC_PREFIX_LEN);
-    call->resp_len = SKPX_GRPC_PREFIX_LEN + body;
     call->finished = true;
     call->status = SKPX_GRPC_OK;
-    nghttp2_nv nva[] = {
-        MKNV(":status", "200"),
-        MKNV("content-type", "application/grpc"),
-        MKNV("grpc-accept-encoding", "identity"),
-    };
-    nghttp2_data_provider prd = {.source.ptr = call, .read_callback = resp_read_cb};
-    int rv = nghttp2_submit_response(call->conn->session, call->stream_id, nva,
-                                     SKP_ARRAY_LEN(nva), &prd);
-    if (rv != 0) {
-        SKPX_WARN("grpc-server: submit response failed on stream %d: %s", call->stream_id,
-                  nghttp2_strerror(rv));
-        nghttp2_submit_rst_stream(call->conn->session, NGHTTP2_FLAG_NONE, call->stream_id,
-                                  NGHTTP2_INTERNAL_ERROR);
-    }
+    if (call->headers_sent)
+        call_resume(call);
+    else
+        call_submit_headers(call);
     conn_flush(call->conn);
 }
 

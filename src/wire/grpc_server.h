@@ -1,7 +1,8 @@
 /* grpc_server.h - gRPC server over HTTP/2 cleartext (h2c, prior knowledge) built on nghttp2,
  * running in the caller's libevent loop (one thread, no locks; every callback runs on the loop).
  *
- * Routing is by exact `:path`. A method is unary or client-streaming. Each incoming message is
+ * Routing is by exact `:path`. A method is unary or client-streaming (a handler may also answer
+ * messages before the end with skpx_grpc_call_send, which makes it bidirectional). Each incoming message is
  * decoded with the method's protobuf-c descriptor and handed to on_message as it arrives; when
  * the client half-closes, on_end runs and the handler answers with skpx_grpc_call_finish(), then
  * or later (e.g. after a storage commit: a durable ack). Unknown paths get a Trailers-Only
@@ -104,5 +105,14 @@ void *skpx_grpc_call_get_data(const struct skpx_grpc_call *call);
  * peer is ignored. on_close follows (possibly from within this call). */
 void skpx_grpc_call_finish(struct skpx_grpc_call *call, const ProtobufCMessage *resp, int status,
                            const char *message);
+/* Sends one response message now and keeps the call open (bidirectional methods that answer
+ * before the client half-closes, e.g. pprof `collect`: metadata in, a status out, then the
+ * chunks). The first send opens the response (HEADERS); later sends append; skpx_grpc_call_finish
+ * ends it with trailers: after a send, a NULL `resp` there adds no further message and a non-OK
+ * status travels in the trailers. `msg` is borrowed (packed at once; NULL = an empty message).
+ * Errors: SKP_ESTATE (call finished, closed or its connection dying), SKP_ETOOBIG (more than
+ * 4 MiB queued and not yet sent), SKP_ENOMEM. */
+SKP_MUST_CHECK skp_err skpx_grpc_call_send(struct skpx_grpc_call *call,
+                                           const ProtobufCMessage *msg);
 
 #endif

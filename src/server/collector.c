@@ -118,5 +118,7 @@ skp_err collector_register(struct collector *c, struct skpx_grpc_server *srv)
         err = collector_tracing_register(c, srv);
     if (!err)
         err = collector_drop_register(c, srv);
+    if (!err)
+        err = collector_pprof_register(c, srv);
     return err;
 }

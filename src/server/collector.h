@@ -34,6 +34,8 @@ struct collector {
     struct metrics *metrics;   /* borrowed */
     const char *auth_token;    /* borrowed; NULL = no agent authentication */
     size_t buffered_bytes;     /* snapshot batch buffers of all streams (internal) */
+    uint64_t pprof_max_bytes;  /* largest process-profile upload (0 = 30 MiB) */
+    size_t upload_bytes;       /* process-profile upload buffers of all streams (internal) */
     /* Wall clock (ms); tests may replace it. NULL = skpx_now_ms. */
     int64_t (*now_ms)(void);
 };
@@ -62,6 +64,8 @@ SKP_MUST_CHECK skp_err collector_management_register(struct collector *c,
 SKP_MUST_CHECK skp_err collector_tracing_register(struct collector *c,
                                                   struct skpx_grpc_server *srv);
 SKP_MUST_CHECK skp_err collector_drop_register(struct collector *c, struct skpx_grpc_server *srv);
+SKP_MUST_CHECK skp_err collector_pprof_register(struct collector *c,
+                                                struct skpx_grpc_server *srv);
 
 /* Unary helper: per-call result computed in on_message, sent in on_end. */
 struct collector_unary {

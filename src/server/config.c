@@ -33,6 +33,7 @@ static const struct opt opts[] = {
     {"--log-level", "SKYPROF_LOG_LEVEL", OPT_LEVEL, OFF(log_level)},
     {"--max-analyze-snapshots", "SKYPROF_MAX_ANALYZE_SNAPSHOTS", OPT_U64,
      OFF(max_analyze_snapshots)},
+    {"--pprof-max-bytes", "SKYPROF_PPROF_MAX_BYTES", OPT_U64, OFF(pprof_max_bytes)},
 };
 #undef OFF
 
@@ -54,12 +55,14 @@ static const char usage[] =
     "  --web-root DIR                 UI assets (default: build tree web/dist, else "
     "PREFIX/share/skyprof/web)\n"
     "  --max-analyze-snapshots N      cap on snapshots per analysis (default 0 = unlimited)\n"
+    "  --pprof-max-bytes N            largest process-profile file an agent may upload\n"
+    "                                 (default 31457280 = 30 MiB, at most 1 GiB)\n"
     "  --help, -h                     this text\n"
     "  --version, -V                  print the version\n"
     "\n"
     "Environment (overridden by flags): SKYPROF_GRPC_ADDR, SKYPROF_HTTP_ADDR, SKYPROF_DB,\n"
     "SKYPROF_AUTH_TOKEN, SKYPROF_API_TOKEN, SKYPROF_RETENTION_DAYS, SKYPROF_LOG_LEVEL,\n"
-    "SKYPROF_WEB_ROOT, SKYPROF_MAX_ANALYZE_SNAPSHOTS.\n";
+    "SKYPROF_WEB_ROOT, SKYPROF_MAX_ANALYZE_SNAPSHOTS, SKYPROF_PPROF_MAX_BYTES.\n";
 
 const char *config_usage(void)
 {
@@ -166,11 +169,17 @@ static skp_err apply(struct config *cfg, const struct opt *o, const char *val, c
     }
     case OPT_U64: {
         uint64_t v;
-        if (!parse_u64(val, UINT64_MAX, &v)) {
-            snprintf(err, CONFIG_ERR_MAX, "%s: '%s' is not a non-negative integer", origin, val);
+        bool bytes = o->offset == offsetof(struct config, pprof_max_bytes);
+        if (!parse_u64(val, bytes ? CONFIG_MAX_PPROF_BYTES : UINT64_MAX, &v) || (bytes && v == 0)) {
+            if (bytes)
+                snprintf(err, CONFIG_ERR_MAX, "%s: '%s' is not a byte count in 1..%u", origin,
+                         val, (unsigned)CONFIG_MAX_PPROF_BYTES);
+            else
+                snprintf(err, CONFIG_ERR_MAX, "%s: '%s' is not a non-negative integer", origin,
+                         val);
             return SKP_EINVAL;
         }
-        cfg->max_analyze_snapshots = v;
+        *(uint64_t *)((char *)cfg + o->offset) = v;
         return SKP_OK;
     }
     }
@@ -209,6 +218,7 @@ skp_err config_parse(struct config *cfg, int argc, char *const *argv, char *cons
     cfg->http_addr = skpx_strdup(CONFIG_DEFAULT_HTTP_ADDR);
     cfg->db_path = skpx_strdup(CONFIG_DEFAULT_DB);
     cfg->retention_days = CONFIG_DEFAULT_RETENTION_DAYS;
+    cfg->pprof_max_bytes = CONFIG_DEFAULT_PPROF_MAX_BYTES;
     cfg->log_level = SKPX_LOG_INFO;
     if (!cfg->grpc_addr || !cfg->http_addr || !cfg->db_path) {
         e = SKP_ENOMEM;

@@ -16,6 +16,10 @@
 #define CONFIG_DEFAULT_RETENTION_DAYS 3
 /* Upper bound of --retention-days: 100 years keeps day*86400000 far from int64 overflow. */
 #define CONFIG_MAX_RETENTION_DAYS 36500
+/* Largest process-profile upload by default (OAP's 30 MiB) and at most (files are held in
+ * memory while they arrive and stored as one SQLite BLOB). */
+#define CONFIG_DEFAULT_PPROF_MAX_BYTES (30u * 1024 * 1024)
+#define CONFIG_MAX_PPROF_BYTES (1024u * 1024 * 1024)
 /* Room for a config error message. */
 #define CONFIG_ERR_MAX 256
 
@@ -29,6 +33,7 @@ struct config {
     int retention_days;        /* 0 = keep forever */
     int log_level;             /* enum skpx_log_level */
     uint64_t max_analyze_snapshots; /* 0 = unlimited */
+    uint64_t pprof_max_bytes;  /* --pprof-max-bytes: largest pprof/JFR upload accepted */
     bool show_help;
     bool show_version;
 };

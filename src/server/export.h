@@ -29,6 +29,11 @@ struct export_meta {
     const char *endpoint;
     int dump_period_ms;        /* sample weight for pprof (0 = 10) */
     int64_t time_ms;           /* profile start time */
+    /* Value mode (process profiles): node counts are values of this pprof sample type (e.g.
+     * "cpu"/"nanoseconds", "alloc_space"/"bytes"), not snapshot counts; pprof then carries
+     * this one sample type and speedscope weighs by the value. NULL = snapshot counts. */
+    const char *value_type;
+    const char *value_unit;
 };
 
 /* Parses "pprof|collapsed|speedscope|html|json". Errors: SKP_EINVAL. */

@@ -147,6 +147,7 @@ struct pprof_ctx {
     uint32_t label_keys[4];
     uint32_t label_vals[4];
     size_t n_labels;
+    bool value_mode;           /* export_meta.value_type set: one sample type, value = self */
     char **owned;              /* file names cut out of signatures (interned, so kept here) */
     size_t n_owned;
     size_t cap_owned;
@@ -185,7 +186,8 @@ static skp_err visit(void *ud, const struct analysis_tree *t,
     }
     put_message(&c->sample, SM_LOCATION_ID, &c->packed);
     put_varint(&c->packed, self);
-    put_varint(&c->packed, (uint64_t)((int64_t)self * c->period_ns));
+    if (!c->value_mode)
+        put_varint(&c->packed, (uint64_t)((int64_t)self * c->period_ns));
     put_message(&c->sample, SM_VALUE, &c->packed);
     for (size_t i = 0; i < c->n_labels; i++) {
         put_uint(&c->label, LB_KEY, c->label_keys[i]);
@@ -269,12 +271,23 @@ skp_err export_render_pprof(const struct analysis *a, const struct export_meta *
     c.period_ns = (int64_t)export_period_ms(m) * 1000000;
     /* The string table must start with "". */
     err = export_intern_get(&c.strings, "", &dummy);
-    if (!err)
-        err = put_value_type(&c, PF_SAMPLE_TYPE, "samples", "count");
-    if (!err)
-        err = put_value_type(&c, PF_SAMPLE_TYPE, "wall", "nanoseconds");
-    if (!err)
-        err = put_value_type(&c, PF_PERIOD_TYPE, "wall", "nanoseconds");
+    c.value_mode = m->value_type != NULL;
+    if (c.value_mode) {
+        /* Process profiles: the values are already in the sample type's unit. */
+        c.period_ns = 1;
+        const char *unit = m->value_unit ? m->value_unit : "count";
+        if (!err)
+            err = put_value_type(&c, PF_SAMPLE_TYPE, m->value_type, unit);
+        if (!err)
+            err = put_value_type(&c, PF_PERIOD_TYPE, m->value_type, unit);
+    } else {
+        if (!err)
+            err = put_value_type(&c, PF_SAMPLE_TYPE, "samples", "count");
+        if (!err)
+            err = put_value_type(&c, PF_SAMPLE_TYPE, "wall", "nanoseconds");
+        if (!err)
+            err = put_value_type(&c, PF_PERIOD_TYPE, "wall", "nanoseconds");
+    }
     if (!err)
         err = add_label(&c, "trace_id", m->trace_id);
     if (!err)
@@ -286,10 +299,12 @@ skp_err export_render_pprof(const struct analysis *a, const struct export_meta *
     if (err)
         goto out;
     put_uint(&raw, PF_PERIOD, (uint64_t)c.period_ns);
-    put_uint(&raw, PF_DEFAULT_SAMPLE_TYPE, 1);
+    if (!c.value_mode)
+        put_uint(&raw, PF_DEFAULT_SAMPLE_TYPE, 1);
     if (m->time_ms > 0)
         put_uint(&raw, PF_TIME_NANOS, (uint64_t)(m->time_ms * 1000000));
-    put_uint(&raw, PF_DURATION_NANOS, (uint64_t)((int64_t)a->n_snapshots * c.period_ns));
+    if (!c.value_mode)
+        put_uint(&raw, PF_DURATION_NANOS, (uint64_t)((int64_t)a->n_snapshots * c.period_ns));
     if (m->title && *m->title) {
         uint32_t title;
         err = export_intern_get(&c.strings, m->title, &title);

@@ -61,7 +61,14 @@ skp_err export_render_speedscope(const struct analysis *a, const struct export_m
     skp_err err;
 
     memset(&c, 0, sizeof(c));
-    c.period_ms = export_period_ms(m);
+    c.period_ms = m->value_type ? 1 : export_period_ms(m);
+    /* Value mode: speedscope knows nanoseconds and bytes; other units are plain numbers. */
+    const char *unit = "milliseconds";
+    if (m->value_type)
+        unit = m->value_unit && (!strcmp(m->value_unit, "nanoseconds") ||
+                                 !strcmp(m->value_unit, "bytes"))
+                   ? m->value_unit
+                   : "none";
     c.samples = json_array();
     c.weights = json_array();
     if (!c.samples || !c.weights) {
@@ -87,7 +94,7 @@ skp_err export_render_speedscope(const struct analysis *a, const struct export_m
     }
     const char *name = m->title && *m->title ? m->title : "skyprof profile";
     json_t *profile = json_pack("{s:s, s:o, s:s, s:I, s:I, s:O, s:O}", "type", "sampled", "name",
-                                export_json_string(name), "unit", "milliseconds", "startValue", (json_int_t)0,
+                                export_json_string(name), "unit", unit, "startValue", (json_int_t)0,
                                 "endValue", (json_int_t)c.total, "samples", c.samples, "weights",
                                 c.weights);
     root = json_pack("{s:s, s:{s:o}, s:[o], s:o, s:s, s:i}", "$schema", SPEEDSCOPE_SCHEMA,

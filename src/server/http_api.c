@@ -25,6 +25,7 @@
 #include "common/pct.h"
 #include "server/config.h"
 #include "server/http_int.h"
+#include "server/http_pprof.h"
 
 /* evhttp refuses bodies above this on its own (413 before we see them); between
  * HTTP_BODY_MAX and this we answer with a JSON 413 ourselves. */
@@ -219,6 +220,36 @@ static void method_not_allowed(struct http_ctx *cx, const char *allow)
     http_reply_error(cx, 405, "method not allowed (allowed: %s)", allow);
 }
 
+/* /api/v1/pprof/tasks[/{id}[/analyze|/download|/files/{fileId}]]; false = no such route. */
+static bool http_pprof_route(struct http_ctx *cx, bool get, bool post)
+{
+    size_t n = cx->n_seg;
+    if (n == 4) {
+        if (get)
+            http_pprof_list(cx);
+        else if (post)
+            http_pprof_create(cx);
+        else
+            method_not_allowed(cx, "GET, POST");
+        return true;
+    }
+    bool sub = n == 6 && (seg_is(cx, 5, "analyze") || seg_is(cx, 5, "download"));
+    bool file = n == 7 && seg_is(cx, 5, "files");
+    if (n != 5 && !sub && !file)
+        return false;
+    if (!get)
+        method_not_allowed(cx, "GET");
+    else if (n == 5)
+        http_pprof_get(cx, cx->seg[4]);
+    else if (file)
+        http_pprof_file(cx, cx->seg[4], cx->seg[6]);
+    else if (seg_is(cx, 5, "analyze"))
+        http_pprof_analyze(cx, cx->seg[4]);
+    else
+        http_pprof_download(cx, cx->seg[4]);
+    return true;
+}
+
 /* Dispatches /api/v1/... ; `is_get` etc. decide 405s per route. */
 static void route_api(struct http_ctx *cx)
 {
@@ -276,6 +307,11 @@ static void route_api(struct http_ctx *cx)
                 http_export_segment(cx, cx->seg[4]);
             return;
         }
+        goto not_found;
+    }
+    if (seg_is(cx, 2, "pprof") && seg_is(cx, 3, "tasks")) {
+        if (http_pprof_route(cx, get, post))
+            return;
         goto not_found;
     }
     if (seg_is(cx, 2, "services")) {

@@ -62,6 +62,24 @@ static const struct migration k_migrations[] = {
         "CREATE INDEX segments_by_trace ON segments(trace_id);"
         "CREATE INDEX task_logs_by_time ON task_logs(time);",
     },
+    {
+        "process profiling tasks (pprof, async-profiler): tasks, their instances, logs, files",
+        "CREATE TABLE proc_tasks(id TEXT PRIMARY KEY, kind TEXT NOT NULL, service TEXT NOT NULL,"
+        "  all_live INTEGER NOT NULL, events TEXT NOT NULL, duration_s INTEGER NOT NULL,"
+        "  dump_period INTEGER NOT NULL, sampling_hz INTEGER NOT NULL, exec_args TEXT,"
+        "  create_time INTEGER NOT NULL);"
+        "CREATE INDEX proc_tasks_by_service ON proc_tasks(kind, service, create_time);"
+        "CREATE INDEX proc_tasks_by_create ON proc_tasks(create_time);"
+        "CREATE TABLE proc_task_instances(task_id TEXT NOT NULL, instance TEXT NOT NULL,"
+        "  PRIMARY KEY(task_id, instance)) WITHOUT ROWID;"
+        "CREATE TABLE proc_task_logs(id INTEGER PRIMARY KEY, task_id TEXT NOT NULL,"
+        "  instance TEXT NOT NULL, op TEXT NOT NULL, time INTEGER NOT NULL, message TEXT);"
+        "CREATE INDEX proc_task_logs_by_task ON proc_task_logs(task_id, time);"
+        "CREATE TABLE proc_files(id INTEGER PRIMARY KEY AUTOINCREMENT, task_id TEXT NOT NULL,"
+        "  instance TEXT NOT NULL, time INTEGER NOT NULL, size INTEGER NOT NULL,"
+        "  data BLOB NOT NULL);"
+        "CREATE INDEX proc_files_by_task ON proc_files(task_id);",
+    },
 };
 
 int store_schema_version(void)

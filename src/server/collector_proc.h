@@ -1,0 +1,61 @@
+/* collector_proc.h - the upload collector shared by process-profiling services (pprof `collect`
+ * now, async-profiler `collect` next): a bidirectional stream whose first message carries the
+ * metadata (task, instance, status, content size), answered at once with one status message;
+ * after SUCCESS the agent streams the file in chunks and half-closes.
+ *
+ * Rules: an unknown task ends the call with NOT_FOUND; an agent's error status is stored as an
+ * EXECUTION_TASK_ERROR log with its message; a declared size above the limit (or a negative
+ * one) is answered TERMINATED_BY_OVERSIZE and logged with the service's too-large op; chunks
+ * beyond the declared size or the limit end the call with RESOURCE_EXHAUSTED and a log; a
+ * complete file is stored with an EXECUTION_FINISHED log in one transaction before the call
+ * ends OK; a stream that ends (or breaks) before the declared size stores nothing and logs
+ * UPLOAD_INCOMPLETE. Upload buffers of all streams together are bounded
+ * (COLLECTOR_UPLOAD_BUDGET_BYTES). Runs on the server loop. */
+#ifndef SKP_SERVER_COLLECTOR_PROC_H
+#define SKP_SERVER_COLLECTOR_PROC_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "server/collector.h"
+#include "server/store_proc.h"
+
+/* All process-profile uploads in flight may hold this many bytes together; more are refused
+ * with RESOURCE_EXHAUSTED (the agent retries later). */
+#define COLLECTOR_UPLOAD_BUDGET_BYTES (256u * 1024 * 1024)
+
+/* Status values, shared by both services' enums (same numbers). */
+enum proc_upload_status {
+    PROC_UPLOAD_SUCCESS = 0,
+    PROC_UPLOAD_TASK_ERROR = 1,
+    PROC_UPLOAD_OVERSIZE = 2,
+};
+
+/* One received message, as the service's decoded type presents it (all borrowed). */
+struct proc_upload_msg {
+    bool has_meta;
+    const char *service, *instance, *task_id;
+    int type;                  /* enum proc_upload_status */
+    int64_t content_size;
+    const char *error_message; /* NULL if absent */
+    const uint8_t *content;    /* NULL if absent */
+    size_t content_len;
+};
+
+/* What differs between the services. */
+struct proc_upload_ops {
+    enum proc_kind kind;
+    const char *too_large_op;  /* PROC_LOG_PPROF_TOO_LARGE / PROC_LOG_JFR_TOO_LARGE */
+    /* Sends one response message carrying `status` (skpx_grpc_call_send). */
+    skp_err (*send_status)(struct skpx_grpc_call *call, int status);
+};
+
+/* The calls' handlers. `ops` is borrowed and must outlive the call; on_message hands each
+ * decoded message over as a proc_upload_msg. Returns a gRPC status (SKPX_GRPC_OK to go on). */
+int proc_upload_on_message(struct skpx_grpc_call *call, struct collector *c,
+                           const struct proc_upload_ops *ops, const struct proc_upload_msg *m);
+void proc_upload_on_end(struct skpx_grpc_call *call, struct collector *c);
+void proc_upload_on_close(struct skpx_grpc_call *call, struct collector *c, int status);
+
+#endif

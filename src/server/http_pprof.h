@@ -1,0 +1,28 @@
+/* http_pprof.h - routes of the process-profiling (pprof) API, /api/v1/pprof/tasks (docs/api.md).
+ * Each handler replies exactly once; they run on the loop and hand heavy reads (file downloads,
+ * analyses) to the HTTP worker. */
+#ifndef SKP_SERVER_HTTP_PPROF_H
+#define SKP_SERVER_HTTP_PPROF_H
+
+#include <stddef.h>
+
+struct http_ctx;
+
+/* POST /api/v1/pprof/tasks */
+void http_pprof_create(struct http_ctx *cx);
+/* GET /api/v1/pprof/tasks[?service=] */
+void http_pprof_list(struct http_ctx *cx);
+/* GET /api/v1/pprof/tasks/{id} */
+void http_pprof_get(struct http_ctx *cx, const char *id);
+/* GET /api/v1/pprof/tasks/{id}/files/{fileId} */
+void http_pprof_file(struct http_ctx *cx, const char *id, const char *file_id);
+/* GET /api/v1/pprof/tasks/{id}/analyze?instances=a,b&sampleType=cpu */
+void http_pprof_analyze(struct http_ctx *cx, const char *id);
+/* GET /api/v1/pprof/tasks/{id}/download?format=pprof|collapsed|speedscope|html&instances=&sampleType= */
+void http_pprof_download(struct http_ctx *cx, const char *id);
+
+/* "skyprof-pprof-<sanitised id>-<what>.<ext>" for Content-Disposition. */
+void http_pprof_filename(char *out, size_t cap, const char *task_id, const char *what,
+                         const char *ext);
+
+#endif

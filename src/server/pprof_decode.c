@@ -1,0 +1,978 @@
+/* pprof_decode.c - bounded pprof decoder (see pprof_decode.h).
+ *
+ * Design: the (inflated) buffer is read twice. Pass 1 walks every message, checks lengths and
+ * wire types and counts each table and each repeated field, so pass 2 can fill exactly sized
+ * arrays; string indices and ids are resolved after pass 2, when every table is known
+ * (protobuf allows any field order: the string table usually comes last). Ids map to indices
+ * directly when they are dense and 1-based (what Go writes), else through a sorted id table. */
+#include "server/pprof_decode.h"
+
+#include <stdarg.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <zlib.h>
+
+#include "common/alloc.h"
+
+/* profile.proto field numbers. */
+enum {
+    P_SAMPLE_TYPE = 1, P_SAMPLE = 2, P_MAPPING = 3, P_LOCATION = 4, P_FUNCTION = 5,
+    P_STRING = 6, P_TIME = 9, P_DURATION = 10, P_PERIOD_TYPE = 11, P_PERIOD = 12,
+    P_DEFAULT_TYPE = 14,
+};
+enum { WT_VARINT = 0, WT_I64 = 1, WT_LEN = 2, WT_I32 = 5 };
+
+struct rd {
+    const uint8_t *p, *end, *base;
+};
+
+struct dec {
+    struct pprof_profile *p;
+    char *err;                 /* PPROF_ERR_MAX or NULL */
+    const uint8_t *base;
+    /* pass-1 counts */
+    size_t n_types, n_samples, n_locs_ids, n_values, n_labels, n_maps, n_locations, n_lines,
+        n_funcs, n_strings;
+    /* pass-2 fill positions */
+    size_t i_types, i_samples, i_locs_ids, i_values, i_labels, i_maps, i_locations, i_lines,
+        i_funcs, i_strings;
+    uint64_t *raw_loc_ids;     /* sample location ids before resolution */
+    uint64_t *raw_line_funcs;  /* line function ids before resolution */
+    uint64_t *raw_loc_maps;    /* location mapping ids before resolution */
+    size_t *sample_nvalues;    /* values per sample, checked against the sample types */
+    int64_t (*raw_label)[4];   /* key, str, num, num_unit string indices */
+    int64_t (*raw_type)[2];
+    int64_t (*raw_func)[3];    /* name, system_name, filename */
+    int64_t (*raw_map)[2];     /* filename, build_id */
+    int64_t raw_period_type[2];
+    int64_t raw_default;
+    uint32_t *str_off;         /* string slices in the buffer */
+    uint32_t *str_len;
+};
+
+static skp_err fail(struct dec *d, const struct rd *r, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+
+static skp_err fail(struct dec *d, const struct rd *r, const char *fmt, ...)
+{
+    if (d->err) {
+        char msg[100];
+        va_list ap;
+        va_start(ap, fmt);
+        vsnprintf(msg, sizeof(msg), fmt, ap);
+        va_end(ap);
+        if (r)
+            snprintf(d->err, PPROF_ERR_MAX, "corrupt pprof at byte %zu: %.100s",
+                     (size_t)(r->p - d->base), msg);
+        else
+            snprintf(d->err, PPROF_ERR_MAX, "corrupt pprof: %.100s", msg);
+    }
+    return SKP_EINVAL;
+}
+
+static bool rd_varint(struct rd *r, uint64_t *v)
+{
+    uint64_t x = 0;
+    for (int shift = 0; shift < 64; shift += 7) {
+        if (r->p >= r->end)
+            return false;
+        uint8_t b = *r->p++;
+        x |= (uint64_t)(b & 0x7f) << shift;
+        if (!(b & 0x80)) {
+            *v = x;
+            return true;
+        }
+    }
+    return false; /* more than 10 bytes */
+}
+
+/* Reads a key; false at a malformed key. */
+static bool rd_key(struct rd *r, uint32_t *field, int *wt)
+{
+    uint64_t k;
+    if (!rd_varint(r, &k) || (k >> 3) == 0 || (k >> 3) > UINT32_MAX)
+        return false;
+    *field = (uint32_t)(k >> 3);
+    *wt = (int)(k & 7);
+    return true;
+}
+
+static bool rd_sub(struct rd *r, struct rd *sub)
+{
+    uint64_t n;
+    if (!rd_varint(r, &n) || n > (uint64_t)(r->end - r->p))
+        return false;
+    sub->base = r->base;
+    sub->p = r->p;
+    sub->end = r->p + n;
+    r->p += n;
+    return true;
+}
+
+static bool rd_skip(struct rd *r, int wt)
+{
+    uint64_t v;
+    struct rd sub;
+    switch (wt) {
+    case WT_VARINT:
+        return rd_varint(r, &v);
+    case WT_I64:
+        if (r->end - r->p < 8)
+            return false;
+        r->p += 8;
+        return true;
+    case WT_LEN:
+        return rd_sub(r, &sub);
+    case WT_I32:
+        if (r->end - r->p < 4)
+            return false;
+        r->p += 4;
+        return true;
+    default:
+        return false; /* groups (3, 4) and 6, 7 are not in profile.proto */
+    }
+}
+
+/* Counts the varints of a packed field, or 1 for an unpacked one; false if malformed. */
+static bool count_scalar(struct rd *r, int wt, size_t *n)
+{
+    uint64_t v;
+    if (wt == WT_VARINT) {
+        if (!rd_varint(r, &v))
+            return false;
+        (*n)++;
+        return true;
+    }
+    if (wt != WT_LEN)
+        return false;
+    struct rd sub;
+    if (!rd_sub(r, &sub))
+        return false;
+    while (sub.p < sub.end) {
+        if (!rd_varint(&sub, &v))
+            return false;
+        (*n)++;
+    }
+    return true;
+}
+
+/* Reads a packed or unpacked repeated varint field into out[*i...] (bounded by cap). */
+static bool read_scalars(struct rd *r, int wt, uint64_t *out, size_t cap, size_t *i)
+{
+    uint64_t v;
+    if (wt == WT_VARINT) {
+        if (!rd_varint(r, &v) || *i >= cap)
+            return false;
+        out[(*i)++] = v;
+        return true;
+    }
+    struct rd sub;
+    if (wt != WT_LEN || !rd_sub(r, &sub))
+        return false;
+    while (sub.p < sub.end) {
+        if (!rd_varint(&sub, &v) || *i >= cap)
+            return false;
+        out[(*i)++] = v;
+    }
+    return true;
+}
+
+/* Walks a sub-message, calling `f` per field. f returns false on a malformed field. */
+typedef bool (*field_fn)(struct dec *d, struct rd *r, uint32_t field, int wt, void *ud);
+
+static skp_err walk(struct dec *d, struct rd *r, field_fn f, void *ud, const char *what)
+{
+    while (r->p < r->end) {
+        uint32_t field;
+        int wt;
+        const uint8_t *at = r->p;
+        if (!rd_key(r, &field, &wt))
+            return fail(d, r, "bad field key in %s", what);
+        bool ok = f(d, r, field, wt, ud);
+        if (!ok) {
+            struct rd here = {at, r->end, r->base};
+            return fail(d, &here, "bad field %u (wire type %d) in %s", field, wt, what);
+        }
+    }
+    return SKP_OK;
+}
+
+static bool varint_field(struct rd *r, int wt, uint64_t *v)
+{
+    return wt == WT_VARINT && rd_varint(r, v);
+}
+
+/* ---------------------------------------------------------------- pass 1 (count) */
+
+struct sample_count {
+    size_t n_locs, n_values, n_labels;
+};
+
+static bool count_sample_field(struct dec *d, struct rd *r, uint32_t field, int wt, void *ud)
+{
+    (void)d;
+    struct sample_count *c = ud;
+    if (field == 1)
+        return count_scalar(r, wt, &c->n_locs);
+    if (field == 2)
+        return count_scalar(r, wt, &c->n_values);
+    if (field == 3) {
+        c->n_labels++;
+        return wt == WT_LEN && rd_skip(r, wt);
+    }
+    return rd_skip(r, wt);
+}
+
+static bool count_location_field(struct dec *d, struct rd *r, uint32_t field, int wt, void *ud)
+{
+    (void)ud;
+    if (field == 4) {
+        d->n_lines++;
+        return wt == WT_LEN && rd_skip(r, wt);
+    }
+    return rd_skip(r, wt);
+}
+
+static bool skip_field(struct dec *d, struct rd *r, uint32_t field, int wt, void *ud)
+{
+    (void)d;
+    (void)field;
+    (void)ud;
+    return rd_skip(r, wt);
+}
+
+static skp_err pass_count(struct dec *d, const uint8_t *buf, size_t len)
+{
+    struct rd r = {buf, buf + len, buf};
+    while (r.p < r.end) {
+        uint32_t field;
+        int wt;
+        if (!rd_key(&r, &field, &wt))
+            return fail(d, &r, "bad field key");
+        const uint8_t *at = r.p;
+        struct rd sub;
+        skp_err err = SKP_OK;
+        bool is_msg = field == P_SAMPLE_TYPE || field == P_SAMPLE || field == P_MAPPING ||
+                      field == P_LOCATION || field == P_FUNCTION || field == P_STRING ||
+                      field == P_PERIOD_TYPE;
+        if (is_msg) {
+            if (wt != WT_LEN || !rd_sub(&r, &sub)) {
+                struct rd here = {at, r.end, r.base};
+                return fail(d, &here, "field %u must be length-delimited", field);
+            }
+        } else if (!rd_skip(&r, wt)) {
+            return fail(d, &r, "bad field %u", field);
+        }
+        switch (field) {
+        case P_SAMPLE_TYPE:
+            d->n_types++;
+            err = walk(d, &sub, skip_field, NULL, "sample_type");
+            break;
+        case P_SAMPLE: {
+            struct sample_count c = {0};
+            err = walk(d, &sub, count_sample_field, &c, "sample");
+            d->n_samples++;
+            d->n_locs_ids += c.n_locs;
+            d->n_values += c.n_values;
+            d->n_labels += c.n_labels;
+            break;
+        }
+        case P_MAPPING:
+            d->n_maps++;
+            err = walk(d, &sub, skip_field, NULL, "mapping");
+            break;
+        case P_LOCATION:
+            d->n_locations++;
+            err = walk(d, &sub, count_location_field, NULL, "location");
+            break;
+        case P_FUNCTION:
+            d->n_funcs++;
+            err = walk(d, &sub, skip_field, NULL, "function");
+            break;
+        case P_STRING:
+            d->n_strings++;
+            break;
+        case P_PERIOD_TYPE:
+            err = walk(d, &sub, skip_field, NULL, "period_type");
+            break;
+        default:
+            break;
+        }
+        if (err)
+            return err;
+    }
+    if (d->n_locations > UINT32_MAX - 1 || d->n_lines > UINT32_MAX || d->n_funcs > UINT32_MAX ||
+        d->n_maps > UINT32_MAX - 1 || d->n_locs_ids > UINT32_MAX || d->n_labels > UINT32_MAX ||
+        d->n_strings > UINT32_MAX)
+        return fail(d, NULL, "too many entries");
+    return SKP_OK;
+}
+
+/* ---------------------------------------------------------------- pass 2 (fill) */
+
+static bool fill_value_type(struct dec *d, struct rd *r, uint32_t field, int wt, void *ud)
+{
+    (void)d;
+    int64_t *vt = ud;
+    uint64_t v;
+    if (field == 1 || field == 2) {
+        if (!varint_field(r, wt, &v))
+            return false;
+        vt[field - 1] = (int64_t)v;
+        return true;
+    }
+    return rd_skip(r, wt);
+}
+
+static bool fill_label(struct dec *d, struct rd *r, uint32_t field, int wt, void *ud)
+{
+    (void)d;
+    int64_t *l = ud;
+    uint64_t v;
+    if (field >= 1 && field <= 4) {
+        if (!varint_field(r, wt, &v))
+            return false;
+        l[field - 1] = (int64_t)v;
+        return true;
+    }
+    return rd_skip(r, wt);
+}
+
+static bool fill_sample_field(struct dec *d, struct rd *r, uint32_t field, int wt, void *ud)
+{
+    struct pprof_sample *s = ud;
+    if (field == 1) {
+        size_t before = d->i_locs_ids;
+        if (!read_scalars(r, wt, d->raw_loc_ids, d->n_locs_ids, &d->i_locs_ids))
+            return false;
+        s->n_locs += (uint32_t)(d->i_locs_ids - before);
+        return true;
+    }
+    if (field == 2) {
+        size_t before = d->i_values;
+        if (!read_scalars(r, wt, (uint64_t *)d->p->values, d->n_values, &d->i_values))
+            return false;
+        d->sample_nvalues[d->i_samples] += d->i_values - before;
+        return true;
+    }
+    if (field == 3) {
+        struct rd sub;
+        if (wt != WT_LEN || !rd_sub(r, &sub) || d->i_labels >= d->n_labels)
+            return false;
+        int64_t *l = d->raw_label[d->i_labels];
+        memset(l, 0, sizeof(d->raw_label[0]));
+        if (walk(d, &sub, fill_label, l, "label"))
+            return false;
+        d->i_labels++;
+        s->n_labels++;
+        return true;
+    }
+    return rd_skip(r, wt);
+}
+
+static bool fill_line(struct dec *d, struct rd *r, uint32_t field, int wt, void *ud)
+{
+    (void)d;
+    size_t i = *(size_t *)ud;
+    uint64_t v;
+    if (field == 1 || field == 2) {
+        if (!varint_field(r, wt, &v))
+            return false;
+        if (field == 1)
+            d->raw_line_funcs[i] = v;
+        else
+            d->p->lines[i].line = (int64_t)v;
+        return true;
+    }
+    return rd_skip(r, wt);
+}
+
+static bool fill_location_field(struct dec *d, struct rd *r, uint32_t field, int wt, void *ud)
+{
+    struct pprof_location *l = ud;
+    uint64_t v;
+    switch (field) {
+    case 1:
+        return varint_field(r, wt, &l->id);
+    case 2:
+        return varint_field(r, wt, &d->raw_loc_maps[d->i_locations]);
+    case 3:
+        return varint_field(r, wt, &l->address);
+    case 4: {
+        struct rd sub;
+        if (wt != WT_LEN || !rd_sub(r, &sub) || d->i_lines >= d->n_lines)
+            return false;
+        size_t i = d->i_lines;
+        d->raw_line_funcs[i] = 0;
+        d->p->lines[i].line = 0;
+        if (walk(d, &sub, fill_line, &i, "line"))
+            return false;
+        d->i_lines++;
+        l->n_lines++;
+        return true;
+    }
+    default:
+        (void)v;
+        return rd_skip(r, wt);
+    }
+}
+
+static bool fill_function_field(struct dec *d, struct rd *r, uint32_t field, int wt, void *ud)
+{
+    struct pprof_function *f = ud;
+    int64_t *raw = d->raw_func[d->i_funcs];
+    uint64_t v;
+    switch (field) {
+    case 1:
+        return varint_field(r, wt, &f->id);
+    case 2:
+    case 3:
+    case 4:
+        if (!varint_field(r, wt, &v))
+            return false;
+        raw[field - 2] = (int64_t)v;
+        return true;
+    case 5:
+        if (!varint_field(r, wt, &v))
+            return false;
+        f->start_line = (int64_t)v;
+        return true;
+    default:
+        return rd_skip(r, wt);
+    }
+}
+
+static bool fill_mapping_field(struct dec *d, struct rd *r, uint32_t field, int wt, void *ud)
+{
+    struct pprof_mapping *m = ud;
+    int64_t *raw = d->raw_map[d->i_maps];
+    uint64_t v;
+    switch (field) {
+    case 1:
+        return varint_field(r, wt, &m->id);
+    case 2:
+        return varint_field(r, wt, &m->memory_start);
+    case 3:
+        return varint_field(r, wt, &m->memory_limit);
+    case 4:
+        return varint_field(r, wt, &m->file_offset);
+    case 5:
+    case 6:
+        if (!varint_field(r, wt, &v))
+            return false;
+        raw[field - 5] = (int64_t)v;
+        return true;
+    default:
+        return rd_skip(r, wt);
+    }
+}
+
+static skp_err pass_fill(struct dec *d, const uint8_t *buf, size_t len)
+{
+    struct pprof_profile *p = d->p;
+    struct rd r = {buf, buf + len, buf};
+    while (r.p < r.end) {
+        uint32_t field;
+        int wt;
+        if (!rd_key(&r, &field, &wt))
+            return fail(d, &r, "bad field key");
+        struct rd sub = {0};
+        uint64_t v = 0;
+        skp_err err = SKP_OK;
+        switch (field) {
+        case P_SAMPLE_TYPE:
+            if (!rd_sub(&r, &sub))
+                return fail(d, &r, "bad sample_type");
+            memset(d->raw_type[d->i_types], 0, sizeof(d->raw_type[0]));
+            err = walk(d, &sub, fill_value_type, d->raw_type[d->i_types], "sample_type");
+            d->i_types++;
+            break;
+        case P_SAMPLE: {
+            if (!rd_sub(&r, &sub))
+                return fail(d, &r, "bad sample");
+            struct pprof_sample *s = &p->samples[d->i_samples];
+            memset(s, 0, sizeof(*s));
+            s->loc_off = (uint32_t)d->i_locs_ids;
+            s->label_off = (uint32_t)d->i_labels;
+            d->sample_nvalues[d->i_samples] = 0;
+            err = walk(d, &sub, fill_sample_field, s, "sample");
+            d->i_samples++;
+            break;
+        }
+        case P_MAPPING: {
+            if (!rd_sub(&r, &sub))
+                return fail(d, &r, "bad mapping");
+            struct pprof_mapping *m = &p->mappings[d->i_maps];
+            memset(m, 0, sizeof(*m));
+            memset(d->raw_map[d->i_maps], 0, sizeof(d->raw_map[0]));
+            err = walk(d, &sub, fill_mapping_field, m, "mapping");
+            d->i_maps++;
+            break;
+        }
+        case P_LOCATION: {
+            if (!rd_sub(&r, &sub))
+                return fail(d, &r, "bad location");
+            struct pprof_location *l = &p->locations[d->i_locations];
+            memset(l, 0, sizeof(*l));
+            l->line_off = (uint32_t)d->i_lines;
+            d->raw_loc_maps[d->i_locations] = 0;
+            err = walk(d, &sub, fill_location_field, l, "location");
+            d->i_locations++;
+            break;
+        }
+        case P_FUNCTION: {
+            if (!rd_sub(&r, &sub))
+                return fail(d, &r, "bad function");
+            struct pprof_function *f = &p->functions[d->i_funcs];
+            memset(f, 0, sizeof(*f));
+            memset(d->raw_func[d->i_funcs], 0, sizeof(d->raw_func[0]));
+            err = walk(d, &sub, fill_function_field, f, "function");
+            d->i_funcs++;
+            break;
+        }
+        case P_STRING:
+            if (!rd_sub(&r, &sub))
+                return fail(d, &r, "bad string");
+            d->str_off[d->i_strings] = (uint32_t)(sub.p - buf);
+            d->str_len[d->i_strings] = (uint32_t)(sub.end - sub.p);
+            d->i_strings++;
+            break;
+        case P_PERIOD_TYPE:
+            if (!rd_sub(&r, &sub))
+                return fail(d, &r, "bad period_type");
+            err = walk(d, &sub, fill_value_type, d->raw_period_type, "period_type");
+            break;
+        case P_TIME:
+        case P_DURATION:
+        case P_PERIOD:
+        case P_DEFAULT_TYPE:
+            if (wt != WT_VARINT || !rd_varint(&r, &v))
+                return fail(d, &r, "field %u must be a varint", field);
+            if (field == P_TIME)
+                p->time_nanos = (int64_t)v;
+            else if (field == P_DURATION)
+                p->duration_nanos = (int64_t)v;
+            else if (field == P_PERIOD)
+                p->period = (int64_t)v;
+            else
+                d->raw_default = (int64_t)v;
+            break;
+        default:
+            if (!rd_skip(&r, wt))
+                return fail(d, &r, "bad field %u", field);
+            break;
+        }
+        if (err)
+            return err;
+    }
+    return SKP_OK;
+}
+
+/* ---------------------------------------------------------------- resolution */
+
+struct id_index {
+    uint64_t id;
+    uint32_t index;
+};
+
+static int cmp_id(const void *a, const void *b)
+{
+    const struct id_index *x = a, *y = b;
+    if (x->id != y->id)
+        return x->id < y->id ? -1 : 1;
+    return x->index < y->index ? -1 : x->index > y->index;
+}
+
+/* Maps ids to indices: dense (ids[i] == i + 1 for all i) needs no table. */
+struct id_map {
+    bool dense;
+    struct id_index *v;
+    size_t n;
+};
+
+static skp_err id_map_build(struct id_map *m, size_t n, uint64_t (*id_of)(const void *, size_t),
+                            const void *tab)
+{
+    m->dense = true;
+    m->n = n;
+    m->v = NULL;
+    for (size_t i = 0; i < n && m->dense; i++)
+        m->dense = id_of(tab, i) == i + 1;
+    if (m->dense || n == 0)
+        return SKP_OK;
+    m->v = skpx_malloc(n * sizeof(*m->v));
+    if (!m->v)
+        return SKP_ENOMEM;
+    for (size_t i = 0; i < n; i++) {
+        m->v[i].id = id_of(tab, i);
+        m->v[i].index = (uint32_t)i;
+    }
+    qsort(m->v, n, sizeof(*m->v), cmp_id);
+    return SKP_OK;
+}
+
+/* Index of `id`, PPROF_NONE if absent (the first of duplicate ids wins). */
+static uint32_t id_map_find(const struct id_map *m, uint64_t id)
+{
+    if (m->dense)
+        return id >= 1 && id <= m->n ? (uint32_t)(id - 1) : PPROF_NONE;
+    size_t lo = 0, hi = m->n;
+    while (lo < hi) {
+        size_t mid = lo + (hi - lo) / 2;
+        if (m->v[mid].id < id)
+            lo = mid + 1;
+        else
+            hi = mid;
+    }
+    return lo < m->n && m->v[lo].id == id ? m->v[lo].index : PPROF_NONE;
+}
+
+static uint64_t loc_id(const void *t, size_t i)
+{
+    return ((const struct pprof_location *)t)[i].id;
+}
+static uint64_t func_id(const void *t, size_t i)
+{
+    return ((const struct pprof_function *)t)[i].id;
+}
+static uint64_t map_id(const void *t, size_t i)
+{
+    return ((const struct pprof_mapping *)t)[i].id;
+}
+
+static skp_err str_at(struct dec *d, int64_t idx, const char **out)
+{
+    if (idx < 0 || (uint64_t)idx >= d->n_strings) {
+        if (idx == 0 && d->n_strings == 0) {
+            *out = "";
+            return SKP_OK;
+        }
+        return fail(d, NULL, "string index %lld out of range (table has %zu)", (long long)idx,
+                    d->n_strings);
+    }
+    *out = d->p->_string_table[idx];
+    return SKP_OK;
+}
+
+static skp_err build_strings(struct dec *d, const uint8_t *buf)
+{
+    struct pprof_profile *p = d->p;
+    size_t total = 0;
+    for (size_t i = 0; i < d->n_strings; i++)
+        total += (size_t)d->str_len[i] + 1;
+    p->_strings = skpx_malloc(total ? total : 1);
+    p->_string_table = skpx_malloc((d->n_strings ? d->n_strings : 1) * sizeof(char *));
+    if (!p->_strings || !p->_string_table)
+        return SKP_ENOMEM;
+    char *o = p->_strings;
+    for (size_t i = 0; i < d->n_strings; i++) {
+        memcpy(o, buf + d->str_off[i], d->str_len[i]);
+        o[d->str_len[i]] = '\0';
+        p->_string_table[i] = o;
+        o += d->str_len[i] + 1;
+    }
+    p->n_strings = d->n_strings;
+    if (d->n_strings && d->str_len[0] != 0)
+        return fail(d, NULL, "string_table[0] must be the empty string");
+    return SKP_OK;
+}
+
+static skp_err resolve(struct dec *d)
+{
+    struct pprof_profile *p = d->p;
+    skp_err err = SKP_OK;
+    struct id_map locs = {0}, funcs = {0}, maps = {0};
+    for (size_t i = 0; i < p->n_sample_types && !err; i++) {
+        err = str_at(d, d->raw_type[i][0], &p->sample_types[i].type);
+        if (!err)
+            err = str_at(d, d->raw_type[i][1], &p->sample_types[i].unit);
+    }
+    if (!err)
+        err = str_at(d, d->raw_period_type[0], &p->period_type.type);
+    if (!err)
+        err = str_at(d, d->raw_period_type[1], &p->period_type.unit);
+    for (size_t i = 0; i < p->n_functions && !err; i++) {
+        err = str_at(d, d->raw_func[i][0], &p->functions[i].name);
+        if (!err)
+            err = str_at(d, d->raw_func[i][1], &p->functions[i].system_name);
+        if (!err)
+            err = str_at(d, d->raw_func[i][2], &p->functions[i].filename);
+    }
+    for (size_t i = 0; i < p->n_mappings && !err; i++) {
+        err = str_at(d, d->raw_map[i][0], &p->mappings[i].filename);
+        if (!err)
+            err = str_at(d, d->raw_map[i][1], &p->mappings[i].build_id);
+    }
+    for (size_t i = 0; i < p->n_labels && !err; i++) {
+        struct pprof_label *l = &p->labels[i];
+        l->num = d->raw_label[i][2];
+        err = str_at(d, d->raw_label[i][0], &l->key);
+        if (!err)
+            err = str_at(d, d->raw_label[i][1], &l->str);
+        if (!err)
+            err = str_at(d, d->raw_label[i][3], &l->num_unit);
+    }
+    if (err)
+        return err;
+    p->default_sample_type = -1;
+    if (d->raw_default > 0) {
+        const char *def = NULL;
+        err = str_at(d, d->raw_default, &def);
+        if (err)
+            return err;
+        p->default_sample_type = pprof_sample_type_index(p, def);
+    }
+    if ((err = id_map_build(&locs, p->n_locations, loc_id, p->locations)) ||
+        (err = id_map_build(&funcs, p->n_functions, func_id, p->functions)) ||
+        (err = id_map_build(&maps, p->n_mappings, map_id, p->mappings)))
+        goto out;
+    for (size_t i = 0; i < p->n_lines; i++) {
+        uint64_t fid = d->raw_line_funcs[i];
+        p->lines[i].function = fid ? id_map_find(&funcs, fid) : PPROF_NONE;
+        if (fid && p->lines[i].function == PPROF_NONE) {
+            err = fail(d, NULL, "line refers to unknown function id %llu",
+                       (unsigned long long)fid);
+            goto out;
+        }
+    }
+    for (size_t i = 0; i < p->n_locations; i++) {
+        uint64_t mid = d->raw_loc_maps[i];
+        p->locations[i].mapping = mid ? id_map_find(&maps, mid) : PPROF_NONE;
+        if (p->locations[i].id == 0) {
+            err = fail(d, NULL, "location %zu has id 0", i);
+            goto out;
+        }
+    }
+    for (size_t i = 0; i < p->n_sample_locs; i++) {
+        uint32_t idx = id_map_find(&locs, d->raw_loc_ids[i]);
+        if (idx == PPROF_NONE) {
+            err = fail(d, NULL, "sample refers to unknown location id %llu",
+                       (unsigned long long)d->raw_loc_ids[i]);
+            goto out;
+        }
+        p->sample_locs[i] = idx;
+    }
+    for (size_t i = 0; i < p->n_samples; i++) {
+        if (d->sample_nvalues[i] != p->n_sample_types) {
+            err = fail(d, NULL, "sample %zu has %zu values but the profile has %zu sample types",
+                       i, d->sample_nvalues[i], p->n_sample_types);
+            goto out;
+        }
+    }
+out:
+    skpx_free(locs.v);
+    skpx_free(funcs.v);
+    skpx_free(maps.v);
+    return err;
+}
+
+/* ---------------------------------------------------------------- inflate */
+
+static skp_err inflate_all(const uint8_t *in, size_t len, size_t max, uint8_t **out,
+                           size_t *out_len, char *errbuf)
+{
+    *out = NULL;
+    *out_len = 0;
+    z_stream z;
+    memset(&z, 0, sizeof(z));
+    if (inflateInit2(&z, 16 + MAX_WBITS) != Z_OK)
+        return SKP_ENOMEM;
+    size_t cap = len * 4 < (1u << 20) ? (1u << 20) : len * 4;
+    if (cap > max + 1)
+        cap = max + 1;
+    uint8_t *buf = skpx_malloc(cap);
+    skp_err err = buf ? SKP_OK : SKP_ENOMEM;
+    size_t used = 0;
+    z.next_in = (Bytef *)in;
+    while (!err) {
+        if (used == cap) {
+            if (cap > max) {
+                if (errbuf)
+                    snprintf(errbuf, PPROF_ERR_MAX, "pprof inflates to more than %zu bytes", max);
+                err = SKP_ETOOBIG;
+                break;
+            }
+            size_t ncap = cap * 2 > max + 1 ? max + 1 : cap * 2;
+            uint8_t *nb = skpx_realloc(buf, ncap);
+            if (!nb) {
+                err = SKP_ENOMEM;
+                break;
+            }
+            buf = nb;
+            cap = ncap;
+        }
+        size_t in_left = len - (size_t)((const uint8_t *)z.next_in - in);
+        z.avail_in = in_left > UINT32_MAX ? UINT32_MAX : (uInt)in_left;
+        size_t out_room = cap - used;
+        z.avail_out = out_room > UINT32_MAX ? UINT32_MAX : (uInt)out_room;
+        z.next_out = buf + used;
+        int rc = inflate(&z, Z_NO_FLUSH);
+        used = (size_t)(z.next_out - buf);
+        if (rc == Z_STREAM_END) {
+            size_t rest = len - (size_t)((const uint8_t *)z.next_in - in);
+            /* Concatenated gzip members (gzip allows them) continue the same stream. */
+            if (rest >= 2 && z.next_in[0] == 0x1f && z.next_in[1] == 0x8b) {
+                inflateReset(&z);
+                continue;
+            }
+            break;
+        }
+        if (rc == Z_OK)
+            continue;
+        if (rc == Z_BUF_ERROR && z.avail_out == 0)
+            continue; /* grow */
+        if (errbuf)
+            snprintf(errbuf, PPROF_ERR_MAX, "corrupt gzip stream: %s",
+                     rc == Z_BUF_ERROR ? "truncated" : (z.msg ? z.msg : "inflate failed"));
+        err = rc == Z_MEM_ERROR ? SKP_ENOMEM : SKP_EINVAL;
+    }
+    inflateEnd(&z);
+    if (err) {
+        skpx_free(buf);
+        return err;
+    }
+    if (used > max) {
+        skpx_free(buf);
+        if (errbuf)
+            snprintf(errbuf, PPROF_ERR_MAX, "pprof inflates to more than %zu bytes", max);
+        return SKP_ETOOBIG;
+    }
+    *out = buf;
+    *out_len = used;
+    return SKP_OK;
+}
+
+/* ---------------------------------------------------------------- API */
+
+void pprof_free(struct pprof_profile *p)
+{
+    if (!p)
+        return;
+    skpx_free(p->sample_types);
+    skpx_free(p->samples);
+    skpx_free(p->values);
+    skpx_free(p->sample_locs);
+    skpx_free(p->labels);
+    skpx_free(p->locations);
+    skpx_free(p->lines);
+    skpx_free(p->functions);
+    skpx_free(p->mappings);
+    skpx_free(p->_strings);
+    skpx_free(p->_string_table);
+    skpx_free(p);
+}
+
+int pprof_sample_type_index(const struct pprof_profile *p, const char *type)
+{
+    for (size_t i = 0; type && i < p->n_sample_types; i++)
+        if (strcmp(p->sample_types[i].type, type) == 0)
+            return (int)i;
+    return -1;
+}
+
+static void *alloc_n(size_t n, size_t size, bool *ok)
+{
+    void *v = skpx_calloc(n ? n : 1, size);
+    if (!v)
+        *ok = false;
+    return v;
+}
+
+skp_err pprof_decode(const uint8_t *data, size_t len, size_t max_decoded,
+                     struct pprof_profile **out, char *errbuf)
+{
+    *out = NULL;
+    if (errbuf)
+        errbuf[0] = '\0';
+    if (!max_decoded)
+        max_decoded = PPROF_DEFAULT_MAX_DECODED;
+    uint8_t *inflated = NULL;
+    const uint8_t *buf = data;
+    size_t n = len;
+    skp_err err = SKP_OK;
+    if (len >= 2 && data[0] == 0x1f && data[1] == 0x8b) {
+        err = inflate_all(data, len, max_decoded, &inflated, &n, errbuf);
+        if (err)
+            return err;
+        buf = inflated;
+    } else if (len > max_decoded) {
+        if (errbuf)
+            snprintf(errbuf, PPROF_ERR_MAX, "pprof larger than %zu bytes", max_decoded);
+        return SKP_ETOOBIG;
+    }
+    if (n > UINT32_MAX) {
+        skpx_free(inflated);
+        if (errbuf)
+            snprintf(errbuf, PPROF_ERR_MAX, "pprof larger than 4 GiB");
+        return SKP_ETOOBIG;
+    }
+    struct dec d = {.err = errbuf, .base = buf};
+    struct pprof_profile *p = skpx_calloc(1, sizeof(*p));
+    if (!p) {
+        skpx_free(inflated);
+        return SKP_ENOMEM;
+    }
+    d.p = p;
+    err = pass_count(&d, buf, n);
+    if (err)
+        goto out;
+    bool ok = true;
+    p->sample_types = alloc_n(d.n_types, sizeof(*p->sample_types), &ok);
+    p->samples = alloc_n(d.n_samples, sizeof(*p->samples), &ok);
+    p->values = alloc_n(d.n_values, sizeof(*p->values), &ok);
+    p->sample_locs = alloc_n(d.n_locs_ids, sizeof(*p->sample_locs), &ok);
+    p->labels = alloc_n(d.n_labels, sizeof(*p->labels), &ok);
+    p->locations = alloc_n(d.n_locations, sizeof(*p->locations), &ok);
+    p->lines = alloc_n(d.n_lines, sizeof(*p->lines), &ok);
+    p->functions = alloc_n(d.n_funcs, sizeof(*p->functions), &ok);
+    p->mappings = alloc_n(d.n_maps, sizeof(*p->mappings), &ok);
+    d.raw_loc_ids = alloc_n(d.n_locs_ids, sizeof(*d.raw_loc_ids), &ok);
+    d.raw_line_funcs = alloc_n(d.n_lines, sizeof(*d.raw_line_funcs), &ok);
+    d.raw_loc_maps = alloc_n(d.n_locations, sizeof(*d.raw_loc_maps), &ok);
+    d.sample_nvalues = alloc_n(d.n_samples, sizeof(*d.sample_nvalues), &ok);
+    d.raw_label = alloc_n(d.n_labels, sizeof(*d.raw_label), &ok);
+    d.raw_type = alloc_n(d.n_types, sizeof(*d.raw_type), &ok);
+    d.raw_func = alloc_n(d.n_funcs, sizeof(*d.raw_func), &ok);
+    d.raw_map = alloc_n(d.n_maps, sizeof(*d.raw_map), &ok);
+    d.str_off = alloc_n(d.n_strings, sizeof(*d.str_off), &ok);
+    d.str_len = alloc_n(d.n_strings, sizeof(*d.str_len), &ok);
+    if (!ok) {
+        err = SKP_ENOMEM;
+        goto out;
+    }
+    p->n_sample_types = d.n_types;
+    p->n_samples = d.n_samples;
+    p->n_sample_locs = d.n_locs_ids;
+    p->n_labels = d.n_labels;
+    p->n_locations = d.n_locations;
+    p->n_lines = d.n_lines;
+    p->n_functions = d.n_funcs;
+    p->n_mappings = d.n_maps;
+    err = pass_fill(&d, buf, n);
+    if (!err)
+        err = build_strings(&d, buf);
+    if (!err)
+        err = resolve(&d);
+out:
+    skpx_free(d.raw_loc_ids);
+    skpx_free(d.raw_line_funcs);
+    skpx_free(d.raw_loc_maps);
+    skpx_free(d.sample_nvalues);
+    skpx_free(d.raw_label);
+    skpx_free(d.raw_type);
+    skpx_free(d.raw_func);
+    skpx_free(d.raw_map);
+    skpx_free(d.str_off);
+    skpx_free(d.str_len);
+    skpx_free(inflated);
+    if (err) {
+        if (err == SKP_ENOMEM && errbuf)
+            snprintf(errbuf, PPROF_ERR_MAX, "out of memory decoding the pprof");
+        pprof_free(p);
+        return err;
+    }
+    *out = p;
+    return SKP_OK;
+}

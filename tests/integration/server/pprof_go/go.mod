@@ -1,0 +1,3 @@
+module skyprof.test/pprofburn
+
+go 1.19

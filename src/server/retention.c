@@ -1,7 +1,6 @@
 /* retention.c - periodic purge of old profiling data (see retention.h). A failed purge (e.g. a
  * read-only database) is logged and retried at the next period; it never stops the server. */
 #include "server/retention.h"
-#include "server/store_proc.h"
 
 #include <event2/event.h>
 #include <inttypes.h>
@@ -27,10 +26,6 @@ void retention_run(struct retention *r)
     uint64_t n = 0;
     int64_t t0 = skpx_mono_ms();
     skp_err err = store_purge_before(r->st, cutoff, &n);
-    uint64_t n_proc = 0;
-    if (!err)
-        err = store_proc_purge_before(r->st, cutoff, &n_proc);
-    n += n_proc;
     r->m->retention_runs++;
     if (err) {
         r->m->retention_errors++;

@@ -1,6 +1,7 @@
 /* store_proc.h - storage of process-profiling tasks (pprof and async-profiler tasks, see
  * proc_task.h): the tasks, the instances each one asks for, per-instance logs, and the files the
- * agents uploaded (kept as BLOBs, so they survive restarts; retention purges them with the rest).
+ * agents uploaded (kept as BLOBs, so they survive restarts; store_purge_before deletes tasks
+ * created before its cutoff with their instances, logs and files).
  * Plain C rows in and out (no JSON, no protobuf types). Implemented in store_sqlite_proc.c.
  *
  * Threading: like every store function, on the thread that owns `st` (the loop's write
@@ -12,9 +13,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "server/store.h"
 #include "skyprof/skp_err.h"
-
-struct store;
 
 /* What kind of agent task it is; stored as the text names below. */
 enum proc_kind {
@@ -113,10 +113,5 @@ SKP_MUST_CHECK skp_err store_proc_list_files(struct store *st, const char *task_
  * (*instance_out, may be NULL; skpx_free). Errors: SKP_ENOTFOUND, SKP_EIO, SKP_ENOMEM. */
 SKP_MUST_CHECK skp_err store_proc_get_file(struct store *st, const char *task_id, int64_t id,
                                            uint8_t **data, size_t *len, char **instance_out);
-
-/* Retention: deletes tasks created before before_ms with their instances, logs and files.
- * *n_deleted (may be NULL) counts the tasks. Errors: SKP_EIO. */
-SKP_MUST_CHECK skp_err store_proc_purge_before(struct store *st, int64_t before_ms,
-                                               uint64_t *n_deleted);
 
 #endif

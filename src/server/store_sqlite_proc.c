@@ -540,38 +540,3 @@ skp_err store_proc_get_file(struct store *st, const char *task_id, int64_t id, u
     sqlite3_finalize(s);
     return err;
 }
-
-/* ---------------------------------------------------------------- retention */
-
-skp_err store_proc_purge_before(struct store *st, int64_t before_ms, uint64_t *n_deleted)
-{
-    if (n_deleted)
-        *n_deleted = 0;
-    static const char *const k_sql[] = {
-        "DELETE FROM proc_files WHERE task_id IN (SELECT id FROM proc_tasks WHERE create_time < ?)",
-        "DELETE FROM proc_task_logs WHERE task_id IN "
-        "(SELECT id FROM proc_tasks WHERE create_time < ?)",
-        "DELETE FROM proc_task_instances WHERE task_id IN "
-        "(SELECT id FROM proc_tasks WHERE create_time < ?)",
-        "DELETE FROM proc_tasks WHERE create_time < ?",
-    };
-    skp_err err = store__begin(st);
-    if (err)
-        return err;
-    for (size_t i = 0; i < sizeof(k_sql) / sizeof(k_sql[0]) && !err; i++) {
-        sqlite3_stmt *s = NULL;
-        err = store__prepare(st, k_sql[i], &s);
-        if (err)
-            break;
-        sqlite3_bind_int64(s, 1, before_ms);
-        err = step_done(st, s, "purge proc tasks");
-        if (!err && i + 1 == sizeof(k_sql) / sizeof(k_sql[0]) && n_deleted)
-            *n_deleted = (uint64_t)sqlite3_changes(store__db(st));
-        sqlite3_finalize(s);
-    }
-    if (err) {
-        store__rollback(st);
-        return err;
-    }
-    return store__commit(st);
-}

@@ -117,6 +117,14 @@ skp_err store_purge_before(struct store *st, int64_t before_ms, uint64_t *n_dele
         "DELETE FROM task_keys WHERE task_id NOT IN (SELECT id FROM tasks) AND "
         "id NOT IN (SELECT task FROM task_segments)",
         "DELETE FROM stacks WHERE id NOT IN (SELECT stack FROM snapshots)",
+        /* Process-profiling tasks (store_sqlite_proc.c) go with their files and logs. */
+        "DELETE FROM proc_files WHERE task_id IN "
+        "(SELECT id FROM proc_tasks WHERE create_time < ?1)",
+        "DELETE FROM proc_task_logs WHERE task_id IN "
+        "(SELECT id FROM proc_tasks WHERE create_time < ?1)",
+        "DELETE FROM proc_task_instances WHERE task_id IN "
+        "(SELECT id FROM proc_tasks WHERE create_time < ?1)",
+        "DELETE FROM proc_tasks WHERE create_time < ?1",
     };
     uint64_t n = 0;
     if (n_deleted)

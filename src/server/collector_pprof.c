@@ -70,11 +70,10 @@ static int on_query(struct skpx_grpc_call *call, void *ud, const ProtobufCMessag
      * log write is not worth withholding the task. */
     err = store_proc_add_log(c->store, pc->task.id, q->serviceinstance, PROC_LOG_NOTIFIED, now,
                              NULL);
-    static struct collector_ratelimit rl;
-    uint64_t skipped = 0;
-    if (err && collector_log_allow(&rl, skpx_mono_ms(), &skipped))
-        SKPX_WARN("pprof task %s: NOTIFIED log for %s not written: %s (%" PRIu64 " more)",
-                  pc->task.id, q->serviceinstance, skp_strerror(err), skipped);
+    static struct skpx_log_limit lim;
+    if (err)
+        skpx_log_limited(&lim, SKPX_LOG_WARN, "pprof task %s: NOTIFIED log for %s not written: %s",
+                         pc->task.id, q->serviceinstance, skp_strerror(err));
     proc_command_pprof(&pc->cmd, &pc->task);
     skywalking__v3__commands__init(&pc->resp);
     pc->cmdp[0] = &pc->cmd.cmd;

@@ -43,12 +43,10 @@ static void log_line(struct upload *u, const char *op, const char *msg)
 {
     skp_err err = store_proc_add_log(u->c->store, u->task_id, u->instance, op, collector_now(u->c),
                                      msg);
-    static struct collector_ratelimit rl;
-    uint64_t skipped = 0;
-    if (err && collector_log_allow(&rl, skpx_mono_ms(), &skipped))
-        SKPX_WARN("process task %s: %s log for %s not written: %s (%" PRIu64
-                  " more since the last report)",
-                  u->task_id, op, u->instance, skp_strerror(err), skipped);
+    static struct skpx_log_limit lim;
+    if (err)
+        skpx_log_limited(&lim, SKPX_LOG_WARN, "process task %s: %s log for %s not written: %s",
+                         u->task_id, op, u->instance, skp_strerror(err));
 }
 
 static int first_message(struct skpx_grpc_call *call, struct upload *u,

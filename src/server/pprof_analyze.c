@@ -12,7 +12,7 @@
 #include <string.h>
 
 #include "common/alloc.h"
-#include "server/store_cache.h"
+#include "common/map.h"
 
 /* Longest frame signature built (longer function or file names are cut). */
 #define FRAME_MAX 1024
@@ -29,12 +29,12 @@ struct pprof_analyze {
     char *type;                /* chosen sample type (NULL until fixed) */
     char *unit;
     bool by_function;
-    struct strmap frame_ids;   /* signature -> frame id */
+    struct skpx_strmap frame_ids;   /* signature -> frame id */
     char **frames;             /* frame id -> signature (owned) */
     size_t n_frames, cap_frames;
     struct bnode *nodes;
     size_t n_nodes, cap_nodes;
-    struct u64map children;    /* (parent+1)<<32 | frame -> node index */
+    struct skpx_u64map children;    /* (parent+1)<<32 | frame -> node index */
     uint32_t first_root;       /* list of roots through next_sibling */
     uint32_t last_root;
     char *types[PPROF_ANALYZE_MAX_TYPES];
@@ -72,12 +72,12 @@ void pprof_analyze_free(struct pprof_analyze *a)
         return;
     skpx_free(a->type);
     skpx_free(a->unit);
-    strmap_cleanup(&a->frame_ids);
+    skpx_strmap_cleanup(&a->frame_ids);
     for (size_t i = 0; i < a->n_frames; i++)
         skpx_free(a->frames[i]);
     skpx_free(a->frames);
     skpx_free(a->nodes);
-    u64map_cleanup(&a->children);
+    skpx_u64map_cleanup(&a->children);
     for (size_t i = 0; i < a->n_types; i++)
         skpx_free(a->types[i]);
     skpx_free(a->loc_frames);
@@ -112,7 +112,7 @@ void pprof_analyze_totals(const struct pprof_analyze *a, int64_t *total, uint64_
 
 static skp_err frame_intern(struct pprof_analyze *a, const char *sig, uint32_t *id)
 {
-    if (strmap_get(&a->frame_ids, sig, id))
+    if (skpx_strmap_get(&a->frame_ids, sig, id))
         return SKP_OK;
     if (a->n_frames == a->cap_frames) {
         size_t ncap = a->cap_frames ? a->cap_frames * 2 : 256;
@@ -125,7 +125,7 @@ static skp_err frame_intern(struct pprof_analyze *a, const char *sig, uint32_t *
     char *copy = skpx_strdup(sig);
     if (!copy)
         return SKP_ENOMEM;
-    if (strmap_put(&a->frame_ids, sig, (uint32_t)a->n_frames) != SKP_OK) {
+    if (skpx_strmap_put(&a->frame_ids, sig, (uint32_t)a->n_frames) != SKP_OK) {
         skpx_free(copy);
         return SKP_ENOMEM;
     }
@@ -206,7 +206,7 @@ static skp_err child(struct pprof_analyze *a, uint32_t parent, uint32_t frame, u
 {
     uint64_t key = ((uint64_t)(parent == UINT32_MAX ? 0 : parent + 1) << 32) | frame;
     uint64_t v;
-    if (u64map_get(&a->children, key, &v)) {
+    if (skpx_u64map_get(&a->children, key, &v)) {
         *out = (uint32_t)v;
         return SKP_OK;
     }
@@ -221,7 +221,7 @@ static skp_err child(struct pprof_analyze *a, uint32_t parent, uint32_t frame, u
         a->cap_nodes = ncap;
     }
     uint32_t idx = (uint32_t)a->n_nodes;
-    if (u64map_put(&a->children, key, idx) != SKP_OK)
+    if (skpx_u64map_put(&a->children, key, idx) != SKP_OK)
         return SKP_ENOMEM;
     struct bnode *n = &a->nodes[a->n_nodes++];
     memset(n, 0, sizeof(*n));
@@ -356,16 +356,16 @@ static skp_err layout(struct pprof_analyze *a, uint32_t root, const uint32_t *fr
     }
     t->n_nodes = n;
     /* BFS position of each build node, to turn parent indices into parent ids. */
-    struct u64map pos = {0};
+    struct skpx_u64map pos = {0};
     skp_err err = SKP_OK;
     for (size_t i = 0; i < n && !err; i++)
-        err = u64map_put(&pos, order[i], i);
+        err = skpx_u64map_put(&pos, order[i], i);
     for (size_t i = 0; i < n && !err; i++) {
         const struct bnode *b = &a->nodes[order[i]];
         struct analysis_node *an = &t->nodes[i];
         an->id = (uint32_t)i + 1;
         uint64_t pp = 0;
-        an->parent_id = i == 0 ? 0 : (u64map_get(&pos, b->parent, &pp) ? (uint32_t)pp + 1 : 0);
+        an->parent_id = i == 0 ? 0 : (skpx_u64map_get(&pos, b->parent, &pp) ? (uint32_t)pp + 1 : 0);
         an->code_signature = arena + frame_off[b->frame];
         an->count = b->value;
         uint64_t kids = 0;
@@ -382,7 +382,7 @@ static skp_err layout(struct pprof_analyze *a, uint32_t root, const uint32_t *fr
         t->nodes[i].next_sibling = t->nodes[parent].first_child;
         t->nodes[parent].first_child = (uint32_t)i;
     }
-    u64map_cleanup(&pos);
+    skpx_u64map_cleanup(&pos);
     skpx_free(order);
     return err;
 }

@@ -7,6 +7,7 @@
 #include <string.h>
 
 #include "common/alloc.h"
+#include "common/grow.h"
 #include "common/log.h"
 #include "server/store_int.h"
 
@@ -90,10 +91,8 @@ struct names_acc {
 static skp_err names_row(void *ud, sqlite3_stmt *s)
 {
     struct names_acc *a = ud;
-    char **v = store__grow(a->v, a->n, &a->cap, sizeof(*a->v), 8);
-    if (!v)
+    if (skpx_grow(&a->v, &a->cap, a->n + 1, sizeof(*a->v), 8) != SKP_OK)
         return SKP_ENOMEM;
-    a->v = v;
     a->v[a->n] = col_dup(s, 0);
     if (!a->v[a->n])
         return SKP_ENOMEM;
@@ -269,10 +268,8 @@ struct tasks_acc {
 static skp_err tasks_row(void *ud, sqlite3_stmt *s)
 {
     struct tasks_acc *a = ud;
-    struct proc_task *v = store__grow(a->v, a->n, &a->cap, sizeof(*a->v), 16);
-    if (!v)
+    if (skpx_grow(&a->v, &a->cap, a->n + 1, sizeof(*a->v), 16) != SKP_OK)
         return SKP_ENOMEM;
-    a->v = v;
     skp_err err = read_task(s, &a->v[a->n]);
     if (!err)
         a->n++;
@@ -373,10 +370,8 @@ struct logs_acc {
 static skp_err logs_row(void *ud, sqlite3_stmt *s)
 {
     struct logs_acc *a = ud;
-    struct proc_log *v = store__grow(a->v, a->n, &a->cap, sizeof(*a->v), 16);
-    if (!v)
+    if (skpx_grow(&a->v, &a->cap, a->n + 1, sizeof(*a->v), 16) != SKP_OK)
         return SKP_ENOMEM;
-    a->v = v;
     struct proc_log *l = &a->v[a->n];
     memset(l, 0, sizeof(*l));
     l->instance = col_dup(s, 0);
@@ -464,10 +459,8 @@ struct files_acc {
 static skp_err files_row(void *ud, sqlite3_stmt *s)
 {
     struct files_acc *a = ud;
-    struct proc_file *v = store__grow(a->v, a->n, &a->cap, sizeof(*a->v), 8);
-    if (!v)
+    if (skpx_grow(&a->v, &a->cap, a->n + 1, sizeof(*a->v), 8) != SKP_OK)
         return SKP_ENOMEM;
-    a->v = v;
     struct proc_file *f = &a->v[a->n];
     f->id = sqlite3_column_int64(s, 0);
     f->instance = col_dup(s, 1);

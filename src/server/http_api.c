@@ -25,7 +25,6 @@
 #include "common/pct.h"
 #include "server/config.h"
 #include "server/http_int.h"
-#include "server/http_pprof.h"
 
 /* evhttp refuses bodies above this on its own (413 before we see them); between
  * HTTP_BODY_MAX and this we answer with a JSON 413 ourselves. */
@@ -44,64 +43,6 @@ void http_count(struct http_api *api, int code)
 {
     int cls = code / 100;
     api->metrics->http_requests[cls >= 1 && cls <= 5 ? cls : 0]++;
-}
-
-void http_reply_bytes(struct http_ctx *cx, int code, const char *content_type, const void *data,
-                      size_t len, const char *hdr_name, const char *hdr_value)
-{
-    struct evkeyvalq *h = evhttp_request_get_output_headers(cx->req);
-    evhttp_add_header(h, "Content-Type", content_type);
-    evhttp_add_header(h, "X-Content-Type-Options", "nosniff");
-    if (hdr_name && hdr_value)
-        evhttp_add_header(h, hdr_name, hdr_value);
-    struct evbuffer *b = evbuffer_new();
-    if (b && len)
-        evbuffer_add(b, data, len);
-    http_count(cx->api, code);
-    evhttp_send_reply(cx->req, code, NULL, b);
-    if (b)
-        evbuffer_free(b);
-}
-
-void http_reply_json(struct http_ctx *cx, int code, json_t *body)
-{
-    char *text = body ? json_dumps(body, JSON_COMPACT) : NULL;
-    json_decref(body);
-    if (!text) {
-        static const char oom[] = "{\"error\":\"out of memory\"}";
-        http_reply_bytes(cx, 500, "application/json", oom, sizeof(oom) - 1, NULL, NULL);
-        return;
-    }
-    http_reply_bytes(cx, code, "application/json", text, strlen(text), NULL, NULL);
-    free(text); /* allocated by jansson's allocator */
-}
-
-void http_reply_error(struct http_ctx *cx, int code, const char *fmt, ...)
-{
-    char msg[512];
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(msg, sizeof(msg), fmt, ap);
-    va_end(ap);
-    http_reply_json(cx, code, json_pack("{s:s}", "error", msg));
-}
-
-void http_reply_field_error(struct http_ctx *cx, int code, const char *field, const char *msg)
-{
-    http_reply_json(cx, code, json_pack("{s:s,s:s}", "error", msg, "field", field));
-}
-
-void http_reply_store_error(struct http_ctx *cx, skp_err err, const char *what)
-{
-    if (err == SKP_ENOTFOUND) {
-        http_reply_error(cx, 404, "%s not found", what);
-        return;
-    }
-    static struct skpx_log_limit lim;
-    skpx_log_limited(&lim, SKPX_LOG_ERROR, "http %s: %s: store error: %s", cx->raw_path, what,
-                     skp_strerror(err));
-    http_reply_error(cx, err == SKP_ENOMEM ? 500 : 503, "storage unavailable (%s): %s", what,
-                     skp_strerror(err));
 }
 
 const char *http_query(struct http_ctx *cx, const char *name)
@@ -151,6 +92,7 @@ void http_job_dispatch(struct http_ctx *cx, struct http_job *j)
 {
     j->api = cx->api;
     j->req = cx->req;
+    j->req_id = cx->req_id;
     if (cx->api->worker) {
         skp_err err = http_worker_submit(cx->api->worker, j);
         if (!err)
@@ -161,13 +103,7 @@ void http_job_dispatch(struct http_ctx *cx, struct http_job *j)
         return;
     }
     j->run(j, cx->api->store);
-    http_reply_bytes(cx, j->code, j->content_type ? j->content_type : "application/json", j->body,
-                     j->body_len, j->disposition[0] ? "Content-Disposition" : NULL,
-                     j->disposition[0] ? j->disposition : NULL);
-    if (j->body_from_jansson)
-        free(j->body); /* allocated by jansson's allocator */
-    else
-        skpx_free(j->body);
+    http_send(cx, &j->res);
     j->destroy(j);
 }
 
@@ -186,11 +122,6 @@ static char *decode_segment(const char *s, size_t n)
         return NULL;
     }
     return out;
-}
-
-static bool seg_is(const struct http_ctx *cx, size_t i, const char *s)
-{
-    return i < cx->n_seg && strcmp(cx->seg[i], s) == 0;
 }
 
 static bool authorized(struct http_ctx *cx)
@@ -214,122 +145,12 @@ static bool authorized(struct http_ctx *cx)
     return false;
 }
 
-static void method_not_allowed(struct http_ctx *cx, const char *allow)
+void http_healthz(struct http_ctx *cx)
 {
-    evhttp_add_header(evhttp_request_get_output_headers(cx->req), "Allow", allow);
-    http_reply_error(cx, 405, "method not allowed (allowed: %s)", allow);
+    http_reply_json(cx, 200, json_pack("{s:s}", "status", "ok"));
 }
 
-/* /api/v1/pprof/tasks[/{id}[/analyze|/download|/files/{fileId}]]; false = no such route. */
-static bool http_pprof_route(struct http_ctx *cx, bool get, bool post)
-{
-    size_t n = cx->n_seg;
-    if (n == 4) {
-        if (get)
-            http_pprof_list(cx);
-        else if (post)
-            http_pprof_create(cx);
-        else
-            method_not_allowed(cx, "GET, POST");
-        return true;
-    }
-    bool sub = n == 6 && (seg_is(cx, 5, "analyze") || seg_is(cx, 5, "download"));
-    bool file = n == 7 && seg_is(cx, 5, "files");
-    if (n != 5 && !sub && !file)
-        return false;
-    if (!get)
-        method_not_allowed(cx, "GET");
-    else if (n == 5)
-        http_pprof_get(cx, cx->seg[4]);
-    else if (file)
-        http_pprof_file(cx, cx->seg[4], cx->seg[6]);
-    else if (seg_is(cx, 5, "analyze"))
-        http_pprof_analyze(cx, cx->seg[4]);
-    else
-        http_pprof_download(cx, cx->seg[4]);
-    return true;
-}
-
-/* Dispatches /api/v1/... ; `is_get` etc. decide 405s per route. */
-static void route_api(struct http_ctx *cx)
-{
-    bool get = cx->method == EVHTTP_REQ_GET || cx->method == EVHTTP_REQ_HEAD;
-    bool post = cx->method == EVHTTP_REQ_POST;
-    size_t n = cx->n_seg;
-    if (!seg_is(cx, 1, "v1"))
-        goto not_found;
-    if (seg_is(cx, 2, "profile")) {
-        if (seg_is(cx, 3, "tasks")) {
-            if (n == 4) {
-                if (get)
-                    http_tasks_list(cx);
-                else if (post)
-                    http_tasks_create(cx);
-                else
-                    method_not_allowed(cx, "GET, POST");
-                return;
-            }
-            const char *id = n > 4 ? cx->seg[4] : NULL;
-            if (n == 5 || (n == 6 && (seg_is(cx, 5, "logs") || seg_is(cx, 5, "segments") ||
-                                      seg_is(cx, 5, "analyze") || seg_is(cx, 5, "export")))) {
-                if (!get) {
-                    method_not_allowed(cx, "GET");
-                    return;
-                }
-                if (n == 5)
-                    http_tasks_get(cx, id);
-                else if (seg_is(cx, 5, "logs"))
-                    http_tasks_logs(cx, id);
-                else if (seg_is(cx, 5, "segments"))
-                    http_tasks_segments(cx, id);
-                else if (seg_is(cx, 5, "analyze"))
-                    http_analyze_task(cx, id);
-                else
-                    http_export_task(cx, id);
-                return;
-            }
-            goto not_found;
-        }
-        if (seg_is(cx, 3, "analyze") && n == 4) {
-            if (post)
-                http_analyze_post(cx);
-            else
-                method_not_allowed(cx, "POST");
-            return;
-        }
-        if (seg_is(cx, 3, "segments") && n == 6 &&
-            (seg_is(cx, 5, "analyze") || seg_is(cx, 5, "export"))) {
-            if (!get)
-                method_not_allowed(cx, "GET");
-            else if (seg_is(cx, 5, "analyze"))
-                http_analyze_segment(cx, cx->seg[4]);
-            else
-                http_export_segment(cx, cx->seg[4]);
-            return;
-        }
-        goto not_found;
-    }
-    if (seg_is(cx, 2, "pprof") && seg_is(cx, 3, "tasks")) {
-        if (http_pprof_route(cx, get, post))
-            return;
-        goto not_found;
-    }
-    if (seg_is(cx, 2, "services")) {
-        if (n == 3 || (n == 5 && seg_is(cx, 4, "instances"))) {
-            if (!get)
-                method_not_allowed(cx, "GET");
-            else if (n == 3)
-                http_services_list(cx);
-            else
-                http_services_instances(cx, cx->seg[3]);
-            return;
-        }
-    }
-not_found:
-    http_reply_error(cx, 404, "no such API route: %s", cx->raw_path);
-}
-
-static void on_metrics(struct http_ctx *cx)
+void http_metrics(struct http_ctx *cx)
 {
     struct skpx_grpc_server_stats gs;
     struct store_stats ss;
@@ -350,7 +171,9 @@ static void on_metrics(struct http_ctx *cx)
 
 static void on_request(struct evhttp_request *req, void *ud)
 {
-    struct http_ctx cx = {.api = ud, .req = req, .method = evhttp_request_get_command(req)};
+    struct http_api *api = ud;
+    struct http_ctx cx = {.api = api, .req = req, .method = evhttp_request_get_command(req)};
+    cx.req_id = ++api->next_req_id;
     TAILQ_INIT(&cx.query);
     const struct evhttp_uri *uri = evhttp_request_get_evhttp_uri(req);
     const char *path = uri ? evhttp_uri_get_path(uri) : NULL;
@@ -390,24 +213,7 @@ static void on_request(struct evhttp_request *req, void *ud)
         http_reply_error(&cx, 401, "missing or wrong API token (Authorization: Bearer ...)");
         goto out;
     }
-    bool get = cx.method == EVHTTP_REQ_GET || cx.method == EVHTTP_REQ_HEAD;
-    if (seg_is(&cx, 0, "api")) {
-        route_api(&cx);
-    } else if (cx.n_seg == 1 && seg_is(&cx, 0, "healthz")) {
-        if (get)
-            http_reply_json(&cx, 200, json_pack("{s:s}", "status", "ok"));
-        else
-            method_not_allowed(&cx, "GET");
-    } else if (cx.n_seg == 1 && seg_is(&cx, 0, "metrics")) {
-        if (get)
-            on_metrics(&cx);
-        else
-            method_not_allowed(&cx, "GET");
-    } else if (get) {
-        http_static_serve(&cx);
-    } else {
-        method_not_allowed(&cx, "GET");
-    }
+    http_route(&cx);
 out:
     for (size_t i = 0; i < cx.n_seg; i++)
         skpx_free(cx.seg[i]);

@@ -1,18 +1,15 @@
 /* http_export.c - downloads of an analysis in exchange formats (export.h: pprof, collapsed,
  * speedscope, html, json) for a whole task or a segment (optionally a time window), with a
- * Content-Disposition attachment filename, rendered as a worker job (http_worker.h). Built
- * without the exporters (SKP_HAVE_EXPORT unset, while export.c does not exist yet) the routes
- * answer 501. */
+ * Content-Disposition attachment filename, rendered as a worker job (http_worker.h). */
 #include <inttypes.h>
 #include <stdio.h>
 #include <string.h>
 
 #include "common/alloc.h"
 #include "server/analyzer.h"
+#include "server/export.h"
 #include "server/http_int.h"
 
-#ifdef SKP_HAVE_EXPORT
-#include "server/export.h"
 
 /* A filename for Content-Disposition: "skyprof-<id>.<ext>", with every byte outside
  * [A-Za-z0-9._-] replaced so no header injection or path trick is possible. */
@@ -74,13 +71,9 @@ static void render(struct export_job *e, struct analysis *a, const struct export
     char fname[192];
     make_filename(fname, sizeof(fname), e->is_task ? "task" : "segment", e->id,
                   export_file_ext(e->format));
-    snprintf(e->base.disposition, sizeof(e->base.disposition), "attachment; filename=\"%s\"",
-             fname);
-    e->base.code = 200;
-    e->base.body = (char *)buf;
-    e->base.body_len = len;
-    e->base.body_from_jansson = false;
-    e->base.content_type = export_content_type(e->format);
+    http_response_bytes(&e->base.res, 200, export_content_type(e->format), (char *)buf, len);
+    snprintf(e->base.res.disposition, sizeof(e->base.res.disposition),
+             "attachment; filename=\"%s\"", fname);
 }
 
 static void export_run(struct http_job *j, struct store *st)
@@ -204,19 +197,3 @@ void http_export_segment(struct http_ctx *cx, const char *segment_id)
     e->end = end;
     http_job_dispatch(cx, &e->base);
 }
-
-#else
-
-void http_export_task(struct http_ctx *cx, const char *id)
-{
-    (void)id;
-    http_reply_error(cx, 501, "exports are not built into this skyprofd");
-}
-
-void http_export_segment(struct http_ctx *cx, const char *segment_id)
-{
-    (void)segment_id;
-    http_reply_error(cx, 501, "exports are not built into this skyprofd");
-}
-
-#endif

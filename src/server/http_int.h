@@ -9,11 +9,13 @@
 #include <jansson.h>
 #include <stdbool.h>
 #include <stddef.h>
+#include <inttypes.h>
 #include <stdint.h>
 
+#include "common/log.h"
 #include "server/http_api.h"
-#include "server/store.h"
 #include "server/http_worker.h"
+#include "server/store.h"
 
 /* Path segments a route may have (/api/v1/profile/segments/{id}/export has six). */
 #define HTTP_MAX_SEGMENTS 8
@@ -34,6 +36,7 @@ struct http_api {
     uint64_t max_analyze_snapshots;
     int64_t (*now_ms)(void);
     struct http_worker *worker; /* NULL: heavy reads run on the loop */
+    uint64_t next_req_id;      /* loop thread only */
 };
 
 struct http_ctx {
@@ -42,22 +45,55 @@ struct http_ctx {
     enum evhttp_cmd_type method;
     char *seg[HTTP_MAX_SEGMENTS]; /* decoded path segments (owned) */
     size_t n_seg;
+    uint64_t req_id;           /* on every log line of the request and in X-Request-Id */
     const char *raw_path;      /* still percent-encoded */
     struct evkeyvalq query;    /* decoded query parameters */
 };
 
 int64_t http_now(const struct http_api *api);
 
-/* Replies. Each sends exactly one response and counts it. `body` is stolen (decref'd). */
-void http_reply_json(struct http_ctx *cx, int code, json_t *body);
+/* Logs one line of request `cx` (or a job's req_id), tagged with its request id. */
+#define HTTP_LOG(level, req_id, fmt, ...)                                                          \
+    skpx_log((level), "http req %" PRIu64 ": " fmt, (uint64_t)(req_id), __VA_ARGS__)
+
+/* ---- The one reply path (http_response.c) ----
+ * A response is built into a struct http_response, on the loop or by a worker job, with the
+ * http_response_* builders; http_send sends it from the loop thread. The http_reply_* functions
+ * are the loop's build-and-send shorthands, the http_job_set_* ones (http_worker.h) the jobs'. */
+
+/* Serialises `j` compactly into a new skpx buffer (NUL-terminated; caller frees with skpx_free);
+ * NULL on allocation failure. Borrows j (NULL ok: returns NULL). */
+char *http_json_text(const json_t *j, size_t *len);
+/* Builders: each replaces what `r` held. `body` of http_response_json is stolen (decref'd; NULL
+ * means it could not be built and gives a 500). http_response_bytes takes ownership of `body`
+ * (skpx-allocated). */
+void http_response_bytes(struct http_response *r, int code, const char *content_type, char *body,
+                         size_t len);
+void http_response_json(struct http_response *r, int code, json_t *body);
 /* {"error": "<formatted>"} */
-void http_reply_error(struct http_ctx *cx, int code, const char *fmt, ...)
+void http_response_error(struct http_response *r, int code, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
 /* {"error": msg, "field": field} */
+void http_response_field_error(struct http_response *r, int code, const char *field,
+                               const char *msg);
+/* Store failures: 404 "<what> not found" for SKP_ENOTFOUND, else 503 (500 for SKP_ENOMEM),
+ * logged rate-limited with the request id. Thread-safe (loop and worker share the limiter). */
+void http_response_store_error(struct http_response *r, uint64_t req_id, skp_err err,
+                               const char *what);
+/* Frees the body (unless borrowed); NULL ok. */
+void http_response_cleanup(struct http_response *r);
+/* Loop thread: sends `r` (Content-Type, nosniff, X-Request-Id, Content-Disposition), counts
+ * it, and cleans it up. Exactly once per request. */
+void http_send(struct http_ctx *cx, struct http_response *r);
+
+/* Loop shorthands: build and send at once. `body` is stolen (decref'd). */
+void http_reply_json(struct http_ctx *cx, int code, json_t *body);
+void http_reply_error(struct http_ctx *cx, int code, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
 void http_reply_field_error(struct http_ctx *cx, int code, const char *field, const char *msg);
-/* Store failures: 404 for SKP_ENOTFOUND, 503 otherwise. */
 void http_reply_store_error(struct http_ctx *cx, skp_err err, const char *what);
-/* Raw bytes with a content type and optional extra header (name/value may be NULL). */
+/* Raw bytes (borrowed, copied into the reply) with a content type and an optional extra header
+ * (name/value may be NULL). */
 void http_reply_bytes(struct http_ctx *cx, int code, const char *content_type, const void *data,
                       size_t len, const char *hdr_name, const char *hdr_value);
 /* Counts a response sent by other means (static files). */
@@ -68,8 +104,34 @@ const char *http_query(struct http_ctx *cx, const char *name);
 /* Parses the request body as JSON; on failure replies 400/413 and returns NULL. */
 json_t *http_read_json(struct http_ctx *cx);
 
-/* Route handlers (http_tasks.c, http_analyze.c, http_services.c, http_export.c,
- * http_static.c). Each replies exactly once. */
+/* ---- Routes (http_routes.c): the table docs/api.md documents ---- */
+#define HTTP_M_GET 1u              /* HEAD is served by the GET route */
+#define HTTP_M_POST 2u
+/* Most "{name}" captures in one pattern. */
+#define HTTP_ROUTE_MAX_CAPTURES 2
+struct http_route {
+    unsigned methods;          /* HTTP_M_* bits */
+    const char *pattern;       /* "/api/v1/profile/tasks/{id}/logs" */
+    /* Exactly one is set, taking as many captures as the pattern has. */
+    void (*h0)(struct http_ctx *cx);
+    void (*h1)(struct http_ctx *cx, const char *cap1);
+    void (*h2)(struct http_ctx *cx, const char *cap1, const char *cap2);
+};
+extern const struct http_route http_routes[];
+extern const size_t http_n_routes;
+/* True if the decoded segments match `pattern`; caps[] then borrows the captured segments. */
+bool http_route_match(const char *pattern, char *const *seg, size_t n_seg, const char **caps,
+                      size_t *n_caps);
+/* Dispatches a request to its route; otherwise 405 (with Allow) when the path exists for other
+ * methods, 404 under /api, the static UI for GET, 405 for anything else. Replies exactly once. */
+void http_route(struct http_ctx *cx);
+/* 405 with an Allow header listing `allowed` (HTTP_M_* bits). */
+void http_method_not_allowed(struct http_ctx *cx, unsigned allowed);
+
+/* Route handlers (http_api.c: healthz, metrics; http_tasks.c, http_analyze.c, http_services.c,
+ * http_export.c, http_static.c). Each replies exactly once. */
+void http_healthz(struct http_ctx *cx);
+void http_metrics(struct http_ctx *cx);
 void http_tasks_create(struct http_ctx *cx);
 void http_tasks_list(struct http_ctx *cx);
 void http_tasks_get(struct http_ctx *cx, const char *id);

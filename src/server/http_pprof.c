@@ -288,11 +288,9 @@ static void file_run(struct http_job *j, struct store *st)
     char what[32], fname[192];
     snprintf(what, sizeof(what), "file%" PRId64, f->file_id);
     http_pprof_filename(fname, sizeof(fname), f->task_id, what, "pb.gz");
-    snprintf(j->disposition, sizeof(j->disposition), "attachment; filename=\"%s\"", fname);
-    j->code = 200;
-    j->body = (char *)data;
-    j->body_len = len;
-    j->content_type = "application/octet-stream";
+    http_response_bytes(&j->res, 200, "application/octet-stream", (char *)data, len);
+    snprintf(j->res.disposition, sizeof(j->res.disposition), "attachment; filename=\"%s\"",
+             fname);
 }
 
 void http_pprof_file(struct http_ctx *cx, const char *id, const char *file_id)

@@ -146,12 +146,9 @@ static void pa_run(struct http_job *j, struct store *st)
         }
         char fname[192];
         http_pprof_filename(fname, sizeof(fname), t.id, "merged", export_file_ext(p->format));
-        snprintf(j->disposition, sizeof(j->disposition), "attachment; filename=\"%s\"", fname);
-        j->code = 200;
-        j->body = (char *)buf;
-        j->body_len = len;
-        j->body_from_jansson = false;
-        j->content_type = export_content_type(p->format);
+        http_response_bytes(&j->res, 200, export_content_type(p->format), (char *)buf, len);
+        snprintf(j->res.disposition, sizeof(j->res.disposition), "attachment; filename=\"%s\"",
+                 fname);
         goto out;
     }
     json_t *body = analysis_to_json(a);

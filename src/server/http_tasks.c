@@ -140,8 +140,9 @@ void http_tasks_create(struct http_ctx *cx)
         goto out;
     }
     cx->api->metrics->tasks_created++;
-    SKPX_INFO("task %s created: service=%s endpoint=%s duration=%" PRId64 "min", id, r.service,
-              r.endpoint, r.duration_min);
+    HTTP_LOG(SKPX_LOG_INFO, cx->req_id,
+             "task %s created: service=%s endpoint=%s duration=%" PRId64 "min", id, r.service,
+             r.endpoint, r.duration_min);
     http_reply_json(cx, 201, json_pack("{s:s}", "id", id));
     skpx_free(id);
 out:

@@ -52,18 +52,7 @@ static struct http_job *pop_all(struct http_job **head, struct http_job **tail)
 
 void http_job_set_json(struct http_job *j, int code, void *json)
 {
-    json_t *doc = json;
-    char *text = doc ? json_dumps(doc, JSON_COMPACT) : NULL;
-    json_decref(doc);
-    if (!text) {
-        http_job_set_error(j, 500, "out of memory");
-        return;
-    }
-    j->code = code;
-    j->body = text;
-    j->body_len = strlen(text);
-    j->body_from_jansson = true;
-    j->content_type = "application/json";
+    http_response_json(&j->res, code, json);
 }
 
 void http_job_set_error(struct http_job *j, int code, const char *fmt, ...)
@@ -73,36 +62,12 @@ void http_job_set_error(struct http_job *j, int code, const char *fmt, ...)
     va_start(ap, fmt);
     vsnprintf(msg, sizeof(msg), fmt, ap);
     va_end(ap);
-    json_t *doc = json_pack("{s:s}", "error", msg);
-    char *text = doc ? json_dumps(doc, JSON_COMPACT) : NULL;
-    json_decref(doc);
-    j->code = text ? code : 500;
-    j->body = text;
-    j->body_len = text ? strlen(text) : 0;
-    j->body_from_jansson = true;
-    j->content_type = "application/json";
+    http_response_json(&j->res, code, json_pack("{s:s}", "error", msg));
 }
 
 void http_job_set_store_error(struct http_job *j, skp_err err, const char *what)
 {
-    if (err == SKP_ENOTFOUND) {
-        http_job_set_error(j, 404, "%s not found", what);
-        return;
-    }
-    static struct skpx_log_limit lim;
-    skpx_log_limited(&lim, SKPX_LOG_ERROR, "http worker: %s: store error: %s", what,
-                     skp_strerror(err));
-    http_job_set_error(j, err == SKP_ENOMEM ? 500 : 503, "storage unavailable (%s): %s", what,
-                       skp_strerror(err));
-}
-
-static void job_free_body(struct http_job *j)
-{
-    if (j->body_from_jansson)
-        free(j->body); /* allocated by jansson's allocator */
-    else
-        skpx_free(j->body);
-    j->body = NULL;
+    http_response_store_error(&j->res, j->req_id, err, what);
 }
 
 static void *worker_main(void *ud)
@@ -154,11 +119,8 @@ static void on_wake(evutil_socket_t fd, short what, void *ud)
     pthread_mutex_unlock(&w->mu);
     while (j) {
         struct http_job *next = j->next;
-        struct http_ctx cx = {.api = j->api, .req = j->req, .raw_path = ""};
-        http_reply_bytes(&cx, j->code, j->content_type ? j->content_type : "application/json",
-                         j->body, j->body_len, j->disposition[0] ? "Content-Disposition" : NULL,
-                         j->disposition[0] ? j->disposition : NULL);
-        job_free_body(j);
+        struct http_ctx cx = {.api = j->api, .req = j->req, .raw_path = "", .req_id = j->req_id};
+        http_send(&cx, &j->res);
         j->destroy(j);
         pthread_mutex_lock(&w->mu);
         w->n_queued--;
@@ -223,7 +185,7 @@ static void destroy_list(struct http_job *j)
 {
     while (j) {
         struct http_job *next = j->next;
-        job_free_body(j);
+        http_response_cleanup(&j->res);
         j->destroy(j);
         j = next;
     }

@@ -13,6 +13,7 @@
 
 #include <stdbool.h>
 #include <stddef.h>
+#include <stdint.h>
 
 #include "server/store.h"
 #include "skyprof/skp_err.h"
@@ -28,20 +29,27 @@ struct http_worker;
 /* Longest Content-Disposition value a job may set. */
 #define HTTP_JOB_DISPOSITION_MAX 256
 
+/* A response being built (http_int.h's http_response_* builders) and sent by http_send. */
+struct http_response {
+    int code;
+    char *body;                /* owned (skpx_malloc'd) unless `borrowed` */
+    size_t body_len;
+    const char *content_type;  /* static; NULL = application/json */
+    char disposition[HTTP_JOB_DISPOSITION_MAX]; /* Content-Disposition value, "" = none */
+    bool borrowed;             /* body belongs to the caller (loop shorthands only) */
+    bool oom;                  /* the JSON could not be built: a static 500 body is sent */
+};
+
 struct http_job {
     struct http_job *next;
     struct http_api *api;
     struct evhttp_request *req;
+    uint64_t req_id;           /* the request's id, for log lines */
     /* Worker thread: computes the response into the fields below. */
     void (*run)(struct http_job *j, struct store *st);
     /* Frees the job and whatever run/submit attached to it (any thread). */
     void (*destroy)(struct http_job *j);
-    int code;
-    char *body;                /* response bytes, owned */
-    size_t body_len;
-    bool body_from_jansson;    /* free() it (jansson's allocator) instead of skpx_free */
-    const char *content_type;  /* static */
-    char disposition[HTTP_JOB_DISPOSITION_MAX]; /* "" = none */
+    struct http_response res;  /* what run() computed */
 };
 
 /* Starts the worker thread for the database at `db_path` (copied). Borrows base.
@@ -55,11 +63,12 @@ SKP_MUST_CHECK skp_err http_worker_submit(struct http_worker *w, struct http_job
  * connections are being closed anyway). NULL ok. */
 void http_worker_stop(struct http_worker *w);
 
-/* Helpers for run(): a JSON body (`json` stolen), or {"error": msg}. */
+/* Shorthands for run(), the same builders as the loop's replies (http_int.h) applied to j->res:
+ * a JSON body (`json` stolen), {"error": msg}, or a store error (404 for SKP_ENOTFOUND, else
+ * 503/500, logged rate-limited with j->req_id). */
 void http_job_set_json(struct http_job *j, int code, void *json);
 void http_job_set_error(struct http_job *j, int code, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
-/* Maps a store error: 404 "<what> not found" for SKP_ENOTFOUND, 503 otherwise. */
 void http_job_set_store_error(struct http_job *j, skp_err err, const char *what);
 
 #endif

@@ -1,0 +1,115 @@
+/* http_routes.c - the HTTP API's routes as data: {methods, pattern, handler}, matched in order
+ * against the decoded path segments. A pattern is "/"-separated literals and "{name}" captures
+ * (one whole segment each); a handler gets the captures as arguments. HEAD is served wherever
+ * GET is. docs/api.md documents exactly this table (tests/unit/server/test_http_routes.c
+ * checks both directions), so a new route is one row here plus its section there.
+ * Loop thread only. */
+#include <string.h>
+
+#include "server/http_int.h"
+#include "server/http_pprof.h"
+
+const struct http_route http_routes[] = {
+    {HTTP_M_GET, "/healthz", .h0 = http_healthz},
+    {HTTP_M_GET, "/metrics", .h0 = http_metrics},
+    {HTTP_M_GET, "/api/v1/profile/tasks", .h0 = http_tasks_list},
+    {HTTP_M_POST, "/api/v1/profile/tasks", .h0 = http_tasks_create},
+    {HTTP_M_GET, "/api/v1/profile/tasks/{id}", .h1 = http_tasks_get},
+    {HTTP_M_GET, "/api/v1/profile/tasks/{id}/logs", .h1 = http_tasks_logs},
+    {HTTP_M_GET, "/api/v1/profile/tasks/{id}/segments", .h1 = http_tasks_segments},
+    {HTTP_M_GET, "/api/v1/profile/tasks/{id}/analyze", .h1 = http_analyze_task},
+    {HTTP_M_GET, "/api/v1/profile/tasks/{id}/export", .h1 = http_export_task},
+    {HTTP_M_POST, "/api/v1/profile/analyze", .h0 = http_analyze_post},
+    {HTTP_M_GET, "/api/v1/profile/segments/{segmentId}/analyze", .h1 = http_analyze_segment},
+    {HTTP_M_GET, "/api/v1/profile/segments/{segmentId}/export", .h1 = http_export_segment},
+    {HTTP_M_GET, "/api/v1/pprof/tasks", .h0 = http_pprof_list},
+    {HTTP_M_POST, "/api/v1/pprof/tasks", .h0 = http_pprof_create},
+    {HTTP_M_GET, "/api/v1/pprof/tasks/{id}", .h1 = http_pprof_get},
+    {HTTP_M_GET, "/api/v1/pprof/tasks/{id}/analyze", .h1 = http_pprof_analyze},
+    {HTTP_M_GET, "/api/v1/pprof/tasks/{id}/download", .h1 = http_pprof_download},
+    {HTTP_M_GET, "/api/v1/pprof/tasks/{id}/files/{fileId}", .h2 = http_pprof_file},
+    {HTTP_M_GET, "/api/v1/services", .h0 = http_services_list},
+    {HTTP_M_GET, "/api/v1/services/{name}/instances", .h1 = http_services_instances},
+};
+const size_t http_n_routes = sizeof(http_routes) / sizeof(http_routes[0]);
+
+bool http_route_match(const char *pattern, char *const *seg, size_t n_seg, const char **caps,
+                      size_t *n_caps)
+{
+    size_t i = 0;
+    *n_caps = 0;
+    for (const char *p = pattern; *p;) {
+        while (*p == '/')
+            p++;
+        if (!*p)
+            break;
+        const char *e = strchr(p, '/');
+        size_t n = e ? (size_t)(e - p) : strlen(p);
+        if (i == n_seg)
+            return false;
+        if (p[0] == '{') {
+            if (*n_caps == HTTP_ROUTE_MAX_CAPTURES)
+                return false;
+            caps[(*n_caps)++] = seg[i];
+        } else if (strlen(seg[i]) != n || memcmp(seg[i], p, n) != 0) {
+            return false;
+        }
+        i++;
+        p += n;
+    }
+    return i == n_seg;
+}
+
+static unsigned method_bit(enum evhttp_cmd_type m)
+{
+    switch (m) {
+    case EVHTTP_REQ_GET:
+    case EVHTTP_REQ_HEAD:
+        return HTTP_M_GET;
+    case EVHTTP_REQ_POST:
+        return HTTP_M_POST;
+    default:
+        return 0;
+    }
+}
+
+void http_method_not_allowed(struct http_ctx *cx, unsigned allowed)
+{
+    const char *allow = allowed == (HTTP_M_GET | HTTP_M_POST) ? "GET, POST"
+                        : allowed == HTTP_M_POST               ? "POST"
+                                                               : "GET";
+    evhttp_add_header(evhttp_request_get_output_headers(cx->req), "Allow", allow);
+    http_reply_error(cx, 405, "method not allowed (allowed: %s)", allow);
+}
+
+void http_route(struct http_ctx *cx)
+{
+    unsigned want = method_bit(cx->method);
+    unsigned allowed = 0;
+    for (size_t i = 0; i < http_n_routes; i++) {
+        const struct http_route *r = &http_routes[i];
+        const char *caps[HTTP_ROUTE_MAX_CAPTURES];
+        size_t n_caps;
+        if (!http_route_match(r->pattern, cx->seg, cx->n_seg, caps, &n_caps))
+            continue;
+        if (!(r->methods & want)) {
+            allowed |= r->methods;
+            continue;
+        }
+        if (r->h2 && n_caps == 2)
+            r->h2(cx, caps[0], caps[1]);
+        else if (r->h1 && n_caps == 1)
+            r->h1(cx, caps[0]);
+        else
+            r->h0(cx);
+        return;
+    }
+    if (allowed)
+        http_method_not_allowed(cx, allowed);
+    else if (cx->n_seg > 0 && strcmp(cx->seg[0], "api") == 0)
+        http_reply_error(cx, 404, "no such API route: %s", cx->raw_path);
+    else if (want == HTTP_M_GET)
+        http_static_serve(cx);
+    else
+        http_method_not_allowed(cx, HTTP_M_GET);
+}

@@ -1,6 +1,12 @@
-/* symcache.c - open-addressing address -> text cache (see symcache.h). */
+/* symcache.c - open-addressing address -> text cache (see symcache.h).
+ * Design: an address names code only while the module mapped there stays loaded. The dynamic
+ * loader counts unloads (dl_iterate_phdr's dlpi_subs, process-wide); the cache remembers the
+ * count its entries were resolved under and is cleared when it moved, so a name can never
+ * outlive its module (dlclose + a new dlopen at the same address). The source's own cache
+ * (symbolize.c) follows the same counter, so the two always agree. */
 #include "agent/symcache.h"
 
+#include <link.h>
 #include <stdbool.h>
 #include <stdio.h>
 #include <string.h>
@@ -13,11 +19,28 @@ struct skp__symcache_entry {
     char *text; /* owned; NULL = empty cell */
 };
 
+static int unloads_cb(struct dl_phdr_info *info, size_t size, void *arg)
+{
+    unsigned long long *subs = arg;
+    if (size >= offsetof(struct dl_phdr_info, dlpi_subs) + sizeof(info->dlpi_subs))
+        *subs = info->dlpi_subs;
+    return 1; /* process-wide counter: the first object is enough */
+}
+
+/* Number of objects the loader has unloaded so far (0 where the loader does not count). */
+static unsigned long long loader_unloads(void)
+{
+    unsigned long long subs = 0;
+    dl_iterate_phdr(unloads_cb, &subs);
+    return subs;
+}
+
 skp_err skp__symcache_init(struct skp__symcache *c)
 {
     /* The table (256 KB) is allocated at the first address to resolve: string-only sources
      * (Python) and agents that never profile do not pay for it. */
     memset(c, 0, sizeof(*c));
+    c->unloads_seen = loader_unloads();
     return SKP_OK;
 }
 
@@ -68,6 +91,12 @@ const char *skp__symcache_get(struct skp__symcache *c, const struct skyprof_stac
     if (!ensure_table(c)) {
         snprintf(fallback, sizeof(fallback), "0x%llx", (unsigned long long)addr);
         return fallback;
+    }
+    unsigned long long unloads = loader_unloads();
+    if (unloads != c->unloads_seen) {
+        clear(c);
+        c->unloads_seen = unloads;
+        c->resets++;
     }
     size_t i = hash(addr) & (c->cap - 1);
     while (c->tab[i].text) {

@@ -1,6 +1,8 @@
 /* symcache.h - bounded cache address -> symbolized frame text, so the stack source's symbolize
  * (libdw, slow) runs once per address. When it reaches SKP_SYMCACHE_ENTRIES it is cleared
- * (simple, bounded; hot addresses are re-resolved once). Channel thread only (not thread-safe). */
+ * (simple, bounded; hot addresses are re-resolved once), and it is cleared whenever the dynamic
+ * loader has unloaded a module since the last lookup (the address may now be another module's).
+ * Channel thread only (not thread-safe). */
 #ifndef SKP_AGENT_SYMCACHE_H
 #define SKP_AGENT_SYMCACHE_H
 
@@ -17,6 +19,8 @@ struct skp__symcache {
     size_t n;
     uint64_t hits;
     uint64_t misses;
+    uint64_t resets;                  /* cleared because a module was unloaded */
+    unsigned long long unloads_seen;  /* loader's unload count the entries belong to */
 };
 
 /* Prepares an empty cache; the table is allocated at the first lookup. Never fails today

@@ -19,7 +19,7 @@ static skp_err ensure_types(struct jfr_pools *p, uint32_t n)
 {
     if (p->n_types >= n)
         return SKP_OK;
-    struct jfr_map *m = skpx_realloc(p->by_type, (size_t)n * sizeof(*m));
+    struct skpx_u64map *m = skpx_realloc(p->by_type, (size_t)n * sizeof(*m));
     if (!m)
         return SKP_ENOMEM;
     memset(m + p->n_types, 0, (size_t)(n - p->n_types) * sizeof(*m));
@@ -75,7 +75,7 @@ skp_err jfr_pools_index(struct jfr_pools *p, const struct jfr_meta *m, const uin
                                 (long long)tid);
             /* A pool's values are of its type, read like a field of that type. */
             struct jfr_field f = {.name = "", .type_id = (uint64_t)tid, .type_idx = ti};
-            struct jfr_map *map = &p->by_type[ti];
+            struct skpx_u64map *map = &p->by_type[ti];
             for (int64_t k = 0; k < count; k++) {
                 int64_t key = jfr_long(&c);
                 uint64_t off = (uint64_t)(c.p - chunk);
@@ -86,7 +86,7 @@ skp_err jfr_pools_index(struct jfr_pools *p, const struct jfr_meta *m, const uin
                                     "malformed",
                                     m->types[ti].name, (long long)k, (long long)count);
                 bool inserted = false;
-                e = jfr_map_put(map, (uint64_t)key, off, &inserted);
+                e = jfr_map_put_new(map, (uint64_t)key, off, &inserted);
                 if (e)
                     return e;
                 p->n_entries += inserted;
@@ -111,7 +111,7 @@ bool jfr_pools_find(const struct jfr_pools *p, uint32_t type_idx, int64_t key,
     if (type_idx >= p->n_types)
         return false;
     uint64_t off = 0;
-    if (!jfr_map_get(&p->by_type[type_idx], (uint64_t)key, &off) || off >= chunk_len)
+    if (!skpx_u64map_get(&p->by_type[type_idx], (uint64_t)key, &off) || off >= chunk_len)
         return false;
     *out = (struct jfr_cursor){.base = chunk, .p = chunk + off, .end = chunk + chunk_len,
                                .compressed = compressed};
@@ -121,14 +121,14 @@ bool jfr_pools_find(const struct jfr_pools *p, uint32_t type_idx, int64_t key,
 void jfr_pools_clear(struct jfr_pools *p)
 {
     for (uint32_t i = 0; i < p->n_types; i++)
-        jfr_map_clear(&p->by_type[i]);
+        skpx_u64map_clear(&p->by_type[i]);
     p->n_entries = 0;
 }
 
 void jfr_pools_cleanup(struct jfr_pools *p)
 {
     for (uint32_t i = 0; i < p->n_types; i++)
-        jfr_map_cleanup(&p->by_type[i]);
+        skpx_u64map_cleanup(&p->by_type[i]);
     skpx_free(p->by_type);
     memset(p, 0, sizeof(*p));
 }

@@ -1,5 +1,5 @@
 /* jfr_int.h - types shared by the files of the JFR parser (jfr_reader.c, jfr_metadata.c,
- * jfr_constpool.c, jfr_parse.c): the bounds-checked byte cursor, a u64-keyed hash map, the
+ * jfr_constpool.c, jfr_parse.c): the bounds-checked byte cursor, the
  * metadata model of one chunk and the per-chunk state. Nothing here is used outside jfr_*.c.
  *
  * Every read goes through struct jfr_cursor: a read past `end` sets `bad` and returns 0, so
@@ -11,6 +11,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "common/map.h"
 #include "server/jfr.h"
 
 #define JFR_HEADER_BYTES 68u
@@ -119,23 +120,21 @@ void jfr_str_read(struct jfr_cursor *c, struct jfr_str *out);
  * buf[*len..cap), truncating at cap-1; keeps buf NUL-terminated. POOL/NULL/EMPTY append
  * nothing. */
 void jfr_str_append(const struct jfr_str *s, char *buf, size_t *len, size_t cap);
-/* ---- u64 → u64 hash map (jfr_reader.c) ---- */
+/* ---- maps ---- */
 
-struct jfr_map {
-    uint64_t *keys;
-    uint64_t *vals;
-    uint8_t *used;
-    size_t cap;                /* power of two or 0 */
-    size_t n;
-};
-
-/* 1 found, 0 absent. */
-int jfr_map_get(const struct jfr_map *m, uint64_t key, uint64_t *val);
-/* Inserts or keeps the existing value (first insertion wins). *inserted tells which.
+/* Inserts key → val unless key is present (the first definition wins); *inserted tells which.
  * Errors: SKP_ENOMEM. */
-skp_err jfr_map_put(struct jfr_map *m, uint64_t key, uint64_t val, bool *inserted);
-void jfr_map_clear(struct jfr_map *m);   /* keeps capacity */
-void jfr_map_cleanup(struct jfr_map *m);
+static inline skp_err jfr_map_put_new(struct skpx_u64map *m, uint64_t key, uint64_t val,
+                                      bool *inserted)
+{
+    uint64_t old = 0;
+    *inserted = false;
+    if (skpx_u64map_get(m, key, &old))
+        return SKP_OK;
+    skp_err err = skpx_u64map_put(m, key, val);
+    *inserted = err == SKP_OK;
+    return err;
+}
 
 /* ---- metadata model (jfr_metadata.c) ---- */
 
@@ -200,7 +199,7 @@ struct jfr_meta {
     uint32_t n_types, cap_types;
     struct jfr_field *fields;
     uint32_t n_fields, cap_fields;
-    struct jfr_map by_id;      /* type id → index */
+    struct skpx_u64map by_id;      /* type id → index */
 };
 
 /* Parses the metadata event at c->p (size, type id 0, ...) into m (previous content dropped).
@@ -236,7 +235,7 @@ void jfr_struct_read(const struct jfr_meta *m, uint32_t type_idx, struct jfr_cur
 /* ---- constant pools (jfr_constpool.c) ---- */
 
 struct jfr_pools {
-    struct jfr_map *by_type;   /* [type index]: key → offset of the value in the chunk */
+    struct skpx_u64map *by_type;   /* [type index]: key → offset of the value in the chunk */
     uint32_t n_types;          /* entries of by_type (grown to the metadata's type count) */
     uint64_t n_entries;
 };

@@ -121,7 +121,7 @@ static skp_err add_type(struct mparse *st, const char *id_s, const char *name)
     t->name = name;
     t->first_field = m->n_fields;
     bool inserted = false;
-    skp_err err = jfr_map_put(&m->by_id, t->id, m->n_types, &inserted);
+    skp_err err = jfr_map_put_new(&m->by_id, t->id, m->n_types, &inserted);
     if (err)
         return err;
     if (!inserted)
@@ -225,7 +225,7 @@ static void reset(struct jfr_meta *m)
     m->arena_len = 0;
     m->n_types = 0;
     m->n_fields = 0;
-    jfr_map_clear(&m->by_id);
+    skpx_u64map_clear(&m->by_id);
 }
 
 static skp_err finish(struct jfr_meta *m, struct jfr_error *err)
@@ -323,14 +323,14 @@ void jfr_meta_cleanup(struct jfr_meta *m)
     skpx_free(m->arena);
     skpx_free(m->types);
     skpx_free(m->fields);
-    jfr_map_cleanup(&m->by_id);
+    skpx_u64map_cleanup(&m->by_id);
     memset(m, 0, sizeof(*m));
 }
 
 uint32_t jfr_meta_find_id(const struct jfr_meta *m, uint64_t id)
 {
     uint64_t v = 0;
-    return jfr_map_get(&m->by_id, id, &v) ? (uint32_t)v : UINT32_MAX;
+    return skpx_u64map_get(&m->by_id, id, &v) ? (uint32_t)v : UINT32_MAX;
 }
 
 uint32_t jfr_meta_find_name(const struct jfr_meta *m, const char *name)

@@ -85,10 +85,10 @@ struct jfr_parser {
     uint8_t *ev_of_type;       /* [n_types] enum ev_kind */
     const char **ev_names;     /* [n_types] interned event type names (only for EV_*) */
     size_t cap_ev;
-    struct jfr_map stack_cache;   /* stack key → index in stacks */
-    struct jfr_map method_cache;  /* method key → interned "pkg.Class.method" */
-    struct jfr_map class_cache;   /* class key → interned "pkg.Class" */
-    struct jfr_map thread_cache;  /* thread key → interned name */
+    struct skpx_u64map stack_cache;   /* stack key → index in stacks */
+    struct skpx_u64map method_cache;  /* method key → interned "pkg.Class.method" */
+    struct skpx_u64map class_cache;   /* class key → interned "pkg.Class" */
+    struct skpx_u64map thread_cache;  /* thread key → interned name */
     struct stack_ref *stacks;
     size_t n_stacks, cap_stacks;
     const char **frames;
@@ -273,10 +273,10 @@ void jfr_parser_free(struct jfr_parser *p)
     intern_cleanup(&p->in);
     jfr_meta_cleanup(&p->meta);
     jfr_pools_cleanup(&p->pools);
-    jfr_map_cleanup(&p->stack_cache);
-    jfr_map_cleanup(&p->method_cache);
-    jfr_map_cleanup(&p->class_cache);
-    jfr_map_cleanup(&p->thread_cache);
+    skpx_u64map_cleanup(&p->stack_cache);
+    skpx_u64map_cleanup(&p->method_cache);
+    skpx_u64map_cleanup(&p->class_cache);
+    skpx_u64map_cleanup(&p->thread_cache);
     skpx_free(p->ev_of_type);
     skpx_free(p->ev_names);
     skpx_free(p->stacks);
@@ -383,7 +383,7 @@ static skp_err class_name(struct jfr_parser *p, const struct jfr_val *v, const c
     if (!v->has || !v->is_pool)
         return SKP_OK;
     uint64_t cached = 0;
-    if (jfr_map_get(&p->class_cache, (uint64_t)v->i, &cached)) {
+    if (skpx_u64map_get(&p->class_cache, (uint64_t)v->i, &cached)) {
         *out = (const char *)(uintptr_t)cached;
         return SKP_OK;
     }
@@ -409,7 +409,7 @@ static skp_err class_name(struct jfr_parser *p, const struct jfr_val *v, const c
     if (err)
         return err;
     bool ins = false;
-    return jfr_map_put(&p->class_cache, (uint64_t)v->i, (uint64_t)(uintptr_t)*out, &ins);
+    return jfr_map_put_new(&p->class_cache, (uint64_t)v->i, (uint64_t)(uintptr_t)*out, &ins);
 }
 
 /* "pkg.Class.method" for a pooled method constant. */
@@ -417,7 +417,7 @@ static skp_err method_name(struct jfr_parser *p, const struct jfr_val *v, const 
 {
     *out = NULL;
     uint64_t cached = 0;
-    if (jfr_map_get(&p->method_cache, (uint64_t)v->i, &cached)) {
+    if (skpx_u64map_get(&p->method_cache, (uint64_t)v->i, &cached)) {
         *out = (const char *)(uintptr_t)cached;
         return SKP_OK;
     }
@@ -452,7 +452,7 @@ static skp_err method_name(struct jfr_parser *p, const struct jfr_val *v, const 
     if (err)
         return err;
     bool ins = false;
-    return jfr_map_put(&p->method_cache, (uint64_t)v->i, (uint64_t)(uintptr_t)*out, &ins);
+    return jfr_map_put_new(&p->method_cache, (uint64_t)v->i, (uint64_t)(uintptr_t)*out, &ins);
 }
 
 static skp_err thread_name(struct jfr_parser *p, const struct jfr_val *v, const char **out)
@@ -461,7 +461,7 @@ static skp_err thread_name(struct jfr_parser *p, const struct jfr_val *v, const 
     if (!v->has || !v->is_pool || v->i == 0)
         return SKP_OK;
     uint64_t cached = 0;
-    if (jfr_map_get(&p->thread_cache, (uint64_t)v->i, &cached)) {
+    if (skpx_u64map_get(&p->thread_cache, (uint64_t)v->i, &cached)) {
         *out = (const char *)(uintptr_t)cached;
         return SKP_OK;
     }
@@ -485,7 +485,7 @@ static skp_err thread_name(struct jfr_parser *p, const struct jfr_val *v, const 
     if (err)
         return err;
     bool ins = false;
-    return jfr_map_put(&p->thread_cache, (uint64_t)v->i, (uint64_t)(uintptr_t)*out, &ins);
+    return jfr_map_put_new(&p->thread_cache, (uint64_t)v->i, (uint64_t)(uintptr_t)*out, &ins);
 }
 
 static skp_err push_frame(struct jfr_parser *p, const char *f)
@@ -553,7 +553,7 @@ static skp_err stack_of(struct jfr_parser *p, const struct jfr_val *v,
     if (!v->has || !v->is_pool || v->i == 0)
         return SKP_OK;
     uint64_t idx = 0;
-    if (jfr_map_get(&p->stack_cache, (uint64_t)v->i, &idx)) {
+    if (skpx_u64map_get(&p->stack_cache, (uint64_t)v->i, &idx)) {
         *out = &p->stacks[idx];
         return SKP_OK;
     }
@@ -607,7 +607,7 @@ static skp_err stack_of(struct jfr_parser *p, const struct jfr_val *v,
     s->n = (uint32_t)cnt;
     s->id = p->next_stack_id++;
     bool ins = false;
-    skp_err err = jfr_map_put(&p->stack_cache, (uint64_t)v->i, p->n_stacks, &ins);
+    skp_err err = jfr_map_put_new(&p->stack_cache, (uint64_t)v->i, p->n_stacks, &ins);
     if (err)
         return err;
     *out = s;
@@ -803,10 +803,10 @@ static skp_err parse_chunk(struct jfr_parser *p, const uint8_t *buf, size_t len)
     p->chunk = buf;
     p->chunk_len = len;
     p->compressed = (flags & JFR_FLAG_COMPRESSED_INTS) != 0;
-    jfr_map_clear(&p->stack_cache);
-    jfr_map_clear(&p->method_cache);
-    jfr_map_clear(&p->class_cache);
-    jfr_map_clear(&p->thread_cache);
+    skpx_u64map_clear(&p->stack_cache);
+    skpx_u64map_clear(&p->method_cache);
+    skpx_u64map_clear(&p->class_cache);
+    skpx_u64map_clear(&p->thread_cache);
     p->n_stacks = 0;
     p->n_frames = 0;
 

@@ -1,6 +1,6 @@
 /* jfr_reader.c - the JFR parser's primitive readers: bounds-checked integers (LEB128-style
- * varints when the chunk says "compressed", big-endian otherwise), strings in their five
- * encodings, and the u64 hash map the parser indexes constants with.
+ * varints when the chunk says "compressed", big-endian otherwise) and strings in their five
+ * encodings.
  *
  * A JFR varint carries 7 bits per byte, low bits first, with the high bit meaning "more"; the
  * ninth byte, if reached, carries 8 bits, so any 64-bit value fits in at most 9 bytes. */
@@ -173,97 +173,4 @@ skp_err jfr_fail(struct jfr_error *err, uint64_t offset, const char *fmt, ...)
         err->offset = offset;
     }
     return SKP_EINVAL;
-}
-
-/* ---- map ---- */
-
-static size_t slot_of(uint64_t key, size_t cap)
-{
-    key ^= key >> 33;
-    key *= 0xff51afd7ed558ccdull;
-    key ^= key >> 33;
-    return (size_t)key & (cap - 1);
-}
-
-int jfr_map_get(const struct jfr_map *m, uint64_t key, uint64_t *val)
-{
-    if (!m->cap)
-        return 0;
-    for (size_t j = slot_of(key, m->cap);; j = (j + 1) & (m->cap - 1)) {
-        if (!m->used[j])
-            return 0;
-        if (m->keys[j] == key) {
-            *val = m->vals[j];
-            return 1;
-        }
-    }
-}
-
-static skp_err map_grow(struct jfr_map *m)
-{
-    size_t cap = m->cap ? m->cap * 2 : 64;
-    uint64_t *keys = skpx_malloc(cap * sizeof(*keys));
-    uint64_t *vals = skpx_malloc(cap * sizeof(*vals));
-    uint8_t *used = skpx_calloc(cap, 1);
-    if (!keys || !vals || !used) {
-        skpx_free(keys);
-        skpx_free(vals);
-        skpx_free(used);
-        return SKP_ENOMEM;
-    }
-    for (size_t i = 0; i < m->cap; i++) {
-        if (!m->used[i])
-            continue;
-        size_t j = slot_of(m->keys[i], cap);
-        while (used[j])
-            j = (j + 1) & (cap - 1);
-        used[j] = 1;
-        keys[j] = m->keys[i];
-        vals[j] = m->vals[i];
-    }
-    skpx_free(m->keys);
-    skpx_free(m->vals);
-    skpx_free(m->used);
-    m->keys = keys;
-    m->vals = vals;
-    m->used = used;
-    m->cap = cap;
-    return SKP_OK;
-}
-
-skp_err jfr_map_put(struct jfr_map *m, uint64_t key, uint64_t val, bool *inserted)
-{
-    *inserted = false;
-    if ((m->n + 1) * 4 > m->cap * 3) {
-        skp_err err = map_grow(m);
-        if (err)
-            return err;
-    }
-    size_t j = slot_of(key, m->cap);
-    while (m->used[j]) {
-        if (m->keys[j] == key)
-            return SKP_OK;
-        j = (j + 1) & (m->cap - 1);
-    }
-    m->used[j] = 1;
-    m->keys[j] = key;
-    m->vals[j] = val;
-    m->n++;
-    *inserted = true;
-    return SKP_OK;
-}
-
-void jfr_map_clear(struct jfr_map *m)
-{
-    if (m->used)
-        memset(m->used, 0, m->cap);
-    m->n = 0;
-}
-
-void jfr_map_cleanup(struct jfr_map *m)
-{
-    skpx_free(m->keys);
-    skpx_free(m->vals);
-    skpx_free(m->used);
-    memset(m, 0, sizeof(*m));
 }

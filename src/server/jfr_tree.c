@@ -41,11 +41,11 @@ struct builder {
     const char *thread_match;  /* interned pointer equal to opts.thread, once seen */
     struct tnode *nodes;
     uint32_t n_nodes, cap_nodes;
-    struct jfr_map child;      /* parent << 32 | name id → node */
-    struct jfr_map name_ids;   /* interned pointer → name id */
+    struct skpx_u64map child;      /* parent << 32 | name id → node */
+    struct skpx_u64map name_ids;   /* interned pointer → name id */
     uint32_t n_names;
-    struct jfr_map stack_node[2]; /* stack id → node (per root) */
-    struct jfr_map thread_idx; /* interned thread pointer → index in thr */
+    struct skpx_u64map stack_node[2]; /* stack id → node (per root) */
+    struct skpx_u64map thread_idx; /* interned thread pointer → index in thr */
     struct thr *thr;
     size_t n_thr, cap_thr;
     uint64_t n_samples[2];     /* samples folded under each root */
@@ -97,22 +97,22 @@ static skp_err child_of(struct builder *b, uint32_t parent, const char *name, ui
 {
     uint64_t nid = 0;
     bool ins = false;
-    if (!jfr_map_get(&b->name_ids, (uint64_t)(uintptr_t)name, &nid)) {
+    if (!skpx_u64map_get(&b->name_ids, (uint64_t)(uintptr_t)name, &nid)) {
         nid = b->n_names++;
-        skp_err err = jfr_map_put(&b->name_ids, (uint64_t)(uintptr_t)name, nid, &ins);
+        skp_err err = jfr_map_put_new(&b->name_ids, (uint64_t)(uintptr_t)name, nid, &ins);
         if (err)
             return err;
     }
     uint64_t key = (uint64_t)parent << 32 | nid;
     uint64_t v = 0;
-    if (jfr_map_get(&b->child, key, &v)) {
+    if (skpx_u64map_get(&b->child, key, &v)) {
         *out = (uint32_t)v;
         return SKP_OK;
     }
     skp_err err = new_node(b, name, parent, out);
     if (err)
         return err;
-    return jfr_map_put(&b->child, key, *out, &ins);
+    return jfr_map_put_new(&b->child, key, *out, &ins);
 }
 
 static skp_err count_thread(struct builder *b, const struct jfr_sample *s)
@@ -121,7 +121,7 @@ static skp_err count_thread(struct builder *b, const struct jfr_sample *s)
         return SKP_OK;
     uint64_t idx = 0;
     bool ins = false;
-    if (!jfr_map_get(&b->thread_idx, (uint64_t)(uintptr_t)s->thread, &idx)) {
+    if (!skpx_u64map_get(&b->thread_idx, (uint64_t)(uintptr_t)s->thread, &idx)) {
         if (b->n_thr == b->cap_thr) {
             size_t cap = b->cap_thr ? b->cap_thr * 2 : 64;
             struct thr *t = skpx_realloc(b->thr, cap * sizeof(*t));
@@ -132,7 +132,7 @@ static skp_err count_thread(struct builder *b, const struct jfr_sample *s)
         }
         idx = b->n_thr++;
         b->thr[idx] = (struct thr){.name = s->thread};
-        skp_err err = jfr_map_put(&b->thread_idx, (uint64_t)(uintptr_t)s->thread, idx, &ins);
+        skp_err err = jfr_map_put_new(&b->thread_idx, (uint64_t)(uintptr_t)s->thread, idx, &ins);
         if (err)
             return err;
     }
@@ -169,7 +169,7 @@ static skp_err on_sample(void *ctx, const struct jfr_sample *s)
         err = child_of(b, r, b->no_stack, &node);
         if (err)
             return err;
-    } else if (jfr_map_get(&b->stack_node[r], s->stack_id, &v)) {
+    } else if (skpx_u64map_get(&b->stack_node[r], s->stack_id, &v)) {
         node = (uint32_t)v;
     } else {
         for (uint32_t i = 0; i < s->n_frames; i++) {
@@ -178,7 +178,7 @@ static skp_err on_sample(void *ctx, const struct jfr_sample *s)
                 return err;
         }
         bool ins = false;
-        err = jfr_map_put(&b->stack_node[r], s->stack_id, node, &ins);
+        err = jfr_map_put_new(&b->stack_node[r], s->stack_id, node, &ins);
         if (err)
             return err;
     }
@@ -345,11 +345,11 @@ static void builder_cleanup(struct builder *b)
 {
     skpx_free(b->nodes);
     skpx_free(b->thr);
-    jfr_map_cleanup(&b->child);
-    jfr_map_cleanup(&b->name_ids);
-    jfr_map_cleanup(&b->stack_node[0]);
-    jfr_map_cleanup(&b->stack_node[1]);
-    jfr_map_cleanup(&b->thread_idx);
+    skpx_u64map_cleanup(&b->child);
+    skpx_u64map_cleanup(&b->name_ids);
+    skpx_u64map_cleanup(&b->stack_node[0]);
+    skpx_u64map_cleanup(&b->stack_node[1]);
+    skpx_u64map_cleanup(&b->thread_idx);
 }
 
 typedef skp_err (*run_fn)(struct jfr_parser *p, void *src, size_t len, struct jfr_error *err);

@@ -66,6 +66,13 @@ SKP_MUST_CHECK skp_err collector_tracing_register(struct collector *c,
 SKP_MUST_CHECK skp_err collector_drop_register(struct collector *c, struct skpx_grpc_server *srv);
 SKP_MUST_CHECK skp_err collector_pprof_register(struct collector *c,
                                                 struct skpx_grpc_server *srv);
+/* ProfileTask.goProfileReport handlers (collector_goprofile.c), registered by
+ * collector_profile_register. */
+int collector_goprofile_on_message(struct skpx_grpc_call *call, void *ud,
+                                   const ProtobufCMessage *msg, const uint8_t *raw,
+                                   size_t raw_len);
+void collector_goprofile_on_end(struct skpx_grpc_call *call, void *ud);
+void collector_goprofile_on_close(struct skpx_grpc_call *call, void *ud, int status);
 
 /* Unary helper: per-call result computed in on_message, sent in on_end. */
 struct collector_unary {

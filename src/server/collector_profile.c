@@ -401,26 +401,6 @@ static void snap_on_close(struct skpx_grpc_call *call, void *ud, int status)
     }
 }
 
-/* ---------------- goProfileReport (accepted, dropped) ---------------- */
-
-static int drop_on_message(struct skpx_grpc_call *call, void *ud, const ProtobufCMessage *msg,
-                           const uint8_t *raw, size_t raw_len)
-{
-    (void)call;
-    (void)msg;
-    (void)raw;
-    (void)raw_len;
-    struct collector *c = ud;
-    c->metrics->dropped_messages++;
-    return SKPX_GRPC_OK;
-}
-
-static void drop_on_end(struct skpx_grpc_call *call, void *ud)
-{
-    (void)ud;
-    skpx_grpc_call_finish(call, collector_empty_commands(), SKPX_GRPC_OK, NULL);
-}
-
 skp_err collector_profile_register(struct collector *c, struct skpx_grpc_server *srv)
 {
     struct skpx_grpc_method q = {
@@ -455,10 +435,11 @@ skp_err collector_profile_register(struct collector *c, struct skpx_grpc_server 
         return err;
     struct skpx_grpc_method g = {
         .client_streaming = true,
-        .request_desc = NULL, /* raw: pprof chunks are dropped undecoded */
+        .request_desc = &skywalking__v3__go_profile_data__descriptor,
         .on_start = collector_on_start,
-        .on_message = drop_on_message,
-        .on_end = drop_on_end,
+        .on_message = collector_goprofile_on_message, /* collector_goprofile.c */
+        .on_end = collector_goprofile_on_end,
+        .on_close = collector_goprofile_on_close,
         .ud = c,
     };
     /* goProfileReport has no compat path (spec §1.2). */

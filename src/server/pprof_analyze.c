@@ -15,7 +15,7 @@
 #include "common/map.h"
 
 /* Longest frame signature built (longer function or file names are cut). */
-#define FRAME_MAX 1024
+#define FRAME_MAX PPROF_FRAME_MAX
 
 struct bnode {
     uint32_t frame;
@@ -137,13 +137,20 @@ static skp_err frame_intern(struct pprof_analyze *a, const char *sig, uint32_t *
 static void frame_sig(const struct pprof_analyze *a, const struct pprof_profile *p,
                       const struct pprof_location *l, const struct pprof_line *ln, char *out)
 {
+    pprof_frame_signature(p, l, ln, a->by_function, out);
+}
+
+void pprof_frame_signature(const struct pprof_profile *p, const struct pprof_location *l,
+                           const struct pprof_line *ln, bool by_function,
+                           char out[PPROF_FRAME_MAX])
+{
     const struct pprof_function *f =
         ln && ln->function != PPROF_NONE ? &p->functions[ln->function] : NULL;
     if (f && f->name[0]) {
         if (!f->filename[0])
-            snprintf(out, FRAME_MAX, a->by_function ? "%.500s" : "%.500s:%" PRId64, f->name,
+            snprintf(out, FRAME_MAX, by_function ? "%.500s" : "%.500s:%" PRId64, f->name,
                      ln->line);
-        else if (a->by_function)
+        else if (by_function)
             snprintf(out, FRAME_MAX, "%.500s (%.500s)", f->name, f->filename);
         else
             snprintf(out, FRAME_MAX, "%.500s (%.480s:%" PRId64 ")", f->name, f->filename,

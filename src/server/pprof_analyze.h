@@ -47,4 +47,13 @@ SKP_MUST_CHECK skp_err pprof_analyze_finish(struct pprof_analyze *a, struct anal
 /* NULL ok. */
 void pprof_analyze_free(struct pprof_analyze *a);
 
+/* Longest frame signature pprof_frame_signature writes (with the NUL). */
+#define PPROF_FRAME_MAX 1024
+/* Writes the signature of one frame of location `l` of `p`: line `ln` (NULL for a location
+ * without lines: then "<mapping file>+0x<offset>" or "0x<address>") as "function (file:line)",
+ * or "function (file)" when by_function. Pure. */
+void pprof_frame_signature(const struct pprof_profile *p, const struct pprof_location *l,
+                           const struct pprof_line *ln, bool by_function,
+                           char out[PPROF_FRAME_MAX]);
+
 #endif

@@ -501,6 +501,7 @@ def main():
             R.run("collect: oversize", t_collect_oversize)
             R.run("collect: early end, broken stream", t_collect_early_end_and_break)
             R.run("collect: error upload, unknown task", t_collect_error_and_unknown)
+            R.run("goProfileReport -> trace snapshots", t_go_profile_report)
             box = {}
             R.run("analysis + downloads", lambda: box.setdefault("an", t_analysis()))
             if "an" in box:
@@ -512,6 +513,47 @@ def main():
             S.stop()
     R.run("flags", t_flags)
     R.finish()
+
+
+
+# ------------------------------------------------------------------ goProfileReport
+
+def t_go_profile_report():
+    """A Go agent's trace profiling: one pprof in chunks, samples labelled by segment_id ->
+    snapshots of the trace task, visible in the segment views."""
+    st, doc = S.create_task("svc-gotrace", "/checkout", duration=5)
+    assert st == 201, doc
+    tid = doc["id"]
+    p = Profile([("samples", "count"), ("cpu", "nanoseconds")], ("cpu", "nanoseconds"), 10000000)
+    fm = p.function(1, "main.handler", "h.go")
+    fd = p.function(2, "db.Query", "db.go")
+    fj = p.function(3, "json.Marshal", "j.go")
+    lm, ld, lj = p.location(1, [(fm, 7)]), p.location(2, [(fd, 70)]), p.location(3, [(fj, 9)])
+    p.sample([ld, lm], [3, 30000000], [("segment_id", "seg-go-1"), ("trace_id", "t1"), ("span_id", "0")])
+    p.sample([lj, lm], [1, 10000000], [("segment_id", "seg-go-1"), ("trace_id", "t1")])
+    p.sample([lj, lm], [2, 20000000], [("segment_id", "seg-go-2"), ("trace_id", "t2")])
+    p.sample([lj, lm], [5, 50000000])  # no segment: skipped
+    data = p.gz()
+    call = S.channel().stream_unary(
+        "/skywalking.v3.ProfileTask/goProfileReport", request_serializer=lambda m: m.SerializeToString(),
+        response_deserializer=Command_pb2.Commands.FromString)
+    from profile import Profile_pb2
+    chunks = [data[i:i + 100] for i in range(0, len(data), 100)]
+    msgs = [Profile_pb2.GoProfileData(taskId=tid, payload=c, isLast=(i == len(chunks) - 1))
+            for i, c in enumerate(chunks)]
+    call(iter(msgs), timeout=30)
+    st, segs = S.json("GET", "/api/v1/profile/tasks/%s/segments" % q(tid), expect=200)
+    ids = sorted(s["segmentId"] for s in segs)
+    assert ids == ["seg-go-1", "seg-go-2"], segs
+    st, an = S.json("GET", "/api/v1/profile/segments/seg-go-1/analyze", expect=200)
+    sig = {e["codeSignature"]: int(e["count"]) for t in an["trees"] for e in t["elements"]}
+    assert sig == {"main.handler (h.go:7)": 4, "db.Query (db.go:70)": 3, "json.Marshal (j.go:9)": 1}, sig
+    # A corrupt file is refused with a reason.
+    try:
+        call(iter([Profile_pb2.GoProfileData(taskId=tid, payload=b"\x1f\x8bbad", isLast=True)]), timeout=30)
+        raise AssertionError("expected INVALID_ARGUMENT")
+    except grpc.RpcError as e:
+        assert e.code() == grpc.StatusCode.INVALID_ARGUMENT and "gzip" in e.details(), e
 
 
 if __name__ == "__main__":

@@ -1,0 +1,165 @@
+/* segment_scan.c - see segment_scan.h. A protobuf wire reader over two message types:
+ * SegmentObject {1 traceId, 2 traceSegmentId, 3 spans, 4 service, 5 serviceInstance} and
+ * SpanObject {3 startTime, 4 endTime, 6 operationName, 8 spanType, 11 isError}; every other
+ * field is skipped by its wire type. Every read is bounds-checked against the enclosing
+ * message's end. */
+#include "server/segment_scan.h"
+
+#include <string.h>
+
+enum {
+    WT_VARINT = 0,
+    WT_I64 = 1,
+    WT_LEN = 2,
+    WT_I32 = 5,
+};
+
+struct rd {
+    const uint8_t *p;
+    const uint8_t *end;
+};
+
+static bool varint(struct rd *r, uint64_t *v)
+{
+    *v = 0;
+    for (int shift = 0; shift < 70; shift += 7) {
+        if (r->p >= r->end)
+            return false;
+        uint8_t c = *r->p++;
+        /* bits past 64 are dropped, as protobuf decoders do */
+        if (shift < 64)
+            *v |= (uint64_t)(c & 0x7f) << shift;
+        if (!(c & 0x80))
+            return true;
+    }
+    return false;
+}
+
+/* Reads a field's key and, for length-delimited fields, its payload range. Other wire types
+ * are consumed (their value in *v for varints). */
+static bool field(struct rd *r, uint32_t *num, int *wt, uint64_t *v, struct rd *payload)
+{
+    uint64_t key;
+    if (!varint(r, &key) || key >> 3 == 0 || key >> 3 > UINT32_MAX)
+        return false;
+    *num = (uint32_t)(key >> 3);
+    *wt = (int)(key & 7);
+    switch (*wt) {
+    case WT_VARINT:
+        return varint(r, v);
+    case WT_I64:
+        if (r->end - r->p < 8)
+            return false;
+        r->p += 8;
+        return true;
+    case WT_I32:
+        if (r->end - r->p < 4)
+            return false;
+        r->p += 4;
+        return true;
+    case WT_LEN: {
+        uint64_t n;
+        if (!varint(r, &n) || n > (uint64_t)(r->end - r->p))
+            return false;
+        payload->p = r->p;
+        payload->end = r->p + n;
+        r->p += n;
+        return true;
+    }
+    default:
+        return false; /* groups (3, 4) and reserved types */
+    }
+}
+
+struct span_fields {
+    int64_t start, end;
+    struct segment_slice op;
+    uint64_t type;
+    bool is_error;
+};
+
+static bool scan_span(struct rd r, struct span_fields *s)
+{
+    memset(s, 0, sizeof(*s));
+    while (r.p < r.end) {
+        uint32_t num;
+        int wt;
+        uint64_t v = 0;
+        struct rd pl = {0};
+        if (!field(&r, &num, &wt, &v, &pl))
+            return false;
+        if (wt == WT_VARINT) {
+            if (num == 3)
+                s->start = (int64_t)v;
+            else if (num == 4)
+                s->end = (int64_t)v;
+            else if (num == 8)
+                s->type = v;
+            else if (num == 11)
+                s->is_error = v != 0;
+        } else if (wt == WT_LEN && num == 6) {
+            s->op.ptr = (const char *)pl.p;
+            s->op.len = (size_t)(pl.end - pl.p);
+        }
+    }
+    return true;
+}
+
+skp_err segment_scan(const uint8_t *buf, size_t len, struct segment_scan *out)
+{
+    memset(out, 0, sizeof(*out));
+    if (!buf && len)
+        return SKP_EINVAL;
+    struct rd r = {buf, buf + len};
+    static const char empty[1] = "";
+    out->segment_id.ptr = out->trace_id.ptr = out->service.ptr = out->instance.ptr = empty;
+    out->endpoint.ptr = empty;
+    struct segment_slice first_op = {empty, 0};
+    while (r.p < r.end) {
+        uint32_t num;
+        int wt;
+        uint64_t v;
+        struct rd pl = {0};
+        if (!field(&r, &num, &wt, &v, &pl))
+            return SKP_EPROTO;
+        if (wt != WT_LEN)
+            continue;
+        struct segment_slice sl = {(const char *)pl.p, (size_t)(pl.end - pl.p)};
+        switch (num) {
+        case 1:
+            out->trace_id = sl;
+            break;
+        case 2:
+            out->segment_id = sl;
+            break;
+        case 4:
+            out->service = sl;
+            break;
+        case 5:
+            out->instance = sl;
+            break;
+        case 3: {
+            struct span_fields s;
+            if (!scan_span(pl, &s))
+                return SKP_EPROTO;
+            if (out->n_spans == 0 && s.op.ptr)
+                first_op = s.op;
+            out->n_spans++;
+            if (!out->has_entry && s.type == 0) {
+                out->has_entry = true;
+                if (s.op.ptr)
+                    out->endpoint = s.op;
+                out->entry_start_ms = s.start;
+                out->entry_end_ms = s.end;
+                out->entry_is_error = s.is_error;
+            }
+            break;
+        }
+        default:
+            break;
+        }
+    }
+    if (!out->has_entry)
+        out->endpoint = first_op;
+    return SKP_OK;
+}

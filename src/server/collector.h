@@ -29,6 +29,12 @@
 /* ...or once their encoded size reaches this (decoded they take a few times more). */
 #define COLLECTOR_SEGMENT_BATCH_BYTES (4u << 20)
 
+struct endpoint_stats;
+struct segment_keep;
+struct keep_policy;
+struct event_base;
+struct collector_segs;
+
 struct collector {
     struct store *store;       /* borrowed */
     struct metrics *metrics;   /* borrowed */
@@ -38,6 +44,11 @@ struct collector {
     size_t upload_bytes;       /* process-profile upload buffers of all streams (internal) */
     /* Wall clock (ms); tests may replace it. NULL = skpx_now_ms. */
     int64_t (*now_ms)(void);
+    /* Segment ingest (collector_tracing.c), set by collector_segments_start. Before it (or
+     * without it) every segment is stored and no statistics are kept. */
+    struct endpoint_stats *stats;
+    struct segment_keep *keep;
+    struct collector_segs *segs;
 };
 
 /* Registers every handler on `srv`; `c` is borrowed and must outlive the server.
@@ -73,6 +84,20 @@ int collector_goprofile_on_message(struct skpx_grpc_call *call, void *ud,
                                    size_t raw_len);
 void collector_goprofile_on_end(struct skpx_grpc_call *call, void *ud);
 void collector_goprofile_on_close(struct skpx_grpc_call *call, void *ud, int status);
+
+/* Segment ingest split (issue 18): every segment's entry span feeds c->stats; the segment is
+ * stored per policy `p` (segment_keep.h). Starts a 1-s timer on `base` (may be NULL: then the
+ * caller calls collector_segments_tick) that rolls finished minutes up into the store and
+ * decides held segments whose grace ended. Errors: SKP_ENOMEM. */
+SKP_MUST_CHECK skp_err collector_segments_start(struct collector *c, struct event_base *base,
+                                                const struct keep_policy *p);
+/* Rolls up the statistics, stores held segments that have snapshots, frees. NULL-safe. */
+void collector_segments_stop(struct collector *c);
+/* What the timer does, at c's clock. */
+void collector_segments_tick(struct collector *c);
+/* Snapshots of these segments were stored: held segments among them are stored now. */
+void collector_segments_profiled(struct collector *c, const struct store_snapshot *v, size_t n);
+
 
 /* Unary helper: per-call result computed in on_message, sent in on_end. */
 struct collector_unary {

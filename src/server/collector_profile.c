@@ -291,6 +291,7 @@ static int snap_flush(struct snap_call *s)
     }
     m->snapshots_stored += s->n - n_dup;
     m->snapshots_duplicate += n_dup;
+    collector_segments_profiled(s->c, s->batch, s->n);
     s->n = 0;
     arena_reset(s, s->c->buffered_bytes <= COLLECTOR_BUFFER_BUDGET_BYTES);
     return SKPX_GRPC_OK;

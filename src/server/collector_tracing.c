@@ -1,16 +1,28 @@
-/* collector_tracing.c - TraceSegmentReportService: segments are stored so the UI can show the
- * spans of profiled requests (spec §5.4). collect is a client stream (decoded here, in raw
- * mode, so the decoded segments can be kept past the callback and written in batches);
- * collectInSync is the unary alternative. As for snapshots, the answer follows the commit. */
+/* collector_tracing.c - TraceSegmentReportService (spec §5.4). Every segment's entry span
+ * feeds the endpoint statistics (read from the wire bytes by segment_scan, no full decode);
+ * the segment itself is decoded and stored only when the keep policy says so (segment_keep.h:
+ * by default only profiled segments, held for a grace period when their snapshots have not
+ * come yet). collect is a client stream (raw mode, so decoded segments can be kept past the
+ * callback and written in batches); collectInSync is the unary alternative. The answer follows
+ * the commit of the stored ones; held ones are in memory only (they are stored once profiled).
+ *
+ * The endpoint list of a task-free service is all of the statistics; the 1-s timer rolls
+ * finished minutes up into the store and decides held segments whose grace ended. */
 #include <inttypes.h>
 #include <stdio.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "common/alloc.h"
 #include "common/clock.h"
 #include "common/log.h"
+#include <event2/event.h>
+
 #include "language-agent/Tracing.pb-c.h"
 #include "server/collector.h"
+#include "server/endpoint_stats.h"
+#include "server/segment_keep.h"
+#include "server/segment_scan.h"
 
 #define PATHS(method)                                                                              \
     "/skywalking.v3.TraceSegmentReportService/" method, "/TraceSegmentReportService/" method
@@ -161,6 +173,278 @@ static int seg_write(struct collector *c, Skywalking__V3__SegmentObject *const *
     return SKPX_GRPC_OK;
 }
 
+/* ---- the split: statistics for every segment, storage for the kept ones ---- */
+
+/* Profile tasks whose window (plus the grace) covers now, refreshed once a second. */
+struct task_ref {
+    char *service;
+    char *endpoint;
+};
+
+struct collector_segs {
+    struct event *timer;
+    struct task_ref *tasks;
+    size_t n_tasks, cap_tasks;
+    int64_t tasks_at_ms;       /* last refresh; 0 = never */
+    int64_t now_ms;            /* for the refresh callback */
+    uint64_t writer;           /* this run's id in endpoint_minutes */
+};
+
+#define SEGS_TASK_REFRESH_MS 1000
+/* Longest name copied out of a segment for the statistics (longer ones are truncated). */
+#define SEGS_NAME_MAX 512
+
+static void tasks_clear(struct collector_segs *g)
+{
+    for (size_t i = 0; i < g->n_tasks; i++) {
+        skpx_free(g->tasks[i].service);
+        skpx_free(g->tasks[i].endpoint);
+    }
+    g->n_tasks = 0;
+}
+
+static skp_err task_seen(void *ud, const struct store_task *t)
+{
+    struct collector *c = ud;
+    struct collector_segs *g = c->segs;
+    int64_t grace = segment_keep_policy(c->keep)->grace_ms;
+    if (t->start_time - grace > g->now_ms ||
+        t->start_time + (int64_t)t->duration_min * 60000 + grace < g->now_ms)
+        return SKP_OK;
+    if (g->n_tasks == g->cap_tasks) {
+        size_t ncap = g->cap_tasks ? g->cap_tasks * 2 : 8;
+        struct task_ref *nt = skpx_realloc(g->tasks, ncap * sizeof(*nt));
+        if (!nt)
+            return SKP_ENOMEM;
+        g->tasks = nt;
+        g->cap_tasks = ncap;
+    }
+    struct task_ref *r = &g->tasks[g->n_tasks];
+    r->service = skpx_strdup(t->service);
+    r->endpoint = skpx_strdup(t->endpoint);
+    if (!r->service || !r->endpoint) {
+        skpx_free(r->service);
+        skpx_free(r->endpoint);
+        return SKP_ENOMEM;
+    }
+    g->n_tasks++;
+    return SKP_OK;
+}
+
+static void tasks_refresh(struct collector *c, int64_t now_ms)
+{
+    struct collector_segs *g = c->segs;
+    if (g->tasks_at_ms && now_ms - g->tasks_at_ms < SEGS_TASK_REFRESH_MS &&
+        now_ms >= g->tasks_at_ms)
+        return;
+    tasks_clear(g);
+    g->now_ms = now_ms;
+    g->tasks_at_ms = now_ms;
+    if (store_list_tasks(c->store, NULL, NULL, task_seen, c) != SKP_OK) {
+        /* the store logged it; without the list, candidates are found by snapshots only */
+    }
+}
+
+static bool slice_eq(const struct segment_slice *a, const char *b)
+{
+    return a->len == strlen(b) && memcmp(a->ptr, b, a->len) == 0;
+}
+
+static bool under_task(struct collector *c, const struct segment_scan *sc, int64_t now_ms)
+{
+    tasks_refresh(c, now_ms);
+    const struct collector_segs *g = c->segs;
+    for (size_t i = 0; i < g->n_tasks; i++)
+        if (slice_eq(&sc->service, g->tasks[i].service) &&
+            slice_eq(&sc->endpoint, g->tasks[i].endpoint))
+            return true;
+    return false;
+}
+
+static void slice_copy(char *dst, const struct segment_slice *s)
+{
+    size_t n = s->len < SEGS_NAME_MAX ? s->len : SEGS_NAME_MAX;
+    memcpy(dst, s->ptr, n);
+    dst[n] = '\0';
+}
+
+/* Statistics from the entry span, then the keep decision. True: decode and store it now. A
+ * segment the scanner cannot read is left to the full decoder (which rejects it). */
+static bool segment_wanted(struct collector *c, const uint8_t *raw, size_t raw_len)
+{
+    if (!c->keep && !c->stats)
+        return true;
+    struct segment_scan sc;
+    if (segment_scan(raw, raw_len, &sc) != SKP_OK)
+        return true;
+    int64_t now = collector_now(c);
+    static char svc[SEGS_NAME_MAX + 1], inst[SEGS_NAME_MAX + 1], ep[SEGS_NAME_MAX + 1];
+    if (c->stats && sc.has_entry) {
+        slice_copy(svc, &sc.service);
+        slice_copy(inst, &sc.instance);
+        slice_copy(ep, &sc.endpoint);
+        if (endpoint_stats_record(c->stats, svc, inst, ep, sc.entry_end_ms,
+                                  sc.entry_end_ms - sc.entry_start_ms, sc.entry_is_error,
+                                  now) != SKP_OK) {
+            /* counted by endpoint_stats */
+        }
+    }
+    if (!c->keep || sc.segment_id.len == 0)
+        return true; /* no id: the store skips it, the decode still validates it */
+    bool task = under_task(c, &sc, now);
+    bool has_snapshots = false;
+    if (task) {
+        char id[SEGS_NAME_MAX + 1];
+        slice_copy(id, &sc.segment_id);
+        if (store_segment_has_snapshots(c->store, id, &has_snapshots) != SKP_OK)
+            has_snapshots = false;
+    }
+    enum keep_decision d = segment_keep_decide(c->keep, sc.segment_id.ptr, sc.segment_id.len,
+                                               task, has_snapshots, raw, raw_len, now);
+    if (d == KEEP_DROP)
+        c->metrics->segments_dropped++;
+    return d == KEEP_STORE;
+}
+
+/* Stores one held segment (decoded from its copy) in its own batch. */
+static bool store_held(struct collector *c, const uint8_t *raw, size_t len)
+{
+    Skywalking__V3__SegmentObject *seg =
+        skywalking__v3__segment_object__unpack(&collector_pb_alloc, len, raw);
+    if (!seg)
+        return false;
+    int st = seg_write(c, &seg, 1);
+    skywalking__v3__segment_object__free_unpacked(seg, &collector_pb_alloc);
+    return st == SKPX_GRPC_OK;
+}
+
+static bool on_held(void *ud, const char *segment_id, const uint8_t *raw, size_t len, bool ready)
+{
+    struct collector *c = ud;
+    bool profiled = ready;
+    if (!profiled && store_segment_has_snapshots(c->store, segment_id, &profiled) != SKP_OK)
+        profiled = true; /* cannot tell: store rather than lose it */
+    if (!profiled) {
+        c->metrics->segments_dropped++;
+        return false;
+    }
+    return store_held(c, raw, len);
+}
+
+void collector_segments_profiled(struct collector *c, const struct store_snapshot *v, size_t n)
+{
+    if (!c->keep)
+        return;
+    int64_t now = collector_now(c);
+    const char *prev = NULL;
+    for (size_t i = 0; i < n; i++) {
+        if (!v[i].segment_id || (prev && strcmp(prev, v[i].segment_id) == 0))
+            continue;
+        prev = v[i].segment_id;
+        segment_keep_mark_profiled(c->keep, v[i].segment_id, now);
+    }
+    if (segment_keep_has_ready(c->keep))
+        segment_keep_drain(c->keep, now, false, on_held, c);
+}
+
+static skp_err put_minutes(void *ud, const struct es_minute_row *rows, size_t n)
+{
+    struct collector *c = ud;
+    struct store_endpoint_minute *v = skpx_calloc(n ? n : 1, sizeof(*v));
+    uint8_t **blobs = skpx_calloc(n ? n : 1, sizeof(*blobs));
+    skp_err err = v && blobs ? SKP_OK : SKP_ENOMEM;
+    for (size_t i = 0; i < n && !err; i++) {
+        blobs[i] = skpx_malloc(es_hist_encoded_max(rows[i].hist) + 1);
+        if (!blobs[i]) {
+            err = SKP_ENOMEM;
+            break;
+        }
+        v[i] = (struct store_endpoint_minute){
+            .writer = c->segs->writer, .service = rows[i].service, .instance = rows[i].instance,
+            .endpoint = rows[i].endpoint, .minute_ms = rows[i].minute_ms,
+            .count = rows[i].count, .errors = rows[i].errors, .hist = blobs[i],
+            .hist_len = es_hist_encode(rows[i].hist, blobs[i])};
+    }
+    if (!err)
+        err = store_put_endpoint_minutes(c->store, v, n);
+    for (size_t i = 0; blobs && i < n; i++)
+        skpx_free(blobs[i]);
+    skpx_free(blobs);
+    skpx_free(v);
+    return err;
+}
+
+/* A minute is rolled up once it ended this long ago (segments arrive a few seconds late; a
+ * later one rolls it up again). */
+#define SEGS_ROLLUP_GRACE_MS 10000
+
+void collector_segments_tick(struct collector *c)
+{
+    int64_t now = collector_now(c);
+    if (c->keep)
+        segment_keep_drain(c->keep, now, true, on_held, c);
+    if (c->stats && endpoint_stats_flush(c->stats, now, SEGS_ROLLUP_GRACE_MS, put_minutes, c) !=
+                        SKP_OK) {
+        /* logged by the store; the minutes stay dirty and are offered again next tick */
+    }
+}
+
+static void on_tick(evutil_socket_t fd, short what, void *ud)
+{
+    (void)fd;
+    (void)what;
+    collector_segments_tick(ud);
+}
+
+skp_err collector_segments_start(struct collector *c, struct event_base *base,
+                                 const struct keep_policy *p)
+{
+    skp_err err = SKP_ENOMEM;
+    c->segs = skpx_calloc(1, sizeof(*c->segs));
+    if (!c->segs)
+        goto fail;
+    /* start time and pid: distinct for every run and every daemon sharing a database */
+    c->segs->writer = (uint64_t)skpx_now_ms() << 20 ^ (uint64_t)getpid();
+    err = endpoint_stats_new(NULL, &c->stats);
+    if (!err)
+        err = segment_keep_new(p, &c->keep);
+    if (err)
+        goto fail;
+    if (base) {
+        c->segs->timer = event_new(base, -1, EV_PERSIST, on_tick, c);
+        struct timeval tv = {.tv_sec = 1};
+        if (!c->segs->timer || event_add(c->segs->timer, &tv) != 0) {
+            err = SKP_ENOMEM;
+            goto fail;
+        }
+    }
+    return SKP_OK;
+fail:
+    collector_segments_stop(c);
+    return err;
+}
+
+void collector_segments_stop(struct collector *c)
+{
+    if (!c || !c->segs)
+        return;
+    if (c->segs->timer)
+        event_free(c->segs->timer);
+    if (c->keep)
+        segment_keep_drain(c->keep, INT64_MAX / 2, true, on_held, c);
+    if (c->stats && endpoint_stats_flush(c->stats, INT64_MAX / 2, 0, put_minutes, c) != SKP_OK) {
+        /* logged by the store */
+    }
+    tasks_clear(c->segs);
+    skpx_free(c->segs->tasks);
+    skpx_free(c->segs);
+    c->segs = NULL;
+    endpoint_stats_free(c->stats);
+    c->stats = NULL;
+    segment_keep_free(c->keep);
+    c->keep = NULL;
+}
+
 static int seg_on_message(struct skpx_grpc_call *call, void *ud, const ProtobufCMessage *msg,
                           const uint8_t *raw, size_t raw_len)
 {
@@ -173,11 +457,13 @@ static int seg_on_message(struct skpx_grpc_call *call, void *ud, const ProtobufC
             return SKPX_GRPC_RESOURCE_EXHAUSTED;
         skpx_grpc_call_set_data(call, s);
     }
+    c->metrics->segments_received++;
+    if (!segment_wanted(c, raw, raw_len))
+        return SKPX_GRPC_OK;
     Skywalking__V3__SegmentObject *seg =
         skywalking__v3__segment_object__unpack(&collector_pb_alloc, raw_len, raw);
     if (!seg)
         return SKPX_GRPC_INVALID_ARGUMENT;
-    c->metrics->segments_received++;
     s->segs[s->n++] = seg;
     s->wire_bytes += raw_len;
     if (s->n == COLLECTOR_SEGMENT_BATCH || s->wire_bytes >= COLLECTOR_SEGMENT_BATCH_BYTES) {
@@ -226,7 +512,26 @@ static int sync_on_message(struct skpx_grpc_call *call, void *ud, const Protobuf
     if (!u)
         return SKPX_GRPC_RESOURCE_EXHAUSTED;
     c->metrics->segments_received += col->n_segments;
-    int st = seg_write(c, col->segments, col->n_segments);
+    Skywalking__V3__SegmentObject **keep = skpx_calloc(col->n_segments ? col->n_segments : 1,
+                                                       sizeof(*keep));
+    if (!keep)
+        return SKPX_GRPC_RESOURCE_EXHAUSTED;
+    size_t n_keep = 0;
+    for (size_t i = 0; i < col->n_segments; i++) {
+        const ProtobufCMessage *m = &col->segments[i]->base;
+        size_t len = protobuf_c_message_get_packed_size(m);
+        uint8_t *buf = skpx_malloc(len ? len : 1);
+        if (!buf) {
+            keep[n_keep++] = col->segments[i]; /* cannot scan it: store it */
+            continue;
+        }
+        protobuf_c_message_pack(m, buf);
+        if (segment_wanted(c, buf, len))
+            keep[n_keep++] = col->segments[i];
+        skpx_free(buf);
+    }
+    int st = seg_write(c, keep, n_keep);
+    skpx_free(keep);
     if (st != SKPX_GRPC_OK) {
         u->status = st;
         snprintf(u->message, sizeof(u->message), "skyprofd: segments not stored");

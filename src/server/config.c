@@ -11,8 +11,9 @@
 #include "common/alloc.h"
 #include "common/err.h"
 #include "common/log.h"
+#include "server/segment_keep.h"
 
-enum opt_kind { OPT_STR, OPT_DAYS, OPT_LEVEL, OPT_U64, OPT_ADDR };
+enum opt_kind { OPT_STR, OPT_DAYS, OPT_LEVEL, OPT_U64, OPT_ADDR, OPT_GRACE };
 
 struct opt {
     const char *flag;          /* "--grpc-addr" */
@@ -34,6 +35,8 @@ static const struct opt opts[] = {
     {"--max-analyze-snapshots", "SKYPROF_MAX_ANALYZE_SNAPSHOTS", OPT_U64,
      OFF(max_analyze_snapshots)},
     {"--pprof-max-bytes", "SKYPROF_PPROF_MAX_BYTES", OPT_U64, OFF(pprof_max_bytes)},
+    {"--keep-segments", "SKYPROF_KEEP_SEGMENTS", OPT_STR, OFF(keep_segments)},
+    {"--keep-grace-s", "SKYPROF_KEEP_GRACE_S", OPT_GRACE, OFF(keep_grace_s)},
 };
 #undef OFF
 
@@ -57,12 +60,16 @@ static const char usage[] =
     "  --max-analyze-snapshots N      cap on snapshots per analysis (default 0 = unlimited)\n"
     "  --pprof-max-bytes N            largest process-profile file an agent may upload\n"
     "                                 (default 31457280 = 30 MiB, at most 1 GiB)\n"
+    "  --keep-segments MODE           trace segments stored: profiled (default; those with\n"
+    "                                 snapshots), sampled:N (also 1 in N others), all, none\n"
+    "  --keep-grace-s N               how long a segment waits for its snapshots (default 30)\n"
     "  --help, -h                     this text\n"
     "  --version, -V                  print the version\n"
     "\n"
     "Environment (overridden by flags): SKYPROF_GRPC_ADDR, SKYPROF_HTTP_ADDR, SKYPROF_DB,\n"
     "SKYPROF_AUTH_TOKEN, SKYPROF_API_TOKEN, SKYPROF_RETENTION_DAYS, SKYPROF_LOG_LEVEL,\n"
-    "SKYPROF_WEB_ROOT, SKYPROF_MAX_ANALYZE_SNAPSHOTS, SKYPROF_PPROF_MAX_BYTES.\n";
+    "SKYPROF_WEB_ROOT, SKYPROF_MAX_ANALYZE_SNAPSHOTS, SKYPROF_PPROF_MAX_BYTES,\n"
+    "SKYPROF_KEEP_SEGMENTS, SKYPROF_KEEP_GRACE_S.\n";
 
 const char *config_usage(void)
 {
@@ -134,6 +141,12 @@ static skp_err apply(struct config *cfg, const struct opt *o, const char *val, c
             snprintf(err, CONFIG_ERR_MAX, "%s: empty path", origin);
             return SKP_EINVAL;
         }
+        struct keep_policy kp;
+        if (!strcmp(o->flag, "--keep-segments") && keep_policy_parse(val, &kp) != SKP_OK) {
+            snprintf(err, CONFIG_ERR_MAX,
+                     "%s: '%s' is not none|profiled|all|sampled:N (N in 1..1000000)", origin, val);
+            return SKP_EINVAL;
+        }
         char **slot = (char **)(void *)(base + o->offset);
         char *copy = NULL;
         /* An empty token means "no token" (lets a flag switch off an env setting). */
@@ -165,6 +178,16 @@ static skp_err apply(struct config *cfg, const struct opt *o, const char *val, c
             return SKP_EINVAL;
         }
         cfg->log_level = lvl;
+        return SKP_OK;
+    }
+    case OPT_GRACE: {
+        uint64_t v;
+        if (!parse_u64(val, 3600, &v) || v == 0) {
+            snprintf(err, CONFIG_ERR_MAX, "%s: '%s' is not a number of seconds in 1..3600",
+                     origin, val);
+            return SKP_EINVAL;
+        }
+        cfg->keep_grace_s = (int)v;
         return SKP_OK;
     }
     case OPT_U64: {
@@ -205,6 +228,7 @@ void config_cleanup(struct config *cfg)
     skpx_free(cfg->auth_token);
     skpx_free(cfg->api_token);
     skpx_free(cfg->web_root);
+    skpx_free(cfg->keep_segments);
     memset(cfg, 0, sizeof(*cfg));
 }
 

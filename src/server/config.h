@@ -34,6 +34,8 @@ struct config {
     int log_level;             /* enum skpx_log_level */
     uint64_t max_analyze_snapshots; /* 0 = unlimited */
     uint64_t pprof_max_bytes;  /* --pprof-max-bytes: largest pprof/JFR upload accepted */
+    char *keep_segments;       /* --keep-segments: none|profiled|sampled:N|all (NULL = profiled) */
+    int keep_grace_s;          /* --keep-grace-s; 0 = the default */
     bool show_help;
     bool show_version;
 };

@@ -232,6 +232,7 @@ skp_err http_api_new(struct event_base *base, const struct http_api_opts *o, str
     h->grpc = o->grpc;
     h->max_analyze_snapshots = o->max_analyze_snapshots;
     h->now_ms = o->now_ms;
+    h->endpoint_stats = o->endpoint_stats;
     h->http = evhttp_new(base);
     if (!h->http)
         goto oom;

@@ -27,6 +27,7 @@ struct http_api_opts {
     const char *db_path;               /* copied; analyses/exports run on a worker thread with
                                         * their own connection to it. NULL = on the loop. */
     int64_t (*now_ms)(void);           /* NULL = skpx_now_ms */
+    struct endpoint_stats *endpoint_stats; /* borrowed; NULL = no endpoint statistics route */
 };
 
 /* Creates the API on `base` (borrowed). Caller frees with http_api_free.

@@ -37,6 +37,7 @@ struct http_api {
     int64_t (*now_ms)(void);
     struct http_worker *worker; /* NULL: heavy reads run on the loop */
     uint64_t next_req_id;      /* loop thread only */
+    struct endpoint_stats *endpoint_stats; /* borrowed; NULL = none kept */
 };
 
 struct http_ctx {
@@ -144,6 +145,7 @@ void http_export_task(struct http_ctx *cx, const char *id);
 void http_export_segment(struct http_ctx *cx, const char *segment_id);
 void http_services_list(struct http_ctx *cx);
 void http_services_instances(struct http_ctx *cx, const char *name);
+void http_endpoint_stats(struct http_ctx *cx, const char *service);
 void http_static_serve(struct http_ctx *cx);
 
 /* Runs `j` on the worker (or inline without one) and replies with its result; takes

@@ -20,6 +20,7 @@
 #include "common/log.h"
 #include "server/collector.h"
 #include "server/config.h"
+#include "server/segment_keep.h"
 #include "server/http_api.h"
 #include "server/metrics.h"
 #include "server/retention.h"
@@ -204,7 +205,13 @@ int main(int argc, char **argv)
         SKPX_ERROR("event_base_new failed");
         goto out;
     }
-    err = skpx_grpc_server_new(d.base, NULL, &d.grpc);
+    struct keep_policy kp = {0};
+    err = keep_policy_parse(cfg.keep_segments ? cfg.keep_segments : "profiled", &kp);
+    kp.grace_ms = (int64_t)cfg.keep_grace_s * 1000;
+    if (!err)
+        err = collector_segments_start(&col, d.base, &kp);
+    if (!err)
+        err = skpx_grpc_server_new(d.base, NULL, &d.grpc);
     if (!err)
         err = collector_register(&col, d.grpc);
     if (err) {
@@ -225,6 +232,7 @@ int main(int argc, char **argv)
         .web_root = web_root,
         .max_analyze_snapshots = cfg.max_analyze_snapshots,
         .db_path = cfg.db_path,
+        .endpoint_stats = col.stats,
     };
     err = http_api_new(d.base, &ho, &d.http);
     if (!err)
@@ -257,6 +265,7 @@ out:
     retention_stop(ret);
     http_api_free(d.http);
     skpx_grpc_server_free(d.grpc);
+    collector_segments_stop(&col);
     if (d.sig_term)
         event_free(d.sig_term);
     if (d.sig_int)

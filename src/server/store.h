@@ -225,6 +225,11 @@ const char *store_segment_endpoint(const struct store_segment *seg);
 SKP_MUST_CHECK skp_err store_insert_segments(struct store *st, const struct store_segment *v,
                                              size_t n, int64_t received_ms);
 
+/* Whether any snapshot of segment_id is stored (*out false for an unknown id).
+ * Errors: SKP_EINVAL, SKP_EIO. */
+SKP_MUST_CHECK skp_err store_segment_has_snapshots(struct store *st, const char *segment_id,
+                                                   bool *out);
+
 /* One profiled segment of a task, as store_list_profiled_segments visits it. */
 struct store_profiled_segment {
     const char *segment_id;
@@ -291,9 +296,35 @@ SKP_MUST_CHECK skp_err store_get_stack(struct store *st, uint32_t stack, const u
 /* Code signature of a frame id, valid until the store is closed (cached). */
 SKP_MUST_CHECK skp_err store_get_frame(struct store *st, uint32_t frame, const char **sig);
 
+/* ---- endpoint statistics (rolled up per minute; endpoint_stats.c builds them) ---- */
+
+struct store_endpoint_minute {
+    uint64_t writer;           /* the process that rolled it up: each skyprofd (and each run
+                                * of it) writes its own rows, readers add them up */
+    const char *service;
+    const char *instance;
+    const char *endpoint;
+    int64_t minute_ms;         /* start of the minute */
+    uint64_t count;
+    uint64_t errors;
+    const uint8_t *hist;       /* latency histogram, endpoint_stats' encoding (opaque here) */
+    size_t hist_len;
+};
+/* Stores (or replaces, per writer: a minute may be rolled up again after late requests)
+ * minutes in one transaction. Errors: SKP_EINVAL, SKP_EIO (batch rolled back), SKP_ENOMEM. */
+SKP_MUST_CHECK skp_err store_put_endpoint_minutes(struct store *st,
+                                                  const struct store_endpoint_minute *v, size_t n);
+typedef skp_err (*store_endpoint_minute_cb)(void *ud, const struct store_endpoint_minute *m);
+/* Visits the minutes of `service` with from_ms <= minute_ms < to_ms, ordered by endpoint,
+ * instance, minute (one row per writer of a minute). */
+SKP_MUST_CHECK skp_err store_list_endpoint_minutes(struct store *st, const char *service,
+                                                   int64_t from_ms, int64_t to_ms,
+                                                   store_endpoint_minute_cb cb, void *ud);
+
 /* ---- maintenance and stats ---- */
 
-/* Deletes snapshots, segments, task logs and tasks whose time is older than `before_ms`, and
+/* Deletes snapshots, segments, task logs, tasks and endpoint minutes whose time is older than
+ * `before_ms`, and
  * stacks/frames no snapshot refers to any more. *n_deleted (may be NULL) counts rows. */
 SKP_MUST_CHECK skp_err store_purge_before(struct store *st, int64_t before_ms, uint64_t *n_deleted);
 

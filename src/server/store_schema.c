@@ -80,6 +80,14 @@ static const struct migration k_migrations[] = {
         "  data BLOB NOT NULL);"
         "CREATE INDEX proc_files_by_task ON proc_files(task_id);",
     },
+    {
+        "endpoint statistics: per-minute request count, errors and latency histogram",
+        "CREATE TABLE endpoint_minutes(service TEXT NOT NULL, endpoint TEXT NOT NULL,"
+        "  instance TEXT NOT NULL, minute_ms INTEGER NOT NULL, writer INTEGER NOT NULL,"
+        "  count INTEGER NOT NULL, errors INTEGER NOT NULL, hist BLOB NOT NULL,"
+        "  PRIMARY KEY(service, endpoint, instance, minute_ms, writer)) WITHOUT ROWID;"
+        "CREATE INDEX endpoint_minutes_by_minute ON endpoint_minutes(minute_ms);",
+    },
 };
 
 int store_schema_version(void)

@@ -125,6 +125,7 @@ skp_err store_purge_before(struct store *st, int64_t before_ms, uint64_t *n_dele
         "DELETE FROM proc_task_instances WHERE task_id IN "
         "(SELECT id FROM proc_tasks WHERE create_time < ?1)",
         "DELETE FROM proc_tasks WHERE create_time < ?1",
+        "DELETE FROM endpoint_minutes WHERE minute_ms < ?1",
     };
     uint64_t n = 0;
     if (n_deleted)

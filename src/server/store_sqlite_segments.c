@@ -380,6 +380,29 @@ skp_err store_get_segment_info(struct store *st, const char *segment_id,
     return err;
 }
 
+skp_err store_segment_has_snapshots(struct store *st, const char *segment_id, bool *out)
+{
+    *out = false;
+    if (!segment_id)
+        return SKP_EINVAL;
+    uint32_t seg = 0;
+    skp_err err = store__segment_find(st, segment_id, &seg);
+    if (err)
+        return err == SKP_ENOTFOUND ? SKP_OK : err;
+    sqlite3_stmt *s = NULL;
+    err = store__prepare(st, "SELECT 1 FROM snapshots WHERE seg = ? LIMIT 1", &s);
+    if (err)
+        return err;
+    sqlite3_bind_int64(s, 1, seg);
+    int rc = sqlite3_step(s);
+    if (rc == SQLITE_ROW)
+        *out = true;
+    else if (rc != SQLITE_DONE)
+        err = store__sqlerr(st, rc, "segment has snapshots");
+    sqlite3_finalize(s);
+    return err;
+}
+
 /* ---- listing ---- */
 
 /* Pass 1 collects (start, segment id, refs) of every profiled segment; after sorting, pass 2

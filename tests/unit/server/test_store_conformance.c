@@ -585,6 +585,82 @@ static void segments(void **state)
     assert_string_equal(info.endpoint, "/orders"); /* the task's */
     store_segment_info_cleanup(&info);
     assert_int_equal(store_get_segment_info(f->st, "nope", &info), SKP_ENOTFOUND);
+
+    bool has = true;
+    assert_int_equal(store_segment_has_snapshots(f->st, "full", &has), SKP_OK);
+    assert_true(has);
+    assert_int_equal(store_segment_has_snapshots(f->st, "unknown", &has), SKP_OK);
+    assert_false(has);
+    struct store_segment lone = {"lone", "t", "svc", "i", spans, 1};
+    assert_int_equal(store_insert_segments(f->st, &lone, 1, 3000), SKP_OK);
+    assert_int_equal(store_segment_has_snapshots(f->st, "lone", &has), SKP_OK);
+    assert_false(has); /* a stored segment without snapshots */
+}
+
+/* ---- endpoint minutes ---- */
+
+struct minutes_seen {
+    size_t n;
+    char ep[16][16];
+    int64_t minute[16];
+    uint64_t count[16], writer[16];
+    size_t hist_len[16];
+    uint8_t hist0[16];
+};
+
+static skp_err minute_cb(void *ud, const struct store_endpoint_minute *m)
+{
+    struct minutes_seen *v = ud;
+    assert_true(v->n < 16);
+    size_t i = v->n++;
+    snprintf(v->ep[i], 16, "%s", m->endpoint);
+    v->minute[i] = m->minute_ms;
+    v->count[i] = m->count;
+    v->writer[i] = m->writer;
+    v->hist_len[i] = m->hist_len;
+    v->hist0[i] = m->hist_len ? m->hist[0] : 0;
+    return SKP_OK;
+}
+
+static void endpoint_minutes(void **state)
+{
+    struct cf *f = *state;
+    const uint8_t h1[] = {7, 1}, h2[] = {9, 2, 1, 1};
+    struct store_endpoint_minute v[] = {
+        {1, "svc", "i1", "/b", 120000, 3, 1, h1, 2},
+        {1, "svc", "i1", "/a", 60000, 5, 0, h2, 4},
+        {2, "svc", "i1", "/a", 60000, 2, 0, h1, 2}, /* another writer, same minute */
+        {1, "svc", "i1", "/a", 0, 1, 0, NULL, 0},
+        {1, "other", "i1", "/a", 60000, 9, 0, h1, 2},
+    };
+    assert_int_equal(store_put_endpoint_minutes(f->st, v, 5), SKP_OK);
+    /* writer 1 rolls /a's minute up again: its row is replaced, writer 2's kept */
+    struct store_endpoint_minute again = {1, "svc", "i1", "/a", 60000, 6, 1, h2, 4};
+    assert_int_equal(store_put_endpoint_minutes(f->st, &again, 1), SKP_OK);
+    struct minutes_seen m = {0};
+    assert_int_equal(store_list_endpoint_minutes(f->st, "svc", 60000, 180000, minute_cb, &m),
+                     SKP_OK);
+    assert_int_equal(m.n, 3);
+    assert_string_equal(m.ep[0], "/a");
+    assert_int_equal(m.writer[0], 1);
+    assert_int_equal(m.count[0], 6);
+    assert_int_equal(m.hist_len[0], 4);
+    assert_int_equal(m.hist0[0], 9);
+    assert_int_equal(m.writer[1], 2);
+    assert_int_equal(m.count[1], 2);
+    assert_string_equal(m.ep[2], "/b");
+    assert_int_equal(m.minute[2], 120000);
+    uint64_t n = 0;
+    assert_int_equal(store_purge_before(f->st, 100000, &n), SKP_OK);
+    memset(&m, 0, sizeof(m));
+    assert_int_equal(store_list_endpoint_minutes(f->st, "svc", 0, INT64_MAX, minute_cb, &m),
+                     SKP_OK);
+    assert_int_equal(m.n, 1); /* only /b's minute 120000 is left */
+    cf_reopen(f);
+    memset(&m, 0, sizeof(m));
+    assert_int_equal(store_list_endpoint_minutes(f->st, "svc", 0, INT64_MAX, minute_cb, &m),
+                     SKP_OK);
+    assert_int_equal(m.n, 1);
 }
 
 /* ---- retention and restart ---- */
@@ -812,6 +888,7 @@ int main(int argc, char **argv)
         cmocka_unit_test_setup_teardown(services_and_instances, cf_setup, cf_teardown),
         cmocka_unit_test_setup_teardown(snapshots_dedup_and_order, cf_setup, cf_teardown),
         cmocka_unit_test_setup_teardown(segments, cf_setup, cf_teardown),
+        cmocka_unit_test_setup_teardown(endpoint_minutes, cf_setup, cf_teardown),
         cmocka_unit_test_setup_teardown(retention, cf_setup, cf_teardown),
         cmocka_unit_test_setup_teardown(restart, cf_setup, cf_teardown),
         cmocka_unit_test_setup_teardown(concurrent_writers, cf_setup, cf_teardown),

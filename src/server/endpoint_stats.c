@@ -14,7 +14,7 @@
 #include <string.h>
 
 #include "common/alloc.h"
-#include "server/store_cache.h"
+#include "common/map.h"
 
 /* Names longer than this are truncated in the key (and in what is reported). */
 #define ES_NAME_MAX 512
@@ -238,7 +238,7 @@ struct endpoint_stats {
     size_t max_keys;
     size_t bucket_budget;      /* buckets that may still be created */
     size_t max_buckets;
-    struct strmap keys;        /* key → index in entries */
+    struct skpx_strmap keys;        /* key → index in entries */
     struct es_entry *entries;
     size_t n_entries, cap_entries;
     char *scratch;             /* key buffer */
@@ -282,7 +282,7 @@ void endpoint_stats_free(struct endpoint_stats *es)
         skpx_free(e->endpoint);
     }
     skpx_free(es->entries);
-    strmap_cleanup(&es->keys);
+    skpx_strmap_cleanup(&es->keys);
     skpx_free(es->scratch);
     skpx_free(es);
 }
@@ -318,7 +318,7 @@ static skp_err entry_find(struct endpoint_stats *es, const char *svc, const char
 {
     const char *key = make_key(es, svc, inst, ep);
     uint32_t idx;
-    if (strmap_get(&es->keys, key, &idx)) {
+    if (skpx_strmap_get(&es->keys, key, &idx)) {
         *out = &es->entries[idx];
         return SKP_OK;
     }
@@ -339,7 +339,7 @@ static skp_err entry_find(struct endpoint_stats *es, const char *svc, const char
     e->endpoint = dup_name(ep);
     e->mins = skpx_calloc(es->n_min_slots, sizeof(*e->mins));
     if (!e->service || !e->instance || !e->endpoint || !e->mins ||
-        strmap_put(&es->keys, key, (uint32_t)es->n_entries) != SKP_OK) {
+        skpx_strmap_put(&es->keys, key, (uint32_t)es->n_entries) != SKP_OK) {
         skpx_free(e->service);
         skpx_free(e->instance);
         skpx_free(e->endpoint);
@@ -584,7 +584,7 @@ void endpoint_stats_counters(const struct endpoint_stats *es,
     out->keys = es->n_entries;
     out->buckets = es->max_buckets - es->bucket_budget;
     size_t bytes = sizeof(*es) + es->cap_entries * sizeof(struct es_entry) +
-                   es->keys.cap * sizeof(struct strmap_slot);
+                   es->keys.cap * sizeof(struct skpx_strmap_slot);
     for (size_t i = 0; i < es->n_entries; i++) {
         const struct es_entry *e = &es->entries[i];
         bytes += es->n_min_slots * sizeof(*e->mins) + strlen(e->service) +

@@ -11,7 +11,7 @@
 #include <string.h>
 
 #include "common/alloc.h"
-#include "server/store_cache.h"
+#include "common/map.h"
 
 struct held {
     char *segment_id;
@@ -28,9 +28,9 @@ struct segment_keep {
     size_t head, n, cap;
     size_t bytes;
     size_t n_ready;
-    struct u64map index;       /* hash(id) → position (head-relative sequence) */
+    struct skpx_u64map index;       /* hash(id) → position (head-relative sequence) */
     uint64_t seq_head;         /* sequence number of q[head] */
-    struct u64map profiled[2];
+    struct skpx_u64map profiled[2];
     int cur;
     int64_t rotated_ms;
     struct segment_keep_counters ctr;
@@ -91,9 +91,9 @@ void segment_keep_free(struct segment_keep *sk)
     for (size_t i = 0; i < sk->n; i++)
         held_free(&sk->q[(sk->head + i) % sk->cap]);
     skpx_free(sk->q);
-    u64map_cleanup(&sk->index);
-    u64map_cleanup(&sk->profiled[0]);
-    u64map_cleanup(&sk->profiled[1]);
+    skpx_u64map_cleanup(&sk->index);
+    skpx_u64map_cleanup(&sk->profiled[0]);
+    skpx_u64map_cleanup(&sk->profiled[1]);
     skpx_free(sk);
 }
 
@@ -104,7 +104,7 @@ const struct keep_policy *segment_keep_policy(const struct segment_keep *sk)
 
 static uint64_t id_hash(const char *id, size_t len)
 {
-    return skp_hash_bytes(id, len);
+    return skpx_hash_bytes(id, len);
 }
 
 static void rotate(struct segment_keep *sk, int64_t now_ms)
@@ -112,21 +112,21 @@ static void rotate(struct segment_keep *sk, int64_t now_ms)
     if (now_ms - sk->rotated_ms < sk->p.grace_ms)
         return;
     sk->cur ^= 1;
-    u64map_clear(&sk->profiled[sk->cur]);
+    skpx_u64map_clear(&sk->profiled[sk->cur]);
     sk->rotated_ms = now_ms;
 }
 
 static bool was_profiled(const struct segment_keep *sk, uint64_t h)
 {
     uint64_t v;
-    return u64map_get(&sk->profiled[0], h, &v) || u64map_get(&sk->profiled[1], h, &v);
+    return skpx_u64map_get(&sk->profiled[0], h, &v) || skpx_u64map_get(&sk->profiled[1], h, &v);
 }
 
 /* The held entry of id, or NULL. */
 static struct held *find_held(struct segment_keep *sk, const char *id, size_t len, uint64_t h)
 {
     uint64_t seq;
-    if (!u64map_get(&sk->index, h, &seq) || seq < sk->seq_head || seq >= sk->seq_head + sk->n)
+    if (!skpx_u64map_get(&sk->index, h, &seq) || seq < sk->seq_head || seq >= sk->seq_head + sk->n)
         return NULL;
     struct held *e = &sk->q[(sk->head + (size_t)(seq - sk->seq_head)) % sk->cap];
     if (e->gone || strlen(e->segment_id) != len || memcmp(e->segment_id, id, len) != 0)
@@ -185,7 +185,7 @@ enum keep_decision segment_keep_decide(struct segment_keep *sk, const char *segm
     if (raw_len)
         memcpy(e.raw, raw, raw_len);
     uint64_t seq = sk->seq_head + sk->n;
-    if (u64map_put(&sk->index, h, seq) != SKP_OK) {
+    if (skpx_u64map_put(&sk->index, h, seq) != SKP_OK) {
         held_free(&e);
         goto store;
     }
@@ -206,7 +206,7 @@ void segment_keep_mark_profiled(struct segment_keep *sk, const char *segment_id,
     rotate(sk, now_ms);
     size_t len = strlen(segment_id);
     uint64_t h = id_hash(segment_id, len);
-    if (u64map_put(&sk->profiled[sk->cur], h, 1) != SKP_OK) {
+    if (skpx_u64map_put(&sk->profiled[sk->cur], h, 1) != SKP_OK) {
         /* only a memory of recent ids: a later segment is then checked in the store */
     }
     struct held *e = find_held(sk, segment_id, len, h);
@@ -270,11 +270,11 @@ void segment_keep_drain(struct segment_keep *sk, int64_t now_ms, bool expired_to
     }
     /* the index only grows between drains: rebuild it when mostly stale */
     if (sk->index.n > 2 * sk->n + 1024) {
-        u64map_clear(&sk->index);
+        skpx_u64map_clear(&sk->index);
         for (size_t i = 0; i < sk->n; i++) {
             struct held *e = &sk->q[(sk->head + i) % sk->cap];
             if (!e->gone &&
-                u64map_put(&sk->index, id_hash(e->segment_id, strlen(e->segment_id)),
+                skpx_u64map_put(&sk->index, id_hash(e->segment_id, strlen(e->segment_id)),
                            sk->seq_head + i) != SKP_OK) {
                 /* a held entry we cannot index is still decided at its expiry */
             }

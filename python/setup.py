@@ -45,14 +45,22 @@ class BuildExt(build_ext):
         super().build_extensions()
 
 
+def agent_core_sources(src):
+    """File names of src/agent/core_sources.txt (one per line, '#' starts a comment line)."""
+    with open(os.path.join(src, 'agent', 'core_sources.txt')) as f:
+        lines = (line.strip() for line in f)
+        return [line for line in lines if line and not line.startswith('#')]
+
+
 def sources():
     src = os.path.join(ROOT, 'src')
     files = []
     files += sorted(glob.glob(os.path.join(src, 'common', '*.c')))
     files += [os.path.join(src, 'wire', 'grpc_frame.c'), os.path.join(src, 'wire', 'grpc_client.c')]
-    # the agent core without the native (C/C++) stack source: Python processes use the Python one
-    files += sorted(f for f in glob.glob(os.path.join(src, 'agent', '*.c'))
-                    if not os.path.basename(f).startswith(('stack_native', 'symbolize')))
+    # the agent core (the list CMake reads too) without the native (C/C++) stack source, which
+    # lives in src/agent/native: Python processes use the Python one
+    files += [os.path.join(src, 'agent', name) for name in agent_core_sources(src)]
+    files.append(os.path.join(src, 'agent', 'no_default_source.c'))
     files += sorted(glob.glob(os.path.join(src, 'python', '*.c')))
     files += sorted(glob.glob(os.path.join(src, 'python', 'compat', '*.c')))
     return [os.path.relpath(f, HERE) if f.startswith(HERE) else f for f in files]
@@ -67,7 +75,7 @@ ext = Extension(
     sources=sources(),
     include_dirs=[os.path.join(ROOT, 'src'), os.path.join(ROOT, 'include')],
     define_macros=[('_GNU_SOURCE', None), ('Py_BUILD_CORE_MODULE', None),
-                   ('SKP_PY_WITH_AGENT', None), ('SKP_VERSION', '"%s"' % version())],
+                   ('SKP_VERSION', '"%s"' % version())],
     extra_compile_args=['-std=c11', '-fvisibility=hidden', '-fno-omit-frame-pointer',
                         '-Wno-unused-parameter'] + pkg_config('--cflags', 'libprotobuf-c',
                                                               'libnghttp2'),

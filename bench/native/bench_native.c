@@ -15,9 +15,9 @@
 #include <string.h>
 #include <time.h>
 
-#include "agent/stack_native_capture.h"
+#include "agent/native/stack_native_capture.h"
 #include "bench_native_common.h"
-#include "agent/symbolize.h"
+#include "agent/native/symbolize.h"
 #include "common/clock.h"
 #include "skyprof/skyprof_native.h"
 

@@ -23,9 +23,7 @@
 #include "common/clock.h"
 #include "profile/Profile.pb-c.h"
 #include "wire/grpc_server.h"
-#ifdef SKP_BENCH_HAVE_CLIENT
 #include "wire/grpc_client.h"
-#endif
 
 #define BENCH_FRAMES 20
 #define BENCH_MAX_ROUNDS 32
@@ -158,7 +156,6 @@ static void *server_thread(void *arg)
 
 /* ---------------------------------------------------------------- client side */
 
-#ifdef SKP_BENCH_HAVE_CLIENT
 struct gen {
     Skywalking__V3__ThreadSnapshot snap;
     Skywalking__V3__ThreadStack stack;
@@ -235,7 +232,6 @@ static double run_stream(struct skpx_grpc_client *cl, uint64_t n)
     }
     return (double)n * 1e9 / (double)dt;
 }
-#endif
 
 static int cmp_double(const void *a, const void *b)
 {
@@ -289,11 +285,6 @@ int main(int argc, char **argv)
             return 2;
         }
     }
-#ifndef SKP_BENCH_HAVE_CLIENT
-    (void)cmp_double;
-    fprintf(stderr, "bench_grpc_stream: built without skp_wire_client; only --serve works\n");
-    return 2;
-#else
     struct bench_server bs = {0};
     if (pipe(bs.stop_pipe) != 0 || server_start(&bs, bs.stop_pipe[0]) != 0) {
         fprintf(stderr, "cannot start server\n");
@@ -351,5 +342,4 @@ int main(int argc, char **argv)
     close(bs.stop_pipe[1]);
     fflush(stdout);
     return rc;
-#endif
 }

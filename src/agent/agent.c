@@ -11,12 +11,10 @@
 
 #include "agent/agent_thread.h"
 #include "agent/config.h"
+#include "agent/default_source.h"
 #include "common/alloc.h"
 #include "common/log.h"
 
-#if defined(SKP_HAVE_NATIVE_SOURCE)
-#include "skyprof/skyprof_native.h"
-#endif
 
 static _Atomic(skyprof_agent *) g_current;
 static skyprof_agent *g_forked;       /* child only: the parent's agent, inherited, switched off */
@@ -231,17 +229,13 @@ static skp_err start_with(const struct skyprof_config *cfg, const struct skyprof
     skp_err err = skyprof_config_validate(cfg);
     if (err)
         return err;
-    struct skyprof_stack_source native;
+    struct skyprof_stack_source dflt;
     if (!src) {
-#if defined(SKP_HAVE_NATIVE_SOURCE)
-        const struct skyprof_stack_source *n = skyprof_native_stack_source();
-        if (n) {
-            native = *n;
-            src = &native;
+        const struct skyprof_stack_source *d = skp__default_stack_source();
+        if (d) {
+            dflt = *d;
+            src = &dflt;
         }
-#else
-        (void)native;
-#endif
     }
     struct skp__transport tr;
     err = skp__transport_grpc_new(cfg->backend, cfg->authentication, &tr);

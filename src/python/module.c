@@ -19,9 +19,7 @@
 #include "python/pystack.h"
 #include "python/safe_read.h"
 #include "skyprof/skyprof.h"
-#ifdef SKP_PY_WITH_AGENT
 #include "python/pysource.h"
-#endif
 
 /* Text room per frame for dump_stack (label + line); the core has its own scratch. */
 #define SKP_PY_DUMP_BYTES_PER_FRAME 320
@@ -39,10 +37,8 @@ struct pymod_state {
     struct skp__pyreader *hook_reader;
     pthread_mutex_t hook_lock;
     unsigned dump_next;                  /* round-robin replacement */
-#ifdef SKP_PY_WITH_AGENT
     skyprof_agent *agent;                /* the agent this module started, or NULL */
     bool source_direct;
-#endif
 };
 
 static struct pymod_state *state_of(PyObject *module)
@@ -378,8 +374,6 @@ out:
 /* ---------------------------------------------------------------------------------------------
  * agent
  * ------------------------------------------------------------------------------------------- */
-#ifdef SKP_PY_WITH_AGENT
-
 static void stderr_sink(void *ud, enum skyprof_log_level level, const char *line)
 {
     (void)ud;
@@ -821,17 +815,11 @@ static PyObject *py_stats(PyObject *module, PyObject *unused)
         st->source_direct ? Py_True : Py_False);
 }
 
-#endif /* SKP_PY_WITH_AGENT */
-
 static PyObject *py_has_agent(PyObject *module, PyObject *unused)
 {
     (void)module;
     (void)unused;
-#ifdef SKP_PY_WITH_AGENT
     Py_RETURN_TRUE;
-#else
-    Py_RETURN_FALSE;
-#endif
 }
 
 /* ---------------------------------------------------------------------------------------------
@@ -848,7 +836,6 @@ static PyMethodDef methods[] = {
     {"_release_handle", py_release_handle, METH_O, "Test hook: free a target."},
     {"_capture_handle", py_capture_handle, METH_VARARGS, "Test hook: capture without the GIL."},
     {"_bench_capture", py_bench_capture, METH_VARARGS, "Benchmark hook: timed captures."},
-#ifdef SKP_PY_WITH_AGENT
     {"start", (PyCFunction)(void (*)(void))py_start, METH_VARARGS | METH_KEYWORDS, "Start."},
     {"stop", (PyCFunction)(void (*)(void))py_stop, METH_VARARGS | METH_KEYWORDS, "Stop."},
     {"after_fork_child", py_after_fork_child, METH_NOARGS, "Fork child hook."},
@@ -870,7 +857,6 @@ static PyMethodDef methods[] = {
     {"task_active", py_task_active, METH_NOARGS, "A task is active."},
     {"sample_now", py_sample_now, METH_NOARGS, "Run one sampler iteration."},
     {"stats", py_stats, METH_NOARGS, "Agent counters."},
-#endif
     {NULL, NULL, 0, NULL},
 };
 

@@ -24,8 +24,8 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "agent/stack_native_capture.h"
-#include "agent/symbolize.h"
+#include "agent/native/stack_native_capture.h"
+#include "agent/native/symbolize.h"
 #include "common/alloc.h"
 #include "common/clock.h"
 #include "common/log.h"

@@ -17,7 +17,7 @@
  * Threading: `mu` serializes install, uninstall, slot acquire/release and request; collect runs
  * without it (one collector per slot). The handler never locks. Lock order: only `mu`. After fork
  * the child re-initialises `mu` and forgets requests (their threads do not exist in the child). */
-#include "agent/stack_native_capture.h"
+#include "agent/native/stack_native_capture.h"
 
 #define UNW_LOCAL_ONLY
 #include <errno.h>
@@ -34,7 +34,7 @@
 #include <ucontext.h>
 #include <unistd.h>
 
-#include "agent/stack_native_walk.h"
+#include "agent/native/stack_native_walk.h"
 #include "common/clock.h"
 #include "common/err.h"
 #include "common/log.h"

@@ -1,6 +1,6 @@
 /* stack_native_walk.c - frame-pointer walk, loader text range, handler-frame skipping.
  * Everything but skp__native_loader_text is pure and async-signal-safe (see the header). */
-#include "agent/stack_native_walk.h"
+#include "agent/native/stack_native_walk.h"
 
 #include <dlfcn.h>
 #include <elf.h>

@@ -6,7 +6,7 @@
  * contacted (the standard libdw lookup would when DEBUGINFOD_URLS is set: a network fetch from
  * inside a host process is not acceptable); only local debug files are used.
  * Lock order: `mu` only. */
-#include "agent/symbolize.h"
+#include "agent/native/symbolize.h"
 
 #include <dlfcn.h>
 #include <elfutils/libdwfl.h>

@@ -1,4 +1,4 @@
-/* test_agent_channel.c - the agent with a fake transport and a fake wall clock, driven step by
+/* test_channel.c - the agent with a fake transport and a fake wall clock, driven step by
  * step: heartbeat (properties at the first and every 10th beat), poll cursor, command
  * de-dup through polls, task start/stop at the right times with one finish report, snapshot
  * streaming (decoded), segment reporting with sw8 refs and tags, backend down (poll backoff,

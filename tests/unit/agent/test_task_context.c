@@ -1,4 +1,4 @@
-/* test_agent_slots.c - task context slots and the sampler: parallel limit, endpoint match,
+/* test_task_context.c - task context slots and the sampler: parallel limit, endpoint match,
  * counter rollback, threshold from segment start, sampling budget (>=), sequence numbers,
  * immediate release at request end (also mid-capture), capture failure, max profiling time,
  * drift-free sampler thread; and a multi-threaded stress of attempt/release against the sampler

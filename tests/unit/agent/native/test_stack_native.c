@@ -20,9 +20,9 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-#include "agent/stack_native_capture.h"
-#include "agent/stack_native_walk.h"
-#include "agent/symbolize.h"
+#include "agent/native/stack_native_capture.h"
+#include "agent/native/stack_native_walk.h"
+#include "agent/native/symbolize.h"
 #include "common/clock.h"
 #include "skyprof/skyprof_native.h"
 

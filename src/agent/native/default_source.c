@@ -1,0 +1,11 @@
+/* default_source.c - the default stack source of libskyprof (skyprof_agent_start with a NULL
+ * source): the native one. Linked instead of ../no_default_source.c in the builds that carry
+ * the native source (skyprof_agent, libskyprof.so). */
+#include "agent/default_source.h"
+
+#include "skyprof/skyprof_native.h"
+
+const struct skyprof_stack_source *skp__default_stack_source(void)
+{
+    return skyprof_native_stack_source();
+}

@@ -5,9 +5,12 @@ Environment (set by ctest through skp_add_py_test): SKP_BUILD_DIR, SKP_SOURCE_DI
 SKP_SANITIZE ("1" in the ASan build), PYTHONPATH with the generated gRPC stubs.
 """
 import contextlib
+import json as _json
 import os
+import re
 import signal
 import socket
+import stat
 import subprocess
 import sys
 import tempfile
@@ -115,6 +118,140 @@ class Proc:
         return False
 
 
+def listening_port(proc, label="", timeout=60.0):
+    """Waits until proc prints '<label> listening on <host>:<port>' (at the start of a line
+    when label is empty) and returns the port; raises when proc exits first or on timeout.
+
+    Every process the tests start on port 0 announces its port this way: skyprofd
+    ('skyprofd: grpc', 'skyprofd: http'), demo_service ('demo_service:'), the Python test apps
+    ('' or 'parent'/'child')."""
+    head = re.escape(label) + " " if label else "^"
+    rx = re.compile(head + r"listening on [0-9.]+:(\d+)", re.M)
+
+    def find():
+        out = proc.output()
+        m = rx.search(out)
+        if m:
+            return int(m.group(1))
+        if not proc.alive():
+            raise RuntimeError("%s exited before listening:\n%s" % (proc.name, out[-4000:]))
+        return None
+    return wait_until(find, timeout, what="%s: '%s listening on'" % (proc.name, label))
+
+
+SKYPROFD = build_path("src", "server", "skyprofd")
+
+
+class Skyprofd:
+    """A running skyprofd (start it with start_skyprofd). Holds the ports it announced, talks to
+    its HTTP API and, through grpcio, to its gRPC services; stop() checks the exit code and the
+    sanitizers' silence."""
+
+    def __init__(self, db_dir, *extra, grpc_addr="127.0.0.1:0", env=None, prefix=None,
+                 name="skyprofd", log_level="info", db_name="skyprof.db", timeout=60.0):
+        self.db_dir = db_dir
+        self.db = os.path.join(db_dir, db_name)
+        self.name = name
+        args = list(prefix or []) + [SKYPROFD, "--grpc-addr", grpc_addr, "--http-addr", "127.0.0.1:0",
+                                     "--db", self.db, "--log-level", log_level] + list(extra)
+        full_env = {"ASAN_OPTIONS": "detect_leaks=1"}
+        if env:
+            full_env.update(env)
+        self.proc = Proc(args, env=full_env, name=name)
+        try:
+            self.grpc_port = listening_port(self.proc, "skyprofd: grpc", timeout)
+            self.http_port = listening_port(self.proc, "skyprofd: http", timeout)
+        except Exception:
+            sys.stderr.write("---- %s output ----\n%s\n" % (name, self.proc.output()))
+            self.proc.kill9()
+            raise
+        self.grpc_target = "127.0.0.1:%d" % self.grpc_port
+        self.api_base = "http://127.0.0.1:%d/api/v1" % self.http_port
+        self._channel = None
+
+    @property
+    def pid(self):
+        return self.proc.pid
+
+    def output(self):
+        return self.proc.output()
+
+    def alive(self):
+        return self.proc.alive()
+
+    # ---- HTTP ----
+    def http(self, method, path, body=None, headers=None, timeout=30):
+        import http.client
+        import json
+        c = http.client.HTTPConnection("127.0.0.1", self.http_port, timeout=timeout)
+        try:
+            h = dict(headers or {})
+            if body is not None and not isinstance(body, (bytes, str)):
+                body = json.dumps(body)
+                h.setdefault("Content-Type", "application/json")
+            c.request(method, path, body=body, headers=h)
+            r = c.getresponse()
+            data = r.read()
+            return r.status, {k.lower(): v for k, v in r.getheaders()}, data
+        finally:
+            c.close()
+
+    def json(self, method, path, body=None, headers=None, expect=None):
+        import json
+        st, hdrs, data = self.http(method, path, body, headers)
+        try:
+            doc = json.loads(data) if data else None
+        except ValueError:
+            raise AssertionError("not JSON (%d): %r" % (st, data[:300]))
+        if expect is not None and st != expect:
+            raise AssertionError("%s %s: expected %d, got %d: %r" % (method, path, expect, st, doc))
+        return st, doc
+
+    # ---- gRPC (grpcio and the generated stubs are imported on first use) ----
+    def channel(self):
+        if self._channel is None:
+            import grpc
+            self._channel = grpc.insecure_channel(self.grpc_target)
+        return self._channel
+
+    def close_channel(self):
+        if self._channel is not None:
+            self._channel.close()
+            self._channel = None
+
+    # ---- lifecycle ----
+    def stop(self, expect_rc=0):
+        """SIGTERM, wait, check the sanitizers; with expect_rc, the exit code too."""
+        self.close_channel()
+        rc = self.proc.stop()
+        check_sanitizer_clean(self.proc)
+        if expect_rc is not None and rc != expect_rc:
+            raise AssertionError("%s exited with %r:\n%s" % (self.name, rc, self.proc.output()[-4000:]))
+        return rc
+
+    def kill9(self):
+        self.close_channel()
+        self.proc.kill9()
+        check_sanitizer_clean(self.proc)
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close_channel()
+        self.proc.__exit__(*exc)
+        return False
+
+
+def start_skyprofd(db_dir, *extra, **kw):
+    """Starts the real skyprofd on 127.0.0.1 (gRPC and HTTP on port 0 unless grpc_addr= says
+    otherwise) with its database in db_dir (db_name=, default skyprof.db), extra command-line
+    arguments appended, and waits for both ports. Keywords: grpc_addr, env, prefix (e.g. a
+    setpriv command), name, log_level, db_name, timeout. Returns a Skyprofd; the one way the
+    tests start skyprofd (node tests use `skp_harness.py skyprofd`, below)."""
+    return Skyprofd(db_dir, *extra, **kw)
+
+
 def check_sanitizer_clean(proc):
     """Fails if a sanitizer reported anything in the process output."""
     out = proc.output()
@@ -182,3 +319,39 @@ try:  # bind at import when the stubs are on the path (ctest sets PYTHONPATH)
     bind_stub_package("profile")
 except RuntimeError:
     pass
+
+
+def _serve_skyprofd(argv):
+    """`skp_harness.py skyprofd DB_DIR [skyprofd args...]`: for tests that are not written in
+    Python (the UI tests). Starts skyprofd with start_skyprofd, prints one JSON line
+    {"grpc": port, "http": port, "pid": pid} on stdout, runs until SIGTERM (or until stdin closes, when it is a pipe), then
+    stops it, copies its output to stderr and exits 1 if a sanitizer reported anything."""
+    import threading
+    if not argv:
+        sys.stderr.write("usage: skp_harness.py skyprofd DB_DIR [skyprofd args...]\n")
+        return 2
+    srv = start_skyprofd(argv[0], *argv[1:])
+    print(_json.dumps({"grpc": srv.grpc_port, "http": srv.http_port, "pid": srv.pid}), flush=True)
+    done = threading.Event()
+    signal.signal(signal.SIGTERM, lambda *a: done.set())
+    signal.signal(signal.SIGINT, lambda *a: done.set())
+    if stat.S_ISFIFO(os.fstat(0).st_mode):  # a parent holding a pipe: its exit stops us too
+        threading.Thread(target=lambda: (sys.stdin.read(), done.set()), daemon=True).start()
+    while not done.wait(0.5):
+        if not srv.alive():
+            break
+    try:
+        srv.stop(expect_rc=None)
+        rc = 0
+    except AssertionError as e:
+        sys.stderr.write("%s\n" % e)
+        rc = 1
+    sys.stderr.write(srv.output())
+    return rc
+
+
+if __name__ == "__main__":
+    if len(sys.argv) >= 2 and sys.argv[1] == "skyprofd":
+        sys.exit(_serve_skyprofd(sys.argv[2:]))
+    sys.stderr.write("usage: skp_harness.py skyprofd DB_DIR [skyprofd args...]\n")
+    sys.exit(2)

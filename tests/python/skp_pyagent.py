@@ -3,37 +3,23 @@ package in child interpreters, and the HTTP API calls the tests make (create tas
 agent to be NOTIFIED, list profiled segments, analyze)."""
 import json
 import os
-import re
 import sys
 import time
 import urllib.request
 
-from skp_harness import Proc, build_path, wait_until, SANITIZE
+from skp_harness import Proc, listening_port, start_skyprofd, wait_until, SANITIZE
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 SOURCE = os.environ.get('SKP_SOURCE_DIR', os.path.join(HERE, '..', '..'))
 
 
-def server_binary():
-    return build_path('src', 'server', 'skyprofd')
-
-
 class Server:
-    def __init__(self, tmp):
-        self.proc = Proc([server_binary(), '--grpc-addr', '127.0.0.1:0', '--http-addr',
-                          '127.0.0.1:0', '--db', os.path.join(tmp, 'db')], name='skyprofd')
-        out = wait_until(lambda: self._ports(), 30, what='skyprofd ports')
-        self.grpc_port, self.http_port = out
+    """skyprofd started by the harness (start_skyprofd) with the API calls these tests make."""
 
-    def _ports(self):
-        text = self.proc.output()
-        g = re.search(r'grpc listening on 127\.0\.0\.1:(\d+)', text)
-        h = re.search(r'http listening on 127\.0\.0\.1:(\d+)', text)
-        if g and h:
-            return int(g.group(1)), int(h.group(1))
-        if not self.proc.alive():
-            raise RuntimeError('skyprofd exited:\n' + text)
-        return None
+    def __init__(self, tmp):
+        self.skyprofd = start_skyprofd(tmp, db_name='db')
+        self.grpc_port, self.http_port = self.skyprofd.grpc_port, self.skyprofd.http_port
+        self.proc = self.skyprofd.proc
 
     @property
     def backend(self):
@@ -66,7 +52,7 @@ class Server:
                         [{'segmentId': segment_id, 'timeRange': {'start': start, 'end': end}}])
 
     def stop(self):
-        self.proc.stop()
+        self.skyprofd.stop(expect_rc=None)
 
     def check_clean(self):
         from skp_harness import check_sanitizer_clean
@@ -87,16 +73,7 @@ class App:
 
     def __init__(self, args, env=None, name='app'):
         self.proc = Proc([sys.executable] + list(args), env=python_env(env), name=name)
-        self.port = wait_until(self._port, 30, what='%s port' % name)
-
-    def _port(self):
-        text = self.proc.output()
-        m = re.search(r'listening on 127\.0\.0\.1:(\d+)', text)
-        if m:
-            return int(m.group(1))
-        if not self.proc.alive():
-            raise RuntimeError('%s exited:\n%s' % (self.proc.name, text))
-        return None
+        self.port = listening_port(self.proc, timeout=30)
 
     def request(self, method='POST', path='/', headers=None, body=b'', timeout=20):
         req = urllib.request.Request('http://127.0.0.1:%d%s' % (self.port, path),

@@ -11,7 +11,7 @@ import statistics
 import sys
 import time
 
-from skp_harness import Proc, Results, free_port, tempdir, wait_until
+from skp_harness import Proc, Results, free_port, listening_port, tempdir, wait_until
 from skp_pyagent import App, Server, python_env
 
 APPS = os.path.join(os.path.dirname(os.path.abspath(__file__)), 'apps')
@@ -22,14 +22,8 @@ def t_fork(srv):
         'SW_AGENT_NAME': 'forky', 'SW_AGENT_COLLECTOR_BACKEND_SERVICES': srv.backend,
         'SW_AGENT_COLLECTOR_GET_PROFILE_TASK_INTERVAL': '1'}), name='fork_app')
     try:
-        def ports():
-            out = proc.output()
-            p = re.search(r'parent listening on 127\.0\.0\.1:(\d+)', out)
-            c = re.search(r'child listening on 127\.0\.0\.1:(\d+)', out)
-            if not proc.alive():
-                raise RuntimeError(out)
-            return (int(p.group(1)), int(c.group(1))) if p and c else None
-        pport, cport = wait_until(ports, 30, what='parent and child ports')
+        pport = listening_port(proc, 'parent', 30)
+        cport = listening_port(proc, 'child', 30)
         task = srv.create_task('forky', '/', duration=1, threshold=0, period=10, max_count=9)
 
         def notified_instances():

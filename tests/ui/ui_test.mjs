@@ -13,7 +13,8 @@ import path from 'node:path';
 
 const env = process.env;
 const need = (k) => { if (!env[k]) { console.error(`missing env ${k}`); process.exit(2); } return env[k]; };
-const SKYPROFD = need('SKP_SKYPROFD');
+const HARNESS = path.join(path.dirname(new URL(import.meta.url).pathname), '..', 'harness',
+  'skp_harness.py');
 const WEB_DIST = need('SKP_WEB_DIST');
 const WEB_DIR = need('SKP_WEB_DIR');
 const OUT = need('SKP_OUT');
@@ -28,8 +29,8 @@ const procs = [];
 let passed = 0;
 let failed = 0;
 
-function start(name, cmd, args, extraEnv) {
-  const p = spawn(cmd, args, { env: { ...env, ...extraEnv }, stdio: ['ignore', 'pipe', 'pipe'] });
+function start(name, cmd, args, extraEnv, stdin = 'ignore') {
+  const p = spawn(cmd, args, { env: { ...env, ...extraEnv }, stdio: [stdin, 'pipe', 'pipe'] });
   p.out = '';
   p.name = name;
   p.stdout.on('data', (d) => { p.out += d; });
@@ -81,15 +82,15 @@ async function stopAll() {
 }
 
 // ---- the system under test ----
-const srv = start('skyprofd', SKYPROFD, ['--grpc-addr', '127.0.0.1:0', '--http-addr', '127.0.0.1:0',
-  '--db', path.join(tmp, 'skyprof.db'), '--web-root', WEB_DIST, '--api-token', API_TOKEN],
-{ ASAN_OPTIONS: 'detect_leaks=1' });
+// skyprofd through the tests' one launcher (tests/harness/skp_harness.py start_skyprofd), which
+// prints its ports as one JSON line and copies skyprofd's output to stderr when it stops.
+const srv = start('skyprofd', env.SKP_PYTHON || '/usr/bin/python3', [HARNESS, 'skyprofd', tmp,
+  '--web-root', WEB_DIST, '--api-token', API_TOKEN], {}, 'pipe');
 const ports = await waitFor(() => {
-  const g = /skyprofd: grpc listening on 127\.0\.0\.1:(\d+)/.exec(srv.out);
-  const h = /skyprofd: http listening on 127\.0\.0\.1:(\d+)/.exec(srv.out);
+  const m = /^(\{"grpc".*\})$/m.exec(srv.out);
   if (srv.exitCode !== null) throw new Error('skyprofd exited:\n' + srv.out);
-  return g && h ? { grpc: +g[1], http: +h[1] } : null;
-}, 60000, 'skyprofd listening lines');
+  return m ? JSON.parse(m[1]) : null;
+}, 90000, 'skyprofd ports from the harness');
 const BASE = `http://127.0.0.1:${ports.http}`;
 
 let SERVICE;

@@ -17,10 +17,9 @@ import re
 import time
 import urllib.request
 
-from skp_harness import (Proc, Results, build_path, check_sanitizer_clean, free_port, tempdir,
-                         wait_until, SANITIZE)
+from skp_harness import (Proc, Results, build_path, check_sanitizer_clean, free_port,
+                         listening_port, start_skyprofd, tempdir, wait_until, SANITIZE)
 
-SKYPROFD = os.environ.get("SKP_SKYPROFD") or build_path("src", "server", "skyprofd")
 DEMO = os.environ.get("SKP_DEMO_SERVICE") or build_path("examples", "demo_service")
 FORK_APP = os.environ.get("SKP_FORK_APP") or build_path("tests", "integration", "agent",
                                                         "agent_fork_app")
@@ -32,15 +31,6 @@ def http_json(method, url, body=None, timeout=10):
                                  headers={"Content-Type": "application/json"})
     with urllib.request.urlopen(req, timeout=timeout) as r:
         return r.status, json.loads(r.read().decode() or "null")
-
-
-def port_from(proc, pattern, what):
-    def find():
-        m = re.search(pattern, proc.output())
-        if not m and not proc.alive():
-            raise RuntimeError("%s exited:\n%s" % (proc.name, proc.output()[-3000:]))
-        return int(m.group(1)) if m else None
-    return wait_until(find, timeout=30, what=what)
 
 
 def request(port, method="POST", path="/", timeout=30):
@@ -91,12 +81,9 @@ def has_chain(elements):
     return False
 
 
-def start_skyprofd(tmp, grpc_port, name="skyprofd"):
-    srv = Proc([SKYPROFD, "--grpc-addr", "127.0.0.1:%d" % grpc_port, "--http-addr", "127.0.0.1:0",
-                "--db", os.path.join(tmp, name + ".db")], name=name)
-    port_from(srv, r"skyprofd: grpc listening on [0-9.]+:(\d+)", "skyprofd grpc port")
-    http_port = port_from(srv, r"skyprofd: http listening on [0-9.]+:(\d+)", "skyprofd http port")
-    return srv, "http://127.0.0.1:%d/api/v1" % http_port
+def start_skyprofd_api(tmp, grpc_port, name="skyprofd"):
+    srv = start_skyprofd(tmp, grpc_addr="127.0.0.1:%d" % grpc_port, name=name, db_name=name + ".db")
+    return srv, srv.api_base
 
 
 def test_backend_down_then_up(tmp):
@@ -111,7 +98,7 @@ def test_backend_down_then_up(tmp):
     }
     with Proc([DEMO, "--port", "0", "--step-ms", "20", "--other-ms", "0"], env=env,
               name="demo") as demo:
-        port = port_from(demo, r"demo_service: listening on [0-9.]+:(\d+)", "demo port")
+        port = listening_port(demo, "demo_service:", 30)
         names = threads_of(demo.pid)
         assert names.count("skp-channel") == 1, names
         assert "skp-sampler" not in names, names
@@ -132,7 +119,7 @@ def test_backend_down_then_up(tmp):
         assert names.count("skp-channel") == 1 and "skp-sampler" not in names, names
 
         # The backend comes up on the configured port: the agent connects by itself.
-        srv, api = start_skyprofd(tmp, grpc_port)
+        srv, api = start_skyprofd_api(tmp, grpc_port)
         try:
             def registered():
                 _, inst = http_json("GET", api + "/services/%s/instances" % service)
@@ -173,14 +160,14 @@ def test_backend_down_then_up(tmp):
             names = threads_of(demo.pid)
             assert names.count("skp-channel") == 1 and names.count("skp-sampler") == 1, names
         finally:
-            srv.stop()
+            srv.stop(expect_rc=None)
             check_sanitizer_clean(srv)
     check_sanitizer_clean(demo)
 
 
 def run_fork(tmp, mode):
-    srv, api = start_skyprofd(tmp, 0, name="skyprofd-fork-" + mode)
-    grpc_port = port_from(srv, r"skyprofd: grpc listening on [0-9.]+:(\d+)", "grpc port")
+    srv, api = start_skyprofd_api(tmp, 0, name="skyprofd-fork-" + mode)
+    grpc_port = srv.grpc_port
     service = "agent-fork-" + mode
     try:
         env = {"SW_AGENT_NAME": service,
@@ -211,7 +198,7 @@ def run_fork(tmp, mode):
                    what="parent and child registered as two instances")
         check_sanitizer_clean(app)
     finally:
-        srv.stop()
+        srv.stop(expect_rc=None)
         check_sanitizer_clean(srv)
 
 

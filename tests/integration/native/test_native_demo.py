@@ -11,9 +11,9 @@ import sys
 import time
 import urllib.request
 
-from skp_harness import Proc, Results, build_path, check_sanitizer_clean, tempdir, wait_until
+from skp_harness import (Proc, Results, build_path, check_sanitizer_clean, listening_port,
+                         start_skyprofd, tempdir, wait_until)
 
-SKYPROFD = os.environ.get("SKP_SKYPROFD") or build_path("src", "server", "skyprofd")
 DEMO = os.environ.get("SKP_DEMO_SERVICE") or build_path("examples", "demo_service")
 
 
@@ -23,13 +23,6 @@ def http_json(method, url, body=None, timeout=10):
                                  headers={"Content-Type": "application/json"})
     with urllib.request.urlopen(req, timeout=timeout) as r:
         return r.status, json.loads(r.read().decode() or "null")
-
-
-def port_from(proc, pattern, what):
-    def find():
-        m = re.search(pattern, proc.output())
-        return int(m.group(1)) if m else None
-    return wait_until(find, timeout=20, what=what)
 
 
 def post_seed(port, path="/"):
@@ -77,11 +70,9 @@ def find_chain(elements):
 def profile_variant(tmp, mode):
     service = "demo-c" if mode == "sleep" else "demo-c-cpu"
     db = os.path.join(tmp, "skyprof-%s.db" % mode)
-    with Proc([SKYPROFD, "--grpc-addr", "127.0.0.1:0", "--http-addr", "127.0.0.1:0", "--db", db],
-              name="skyprofd-" + mode) as srv:
-        grpc_port = port_from(srv, r"skyprofd: grpc listening on [0-9.]+:(\d+)", "skyprofd grpc port")
-        http_port = port_from(srv, r"skyprofd: http listening on [0-9.]+:(\d+)", "skyprofd http port")
-        api = "http://127.0.0.1:%d/api/v1" % http_port
+    with start_skyprofd(tmp, db_name=os.path.basename(db), name="skyprofd-" + mode) as srv:
+        grpc_port = srv.grpc_port
+        api = srv.api_base
         env = {
             "SW_AGENT_NAME": service,
             "SW_AGENT_COLLECTOR_BACKEND_SERVICES": "127.0.0.1:%d" % grpc_port,
@@ -92,7 +83,7 @@ def profile_variant(tmp, mode):
             "SKYPROF_NATIVE_TIMEOUT_MS": "2000",
         }
         with Proc([DEMO, "--port", "0", "--mode", mode], env=env, name="demo-" + mode) as demo:
-            port = port_from(demo, r"demo_service: listening on [0-9.]+:(\d+)", "demo port")
+            port = listening_port(demo, "demo_service:", 20)
             status, created = http_json("POST", api + "/profile/tasks", {
                 "service": service, "endpointName": "/", "duration": 1,
                 "minDurationThreshold": 0, "dumpPeriod": 10, "maxSamplingCount": 5})

@@ -119,14 +119,13 @@ class Proc:
 
 
 def listening_port(proc, label="", timeout=60.0):
-    """Waits until proc prints '<label> listening on <host>:<port>' (at the start of a line
-    when label is empty) and returns the port; raises when proc exits first or on timeout.
+    """Waits until proc prints '<label> listening on <host>:<port>' (anywhere when label is
+    empty) and returns the port; raises when proc exits first or on timeout.
 
     Every process the tests start on port 0 announces its port this way: skyprofd
     ('skyprofd: grpc', 'skyprofd: http'), demo_service ('demo_service:'), the Python test apps
-    ('' or 'parent'/'child')."""
-    head = re.escape(label) + " " if label else "^"
-    rx = re.compile(head + r"listening on [0-9.]+:(\d+)", re.M)
+    ('seed_app:', 'parent', 'child' or no label)."""
+    rx = re.compile((re.escape(label) + " " if label else "") + r"listening on [0-9.]+:(\d+)")
 
     def find():
         out = proc.output()

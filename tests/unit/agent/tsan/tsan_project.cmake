@@ -10,10 +10,12 @@ if(NOT SKP_ROOT)
 endif()
 set(A ${SKP_ROOT}/src/agent)
 set(C ${SKP_ROOT}/src/common)
+# src/common is small and every agent part may use any of it: all of its files.
+file(GLOB common_src ${C}/*.c)
 add_executable(test_agent_tsan ${SKP_ROOT}/tests/unit/agent/tsan/test_agent_tsan.c
   ${A}/ring.c ${A}/task_context.c ${A}/sampler.c ${A}/snapshot.c ${A}/agent_clock.c
   ${A}/agent_thread.c ${A}/tracer.c ${A}/sw8.c
-  ${C}/alloc.c ${C}/clock.c ${C}/log.c ${C}/err.c)
+  ${common_src})
 target_include_directories(test_agent_tsan PRIVATE ${SKP_ROOT}/src ${SKP_ROOT}/include)
 target_compile_definitions(test_agent_tsan PRIVATE _GNU_SOURCE SKP_VERSION="tsan")
 target_compile_options(test_agent_tsan PRIVATE -fsanitize=thread -g -O1 -Wall -Wextra -Werror)
@@ -36,7 +38,7 @@ if(SKP_GEN_DIR AND EXISTS ${SKP_GEN_DIR}/profile/Profile.pb-c.c)
   endforeach()
   file(GLOB_RECURSE gen_src ${SKP_GEN_DIR}/*.pb-c.c)
   add_library(agent_tsan STATIC ${agent_src} ${gen_src} ${SKP_ROOT}/src/wire/grpc_client.c
-              ${SKP_ROOT}/src/wire/grpc_frame.c ${C}/alloc.c ${C}/clock.c ${C}/log.c ${C}/err.c)
+              ${SKP_ROOT}/src/wire/grpc_frame.c ${common_src})
   target_include_directories(agent_tsan PUBLIC ${SKP_ROOT}/src ${SKP_ROOT}/include ${SKP_GEN_DIR})
   target_compile_definitions(agent_tsan PUBLIC _GNU_SOURCE SKP_VERSION="tsan")
   target_compile_options(agent_tsan PUBLIC -fsanitize=thread -g -O1)

@@ -40,7 +40,8 @@ struct collector {
     struct metrics *metrics;   /* borrowed */
     const char *auth_token;    /* borrowed; NULL = no agent authentication */
     size_t buffered_bytes;     /* snapshot batch buffers of all streams (internal) */
-    uint64_t pprof_max_bytes;  /* largest process-profile upload (0 = 30 MiB) */
+    uint64_t pprof_max_bytes;  /* largest pprof upload (0 = 30 MiB) */
+    uint64_t jfr_max_bytes;    /* largest JFR upload of an async-profiler task (0 = 30 MiB) */
     size_t upload_bytes;       /* process-profile upload buffers of all streams (internal) */
     /* Wall clock (ms); tests may replace it. NULL = skpx_now_ms. */
     int64_t (*now_ms)(void);
@@ -98,6 +99,9 @@ void collector_segments_tick(struct collector *c);
 /* Snapshots of these segments were stored: held segments among them are stored now. */
 void collector_segments_profiled(struct collector *c, const struct store_snapshot *v, size_t n);
 
+/* skywalking.v10.AsyncProfilerTask (collector_async.c). */
+SKP_MUST_CHECK skp_err collector_async_register(struct collector *c,
+                                                struct skpx_grpc_server *srv);
 
 /* Unary helper: per-call result computed in on_message, sent in on_end. */
 struct collector_unary {

@@ -23,9 +23,10 @@ struct upload {
     bool done;                /* stored, refused or logged: nothing owed at close */
 };
 
-static uint64_t max_bytes(const struct collector *c)
+static uint64_t max_bytes(const struct collector *c, enum proc_kind kind)
 {
-    return c->pprof_max_bytes ? c->pprof_max_bytes : 30u * 1024 * 1024;
+    uint64_t v = kind == PROC_KIND_ASYNC_PROFILER ? c->jfr_max_bytes : c->pprof_max_bytes;
+    return v ? v : 30u * 1024 * 1024;
 }
 
 static void upload_free(struct upload *u)
@@ -80,7 +81,7 @@ static int first_message(struct skpx_grpc_call *call, struct upload *u,
         skpx_grpc_call_finish(call, NULL, se ? SKPX_GRPC_INTERNAL : SKPX_GRPC_OK, NULL);
         return SKPX_GRPC_OK;
     }
-    uint64_t limit = max_bytes(c);
+    uint64_t limit = max_bytes(c, u->ops->kind);
     if (m->type == PROC_UPLOAD_OVERSIZE || m->content_size < 0 ||
         (uint64_t)m->content_size > limit) {
         char msg[160];
@@ -88,7 +89,8 @@ static int first_message(struct skpx_grpc_call *call, struct upload *u,
             snprintf(msg, sizeof(msg), "the agent's file exceeds its size limit");
         else
             snprintf(msg, sizeof(msg), "file of %" PRId64 " bytes exceeds the limit of %" PRIu64
-                     " bytes (--pprof-max-bytes)", m->content_size, limit);
+                     " bytes (--%s-max-bytes)", m->content_size, limit,
+                     u->ops->kind == PROC_KIND_ASYNC_PROFILER ? "jfr" : "pprof");
         log_line(u, u->ops->too_large_op, msg);
         u->done = true;
         skp_err se = u->ops->send_status(call, PROC_UPLOAD_OVERSIZE);
@@ -134,11 +136,13 @@ static int add_chunk(struct skpx_grpc_call *call, struct upload *u,
     }
     if (!m->content_len)
         return SKPX_GRPC_OK;
-    uint64_t limit = u->expected > 0 ? (uint64_t)u->expected : max_bytes(u->c);
+    uint64_t limit = u->expected > 0 ? (uint64_t)u->expected : max_bytes(u->c, u->ops->kind);
     if ((uint64_t)u->len + m->content_len > limit) {
         char msg[160];
         snprintf(msg, sizeof(msg), "more content than the %" PRIu64 " bytes %s; nothing stored",
-                 limit, u->expected > 0 ? "declared" : "allowed (--pprof-max-bytes)");
+                 limit, u->expected > 0                             ? "declared"
+                        : u->ops->kind == PROC_KIND_ASYNC_PROFILER ? "allowed (--jfr-max-bytes)"
+                                                                   : "allowed (--pprof-max-bytes)");
         return fail_upload(call, u, SKPX_GRPC_RESOURCE_EXHAUSTED, msg);
     }
     if (u->len + m->content_len > u->cap) {

@@ -37,6 +37,7 @@ static const struct opt opts[] = {
     {"--pprof-max-bytes", "SKYPROF_PPROF_MAX_BYTES", OPT_U64, OFF(pprof_max_bytes)},
     {"--keep-segments", "SKYPROF_KEEP_SEGMENTS", OPT_STR, OFF(keep_segments)},
     {"--keep-grace-s", "SKYPROF_KEEP_GRACE_S", OPT_GRACE, OFF(keep_grace_s)},
+    {"--jfr-max-bytes", "SKYPROF_JFR_MAX_BYTES", OPT_U64, OFF(jfr_max_bytes)},
 };
 #undef OFF
 
@@ -63,13 +64,15 @@ static const char usage[] =
     "  --keep-segments MODE           trace segments stored: profiled (default; those with\n"
     "                                 snapshots), sampled:N (also 1 in N others), all, none\n"
     "  --keep-grace-s N               how long a segment waits for its snapshots (default 30)\n"
+    "  --jfr-max-bytes N              largest JFR file (async-profiler task) an agent may upload\n"
+    "                                 (default 31457280 = 30 MiB, at most 1 GiB)\n"
     "  --help, -h                     this text\n"
     "  --version, -V                  print the version\n"
     "\n"
     "Environment (overridden by flags): SKYPROF_GRPC_ADDR, SKYPROF_HTTP_ADDR, SKYPROF_DB,\n"
     "SKYPROF_AUTH_TOKEN, SKYPROF_API_TOKEN, SKYPROF_RETENTION_DAYS, SKYPROF_LOG_LEVEL,\n"
     "SKYPROF_WEB_ROOT, SKYPROF_MAX_ANALYZE_SNAPSHOTS, SKYPROF_PPROF_MAX_BYTES,\n"
-    "SKYPROF_KEEP_SEGMENTS, SKYPROF_KEEP_GRACE_S.\n";
+    "SKYPROF_KEEP_SEGMENTS, SKYPROF_KEEP_GRACE_S, SKYPROF_JFR_MAX_BYTES.\n";
 
 const char *config_usage(void)
 {
@@ -192,7 +195,8 @@ static skp_err apply(struct config *cfg, const struct opt *o, const char *val, c
     }
     case OPT_U64: {
         uint64_t v;
-        bool bytes = o->offset == offsetof(struct config, pprof_max_bytes);
+        bool bytes = o->offset == offsetof(struct config, pprof_max_bytes) ||
+                     o->offset == offsetof(struct config, jfr_max_bytes);
         if (!parse_u64(val, bytes ? CONFIG_MAX_PPROF_BYTES : UINT64_MAX, &v) || (bytes && v == 0)) {
             if (bytes)
                 snprintf(err, CONFIG_ERR_MAX, "%s: '%s' is not a byte count in 1..%u", origin,
@@ -243,6 +247,7 @@ skp_err config_parse(struct config *cfg, int argc, char *const *argv, char *cons
     cfg->db_path = skpx_strdup(CONFIG_DEFAULT_DB);
     cfg->retention_days = CONFIG_DEFAULT_RETENTION_DAYS;
     cfg->pprof_max_bytes = CONFIG_DEFAULT_PPROF_MAX_BYTES;
+    cfg->jfr_max_bytes = CONFIG_DEFAULT_JFR_MAX_BYTES;
     cfg->log_level = SKPX_LOG_INFO;
     if (!cfg->grpc_addr || !cfg->http_addr || !cfg->db_path) {
         e = SKP_ENOMEM;

@@ -19,6 +19,7 @@
 /* Largest process-profile upload by default (OAP's 30 MiB) and at most (files are held in
  * memory while they arrive and stored as one SQLite BLOB). */
 #define CONFIG_DEFAULT_PPROF_MAX_BYTES (30u * 1024 * 1024)
+#define CONFIG_DEFAULT_JFR_MAX_BYTES (30u * 1024 * 1024)
 #define CONFIG_MAX_PPROF_BYTES (1024u * 1024 * 1024)
 /* Room for a config error message. */
 #define CONFIG_ERR_MAX 256
@@ -33,7 +34,8 @@ struct config {
     int retention_days;        /* 0 = keep forever */
     int log_level;             /* enum skpx_log_level */
     uint64_t max_analyze_snapshots; /* 0 = unlimited */
-    uint64_t pprof_max_bytes;  /* --pprof-max-bytes: largest pprof/JFR upload accepted */
+    uint64_t pprof_max_bytes;  /* --pprof-max-bytes: largest pprof upload accepted */
+    uint64_t jfr_max_bytes;    /* --jfr-max-bytes: largest JFR (async-profiler) upload accepted */
     char *keep_segments;       /* --keep-segments: none|profiled|sampled:N|all (NULL = profiled) */
     int keep_grace_s;          /* --keep-grace-s; 0 = the default */
     bool show_help;

@@ -1,4 +1,5 @@
-/* http_pprof.c - process-profiling (pprof) task routes under /api/v1/pprof/tasks: create
+/* http_pprof.c - process-profiling task routes under /api/v1/pprof/tasks (and, with the same
+ * handlers by kind, the async-profiler tasks under /api/v1/async-profiler/tasks): create
  * (OAP's validation texts, 201 {id} / 400 {errorReason}), list, get with logs, per-instance
  * progress and stored files, and the download of one stored file (a worker job: files are up
  * to --pprof-max-bytes). Analysis and merged downloads: http_pprof_analyze.c. */
@@ -68,7 +69,12 @@ static bool member_int(struct http_ctx *cx, json_t *body, const char *name, int6
     return true;
 }
 
-void http_pprof_create(struct http_ctx *cx)
+static const char *kind_label(enum proc_kind kind)
+{
+    return kind == PROC_KIND_ASYNC_PROFILER ? "async-profiler task" : "pprof task";
+}
+
+static void create_kind(struct http_ctx *cx, enum proc_kind kind)
 {
     json_t *body = http_read_json(cx);
     if (!body)
@@ -98,23 +104,28 @@ void http_pprof_create(struct http_ctx *cx)
         !member_int(cx, body, "dumpPeriod", &r.dump_period) ||
         !member_int(cx, body, "samplingRate", &r.sampling_hz))
         goto out;
+    json_t *xa = json_object_get(body, "execArgs");
+    if (xa && !json_is_null(xa) && !json_is_string(xa)) {
+        http_reply_field_error(cx, 400, "execArgs", "'execArgs' must be a string");
+        goto out;
+    }
+    r.exec_args = kind == PROC_KIND_ASYNC_PROFILER && xa ? json_string_value(xa) : NULL;
     r.instances = inst;
     r.events = events;
     struct proc_error e = {0};
     char *id = NULL;
-    skp_err err = proc_task_create(cx->api->store, PROC_KIND_PPROF, &r, http_now(cx->api), &e,
-                                   &id);
+    skp_err err = proc_task_create(cx->api->store, kind, &r, http_now(cx->api), &e, &id);
     if ((err == SKP_EINVAL || err == SKP_EEXIST) && e.reason) {
         http_reply_json(cx, 400, json_pack("{s:s,s:s?}", "errorReason", e.reason, "field",
                                            e.field));
         goto out;
     }
     if (err) {
-        http_reply_store_error(cx, err, "pprof task");
+        http_reply_store_error(cx, err, kind_label(kind));
         goto out;
     }
-    SKPX_INFO("pprof task %s created: service=%s event=%s duration=%" PRId64 "min", id,
-              r.service, r.events[0], r.duration);
+    SKPX_INFO("%s %s created: service=%s event=%s duration=%" PRId64 "%s", kind_label(kind), id,
+              r.service, r.events[0], r.duration, kind == PROC_KIND_PPROF ? "min" : "s");
     http_reply_json(cx, 201, json_pack("{s:s}", "id", id));
     skpx_free(id);
 out:
@@ -122,11 +133,41 @@ out:
     json_decref(body);
 }
 
+void http_pprof_create(struct http_ctx *cx)
+{
+    create_kind(cx, PROC_KIND_PPROF);
+}
+
+void http_async_create(struct http_ctx *cx)
+{
+    create_kind(cx, PROC_KIND_ASYNC_PROFILER);
+}
+
+/* An async-profiler task: events as a list, duration in seconds, execArgs. */
+static json_t *async_task_json(const struct proc_task *t, json_t *ids, int64_t now)
+{
+    json_t *ev = json_array();
+    for (const char *p = t->events; ev && p && *p;) {
+        const char *e = strchr(p, ',');
+        size_t len = e ? (size_t)(e - p) : strlen(p);
+        json_array_append_new(ev, json_stringn(p, len));
+        p += len + (e ? 1 : 0);
+    }
+    return json_pack("{s:s,s:s,s:o,s:b,s:o,s:I,s:s?,s:I,s:s}", "id", t->id, "service",
+                     t->service, "serviceInstanceIds", ids ? ids : json_array(),
+                     "allLiveInstances", t->all_live, "events", ev ? ev : json_array(),
+                     "duration", (json_int_t)t->duration_s, "execArgs", t->exec_args,
+                     "createTime", (json_int_t)t->create_time, "status",
+                     proc_task_status(t, now));
+}
+
 static json_t *task_json(const struct proc_task *t, int64_t now)
 {
     json_t *ids = json_array();
     for (size_t i = 0; ids && i < t->n_instances; i++)
         json_array_append_new(ids, json_string(t->instances[i]));
+    if (t->kind == PROC_KIND_ASYNC_PROFILER)
+        return async_task_json(t, ids, now);
     return json_pack("{s:s,s:s,s:o,s:b,s:s,s:I,s:I,s:I,s:I,s:s}", "id", t->id, "service",
                      t->service, "serviceInstanceIds", ids ? ids : json_array(),
                      "allLiveInstances", t->all_live, "events", t->events, "duration",
@@ -196,15 +237,15 @@ out:
     return err;
 }
 
-void http_pprof_list(struct http_ctx *cx)
+static void list_kind(struct http_ctx *cx, enum proc_kind kind)
 {
     const char *service = http_query(cx, "service");
     struct proc_task *v = NULL;
     size_t n = 0;
-    skp_err err = store_proc_list_tasks(cx->api->store, PROC_KIND_PPROF,
+    skp_err err = store_proc_list_tasks(cx->api->store, kind,
                                         service && *service ? service : NULL, 0, &v, &n);
     if (err) {
-        http_reply_store_error(cx, err, "pprof tasks");
+        http_reply_store_error(cx, err, kind_label(kind));
         return;
     }
     json_t *list = json_array();
@@ -218,21 +259,31 @@ void http_pprof_list(struct http_ctx *cx)
     store_proc_tasks_free(v, n);
     if (!list || err) {
         json_decref(list);
-        http_reply_store_error(cx, err ? err : SKP_ENOMEM, "pprof tasks");
+        http_reply_store_error(cx, err ? err : SKP_ENOMEM, kind_label(kind));
         return;
     }
     http_reply_json(cx, 200, list);
 }
 
-void http_pprof_get(struct http_ctx *cx, const char *id)
+void http_pprof_list(struct http_ctx *cx)
+{
+    list_kind(cx, PROC_KIND_PPROF);
+}
+
+void http_async_list(struct http_ctx *cx)
+{
+    list_kind(cx, PROC_KIND_ASYNC_PROFILER);
+}
+
+static void get_kind(struct http_ctx *cx, const char *id, enum proc_kind kind)
 {
     struct proc_task t = {0};
     skp_err err = store_proc_get_task(cx->api->store, id, &t);
-    if (!err && t.kind != PROC_KIND_PPROF)
+    if (!err && t.kind != kind)
         err = SKP_ENOTFOUND;
     if (err) {
         store_proc_task_cleanup(&t);
-        http_reply_store_error(cx, err, "pprof task");
+        http_reply_store_error(cx, err, kind_label(kind));
         return;
     }
     json_t *j = task_json(&t, http_now(cx->api));
@@ -240,10 +291,20 @@ void http_pprof_get(struct http_ctx *cx, const char *id)
     store_proc_task_cleanup(&t);
     if (err) {
         json_decref(j);
-        http_reply_store_error(cx, err, "pprof task");
+        http_reply_store_error(cx, err, kind_label(kind));
         return;
     }
     http_reply_json(cx, 200, j);
+}
+
+void http_pprof_get(struct http_ctx *cx, const char *id)
+{
+    get_kind(cx, id, PROC_KIND_PPROF);
+}
+
+void http_async_get(struct http_ctx *cx, const char *id)
+{
+    get_kind(cx, id, PROC_KIND_ASYNC_PROFILER);
 }
 
 /* ---------------- one stored file ---------------- */
@@ -252,6 +313,7 @@ struct file_job {
     struct http_job base;
     char *task_id;
     int64_t file_id;
+    enum proc_kind kind;
 };
 
 static void file_destroy(struct http_job *j)
@@ -261,10 +323,10 @@ static void file_destroy(struct http_job *j)
     skpx_free(f);
 }
 
-void http_pprof_filename(char *out, size_t cap, const char *task_id, const char *what,
-                         const char *ext)
+static void filename(char *out, size_t cap, const char *prefix, const char *task_id,
+                     const char *what, const char *ext)
 {
-    int n = snprintf(out, cap, "skyprof-pprof-");
+    int n = snprintf(out, cap, "%s", prefix);
     size_t k = n > 0 ? (size_t)n : 0;
     for (const char *p = task_id; *p && k + 64 < cap && k < 120; p++) {
         char c = *p;
@@ -273,6 +335,18 @@ void http_pprof_filename(char *out, size_t cap, const char *task_id, const char 
         out[k++] = ok ? c : '_';
     }
     snprintf(out + k, cap - k, "-%s.%s", what, ext);
+}
+
+void http_pprof_filename(char *out, size_t cap, const char *task_id, const char *what,
+                         const char *ext)
+{
+    filename(out, cap, "skyprof-pprof-", task_id, what, ext);
+}
+
+void http_async_filename(char *out, size_t cap, const char *task_id, const char *what,
+                         const char *ext)
+{
+    filename(out, cap, "skyprof-jfr-", task_id, what, ext);
 }
 
 static void file_run(struct http_job *j, struct store *st)
@@ -287,13 +361,17 @@ static void file_run(struct http_job *j, struct store *st)
     }
     char what[32], fname[192];
     snprintf(what, sizeof(what), "file%" PRId64, f->file_id);
-    http_pprof_filename(fname, sizeof(fname), f->task_id, what, "pb.gz");
+    if (f->kind == PROC_KIND_ASYNC_PROFILER)
+        http_async_filename(fname, sizeof(fname), f->task_id, what, "jfr");
+    else
+        http_pprof_filename(fname, sizeof(fname), f->task_id, what, "pb.gz");
     http_response_bytes(&j->res, 200, "application/octet-stream", (char *)data, len);
     snprintf(j->res.disposition, sizeof(j->res.disposition), "attachment; filename=\"%s\"",
              fname);
 }
 
-void http_pprof_file(struct http_ctx *cx, const char *id, const char *file_id)
+static void file_kind(struct http_ctx *cx, const char *id, const char *file_id,
+                      enum proc_kind kind)
 {
     char *end = NULL;
     long long fid = strtoll(file_id, &end, 10);
@@ -308,7 +386,18 @@ void http_pprof_file(struct http_ctx *cx, const char *id, const char *file_id)
         return;
     }
     f->file_id = fid;
+    f->kind = kind;
     f->base.run = file_run;
     f->base.destroy = file_destroy;
     http_job_dispatch(cx, &f->base);
+}
+
+void http_pprof_file(struct http_ctx *cx, const char *id, const char *file_id)
+{
+    file_kind(cx, id, file_id, PROC_KIND_PPROF);
+}
+
+void http_async_file(struct http_ctx *cx, const char *id, const char *file_id)
+{
+    file_kind(cx, id, file_id, PROC_KIND_ASYNC_PROFILER);
 }

@@ -25,4 +25,22 @@ void http_pprof_download(struct http_ctx *cx, const char *id);
 void http_pprof_filename(char *out, size_t cap, const char *task_id, const char *what,
                          const char *ext);
 
+/* The async-profiler (JFR) tasks, same handlers by kind (http_pprof.c) plus the JFR analysis
+ * (http_async_analyze.c):
+ *   POST /api/v1/async-profiler/tasks  {service, serviceInstanceIds, duration (s), events,
+ *                                       execArgs} → 201 {id} / 400 {errorReason, field}
+ *   GET  /api/v1/async-profiler/tasks[?service=], /api/v1/async-profiler/tasks/{id}
+ *   GET  /api/v1/async-profiler/tasks/{id}/files/{fileId}   (the uploaded .jfr)
+ *   GET  /api/v1/async-profiler/tasks/{id}/analyze?eventType=&instances=&thread=&granularity=
+ *   GET  /api/v1/async-profiler/tasks/{id}/download?format=&(same filters) */
+void http_async_create(struct http_ctx *cx);
+void http_async_list(struct http_ctx *cx);
+void http_async_get(struct http_ctx *cx, const char *id);
+void http_async_file(struct http_ctx *cx, const char *id, const char *file_id);
+void http_async_analyze(struct http_ctx *cx, const char *id);
+void http_async_download(struct http_ctx *cx, const char *id);
+/* "skyprof-jfr-<sanitised id>-<what>.<ext>". */
+void http_async_filename(char *out, size_t cap, const char *task_id, const char *what,
+                         const char *ext);
+
 #endif

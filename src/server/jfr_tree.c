@@ -352,62 +352,93 @@ static void builder_cleanup(struct builder *b)
     skpx_u64map_cleanup(&b->thread_idx);
 }
 
-typedef skp_err (*run_fn)(struct jfr_parser *p, void *src, size_t len, struct jfr_error *err);
+struct jfr_tree {
+    struct builder b;
+    struct jfr_parser *p;
+    struct jfr_summary *sum;
+};
 
-static skp_err run_mem(struct jfr_parser *p, void *src, size_t len, struct jfr_error *err)
-{
-    return jfr_parser_parse_mem(p, src, len, err);
-}
-
-static skp_err run_file(struct jfr_parser *p, void *src, size_t len, struct jfr_error *err)
-{
-    (void)len;
-    return jfr_parser_parse_file(p, src, err);
-}
-
-static skp_err analyze(run_fn run, void *src, size_t len, const struct jfr_analyze_opts *opts,
-                       struct analysis **out, struct jfr_summary *summary,
-                       struct jfr_error *err)
+skp_err jfr_tree_new(const struct jfr_analyze_opts *opts, struct jfr_summary *summary,
+                     struct jfr_tree **out)
 {
     *out = NULL;
-    struct jfr_summary local;
-    if (!summary)
-        summary = &local;
     memset(summary, 0, sizeof(*summary));
-    struct builder b = {.sum = summary, .no_stack = "[no stack trace]"};
+    struct jfr_tree *t = skpx_calloc(1, sizeof(*t));
+    if (!t)
+        return SKP_ENOMEM;
+    t->sum = summary;
+    t->b.sum = summary;
+    t->b.no_stack = "[no stack trace]";
     if (opts)
-        b.opts = *opts;
-    if ((unsigned)b.opts.kind >= JFR_KIND_COUNT)
-        return SKP_EINVAL;
-    struct jfr_parser *p = NULL;
-    struct jfr_parse_opts po = {.with_lines = !b.opts.without_lines,
-                                .max_chunk_bytes = b.opts.max_chunk_bytes};
+        t->b.opts = *opts;
+    struct jfr_parse_opts po = {.with_lines = !t->b.opts.without_lines,
+                                .max_chunk_bytes = t->b.opts.max_chunk_bytes};
     uint32_t r = 0;
-    skp_err e = new_node(&b, "", NO_NODE, &r);
+    skp_err e = (unsigned)t->b.opts.kind >= JFR_KIND_COUNT ? SKP_EINVAL : SKP_OK;
     if (!e)
-        e = new_node(&b, "", NO_NODE, &r);
+        e = new_node(&t->b, "", NO_NODE, &r);
     if (!e)
-        e = jfr_parser_new(&po, on_sample, &b, &p);
+        e = new_node(&t->b, "", NO_NODE, &r);
     if (!e)
-        e = run(p, src, len, err);
-    if (!e) {
-        summary->n_chunks = jfr_parser_chunks(p);
-        e = summary_threads(&b);
+        e = jfr_parser_new(&po, on_sample, &t->b, &t->p);
+    if (e) {
+        jfr_tree_free(t);
+        return e;
     }
-    if (!e)
-        e = finish(&b, out);
-    jfr_parser_free(p);
-    builder_cleanup(&b);
-    if (e || summary == &local)
-        jfr_summary_cleanup(summary);
+    *out = t;
+    return SKP_OK;
+}
+
+skp_err jfr_tree_add_mem(struct jfr_tree *t, const uint8_t *buf, size_t len,
+                         struct jfr_error *err)
+{
+    skp_err e = jfr_parser_parse_mem(t->p, buf, len, err);
+    t->sum->n_chunks = jfr_parser_chunks(t->p);
     return e;
+}
+
+skp_err jfr_tree_add_file(struct jfr_tree *t, FILE *f, struct jfr_error *err)
+{
+    skp_err e = jfr_parser_parse_file(t->p, f, err);
+    t->sum->n_chunks = jfr_parser_chunks(t->p);
+    return e;
+}
+
+skp_err jfr_tree_finish(struct jfr_tree *t, struct analysis **out)
+{
+    *out = NULL;
+    skp_err e = summary_threads(&t->b);
+    if (!e)
+        e = finish(&t->b, out);
+    return e;
+}
+
+void jfr_tree_free(struct jfr_tree *t)
+{
+    if (!t)
+        return;
+    jfr_parser_free(t->p);
+    builder_cleanup(&t->b);
+    skpx_free(t);
 }
 
 skp_err jfr_analyze_mem(const uint8_t *buf, size_t len, const struct jfr_analyze_opts *opts,
                         struct analysis **out, struct jfr_summary *summary,
                         struct jfr_error *err)
 {
-    return analyze(run_mem, (void *)(uintptr_t)buf, len, opts, out, summary, err);
+    *out = NULL;
+    struct jfr_summary local;
+    struct jfr_summary *s = summary ? summary : &local;
+    struct jfr_tree *t = NULL;
+    skp_err e = jfr_tree_new(opts, s, &t);
+    if (!e)
+        e = jfr_tree_add_mem(t, buf, len, err);
+    if (!e)
+        e = jfr_tree_finish(t, out);
+    jfr_tree_free(t);
+    if (e || s == &local)
+        jfr_summary_cleanup(s);
+    return e;
 }
 
 skp_err jfr_analyze_file(const char *path, const struct jfr_analyze_opts *opts,
@@ -415,14 +446,22 @@ skp_err jfr_analyze_file(const char *path, const struct jfr_analyze_opts *opts,
                          struct jfr_error *err)
 {
     *out = NULL;
+    struct jfr_summary local;
+    struct jfr_summary *s = summary ? summary : &local;
+    memset(s, 0, sizeof(*s));
     FILE *f = fopen(path, "rb");
-    if (!f) {
-        if (summary)
-            memset(summary, 0, sizeof(*summary));
+    if (!f)
         return SKP_ENOTFOUND;
-    }
-    skp_err e = analyze(run_file, f, 0, opts, out, summary, err);
+    struct jfr_tree *t = NULL;
+    skp_err e = jfr_tree_new(opts, s, &t);
+    if (!e)
+        e = jfr_tree_add_file(t, f, err);
+    if (!e)
+        e = jfr_tree_finish(t, out);
+    jfr_tree_free(t);
     fclose(f);
+    if (e || s == &local)
+        jfr_summary_cleanup(s);
     return e;
 }
 

@@ -53,6 +53,22 @@ SKP_MUST_CHECK skp_err jfr_analyze_mem(const uint8_t *buf, size_t len,
 SKP_MUST_CHECK skp_err jfr_analyze_file(const char *path, const struct jfr_analyze_opts *opts,
                                         struct analysis **out, struct jfr_summary *summary,
                                         struct jfr_error *err);
+/* Incremental form, for several recordings merged into one tree (one parser, so equal frames
+ * of different files meet in one node): new → add_* per recording → finish → free.
+ * jfr_tree_new: *summary (borrowed until free; caller cleans it up with jfr_summary_cleanup)
+ * is filled as recordings are added. Errors: SKP_EINVAL (bad kind), SKP_ENOMEM.
+ * add_*: errors as jfr_parser_parse_*; after an error the tree keeps the samples read before
+ * it, and more recordings may still be added. finish: *out freed with analysis_free; call it
+ * once. */
+struct jfr_tree;
+SKP_MUST_CHECK skp_err jfr_tree_new(const struct jfr_analyze_opts *opts,
+                                    struct jfr_summary *summary, struct jfr_tree **out);
+SKP_MUST_CHECK skp_err jfr_tree_add_mem(struct jfr_tree *t, const uint8_t *buf, size_t len,
+                                        struct jfr_error *err);
+SKP_MUST_CHECK skp_err jfr_tree_add_file(struct jfr_tree *t, FILE *f, struct jfr_error *err);
+SKP_MUST_CHECK skp_err jfr_tree_finish(struct jfr_tree *t, struct analysis **out);
+void jfr_tree_free(struct jfr_tree *t);
+
 /* Frees the thread list; NULL ok. */
 void jfr_summary_cleanup(struct jfr_summary *s);
 /* "samples", "bytes" or "nanoseconds" (static). */

@@ -182,7 +182,8 @@ int main(int argc, char **argv)
     char *web_root = NULL;
     struct metrics m = {.start_ms = skpx_now_ms()};
     struct collector col = {
-        .metrics = &m, .auth_token = cfg.auth_token, .pprof_max_bytes = cfg.pprof_max_bytes};
+        .metrics = &m, .auth_token = cfg.auth_token, .pprof_max_bytes = cfg.pprof_max_bytes,
+        .jfr_max_bytes = cfg.jfr_max_bytes};
 
     if (make_parent_dirs(cfg.db_path) != 0) {
         SKPX_ERROR("cannot create the folder of %s: %s", cfg.db_path, strerror(errno));

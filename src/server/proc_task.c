@@ -7,6 +7,7 @@
 
 #include "common/alloc.h"
 #include "common/log.h"
+#include "server/proc_task_async.h"
 #include "server/task_service.h"
 
 /* OAP's texts (PprofMutationService), verbatim so users find SkyWalking's documentation. */
@@ -17,6 +18,8 @@
 #define R_DUMP_NEG "dumpPeriod cannot be negative"
 #define R_INSTANCES "serviceInstanceIds cannot be empty"
 #define R_OVERLAP "current service already has monitor pprof task execute at this time"
+#define R_OVERLAP_ASYNC                                                                          \
+    "current service already has monitor async profiler task execute at this time"
 /* Ours. */
 #define R_EVENT_UNKNOWN                                                                          \
     "unknown event (one of cpu, wall, heap, allocs, block, mutex, goroutine, threadcreate)"
@@ -97,21 +100,44 @@ skp_err proc_task_create(struct store *st, enum proc_kind kind, const struct pro
                          int64_t now_ms, struct proc_error *e, char **id_out)
 {
     *id_out = NULL;
-    if (kind != PROC_KIND_PPROF || !proc_task_validate_pprof(r, e))
+    bool is_async = kind == PROC_KIND_ASYNC_PROFILER;
+    if (is_async ? !proc_task_validate_async(r, e)
+                 : kind != PROC_KIND_PPROF || !proc_task_validate_pprof(r, e))
         return SKP_EINVAL;
     const char *ev = r->events[0];
     int64_t duration_s = proc_pprof_event_timed(ev) ? r->duration * 60 : 0;
+    char async_events[PROC_ASYNC_EVENTS_MAX];
+    if (is_async) {
+        /* Seconds; the events stored upper case and comma-joined. */
+        proc_async_events(r, async_events, sizeof(async_events));
+        ev = async_events;
+        duration_s = r->duration;
+    }
 
+    /* Overlap: pprof tasks clash per (service, event); async-profiler tasks per service, as in
+     * OAP (one JFR recording per JVM at a time). */
     struct proc_task prev = {0};
-    skp_err err = store_proc_latest_task(st, kind, r->service, ev, &prev);
+    struct proc_task *prevs = NULL;
+    size_t n_prev = 0;
+    skp_err err;
+    if (is_async) {
+        err = store_proc_list_tasks(st, kind, r->service, 1, &prevs, &n_prev);
+        if (!err && n_prev == 0)
+            err = SKP_ENOTFOUND;
+    } else {
+        err = store_proc_latest_task(st, kind, r->service, ev, &prev);
+    }
     if (err == SKP_OK) {
-        bool clash = prev.create_time + prev.duration_s * 1000 >= now_ms;
+        const struct proc_task *pt = is_async ? &prevs[0] : &prev;
+        bool clash = pt->create_time + pt->duration_s * 1000 >= now_ms;
         store_proc_task_cleanup(&prev);
+        store_proc_tasks_free(prevs, n_prev);
         if (clash) {
-            fail(e, R_OVERLAP, "events");
+            fail(e, is_async ? R_OVERLAP_ASYNC : R_OVERLAP, "events");
             return SKP_EEXIST;
         }
     } else if (err != SKP_ENOTFOUND) {
+        store_proc_tasks_free(prevs, n_prev);
         return err;
     }
 
@@ -126,6 +152,7 @@ skp_err proc_task_create(struct store *st, enum proc_kind kind, const struct pro
         .duration_s = duration_s,
         .dump_period = r->dump_period,
         .sampling_hz = r->sampling_hz,
+        .exec_args = is_async && r->exec_args && r->exec_args[0] ? (char *)r->exec_args : NULL,
     };
     if (r->n_instances == 0) {
         err = store_proc_live_instances(st, r->service, now_ms - PROC_LIVE_WINDOW_MS, &live,
@@ -135,7 +162,8 @@ skp_err proc_task_create(struct store *st, enum proc_kind kind, const struct pro
         if (n_live == 0) {
             fail(e, R_INSTANCES, "serviceInstanceIds");
             /* OAP's text first; say why in the log for the operator. */
-            SKPX_INFO("pprof task for %s refused: %s", r->service, R_NO_LIVE);
+            SKPX_INFO("%s task for %s refused: %s", is_async ? "async-profiler" : "pprof",
+                      r->service, R_NO_LIVE);
             return SKP_EINVAL;
         }
         t.instances = live;

@@ -136,6 +136,59 @@ def run_case(srv, name, argv, env, endpoint, path, component, workers):
         assert 'ERROR: AddressSanitizer' not in out and 'runtime error:' not in out, out[-3000:]
 
 
+def outgoing(srv):
+    """Exit spans and sw8 for requests, urllib3 and urllib.request (http.client) calls made by a
+    traced Flask request: one exit span per call with SkyWalking's component and peer, and the
+    called endpoint receives an sw8 header continuing the caller's trace."""
+    import base64
+    service = 'auto-outgoing'
+    port = free_port()
+    env = python_env({'SW_AGENT_NAME': service, 'SW_AGENT_COLLECTOR_BACKEND_SERVICES': srv.backend,
+                      'SW_AGENT_COLLECTOR_GET_PROFILE_TASK_INTERVAL': '1', 'APP_PORT': str(port),
+                      'PYTHONDONTWRITEBYTECODE': '1'})
+    proc = Proc([PY, '-m', 'skyprof', 'run', 'flask_app.py'], env=env, cwd=APPS, name='outgoing')
+    try:
+        wait_until(lambda: serving(port, '/slow'), 90, interval=0.3, what='outgoing app serving')
+        task = srv.create_task(service, '/call', duration=1, threshold=0, period=10, max_count=9)
+        srv.wait_notified(task)
+        segs = []
+        for attempt in range(8):
+            status, body = get(port, '/call')
+            assert status == 200, status
+            try:
+                segs = wait_until(lambda: [x for x in srv.segments(task) if x.get('spans')], 8,
+                                  interval=0.2, what='profiled /call segment')
+                break
+            except TimeoutError:
+                continue
+        assert segs, 'no /call request was profiled'
+        seg = segs[0]
+        exits = [sp for sp in seg['spans'] if sp['type'] == 'Exit']
+        comps = sorted(str(sp['component']) for sp in exits)
+        assert comps == ['7000', '7002', '7006'], (comps, seg['spans'])
+        for sp in exits:
+            assert sp['endpointName'] == '/hello' and sp['peer'] == '127.0.0.1:%d' % port, sp
+            tags = {t['key']: t['value'] for t in sp['tags']}
+            assert tags.get('http.method') == 'GET' and tags.get('http.status_code') == '200', tags
+            assert tags.get('http.url', '').startswith('http://127.0.0.1:%d/hello' % port), tags
+        # the body of the profiled request: the three sw8 headers /hello received
+        status, body = get(port, '/call')
+        lines = body.decode().split('\n')
+        assert len(lines) == 3 and all(l.startswith('1-') for l in lines), lines
+        traces = {base64.b64decode(l.split('-')[1]).decode() for l in lines}
+        assert len(traces) == 1, traces  # one trace: the /call request's
+        # fields: sample-trace-segment-span-service-instance-endpoint-peer
+        parents = {base64.b64decode(l.split('-')[6]).decode() for l in lines}
+        assert parents == {'/call'}, parents
+        peers = {base64.b64decode(l.split('-')[7]).decode() for l in lines}
+        assert peers == {'127.0.0.1:%d' % port}, peers
+    finally:
+        stop_group(proc)
+        out = proc.output()
+        assert 'Traceback' not in out, out[-4000:]
+        assert 'ERROR: AddressSanitizer' not in out and 'runtime error:' not in out, out[-3000:]
+
+
 def main():
     r = Results()
     only = os.environ.get('SKP_ONLY')
@@ -146,6 +199,8 @@ def main():
                 if only and case[0] not in only.split(','):
                     continue
                 r.run(case[0], run_case, srv, *case)
+            if not only or 'outgoing' in only.split(','):
+                r.run('outgoing_sw8', outgoing, srv)
         finally:
             srv.stop()
         r.run('server_sanitizer_clean', srv.check_clean)

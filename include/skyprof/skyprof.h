@@ -257,6 +257,9 @@ SKYPROF_API SKP_MUST_CHECK skp_err skyprof_agent_add_task(skyprof_agent *agent,
 
 /* True while a task is active (its sampler thread runs). Thread-safe. */
 SKYPROF_API bool skyprof_agent_task_active(const skyprof_agent *agent);
+/* Copies the endpoint name of the task accepting requests now into buf (NUL-terminated,
+ * truncated to cap) and returns true; false when no task is live. Thread-safe, no lock. */
+SKYPROF_API bool skyprof_agent_task_endpoint(const skyprof_agent *agent, char *buf, size_t cap);
 
 /* ------------------------------------------------------------------------------------------------
  * Tracer (hot path). Spans belong to the calling thread's current segment; a handle must be ended

@@ -46,12 +46,45 @@ def enabled():
     return _native.HAS_AGENT and not _state['disabled']
 
 
+# "No silent nothing": while a task is live, the names of the requests that do not match it; after
+# WATCH_REQUESTS of them and none matching, one WARNING names the endpoints really seen.
+WATCH_REQUESTS = 20
+WATCH_NAMES = 8
+_watch = {'task': None, 'matched': False, 'n': 0, 'others': {}}
+
+
+def _watch_task(native, endpoint):
+    ep = native.task_endpoint()
+    if ep is None:
+        return
+    w = _watch
+    if w['task'] != ep:
+        w.update(task=ep, matched=False, n=0, others={})
+    if w['matched']:
+        return
+    if endpoint == ep:
+        w['matched'] = True
+        return
+    w['n'] += 1
+    others = w['others']
+    if endpoint in others or len(others) < WATCH_NAMES:
+        others[endpoint] = others.get(endpoint, 0) + 1
+    if w['n'] == WATCH_REQUESTS:
+        from ._log import warn_once
+        seen = ', '.join('%s (%d)' % kv for kv in sorted(others.items(), key=lambda kv: -kv[1]))
+        warn_once('task-unseen:' + ep,
+                  'skyprof: a profile task for endpoint %r is active but none of the last %d '
+                  'requests had that name; endpoints seen: %s' % (ep, WATCH_REQUESTS, seen))
+
+
 def begin(endpoint, sw8=None, component=None, layer=None, tags=None, peer=None):
     """Opens an entry span (a new segment when the thread has none). Returns a handle or None."""
     if not enabled():
         return None
     try:
         native = _native.native
+        if native.task_active():
+            _watch_task(native, endpoint)
         span = native.entry_begin(endpoint, sw8)
         if span is not None:
             if component is not None:

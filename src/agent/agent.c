@@ -458,6 +458,23 @@ bool skyprof_agent_task_active(const skyprof_agent *a)
     return a && atomic_load(&((skyprof_agent *)a)->task_active);
 }
 
+bool skyprof_agent_task_endpoint(const skyprof_agent *ca, char *buf, size_t cap)
+{
+    skyprof_agent *a = (skyprof_agent *)ca;
+    if (!a || !buf || cap == 0)
+        return false;
+    struct skp__task_ctx *ctx = &a->hub->ctx;
+    if (!atomic_load_explicit(&ctx->live, memory_order_relaxed))
+        return false;
+    /* the attempt() protocol: the task struct is stable while we are a user and it is live */
+    atomic_fetch_add(&ctx->users, 1);
+    bool ok = atomic_load(&ctx->live) != 0;
+    if (ok)
+        snprintf(buf, cap, "%s", ctx->task.endpoint);
+    atomic_fetch_sub(&ctx->users, 1);
+    return ok;
+}
+
 void skyprof_agent_get_stats(const skyprof_agent *ca, struct skyprof_stats *out)
 {
     memset(out, 0, sizeof(*out));

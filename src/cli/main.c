@@ -22,6 +22,7 @@ static const char g_usage[] =
     "          [--format tree|json|collapsed|pprof|speedscope|html] [-o FILE]\n"
     "                               stack tree / flame graph data of a segment or task\n"
     "  services [NAME]              services, or the instances of service NAME\n"
+    "  endpoints SERVICE            endpoint names seen in SERVICE's segments\n"
     "\n"
     "Global options (also accepted after the command):\n"
     "  --server URL    skyprofd's HTTP address (default $SKYPROF_SERVER or " CLI_DEFAULT_SERVER ")\n"
@@ -42,6 +43,7 @@ static const struct {
     {"segments", cmd_segments},
     {"analyze", cmd_analyze},
     {"services", cmd_services},
+    {"endpoints", cmd_endpoints},
 };
 
 int main(int argc, char **argv)

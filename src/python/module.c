@@ -767,6 +767,16 @@ static PyObject *py_task_active(PyObject *module, PyObject *unused)
     return PyBool_FromLong(st->agent && skyprof_agent_task_active(st->agent));
 }
 
+static PyObject *py_task_endpoint(PyObject *module, PyObject *unused)
+{
+    (void)unused;
+    struct pymod_state *st = state_of(module);
+    char buf[1024];
+    if (!st->agent || !skyprof_agent_task_endpoint(st->agent, buf, sizeof(buf)))
+        Py_RETURN_NONE;
+    return PyUnicode_DecodeUTF8(buf, (Py_ssize_t)strlen(buf), "replace");
+}
+
 static PyObject *py_sample_now(PyObject *module, PyObject *unused)
 {
     (void)unused;
@@ -855,6 +865,7 @@ static PyMethodDef methods[] = {
     {"add_task", (PyCFunction)(void (*)(void))py_add_task, METH_VARARGS | METH_KEYWORDS,
      "Add a local profile task."},
     {"task_active", py_task_active, METH_NOARGS, "A task is active."},
+    {"task_endpoint", py_task_endpoint, METH_NOARGS, "Endpoint of the live task, or None."},
     {"sample_now", py_sample_now, METH_NOARGS, "Run one sampler iteration."},
     {"stats", py_stats, METH_NOARGS, "Agent counters."},
     {NULL, NULL, 0, NULL},

@@ -146,6 +146,7 @@ void http_export_segment(struct http_ctx *cx, const char *segment_id);
 void http_services_list(struct http_ctx *cx);
 void http_services_instances(struct http_ctx *cx, const char *name);
 void http_endpoint_stats(struct http_ctx *cx, const char *service);
+void http_services_endpoints(struct http_ctx *cx, const char *name); /* http_endpoints.c */
 void http_static_serve(struct http_ctx *cx);
 
 /* Runs `j` on the worker (or inline without one) and replies with its result; takes
@@ -154,6 +155,8 @@ void http_job_dispatch(struct http_ctx *cx, struct http_job *j);
 
 /* Task JSON with "status" and "logs" added; `task` is modified in place. */
 skp_err http_task_decorate(struct http_ctx *cx, json_t *task);
+/* A finished task without profiled segment gets "statusReason" (http_endpoints.c). */
+skp_err http_task_explain(struct http_ctx *cx, json_t *task);
 /* JSON of store rows, shaped as docs/api.md says (http_segments.c, http_services.c,
  * http_tasks.c). Each returns a new reference, NULL on allocation failure. */
 json_t *http_segment_json(const struct store_profiled_segment *seg);

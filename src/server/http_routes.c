@@ -37,6 +37,7 @@ const struct http_route http_routes[] = {
     {HTTP_M_GET, "/api/v1/services", .h0 = http_services_list},
     {HTTP_M_GET, "/api/v1/services/{name}/instances", .h1 = http_services_instances},
     {HTTP_M_GET, "/api/v1/services/{name}/endpoints/stats", .h1 = http_endpoint_stats},
+    {HTTP_M_GET, "/api/v1/services/{name}/endpoints", .h1 = http_services_endpoints},
 };
 const size_t http_n_routes = sizeof(http_routes) / sizeof(http_routes[0]);
 

@@ -26,7 +26,7 @@ skp_err http_task_decorate(struct http_ctx *cx, json_t *task)
         return err;
     }
     json_object_set_new(task, "logs", logs);
-    return SKP_OK;
+    return http_task_explain(cx, task);
 }
 
 json_t *http_task_json(const struct store_task *t)

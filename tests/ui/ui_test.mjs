@@ -242,6 +242,21 @@ try {
     await shot('task');
   });
 
+  await step('new-task form offers the endpoints seen for the service; a click picks one', async () => {
+    await page.goto(BASE + '/#/tasks');
+    await page.waitForSelector('form.create-task:not([hidden])');
+    await page.fill('#f-endpointName', '');
+    await page.fill('#f-service', SERVICE);
+    await page.dispatchEvent('#f-service', 'change');
+    const pick = await page.waitForSelector(`.endpoint-picks button.endpoint-pick[data-endpoint="${ENDPOINT}"]`, { timeout: 30000 });
+    await pick.click();
+    const v = await page.inputValue('#f-endpointName');
+    if (v !== ENDPOINT) throw new Error('endpoint field after pick: ' + v);
+    await shot('endpoint-picks');
+    await page.goto(BASE + '/#/tasks/' + encodeURIComponent(taskId));
+    await page.waitForSelector('table.segments tr.segment', { timeout: 20000 });
+  });
+
   await step('open a profiled segment: spans marked profiled, analysis shown at once', async () => {
     // Pick a segment whose spans are already reported (the segment report can lag the dumps).
     const segId = await waitFor(async () => {

@@ -48,6 +48,7 @@ const enc = encodeURIComponent;
 export const api = {
   services: () => call('GET', '/api/v1/services'),
   instances: (svc) => call('GET', '/api/v1/services/' + enc(svc) + '/instances'),
+  endpoints: (svc) => call('GET', '/api/v1/services/' + enc(svc) + '/endpoints?limit=50'),
   tasks: (service, endpoint) => {
     const q = new URLSearchParams();
     if (service) q.set('service', service);

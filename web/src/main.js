@@ -173,12 +173,36 @@ function createForm(services, tasks, onCreated) {
   when.addEventListener('change', () => { at.hidden = when.value !== 'at'; });
   const thr = h('input', { id: 'f-minDurationThreshold', name: 'minDurationThreshold', type: 'number', value: '0', step: '1' });
   const formError = h('p', { class: 'form-error', role: 'alert' });
+  // The endpoint names the service's agents reported (GET .../endpoints): a click fills the field,
+  // so a task names an endpoint that requests really hit.
+  const picks = h('div', { class: 'endpoint-picks', 'aria-live': 'polite' });
+  const dlEndpoints = h('datalist', { id: 'dl-endpoints' }, [...new Set(tasks.map((t) => t.endpointName))].map((e) => h('option', { value: e })));
+  let picksFor = null;
+  const loadPicks = async () => {
+    const name = svc.value.trim();
+    if (name === picksFor) return;
+    picksFor = name;
+    picks.replaceChildren();
+    if (!name) return;
+    let eps = [];
+    try { eps = await api.endpoints(name); } catch { eps = []; }
+    if (picksFor !== name) return;
+    if (!eps.length) {
+      picks.append(h('span', { class: 'muted' }, 'No endpoint seen yet for this service: a task matches only the name its agents report.'));
+      return;
+    }
+    picks.append(h('span', { class: 'muted' }, 'Endpoints seen: '),
+      ...eps.slice(0, 20).map((e) => h('button', { type: 'button', class: 'endpoint-pick', title: `${e.count} requests, last ${fmtTime(e.lastSeen)}`, dataset: { endpoint: e.name }, onclick: () => { ep.value = e.name; } }, e.name, h('span', { class: 'muted' }, ' ' + e.count))));
+    dlEndpoints.replaceChildren(...eps.map((e) => h('option', { value: e.name })));
+  };
+  svc.addEventListener('change', loadPicks);
+  svc.addEventListener('input', () => { setTimeout(loadPicks, 300); });
   const form = h('form', { class: 'create-task', novalidate: true },
     h('h3', null, 'New profile task'),
     h('datalist', { id: 'dl-services' }, services.map((s) => h('option', { value: s.name }))),
-    h('datalist', { id: 'dl-endpoints' }, [...new Set(tasks.map((t) => t.endpointName))].map((e) => h('option', { value: e }))),
+    dlEndpoints,
     field('service', svc),
-    field('endpointName', ep),
+    field('endpointName', h('span', null, ep, picks)),
     field('startTime', h('span', null, when, ' ', at)),
     field('duration', select('duration', [5, 10, 15], 5, ' min')),
     field('minDurationThreshold', thr, 'profile only requests slower than this'),
@@ -254,6 +278,7 @@ function taskDetails(t) {
   const kv = (k, v) => [h('dt', null, k), h('dd', null, v)];
   return h('dl', { class: 'kv' },
     kv('Task', h('code', null, t.id)), kv('Status', statusBadge(t.status)),
+    t.statusReason ? kv('Why no data', h('span', { class: 'status-reason' }, t.statusReason)) : null,
     kv('Service', t.service || t.serviceName || ''), kv('Endpoint', t.endpointName),
     kv('Monitor time', fmtTime(t.startTime) + ' → ' + fmtTime(Number(t.startTime) + Number(t.duration) * 60000)),
     kv('Duration', t.duration + ' min'), kv('Min duration threshold', t.minDurationThreshold + ' ms'),

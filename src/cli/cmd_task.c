@@ -270,6 +270,8 @@ static int task_show_or_logs(struct cli *c, int argc, char **argv, bool logs_onl
         int64_t dur = cli_json_int(j, "duration");
         printf("id:                   %s\n", cli_json_str(j, "id"));
         printf("status:               %s\n", status_of(j));
+        if (*cli_json_str(j, "statusReason"))
+            printf("why no data:          %s\n", cli_json_str(j, "statusReason"));
         printf("service:              %s\n", service_of(j));
         printf("endpoint:             %s\n", cli_json_str(j, "endpointName"));
         printf("monitor time:         %s .. %s\n", cli_fmt_time(start, tb, sizeof(tb)),

@@ -129,6 +129,10 @@ def run_case(srv, name, argv, env, endpoint, path, component, workers):
         sigs = [n['codeSignature'] for n in tree_nodes(a)]
         for func in ('work.py.slow_a', 'work.py.slow_b'):
             assert any(func + ': ' in s for s in sigs), (func, sigs)
+    except BaseException:
+        stop_group(proc)
+        sys.stdout.write('---- output of %s ----\n%s\n' % (name, proc.output()[-6000:]))
+        raise
     finally:
         stop_group(proc)
         out = proc.output()

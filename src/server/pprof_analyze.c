@@ -2,9 +2,11 @@
  *
  * Design: frames are interned once per profile location (a location's frames, caller first,
  * are computed on first use and cached by location index), so a sample costs one map lookup
- * per frame on its path. Nodes live in one growing array while building; a node's children
- * are found through one hash map keyed by (parent index + 1) << 32 | frame id. finish() lays
- * each root's subtree out breadth-first into its own analysis_tree. */
+ * per frame on its path, and a stack seen before costs one hash of its location indices (its
+ * leaf is remembered). Values are added at the leaf only (self); finish() lays each root's
+ * subtree out breadth-first into its own analysis_tree and makes them inclusive in one backward
+ * pass. Nodes live in one growing array while building; a node's children are found through
+ * one hash map keyed by (parent index + 1) << 32 | frame id. */
 #include "server/pprof_analyze.h"
 
 #include <inttypes.h>
@@ -21,8 +23,8 @@ struct bnode {
     uint32_t frame;
     uint32_t parent;           /* UINT32_MAX for a root */
     uint32_t first_child, next_sibling;
-    uint64_t value;            /* inclusive */
-    uint64_t samples;
+    uint64_t value;            /* self while building; made inclusive by finish() */
+    uint64_t samples;          /* likewise */
 };
 
 struct pprof_analyze {
@@ -43,6 +45,10 @@ struct pprof_analyze {
     uint64_t n_samples;
     size_t n_skipped;
     /* per-profile scratch */
+    struct skpx_u64map stack_leaf; /* hash of a sample's location indices -> sample index + 1 */
+    uint32_t *sample_leaf;     /* per sample: its leaf node, UINT32_MAX if none */
+    uint32_t *pos;             /* finish(): BFS position of each build node in its tree */
+    size_t cap_sample_leaf;
     uint32_t *loc_frames;      /* frame ids, caller first, per location */
     uint32_t *loc_off;         /* n_locations + 1 offsets; UINT32_MAX = not computed */
     size_t loc_frames_len, loc_frames_cap;
@@ -82,6 +88,9 @@ void pprof_analyze_free(struct pprof_analyze *a)
         skpx_free(a->types[i]);
     skpx_free(a->loc_frames);
     skpx_free(a->loc_off);
+    skpx_u64map_cleanup(&a->stack_leaf);
+    skpx_free(a->sample_leaf);
+    skpx_free(a->pos);
     skpx_free(a->path);
     skpx_free(a);
 }
@@ -290,11 +299,39 @@ skp_err pprof_analyze_add(struct pprof_analyze *a, const struct pprof_profile *p
         return SKP_ENOMEM;
     memset(a->loc_off, 0xff, (p->n_locations + 1) * sizeof(*a->loc_off));
     a->loc_frames_len = 0;
+    /* Samples often repeat a stack (Go writes one sample per stack and label set): the leaf of
+     * a stack seen before is found by hashing its location indices, and the path is then
+     * credited by walking parent links, with no frame or child lookups. */
+    skpx_u64map_clear(&a->stack_leaf);
+    if (p->n_samples > a->cap_sample_leaf) {
+        uint32_t *nl = skpx_realloc(a->sample_leaf, p->n_samples * sizeof(*nl));
+        if (!nl)
+            return SKP_ENOMEM;
+        a->sample_leaf = nl;
+        a->cap_sample_leaf = p->n_samples;
+    }
     for (size_t si = 0; si < p->n_samples; si++) {
         const struct pprof_sample *s = &p->samples[si];
         int64_t v = p->values[si * p->n_sample_types + (size_t)ti];
+        a->sample_leaf[si] = UINT32_MAX;
         if (v <= 0)
             continue; /* nothing to weigh (e.g. an object freed since: inuse 0) */
+        const uint32_t *locs = p->sample_locs + s->loc_off;
+        uint64_t h = skpx_hash_u32s(locs, s->n_locs), prev = 0;
+        if (skpx_u64map_get(&a->stack_leaf, h, &prev)) {
+            const struct pprof_sample *o = &p->samples[prev - 1];
+            if (o->n_locs == s->n_locs &&
+                !memcmp(p->sample_locs + o->loc_off, locs, s->n_locs * sizeof(*locs)) &&
+                a->sample_leaf[prev - 1] != UINT32_MAX) {
+                uint32_t leaf = a->sample_leaf[prev - 1];
+                a->nodes[leaf].value += (uint64_t)v;
+                a->nodes[leaf].samples++;
+                a->sample_leaf[si] = leaf;
+                a->total += v;
+                a->n_samples++;
+                continue;
+            }
+        }
         /* Path of frames, root first: locations are stored leaf first. */
         size_t depth = 0;
         for (uint32_t k = s->n_locs; k-- > 0;) {
@@ -323,9 +360,14 @@ skp_err pprof_analyze_add(struct pprof_analyze *a, const struct pprof_profile *p
             skp_err err = child(a, node, a->path[d], &node);
             if (err)
                 return err;
-            a->nodes[node].value += (uint64_t)v;
-            a->nodes[node].samples++;
         }
+        /* Self value at the leaf only; finish() sums subtrees into inclusive values. */
+        a->nodes[node].value += (uint64_t)v;
+        a->nodes[node].samples++;
+        a->sample_leaf[si] = node;
+        if (!skpx_u64map_get(&a->stack_leaf, h, &prev) &&
+            skpx_u64map_put(&a->stack_leaf, h, si + 1) != SKP_OK)
+            return SKP_ENOMEM;
         a->total += v;
         a->n_samples++;
     }
@@ -362,36 +404,32 @@ static skp_err layout(struct pprof_analyze *a, uint32_t root, const uint32_t *fr
         return SKP_ENOMEM;
     }
     t->n_nodes = n;
-    /* BFS position of each build node, to turn parent indices into parent ids. */
-    struct skpx_u64map pos = {0};
-    skp_err err = SKP_OK;
-    for (size_t i = 0; i < n && !err; i++)
-        err = skpx_u64map_put(&pos, order[i], i);
-    for (size_t i = 0; i < n && !err; i++) {
+    /* BFS position of each build node (a->pos), to turn parent indices into parent ids. */
+    for (size_t i = 0; i < n; i++)
+        a->pos[order[i]] = (uint32_t)i;
+    for (size_t i = 0; i < n; i++) {
         const struct bnode *b = &a->nodes[order[i]];
         struct analysis_node *an = &t->nodes[i];
         an->id = (uint32_t)i + 1;
-        uint64_t pp = 0;
-        an->parent_id = i == 0 ? 0 : (skpx_u64map_get(&pos, b->parent, &pp) ? (uint32_t)pp + 1 : 0);
+        an->parent_id = i == 0 ? 0 : a->pos[b->parent] + 1;
         an->code_signature = arena + frame_off[b->frame];
-        an->count = b->value;
-        uint64_t kids = 0;
-        for (uint32_t c = b->first_child; c != UINT32_MAX; c = a->nodes[c].next_sibling)
-            kids += a->nodes[c].value;
-        an->duration = (int64_t)b->value;
-        an->duration_child_excluded = (int64_t)(b->value - (kids > b->value ? b->value : kids));
+        an->count = b->value;                           /* self for now */
+        an->duration_child_excluded = (int64_t)b->value;
         an->first_child = UINT32_MAX;
         an->next_sibling = UINT32_MAX;
     }
-    /* child links in BFS positions, children in order of appearance */
-    for (size_t i = n; i-- > 1 && !err;) {
+    /* Children come after their parent in BFS order: one backward pass makes the values
+     * inclusive and links the children in order of appearance. */
+    for (size_t i = n; i-- > 1;) {
         uint32_t parent = t->nodes[i].parent_id - 1;
+        t->nodes[parent].count += t->nodes[i].count;
         t->nodes[i].next_sibling = t->nodes[parent].first_child;
         t->nodes[parent].first_child = (uint32_t)i;
     }
-    skpx_u64map_cleanup(&pos);
+    for (size_t i = 0; i < n; i++)
+        t->nodes[i].duration = (int64_t)t->nodes[i].count;
     skpx_free(order);
-    return err;
+    return SKP_OK;
 }
 
 skp_err pprof_analyze_finish(struct pprof_analyze *a, struct analysis **out)
@@ -422,6 +460,13 @@ skp_err pprof_analyze_finish(struct pprof_analyze *a, struct analysis **out)
         memcpy(arena + off, a->frames[i], l);
         frame_off[i] = (uint32_t)off;
         off += l;
+    }
+    skpx_free(a->pos);
+    a->pos = skpx_malloc((a->n_nodes ? a->n_nodes : 1) * sizeof(*a->pos));
+    if (!a->pos) {
+        skpx_free(frame_off);
+        analysis_free(r);
+        return SKP_ENOMEM;
     }
     skp_err err = SKP_OK;
     for (uint32_t c = a->first_root; c != UINT32_MAX && !err; c = a->nodes[c].next_sibling) {

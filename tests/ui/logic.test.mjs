@@ -4,6 +4,7 @@ import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { childSpans, excludeChildren, analyzeQueries } from '../../web/src/ranges.js';
 import { buildTrees, functionOf, groupByFunction } from '../../web/src/tree.js';
+import { sparkPath, suggestedThreshold } from '../../web/src/spark.js';
 
 const span = (segmentId, spanId, parentSpanId, startTime, endTime, refs = []) =>
   ({ segmentId, spanId, parentSpanId, startTime, endTime, refs });
@@ -75,4 +76,18 @@ test('group by function: siblings of one function merge, sums add, self recomput
   assert.equal(m3[0].children[0].duration, 60);
   assert.equal(m3[0].self, 30);           // 90 - 60
   assert.equal(g[0].self, 10);            // 100 - 90
+});
+
+test('sparkPath: max at the top, min at the bottom, evenly spaced; flat and empty cases', () => {
+  assert.equal(sparkPath([0, 10, 5], 12, 12, 1), 'M1.0,11.0 L6.0,1.0 L11.0,6.0');
+  assert.equal(sparkPath([3, 3], 10, 20, 0), 'M0.0,10.0 L10.0,10.0');
+  assert.equal(sparkPath([7], 10, 20, 0), 'M0.0,10.0');
+  assert.equal(sparkPath([], 10, 20), '');
+  assert.equal(sparkPath([NaN, 4], 10, 10, 0), 'M0.0,10.0 L10.0,0.0');
+});
+
+test('suggestedThreshold: the p90 rounded down to 10 ms', () => {
+  assert.equal(suggestedThreshold({ p90: 237 }), 230);
+  assert.equal(suggestedThreshold({ p90: 0 }), 0);
+  assert.equal(suggestedThreshold(null), 0);
 });

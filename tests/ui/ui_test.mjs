@@ -378,6 +378,23 @@ try {
     await p2.close();
   });
 
+  await step('service page: endpoint statistics with sparklines; "Profile this endpoint" pre-fills the form', async () => {
+    await waitFor(async () => {
+      await page.goto(BASE + '/#/services/' + encodeURIComponent(SERVICE));
+      await page.waitForSelector('section.endpoints', { timeout: 5000 });
+      return (await page.$(`table.endpoints tr[data-endpoint="${ENDPOINT}"]`)) !== null;
+    }, 30000, 'endpoint row');
+    const row = `table.endpoints tr[data-endpoint="${ENDPOINT}"]`;
+    const sparks = await page.$$eval(row + ' svg.spark path', (ps) => ps.map((p) => p.getAttribute('d')));
+    if (sparks.length !== 4 || !sparks.every((d) => /^M[\d.]+,[\d.]+( L[\d.]+,[\d.]+)+$/.test(d))) throw new Error('sparklines: ' + JSON.stringify(sparks));
+    await shot('endpoints');
+    await page.click(row + ' a.profile-endpoint');
+    await page.waitForSelector('form.create-task:not([hidden])');
+    const svc = await page.inputValue('#f-service');
+    const ep = await page.inputValue('#f-endpointName');
+    if (svc !== SERVICE || ep !== ENDPOINT) throw new Error('pre-filled: ' + svc + ' ' + ep);
+  });
+
   await step('API errors are shown, never a blank page', async () => {
     await page.goto(BASE + '/#/tasks/no-such-task');
     await page.waitForSelector('#banner:not([hidden])');

@@ -49,6 +49,7 @@ export const api = {
   services: () => call('GET', '/api/v1/services'),
   instances: (svc) => call('GET', '/api/v1/services/' + enc(svc) + '/instances'),
   endpoints: (svc) => call('GET', '/api/v1/services/' + enc(svc) + '/endpoints?limit=50'),
+  endpointStats: (svc, windowS) => call('GET', '/api/v1/services/' + enc(svc) + '/endpoints/stats' + (windowS ? '?window=' + windowS : '')),
   tasks: (service, endpoint) => {
     const q = new URLSearchParams();
     if (service) q.set('service', service);

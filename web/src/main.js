@@ -15,6 +15,7 @@ import { analyzeQueries } from './ranges.js';
 import { buildTrees, groupByFunction } from './tree.js';
 import { treeTable } from './treetable.js';
 import { flameGraph } from './flame.js';
+import { sparkPath, suggestedThreshold } from './spark.js';
 
 const app = document.getElementById('app');
 const banner = document.getElementById('banner');
@@ -140,6 +141,53 @@ async function servicesPage(gen, name) {
       h('td', null, h('dl', { class: 'props' }, Object.entries(i.properties || {}).map(([k, v]) => [h('dt', null, k), h('dd', null, String(v))]))))))) :
     h('p', { class: 'muted' }, 'No instances.'));
   right.append(h('p', null, h('a', { href: '#/tasks?service=' + enc(name) }, 'Profile tasks of this service')));
+  const stats = await api.endpointStats(name, 900).catch(() => null);
+  if (gen !== generation || !stats) return;
+  right.append(endpointsCard(name, stats));
+}
+
+const SVG_NS = 'http://www.w3.org/2000/svg';
+
+function spark(values, cls, title) {
+  const svg = document.createElementNS(SVG_NS, 'svg');
+  svg.setAttribute('class', 'spark ' + cls);
+  svg.setAttribute('viewBox', '0 0 90 20');
+  svg.setAttribute('width', '90');
+  svg.setAttribute('height', '20');
+  const t = document.createElementNS(SVG_NS, 'title');
+  t.textContent = title;
+  const p = document.createElementNS(SVG_NS, 'path');
+  p.setAttribute('d', sparkPath(values, 90, 20));
+  svg.append(t, p);
+  return svg;
+}
+
+// Per-endpoint request rate, error rate and p50/p99 over the last 15 minutes, one point per
+// minute, with a button that opens the task form pre-filled for that endpoint.
+function endpointsCard(service, stats) {
+  const eps = stats.endpoints || [];
+  const pct = (x) => (x * 100).toFixed(x && x < 0.01 ? 2 : 1) + ' %';
+  const rows = eps.map((e) => {
+    const pts = e.points || [];
+    const q = new URLSearchParams({ service, endpoint: e.endpoint, threshold: String(suggestedThreshold(e)) });
+    return h('tr', { dataset: { endpoint: e.endpoint } },
+      h('td', null, h('code', null, e.endpoint)),
+      h('td', { class: 'num' }, e.rps.toFixed(e.rps < 10 ? 2 : 0)),
+      h('td', null, spark(pts.map((p) => p.count), 'rate', 'requests per minute')),
+      h('td', { class: 'num' }, pct(e.errorRate)),
+      h('td', null, spark(pts.map((p) => (p.count ? p.errors / p.count : 0)), 'errors', 'error rate per minute')),
+      h('td', { class: 'num' }, e.p50 + ' ms'),
+      h('td', { class: 'num' }, e.p99 + ' ms'),
+      h('td', null, spark(pts.map((p) => p.p50), 'p50', 'p50 per minute (ms)'), spark(pts.map((p) => p.p99), 'p99', 'p99 per minute (ms)')),
+      h('td', null, h('a', { class: 'button profile-endpoint', href: '#/tasks?' + q.toString() }, 'Profile this endpoint')));
+  });
+  return h('section', { class: 'endpoints' },
+    h('h2', null, 'Endpoints (last 15 min)'),
+    eps.length ? h('table', { class: 'grid endpoints' },
+      h('thead', null, h('tr', null, h('th', null, 'Endpoint'), h('th', null, 'Req/s'), h('th', null, ''), h('th', null, 'Errors'), h('th', null, ''),
+        h('th', null, 'p50'), h('th', null, 'p99'), h('th', null, 'p50 / p99'), h('th', null, ''))),
+      h('tbody', null, rows)) :
+      h('p', { class: 'muted' }, 'No requests in the last 15 minutes.'));
 }
 
 // ---- tasks ----
@@ -316,6 +364,13 @@ async function tasksPage(gen, taskId, opts) {
 
   const form = createForm(services, tasks, (id) => { location.hash = '#/tasks/' + enc(id); });
   form.hidden = !!taskId && tasks.length > 0;
+  if (query.get('endpoint')) {
+    // "Profile this endpoint" from the service page: the form, pre-filled
+    form.querySelector('#f-service').value = svcFilter || '';
+    form.querySelector('#f-endpointName').value = query.get('endpoint');
+    form.querySelector('#f-minDurationThreshold').value = query.get('threshold') || '0';
+    form.hidden = false;
+  }
   const taskTbody = h('tbody', null, shown.map((t) => taskRow(t, taskId)));
   const left = h('section', { class: 'card tasks-col' },
     h('div', { class: 'card-head' }, h('h2', null, 'Profile tasks'),

@@ -23,6 +23,8 @@ static const char g_usage[] =
     "                               stack tree / flame graph data of a segment or task\n"
     "  services [NAME]              services, or the instances of service NAME\n"
     "  endpoints SERVICE            endpoint names seen in SERVICE's segments\n"
+    "  jfr create|list|show|analyze|file ...\n"
+    "                               Java async-profiler tasks and their JFR trees\n"
     "\n"
     "Global options (also accepted after the command):\n"
     "  --server URL    skyprofd's HTTP address (default $SKYPROF_SERVER or " CLI_DEFAULT_SERVER ")\n"
@@ -44,6 +46,7 @@ static const struct {
     {"analyze", cmd_analyze},
     {"services", cmd_services},
     {"endpoints", cmd_endpoints},
+    {"jfr", cmd_jfr},
 };
 
 int main(int argc, char **argv)

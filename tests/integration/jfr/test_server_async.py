@@ -376,6 +376,45 @@ def t_real_recording(d):
     assert [f["instanceName"] for f in doc["files"]] == ["jvm-1"], doc["files"]
     assert doc["errors"][0]["instanceName"] == "jvm-2" and "truncated" in doc["errors"][0]["error"], doc["errors"]
     assert doc["total"] == rec.total(single)
+    return tid, data
+
+
+def cli(*args, expect=0):
+    from skp_harness import build_path
+    p = subprocess.run([build_path("src", "cli", "skyprof"), "--server", "http://127.0.0.1:%d" % S.http_port]
+                       + list(args), capture_output=True, timeout=120)
+    assert p.returncode == expect, (args, p.returncode, p.stderr)
+    return p.stdout
+
+
+def t_cli(tid, data, d):
+    """skyprof jfr: the same task through the command line."""
+    out = cli("jfr", "list", "--service", "shop-java").decode()
+    assert tid in out and "CPU,ALLOC,LOCK" in out and "2/2" in out, out
+    out = cli("jfr", "show", tid).decode()
+    assert "jvm-1" in out and "uploaded" in out and str(len(data)) in out, out
+    out = cli("jfr", "analyze", tid, "--thread", "burner", "--functions").decode()
+    first = [l for l in out.splitlines()[2:] if l.strip()][0]
+    assert first.endswith("JfrWorkload.spinHot"), out
+    out = cli("jfr", "analyze", tid, "--event-type", "lock", "--functions").decode()
+    assert [l for l in out.splitlines()[2:] if l.strip()][0].endswith("JfrWorkload.contended"), out
+    out = cli("jfr", "analyze", tid, "--event-type", "alloc", "--format", "collapsed").decode()
+    assert "JfrWorkload.allocateLongs" in out and ";long[] " in out, out[:300]
+    f = os.path.join(d, "cli.jfr")
+    fid = str(get_task(tid)["files"][0]["id"])
+    cli("jfr", "file", tid, fid, "-o", f)
+    assert open(f, "rb").read() == data
+    new_id = cli("jfr", "create", "--service", "cli-java", "--duration", "20", "--event", "cpu",
+                 "--event", "alloc", "--instance", "i1", "--exec-args", "interval=5ms").decode().strip()
+    a = args_of(query("cli-java", "i1").commands[0])
+    assert a["TaskId"] == new_id and a["ExecArgs"] == "event=cpu,alloc,interval=5ms", a
+    from skp_harness import build_path
+    p = subprocess.run([build_path("src", "cli", "skyprof"), "--server",
+                        "http://127.0.0.1:%d" % S.http_port, "jfr", "create", "--service", "cli-java",
+                        "--duration", "20", "--event", "cpu"], capture_output=True, text=True, timeout=60)
+    assert p.returncode == 1 and "already has monitor async profiler task" in p.stderr, p.stderr
+    cli("jfr", "show", "nope", expect=4)
+    cli("jfr", "frobnicate", expect=2)
 
 
 def t_flags():
@@ -398,7 +437,11 @@ def main():
             R.run("collect: oversize", t_collect_oversize)
             R.run("collect: early end, broken stream, error upload, unknown task",
                   t_collect_early_end_error_unknown)
-            R.run("real JFR recording: upload, trees, downloads", t_real_recording, d)
+            box = {}
+            R.run("real JFR recording: upload, trees, downloads",
+                  lambda: box.setdefault("rec", t_real_recording(d)))
+            if "rec" in box:
+                R.run("skyprof jfr (CLI)", t_cli, box["rec"][0], box["rec"][1], d)
         finally:
             S.stop()
     R.run("flags", t_flags)

@@ -26,7 +26,8 @@ void skpx_buf_init(struct skpx_buf *b, size_t max);
 void skpx_buf_put(struct skpx_buf *b, const void *p, size_t n);
 void skpx_buf_puts(struct skpx_buf *b, const char *s);
 void skpx_buf_putc(struct skpx_buf *b, char c);
-void skpx_buf_printf(struct skpx_buf *b, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+void skpx_buf_printf(struct skpx_buf *b, const char *fmt, ...)
+    __attribute__((format(printf, 2, 3)));
 /* Empties the buffer for reuse, keeping its allocation and any sticky error. */
 void skpx_buf_reset(struct skpx_buf *b);
 /* Moves the bytes out (NUL-terminated, *out_len excludes the NUL; caller frees with skpx_free)

@@ -109,7 +109,8 @@ bool skpx_log_limit_allow(struct skpx_log_limit *lim, int64_t now_ms, uint64_t *
     return ok;
 }
 
-bool skpx_log_limited(struct skpx_log_limit *lim, enum skpx_log_level level, const char *fmt, ...)
+bool skpx_log_limited(struct skpx_log_limit *lim, enum skpx_log_level level, const char *fmt,
+                      ...)
 {
     uint64_t held = 0;
     if (!skpx_log_limit_allow(lim, skpx_mono_ms(), &held))

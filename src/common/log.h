@@ -47,7 +47,8 @@ struct skpx_log_limit {
  * " (N more since the last report)". Returns true when the line was written (or would have been,
  * had the level been enabled). Thread-safe: limiter state is updated under the logger's lock.
  * Borrows lim (must not be NULL). */
-bool skpx_log_limited(struct skpx_log_limit *lim, enum skpx_log_level level, const char *fmt, ...)
+bool skpx_log_limited(struct skpx_log_limit *lim, enum skpx_log_level level, const char *fmt,
+                      ...)
     __attribute__((format(printf, 3, 4)));
 /* The decision alone, for callers that build their own line: true if a line may go now; then
  * *suppressed (if not NULL) is the number held back since the last one. Thread-safe. */

@@ -85,7 +85,7 @@ bool skpx_u64map_get(const struct skpx_u64map *m, uint64_t key, uint64_t *val)
     }
 }
 
-static void skpx_u64map_place(uint64_t *keys, uint64_t *vals, uint8_t *used, size_t cap, uint64_t key,
+static void u64map_place(uint64_t *keys, uint64_t *vals, uint8_t *used, size_t cap, uint64_t key,
                          uint64_t val)
 {
     size_t mask = cap - 1;
@@ -112,7 +112,7 @@ skp_err skpx_u64map_put(struct skpx_u64map *m, uint64_t key, uint64_t val)
         }
         for (size_t i = 0; i < m->cap; i++)
             if (m->used[i])
-                skpx_u64map_place(nk, nv, nu, ncap, m->keys[i], m->vals[i]);
+                u64map_place(nk, nv, nu, ncap, m->keys[i], m->vals[i]);
         skpx_free(m->keys);
         skpx_free(m->vals);
         skpx_free(m->used);

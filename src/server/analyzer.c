@@ -282,105 +282,136 @@ static int cmp_roots(const void *a, const void *b)
     return x->first_seen < y->first_seen ? -1 : (x->first_seen > y->first_seen);
 }
 
-static skp_err flatten(struct actx *c, struct analysis *a)
-{
-    skp_err err = SKP_OK;
-    struct skpx_u64map sig_idx = {0};
-    struct sig_ref *refs = NULL;
-    size_t n_refs = 0, cap_refs = 0, total = 0;
-    struct root_order *order = NULL;
-    uint32_t *queue = NULL;
+/* The distinct frames of the work tree with their signatures, copied into one arena. */
+struct sig_table {
+    struct skpx_u64map idx;    /* frame id → index in refs */
+    struct sig_ref *refs;
+    size_t n_refs, cap_refs;
+    char *arena;               /* owned until handed to the analysis */
+};
 
-    /* 1. distinct frames → signatures (borrowed from the store's cache, then copied) */
+static void sig_table_cleanup(struct sig_table *t)
+{
+    skpx_u64map_cleanup(&t->idx);
+    skpx_free(t->refs);
+    skpx_free(t->arena);
+}
+
+static const char *sig_of(const struct sig_table *t, uint32_t frame)
+{
+    uint64_t v = 0;
+    (void)skpx_u64map_get(&t->idx, frame, &v);
+    return t->arena + t->refs[v].off;
+}
+
+/* Step 1: distinct frames → signatures (borrowed from the store's cache, then copied). */
+static skp_err collect_signatures(struct actx *c, struct sig_table *t)
+{
+    size_t total = 0;
     for (size_t i = 0; i < c->n_nodes; i++) {
         uint64_t v;
-        if (skpx_u64map_get(&sig_idx, c->nodes[i].frame, &v))
+        if (skpx_u64map_get(&t->idx, c->nodes[i].frame, &v))
             continue;
         const char *sig = NULL;
-        err = store_get_frame(c->st, c->nodes[i].frame, &sig);
+        skp_err err = store_get_frame(c->st, c->nodes[i].frame, &sig);
         if (err)
-            goto out;
-        if (skpx_grow(&refs, &cap_refs, n_refs + 1, sizeof(*refs), 64)) {
-            err = SKP_ENOMEM;
-            goto out;
-        }
-        refs[n_refs] = (struct sig_ref){.frame = c->nodes[i].frame, .sig = sig, .off = total};
+            return err;
+        if (skpx_grow(&t->refs, &t->cap_refs, t->n_refs + 1, sizeof(*t->refs), 64))
+            return SKP_ENOMEM;
+        t->refs[t->n_refs] = (struct sig_ref){.frame = c->nodes[i].frame, .sig = sig, .off = total};
         total += strlen(sig) + 1;
-        err = skpx_u64map_put(&sig_idx, c->nodes[i].frame, n_refs);
+        err = skpx_u64map_put(&t->idx, c->nodes[i].frame, t->n_refs);
         if (err)
-            goto out;
-        n_refs++;
+            return err;
+        t->n_refs++;
     }
-    char *arena = skpx_malloc(total ? total : 1);
-    if (!arena) {
-        err = SKP_ENOMEM;
-        goto out;
-    }
-    a->_arena = arena;
-    for (size_t i = 0; i < n_refs; i++)
-        memcpy(arena + refs[i].off, refs[i].sig, strlen(refs[i].sig) + 1);
+    t->arena = skpx_malloc(total ? total : 1);
+    if (!t->arena)
+        return SKP_ENOMEM;
+    for (size_t i = 0; i < t->n_refs; i++)
+        memcpy(t->arena + t->refs[i].off, t->refs[i].sig, strlen(t->refs[i].sig) + 1);
+    return SKP_OK;
+}
 
-    /* 2. tree order: total count desc, then root signature, then first seen */
-    order = skpx_calloc(c->n_roots ? c->n_roots : 1, sizeof(*order));
-    queue = skpx_malloc((c->n_nodes ? c->n_nodes : 1) * sizeof(*queue));
-    a->trees = skpx_calloc(c->n_roots ? c->n_roots : 1, sizeof(*a->trees));
-    if (!order || !queue || !a->trees) {
-        err = SKP_ENOMEM;
-        goto out;
-    }
-    for (size_t i = 0; i < c->n_roots; i++) {
-        uint64_t v = 0;
-        (void)skpx_u64map_get(&sig_idx, c->nodes[c->roots[i]].frame, &v);
+/* Step 2: tree order: total count desc, then root signature, then first seen. */
+static skp_err order_roots(struct actx *c, const struct sig_table *t, struct root_order **out)
+{
+    struct root_order *order = skpx_calloc(c->n_roots ? c->n_roots : 1, sizeof(*order));
+    *out = order;
+    if (!order)
+        return SKP_ENOMEM;
+    for (size_t i = 0; i < c->n_roots; i++)
         order[i] = (struct root_order){.node = c->roots[i],
                                        .count = c->nodes[c->roots[i]].count,
-                                       .sig = arena + refs[v].off,
+                                       .sig = sig_of(t, c->nodes[c->roots[i]].frame),
                                        .first_seen = i};
-    }
     qsort(order, c->n_roots, sizeof(*order), cmp_roots);
+    return SKP_OK;
+}
 
-    /* 3. BFS per tree: ids 1.., parent 0 for the root; children in first-seen order (which
-     * makes each node's children contiguous in the output) */
-    for (size_t t = 0; t < c->n_roots; t++) {
-        size_t head = 0, tail = 0;
-        queue[tail++] = order[t].node;
-        while (head < tail) {
-            uint32_t w = queue[head];
-            c->nodes[w].out = (uint32_t)head;
-            head++;
-            for (uint32_t ch = c->nodes[w].first_child; ch != NO_NODE;
-                 ch = c->nodes[ch].next_sibling)
-                queue[tail++] = ch;
-        }
-        struct analysis_tree *tree = &a->trees[t];
-        tree->nodes = skpx_calloc(tail, sizeof(*tree->nodes));
-        if (!tree->nodes) {
-            err = SKP_ENOMEM;
-            goto out;
-        }
-        tree->n_nodes = tail;
-        a->n_trees = t + 1;
-        for (size_t i = 0; i < tail; i++) {
-            const struct work_node *w = &c->nodes[queue[i]];
-            struct analysis_node *o = &tree->nodes[i];
-            uint64_t v = 0;
-            (void)skpx_u64map_get(&sig_idx, w->frame, &v);
-            int64_t children = 0;
-            for (uint32_t ch = w->first_child; ch != NO_NODE; ch = c->nodes[ch].next_sibling)
-                children += c->nodes[ch].duration;
-            o->id = (uint32_t)i + 1;
-            o->parent_id = w->parent == NO_NODE ? 0 : c->nodes[w->parent].out + 1;
-            o->code_signature = arena + refs[v].off;
-            o->duration = w->duration;
-            o->duration_child_excluded = w->duration - children;
-            o->count = w->count;
-            o->first_child = w->first_child == NO_NODE ? UINT32_MAX : c->nodes[w->first_child].out;
-            o->next_sibling =
-                w->next_sibling == NO_NODE ? UINT32_MAX : c->nodes[w->next_sibling].out;
-        }
+/* Step 3, one tree: BFS from `root`, ids 1.., parent 0 for the root; children in first-seen
+ * order (which makes each node's children contiguous in the output). `queue` has room for every
+ * work node. */
+static skp_err emit_tree(struct actx *c, const struct sig_table *t, uint32_t root,
+                         uint32_t *queue, struct analysis_tree *tree)
+{
+    size_t head = 0, tail = 0;
+    queue[tail++] = root;
+    while (head < tail) {
+        uint32_t w = queue[head];
+        c->nodes[w].out = (uint32_t)head;
+        head++;
+        for (uint32_t ch = c->nodes[w].first_child; ch != NO_NODE; ch = c->nodes[ch].next_sibling)
+            queue[tail++] = ch;
+    }
+    tree->nodes = skpx_calloc(tail, sizeof(*tree->nodes));
+    if (!tree->nodes)
+        return SKP_ENOMEM;
+    tree->n_nodes = tail;
+    for (size_t i = 0; i < tail; i++) {
+        const struct work_node *w = &c->nodes[queue[i]];
+        struct analysis_node *o = &tree->nodes[i];
+        int64_t children = 0;
+        for (uint32_t ch = w->first_child; ch != NO_NODE; ch = c->nodes[ch].next_sibling)
+            children += c->nodes[ch].duration;
+        o->id = (uint32_t)i + 1;
+        o->parent_id = w->parent == NO_NODE ? 0 : c->nodes[w->parent].out + 1;
+        o->code_signature = sig_of(t, w->frame);
+        o->duration = w->duration;
+        o->duration_child_excluded = w->duration - children;
+        o->count = w->count;
+        o->first_child = w->first_child == NO_NODE ? UINT32_MAX : c->nodes[w->first_child].out;
+        o->next_sibling = w->next_sibling == NO_NODE ? UINT32_MAX : c->nodes[w->next_sibling].out;
+    }
+    return SKP_OK;
+}
+
+/* The work tree → the analysis' trees (signatures in an arena the analysis owns). */
+static skp_err flatten(struct actx *c, struct analysis *a)
+{
+    struct sig_table t = {0};
+    struct root_order *order = NULL;
+    uint32_t *queue = NULL;
+    skp_err err = collect_signatures(c, &t);
+    if (!err)
+        err = order_roots(c, &t, &order);
+    if (err)
+        goto out;
+    queue = skpx_malloc((c->n_nodes ? c->n_nodes : 1) * sizeof(*queue));
+    a->trees = skpx_calloc(c->n_roots ? c->n_roots : 1, sizeof(*a->trees));
+    if (!queue || !a->trees) {
+        err = SKP_ENOMEM;
+        goto out;
+    }
+    for (size_t i = 0; i < c->n_roots && !err; i++) {
+        err = emit_tree(c, &t, order[i].node, queue, &a->trees[i]);
+        if (!err)
+            a->n_trees = i + 1;
     }
 out:
-    skpx_u64map_cleanup(&sig_idx);
-    skpx_free(refs);
+    a->_arena = t.arena; /* the trees point into it; analysis_free releases it */
+    t.arena = NULL;
+    sig_table_cleanup(&t);
     skpx_free(order);
     skpx_free(queue);
     return err;

@@ -81,6 +81,15 @@ struct collector_unary *collector_unary_attach(struct skpx_grpc_call *call)
     return u;
 }
 
+int collector_unary_run(struct skpx_grpc_call *call, void *ud, const ProtobufCMessage *msg,
+                        collector_unary_fn fn)
+{
+    struct collector_unary *u = collector_unary_attach(call);
+    if (!u)
+        return SKPX_GRPC_RESOURCE_EXHAUSTED;
+    return fn(ud, u, msg);
+}
+
 void collector_unary_on_end(struct skpx_grpc_call *call, void *ud)
 {
     (void)ud;

@@ -114,6 +114,24 @@ struct collector_unary {
 /* Allocates a unary result attached to `call` (freed by collector_unary_on_close).
  * Returns NULL on OOM. */
 struct collector_unary *collector_unary_attach(struct skpx_grpc_call *call);
+/* The body of a unary method: its decoded request, the collector and the call's result slot
+ * (already attached). Returns SKPX_GRPC_OK (the result goes out in on_end) or a status that
+ * ends the call at once. */
+typedef int (*collector_unary_fn)(struct collector *c, struct collector_unary *u,
+                                  const ProtobufCMessage *msg);
+/* The preamble every unary on_message shares: attaches the result slot to `call`
+ * (RESOURCE_EXHAUSTED when out of memory) and runs fn with the collector `ud`. */
+int collector_unary_run(struct skpx_grpc_call *call, void *ud, const ProtobufCMessage *msg,
+                        collector_unary_fn fn);
+/* Defines `name`, the on_message callback of a unary method whose body is `fn`. */
+#define COLLECTOR_UNARY_ON_MESSAGE(name, fn)                                                       \
+    static int name(struct skpx_grpc_call *call, void *ud, const ProtobufCMessage *msg,            \
+                    const uint8_t *raw, size_t raw_len)                                            \
+    {                                                                                              \
+        (void)raw;                                                                                 \
+        (void)raw_len;                                                                             \
+        return collector_unary_run(call, ud, msg, fn);                                             \
+    }
 void collector_unary_on_end(struct skpx_grpc_call *call, void *ud);
 void collector_unary_on_close(struct skpx_grpc_call *call, void *ud, int status);
 

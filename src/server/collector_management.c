@@ -27,16 +27,10 @@ static void store_failed(struct collector_unary *u, skp_err err)
              skp_strerror(err));
 }
 
-static int on_properties(struct skpx_grpc_call *call, void *ud, const ProtobufCMessage *msg,
-                         const uint8_t *raw, size_t raw_len)
+static int properties(struct collector *c, struct collector_unary *u,
+                      const ProtobufCMessage *msg)
 {
-    (void)raw;
-    (void)raw_len;
-    struct collector *c = ud;
     const Skywalking__V3__InstanceProperties *p = (const void *)msg;
-    struct collector_unary *u = collector_unary_attach(call);
-    if (!u)
-        return SKPX_GRPC_RESOURCE_EXHAUSTED;
     c->metrics->heartbeats++;
     if (bad_names(u, p->service, p->serviceinstance))
         return SKPX_GRPC_OK;
@@ -62,16 +56,10 @@ static int on_properties(struct skpx_grpc_call *call, void *ud, const ProtobufCM
     return SKPX_GRPC_OK;
 }
 
-static int on_keepalive(struct skpx_grpc_call *call, void *ud, const ProtobufCMessage *msg,
-                        const uint8_t *raw, size_t raw_len)
+static int keepalive(struct collector *c, struct collector_unary *u,
+                     const ProtobufCMessage *msg)
 {
-    (void)raw;
-    (void)raw_len;
-    struct collector *c = ud;
     const Skywalking__V3__InstancePingPkg *p = (const void *)msg;
-    struct collector_unary *u = collector_unary_attach(call);
-    if (!u)
-        return SKPX_GRPC_RESOURCE_EXHAUSTED;
     c->metrics->heartbeats++;
     if (bad_names(u, p->service, p->serviceinstance))
         return SKPX_GRPC_OK;
@@ -81,6 +69,9 @@ static int on_keepalive(struct skpx_grpc_call *call, void *ud, const ProtobufCMe
         store_failed(u, err);
     return SKPX_GRPC_OK;
 }
+
+COLLECTOR_UNARY_ON_MESSAGE(on_properties, properties)
+COLLECTOR_UNARY_ON_MESSAGE(on_keepalive, keepalive)
 
 skp_err collector_management_register(struct collector *c, struct skpx_grpc_server *srv)
 {

@@ -54,16 +54,10 @@ static int store_status(struct collector_unary *u, skp_err err, const char *what
     return SKPX_GRPC_OK;
 }
 
-static int on_query(struct skpx_grpc_call *call, void *ud, const ProtobufCMessage *msg,
-                    const uint8_t *raw, size_t raw_len)
+static int query(struct collector *c, struct collector_unary *u,
+                 const ProtobufCMessage *msg)
 {
-    (void)raw;
-    (void)raw_len;
-    struct collector *c = ud;
     const Skywalking__V3__ProfileTaskCommandQuery *q = (const void *)msg;
-    struct collector_unary *u = collector_unary_attach(call);
-    if (!u)
-        return SKPX_GRPC_RESOURCE_EXHAUSTED;
     c->metrics->task_queries++;
     if (!q->service || !q->service[0]) {
         u->status = SKPX_GRPC_INVALID_ARGUMENT;
@@ -127,16 +121,10 @@ static int on_query(struct skpx_grpc_call *call, void *ud, const ProtobufCMessag
 
 /* ---------------- reportTaskFinish ---------------- */
 
-static int on_finish(struct skpx_grpc_call *call, void *ud, const ProtobufCMessage *msg,
-                     const uint8_t *raw, size_t raw_len)
+static int finish(struct collector *c, struct collector_unary *u,
+                  const ProtobufCMessage *msg)
 {
-    (void)raw;
-    (void)raw_len;
-    struct collector *c = ud;
     const Skywalking__V3__ProfileTaskFinishReport *r = (const void *)msg;
-    struct collector_unary *u = collector_unary_attach(call);
-    if (!u)
-        return SKPX_GRPC_RESOURCE_EXHAUSTED;
     c->metrics->task_finish_reports++;
     if (!r->taskid || !r->taskid[0])
         return SKPX_GRPC_OK;
@@ -401,6 +389,9 @@ static void snap_on_close(struct skpx_grpc_call *call, void *ud, int status)
         snap_call_free(s);
     }
 }
+
+COLLECTOR_UNARY_ON_MESSAGE(on_query, query)
+COLLECTOR_UNARY_ON_MESSAGE(on_finish, finish)
 
 skp_err collector_profile_register(struct collector *c, struct skpx_grpc_server *srv)
 {

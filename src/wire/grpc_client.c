@@ -1050,33 +1050,14 @@ static void buffers_trim(struct skpx_grpc_client *c)
     }
 }
 
-static skp_err do_call(struct skpx_grpc_client *c, const char *path, const ProtobufCMessage *req,
-                       skpx_grpc_next_cb next, void *next_ud,
-                       const ProtobufCMessageDescriptor *resp_desc, ProtobufCMessage **resp,
-                       int timeout_ms, struct skpx_grpc_result *res)
+/* do_call's steps. Each writes a message for the result into msg (cap bytes) on failure. */
+
+/* Step 1: resets the call slot for a new call and packs the request (if any) for sending. */
+static skp_err call_prepare(struct skpx_grpc_client *c, const ProtobufCMessage *req,
+                            skpx_grpc_next_cb next, void *next_ud,
+                            const ProtobufCMessageDescriptor *resp_desc, char *msg, size_t cap)
 {
-    char msg[sizeof(((struct skpx_grpc_result *)0)->message)];
-    skp_err err = SKP_OK;
     struct call *k = &c->call;
-    int status = -1;
-
-    msg[0] = '\0';
-    if (resp)
-        *resp = NULL;
-    result_set(res, -1, "");
-    if (!path || path[0] != '/' || !is_header_value_ok(path) || (resp_desc && !resp)) {
-        c->stats.calls_failed++;
-        result_set(res, -1, "invalid call arguments");
-        return SKP_EINVAL;
-    }
-    if (timeout_ms <= 0)
-        timeout_ms = DEFAULT_CALL_TIMEOUT_MS;
-    int64_t deadline = skpx_mono_ms() + timeout_ms;
-
-    err = conn_ensure(c, deadline, msg, sizeof(msg));
-    if (err)
-        goto out;
-
     memset(k, 0, sizeof(*k));
     skpx_grpc_reader_init(&k->reader, c->max_msg);
     k->resp_desc = resp_desc;
@@ -1084,17 +1065,24 @@ static skp_err do_call(struct skpx_grpc_client *c, const char *path, const Proto
     k->next_ud = next_ud;
     c->stage_off = 0;
     c->stage_len = 0;
-    if (req) {
-        err = stage_message(c, req);
-        if (err) {
-            snprintf(msg, sizeof(msg), "%s",
-                     err == SKP_ETOOBIG ? "request message larger than max_msg"
-                                        : "cannot pack the request message");
-            goto out_reader;
-        }
-        k->is_src_eof = true;
+    if (!req)
+        return SKP_OK;
+    skp_err err = stage_message(c, req);
+    if (err) {
+        snprintf(msg, cap, "%s",
+                 err == SKP_ETOOBIG ? "request message larger than max_msg"
+                                    : "cannot pack the request message");
+        return err;
     }
+    k->is_src_eof = true;
+    return SKP_OK;
+}
 
+/* Step 2: submits the request headers (with the time left as grpc-timeout) and opens the
+ * stream. */
+static skp_err call_submit(struct skpx_grpc_client *c, const char *path, int64_t deadline,
+                           char *msg, size_t cap)
+{
     char tmo[16];
     int64_t left = deadline - skpx_mono_ms();
     skpx_grpc_timeout_format(left > 0 ? left : 1, tmo, sizeof(tmo));
@@ -1121,28 +1109,33 @@ static skp_err do_call(struct skpx_grpc_client *c, const char *path, const Proto
     prd.read_callback = on_data_read;
     int32_t sid = nghttp2_submit_request(c->sess, NULL, nva, nnv, &prd, NULL);
     if (sid < 0) {
-        snprintf(msg, sizeof(msg), "cannot start the call: %s", nghttp2_strerror(sid));
-        if (sid == NGHTTP2_ERR_NOMEM) {
-            err = SKP_ENOMEM; /* nothing was queued; the connection stays usable */
-        } else {
-            /* Stream ids exhausted (after 2^30 calls): this connection is done. */
-            conn_break(c, "cannot open a new stream on this connection");
-            err = SKP_EUNAVAILABLE;
-        }
-        goto out_reader;
+        snprintf(msg, cap, "cannot start the call: %s", nghttp2_strerror(sid));
+        if (sid == NGHTTP2_ERR_NOMEM)
+            return SKP_ENOMEM; /* nothing was queued; the connection stays usable */
+        /* Stream ids exhausted (after 2^30 calls): this connection is done. */
+        conn_break(c, "cannot open a new stream on this connection");
+        return SKP_EUNAVAILABLE;
     }
-    k->stream_id = sid;
-    k->is_active = true;
+    c->call.stream_id = sid;
+    c->call.is_active = true;
+    return SKP_OK;
+}
 
-    err = drive(c, deadline);
+/* Step 3: drives the connection until the call ended or the deadline, takes its outcome
+ * (*status = grpc-status when the server sent one), and cancels a stream left open. */
+static skp_err call_run(struct skpx_grpc_client *c, int64_t deadline, int timeout_ms, int *status,
+                        char *msg, size_t cap)
+{
+    struct call *k = &c->call;
+    skp_err err = drive(c, deadline);
     if (err == SKP_ETIMEDOUT) {
-        snprintf(msg, sizeof(msg), "deadline of %d ms expired", timeout_ms);
+        snprintf(msg, cap, "deadline of %d ms expired", timeout_ms);
     } else if (err == SKP_EUNAVAILABLE) {
-        snprintf(msg, sizeof(msg), "%s", c->conn_err[0] ? c->conn_err : "connection lost");
+        snprintf(msg, cap, "%s", c->conn_err[0] ? c->conn_err : "connection lost");
     } else {
-        err = call_outcome(c, msg, sizeof(msg));
+        err = call_outcome(c, msg, cap);
         if (k->has_grpc_status) {
-            status = k->grpc_status;
+            *status = k->grpc_status;
             c->served_call = true;
             backoff_clear(c);
         }
@@ -1150,7 +1143,8 @@ static skp_err do_call(struct skpx_grpc_client *c, const char *path, const Proto
     /* A stream that is still open (timeout, local error, early server status while we were
      * still sending) is cancelled; the RST_STREAM goes out now if the socket takes it. */
     if (!c->is_broken && !k->is_stream_closed) {
-        if (nghttp2_submit_rst_stream(c->sess, NGHTTP2_FLAG_NONE, sid, NGHTTP2_CANCEL) == 0) {
+        if (nghttp2_submit_rst_stream(c->sess, NGHTTP2_FLAG_NONE, k->stream_id,
+                                      NGHTTP2_CANCEL) == 0) {
             produce(c);
             flush_some(c);
         }
@@ -1160,7 +1154,14 @@ static skp_err do_call(struct skpx_grpc_client *c, const char *path, const Proto
         conn_close(c);
         backoff_schedule(c);
     }
-out_reader:
+    return err;
+}
+
+/* Step 4: releases the call slot; on success moves the response to *resp (or frees it). Closes
+ * a broken or draining connection. */
+static void call_finish(struct skpx_grpc_client *c, skp_err err, ProtobufCMessage **resp)
+{
+    struct call *k = &c->call;
     k->is_active = false;
     if (c->fd >= 0 && (c->is_broken || c->got_goaway)) {
         bool had_served = c->served_call;
@@ -1170,18 +1171,45 @@ out_reader:
     }
     skpx_grpc_reader_cleanup(&k->reader);
     buffers_trim(c);
-    if (err == SKP_OK) {
-        if (resp)
-            *resp = k->resp;
-        else if (k->resp)
-            protobuf_c_message_free_unpacked(k->resp, NULL);
-    } else if (k->resp) {
+    if (err == SKP_OK && resp)
+        *resp = k->resp;
+    else if (k->resp)
         protobuf_c_message_free_unpacked(k->resp, NULL);
-    }
     k->resp = NULL;
     k->next = NULL;
     k->next_ud = NULL;
-out:
+}
+
+static skp_err do_call(struct skpx_grpc_client *c, const char *path, const ProtobufCMessage *req,
+                       skpx_grpc_next_cb next, void *next_ud,
+                       const ProtobufCMessageDescriptor *resp_desc, ProtobufCMessage **resp,
+                       int timeout_ms, struct skpx_grpc_result *res)
+{
+    char msg[sizeof(((struct skpx_grpc_result *)0)->message)];
+    int status = -1;
+
+    msg[0] = '\0';
+    if (resp)
+        *resp = NULL;
+    result_set(res, -1, "");
+    if (!path || path[0] != '/' || !is_header_value_ok(path) || (resp_desc && !resp)) {
+        c->stats.calls_failed++;
+        result_set(res, -1, "invalid call arguments");
+        return SKP_EINVAL;
+    }
+    if (timeout_ms <= 0)
+        timeout_ms = DEFAULT_CALL_TIMEOUT_MS;
+    int64_t deadline = skpx_mono_ms() + timeout_ms;
+
+    skp_err err = conn_ensure(c, deadline, msg, sizeof(msg));
+    if (!err) {
+        err = call_prepare(c, req, next, next_ud, resp_desc, msg, sizeof(msg));
+        if (!err)
+            err = call_submit(c, path, deadline, msg, sizeof(msg));
+        if (!err)
+            err = call_run(c, deadline, timeout_ms, &status, msg, sizeof(msg));
+        call_finish(c, err, resp);
+    }
     if (err)
         c->stats.calls_failed++;
     else

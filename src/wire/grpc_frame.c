@@ -82,6 +82,17 @@ static skp_err buf_reserve(struct skpx_grpc_reader *r, size_t need, size_t limit
     return SKP_OK;
 }
 
+/* Hands one complete message to cb and readies the reader for the next prefix. `msg` is either
+ * inside the caller's feed (zero-copy) or r->buf (assembled across feeds). */
+static skp_err deliver(struct skpx_grpc_reader *r, const uint8_t *msg, size_t mlen,
+                       skpx_grpc_msg_cb cb, void *ud)
+{
+    r->buf_have = 0;
+    r->prefix_have = 0;
+    r->msg_len = 0;
+    return cb(ud, msg, mlen);
+}
+
 skp_err skpx_grpc_reader_feed(struct skpx_grpc_reader *r, const uint8_t *data, size_t len,
                               skpx_grpc_msg_cb cb, void *ud)
 {
@@ -111,36 +122,16 @@ skp_err skpx_grpc_reader_feed(struct skpx_grpc_reader *r, const uint8_t *data, s
                     return err;
             }
             avail = len - pos;
-            if (r->msg_len == 0) {
-                r->prefix_have = 0;
-                err = cb(ud, data + pos, 0);
-                if (err)
-                    return err;
-                continue;
-            }
-            if (avail >= r->msg_len) {
-                /* Whole message inside this feed: zero-copy. */
-                const uint8_t *msg = data + pos;
-                size_t mlen = r->msg_len;
-                pos += mlen;
-                r->prefix_have = 0;
-                r->msg_len = 0;
-                err = cb(ud, msg, mlen);
-                if (err)
-                    return err;
-                continue;
-            }
-            if (avail == 0)
+            /* An empty message is complete now, even at the very end of the feed. */
+            if (avail == 0 && r->msg_len > 0)
                 break;
         }
         if (r->buf_have == 0 && avail >= r->msg_len) {
-            /* The prefix ended the previous feed but the body is whole here: still zero-copy. */
+            /* The whole body is inside this feed (whichever feed carried the prefix):
+             * zero-copy. */
             const uint8_t *msg = data + pos;
-            size_t mlen = r->msg_len;
-            pos += mlen;
-            r->prefix_have = 0;
-            r->msg_len = 0;
-            err = cb(ud, msg, mlen);
+            pos += r->msg_len;
+            err = deliver(r, msg, r->msg_len, cb, ud);
             if (err)
                 return err;
             continue;
@@ -155,11 +146,7 @@ skp_err skpx_grpc_reader_feed(struct skpx_grpc_reader *r, const uint8_t *data, s
         r->buf_have += take;
         pos += take;
         if (r->buf_have == r->msg_len) {
-            size_t mlen = r->buf_have;
-            r->buf_have = 0;
-            r->prefix_have = 0;
-            r->msg_len = 0;
-            err = cb(ud, r->buf, mlen);
+            err = deliver(r, r->buf, r->buf_have, cb, ud);
             if (err)
                 return err;
         }

@@ -41,6 +41,7 @@ int cmd_analyze(struct cli *c, int argc, char **argv);
 int cmd_services(struct cli *c, int argc, char **argv);
 int cmd_endpoints(struct cli *c, int argc, char **argv);
 int cmd_jfr(struct cli *c, int argc, char **argv);
+int cmd_pprof(struct cli *c, int argc, char **argv);
 
 /* Handles the options every command accepts (--server, --token, --timeout, --json) from
  * getopt_long's `opt` value; returns true if it was one of them. Sets *bad on a bad value. */

@@ -25,6 +25,13 @@ static const char g_usage[] =
     "  endpoints SERVICE            endpoint names seen in SERVICE's segments\n"
     "  jfr create|list|show|analyze|file ...\n"
     "                               Java async-profiler tasks and their JFR trees\n"
+    "  pprof create --service S --event E [--instance I]... [--duration MIN]\n"
+    "               [--dump-period N] [--sampling-rate HZ]\n"
+    "                               create a process-profiling task (prints its id)\n"
+    "  pprof list [--service S] | pprof show ID\n"
+    "                               process tasks, per-instance progress and files\n"
+    "  pprof analyze ID [--sample-type T] [--instances A,B] [--functions]\n"
+    "  pprof download ID [--file N | --format pprof|collapsed|speedscope|html] [-o FILE]\n"
     "\n"
     "Global options (also accepted after the command):\n"
     "  --server URL    skyprofd's HTTP address (default $SKYPROF_SERVER or " CLI_DEFAULT_SERVER ")\n"
@@ -47,6 +54,7 @@ static const struct {
     {"services", cmd_services},
     {"endpoints", cmd_endpoints},
     {"jfr", cmd_jfr},
+    {"pprof", cmd_pprof},
 };
 
 int main(int argc, char **argv)

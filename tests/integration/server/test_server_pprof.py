@@ -418,6 +418,43 @@ def t_go_tool_reads_merged(tid, d):
     assert re.search(r"helper \(hot\.go:33\)", top), top
 
 
+def cli(*args, expect=0):
+    from skp_harness import build_path
+    r = subprocess.run([build_path("src", "cli", "skyprof"), "--server", "http://127.0.0.1:%d" % S.http_port]
+                       + list(args), capture_output=True, text=True, timeout=60)
+    assert r.returncode == expect, (args, r.returncode, r.stdout, r.stderr)
+    return r.stdout, r.stderr
+
+
+def t_cli(tid, d):
+    out, _ = cli("pprof", "create", "--service", "svc-cli", "--event", "heap", "--duration", "0",
+                 "--instance", "c-1", "--instance", "c-2")
+    new = out.strip()
+    assert re.match(r"^\d{13}_", new), out
+    out, _ = cli("pprof", "list", "--service", "svc-cli")
+    assert new in out and "heap" in out and "0/2" in out, out
+    out, _ = cli("pprof", "show", new)
+    assert "c-1" in out and "waiting" in out and "(none yet)" in out, out
+    _, err = cli("pprof", "create", "--service", "svc-cli", "--event", "cpu", "--duration", "99", expect=1)
+    assert "duration cannot be greater than 15 minutes" in err, err
+    out, _ = cli("pprof", "show", tid)
+    assert "uploaded" in out and "inst-a" in out and "#" in out, out
+    out, _ = cli("pprof", "analyze", tid, "--instances", "inst-a", "--functions")
+    assert "sample type cpu (nanoseconds)" in out and "helper (hot.go)" in out, out
+    out, _ = cli("--json", "pprof", "analyze", tid, "--sample-type", "samples")
+    assert json.loads(out)["sampleType"] == "samples"
+    path = os.path.join(d, "cli.collapsed")
+    cli("pprof", "download", tid, "--format", "collapsed", "--instances", "inst-a", "-o", path)
+    assert b"helper (hot.go:33) 30000000" in open(path, "rb").read()
+    fid = get_task(tid)["files"][0]["id"]
+    path = os.path.join(d, "cli.pb.gz")
+    cli("pprof", "download", tid, "--file", str(fid), "-o", path)
+    st, _, body = S.http("GET", "/api/v1/pprof/tasks/%s/files/%d" % (q(tid), fid))
+    assert open(path, "rb").read() == body
+    cli("pprof", "show", "nope", expect=4)
+    cli("pprof", "frobnicate", expect=2)
+
+
 def build_go_producer(d):
     exe = os.path.join(d, "pprofburn")
     env = dict(os.environ, GOCACHE=os.path.join(d, "gocache"), GOFLAGS="-mod=mod", CGO_ENABLED="0",
@@ -506,6 +543,7 @@ def main():
             R.run("analysis + downloads", lambda: box.setdefault("an", t_analysis()))
             if "an" in box:
                 R.run("go tool pprof reads the merged profile", t_go_tool_reads_merged, box["an"], d)
+                R.run("skyprof pprof CLI", t_cli, box["an"], d)
             R.run("Go runtime/pprof producer", lambda: box.setdefault("go", t_go_producer(d)))
             if "go" in box:
                 R.run("files survive a restart", t_restart, os.path.join(d, "data"), box["go"])

@@ -1,0 +1,379 @@
+/* cmd_pprof.c - `skyprof pprof create|list|show|analyze|download`: process-profiling (pprof)
+ * tasks over the HTTP API (/api/v1/pprof/tasks, docs/process-profiling.md). Tables for people,
+ * --json for scripts; `pprof create` prints only the new id on stdout. */
+#include <errno.h>
+#include <getopt.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "cli/cli.h"
+#include "cli/tree_print.h"
+#include "common/alloc.h"
+
+/* Instances one `pprof create` may name. */
+#define PPROF_CLI_MAX_INSTANCES 1000
+
+static const char g_pprof_usage[] =
+    "Usage:\n"
+    "  skyprof pprof create --service S --event E [options]\n"
+    "      --event E                 cpu, wall, heap, allocs, block, mutex, goroutine,\n"
+    "                                threadcreate\n"
+    "      --instance I              an instance to profile (repeat; default: every live one)\n"
+    "      --duration MIN            sampling time in minutes for cpu/wall/block/mutex (default 1)\n"
+    "      --dump-period N           block: rate in ns; mutex: contention fraction\n"
+    "      --sampling-rate HZ        samples per second asked of the agent (default: its own)\n"
+    "  skyprof pprof list [--service S]\n"
+    "  skyprof pprof show ID\n"
+    "  skyprof pprof analyze ID [--sample-type T] [--instances A,B] [--functions]\n"
+    "  skyprof pprof download ID [--file FILE_ID | --format pprof|collapsed|speedscope|html]\n"
+    "                            [--sample-type T] [--instances A,B] [--functions] [-o OUT]\n"
+    "Global options --server, --token, --timeout, --json are accepted too.\n";
+
+struct pprof_opts {
+    const char *service, *event, *sample_type, *instances, *format, *output, *file;
+    const char *inst[PPROF_CLI_MAX_INSTANCES];
+    size_t n_inst;
+    long long duration, dump_period, sampling_rate;
+    bool functions;
+};
+
+static int pprof_option(void *ud, int opt, const char *arg)
+{
+    struct pprof_opts *o = ud;
+    switch (opt) {
+    case 's':
+        o->service = arg;
+        break;
+    case 'e':
+        o->event = arg;
+        break;
+    case 'i':
+        if (o->n_inst == PPROF_CLI_MAX_INSTANCES)
+            return cli_usage_error("--instance: at most %d", PPROF_CLI_MAX_INSTANCES);
+        o->inst[o->n_inst++] = arg;
+        break;
+    case 'I':
+        o->instances = arg;
+        break;
+    case 'T':
+        o->sample_type = arg;
+        break;
+    case 'f':
+        o->format = arg;
+        break;
+    case 'F':
+        o->file = arg;
+        break;
+    case 'o':
+        o->output = arg;
+        break;
+    case 'g':
+        o->functions = true;
+        break;
+    case 'd':
+    case 'p':
+    case 'r': {
+        long long *dst = opt == 'd' ? &o->duration : opt == 'p' ? &o->dump_period : &o->sampling_rate;
+        if (!cli_parse_int(arg, -1000000000000LL, 1000000000000LL, dst))
+            return cli_usage_error("expected an integer, got '%s'", arg);
+        break;
+    }
+    default:
+        return CLI_PARSE_UNKNOWN;
+    }
+    return CLI_PARSE_NEXT;
+}
+
+static int parse(struct cli *c, int argc, char **argv, struct pprof_opts *o)
+{
+    static const struct option longopts[] = {
+        CLI_GLOBAL_LONGOPTS,
+        {"service", required_argument, NULL, 's'},
+        {"event", required_argument, NULL, 'e'},
+        {"instance", required_argument, NULL, 'i'},
+        {"instances", required_argument, NULL, 'I'},
+        {"duration", required_argument, NULL, 'd'},
+        {"dump-period", required_argument, NULL, 'p'},
+        {"sampling-rate", required_argument, NULL, 'r'},
+        {"sample-type", required_argument, NULL, 'T'},
+        {"format", required_argument, NULL, 'f'},
+        {"file", required_argument, NULL, 'F'},
+        {"output", required_argument, NULL, 'o'},
+        {"functions", no_argument, NULL, 'g'},
+        {NULL, 0, NULL, 0},
+    };
+    return cli_parse_options(c, argc, argv, ":ho:", longopts, g_pprof_usage, "pprof", argv[0],
+                             pprof_option, o);
+}
+
+static int pprof_create(struct cli *c, struct pprof_opts *o, int argc, char **argv)
+{
+    if (optind < argc)
+        return cli_usage_error("pprof create: unexpected argument '%s'", argv[optind]);
+    if (!o->service || !o->event)
+        return cli_usage_error("pprof create: --service and --event are required");
+    json_t *inst = json_array();
+    for (size_t i = 0; inst && i < o->n_inst; i++)
+        json_array_append_new(inst, json_string(o->inst[i]));
+    json_t *body = json_pack("{s:s, s:s, s:I}", "service", o->service, "events", o->event,
+                             "duration", (json_int_t)o->duration);
+    if (!body || !inst) {
+        json_decref(inst);
+        json_decref(body);
+        return cli_usage_error("pprof create: arguments must be UTF-8");
+    }
+    if (o->n_inst)
+        json_object_set(body, "serviceInstanceIds", inst);
+    json_decref(inst);
+    if (o->dump_period)
+        json_object_set_new(body, "dumpPeriod", json_integer(o->dump_period));
+    if (o->sampling_rate)
+        json_object_set_new(body, "samplingRate", json_integer(o->sampling_rate));
+    json_t *res = NULL;
+    int rc = cli_api_json(c, "POST", "/api/v1/pprof/tasks", body, &res);
+    json_decref(body);
+    if (rc)
+        return rc;
+    if (c->json)
+        cli_print_json(res);
+    else
+        printf("%s\n", cli_json_str(res, "id"));
+    json_decref(res);
+    return CLI_EXIT_OK;
+}
+
+static int pprof_list(struct cli *c, struct pprof_opts *o, int argc, char **argv)
+{
+    if (optind < argc)
+        return cli_usage_error("pprof list: unexpected argument '%s'", argv[optind]);
+    char target[CLI_HTTP_MAX_TARGET] = "/api/v1/pprof/tasks";
+    if (o->service) {
+        strcat(target, "?service=");
+        if (!http_path_escape(target, sizeof(target), o->service))
+            return cli_usage_error("--service too long");
+    }
+    json_t *tasks = NULL;
+    int rc = cli_api_json(c, "GET", target, NULL, &tasks);
+    if (rc)
+        return rc;
+    if (c->json) {
+        cli_print_json(tasks);
+    } else if (json_array_size(tasks) == 0) {
+        printf("no pprof tasks\n");
+    } else {
+        printf("%-30s %-9s %-16s %-12s %4s %-19s %s\n", "ID", "STATUS", "SERVICE", "EVENT", "MIN",
+               "CREATED", "UPLOADED/INSTANCES");
+        size_t i;
+        json_t *t;
+        json_array_foreach(tasks, i, t) {
+            char tb[32];
+            size_t up = 0, k;
+            json_t *p;
+            json_array_foreach(json_object_get(t, "progress"), k, p)
+                up += strcmp(cli_json_str(p, "state"), "uploaded") == 0;
+            printf("%-30s %-9s %-16s %-12s %4lld %-19s %zu/%zu\n", cli_json_str(t, "id"),
+                   cli_json_str(t, "status"), cli_json_str(t, "service"),
+                   cli_json_str(t, "events"), (long long)cli_json_int(t, "duration"),
+                   cli_fmt_time(cli_json_int(t, "createTime"), tb, sizeof(tb)), up,
+                   json_array_size(json_object_get(t, "serviceInstanceIds")));
+        }
+    }
+    json_decref(tasks);
+    return CLI_EXIT_OK;
+}
+
+/* "/api/v1/pprof/tasks/<escaped id><suffix>" into target. */
+static bool task_target(char *target, size_t cap, const char *id, const char *suffix)
+{
+    snprintf(target, cap, "/api/v1/pprof/tasks/");
+    if (!http_path_escape(target, cap, id) || strlen(target) + strlen(suffix) >= cap)
+        return false;
+    strcat(target, suffix);
+    return true;
+}
+
+static int pprof_show(struct cli *c, int argc, char **argv)
+{
+    if (optind != argc - 1)
+        return cli_usage_error("pprof show: expected exactly one task ID");
+    char target[CLI_HTTP_MAX_TARGET];
+    if (!task_target(target, sizeof(target), argv[optind], ""))
+        return cli_usage_error("task id too long");
+    json_t *t = NULL;
+    int rc = cli_api_json(c, "GET", target, NULL, &t);
+    if (rc)
+        return rc;
+    if (c->json) {
+        cli_print_json(t);
+        json_decref(t);
+        return CLI_EXIT_OK;
+    }
+    char tb[32];
+    printf("id:            %s\n", cli_json_str(t, "id"));
+    printf("status:        %s\n", cli_json_str(t, "status"));
+    printf("service:       %s\n", cli_json_str(t, "service"));
+    printf("event:         %s\n", cli_json_str(t, "events"));
+    printf("duration:      %lld min\n", (long long)cli_json_int(t, "duration"));
+    printf("dump period:   %lld\n", (long long)cli_json_int(t, "dumpPeriod"));
+    printf("created:       %s\n", cli_fmt_time(cli_json_int(t, "createTime"), tb, sizeof(tb)));
+    printf("instances:%s\n", json_is_true(json_object_get(t, "allLiveInstances"))
+                                 ? "     (every live instance at creation)"
+                                 : "");
+    size_t i;
+    json_t *p;
+    json_array_foreach(json_object_get(t, "progress"), i, p) {
+        const char *state = cli_json_str(p, "state");
+        printf("  %-28s %-9s", cli_json_str(p, "instanceName"), state);
+        if (!strcmp(state, "failed"))
+            printf(" %s: %s", cli_json_str(p, "failedOperation"), cli_json_str(p, "failedReason"));
+        else if (!strcmp(state, "uploaded"))
+            printf(" at %s", cli_fmt_time(cli_json_int(p, "uploadedTime"), tb, sizeof(tb)));
+        printf("\n");
+    }
+    json_t *files = json_object_get(t, "files");
+    printf("files:%s\n", json_array_size(files) ? "" : "         (none yet)");
+    json_array_foreach(files, i, p)
+        printf("  #%-6lld %-28s %10lld bytes  %s\n", (long long)cli_json_int(p, "id"),
+               cli_json_str(p, "instanceName"), (long long)cli_json_int(p, "size"),
+               cli_fmt_time(cli_json_int(p, "time"), tb, sizeof(tb)));
+    json_decref(t);
+    return CLI_EXIT_OK;
+}
+
+/* Appends "&name=<escaped value>" (or '?' first) when value is set. */
+static bool add_query(char *target, size_t cap, const char *name, const char *value)
+{
+    if (!value)
+        return true;
+    size_t n = strlen(target);
+    snprintf(target + n, cap - n, "%c%s=", strchr(target, '?') ? '&' : '?', name);
+    return http_path_escape(target, cap, value);
+}
+
+static bool filters(char *target, size_t cap, const struct pprof_opts *o)
+{
+    return add_query(target, cap, "sampleType", o->sample_type) &&
+           add_query(target, cap, "instances", o->instances) &&
+           add_query(target, cap, "granularity", o->functions ? "functions" : NULL);
+}
+
+static int pprof_analyze(struct cli *c, struct pprof_opts *o, int argc, char **argv)
+{
+    if (optind != argc - 1)
+        return cli_usage_error("pprof analyze: expected exactly one task ID");
+    char target[CLI_HTTP_MAX_TARGET];
+    if (!task_target(target, sizeof(target), argv[optind], "/analyze") ||
+        !filters(target, sizeof(target), o))
+        return cli_usage_error("arguments too long");
+    json_t *a = NULL;
+    int rc = cli_api_json(c, "GET", target, NULL, &a);
+    if (rc)
+        return rc;
+    if (c->json) {
+        cli_print_json(a);
+        json_decref(a);
+        return CLI_EXIT_OK;
+    }
+    printf("sample type %s (%s), total %lld over %lld sample(s) from %zu file(s); types:",
+           cli_json_str(a, "sampleType"), cli_json_str(a, "unit"),
+           (long long)cli_json_int(a, "total"), (long long)cli_json_int(a, "samples"),
+           json_array_size(json_object_get(a, "files")));
+    size_t i;
+    json_t *v;
+    json_array_foreach(json_object_get(a, "sampleTypes"), i, v)
+        printf(" %s", json_string_value(v));
+    printf("\n(columns: value, self value, value again as the tree's count; in %s)\n",
+           cli_json_str(a, "unit"));
+    json_array_foreach(json_object_get(a, "errors"), i, v)
+        fprintf(stderr, "skyprof: file %lld of %s left out: %s\n",
+                (long long)cli_json_int(v, "fileId"), cli_json_str(v, "instanceName"),
+                cli_json_str(v, "error"));
+    int bad = tree_print(stdout, a, cli_term_width());
+    json_decref(a);
+    if (bad) {
+        fprintf(stderr, "skyprof: the server's analysis has an unexpected shape\n");
+        return CLI_EXIT_API;
+    }
+    return CLI_EXIT_OK;
+}
+
+static int pprof_download(struct cli *c, struct pprof_opts *o, int argc, char **argv)
+{
+    if (optind != argc - 1)
+        return cli_usage_error("pprof download: expected exactly one task ID");
+    if (o->file && o->format)
+        return cli_usage_error("pprof download: --file and --format exclude each other");
+    char target[CLI_HTTP_MAX_TARGET];
+    bool ok;
+    if (o->file) {
+        char suffix[64];
+        long long fid;
+        if (!cli_parse_int(o->file, 1, INT64_MAX, &fid))
+            return cli_usage_error("--file: expected a file id, got '%s'", o->file);
+        snprintf(suffix, sizeof(suffix), "/files/%lld", fid);
+        ok = task_target(target, sizeof(target), argv[optind], suffix);
+    } else {
+        ok = task_target(target, sizeof(target), argv[optind], "/download") &&
+             add_query(target, sizeof(target), "format", o->format ? o->format : "pprof") &&
+             filters(target, sizeof(target), o);
+    }
+    if (!ok)
+        return cli_usage_error("arguments too long");
+    struct http_response r;
+    int rc = cli_api_raw(c, "GET", target, NULL, &r);
+    if (rc)
+        return rc;
+    FILE *f = o->output ? fopen(o->output, "wb") : stdout;
+    if (!f) {
+        fprintf(stderr, "skyprof: cannot write %s: %s\n", o->output, strerror(errno));
+        http_response_cleanup(&r);
+        return CLI_EXIT_USAGE;
+    }
+    bool wrote = fwrite(r.body, 1, r.body_len, f) == r.body_len;
+    if (o->output)
+        wrote = fclose(f) == 0 && wrote;
+    http_response_cleanup(&r);
+    if (!wrote) {
+        fprintf(stderr, "skyprof: cannot write %s\n", o->output ? o->output : "stdout");
+        return CLI_EXIT_USAGE;
+    }
+    if (o->output)
+        fprintf(stderr, "skyprof: wrote %s\n", o->output);
+    return CLI_EXIT_OK;
+}
+
+int cmd_pprof(struct cli *c, int argc, char **argv)
+{
+    if (argc < 2 || strcmp(argv[1], "--help") == 0 || strcmp(argv[1], "-h") == 0 ||
+        strcmp(argv[1], "help") == 0) {
+        fputs(g_pprof_usage, argc < 2 ? stderr : stdout);
+        return argc < 2 ? CLI_EXIT_USAGE : CLI_EXIT_OK;
+    }
+    const char *sub = argv[1];
+    argc--;
+    argv++;
+    static const char *const subs[] = {"create", "list", "ls", "show", "analyze", "download"};
+    bool known = false;
+    for (size_t i = 0; i < sizeof(subs) / sizeof(subs[0]); i++)
+        known = known || strcmp(sub, subs[i]) == 0;
+    if (!known)
+        return cli_usage_error("pprof: unknown subcommand '%s' (create, list, show, analyze, "
+                               "download)", sub);
+    struct pprof_opts *o = skpx_xcalloc(1, sizeof(*o));
+    o->duration = 1;
+    int rc = parse(c, argc, argv, o);
+    if (rc == CLI_PARSE_NEXT) {
+        if (!strcmp(sub, "create"))
+            rc = pprof_create(c, o, argc, argv);
+        else if (!strcmp(sub, "list") || !strcmp(sub, "ls"))
+            rc = pprof_list(c, o, argc, argv);
+        else if (!strcmp(sub, "show"))
+            rc = pprof_show(c, argc, argv);
+        else if (!strcmp(sub, "analyze"))
+            rc = pprof_analyze(c, o, argc, argv);
+        else
+            rc = pprof_download(c, o, argc, argv);
+    }
+    skpx_free(o);
+    return rc;
+}

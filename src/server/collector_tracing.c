@@ -270,13 +270,30 @@ static void slice_copy(char *dst, const struct segment_slice *s)
 
 /* Statistics from the entry span, then the keep decision. True: decode and store it now. A
  * segment the scanner cannot read is left to the full decoder (which rejects it). */
-static bool segment_wanted(struct collector *c, const uint8_t *raw, size_t raw_len)
+/* The span limit, checked on the wire bytes before anything is decoded: a segment of millions
+ * of empty 2-byte spans would otherwise cost the event loop a decode of each. Counts and logs
+ * (rate-limited) a refusal. */
+static bool too_many_spans(struct collector *c, size_t n_spans)
+{
+    if (!c->max_segment_spans || n_spans <= c->max_segment_spans)
+        return false;
+    c->metrics->segments_refused++;
+    static struct skpx_log_limit lim;
+    skpx_log_limited(&lim, SKPX_LOG_WARN,
+                     "trace segment with %zu spans refused (--max-segment-spans %" PRIu64 ")",
+                     n_spans, c->max_segment_spans);
+    return true;
+}
+
+/* `sc` is the segment's scan, NULL when its wire bytes did not scan (the decode then decides). */
+static bool segment_wanted(struct collector *c, const struct segment_scan *scan,
+                           const uint8_t *raw, size_t raw_len)
 {
     if (!c->keep && !c->stats)
         return true;
-    struct segment_scan sc;
-    if (segment_scan(raw, raw_len, &sc) != SKP_OK)
+    if (!scan)
         return true;
+    struct segment_scan sc = *scan;
     int64_t now = collector_now(c);
     static char svc[SEGS_NAME_MAX + 1], inst[SEGS_NAME_MAX + 1], ep[SEGS_NAME_MAX + 1];
     if (c->stats && sc.has_entry) {
@@ -458,7 +475,11 @@ static int seg_on_message(struct skpx_grpc_call *call, void *ud, const ProtobufC
         skpx_grpc_call_set_data(call, s);
     }
     c->metrics->segments_received++;
-    if (!segment_wanted(c, raw, raw_len))
+    struct segment_scan sc;
+    bool scanned = segment_scan(raw, raw_len, &sc) == SKP_OK;
+    if (scanned && too_many_spans(c, sc.n_spans))
+        return SKPX_GRPC_RESOURCE_EXHAUSTED;
+    if (!segment_wanted(c, scanned ? &sc : NULL, raw, raw_len))
         return SKPX_GRPC_OK;
     Skywalking__V3__SegmentObject *seg =
         skywalking__v3__segment_object__unpack(&collector_pb_alloc, raw_len, raw);
@@ -512,6 +533,11 @@ static int sync_on_message(struct skpx_grpc_call *call, void *ud, const Protobuf
     if (!u)
         return SKPX_GRPC_RESOURCE_EXHAUSTED;
     c->metrics->segments_received += col->n_segments;
+    /* collectInSync arrives decoded (its message size is the bound); the span limit still
+     * refuses the call, so both methods accept the same segments. */
+    for (size_t i = 0; i < col->n_segments; i++)
+        if (too_many_spans(c, col->segments[i]->n_spans))
+            return SKPX_GRPC_RESOURCE_EXHAUSTED;
     Skywalking__V3__SegmentObject **keep = skpx_calloc(col->n_segments ? col->n_segments : 1,
                                                        sizeof(*keep));
     if (!keep)
@@ -526,7 +552,9 @@ static int sync_on_message(struct skpx_grpc_call *call, void *ud, const Protobuf
             continue;
         }
         protobuf_c_message_pack(m, buf);
-        if (segment_wanted(c, buf, len))
+        struct segment_scan sc;
+        bool scanned = segment_scan(buf, len, &sc) == SKP_OK;
+        if (segment_wanted(c, scanned ? &sc : NULL, buf, len))
             keep[n_keep++] = col->segments[i];
         skpx_free(buf);
     }

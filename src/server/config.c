@@ -38,6 +38,7 @@ static const struct opt opts[] = {
     {"--keep-segments", "SKYPROF_KEEP_SEGMENTS", OPT_STR, OFF(keep_segments)},
     {"--keep-grace-s", "SKYPROF_KEEP_GRACE_S", OPT_GRACE, OFF(keep_grace_s)},
     {"--jfr-max-bytes", "SKYPROF_JFR_MAX_BYTES", OPT_U64, OFF(jfr_max_bytes)},
+    {"--max-segment-spans", "SKYPROF_MAX_SEGMENT_SPANS", OPT_U64, OFF(max_segment_spans)},
 };
 #undef OFF
 
@@ -66,13 +67,16 @@ static const char usage[] =
     "  --keep-grace-s N               how long a segment waits for its snapshots (default 30)\n"
     "  --jfr-max-bytes N              largest JFR file (async-profiler task) an agent may upload\n"
     "                                 (default 31457280 = 30 MiB, at most 1 GiB)\n"
+    "  --max-segment-spans N          trace segments with more spans are refused with\n"
+    "                                 RESOURCE_EXHAUSTED before decoding (default 10000)\n"
     "  --help, -h                     this text\n"
     "  --version, -V                  print the version\n"
     "\n"
     "Environment (overridden by flags): SKYPROF_GRPC_ADDR, SKYPROF_HTTP_ADDR, SKYPROF_DB,\n"
     "SKYPROF_AUTH_TOKEN, SKYPROF_API_TOKEN, SKYPROF_RETENTION_DAYS, SKYPROF_LOG_LEVEL,\n"
     "SKYPROF_WEB_ROOT, SKYPROF_MAX_ANALYZE_SNAPSHOTS, SKYPROF_PPROF_MAX_BYTES,\n"
-    "SKYPROF_KEEP_SEGMENTS, SKYPROF_KEEP_GRACE_S, SKYPROF_JFR_MAX_BYTES.\n";
+    "SKYPROF_KEEP_SEGMENTS, SKYPROF_KEEP_GRACE_S, SKYPROF_JFR_MAX_BYTES,\n"
+    "SKYPROF_MAX_SEGMENT_SPANS.\n";
 
 const char *config_usage(void)
 {

@@ -12,6 +12,10 @@
 
 #define CONFIG_DEFAULT_GRPC_ADDR "127.0.0.1:11800"
 #define CONFIG_DEFAULT_HTTP_ADDR "127.0.0.1:12800"
+/* Spans one trace segment may carry: SkyWalking's agents stop at 300 per segment by default
+ * (agent.span_limit_per_segment); 10000 leaves room for raised settings while a segment of
+ * empty 2-byte spans can no longer make the daemon decode millions of them. */
+#define CONFIG_DEFAULT_MAX_SEGMENT_SPANS 10000
 #define CONFIG_DEFAULT_DB "./skyprof-data/skyprof.db"
 #define CONFIG_DEFAULT_RETENTION_DAYS 3
 /* Upper bound of --retention-days: 100 years keeps day*86400000 far from int64 overflow. */
@@ -37,6 +41,7 @@ struct config {
     uint64_t pprof_max_bytes;  /* --pprof-max-bytes: largest pprof upload accepted */
     uint64_t jfr_max_bytes;    /* --jfr-max-bytes: largest JFR (async-profiler) upload accepted */
     char *keep_segments;       /* --keep-segments: none|profiled|sampled:N|all (NULL = profiled) */
+    uint64_t max_segment_spans; /* --max-segment-spans; 0 = CONFIG_DEFAULT_MAX_SEGMENT_SPANS */
     int keep_grace_s;          /* --keep-grace-s; 0 = the default */
     bool show_help;
     bool show_version;

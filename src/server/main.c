@@ -183,7 +183,9 @@ int main(int argc, char **argv)
     struct metrics m = {.start_ms = skpx_now_ms()};
     struct collector col = {
         .metrics = &m, .auth_token = cfg.auth_token, .pprof_max_bytes = cfg.pprof_max_bytes,
-        .jfr_max_bytes = cfg.jfr_max_bytes};
+        .jfr_max_bytes = cfg.jfr_max_bytes,
+        .max_segment_spans = cfg.max_segment_spans ? cfg.max_segment_spans
+                                                   : CONFIG_DEFAULT_MAX_SEGMENT_SPANS};
 
     if (make_parent_dirs(cfg.db_path) != 0) {
         SKPX_ERROR("cannot create the folder of %s: %s", cfg.db_path, strerror(errno));

@@ -18,7 +18,8 @@ enum cli_exit {
     CLI_EXIT_API = 1,          /* the server answered with an error (validation, 5xx, ...) */
     CLI_EXIT_USAGE = 2,        /* bad command line */
     CLI_EXIT_CONNECT = 3,      /* cannot reach the server */
-    CLI_EXIT_NOTFOUND = 4,     /* no such task / segment / service */
+    CLI_EXIT_NOTFOUND = 4,     /* no such task / segment / service / process */
+    CLI_EXIT_ATTACH = 5,       /* cannot read a local process (permission, unsupported Python) */
 };
 
 #define CLI_DEFAULT_SERVER "http://127.0.0.1:12800"
@@ -42,6 +43,11 @@ int cmd_services(struct cli *c, int argc, char **argv);
 int cmd_endpoints(struct cli *c, int argc, char **argv);
 int cmd_jfr(struct cli *c, int argc, char **argv);
 int cmd_pprof(struct cli *c, int argc, char **argv);
+/* Out-of-process commands (src/attach): read a local process, talk to no server. */
+int cmd_dump(struct cli *c, int argc, char **argv);
+int cmd_record(struct cli *c, int argc, char **argv);
+/* Exit code for an attach error (SKP_ENOTFOUND -> CLI_EXIT_NOTFOUND, else CLI_EXIT_ATTACH). */
+int cli_attach_exit(skp_err err);
 
 /* Handles the options every command accepts (--server, --token, --timeout, --json) from
  * getopt_long's `opt` value; returns true if it was one of them. Sets *bad on a bad value. */

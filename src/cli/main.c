@@ -33,6 +33,11 @@ static const char g_usage[] =
     "  pprof analyze ID [--sample-type T] [--instances A,B] [--functions]\n"
     "  pprof download ID [--file N | --format pprof|collapsed|speedscope|html] [-o FILE]\n"
     "\n"
+    "Out-of-process (a local process, no agent inside it, no server):\n"
+    "  dump --pid P [--json]        every Python thread's stack now\n"
+    "  record --pid P [--duration S] [--rate HZ] [--idle] [--subprocesses] -o FILE\n"
+    "         [--format pprof|collapsed|speedscope|html]   sample it into a profile\n"
+    "\n"
     "Global options (also accepted after the command):\n"
     "  --server URL    skyprofd's HTTP address (default $SKYPROF_SERVER or " CLI_DEFAULT_SERVER ")\n"
     "  --token TOKEN   API token for mutating calls (default $SKYPROF_API_TOKEN)\n"
@@ -40,7 +45,8 @@ static const char g_usage[] =
     "  --json          print the API's JSON instead of tables\n"
     "  --help, --version\n"
     "\n"
-    "Exit codes: 0 ok, 1 server/API error, 2 usage error, 3 cannot connect, 4 not found.\n"
+    "Exit codes: 0 ok, 1 server/API error, 2 usage error, 3 cannot connect, 4 not found,\n"
+    "5 cannot read the process (permission, unsupported Python).\n"
     "Run 'skyprof COMMAND --help' for a command's options.\n";
 
 static const struct {
@@ -55,6 +61,8 @@ static const struct {
     {"endpoints", cmd_endpoints},
     {"jfr", cmd_jfr},
     {"pprof", cmd_pprof},
+    {"dump", cmd_dump},
+    {"record", cmd_record},
 };
 
 int main(int argc, char **argv)

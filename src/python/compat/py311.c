@@ -7,83 +7,17 @@
 
 #include "python/pylayout.h"
 
+#include "common/py_linetable.h"
+
 #if PY_VERSION_HEX >= 0x030B0000 && PY_VERSION_HEX < 0x030C0000
 
 #include "internal/pycore_frame.h"
 
-/* Location table entries (3.11): a first byte with bit 7 set, code in bits 3-6 and the number
- * of code units covered minus one in bits 0-2, followed by code-specific varints. */
-enum {
-    LOC_ONE_LINE0 = 10,
-    LOC_ONE_LINE1 = 11,
-    LOC_ONE_LINE2 = 12,
-    LOC_NO_COLUMNS = 13,
-    LOC_LONG = 14,
-    LOC_NONE = 15,
-};
-
-/* Reads an unsigned varint (6 bits per byte, bit 6 = more) at *p, bounded by end. */
-static unsigned read_varint(const uint8_t **p, const uint8_t *end)
-{
-    unsigned val = 0;
-    unsigned shift = 0;
-    while (*p < end) {
-        uint8_t b = *(*p)++;
-        if (shift < 30)
-            val |= (unsigned)(b & 63) << shift;
-        shift += 6;
-        if (!(b & 64))
-            break;
-    }
-    return val;
-}
-
-static int read_svarint(const uint8_t **p, const uint8_t *end)
-{
-    unsigned u = read_varint(p, end);
-    return (u & 1) ? -(int)(u >> 1) : (int)(u >> 1);
-}
-
+/* The location table format is the same from 3.11 on: decoded by the shared reader in
+ * src/common (also used by the out-of-process reader, src/attach). */
 static int py311_addr2line(const uint8_t *table, size_t len, int firstlineno, int addr)
 {
-    if (addr < 0)
-        return firstlineno;
-    const uint8_t *p = table;
-    const uint8_t *end = table + len;
-    int line = firstlineno;
-    int start = 0;
-    while (p < end) {
-        uint8_t first = *p++;
-        if (!(first & 128))
-            return -1;  /* not at an entry start: corrupt copy */
-        int code = (first >> 3) & 15;
-        int n_bytes = ((first & 7) + 1) * (int)sizeof(_Py_CODEUNIT);
-        int delta = 0;
-        switch (code) {
-        case LOC_NONE:
-            break;
-        case LOC_NO_COLUMNS:
-        case LOC_LONG:
-            delta = read_svarint(&p, end);
-            break;
-        case LOC_ONE_LINE1:
-            delta = 1;
-            break;
-        case LOC_ONE_LINE2:
-            delta = 2;
-            break;
-        default:
-            break;
-        }
-        line += delta;
-        if (addr < start + n_bytes)
-            return code == LOC_NONE ? -1 : line;
-        start += n_bytes;
-        /* skip to the next entry start (bytes without bit 7) */
-        while (p < end && !(*p & 128))
-            p++;
-    }
-    return -1;
+    return skpx_py_linetable_line(table, len, firstlineno, addr);
 }
 
 static void py311_str_decode(const void *hdr, struct skp__pystr_info *out)

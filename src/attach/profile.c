@@ -1,0 +1,195 @@
+/* profile.c - the call-tree aggregator. Two open-addressing tables keep adds O(depth): labels
+ * (string -> id) and children ((parent node, label) -> node). Both grow at 50% load. */
+#include "attach/profile.h"
+
+#include <stdbool.h>
+#include <string.h>
+
+#include "common/alloc.h"
+
+static uint64_t fnv(const char *s)
+{
+    uint64_t h = 1469598103934665603ull;
+    for (; *s; s++) {
+        h ^= (uint8_t)*s;
+        h *= 1099511628211ull;
+    }
+    return h;
+}
+
+static uint64_t mix(uint64_t a, uint64_t b)
+{
+    uint64_t h = a * 0x9E3779B97F4A7C15ull ^ (b + 0x632BE59BD9B4E019ull + (a << 6));
+    h ^= h >> 29;
+    return h * 0xBF58476D1CE4E5B9ull;
+}
+
+skp_err attach_profile_init(struct attach_profile *p)
+{
+    memset(p, 0, sizeof(*p));
+    p->cap_nodes = 1024;
+    p->nodes = skpx_malloc(p->cap_nodes * sizeof(*p->nodes));
+    p->cap_labels = 256;
+    p->labels = skpx_malloc(p->cap_labels * sizeof(*p->labels));
+    p->label_index_cap = 1024;
+    p->label_index = skpx_calloc(p->label_index_cap, sizeof(uint32_t));
+    p->child_index_cap = 4096;
+    p->child_index = skpx_calloc(p->child_index_cap, sizeof(uint32_t));
+    if (!p->nodes || !p->labels || !p->label_index || !p->child_index) {
+        attach_profile_cleanup(p);
+        return SKP_ENOMEM;
+    }
+    p->nodes[0] = (struct attach_pnode){ATTACH_PROFILE_NONE, ATTACH_PROFILE_NONE,
+                                        ATTACH_PROFILE_NONE, ATTACH_PROFILE_NONE, 0};
+    p->n_nodes = 1;
+    return SKP_OK;
+}
+
+void attach_profile_cleanup(struct attach_profile *p)
+{
+    if (!p)
+        return;
+    for (size_t i = 0; i < p->n_labels; i++)
+        skpx_free(p->labels[i]);
+    skpx_free(p->labels);
+    skpx_free(p->nodes);
+    skpx_free(p->label_index);
+    skpx_free(p->child_index);
+    memset(p, 0, sizeof(*p));
+}
+
+static bool label_rehash(struct attach_profile *p)
+{
+    size_t cap = p->label_index_cap * 2;
+    uint32_t *idx = skpx_calloc(cap, sizeof(uint32_t));
+    if (!idx)
+        return false;
+    for (size_t i = 0; i < p->n_labels; i++) {
+        size_t h = (size_t)(fnv(p->labels[i]) & (cap - 1));
+        while (idx[h])
+            h = (h + 1) & (cap - 1);
+        idx[h] = (uint32_t)i + 1;
+    }
+    skpx_free(p->label_index);
+    p->label_index = idx;
+    p->label_index_cap = cap;
+    return true;
+}
+
+/* Id of `s`, adding it when new; ATTACH_PROFILE_NONE on a bound or allocation failure. */
+static uint32_t label_id(struct attach_profile *p, const char *s)
+{
+    size_t mask = p->label_index_cap - 1;
+    size_t h = (size_t)(fnv(s) & mask);
+    while (p->label_index[h]) {
+        uint32_t id = p->label_index[h] - 1;
+        if (strcmp(p->labels[id], s) == 0)
+            return id;
+        h = (h + 1) & mask;
+    }
+    size_t len = strlen(s);
+    if (p->label_bytes + len > ATTACH_PROFILE_MAX_LABEL_BYTES)
+        return ATTACH_PROFILE_NONE;
+    if (p->n_labels == p->cap_labels) {
+        char **nl = skpx_realloc(p->labels, p->cap_labels * 2 * sizeof(*nl));
+        if (!nl)
+            return ATTACH_PROFILE_NONE;
+        p->labels = nl;
+        p->cap_labels *= 2;
+    }
+    char *copy = skpx_strndup(s, len);
+    if (!copy)
+        return ATTACH_PROFILE_NONE;
+    uint32_t id = (uint32_t)p->n_labels++;
+    p->labels[id] = copy;
+    p->label_bytes += len;
+    p->label_index[h] = id + 1;
+    if (p->n_labels * 2 > p->label_index_cap && !label_rehash(p)) {
+        /* the table still works above 50% load, only slower; the next add retries */
+    }
+    return id;
+}
+
+static size_t child_slot(const struct attach_profile *p, uint32_t parent, uint32_t label,
+                         const uint32_t *idx, size_t cap)
+{
+    size_t h = (size_t)(mix(parent, label) & (cap - 1));
+    while (idx[h]) {
+        const struct attach_pnode *n = &p->nodes[idx[h] - 1];
+        if (n->parent == parent && n->label == label)
+            return h;
+        h = (h + 1) & (cap - 1);
+    }
+    return h;
+}
+
+static bool child_rehash(struct attach_profile *p)
+{
+    size_t cap = p->child_index_cap * 2;
+    uint32_t *idx = skpx_calloc(cap, sizeof(uint32_t));
+    if (!idx)
+        return false;
+    for (size_t i = 1; i < p->n_nodes; i++) {
+        size_t h = child_slot(p, p->nodes[i].parent, p->nodes[i].label, idx, cap);
+        idx[h] = (uint32_t)i + 1;
+    }
+    skpx_free(p->child_index);
+    p->child_index = idx;
+    p->child_index_cap = cap;
+    return true;
+}
+
+/* The child of `parent` with `label`, created when missing; NONE on a bound or OOM. */
+static uint32_t child_of(struct attach_profile *p, uint32_t parent, uint32_t label)
+{
+    size_t h = child_slot(p, parent, label, p->child_index, p->child_index_cap);
+    if (p->child_index[h])
+        return p->child_index[h] - 1;
+    if (p->n_nodes >= ATTACH_PROFILE_MAX_NODES)
+        return ATTACH_PROFILE_NONE;
+    if (p->n_nodes == p->cap_nodes) {
+        struct attach_pnode *nn = skpx_realloc(p->nodes, p->cap_nodes * 2 * sizeof(*nn));
+        if (!nn)
+            return ATTACH_PROFILE_NONE;
+        p->nodes = nn;
+        p->cap_nodes *= 2;
+    }
+    uint32_t id = (uint32_t)p->n_nodes++;
+    struct attach_pnode *n = &p->nodes[id];
+    n->label = label;
+    n->parent = parent;
+    n->first_child = ATTACH_PROFILE_NONE;
+    n->count = 0;
+    /* append at the end of the sibling list: first-seen order, stable output */
+    n->next_sibling = ATTACH_PROFILE_NONE;
+    uint32_t *link = &p->nodes[parent].first_child;
+    while (*link != ATTACH_PROFILE_NONE)
+        link = &p->nodes[*link].next_sibling;
+    *link = id;
+    p->child_index[h] = id + 1;
+    if (p->n_nodes * 2 > p->child_index_cap)
+        (void)child_rehash(p);  /* on failure the table works on, slower */
+    return id;
+}
+
+void attach_profile_add(struct attach_profile *p, const char *const *labels, size_t n)
+{
+    uint32_t path[4096];
+    if (n > sizeof(path) / sizeof(path[0]))
+        n = sizeof(path) / sizeof(path[0]);  /* deeper stacks keep their outermost frames */
+    uint32_t node = 0;
+    for (size_t i = 0; i < n; i++) {
+        uint32_t id = label_id(p, labels[i]);
+        uint32_t child = id == ATTACH_PROFILE_NONE ? id : child_of(p, node, id);
+        if (child == ATTACH_PROFILE_NONE) {
+            p->n_dropped++;
+            return;  /* nodes created so far keep count 0 for this sample */
+        }
+        path[i] = child;
+        node = child;
+    }
+    p->nodes[0].count++;
+    for (size_t i = 0; i < n; i++)
+        p->nodes[path[i]].count++;
+    p->n_samples++;
+}

@@ -1,0 +1,40 @@
+/* pyreader_int.h - shared by pyreader.c and pyfind.c only: the target's private state. */
+#ifndef SKP_ATTACH_PYREADER_INT_H
+#define SKP_ATTACH_PYREADER_INT_H
+
+#include "attach/pyreader.h"
+#include "attach/remote.h"
+
+struct code_entry {
+    uintptr_t code, filename, name, linetable;
+    int firstlineno;
+    int firsttraceable;          /* code units; 0 when the version has no such field */
+    char *qualname;              /* owned, NUL-terminated */
+    char *file;                  /* owned */
+    uint8_t *table;              /* owned copy of co_linetable, NULL when unreadable/too big */
+    uint32_t table_len;
+    bool used;                   /* slot taken */
+};
+
+struct attach_target {
+    pid_t pid;
+    struct attach_remote mem;
+    struct attach_pylayout layout;
+    uintptr_t runtime;           /* address of _PyRuntime in the target */
+    uintptr_t code_type, str_type, bytes_type;   /* 0 = unknown (not checked) */
+    char version[32];
+    char image[512];
+
+    struct code_entry *codes;    /* ATTACH_CODE_CACHE_CAP slots, open addressing */
+    size_t n_codes;
+    uint8_t *window;             /* ATTACH_WINDOW_MAX */
+    struct attach_stats stats;
+};
+
+/* Validates the runtime -> interpreter -> thread state chain of a target whose runtime and layout
+ * are set. Errors as attach_target_open. */
+SKP_MUST_CHECK skp_err attach__target_validate(struct attach_target *t, char *why, size_t cap);
+/* Allocates the caches of a target. Errors: SKP_ENOMEM. */
+SKP_MUST_CHECK skp_err attach__target_alloc(struct attach_target **out);
+
+#endif

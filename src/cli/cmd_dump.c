@@ -1,0 +1,159 @@
+/* cmd_dump.c - `skyprof dump --pid P [--json] [--blocking]`: every Python thread's stack of a
+ * running process, read from outside it (src/attach), innermost frame first, like py-spy dump.
+ * Talks to no server. */
+#include <getopt.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "attach/pyreader.h"
+#include "cli/cli.h"
+#include "common/alloc.h"
+
+static const char g_usage[] =
+    "Usage: skyprof dump --pid PID [--json] [--blocking] [--retries N]\n"
+    "Prints the stack of every Python thread of process PID, innermost frame first, with the\n"
+    "thread's id, name (/proc/PID/task/TID/comm), state (running or idle) and whether it holds\n"
+    "the GIL. The process is not stopped unless --blocking is given (then every thread is\n"
+    "stopped with ptrace for the duration of the read). A thread whose read was torn (it moved\n"
+    "while being read) is read again, up to --retries times (default 20).\n"
+    "Needs ptrace access to the process (root, CAP_SYS_PTRACE, or same user with Yama\n"
+    "ptrace_scope 0); see docs/out-of-process.md.\n";
+
+struct dump_opts {
+    long pid;
+    bool blocking;
+    long retries;
+};
+
+static int on_opt(void *ud, int opt, const char *arg)
+{
+    struct dump_opts *o = ud;
+    char *end = NULL;
+    switch (opt) {
+    case 'p':
+        o->pid = strtol(arg, &end, 10);
+        if (!end || *end || o->pid <= 0)
+            return cli_usage_error("dump: --pid wants a process id, got '%s'", arg);
+        return CLI_PARSE_NEXT;
+    case 'b':
+        o->blocking = true;
+        return CLI_PARSE_NEXT;
+    case 'r':
+        o->retries = strtol(arg, &end, 10);
+        if (!end || *end || o->retries < 0 || o->retries > 1000)
+            return cli_usage_error("dump: --retries wants 0..1000, got '%s'", arg);
+        return CLI_PARSE_NEXT;
+    default:
+        return CLI_PARSE_UNKNOWN;
+    }
+}
+
+int cli_attach_exit(skp_err err)
+{
+    switch (err) {
+    case SKP_OK:
+        return CLI_EXIT_OK;
+    case SKP_ENOTFOUND:
+        return CLI_EXIT_NOTFOUND;
+    default:
+        return CLI_EXIT_ATTACH;
+    }
+}
+
+static json_t *sample_json(const struct attach_target *t, const struct attach_sample *s)
+{
+    json_t *root = json_object();
+    json_object_set_new(root, "pid", json_integer(attach_target_pid(t)));
+    json_object_set_new(root, "python", json_string(attach_target_version(t)));
+    json_object_set_new(root, "image", json_string(attach_target_image(t)));
+    json_t *threads = json_array();
+    for (size_t i = 0; i < s->n_threads; i++) {
+        const struct attach_thread *th = &s->threads[i];
+        json_t *jt = json_object();
+        json_object_set_new(jt, "tid", json_integer(th->tid));
+        json_object_set_new(jt, "threadId", json_integer((json_int_t)th->thread_id));
+        json_object_set_new(jt, "name", json_string(th->name));
+        json_object_set_new(jt, "running", json_boolean(th->running));
+        json_object_set_new(jt, "gil", json_boolean(th->holds_gil));
+        json_object_set_new(jt, "truncated", json_boolean(th->truncated));
+        json_t *frames = json_array();
+        for (size_t k = 0; k < th->n_frames; k++) {
+            const struct attach_frame *f = &s->frames[th->first_frame + k];
+            json_t *jf = json_object();
+            json_object_set_new(jf, "name", json_string(f->name));
+            json_object_set_new(jf, "file", json_string(f->file));
+            json_object_set_new(jf, "line", f->line >= 0 ? json_integer(f->line) : json_null());
+            json_array_append_new(frames, jf);
+        }
+        json_object_set_new(jt, "frames", frames);
+        json_array_append_new(threads, jt);
+    }
+    json_object_set_new(root, "threads", threads);
+    return root;
+}
+
+int cmd_dump(struct cli *c, int argc, char **argv)
+{
+    static const struct option longopts[] = {
+        CLI_GLOBAL_LONGOPTS,
+        {"pid", required_argument, NULL, 'p'},
+        {"blocking", no_argument, NULL, 'b'},
+        {"retries", required_argument, NULL, 'r'},
+        {NULL, 0, NULL, 0},
+    };
+    struct dump_opts o = {.pid = 0, .blocking = false, .retries = 20};
+    int prc = cli_parse_options(c, argc, argv, ":hp:", longopts, g_usage, "dump", NULL, on_opt,
+                                &o);
+    if (prc != CLI_PARSE_NEXT)
+        return prc;
+    if (!o.pid)
+        return cli_usage_error("dump: --pid is required (see skyprof dump --help)");
+    if (optind < argc)
+        return cli_usage_error("dump: unexpected argument '%s'", argv[optind]);
+
+    char why[ATTACH_WHY_MAX];
+    struct attach_target *t = NULL;
+    skp_err err = attach_target_open((pid_t)o.pid, &t, why, sizeof(why));
+    if (err) {
+        fprintf(stderr, "skyprof dump: %s\n", why);
+        return cli_attach_exit(err);
+    }
+    struct attach_sample *s = skpx_xmalloc(sizeof(*s));
+    /* a torn thread is left out of a sample: read again until every thread came through */
+    for (long k = 0; k <= o.retries; k++) {
+        err = attach_target_sample(t, s, o.blocking ? ATTACH_SAMPLE_BLOCKING : 0);
+        if (err || s->n_torn == 0)
+            break;
+    }
+    int rc = CLI_EXIT_OK;
+    if (err) {
+        fprintf(stderr, "skyprof dump: cannot read process %ld: %s\n", o.pid, skp_strerror(err));
+        rc = cli_attach_exit(err);
+    } else if (c->json) {
+        json_t *j = sample_json(t, s);
+        cli_print_json(j);
+        json_decref(j);
+    } else {
+        printf("Process %ld: Python %s (%s)\n", o.pid, attach_target_version(t),
+               attach_target_image(t));
+        for (size_t i = 0; i < s->n_threads; i++) {
+            const struct attach_thread *th = &s->threads[i];
+            printf("\nThread %d (%s%s) \"%s\"%s\n", (int)th->tid, th->running ? "active" : "idle",
+                   th->holds_gil ? "+gil" : "", th->name, th->truncated ? " [truncated]" : "");
+            for (size_t k = 0; k < th->n_frames; k++) {
+                const struct attach_frame *f = &s->frames[th->first_frame + k];
+                if (f->line >= 0)
+                    printf("    %s (%s:%d)\n", f->name, f->file, f->line);
+                else
+                    printf("    %s (%s)\n", f->name, f->file);
+            }
+        }
+        if (s->n_torn)
+            printf("\n(%u thread(s) could not be read consistently and are not shown)\n",
+                   s->n_torn);
+    }
+    skpx_free(s);
+    attach_target_close(t);
+    return rc;
+}

@@ -1,0 +1,441 @@
+/* cmd_record.c - `skyprof record --pid P ...`: samples a running process from outside (src/attach)
+ * at a fixed rate for a duration, aggregates the stacks into a call tree, and writes it with the
+ * same exporters skyprofd uses (server/export*.c are format-only: they render a hand-built
+ * struct analysis). Optionally follows the process's descendants (--subprocesses).
+ * Single-threaded: one loop sleeps to absolute deadlines and reads every followed process. */
+#include <errno.h>
+#include <getopt.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "attach/profile.h"
+#include "attach/proctree.h"
+#include "attach/pyreader.h"
+#include "cli/cli.h"
+#include "common/alloc.h"
+#include "server/analyzer.h"
+#include "server/export.h"
+
+static const char g_usage[] =
+    "Usage: skyprof record --pid PID -o FILE [--duration S] [--rate HZ] [--idle]\n"
+    "                      [--subprocesses] [--format pprof|collapsed|speedscope|html]\n"
+    "                      [--blocking]\n"
+    "Samples every Python thread of process PID RATE times a second (default 100) for S seconds\n"
+    "(default 10; Ctrl-C stops early) and writes the profile to FILE. The format defaults to the\n"
+    "file's extension (.pb.gz/.pprof, .txt/.collapsed, .json/.speedscope, .html), else pprof.\n"
+    "  --idle           also count threads that are not running (sleeping, waiting on I/O or\n"
+    "                   a lock); by default only threads in state R are sampled\n"
+    "  --subprocesses   also sample the process's descendants, including those that start\n"
+    "                   during the recording (gunicorn/uWSGI workers, multiprocessing); each\n"
+    "                   process's stacks sit under a 'process PID' root frame\n"
+    "  --blocking       stop the threads (ptrace) during each read: exact stacks, slower target\n"
+    "Frames read 'function (file:line)'. Needs ptrace access to the process; see\n"
+    "docs/out-of-process.md.\n";
+
+/* Most processes followed at once with --subprocesses. */
+#define RECORD_MAX_TARGETS 256
+/* How often the descendant list is refreshed (ns). */
+#define RECORD_RESCAN_NS 500000000LL
+/* Longest frame label ("name (file:line)"). */
+#define RECORD_LABEL_MAX (ATTACH_NAME_MAX + ATTACH_FILE_MAX + 32)
+
+struct record_opts {
+    long pid;
+    double duration_s;
+    long rate_hz;
+    bool idle, subprocesses, blocking;
+    const char *out;
+    const char *format;
+};
+
+static volatile sig_atomic_t g_stop;
+
+static void on_sigint(int sig)
+{
+    (void)sig;
+    g_stop = 1;
+}
+
+static int on_opt(void *ud, int opt, const char *arg)
+{
+    struct record_opts *o = ud;
+    char *end = NULL;
+    switch (opt) {
+    case 'p':
+        o->pid = strtol(arg, &end, 10);
+        if (!end || *end || o->pid <= 0)
+            return cli_usage_error("record: --pid wants a process id, got '%s'", arg);
+        return CLI_PARSE_NEXT;
+    case 'd':
+        o->duration_s = strtod(arg, &end);
+        if (!end || *end || !(o->duration_s > 0) || o->duration_s > 86400)
+            return cli_usage_error("record: --duration wants seconds in (0, 86400], got '%s'",
+                                   arg);
+        return CLI_PARSE_NEXT;
+    case 'r':
+        o->rate_hz = strtol(arg, &end, 10);
+        if (!end || *end || o->rate_hz < 1 || o->rate_hz > 10000)
+            return cli_usage_error("record: --rate wants 1..10000 samples/s, got '%s'", arg);
+        return CLI_PARSE_NEXT;
+    case 'i':
+        o->idle = true;
+        return CLI_PARSE_NEXT;
+    case 's':
+        o->subprocesses = true;
+        return CLI_PARSE_NEXT;
+    case 'b':
+        o->blocking = true;
+        return CLI_PARSE_NEXT;
+    case 'o':
+        o->out = arg;
+        return CLI_PARSE_NEXT;
+    case 'f':
+        o->format = arg;
+        return CLI_PARSE_NEXT;
+    default:
+        return CLI_PARSE_UNKNOWN;
+    }
+}
+
+static bool ends_with(const char *s, const char *suffix)
+{
+    size_t a = strlen(s);
+    size_t b = strlen(suffix);
+    return a >= b && strcmp(s + a - b, suffix) == 0;
+}
+
+static const char *format_from_name(const char *path)
+{
+    if (ends_with(path, ".txt") || ends_with(path, ".collapsed") || ends_with(path, ".folded"))
+        return "collapsed";
+    if (ends_with(path, ".json") || ends_with(path, ".speedscope"))
+        return "speedscope";
+    if (ends_with(path, ".html") || ends_with(path, ".htm"))
+        return "html";
+    return "pprof";
+}
+
+static int64_t now_ns(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (int64_t)ts.tv_sec * 1000000000LL + ts.tv_nsec;
+}
+
+struct followed {
+    pid_t pid;
+    struct attach_target *t;     /* NULL: not (yet) a readable CPython */
+    int64_t retry_ns;            /* next attempt to open when t is NULL */
+    bool gone;
+};
+
+struct recorder {
+    struct record_opts o;
+    struct followed targets[RECORD_MAX_TARGETS];
+    size_t n_targets;
+    struct attach_profile prof;
+    struct attach_sample *sample;
+    char *label_buf;             /* ATTACH_MAX_DEPTH labels of RECORD_LABEL_MAX */
+    const char **labels;
+    uint64_t ticks, missed_ticks, torn, thread_samples;
+};
+
+static struct followed *follow(struct recorder *r, pid_t pid)
+{
+    for (size_t i = 0; i < r->n_targets; i++)
+        if (r->targets[i].pid == pid)
+            return &r->targets[i];
+    if (r->n_targets >= RECORD_MAX_TARGETS)
+        return NULL;
+    struct followed *f = &r->targets[r->n_targets++];
+    memset(f, 0, sizeof(*f));
+    f->pid = pid;
+    return f;
+}
+
+/* Opens targets not open yet (a new worker may still be starting its interpreter). */
+static void open_pending(struct recorder *r, int64_t now)
+{
+    for (size_t i = 0; i < r->n_targets; i++) {
+        struct followed *f = &r->targets[i];
+        if (f->t || f->gone || now < f->retry_ns)
+            continue;
+        char why[ATTACH_WHY_MAX];
+        skp_err err = attach_target_open(f->pid, &f->t, why, sizeof(why));
+        if (err == SKP_ENOTFOUND && kill(f->pid, 0) != 0)
+            f->gone = true;
+        f->retry_ns = now + RECORD_RESCAN_NS;
+    }
+}
+
+static void add_thread(struct recorder *r, pid_t pid, const struct attach_sample *s,
+                       const struct attach_thread *th)
+{
+    size_t n = 0;
+    size_t depth = th->n_frames < ATTACH_MAX_DEPTH ? th->n_frames : ATTACH_MAX_DEPTH - 1;
+    if (r->o.subprocesses) {
+        char *b = r->label_buf + n * RECORD_LABEL_MAX;
+        snprintf(b, RECORD_LABEL_MAX, "process %d", (int)pid);
+        r->labels[n++] = b;
+    }
+    /* frames are innermost first; the profile wants the outermost first */
+    for (size_t k = depth; k-- > 0;) {
+        const struct attach_frame *f = &s->frames[th->first_frame + k];
+        char *b = r->label_buf + n * RECORD_LABEL_MAX;
+        if (f->line >= 0)
+            snprintf(b, RECORD_LABEL_MAX, "%s (%s:%d)", f->name, f->file, f->line);
+        else
+            snprintf(b, RECORD_LABEL_MAX, "%s (%s)", f->name, f->file);
+        r->labels[n++] = b;
+    }
+    if (n)
+        attach_profile_add(&r->prof, r->labels, n);
+    r->thread_samples++;
+}
+
+static void sample_all(struct recorder *r)
+{
+    for (size_t i = 0; i < r->n_targets; i++) {
+        struct followed *f = &r->targets[i];
+        if (!f->t)
+            continue;
+        skp_err err = attach_target_sample(f->t, r->sample,
+                                           r->o.blocking ? ATTACH_SAMPLE_BLOCKING : 0);
+        if (err == SKP_ENOTFOUND) {
+            attach_target_close(f->t);
+            f->t = NULL;
+            f->gone = true;
+            continue;
+        }
+        if (err)
+            continue;
+        r->torn += r->sample->n_torn;
+        for (size_t k = 0; k < r->sample->n_threads; k++) {
+            const struct attach_thread *th = &r->sample->threads[k];
+            if (!r->o.idle && !th->running)
+                continue;
+            add_thread(r, f->pid, r->sample, th);
+        }
+    }
+}
+
+/* Call tree -> struct analysis (one tree per outermost frame, nodes in BFS order). */
+static struct analysis *to_analysis(const struct attach_profile *p, int period_ms)
+{
+    struct analysis *a = skpx_xcalloc(1, sizeof(*a));
+    size_t n_roots = 0;
+    for (uint32_t c = p->nodes[0].first_child; c != ATTACH_PROFILE_NONE;
+         c = p->nodes[c].next_sibling)
+        n_roots++;
+    a->trees = skpx_xcalloc(n_roots ? n_roots : 1, sizeof(*a->trees));
+    a->n_snapshots = p->n_samples;
+    uint32_t *queue = skpx_xmalloc(p->n_nodes * sizeof(uint32_t));
+    uint32_t *index_of = skpx_xmalloc(p->n_nodes * sizeof(uint32_t));
+    for (uint32_t root = p->nodes[0].first_child; root != ATTACH_PROFILE_NONE;
+         root = p->nodes[root].next_sibling) {
+        size_t head = 0;
+        size_t tail = 0;
+        queue[tail++] = root;
+        while (head < tail) {
+            uint32_t v = queue[head++];
+            for (uint32_t c = p->nodes[v].first_child; c != ATTACH_PROFILE_NONE;
+                 c = p->nodes[c].next_sibling)
+                queue[tail++] = c;
+        }
+        struct analysis_tree *t = &a->trees[a->n_trees++];
+        t->nodes = skpx_xcalloc(tail, sizeof(*t->nodes));
+        t->n_nodes = tail;
+        for (size_t i = 0; i < tail; i++)
+            index_of[queue[i]] = (uint32_t)i;
+        for (size_t i = 0; i < tail; i++) {
+            const struct attach_pnode *pn = &p->nodes[queue[i]];
+            struct analysis_node *n = &t->nodes[i];
+            uint64_t child_sum = 0;
+            for (uint32_t c = pn->first_child; c != ATTACH_PROFILE_NONE;
+                 c = p->nodes[c].next_sibling)
+                child_sum += p->nodes[c].count;
+            n->id = (uint32_t)i + 1;
+            n->parent_id = i == 0 ? 0 : index_of[pn->parent] + 1;
+            n->code_signature = p->labels[pn->label];
+            n->count = pn->count;
+            n->duration = (int64_t)pn->count * period_ms;
+            n->duration_child_excluded =
+                (int64_t)(pn->count > child_sum ? pn->count - child_sum : 0) * period_ms;
+            n->first_child = pn->first_child == ATTACH_PROFILE_NONE ? UINT32_MAX
+                                                                    : index_of[pn->first_child];
+            n->next_sibling = (i == 0 || pn->next_sibling == ATTACH_PROFILE_NONE)
+                                  ? UINT32_MAX
+                                  : index_of[pn->next_sibling];
+        }
+    }
+    skpx_free(queue);
+    skpx_free(index_of);
+    return a;
+}
+
+static int write_file(const char *path, const uint8_t *data, size_t len)
+{
+    FILE *fp = strcmp(path, "-") == 0 ? stdout : fopen(path, "wb");
+    if (!fp) {
+        fprintf(stderr, "skyprof record: cannot write %s: %s\n", path, strerror(errno));
+        return CLI_EXIT_USAGE;
+    }
+    size_t w = fwrite(data, 1, len, fp);
+    int bad = fp == stdout ? fflush(fp) : fclose(fp);
+    if (w != len || bad) {
+        fprintf(stderr, "skyprof record: cannot write %s\n", path);
+        return CLI_EXIT_USAGE;
+    }
+    return CLI_EXIT_OK;
+}
+
+int cmd_record(struct cli *c, int argc, char **argv)
+{
+    static const struct option longopts[] = {
+        CLI_GLOBAL_LONGOPTS,
+        {"pid", required_argument, NULL, 'p'},
+        {"duration", required_argument, NULL, 'd'},
+        {"rate", required_argument, NULL, 'r'},
+        {"idle", no_argument, NULL, 'i'},
+        {"subprocesses", no_argument, NULL, 's'},
+        {"blocking", no_argument, NULL, 'b'},
+        {"output", required_argument, NULL, 'o'},
+        {"format", required_argument, NULL, 'f'},
+        {NULL, 0, NULL, 0},
+    };
+    struct recorder *r = skpx_xcalloc(1, sizeof(*r));
+    r->o.duration_s = 10;
+    r->o.rate_hz = 100;
+    int rc = cli_parse_options(c, argc, argv, ":hp:d:r:o:f:", longopts, g_usage, "record", NULL,
+                               on_opt, &r->o);
+    if (rc != CLI_PARSE_NEXT)
+        goto done;
+    rc = CLI_EXIT_USAGE;
+    if (!r->o.pid) {
+        cli_usage_error("record: --pid is required (see skyprof record --help)");
+        goto done;
+    }
+    if (!r->o.out) {
+        cli_usage_error("record: -o FILE is required (see skyprof record --help)");
+        goto done;
+    }
+    if (optind < argc) {
+        cli_usage_error("record: unexpected argument '%s'", argv[optind]);
+        goto done;
+    }
+    enum export_format fmt;
+    const char *fmt_name = r->o.format ? r->o.format : format_from_name(r->o.out);
+    if (export_format_parse(fmt_name, &fmt) != SKP_OK || fmt == EXPORT_JSON) {
+        cli_usage_error("record: --format wants pprof, collapsed, speedscope or html, got '%s'",
+                        fmt_name);
+        goto done;
+    }
+
+    char why[ATTACH_WHY_MAX];
+    struct followed *root = follow(r, (pid_t)r->o.pid);
+    skp_err err = attach_target_open(root->pid, &root->t, why, sizeof(why));
+    if (err) {
+        fprintf(stderr, "skyprof record: %s\n", why);
+        rc = cli_attach_exit(err);
+        goto done;
+    }
+    if (attach_profile_init(&r->prof) != SKP_OK) {
+        fprintf(stderr, "skyprof record: out of memory\n");
+        rc = CLI_EXIT_ATTACH;
+        goto done;
+    }
+    r->sample = skpx_xmalloc(sizeof(*r->sample));
+    r->label_buf = skpx_xmalloc((size_t)ATTACH_MAX_DEPTH * RECORD_LABEL_MAX);
+    r->labels = skpx_xmalloc(ATTACH_MAX_DEPTH * sizeof(*r->labels));
+
+    struct sigaction sa;
+    memset(&sa, 0, sizeof(sa));
+    sa.sa_handler = on_sigint;
+    sigaction(SIGINT, &sa, NULL);
+    sigaction(SIGTERM, &sa, NULL);
+
+    fprintf(stderr, "skyprof record: process %ld, Python %s, %ld Hz for %g s%s\n", r->o.pid,
+            attach_target_version(root->t), r->o.rate_hz, r->o.duration_s,
+            r->o.subprocesses ? ", following subprocesses" : "");
+    int64_t period_ns = 1000000000LL / r->o.rate_hz;
+    int64_t start = now_ns();
+    int64_t end = start + (int64_t)(r->o.duration_s * 1e9);
+    int64_t next = start;
+    int64_t next_scan = start;
+    struct timespec wall;
+    clock_gettime(CLOCK_REALTIME, &wall);
+    while (!g_stop) {
+        int64_t now = now_ns();
+        if (now >= end)
+            break;
+        if (r->o.subprocesses && now >= next_scan) {
+            pid_t kids[ATTACH_DESCENDANTS_MAX];
+            size_t n = attach_proc_descendants(root->pid, kids, ATTACH_DESCENDANTS_MAX);
+            for (size_t i = 0; i < n; i++)
+                (void)follow(r, kids[i]);
+            open_pending(r, now);
+            next_scan = now + RECORD_RESCAN_NS;
+        }
+        sample_all(r);
+        r->ticks++;
+        next += period_ns;
+        now = now_ns();
+        if (now - next >= period_ns) {
+            /* more than a whole period behind: skip the ticks we missed instead of bursting to
+             * catch up (a tick less than a period late is taken at once) */
+            int64_t behind = (now - next) / period_ns;
+            r->missed_ticks += (uint64_t)behind;
+            next += behind * period_ns;
+        }
+        struct timespec ts = {(time_t)(next / 1000000000LL), (long)(next % 1000000000LL)};
+        while (clock_nanosleep(CLOCK_MONOTONIC, TIMER_ABSTIME, &ts, NULL) == EINTR && !g_stop) {
+        }
+    }
+    double secs = (double)(now_ns() - start) / 1e9;
+    size_t n_python = 0;
+    for (size_t i = 0; i < r->n_targets; i++)
+        n_python += r->targets[i].t != NULL || r->targets[i].gone;
+    fprintf(stderr,
+            "skyprof record: %llu samples in %.2f s (%.1f Hz), %llu thread stacks from %zu "
+            "process(es), %llu torn reads skipped, %llu ticks missed, %llu stacks dropped\n",
+            (unsigned long long)r->ticks, secs, secs > 0 ? (double)r->ticks / secs : 0.0,
+            (unsigned long long)r->prof.n_samples, n_python, (unsigned long long)r->torn,
+            (unsigned long long)r->missed_ticks, (unsigned long long)r->prof.n_dropped);
+
+    int period_ms = (int)(1000 / r->o.rate_hz);
+    if (period_ms < 1)
+        period_ms = 1;
+    struct analysis *a = to_analysis(&r->prof, period_ms);
+    char title[96];
+    snprintf(title, sizeof(title), "skyprof record: process %ld", r->o.pid);
+    struct export_meta meta = {
+        .title = title,
+        .dump_period_ms = period_ms,
+        .time_ms = (int64_t)wall.tv_sec * 1000 + wall.tv_nsec / 1000000,
+    };
+    uint8_t *buf = NULL;
+    size_t len = 0;
+    err = export_render(a, fmt, &meta, &buf, &len);
+    analysis_free(a);
+    if (err) {
+        fprintf(stderr, "skyprof record: cannot render %s: %s\n", fmt_name, skp_strerror(err));
+        rc = CLI_EXIT_ATTACH;
+        goto done;
+    }
+    rc = write_file(r->o.out, buf, len);
+    skpx_free(buf);
+    if (rc == CLI_EXIT_OK && strcmp(r->o.out, "-") != 0)
+        fprintf(stderr, "skyprof record: wrote %s (%s, %zu bytes)\n", r->o.out, fmt_name, len);
+done:
+    for (size_t i = 0; i < r->n_targets; i++)
+        attach_target_close(r->targets[i].t);
+    attach_profile_cleanup(&r->prof);
+    skpx_free(r->sample);
+    skpx_free(r->label_buf);
+    skpx_free(r->labels);
+    skpx_free(r);
+    return rc;
+}

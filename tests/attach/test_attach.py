@@ -136,8 +136,10 @@ def t_dump_blocking(tmp):
         # the target runs on after the blocking read (it was detached, not left stopped)
         c0, t0 = read_stats(s.stats)
         wait_until(lambda: read_stats(s.stats)[1] > t0 + 0.3, 30, what="the target to run on")
-        with open("/proc/%d/stat" % pid) as f:
-            assert f.read().rsplit(")", 1)[1].split()[0] in ("R", "S"), "target left stopped"
+        for tid in os.listdir("/proc/%d/task" % pid):
+            with open("/proc/%d/task/%s/stat" % (pid, tid)) as f:
+                state = f.read().rsplit(")", 1)[1].split()[0]
+            assert state not in ("t", "T"), "thread %s left stopped (%s)" % (tid, state)
 
 
 def collapsed_counts(path):

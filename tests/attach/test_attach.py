@@ -8,6 +8,7 @@ import gzip
 import json
 import os
 import re
+import struct
 import subprocess
 import sys
 import time
@@ -50,16 +51,16 @@ def ok(*args, **kw):
 
 
 def read_stats(path):
-    with open(path) as f:
-        in_c, total = f.read().split()
-    return float(in_c), float(total)
+    with open(path, "rb") as f:
+        return struct.unpack("<dd", f.read(16))
 
 
 class Spin:
     def __init__(self, tmp):
         self.stats = os.path.join(tmp, "stats-%d" % time.monotonic_ns())
         self.proc = Proc([PY, SPIN, self.stats], name="spin_abc")
-        wait_until(lambda: os.path.exists(self.stats), 30, what="the target's first stats")
+        wait_until(lambda: os.path.exists(self.stats) and read_stats(self.stats)[1] > 0, 30,
+                   what="the target's first stats")
         # the sleeper thread has renamed itself
         wait_until(lambda: self.thread_named("skp-sleeper"), 30, what="the sleeper thread's name")
 
@@ -158,14 +159,12 @@ def t_record_share_matches(tmp):
         c0, t0 = read_stats(s.stats)
         _, err = ok("record", "--pid", pid, "--duration", 3, "--rate", 100, "-o", out_file,
                     "--format", "collapsed")
-        # the stats file is rewritten every 0.2 s: wait for one written after the recording
-        wait_until(lambda: read_stats(s.stats)[1] > t0 + 3.2, 30, what="stats after recording")
-        c1, t1 = read_stats(s.stats)
+        c1, t1 = read_stats(s.stats)  # updated after every b(): lags the recording by < 1 ms
         measured = (c1 - c0) / (t1 - t0)
         counts = collapsed_counts(out_file)
         total = sum(counts.values())
         in_c = sum(n for st, n in counts.items() if st.split(";")[-1].startswith("c ("))
-        assert total >= 150, (total, err)  # 3 s at 100 Hz on a loaded machine
+        assert total >= 100, (total, err)  # 3 s at 100 Hz; a loaded machine misses ticks
         share = in_c / total
         print("    c share: sampled %.3f, measured by the target %.3f (%d samples)" % (share, measured, total))
         assert abs(share - measured) <= 0.05, (share, measured, counts)

@@ -152,26 +152,36 @@ def collapsed_counts(path):
     return counts
 
 
+def record_share(s, tmp, attempt):
+    pid = s.proc.pid
+    out_file = os.path.join(tmp, "rec-%d.txt" % attempt)
+    c0, t0 = read_stats(s.stats)
+    _, err = ok("record", "--pid", pid, "--duration", 3, "--rate", 100, "-o", out_file,
+                "--format", "collapsed")
+    c1, t1 = read_stats(s.stats)  # updated after every b(): lags the recording by < 1 ms
+    measured = (c1 - c0) / (t1 - t0)
+    counts = collapsed_counts(out_file)
+    total = sum(counts.values())
+    in_c = sum(n for st, n in counts.items() if st.split(";")[-1].startswith("c ("))
+    assert total >= 100, (total, err)  # 3 s at 100 Hz; a loaded machine misses ticks
+    assert re.search(r"(\d+) samples in ([\d.]+) s", err), err
+    # idle threads are not in the profile without --idle
+    assert not any("sleeper (" in st for st in counts), counts
+    share = in_c / total
+    print("    c share: sampled %.3f, measured by the target %.3f (%d samples)" % (share, measured, total))
+    return share, measured, counts
+
+
 def t_record_share_matches(tmp):
+    # c() takes most of the loop (share ~0.85), where a sampled share varies least: with ~300
+    # samples its binomial standard deviation is ~2 points, so 5 points is ~2.5 sigma. A second
+    # recording is taken when the first is off (sampling noise, ~1 run in 100), never a third.
     with Spin(tmp) as s:
-        pid = s.proc.pid
-        out_file = os.path.join(tmp, "rec.txt")
-        c0, t0 = read_stats(s.stats)
-        _, err = ok("record", "--pid", pid, "--duration", 3, "--rate", 100, "-o", out_file,
-                    "--format", "collapsed")
-        c1, t1 = read_stats(s.stats)  # updated after every b(): lags the recording by < 1 ms
-        measured = (c1 - c0) / (t1 - t0)
-        counts = collapsed_counts(out_file)
-        total = sum(counts.values())
-        in_c = sum(n for st, n in counts.items() if st.split(";")[-1].startswith("c ("))
-        assert total >= 100, (total, err)  # 3 s at 100 Hz; a loaded machine misses ticks
-        share = in_c / total
-        print("    c share: sampled %.3f, measured by the target %.3f (%d samples)" % (share, measured, total))
-        assert abs(share - measured) <= 0.05, (share, measured, counts)
-        # idle threads are not in the profile without --idle
-        assert not any("sleeper (" in st for st in counts), counts
-        m = re.search(r"(\d+) samples in ([\d.]+) s", err)
-        assert m, err
+        for attempt in range(2):
+            share, measured, counts = record_share(s, tmp, attempt)
+            if abs(share - measured) <= 0.05:
+                return
+        raise AssertionError((share, measured, counts))
 
 
 def t_record_idle_and_formats(tmp):

@@ -56,7 +56,8 @@ def sources():
     src = os.path.join(ROOT, 'src')
     files = []
     files += sorted(glob.glob(os.path.join(src, 'common', '*.c')))
-    files += [os.path.join(src, 'wire', 'grpc_frame.c'), os.path.join(src, 'wire', 'grpc_client.c')]
+    files += [os.path.join(src, 'wire', 'grpc_frame.c'), os.path.join(src, 'wire', 'grpc_client.c'),
+              os.path.join(src, 'wire', 'pprof_encode.c')]
     # the agent core (the list CMake reads too) without the native (C/C++) stack source, which
     # lives in src/agent/native: Python processes use the Python one
     files += [os.path.join(src, 'agent', name) for name in agent_core_sources(src)]
@@ -81,7 +82,7 @@ ext = Extension(
                                                               'libnghttp2'),
     extra_link_args=pkg_config('--libs', 'libprotobuf-c', 'libnghttp2') or
     ['-lprotobuf-c', '-lnghttp2'],
-    libraries=['pthread'],
+    libraries=['pthread', 'z'],
 )
 
 if not os.path.isdir(os.path.join(ROOT, 'src', 'agent')):

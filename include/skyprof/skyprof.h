@@ -189,6 +189,66 @@ struct skyprof_stack_source {
 };
 
 /* ------------------------------------------------------------------------------------------------
+ * Process sources: how a language plugs WHOLE-PROCESS profiling (SkyWalking's PprofTask: events
+ * cpu, wall, goroutine = thread dump, heap, allocs, block, mutex, threadcreate) into the agent.
+ * Every callback runs on the agent's process-profiling thread (skp-proc, alive only while a
+ * process task runs), never on a host thread and never concurrently with itself.
+ *   list_threads(ud, out, cap): fills out[0..cap) with the threads to sample (agent threads
+ *     excluded) and returns their number (< 0: cannot list). `handle` is the source's; it stays
+ *     valid until the next list_threads or end call. Called at the task start and about once per
+ *     second while it runs.
+ *   capture(ud, handle, tid, out): the stack of one listed thread, with the stack source's
+ *     contract (innermost first; string frames "<file>.<function>: <line>" or "<function> (<file>:
+ *     <line>)", or addresses resolved with symbolize). Returns 0, SKYPROF_CAPTURE_LOST (skip this
+ *     sample) or another value < 0 (thread gone).
+ *   symbolize(ud, addr, buf, cap): as in the stack source; optional.
+ *   run_event(ud, event, duration_ms, dump_period, stop, emit, emit_ud, err, err_cap): optional;
+ *     runs a language-specific event (e.g. Python's heap from tracemalloc) for at most
+ *     duration_ms, returning early when *stop becomes true, and reports its samples through emit
+ *     (frames innermost first, values per the sample types it declared in *types). Returns 0, or
+ *     < 0 with a message in err (the task answers EXECUTION_TASK_ERROR with it); returns
+ *     SKYPROF_EVENT_UNSUPPORTED for an event it does not handle.
+ *   end(ud): the task is over: release handles. Optional.
+ * ---------------------------------------------------------------------------------------------- */
+#define SKYPROF_EVENT_UNSUPPORTED (-3)
+
+struct skyprof_proc_thread {
+    int tid;          /* kernel thread id */
+    char name[48];    /* thread name (NUL-terminated) */
+    void *handle;
+};
+
+/* One sample of a language event: frames innermost first (strings, as capture's), values per
+ * the sample types the event declared. Returns 0, or < 0 when the sample was dropped (full). */
+typedef int (*skyprof_emit_cb)(void *emit_ud, const struct skyprof_capture *stack,
+                               const int64_t *values, const struct skyprof_proc_thread *thread);
+
+/* Sample types of a language event: up to 4 {type, unit} pairs (static strings). */
+struct skyprof_event_types {
+    const char *type[4];
+    const char *unit[4];
+    int n;
+    const char *period_type;  /* NULL = none */
+    const char *period_unit;
+    int64_t period;
+};
+
+struct skyprof_proc_source {
+    const char *name;   /* "native", "python"; static storage */
+    void *ud;
+    int (*list_threads)(void *ud, struct skyprof_proc_thread *out, int cap);
+    int (*capture)(void *ud, void *handle, int tid, struct skyprof_capture *out);
+    int (*symbolize)(void *ud, uint64_t addr, char *buf, size_t cap);
+    int (*event_types)(void *ud, const char *event, int64_t dump_period,
+                       struct skyprof_event_types *out);
+    int (*run_event)(void *ud, const char *event, int64_t duration_ms, int64_t dump_period,
+                     const volatile int *stop, skyprof_emit_cb emit, void *emit_ud, char *err,
+                     size_t err_cap);
+    void (*end)(void *ud);
+    void (*destroy)(void *ud);
+};
+
+/* ------------------------------------------------------------------------------------------------
  * Agent lifecycle
  * ---------------------------------------------------------------------------------------------- */
 typedef struct skyprof_agent skyprof_agent;
@@ -231,6 +291,14 @@ SKYPROF_API SKP_MUST_CHECK skp_err skyprof_agent_restart_after_fork(skyprof_agen
  * using it. Errors: SKP_EINVAL (src NULL or no capture), SKP_ESTATE (a task is active). */
 SKYPROF_API SKP_MUST_CHECK skp_err skyprof_agent_set_stack_source(skyprof_agent *agent,
                                                               const struct skyprof_stack_source *src);
+
+/* Sets the process source (copied) used by process-profiling tasks (PprofTaskQuery). NULL
+ * removes it: tasks then answer EXECUTION_TASK_ERROR. The old source's destroy runs once no task
+ * uses it. A C service started with the native stack source gets the native process source.
+ * Errors: SKP_EINVAL (agent NULL, or src without list_threads/capture), SKP_ESTATE (a process
+ * task is running). */
+SKYPROF_API SKP_MUST_CHECK skp_err skyprof_agent_set_proc_source(skyprof_agent *agent,
+                                                             const struct skyprof_proc_source *src);
 
 /* The instance name in use (generated or configured); borrowed, valid until stop. */
 SKYPROF_API const char *skyprof_agent_instance(const skyprof_agent *agent);

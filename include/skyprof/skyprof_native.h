@@ -32,6 +32,11 @@ extern "C" {
  * its symbolize callback uses libdw. Thread-safe. */
 SKYPROF_API const struct skyprof_stack_source *skyprof_native_stack_source(void);
 
+/* The native PROCESS source (whole-process cpu, wall and thread dumps for PprofTask): lists the
+ * threads of /proc/self/task (agent threads excluded), captures each with the same signal as the
+ * stack source. Static storage; NULL when the library was built without it. */
+SKYPROF_API const struct skyprof_proc_source *skyprof_native_proc_source(void);
+
 struct skyprof_native_stats {
     /* capture (sampler side) */
     uint64_t captures_requested;

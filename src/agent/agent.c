@@ -161,6 +161,8 @@ skp_err skp__agent_new(const struct skyprof_config *cfg, const struct skyprof_st
     if (!err)
         err = skp__sampler_init(&a->sampler, &a->hub->ctx, &a->snaps, a->clock,
                                 (uint32_t)cfg->max_stack_depth, cfg->max_profiling_ms);
+    if (!err)
+        err = skp__proc_runner_init(&a->proc, (uint32_t)cfg->max_stack_depth);
     if (err) {
         skp__snapshot_queue_cleanup(&a->snaps);
         skp__symcache_cleanup(&a->sym);
@@ -176,6 +178,7 @@ skp_err skp__agent_new(const struct skyprof_config *cfg, const struct skyprof_st
         pthread_mutex_destroy(&a->lock);
         pthread_mutex_destroy(&a->mu);
         pthread_mutex_destroy(&a->src_lock);
+        skp__proc_runner_cleanup(&a->proc);
         free_memory(a);
         return SKP_EIO;
     }
@@ -184,6 +187,9 @@ skp_err skp__agent_new(const struct skyprof_config *cfg, const struct skyprof_st
     err = skp__command_dispatch_register(&a->disp, SKP_PROFILE_TASK_COMMAND,
                                          skp__profile_command_exec, &a->ts);
     (void)err; /* the table is empty here: cannot be full */
+    err = skp__command_dispatch_register(&a->disp, SKP_PPROF_TASK_COMMAND,
+                                         skp__pprof_command_exec, &a->proc);
+    (void)err; /* second of SKP_COMMAND_EXECUTORS_MAX entries */
     skp__command_service_init(&a->cs, &a->disp);
     a->tr = *tr;
     a->hub_dropped_base = atomic_load(&a->hub->segments_dropped);
@@ -199,6 +205,7 @@ void skp__agent_free(skyprof_agent *a)
     pthread_mutex_lock(&a->lock);
     skp__agent_stop_task_locked(a);
     pthread_mutex_unlock(&a->lock);
+    skp__proc_runner_cleanup(&a->proc); /* joins skp-proc; before the stack source goes */
     if (a->tr.destroy)
         a->tr.destroy(a->tr.ud);
     if (a->source.destroy)
@@ -246,6 +253,11 @@ static skp_err start_with(const struct skyprof_config *cfg, const struct skyprof
     if (err) {
         tr.destroy(tr.ud);
         return err;
+    }
+    const struct skyprof_proc_source *psrc = skp__default_proc_source(src);
+    if (psrc) {
+        skp_err perr = skp__proc_runner_set_source(&a->proc, psrc);
+        (void)perr; /* idle runner, valid source */
     }
     if (cfg->log_sink) {
         atomic_store(&g_log_ud, cfg->log_ud);
@@ -311,6 +323,7 @@ static void forget_inherited(skyprof_agent *a)
     skpx_free(a->sampler.frames);
     skpx_free(a->sampler.scratch);
     skp__symcache_cleanup(&a->sym);
+    skpx_free(a->proc.file); /* the parent's skp-proc does not exist here; its source moves on */
     skpx_free(a->props);
     skpx_free(a->props_mem);
     skpx_free(a);
@@ -365,10 +378,16 @@ static skp_err restart_child(skyprof_agent **out)
     bool has_src = src.capture != NULL;
     /* properties: the old agent's copies stay valid until it is forgotten below, and start
      * copies them */
+    struct skyprof_proc_source psrc = old->proc.src;
+    bool has_psrc = old->proc.has_src;
     g_forked = NULL;
     skp_err err = start_with(&cfg, has_src ? &src : NULL, out);
     if (!err && !old->instance_generated)
         (*out)->instance_base_len = base_len;
+    if (!err && has_psrc) {
+        skp_err perr = skp__proc_runner_set_source(&(*out)->proc, &psrc);
+        (void)perr; /* idle runner of a new agent; the source was valid in the parent */
+    }
     forget_inherited(old);
     return err;
 }
@@ -414,6 +433,13 @@ skp_err skyprof_agent_set_stack_source(skyprof_agent *a, const struct skyprof_st
     pthread_mutex_unlock(&a->src_lock);
     pthread_mutex_unlock(&a->lock);
     return SKP_OK;
+}
+
+skp_err skyprof_agent_set_proc_source(skyprof_agent *a, const struct skyprof_proc_source *src)
+{
+    if (!a)
+        return SKP_EINVAL;
+    return skp__proc_runner_set_source(&a->proc, src);
 }
 
 const char *skyprof_agent_instance(const skyprof_agent *a)

@@ -13,6 +13,7 @@
 #include "agent/agent_clock.h"
 #include "agent/command_dispatch.h"
 #include "agent/command_service.h"
+#include "agent/proc_task.h"
 #include "agent/sampler.h"
 #include "agent/snapshot.h"
 #include "agent/symcache.h"
@@ -46,6 +47,7 @@ struct skyprof_agent {
     struct skp__snapshot_queue snaps;
     struct skp__sampler sampler;
     struct skp__symcache sym;            /* channel thread only */
+    struct skp__proc_runner proc;        /* process profiling (PprofTask); own lock */
 
     /* channel thread */
     pthread_t thread;
@@ -62,6 +64,7 @@ struct skyprof_agent {
     int64_t next_snap_ns;
     int64_t next_seg_ns;
     int poll_failures;
+    int proc_upload_failures;            /* consecutive failed uploads of the pending answer */
     int backend_state;                   /* 0 unknown, 1 reachable, 2 unreachable (for logs) */
     uint64_t n_beats_ok;
     uint64_t first_connects;
@@ -106,6 +109,8 @@ void skp__channel_stop(skyprof_agent *a, int flush_deadline_ms);
 #define SKP_PATH_TASK_FINISH "/skywalking.v3.ProfileTask/reportTaskFinish"
 #define SKP_PATH_KEEPALIVE "/skywalking.v3.ManagementService/keepAlive"
 #define SKP_PATH_PROPERTIES "/skywalking.v3.ManagementService/reportInstanceProperties"
+#define SKP_PATH_PPROF_TASKS "/skywalking.v10.PprofTask/getPprofTaskCommands"
+#define SKP_PATH_PPROF_COLLECT "/skywalking.v10.PprofTask/collect"
 #define SKP_PATH_SEGMENTS "/skywalking.v3.TraceSegmentReportService/collect"
 
 #endif

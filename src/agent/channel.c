@@ -18,6 +18,7 @@
 #include "common/clock.h"
 #include "common/log.h"
 #include "management/Management.pb-c.h"
+#include "profile/Pprof.pb-c.h"
 
 #define MS (1000000LL)
 #define POLL_RETRY_MIN_MS 1000
@@ -141,6 +142,116 @@ static skp_err send_poll(skyprof_agent *a, int timeout_ms)
     atomic_fetch_add(&a->polls_sent, 1);
     handle_commands(a, resp);
     return SKP_OK;
+}
+
+/* --- process profiling: poll and upload ----------------------------------------------------- */
+static skp_err send_pprof_poll(skyprof_agent *a, int timeout_ms)
+{
+    Skywalking__V10__PprofTaskCommandQuery q = SKYWALKING__V10__PPROF_TASK_COMMAND_QUERY__INIT;
+    q.service = a->cfg.service;
+    q.serviceinstance = a->cfg.instance;
+    q.lastcommandtime = skp__proc_runner_cursor(&a->proc);
+    ProtobufCMessage *resp = NULL;
+    skp_err err = a->tr.unary(a->tr.ud, SKP_PATH_PPROF_TASKS, &q.base,
+                              &skywalking__v3__commands__descriptor, &resp, timeout_ms);
+    if (err)
+        return err;
+    handle_commands(a, resp);
+    return SKP_OK;
+}
+
+/* Drops an answer after this many failed attempts (the backend refuses it for good). */
+#define PROC_UPLOAD_ATTEMPTS_MAX 5
+
+struct proc_feed {
+    const struct skp__proc_upload *u;
+    skyprof_agent *a;
+    int stage;            /* 0 metadata, 1 waiting for the answer, 2 content */
+    size_t off;
+    int status;           /* the server's answer, -1 = none yet */
+    Skywalking__V10__PprofData msg;
+    Skywalking__V10__PprofMetaData meta;
+};
+
+static int proc_next(void *ud, const ProtobufCMessage *resp, const ProtobufCMessage **out)
+{
+    struct proc_feed *f = ud;
+    skywalking__v10__pprof_data__init(&f->msg);
+    if (f->stage == 0) {
+        skywalking__v10__pprof_meta_data__init(&f->meta);
+        f->meta.service = f->a->cfg.service;
+        f->meta.serviceinstance = f->a->cfg.instance;
+        f->meta.taskid = (char *)f->u->task_id;
+        if (f->u->error[0]) {
+            f->meta.type = SKYWALKING__V10__PPROF_PROFILING_STATUS__PPROF_EXECUTION_TASK_ERROR;
+            f->msg.result_case = SKYWALKING__V10__PPROF_DATA__RESULT_ERROR_MESSAGE;
+            f->msg.errormessage = (char *)f->u->error;
+        } else {
+            f->meta.type = SKYWALKING__V10__PPROF_PROFILING_STATUS__PPROF_PROFILING_SUCCESS;
+            f->meta.contentsize = (int32_t)f->u->file_len;
+        }
+        f->msg.metadata = &f->meta;
+        f->stage = 1;
+        *out = &f->msg.base;
+        return 1;
+    }
+    if (f->stage == 1) {
+        if (f->u->error[0])
+            return 0; /* an error answer is the metadata alone */
+        if (!resp)
+            return 2; /* metadata first: wait for SUCCESS or TERMINATED_BY_OVERSIZE */
+        f->status = (int)((const Skywalking__V10__PprofCollectionResponse *)resp)->status;
+        if (f->status != SKYWALKING__V10__PPROF_PROFILING_STATUS__PPROF_PROFILING_SUCCESS)
+            return 0; /* refused: send nothing more */
+        f->stage = 2;
+    }
+    if (f->off >= f->u->file_len)
+        return 0;
+    size_t n = f->u->file_len - f->off;
+    if (n > SKP_PROC_CHUNK_BYTES)
+        n = SKP_PROC_CHUNK_BYTES;
+    f->msg.result_case = SKYWALKING__V10__PPROF_DATA__RESULT_CONTENT;
+    f->msg.content.data = (uint8_t *)f->u->file + f->off;
+    f->msg.content.len = n;
+    f->off += n;
+    *out = &f->msg.base;
+    return 1;
+}
+
+static void send_proc_upload(skyprof_agent *a, int timeout_ms)
+{
+    struct skp__proc_upload u;
+    if (!a->tr.stream_gated || !skp__proc_upload_peek(&a->proc, &u))
+        return;
+    struct proc_feed f = {.u = &u, .a = a, .status = -1};
+    ProtobufCMessage *resp = NULL;
+    /* A 30 MiB file at a slow link needs more than the unary deadline; the Go agent uses 60 s. */
+    skp_err err = a->tr.stream_gated(a->tr.ud, SKP_PATH_PPROF_COLLECT, proc_next, &f,
+                                     &skywalking__v10__pprof_collection_response__descriptor,
+                                     &resp, timeout_ms * 6);
+    int status = f.status;
+    if (!err && resp)
+        status = (int)((Skywalking__V10__PprofCollectionResponse *)resp)->status;
+    if (resp)
+        protobuf_c_message_free_unpacked(resp, NULL);
+    bool oversize = status == SKYWALKING__V10__PPROF_PROFILING_STATUS__PPROF_TERMINATED_BY_OVERSIZE;
+    if (err) {
+        a->proc_upload_failures++;
+        SKPX_DEBUG("skyprof: process profile upload of task %.80s failed: %s", u.task_id,
+                   skp_strerror(err));
+        if (a->proc_upload_failures < PROC_UPLOAD_ATTEMPTS_MAX) {
+            skp__proc_upload_done(&a->proc, &u, false, false);
+            return;
+        }
+        SKPX_WARN("skyprof: dropping the process profile of task %.80s after %d failed uploads",
+                  u.task_id, a->proc_upload_failures);
+    }
+    a->proc_upload_failures = 0;
+    if (oversize)
+        SKPX_WARN("skyprof: backend refused the %zu-byte profile of task %.80s as too large",
+                  u.file_len, u.task_id);
+    /* The failed-for-good case counts as done too: the answer is dropped. */
+    skp__proc_upload_done(&a->proc, &u, true, oversize);
 }
 
 /* --- snapshot stream ------------------------------------------------------------------------ */
@@ -327,7 +438,15 @@ int64_t skp__channel_step(skyprof_agent *a, int64_t now_ns, bool flush, int time
             a->poll_failures = 0;
             a->next_poll_ns = now_ns + a->cfg.poll_interval_ms * MS;
         }
+        /* Process tasks are polled beside trace tasks, on the same schedule (a backend without
+         * one of the two services still serves the other). */
+        if (a->tr.stream_gated && (!err || err == SKP_EGRPC)) {
+            skp_err perr = send_pprof_poll(a, timeout_ms);
+            if (perr)
+                SKPX_DEBUG("skyprof: pprof task poll failed: %s", skp_strerror(perr));
+        }
     }
+    send_proc_upload(a, timeout_ms);
     if (flush || now_ns >= a->next_snap_ns) {
         (void)send_snapshots(a, timeout_ms);
         a->next_snap_ns = now_ns + SKP_SNAPSHOT_SEND_PERIOD_MS * MS;
@@ -360,6 +479,9 @@ static bool queues_empty(skyprof_agent *a)
     pthread_mutex_lock(&a->lock);
     int nf = a->n_finish;
     pthread_mutex_unlock(&a->lock);
+    struct skp__proc_upload u;
+    if (a->tr.stream_gated && skp__proc_upload_peek(&a->proc, &u))
+        return false;
     return nf == 0 && skp__ring_size(&a->snaps.ring) == 0 &&
            (!a->hub->segments_ready || skp__ring_size(&a->hub->segments) == 0);
 }
@@ -383,8 +505,15 @@ static void *channel_main(void *arg)
     pthread_mutex_lock(&a->lock);
     skp__agent_stop_task_locked(a);
     pthread_mutex_unlock(&a->lock);
+    /* A running process task ends now and its (shorter) profile is flushed like the rest. */
+    skp__proc_runner_request_stop(&a->proc);
     for (int round = 0; round < 4; round++) {
         int64_t left_ms = (deadline - skpx_mono_ns()) / MS;
+        while (left_ms > 0 && skp__proc_runner_busy(&a->proc) &&
+               !skp__proc_upload_peek(&a->proc, &(struct skp__proc_upload){0})) {
+            skpx_sleep_ns(MS); /* skp-proc is encoding its file: bounded by the deadline */
+            left_ms = (deadline - skpx_mono_ns()) / MS;
+        }
         if (left_ms <= 0 || queues_empty(a))
             break;
         (void)skp__channel_step(a, skpx_mono_ns(), true,

@@ -10,4 +10,8 @@
  * Thread-safe. */
 const struct skyprof_stack_source *skp__default_stack_source(void);
 
+/* The process source (PprofTask) that goes with stack source `src` in this build: the native
+ * process source for the native stack source, else NULL (static storage, borrowed). */
+const struct skyprof_proc_source *skp__default_proc_source(const struct skyprof_stack_source *src);
+
 #endif

@@ -7,3 +7,9 @@ const struct skyprof_stack_source *skp__default_stack_source(void)
 {
     return NULL;
 }
+
+const struct skyprof_proc_source *skp__default_proc_source(const struct skyprof_stack_source *src)
+{
+    (void)src;
+    return NULL;
+}

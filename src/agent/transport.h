@@ -13,6 +13,11 @@
  * half-close, -1 = abort. Same contract as skpx_grpc_next_cb. */
 typedef int (*skp__transport_next_cb)(void *ud, const ProtobufCMessage **msg);
 
+/* Source of a gated stream: `resp` = latest response so far (NULL before the first); returning
+ * 2 waits for the next response. Same contract as skpx_grpc_next_resp_cb. */
+typedef int (*skp__transport_next_resp_cb)(void *ud, const ProtobufCMessage *resp,
+                                           const ProtobufCMessage **msg);
+
 struct skp__transport {
     /* On SKP_OK and resp_desc != NULL, *resp is freed by the caller with
      * protobuf_c_message_free_unpacked(*resp, NULL). Errors as skpx_grpc_client_unary. */
@@ -25,6 +30,11 @@ struct skp__transport {
     uint64_t (*connects)(void *ud); /* successful connections so far */
     void (*destroy)(void *ud);      /* NULL ok */
     void *ud;
+    /* A call whose source waits for the server's answers (skpx_grpc_client_stream_gated);
+     * NULL in transports without it (process-profiling uploads are then not sent). */
+    skp_err (*stream_gated)(void *ud, const char *path, skp__transport_next_resp_cb next,
+                            void *next_ud, const ProtobufCMessageDescriptor *resp_desc,
+                            ProtobufCMessage **resp, int timeout_ms);
 };
 
 /* The real transport: one skp_wire_client connection to `target` ("host:port"), with the

@@ -20,6 +20,14 @@ static skp_err g_stream(void *ud, const char *path, skp__transport_next_cb next,
     return skpx_grpc_client_stream(ud, path, next, next_ud, resp_desc, resp, timeout_ms, NULL);
 }
 
+static skp_err g_stream_gated(void *ud, const char *path, skp__transport_next_resp_cb next,
+                              void *next_ud, const ProtobufCMessageDescriptor *resp_desc,
+                              ProtobufCMessage **resp, int timeout_ms)
+{
+    return skpx_grpc_client_stream_gated(ud, path, next, next_ud, resp_desc, resp, timeout_ms,
+                                         NULL);
+}
+
 static uint64_t g_connects(void *ud)
 {
     struct skpx_grpc_client_stats st;
@@ -48,6 +56,7 @@ skp_err skp__transport_grpc_new(const char *target, const char *authentication,
         return err;
     out->unary = g_unary;
     out->stream = g_stream;
+    out->stream_gated = g_stream_gated;
     out->connects = g_connects;
     out->destroy = g_destroy;
     out->ud = c;

@@ -87,8 +87,10 @@ struct call {
     char err_msg[160];
     /* request source */
     skpx_grpc_next_cb next;
+    skpx_grpc_next_resp_cb next_resp; /* gated calls (skpx_grpc_client_stream_gated) */
     void *next_ud;
     bool is_src_eof;
+    bool is_waiting;      /* gated source asked to wait for a response: data deferred */
     /* response */
     const ProtobufCMessageDescriptor *resp_desc;
     ProtobufCMessage *resp; /* owned until handed to the caller */
@@ -524,11 +526,18 @@ static ssize_t on_data_read(nghttp2_session *s, int32_t stream_id, uint8_t *buf,
         n = have < length ? have : length;
         stage_take(c, buf, n);
     }
-    while (n < length && c->stage_len == 0 && !k->is_src_eof && k->next) {
+    while (n < length && c->stage_len == 0 && !k->is_src_eof && (k->next || k->next_resp)) {
         const ProtobufCMessage *m = NULL;
-        int rc = k->next(k->next_ud, &m);
+        int rc = k->next ? k->next(k->next_ud, &m) : k->next_resp(k->next_ud, k->resp, &m);
         if (rc == 0) {
             k->is_src_eof = true;
+            break;
+        }
+        if (rc == 2 && k->next_resp) {
+            /* resumed by on_response_msg (or the call ends) */
+            k->is_waiting = true;
+            if (n == 0)
+                return NGHTTP2_ERR_DEFERRED;
             break;
         }
         if (rc != 1 || !m) {
@@ -565,7 +574,10 @@ static skp_err on_response_msg(void *ud, const uint8_t *msg, size_t len)
     struct skpx_grpc_client *c = ud;
     struct call *k = &c->call;
     k->n_resp_msgs++;
-    if (k->n_resp_msgs > 1) {
+    if (k->next_resp && k->resp) { /* gated calls keep the latest response */
+        protobuf_c_message_free_unpacked(k->resp, NULL);
+        k->resp = NULL;
+    } else if (k->n_resp_msgs > 1) {
         snprintf(k->err_msg, sizeof(k->err_msg), "more than one response message");
         return SKP_EPROTO;
     }
@@ -576,6 +588,13 @@ static skp_err on_response_msg(void *ud, const uint8_t *msg, size_t len)
         snprintf(k->err_msg, sizeof(k->err_msg), "response does not decode as %s",
                  k->resp_desc->name);
         return SKP_EPROTO;
+    }
+    if (k->is_waiting) {
+        k->is_waiting = false;
+        if (nghttp2_session_resume_data(c->sess, k->stream_id) != 0) {
+            snprintf(k->err_msg, sizeof(k->err_msg), "cannot resume the request stream");
+            return SKP_EPROTO;
+        }
     }
     return SKP_OK;
 }
@@ -1054,7 +1073,8 @@ static void buffers_trim(struct skpx_grpc_client *c)
 
 /* Step 1: resets the call slot for a new call and packs the request (if any) for sending. */
 static skp_err call_prepare(struct skpx_grpc_client *c, const ProtobufCMessage *req,
-                            skpx_grpc_next_cb next, void *next_ud,
+                            skpx_grpc_next_cb next, skpx_grpc_next_resp_cb next_resp,
+                            void *next_ud,
                             const ProtobufCMessageDescriptor *resp_desc, char *msg, size_t cap)
 {
     struct call *k = &c->call;
@@ -1062,6 +1082,7 @@ static skp_err call_prepare(struct skpx_grpc_client *c, const ProtobufCMessage *
     skpx_grpc_reader_init(&k->reader, c->max_msg);
     k->resp_desc = resp_desc;
     k->next = next;
+    k->next_resp = next_resp;
     k->next_ud = next_ud;
     c->stage_off = 0;
     c->stage_len = 0;
@@ -1177,11 +1198,12 @@ static void call_finish(struct skpx_grpc_client *c, skp_err err, ProtobufCMessag
         protobuf_c_message_free_unpacked(k->resp, NULL);
     k->resp = NULL;
     k->next = NULL;
+    k->next_resp = NULL;
     k->next_ud = NULL;
 }
 
 static skp_err do_call(struct skpx_grpc_client *c, const char *path, const ProtobufCMessage *req,
-                       skpx_grpc_next_cb next, void *next_ud,
+                       skpx_grpc_next_cb next, skpx_grpc_next_resp_cb next_resp, void *next_ud,
                        const ProtobufCMessageDescriptor *resp_desc, ProtobufCMessage **resp,
                        int timeout_ms, struct skpx_grpc_result *res)
 {
@@ -1203,7 +1225,7 @@ static skp_err do_call(struct skpx_grpc_client *c, const char *path, const Proto
 
     skp_err err = conn_ensure(c, deadline, msg, sizeof(msg));
     if (!err) {
-        err = call_prepare(c, req, next, next_ud, resp_desc, msg, sizeof(msg));
+        err = call_prepare(c, req, next, next_resp, next_ud, resp_desc, msg, sizeof(msg));
         if (!err)
             err = call_submit(c, path, deadline, msg, sizeof(msg));
         if (!err)
@@ -1306,7 +1328,7 @@ skp_err skpx_grpc_client_unary(struct skpx_grpc_client *c, const char *path,
             c->stats.calls_failed++;
         return SKP_EINVAL;
     }
-    return do_call(c, path, req, NULL, NULL, resp_desc, resp, timeout_ms, res);
+    return do_call(c, path, req, NULL, NULL, NULL, resp_desc, resp, timeout_ms, res);
 }
 
 skp_err skpx_grpc_client_stream(struct skpx_grpc_client *c, const char *path,
@@ -1323,7 +1345,24 @@ skp_err skpx_grpc_client_stream(struct skpx_grpc_client *c, const char *path,
             c->stats.calls_failed++;
         return SKP_EINVAL;
     }
-    return do_call(c, path, NULL, next, next_ud, resp_desc, resp, timeout_ms, res);
+    return do_call(c, path, NULL, next, NULL, next_ud, resp_desc, resp, timeout_ms, res);
+}
+
+skp_err skpx_grpc_client_stream_gated(struct skpx_grpc_client *c, const char *path,
+                                      skpx_grpc_next_resp_cb next, void *next_ud,
+                                      const ProtobufCMessageDescriptor *resp_desc,
+                                      ProtobufCMessage **resp, int timeout_ms,
+                                      struct skpx_grpc_result *res)
+{
+    if (resp)
+        *resp = NULL;
+    if (!c || !next || !resp_desc) {
+        result_set(res, -1, "invalid call arguments");
+        if (c)
+            c->stats.calls_failed++;
+        return SKP_EINVAL;
+    }
+    return do_call(c, path, NULL, NULL, next, next_ud, resp_desc, resp, timeout_ms, res);
 }
 
 void skpx_grpc_client_disconnect(struct skpx_grpc_client *c)

@@ -72,6 +72,22 @@ SKP_MUST_CHECK skp_err skpx_grpc_client_stream(struct skpx_grpc_client *c, const
                                                ProtobufCMessage **resp, int timeout_ms,
                                                struct skpx_grpc_result *res);
 
+/* Source of a gated call: like skpx_grpc_next_cb, and `resp` is the latest response message
+ * received so far (NULL before the first; borrowed until the next pull). Returning 2 waits until
+ * a response message arrives (or the call ends), then the source is pulled again. */
+typedef int (*skpx_grpc_next_resp_cb)(void *ud, const ProtobufCMessage *resp,
+                                      const ProtobufCMessage **msg);
+
+/* A call whose request stream depends on the server's answers (SkyWalking's PprofTask/collect:
+ * metadata, wait for SUCCESS or TERMINATED_BY_OVERSIZE, then the content). The server may send
+ * several response messages; *resp is the last one. resp_desc is required. Same result/error
+ * contract as skpx_grpc_client_stream. */
+SKP_MUST_CHECK skp_err skpx_grpc_client_stream_gated(struct skpx_grpc_client *c, const char *path,
+                                                     skpx_grpc_next_resp_cb next, void *next_ud,
+                                                     const ProtobufCMessageDescriptor *resp_desc,
+                                                     ProtobufCMessage **resp, int timeout_ms,
+                                                     struct skpx_grpc_result *res);
+
 /* Drops the connection now (next call reconnects, subject to backoff). */
 void skpx_grpc_client_disconnect(struct skpx_grpc_client *c);
 /* Forgets backoff state so the next call connects at once (e.g. after a config change). */

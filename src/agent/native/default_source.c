@@ -9,3 +9,11 @@ const struct skyprof_stack_source *skp__default_stack_source(void)
 {
     return skyprof_native_stack_source();
 }
+
+const struct skyprof_proc_source *skp__default_proc_source(const struct skyprof_stack_source *src)
+{
+    /* A native service gets whole-process profiling through the same signal machinery. */
+    if (src && src->capture == skyprof_native_stack_source()->capture)
+        return skyprof_native_proc_source();
+    return NULL;
+}

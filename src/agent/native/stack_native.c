@@ -103,6 +103,11 @@ static bool ensure_installed(void)
     return err == SKP_OK;
 }
 
+bool skp__native_source_ensure_installed(void)
+{
+    return ensure_installed();
+}
+
 static void *native_thread_attach(void *ud)
 {
     (void)ud;

@@ -152,6 +152,10 @@ int skp__native_capture_signo(void);
  * SKP_NATIVE_DEFAULT_TIMEOUT_NS). install also takes it from SKYPROF_NATIVE_TIMEOUT_MS. */
 void skp__native_capture_set_timeout_ns(int64_t timeout_ns);
 
+/* Installs the native stack source's handler if not yet (stack_native.c; the source's destroy
+ * removes it). Used by the native process source. Thread-safe. */
+bool skp__native_source_ensure_installed(void);
+
 /* Test hook: when set, the handler always uses the frame-pointer walk. */
 void skp__native_capture_force_fp(bool on);
 /* True when install found the loader's lock word (see skp__native_loader_lock). */

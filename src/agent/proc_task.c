@@ -1,0 +1,745 @@
+/* proc_task.c - the process-profiling task runner (see proc_task.h for the threading model).
+ *
+ * Design. One task at a time: the executor starts skp-proc, which samples into one pprof
+ * builder (src/wire/pprof_encode.h) whose byte budget bounds the task's memory whatever its
+ * length, encodes the gzip file, marks the runner DONE and exits; the channel thread uploads and
+ * joins. Events:
+ *   cpu        every period, each listed thread whose CPU clock (clock_gettime on the thread's
+ *              CPU-time clock, no signal) advanced by at least a twentieth of the period and
+ *              whose kernel state is R (running or runnable) is captured and weighted by that
+ *              CPU time: sleeping threads are never signalled;
+ *   wall       every period, every listed thread, weighted by the period;
+ *   goroutine  a thread dump: every thread once, at once;
+ *   others     the source's run_event (Python: heap/allocs from tracemalloc), else an
+ *              EXECUTION_TASK_ERROR naming the event and the language.
+ * Samples carry the labels thread_name and thread_id. */
+#include "agent/proc_task.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "agent/agent_thread.h"
+#include "agent/config.h"
+#include "common/alloc.h"
+#include "common/clock.h"
+#include "common/log.h"
+#include "wire/pprof_encode.h"
+
+#define MS_NS (1000000LL)
+/* Symbolized addresses remembered per task (direct-mapped; only for address frames). */
+#define SYM_CACHE_ENTRIES 2048
+#define SYM_TEXT_MAX 200
+/* Text room for string frames of one capture. */
+#define CAPTURE_SCRATCH_BYTES (64u << 10)
+/* Symbolized text of one stack's address frames. */
+#define SYMTEXT_BYTES (128u << 10)
+
+/* ---- command ------------------------------------------------------------------------------- */
+static const char *arg(const Skywalking__V3__Command *cmd, const char *key)
+{
+    for (size_t i = 0; i < cmd->n_args; i++) {
+        const Skywalking__V3__KeyStringValuePair *kv = cmd->args[i];
+        if (kv && kv->key && strcmp(kv->key, key) == 0)
+            return kv->value;
+    }
+    return NULL;
+}
+
+static bool num(const Skywalking__V3__Command *cmd, const char *key, bool required, long long lo,
+                long long hi, long long *out, char *reason, size_t cap)
+{
+    const char *v = arg(cmd, key);
+    *out = 0;
+    if (!v || !*v) {
+        if (required)
+            snprintf(reason, cap, "malformed command: %s missing", key);
+        return !required;
+    }
+    long long n = 0;
+    if (!skp__config_parse_i64(v, &n) || n < lo || n > hi) {
+        snprintf(reason, cap, "malformed command: %s is not a number in range", key);
+        return false;
+    }
+    *out = n;
+    return true;
+}
+
+skp_err skp__pprof_command_parse(const Skywalking__V3__Command *cmd, struct skp__proc_spec *out,
+                                 char *reason, size_t cap)
+{
+    memset(out, 0, sizeof(*out));
+    out->create_time_ms = -1;
+    long long ct, dur, dp, hz;
+    if (!num(cmd, "CreateTime", true, 0, INT64_MAX, &ct, reason, cap))
+        return SKP_EINVAL;
+    out->create_time_ms = ct;
+    const char *id = arg(cmd, "TaskId");
+    const char *ev = arg(cmd, "Events");
+    if (!id || !*id || strlen(id) >= sizeof(out->task_id)) {
+        snprintf(reason, cap, "malformed command: TaskId missing or too long");
+        return SKP_EINVAL;
+    }
+    memcpy(out->task_id, id, strlen(id) + 1);
+    if (!ev || !*ev || strlen(ev) >= sizeof(out->event)) {
+        snprintf(reason, cap, "malformed command: Events missing or too long");
+        return SKP_EINVAL;
+    }
+    for (size_t i = 0; ev[i]; i++) /* lower case, as the Go agent compares */
+        out->event[i] = (char)(ev[i] >= 'A' && ev[i] <= 'Z' ? ev[i] - 'A' + 'a' : ev[i]);
+    if (!num(cmd, "Duration", false, 0, 24 * 60, &dur, reason, cap) ||
+        !num(cmd, "DumpPeriod", false, INT64_MIN, INT64_MAX, &dp, reason, cap) ||
+        !num(cmd, "SamplingRate", false, 0, INT32_MAX, &hz, reason, cap))
+        return SKP_EINVAL;
+    out->duration_ms = (int64_t)dur * 60000;
+    out->dump_period = dp;
+    out->sampling_hz = hz;
+    return SKP_OK;
+}
+
+/* ---- runner lifecycle ---------------------------------------------------------------------- */
+skp_err skp__proc_runner_init(struct skp__proc_runner *r, uint32_t max_depth)
+{
+    memset(r, 0, sizeof(*r));
+    r->max_depth = max_depth ? max_depth : 500;
+    r->last_create_time = -1;
+    r->max_duration_ms = 15 * 60000;
+    /* Test and benchmark knob: shortens every timed task (never lengthens one). */
+    const char *cap = getenv("SKYPROF_PROC_MAX_DURATION_MS");
+    long long v;
+    if (cap && skp__config_parse_i64(cap, &v) && v > 0 && v < r->max_duration_ms)
+        r->max_duration_ms = v;
+    if (pthread_mutex_init(&r->mu, NULL) != 0)
+        return SKP_EIO;
+    if (skp__cond_init_mono(&r->cv) != SKP_OK) {
+        pthread_mutex_destroy(&r->mu);
+        return SKP_EIO;
+    }
+    return SKP_OK;
+}
+
+static void join_task(struct skp__proc_runner *r)
+{
+    if (r->thread_started) {
+        pthread_join(r->thread, NULL);
+        r->thread_started = false;
+    }
+}
+
+void skp__proc_runner_request_stop(struct skp__proc_runner *r)
+{
+    pthread_mutex_lock(&r->mu);
+    __atomic_store_n(&r->stop, 1, __ATOMIC_SEQ_CST);
+    pthread_cond_broadcast(&r->cv);
+    pthread_mutex_unlock(&r->mu);
+}
+
+void skp__proc_runner_cleanup(struct skp__proc_runner *r)
+{
+    skp__proc_runner_request_stop(r);
+    join_task(r);
+    skpx_free(r->file);
+    r->file = NULL;
+    if (r->has_src && r->src.destroy)
+        r->src.destroy(r->src.ud);
+    r->has_src = false;
+    pthread_cond_destroy(&r->cv);
+    pthread_mutex_destroy(&r->mu);
+}
+
+skp_err skp__proc_runner_set_source(struct skp__proc_runner *r,
+                                    const struct skyprof_proc_source *src)
+{
+    if (src && (!src->list_threads || !src->capture))
+        return SKP_EINVAL;
+    pthread_mutex_lock(&r->mu);
+    if (r->state == SKP_PROC_RUNNING) {
+        pthread_mutex_unlock(&r->mu);
+        return SKP_ESTATE;
+    }
+    struct skyprof_proc_source old = r->src;
+    bool had = r->has_src;
+    if (src)
+        r->src = *src;
+    r->has_src = src != NULL;
+    pthread_mutex_unlock(&r->mu);
+    if (had && old.destroy)
+        old.destroy(old.ud);
+    return SKP_OK;
+}
+
+int64_t skp__proc_runner_cursor(struct skp__proc_runner *r)
+{
+    pthread_mutex_lock(&r->mu);
+    int64_t c = r->last_create_time;
+    pthread_mutex_unlock(&r->mu);
+    return c;
+}
+
+bool skp__proc_runner_busy(struct skp__proc_runner *r)
+{
+    pthread_mutex_lock(&r->mu);
+    bool b = r->state != SKP_PROC_IDLE;
+    pthread_mutex_unlock(&r->mu);
+    return b;
+}
+
+void skp__proc_runner_get_stats(struct skp__proc_runner *r, struct skp__proc_stats *out)
+{
+    pthread_mutex_lock(&r->mu);
+    *out = r->stats;
+    pthread_mutex_unlock(&r->mu);
+}
+
+/* ---- frames -------------------------------------------------------------------------------- */
+static int64_t parse_line(const char *s, size_t n)
+{
+    int64_t v = 0;
+    if (n == 0 || n > 10)
+        return -1;
+    for (size_t i = 0; i < n; i++) {
+        if (s[i] < '0' || s[i] > '9')
+            return -1;
+        v = v * 10 + (s[i] - '0');
+    }
+    return v;
+}
+
+void skp__proc_split_frame(const char *s, size_t n, const char **func, size_t *func_len,
+                           const char **file, size_t *file_len, int64_t *line)
+{
+    *func = s;
+    *func_len = n;
+    *file = "";
+    *file_len = 0;
+    *line = 0;
+    /* Native: "function (file:line)" */
+    if (n >= 5 && s[n - 1] == ')') {
+        size_t open = n;
+        while (open > 0 && s[open - 1] != '(')
+            open--;
+        if (open >= 2 && s[open - 2] == ' ') {
+            const char *in = s + open;
+            size_t in_len = n - 1 - open;
+            size_t colon = in_len;
+            while (colon > 0 && in[colon - 1] != ':')
+                colon--;
+            int64_t ln = colon ? parse_line(in + colon, in_len - colon) : -1;
+            if (ln >= 0) {
+                *func_len = open - 2;
+                *file = in;
+                *file_len = colon - 1;
+                *line = ln;
+                return;
+            }
+        }
+    }
+    /* Python: "<file>.<function>: <line>"; a function name never contains '.' */
+    for (size_t i = n; i >= 2; i--) {
+        if (s[i - 2] == ':' && s[i - 1] == ' ') {
+            int64_t ln = parse_line(s + i, n - i);
+            if (ln < 0)
+                return;
+            size_t head = i - 2;
+            size_t dot = head;
+            while (dot > 0 && s[dot - 1] != '.')
+                dot--;
+            if (dot == 0)
+                return;
+            *func = s + dot;
+            *func_len = head - dot;
+            *file = s;
+            *file_len = dot - 1;
+            *line = ln;
+            return;
+        }
+    }
+}
+
+/* ---- sampling ------------------------------------------------------------------------------ */
+struct sym_entry {
+    uint64_t addr;
+    bool valid;
+    char text[SYM_TEXT_MAX];
+};
+
+struct proc_run {
+    struct skp__proc_runner *r;
+    struct skyprof_proc_source src;
+    struct skp__proc_spec spec;
+    struct skpx_pprof *prof;
+    struct skyprof_frame *frames;
+    char *scratch;
+    struct skpx_pprof_frame *pf;
+    struct sym_entry *sym;          /* lazily, address frames only */
+    char *symtext;                  /* SYMTEXT_BYTES, address frames only */
+    struct skyprof_proc_thread threads[SKP_PROC_THREADS_MAX];
+    int64_t cpu_last[SKP_PROC_THREADS_MAX];
+    int n_threads;
+    uint64_t samples, dropped, lost;
+    bool budget_noted;
+};
+
+/* Text of an address frame, from the per-task cache or the source's symbolize. */
+static void sym_text(struct proc_run *p, uint64_t addr, char *dst, size_t cap)
+{
+    struct sym_entry *e = p->sym ? &p->sym[(addr >> 2) % SYM_CACHE_ENTRIES] : NULL;
+    if (e && e->valid && e->addr == addr) {
+        snprintf(dst, cap, "%s", e->text);
+        return;
+    }
+    if (!p->src.symbolize || p->src.symbolize(p->src.ud, addr, dst, cap) < 0)
+        snprintf(dst, cap, "0x%" PRIx64, addr);
+    if (e) {
+        snprintf(e->text, sizeof(e->text), "%s", dst);
+        e->addr = addr;
+        e->valid = true;
+    }
+}
+
+/* Adds one captured stack (innermost first) with values; counts drops. Address frames are
+ * symbolized into p->symtext (stable until the add interned them). */
+static void add_stack(struct proc_run *p, const struct skyprof_capture *c, const int64_t *values,
+                      const struct skyprof_proc_thread *t)
+{
+    size_t n = c->n < SKPX_PPROF_MAX_FRAMES ? c->n : SKPX_PPROF_MAX_FRAMES;
+    size_t used = 0;
+    for (size_t i = 0; i < n; i++) {
+        const struct skyprof_frame *f = &c->frames[i];
+        const char *s;
+        size_t len;
+        if (f->kind == SKYPROF_FRAME_ADDR) {
+            if (!p->sym)
+                p->sym = skpx_calloc(SYM_CACHE_ENTRIES, sizeof(*p->sym));
+            if (!p->symtext)
+                p->symtext = skpx_malloc(SYMTEXT_BYTES);
+            if (!p->symtext || SYMTEXT_BYTES - used < SYM_TEXT_MAX) {
+                n = i; /* no room: keep the innermost frames */
+                break;
+            }
+            char *dst = p->symtext + used;
+            sym_text(p, f->addr, dst, SYM_TEXT_MAX);
+            s = dst;
+            len = strlen(dst);
+            used += len + 1;
+        } else {
+            s = f->str ? f->str : "";
+            len = f->str ? f->len : 0;
+        }
+        struct skpx_pprof_frame *o = &p->pf[i];
+        skp__proc_split_frame(s, len, &o->func, &o->func_len, &o->file, &o->file_len, &o->line);
+    }
+    struct skpx_pprof_label lab[2] = {{.key = "thread_name", .str = t ? t->name : "?"},
+                                      {.key = "thread_id", .num = t ? t->tid : 0}};
+    skp_err err = skpx_pprof_add(p->prof, p->pf, n, values, lab, 2);
+    if (err) {
+        p->dropped++;
+        if (err == SKP_EFULL && !p->budget_noted) {
+            p->budget_noted = true;
+            SKPX_WARN("skyprof: process profile of task %.80s reached its %u-byte budget; new "
+                      "stacks are dropped", p->spec.task_id, SKP_PROC_PROFILE_BYTES_MAX);
+        }
+    } else {
+        p->samples++;
+    }
+}
+
+static int capture_one(struct proc_run *p, const struct skyprof_proc_thread *t,
+                       struct skyprof_capture *c)
+{
+    c->frames = p->frames;
+    c->cap = p->r->max_depth;
+    c->n = 0;
+    c->truncated = false;
+    c->scratch = p->scratch;
+    c->scratch_cap = CAPTURE_SCRATCH_BYTES;
+    c->scratch_len = 0;
+    return p->src.capture(p->src.ud, t->handle, t->tid, c);
+}
+
+static int64_t thread_cpu_ns(int tid)
+{
+    /* The kernel's per-thread CPU-time clock id: MAKE_THREAD_CPUCLOCK(tid, CPUCLOCK_SCHED). */
+    clockid_t id = (clockid_t)((~(unsigned)tid << 3) | 6u);
+    struct timespec ts;
+    if (clock_gettime(id, &ts) != 0)
+        return -1;
+    return (int64_t)ts.tv_sec * 1000000000LL + ts.tv_nsec;
+}
+
+/* The kernel state letter of a thread of this process ('R' running or runnable, 'S' sleeping,
+ * 'D' uninterruptible...), or '?' when it cannot be read. */
+static char thread_state(int tid)
+{
+    char path[64];
+    char buf[512];
+    snprintf(path, sizeof(path), "/proc/self/task/%d/stat", tid);
+    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    if (fd < 0)
+        return '?';
+    ssize_t n = read(fd, buf, sizeof(buf) - 1);
+    close(fd);
+    if (n <= 0)
+        return '?';
+    buf[n] = '\0';
+    const char *rp = strrchr(buf, ')'); /* the name may contain spaces and parentheses */
+    return rp && rp[1] == ' ' && rp[2] ? rp[2] : '?';
+}
+
+static void relist(struct proc_run *p)
+{
+    struct skyprof_proc_thread old[SKP_PROC_THREADS_MAX];
+    int64_t old_cpu[SKP_PROC_THREADS_MAX];
+    int n_old = p->n_threads;
+    memcpy(old, p->threads, sizeof(old[0]) * (size_t)n_old);
+    memcpy(old_cpu, p->cpu_last, sizeof(old_cpu[0]) * (size_t)n_old);
+    int n = p->src.list_threads(p->src.ud, p->threads, SKP_PROC_THREADS_MAX);
+    p->n_threads = n < 0 ? 0 : (n > SKP_PROC_THREADS_MAX ? SKP_PROC_THREADS_MAX : n);
+    for (int i = 0; i < p->n_threads; i++) {
+        p->threads[i].name[sizeof(p->threads[i].name) - 1] = '\0';
+        p->cpu_last[i] = -1;
+        for (int j = 0; j < n_old; j++)
+            if (old[j].tid == p->threads[i].tid) {
+                p->cpu_last[i] = old_cpu[j];
+                break;
+            }
+        if (p->cpu_last[i] < 0)
+            p->cpu_last[i] = thread_cpu_ns(p->threads[i].tid);
+    }
+}
+
+/* Waits until deadline_ns or stop. Returns true when asked to stop. */
+static bool wait_until(struct skp__proc_runner *r, int64_t deadline_ns)
+{
+    pthread_mutex_lock(&r->mu);
+    while (!__atomic_load_n(&r->stop, __ATOMIC_SEQ_CST) && skpx_mono_ns() < deadline_ns)
+        skp__cond_wait_until(&r->cv, &r->mu, deadline_ns);
+    bool s = __atomic_load_n(&r->stop, __ATOMIC_SEQ_CST) != 0;
+    pthread_mutex_unlock(&r->mu);
+    return s;
+}
+
+static void run_sampling(struct proc_run *p, bool cpu, int64_t period_ns, int64_t duration_ms)
+{
+    struct skyprof_capture c;
+    int64_t start = skpx_mono_ns();
+    int64_t end = start + duration_ms * MS_NS;
+    int64_t next_list = start + SKP_PROC_RELIST_MS * MS_NS;
+    int64_t min_cpu = period_ns / 20;
+    relist(p);
+    int64_t next = start + period_ns;
+    while (!wait_until(p->r, next)) {
+        int64_t now = skpx_mono_ns();
+        if (now >= end)
+            break;
+        if (now >= next_list) {
+            relist(p);
+            next_list = now + SKP_PROC_RELIST_MS * MS_NS;
+        }
+        for (int i = 0; i < p->n_threads; i++) {
+            struct skyprof_proc_thread *t = &p->threads[i];
+            int64_t weight = period_ns;
+            if (cpu) {
+                int64_t ns = thread_cpu_ns(t->tid);
+                if (ns < 0)
+                    continue; /* gone; dropped at the next listing */
+                int64_t d = p->cpu_last[i] >= 0 ? ns - p->cpu_last[i] : 0;
+                p->cpu_last[i] = ns;
+                if (d < min_cpu)
+                    continue; /* off CPU for this period: never signalled */
+                /* Ran during the period but sleeps now: its stack is not where the CPU went. */
+                if (thread_state(t->tid) != 'R')
+                    continue;
+                weight = d;
+            }
+            int rc = capture_one(p, t, &c);
+            if (rc != 0) {
+                p->lost++;
+                continue;
+            }
+            int64_t v[2] = {1, weight};
+            add_stack(p, &c, v, t);
+        }
+        /* Fixed-rate schedule; after a long stall skip the missed ticks instead of bursting. */
+        next += period_ns;
+        if (next < now)
+            next = now + period_ns;
+    }
+}
+
+static void run_dump(struct proc_run *p)
+{
+    struct skyprof_capture c;
+    relist(p);
+    for (int i = 0; i < p->n_threads; i++) {
+        int rc = capture_one(p, &p->threads[i], &c);
+        if (rc != 0) {
+            p->lost++;
+            continue;
+        }
+        int64_t v[1] = {1};
+        add_stack(p, &c, v, &p->threads[i]);
+    }
+}
+
+static int emit_cb(void *ud, const struct skyprof_capture *stack, const int64_t *values,
+                   const struct skyprof_proc_thread *thread)
+{
+    struct proc_run *p = ud;
+    uint64_t before = p->dropped;
+    add_stack(p, stack, values, thread);
+    return p->dropped == before ? 0 : -1;
+}
+
+/* Builds the profile of the task; returns false with p->r->error set on failure. */
+static bool run_task(struct proc_run *p, char *error, size_t ecap)
+{
+    const char *ev = p->spec.event;
+    bool cpu = strcmp(ev, "cpu") == 0;
+    bool wall = strcmp(ev, "wall") == 0;
+    bool dump = strcmp(ev, "goroutine") == 0;
+    int64_t hz = p->spec.sampling_hz > 0 ? p->spec.sampling_hz : SKP_PROC_DEFAULT_HZ;
+    if (hz > SKP_PROC_MAX_HZ)
+        hz = SKP_PROC_MAX_HZ;
+    int64_t period_ns = 1000000000LL / hz;
+    int64_t duration_ms = p->spec.duration_ms;
+    if (duration_ms <= 0)
+        duration_ms = SKP_PROC_WINDOW_DEFAULT_MS;
+    if (duration_ms > p->r->max_duration_ms)
+        duration_ms = p->r->max_duration_ms;
+
+    struct skpx_pprof_type types[SKPX_PPROF_MAX_TYPES];
+    size_t n_types = 0;
+    struct skpx_pprof_type period_type = {NULL, NULL};
+    int64_t period = 0;
+    struct skyprof_event_types et;
+    memset(&et, 0, sizeof(et));
+    if (cpu || wall) {
+        types[0] = (struct skpx_pprof_type){"samples", "count"};
+        types[1] = (struct skpx_pprof_type){cpu ? "cpu" : "wall", "nanoseconds"};
+        n_types = 2;
+        period_type = types[1];
+        period = period_ns;
+    } else if (dump) {
+        types[0] = (struct skpx_pprof_type){"goroutine", "count"};
+        n_types = 1;
+        period_type = types[0];
+        period = 1;
+    } else {
+        int rc = p->src.event_types ? p->src.event_types(p->src.ud, ev, p->spec.dump_period, &et)
+                                    : SKYPROF_EVENT_UNSUPPORTED;
+        if (rc != 0 || et.n < 1 || et.n > SKPX_PPROF_MAX_TYPES || !p->src.run_event) {
+            snprintf(error, ecap, "event %s is not supported by the %s agent", ev,
+                     p->src.name ? p->src.name : "skyprof");
+            return false;
+        }
+        for (int i = 0; i < et.n; i++)
+            types[i] = (struct skpx_pprof_type){et.type[i], et.unit[i]};
+        n_types = (size_t)et.n;
+        if (et.period_type)
+            period_type = (struct skpx_pprof_type){et.period_type, et.period_unit};
+        period = et.period;
+    }
+    skp_err err = skpx_pprof_new(types, n_types, SKP_PROC_PROFILE_BYTES_MAX, &p->prof);
+    if (!err && period_type.type)
+        err = skpx_pprof_set_period(p->prof, &period_type, period);
+    if (err) {
+        snprintf(error, ecap, "cannot create the profile: %s", skp_strerror(err));
+        return false;
+    }
+    int64_t t0 = skpx_now_ms() * MS_NS;
+    int64_t m0 = skpx_mono_ns();
+    if (cpu || wall) {
+        run_sampling(p, cpu, period_ns, duration_ms);
+    } else if (dump) {
+        run_dump(p);
+    } else {
+        int rc = p->src.run_event(p->src.ud, ev, duration_ms, p->spec.dump_period, &p->r->stop,
+                                  emit_cb, p, error, ecap);
+        if (rc != 0) {
+            if (!error[0])
+                snprintf(error, ecap, "event %s failed in the %s agent", ev,
+                         p->src.name ? p->src.name : "skyprof");
+            return false;
+        }
+    }
+    skpx_pprof_set_time(p->prof, t0, skpx_mono_ns() - m0);
+    char note[200];
+    snprintf(note, sizeof(note), "skyprof %s agent, event %s, %" PRIu64 " samples, %" PRIu64
+             " dropped (budget), %" PRIu64 " captures lost", p->src.name ? p->src.name : "",
+             ev, p->samples, p->dropped, p->lost);
+    err = skpx_pprof_add_comment(p->prof, note);
+    (void)err; /* a full budget only loses the comment */
+    return true;
+}
+
+static void *proc_main(void *arg)
+{
+    struct skp__proc_runner *r = arg;
+    struct proc_run *p = skpx_calloc(1, sizeof(*p));
+    char error[256] = "";
+    uint8_t *file = NULL;
+    size_t file_len = 0;
+    size_t builder_bytes = 0;
+    if (p) {
+        p->r = r;
+        pthread_mutex_lock(&r->mu);
+        p->src = r->src;
+        p->spec = r->cur;
+        pthread_mutex_unlock(&r->mu);
+        p->frames = skpx_calloc(r->max_depth, sizeof(*p->frames));
+        p->scratch = skpx_malloc(CAPTURE_SCRATCH_BYTES);
+        p->pf = skpx_calloc(SKPX_PPROF_MAX_FRAMES, sizeof(*p->pf));
+    }
+    if (!p || !p->frames || !p->scratch || !p->pf) {
+        snprintf(error, sizeof(error), "out of memory starting the task");
+    } else if (run_task(p, error, sizeof(error))) {
+        builder_bytes = skpx_pprof_bytes(p->prof);
+        skp_err err = skpx_pprof_encode(p->prof, true, &file, &file_len);
+        if (err)
+            snprintf(error, sizeof(error), "cannot encode the profile: %s", skp_strerror(err));
+    }
+    if (p) {
+        if (p->src.end)
+            p->src.end(p->src.ud);
+        skpx_pprof_free(p->prof);
+        skpx_free(p->frames);
+        skpx_free(p->scratch);
+        skpx_free(p->pf);
+        skpx_free(p->sym);
+        skpx_free(p->symtext);
+    }
+    pthread_mutex_lock(&r->mu);
+    if (p) {
+        r->stats.samples += p->samples;
+        r->stats.samples_dropped += p->dropped;
+        r->stats.captures_lost += p->lost;
+    }
+    r->stats.last_builder_bytes = (int64_t)builder_bytes;
+    r->stats.last_file_bytes = (int64_t)file_len;
+    r->file = error[0] ? NULL : file;
+    r->file_len = error[0] ? 0 : file_len;
+    if (error[0])
+        skpx_free(file);
+    snprintf(r->error, sizeof(r->error), "%s", error);
+    r->state = SKP_PROC_DONE;
+    pthread_mutex_unlock(&r->mu);
+    skpx_free(p);
+    return NULL;
+}
+
+static void queue_error(struct skp__proc_runner *r, const char *task_id, const char *msg)
+{
+    if (r->n_errs >= SKP_PROC_ERRORS_MAX)
+        return; /* bounded: the server's log shows NOTIFIED without an answer */
+    snprintf(r->errs[r->n_errs].task_id, sizeof(r->errs[0].task_id), "%s", task_id);
+    snprintf(r->errs[r->n_errs].msg, sizeof(r->errs[0].msg), "%s", msg);
+    r->n_errs++;
+}
+
+skp_err skp__pprof_command_exec(void *ud, const Skywalking__V3__Command *cmd, char *reason,
+                                size_t cap)
+{
+    struct skp__proc_runner *r = ud;
+    struct skp__proc_spec spec;
+    skp_err err = skp__pprof_command_parse(cmd, &spec, reason, cap);
+    pthread_mutex_lock(&r->mu);
+    r->stats.tasks_received++;
+    if (spec.create_time_ms > r->last_create_time)
+        r->last_create_time = spec.create_time_ms;
+    if (err) {
+        if (spec.task_id[0])
+            queue_error(r, spec.task_id, reason);
+        r->stats.tasks_refused++;
+        pthread_mutex_unlock(&r->mu);
+        return err;
+    }
+    const char *why = NULL;
+    if (!r->has_src)
+        why = "process profiling is not available in this agent (no process source)";
+    else if (r->state != SKP_PROC_IDLE)
+        why = "another process profiling task is running in this process";
+    if (why) {
+        queue_error(r, spec.task_id, why);
+        r->stats.tasks_refused++;
+        pthread_mutex_unlock(&r->mu);
+        snprintf(reason, cap, "%s", why);
+        return SKP_OK; /* answered with an error upload */
+    }
+    r->cur = spec;
+    __atomic_store_n(&r->stop, 0, __ATOMIC_SEQ_CST);
+    r->state = SKP_PROC_RUNNING;
+    r->error[0] = '\0';
+    r->stats.tasks_run++;
+    err = skp__thread_start(&r->thread, "skp-proc", proc_main, r);
+    if (err) {
+        r->state = SKP_PROC_IDLE;
+        r->stats.tasks_run--;
+        r->stats.tasks_refused++;
+        queue_error(r, spec.task_id, "cannot start the profiling thread");
+    } else {
+        r->thread_started = true;
+    }
+    pthread_mutex_unlock(&r->mu);
+    SKPX_INFO("skyprof: process profiling task %.80s (%s) %s", spec.task_id, spec.event,
+              err ? "refused: no thread" : "started");
+    return SKP_OK;
+}
+
+bool skp__proc_upload_peek(struct skp__proc_runner *r, struct skp__proc_upload *u)
+{
+    memset(u, 0, sizeof(*u));
+    pthread_mutex_lock(&r->mu);
+    bool ready = false;
+    if (r->n_errs > 0) {
+        snprintf(u->task_id, sizeof(u->task_id), "%s", r->errs[0].task_id);
+        snprintf(u->error, sizeof(u->error), "%s", r->errs[0].msg);
+        ready = true;
+    } else if (r->state == SKP_PROC_DONE) {
+        snprintf(u->task_id, sizeof(u->task_id), "%s", r->cur.task_id);
+        snprintf(u->error, sizeof(u->error), "%s", r->error);
+        u->file = r->file;
+        u->file_len = r->file_len;
+        u->is_task = true;
+        ready = true;
+    }
+    pthread_mutex_unlock(&r->mu);
+    return ready;
+}
+
+void skp__proc_upload_done(struct skp__proc_runner *r, const struct skp__proc_upload *u, bool ok,
+                           bool oversize)
+{
+    pthread_mutex_lock(&r->mu);
+    if (ok)
+        r->stats.uploads_ok++;
+    else
+        r->stats.uploads_failed++;
+    if (oversize)
+        r->stats.uploads_oversize++;
+    if (!ok) {
+        pthread_mutex_unlock(&r->mu);
+        return;
+    }
+    if (!u->is_task) {
+        if (r->n_errs > 0) {
+            memmove(&r->errs[0], &r->errs[1], sizeof(r->errs[0]) * (size_t)(r->n_errs - 1));
+            r->n_errs--;
+        }
+        pthread_mutex_unlock(&r->mu);
+        return;
+    }
+    skpx_free(r->file);
+    r->file = NULL;
+    r->file_len = 0;
+    pthread_mutex_unlock(&r->mu);
+    join_task(r); /* the thread has set DONE and is returning */
+    pthread_mutex_lock(&r->mu);
+    r->state = SKP_PROC_IDLE;
+    pthread_mutex_unlock(&r->mu);
+}

@@ -18,8 +18,9 @@
 #include "python/pylayout.h"
 #include "python/pystack.h"
 #include "python/safe_read.h"
-#include "skyprof/skyprof.h"
+#include "python/pyproc.h"
 #include "python/pysource.h"
+#include "skyprof/skyprof.h"
 
 /* Text room per frame for dump_stack (label + line); the core has its own scratch. */
 #define SKP_PY_DUMP_BYTES_PER_FRAME 320
@@ -516,6 +517,11 @@ static PyObject *py_start(PyObject *module, PyObject *args, PyObject *kwargs)
     }
     st->agent = agent;
     st->source_direct = direct;
+    /* Whole-process profiling (PprofTask); without it tasks answer EXECUTION_TASK_ERROR. */
+    struct skyprof_proc_source psrc;
+    if (skp__pyproc_init(&psrc, portable != 0) == SKP_OK &&
+        skyprof_agent_set_proc_source(agent, &psrc) != SKP_OK)
+        psrc.destroy(psrc.ud);
     Py_RETURN_NONE;
 }
 

@@ -81,7 +81,6 @@ def main():
             port = port_from(demo)
             be.wait_polled(timeout=60)
             with Load(port, ["/cpu", "/sleep"]):
-                wait_until(lambda: True, timeout=1)
 
                 def cpu():
                     tid = be.add_task("cpu", duration_min=1)

@@ -5,7 +5,7 @@
  * length, encodes the gzip file, marks the runner DONE and exits; the channel thread uploads and
  * joins. Events:
  *   cpu        every period, each listed thread whose CPU clock (clock_gettime on the thread's
- *              CPU-time clock, no signal) advanced by at least a twentieth of the period and
+ *              CPU-time clock, no signal) advanced by at least a quarter of the period and
  *              whose kernel state is R (running or runnable) is captured and weighted by that
  *              CPU time: sleeping threads are never signalled;
  *   wall       every period, every listed thread, weighted by the period;
@@ -430,7 +430,8 @@ static void run_sampling(struct proc_run *p, bool cpu, int64_t period_ns, int64_
     int64_t start = skpx_mono_ns();
     int64_t end = start + duration_ms * MS_NS;
     int64_t next_list = start + SKP_PROC_RELIST_MS * MS_NS;
-    int64_t min_cpu = period_ns / 20;
+    /* A thread that merely woke up (a few hundred us of CPU) is not "on CPU". */
+    int64_t min_cpu = period_ns / 4;
     relist(p);
     int64_t next = start + period_ns;
     while (!wait_until(p->r, next)) {

@@ -17,20 +17,11 @@ import tempfile
 import threading
 import time
 
-from skp_harness import Proc, Results, build_path, check_sanitizer_clean, wait_until
+from skp_harness import Proc, Results, build_path, check_sanitizer_clean, listening_port
 from pprof_backend import PprofBackend, Pprof_pb2, go_pprof, pprof_top
 
 DEMO = os.environ.get("SKP_DEMO_SERVICE") or build_path("examples", "demo_service")
 TASK_MS = 4000
-
-
-def port_from(proc):
-    def find():
-        m = re.search(r"listening on [\d.]+:(\d+)", proc.output())
-        if not m and not proc.alive():
-            raise RuntimeError("demo exited:\n" + proc.output()[-3000:])
-        return int(m.group(1)) if m else None
-    return wait_until(find, timeout=30, what="demo listening")
 
 
 class Load:
@@ -78,7 +69,7 @@ def main():
         demo = Proc([DEMO, "--port", "0", "--step-ms", "20", "--other-ms", "100"], env=env,
                     name="demo")
         with demo:
-            port = port_from(demo)
+            port = listening_port(demo, 'demo_service:')
             be.wait_polled(timeout=60)
             with Load(port, ["/cpu", "/sleep"]):
 

@@ -22,10 +22,13 @@ static const char *const g_syms[SYM_COUNT] = {
 #define SCAN_MAX ((size_t)32 * 1024 * 1024)
 #define SCAN_CHUNK ((size_t)64 * 1024)
 
+/* The table for minor versions with no _Py_DebugOffsets; NULL for the others. */
 static const struct attach_pylayout *layout_for(unsigned minor)
 {
     if (minor == 11)
         return attach_pylayout_py311();
+    if (minor == 12)
+        return attach_pylayout_py312();
     return NULL;
 }
 
@@ -98,15 +101,15 @@ static skp_err try_image(struct attach_target *t, const struct attach_maps *maps
         return SKP_ENOTFOUND;
     }
     const struct attach_pylayout *l = layout_for(minor);
-    if (!l) {
+    if (!l && minor < 13) {
         snprintf(why, cap,
                  "process %d runs CPython %u.%u, which this reader does not support (supported: "
-                 "3.11)",
+                 "3.11, 3.12, 3.13, 3.14)",
                  (int)t->pid, major, minor);
         return SKP_ENOTSUP;
     }
-    t->layout = *l;
-    t->layout.version_hex = hex;
+    if (l)
+        t->layout = *l;
     if (have_micro)
         snprintf(t->version, sizeof(t->version), "%u.%u.%u", major, minor, micro);
     else
@@ -121,7 +124,7 @@ static skp_err try_image(struct attach_target *t, const struct attach_maps *maps
         t->runtime = bias + (uintptr_t)info.values[SYM_RUNTIME];
     else if (info.pyruntime.size)
         t->runtime = bias + (uintptr_t)info.pyruntime.addr;
-    else if (info.data.size || info.bss.size) {
+    else if (l && (info.data.size || info.bss.size)) {
         uintptr_t lo = info.data.size ? info.data.addr : info.bss.addr;
         uintptr_t hi = info.bss.size ? info.bss.addr + info.bss.size
                                      : info.data.addr + info.data.size;
@@ -132,6 +135,13 @@ static skp_err try_image(struct attach_target *t, const struct attach_maps *maps
                            "in .data/.bss", path);
         return SKP_ENOTFOUND;
     }
+    if (!l) {
+        /* 3.13+: the runtime describes itself */
+        err = attach__layout_from_runtime(t, why, cap);
+        if (err)
+            return err;
+    }
+    t->layout.version_hex = hex;
     return attach__target_validate(t, why, cap);
 }
 

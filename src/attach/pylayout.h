@@ -73,5 +73,25 @@ struct attach_pylayout {
 
 /* The 3.11 layout compiled from its headers; NULL when the build had no 3.11 headers. */
 const struct attach_pylayout *attach_pylayout_py311(void);
+/* The 3.12 layout (a table: 64-bit, default build). */
+const struct attach_pylayout *attach_pylayout_py312(void);
+
+/* _Py_DebugOffsets (3.13+), the table CPython puts at the start of _PyRuntime for tools like
+ * this one. Its shape depends on the minor version: 3.13's and 3.14's are known here. */
+#define ATTACH_DEBUG_COOKIE "xdebugpy"
+/* Bytes of _PyRuntime copied to read the table (3.14's is about 600 bytes). */
+#define ATTACH_DEBUG_OFFSETS_COPY 1024
+/* Largest offset or size the table may give for a field we use (a bigger one is corrupt). */
+#define ATTACH_DEBUG_OFFSET_MAX 65536
+
+/* Builds the layout of a 3.13+ runtime from a copy of the start of its _PyRuntime (`len` bytes
+ * of `rt`, borrowed). Checks the cookie, picks the table's shape by its `version` field, checks
+ * every offset it uses against ATTACH_DEBUG_OFFSET_MAX and refuses free-threaded builds. On
+ * failure writes a one-line reason into `why` (why_cap bytes; may be NULL).
+ * Errors: SKP_EINVAL (no cookie or a corrupt table), SKP_ENOTSUP (a version this reader does not
+ * know, or a free-threaded build). Pure function (fuzzed: tests/fuzz/attach/fuzz_debug_offsets). */
+SKP_MUST_CHECK skp_err attach_pylayout_from_debug_offsets(const uint8_t *rt, size_t len,
+                                                          struct attach_pylayout *out, char *why,
+                                                          size_t why_cap);
 
 #endif

@@ -121,17 +121,34 @@ skp_err attach_target_open_at(pid_t pid, uintptr_t runtime, const struct attach_
         return err;
     t->pid = pid;
     t->runtime = runtime;
-    t->layout = *layout;
-    snprintf(t->version, sizeof(t->version), "%s", layout->name);
     err = attach_remote_init(&t->mem, pid, runtime, why, why_cap);
-    if (!err)
+    if (!err && layout) {
+        t->layout = *layout;
+    } else if (!err) {
+        err = attach__layout_from_runtime(t, why, why_cap);
+    }
+    if (!err) {
+        snprintf(t->version, sizeof(t->version), "%s", t->layout.name);
         err = attach__target_validate(t, why, why_cap);
+    }
     if (err) {
         attach_target_close(t);
         return err;
     }
     *out = t;
     return SKP_OK;
+}
+
+skp_err attach__layout_from_runtime(struct attach_target *t, char *why, size_t cap)
+{
+    uint8_t buf[ATTACH_DEBUG_OFFSETS_COPY];
+    if (!attach_remote_read(&t->mem, t->runtime, buf, sizeof(buf))) {
+        if (why)
+            snprintf(why, cap, "cannot read _PyRuntime at 0x%lx in process %d",
+                     (unsigned long)t->runtime, (int)t->pid);
+        return SKP_EIO;
+    }
+    return attach_pylayout_from_debug_offsets(buf, sizeof(buf), &t->layout, why, cap);
 }
 
 /* ---------------------------------------------------------------------------------------------
@@ -304,6 +321,38 @@ static struct code_entry *code_resolve(struct attach_target *t, uintptr_t code, 
  * validation at open
  * ------------------------------------------------------------------------------------------- */
 
+/* Every field the reader loads lies inside the bytes it copies for that structure. */
+static bool layout_fits(const struct attach_pylayout *l)
+{
+    const size_t p = sizeof(uintptr_t);
+    if (l->ts_copy > ATTACH_COPY_MAX || l->co_copy > ATTACH_COPY_MAX ||
+        l->fr_copy > ATTACH_COPY_MAX || l->str_compact_size > 128 || l->bytes_data > 64)
+        return false;
+    const size_t ts[] = {l->ts_next, l->ts_interp, l->ts_thread_id, l->ts_native_thread_id,
+                         l->ts_cframe, l->ts_current_frame, l->ts_datastack_chunk,
+                         l->ts_datastack_top};
+    for (size_t i = 0; i < sizeof(ts) / sizeof(ts[0]); i++)
+        if (ts[i] != ATTACH_NO_FIELD && ts[i] + p > l->ts_copy)
+            return false;
+    if (l->fr_code + p > l->fr_copy || l->fr_previous + p > l->fr_copy ||
+        l->fr_instr + p > l->fr_copy || l->fr_owner + 1 > l->fr_copy)
+        return false;
+    const size_t co[] = {l->co_filename, l->co_name, l->co_qualname, l->co_linetable,
+                         l->obj_type};
+    for (size_t i = 0; i < sizeof(co) / sizeof(co[0]); i++)
+        if (co[i] != ATTACH_NO_FIELD && co[i] + p > l->co_copy)
+            return false;
+    if (l->co_firstlineno + sizeof(int) > l->co_copy ||
+        (l->co_firsttraceable != ATTACH_NO_FIELD && l->co_firsttraceable + sizeof(int) > l->co_copy))
+        return false;
+    if (l->str_length + 8 > l->str_compact_size || l->str_state + 4 > l->str_compact_size ||
+        l->obj_type + p > l->str_compact_size || l->str_ascii_size > l->str_compact_size)
+        return false;
+    if (l->var_size + 8 > l->bytes_data || l->obj_type + p > l->bytes_data)
+        return false;
+    return l->chunk_header < 4096;
+}
+
 skp_err attach__target_validate(struct attach_target *t, char *why, size_t cap)
 {
     const struct attach_pylayout *l = &t->layout;
@@ -315,10 +364,11 @@ skp_err attach__target_validate(struct attach_target *t, char *why, size_t cap)
                      (int)t->pid, t->version);
         return SKP_ENOTSUP;
     }
-    if (l->ts_copy > ATTACH_COPY_MAX || l->co_copy > ATTACH_COPY_MAX ||
-        l->fr_copy > ATTACH_COPY_MAX || l->str_compact_size > 128) {
+    if (!layout_fits(l)) {
         if (why)
-            snprintf(why, cap, "CPython %s: a structure is larger than this reader copies",
+            snprintf(why, cap,
+                     "CPython %s: the layout's offsets do not fit the structure sizes this reader "
+                     "copies (corrupt _Py_DebugOffsets or an unknown build)",
                      t->version);
         return SKP_ENOTSUP;
     }
@@ -462,7 +512,7 @@ static bool sample_thread(struct attach_target *t, uintptr_t ts_addr, uintptr_t 
 
     /* the current frame, and the frame window, in one batch */
     uintptr_t chunk = load_ptr(ts, l->ts_datastack_chunk);
-    uintptr_t top = load_ptr(ts, l->ts_datastack_top);
+    uintptr_t top = l->ts_datastack_top != ATTACH_NO_FIELD ? load_ptr(ts, l->ts_datastack_top) : 0;
     uintptr_t win_addr = 0;
     size_t win_len = 0;
     if (plausible(chunk) && top > chunk + l->chunk_header) {
@@ -472,6 +522,17 @@ static bool sample_thread(struct attach_target *t, uintptr_t ts_addr, uintptr_t 
             /* keep the innermost part: the walk starts at the top of the stack */
             win_addr = top - ATTACH_WINDOW_MAX;
             win_len = ATTACH_WINDOW_MAX;
+        }
+    }
+    if (l->ts_datastack_top == ATTACH_NO_FIELD && l->ts_current_frame != ATTACH_NO_FIELD) {
+        /* 3.13+ publish no datastack_top: the current frame is the top of the used part when it
+         * lives in the current chunk (it nearly always does) */
+        uintptr_t cur = load_ptr(ts, l->ts_current_frame);
+        win_len = 0;
+        if (plausible(chunk) && cur > chunk + l->chunk_header &&
+            cur + l->fr_copy - (chunk + l->chunk_header) <= ATTACH_WINDOW_MAX) {
+            win_addr = chunk + l->chunk_header;
+            win_len = (size_t)(cur + l->fr_copy - win_addr);
         }
     }
     uintptr_t frame = 0;

@@ -85,9 +85,9 @@ struct attach_stats {
 SKP_MUST_CHECK skp_err attach_target_open(pid_t pid, struct attach_target **out, char *why,
                                           size_t why_cap);
 
-/* Like attach_target_open, for a runtime at a known address with a known layout (fixture tests of
- * other CPython versions, whose runtime lives in a child process of the test). `layout` is
- * copied. Same errors. */
+/* Like attach_target_open, for a runtime at a known address (fixture tests of other CPython
+ * versions, whose runtime lives in a child process of the test). `layout` is copied; NULL means
+ * "read the runtime's _Py_DebugOffsets" (3.13+). Same errors. */
 SKP_MUST_CHECK skp_err attach_target_open_at(pid_t pid, uintptr_t runtime,
                                              const struct attach_pylayout *layout,
                                              struct attach_target **out, char *why,

@@ -34,6 +34,9 @@ struct attach_target {
 /* Validates the runtime -> interpreter -> thread state chain of a target whose runtime and layout
  * are set. Errors as attach_target_open. */
 SKP_MUST_CHECK skp_err attach__target_validate(struct attach_target *t, char *why, size_t cap);
+/* Sets t->layout from the _Py_DebugOffsets at t->runtime (3.13+). Errors as
+ * attach_pylayout_from_debug_offsets, SKP_EIO when the runtime cannot be read. */
+SKP_MUST_CHECK skp_err attach__layout_from_runtime(struct attach_target *t, char *why, size_t cap);
 /* Allocates the caches of a target. Errors: SKP_ENOMEM. */
 SKP_MUST_CHECK skp_err attach__target_alloc(struct attach_target **out);
 

@@ -62,8 +62,8 @@ def leaf():
         struct.pack_into("<d", m, 0, float(k))
 
 # <module> + deep() x (DEPTH - 2) + leaf: DEPTH frames on the main thread
-deep(%d, leaf)
-''' % (DEPTH - 2)
+deep(DEPTH_MINUS_2, leaf)
+'''.replace("DEPTH_MINUS_2", str(DEPTH - 2))
 
 
 class Target:

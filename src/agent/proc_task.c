@@ -282,6 +282,7 @@ struct proc_run {
     int64_t cpu_last[SKP_PROC_THREADS_MAX];
     int n_threads;
     uint64_t samples, dropped, lost;
+    uint64_t ticks, ticks_expected; /* sampling rounds done / asked for (cpu, wall) */
     bool budget_noted;
 };
 
@@ -433,11 +434,13 @@ static void run_sampling(struct proc_run *p, bool cpu, int64_t period_ns, int64_
     /* A thread that merely woke up (a few hundred us of CPU) is not "on CPU". */
     int64_t min_cpu = period_ns / 4;
     relist(p);
+    p->ticks_expected = (uint64_t)(duration_ms * MS_NS / period_ns);
     int64_t next = start + period_ns;
     while (!wait_until(p->r, next)) {
         int64_t now = skpx_mono_ns();
         if (now >= end)
             break;
+        p->ticks++;
         if (now >= next_list) {
             relist(p);
             next_list = now + SKP_PROC_RELIST_MS * MS_NS;
@@ -572,8 +575,9 @@ static bool run_task(struct proc_run *p, char *error, size_t ecap)
     skpx_pprof_set_time(p->prof, t0, skpx_mono_ns() - m0);
     char note[200];
     snprintf(note, sizeof(note), "skyprof %s agent, event %s, %" PRIu64 " samples, %" PRIu64
-             " dropped (budget), %" PRIu64 " captures lost", p->src.name ? p->src.name : "",
-             ev, p->samples, p->dropped, p->lost);
+             " dropped (budget), %" PRIu64 " captures lost, %" PRIu64 " of %" PRIu64 " rounds",
+             p->src.name ? p->src.name : "", ev, p->samples, p->dropped, p->lost, p->ticks,
+             p->ticks_expected);
     err = skpx_pprof_add_comment(p->prof, note);
     (void)err; /* a full budget only loses the comment */
     return true;

@@ -72,7 +72,7 @@ static skp_err step_done(struct store *st, sqlite3_stmt *s, const char *what)
     int rc = sqlite3_step(s);
     if (rc == SQLITE_DONE)
         return SKP_OK;
-    if (rc == SQLITE_CONSTRAINT)
+    if ((rc & 0xff) == SQLITE_CONSTRAINT) /* extended codes (e.g. _PRIMARYKEY) included */
         return SKP_EEXIST;
     return store__sqlerr(st, rc, what);
 }

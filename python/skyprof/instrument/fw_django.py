@@ -8,12 +8,13 @@ _ATTR = '_skyprof_original'
 
 
 def _url(request):
-    try:
-        return request.build_absolute_uri().split('?')[0]
-    except Exception:  # DisallowedHost and the like: never into user code
-        meta = request.META
-        return '%s://%s%s' % (meta.get('wsgi.url_scheme', 'http'),
-                              meta.get('HTTP_HOST') or meta.get('SERVER_NAME', ''), request.path)
+    """``request.build_absolute_uri()`` without its query string, from META (no host
+    validation: a DisallowedHost must not come from us)."""
+    meta = request.META
+    host = meta.get('HTTP_HOST')
+    if not host:
+        host = '%s:%s' % (meta.get('SERVER_NAME', ''), meta.get('SERVER_PORT', ''))
+    return '%s://%s%s' % (meta.get('wsgi.url_scheme', 'http'), host, request.path)
 
 
 def install(base_module):

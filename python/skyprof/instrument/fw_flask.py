@@ -7,6 +7,16 @@ from .. import _tracer
 _ATTR = '_skyprof_original'
 
 
+def _url(environ):
+    """``request.url`` without its query string, from the WSGI environ (werkzeug's own property
+    costs tens of microseconds: IRI quoting and IDNA per request)."""
+    host = environ.get('HTTP_HOST')
+    if not host:
+        host = '%s:%s' % (environ.get('SERVER_NAME', ''), environ.get('SERVER_PORT', ''))
+    return '%s://%s%s%s' % (environ.get('wsgi.url_scheme', 'http'), host,
+                            environ.get('SCRIPT_NAME', ''), environ.get('PATH_INFO', '/'))
+
+
 def install(flask_module):
     Flask = flask_module.Flask
     if getattr(Flask.full_dispatch_request, _ATTR, None) is not None:
@@ -27,7 +37,7 @@ def install(flask_module):
                                  _tracer.LAYER_HTTP, peer=peer)
             if span is not None:
                 _tracer.tag(span, 'http.method', req.method)
-                _tracer.tag(span, 'http.url', req.url.split('?')[0])
+                _tracer.tag(span, 'http.url', _url(environ))
         except Exception as e:  # never into user code
             _tracer._disable('flask instrumentation', e)
             return original(self)

@@ -24,8 +24,13 @@ class _Loader:
         _fire(self._name, module)
 
 
+_any = []  # callbacks run at the next import of anything (then dropped when they return True)
+
+
 class _Finder:
     def find_spec(self, fullname, path=None, target=None):
+        if _any:
+            _run_any()
         if fullname not in _hooks:
             return None
         for finder in sys.meta_path:
@@ -48,6 +53,31 @@ def _fire(name, module):
         except Exception:  # never into user code
             from ._log import logger
             logger.exception('skyprof: post-import hook for %s failed', name)
+
+
+def _run_any():
+    with _lock:
+        pending = list(_any)
+    for cb in pending:
+        try:
+            done = cb()
+        except Exception:
+            done = True
+        if done:
+            with _lock:
+                if cb in _any:
+                    _any.remove(cb)
+
+
+def on_next_imports(callback):
+    """Calls callback() at each import until it returns True (e.g. to wait for a module that an
+    embedding program such as uWSGI puts into sys.modules without an import)."""
+    global _finder
+    with _lock:
+        _any.append(callback)
+        if _finder is None:
+            _finder = _Finder()
+            sys.meta_path.insert(0, _finder)
 
 
 def when_imported(name, callback):

@@ -70,13 +70,11 @@ def supervisor_reason(program, argv, environ=os.environ):
         if environ.get('RUN_MAIN') == 'true':  # django.utils.autoreload.DJANGO_AUTORELOAD_ENV
             return None
         return 'django autoreloader'
-    if prog == 'uwsgi' or 'uwsgi' in sys.modules:
-        try:
-            import uwsgi  # noqa: F401  (only inside uWSGI)
-            if uwsgi.worker_id() == 0:
-                return 'uWSGI master'
-        except Exception:
-            return None
+    if prog == 'uwsgi':
+        # with --master the first process only supervises and forks the workers (the app is
+        # loaded before the fork unless --lazy-apps); without it, it is worker 1 itself
+        if _flag(argv, '--master', '-M') or environ.get('UWSGI_MASTER', '').lower() in ('1', 'true'):
+            return 'uWSGI master'
     return None
 
 
@@ -94,6 +92,24 @@ def mark_supervisor(reason):
     if not _state['atfork'] and hasattr(os, 'register_at_fork'):
         os.register_at_fork(after_in_child=_start_in_child)
         _state['atfork'] = True
+    if reason == 'uWSGI master':
+        # uWSGI forks its workers without Python's fork hooks; its own post-fork hook is an
+        # attribute of the `uwsgi` module, which exists only once the app starts loading
+        from ._postimport import on_next_imports
+
+        def hook_uwsgi():
+            mod = sys.modules.get('uwsgi')
+            if mod is None:
+                return False
+            prev = getattr(mod, 'post_fork_hook', None)
+
+            def post_fork():
+                _start_in_child()
+                if prev is not None:
+                    prev()
+            mod.post_fork_hook = post_fork
+            return True
+        on_next_imports(hook_uwsgi)
     from ._log import logger
     logger.info('skyprof: %s (pid %d) supervises: no agent in it, one in each worker',
                 reason, os.getpid())

@@ -103,17 +103,34 @@ def run_case(srv, name, argv, env, endpoint, path, component, workers):
 
         def profiled():
             return [x for x in srv.segments(task) if x.get('spans')]
-        segs = []
+
+        def shows_both(seg):
+            a = srv.analyze(seg['segmentId'], seg['start'], seg['start'] + seg['duration'])
+            sigs = [n['codeSignature'] for n in tree_nodes(a)]
+            return all(any(f + ': ' in s for s in sigs)
+                       for f in ('work.py.slow_a', 'work.py.slow_b')), sigs
+        # Sampling is timing: on a loaded machine one request's samples may miss a phase, so
+        # request again (the task allows 9 profiled requests) until one shows both functions.
+        segs, good, last_sigs, checked = [], None, None, set()
         for attempt in range(8):
             status, body = get(port, path)
             assert status == 200 and b'slow done' in body, (status, body)
             try:
-                segs = wait_until(profiled, 8, interval=0.2, what='profiled segment')
-                break
+                segs = wait_until(lambda: [x for x in profiled() if x['segmentId'] not in checked],
+                                  10, interval=0.2, what='profiled segment')
             except TimeoutError:
                 continue
-        assert segs, 'no request was profiled'
-        seg = segs[0]
+            for seg in segs:
+                checked.add(seg['segmentId'])
+                ok, last_sigs = shows_both(seg)
+                if ok:
+                    good = seg
+                    break
+            if good:
+                break
+        assert segs or checked, 'no request was profiled'
+        assert good, ('no profiled request shows slow_a and slow_b', last_sigs)
+        seg = good
         span = seg['spans'][0]
         assert seg['endpointNames'] == [endpoint], seg['endpointNames']
         assert span['endpointName'] == endpoint and span['type'] == 'Entry', span
@@ -123,12 +140,7 @@ def run_case(srv, name, argv, env, endpoint, path, component, workers):
         assert tags.get('http.url', '').endswith(path), tags
         assert 'url' not in tags, tags
         assert span.get('peer', '').startswith('127.0.0.1:'), span
-        if 'component' in span:
-            assert str(span['component']) in (str(component),) or span['component'], span
-        a = srv.analyze(seg['segmentId'], seg['start'], seg['start'] + seg['duration'])
-        sigs = [n['codeSignature'] for n in tree_nodes(a)]
-        for func in ('work.py.slow_a', 'work.py.slow_b'):
-            assert any(func + ': ' in s for s in sigs), (func, sigs)
+        assert str(span.get('component')) == str(component), span
     except BaseException:
         stop_group(proc)
         sys.stdout.write('---- output of %s ----\n%s\n' % (name, proc.output()[-6000:]))

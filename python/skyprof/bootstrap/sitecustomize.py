@@ -28,9 +28,19 @@ def _chain_user_sitecustomize():
 
 
 def _program():
-    argv = list(getattr(sys, 'orig_argv', None) or sys.argv or [''])
+    argv = list(getattr(sys, 'orig_argv', None) or [])
+    if not argv:  # an embedding program (uWSGI) sets no argv: read the process's own
+        try:
+            with open('/proc/self/cmdline', 'rb') as f:
+                argv = [a.decode('utf-8', 'replace') for a in f.read().split(b'\0') if a]
+        except OSError:
+            argv = list(getattr(sys, 'argv', None) or [''])
+    if not argv:
+        argv = ['']
     # orig_argv: [python, (-opts), -m mod | script | -c code, args...]
     prog, rest = '', []
+    if os.path.basename(argv[0]).startswith('uwsgi'):  # embedded in uWSGI: its own options
+        return 'uwsgi', argv[1:]
     for i, a in enumerate(argv[1:], 1):
         if a == '-m' and i + 1 < len(argv):
             prog, rest = argv[i + 1], argv[i + 2:]

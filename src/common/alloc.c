@@ -129,3 +129,8 @@ void skpx_alloc_fail_after(long n)
 {
     atomic_store_explicit(&g_fail_after, n, memory_order_relaxed);
 }
+
+long skpx_alloc_fail_remaining(void)
+{
+    return atomic_load_explicit(&g_fail_after, memory_order_relaxed);
+}

@@ -26,5 +26,8 @@ char *skpx_xstrdup(const char *s);
 int64_t skpx_alloc_live_bytes(void);
 /* Test hook: the allocation after `n` more succeed fails (n < 0 disables). */
 void skpx_alloc_fail_after(long n);
+/* Test hook: how many more allocations succeed before the armed failure (0: it fired, or fires
+ * next; -1: none armed). A run that ends with a positive value never reached its failure. */
+long skpx_alloc_fail_remaining(void);
 
 #endif

@@ -18,6 +18,7 @@
 #include "common/alloc.h"
 #include "common/clock.h"
 #include "fakes.h"
+#include "harness/skp_alloc_faults.h"
 #include "language-agent/Tracing.pb-c.h"
 #include "management/Management.pb-c.h"
 #include "profile/Profile.pb-c.h"
@@ -356,6 +357,51 @@ static void *begin_in_new_thread(void *arg)
     return skyprof_entry_begin("/ep", NULL); /* its segment buffer cannot be allocated */
 }
 
+/* test_alloc_faults' bodies, run once per allocation by skp_test_alloc_faults. */
+struct agent_new_ctx {
+    const struct skyprof_config *cfg;
+    const struct skyprof_stack_source *vt;
+    const struct skp__transport *tr;
+    const struct skp__clock *clock;
+};
+
+static skp_err agent_new_body(void *ctx, long k)
+{
+    (void)k;
+    struct agent_new_ctx *c = ctx;
+    skyprof_agent *a = NULL;
+    skp_err err = skp__agent_new(c->cfg, c->vt, c->tr, c->clock, &a);
+    if (!err)
+        skp__agent_free(a);
+    else
+        assert_null(a);
+    return err;
+}
+
+static skp_err snapshot_pb_body(void *ctx, long k)
+{
+    (void)k;
+    const struct skyprof_stack_source *vt = ctx;
+    struct skyprof_frame fr[2] = {{0x1000, NULL, 0, SKYPROF_FRAME_ADDR}, {0, "main", 4, 0}};
+    struct skyprof_capture cap = {.frames = fr, .cap = 2, .n = 2};
+    struct skp__symcache sc;
+    skp_err err = skp__symcache_init(&sc);
+    if (err)
+        return err;
+    struct skp__snapshot *s = skp__snapshot_new("t", "s", 1, 0, &cap, 2);
+    struct skp__pb_snapshot pb;
+    memset(&pb, 0, sizeof(pb));
+    err = s ? skp__reporter_snapshot_pb(s, &sc, vt, &pb) : SKP_ENOMEM;
+    if (!err) {
+        assert_int_equal(pb.msg.stack->n_codesignatures, 2);
+        assert_string_equal(pb.msg.stack->codesignatures[1], "0x1000"); /* no symbolize */
+    }
+    skp__pb_snapshot_cleanup(&pb);
+    skp__snapshot_free(s);
+    skp__symcache_cleanup(&sc);
+    return err;
+}
+
 static void test_alloc_faults(void **state)
 {
     (void)state;
@@ -372,46 +418,12 @@ static void test_alloc_faults(void **state)
     cfg.n_properties = 1;
     struct skp__transport tr = fake_transport_vtable(&ft);
     struct skyprof_stack_source vt = fake_source_vtable(&src);
-    int ok = 0;
-    for (long k = 0; k < 40; k++) {
-        int64_t live0 = skpx_alloc_live_bytes();
-        skyprof_agent *a = NULL;
-        skpx_alloc_fail_after(k);
-        skp_err err = skp__agent_new(&cfg, &vt, &tr, &clock.clock, &a);
-        skpx_alloc_fail_after(-1);
-        assert_true(err == SKP_OK || err == SKP_ENOMEM);
-        if (!err) {
-            ok++;
-            skp__agent_free(a);
-        } else {
-            assert_null(a);
-        }
-        assert_int_equal(skpx_alloc_live_bytes(), live0);
-    }
-    assert_true(ok > 0);
+    struct agent_new_ctx an = {&cfg, &vt, &tr, &clock.clock};
+    struct skp_alloc_fault_runs runs = skp_test_alloc_faults(agent_new_body, &an, 200);
+    assert_true(runs.n_ok > 0 && runs.n_nomem > 0);
     /* snapshot + protobuf building */
-    struct skyprof_frame fr[2] = {{0x1000, NULL, 0, SKYPROF_FRAME_ADDR}, {0, "main", 4, 0}};
-    struct skyprof_capture cap = {.frames = fr, .cap = 2, .n = 2};
-    for (long k = 0; k < 6; k++) {
-        int64_t live0 = skpx_alloc_live_bytes();
-        struct skp__symcache sc;
-        assert_int_equal(skp__symcache_init(&sc), SKP_OK);
-        skpx_alloc_fail_after(k);
-        struct skp__snapshot *s = skp__snapshot_new("t", "s", 1, 0, &cap, 2);
-        struct skp__pb_snapshot pb;
-        memset(&pb, 0, sizeof(pb));
-        skp_err err = s ? skp__reporter_snapshot_pb(s, &sc, &vt, &pb) : SKP_ENOMEM;
-        skpx_alloc_fail_after(-1);
-        assert_true(err == SKP_OK || err == SKP_ENOMEM);
-        if (!err) {
-            assert_int_equal(pb.msg.stack->n_codesignatures, 2);
-            assert_string_equal(pb.msg.stack->codesignatures[1], "0x1000"); /* no symbolize */
-        }
-        skp__pb_snapshot_cleanup(&pb);
-        skp__snapshot_free(s);
-        skp__symcache_cleanup(&sc);
-        assert_int_equal(skpx_alloc_live_bytes(), live0);
-    }
+    runs = skp_test_alloc_faults(snapshot_pb_body, &vt, 50);
+    assert_true(runs.n_ok > 0 && runs.n_nomem > 0);
     /* the tracer under memory pressure: no segment buffer -> NULL; no copy -> dropped */
     struct skp__tracer_conf *conf = skpx_calloc(1, sizeof(*conf));
     conf->epoch = 99;

@@ -10,7 +10,8 @@
  *
  * Guest rules: nothing here crashes, blocks or reconfigures the host. Queues are bounded (drop and
  * count), logging is off unless a sink is configured, no signal disposition, environment or stdio
- * is changed. After fork() the child's copy of the agent is off (see skyprof_agent_restart_after_fork).
+ * is changed. After fork() the child's copy of the agent is off (see
+ * skyprof_agent_restart_after_fork).
  *
  * Threading: the config functions are plain functions on caller storage. The tracer functions
  * (skyprof_entry_begin ... skyprof_sw8_inject) act on the calling thread's own segment and are
@@ -87,7 +88,8 @@ struct skyprof_config {
     int64_t poll_interval_ms;     /* SW_AGENT_COLLECTOR_GET_PROFILE_TASK_INTERVAL (seconds) */
     int64_t heartbeat_period_ms;  /* SW_AGENT_COLLECTOR_HEARTBEAT_PERIOD (seconds) */
     int max_parallel;             /* SW_AGENT_PROFILE_MAX_PARALLEL, 1..SKYPROF_MAX_PARALLEL_CAP */
-    int max_stack_depth;          /* SW_AGENT_PROFILE_DUMP_MAX_STACK_DEPTH, 1..CAP; innermost kept */
+    /* SW_AGENT_PROFILE_DUMP_MAX_STACK_DEPTH, 1..CAP; innermost kept */
+    int max_stack_depth;
     int snapshot_buffer_size;     /* SW_AGENT_PROFILE_SNAPSHOT_TRANSPORT_BUFFER_SIZE, >= 1 */
     int segment_buffer_size;      /* SKYPROF_SEGMENT_BUFFER_SIZE, >= 1 */
     int64_t max_profiling_ms;     /* SKYPROF_MAX_PROFILING_MS: sampling of one request stops after
@@ -126,10 +128,10 @@ SKYPROF_API SKP_MUST_CHECK skp_err skyprof_config_validate(const struct skyprof_
  *      skyprof_entry_begin, only while a matching task is active). It returns an opaque per-thread
  *      handle (e.g. a PyThreadState*, or the native source's per-thread buffer) or NULL to refuse
  *      (the request is then not profiled). It may allocate and take locks (not a signal context).
- *   2. capture(ud, handle, tid, out) runs on the SAMPLER THREAD (skp-sampler), once per dump period,
- *      while the request runs. Never concurrently with itself (one sampler thread). It fills
- *      out->frames[0 .. out->cap) INNERMOST FIRST (index 0 = the frame executing now) and sets
- *      out->n. If the stack is deeper than out->cap, it stores the innermost out->cap frames and
+ *   2. capture(ud, handle, tid, out) runs on the SAMPLER THREAD (skp-sampler), once per dump
+ *      period, while the request runs. Never concurrently with itself (one sampler thread). It
+ *      fills out->frames[0 .. out->cap) INNERMOST FIRST (index 0 = the frame executing now) and
+ *      sets out->n. If the stack is deeper than out->cap, it stores the innermost out->cap frames and
  *      sets out->truncated (the core keeps the innermost frames, like Java). The core reverses
  *      them to root-first. Returns 0 on success; SKYPROF_CAPTURE_LOST when this one sample could
  *      not be taken but the thread lives (timeout, busy): the core skips this dump and samples
@@ -270,10 +272,10 @@ SKYPROF_API SKP_MUST_CHECK skp_err skyprof_agent_start(const struct skyprof_conf
 /* Stops the active task (its finish report is queued), stops sampling, then lets the channel
  * thread flush queued snapshots, segments and finish reports for at most `flush_deadline_ms`
  * (0 = drop them), joins the agent threads and frees the agent. If the channel thread is inside
- * an RPC to a hung backend, stop first waits for that RPC's deadline (at most 10 s). Requests still in flight on other
- * threads are safe: their segments are dropped when they end. NULL ok. In a forked child it only
- * releases the memory of the inherited agent (no thread, socket or I/O of the parent is touched).
- * Not thread-safe against start/restart. */
+ * an RPC to a hung backend, stop first waits for that RPC's deadline (at most 10 s). Requests
+ * still in flight on other threads are safe: their segments are dropped when they end. NULL ok.
+ * In a forked child it only releases the memory of the inherited agent (no thread, socket or I/O
+ * of the parent is touched). Not thread-safe against start/restart. */
 SKYPROF_API void skyprof_agent_stop(skyprof_agent *agent, int flush_deadline_ms);
 
 /* The current agent, or NULL (none started, stopped, or inherited across fork and not
@@ -289,8 +291,8 @@ SKYPROF_API SKP_MUST_CHECK skp_err skyprof_agent_restart_after_fork(skyprof_agen
 
 /* Replaces the stack source (copied). The old source's destroy runs after the sampler stopped
  * using it. Errors: SKP_EINVAL (src NULL or no capture), SKP_ESTATE (a task is active). */
-SKYPROF_API SKP_MUST_CHECK skp_err skyprof_agent_set_stack_source(skyprof_agent *agent,
-                                                              const struct skyprof_stack_source *src);
+SKYPROF_API SKP_MUST_CHECK skp_err
+skyprof_agent_set_stack_source(skyprof_agent *agent, const struct skyprof_stack_source *src);
 
 /* Sets the process source (copied) used by process-profiling tasks (PprofTaskQuery). NULL
  * removes it: tasks then answer EXECUTION_TASK_ERROR. The old source's destroy runs once no task
@@ -428,7 +430,8 @@ struct skyprof_stats {
     uint64_t snapshots_captured;  /* snapshots built by the sampler */
     uint64_t snapshots_dropped;   /* ring full / budget exceeded / send failed */
     uint64_t snapshots_sent;
-    uint64_t capture_failures;    /* capture() < 0 other than SKYPROF_CAPTURE_LOST: sampling stopped */
+    /* capture() < 0 other than SKYPROF_CAPTURE_LOST: sampling stopped */
+    uint64_t capture_failures;
     uint64_t segments_sent;
     uint64_t segments_dropped;
     uint64_t commands_received;

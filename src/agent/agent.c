@@ -2,7 +2,8 @@
  * The process has at most one current agent; request threads reach it only through the tracer
  * hub (tracer.h), never through this object, so stop can free it while requests run.
  * fork: a pthread_atfork child handler switches the inherited agent off (its threads do not
- * exist in the child, its socket belongs to the parent) and, when configured, starts a fresh one. */
+ * exist in the child, its socket belongs to the parent) and, when configured, starts a fresh
+ * one. */
 #include "agent/agent_int.h"
 
 #include <stdio.h>
@@ -508,7 +509,8 @@ void skyprof_agent_get_stats(const skyprof_agent *ca, struct skyprof_stats *out)
     if (!a)
         return;
     out->snapshots_captured = atomic_load(&a->sampler.captured);
-    out->snapshots_dropped = atomic_load(&a->snaps.dropped) + atomic_load(&a->snapshots_send_dropped);
+    out->snapshots_dropped =
+        atomic_load(&a->snaps.dropped) + atomic_load(&a->snapshots_send_dropped);
     out->snapshots_sent = atomic_load(&a->snapshots_sent);
     out->capture_failures = atomic_load(&a->sampler.capture_failures);
     out->captures_lost = atomic_load(&a->sampler.capture_lost);

@@ -3,7 +3,8 @@
 #ifndef SKP_AGENT_LIMITS_H
 #define SKP_AGENT_LIMITS_H
 
-/* Task ids are "<createTimeMs>_<base64(service)>.1" in SkyWalking; 256 fits services of ~180 bytes. */
+/* Task ids are "<createTimeMs>_<base64(service)>.1" in SkyWalking; 256 fits services of ~180
+ * bytes. */
 #define SKP_TASK_ID_MAX 256
 /* Endpoint (operation) names; SkyWalking truncates operation names far below this. */
 #define SKP_ENDPOINT_MAX 512

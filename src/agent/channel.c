@@ -1,7 +1,8 @@
 /* channel.c - the agent's one permanent thread, skp-channel. It owns the backend connection
  * (through the transport) and does, each when due: task start/stop decisions; heartbeat
  * (reportInstanceProperties at the first successful beat and every 10th, then keepAlive in
- * every beat, as SkyWalking's Python agent does); getProfileTaskCommands with the lastCommandTime cursor; one collectSnapshot stream
+ * every beat, as SkyWalking's Python agent does); getProfileTaskCommands with the lastCommandTime
+ * cursor; one collectSnapshot stream
  * every 500 ms when snapshots are queued; one TraceSegmentReportService/collect stream every
  * second when segments are queued; reportTaskFinish for stopped tasks (kept and retried while the
  * backend is down). When the backend is down the transport fails fast during its capped
@@ -380,7 +381,8 @@ static void send_finishes(skyprof_agent *a, int timeout_ms)
         }
         memcpy(id, a->finish_q[0], sizeof(id));
         pthread_mutex_unlock(&a->lock);
-        Skywalking__V3__ProfileTaskFinishReport r = SKYWALKING__V3__PROFILE_TASK_FINISH_REPORT__INIT;
+        Skywalking__V3__ProfileTaskFinishReport r =
+            SKYWALKING__V3__PROFILE_TASK_FINISH_REPORT__INIT;
         r.service = a->cfg.service;
         r.serviceinstance = a->cfg.instance;
         r.taskid = id;
@@ -537,7 +539,8 @@ void skp__channel_stop(skyprof_agent *a, int flush_deadline_ms)
         return;
     pthread_mutex_lock(&a->mu);
     a->stop_requested = true;
-    a->flush_deadline_ns = skpx_mono_ns() + (int64_t)(flush_deadline_ms > 0 ? flush_deadline_ms : 0) * MS;
+    int64_t flush_ms = flush_deadline_ms > 0 ? flush_deadline_ms : 0;
+    a->flush_deadline_ns = skpx_mono_ns() + flush_ms * MS;
     pthread_cond_signal(&a->cv);
     pthread_mutex_unlock(&a->mu);
     pthread_join(a->thread, NULL);

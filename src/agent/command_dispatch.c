@@ -58,7 +58,8 @@ static skp_err copy_arg(const Skywalking__V3__Command *cmd, const char *key, cha
 {
     const char *v = skp__command_arg(cmd, key);
     if (!v || (!may_be_empty && !*v) || strlen(v) >= cap) {
-        snprintf(reason, rcap, "malformed command: %s %s", key, v ? "too long or empty" : "missing");
+        snprintf(reason, rcap, "malformed command: %s %s", key,
+                 v ? "too long or empty" : "missing");
         return SKP_EINVAL;
     }
     memcpy(dst, v, strlen(v) + 1);

@@ -116,7 +116,8 @@ void skp__sampler_run_once(struct skp__sampler *s, int64_t now_ms)
         if (st != SKP_SLOT_PENDING && st != SKP_SLOT_PROFILING)
             continue;
         /* Own the slot before reading its fields: the request may end meanwhile (-> ENDED). */
-        if (!atomic_compare_exchange_strong(&slot->word, &w, SKP_SLOT_WORD(seq, SKP_SLOT_CAPTURING)))
+        if (!atomic_compare_exchange_strong(&slot->word, &w,
+                                            SKP_SLOT_WORD(seq, SKP_SLOT_CAPTURING)))
             continue;
         enum skp__slot_state back = st;
         bool keep = true;

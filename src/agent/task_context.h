@@ -84,7 +84,8 @@ void skp__task_ctx_stop(struct skp__task_ctx *ctx);
 /* Request thread, at the first entry span of a segment (hot path when a task is live; a single
  * relaxed load otherwise). SkyWalking's attemptProfiling, fixed: endpoint must match exactly,
  * fewer than max_parallel requests profiled, sampling budget not spent (total >= max => none);
- * the parallel counter is rolled back when no slot is free. On success fills *ref and returns true. */
+ * the parallel counter is rolled back when no slot is free. On success fills *ref and returns
+ * true. */
 bool skp__task_ctx_attempt(struct skp__task_ctx *ctx, const char *endpoint, const char *segment_id,
                            int64_t segment_start_ms, int tid, struct skp__profiling_ref *ref);
 

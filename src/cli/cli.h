@@ -100,7 +100,8 @@ int cli_api_json(struct cli *c, const char *method, const char *target, json_t *
 int cli_api_raw(struct cli *c, const char *method, const char *target, const char *body,
                 struct http_response *resp);
 
-/* Formats ms since the epoch as local "YYYY-MM-DD HH:MM:SS" into buf (>= 24 bytes); "-" for <= 0. */
+/* Formats ms since the epoch as local "YYYY-MM-DD HH:MM:SS" into buf (>= 24 bytes); "-" for
+ * <= 0. */
 const char *cli_fmt_time(int64_t ms, char *buf, size_t cap);
 /* Parses a time: ms since the epoch, "now", or local "YYYY-MM-DD HH:MM[:SS]" / "...THH:MM[:SS]".
  * Returns false if unparsable. */

@@ -32,7 +32,8 @@ int cmd_segments(struct cli *c, int argc, char **argv)
     if (prc != CLI_PARSE_NEXT)
         return prc;
     if (optind != argc - 1)
-        return cli_usage_error("segments: expected exactly one TASK_ID (see skyprof segments --help)");
+        return cli_usage_error(
+            "segments: expected exactly one TASK_ID (see skyprof segments --help)");
     char target[CLI_HTTP_MAX_TARGET] = "/api/v1/profile/tasks/";
     if (!http_path_escape(target, sizeof(target) - 16, argv[optind]))
         return cli_usage_error("task id too long");

@@ -84,7 +84,8 @@ static void print_logs(json_t *logs)
             if (strcmp(inst, cli_json_str(l, "instanceName")) != 0)
                 continue;
             char tb[32];
-            printf("    %-19s  %s\n", cli_fmt_time(cli_json_int(l, "operationTime"), tb, sizeof(tb)),
+            printf("    %-19s  %s\n",
+                   cli_fmt_time(cli_json_int(l, "operationTime"), tb, sizeof(tb)),
                    cli_json_str(l, "operationType"));
         }
     }
@@ -277,7 +278,8 @@ static int task_show_or_logs(struct cli *c, int argc, char **argv, bool logs_onl
         printf("monitor time:         %s .. %s\n", cli_fmt_time(start, tb, sizeof(tb)),
                cli_fmt_time(start > 0 ? start + dur * 60000 : 0, te, sizeof(te)));
         printf("duration:             %lld min\n", (long long)dur);
-        printf("min duration:         %lld ms\n", (long long)cli_json_int(j, "minDurationThreshold"));
+        printf("min duration:         %lld ms\n",
+               (long long)cli_json_int(j, "minDurationThreshold"));
         printf("dump period:          %lld ms\n", (long long)cli_json_int(j, "dumpPeriod"));
         printf("max sampling count:   %lld\n", (long long)cli_json_int(j, "maxSamplingCount"));
         printf("logs:\n");

@@ -39,7 +39,8 @@ static const char g_usage[] =
     "         [--format pprof|collapsed|speedscope|html]   sample it into a profile\n"
     "\n"
     "Global options (also accepted after the command):\n"
-    "  --server URL    skyprofd's HTTP address (default $SKYPROF_SERVER or " CLI_DEFAULT_SERVER ")\n"
+    "  --server URL    skyprofd's HTTP address (default $SKYPROF_SERVER or " CLI_DEFAULT_SERVER
+    ")\n"
     "  --token TOKEN   API token for mutating calls (default $SKYPROF_API_TOKEN)\n"
     "  --timeout S     give up on a request after S seconds (default 60)\n"
     "  --json          print the API's JSON instead of tables\n"

@@ -8,6 +8,6 @@
 skp_err skpx_err_from_errno(int e);
 
 #define SKP_ARRAY_LEN(a) (sizeof(a) / sizeof((a)[0]))
-#define SKP_CONTAINER_OF(ptr, type, member) ((type *)(void *)((char *)(ptr) - offsetof(type, member)))
+#define SKP_CONTAINER_OF(ptr, type, member) ((type *)(void *)((char *)(ptr)-offsetof(type, member)))
 
 #endif

@@ -31,7 +31,8 @@ int skpx_log_level_parse(const char *s);
 const char *skpx_log_level_name(enum skpx_log_level level);
 int skpx_log_enabled(enum skpx_log_level level);
 
-void skpx_log(enum skpx_log_level level, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+void skpx_log(enum skpx_log_level level, const char *fmt, ...)
+    __attribute__((format(printf, 2, 3)));
 void skpx_vlog(enum skpx_log_level level, const char *fmt, va_list ap);
 
 /* Rate limiting (h2o's error_reporter): at most one line per SKPX_LOG_LIMIT_INTERVAL_MS per

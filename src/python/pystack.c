@@ -497,7 +497,8 @@ static int capture_direct(struct skp__pyreader *r, struct skp__pytarget *t,
     /* 2. Validate the thread state: same interpreter and thread as at attach. A thread that ended
      * freed its state: the data stack chunk pointer was cleared before the free, and a reused
      * allocation fails the interpreter / thread id / kernel tid comparison. */
-    if (load_ptr(ts, l->ts_interp) != t->interp || load_ulong(ts, l->ts_thread_id) != t->thread_id ||
+    if (load_ptr(ts, l->ts_interp) != t->interp ||
+        load_ulong(ts, l->ts_thread_id) != t->thread_id ||
         load_ulong(ts, l->ts_native_thread_id) != t->native_tid)
         return -1;
     if (load_ptr(ts, l->ts_datastack_chunk) == 0)

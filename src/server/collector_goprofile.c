@@ -62,9 +62,10 @@ static int store_profile(struct collector *c, const char *task_id, const struct 
     if (count_idx < 0)
         count_idx = 0;
     int64_t t0 = p->time_nanos > 0 ? p->time_nanos / 1000000 : collector_now(c);
-    int64_t step = p->period > 0 && p->period_type.unit && !strcmp(p->period_type.unit, "nanoseconds")
-                       ? p->period / 1000000
-                       : 10;
+    int64_t step =
+        p->period > 0 && p->period_type.unit && !strcmp(p->period_type.unit, "nanoseconds")
+            ? p->period / 1000000
+            : 10;
     if (step <= 0)
         step = 1;
     struct store_snapshot *batch = skpx_calloc(GOPROFILE_BATCH, sizeof(*batch));
@@ -115,7 +116,8 @@ static int store_profile(struct collector *c, const char *task_id, const struct 
             ss->segment = (char *)seg;
             ss->next_seq = 0;
         }
-        int64_t repeat = p->n_sample_types ? p->values[si * p->n_sample_types + (size_t)count_idx] : 1;
+        int64_t repeat =
+            p->n_sample_types ? p->values[si * p->n_sample_types + (size_t)count_idx] : 1;
         if (repeat <= 0)
             repeat = 1;
         if (repeat > GOPROFILE_MAX_REPEAT)

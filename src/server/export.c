@@ -1,4 +1,5 @@
-/* export.c - format selection and the pieces every exporter shares: the self-count rule and a non-recursive depth-first walk over struct analysis.
+/* export.c - format selection and the pieces every exporter shares: the self-count rule and a
+ * non-recursive depth-first walk over struct analysis.
  * The formats themselves live in export_pprof.c, export_collapsed.c, export_speedscope.c and
  * export_html.c; EXPORT_JSON reuses the analyzer's own serialisation so it is byte-for-byte
  * what the HTTP API returns. Pure functions, single-threaded. */
@@ -91,7 +92,10 @@ static size_t utf8_seq_len(const unsigned char *p)
 {
     if (p[0] < 0x80)
         return 1;
-    size_t n = (p[0] & 0xE0) == 0xC0 ? 2 : (p[0] & 0xF0) == 0xE0 ? 3 : (p[0] & 0xF8) == 0xF0 ? 4 : 0;
+    size_t n = (p[0] & 0xE0) == 0xC0   ? 2
+               : (p[0] & 0xF0) == 0xE0 ? 3
+               : (p[0] & 0xF8) == 0xF0 ? 4
+                                       : 0;
     if (n == 0 || (n == 2 && p[0] < 0xC2) || (n == 4 && p[0] > 0xF4))
         return 0;
     for (size_t i = 1; i < n; i++)

@@ -1,4 +1,5 @@
-/* export_int.h - shared by the export_*.c files only: a depth-first walk over an analysis with each node's self count, and the per-format renderers
+/* export_int.h - shared by the export_*.c files only: a depth-first walk over an analysis with
+ * each node's self count, and the per-format renderers
  * that export.c dispatches to. Single-threaded, no global state. */
 #ifndef SKP_SERVER_EXPORT_INT_H
 #define SKP_SERVER_EXPORT_INT_H

@@ -363,7 +363,10 @@ skp_err export_render_pprof(const struct analysis *a, const struct export_meta *
     }
     for (size_t i = 0; i < c.strings.n; i++)
         put_bytes(&raw, PF_STRING_TABLE, c.strings.order[i], strlen(c.strings.order[i]));
-    err = raw.err ? raw.err : c.sample.err ? c.sample.err : c.packed.err ? c.packed.err : c.label.err;
+    err = raw.err        ? raw.err
+          : c.sample.err ? c.sample.err
+          : c.packed.err ? c.packed.err
+                         : c.label.err;
     if (err)
         goto out;
     err = gzip_buf(&raw, b);

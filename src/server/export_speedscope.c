@@ -1,4 +1,5 @@
-/* export_speedscope.c - speedscope's file format (https://www.speedscope.app/file-format-schema.json):
+/* export_speedscope.c - speedscope's file format
+ * (https://www.speedscope.app/file-format-schema.json):
  * shared.frames holds one frame per distinct code signature (with file and line when the
  * signature carries them), and a single "sampled" profile lists one stack per tree node with a
  * non-zero self count (frame indexes root first), weighted by self count x dump period in

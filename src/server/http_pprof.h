@@ -18,7 +18,8 @@ void http_pprof_get(struct http_ctx *cx, const char *id);
 void http_pprof_file(struct http_ctx *cx, const char *id, const char *file_id);
 /* GET /api/v1/pprof/tasks/{id}/analyze?instances=a,b&sampleType=cpu */
 void http_pprof_analyze(struct http_ctx *cx, const char *id);
-/* GET /api/v1/pprof/tasks/{id}/download?format=pprof|collapsed|speedscope|html&instances=&sampleType= */
+/* GET /api/v1/pprof/tasks/{id}/download
+ *     ?format=pprof|collapsed|speedscope|html&instances=&sampleType= */
 void http_pprof_download(struct http_ctx *cx, const char *id);
 
 /* "skyprof-pprof-<sanitised id>-<what>.<ext>" for Content-Disposition. */

@@ -16,7 +16,8 @@ skp_err http_task_decorate(struct http_ctx *cx, json_t *task)
     json_int_t start = json_integer_value(json_object_get(task, "startTime"));
     json_int_t dur = json_integer_value(json_object_get(task, "duration"));
     const char *id = json_string_value(json_object_get(task, "id"));
-    json_object_set_new(task, "status", json_string(task_status(start, (int)dur, http_now(cx->api))));
+    json_object_set_new(task, "status",
+                        json_string(task_status(start, (int)dur, http_now(cx->api))));
     json_t *logs = json_array();
     if (!logs)
         return SKP_ENOMEM;

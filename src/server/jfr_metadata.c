@@ -18,9 +18,15 @@ static const struct {
     const char *name;
     enum jfr_prim prim;
 } g_prims[] = {
-    {"boolean", JFR_PRIM_BOOLEAN}, {"byte", JFR_PRIM_BYTE},     {"char", JFR_PRIM_CHAR},
-    {"short", JFR_PRIM_SHORT},     {"int", JFR_PRIM_INT},       {"long", JFR_PRIM_LONG},
-    {"float", JFR_PRIM_FLOAT},     {"double", JFR_PRIM_DOUBLE}, {"java.lang.String", JFR_PRIM_STRING},
+    {"boolean", JFR_PRIM_BOOLEAN},
+    {"byte", JFR_PRIM_BYTE},
+    {"char", JFR_PRIM_CHAR},
+    {"short", JFR_PRIM_SHORT},
+    {"int", JFR_PRIM_INT},
+    {"long", JFR_PRIM_LONG},
+    {"float", JFR_PRIM_FLOAT},
+    {"double", JFR_PRIM_DOUBLE},
+    {"java.lang.String", JFR_PRIM_STRING},
 };
 
 static const struct {

@@ -249,7 +249,8 @@ int main(int argc, char **argv)
         goto out;
     d.sig_term = evsignal_new(d.base, SIGTERM, on_signal, &d);
     d.sig_int = evsignal_new(d.base, SIGINT, on_signal, &d);
-    if (!d.sig_term || !d.sig_int || evsignal_add(d.sig_term, NULL) || evsignal_add(d.sig_int, NULL)) {
+    if (!d.sig_term || !d.sig_int || evsignal_add(d.sig_term, NULL) ||
+        evsignal_add(d.sig_int, NULL)) {
         SKPX_ERROR("cannot install signal events");
         goto out;
     }

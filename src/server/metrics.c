@@ -17,7 +17,8 @@
 
 static void counter(struct skpx_buf *b, const char *name, const char *help, uint64_t v)
 {
-    skpx_buf_printf(b, "# HELP %s %s\n# TYPE %s counter\n%s %" PRIu64 "\n", name, help, name, name, v);
+    skpx_buf_printf(b, "# HELP %s %s\n# TYPE %s counter\n%s %" PRIu64 "\n", name, help, name, name,
+                    v);
 }
 
 static void gauge(struct skpx_buf *b, const char *name, const char *help, double v)

@@ -25,7 +25,7 @@
 #define STORE_NAME_CACHE_MAX (1u << 16)     /* segment / task id strings → row ids */
 #define STORE_PAIR_CACHE_MAX (1u << 16)     /* (task, segment) pairs known to be recorded */
 #define STORE_BUSY_TIMEOUT_MS 5000
-#define STORE_MAX_FRAMES 4096               /* frames kept per stack (deeper stacks truncated at the leaf) */
+#define STORE_MAX_FRAMES 4096 /* frames kept per stack (deeper stacks truncated at the leaf) */
 
 /* Prepared statements, prepared on first use and kept until close. */
 enum store_stmt {
@@ -79,7 +79,8 @@ struct store {
     size_t n_stacks, cap_stacks;
     uint32_t *stack_pool;
     size_t pool_len, pool_cap;
-    struct skpx_u64map stack_by_hash;     /* hash → index in stacks (first entry with that hash) */
+    /* hash → index in stacks (first entry with that hash) */
+    struct skpx_u64map stack_by_hash;
     struct skpx_u64map stack_by_id;       /* id → index in stacks */
 
     /* read cache: frames.id → signature, kept until close (store_get_frame's contract) */

@@ -33,7 +33,8 @@ struct proc_task {
     char *events;              /* pprof: one event; async-profiler: comma-joined events */
     int64_t duration_s;        /* sampling time (pprof: minutes x 60) */
     int64_t dump_period;       /* pprof DumpPeriod (block: ns rate, mutex: fraction), else 0 */
-    int64_t sampling_hz;       /* our extension: samples per second asked of the agent, 0 = its default */
+    /* our extension: samples per second asked of the agent, 0 = its default */
+    int64_t sampling_hz;
     char *exec_args;           /* async-profiler execArgs, NULL if none */
     int64_t create_time;       /* ms epoch */
 };

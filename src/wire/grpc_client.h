@@ -22,8 +22,10 @@
 struct skpx_grpc_client;
 
 struct skpx_grpc_client_opts {
-    const char *target;          /* "host:port" (copied); host may be a name or an IPv4/IPv6 literal */
-    const char *authentication;  /* value of the `authentication` metadata, NULL/"" = none (copied) */
+    /* "host:port" (copied); host may be a name or an IPv4/IPv6 literal */
+    const char *target;
+    /* value of the `authentication` metadata, NULL/"" = none (copied) */
+    const char *authentication;
     const char *user_agent;      /* NULL = "skyprof/<version>" (copied) */
     int connect_timeout_ms;      /* 0 = 3000 */
     int backoff_min_ms;          /* first retry delay after a failure, 0 = 500 */

@@ -1,18 +1,19 @@
-/* grpc_server.c - gRPC over h2c (prior knowledge) on nghttp2, driven by the caller's libevent
- * loop. Single-threaded: every function here and every callback runs on the loop thread.
+/* grpc_server.c - gRPC over h2c (prior knowledge) on nghttp2, driven by the caller's libevent loop.
+ * Single-threaded: every function here and every callback runs on the loop thread.
  *
- * Design: one `struct conn` per TCP connection (a socket with read/write events, an output
- * evbuffer and an nghttp2 server session) and one `struct skpx_grpc_call` per request stream. Calls are kept on a per-connection list
- * because nghttp2_session_del() does not report the streams it drops: tearing a connection down
- * walks that list so on_close runs exactly once per call. Nothing is written to the socket from
- * inside nghttp2 callbacks: while the session is being fed (`in_io`) a finish only queues frames,
- * and the read handler flushes afterwards; a finish from outside (a timer, a storage commit)
- * flushes at once. Responses are sent when a call finishes, so a non-OK status leaves as
- * Trailers-Only and an OK one as HEADERS + DATA + trailers; a handler that answers before the end
- * (skpx_grpc_call_send, bidirectional methods such as pprof `collect`) opens the response early
- * and the data provider defers while its queue is empty, then ends with trailers at finish. Connections are freed only
- * from top-level event callbacks (read/event handlers, a deferred close event, the grace timer)
- * or by skpx_grpc_server_free(), never from inside a nghttp2 or user callback. */
+ * Design: one `struct conn` per TCP connection (a socket with read/write events, an output evbuffer
+ * and an nghttp2 server session) and one `struct skpx_grpc_call` per request stream. Calls are kept
+ * on a per-connection list because nghttp2_session_del() does not report the streams it drops:
+ * tearing a connection down walks that list so on_close runs exactly once per call. Nothing is
+ * written to the socket from inside nghttp2 callbacks: while the session is being fed (`in_io`) a
+ * finish only queues frames, and the read handler flushes afterwards; a finish from outside (a
+ * timer, a storage commit) flushes at once. Responses are sent when a call finishes, so a non-OK
+ * status leaves as Trailers-Only and an OK one as HEADERS + DATA + trailers; a handler that answers
+ * before the end (skpx_grpc_call_send, bidirectional methods such as pprof `collect`) opens the
+ * response early and the data provider defers while its queue is empty, then ends with trailers at
+ * finish. Connections are freed only from top-level event callbacks (read/event handlers, a
+ * deferred close event, the grace timer) or by skpx_grpc_server_free(), never from inside a nghttp2
+ * or user callback. */
 #include "wire/grpc_server.h"
 
 #include <arpa/inet.h>

@@ -2,7 +2,8 @@
  * running in the caller's libevent loop (one thread, no locks; every callback runs on the loop).
  *
  * Routing is by exact `:path`. A method is unary or client-streaming (a handler may also answer
- * messages before the end with skpx_grpc_call_send, which makes it bidirectional). Each incoming message is
+ * messages before the end with skpx_grpc_call_send, which makes it bidirectional). Each incoming
+ * message is
  * decoded with the method's protobuf-c descriptor and handed to on_message as it arrives; when
  * the client half-closes, on_end runs and the handler answers with skpx_grpc_call_finish(), then
  * or later (e.g. after a storage commit: a durable ack). Unknown paths get a Trailers-Only
@@ -24,7 +25,8 @@ struct skpx_grpc_server;
 struct skpx_grpc_call;
 
 struct skpx_grpc_method {
-    const char *path;         /* e.g. "/skywalking.v3.ProfileTask/collectSnapshot" (borrowed; must outlive the server) */
+    /* e.g. "/skywalking.v3.ProfileTask/collectSnapshot" (borrowed; must outlive the server) */
+    const char *path;
     bool client_streaming;    /* false: unary (exactly one request message required) */
     /* Request decoder; NULL = raw mode (on_message gets msg == NULL and the raw bytes). */
     const ProtobufCMessageDescriptor *request_desc;

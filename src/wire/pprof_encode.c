@@ -446,7 +446,8 @@ enum { FN_ID = 1, FN_NAME = 2, FN_SYSTEM_NAME = 3, FN_FILENAME = 4 };
 
 static void ob_value_type(struct obuf *o, uint32_t field, const int64_t vt[2])
 {
-    size_t n = field_varint_len(VT_TYPE, (uint64_t)vt[0]) + field_varint_len(VT_UNIT, (uint64_t)vt[1]);
+    size_t n =
+        field_varint_len(VT_TYPE, (uint64_t)vt[0]) + field_varint_len(VT_UNIT, (uint64_t)vt[1]);
     ob_tag(o, field, WT_LEN);
     ob_varint(o, n);
     ob_field_varint(o, VT_TYPE, (uint64_t)vt[0]);

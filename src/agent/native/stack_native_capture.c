@@ -197,8 +197,9 @@ static void walk_interrupted(struct slot *sl, uintptr_t *buf, const ucontext_t *
     uintptr_t lo = atomic_load_explicit(&g.loader_lo, memory_order_relaxed);
     uintptr_t hi = atomic_load_explicit(&g.loader_hi, memory_order_relaxed);
     const int *lock = atomic_load_explicit(&g.loader_lock, memory_order_relaxed);
-    bool use_fp = pc && (atomic_load_explicit(&g.force_fp, memory_order_relaxed) ||
-                         (pc >= lo && pc < hi) || (lock && __atomic_load_n(lock, __ATOMIC_ACQUIRE)));
+    bool use_fp =
+        pc && (atomic_load_explicit(&g.force_fp, memory_order_relaxed) || (pc >= lo && pc < hi) ||
+               (lock && __atomic_load_n(lock, __ATOMIC_ACQUIRE)));
     size_t n = 0;
 
     /* libunwind looks up unwind tables through dl_iterate_phdr, which takes the loader's

@@ -6,7 +6,8 @@
  * one per thread. Process-wide singleton (signal dispositions are process-wide).
  *
  * Threading: install/uninstall/slot/request calls serialize on one internal mutex (never taken
- * by the handler); collect waits without it. The handler touches only static memory, C11 atomics and async-signal-safe calls
+ * by the handler); collect waits without it. The handler touches only static memory, C11 atomics
+ * and async-signal-safe calls
  * (clock_gettime, futex); it never allocates, locks, or reads TLS. Design notes, signal choice
  * and the dlopen hazard: docs/native.md. */
 #ifndef SKP_AGENT_STACK_NATIVE_CAPTURE_H
@@ -75,7 +76,8 @@ enum skp__native_req_state {
 struct skp__native_capture_stats {
     uint64_t requested;         /* captures attempted */
     uint64_t captured;          /* captures that returned frames */
-    uint64_t lost_timeout;      /* the thread did not answer in time (blocked signal, descheduled) */
+    /* the thread did not answer in time (blocked signal, descheduled) */
+    uint64_t lost_timeout;
     uint64_t lost_gone;         /* the thread no longer exists (ESRCH) */
     uint64_t lost_busy;         /* a previous, abandoned handler run still owned the buffer */
     uint64_t lost_send;         /* signal could not be sent for another reason */
@@ -125,7 +127,8 @@ void skp__native_slot_release(int slot);
  * fetched with skp__native_collect(slot, *seq). `cap` bounds the frames kept. If a request of this
  * slot is still pending, no second signal is sent: *seq is that request's.
  * Errors: SKP_ESTATE (not installed), SKP_EINVAL, SKP_ENOTFOUND (thread gone), SKP_EFULL (a
- * handler abandoned earlier still runs on this slot's buffer), SKP_EIO. Thread-safe (serialized). */
+ * handler abandoned earlier still runs on this slot's buffer), SKP_EIO. Thread-safe
+ * (serialized). */
 SKP_MUST_CHECK skp_err skp__native_request(int slot, const struct skp__native_target *t,
                                            uint32_t cap, uint32_t *seq);
 

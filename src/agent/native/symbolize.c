@@ -102,10 +102,10 @@ static int format_named(char *text, size_t cap, const char *name, const char *wh
         char *d = demangle ? demangle(name, NULL, NULL, &status) : NULL;
         if (d && status == 0) {
             int len = snprintf(text, cap, "%s (%s)", d, where);
-            free(d); /* allocated by the C++ runtime with malloc: its contract, not ours */
+            free(d); /* lint:allow - the C++ runtime malloc()ed it */
             return len;
         }
-        free(d);
+        free(d); /* lint:allow - as above */
     }
     return snprintf(text, cap, "%s (%s)", name, where);
 }
@@ -221,7 +221,8 @@ static const char *base_name(const char *path)
     return slash ? slash + 1 : path;
 }
 
-/* Formats the signature of addr into text (cap SKP_SYMBOLIZE_TEXT_MAX). Returns the length or -1. */
+/* Formats the signature of addr into text (cap SKP_SYMBOLIZE_TEXT_MAX). Returns the length or
+ * -1. */
 static int resolve(struct skp__symbolizer *s, uintptr_t addr, char *text, size_t cap)
 {
     Dwfl_Module *mod = dwfl_addrmodule(s->dwfl, addr);

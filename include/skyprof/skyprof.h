@@ -131,9 +131,9 @@ SKYPROF_API SKP_MUST_CHECK skp_err skyprof_config_validate(const struct skyprof_
  *   2. capture(ud, handle, tid, out) runs on the SAMPLER THREAD (skp-sampler), once per dump
  *      period, while the request runs. Never concurrently with itself (one sampler thread). It
  *      fills out->frames[0 .. out->cap) INNERMOST FIRST (index 0 = the frame executing now) and
- *      sets out->n. If the stack is deeper than out->cap, it stores the innermost out->cap frames and
- *      sets out->truncated (the core keeps the innermost frames, like Java). The core reverses
- *      them to root-first. Returns 0 on success; SKYPROF_CAPTURE_LOST when this one sample could
+ *      sets out->n. If the stack is deeper than out->cap, it stores the innermost out->cap frames
+ *      and sets out->truncated (the core keeps the innermost frames, like Java). The core
+ *      reverses them to root-first. Returns 0 on success; SKYPROF_CAPTURE_LOST when this one sample could
  *      not be taken but the thread lives (timeout, busy): the core skips this dump and samples
  *      the request again next period (no sequence number is used); any other value < 0 when the
  *      thread cannot be captured any more (thread gone): the core stops sampling that request.

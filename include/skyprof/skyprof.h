@@ -132,19 +132,19 @@ SKYPROF_API SKP_MUST_CHECK skp_err skyprof_config_validate(const struct skyprof_
  *      period, while the request runs. Never concurrently with itself (one sampler thread). It
  *      fills out->frames[0 .. out->cap) INNERMOST FIRST (index 0 = the frame executing now) and
  *      sets out->n. If the stack is deeper than out->cap, it stores the innermost out->cap frames
- *      and sets out->truncated (the core keeps the innermost frames, like Java). The core
- *      reverses them to root-first. Returns 0 on success; SKYPROF_CAPTURE_LOST when this one sample could
- *      not be taken but the thread lives (timeout, busy): the core skips this dump and samples
- *      the request again next period (no sequence number is used); any other value < 0 when the
- *      thread cannot be captured any more (thread gone): the core stops sampling that request.
- *      Frames are either strings (kind SKYPROF_FRAME_STR: `str`/`len`, e.g. Python's
- *      "<file>.<function>: <line>") or addresses (SKYPROF_FRAME_ADDR: `addr`, resolved later by
- *      symbolize). String bytes are BORROWED: they must stay valid until capture returns to the
- *      core and the core calls the source again; the core copies them before that. A source may
- *      also copy text into out->scratch (out->scratch_cap bytes, bump out->scratch_len).
- *      out->frames and out->scratch belong to the core and are valid only during the call: a
- *      native source that captures in a signal handler must not let the handler write to them
- *      after capture returned (use its own per-thread buffer and copy).
+ *      and sets out->truncated (the core keeps the innermost frames, like Java). The core reverses
+ *      them to root-first. Returns 0 on success; SKYPROF_CAPTURE_LOST when this one sample could
+ *      not be taken but the thread lives (timeout, busy): the core skips this dump and samples the
+ *      request again next period (no sequence number is used); any other value < 0 when the thread
+ *      cannot be captured any more (thread gone): the core stops sampling that request. Frames are
+ *      either strings (kind SKYPROF_FRAME_STR: `str`/`len`, e.g. Python's "<file>.<function>:
+ *      <line>") or addresses (SKYPROF_FRAME_ADDR: `addr`, resolved later by symbolize). String
+ *      bytes are BORROWED: they must stay valid until capture returns to the core and the core
+ *      calls the source again; the core copies them before that. A source may also copy text into
+ *      out->scratch (out->scratch_cap bytes, bump out->scratch_len). out->frames and out->scratch
+ *      belong to the core and are valid only during the call: a native source that captures in a
+ *      signal handler must not let the handler write to them after capture returned (use its own
+ *      per-thread buffer and copy).
  *   3. thread_release(ud, handle) runs exactly once per successful thread_attach, when the slot
  *      stops referencing the handle: normally on the request thread inside skyprof_entry_end, but
  *      it MAY run on an agent thread (task stopped, request sampled while it ended). Optional.

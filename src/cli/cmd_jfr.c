@@ -361,7 +361,7 @@ static int do_analyze(struct cli *c, const char *id, const struct jfr_opts *o)
         rc = text ? write_out(o->output, text, strlen(text)) : CLI_EXIT_API;
         if (text && rc == CLI_EXIT_OK && !o->output)
             putchar('\n');
-        free(text);
+        free(text); /* lint:allow - json_dumps: the CLI keeps jansson's default allocator */
     } else {
         print_top(res);
     }

@@ -19,7 +19,8 @@ static const char g_pprof_usage[] =
     "      --event E                 cpu, wall, heap, allocs, block, mutex, goroutine,\n"
     "                                threadcreate\n"
     "      --instance I              an instance to profile (repeat; default: every live one)\n"
-    "      --duration MIN            sampling time in minutes for cpu/wall/block/mutex (default 1)\n"
+    "      --duration MIN            sampling time in minutes for cpu/wall/block/mutex\n"
+    "                                (default 1)\n"
     "      --dump-period N           block: rate in ns; mutex: contention fraction\n"
     "      --sampling-rate HZ        samples per second asked of the agent (default: its own)\n"
     "  skyprof pprof list [--service S]\n"
@@ -73,7 +74,9 @@ static int pprof_option(void *ud, int opt, const char *arg)
     case 'd':
     case 'p':
     case 'r': {
-        long long *dst = opt == 'd' ? &o->duration : opt == 'p' ? &o->dump_period : &o->sampling_rate;
+        long long *dst = opt == 'd'   ? &o->duration
+                         : opt == 'p' ? &o->dump_period
+                                      : &o->sampling_rate;
         if (!cli_parse_int(arg, -1000000000000LL, 1000000000000LL, dst))
             return cli_usage_error("expected an integer, got '%s'", arg);
         break;

@@ -253,7 +253,8 @@ skp_err http_task_explain(struct http_ctx *cx, json_t *task)
         else if (n_other > 0)
             snprintf(reason, sizeof(reason),
                      "no request to %s was seen on the %zu notified %s; endpoints seen: %s%s",
-                     endpoint, notified, inst, seen, n_other > REASON_ENDPOINTS_SHOWN ? ", ..." : "");
+                     endpoint, notified, inst, seen,
+                     n_other > REASON_ENDPOINTS_SHOWN ? ", ..." : "");
         else
             snprintf(reason, sizeof(reason),
                      "no request to %s was seen on the %zu notified %s; the service reported no "

@@ -80,8 +80,8 @@ bool proc_task_validate_pprof(const struct proc_request *r, struct proc_error *e
 
 /* Validates (pprof, or async-profiler: proc_task_async.h), resolves "all live instances"
  * (PROC_LIVE_WINDOW_MS before now_ms), applies the overlap rule (same service and event, create +
- * duration reaching now) and stores the task. On success *id_out is the new id (caller frees with skpx_free).
- * Errors: SKP_EINVAL (refused: *e says why), SKP_EEXIST (overlap: *e says so), SKP_EIO,
+ * duration reaching now) and stores the task. On success *id_out is the new id (caller frees with
+ * skpx_free). Errors: SKP_EINVAL (refused: *e says why), SKP_EEXIST (overlap: *e says so), SKP_EIO,
  * SKP_ENOMEM. */
 SKP_MUST_CHECK skp_err proc_task_create(struct store *st, enum proc_kind kind,
                                         const struct proc_request *r, int64_t now_ms,

@@ -3,6 +3,7 @@
  * directory and Py_BUILD_CORE; it references no Python symbol, so nothing links libpython). */
 #include "attach/pylayout.h"
 
+#include <stdio.h>
 #include <string.h>
 
 #ifndef ATTACH_NO_PY311_HEADERS
@@ -23,7 +24,7 @@ const struct attach_pylayout *attach_pylayout_py311(void)
     struct attach_pylayout *l = &g_py311;
     if (l->major)
         return l;
-    strcpy(l->name, "3.11");
+    snprintf(l->name, sizeof(l->name), "3.11");
     l->minor = 11;
     l->version_hex = 0;
 

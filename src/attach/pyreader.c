@@ -162,7 +162,8 @@ static char *read_str(struct attach_target *t, uintptr_t addr, size_t max)
     const struct attach_pylayout *l = &t->layout;
     uint8_t hdr[128];
     size_t hdr_len = l->str_compact_size;
-    if (!plausible(addr) || hdr_len > sizeof(hdr) || !attach_remote_read(&t->mem, addr, hdr, hdr_len))
+    if (!plausible(addr) || hdr_len > sizeof(hdr) ||
+        !attach_remote_read(&t->mem, addr, hdr, hdr_len))
         return NULL;
     if (t->str_type && load_ptr(hdr, l->obj_type) != t->str_type)
         return NULL;
@@ -343,7 +344,8 @@ static bool layout_fits(const struct attach_pylayout *l)
         if (co[i] != ATTACH_NO_FIELD && co[i] + p > l->co_copy)
             return false;
     if (l->co_firstlineno + sizeof(int) > l->co_copy ||
-        (l->co_firsttraceable != ATTACH_NO_FIELD && l->co_firsttraceable + sizeof(int) > l->co_copy))
+        (l->co_firsttraceable != ATTACH_NO_FIELD &&
+         l->co_firsttraceable + sizeof(int) > l->co_copy))
         return false;
     if (l->str_length + 8 > l->str_compact_size || l->str_state + 4 > l->str_compact_size ||
         l->obj_type + p > l->str_compact_size || l->str_ascii_size > l->str_compact_size)

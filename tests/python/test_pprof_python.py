@@ -1,7 +1,7 @@
 """Process profiling (PprofTask) of a Python app by the Python agent, over the real gRPC wire
 (Debian grpcio backend, tests/harness/pprof_backend.py), files read by the real `go tool pprof`.
 The app (apps/proc_app.py) runs threads burn_cpu, sleepy, allocate_blocks and lock_waiter:
-- cpu: burn_cpu >= 80 % of the CPU samples and no sleepy;
+- cpu: burn_cpu >= 80 % of the CPU samples and sleepy (its wake-ups only) < 1 %;
 - wall: both burn_cpu and sleepy; Python frames as function / file / line; thread names;
 - goroutine (thread dump): every Python thread, answered in < 5 s;
 - heap: tracemalloc started for the task names allocate_blocks, and is off again after;
@@ -55,8 +55,13 @@ def main():
                 assert 'Type: cpu' in text, text
                 burn = top.get('burn_cpu', (0, 0))[1]
                 assert burn >= 80.0, 'burn_cpu %.1f%%:\n%s' % (burn, text)
-                assert 'sleepy' not in top, text
-            res.run('cpu task: burn_cpu >= 80 %, no sleepy', cpu)
+                # A sleeping thread is never sampled; the only CPU `sleepy` has is its wake-ups
+                # (20 a second, each re-taking the GIL), which a true CPU profile does show: under
+                # ASan on a loaded machine one such wake-up can cost a few ms. A wall-style
+                # sampler would give sleepy a share near burn_cpu's, far above this bound.
+                sleepy = top.get('sleepy', (0, 0))[1]
+                assert sleepy < 1.0, 'sleepy %.2f%%:\n%s' % (sleepy, text)
+            res.run('cpu task: burn_cpu >= 80 %, sleepy (wake-ups only) < 1 %', cpu)
 
             def wall():
                 up = be.wait_upload(be.add_task('wall', duration_min=1), timeout=90)

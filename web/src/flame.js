@@ -7,7 +7,7 @@
 
 const ROW = 18;
 
-function hue(s) {
+export function hue(s) {
   let h = 0;
   for (let i = 0; i < s.length; i++) h = (h * 31 + s.charCodeAt(i)) >>> 0;
   return `hsl(${10 + (h % 45)}, 85%, ${58 + (h % 17)}%)`;
@@ -15,7 +15,11 @@ function hue(s) {
 
 const pct = (a, b) => (b ? ((100 * a) / b).toFixed(1) + '%' : '-');
 
-export function flameGraph(container, trees) {
+// opts (all optional):
+//   color(node, root) -> CSS colour of a frame (default: a warm hue from its signature); a diff
+//                        view passes its own (node carries whatever fields its tree built)
+export function flameGraph(container, trees, opts = {}) {
+  const color = opts.color || ((n) => hue(n.sig));
   const root = { sig: 'all', count: 0, duration: 0, self: 0, children: trees, parent: null };
   root.count = trees.reduce((a, n) => a + n.count, 0);
   root.duration = trees.reduce((a, n) => a + n.duration, 0);
@@ -48,7 +52,7 @@ export function flameGraph(container, trees) {
     e.style.left = x + 'px';
     e.style.width = Math.max(w, 1) + 'px';
     e.style.top = depth * ROW + 'px';
-    e.style.background = hue(n.sig);
+    e.style.background = color(n, root);
     e.dataset.name = n.sig;
     e.textContent = w > 28 ? n.sig : '';
     e.addEventListener('mousemove', (ev) => {

@@ -13,6 +13,7 @@
 #include <unistd.h>
 
 #include "common/alloc.h"
+#include "common/escape.h"
 
 bool cli_global_option(struct cli *c, int opt, const char *arg, bool *bad)
 {
@@ -74,9 +75,86 @@ int cli_parse_options(struct cli *c, int argc, char **argv, const char *shortopt
     return CLI_PARSE_NEXT;
 }
 
+const char *cli_safe(const char *s)
+{
+    static char slots[CLI_SAFE_SLOTS][CLI_SAFE_MAX];
+    static unsigned next;
+    char *b = slots[next++ % CLI_SAFE_SLOTS];
+    skpx_escape_ctl(s ? s : "", s ? strlen(s) : 0, b, CLI_SAFE_MAX);
+    return b;
+}
+
+/* A new jansson string holding the escaped text[0..len), or NULL (allocation failure). */
+static json_t *safe_string(const char *text, size_t len)
+{
+    size_t cap = len * SKPX_ESCAPE_MAX_EXPANSION + 1;
+    char *b = skpx_malloc(cap);
+    if (!b)
+        return NULL;
+    skpx_escape_ctl(text, len, b, cap);
+    json_t *r = json_string(b);
+    skpx_free(b);
+    return r;
+}
+
+void cli_json_make_safe(json_t *j)
+{
+    if (json_is_array(j)) {
+        size_t i;
+        json_t *v;
+        json_array_foreach(j, i, v)
+        {
+            if (json_is_string(v) &&
+                skpx_escape_needed(json_string_value(v), json_string_length(v))) {
+                json_t *r = safe_string(json_string_value(v), json_string_length(v));
+                json_array_set_new(j, i, r ? r : json_string(""));
+            } else {
+                cli_json_make_safe(v);
+            }
+        }
+        return;
+    }
+    if (!json_is_object(j))
+        return;
+    /* Keys first: an object with a key to escape is rebuilt (rare: property names). */
+    const char *k;
+    json_t *v;
+    bool bad_key = false;
+    json_object_foreach(j, k, v)
+    {
+        bad_key = bad_key || skpx_escape_needed(k, strlen(k));
+    }
+    if (bad_key) {
+        json_t *copy = json_object();
+        json_object_foreach(j, k, v)
+        {
+            char kb[CLI_SAFE_MAX];
+            skpx_escape_ctl(k, strlen(k), kb, sizeof(kb));
+            if (copy)
+                json_object_set(copy, kb, v);
+        }
+        json_object_clear(j);
+        if (copy)
+            json_object_update(j, copy);
+        json_decref(copy);
+    }
+    json_object_foreach(j, k, v)
+    {
+        if (json_is_string(v) &&
+            skpx_escape_needed(json_string_value(v), json_string_length(v))) {
+            json_t *r = safe_string(json_string_value(v), json_string_length(v));
+            json_object_set_new(j, k, r ? r : json_string(""));
+        } else {
+            cli_json_make_safe(v);
+        }
+    }
+}
+
 void cli_print_json(json_t *j)
 {
-    json_dumpf(j, stdout, JSON_INDENT(2));
+    /* JSON escapes C0 controls itself; on a terminal, ASCII-only output also keeps C1 controls
+     * (U+0080..U+009F) from being interpreted. Files and pipes get the text as it is. */
+    json_dumpf(j, stdout, JSON_INDENT(2) | (isatty(STDOUT_FILENO) ? JSON_ENSURE_ASCII : 0));
     putchar('\n');
 }
 
@@ -107,6 +185,7 @@ static int report_transport(struct cli *c, skp_err err)
 static int report_status(const struct http_response *r)
 {
     json_t *j = r->body ? json_loadb(r->body, r->body_len, 0, NULL) : NULL;
+    cli_json_make_safe(j);
     const char *reason = j ? cli_json_str(j, "errorReason") : "";
     const char *field = j ? cli_json_str(j, "field") : "";
     const char *error = j ? cli_json_str(j, "error") : "";
@@ -165,9 +244,11 @@ int cli_api_json(struct cli *c, const char *method, const char *target, json_t *
     *out = json_loadb(r.body, r.body_len, JSON_DECODE_ANY, &jerr);
     http_response_cleanup(&r);
     if (!*out) {
-        fprintf(stderr, "skyprof: the server sent invalid JSON: %s\n", jerr.text);
+        fprintf(stderr, "skyprof: the server sent invalid JSON: %s\n", cli_safe(jerr.text));
         return CLI_EXIT_API;
     }
+    if (!c->json)
+        cli_json_make_safe(*out);
     return CLI_EXIT_OK;
 }
 

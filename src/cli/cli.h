@@ -84,6 +84,21 @@ int cli_parse_options(struct cli *c, int argc, char **argv, const char *shortopt
                       const struct option *longopts, const char *usage, const char *cmd,
                       const char *sub, cli_option_fn on_opt, void *ud);
 
+/* Output hygiene (issue 15, finding 8): every string a server or a read process supplied is
+ * printed through one of these, so escape sequences in a code signature, service, instance or
+ * property cannot reach the terminal. Control bytes, C1 controls and broken UTF-8 become
+ * visible escapes (common/escape.h). */
+/* Escaped copy of `s` (NULL prints as ""), in one of CLI_SAFE_SLOTS static buffers reused in
+ * turn: valid until as many further calls (enough for one printf). Truncated to
+ * CLI_SAFE_MAX - 1 bytes. Not thread-safe (the CLI is single-threaded). */
+#define CLI_SAFE_SLOTS 16
+#define CLI_SAFE_MAX 4096
+const char *cli_safe(const char *s);
+/* Replaces, in place, every string value and object key of `j` (borrowed) that holds something
+ * to escape with its escaped form. cli_api_json applies it to every answer it returns for
+ * text output; an allocation failure leaves that string out (replaced by ""). */
+void cli_json_make_safe(json_t *j);
+
 /* Prints `j` as indented JSON and a newline on stdout (the commands' --json output). */
 void cli_print_json(json_t *j);
 

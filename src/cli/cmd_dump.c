@@ -116,7 +116,7 @@ int cmd_dump(struct cli *c, int argc, char **argv)
     struct attach_target *t = NULL;
     skp_err err = attach_target_open((pid_t)o.pid, &t, why, sizeof(why));
     if (err) {
-        fprintf(stderr, "skyprof dump: %s\n", why);
+        fprintf(stderr, "skyprof dump: %s\n", cli_safe(why));
         return cli_attach_exit(err);
     }
     struct attach_sample *s = skpx_xmalloc(sizeof(*s));
@@ -135,18 +135,19 @@ int cmd_dump(struct cli *c, int argc, char **argv)
         cli_print_json(j);
         json_decref(j);
     } else {
-        printf("Process %ld: Python %s (%s)\n", o.pid, attach_target_version(t),
-               attach_target_image(t));
+        printf("Process %ld: Python %s (%s)\n", o.pid, cli_safe(attach_target_version(t)),
+               cli_safe(attach_target_image(t)));
         for (size_t i = 0; i < s->n_threads; i++) {
             const struct attach_thread *th = &s->threads[i];
             printf("\nThread %d (%s%s) \"%s\"%s\n", (int)th->tid, th->running ? "active" : "idle",
-                   th->holds_gil ? "+gil" : "", th->name, th->truncated ? " [truncated]" : "");
+                   th->holds_gil ? "+gil" : "", cli_safe(th->name),
+                   th->truncated ? " [truncated]" : "");
             for (size_t k = 0; k < th->n_frames; k++) {
                 const struct attach_frame *f = &s->frames[th->first_frame + k];
                 if (f->line >= 0)
-                    printf("    %s (%s:%d)\n", f->name, f->file, f->line);
+                    printf("    %s (%s:%d)\n", cli_safe(f->name), cli_safe(f->file), f->line);
                 else
-                    printf("    %s (%s)\n", f->name, f->file);
+                    printf("    %s (%s)\n", cli_safe(f->name), cli_safe(f->file));
             }
         }
         if (s->n_torn)

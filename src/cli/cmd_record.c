@@ -338,7 +338,7 @@ int cmd_record(struct cli *c, int argc, char **argv)
     struct followed *root = follow(r, (pid_t)r->o.pid);
     skp_err err = attach_target_open(root->pid, &root->t, why, sizeof(why));
     if (err) {
-        fprintf(stderr, "skyprof record: %s\n", why);
+        fprintf(stderr, "skyprof record: %s\n", cli_safe(why));
         rc = cli_attach_exit(err);
         goto done;
     }

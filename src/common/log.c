@@ -13,6 +13,7 @@
 #include <unistd.h>
 
 #include "common/clock.h"
+#include "common/escape.h"
 
 static pthread_mutex_t g_mu = PTHREAD_MUTEX_INITIALIZER;
 static skpx_log_sink_cb g_sink;
@@ -73,8 +74,15 @@ void skpx_vlog(enum skpx_log_level level, const char *fmt, va_list ap)
 {
     if (!skpx_log_enabled(level))
         return;
+    char raw[SKPX_LOG_LINE_MAX];
+    int n = vsnprintf(raw, sizeof(raw), fmt, ap);
+    if (n < 0)
+        return;
+    /* Our format strings hold no control bytes, so escaping the whole line escapes exactly the
+     * interpolated fields: a newline or an ANSI sequence in a task id or service name cannot
+     * forge a line or recolour the reader's terminal. */
     char line[SKPX_LOG_LINE_MAX];
-    vsnprintf(line, sizeof(line), fmt, ap);
+    skpx_escape_ctl(raw, strnlen(raw, sizeof(raw)), line, sizeof(line));
     pthread_mutex_lock(&g_mu);
     skpx_log_sink_cb sink = g_sink;
     void *ud = g_ud;

@@ -20,6 +20,7 @@
 #include "common/err.h"
 #include "common/grow.h"
 #include "common/map.h"
+#include "common/sat.h"
 #include "server/utf8.h"
 
 #define NO_NODE UINT32_MAX
@@ -222,7 +223,8 @@ static skp_err fold(struct actx *c, const struct sample *s)
         nd->count++;
         if (nd->has_last && nd->last_seg == s->seg && nd->last_seq != INT32_MAX &&
             nd->last_seq + 1 == s->seq)
-            nd->duration += s->time - nd->last_time;
+            nd->duration = skpx_sat_add_i64(nd->duration,
+                                             skpx_sat_sub_i64(s->time, nd->last_time));
         nd->has_last = true;
         nd->last_seg = s->seg;
         nd->last_seq = s->seq;
@@ -373,12 +375,12 @@ static skp_err emit_tree(struct actx *c, const struct sig_table *t, uint32_t roo
         struct analysis_node *o = &tree->nodes[i];
         int64_t children = 0;
         for (uint32_t ch = w->first_child; ch != NO_NODE; ch = c->nodes[ch].next_sibling)
-            children += c->nodes[ch].duration;
+            children = skpx_sat_add_i64(children, c->nodes[ch].duration);
         o->id = (uint32_t)i + 1;
         o->parent_id = w->parent == NO_NODE ? 0 : c->nodes[w->parent].out + 1;
         o->code_signature = sig_of(t, w->frame);
         o->duration = w->duration;
-        o->duration_child_excluded = w->duration - children;
+        o->duration_child_excluded = skpx_sat_sub_i64(w->duration, children);
         o->count = w->count;
         o->first_child = w->first_child == NO_NODE ? UINT32_MAX : c->nodes[w->first_child].out;
         o->next_sibling = w->next_sibling == NO_NODE ? UINT32_MAX : c->nodes[w->next_sibling].out;

@@ -16,6 +16,7 @@
 #include "common/alloc.h"
 #include "common/clock.h"
 #include "common/log.h"
+#include "common/sat.h"
 #include <event2/event.h>
 
 #include "language-agent/Tracing.pb-c.h"
@@ -301,7 +302,8 @@ static bool segment_wanted(struct collector *c, const struct segment_scan *scan,
         slice_copy(inst, &sc.instance);
         slice_copy(ep, &sc.endpoint);
         if (endpoint_stats_record(c->stats, svc, inst, ep, sc.entry_end_ms,
-                                  sc.entry_end_ms - sc.entry_start_ms, sc.entry_is_error,
+                                  skpx_sat_sub_i64(sc.entry_end_ms, sc.entry_start_ms),
+                                  sc.entry_is_error,
                                   now) != SKP_OK) {
             /* counted by endpoint_stats */
         }

@@ -4,6 +4,7 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "common/sat.h"
 #include "server/http_int.h"
 #include "server/utf8.h"
 
@@ -147,7 +148,8 @@ json_t *http_segment_json(const struct store_profiled_segment *seg)
                      skp_json_str(seg->segment_id), "traceId", skp_json_str(seg->trace_id),
                      "service", skp_json_str(seg->service), "instanceName",
                      skp_json_str(seg->instance), "endpointNames", names, "start",
-                     (json_int_t)seg->start_ms, "duration", (json_int_t)(end - seg->start_ms),
+                     (json_int_t)seg->start_ms, "duration",
+                     (json_int_t)skpx_sat_sub_i64(end, seg->start_ms),
                      "spans", spans);
 fail:
     json_decref(spans);

@@ -8,6 +8,7 @@
 
 #include <cmocka.h>
 
+#include "common/sat.h"
 #include "server/analyzer.h"
 #include "store_test_util.h"
 
@@ -378,6 +379,55 @@ static void streamed_scans_cap_and_dedupe(void **state)
     analysis_free(a);
 }
 
+/* Issue 15, finding 12: agent clocks at the ends of int64. Consecutive dumps at INT64_MIN and
+ * INT64_MAX made `time - last_time` overflow (UBSan aborted; release said duration -1); the
+ * durations now saturate at INT64_MAX, and self = duration - children saturates too. */
+static void extreme_times_saturate(void **state)
+{
+    struct fixture *f = *state;
+    assert_int_equal(tu_add(f->st, "t1", "s1", 0, INT64_MIN, "A,B"), SKP_OK);
+    assert_int_equal(tu_add(f->st, "t1", "s1", 1, INT64_MAX, "A,B"), SKP_OK);
+    assert_int_equal(tu_add(f->st, "t1", "s1", 2, INT64_MIN, "A,B"), SKP_OK);
+    assert_int_equal(tu_add(f->st, "t1", "s1", 3, INT64_MAX, "A"), SKP_OK);
+    struct analysis *a = NULL;
+    assert_int_equal(analyze_task(f->st, "t1", NULL, &a), SKP_OK);
+    assert_int_equal(a->n_trees, 1);
+    const struct analysis_node *n = a->trees[0].nodes;
+    assert_int_equal(a->trees[0].n_nodes, 2);
+    /* A: steps MAX - MIN -> MAX, MIN - MAX -> MIN, MAX - MIN -> MAX (each clamped), summed
+     * with clamping: MAX, -1, MAX - 1. B (sequences 0..2): MAX, -1. A's self: MAX - 1 - (-1). */
+    assert_int_equal(n[0].duration, INT64_MAX - 1);
+    assert_int_equal(n[0].duration_child_excluded, INT64_MAX);
+    assert_int_equal(n[1].duration, -1);
+    assert_int_equal(n[1].count, 3);
+    analysis_free(a);
+
+    struct analyze_query q = {"s1", INT64_MIN, INT64_MAX};
+    assert_int_equal(analyze_segments(f->st, &q, 1, NULL, &a), SKP_OK);
+    assert_int_equal(a->n_snapshots, 4);
+    analysis_free(a);
+
+    /* two dumps, MIN then MAX: the duration is INT64_MAX, not -1 */
+    assert_int_equal(tu_add(f->st, "t2", "s2", 0, INT64_MIN, "X"), SKP_OK);
+    assert_int_equal(tu_add(f->st, "t2", "s2", 1, INT64_MAX, "X"), SKP_OK);
+    assert_int_equal(analyze_task(f->st, "t2", NULL, &a), SKP_OK);
+    assert_int_equal(a->trees[0].nodes[0].duration, INT64_MAX);
+    assert_int_equal(a->trees[0].nodes[0].duration_child_excluded, INT64_MAX);
+    analysis_free(a);
+}
+
+static void saturating_helpers(void **state)
+{
+    (void)state;
+    assert_int_equal(skpx_sat_sub_i64(INT64_MAX, INT64_MIN), INT64_MAX);
+    assert_int_equal(skpx_sat_sub_i64(INT64_MIN, INT64_MAX), INT64_MIN);
+    assert_int_equal(skpx_sat_sub_i64(INT64_MIN, 1), INT64_MIN);
+    assert_int_equal(skpx_sat_sub_i64(5, 7), -2);
+    assert_int_equal(skpx_sat_add_i64(INT64_MAX, 1), INT64_MAX);
+    assert_int_equal(skpx_sat_add_i64(INT64_MIN, -1), INT64_MIN);
+    assert_int_equal(skpx_sat_add_i64(INT64_MAX, INT64_MIN), -1);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -396,6 +446,8 @@ int main(void)
         cmocka_unit_test_setup_teardown(signatures_outlive_the_store, setup, teardown),
         cmocka_unit_test_setup_teardown(alloc_faults_never_crash, setup, teardown),
         cmocka_unit_test_setup_teardown(streamed_scans_cap_and_dedupe, setup, teardown),
+        cmocka_unit_test_setup_teardown(extreme_times_saturate, setup, teardown),
+        cmocka_unit_test(saturating_helpers),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -2,8 +2,9 @@
  * The default sink is off (agent rule: never write to the host's stdio unless asked); the server
  * and CLI install a stderr sink. Lines are formatted into a bounded stack buffer (truncated at
  * SKPX_LOG_LINE_MAX) and control bytes of every interpolated field are escaped (escape.h), so
- * agent-supplied text cannot forge log lines or reach the terminal raw. Repeating error lines go through a per-call-site limiter
- * (skpx_log_limited): one line per interval, then a count of the lines held back. Thread-safe. */
+ * agent-supplied text cannot forge log lines or reach the terminal raw. Repeating error lines go
+ * through a per-call-site limiter (skpx_log_limited): one line per interval, then a count of the
+ * lines held back. Thread-safe. */
 #ifndef SKP_COMMON_LOG_H
 #define SKP_COMMON_LOG_H
 

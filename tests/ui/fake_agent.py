@@ -4,10 +4,13 @@ for every task on its endpoint "serves" a few requests, streaming each one's Thr
 (every 10 ms, sequence from 0) and its SegmentObject (entry span, a local child span "method3"
 and an exit span to a database), then reports the task finished when the task ends.
 
-Stacks (root first) of one request starting at T (dumps at T+0 .. T+100 ms):
+Stacks (root first) of one request starting at T (dumps at T+0 .. T+100 ms), each under
+serve -> _skyprof_do (an instrumentation frame of skyprof's Python agent, as the real agent's
+http.server hook puts in every request's stack; the UI folds it into serve by default):
     T+0..20    handle -> method3
     T+30..70   handle -> method3 -> method2 -> method1     (inside the child span [T+25, T+75])
-    T+80..100  handle -> method3 -> method2
+    T+80..90   handle -> method3 -> method2
+    T+100      (in _skyprof_do itself: the span is being finished)
 so Include Children shows method1 and Exclude Children (the span minus [T+25, T+75]) does not.
 Usage: fake_agent.py GRPC_TARGET SERVICE INSTANCE ENDPOINT [REQUESTS]"""
 import os
@@ -29,6 +32,8 @@ from profile import Profile_pb2  # noqa: E402
 V3 = "/skywalking.v3."
 FILE = "/srv/shop/app.py"
 FRAMES = {
+    "serve": FILE + ".serve: 5",
+    "agent": "/usr/lib/python3/dist-packages/skyprof/instrument/http_server.py._skyprof_do: 34",
     "handle": FILE + ".handle: 12",
     "method3": FILE + ".method3: 50",
     "method2": FILE + ".method2: 40",
@@ -44,7 +49,9 @@ def on_term(*_):
 
 
 def stack_at(off):
-    s = [FRAMES["handle"], FRAMES["method3"]]
+    if off >= 100:
+        return [FRAMES["serve"], FRAMES["agent"]]
+    s = [FRAMES["serve"], FRAMES["agent"], FRAMES["handle"], FRAMES["method3"]]
     if 30 <= off <= 70:
         s += [FRAMES["method2"], FRAMES["method1"]]
     elif off >= 80:

@@ -91,3 +91,99 @@ test('suggestedThreshold: the p90 rounded down to 10 ms', () => {
   assert.equal(suggestedThreshold({ p90: 0 }), 0);
   assert.equal(suggestedThreshold(null), 0);
 });
+
+// ---- readable frames (frames.js), agent-frame folding, search share and focus (focus.js) ----
+import { parseFrame, frameLabel, foldAgentFrames, isAgentFrame } from '../../web/src/frames.js';
+import { matcher, matchShare, sharePct, calleesOf, callersOf } from '../../web/src/focus.js';
+
+test('frames: one parser per language, function first, short location', () => {
+  const cases = [
+    ['/srv/app/examples/python/seed_app.py.do_POST: 44', 'do_POST', 'seed_app.py:44', 'python'],
+    ['/srv/app/examples/python/seed_app.py.do_POST', 'do_POST', 'seed_app.py', 'python'],
+    ['/srv/shop/app.py.<module>: 1', '<module>', 'app.py:1', 'python'],
+    ['method3 (demo_service.c:42)', 'method3', 'demo_service.c:42', 'native'],
+    ['method3 (demo_service.c)', 'method3', 'demo_service.c', 'native'],
+    ['foo (libfoo.so)', 'foo', 'libfoo.so', 'native'],
+    ['std::vector<int>::push_back(int const&) (/usr/include/c++/12/bits/stl_vector.h:1281)',
+      'std::vector<int>::push_back(int const&)', 'stl_vector.h:1281', 'native'],
+    ['libc.so.6+0x2a1c0', 'libc.so.6+0x2a1c0', 'libc.so.6', 'address'],
+    ['0x7f00aa', '0x7f00aa', '', 'address'],
+    ['main.burnHeavy (/tmp/x/pprof_go/main.go:31)', 'main.burnHeavy', 'main.go:31', 'go'],
+    ['github.com/acme/shop/db.(*Pool).Get (/src/db/pool.go:9)', 'db.(*Pool).Get', 'pool.go:9', 'go'],
+    ['com.acme.Shop.checkout:42', 'Shop.checkout', 'com.acme:42', 'java'],
+    ['java.lang.Thread.run', 'Thread.run', 'java.lang', 'java'],
+    ['main.spin:12', 'main.spin', ':12', 'other'],
+    ['all', 'all', '', 'other'],
+  ];
+  for (const [sig, func, loc, lang] of cases) {
+    const f = parseFrame(sig);
+    assert.deepEqual([f.func, f.loc, f.lang], [func, loc, lang], sig);
+    assert.equal(frameLabel(sig), loc ? func + '  ' + loc : func);
+  }
+});
+
+test('frames: skyprof instrumentation frames are agent frames, the application\'s are not', () => {
+  assert.ok(isAgentFrame('/usr/lib/python3/dist-packages/skyprof/instrument/http_server.py._skyprof_do: 34'));
+  assert.ok(isAgentFrame('/work/main/python/skyprof/_tracer.py.enter: 10'));
+  assert.ok(isAgentFrame('skp_sampler_tick (libskyprof.so)'));
+  assert.ok(!isAgentFrame('/srv/app/examples/python/seed_app.py.do_POST: 44'));
+  assert.ok(!isAgentFrame('/srv/skyprof_demo/app.py.run: 3'));
+  assert.ok(!isAgentFrame('method3 (demo_service.c:42)'));
+});
+
+const n = (sig, count, children = [], self = null) =>
+  ({ sig, count, duration: count * 10, self: (self ?? (count - children.reduce((a, c) => a + c.count, 0))) * 10, children });
+const AG = '/x/skyprof/instrument/wsgi.py.__call__: 88';
+const AG2 = '/x/skyprof/_tracer.py.enter: 5';
+
+test('foldAgentFrames: children move to the caller, equal siblings merge, shares are unchanged', () => {
+  const tree = [n('serve', 10, [
+    n(AG, 7, [n('handle', 5, [n('m3', 4)]), n(AG2, 1)]),  // AG: 1 self sample; AG2: 1 self sample
+    n('handle', 3, [n('m3', 1)]),
+  ])];
+  const out = foldAgentFrames(tree);
+  assert.equal(out.length, 1);
+  const serve = out[0];
+  assert.equal(serve.count, 10);
+  assert.deepEqual(serve.children.map((c) => [c.sig, c.count]), [['handle', 8]]);
+  assert.equal(serve.self, 20);   // serve had 0 self; AG's and AG2's 1 sample each (10 ms each)
+  assert.deepEqual(serve.children[0].children.map((c) => [c.sig, c.count]), [['m3', 5]]);
+  const sum = (list) => list.reduce((a, c) => a + c.count, 0);
+  // every node: count = self samples + children's counts (self in duration units here)
+  const check = (x) => { assert.equal(x.count * 10, x.self + sum(x.children) * 10, x.sig); x.children.forEach(check); };
+  check(serve);
+  // the input is not modified, a root agent frame stays (no caller to fold into)
+  assert.equal(tree[0].children[0].sig, AG);
+  assert.deepEqual(foldAgentFrames([n(AG, 2, [n('x', 2)])]).map((r) => r.sig), [AG]);
+});
+
+test('search share counts a sample once even when several frames of its stack match', () => {
+  const tree = [n('serve', 10, [n('do_POST a.py:1', 8, [n('do_POST_inner', 6)]), n('idle', 2)])];
+  const s = matchShare(tree, matcher('do_post'));
+  assert.deepEqual([s.hits, s.total, s.frames], [8, 10, 2]);
+  assert.equal(sharePct(s.hits, s.total), '80 %');
+  assert.equal(sharePct(89, 1000), '8.9 %');
+  assert.equal(matcher('  '), null);
+  // labels are searched too: "seed_app.py:44" matches the Python signature
+  assert.ok(matcher('seed_app.py:44')('/srv/seed_app.py.do_POST: 44'));
+});
+
+test('focus: callees merge every outermost occurrence; callers are the inverted paths', () => {
+  const tree = [
+    n('main', 10, [n('a', 6, [n('f', 4, [n('g', 3), n('f', 1)])]), n('b', 4, [n('f', 2, [n('g', 2)])])]),
+    n('f', 5, [n('h', 5)]),   // a root occurrence (no caller)
+  ];
+  const callees = calleesOf(tree, 'f');
+  assert.equal(callees.length, 1);
+  assert.equal(callees[0].count, 11);
+  assert.deepEqual(callees[0].children.map((c) => [c.sig, c.count]), [['g', 5], ['f', 1], ['h', 5]]);
+  const callers = callersOf(tree, 'f');
+  assert.equal(callers.length, 1);
+  assert.equal(callers[0].sig, 'f');
+  assert.equal(callers[0].count, 11);
+  assert.deepEqual(callers[0].children.map((c) => [c.sig, c.count]), [['a', 4], ['b', 2]]);
+  assert.deepEqual(callers[0].children[0].children.map((c) => [c.sig, c.count]), [['main', 4]]);
+  assert.equal(callers[0].self, 50);  // the root occurrence's 5 samples have no caller
+  assert.deepEqual(calleesOf(tree, 'nope'), []);
+  assert.deepEqual(callersOf(tree, 'nope'), []);
+});

@@ -100,6 +100,8 @@ let expectInclude;   // frames the Include Children tree must show
 let expectExclude;   // frames the Exclude Children tree must show
 let forbidExclude;   // frames it must not show
 let groupedName;     // a function name after "group by function"
+let labelOf;         // [signature regex, function, location regex] of a frame the labels must show
+let calledBy;        // [focused function regex, a caller regex]
 if (MODE === 'demo') {
   SERVICE = 'ui-demo';
   ENDPOINT = '/';
@@ -119,6 +121,8 @@ if (MODE === 'demo') {
   expectExclude = expectInclude;
   forbidExclude = [];
   groupedName = /^method3 \(demo_service\.c\)$/;
+  labelOf = [/^method3 \(demo_service\.c:\d+\)$/, 'method3', /^demo_service\.c:\d+$/];
+  calledBy = [/^method3 \(/, /^handle_seed_request \(/];
 } else {
   SERVICE = 'ui-shop';
   ENDPOINT = '/orders';
@@ -129,6 +133,8 @@ if (MODE === 'demo') {
   expectExclude = [/\.handle: 12$/, /\.method3: 50$/, /\.method2: 40$/];
   forbidExclude = [/\.method1: 30$/];
   groupedName = /^\/srv\/shop\/app\.py\.method3$/;
+  labelOf = [/\.method3: 50$/, 'method3', /^app\.py:50$/];
+  calledBy = [/\.method2: 40$/, /\.method3: 50$/];
 }
 
 // Demo mode: keep requests flowing until the task has segments (a request that arrives before
@@ -154,7 +160,11 @@ page.on('pageerror', (e) => pageErrors.push(e.message));
 const shot = (name) => page.screenshot({ path: path.join(OUT, `${MODE}-${name}.png`), fullPage: true });
 const texts = (sel) => page.$$eval(sel, (els) => els.map((e) => e.textContent));
 const frameNames = () => page.$$eval('.flame .frame', (els) => els.map((e) => e.dataset.name));
-const treeNames = () => texts('.stack-tree tr.node:not([hidden]) td.sig .code');
+// Tree rows show a readable label (function first); the full signature is the row's data-sig.
+const treeNames = () => page.$$eval('.analysis-card .tree-box .stack-tree tr.node:not([hidden]) td.sig .code', (els) => els.map((e) => e.dataset.sig));
+// [data-sig, count] of every tree row of the main view.
+const treeCounts = () => page.$$eval('.analysis-card .tree-box .stack-tree tr.node', (rows) => rows.map((r) =>
+  [r.querySelector('.code').dataset.sig, Number(r.querySelectorAll('td.num')[2].textContent)]));
 const hasAll = (names, res) => res.every((re) => names.some((n) => re.test(n)));
 const hasNone = (names, res) => res.every((re) => !names.some((n) => re.test(n)));
 
@@ -298,16 +308,94 @@ try {
     const el = page.locator(`.flame .frame[data-name="${target}"]:not(.ancestor)`).first();
     await el.hover();
     const tip = await page.textContent('.flame-tip');
-    if (!/dump count: \d+/.test(tip) || !/self duration: -?\d+ ms/.test(tip) || !/of total: [\d.]+%/.test(tip)) throw new Error('tip: ' + tip);
+    if (!/dump count: \d+/.test(tip) || !/self: -?\d+/.test(tip) || !/of total: [\d.]+%/.test(tip) ||
+        !tip.includes(target) || !tip.startsWith(labelOf[1])) throw new Error('tip: ' + tip);
     await el.click();
     const chartW = await page.$eval('.flame-chart', (c) => c.clientWidth);
     const w = await page.locator(`.flame .frame[data-name="${target}"]`).last().evaluate((e) => e.getBoundingClientRect().width);
     if (w < chartW * 0.95) throw new Error(`zoomed width ${w} of ${chartW}`);
     await page.click('.flame-reset');
-    await page.fill('.flame-search', 'method3');
-    const matches = await page.$$('.flame .frame.match');
-    if (!matches.length || !/matched [\d.]+% of total/.test(await page.textContent('.flame-found'))) throw new Error('search');
-    await page.fill('.flame-search', '');
+  });
+
+  await step('labels show the function first, a short location second, the signature on hover', async () => {
+    const row = page.locator('.analysis-card .tree-box .stack-tree tr.node .code').filter({ hasText: labelOf[1] }).first();
+    const sig = await row.getAttribute('data-sig');
+    if (!labelOf[0].test(sig) || (await row.getAttribute('title')) !== sig) throw new Error('row sig/title: ' + sig);
+    const fn = await row.locator('.fn').textContent();
+    const loc = await row.locator('.loc').textContent();
+    if (fn !== labelOf[1] || !labelOf[2].test(loc)) throw new Error(`label: "${fn}" "${loc}"`);
+    const boxText = await page.locator(`.flame .frame[data-name="${sig}"]`).first().textContent();
+    if (!boxText.startsWith(labelOf[1] + '  ')) throw new Error('flame box text: ' + boxText);
+    // the details pane: a click on the label shows the full signature
+    await row.click();
+    await page.waitForSelector('#frame-details:not([hidden])');
+    if ((await page.textContent('#frame-details .full-sig')) !== sig) throw new Error('details: ' + await page.textContent('#frame-details'));
+  });
+
+  await step('search highlights frames in the tree and the flame graph and reports their share', async () => {
+    await page.fill('#frame-search', 'method3');
+    await page.waitForFunction(() => /^method3: [\d.]+ % of samples/.test(document.querySelector('#search-share').textContent));
+    const share = await page.textContent('#search-share');
+    const m = /^method3: ([\d.]+) %/.exec(share);
+    // expected from the tree itself: method3's rows (outermost) over the roots' total
+    const rows = await treeCounts();
+    const depthOf = await page.$$eval('.analysis-card .tree-box .stack-tree tr.node', (rs) => rs.map((r) => Number(r.dataset.depth)));
+    const total = rows.filter((_, i) => depthOf[i] === 0).reduce((a, r) => a + r[1], 0);
+    const hits = rows.filter((r) => /method3/.test(r[0])).reduce((a, r) => a + r[1], 0);
+    if (Math.abs(Number(m[1]) - (100 * hits) / total) > 0.51) throw new Error(`share ${share} vs ${hits}/${total}`);
+    if (!(await page.$$('.flame .frame.match')).length) throw new Error('no flame match');
+    if (!(await page.$$('.stack-tree tr.match')).length) throw new Error('no tree match');
+    if (!/[?&]q=method3/.test(page.url())) throw new Error('search not in the URL: ' + page.url());
+    await shot('search');
+    // keyboard: Escape clears the search, "/" focuses the box
+    await page.locator('#frame-search').press('Escape');
+    if ((await page.inputValue('#frame-search')) !== '' || (await page.$$('.flame .frame.match')).length) throw new Error('Esc did not clear');
+    await page.keyboard.press('/');
+    if (!(await page.evaluate(() => document.activeElement && document.activeElement.id === 'frame-search'))) throw new Error('"/" did not focus the search');
+    await page.locator('#frame-search').press('Escape');
+  });
+
+  await step('focus on a frame shows its callers (called by) and callees', async () => {
+    const sig = (await treeNames()).find((x) => calledBy[0].test(x));
+    await page.locator(`.analysis-card .tree-box .code[data-sig="${sig}"]`).first().click();
+    await page.click('#focus-frame');
+    await page.waitForSelector('#focus-view:not([hidden]) .focus-callers tr.node');
+    const callers = await page.$$eval('#focus-view .focus-callers tr.node .code', (els) => els.map((e) => e.dataset.sig));
+    if (callers[0] !== sig || !callers.slice(1).some((c) => calledBy[1].test(c))) throw new Error('callers: ' + callers.join(' | '));
+    const callees = await page.$$eval('#focus-view .focus-callees tr.node .code', (els) => els.map((e) => e.dataset.sig));
+    if (callees[0] !== sig) throw new Error('callees: ' + callees.join(' | '));
+    if (!page.url().includes('focus=')) throw new Error('focus not in the URL');
+    await shot('focus');
+    // a deep link restores search and focus
+    const url = page.url().replace(/([?&])q=[^&]*&?/, '$1') + '&q=' + encodeURIComponent(labelOf[1]);
+    const p2 = await browser.newPage();
+    await p2.goto(url);
+    await p2.waitForSelector('#focus-view:not([hidden]) .focus-callers tr.node', { timeout: 30000 });
+    await p2.waitForFunction((fn) => document.querySelector('#search-share').textContent.startsWith(fn + ':'), labelOf[1]);
+    if ((await p2.inputValue('#frame-search')) !== labelOf[1]) throw new Error('deep-linked search');
+    await p2.close();
+    await page.keyboard.press('Escape');
+    await page.waitForSelector('#focus-view', { state: 'hidden' });
+  });
+
+  await step('hide agent frames (on by default) folds skyprof\'s frames into their caller, shares unchanged', async () => {
+    if (!(await page.isChecked('#hide-agent'))) throw new Error('switch off by default');
+    const hidden = await treeCounts();
+    const isAgent = (sig) => /\/skyprof\/instrument\//.test(sig);
+    if (hidden.some((r) => isAgent(r[0]))) throw new Error('agent frame shown: ' + hidden.map((r) => r[0]).join(' | '));
+    await page.uncheck('#hide-agent');
+    const shown = await treeCounts();
+    if (!page.url().includes('agent=0')) throw new Error('agent switch not in the URL');
+    if (MODE === 'fake' && !shown.some((r) => isAgent(r[0]))) throw new Error('agent frame not shown when the switch is off');
+    // the weight of every application frame is the same either way (summed over its rows)
+    const sumBy = (rows) => rows.filter((r) => !isAgent(r[0])).reduce((m, [s, c]) => m.set(s, (m.get(s) || 0) + c), new Map());
+    const a = sumBy(hidden);
+    const b = sumBy(shown);
+    if (a.size !== b.size || [...a].some(([s, c]) => b.get(s) !== c)) throw new Error('weights differ: ' + JSON.stringify([...a]) + ' vs ' + JSON.stringify([...b]));
+    await shot('agent-frames-shown');
+    await page.keyboard.press('a');
+    if (!(await page.isChecked('#hide-agent')) && MODE === 'fake') throw new Error('"a" did not toggle the switch');
+    if (!(await page.isChecked('#hide-agent'))) await page.check('#hide-agent');
   });
 
   await step('tree: collapse and expand', async () => {

@@ -12,9 +12,7 @@ import './style.css';
 import { api, ApiError, getToken, setToken, EXPORT_FORMATS, taskExportUrl, segmentExportUrl } from './api.js';
 import { h, fill, fmtTime, statusBadge } from './dom.js';
 import { analyzeQueries } from './ranges.js';
-import { buildTrees, groupByFunction } from './tree.js';
-import { treeTable } from './treetable.js';
-import { flameGraph } from './flame.js';
+import { analysisView, setHashParams } from './analysis.js';
 import { sparkPath, suggestedThreshold } from './spark.js';
 
 const app = document.getElementById('app');
@@ -516,7 +514,7 @@ async function segmentView(gen, right, taskId, groups, opts) {
   const run = async () => {
     if (!selected || !selected.profiled) return;
     const queries = analyzeQueries(selected, spans, mode);
-    history.replaceState(null, '', `#/tasks/${enc(taskId)}/segments/${enc(opts.segment)}?span=${enc(spanKey(selected))}&mode=${mode}`);
+    setHashParams({ span: spanKey(selected), mode });
     const label = `Span "${selected.endpointName || selected.spanId}" of segment ${selected.segmentId} · ${mode === 'exclude' ? 'Exclude' : 'Include'} Children · ${queries.length} time range${queries.length === 1 ? '' : 's'}`;
     const s0 = Number(selected.startTime);
     const e0 = Number(selected.endTime);
@@ -539,26 +537,12 @@ async function runAnalysis(gen, card, label, fetcher, exportUrl, exportNote) {
   const analysis = await fetcher();
   if (gen !== generation) return;
   flames.forEach((f) => f.destroy());
-  flames = [];
-  const trees = buildTrees(analysis);
-  const group = h('input', { type: 'checkbox', id: 'group-by-function' });
-  const treeBox = h('div', { class: 'tree-box' });
-  const flameBox = h('div', { class: 'flame-box' });
-  const render = () => {
-    flames.forEach((f) => f.destroy());
-    const t = group.checked ? groupByFunction(buildTrees(analysis)) : buildTrees(analysis);
-    treeTable(treeBox, t);
-    flames = [flameGraph(flameBox, t)];
-  };
-  group.addEventListener('change', render);
-  fill(card,
-    h('div', { class: 'card-head' }, h('h2', null, 'Profile'), h('label', { class: 'switch' }, group, ' Group by function')),
-    h('p', { class: 'muted analysis-label' }, label),
-    analysis.tip ? h('p', { class: 'tip', id: 'analysis-tip' }, analysis.tip) : null,
-    exportLinks(exportUrl, exportNote),
-    trees.length ? [h('h3', null, 'Stack tree'), treeBox, h('h3', null, 'Flame graph'), flameBox]
-      : h('p', { class: 'muted empty-analysis' }, analysis.tip ? '' : 'No snapshots in this time range.'));
-  if (trees.length) render();
+  flames = [analysisView(card, analysis, {
+    prelude: [h('p', { class: 'muted analysis-label' }, label),
+      analysis.tip ? h('p', { class: 'tip', id: 'analysis-tip' }, analysis.tip) : null,
+      exportLinks(exportUrl, exportNote)],
+    emptyText: analysis.tip ? '' : 'No snapshots in this time range.',
+  })];
 }
 
 // ---- boot ----

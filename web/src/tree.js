@@ -1,6 +1,7 @@
 // tree.js - turns the API's flat analysis ({trees:[{elements:[{id, parentId, ...}]}]}) into
 // nested nodes {sig, count, duration, self, children}, and merges per-line frames into
 // per-function frames ("group by function").
+import { functionOf } from './frames.js';
 
 export function buildTrees(analysis) {
   const out = [];
@@ -27,17 +28,8 @@ export function buildTrees(analysis) {
   return out;
 }
 
-// The function a code signature names, without its line:
-//   Python / Java  "/srv/app.py.method3: 50"  -> "/srv/app.py.method3"
-//   native         "method3 (demo.c:42)"      -> "method3 (demo.c)"
-export function functionOf(sig) {
-  if (typeof sig !== 'string') return String(sig);
-  let m = /^(.*\S)\s*:\s*\d+$/.exec(sig);
-  if (m) return m[1];
-  m = /^(.*\([^()]*?):\d+\)$/.exec(sig);
-  if (m) return m[1] + ')';
-  return sig;
-}
+// functionOf lives with the other signature rules in frames.js.
+export { functionOf };
 
 // Merges siblings that name the same function (after functionOf) into one node, recursively.
 // The merged node's count and duration are the sums of its parts (siblings hold disjoint sets

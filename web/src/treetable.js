@@ -3,13 +3,18 @@
 // and Dump Count. The 10 largest self durations are highlighted ("top slow").
 // Rows are generated as one HTML string (fast for tens of thousands of frames) and toggles use
 // event delegation; levels beyond MAX_OPEN_ROWS visible rows start collapsed.
+// Frames read function first with a short location (frames.js); the full signature is the
+// row's title and data-sig. opts: {columns: [duration, self, count] headers, onSelect(node)}.
+// Returns the table element with .highlight(pred) (marks matching rows, opens their ancestors).
+import { parseFrame } from './frames.js';
 
 export const TOP_SLOW = 10;
 export const MAX_OPEN_ROWS = 2000;
 
 const esc = (s) => String(s).replace(/[&<>"]/g, (c) => ({ '&': '&amp;', '<': '&lt;', '>': '&gt;', '"': '&quot;' }[c]));
 
-export function treeTable(container, trees) {
+export function treeTable(container, trees, opts = {}) {
+  const cols = opts.columns || ['Duration (ms)', 'Self Duration (ms)', 'Dump Count'];
   // Pre-order list with depth, subtree end (exclusive) for fast show/hide.
   const all = [];
   const walk = (n, depth) => {
@@ -42,7 +47,7 @@ export function treeTable(container, trees) {
     const tog = n.children.length ? (n.open ? '▾' : '▸') : '';
     html += `<tr class="node${n.self >= cut ? ' top-slow' : ''}" data-i="${n.index}" data-depth="${n.depth}"${hidden ? ' hidden' : ''}>` +
       `<td class="sig" style="padding-left:${6 + n.depth * 16}px"><span class="toggle"${n.children.length ? ' role="button"' : ''}>${tog}</span>` +
-      `<span class="code" title="${esc(n.sig)}">${esc(n.sig)}</span></td>` +
+      `<span class="code" title="${esc(n.sig)}" data-sig="${esc(n.sig)}">${label(n.sig)}</span></td>` +
       `<td class="num">${n.duration}</td><td class="num">${n.self}</td><td class="num">${n.count}</td></tr>`;
   }
 
@@ -54,8 +59,8 @@ export function treeTable(container, trees) {
   const table = document.createElement('table');
   table.className = 'stack-tree';
   table.innerHTML = '<colgroup><col class="c-sig"><col class="c-num"><col class="c-num"><col class="c-num"></colgroup>' +
-    '<thead><tr><th class="sig">Thread Stack</th><th>Duration (ms)</th>' +
-    '<th>Self Duration (ms)</th><th>Dump Count</th></tr></thead><tbody>' + html + '</tbody>';
+    `<thead><tr><th class="sig">${esc(opts.title || 'Thread Stack')}</th><th>${esc(cols[0])}</th>` +
+    `<th>${esc(cols[1])}</th><th>${esc(cols[2])}</th></tr></thead><tbody>` + html + '</tbody>';
   container.innerHTML = '';
   container.append(tools, table);
   const rows = table.tBodies[0].rows;
@@ -79,7 +84,11 @@ export function treeTable(container, trees) {
   }
   table.tBodies[0].addEventListener('click', (ev) => {
     const t = ev.target.closest('.toggle');
-    if (!t) return;
+    if (!t) {
+      const code = ev.target.closest('.code');
+      if (code && opts.onSelect) opts.onSelect(all[Number(code.closest('tr').dataset.i)]);
+      return;
+    }
     const n = all[Number(t.closest('tr').dataset.i)];
     if (n.children.length) setOpen(n, !n.open);
   });
@@ -93,5 +102,26 @@ export function treeTable(container, trees) {
       rows[n.index].hidden = !open && n.depth > 0;
     }
   });
+  // Marks the rows whose frame matches pred (null clears) and shows the first 200 of them.
+  table.highlight = (pred) => {
+    let shown = 0;
+    const stack = [];
+    for (const n of all) {
+      while (stack.length && stack[stack.length - 1].end <= n.index) stack.pop();
+      const m = !!pred && pred(n.sig);
+      rows[n.index].classList.toggle('match', m);
+      if (m && shown < 200) {
+        shown++;
+        for (const a of stack) if (!a.open) setOpen(a, true);
+      }
+      stack.push(n);
+    }
+  };
   return table;
+}
+
+function label(sig) {
+  const f = parseFrame(sig);
+  return `<span class="fn">${esc(f.func)}</span>` + (f.loc ? ` <span class="loc">${esc(f.loc)}</span>` : '') +
+    (f.agent ? ' <span class="agent-tag" title="skyprof instrumentation">agent</span>' : '');
 }

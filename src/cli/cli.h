@@ -39,6 +39,7 @@ typedef int (*cli_command_fn)(struct cli *c, int argc, char **argv);
 int cmd_task(struct cli *c, int argc, char **argv);
 int cmd_segments(struct cli *c, int argc, char **argv);
 int cmd_analyze(struct cli *c, int argc, char **argv);
+int cmd_compare(struct cli *c, int argc, char **argv); /* cmd_compare.c */
 int cmd_services(struct cli *c, int argc, char **argv);
 int cmd_endpoints(struct cli *c, int argc, char **argv);
 int cmd_jfr(struct cli *c, int argc, char **argv);

@@ -58,6 +58,7 @@ static const struct {
     {"tasks", cmd_task},
     {"segments", cmd_segments},
     {"analyze", cmd_analyze},
+    {"compare", cmd_compare},
     {"services", cmd_services},
     {"endpoints", cmd_endpoints},
     {"jfr", cmd_jfr},

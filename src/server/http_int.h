@@ -141,6 +141,8 @@ void http_tasks_segments(struct http_ctx *cx, const char *id);
 void http_analyze_post(struct http_ctx *cx);
 void http_analyze_task(struct http_ctx *cx, const char *id);
 void http_analyze_segment(struct http_ctx *cx, const char *segment_id);
+void http_compare_post(struct http_ctx *cx);                               /* http_compare.c */
+void http_timeline_segment(struct http_ctx *cx, const char *segment_id);   /* http_timeline.c */
 void http_export_task(struct http_ctx *cx, const char *id);
 void http_export_segment(struct http_ctx *cx, const char *segment_id);
 void http_services_list(struct http_ctx *cx);

@@ -4,8 +4,15 @@ PREFIX ?= /usr/local
 JOBS ?= $(shell nproc)
 RELEASE := build/release
 ASAN := build/asan
+FUZZ := build/fuzz
+# `make fuzz`: seconds per fuzz target, and how many targets run at once.
+FUZZ_SECONDS ?= 600
+FUZZ_JOBS ?= 1
+# `make test`: the short mutation run of each fuzz target (ctest in build/fuzz).
+FUZZ_TEST_SECONDS ?= 15
 
-.PHONY: all bootstrap release asan test test-release test-asan demo bench install clean
+.PHONY: all bootstrap release asan fuzz-build test test-release test-asan test-fuzz fuzz demo bench \
+	install clean
 
 all: release
 
@@ -18,11 +25,18 @@ $(RELEASE)/build.ninja:
 $(ASAN)/build.ninja:
 	cmake -S . -B $(ASAN) -G Ninja -DCMAKE_BUILD_TYPE=Debug -DSKP_SANITIZE=ON
 
+$(FUZZ)/build.ninja:
+	cmake -S . -B $(FUZZ) -G Ninja -DCMAKE_BUILD_TYPE=Debug -DCMAKE_C_COMPILER=clang -DSKP_FUZZ=ON
+
 release: bootstrap $(RELEASE)/build.ninja
 	ninja -C $(RELEASE) -j $(JOBS)
 
 asan: bootstrap $(ASAN)/build.ninja
 	ninja -C $(ASAN) -j $(JOBS)
+
+# The libFuzzer targets (clang, ASan+UBSan): tests/fuzz, cmake/SkpFuzz.cmake.
+fuzz-build: bootstrap $(FUZZ)/build.ninja
+	ninja -C $(FUZZ) -j $(JOBS)
 
 test-release: release
 	cd $(RELEASE) && ctest --output-on-failure -j $(JOBS)
@@ -30,8 +44,17 @@ test-release: release
 test-asan: asan
 	cd $(ASAN) && ctest --output-on-failure -j $(JOBS)
 
-# Every test runs twice: optimised, then under ASan+UBSan. ctest's summary closes the output.
-test: test-release test-asan
+test-fuzz: fuzz-build
+	cd $(FUZZ) && SKP_FUZZ_SECONDS=$(FUZZ_TEST_SECONDS) ctest --output-on-failure -j $(JOBS) --timeout 600
+
+# Every test runs twice: optimised, then under ASan+UBSan; then each fuzz target mutates for
+# FUZZ_TEST_SECONDS. ctest's summaries close the output.
+test: test-release test-asan test-fuzz
+
+# Each fuzz target for FUZZ_SECONDS (default 600), FUZZ_JOBS at once; logs in build/fuzz/fuzz-logs.
+fuzz: fuzz-build
+	cd $(FUZZ) && SKP_FUZZ_SECONDS=$(FUZZ_SECONDS) ctest --output-on-failure -L fuzzrun \
+	    -j $(FUZZ_JOBS) --timeout $$(( $(FUZZ_SECONDS) + 600 ))
 
 demo: release
 	scripts/demo

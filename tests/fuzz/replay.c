@@ -1,11 +1,13 @@
-/* replay.c - runs the fuzz target over the checked-in corpus (every file of the directories
- * given) so the seeds are exercised by ctest in the release and ASan builds even where the
- * libFuzzer binary is not built. */
+/* replay.c - runs a fuzz target over its checked-in corpus (every file of the directories given,
+ * or the files given) without libFuzzer: each file whole, then its prefixes of the first 4 KiB
+ * in steps of 7 bytes (truncation at field boundaries). ctest runs it in the release and ASan
+ * builds (cmake/SkpFuzz.cmake); it also replays one crash file: fuzz_replay_<name> crash-...*/
 #include <dirent.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 
@@ -34,6 +36,15 @@ int main(int argc, char **argv)
 {
     int n = 0;
     for (int i = 1; i < argc; i++) {
+        struct stat st;
+        if (stat(argv[i], &st) == 0 && !S_ISDIR(st.st_mode)) {
+            if (run_file(argv[i]) != 0) {
+                fprintf(stderr, "cannot read %s\n", argv[i]);
+                return 1;
+            }
+            n++;
+            continue;
+        }
         DIR *d = opendir(argv[i]);
         if (!d) {
             fprintf(stderr, "cannot open %s\n", argv[i]);

@@ -11,7 +11,7 @@
 #       binary fuzz_<name> (ASan + UBSan + libFuzzer coverage over every library it links) and
 #       the ctest test fuzz_<name>, a mutation run of $SKP_FUZZ_SECONDS (default 15) seconds
 #       through tests/fuzz/run.sh, starting from CORPUS; new inputs go to the build tree.
-# Every target's name and corpus is also written to <build>/fuzz_targets.txt.
+# Every target's name, corpus and flags are also written to <build>/fuzz_targets.txt.
 set(SKP_FUZZ_RUN ${CMAKE_SOURCE_DIR}/tests/fuzz/run.sh)
 set(SKP_FUZZ_REPLAY ${CMAKE_SOURCE_DIR}/tests/fuzz/replay.c)
 file(WRITE ${CMAKE_BINARY_DIR}/fuzz_targets.txt "")
@@ -22,7 +22,8 @@ function(skp_fuzz_target name)
     message(FATAL_ERROR "skp_fuzz_target(${name}): SOURCES and CORPUS are required")
   endif()
   get_filename_component(corpus ${F_CORPUS} ABSOLUTE)
-  file(APPEND ${CMAKE_BINARY_DIR}/fuzz_targets.txt "${name} ${corpus}\n")
+  string(JOIN " " args ${F_ARGS})
+  file(APPEND ${CMAKE_BINARY_DIR}/fuzz_targets.txt "${name} ${corpus} ${args}\n")
   if(SKP_FUZZ)
     add_executable(fuzz_${name} ${F_SOURCES})
     target_link_libraries(fuzz_${name} PRIVATE ${F_LIBS})

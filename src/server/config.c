@@ -306,6 +306,11 @@ out:
     if (e) {
         if (e == SKP_ENOMEM && !err[0])
             snprintf(err, CONFIG_ERR_MAX, "out of memory");
+        /* One line whatever the offending value held: control bytes (a newline would forge a
+         * second log line, an escape sequence drive the terminal) become '?'. */
+        for (char *c = err; *c; c++)
+            if ((unsigned char)*c < 0x20 || *c == 0x7f)
+                *c = '?';
         char keep[CONFIG_ERR_MAX];
         memcpy(keep, err, CONFIG_ERR_MAX);
         config_cleanup(cfg);

@@ -1,26 +1,66 @@
 /* export_collapsed.c - Brendan Gregg's collapsed ("folded") stacks: one line per node that was
  * the innermost frame of at least one snapshot, "root;child;leaf N" with N = the node's self
  * count (snapshots, not milliseconds), so the counts of all lines add up to the number of
- * snapshots analysed. Loaded by flamegraph.pl, inferno, speedscope and most flame graph tools. */
+ * snapshots analysed. Loaded by flamegraph.pl, inferno, speedscope and most flame graph tools.
+ * Frames are rewritten so no tool mistakes a part of one for a count (see
+ * export_put_collapsed_frame). */
 #include "server/export_int.h"
+
+#include <stdbool.h>
+#include <string.h>
+
+/* Length of the trailing number of `s[0..n)` ("8", "12.5"), 0 if it does not end in a digit. */
+static size_t trailing_number(const char *s, size_t n)
+{
+    size_t d = n;
+    while (d > 0 && s[d - 1] >= '0' && s[d - 1] <= '9')
+        d--;
+    if (d == n)
+        return 0;
+    if (d > 1 && s[d - 1] == '.' && s[d - 2] >= '0' && s[d - 2] <= '9') {
+        d--;
+        while (d > 0 && s[d - 1] >= '0' && s[d - 1] <= '9')
+            d--;
+    }
+    return n - d;
+}
+
+static bool is_blank(char c)
+{
+    return c == ' ' || c == '\t' || c == '\n' || c == '\r' || c == '\v' || c == '\f';
+}
 
 void export_put_collapsed_frame(struct skpx_buf *b, const char *sig)
 {
     const char *s = sig ? sig : "(null)";
-    const char *run = s;
-    for (; *s; s++) {
-        char repl;
-        if (*s == ';')
-            repl = ',';
-        else if (*s == '\n' || *s == '\r' || *s == '\t')
-            repl = ' ';
-        else
+    size_t n = strlen(s);
+    /* A frame ending in blanks + a number ("slow_b: 8") reads as a count column to the tools
+     * (flamegraph.pl takes "a;slow_b: 8 39" as a differential profile), so that blank run goes:
+     * dropped after ':' ("slow_b:8"), one '_' otherwise ("worker_7"). Trailing blanks alone go
+     * too. */
+    while (n > 0 && is_blank(s[n - 1]))
+        n--;
+    size_t keep_end = n - trailing_number(s, n); /* where the trailing number starts */
+    size_t blank = keep_end;                      /* where the blanks before it start */
+    while (blank > 0 && is_blank(s[blank - 1]))
+        blank--;
+    for (size_t i = 0; i < n;) {
+        if (i == blank && blank < keep_end) {
+            if (blank > 0 && s[blank - 1] != ':')
+                skpx_buf_put(b, "_", 1);
+            i = keep_end;
             continue;
-        skpx_buf_put(b, run, (size_t)(s - run));
-        skpx_buf_put(b, &repl, 1);
-        run = s + 1;
+        }
+        char c = s[i];
+        if (c == ';')
+            c = ',';
+        else if (is_blank(c))
+            c = ' ';
+        skpx_buf_put(b, &c, 1);
+        i++;
     }
-    skpx_buf_put(b, run, (size_t)(s - run));
+    if (n == 0)
+        skpx_buf_put(b, "?", 1); /* an empty frame would merge with its neighbour's ';' */
 }
 
 static skp_err visit(void *ud, const struct analysis_tree *t,

@@ -3,7 +3,8 @@
  * URL). The graph is an icicle (roots on top) under a synthetic "all" frame joining the trees;
  * frame width is the dump count; hovering shows signature, count, duration, self duration and
  * the share of parent and total; clicking zooms; a search box highlights matching frames.
- * The embedded JSON is written with every '/' escaped, so "</script>" cannot end the block. */
+ * The embedded JSON is written with every '/', '<', '>' and '&' escaped (\/, \u003c, ...), so no
+ * "</script>", "<!--" or "<script" in a frame name can end the block or change how it parses. */
 #include "server/export_int.h"
 
 #include <jansson.h>
@@ -54,10 +55,27 @@ static void put_escaped(struct skpx_buf *b, const char *s)
     }
 }
 
+/* Appends JSON text with '<', '>' and '&' written as \u escapes. They can only occur inside
+ * JSON strings, where the escape means the same character, and without them the HTML parser
+ * never sees "<!--", "<script" or "</script" in the data block: "<!--<script>" in a frame name
+ * would otherwise switch the tokenizer into a state where the block's own "</script>" no
+ * longer closes it, and the page stays blank (issue 15, finding 13). */
 static int dump_cb(const char *p, size_t n, void *ud)
 {
     struct skpx_buf *b = ud;
-    skpx_buf_put(b, p, n);
+    const char *run = p;
+    for (size_t i = 0; i < n; i++) {
+        const char *esc = p[i] == '<'   ? "\\u003c"
+                          : p[i] == '>' ? "\\u003e"
+                          : p[i] == '&' ? "\\u0026"
+                                        : NULL;
+        if (!esc)
+            continue;
+        skpx_buf_put(b, run, (size_t)(p + i - run));
+        skpx_buf_puts(b, esc);
+        run = p + i + 1;
+    }
+    skpx_buf_put(b, run, (size_t)(p + n - run));
     return b->err ? -1 : 0;
 }
 

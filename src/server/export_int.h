@@ -68,8 +68,11 @@ SKP_MUST_CHECK skp_err export_render_speedscope(const struct analysis *a,
 SKP_MUST_CHECK skp_err export_render_html(const struct analysis *a, const struct export_meta *m,
                                           struct skpx_buf *b);
 
-/* Writes `sig` with the characters that would break the collapsed format (';' separates frames,
- * newlines separate stacks) replaced: ';' -> ',', CR/LF/TAB -> ' '. */
+/* Writes `sig` as one collapsed-stack frame: ';' (the frame separator) -> ',', blanks
+ * (space, TAB, CR, LF, VT, FF) -> ' '; a blank run before a trailing number is dropped after a
+ * ':' ("slow_b: 8" -> "slow_b:8") and becomes one '_' otherwise ("worker 7" -> "worker_7"),
+ * trailing blanks are dropped, an empty frame is "?". So no frame ends in blank + digits, which
+ * flamegraph.pl and other tools would read as a count. */
 void export_put_collapsed_frame(struct skpx_buf *b, const char *sig);
 
 #endif

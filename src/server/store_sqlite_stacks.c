@@ -189,7 +189,8 @@ static const uint32_t *stack_cache_add(struct store *st, uint32_t id, uint64_t h
         return NULL;
     if (st->pool_len + n > STORE_STACK_POOL_MAX)
         stack_cache_clear(st);
-    if (st->pool_len + n > st->pool_cap) {
+    /* Allocated even for an empty first stack: its location must not be NULL + 0. */
+    if (!st->stack_pool || st->pool_len + n > st->pool_cap) {
         size_t ncap = st->pool_cap ? st->pool_cap : 4096;
         while (ncap < st->pool_len + n)
             ncap *= 2;

@@ -1,11 +1,15 @@
 """The seed scenario end to end: skyprofd + examples/python/seed_app.py (the SkyWalking Python
 agent's profiling example, importing skyprof), a task on endpoint "/", POSTs, profiled segments,
-analysis. Asserts the stack tree of the seed (do_POST ~560 ms: method3 ~60 > method2 ~40 >
+analysis, the collapsed export read by FlameGraph's flamegraph.pl. Asserts the stack tree of the seed (do_POST ~560 ms: method3 ~60 > method2 ~40 >
 method1 ~20, the 0.5 s sleep as do_POST's self time) within sampling error, that snapshots stop
 when each request ends (the idle single-threaded server is not sampled), and that an incoming
 sw8 header makes the segment continue the caller's trace."""
+import html
 import os
+import re
+import subprocess
 import time
+import urllib.request
 
 from skp_harness import Results, check_sanitizer_clean, tempdir, wait_until, SANITIZE
 from skp_pyagent import (App, Server, function_self_count, function_totals, tree_nodes, sw8_header,
@@ -110,11 +114,37 @@ def main():
                     assert tags.get('http.method') == 'POST', tags
                     assert tags.get('http.status_code') == '200', tags
 
+            def flamegraph_reads_collapsed():
+                # The task's collapsed export through FlameGraph's own flamegraph.pl (vendored as
+                # test data): every line's leaf frame must come out as a frame of the graph with
+                # its full name, e.g. "seed_app.py.method1:23", and no line may be taken for a
+                # differential profile (a frame ending in ": 23" looked like a count column).
+                url = 'http://127.0.0.1:%d/api/v1/profile/tasks/%s/export?format=collapsed' % (
+                    srv.http_port, state['task'])
+                with urllib.request.urlopen(url, timeout=30) as resp:
+                    text = resp.read().decode()
+                lines = [l for l in text.splitlines() if l]
+                assert lines, text
+                fg = os.path.join(SOURCE, 'tests', 'data', 'flamegraph', 'flamegraph.pl')
+                svg = subprocess.run(['perl', fg], input=text.encode(), capture_output=True,
+                                     timeout=60, check=True).stdout.decode()
+                titles = re.findall(r'<title>([^<]*)</title>', svg)
+                total = sum(int(l.rsplit(' ', 1)[1]) for l in lines)
+                assert 'all (%s samples, 100%%)' % format(total, ',') in titles, titles[:5]
+                assert not any('%; ' in t for t in titles), [t for t in titles if '%; ' in t][:3]
+                names = {html.unescape(t.rsplit(' (', 1)[0]) for t in titles}
+                leaves = {l.rsplit(' ', 1)[0].split(';')[-1] for l in lines}
+                assert leaves <= names, sorted(leaves - names)[:5]
+                for f in ('method1', 'method2', 'method3'):
+                    assert any(re.search(r'seed_app\.py\.%s:\d+$' % f, x) for x in leaves), \
+                        (f, sorted(leaves))
+
             r.run('task_notified', task_notified)
             r.run('requests_profiled', requests_profiled)
             r.run('tree_matches_seed', tree_matches_seed)
             r.run('sampling_stops_with_request', sampling_stops_with_request)
             r.run('sw8_continues_trace', sw8_continues_trace)
+            r.run('flamegraph_reads_collapsed', flamegraph_reads_collapsed)
         finally:
             code = app.stop()
             srv.stop()

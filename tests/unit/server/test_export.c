@@ -100,7 +100,7 @@ static void collapsed_lines_and_totals(void **state)
     char *s = as_string(out, len);
     assert_string_equal(s, "A;B 1\n"
                            "A;B;method3 (demo.c:42) 3\n"
-                           "A;B;/srv/app.py.handler: 50 1\n"
+                           "A;B;/srv/app.py.handler:50 1\n"
                            "X;Y 2\n"
                            "evil,frame name</script><img src=x> 1\n");
     /* Parsed back, the counts add up to the snapshots analysed. */
@@ -110,6 +110,33 @@ static void collapsed_lines_and_totals(void **state)
     assert_int_equal(total, g_an.n_snapshots);
     skpx_free(s);
     skpx_free(out);
+}
+
+/* No frame may end in blanks + a number: flamegraph.pl would read it as a count column. */
+static void collapsed_frames_never_end_in_a_count(void **state)
+{
+    (void)state;
+    static const char *const cases[][2] = {
+        {"slow_b: 8", "slow_b:8"},
+        {"/srv/app.py.handler:   50", "/srv/app.py.handler:50"},
+        {"worker 7", "worker_7"},
+        {"pool\t 12.5", "pool_12.5"},
+        {"method3 (demo.c:42)", "method3 (demo.c:42)"},
+        {"tick 8 ", "tick_8"},
+        {"a;b\nc", "a,b c"},
+        {"8", "8"},
+        {"  ", "?"},
+        {"", "?"},
+    };
+    for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+        struct skpx_buf b;
+        skpx_buf_init(&b, 1024);
+        export_put_collapsed_frame(&b, cases[i][0]);
+        skpx_buf_put(&b, "", 1);
+        assert_int_equal(b.err, SKP_OK);
+        assert_string_equal((const char *)b.data, cases[i][1]);
+        skpx_buf_cleanup(&b);
+    }
 }
 
 /* ---- a minimal protobuf reader for the pprof checks ---- */
@@ -327,6 +354,37 @@ static void html_is_self_contained(void **state)
     skpx_free(out);
 }
 
+/* Finding 13: "<!--<script>" in a frame name put the HTML tokenizer in "script data double
+ * escaped" state, where the data block's own "</script>" no longer closes it, and the page
+ * rendered blank. No '<' may reach the data block. */
+static void html_comment_script_in_a_frame_cannot_blank_it(void **state)
+{
+    (void)state;
+    struct analysis_node nodes[] = {{1, 0, "<!--<script>x&y", 5, 5, 2, NONE, NONE}};
+    struct analysis_tree tree = {nodes, 1};
+    struct analysis an = {.trees = &tree, .n_trees = 1, .n_snapshots = 2};
+    uint8_t *out;
+    size_t len;
+    assert_int_equal(export_render(&an, EXPORT_HTML, &g_meta, &out, &len), SKP_OK);
+    char *s = as_string(out, len);
+    const char *open = strstr(s, "<script type=\"application/json\" id=\"skp-data\">");
+    assert_non_null(open);
+    open = strchr(open, '>') + 1;
+    const char *close = strstr(open, "</script>");
+    assert_non_null(close);
+    /* The data block holds no '<' at all, and the name comes back intact from its JSON. */
+    assert_null(memchr(open, '<', (size_t)(close - open)));
+    assert_non_null(strstr(open, "\\u003c!--\\u003cscript\\u003ex\\u0026y"));
+    json_error_t jerr;
+    json_t *j = json_loadb(open, (size_t)(close - open), 0, &jerr);
+    assert_non_null(j);
+    json_t *k = json_object_get(json_array_get(json_object_get(j, "k"), 0), "n");
+    assert_string_equal(json_string_value(k), "<!--<script>x&y");
+    json_decref(j);
+    skpx_free(s);
+    skpx_free(out);
+}
+
 static void empty_analysis_renders(void **state)
 {
     (void)state;
@@ -423,6 +481,8 @@ int main(void)
         cmocka_unit_test(pprof_decodes_with_samples_and_labels),
         cmocka_unit_test(speedscope_has_schema_fields),
         cmocka_unit_test(html_is_self_contained),
+        cmocka_unit_test(collapsed_frames_never_end_in_a_count),
+        cmocka_unit_test(html_comment_script_in_a_frame_cannot_blank_it),
         cmocka_unit_test(empty_analysis_renders),
         cmocka_unit_test(malformed_tree_is_rejected),
         cmocka_unit_test(invalid_utf8_signature_is_replaced),

@@ -39,6 +39,17 @@ static const struct opt opts[] = {
     {"--keep-grace-s", "SKYPROF_KEEP_GRACE_S", OPT_GRACE, OFF(keep_grace_s)},
     {"--jfr-max-bytes", "SKYPROF_JFR_MAX_BYTES", OPT_U64, OFF(jfr_max_bytes)},
     {"--max-segment-spans", "SKYPROF_MAX_SEGMENT_SPANS", OPT_U64, OFF(max_segment_spans)},
+    {"--grpc-max-connections", "SKYPROF_GRPC_MAX_CONNECTIONS", OPT_U64, OFF(grpc_max_connections)},
+    {"--http-max-connections", "SKYPROF_HTTP_MAX_CONNECTIONS", OPT_U64, OFF(http_max_connections)},
+    {"--max-conns-per-peer", "SKYPROF_MAX_CONNS_PER_PEER", OPT_U64, OFF(max_conns_per_peer)},
+    {"--grpc-idle-timeout-ms", "SKYPROF_GRPC_IDLE_TIMEOUT_MS", OPT_U64, OFF(grpc_idle_timeout_ms)},
+    {"--grpc-stream-idle-timeout-ms", "SKYPROF_GRPC_STREAM_IDLE_TIMEOUT_MS", OPT_U64,
+     OFF(grpc_stream_idle_timeout_ms)},
+    {"--grpc-memory-budget", "SKYPROF_GRPC_MEMORY_BUDGET", OPT_U64, OFF(grpc_memory_budget)},
+    {"--max-decoded-bytes", "SKYPROF_MAX_DECODED_BYTES", OPT_U64, OFF(max_decoded_bytes)},
+    {"--http-request-timeout-ms", "SKYPROF_HTTP_REQUEST_TIMEOUT_MS", OPT_U64,
+     OFF(http_request_timeout_ms)},
+    {"--http-body-budget", "SKYPROF_HTTP_BODY_BUDGET", OPT_U64, OFF(http_body_budget)},
 };
 #undef OFF
 
@@ -69,6 +80,18 @@ static const char usage[] =
     "                                 (default 31457280 = 30 MiB, at most 1 GiB)\n"
     "  --max-segment-spans N          trace segments with more spans are refused with\n"
     "                                 RESOURCE_EXHAUSTED before decoding (default 10000)\n"
+    "  --grpc-max-connections N       open gRPC connections (default 3/4 of the fd limit)\n"
+    "  --http-max-connections N       open HTTP connections (default 1/4 of the fd limit)\n"
+    "  --max-conns-per-peer N         connections from one IP per listener (default 256)\n"
+    "  --grpc-idle-timeout-ms N       close gRPC connections without calls idle this long\n"
+    "                                 (default 120000)\n"
+    "  --grpc-stream-idle-timeout-ms N  cancel calls whose client sends nothing this long\n"
+    "                                 (default 120000)\n"
+    "  --grpc-memory-budget N         bytes all gRPC calls may buffer (default 268435456)\n"
+    "  --max-decoded-bytes N          memory one gRPC message may decode into (default 67108864)\n"
+    "  --http-request-timeout-ms N    an HTTP request's headers and body must arrive within\n"
+    "                                 (default 30000)\n"
+    "  --http-body-budget N           bytes of HTTP bodies buffered at once (default 67108864)\n"
     "  --help, -h                     this text\n"
     "  --version, -V                  print the version\n"
     "\n"
@@ -76,7 +99,7 @@ static const char usage[] =
     "SKYPROF_AUTH_TOKEN, SKYPROF_API_TOKEN, SKYPROF_RETENTION_DAYS, SKYPROF_LOG_LEVEL,\n"
     "SKYPROF_WEB_ROOT, SKYPROF_MAX_ANALYZE_SNAPSHOTS, SKYPROF_PPROF_MAX_BYTES,\n"
     "SKYPROF_KEEP_SEGMENTS, SKYPROF_KEEP_GRACE_S, SKYPROF_JFR_MAX_BYTES,\n"
-    "SKYPROF_MAX_SEGMENT_SPANS.\n";
+    "SKYPROF_MAX_SEGMENT_SPANS; each limit flag --x-y has SKYPROF_X_Y.\n";
 
 const char *config_usage(void)
 {

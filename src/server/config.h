@@ -43,6 +43,16 @@ struct config {
     char *keep_segments;       /* --keep-segments: none|profiled|sampled:N|all (NULL = profiled) */
     uint64_t max_segment_spans; /* --max-segment-spans; 0 = CONFIG_DEFAULT_MAX_SEGMENT_SPANS */
     int keep_grace_s;          /* --keep-grace-s; 0 = the default */
+    /* Connection and memory limits (issue 15; docs/server.md "Limits"). 0 = the default. */
+    uint64_t grpc_max_connections;   /* --grpc-max-connections (default: from RLIMIT_NOFILE) */
+    uint64_t http_max_connections;   /* --http-max-connections (default: from RLIMIT_NOFILE) */
+    uint64_t max_conns_per_peer;     /* --max-conns-per-peer, both listeners (default 256) */
+    uint64_t grpc_idle_timeout_ms;   /* --grpc-idle-timeout-ms (default 120000) */
+    uint64_t grpc_stream_idle_timeout_ms; /* --grpc-stream-idle-timeout-ms (default 120000) */
+    uint64_t grpc_memory_budget;     /* --grpc-memory-budget bytes (default 256 MiB) */
+    uint64_t max_decoded_bytes;      /* --max-decoded-bytes per message (default 64 MiB) */
+    uint64_t http_request_timeout_ms; /* --http-request-timeout-ms header+body (default 30000) */
+    uint64_t http_body_budget;       /* --http-body-budget bytes, all connections (64 MiB) */
     bool show_help;
     bool show_version;
 };

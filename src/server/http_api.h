@@ -28,6 +28,11 @@ struct http_api_opts {
                                         * their own connection to it. NULL = on the loop. */
     int64_t (*now_ms)(void);           /* NULL = skpx_now_ms */
     struct endpoint_stats *endpoint_stats; /* borrowed; NULL = no endpoint statistics route */
+    /* Connection limits (http_conn.c); 0 = the default. */
+    size_t max_connections;            /* open connections (default 1024) */
+    size_t max_conns_per_peer;         /* from one IP address (default 256) */
+    int request_timeout_ms;            /* request line + headers + body (default 30000) */
+    size_t body_budget;                /* request bodies held at once (default 64 MiB) */
 };
 
 /* Creates the API on `base` (borrowed). Caller frees with http_api_free.

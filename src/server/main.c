@@ -4,6 +4,7 @@
  * commit, close the store, exit 0), so no acknowledged snapshot is lost. A second signal
  * during the grace period exits at once (still closing the store cleanly). */
 #include <errno.h>
+#include <inttypes.h>
 #include <event2/event.h>
 #include <jansson.h>
 #include <libgen.h>
@@ -12,6 +13,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -139,6 +141,45 @@ static skp_err open_store(const char *path, struct store **st)
     return err;
 }
 
+/* File descriptors kept out of the listeners' connection caps: SQLite (database, WAL, shm and
+ * the workers' connections), the log, event loop internals, files being served. */
+#define SKYPROFD_FD_RESERVE 64
+
+/* Raises the soft fd limit to the hard one (this is our own process) and returns the fds the
+ * two listeners may share. */
+static uint64_t fd_budget(void)
+{
+    struct rlimit rl;
+    if (getrlimit(RLIMIT_NOFILE, &rl) != 0)
+        return 1024 - SKYPROFD_FD_RESERVE;
+    if (rl.rlim_cur != RLIM_INFINITY &&
+        (rl.rlim_max == RLIM_INFINITY || rl.rlim_cur < rl.rlim_max)) {
+        struct rlimit want = rl;
+        want.rlim_cur = rl.rlim_max == RLIM_INFINITY ? (rlim_t)1 << 20 : rl.rlim_max;
+        if (setrlimit(RLIMIT_NOFILE, &want) == 0)
+            rl = want;
+    }
+    uint64_t n = rl.rlim_cur == RLIM_INFINITY ? (uint64_t)1 << 20 : (uint64_t)rl.rlim_cur;
+    return n > 2 * SKYPROFD_FD_RESERVE ? n - SKYPROFD_FD_RESERVE : SKYPROFD_FD_RESERVE;
+}
+
+/* A configured connection cap, or `dflt`, never above `room`. */
+static size_t conn_cap(const char *flag, uint64_t configured, uint64_t dflt, uint64_t room)
+{
+    uint64_t v = configured ? configured : dflt;
+    if (v > room) {
+        SKPX_WARN("%s %" PRIu64 " is above what the fd limit allows; using %" PRIu64, flag, v,
+                  room);
+        v = room;
+    }
+    return v ? (size_t)v : 1;
+}
+
+static int ms_opt(uint64_t v)
+{
+    return v > INT_MAX ? INT_MAX : (int)v;
+}
+
 /* "host:port" with the port replaced by the bound one. */
 static void print_listening(const char *what, const char *addr, uint16_t port)
 {
@@ -213,8 +254,18 @@ int main(int argc, char **argv)
     kp.grace_ms = (int64_t)cfg.keep_grace_s * 1000;
     if (!err)
         err = collector_segments_start(&col, d.base, &kp);
+    uint64_t fds = fd_budget();
+    struct skpx_grpc_server_opts go = {
+        .max_connections = conn_cap("--grpc-max-connections", cfg.grpc_max_connections,
+                                    fds / 4 * 3, fds),
+        .max_conns_per_peer = (size_t)cfg.max_conns_per_peer,
+        .idle_timeout_ms = ms_opt(cfg.grpc_idle_timeout_ms),
+        .stream_idle_timeout_ms = ms_opt(cfg.grpc_stream_idle_timeout_ms),
+        .memory_budget = (size_t)cfg.grpc_memory_budget,
+        .max_decoded_bytes = (size_t)cfg.max_decoded_bytes,
+    };
     if (!err)
-        err = skpx_grpc_server_new(d.base, NULL, &d.grpc);
+        err = skpx_grpc_server_new(d.base, &go, &d.grpc);
     if (!err)
         err = collector_register(&col, d.grpc);
     if (err) {
@@ -236,6 +287,11 @@ int main(int argc, char **argv)
         .max_analyze_snapshots = cfg.max_analyze_snapshots,
         .db_path = cfg.db_path,
         .endpoint_stats = col.stats,
+        .max_connections = conn_cap("--http-max-connections", cfg.http_max_connections,
+                                    fds / 4, fds - go.max_connections),
+        .max_conns_per_peer = (size_t)cfg.max_conns_per_peer,
+        .request_timeout_ms = ms_opt(cfg.http_request_timeout_ms),
+        .body_budget = (size_t)cfg.http_body_budget,
     };
     err = http_api_new(d.base, &ho, &d.http);
     if (!err)

@@ -125,6 +125,25 @@ skp_err metrics_render(const struct metrics *m, const struct skpx_grpc_server_st
                 grpc->messages_received);
         counter(&b, "skyprof_grpc_protocol_errors_total",
                 "gRPC connections closed for protocol violations.", grpc->protocol_errors);
+        counter(&b, "skyprof_grpc_connections_refused_total",
+                "gRPC connections refused: connection cap or per-peer cap.",
+                grpc->connections_refused);
+        counter(&b, "skyprof_grpc_accept_pauses_total",
+                "Times accepting gRPC connections paused for lack of file descriptors.",
+                grpc->accept_pauses);
+        counter(&b, "skyprof_grpc_idle_closed_total",
+                "gRPC connections closed by the idle timeout.", grpc->idle_closed);
+        counter(&b, "skyprof_grpc_streams_idle_cancelled_total",
+                "gRPC calls cancelled by the stream idle timeout.", grpc->streams_idle_cancelled);
+        counter(&b, "skyprof_grpc_budget_refused_total",
+                "gRPC calls or connections refused: memory budget reached.",
+                grpc->budget_refused);
+        counter(&b, "skyprof_grpc_decode_refused_total",
+                "gRPC messages refused: they decode past --max-decoded-bytes.",
+                grpc->decode_refused);
+        gauge(&b, "skyprof_grpc_buffered_bytes",
+              "Bytes gRPC calls hold, counted against --grpc-memory-budget.",
+              (double)grpc->buffered_bytes);
     }
     if (store) {
         gauge(&b, "skyprof_store_snapshots", "Snapshot rows in the store.",

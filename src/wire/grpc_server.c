@@ -35,7 +35,9 @@
 
 #include "common/alloc.h"
 #include "common/err.h"
+#include "common/clock.h"
 #include "common/log.h"
+#include "wire/peer_count.h"
 
 /* Default flow-control window (stream and connection). Agents stream many small snapshots;
  * 16 MiB keeps a fast sender from stalling on WINDOW_UPDATE round trips on loopback and LAN. */
@@ -78,6 +80,23 @@
 /* Bytes an early-answering call may have queued and not yet sent (skpx_grpc_call_send): the
  * answers such methods send are a few bytes each, so this only stops a runaway handler. */
 #define GRPC_SERVER_MAX_PENDING_SEND (4u * 1024 * 1024)
+/* Default per-peer connection cap: far above one host's agents (a process keeps one channel),
+ * far below the fd limit, so one address cannot take every slot. */
+#define GRPC_SERVER_DEFAULT_PER_PEER 256u
+/* Default idle limits. Agents make a call at least every 30 s (heartbeats, command polls), and
+ * SkyWalking's streaming reporters end their streams within seconds of going quiet. */
+#define GRPC_SERVER_DEFAULT_IDLE_MS 120000
+#define GRPC_SERVER_DEFAULT_STREAM_IDLE_MS 120000
+/* Default memory budget for everything calls buffer (see struct skpx_grpc_server_opts). */
+#define GRPC_SERVER_DEFAULT_BUDGET (256u * 1024 * 1024)
+/* Default decode limit of one message: a 4 MiB message of ordinary content decodes into a few
+ * times its size; millions of empty sub-messages would decode into gigabytes. */
+#define GRPC_SERVER_DEFAULT_MAX_DECODED (64u * 1024 * 1024)
+/* What an open call costs besides its buffers, charged to the budget: the call struct and
+ * nghttp2's stream state (an estimate on the high side). */
+#define GRPC_SERVER_CALL_COST 4096u
+/* accept() failed for lack of fds: retry after this long if no connection closed before. */
+#define GRPC_SERVER_ACCEPT_RETRY_MS 250
 
 struct conn;
 
@@ -87,6 +106,9 @@ struct decode_arena {
     size_t used;
     struct arena_extra *extra; /* owned; overflow blocks of the current message */
     size_t extra_bytes;
+    size_t total;      /* bytes handed out for the current message */
+    size_t limit;      /* max_decoded_bytes */
+    bool over;         /* the current message went past `limit` */
 };
 
 struct skpx_grpc_call {
@@ -116,6 +138,8 @@ struct skpx_grpc_call {
     bool deferred;        /* the data provider returned DEFERRED: resume on new data */
     char *status_msg;     /* owned; percent-encoded grpc-message or NULL */
     void *data;           /* user slot */
+    int64_t last_rx_ms;   /* monotonic: last HEADERS/DATA of this stream */
+    size_t charged;       /* bytes counted against the server's memory budget */
 };
 
 struct conn {
@@ -140,6 +164,8 @@ struct conn {
     size_t partial_bytes; /* assembly buffers of this connection's calls (sum of buf_cap) */
     bool close_after_write; /* fatal error: close once the output (GOAWAY) has drained */
     uint64_t bytes_in;
+    uint64_t peer_key;      /* skpx_peer_key of the peer; a slot in srv->peers is held */
+    int64_t last_rx_ms;     /* monotonic: last bytes received */
 };
 
 struct skpx_grpc_server {
@@ -164,11 +190,16 @@ struct skpx_grpc_server {
     struct event *done_ev;
     void (*done_cb)(void *ud);
     void *done_ud;
+    struct skpx_peer_count peers;
+    struct event *sweep_ev;  /* idle timeouts (persistent) */
+    struct event *resume_ev; /* accept retry after running out of fds */
+    bool accept_paused;
 };
 
 static void conn_flush(struct conn *c);
 static void conn_free(struct conn *c);
 static void server_done_cb(evutil_socket_t fd, short what, void *arg);
+static void accept_resume(struct skpx_grpc_server *srv);
 
 /* ---------------------------------------------------------------- decode arena
  * Request messages are decoded into a server-wide bump arena that is reset after each
@@ -190,6 +221,11 @@ static void *arena_alloc(void *ud, size_t n)
 {
     struct decode_arena *a = ud;
     n = arena_round(n ? n : 1);
+    if (a->limit && (n > a->limit || a->total > a->limit - n)) {
+        a->over = true;
+        return NULL;
+    }
+    a->total += n;
     if (!a->base) {
         a->base = skpx_malloc(a->cap);
         if (!a->base)
@@ -234,6 +270,8 @@ static void arena_reset(struct decode_arena *a)
     }
     a->extra_bytes = 0;
     a->used = 0;
+    a->total = 0;
+    a->over = false;
 }
 
 static void arena_cleanup(struct decode_arena *a)
@@ -244,6 +282,23 @@ static void arena_cleanup(struct decode_arena *a)
 }
 
 /* ---------------------------------------------------------------- calls */
+
+/* Re-counts what `call` holds against the server's memory budget. */
+static void call_recharge(struct skpx_grpc_call *call, bool freeing)
+{
+    struct skpx_grpc_server *srv = call->conn->srv;
+    size_t now = freeing ? 0
+                         : GRPC_SERVER_CALL_COST + call->hdrs_cap + call->reader.buf_cap +
+                               call->resp_cap;
+    srv->stats.buffered_bytes -= call->charged;
+    srv->stats.buffered_bytes += now;
+    call->charged = now;
+}
+
+static bool over_budget(const struct skpx_grpc_server *srv)
+{
+    return srv->stats.buffered_bytes > srv->opts.memory_budget;
+}
 
 static struct skpx_grpc_call *call_new(struct conn *c, int32_t stream_id)
 {
@@ -257,6 +312,8 @@ static struct skpx_grpc_call *call_new(struct conn *c, int32_t stream_id)
     if (c->calls)
         c->calls->prev = call;
     c->calls = call;
+    call->last_rx_ms = skpx_mono_ms();
+    call_recharge(call, false);
     return call;
 }
 
@@ -270,6 +327,7 @@ static void call_free(struct skpx_grpc_call *call)
     if (call->next)
         call->next->prev = call->prev;
     c->partial_bytes -= call->reader.buf_cap;
+    call_recharge(call, true);
     skpx_grpc_reader_cleanup(&call->reader);
     skpx_free(call->hdrs);
     skpx_free(call->resp);
@@ -310,6 +368,7 @@ static bool hdrs_append(struct skpx_grpc_call *call, const uint8_t *s, size_t le
     memcpy(call->hdrs + call->hdrs_len, s, len);
     call->hdrs[call->hdrs_len + len] = '\0';
     call->hdrs_len += len + 1;
+    call_recharge(call, false);
     return true;
 }
 
@@ -387,6 +446,7 @@ static skp_err call_queue_message(struct skpx_grpc_call *call, const ProtobufCMe
         call->resp = nb;
         call->resp_cap = need;
     }
+    call_recharge(call, false);
     skpx_grpc_prefix_write(call->resp + call->resp_len, (uint32_t)body);
     if (msg)
         protobuf_c_message_pack(msg, call->resp + call->resp_len + SKPX_GRPC_PREFIX_LEN);
@@ -560,6 +620,12 @@ static void call_headers_done(struct skpx_grpc_call *call)
         call_fail(call, SKPX_GRPC_RESOURCE_EXHAUSTED, "200", "request metadata too large");
         return;
     }
+    if (over_budget(srv)) {
+        srv->stats.budget_refused++;
+        call_fail(call, SKPX_GRPC_RESOURCE_EXHAUSTED, "200",
+                  "server memory budget reached, retry later");
+        return;
+    }
     call->path = hdr_get(call, ":path");
     const char *method = hdr_get(call, ":method");
     const char *ctype = hdr_get(call, "content-type");
@@ -605,8 +671,16 @@ static skp_err on_grpc_message(void *ud, const uint8_t *raw, size_t len)
     if (m->request_desc) {
         msg = protobuf_c_message_unpack(m->request_desc, &srv->pb_allocator, len, raw);
         if (!msg) {
+            bool over = srv->arena.over;
             arena_reset(&srv->arena);
-            call_fail(call, SKPX_GRPC_INVALID_ARGUMENT, "200", "cannot decode request message");
+            if (over) {
+                srv->stats.decode_refused++;
+                call_fail(call, SKPX_GRPC_RESOURCE_EXHAUSTED, "200",
+                          "request message decodes into more memory than allowed");
+            } else {
+                call_fail(call, SKPX_GRPC_INVALID_ARGUMENT, "200",
+                          "cannot decode request message");
+            }
             return SKP_ESTATE;
         }
     }
@@ -628,14 +702,22 @@ static void call_data(struct skpx_grpc_call *call, const uint8_t *data, size_t l
     if (call->finished || !call->method)
         return;
     struct conn *c = call->conn;
+    struct skpx_grpc_server *srv = c->srv;
     size_t cap_before = call->reader.buf_cap;
     skp_err err = skpx_grpc_reader_feed(&call->reader, data, len, on_grpc_message, call);
     c->partial_bytes += call->reader.buf_cap - cap_before;
-    if (err == SKP_OK && c->partial_bytes > GRPC_SERVER_MAX_CONN_PARTIAL) {
+    if (call->reader.buf_cap != cap_before)
+        call_recharge(call, false);
+    if (err == SKP_OK && (c->partial_bytes > GRPC_SERVER_MAX_CONN_PARTIAL || over_budget(srv))) {
+        bool budget = c->partial_bytes <= GRPC_SERVER_MAX_CONN_PARTIAL;
         c->partial_bytes -= call->reader.buf_cap;
         skpx_grpc_reader_cleanup(&call->reader);
+        call_recharge(call, false);
+        if (budget)
+            srv->stats.budget_refused++;
         call_fail(call, SKPX_GRPC_RESOURCE_EXHAUSTED, "200",
-                  "too much partially received request data on this connection");
+                  budget ? "server memory budget reached, retry later"
+                         : "too much partially received request data on this connection");
         return;
     }
     switch (err) {
@@ -717,8 +799,10 @@ static int h2_on_data_chunk(nghttp2_session *session, uint8_t flags, int32_t str
     (void)flags;
     (void)user_data;
     struct skpx_grpc_call *call = nghttp2_session_get_stream_user_data(session, stream_id);
-    if (call)
+    if (call) {
+        call->last_rx_ms = skpx_mono_ms();
         call_data(call, data, len);
+    }
     return 0;
 }
 
@@ -932,6 +1016,7 @@ static void conn_read_cb(evutil_socket_t fd, short what, void *arg)
             return;
         }
         c->bytes_in += (uint64_t)n;
+        c->last_rx_ms = skpx_mono_ms();
         c->in_io = true;
         ssize_t rv = nghttp2_session_mem_recv(c->session, srv->rbuf, (size_t)n);
         c->in_io = false;
@@ -985,7 +1070,9 @@ static void conn_free(struct conn *c)
     if (c->next)
         c->next->prev = c->prev;
     srv->stats.connections_open--;
+    skpx_peer_count_give(&srv->peers, c->peer_key);
     skpx_free(c);
+    accept_resume(srv); /* an fd is free again */
     if (srv->shutting_down && !srv->conns && !srv->done_fired && srv->done_ev)
         event_active(srv->done_ev, EV_TIMEOUT, 0);
 }
@@ -1043,9 +1130,28 @@ static void listener_accept_cb(struct evconnlistener *l, evutil_socket_t fd, str
     (void)l;
     (void)socklen;
     struct skpx_grpc_server *srv = arg;
-    if (srv->shutting_down || srv->stats.connections_open >= srv->opts.max_connections) {
-        SKPX_DEBUG("grpc-server: connection limit (%zu) reached, refusing",
-                   srv->opts.max_connections);
+    static struct skpx_log_limit refuse_lim;
+    if (srv->shutting_down) {
+        evutil_closesocket(fd);
+        return;
+    }
+    if (srv->stats.connections_open >= srv->opts.max_connections || over_budget(srv)) {
+        srv->stats.connections_refused += over_budget(srv) ? 0 : 1;
+        srv->stats.budget_refused += over_budget(srv) ? 1 : 0;
+        skpx_log_limited(&refuse_lim, SKPX_LOG_WARN,
+                         "grpc-server: %s, refusing new connections",
+                         over_budget(srv) ? "memory budget reached" : "connection limit reached");
+        evutil_closesocket(fd);
+        return;
+    }
+    uint64_t key = skpx_peer_key(sa);
+    if (!skpx_peer_count_take(&srv->peers, key, srv->opts.max_conns_per_peer, NULL)) {
+        char peer[INET6_ADDRSTRLEN + 8];
+        format_peer(sa, peer, sizeof(peer));
+        srv->stats.connections_refused++;
+        skpx_log_limited(&refuse_lim, SKPX_LOG_WARN,
+                         "grpc-server: %s has %zu connections (the per-peer cap), refusing", peer,
+                         srv->opts.max_conns_per_peer);
         evutil_closesocket(fd);
         return;
     }
@@ -1053,11 +1159,14 @@ static void listener_accept_cb(struct evconnlistener *l, evutil_socket_t fd, str
     (void)setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
     struct conn *c = skpx_calloc(1, sizeof(*c));
     if (!c) {
+        skpx_peer_count_give(&srv->peers, key);
         evutil_closesocket(fd);
         return;
     }
     c->srv = srv;
     c->fd = fd; /* owned from here: conn_free closes it */
+    c->peer_key = key;
+    c->last_rx_ms = skpx_mono_ms();
     format_peer(sa, c->peer, sizeof(c->peer));
     c->out = evbuffer_new();
     c->close_ev = event_new(srv->base, -1, 0, conn_close_cb, c);
@@ -1083,12 +1192,109 @@ static void listener_accept_cb(struct evconnlistener *l, evutil_socket_t fd, str
     conn_flush(c); /* our SETTINGS go out first */
 }
 
+static void set_listeners(struct skpx_grpc_server *srv, bool on)
+{
+    for (size_t i = 0; i < srv->n_listeners; i++) {
+        if (on)
+            evconnlistener_enable(srv->listeners[i]);
+        else
+            evconnlistener_disable(srv->listeners[i]);
+    }
+}
+
+/* Accepting again after a pause (a connection closed, or the retry timer fired). */
+static void accept_resume(struct skpx_grpc_server *srv)
+{
+    if (!srv->accept_paused || srv->shutting_down)
+        return;
+    srv->accept_paused = false;
+    event_del(srv->resume_ev);
+    set_listeners(srv, true);
+}
+
+static void accept_resume_cb(evutil_socket_t fd, short what, void *arg)
+{
+    (void)fd;
+    (void)what;
+    accept_resume(arg);
+}
+
+/* Stops accepting until a connection closes or the retry timer fires. */
+static void pause_accept(struct skpx_grpc_server *srv)
+{
+    if (!srv || srv->accept_paused || srv->shutting_down)
+        return;
+    srv->accept_paused = true;
+    srv->stats.accept_pauses++;
+    set_listeners(srv, false);
+    struct timeval tv = {0, GRPC_SERVER_ACCEPT_RETRY_MS * 1000};
+    event_add(srv->resume_ev, &tv);
+}
+
+/* accept() failed. Out of fds (EMFILE/ENFILE) or kernel memory: the pending connection stays in
+ * the backlog and the listener would be woken again at once, so stop accepting until an fd is
+ * free instead of spinning (and logging) at full CPU. */
 static void listener_error_cb(struct evconnlistener *l, void *arg)
 {
     (void)l;
-    (void)arg;
+    struct skpx_grpc_server *srv = arg;
     int e = EVUTIL_SOCKET_ERROR();
-    SKPX_WARN("grpc-server: accept failed: %s", evutil_socket_error_to_string(e));
+    static struct skpx_log_limit lim;
+    if (e == EMFILE || e == ENFILE || e == ENOBUFS || e == ENOMEM) {
+        skpx_log_limited(&lim, SKPX_LOG_WARN,
+                         "grpc-server: accept failed: %s; accepting paused until a connection "
+                         "closes", evutil_socket_error_to_string(e));
+        pause_accept(srv);
+        return;
+    }
+    skpx_log_limited(&lim, SKPX_LOG_WARN, "grpc-server: accept failed: %s",
+                     evutil_socket_error_to_string(e));
+}
+
+/* Idle limits, checked a few times per timeout: a connection without calls that has received
+ * nothing for idle_timeout_ms gets GOAWAY and closes; a call whose client neither sent nor
+ * half-closed for stream_idle_timeout_ms ends CANCELLED (and its stream is reset). */
+static void sweep_cb(evutil_socket_t fd, short what, void *arg)
+{
+    (void)fd;
+    (void)what;
+    struct skpx_grpc_server *srv = arg;
+    int64_t now = skpx_mono_ms();
+    int idle = srv->opts.idle_timeout_ms, sidle = srv->opts.stream_idle_timeout_ms;
+    for (struct conn *c = srv->conns; c; c = c->next) {
+        if (c->dying || c->close_queued || c->close_after_write || !c->got_frame)
+            continue;
+        if (!c->calls) {
+            if (idle > 0 && now - c->last_rx_ms >= idle) {
+                srv->stats.idle_closed++;
+                SKPX_DEBUG("grpc-server: %s: idle for %d ms, closing", c->peer, idle);
+                nghttp2_submit_goaway(c->session, NGHTTP2_FLAG_NONE,
+                                      nghttp2_session_get_last_proc_stream_id(c->session),
+                                      NGHTTP2_NO_ERROR, NULL, 0);
+                conn_flush(c);
+                if (!c->close_queued)
+                    conn_close_soon(c);
+            }
+            continue;
+        }
+        if (sidle <= 0)
+            continue;
+        /* Only queue frames while walking the list: flushing could close streams (and free
+         * calls) under the loop. */
+        bool any = false;
+        c->in_io = true;
+        for (struct skpx_grpc_call *call = c->calls; call; call = call->next) {
+            if (call->remote_closed || call->finished || !call->headers_done ||
+                now - call->last_rx_ms < sidle)
+                continue;
+            srv->stats.streams_idle_cancelled++;
+            call_fail(call, SKPX_GRPC_CANCELLED, "200", "stream idle too long");
+            any = true;
+        }
+        c->in_io = false;
+        if (any)
+            conn_flush(c);
+    }
 }
 
 /* ---------------------------------------------------------------- server */
@@ -1119,6 +1325,17 @@ skp_err skpx_grpc_server_new(struct event_base *base, const struct skpx_grpc_ser
         srv->opts.max_connections = GRPC_SERVER_DEFAULT_MAX_CONNS;
     if (srv->opts.handshake_timeout_ms <= 0)
         srv->opts.handshake_timeout_ms = GRPC_SERVER_DEFAULT_HANDSHAKE_MS;
+    if (!srv->opts.max_conns_per_peer)
+        srv->opts.max_conns_per_peer = GRPC_SERVER_DEFAULT_PER_PEER;
+    if (!srv->opts.idle_timeout_ms)
+        srv->opts.idle_timeout_ms = GRPC_SERVER_DEFAULT_IDLE_MS;
+    if (!srv->opts.stream_idle_timeout_ms)
+        srv->opts.stream_idle_timeout_ms = GRPC_SERVER_DEFAULT_STREAM_IDLE_MS;
+    if (!srv->opts.memory_budget)
+        srv->opts.memory_budget = GRPC_SERVER_DEFAULT_BUDGET;
+    if (!srv->opts.max_decoded_bytes)
+        srv->opts.max_decoded_bytes = GRPC_SERVER_DEFAULT_MAX_DECODED;
+    srv->arena.limit = srv->opts.max_decoded_bytes;
 
     if (nghttp2_session_callbacks_new(&srv->cbs) != 0 || nghttp2_option_new(&srv->h2opt) != 0) {
         skpx_grpc_server_free(srv);
@@ -1132,7 +1349,22 @@ skp_err skpx_grpc_server_new(struct event_base *base, const struct skpx_grpc_ser
     nghttp2_session_callbacks_set_on_stream_close_callback(srv->cbs, h2_on_stream_close);
     srv->done_ev = event_new(base, -1, 0, server_done_cb, srv);
     srv->rbuf = skpx_malloc(GRPC_SERVER_READ_BUF);
-    if (!srv->done_ev || !srv->rbuf) {
+    srv->resume_ev = evtimer_new(base, accept_resume_cb, srv);
+    srv->sweep_ev = event_new(base, -1, EV_PERSIST, sweep_cb, srv);
+    if (!srv->done_ev || !srv->rbuf || !srv->resume_ev || !srv->sweep_ev) {
+        skpx_grpc_server_free(srv);
+        return SKP_ENOMEM;
+    }
+    /* Sweep often enough that a timeout fires within a quarter of its length (50 ms..1 s). */
+    int tick = 1000;
+    if (srv->opts.idle_timeout_ms > 0 && srv->opts.idle_timeout_ms / 4 < tick)
+        tick = srv->opts.idle_timeout_ms / 4;
+    if (srv->opts.stream_idle_timeout_ms > 0 && srv->opts.stream_idle_timeout_ms / 4 < tick)
+        tick = srv->opts.stream_idle_timeout_ms / 4;
+    if (tick < 50)
+        tick = 50;
+    struct timeval tv = {tick / 1000, (tick % 1000) * 1000};
+    if (event_add(srv->sweep_ev, &tv) != 0) {
         skpx_grpc_server_free(srv);
         return SKP_ENOMEM;
     }
@@ -1213,6 +1445,8 @@ skp_err skpx_grpc_server_listen(struct skpx_grpc_server *srv, const char *addr,
     }
     evconnlistener_set_error_cb(l, listener_error_cb);
     srv->listeners[srv->n_listeners++] = l;
+    if (srv->accept_paused)
+        evconnlistener_disable(l);
     if (bound_port) {
         struct sockaddr_storage ss;
         socklen_t sl = sizeof(ss);
@@ -1269,6 +1503,8 @@ void skpx_grpc_server_shutdown(struct skpx_grpc_server *srv, int grace_ms,
     if (!srv || srv->shutting_down)
         return;
     srv->shutting_down = true;
+    event_del(srv->sweep_ev);
+    event_del(srv->resume_ev);
     srv->done_cb = done;
     srv->done_ud = ud;
     close_listeners(srv);
@@ -1302,6 +1538,11 @@ void skpx_grpc_server_free(struct skpx_grpc_server *srv)
         event_free(srv->grace_ev);
     if (srv->done_ev)
         event_free(srv->done_ev);
+    if (srv->resume_ev)
+        event_free(srv->resume_ev);
+    if (srv->sweep_ev)
+        event_free(srv->sweep_ev);
+    skpx_peer_count_cleanup(&srv->peers);
     if (srv->cbs)
         nghttp2_session_callbacks_del(srv->cbs);
     if (srv->h2opt)

@@ -53,6 +53,16 @@ struct skpx_grpc_server_opts {
     uint32_t max_concurrent_streams; /* 0 = 1000 */
     size_t max_connections;        /* 0 = 1024; further accepts are closed at once */
     int handshake_timeout_ms;      /* preface + first frame must arrive within; 0 = 10000 */
+    size_t max_conns_per_peer;     /* connections from one IP address; 0 = 256 */
+    int idle_timeout_ms;           /* a connection with no open call and no frame for this long
+                                    * gets GOAWAY and is closed; 0 = 300000, < 0 = never */
+    int stream_idle_timeout_ms;    /* a call whose client sends nothing for this long (and has
+                                    * not half-closed) ends CANCELLED; 0 = 120000, < 0 = never */
+    size_t memory_budget;          /* server-wide bytes of buffered request data, headers,
+                                    * queued answers and open calls; beyond it new calls and
+                                    * growing messages get RESOURCE_EXHAUSTED; 0 = 256 MiB */
+    size_t max_decoded_bytes;      /* memory one request message may decode into; beyond it
+                                    * the call ends RESOURCE_EXHAUSTED; 0 = 64 MiB */
 };
 
 /* Creates a server on `base` (borrowed; must outlive the server). `opts` may be NULL.
@@ -84,6 +94,13 @@ struct skpx_grpc_server_stats {
     uint64_t calls_failed;       /* finished with a non-OK status, incl. protocol errors */
     uint64_t messages_received;
     uint64_t protocol_errors;    /* connections closed for HTTP/2 or framing violations */
+    uint64_t connections_refused; /* over max_connections or max_conns_per_peer */
+    uint64_t accept_pauses;      /* accept() ran out of file descriptors: accepting paused */
+    uint64_t idle_closed;        /* connections closed by idle_timeout_ms */
+    uint64_t streams_idle_cancelled; /* calls ended by stream_idle_timeout_ms */
+    uint64_t budget_refused;     /* calls refused or ended: memory_budget reached */
+    uint64_t decode_refused;     /* messages over max_decoded_bytes */
+    uint64_t buffered_bytes;     /* gauge: bytes counted against memory_budget now */
 };
 void skpx_grpc_server_get_stats(const struct skpx_grpc_server *srv,
                                 struct skpx_grpc_server_stats *out);

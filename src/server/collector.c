@@ -131,5 +131,7 @@ skp_err collector_register(struct collector *c, struct skpx_grpc_server *srv)
         err = collector_pprof_register(c, srv);
     if (!err)
         err = collector_async_register(c, srv);
+    if (!err)
+        err = collector_continuous_register(c, srv);
     return err;
 }

@@ -34,6 +34,8 @@ struct segment_keep;
 struct keep_policy;
 struct event_base;
 struct collector_segs;
+struct collector_cont;
+struct cont_eval;
 
 struct collector {
     struct store *store;       /* borrowed */
@@ -51,6 +53,8 @@ struct collector {
     struct endpoint_stats *stats;
     struct segment_keep *keep;
     struct collector_segs *segs;
+    /* Continuous profiling (collector_continuous.c), set by collector_continuous_start. */
+    struct collector_cont *cont;
 };
 
 /* Registers every handler on `srv`; `c` is borrowed and must outlive the server.
@@ -103,6 +107,23 @@ void collector_segments_profiled(struct collector *c, const struct store_snapsho
 /* skywalking.v10.AsyncProfilerTask (collector_async.c). */
 SKP_MUST_CHECK skp_err collector_async_register(struct collector *c,
                                                 struct skpx_grpc_server *srv);
+
+/* skywalking.v3.ContinuousProfilingService (collector_continuous.c). */
+SKP_MUST_CHECK skp_err collector_continuous_register(struct collector *c,
+                                                     struct skpx_grpc_server *srv);
+/* Loads the stored policies into a new evaluator with slots of slot_ms (0 = 1 s) and, with a
+ * base, evaluates every check_ms (0 = slot_ms) on a timer. Errors: SKP_EIO, SKP_ENOMEM. */
+SKP_MUST_CHECK skp_err collector_continuous_start(struct collector *c, struct event_base *base,
+                                                  int64_t slot_ms, int64_t check_ms);
+/* Frees the evaluator. NULL-safe. */
+void collector_continuous_stop(struct collector *c);
+/* What the timer does, at c's clock. */
+void collector_continuous_tick(struct collector *c);
+/* A finished request for the evaluator (called by the segment ingest). */
+void collector_continuous_record(struct collector *c, const char *service, const char *instance,
+                                 const char *endpoint, int64_t latency_ms, bool is_error);
+/* The evaluator (NULL before start), for the HTTP API's policy changes and live values. */
+struct cont_eval *collector_continuous_eval(struct collector *c);
 
 /* Unary helper: per-call result computed in on_message, sent in on_end. */
 struct collector_unary {

@@ -307,6 +307,8 @@ static bool segment_wanted(struct collector *c, const struct segment_scan *scan,
                                   now) != SKP_OK) {
             /* counted by endpoint_stats */
         }
+        collector_continuous_record(c, svc, inst, ep, sc.entry_end_ms - sc.entry_start_ms,
+                                    sc.entry_is_error);
     }
     if (!c->keep || sc.segment_id.len == 0)
         return true; /* no id: the store skips it, the decode still validates it */

@@ -50,6 +50,9 @@ static const struct opt opts[] = {
     {"--http-request-timeout-ms", "SKYPROF_HTTP_REQUEST_TIMEOUT_MS", OPT_U64,
      OFF(http_request_timeout_ms)},
     {"--http-body-budget", "SKYPROF_HTTP_BODY_BUDGET", OPT_U64, OFF(http_body_budget)},
+    {"--continuous-slot-ms", "SKYPROF_CONTINUOUS_SLOT_MS", OPT_U64, OFF(continuous_slot_ms)},
+    {"--continuous-check-interval-ms", "SKYPROF_CONTINUOUS_CHECK_INTERVAL_MS", OPT_U64,
+     OFF(continuous_check_ms)},
 };
 #undef OFF
 
@@ -92,6 +95,9 @@ static const char usage[] =
     "  --http-request-timeout-ms N    an HTTP request's headers and body must arrive within\n"
     "                                 (default 30000)\n"
     "  --http-body-budget N           bytes of HTTP bodies buffered at once (default 67108864)\n"
+    "  --continuous-slot-ms MS        continuous profiling: slot length (default 1000; tests\n"
+    "                                 shorten it: periods and durations count slots)\n"
+    "  --continuous-check-interval-ms MS  how often policies are evaluated (default: a slot)\n"
     "  --help, -h                     this text\n"
     "  --version, -V                  print the version\n"
     "\n"

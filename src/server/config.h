@@ -53,6 +53,10 @@ struct config {
     uint64_t max_decoded_bytes;      /* --max-decoded-bytes per message (default 64 MiB) */
     uint64_t http_request_timeout_ms; /* --http-request-timeout-ms header+body (default 30000) */
     uint64_t http_body_budget;       /* --http-body-budget bytes, all connections (64 MiB) */
+    /* Continuous profiling test settings (docs/continuous-profiling.md): the evaluator's slot
+     * length and check interval in ms; 0 = 1000. Policies' periods and durations count slots. */
+    uint64_t continuous_slot_ms;
+    uint64_t continuous_check_ms;
     bool show_help;
     bool show_version;
 };

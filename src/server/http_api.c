@@ -233,6 +233,7 @@ skp_err http_api_new(struct event_base *base, const struct http_api_opts *o, str
     h->max_analyze_snapshots = o->max_analyze_snapshots;
     h->now_ms = o->now_ms;
     h->endpoint_stats = o->endpoint_stats;
+    h->cont_eval = o->cont_eval;
     h->http = evhttp_new(base);
     if (!h->http)
         goto oom;

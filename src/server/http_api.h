@@ -33,6 +33,7 @@ struct http_api_opts {
     size_t max_conns_per_peer;         /* from one IP address (default 256) */
     int request_timeout_ms;            /* request line + headers + body (default 30000) */
     size_t body_budget;                /* request bodies held at once (default 64 MiB) */
+    struct cont_eval *cont_eval; /* borrowed; NULL = policies are stored, not evaluated */
 };
 
 /* Creates the API on `base` (borrowed). Caller frees with http_api_free.

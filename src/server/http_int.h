@@ -38,6 +38,7 @@ struct http_api {
     struct http_worker *worker; /* NULL: heavy reads run on the loop */
     uint64_t next_req_id;      /* loop thread only */
     struct endpoint_stats *endpoint_stats; /* borrowed; NULL = none kept */
+    struct cont_eval *cont_eval; /* borrowed; NULL = none */
 };
 
 struct http_ctx {
@@ -108,6 +109,8 @@ json_t *http_read_json(struct http_ctx *cx);
 /* ---- Routes (http_routes.c): the table docs/api.md documents ---- */
 #define HTTP_M_GET 1u              /* HEAD is served by the GET route */
 #define HTTP_M_POST 2u
+#define HTTP_M_PUT 4u
+#define HTTP_M_DELETE 8u
 /* Most "{name}" captures in one pattern. */
 #define HTTP_ROUTE_MAX_CAPTURES 2
 struct http_route {
@@ -150,6 +153,15 @@ void http_services_instances(struct http_ctx *cx, const char *name);
 void http_endpoint_stats(struct http_ctx *cx, const char *service);
 void http_services_endpoints(struct http_ctx *cx, const char *name); /* http_endpoints.c */
 void http_static_serve(struct http_ctx *cx);
+/* http_continuous.c: policies (GET/PUT/DELETE by service), their list, the evaluator's values,
+ * triggers; and the trigger of a task added to its JSON ("triggeredBy", "trigger"). */
+void http_continuous_list(struct http_ctx *cx);
+void http_continuous_policy(struct http_ctx *cx, const char *service);
+void http_continuous_values(struct http_ctx *cx, const char *service);
+void http_triggers_list(struct http_ctx *cx);
+struct store_cont_trigger;
+json_t *http_trigger_json(const struct store_cont_trigger *t);
+skp_err http_task_trigger(struct http_ctx *cx, json_t *task);
 
 /* Runs `j` on the worker (or inline without one) and replies with its result; takes
  * ownership of j. Replies 503 if the worker queue is full. */

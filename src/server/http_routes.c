@@ -4,6 +4,7 @@
  * GET is. docs/api.md documents exactly this table (tests/unit/server/test_http_routes.c
  * checks both directions), so a new route is one row here plus its section there.
  * Loop thread only. */
+#include <stdio.h>
 #include <string.h>
 
 #include "server/http_int.h"
@@ -40,6 +41,11 @@ const struct http_route http_routes[] = {
     {HTTP_M_GET, "/api/v1/services/{name}/instances", .h1 = http_services_instances},
     {HTTP_M_GET, "/api/v1/services/{name}/endpoints/stats", .h1 = http_endpoint_stats},
     {HTTP_M_GET, "/api/v1/services/{name}/endpoints", .h1 = http_services_endpoints},
+    {HTTP_M_GET, "/api/v1/continuous/policies", .h0 = http_continuous_list},
+    {HTTP_M_GET | HTTP_M_PUT | HTTP_M_DELETE, "/api/v1/continuous/policies/{service}",
+     .h1 = http_continuous_policy},
+    {HTTP_M_GET, "/api/v1/continuous/policies/{service}/values", .h1 = http_continuous_values},
+    {HTTP_M_GET, "/api/v1/profile/triggers", .h0 = http_triggers_list},
 };
 const size_t http_n_routes = sizeof(http_routes) / sizeof(http_routes[0]);
 
@@ -78,6 +84,10 @@ static unsigned method_bit(enum evhttp_cmd_type m)
         return HTTP_M_GET;
     case EVHTTP_REQ_POST:
         return HTTP_M_POST;
+    case EVHTTP_REQ_PUT:
+        return HTTP_M_PUT;
+    case EVHTTP_REQ_DELETE:
+        return HTTP_M_DELETE;
     default:
         return 0;
     }
@@ -85,9 +95,14 @@ static unsigned method_bit(enum evhttp_cmd_type m)
 
 void http_method_not_allowed(struct http_ctx *cx, unsigned allowed)
 {
-    const char *allow = allowed == (HTTP_M_GET | HTTP_M_POST) ? "GET, POST"
-                        : allowed == HTTP_M_POST               ? "POST"
-                                                               : "GET";
+    static const char *const names[] = {"GET", "POST", "PUT", "DELETE"};
+    char allow[32] = "";
+    size_t n = 0;
+    for (unsigned i = 0; i < 4; i++)
+        if (allowed & (1u << i))
+            n += (size_t)snprintf(allow + n, sizeof(allow) - n, "%s%s", n ? ", " : "", names[i]);
+    if (!n)
+        snprintf(allow, sizeof(allow), "GET");
     evhttp_add_header(evhttp_request_get_output_headers(cx->req), "Allow", allow);
     http_reply_error(cx, 405, "method not allowed (allowed: %s)", allow);
 }

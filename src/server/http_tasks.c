@@ -27,6 +27,9 @@ skp_err http_task_decorate(struct http_ctx *cx, json_t *task)
         return err;
     }
     json_object_set_new(task, "logs", logs);
+    err = http_task_trigger(cx, task);
+    if (err)
+        return err;
     return http_task_explain(cx, task);
 }
 

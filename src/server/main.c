@@ -264,6 +264,15 @@ int main(int argc, char **argv)
         .memory_budget = (size_t)cfg.grpc_memory_budget,
         .max_decoded_bytes = (size_t)cfg.max_decoded_bytes,
     };
+    if (!err) {
+        int64_t slot = cfg.continuous_slot_ms > 0 && cfg.continuous_slot_ms <= 3600000
+                           ? (int64_t)cfg.continuous_slot_ms
+                           : 1000;
+        int64_t check = cfg.continuous_check_ms > 0 && cfg.continuous_check_ms <= 3600000
+                            ? (int64_t)cfg.continuous_check_ms
+                            : slot;
+        err = collector_continuous_start(&col, d.base, slot, check);
+    }
     if (!err)
         err = skpx_grpc_server_new(d.base, &go, &d.grpc);
     if (!err)
@@ -292,6 +301,7 @@ int main(int argc, char **argv)
         .max_conns_per_peer = (size_t)cfg.max_conns_per_peer,
         .request_timeout_ms = ms_opt(cfg.http_request_timeout_ms),
         .body_budget = (size_t)cfg.http_body_budget,
+        .cont_eval = collector_continuous_eval(&col),
     };
     err = http_api_new(d.base, &ho, &d.http);
     if (!err)
@@ -326,6 +336,7 @@ out:
     http_api_free(d.http);
     skpx_grpc_server_free(d.grpc);
     collector_segments_stop(&col);
+    collector_continuous_stop(&col);
     if (d.sig_term)
         event_free(d.sig_term);
     if (d.sig_int)

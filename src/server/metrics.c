@@ -84,6 +84,9 @@ skp_err metrics_render(const struct metrics *m, const struct skpx_grpc_server_st
     counter(&b, "skyprof_segments_dropped_total",
             "Trace segments not stored by the keep policy (their statistics are kept).",
             m->segments_dropped);
+    counter(&b, "skyprof_continuous_triggers_total",
+            "Continuous-profiling triggers fired by skyprofd's evaluator.",
+            m->continuous_triggers);
     counter(&b, "skyprof_segment_errors_total", "Trace segment batches the store refused.",
             m->segment_errors);
     counter(&b, "skyprof_tasks_created_total", "Profile tasks created.", m->tasks_created);

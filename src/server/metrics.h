@@ -23,6 +23,7 @@ struct metrics {
     uint64_t segments_stored;
     uint64_t segments_refused;   /* over --max-segment-spans: RESOURCE_EXHAUSTED, not decoded */
     uint64_t segments_dropped;   /* not stored by the keep policy (--keep-segments) */
+    uint64_t continuous_triggers; /* continuous-profiling policies fired by skyprofd */
     uint64_t segment_errors;
     uint64_t tasks_created;
     uint64_t tasks_rejected;

@@ -88,6 +88,20 @@ static const struct migration k_migrations[] = {
         "  PRIMARY KEY(service, endpoint, instance, minute_ms, writer)) WITHOUT ROWID;"
         "CREATE INDEX endpoint_minutes_by_minute ON endpoint_minutes(minute_ms);",
     },
+    {
+        "continuous profiling: policies per service, triggers and their causes",
+        "CREATE TABLE continuous_policies(service TEXT PRIMARY KEY, uuid TEXT NOT NULL,"
+        "  json TEXT NOT NULL, updated_ms INTEGER NOT NULL);"
+        "CREATE TABLE continuous_triggers(id INTEGER PRIMARY KEY AUTOINCREMENT,"
+        "  service TEXT NOT NULL, instance TEXT, process TEXT, time_ms INTEGER NOT NULL,"
+        "  target TEXT NOT NULL, source TEXT NOT NULL, task_kind TEXT, task_id TEXT, note TEXT);"
+        "CREATE INDEX continuous_triggers_by_service ON continuous_triggers(service, time_ms);"
+        "CREATE INDEX continuous_triggers_by_task ON continuous_triggers(task_id);"
+        "CREATE TABLE continuous_trigger_causes(trigger_id INTEGER NOT NULL, seq INTEGER NOT NULL,"
+        "  type TEXT NOT NULL, uri TEXT, uri_is_regex INTEGER NOT NULL, threshold REAL NOT NULL,"
+        "  current REAL NOT NULL, window_s INTEGER NOT NULL, hits INTEGER NOT NULL,"
+        "  PRIMARY KEY(trigger_id, seq)) WITHOUT ROWID;",
+    },
 };
 
 int store_schema_version(void)

@@ -99,6 +99,10 @@ static void load_docs(void)
     assert_true(g_n_doc > 0);
 }
 
+#define SKP_N_METHODS 4
+static const char *const k_methods[SKP_N_METHODS] = {"GET", "POST", "PUT", "DELETE"};
+static const unsigned k_bits[SKP_N_METHODS] = {HTTP_M_GET, HTTP_M_POST, HTTP_M_PUT, HTTP_M_DELETE};
+
 static bool in_docs(const char *key)
 {
     for (size_t i = 0; i < g_n_doc; i++)
@@ -112,13 +116,10 @@ static bool in_table(const char *key)
     char k[256];
     for (size_t i = 0; i < http_n_routes; i++) {
         const struct http_route *r = &http_routes[i];
-        if (r->methods & HTTP_M_GET) {
-            normalise("GET", r->pattern, strlen(r->pattern), k, sizeof(k));
-            if (!strcmp(k, key))
-                return true;
-        }
-        if (r->methods & HTTP_M_POST) {
-            normalise("POST", r->pattern, strlen(r->pattern), k, sizeof(k));
+        for (size_t m = 0; m < SKP_N_METHODS; m++) {
+            if (!(r->methods & k_bits[m]))
+                continue;
+            normalise(k_methods[m], r->pattern, strlen(r->pattern), k, sizeof(k));
             if (!strcmp(k, key))
                 return true;
         }
@@ -134,12 +135,10 @@ static void table_matches_docs_api_md(void **state)
     int missing = 0;
     for (size_t i = 0; i < http_n_routes; i++) {
         const struct http_route *r = &http_routes[i];
-        const char *methods[] = {"GET", "POST"};
-        const unsigned bits[] = {HTTP_M_GET, HTTP_M_POST};
-        for (size_t m = 0; m < 2; m++) {
-            if (!(r->methods & bits[m]))
+        for (size_t m = 0; m < SKP_N_METHODS; m++) {
+            if (!(r->methods & k_bits[m]))
                 continue;
-            normalise(methods[m], r->pattern, strlen(r->pattern), k, sizeof(k));
+            normalise(k_methods[m], r->pattern, strlen(r->pattern), k, sizeof(k));
             if (!in_docs(k)) {
                 print_error("route not documented in docs/api.md: %s\n", k);
                 missing++;

@@ -1,0 +1,378 @@
+/* collector_continuous.c - continuous profiling on the gRPC side and skyprofd's evaluator loop:
+ * skywalking.v3.ContinuousProfilingService (spec §3.2) queryPolicies (the uuid cursor: only
+ * services whose policy uuid differs from the agent's, a removed policy as an empty UUID) and
+ * reportProfilingTask (an agent-side trigger: recorded with its causes, answered with the TaskId
+ * of the task the agent runs), and the evaluator's timer (collector_continuous_start): every
+ * check interval it closes slots and evaluates; a firing target becomes a task and a trigger
+ * (continuous_trigger.h). Runs on the server loop. */
+#include <event2/event.h>
+#include <inttypes.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "common/alloc.h"
+#include "common/log.h"
+#include "ebpf/profiling/ContinuousProfiling.pb-c.h"
+#include "server/collector.h"
+#include "server/continuous_eval.h"
+#include "server/continuous_trigger.h"
+#include "server/store_continuous.h"
+
+#define PATHS(method)                                                                            \
+    "/skywalking.v3.ContinuousProfilingService/" method, "/ContinuousProfilingService/" method
+
+/* Services one query may ask about. */
+#define CONT_QUERY_MAX_SERVICES 64
+
+struct collector_cont {
+    struct cont_eval *eval;
+    struct event *timer;
+};
+
+/* ---------------- queryPolicies ---------------- */
+
+struct cmd_holder {
+    Skywalking__V3__Commands resp;
+    Skywalking__V3__Command cmd;
+    Skywalking__V3__Command *cmdp[1];
+    Skywalking__V3__KeyStringValuePair kv;
+    Skywalking__V3__KeyStringValuePair *kvp[1];
+    char serial[37];
+    char *value;               /* skpx-owned */
+};
+
+static void holder_free(struct collector_unary *u)
+{
+    struct cmd_holder *h = u->owned;
+    if (!h)
+        return;
+    skpx_free(h->value);
+    skpx_free(h);
+    u->owned = NULL;
+}
+
+/* Attaches a one-command, one-arg answer to u (value is taken). */
+static int answer_command(struct collector_unary *u, const char *command, const char *key,
+                          char *value)
+{
+    struct cmd_holder *h = skpx_calloc(1, sizeof(*h));
+    if (!h) {
+        skpx_free(value);
+        return SKPX_GRPC_RESOURCE_EXHAUSTED;
+    }
+    h->value = value;
+    u->owned = h;
+    u->free_fn = holder_free;
+    skywalking__v3__key_string_value_pair__init(&h->kv);
+    h->kv.key = (char *)key;
+    h->kv.value = h->value;
+    h->kvp[0] = &h->kv;
+    skywalking__v3__command__init(&h->cmd);
+    h->cmd.command = (char *)command;
+    h->cmd.args = h->kvp;
+    h->cmd.n_args = 1;
+    skywalking__v3__commands__init(&h->resp);
+    h->cmdp[0] = &h->cmd;
+    h->resp.commands = h->cmdp;
+    h->resp.n_commands = 1;
+    u->resp = &h->resp.base;
+    return SKPX_GRPC_OK;
+}
+
+struct policy_get {
+    char *json;
+    char uuid[129];
+    bool found;
+};
+
+static skp_err policy_got(void *ud, const struct store_cont_policy_row *r)
+{
+    struct policy_get *g = ud;
+    g->found = true;
+    snprintf(g->uuid, sizeof(g->uuid), "%s", r->uuid);
+    g->json = skpx_strdup(r->json);
+    return g->json ? SKP_OK : SKP_ENOMEM;
+}
+
+static char *json_text(json_t *j)
+{
+    char *t = json_dumps(j, JSON_COMPACT);
+    if (!t)
+        return NULL;
+    json_malloc_t jm;
+    json_free_t jf;
+    json_get_alloc_funcs(&jm, &jf);
+    char *c = skpx_strdup(t);
+    jf(t);
+    return c;
+}
+
+static int query_body(struct collector *c, struct collector_unary *u, const ProtobufCMessage *msg)
+{
+    const Skywalking__V3__ContinuousProfilingPolicyQuery *q = (const void *)msg;
+    if (q->n_policies > CONT_QUERY_MAX_SERVICES) {
+        u->status = SKPX_GRPC_INVALID_ARGUMENT;
+        snprintf(u->message, sizeof(u->message), "at most %d services per query",
+                 CONT_QUERY_MAX_SERVICES);
+        return SKPX_GRPC_OK;
+    }
+    json_t *list = json_array();
+    if (!list)
+        return SKPX_GRPC_RESOURCE_EXHAUSTED;
+    skp_err err = SKP_OK;
+    for (size_t i = 0; i < q->n_policies && !err; i++) {
+        const Skywalking__V3__ContinuousProfilingServicePolicyQuery *sq = q->policies[i];
+        if (!sq || !sq->servicename || !sq->servicename[0])
+            continue;
+        const char *have = sq->uuid ? sq->uuid : "";
+        struct policy_get g = {0};
+        err = store_cont_list_policies(c->store, sq->servicename, policy_got, &g);
+        if (err) {
+            skpx_free(g.json);
+            break;
+        }
+        json_t *el = NULL;
+        if (g.found && strcmp(g.uuid, have) != 0) {
+            struct cont_policy p;
+            if (cont_policy_from_stored(sq->servicename, g.json, &p) == SKP_OK) {
+                el = cont_policy_agent_json(sq->servicename, &p);
+                cont_policy_cleanup(&p);
+                if (!el)
+                    err = SKP_ENOMEM;
+            }
+        } else if (!g.found && have[0]) {
+            el = cont_policy_agent_json(sq->servicename, NULL); /* removed */
+            if (!el)
+                err = SKP_ENOMEM;
+        }
+        skpx_free(g.json);
+        if (el && json_array_append_new(list, el))
+            err = SKP_ENOMEM;
+    }
+    if (err) {
+        json_decref(list);
+        u->status = err == SKP_ENOMEM ? SKPX_GRPC_RESOURCE_EXHAUSTED : SKPX_GRPC_UNAVAILABLE;
+        snprintf(u->message, sizeof(u->message), "skyprofd: policy lookup failed: %s",
+                 skp_strerror(err));
+        return SKPX_GRPC_OK;
+    }
+    if (json_array_size(list) == 0) {
+        json_decref(list);
+        return SKPX_GRPC_OK; /* nothing changed: empty Commands */
+    }
+    char *text = json_text(list);
+    json_decref(list);
+    if (!text)
+        return SKPX_GRPC_RESOURCE_EXHAUSTED;
+    return answer_command(u, "ContinuousProfilingPolicyQuery", "ServiceWithPolicyJSON", text);
+}
+COLLECTOR_UNARY_ON_MESSAGE(on_query, query_body)
+
+/* ---------------- reportProfilingTask ---------------- */
+
+static const char *const k_cause_types[] = {"PROCESS_CPU", "PROCESS_THREAD_COUNT", "SYSTEM_LOAD",
+                                            "HTTP_ERROR_RATE", "HTTP_AVG_RESPONSE_TIME"};
+#define REPORT_MAX_CAUSES 32
+
+static int report_body(struct collector *c, struct collector_unary *u,
+                       const ProtobufCMessage *msg)
+{
+    const Skywalking__V3__ContinuousProfilingReport *r = (const void *)msg;
+    if (!r->servicename || !r->servicename[0]) {
+        u->status = SKPX_GRPC_INVALID_ARGUMENT;
+        snprintf(u->message, sizeof(u->message), "serviceName is required");
+        return SKPX_GRPC_OK;
+    }
+    enum cont_target target;
+    switch (r->target_case) {
+    case SKYWALKING__V3__CONTINUOUS_PROFILING_REPORT__TARGET_ON_CPU:
+        target = CONT_TARGET_ON_CPU;
+        break;
+    case SKYWALKING__V3__CONTINUOUS_PROFILING_REPORT__TARGET_OFF_CPU:
+        target = CONT_TARGET_OFF_CPU;
+        break;
+    case SKYWALKING__V3__CONTINUOUS_PROFILING_REPORT__TARGET_NETWORK:
+        target = CONT_TARGET_NETWORK;
+        break;
+    default:
+        u->status = SKPX_GRPC_INVALID_ARGUMENT;
+        snprintf(u->message, sizeof(u->message), "a target (onCPU, offCPU, network) is required");
+        return SKPX_GRPC_OK;
+    }
+    struct store_cont_cause causes[REPORT_MAX_CAUSES];
+    size_t n = 0;
+    for (size_t i = 0; i < r->n_causes && n < REPORT_MAX_CAUSES; i++) {
+        const Skywalking__V3__ContinuousProfilingCause *pc = r->causes[i];
+        if (!pc)
+            continue;
+        struct store_cont_cause *sc = &causes[n];
+        memset(sc, 0, sizeof(*sc));
+        unsigned t = (unsigned)pc->type;
+        sc->type = t < sizeof(k_cause_types) / sizeof(k_cause_types[0]) ? k_cause_types[t]
+                                                                         : "UNKNOWN";
+        if (pc->cause_case == SKYWALKING__V3__CONTINUOUS_PROFILING_CAUSE__CAUSE_SINGLE_VALUE &&
+            pc->singlevalue) {
+            sc->threshold = pc->singlevalue->threshold;
+            sc->current = pc->singlevalue->current;
+        } else if (pc->cause_case == SKYWALKING__V3__CONTINUOUS_PROFILING_CAUSE__CAUSE_URI &&
+                   pc->uri) {
+            sc->threshold = pc->uri->threshold;
+            sc->current = pc->uri->current;
+            sc->uri_is_regex =
+                pc->uri->uri_case == SKYWALKING__V3__CONTINUOUS_PROFILING_URICAUSE__URI_REGEX;
+            sc->uri = sc->uri_is_regex ? pc->uri->regex : pc->uri->path;
+        }
+        n++;
+    }
+    struct cont_trigger_req req = {
+        .service = r->servicename,
+        .instance = r->instancename && r->instancename[0] ? r->instancename : NULL,
+        .process = r->processname && r->processname[0] ? r->processname : NULL,
+        .target = target,
+        .from_agent = true,
+        .causes = causes,
+        .n_causes = n,
+        .duration_s = r->duration,
+    };
+    struct cont_trigger_result res;
+    skp_err err = continuous_trigger_record(c->store, &req, collector_now(c), &res);
+    if (err) {
+        u->status = err == SKP_ENOMEM ? SKPX_GRPC_RESOURCE_EXHAUSTED : SKPX_GRPC_UNAVAILABLE;
+        snprintf(u->message, sizeof(u->message), "skyprofd: trigger not stored: %s",
+                 skp_strerror(err));
+        return SKPX_GRPC_OK;
+    }
+    char *id = skpx_strdup(res.task_id);
+    if (!id)
+        return SKPX_GRPC_RESOURCE_EXHAUSTED;
+    return answer_command(u, "ContinuousProfilingReportTask", "TaskId", id);
+}
+COLLECTOR_UNARY_ON_MESSAGE(on_report, report_body)
+
+skp_err collector_continuous_register(struct collector *c, struct skpx_grpc_server *srv)
+{
+    struct skpx_grpc_method q = {
+        .client_streaming = false,
+        .request_desc = &skywalking__v3__continuous_profiling_policy_query__descriptor,
+        .on_start = collector_on_start,
+        .on_message = on_query,
+        .on_end = collector_unary_on_end,
+        .on_close = collector_unary_on_close,
+        .ud = c,
+    };
+    skp_err err = collector_add(srv, PATHS("queryPolicies"), q);
+    if (err)
+        return err;
+    q.request_desc = &skywalking__v3__continuous_profiling_report__descriptor;
+    q.on_message = on_report;
+    return collector_add(srv, PATHS("reportProfilingTask"), q);
+}
+
+/* ---------------- the evaluator ---------------- */
+
+static int64_t on_fire(void *ud, const struct cont_fire *f)
+{
+    struct collector *c = ud;
+    struct store_cont_cause causes[CONT_EVAL_MAX_CAUSES];
+    int64_t min_ms = -1;
+    for (size_t i = 0; i < f->n_causes; i++) {
+        const struct cont_cause *k = &f->causes[i];
+        causes[i] = (struct store_cont_cause){
+            .type = cont_monitor_name(k->type), .uri = k->uri, .threshold = k->threshold,
+            .current = k->current, .window_s = k->window_s, .hits = k->hits};
+        if (min_ms < 0)
+            min_ms = k->type == CONT_MON_ENDPOINT_ERROR_RATE ? 0 : (int64_t)k->threshold;
+    }
+    struct cont_trigger_req req = {
+        .service = f->policy->service,
+        .instance = f->n_instances == 1 ? f->instances[0] : NULL,
+        .target = f->target,
+        .causes = causes,
+        .n_causes = f->n_causes,
+        .duration_s = f->policy->execute_s,
+        .endpoint = f->n_causes ? f->causes[0].uri : NULL,
+        .min_duration_ms = min_ms < 0 ? 0 : min_ms,
+        .instances = f->instances,
+        .n_instances = f->n_instances,
+    };
+    struct cont_trigger_result res;
+    if (continuous_trigger_record(c->store, &req, f->now_ms, &res) != SKP_OK) {
+        static struct skpx_log_limit lim;
+        skpx_log_limited(&lim, SKPX_LOG_WARN, "continuous: trigger of %s not stored",
+                         f->policy->service);
+    }
+    if (c->metrics)
+        c->metrics->continuous_triggers++;
+    return res.task_end_ms;
+}
+
+void collector_continuous_tick(struct collector *c)
+{
+    if (c->cont)
+        cont_eval_tick(c->cont->eval, collector_now(c), on_fire, c);
+}
+
+void collector_continuous_record(struct collector *c, const char *service, const char *instance,
+                                 const char *endpoint, int64_t latency_ms, bool is_error)
+{
+    if (c->cont)
+        cont_eval_record(c->cont->eval, service, instance, endpoint, latency_ms, is_error,
+                         collector_now(c));
+}
+
+struct cont_eval *collector_continuous_eval(struct collector *c)
+{
+    return c->cont ? c->cont->eval : NULL;
+}
+
+static void on_timer(evutil_socket_t fd, short what, void *ud)
+{
+    (void)fd;
+    (void)what;
+    collector_continuous_tick(ud);
+}
+
+static skp_err load_policy(void *ud, const struct store_cont_policy_row *r)
+{
+    struct cont_eval *e = ud;
+    struct cont_policy p;
+    if (cont_policy_from_stored(r->service, r->json, &p) != SKP_OK) {
+        SKPX_WARN("continuous: stored policy of %s not readable; skipped", r->service);
+        return SKP_OK;
+    }
+    return cont_eval_set_policy(e, &p);
+}
+
+skp_err collector_continuous_start(struct collector *c, struct event_base *base, int64_t slot_ms,
+                                   int64_t check_ms)
+{
+    c->cont = skpx_calloc(1, sizeof(*c->cont));
+    if (!c->cont)
+        return SKP_ENOMEM;
+    struct cont_eval_opts o = {.slot_ms = slot_ms};
+    skp_err err = cont_eval_new(&o, &c->cont->eval);
+    if (!err)
+        err = store_cont_list_policies(c->store, NULL, load_policy, c->cont->eval);
+    if (!err && base) {
+        if (check_ms <= 0)
+            check_ms = slot_ms > 0 ? slot_ms : 1000;
+        c->cont->timer = event_new(base, -1, EV_PERSIST, on_timer, c);
+        struct timeval tv = {.tv_sec = check_ms / 1000, .tv_usec = (check_ms % 1000) * 1000};
+        if (!c->cont->timer || event_add(c->cont->timer, &tv) != 0)
+            err = SKP_ENOMEM;
+    }
+    if (err)
+        collector_continuous_stop(c);
+    return err;
+}
+
+void collector_continuous_stop(struct collector *c)
+{
+    if (!c || !c->cont)
+        return;
+    if (c->cont->timer)
+        event_free(c->cont->timer);
+    cont_eval_free(c->cont->eval);
+    skpx_free(c->cont);
+    c->cont = NULL;
+}

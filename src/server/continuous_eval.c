@@ -1,0 +1,501 @@
+/* continuous_eval.c - the server-side evaluator of continuous-profiling policies (see
+ * continuous_eval.h). Per service with a policy: its flattened server-side items, one series per
+ * tracked endpoint (an open slot accumulating, a ring of closed slot values as long as the
+ * largest period), and the quiet time and recent trigger times of the service. */
+#include "server/continuous_eval.h"
+
+#include <math.h>
+#include <string.h>
+
+#include "common/alloc.h"
+#include "common/grow.h"
+#include "common/map.h"
+#include "server/endpoint_stats.h"
+
+#define NEG_MARK UINT32_MAX        /* endpoint → "matches no item" */
+#define MAX_FLAT_ITEMS 64          /* items of one policy (6 targets x 9 types < 64) */
+
+struct slot_val {
+    int64_t slot;              /* slot number (time / slot_ms); -1 = empty */
+    uint32_t count, errors;
+    float avg, p90, p99;
+};
+
+struct series {
+    char *endpoint;
+    uint64_t items;            /* bit i: flat item i matches this endpoint */
+    int64_t open_slot;
+    uint32_t o_count, o_errors;
+    double o_sum;
+    struct es_hist o_hist;     /* the open slot's latencies (buffer reused) */
+    struct slot_val *ring;     /* window entries, indexed by slot % window */
+    char *inst[CONT_EVAL_MAX_INSTANCES];
+    int64_t inst_slot[CONT_EVAL_MAX_INSTANCES];
+};
+
+struct flat_item {
+    enum cont_target target;
+    const struct cont_item *it;
+};
+
+struct svc {
+    bool active;
+    struct cont_policy pol;
+    struct flat_item items[MAX_FLAT_ITEMS];
+    size_t n_items;
+    int64_t window;            /* slots kept: the largest period */
+    struct series *series;
+    size_t n_series, cap_series;
+    struct skpx_strmap ep;     /* endpoint → series index, or NEG_MARK */
+    size_t n_neg;
+    int64_t quiet_until_ms;
+    int64_t *fired;            /* trigger times, ring of pol.max_per_hour */
+    size_t n_fired, fired_pos;
+};
+
+struct cont_eval {
+    int64_t slot_ms;
+    size_t max_series;
+    size_t total_series;
+    struct svc **svcs;
+    size_t n_svcs, cap_svcs;
+    struct skpx_strmap by_name; /* service → svcs index */
+    struct cont_eval_counters ctr;
+};
+
+skp_err cont_eval_new(const struct cont_eval_opts *opts, struct cont_eval **out)
+{
+    struct cont_eval *e = skpx_calloc(1, sizeof(*e));
+    if (!e)
+        return SKP_ENOMEM;
+    e->slot_ms = opts && opts->slot_ms > 0 ? opts->slot_ms : 1000;
+    e->max_series = opts && opts->max_series ? opts->max_series : CONT_EVAL_MAX_SERIES;
+    *out = e;
+    return SKP_OK;
+}
+
+static void series_cleanup(struct series *s)
+{
+    skpx_free(s->endpoint);
+    es_hist_cleanup(&s->o_hist);
+    skpx_free(s->ring);
+    for (size_t i = 0; i < CONT_EVAL_MAX_INSTANCES; i++)
+        skpx_free(s->inst[i]);
+    memset(s, 0, sizeof(*s));
+}
+
+static void svc_clear(struct cont_eval *e, struct svc *v)
+{
+    for (size_t i = 0; i < v->n_series; i++)
+        series_cleanup(&v->series[i]);
+    e->total_series -= v->n_series;
+    skpx_free(v->series);
+    v->series = NULL;
+    v->n_series = v->cap_series = 0;
+    skpx_strmap_cleanup(&v->ep);
+    v->n_neg = 0;
+    cont_policy_cleanup(&v->pol);
+    skpx_free(v->fired);
+    v->fired = NULL;
+    v->n_fired = v->fired_pos = 0;
+    v->n_items = 0;
+    v->active = false;
+}
+
+void cont_eval_free(struct cont_eval *e)
+{
+    if (!e)
+        return;
+    for (size_t i = 0; i < e->n_svcs; i++) {
+        svc_clear(e, e->svcs[i]);
+        skpx_free(e->svcs[i]);
+    }
+    skpx_free(e->svcs);
+    skpx_strmap_cleanup(&e->by_name);
+    skpx_free(e);
+}
+
+static struct svc *find_svc(const struct cont_eval *e, const char *service)
+{
+    uint32_t idx;
+    if (!service || !skpx_strmap_get(&e->by_name, service, &idx))
+        return NULL;
+    struct svc *v = e->svcs[idx];
+    return v->active ? v : NULL;
+}
+
+const char *cont_eval_policy_uuid(const struct cont_eval *e, const char *service)
+{
+    const struct svc *v = find_svc(e, service);
+    return v ? v->pol.uuid : NULL;
+}
+
+int64_t cont_eval_quiet_until(const struct cont_eval *e, const char *service)
+{
+    const struct svc *v = find_svc(e, service);
+    return v ? v->quiet_until_ms : 0;
+}
+
+skp_err cont_eval_set_policy(struct cont_eval *e, struct cont_policy *p)
+{
+    struct cont_policy pol = *p;
+    memset(p, 0, sizeof(*p));
+    uint32_t idx;
+    struct svc *v = NULL;
+    if (skpx_strmap_get(&e->by_name, pol.service, &idx)) {
+        v = e->svcs[idx];
+        if (v->active && strcmp(v->pol.uuid, pol.uuid) == 0) {
+            cont_policy_cleanup(&pol); /* unchanged: keep the series and the quiet time */
+            return SKP_OK;
+        }
+    }
+    if (!cont_policy_has_server_items(&pol)) {
+        if (v)
+            svc_clear(e, v);
+        cont_policy_cleanup(&pol);
+        return SKP_OK;
+    }
+    if (!v) {
+        if (skpx_grow(&e->svcs, &e->cap_svcs, e->n_svcs + 1, sizeof(*e->svcs), 8) != SKP_OK)
+            goto oom;
+        v = skpx_calloc(1, sizeof(*v));
+        if (!v)
+            goto oom;
+        if (skpx_strmap_put(&e->by_name, pol.service, (uint32_t)e->n_svcs) != SKP_OK) {
+            skpx_free(v);
+            goto oom;
+        }
+        e->svcs[e->n_svcs++] = v;
+    }
+    int64_t quiet = v->quiet_until_ms;
+    svc_clear(e, v);
+    v->quiet_until_ms = quiet;
+    v->fired = skpx_calloc((size_t)pol.max_per_hour, sizeof(int64_t));
+    if (!v->fired)
+        goto oom;
+    v->pol = pol;
+    v->window = 1;
+    for (size_t t = 0; t < v->pol.n_targets; t++)
+        for (size_t i = 0; i < v->pol.targets[t].n_items; i++) {
+            const struct cont_item *it = &v->pol.targets[t].items[i];
+            if (!cont_monitor_server_side(it->type) || v->n_items == MAX_FLAT_ITEMS)
+                continue;
+            v->items[v->n_items++] = (struct flat_item){v->pol.targets[t].type, it};
+            if (it->period_s > v->window)
+                v->window = it->period_s;
+        }
+    v->active = true;
+    e->ctr.policies = 0;
+    for (size_t i = 0; i < e->n_svcs; i++)
+        e->ctr.policies += e->svcs[i]->active;
+    return SKP_OK;
+oom:
+    cont_policy_cleanup(&pol);
+    return SKP_ENOMEM;
+}
+
+void cont_eval_remove_policy(struct cont_eval *e, const char *service)
+{
+    struct svc *v = find_svc(e, service);
+    if (!v)
+        return;
+    svc_clear(e, v);
+    e->ctr.policies--;
+}
+
+/* ---------------------------------------------------------------- slots */
+
+static double slot_value(const struct slot_val *sv, enum cont_monitor m)
+{
+    switch (m) {
+    case CONT_MON_ENDPOINT_AVG_RESPONSE_TIME:
+        return sv->avg;
+    case CONT_MON_ENDPOINT_P90_RESPONSE_TIME:
+        return sv->p90;
+    case CONT_MON_ENDPOINT_P99_RESPONSE_TIME:
+        return sv->p99;
+    case CONT_MON_ENDPOINT_ERROR_RATE:
+        return 100.0 * sv->errors / sv->count;
+    default:
+        return NAN;
+    }
+}
+
+/* Closes the open slot of `s` into the ring when `slot` is a later one. */
+static void roll(const struct svc *v, struct series *s, int64_t slot)
+{
+    if (slot <= s->open_slot)
+        return;
+    if (s->o_count) {
+        struct slot_val *sv = &s->ring[s->open_slot % v->window];
+        sv->slot = s->open_slot;
+        sv->count = s->o_count;
+        sv->errors = s->o_errors;
+        sv->avg = (float)(s->o_sum / s->o_count);
+        sv->p90 = (float)es_hist_quantile(&s->o_hist, 0.90);
+        sv->p99 = (float)es_hist_quantile(&s->o_hist, 0.99);
+    }
+    s->open_slot = slot;
+    s->o_count = s->o_errors = 0;
+    s->o_sum = 0;
+    s->o_hist.n = 0; /* keep the bucket buffer for the next slot */
+    s->o_hist.total = 0;
+}
+
+static uint64_t items_matching(const struct svc *v, const char *endpoint)
+{
+    uint64_t m = 0;
+    for (size_t i = 0; i < v->n_items; i++)
+        if (cont_item_matches(v->items[i].it, endpoint))
+            m |= UINT64_C(1) << i;
+    return m;
+}
+
+/* The series of `endpoint`, created when an item matches it; NULL when none does (or bound). */
+static struct series *series_of(struct cont_eval *e, struct svc *v, const char *endpoint)
+{
+    uint32_t idx;
+    if (skpx_strmap_get(&v->ep, endpoint, &idx))
+        return idx == NEG_MARK ? NULL : &v->series[idx];
+    uint64_t m = items_matching(v, endpoint);
+    if (!m) {
+        if (v->n_neg >= CONT_EVAL_MAX_NEG) { /* forget the misses; tracked ones stay mapped */
+            skpx_strmap_clear(&v->ep);
+            v->n_neg = 0;
+            for (size_t i = 0; i < v->n_series; i++)
+                if (skpx_strmap_put(&v->ep, v->series[i].endpoint, (uint32_t)i) != SKP_OK)
+                    return NULL;
+        }
+        if (skpx_strmap_put(&v->ep, endpoint, NEG_MARK) == SKP_OK)
+            v->n_neg++;
+        return NULL;
+    }
+    if (e->total_series >= e->max_series) {
+        e->ctr.untracked++;
+        return NULL;
+    }
+    if (skpx_grow(&v->series, &v->cap_series, v->n_series + 1, sizeof(*v->series), 8) != SKP_OK)
+        return NULL;
+    struct series *s = &v->series[v->n_series];
+    memset(s, 0, sizeof(*s));
+    s->endpoint = skpx_strdup(endpoint);
+    s->ring = skpx_malloc((size_t)v->window * sizeof(*s->ring));
+    if (!s->endpoint || !s->ring ||
+        skpx_strmap_put(&v->ep, endpoint, (uint32_t)v->n_series) != SKP_OK) {
+        series_cleanup(s);
+        return NULL;
+    }
+    for (int64_t i = 0; i < v->window; i++)
+        s->ring[i].slot = -1;
+    s->items = m;
+    v->n_series++;
+    e->total_series++;
+    return s;
+}
+
+static void note_instance(struct series *s, const char *instance, int64_t slot)
+{
+    if (!instance || !*instance)
+        return;
+    size_t oldest = 0;
+    for (size_t i = 0; i < CONT_EVAL_MAX_INSTANCES; i++) {
+        if (s->inst[i] && strcmp(s->inst[i], instance) == 0) {
+            s->inst_slot[i] = slot;
+            return;
+        }
+        if (!s->inst[i] || s->inst_slot[i] < s->inst_slot[oldest])
+            oldest = i;
+        if (!s->inst[i])
+            break;
+    }
+    char *c = skpx_strdup(instance);
+    if (!c)
+        return;
+    skpx_free(s->inst[oldest]);
+    s->inst[oldest] = c;
+    s->inst_slot[oldest] = slot;
+}
+
+void cont_eval_record(struct cont_eval *e, const char *service, const char *instance,
+                      const char *endpoint, int64_t latency_ms, bool is_error, int64_t now_ms)
+{
+    if (e->ctr.policies == 0)
+        return;
+    struct svc *v = find_svc(e, service);
+    if (!v || !endpoint)
+        return;
+    struct series *s = series_of(e, v, endpoint);
+    if (!s)
+        return;
+    int64_t slot = now_ms / e->slot_ms;
+    roll(v, s, slot);
+    if (latency_ms < 0)
+        latency_ms = 0;
+    if (es_hist_add(&s->o_hist, (uint64_t)latency_ms, 1, NULL) != SKP_OK)
+        return;
+    s->o_count++;
+    s->o_errors += is_error;
+    s->o_sum += (double)latency_ms;
+    if (s->o_count == 1 || s->o_count % 64 == 0)
+        note_instance(s, instance, slot);
+    e->ctr.recorded++;
+}
+
+/* ---------------------------------------------------------------- evaluation */
+
+/* Judges flat item i on series s over the `period` closed slots before `cur`. */
+static bool judge(const struct flat_item *fi, const struct series *s, int64_t window,
+                  int64_t cur, int64_t *hits, double *mean)
+{
+    int64_t period = fi->it->period_s < window ? fi->it->period_s : window;
+    int64_t n = 0;
+    double sum = 0;
+    for (int64_t k = cur - period; k < cur; k++) {
+        if (k < 0)
+            continue;
+        const struct slot_val *sv = &s->ring[k % window];
+        if (sv->slot != k || !sv->count)
+            continue;
+        double val = slot_value(sv, fi->it->type);
+        if (val >= fi->it->threshold) {
+            n++;
+            sum += val;
+        }
+    }
+    *hits = n;
+    *mean = n ? sum / (double)n : 0;
+    return n >= fi->it->count;
+}
+
+static bool under_cap(struct svc *v, int64_t now_ms)
+{
+    size_t cap = (size_t)v->pol.max_per_hour;
+    if (v->n_fired < cap)
+        return true;
+    /* the ring is full: the oldest of the last `cap` triggers must be an hour old */
+    return now_ms - v->fired[v->fired_pos] >= 3600 * 1000;
+}
+
+static void note_fired(struct svc *v, int64_t now_ms)
+{
+    size_t cap = (size_t)v->pol.max_per_hour;
+    v->fired[v->fired_pos] = now_ms;
+    v->fired_pos = (v->fired_pos + 1) % cap;
+    if (v->n_fired < cap)
+        v->n_fired++;
+}
+
+static void eval_svc(struct cont_eval *e, struct svc *v, int64_t now_ms, cont_fire_cb cb,
+                     void *ud)
+{
+    int64_t cur = now_ms / e->slot_ms;
+    for (size_t i = 0; i < v->n_series; i++)
+        roll(v, &v->series[i], cur);
+    if (now_ms < v->quiet_until_ms)
+        return;
+    int64_t quiet = 0;
+    for (size_t t = 0; t < v->pol.n_targets; t++) {
+        enum cont_target target = v->pol.targets[t].type;
+        struct cont_cause causes[CONT_EVAL_MAX_CAUSES];
+        size_t nc = 0;
+        const struct series *first = NULL;
+        for (size_t i = 0; i < v->n_items; i++) {
+            if (v->items[i].target != target)
+                continue;
+            for (size_t k = 0; k < v->n_series && nc < CONT_EVAL_MAX_CAUSES; k++) {
+                const struct series *s = &v->series[k];
+                int64_t hits;
+                double mean;
+                if (!(s->items >> i & 1) || !judge(&v->items[i], s, v->window, cur, &hits, &mean))
+                    continue;
+                causes[nc++] = (struct cont_cause){
+                    .type = v->items[i].it->type, .uri = s->endpoint,
+                    .threshold = v->items[i].it->threshold, .current = mean,
+                    .window_s = v->items[i].it->period_s * e->slot_ms / 1000, .hits = hits,
+                    .period = v->items[i].it->period_s};
+                if (!first)
+                    first = s;
+            }
+        }
+        if (!nc)
+            continue;
+        if (!under_cap(v, now_ms)) {
+            e->ctr.suppressed++;
+            continue;
+        }
+        const char *inst[CONT_EVAL_MAX_INSTANCES];
+        size_t ni = 0;
+        for (size_t k = 0; k < CONT_EVAL_MAX_INSTANCES; k++)
+            if (first->inst[k] && first->inst_slot[k] >= cur - v->window - 1)
+                inst[ni++] = first->inst[k];
+        struct cont_fire f = {.policy = &v->pol, .target = target, .causes = causes,
+                              .n_causes = nc, .instances = inst, .n_instances = ni,
+                              .now_ms = now_ms};
+        int64_t task_end = cb ? cb(ud, &f) : 0;
+        note_fired(v, now_ms);
+        e->ctr.fired++;
+        int64_t busy = now_ms + v->pol.execute_s * e->slot_ms;
+        if (task_end > busy)
+            busy = task_end;
+        int64_t q = busy + v->pol.silence_s * e->slot_ms;
+        if (q > quiet)
+            quiet = q;
+    }
+    if (quiet)
+        v->quiet_until_ms = quiet;
+}
+
+void cont_eval_tick(struct cont_eval *e, int64_t now_ms, cont_fire_cb cb, void *ud)
+{
+    for (size_t i = 0; i < e->n_svcs; i++)
+        if (e->svcs[i]->active)
+            eval_svc(e, e->svcs[i], now_ms, cb, ud);
+}
+
+skp_err cont_eval_values(struct cont_eval *e, const char *service, int64_t now_ms,
+                         cont_series_cb cb, void *ud)
+{
+    struct svc *v = find_svc(e, service);
+    if (!v)
+        return SKP_ENOTFOUND;
+    int64_t cur = now_ms / e->slot_ms;
+    double *vals = skpx_malloc((size_t)v->window * sizeof(double));
+    if (!vals)
+        return SKP_ENOMEM;
+    skp_err err = SKP_OK;
+    for (size_t k = 0; k < v->n_series && !err; k++) {
+        struct series *s = &v->series[k];
+        roll(v, s, cur);
+        for (size_t i = 0; i < v->n_items && !err; i++) {
+            if (!(s->items >> i & 1))
+                continue;
+            for (int64_t j = 0; j < v->window; j++) {
+                int64_t slot = cur - v->window + j;
+                const struct slot_val *sv = slot >= 0 ? &s->ring[slot % v->window] : NULL;
+                vals[j] = sv && sv->slot == slot && sv->count ? slot_value(sv, v->items[i].it->type)
+                                                              : NAN;
+            }
+            struct cont_series_view view = {
+                .target = cont_target_name(v->items[i].target),
+                .type = cont_monitor_name(v->items[i].it->type),
+                .uri = s->endpoint,
+                .threshold = v->items[i].it->threshold,
+                .period = v->items[i].it->period_s,
+                .count = v->items[i].it->count,
+                .first_slot_ms = (cur - v->window) * e->slot_ms,
+                .slot_ms = e->slot_ms,
+                .values = vals,
+                .n_values = (size_t)v->window,
+            };
+            err = cb(ud, &view);
+        }
+    }
+    skpx_free(vals);
+    return err;
+}
+
+void cont_eval_counters(const struct cont_eval *e, struct cont_eval_counters *out)
+{
+    *out = e->ctr;
+    out->series = e->total_series;
+}

@@ -1,0 +1,114 @@
+/* continuous_eval.h - skyprofd's evaluator of the server-side items of continuous-profiling
+ * policies (ENDPOINT_AVG/P90/P99_RESPONSE_TIME, ENDPOINT_ERROR_RATE) from every reported
+ * segment's entry span, with rover's semantics (spec §3.1):
+ *  - slots of slot_ms (1 s; tests shorten it), by the time skyprofd received the segment;
+ *  - per endpoint that an item of the service's policy names (uriList) or matches (uriRegex; an
+ *    item with neither matches every endpoint): per slot the request count, errors, mean, p90
+ *    and p99 (a slot's latencies go into one sparse histogram, es_hist, reused every slot);
+ *  - an item fires when at least `count` of the last `period` closed slots have a value >=
+ *    threshold (slots without requests have no value); any firing item fires its target;
+ *  - then no trigger for the service while the task runs (execute duration, or the created
+ *    task's end if later) nor during the silence after it, and at most maxTriggersPerHour.
+ * Bounds: CONT_EVAL_MAX_SERIES endpoints tracked in all (more are not tracked, and counted);
+ * an endpoint never matched is remembered as such (at most CONT_EVAL_MAX_NEG per service).
+ * Single-threaded (the server loop). */
+#ifndef SKP_SERVER_CONTINUOUS_EVAL_H
+#define SKP_SERVER_CONTINUOUS_EVAL_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "server/continuous_policy.h"
+#include "skyprof/skp_err.h"
+
+#define CONT_EVAL_MAX_SERIES 20000
+#define CONT_EVAL_MAX_NEG 10000
+#define CONT_EVAL_MAX_CAUSES 8
+#define CONT_EVAL_MAX_INSTANCES 16 /* instances remembered per endpoint (for PPROF targets) */
+
+struct cont_eval;
+
+struct cont_eval_opts {
+    int64_t slot_ms;           /* 0 = 1000 */
+    size_t max_series;         /* 0 = CONT_EVAL_MAX_SERIES */
+};
+
+/* One cause of a firing target (strings borrowed for the callback). */
+struct cont_cause {
+    enum cont_monitor type;
+    const char *uri;           /* the endpoint */
+    double threshold;
+    double current;            /* mean value of the slots at or above the threshold */
+    int64_t window_s;          /* the item's period, in seconds of slot_ms */
+    int64_t hits;              /* slots of the window at or above the threshold */
+    int64_t period;            /* = the item's period (slots) */
+};
+
+/* A target fired. */
+struct cont_fire {
+    const struct cont_policy *policy;
+    enum cont_target target;
+    const struct cont_cause *causes;
+    size_t n_causes;
+    const char *const *instances; /* instances that served the first cause's endpoint lately */
+    size_t n_instances;
+    int64_t now_ms;
+};
+/* Called for each firing target; returns the end time (ms) of the task it created (0 = none),
+ * so the evaluator holds the service quiet until then plus the silence. */
+typedef int64_t (*cont_fire_cb)(void *ud, const struct cont_fire *f);
+
+struct cont_eval_counters {
+    uint64_t recorded;         /* requests added to a tracked endpoint */
+    uint64_t untracked;        /* matched but not tracked (series bound) */
+    uint64_t fired;            /* triggers fired */
+    uint64_t suppressed;       /* firing targets held back by the hourly cap */
+    size_t series;
+    size_t policies;
+};
+
+SKP_MUST_CHECK skp_err cont_eval_new(const struct cont_eval_opts *opts, struct cont_eval **out);
+void cont_eval_free(struct cont_eval *e);
+
+/* Installs the policy of p->service, taking ownership of *p (moved: *p is zeroed), replacing
+ * the previous one (its series and quiet time kept when the uuid is unchanged). A policy
+ * without server-side items is dropped (nothing to evaluate). Errors: SKP_ENOMEM (*p then
+ * cleaned up). */
+SKP_MUST_CHECK skp_err cont_eval_set_policy(struct cont_eval *e, struct cont_policy *p);
+void cont_eval_remove_policy(struct cont_eval *e, const char *service);
+/* The uuid of the service's installed policy, NULL if none. */
+const char *cont_eval_policy_uuid(const struct cont_eval *e, const char *service);
+
+/* One finished request (hot path: a hash lookup when the service has no policy). */
+void cont_eval_record(struct cont_eval *e, const char *service, const char *instance,
+                      const char *endpoint, int64_t latency_ms, bool is_error, int64_t now_ms);
+
+/* Closes the slots up to now, evaluates every policy and calls cb for each firing target. */
+void cont_eval_tick(struct cont_eval *e, int64_t now_ms, cont_fire_cb cb, void *ud);
+
+/* Recent closed slot values of one item's endpoints (for the UI's charts): `values[i]` is the
+ * value of slot (first_slot_ms + i*slot_ms), NaN when the slot had no request. */
+struct cont_series_view {
+    const char *target;
+    const char *type;
+    const char *uri;
+    double threshold;
+    int64_t period;
+    int64_t count;
+    int64_t first_slot_ms;
+    int64_t slot_ms;
+    const double *values;
+    size_t n_values;
+};
+typedef skp_err (*cont_series_cb)(void *ud, const struct cont_series_view *v);
+/* Visits each (item, endpoint) of the service's policy. Errors: SKP_ENOTFOUND (no policy
+ * evaluated here), SKP_ENOMEM, or the callback's. */
+SKP_MUST_CHECK skp_err cont_eval_values(struct cont_eval *e, const char *service, int64_t now_ms,
+                                        cont_series_cb cb, void *ud);
+/* When the service may trigger again (0 = now). */
+int64_t cont_eval_quiet_until(const struct cont_eval *e, const char *service);
+
+void cont_eval_counters(const struct cont_eval *e, struct cont_eval_counters *out);
+
+#endif

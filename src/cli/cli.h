@@ -44,6 +44,8 @@ int cmd_services(struct cli *c, int argc, char **argv);
 int cmd_endpoints(struct cli *c, int argc, char **argv);
 int cmd_jfr(struct cli *c, int argc, char **argv);
 int cmd_pprof(struct cli *c, int argc, char **argv);
+int cmd_policy(struct cli *c, int argc, char **argv);   /* cmd_policy.c */
+int cmd_triggers(struct cli *c, int argc, char **argv); /* cmd_policy.c */
 /* Out-of-process commands (src/attach): read a local process, talk to no server. */
 int cmd_dump(struct cli *c, int argc, char **argv);
 int cmd_record(struct cli *c, int argc, char **argv);

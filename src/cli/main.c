@@ -32,6 +32,11 @@ static const char g_usage[] =
     "                               process tasks, per-instance progress and files\n"
     "  pprof analyze ID [--sample-type T] [--instances A,B] [--functions]\n"
     "  pprof download ID [--file N | --format pprof|collapsed|speedscope|html] [-o FILE]\n"
+    "  policy set SERVICE (--file F | TARGET:TYPE:THRESHOLD:PERIOD:COUNT[:URI]...)\n"
+    "             [--execute S] [--silence S] [--max-per-hour N]\n"
+    "  policy get|delete SERVICE | policy list\n"
+    "                               continuous-profiling policies\n"
+    "  triggers [--service S] [--task ID]   what started profiling by itself, and why\n"
     "\n"
     "Out-of-process (a local process, no agent inside it, no server):\n"
     "  dump --pid P [--json]        every Python thread's stack now\n"
@@ -63,6 +68,8 @@ static const struct {
     {"endpoints", cmd_endpoints},
     {"jfr", cmd_jfr},
     {"pprof", cmd_pprof},
+    {"policy", cmd_policy},
+    {"triggers", cmd_triggers},
     {"dump", cmd_dump},
     {"record", cmd_record},
 };

@@ -336,8 +336,7 @@ void cont_eval_record(struct cont_eval *e, const char *service, const char *inst
     s->o_count++;
     s->o_errors += is_error;
     s->o_sum += (double)latency_ms;
-    if (s->o_count == 1 || s->o_count % 64 == 0)
-        note_instance(s, instance, slot);
+    note_instance(s, instance, slot);
     e->ctr.recorded++;
 }
 

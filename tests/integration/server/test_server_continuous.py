@@ -331,6 +331,41 @@ def t_silence_and_cap():
     assert c["type"] == "ENDPOINT_P90_RESPONSE_TIME" and c["uri"] == "/slow" and c["current"] >= 150.5, c
 
 
+def cli(*args, expect=0):
+    import subprocess
+    from skp_harness import build_path
+    r = subprocess.run([build_path("src", "cli", "skyprof"), "--server", "http://127.0.0.1:%d" % S.http_port]
+                       + list(args), capture_output=True, text=True, timeout=60)
+    assert r.returncode == expect, (args, r.returncode, r.stdout, r.stderr)
+    return r.stdout, r.stderr
+
+
+def t_cli():
+    out, _ = cli("policy", "set", "cli-svc", "TRACE:ENDPOINT_P99_RESPONSE_TIME:500.5:10:4:/checkout",
+                 "PPROF_CPU:ENDPOINT_ERROR_RATE:5:6:2:~^/api/", "ON_CPU:PROCESS_CPU:80:10:3",
+                 "--execute", "120", "--silence", "30", "--max-per-hour", "3")
+    assert "execute 120s, silence 30s, at most 3/hour" in out, out
+    st, got = S.json("GET", "/api/v1/continuous/policies/cli-svc", expect=200)
+    items = {(t["targetType"], i["type"]): i for t in got["targets"] for i in t["checkItems"]}
+    assert items[("TRACE", "ENDPOINT_P99_RESPONSE_TIME")]["uriList"] == ["/checkout"], got
+    assert items[("PPROF_CPU", "ENDPOINT_ERROR_RATE")]["uriRegex"] == "^/api/", got
+    assert items[("ON_CPU", "PROCESS_CPU")]["threshold"] == "80", got
+    out, _ = cli("policy", "get", "cli-svc")
+    assert "ENDPOINT_P99_RESPONSE_TIME" in out and ">= 500.5" in out and "uri /checkout" in out, out
+    out, _ = cli("policy", "list")
+    assert "policy of cli-svc" in out, out
+    _, err = cli("policy", "set", "cli-svc", "TRACE:ENDPOINT_AVG_RESPONSE_TIME:1:3:4", expect=1)
+    assert "check ENDPOINT_AVG_RESPONSE_TIME in TRACE error: count must be small than period" in err, err
+    _, err = cli("policy", "set", "cli-svc", "TRACE:oops", expect=2)
+    out, _ = cli("triggers", "--service", "ev-svc")
+    assert "TRACE" in out and "triggered by ENDPOINT_AVG_RESPONSE_TIME of /slow" in out and "task " in out, out
+    out, _ = cli("--json", "triggers", "--service", "rep-svc")
+    assert json.loads(out)["triggers"][0]["source"] == "agent", out
+    out, _ = cli("policy", "delete", "cli-svc")
+    assert "deleted" in out, out
+    cli("policy", "get", "cli-svc", expect=4)
+
+
 def t_flags():
     # the test settings are flags of the daemon (and appear in --help)
     import subprocess
@@ -385,6 +420,7 @@ def main():
             R.run("reportProfilingTask -> trigger + TaskId", t_report_task)
             R.run("evaluator: TRACE target from segments", t_trace_target)
             R.run("evaluator: silence + hourly cap", t_silence_and_cap)
+            R.run("skyprof policy / triggers", t_cli)
             R.run("policies survive a restart", t_restart, data)
         finally:
             S.stop()

@@ -9,17 +9,19 @@
 #include "cli/cli.h"
 
 static const char g_usage[] =
-    "Usage: skyprof policy set SERVICE (--file FILE | --file - | TARGET:TYPE:THRESHOLD:PERIOD:COUNT[:URI]...)\n"
+    "Usage: skyprof policy set SERVICE (--file FILE | --file - |\n"
+    "                          TARGET:TYPE:THRESHOLD:PERIOD:COUNT[:URI]...)\n"
     "                          [--execute S] [--silence S] [--max-per-hour N]\n"
     "       skyprof policy get SERVICE | skyprof policy delete SERVICE | skyprof policy list\n"
     "A continuous-profiling policy: when a check crosses its threshold in COUNT of PERIOD\n"
     "seconds, the target's profiling starts by itself. --file takes SkyWalking's input JSON\n"
     "({\"targets\": [{\"targetType\", \"checkItems\": [...]}], ...}); or give items as\n"
     "  TRACE:ENDPOINT_AVG_RESPONSE_TIME:200:10:3:/checkout   (URI optional; ~ before it = regex)\n"
-    "Targets: TRACE PPROF_CPU PPROF_WALL ON_CPU OFF_CPU NETWORK. Types: ENDPOINT_AVG_RESPONSE_TIME\n"
-    "ENDPOINT_P90_RESPONSE_TIME ENDPOINT_P99_RESPONSE_TIME ENDPOINT_ERROR_RATE (skyprofd checks\n"
-    "them) PROCESS_CPU PROCESS_THREAD_COUNT SYSTEM_LOAD HTTP_ERROR_RATE HTTP_AVG_RESPONSE_TIME\n"
-    "(agents check them). See docs/continuous-profiling.md.\n"
+    "Targets: TRACE PPROF_CPU PPROF_WALL ON_CPU OFF_CPU NETWORK.\n"
+    "Types: ENDPOINT_AVG_RESPONSE_TIME ENDPOINT_P90_RESPONSE_TIME ENDPOINT_P99_RESPONSE_TIME\n"
+    "ENDPOINT_ERROR_RATE (skyprofd checks them); PROCESS_CPU PROCESS_THREAD_COUNT SYSTEM_LOAD\n"
+    "HTTP_ERROR_RATE HTTP_AVG_RESPONSE_TIME (agents check them).\n"
+    "See docs/continuous-profiling.md.\n"
     "Global options --server, --token, --timeout, --json are accepted too.\n";
 
 static const char g_trig_usage[] =
@@ -308,9 +310,10 @@ int cmd_triggers(struct cli *c, int argc, char **argv)
         json_t *t;
         char tb[32];
         json_array_foreach(list, i, t) {
-            printf("%s  %-16s %-10s %-6s %s\n", cli_fmt_time(cli_json_int(t, "time"), tb, sizeof(tb)),
-                   cli_json_str(t, "service"), cli_json_str(t, "target"),
-                   cli_json_str(t, "source"), cli_json_str(t, "text"));
+            printf("%s  %-16s %-10s %-6s %s\n",
+                   cli_fmt_time(cli_json_int(t, "time"), tb, sizeof(tb)),
+                   cli_json_str(t, "service"), cli_json_str(t, "target"), cli_json_str(t, "source"),
+                   cli_json_str(t, "text"));
             if (*cli_json_str(t, "taskId"))
                 printf("    task %s (%s)\n", cli_json_str(t, "taskId"),
                        cli_json_str(t, "taskKind"));

@@ -11,6 +11,7 @@
 #include "common/alloc.h"
 #include "common/err.h"
 #include "common/log.h"
+#include "server/http_guard.h"
 #include "server/segment_keep.h"
 
 enum opt_kind { OPT_STR, OPT_DAYS, OPT_LEVEL, OPT_U64, OPT_ADDR, OPT_GRACE };
@@ -53,6 +54,7 @@ static const struct opt opts[] = {
     {"--continuous-slot-ms", "SKYPROF_CONTINUOUS_SLOT_MS", OPT_U64, OFF(continuous_slot_ms)},
     {"--continuous-check-interval-ms", "SKYPROF_CONTINUOUS_CHECK_INTERVAL_MS", OPT_U64,
      OFF(continuous_check_ms)},
+    {"--allowed-origins", "SKYPROF_ALLOWED_ORIGINS", OPT_STR, OFF(allowed_origins)},
 };
 #undef OFF
 
@@ -98,6 +100,9 @@ static const char usage[] =
     "  --continuous-slot-ms MS        continuous profiling: slot length (default 1000; tests\n"
     "                                 shorten it: periods and durations count slots)\n"
     "  --continuous-check-interval-ms MS  how often policies are evaluated (default: a slot)\n"
+    "  --allowed-origins LIST         comma-separated http(s)://HOST[:PORT] origins whose pages\n"
+    "                                 may call the API, and host names it answers for\n"
+    "                                 (default: only this server, by IP or dotless name)\n"
     "  --help, -h                     this text\n"
     "  --version, -V                  print the version\n"
     "\n"
@@ -105,7 +110,7 @@ static const char usage[] =
     "SKYPROF_AUTH_TOKEN, SKYPROF_API_TOKEN, SKYPROF_RETENTION_DAYS, SKYPROF_LOG_LEVEL,\n"
     "SKYPROF_WEB_ROOT, SKYPROF_MAX_ANALYZE_SNAPSHOTS, SKYPROF_PPROF_MAX_BYTES,\n"
     "SKYPROF_KEEP_SEGMENTS, SKYPROF_KEEP_GRACE_S, SKYPROF_JFR_MAX_BYTES,\n"
-    "SKYPROF_MAX_SEGMENT_SPANS; each limit flag --x-y has SKYPROF_X_Y.\n";
+    "SKYPROF_MAX_SEGMENT_SPANS, SKYPROF_ALLOWED_ORIGINS; each limit flag --x-y has SKYPROF_X_Y.\n";
 
 const char *config_usage(void)
 {
@@ -182,6 +187,14 @@ static skp_err apply(struct config *cfg, const struct opt *o, const char *val, c
             snprintf(err, CONFIG_ERR_MAX,
                      "%s: '%s' is not none|profiled|all|sampled:N (N in 1..1000000)", origin, val);
             return SKP_EINVAL;
+        }
+        if (!strcmp(o->flag, "--allowed-origins")) {
+            static struct http_guard g; /* ~8 KiB: not on the stack; config is single-threaded */
+            char why[CONFIG_ERR_MAX];
+            if (http_guard_init(&g, NULL, val, why, sizeof(why)) != SKP_OK) {
+                snprintf(err, CONFIG_ERR_MAX, "%s", why);
+                return SKP_EINVAL;
+            }
         }
         char **slot = (char **)(void *)(base + o->offset);
         char *copy = NULL;
@@ -264,6 +277,7 @@ void config_cleanup(struct config *cfg)
     skpx_free(cfg->db_path);
     skpx_free(cfg->auth_token);
     skpx_free(cfg->api_token);
+    skpx_free(cfg->allowed_origins);
     skpx_free(cfg->web_root);
     skpx_free(cfg->keep_segments);
     memset(cfg, 0, sizeof(*cfg));

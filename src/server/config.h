@@ -57,6 +57,7 @@ struct config {
      * length and check interval in ms; 0 = 1000. Policies' periods and durations count slots. */
     uint64_t continuous_slot_ms;
     uint64_t continuous_check_ms;
+    char *allowed_origins;     /* --allowed-origins: comma-separated http(s)://HOST[:PORT] */
     bool show_help;
     bool show_version;
 };

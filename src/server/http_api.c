@@ -147,6 +147,11 @@ static bool authorized(struct http_ctx *cx)
 
 void http_healthz(struct http_ctx *cx)
 {
+    if (cx->api->db_problem) {
+        http_reply_json(cx, 503, json_pack("{s:s, s:s}", "status", "database corrupt",
+                                           "database", cx->api->db_problem));
+        return;
+    }
     http_reply_json(cx, 200, json_pack("{s:s}", "status", "ok"));
 }
 
@@ -179,6 +184,22 @@ static void on_request(struct evhttp_request *req, void *ud)
     const char *path = uri ? evhttp_uri_get_path(uri) : NULL;
     const char *query = uri ? evhttp_uri_get_query(uri) : NULL;
     cx.raw_path = path && *path ? path : "/";
+    struct evkeyvalq *in = evhttp_request_get_input_headers(req);
+    struct evkeyvalq *out = evhttp_request_get_output_headers(req);
+    evhttp_add_header(out, "X-Frame-Options", "DENY");
+    if (!http_guard_host_ok(&api->guard, evhttp_find_header(in, "Host"))) {
+        /* DNS rebinding: a page of another site whose name now resolves to us. */
+        static struct skpx_log_limit lim;
+        skpx_log_limited(&lim, SKPX_LOG_WARN,
+                         "http req %" PRIu64 ": refused Host '%s' (not served here; see "
+                         "--allowed-origins)",
+                         cx.req_id, evhttp_find_header(in, "Host"));
+        api->metrics->http_guard_refused++;
+        http_reply_error(&cx, 421, "this server does not answer for host '%s' (DNS rebinding "
+                                   "protection; list it in skyprofd --allowed-origins)",
+                         evhttp_find_header(in, "Host"));
+        goto out;
+    }
     if (!path || path[0] != '/') {
         http_reply_error(&cx, 400, "bad request target");
         goto out;
@@ -234,12 +255,20 @@ skp_err http_api_new(struct event_base *base, const struct http_api_opts *o, str
     h->now_ms = o->now_ms;
     h->endpoint_stats = o->endpoint_stats;
     h->cont_eval = o->cont_eval;
+    char why[256];
+    if (http_guard_init(&h->guard, o->http_addr, o->allowed_origins, why, sizeof(why))) {
+        SKPX_ERROR("http: %s", why);
+        skpx_free(h);
+        return SKP_EINVAL;
+    }
     h->http = evhttp_new(base);
     if (!h->http)
         goto oom;
     if (o->api_token && o->api_token[0] && !(h->api_token = skpx_strdup(o->api_token)))
         goto oom;
     if (o->web_root && !(h->web_root = skpx_strdup(o->web_root)))
+        goto oom;
+    if (o->db_problem && o->db_problem[0] && !(h->db_problem = skpx_strdup(o->db_problem)))
         goto oom;
     evhttp_set_max_body_size(h->http, HTTP_BODY_HARD_MAX);
     evhttp_set_max_headers_size(h->http, HTTP_HEADERS_MAX);
@@ -318,5 +347,6 @@ void http_api_free(struct http_api *h)
         evhttp_free(h->http);
     skpx_free(h->api_token);
     skpx_free(h->web_root);
+    skpx_free(h->db_problem);
     skpx_free(h);
 }

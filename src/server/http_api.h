@@ -34,10 +34,13 @@ struct http_api_opts {
     int request_timeout_ms;            /* request line + headers + body (default 30000) */
     size_t body_budget;                /* request bodies held at once (default 64 MiB) */
     struct cont_eval *cont_eval; /* borrowed; NULL = policies are stored, not evaluated */
+    const char *http_addr;             /* borrowed: --http-addr, whose host name is served */
+    const char *allowed_origins;       /* borrowed: --allowed-origins (comma-separated) */
+    const char *db_problem;            /* copied: store_check's finding, NULL or "" = none */
 };
 
 /* Creates the API on `base` (borrowed). Caller frees with http_api_free.
- * Errors: SKP_ENOMEM. */
+ * Errors: SKP_ENOMEM, SKP_EINVAL (malformed allowed_origins). */
 SKP_MUST_CHECK skp_err http_api_new(struct event_base *base, const struct http_api_opts *opts,
                                     struct http_api **out);
 /* Listens on "host:port" (port 0 = any; *bound_port receives the port, may be NULL).

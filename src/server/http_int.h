@@ -14,6 +14,7 @@
 
 #include "common/log.h"
 #include "server/http_api.h"
+#include "server/http_guard.h"
 #include "server/http_worker.h"
 #include "server/store.h"
 
@@ -39,6 +40,8 @@ struct http_api {
     uint64_t next_req_id;      /* loop thread only */
     struct endpoint_stats *endpoint_stats; /* borrowed; NULL = none kept */
     struct cont_eval *cont_eval; /* borrowed; NULL = none */
+    struct http_guard guard;   /* Host/Origin policy (http_guard.h) */
+    char *db_problem;          /* the start-up integrity check's finding; NULL = fine */
 };
 
 struct http_ctx {

@@ -107,6 +107,27 @@ void http_method_not_allowed(struct http_ctx *cx, unsigned allowed)
     http_reply_error(cx, 405, "method not allowed (allowed: %s)", allow);
 }
 
+/* CSRF checks of a mutating route (http_guard.h); replies 415/403 and returns false if refused. */
+static bool mutation_allowed(struct http_ctx *cx)
+{
+    struct evkeyvalq *in = evhttp_request_get_input_headers(cx->req);
+    if (!http_guard_is_json(evhttp_find_header(in, "Content-Type"))) {
+        cx->api->metrics->http_guard_refused++;
+        http_reply_error(cx, 415, "a request that changes something needs Content-Type: "
+                                  "application/json");
+        return false;
+    }
+    const char *origin = evhttp_find_header(in, "Origin");
+    if (!http_guard_origin_ok(&cx->api->guard, origin, evhttp_find_header(in, "Host"))) {
+        cx->api->metrics->http_guard_refused++;
+        http_reply_error(cx, 403, "cross-site request refused: Origin '%s' is not this server "
+                                  "(list it in skyprofd --allowed-origins)",
+                         origin);
+        return false;
+    }
+    return true;
+}
+
 void http_route(struct http_ctx *cx)
 {
     unsigned want = method_bit(cx->method);
@@ -121,6 +142,8 @@ void http_route(struct http_ctx *cx)
             allowed |= r->methods;
             continue;
         }
+        if (want == HTTP_M_POST && !mutation_allowed(cx))
+            return;
         if (r->h2 && n_caps == 2)
             r->h2(cx, caps[0], caps[1]);
         else if (r->h1 && n_caps == 1)

@@ -88,6 +88,7 @@ static void send_file(struct http_ctx *cx, int fd, off_t size, const char *rel)
     struct evkeyvalq *h = evhttp_request_get_output_headers(cx->req);
     evhttp_add_header(h, "Content-Type", content_type(rel));
     evhttp_add_header(h, "X-Content-Type-Options", "nosniff");
+    evhttp_add_header(h, "Content-Security-Policy", HTTP_GUARD_CSP);
     evhttp_add_header(h, "Cache-Control", strncmp(rel, "assets/", 7) == 0
                                               ? "public, max-age=31536000, immutable"
                                               : "no-cache");
@@ -112,7 +113,7 @@ void http_static_serve(struct http_ctx *cx)
     if (!root || stat(root, &st) != 0 || !S_ISDIR(st.st_mode)) {
         if (is_root)
             http_reply_bytes(cx, 200, "text/html; charset=utf-8", not_built,
-                             sizeof(not_built) - 1, NULL, NULL);
+                             sizeof(not_built) - 1, "Content-Security-Policy", HTTP_GUARD_CSP);
         else
             http_reply_error(cx, 404, "not found (the web UI is not installed)");
         return;

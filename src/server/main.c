@@ -238,6 +238,18 @@ int main(int argc, char **argv)
         goto out;
     }
     col.store = st;
+    /* A database damaged mid-file opens and migrates fine, then fails ingest after ingest:
+     * check it once at start and let /healthz say so. */
+    char db_problem[512];
+    int64_t check_t0 = skpx_mono_ms();
+    if (store_check(st, db_problem, sizeof(db_problem)) != SKP_OK)
+        SKPX_ERROR("database %s failed its integrity check (PRAGMA quick_check): %s. Ingest and "
+                   "reads may fail; /healthz reports it. Restore a backup, or move the file "
+                   "away to start empty.",
+                   cfg.db_path, db_problem);
+    else
+        SKPX_INFO("database %s: integrity check ok (%" PRId64 " ms)", cfg.db_path,
+                  skpx_mono_ms() - check_t0);
     web_root = cfg.web_root ? skpx_strdup(cfg.web_root) : default_web_root();
     if (cfg.web_root && !is_dir(cfg.web_root))
         SKPX_WARN("web root %s is not a folder: the UI will not be served", cfg.web_root);
@@ -302,6 +314,9 @@ int main(int argc, char **argv)
         .request_timeout_ms = ms_opt(cfg.http_request_timeout_ms),
         .body_budget = (size_t)cfg.http_body_budget,
         .cont_eval = collector_continuous_eval(&col),
+        .http_addr = cfg.http_addr,
+        .allowed_origins = cfg.allowed_origins,
+        .db_problem = db_problem,
     };
     err = http_api_new(d.base, &ho, &d.http);
     if (!err)

@@ -110,6 +110,11 @@ skp_err metrics_render(const struct metrics *m, const struct skpx_grpc_server_st
     for (int i = 0; i < 6; i++)
         skpx_buf_printf(&b, "skyprof_http_requests_total{code=\"%s\"} %" PRIu64 "\n", cls[i],
                   m->http_requests[i]);
+    counter(&b, "skyprof_http_guard_refused_total",
+            "HTTP requests refused by the Host/Origin/Content-Type checks (421/403/415).",
+            m->http_guard_refused);
+    counter(&b, "skyprof_tasks_cancelled_total", "Tasks cancelled through the HTTP API.",
+            m->tasks_cancelled);
     counter(&b, "skyprof_retention_runs_total", "Retention purges run.", m->retention_runs);
     counter(&b, "skyprof_retention_deleted_rows_total", "Rows deleted by retention.",
             m->retention_deleted);

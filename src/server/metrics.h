@@ -35,6 +35,8 @@ struct metrics {
     uint64_t auth_failures;
     uint64_t http_requests[6];       /* by status class: [1]=1xx ... [5]=5xx, [0]=other */
     uint64_t snapshot_buffer_bytes;  /* gauge: batch buffers of open snapshot streams */
+    uint64_t http_guard_refused;     /* foreign Host, cross-site Origin, non-JSON mutation */
+    uint64_t tasks_cancelled;
     uint64_t retention_runs;
     uint64_t retention_deleted;
     uint64_t retention_errors;

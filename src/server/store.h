@@ -328,6 +328,12 @@ SKP_MUST_CHECK skp_err store_list_endpoint_minutes(struct store *st, const char 
  * stacks/frames no snapshot refers to any more. *n_deleted (may be NULL) counts rows. */
 SKP_MUST_CHECK skp_err store_purge_before(struct store *st, int64_t before_ms, uint64_t *n_deleted);
 
+/* Checks the database's structure (SQLite's PRAGMA quick_check: every page, b-tree and record
+ * format, not the index contents). On a problem returns SKP_EIO with the first findings in
+ * `detail` (cap bytes, NUL-terminated; "" when fine). Takes time linear in the file size.
+ * Errors: SKP_EIO (corrupt, or the check could not run: detail says which). */
+SKP_MUST_CHECK skp_err store_check(struct store *st, char *detail, size_t cap);
+
 struct store_stats {
     uint64_t snapshots;        /* rows */
     uint64_t stacks;

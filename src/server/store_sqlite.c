@@ -233,6 +233,38 @@ out:
     return err;
 }
 
+skp_err store_check(struct store *st, char *detail, size_t cap)
+{
+    if (cap)
+        detail[0] = '\0';
+    sqlite3_stmt *s = NULL;
+    int rc = sqlite3_prepare_v2(st->db, "PRAGMA quick_check(4)", -1, &s, NULL);
+    if (rc != SQLITE_OK) {
+        snprintf(detail, cap, "the check could not run: %s", sqlite3_errmsg(st->db));
+        sqlite3_finalize(s);
+        return SKP_EIO;
+    }
+    size_t n = 0;
+    bool ok = true;
+    while ((rc = sqlite3_step(s)) == SQLITE_ROW) {
+        const char *line = store__col_text(s, 0);
+        if (strcmp(line, "ok") == 0)
+            continue;
+        ok = false;
+        if (n < cap) {
+            int w = snprintf(detail + n, cap - n, "%s%s", n ? "; " : "", line);
+            n += w > 0 ? (size_t)w : 0;
+        }
+    }
+    if (rc != SQLITE_DONE) {
+        ok = false;
+        if (n == 0)
+            snprintf(detail, cap, "%s", sqlite3_errmsg(st->db));
+    }
+    sqlite3_finalize(s);
+    return ok ? SKP_OK : SKP_EIO;
+}
+
 void store_close(struct store *st)
 {
     if (!st)

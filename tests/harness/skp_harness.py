@@ -197,6 +197,10 @@ class Skyprofd:
 
     def json(self, method, path, body=None, headers=None, expect=None):
         import json
+        if body is not None:
+            # The API's JSON calls: mutating routes need this header (raw bytes bodies too).
+            headers = dict(headers or {})
+            headers.setdefault("Content-Type", "application/json")
         st, hdrs, data = self.http(method, path, body, headers)
         try:
             doc = json.loads(data) if data else None

@@ -1,9 +1,15 @@
 """skyprofd's HTTP API under hostile use (issue 15, API findings), end to end against the real
 daemon over real gRPC and HTTP:
+- finding 7: a foreign Host is refused with 421 (DNS rebinding), mutating routes need
+  Content-Type: application/json (a no-cors text/plain POST from another page creates nothing)
+  and a same-site Origin (or one of --allowed-origins); X-Frame-Options and the UI's CSP;
+- "Also": a database damaged mid-file starts with /healthz 503 and a clear log line;
 - finding 12: agent times at the ends of int64 (snapshots at INT64_MIN/INT64_MAX, a span from
   INT64_MIN to INT64_MAX) give clamped durations in the analysis and the segment listing, and
   the UBSan build does not abort."""
+import json
 import os
+import socket
 import sys
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
@@ -41,13 +47,152 @@ def t_extreme_agent_times(S):
     assert S.alive()
 
 
+def raw(S, req):
+    """Sends raw request bytes; returns (status, headers dict, body)."""
+    with socket.create_connection(("127.0.0.1", S.http_port), timeout=30) as sk:
+        sk.sendall(req)
+        data = b""
+        while True:
+            b = sk.recv(65536)
+            if not b:
+                break
+            data += b
+    head, _, body = data.partition(b"\r\n\r\n")
+    lines = head.decode("latin-1").split("\r\n")
+    hdrs = {}
+    for l in lines[1:]:
+        k, _, v = l.partition(":")
+        hdrs[k.strip().lower()] = v.strip()
+    return int(lines[0].split()[1]), hdrs, body
+
+
+def tasks_of(S, service):
+    st, doc = S.json("GET", "/api/v1/profile/tasks?service=" + service, expect=200)
+    return doc["items"] if isinstance(doc, dict) else doc
+
+
+def t_foreign_host_refused(S):
+    port = S.http_port
+    for host, want in (("evil.example:%d" % port, 421), ("127.0.0.1:%d" % port, 200),
+                       ("localhost:%d" % port, 200), ("[::1]:%d" % port, 200),
+                       ("devbox:%d" % port, 200), ("app.localhost:%d" % port, 200),
+                       ("skyprof.example.com:%d" % port, 421)):
+        st, h, body = raw(S, b"GET /api/v1/services HTTP/1.1\r\nHost: %s\r\nConnection: close\r\n\r\n"
+                          % host.encode())
+        assert st == want, (host, st, body)
+        assert h.get("x-frame-options") == "DENY", h
+    st, h, body = raw(S, b"GET / HTTP/1.1\r\nHost: rebind.attacker.net\r\nConnection: close\r\n\r\n")
+    assert st == 421 and b"DNS rebinding" in body, (st, body)
+    assert S.metric("skyprof_http_guard_refused_total") >= 2
+
+
+def t_csrf_refused(S):
+    body = json.dumps({"service": "svc-csrf", "endpointName": "/x", "duration": 15,
+                       "minDurationThreshold": 0, "dumpPeriod": 10, "maxSamplingCount": 5})
+    # What a page on another site can send without a preflight: a no-cors text/plain POST.
+    st, h, data = S.http("POST", "/api/v1/profile/tasks", body,
+                         {"Content-Type": "text/plain;charset=UTF-8", "Origin": "http://evil.example"})
+    assert st == 415, (st, data)
+    st, h, data = S.http("POST", "/api/v1/profile/tasks", body, {"Content-Type": "text/plain"})
+    assert st == 415, (st, data)
+    st, h, data = S.http("POST", "/api/v1/profile/tasks", body)   # no Content-Type at all
+    assert st == 415, (st, data)
+    # JSON with a foreign Origin (only possible after a CORS preflight we never grant)
+    st, h, data = S.http("POST", "/api/v1/profile/tasks", body,
+                         {"Content-Type": "application/json", "Origin": "http://evil.example"})
+    assert st == 403 and b"cross-site" in data, (st, data)
+    st, h, data = S.http("POST", "/api/v1/profile/tasks", body,
+                         {"Content-Type": "application/json", "Origin": "null"})
+    assert st == 403, (st, data)
+    assert tasks_of(S, "svc-csrf") == []
+    # the UI (same origin) and the CLI (no Origin) still create tasks
+    st, h, data = S.http("POST", "/api/v1/profile/tasks", body,
+                         {"Content-Type": "application/json; charset=utf-8",
+                          "Origin": "http://127.0.0.1:%d" % S.http_port})
+    assert st == 201, (st, data)
+    assert len(tasks_of(S, "svc-csrf")) == 1
+    # wrong methods still answer 405 (the checks apply to routes that take the POST)
+    st, h, data = S.http("POST", "/api/v1/services", b"{}")
+    assert st == 405, st
+
+
+def t_allowed_origins(d):
+    S = Skyprofd(d, "--allowed-origins", "http://skyprof.example.com:8080, https://ops.example.org")
+    try:
+        port = S.http_port
+        st, h, b = raw(S, b"GET /healthz HTTP/1.1\r\nHost: ops.example.org\r\nConnection: close\r\n\r\n")
+        assert st == 200, (st, b)
+        st, h, b = raw(S, b"GET /healthz HTTP/1.1\r\nHost: other.example.org\r\nConnection: close\r\n\r\n")
+        assert st == 421, (st, b)
+        body = {"service": "svc-ao", "endpointName": "/x", "duration": 1, "minDurationThreshold": 0,
+                "dumpPeriod": 10, "maxSamplingCount": 5}
+        st, _ = S.json("POST", "/api/v1/profile/tasks", body, {"Origin": "https://ops.example.org"})
+        assert st == 201, st
+        st, _ = S.json("POST", "/api/v1/profile/tasks", body, {"Origin": "https://evil.example.org"})
+        assert st == 403, st
+    finally:
+        S.stop()
+    # a malformed list is refused at start with the reason
+    import subprocess
+    from skyprofd_util import SKYPROFD
+    p = subprocess.run([SKYPROFD, "--db", os.path.join(d, "x.db"), "--allowed-origins", "evil.example/path"],
+                       capture_output=True, timeout=30)
+    assert p.returncode == 2 and b"--allowed-origins" in p.stderr, (p.returncode, p.stderr)
+
+
+def t_ui_headers(S):
+    st, h, body = S.http("GET", "/")
+    assert st == 200, st
+    assert h.get("x-frame-options") == "DENY", h
+    csp = h.get("content-security-policy", "")
+    assert "default-src 'self'" in csp and "frame-ancestors 'none'" in csp, h
+    assert "http:" not in csp and "https:" not in csp and "*" not in csp, csp
+    st, h, body = S.http("GET", "/healthz")
+    assert h.get("x-frame-options") == "DENY", h
+
+
+def t_corrupt_database(d):
+    path = os.path.join(d, "skyprof.db")
+    S = Skyprofd(d, "--keep-segments", "all")
+    try:
+        st, doc = S.create_task("svc-big", "/b")
+        tid = doc["id"]
+        # enough distinct frames and stacks for many pages
+        S.snapshots([snap(tid, "seg-%d" % (i // 8), i % 8, ["frame_%d_%s" % (i, "x" * 200), "f%d" % i])
+                     for i in range(4000)])
+        st, h, _ = S.http("GET", "/healthz")
+        assert st == 200
+    finally:
+        S.stop()
+    size = os.path.getsize(path)
+    assert size > 64 * 4096, size
+    with open(path, "r+b") as f:       # damage pages in the middle, keep the header and schema
+        for off in range(size // 2, size // 2 + 8 * 4096, 4096):
+            f.seek(off)
+            f.write(os.urandom(4096))
+    S = Skyprofd(d)
+    try:
+        st, h, body = S.http("GET", "/healthz")
+        assert st == 503, (st, body)
+        doc = json.loads(body)
+        assert doc["status"] == "database corrupt" and doc["database"], doc
+        assert "failed its integrity check" in S.output(), S.output()[-2000:]
+    finally:
+        S.stop(expect_rc=None)
+
+
 def main():
     with tempdir() as d:
         S = Skyprofd(os.path.join(d, "a"), "--keep-segments", "all")
         try:
             R.run("finding 12: agent times at the ends of int64", t_extreme_agent_times, S)
+            R.run("finding 7: a foreign Host is refused (DNS rebinding)", t_foreign_host_refused, S)
+            R.run("finding 7: CSRF: text/plain and foreign Origin refused", t_csrf_refused, S)
+            R.run("finding 7: X-Frame-Options and the UI's CSP", t_ui_headers, S)
         finally:
             S.stop()
+        R.run("finding 7: --allowed-origins", t_allowed_origins, os.path.join(d, "ao"))
+        R.run("a database damaged mid-file: /healthz 503", t_corrupt_database, os.path.join(d, "corrupt"))
     R.finish()
 
 

@@ -13,7 +13,7 @@
  * 503), HTTP/1.1 keep-alive with Content-Length bodies (chunked request bodies are refused with
  * 411). Configuration: SW_AGENT_* environment (service name default "demo-c"), command line:
  *   demo_service [--host 127.0.0.1] [--port 9090|0] [--mode sleep|cpu] [--step-ms 20]
- *                [--other-ms 500] [--no-agent]
+ *                [--method3-ms N (default: step)] [--other-ms 500] [--no-agent]
  * Prints "demo_service: listening on HOST:PORT" once it accepts connections. SIGINT/SIGTERM stop
  * it cleanly (connections closed, agent flushed). */
 #include <errno.h>
@@ -55,6 +55,7 @@ enum work_mode { WORK_SLEEP = 0, WORK_CPU = 1 };
 static struct {
     int step_ms;
     int other_ms;
+    int method3_ms;            /* method3's own time; -1 = step_ms (compare's slow run) */
     enum work_mode default_mode;
     int listen_fd;
     _Atomic bool stopping;
@@ -62,7 +63,7 @@ static struct {
     pthread_cond_t cv;
     int conns[DEMO_MAX_CONNS];
     int n_conns;
-} g = {.step_ms = 20, .other_ms = 500, .listen_fd = -1, .mu = PTHREAD_MUTEX_INITIALIZER,
+} g = {.step_ms = 20, .other_ms = 500, .method3_ms = -1, .listen_fd = -1, .mu = PTHREAD_MUTEX_INITIALIZER,
        .cv = PTHREAD_COND_INITIALIZER};
 
 /* ---- the work ------------------------------------------------------------------------------ */
@@ -119,7 +120,7 @@ DEMO_FRAME static int method2(enum work_mode mode)
 
 DEMO_FRAME static int method3(enum work_mode mode)
 {
-    spend(mode, g.step_ms);
+    spend(mode, g.method3_ms >= 0 ? g.method3_ms : g.step_ms);
     return method2(mode) + 1;
 }
 
@@ -385,7 +386,7 @@ static bool parse_int(const char *s, int lo, int hi, int *out)
 static void usage(void)
 {
     fprintf(stderr, "usage: demo_service [--host ADDR] [--port N] [--mode sleep|cpu] "
-                    "[--step-ms N] [--other-ms N] [--no-agent]\n");
+                    "[--step-ms N] [--method3-ms N] [--other-ms N] [--no-agent]\n");
 }
 
 static void log_to_stderr(void *ud, enum skyprof_log_level level, const char *line)
@@ -427,6 +428,9 @@ int main(int argc, char **argv)
                 return usage(), 2;
         } else if (strcmp(a, "--step-ms") == 0) {
             if (!parse_int(v, 0, 60000, &g.step_ms))
+                return usage(), 2;
+        } else if (strcmp(a, "--method3-ms") == 0) {
+            if (!parse_int(v, 0, 60000, &g.method3_ms))
                 return usage(), 2;
         } else if (strcmp(a, "--other-ms") == 0) {
             if (!parse_int(v, 0, 600000, &g.other_ms))

@@ -3,7 +3,8 @@
  * async-profiler task's event kind, instances and thread) analysed by the existing analyzers
  * (analyzer.c, pprof_analyze.c, jfr_tree.c) and merged by profile_compare.c into one tree with
  * both weights and shares per node, plus the largest changes per frame (docs/compare.md).
- * The body is validated on the loop; both analyses and the merge run as one worker job. */
+ * granularity "functions" merges the lines of a function: pprof and JFR trees are built so, trace
+ * analyses are reduced by the merge. The body is validated on the loop; both analyses and the merge run as one worker job. */
 #include <stdio.h>
 #include <string.h>
 
@@ -342,7 +343,7 @@ static void cmp_run(struct http_job *j, struct store *st)
             goto out;
         }
     }
-    skp_err err = compare_analyses(a[0], a[1], &r);
+    skp_err err = compare_analyses(a[0], a[1], c->by_function, &r);
     if (err == SKP_ETOOBIG) {
         http_job_set_error(j, 413, "the merged tree is too large");
         goto out;

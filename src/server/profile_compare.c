@@ -19,6 +19,10 @@
 
 struct merger {
     struct compare_result *r;
+    bool by_function;
+    struct skpx_strmap *names; /* by function: reduced name -> id (the result owns it) */
+    char *buf;                 /* by function: the name being reduced */
+    size_t buf_cap;
     size_t cap;
     struct skpx_strmap sigs;   /* signature -> id */
     struct skpx_u64map child;  /* (parent + 1) << 32 | sig id -> node index */
@@ -47,11 +51,80 @@ static skp_err intern(struct merger *m, const char *sig, uint32_t *id)
     return SKP_OK;
 }
 
+static bool is_digit(char c)
+{
+    return c >= '0' && c <= '9';
+}
+
+size_t compare_function_len(const char *sig, bool *close_paren)
+{
+    size_t n = strlen(sig);
+    *close_paren = false;
+    /* "<name>: 12" / "<name>:12" (Python, Java): the name ends before the spaces and colon */
+    size_t i = n;
+    while (i > 0 && is_digit(sig[i - 1]))
+        i--;
+    if (i < n && i > 0) {
+        size_t c = i;
+        while (c > 0 && sig[c - 1] == ' ')
+            c--;
+        if (c > 0 && sig[c - 1] == ':') {
+            size_t e = c - 1;
+            while (e > 0 && sig[e - 1] == ' ')
+                e--;
+            if (e > 0)
+                return e;
+        }
+    }
+    /* "<name> (<file>:12)" (native, Go): drop ":12" inside the last parentheses */
+    if (n > 2 && sig[n - 1] == ')') {
+        size_t j = n - 1;
+        while (j > 0 && is_digit(sig[j - 1]))
+            j--;
+        if (j < n - 1 && j > 0 && sig[j - 1] == ':') {
+            size_t k = j - 1;
+            while (k > 0 && sig[k - 1] != '(' && sig[k - 1] != ')')
+                k--;
+            if (k > 0 && sig[k - 1] == '(') {
+                *close_paren = true;
+                return j - 1;
+            }
+        }
+    }
+    return n;
+}
+
+/* By function: the reduced name of `sig`, owned by m->names (stable until compare_free). */
+static skp_err reduce(struct merger *m, const char *sig, const char **out)
+{
+    bool paren;
+    size_t len = compare_function_len(sig, &paren);
+    skp_err err = skpx_grow(&m->buf, &m->buf_cap, len + 2, 1, 256);
+    if (err)
+        return err;
+    memcpy(m->buf, sig, len);
+    if (paren)
+        m->buf[len++] = ')';
+    m->buf[len] = '\0';
+    uint32_t v;
+    if (skpx_strmap_find(m->names, m->buf, &v, out))
+        return SKP_OK;
+    err = skpx_strmap_put(m->names, m->buf, (uint32_t)m->names->n);
+    if (err)
+        return err;
+    skpx_strmap_find(m->names, m->buf, &v, out);
+    return SKP_OK;
+}
+
 /* The merged node for `sig` under `parent` (NONE = a root), created when missing. */
 static skp_err node_for(struct merger *m, uint32_t parent, const char *sig, uint32_t *out)
 {
     uint32_t sid;
-    skp_err err = intern(m, sig, &sid);
+    skp_err err = SKP_OK;
+    if (m->by_function)
+        err = reduce(m, sig, &sig);
+    if (!err)
+        err = intern(m, sig, &sid);
     if (err)
         return err;
     uint64_t key = ((uint64_t)(parent == NONE ? 0 : parent + 1) << 32) | sid;
@@ -228,17 +301,25 @@ out:
 }
 
 skp_err compare_analyses(const struct analysis *base, const struct analysis *target,
-                         struct compare_result **out)
+                         bool by_function, struct compare_result **out)
 {
     if (!out)
         return SKP_EINVAL;
     *out = NULL;
     if (!base || !target)
         return SKP_EINVAL;
-    struct merger m = {0};
+    struct merger m = {.by_function = by_function};
     m.r = skpx_calloc(1, sizeof(*m.r));
     if (!m.r)
         return SKP_ENOMEM;
+    if (by_function) {
+        m.names = skpx_calloc(1, sizeof(*m.names));
+        if (!m.names) {
+            skpx_free(m.r);
+            return SKP_ENOMEM;
+        }
+        m.r->_names = m.names;
+    }
     skp_err err = add_side(&m, base, COMPARE_BASE);
     if (!err)
         err = add_side(&m, target, COMPARE_TARGET);
@@ -248,6 +329,7 @@ skp_err compare_analyses(const struct analysis *base, const struct analysis *tar
     skpx_u64map_cleanup(&m.child);
     skpx_free(m.node_sig);
     skpx_free(m.sig_text);
+    skpx_free(m.buf);
     if (err) {
         compare_free(m.r);
         return err;
@@ -267,5 +349,9 @@ void compare_free(struct compare_result *r)
         return;
     skpx_free(r->nodes);
     skpx_free(r->changes);
+    if (r->_names) {
+        skpx_strmap_cleanup(r->_names);
+        skpx_free(r->_names);
+    }
     skpx_free(r);
 }

@@ -9,11 +9,16 @@
  * recursive frame once per stack (a frame under an equal ancestor adds nothing), its self weight
  * every time; ordered by |change of inclusive share|, then |change of self share|, then name.
  *
+ * By function (optional): signatures are first reduced to their function, as the UI's "group by
+ * function" does ("file.py.f: 12" -> "file.py.f", "f (file.c:12)" -> "f (file.c)"), so the lines
+ * of one function meet in one node; the reduced names are owned by the result.
+ *
  * Bounded: the merged tree has at most the two inputs' node counts together. Pure, reentrant
  * (the HTTP worker runs it); the result borrows the inputs' signatures. */
 #ifndef SKP_SERVER_PROFILE_COMPARE_H
 #define SKP_SERVER_PROFILE_COMPARE_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -50,14 +55,20 @@ struct compare_result {
     int64_t total[2];          /* sum of each side's root weights */
     struct compare_change *changes; /* every distinct signature, largest change first */
     size_t n_changes;
+    void *_names;              /* private: the reduced names (by function); compare_free frees */
 };
 
 /* Merges `base` and `target` (borrowed; they must outlive *out, which points at their
- * signatures). Either may have no tree (then its side is all zero). Caller frees *out with
- * compare_free. Errors: SKP_EINVAL (NULL input, or a node whose parent does not come before
- * it), SKP_ETOOBIG (more than UINT32_MAX - 1 merged nodes), SKP_ENOMEM. */
+ * signatures), by line or, with by_function, by function. Either may have no tree (then its side
+ * is all zero). Caller frees *out with compare_free. Errors: SKP_EINVAL (NULL input, or a node
+ * whose parent does not come before it), SKP_ETOOBIG (more than UINT32_MAX - 1 merged nodes),
+ * SKP_ENOMEM. */
 SKP_MUST_CHECK skp_err compare_analyses(const struct analysis *base, const struct analysis *target,
-                                        struct compare_result **out);
+                                        bool by_function, struct compare_result **out);
+
+/* The function a signature names: its length in `sig` and whether ")" follows it (native form:
+ * "f (file.c:12)" -> the first 9 bytes + ")"). Pure. */
+size_t compare_function_len(const char *sig, bool *close_paren);
 
 /* Share of a node on one side: weight / total (0 when the total is 0). Pure. */
 double compare_share(const struct compare_result *r, const struct compare_node *n, int side);

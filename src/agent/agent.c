@@ -1,9 +1,9 @@
 /* agent.c - agent lifecycle (start, stop, fork), task execution, stats and the public glue.
  * The process has at most one current agent; request threads reach it only through the tracer
  * hub (tracer.h), never through this object, so stop can free it while requests run.
- * fork: a pthread_atfork child handler switches the inherited agent off (its threads do not
- * exist in the child, its socket belongs to the parent) and, when configured, starts a fresh
- * one. */
+ * fork: the prepare handler waits until the agent threads are idle (the fork gate,
+ * agent_thread.h); the child handler switches the inherited agent off (its threads do not exist
+ * in the child, its socket belongs to the parent) and, when configured, starts a fresh one. */
 #include "agent/agent_int.h"
 
 #include <stdio.h>
@@ -222,7 +222,7 @@ static void atfork_child(void);
 
 static void atfork_register(void)
 {
-    pthread_atfork(NULL, NULL, atfork_child);
+    pthread_atfork(skp__fork_gate_prepare, skp__fork_gate_parent, atfork_child);
 }
 
 static skp_err start_with(const struct skyprof_config *cfg, const struct skyprof_stack_source *src,
@@ -402,6 +402,7 @@ skp_err skyprof_agent_restart_after_fork(skyprof_agent **out)
 
 static void atfork_child(void)
 {
+    skp__fork_gate_child(); /* before a restart starts threads */
     skyprof_agent *a = atomic_load(&g_current);
     if (!a)
         return;

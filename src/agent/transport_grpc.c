@@ -1,5 +1,6 @@
 /* transport_grpc.c - the real transport over skp_wire_client (nghttp2 + one socket, no threads,
  * fork-safe: a forked child drops the inherited socket without writing to it). */
+#include "agent/agent_thread.h"
 #include "agent/transport.h"
 
 #include <string.h>
@@ -50,6 +51,7 @@ skp_err skp__transport_grpc_new(const char *target, const char *authentication,
     o.authentication = authentication;
     o.backoff_min_ms = 500;
     o.backoff_max_ms = 30000;
+    o.wait_hook = skp__fork_idle_hook; /* a blocked channel thread is no reason to delay fork */
     struct skpx_grpc_client *c = NULL;
     skp_err err = skpx_grpc_client_new(&o, &c);
     if (err)

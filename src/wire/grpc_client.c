@@ -115,6 +115,7 @@ struct skpx_grpc_client {
     int backoff_min_ms;
     int backoff_max_ms;
     size_t max_msg;
+    void (*wait_hook)(bool entering); /* NULL = none */
     nghttp2_mem mem;
 
     /* connection */
@@ -772,15 +773,28 @@ static void check_fork(struct skpx_grpc_client *c)
     backoff_clear(c);
 }
 
+/* poll() with the client's wait hook around waits that may block. */
+static int poll_hooked(const struct skpx_grpc_client *c, struct pollfd *pfd, int timeout_ms)
+{
+    if (timeout_ms == 0 || !c->wait_hook)
+        return poll(pfd, 1, timeout_ms);
+    c->wait_hook(true);
+    int rc = poll(pfd, 1, timeout_ms);
+    int saved = errno;
+    c->wait_hook(false);
+    errno = saved;
+    return rc;
+}
+
 /* Waits for a non-blocking connect() to finish. */
-static int connect_wait(int fd, int64_t deadline_ms)
+static int connect_wait(const struct skpx_grpc_client *c, int fd, int64_t deadline_ms)
 {
     for (;;) {
         int64_t left = deadline_ms - skpx_mono_ms();
         if (left <= 0)
             return ETIMEDOUT;
         struct pollfd pfd = {.fd = fd, .events = POLLOUT};
-        int rc = poll(&pfd, 1, (int)(left > 1000000 ? 1000000 : left));
+        int rc = poll_hooked(c, &pfd, (int)(left > 1000000 ? 1000000 : left));
         if (rc < 0 && errno == EINTR)
             continue;
         if (rc < 0)
@@ -861,7 +875,7 @@ static skp_err conn_open(struct skpx_grpc_client *c, int64_t call_deadline_ms, c
         } while (rc < 0 && errno == EINTR);
         last = rc == 0 ? 0 : errno;
         if (rc < 0 && errno == EINPROGRESS)
-            last = connect_wait(fd, deadline);
+            last = connect_wait(c, fd, deadline);
         if (last != 0) {
             close(fd);
             fd = -1;
@@ -978,7 +992,8 @@ static skp_err drive(struct skpx_grpc_client *c, int64_t deadline_ms)
         struct pollfd pfd = {.fd = c->fd, .events = POLLIN};
         if (out_pending(c) > 0)
             pfd.events |= POLLOUT;
-        int rc = poll(&pfd, 1, can_write_more ? 0 : (int)(left > 1000000 ? 1000000 : left));
+        int rc = poll_hooked(c, &pfd,
+                             can_write_more ? 0 : (int)(left > 1000000 ? 1000000 : left));
         if (rc < 0 && errno != EINTR) {
             char why[96];
             snprintf(why, sizeof(why), "poll failed: %s", strerror(errno));
@@ -1282,6 +1297,7 @@ skp_err skpx_grpc_client_new(const struct skpx_grpc_client_opts *opts,
     if (c->backoff_max_ms < c->backoff_min_ms)
         c->backoff_max_ms = c->backoff_min_ms;
     c->max_msg = opts->max_msg ? opts->max_msg : SKPX_GRPC_DEFAULT_MAX_MSG;
+    c->wait_hook = opts->wait_hook;
     c->mem.mem_user_data = NULL;
     c->mem.malloc = mem_malloc;
     c->mem.free = mem_free;

@@ -13,6 +13,7 @@
 #define SKP_WIRE_GRPC_CLIENT_H
 
 #include <protobuf-c/protobuf-c.h>
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -31,6 +32,10 @@ struct skpx_grpc_client_opts {
     int backoff_min_ms;          /* first retry delay after a failure, 0 = 500 */
     int backoff_max_ms;          /* cap, 0 = 30000 */
     size_t max_msg;              /* response size limit, 0 = SKPX_GRPC_DEFAULT_MAX_MSG */
+    /* Optional: called with true just before the client blocks in poll() (connect or call I/O
+     * waits, never zero-timeout polls) and with false right after. The agent marks these waits
+     * as safe points for fork (agent_thread.h). NULL = none. */
+    void (*wait_hook)(bool entering);
 };
 
 /* Result details of the last call. */

@@ -1,5 +1,6 @@
 /* collector.c - registration, authentication and helpers shared by the gRPC handlers. */
 #include "server/collector.h"
+#include "server/collector_ebpf.h"
 
 #include <inttypes.h>
 #include <stdio.h>
@@ -133,5 +134,7 @@ skp_err collector_register(struct collector *c, struct skpx_grpc_server *srv)
         err = collector_async_register(c, srv);
     if (!err)
         err = collector_continuous_register(c, srv);
+    if (!err)
+        err = collector_ebpf_register(c, srv);
     return err;
 }

@@ -7,6 +7,7 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "server/http_ebpf.h"
 #include "server/http_int.h"
 #include "server/http_pprof.h"
 
@@ -37,6 +38,9 @@ const struct http_route http_routes[] = {
     {HTTP_M_GET, "/api/v1/async-profiler/tasks/{id}/analyze", .h1 = http_async_analyze},
     {HTTP_M_GET, "/api/v1/async-profiler/tasks/{id}/download", .h1 = http_async_download},
     {HTTP_M_GET, "/api/v1/async-profiler/tasks/{id}/files/{fileId}", .h2 = http_async_file},
+    {HTTP_M_GET, "/api/v1/ebpf/processes", .h0 = http_ebpf_processes},
+    {HTTP_M_GET, "/api/v1/ebpf/tasks/{id}/analyze", .h1 = http_ebpf_analyze},
+    {HTTP_M_GET, "/api/v1/ebpf/tasks/{id}/download", .h1 = http_ebpf_download},
     {HTTP_M_GET, "/api/v1/services", .h0 = http_services_list},
     {HTTP_M_GET, "/api/v1/services/{name}/instances", .h1 = http_services_instances},
     {HTTP_M_GET, "/api/v1/services/{name}/endpoints/stats", .h1 = http_endpoint_stats},

@@ -102,6 +102,20 @@ static const struct migration k_migrations[] = {
         "  current REAL NOT NULL, window_s INTEGER NOT NULL, hits INTEGER NOT NULL,"
         "  PRIMARY KEY(trigger_id, seq)) WITHOUT ROWID;",
     },
+    {
+        "eBPF processes and profile stacks (EBPFProcessService, collectProfilingData)",
+        "CREATE TABLE ebpf_processes(id TEXT PRIMARY KEY, service TEXT NOT NULL,"
+        "  instance TEXT NOT NULL, process_name TEXT NOT NULL, layer TEXT NOT NULL,"
+        "  pid INTEGER NOT NULL, labels TEXT NOT NULL, properties TEXT NOT NULL,"
+        "  agent_id TEXT NOT NULL, first_ms INTEGER NOT NULL, last_ping_ms INTEGER NOT NULL);"
+        "CREATE INDEX ebpf_processes_by_service ON ebpf_processes(service, instance);"
+        "CREATE TABLE ebpf_stacks(id INTEGER PRIMARY KEY, task_id TEXT NOT NULL,"
+        "  process_id TEXT NOT NULL, kind INTEGER NOT NULL, time_ms INTEGER NOT NULL,"
+        "  received_ms INTEGER NOT NULL, symbols TEXT NOT NULL, count INTEGER NOT NULL,"
+        "  duration_ns INTEGER NOT NULL);"
+        "CREATE INDEX ebpf_stacks_by_task ON ebpf_stacks(task_id, time_ms);"
+        "CREATE INDEX ebpf_stacks_by_received ON ebpf_stacks(received_ms);",
+    },
 };
 
 int store_schema_version(void)

@@ -1,0 +1,30 @@
+/* collector_ebpf.h - SkyWalking's v3 EBPFProcessService and EBPFProfilingService in skyprofd
+ * (collector_ebpf.c): process registration with OAP's process ids, and the profile stacks of
+ * threshold-triggered tasks, stored through store_ebpf.h. Event loop only. */
+#ifndef SKP_SERVER_COLLECTOR_EBPF_H
+#define SKP_SERVER_COLLECTOR_EBPF_H
+
+#include <stdbool.h>
+
+#include "common/sha256.h"
+#include "server/collector.h"
+
+/* Longest service, instance, process name or task id accepted (bytes). */
+#define COLLECTOR_EBPF_NAME_MAX 1024
+/* Longest symbol kept (longer ones are cut), symbols per stack. */
+#define COLLECTOR_EBPF_SYMBOL_MAX 1024
+#define COLLECTOR_EBPF_FRAMES_MAX 4096
+/* Stacks and copied bytes one collectProfilingData stream may carry. */
+#define COLLECTOR_EBPF_STACKS_MAX 200000
+#define COLLECTOR_EBPF_STREAM_BYTES (64u << 20)
+
+/* Registers reportProcesses, keepAlive, queryTasks and collectProfilingData under the packaged
+ * and compat paths. Errors: SKP_EEXIST, SKP_ENOMEM. */
+SKP_MUST_CHECK skp_err collector_ebpf_register(struct collector *c,
+                                               struct skpx_grpc_server *srv);
+/* OAP's process id: sha256 hex of processName + "_" + base64(service) + ".1_" + base64(instance).
+ * Returns false when a name is longer than COLLECTOR_EBPF_NAME_MAX. Pure. */
+bool collector_ebpf_process_id(const char *service, const char *instance, const char *process,
+                               char out[SKPX_SHA256_HEX]);
+
+#endif

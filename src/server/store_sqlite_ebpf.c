@@ -1,0 +1,215 @@
+/* store_sqlite_ebpf.c - SQLite backend of store_ebpf.h: tables ebpf_processes and ebpf_stacks.
+ * Stacks are kept as uploaded (one row per stack per upload, symbols as text) and summed by the
+ * scan: a triggered task is short (minutes) and holds few distinct stacks per upload, so the
+ * de-duplicated frames/stacks tables of trace snapshots are not worth their cost here.
+ * Single-threaded, like the rest of the store. */
+#include "server/store_ebpf.h"
+
+#include "server/store_int.h"
+
+skp_err store_ebpf_upsert_process(struct store *st, const struct store_ebpf_process *p,
+                                  int64_t now_ms)
+{
+    if (!p || !p->id || !p->id[0])
+        return SKP_EINVAL;
+    if (st->read_only)
+        return SKP_EIO;
+    sqlite3_stmt *s = NULL;
+    skp_err err = store__prepare(
+        st,
+        "INSERT INTO ebpf_processes(id, service, instance, process_name, layer, pid, labels, "
+        "properties, agent_id, first_ms, last_ping_ms) VALUES(?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) "
+        "ON CONFLICT(id) DO UPDATE SET service = excluded.service, instance = excluded.instance, "
+        "process_name = excluded.process_name, layer = excluded.layer, pid = excluded.pid, "
+        "labels = excluded.labels, properties = excluded.properties, "
+        "agent_id = excluded.agent_id, last_ping_ms = excluded.last_ping_ms",
+        &s);
+    if (err)
+        return err;
+    const char *txt[] = {p->id, p->service, p->instance, p->process_name, p->layer};
+    for (int i = 0; i < 5; i++)
+        sqlite3_bind_text(s, i + 1, txt[i] ? txt[i] : "", -1, SQLITE_STATIC);
+    sqlite3_bind_int(s, 6, p->pid);
+    sqlite3_bind_text(s, 7, p->labels ? p->labels : "", -1, SQLITE_STATIC);
+    sqlite3_bind_text(s, 8, p->properties ? p->properties : "", -1, SQLITE_STATIC);
+    sqlite3_bind_text(s, 9, p->agent_id ? p->agent_id : "", -1, SQLITE_STATIC);
+    sqlite3_bind_int64(s, 10, now_ms);
+    sqlite3_bind_int64(s, 11, now_ms);
+    err = store__step_done(st, s, "upsert eBPF process");
+    sqlite3_finalize(s);
+    return err;
+}
+
+skp_err store_ebpf_touch_process(struct store *st, const char *id, int64_t now_ms, bool *found)
+{
+    *found = false;
+    if (!id)
+        return SKP_EINVAL;
+    if (st->read_only)
+        return SKP_EIO;
+    sqlite3_stmt *s = NULL;
+    skp_err err = store__prepare(st, "UPDATE ebpf_processes SET last_ping_ms = ? WHERE id = ?",
+                                 &s);
+    if (err)
+        return err;
+    sqlite3_bind_int64(s, 1, now_ms);
+    sqlite3_bind_text(s, 2, id, -1, SQLITE_STATIC);
+    err = store__step_done(st, s, "touch eBPF process");
+    if (!err)
+        *found = sqlite3_changes(st->db) > 0;
+    sqlite3_finalize(s);
+    return err;
+}
+
+struct proc_visit {
+    store_ebpf_process_cb cb;
+    void *ud;
+};
+
+static skp_err process_row(void *ud, sqlite3_stmt *s)
+{
+    const struct proc_visit *v = ud;
+    struct store_ebpf_process p = {
+        .id = store__col_text(s, 0),
+        .service = store__col_text(s, 1),
+        .instance = store__col_text(s, 2),
+        .process_name = store__col_text(s, 3),
+        .layer = store__col_text(s, 4),
+        .pid = sqlite3_column_int(s, 5),
+        .labels = store__col_text(s, 6),
+        .properties = store__col_text(s, 7),
+        .agent_id = store__col_text(s, 8),
+        .first_ms = sqlite3_column_int64(s, 9),
+        .last_ping_ms = sqlite3_column_int64(s, 10),
+    };
+    return v->cb(v->ud, &p);
+}
+
+skp_err store_ebpf_list_processes(struct store *st, const char *service,
+                                  store_ebpf_process_cb cb, void *ud)
+{
+    if (!cb)
+        return SKP_EINVAL;
+    sqlite3_stmt *s = NULL;
+    skp_err err = store__prepare(st,
+                                 "SELECT id, service, instance, process_name, layer, pid, labels, "
+                                 "properties, agent_id, first_ms, last_ping_ms FROM "
+                                 "ebpf_processes WHERE ?1 IS NULL OR service = ?1 "
+                                 "ORDER BY service, instance, process_name, id",
+                                 &s);
+    if (err)
+        return err;
+    if (service)
+        sqlite3_bind_text(s, 1, service, -1, SQLITE_STATIC);
+    struct proc_visit v = {cb, ud};
+    err = store__each_row(st, s, process_row, &v, "list eBPF processes");
+    sqlite3_finalize(s);
+    return err;
+}
+
+skp_err store_ebpf_insert_stacks(struct store *st, const struct store_ebpf_stack *v, size_t n,
+                                 int64_t now_ms)
+{
+    if (n == 0)
+        return SKP_OK;
+    if (!v)
+        return SKP_EINVAL;
+    if (st->read_only)
+        return SKP_EIO;
+    sqlite3_stmt *s = NULL;
+    skp_err err = store__prepare(st,
+                                 "INSERT INTO ebpf_stacks(task_id, process_id, kind, time_ms, "
+                                 "received_ms, symbols, count, duration_ns) "
+                                 "VALUES(?, ?, ?, ?, ?, ?, ?, ?)",
+                                 &s);
+    if (err)
+        return err;
+    err = store__begin(st);
+    for (size_t i = 0; i < n && !err; i++) {
+        sqlite3_reset(s);
+        sqlite3_bind_text(s, 1, v[i].task_id ? v[i].task_id : "", -1, SQLITE_STATIC);
+        sqlite3_bind_text(s, 2, v[i].process_id ? v[i].process_id : "", -1, SQLITE_STATIC);
+        sqlite3_bind_int(s, 3, (int)v[i].kind);
+        sqlite3_bind_int64(s, 4, v[i].time_ms);
+        sqlite3_bind_int64(s, 5, now_ms);
+        sqlite3_bind_text(s, 6, v[i].symbols ? v[i].symbols : "", -1, SQLITE_STATIC);
+        sqlite3_bind_int64(s, 7, v[i].count);
+        sqlite3_bind_int64(s, 8, v[i].duration_ns);
+        err = store__step_done(st, s, "insert eBPF stack");
+    }
+    if (!err)
+        err = store__commit(st);
+    if (err)
+        store__rollback(st);
+    sqlite3_finalize(s);
+    return err;
+}
+
+struct stack_visit {
+    store_ebpf_stack_cb cb;
+    void *ud;
+    const char *task_id;
+};
+
+static skp_err stack_row(void *ud, sqlite3_stmt *s)
+{
+    const struct stack_visit *v = ud;
+    struct store_ebpf_stack k = {
+        .task_id = v->task_id,
+        .process_id = store__col_text(s, 0),
+        .kind = (enum store_ebpf_kind)sqlite3_column_int(s, 1),
+        .symbols = store__col_text(s, 2),
+        .count = sqlite3_column_int64(s, 3),
+        .duration_ns = sqlite3_column_int64(s, 4),
+        .time_ms = sqlite3_column_int64(s, 5),
+    };
+    return v->cb(v->ud, &k);
+}
+
+skp_err store_ebpf_scan_task(struct store *st, const char *task_id, const char *process_id,
+                             int64_t from_ms, int64_t to_ms, store_ebpf_stack_cb cb, void *ud)
+{
+    if (!task_id || !cb)
+        return SKP_EINVAL;
+    sqlite3_stmt *s = NULL;
+    skp_err err = store__prepare(st,
+                                 "SELECT process_id, kind, symbols, SUM(count), "
+                                 "SUM(duration_ns), MAX(time_ms) FROM ebpf_stacks "
+                                 "WHERE task_id = ?1 AND (?2 IS NULL OR process_id = ?2) AND "
+                                 "time_ms >= ?3 AND time_ms <= ?4 "
+                                 "GROUP BY process_id, kind, symbols ORDER BY 1, 2, 3",
+                                 &s);
+    if (err)
+        return err;
+    sqlite3_bind_text(s, 1, task_id, -1, SQLITE_STATIC);
+    if (process_id)
+        sqlite3_bind_text(s, 2, process_id, -1, SQLITE_STATIC);
+    sqlite3_bind_int64(s, 3, from_ms);
+    sqlite3_bind_int64(s, 4, to_ms);
+    struct stack_visit v = {cb, ud, task_id};
+    err = store__each_row(st, s, stack_row, &v, "scan eBPF stacks");
+    sqlite3_finalize(s);
+    return err;
+}
+
+skp_err store_ebpf_purge_before(struct store *st, int64_t cutoff_ms)
+{
+    if (st->read_only)
+        return SKP_EIO;
+    sqlite3_stmt *s = NULL;
+    skp_err err = store__prepare(st, "DELETE FROM ebpf_stacks WHERE received_ms < ?", &s);
+    if (err)
+        return err;
+    sqlite3_bind_int64(s, 1, cutoff_ms);
+    err = store__step_done(st, s, "purge eBPF stacks");
+    sqlite3_finalize(s);
+    if (err)
+        return err;
+    err = store__prepare(st, "DELETE FROM ebpf_processes WHERE last_ping_ms < ?", &s);
+    if (err)
+        return err;
+    sqlite3_bind_int64(s, 1, cutoff_ms);
+    err = store__step_done(st, s, "purge eBPF processes");
+    sqlite3_finalize(s);
+    return err;
+}

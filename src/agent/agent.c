@@ -192,6 +192,7 @@ skp_err skp__agent_new(const struct skyprof_config *cfg, const struct skyprof_st
                                          skp__pprof_command_exec, &a->proc);
     (void)err; /* second of SKP_COMMAND_EXECUTORS_MAX entries */
     skp__command_service_init(&a->cs, &a->disp);
+    skp__cont_agent_init(&a->cont);
     a->tr = *tr;
     a->hub_dropped_base = atomic_load(&a->hub->segments_dropped);
     a->slots_taken_base = atomic_load(&a->hub->ctx.n_slots_taken);
@@ -207,6 +208,7 @@ void skp__agent_free(skyprof_agent *a)
     skp__agent_stop_task_locked(a);
     pthread_mutex_unlock(&a->lock);
     skp__proc_runner_cleanup(&a->proc); /* joins skp-proc; before the stack source goes */
+    skp__cont_agent_cleanup(&a->cont);
     if (a->tr.destroy)
         a->tr.destroy(a->tr.ud);
     if (a->source.destroy)

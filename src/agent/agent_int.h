@@ -13,6 +13,7 @@
 #include "agent/agent_clock.h"
 #include "agent/command_dispatch.h"
 #include "agent/command_service.h"
+#include "agent/cont_agent.h"
 #include "agent/proc_task.h"
 #include "agent/sampler.h"
 #include "agent/snapshot.h"
@@ -48,6 +49,7 @@ struct skyprof_agent {
     struct skp__sampler sampler;
     struct skp__symcache sym;            /* channel thread only */
     struct skp__proc_runner proc;        /* process profiling (PprofTask); own lock */
+    struct skp__cont_agent cont;         /* continuous profiling; channel thread only */
 
     /* channel thread */
     pthread_t thread;

@@ -222,7 +222,15 @@ static int proc_next(void *ud, const ProtobufCMessage *resp, const ProtobufCMess
 static void send_proc_upload(skyprof_agent *a, int timeout_ms)
 {
     struct skp__proc_upload u;
-    if (!a->tr.stream_gated || !skp__proc_upload_peek(&a->proc, &u))
+    if (!skp__proc_upload_peek(&a->proc, &u))
+        return;
+    if (u.continuous) {
+        /* a threshold-triggered task: its stacks go to collectProfilingData (cont_agent.c) */
+        if (skp__cont_upload(a, &u, timeout_ms * 6))
+            skp__proc_upload_done(&a->proc, &u, true, false);
+        return;
+    }
+    if (!a->tr.stream_gated)
         return;
     struct proc_feed f = {.u = &u, .a = a, .status = -1};
     ProtobufCMessage *resp = NULL;
@@ -447,7 +455,14 @@ int64_t skp__channel_step(skyprof_agent *a, int64_t now_ns, bool flush, int time
             if (perr)
                 SKPX_DEBUG("skyprof: pprof task poll failed: %s", skp_strerror(perr));
         }
+        /* Continuous-profiling policies, on the same schedule (cont_agent.h). */
+        if (!err || err == SKP_EGRPC) {
+            skp_err cerr = skp__cont_poll(a, timeout_ms);
+            if (cerr)
+                SKPX_DEBUG("skyprof: continuous policy query failed: %s", skp_strerror(cerr));
+        }
     }
+    int64_t next_cont = flush ? INT64_MAX : skp__cont_step(a, now_ns, timeout_ms);
     send_proc_upload(a, timeout_ms);
     if (flush || now_ns >= a->next_snap_ns) {
         (void)send_snapshots(a, timeout_ms);
@@ -464,6 +479,7 @@ int64_t skp__channel_step(skyprof_agent *a, int64_t now_ns, bool flush, int time
     next = min64(next, a->next_seg_ns);
     if (a->cfg.profile_active)
         next = min64(next, a->next_poll_ns);
+    next = min64(next, next_cont);
     int64_t after = skp__now_ms(a->clock);
     if (next_task_ms != INT64_MAX)
         next = min64(next, now_ns + (next_task_ms - after) * MS);

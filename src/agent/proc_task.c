@@ -145,6 +145,8 @@ void skp__proc_runner_cleanup(struct skp__proc_runner *r)
     join_task(r);
     skpx_free(r->file);
     r->file = NULL;
+    skpx_pprof_free(r->prof);
+    r->prof = NULL;
     if (r->has_src && r->src.destroy)
         r->src.destroy(r->src.ud);
     r->has_src = false;
@@ -591,6 +593,7 @@ static void *proc_main(void *arg)
     uint8_t *file = NULL;
     size_t file_len = 0;
     size_t builder_bytes = 0;
+    struct skpx_pprof *kept = NULL;
     if (p) {
         p->r = r;
         pthread_mutex_lock(&r->mu);
@@ -605,9 +608,15 @@ static void *proc_main(void *arg)
         snprintf(error, sizeof(error), "out of memory starting the task");
     } else if (run_task(p, error, sizeof(error))) {
         builder_bytes = skpx_pprof_bytes(p->prof);
-        skp_err err = skpx_pprof_encode(p->prof, true, &file, &file_len);
-        if (err)
-            snprintf(error, sizeof(error), "cannot encode the profile: %s", skp_strerror(err));
+        if (p->spec.continuous) {
+            kept = p->prof; /* uploaded as stacks by the channel (cont_agent.c) */
+            p->prof = NULL;
+        } else {
+            skp_err err = skpx_pprof_encode(p->prof, true, &file, &file_len);
+            if (err)
+                snprintf(error, sizeof(error), "cannot encode the profile: %s",
+                         skp_strerror(err));
+        }
     }
     if (p) {
         if (p->src.end)
@@ -627,6 +636,11 @@ static void *proc_main(void *arg)
     }
     r->stats.last_builder_bytes = (int64_t)builder_bytes;
     r->stats.last_file_bytes = (int64_t)file_len;
+    if (error[0]) {
+        skpx_pprof_free(kept);
+        kept = NULL;
+    }
+    r->prof = kept;
     r->file = error[0] ? NULL : file;
     r->file_len = error[0] ? 0 : file_len;
     if (error[0])
@@ -664,36 +678,54 @@ skp_err skp__pprof_command_exec(void *ud, const Skywalking__V3__Command *cmd, ch
         pthread_mutex_unlock(&r->mu);
         return err;
     }
-    const char *why = NULL;
-    if (!r->has_src)
-        why = "process profiling is not available in this agent (no process source)";
-    else if (r->state != SKP_PROC_IDLE)
-        why = "another process profiling task is running in this process";
-    if (why) {
-        queue_error(r, spec.task_id, why);
+    pthread_mutex_unlock(&r->mu);
+    err = skp__proc_runner_start(r, &spec, reason, cap);
+    if (err) {
+        pthread_mutex_lock(&r->mu);
+        queue_error(r, spec.task_id, reason);
+        pthread_mutex_unlock(&r->mu);
+    }
+    return SKP_OK; /* a refusal is answered with an error upload */
+}
+
+skp_err skp__proc_runner_start(struct skp__proc_runner *r, const struct skp__proc_spec *spec,
+                               char *reason, size_t cap)
+{
+    pthread_mutex_lock(&r->mu);
+    skp_err err = SKP_OK;
+    if (!r->has_src) {
+        err = SKP_ENOTSUP;
+        snprintf(reason, cap, "process profiling is not available in this agent (no process "
+                              "source)");
+    } else if (r->state != SKP_PROC_IDLE) {
+        err = SKP_ESTATE;
+        snprintf(reason, cap, "another process profiling task is running in this process");
+    }
+    if (err) {
         r->stats.tasks_refused++;
         pthread_mutex_unlock(&r->mu);
-        snprintf(reason, cap, "%s", why);
-        return SKP_OK; /* answered with an error upload */
+        return err;
     }
-    r->cur = spec;
+    r->cur = *spec;
     __atomic_store_n(&r->stop, 0, __ATOMIC_SEQ_CST);
     r->state = SKP_PROC_RUNNING;
     r->error[0] = '\0';
+    r->started_ms = skpx_now_ms();
     r->stats.tasks_run++;
     err = skp__thread_start(&r->thread, "skp-proc", proc_main, r);
     if (err) {
         r->state = SKP_PROC_IDLE;
         r->stats.tasks_run--;
         r->stats.tasks_refused++;
-        queue_error(r, spec.task_id, "cannot start the profiling thread");
+        snprintf(reason, cap, "cannot start the profiling thread");
+        err = SKP_EIO;
     } else {
         r->thread_started = true;
     }
     pthread_mutex_unlock(&r->mu);
-    SKPX_INFO("skyprof: process profiling task %.80s (%s) %s", spec.task_id, spec.event,
-              err ? "refused: no thread" : "started");
-    return SKP_OK;
+    SKPX_INFO("skyprof: process profiling task %.80s (%s%s) %s", spec->task_id, spec->event,
+              spec->continuous ? ", triggered" : "", err ? "refused: no thread" : "started");
+    return err;
 }
 
 bool skp__proc_upload_peek(struct skp__proc_runner *r, struct skp__proc_upload *u)
@@ -711,6 +743,10 @@ bool skp__proc_upload_peek(struct skp__proc_runner *r, struct skp__proc_upload *
         u->file = r->file;
         u->file_len = r->file_len;
         u->is_task = true;
+        u->continuous = r->cur.continuous;
+        u->prof = r->prof;
+        snprintf(u->event, sizeof(u->event), "%s", r->cur.event);
+        u->started_ms = r->started_ms;
         ready = true;
     }
     pthread_mutex_unlock(&r->mu);
@@ -742,6 +778,8 @@ void skp__proc_upload_done(struct skp__proc_runner *r, const struct skp__proc_up
     skpx_free(r->file);
     r->file = NULL;
     r->file_len = 0;
+    skpx_pprof_free(r->prof);
+    r->prof = NULL;
     pthread_mutex_unlock(&r->mu);
     join_task(r); /* the thread has set DONE and is returning */
     pthread_mutex_lock(&r->mu);

@@ -20,6 +20,7 @@
 #include "agent/agent_limits.h"
 #include "common/Command.pb-c.h"
 #include "skyprof/skyprof.h"
+#include "wire/pprof_encode.h"
 
 #define SKP_PPROF_TASK_COMMAND "PprofTaskQuery"
 /* Threads sampled per task at most (a listing beyond this keeps the first ones). */
@@ -49,6 +50,9 @@ struct skp__proc_spec {
     int64_t dump_period;     /* DumpPeriod as sent */
     int64_t sampling_hz;     /* SamplingRate (ours), 0 = default */
     int64_t create_time_ms;
+    /* A threshold-triggered task (cont_agent.c): the result stays a pprof builder (no file, no
+     * PprofTask answer) for the channel to upload through collectProfilingData. */
+    bool continuous;
 };
 
 enum skp__proc_state {
@@ -84,7 +88,9 @@ struct skp__proc_runner {
     pthread_t thread;
     bool thread_started;
     volatile int stop;           /* set with __atomic builtins; read by source run_event */
+    int64_t started_ms;          /* wall time the current task started */
     /* result of the current task (state DONE), owned by the runner */
+    struct skpx_pprof *prof;     /* continuous tasks: the samples (file stays NULL) */
     uint8_t *file;
     size_t file_len;
     char error[256];             /* non-empty: upload EXECUTION_TASK_ERROR with it */
@@ -104,6 +110,10 @@ struct skp__proc_upload {
     size_t file_len;
     char error[256];
     bool is_task;                /* the current task's result (else a queued refusal) */
+    bool continuous;             /* a continuous task's result: prof, not file */
+    const struct skpx_pprof *prof;
+    char event[SKP_PROC_EVENT_MAX];
+    int64_t started_ms;
 };
 
 /* Initializes an idle runner without a source. Errors: SKP_EIO (condvar). */
@@ -126,6 +136,13 @@ SKP_MUST_CHECK skp_err skp__pprof_command_parse(const Skywalking__V3__Command *c
  * task, or queues an EXECUTION_TASK_ERROR answer when it cannot run (busy, no source). */
 skp_err skp__pprof_command_exec(void *ud, const Skywalking__V3__Command *cmd, char *reason,
                                 size_t cap);
+
+/* Starts `spec` (copied) on skp-proc. Errors: SKP_ENOTSUP (no process source), SKP_ESTATE
+ * (a task runs or waits for its upload), SKP_EIO (no thread); `reason` says which. Thread-safe;
+ * takes mu (callers may hold agent->lock). */
+SKP_MUST_CHECK skp_err skp__proc_runner_start(struct skp__proc_runner *r,
+                                              const struct skp__proc_spec *spec, char *reason,
+                                              size_t cap);
 
 /* The cursor to send as lastCommandTime. Thread-safe. */
 int64_t skp__proc_runner_cursor(struct skp__proc_runner *r);

@@ -10,6 +10,7 @@
 #include <sys/syscall.h>
 #include <unistd.h>
 
+#include "agent/cont_http.h"
 #include "agent/sw8.h"
 #include "common/alloc.h"
 #include "common/clock.h"
@@ -292,12 +293,40 @@ skyprof_span *skyprof_entry_begin(const char *endpoint, const char *sw8)
     return (skyprof_span *)(void *)r;
 }
 
+/* One finished request for the HTTP checks of continuous profiling (cont_http.h): the entry
+ * endpoint, its duration, and whether it answered 5xx (its http.status_code tag; without one,
+ * its error flag). Only while a policy with HTTP checks exists. */
+static void note_request(const struct seg_work *w)
+{
+    const struct skp__span_rec *r = &w->spans[0];
+    bool server_error = r->is_error;
+    for (int32_t i = 0; i < w->hdr.n_tags; i++) {
+        const struct skp__tag_rec *t = &w->tags[i];
+        if (t->span != 0 || t->key_len != 16 ||
+            memcmp(w->text + t->key_off, "http.status_code", 16) != 0)
+            continue;
+        int code = 0;
+        for (uint32_t k = 0; k < t->val_len && k < 4; k++) {
+            char c = w->text[t->val_off + k];
+            if (c < '0' || c > '9')
+                break;
+            code = code * 10 + (c - '0');
+        }
+        server_error = code >= 500;
+        break;
+    }
+    skp__cont_http_record(w->text + r->name_off, r->name_len, r->end_ms - r->start_ms,
+                          server_error);
+}
+
 static void finish_segment(struct seg_work *w, int64_t now)
 {
     skp__task_ctx_release(&w->prof); /* the thread is no longer sampled from here on */
     for (int32_t i = 0; i < w->hdr.n_spans; i++)
         end_span(w, &w->spans[i], now);
     w->open = false;
+    if (skp__cont_http_enabled() && w->hdr.n_spans > 0)
+        note_request(w);
     const struct skp__tracer_conf *conf = atomic_load_explicit(&g_hub.conf, memory_order_acquire);
     if (!conf || conf != w->conf || !conf->report_segments)
         return; /* the agent that saw it begin is gone */

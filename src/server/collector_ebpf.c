@@ -222,7 +222,8 @@ static int keep_alive(struct collector *c, struct collector_unary *u, const Prot
         skp_err err = store_ebpf_touch_process(c->store, id, collector_now(c), &found);
         if (!err && !found) {
             /* OAP keeps a process alive from its pings alone: register it (pid unknown) */
-            Skywalking__V3__EBPFHostProcessMetadata h = SKYWALKING__V3__EBPFHOST_PROCESS_METADATA__INIT;
+            Skywalking__V3__EBPFHostProcessMetadata h =
+                SKYWALKING__V3__EBPFHOST_PROCESS_METADATA__INIT;
             h.entity = (Skywalking__V3__EBPFProcessEntityMetadata *)e;
             err = register_one(c, &h,
                                (const Skywalking__V3__KeyStringValuePair *const *)p->properties,

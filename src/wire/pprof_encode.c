@@ -347,6 +347,51 @@ skp_err skpx_pprof_add(struct skpx_pprof *p, const struct skpx_pprof_frame *fram
     return SKP_OK;
 }
 
+static void str_of(const struct skpx_pprof *p, int64_t id, const char **s, size_t *n)
+{
+    *s = (const char *)p->strs.arena + p->strs.off[id];
+    *n = p->strs.len[id];
+}
+
+bool skpx_pprof_sample(const struct skpx_pprof *p, size_t s, struct skpx_pprof_frame *scratch,
+                       size_t *n_frames, const int64_t **values)
+{
+    if (!p || !scratch || s >= p->samples.n)
+        return false;
+    uint64_t nf;
+    memcpy(&nf, p->samples.arena + p->samples.off[s], sizeof(nf));
+    if (nf > SKPX_PPROF_MAX_FRAMES)
+        nf = SKPX_PPROF_MAX_FRAMES;
+    for (size_t i = 0; i < nf; i++) {
+        uint64_t lid;
+        memcpy(&lid, p->samples.arena + p->samples.off[s] + 8 * (1 + i), sizeof(lid));
+        int64_t lk[2], fk[2];
+        memcpy(lk, p->locs.arena + p->locs.off[lid - 1], sizeof(lk));
+        memcpy(fk, p->funcs.arena + p->funcs.off[lk[0] - 1], sizeof(fk));
+        str_of(p, fk[0], &scratch[i].func, &scratch[i].func_len);
+        str_of(p, fk[1], &scratch[i].file, &scratch[i].file_len);
+        scratch[i].line = lk[1];
+    }
+    *n_frames = (size_t)nf;
+    *values = &p->values[s * p->n_types];
+    return true;
+}
+
+int skpx_pprof_each(const struct skpx_pprof *p, struct skpx_pprof_frame *scratch,
+                    skpx_pprof_sample_cb cb, void *ud)
+{
+    if (!cb)
+        return 0;
+    size_t n = 0;
+    const int64_t *v = NULL;
+    for (size_t s = 0; skpx_pprof_sample(p, s, scratch, &n, &v); s++) {
+        int rc = cb(ud, scratch, n, v);
+        if (rc)
+            return rc;
+    }
+    return 0;
+}
+
 size_t skpx_pprof_n_samples(const struct skpx_pprof *p)
 {
     return p ? p->samples.n : 0;

@@ -85,6 +85,21 @@ SKP_MUST_CHECK skp_err skpx_pprof_add(struct skpx_pprof *p, const struct skpx_pp
 SKP_MUST_CHECK skp_err skpx_pprof_encode(const struct skpx_pprof *p, bool gzip, uint8_t **out,
                                          size_t *out_len);
 
+/* One merged sample as skpx_pprof_each gives it: frames leaf first (func/file point into the
+ * builder: valid until it changes or is freed; not NUL-terminated, use the lengths), values in
+ * sample-type order. Return non-zero to stop. */
+typedef int (*skpx_pprof_sample_cb)(void *ud, const struct skpx_pprof_frame *frames,
+                                    size_t n_frames, const int64_t *values);
+/* Calls cb for every distinct sample in insertion order, with `scratch` (room for
+ * SKPX_PPROF_MAX_FRAMES frames, caller-owned) holding the frames. Labels are not given (samples
+ * that differ only by labels come once each). Returns cb's non-zero value or 0. */
+int skpx_pprof_each(const struct skpx_pprof *p, struct skpx_pprof_frame *scratch,
+                    skpx_pprof_sample_cb cb, void *ud);
+/* The same for distinct sample `i` (0 .. skpx_pprof_n_samples - 1) alone: fills scratch and
+ * *n_frames, points *values at its values (borrowed). Returns false when i is out of range. */
+bool skpx_pprof_sample(const struct skpx_pprof *p, size_t i, struct skpx_pprof_frame *scratch,
+                       size_t *n_frames, const int64_t **values);
+
 /* Distinct samples, memory in use (bytes counted against the budget). */
 size_t skpx_pprof_n_samples(const struct skpx_pprof *p);
 size_t skpx_pprof_bytes(const struct skpx_pprof *p);

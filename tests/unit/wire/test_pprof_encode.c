@@ -242,12 +242,68 @@ static void test_write_file(void **state)
     skpx_pprof_free(p);
 }
 
+/* skpx_pprof_each gives every merged sample once, frames leaf first, with summed values. */
+struct each_seen {
+    int n;
+    int64_t busy_cpu;
+    size_t busy_depth;
+    char leaf[32];
+};
+
+static int each_cb(void *ud, const struct skpx_pprof_frame *f, size_t n, const int64_t *v)
+{
+    struct each_seen *s = ud;
+    s->n++;
+    if (n == 2 && f[0].func_len == 4 && memcmp(f[0].func, "busy", 4) == 0) {
+        s->busy_cpu = v[1];
+        s->busy_depth = n;
+        assert_int_equal(f[0].line, 7);
+        assert_int_equal(f[1].func_len, 4);
+        assert_memory_equal(f[1].func, "main", 4);
+        assert_memory_equal(f[0].file, "a.c", 3);
+    }
+    return 0;
+}
+
+static int stop_cb(void *ud, const struct skpx_pprof_frame *f, size_t n, const int64_t *v)
+{
+    (void)f;
+    (void)n;
+    (void)v;
+    (*(int *)ud)++;
+    return 9;
+}
+
+static void test_each(void **state)
+{
+    (void)state;
+    struct skpx_pprof *p = NULL;
+    assert_int_equal(skpx_pprof_new(TYPES, 2, 1 << 20, &p), SKP_OK);
+    struct skpx_pprof_frame busy[2] = {fr("busy", "a.c", 7), fr("main", "a.c", 1)};
+    struct skpx_pprof_frame idle[1] = {fr("idle", "", 0)};
+    int64_t v1[2] = {1, 10}, v2[2] = {1, 5};
+    assert_int_equal(skpx_pprof_add(p, busy, 2, v1, NULL, 0), SKP_OK);
+    assert_int_equal(skpx_pprof_add(p, idle, 1, v2, NULL, 0), SKP_OK);
+    assert_int_equal(skpx_pprof_add(p, busy, 2, v1, NULL, 0), SKP_OK);
+    struct skpx_pprof_frame *scratch = skpx_calloc(SKPX_PPROF_MAX_FRAMES, sizeof(*scratch));
+    assert_non_null(scratch);
+    struct each_seen s = {0};
+    assert_int_equal(skpx_pprof_each(p, scratch, each_cb, &s), 0);
+    assert_int_equal(s.n, 2);
+    assert_int_equal(s.busy_cpu, 20);
+    int calls = 0;
+    assert_int_equal(skpx_pprof_each(p, scratch, stop_cb, &calls), 9);
+    assert_int_equal(calls, 1);
+    skpx_free(scratch);
+    skpx_pprof_free(p);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_merge_and_scan), cmocka_unit_test(test_budget),
         cmocka_unit_test(test_bad_args),       cmocka_unit_test(test_alloc_faults),
-        cmocka_unit_test(test_write_file),
+        cmocka_unit_test(test_write_file), cmocka_unit_test(test_each),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -14,7 +14,7 @@ set(C ${SKP_ROOT}/src/common)
 file(GLOB common_src ${C}/*.c)
 add_executable(test_agent_tsan ${SKP_ROOT}/tests/unit/agent/tsan/test_agent_tsan.c
   ${A}/ring.c ${A}/task_context.c ${A}/sampler.c ${A}/snapshot.c ${A}/agent_clock.c
-  ${A}/agent_thread.c ${A}/tracer.c ${A}/sw8.c
+  ${A}/agent_thread.c ${A}/tracer.c ${A}/sw8.c ${A}/cont_http.c
   ${common_src})
 target_include_directories(test_agent_tsan PRIVATE ${SKP_ROOT}/src ${SKP_ROOT}/include)
 target_compile_definitions(test_agent_tsan PRIVATE _GNU_SOURCE SKP_VERSION="tsan")

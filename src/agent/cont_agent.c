@@ -41,6 +41,8 @@
 /* Text of one stack's symbols (SKPX_PPROF_MAX_FRAMES frames of at most SKP_SYMBOL_MAX). */
 #define SYMBOL_TEXT_MAX ((size_t)SKPX_PPROF_MAX_FRAMES * 96)
 #define LAYER "GENERAL"
+/* The profiler's sampling period for these tasks (spec.sampling_hz 0 = its default rate). */
+#define SKP_CONT_PERIOD_NS (1000000000LL / SKP_PROC_DEFAULT_HZ)
 
 static int env_int(const char *name, int lo, int hi)
 {
@@ -548,7 +550,12 @@ static int up_next(void *ud, const ProtobufCMessage **out)
         skywalking__v3__ebpfon_cpuprofiling__init(&f->on);
         f->on.n_stacks = 1;
         f->on.stacks = &f->stackp;
-        f->on.dumpcount = (int32_t)(v[0] > INT32_MAX ? INT32_MAX : v[0]);
+        /* rover's dumpCount counts perf samples at a fixed rate, so it weighs a stack by its
+         * CPU time; ours is the stack's CPU time in sampling periods (at least 1). */
+        int64_t periods = (v[1] + SKP_CONT_PERIOD_NS / 2) / SKP_CONT_PERIOD_NS;
+        if (periods < 1)
+            periods = 1;
+        f->on.dumpcount = (int32_t)(periods > INT32_MAX ? INT32_MAX : periods);
         f->msg.profiling_case = SKYWALKING__V3__EBPFPROFILING_DATA__PROFILING_ON_CPU;
         f->msg.oncpu = &f->on;
     } else {

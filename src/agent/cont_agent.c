@@ -395,7 +395,8 @@ static void trigger(skyprof_agent *a, int target, const struct skp__cont_cause *
     int off = snprintf(line, sizeof(line), "%s", skp__cont_target_name(target));
     for (int i = 0; i < n && off > 0 && (size_t)off < sizeof(line); i++)
         off += snprintf(line + off, sizeof(line) - (size_t)off,
-                        "%s %s%s%.60s: %.2f >= %.2f (%d of %d)", i ? "," : ":", skp__cont_monitor_name(causes[i].monitor),
+                        "%s %s%s%.60s: %.2f >= %.2f (%d of %d)", i ? "," : ":",
+                        skp__cont_monitor_name(causes[i].monitor),
                         causes[i].uri_kind ? " of " : "", causes[i].uri, causes[i].current,
                         causes[i].threshold, causes[i].n_over, causes[i].period);
     /* New evidence is needed for the next trigger, whatever happens to this one. */

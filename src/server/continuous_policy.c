@@ -523,8 +523,11 @@ json_t *cont_policy_agent_json(const char *service, const struct cont_policy *p)
     json_t *prof = checkers_json(p, true);
     if (!prof)
         return NULL;
-    return json_pack("{s:s, s:s, s:o}", "ServiceName", service, "UUID", p->uuid, "Profiling",
-                     prof);
+    /* ExecuteDuration/SilenceDuration (s): our extension, read by skyprof's agents (rover has
+     * its own settings and ignores unknown keys). */
+    return json_pack("{s:s, s:s, s:o, s:I, s:I}", "ServiceName", service, "UUID", p->uuid,
+                     "Profiling", prof, "ExecuteDuration", (json_int_t)p->execute_s,
+                     "SilenceDuration", (json_int_t)p->silence_s);
 }
 
 /* ---------------------------------------------------------------- from stored */

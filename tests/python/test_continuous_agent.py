@@ -8,16 +8,15 @@ OAP's sha256) and keeps alive; the CPU profile it then takes is uploaded through
 collectProfilingData and skyprofd's analysis of the task shows the busy function. While no
 policy exists for a service, the agent runs no thread but skp-channel.
 
-The continuous-profiling service is served here by a small grpcio front (policies and the task id
-it answers, recorded for the checks) that forwards every other call, as bytes, to the real
-skyprofd; EBPFProcessService and EBPFProfilingService are skyprofd's own.
-Time is compressed with the agents' test settings SKYPROF_CONT_EXECUTE_S (profile length) and
-SKYPROF_CONT_SILENCE_S, and SW_AGENT_COLLECTOR_GET_PROFILE_TASK_INTERVAL=1 (policy polls)."""
+Everything is skyprofd's: the policy is PUT through its HTTP API (executeDuration 3 s, which the
+agent takes from the policy JSON), the trigger is read back from /api/v1/profile/triggers. A
+recording grpcio pass-through between agent and skyprofd keeps the ContinuousProfilingService
+requests for the wire checks (uuid cursor, report fields). Time is compressed with
+SW_AGENT_COLLECTOR_GET_PROFILE_TASK_INTERVAL=1 (policy polls) and the policy's durations."""
 import base64
 import concurrent.futures
 import hashlib
 import http.client
-import json
 import os
 import subprocess
 import sys
@@ -25,7 +24,6 @@ import tempfile
 import threading
 import time
 import urllib.parse
-import uuid
 
 import grpc
 
@@ -50,19 +48,14 @@ def oap_process_id(service, instance, process):
     return hashlib.sha256(('%s_%s.1_%s' % (process, b(service), b(instance))).encode()).hexdigest()
 
 
-def policy_json(service, uid):
-    return {'ServiceName': service, 'UUID': uid, 'Profiling': {
-        'ON_CPU': {'PROCESS_CPU': {'Threshold': str(THRESHOLD), 'Period': 4, 'Count': 2}}}}
-
-
 class Front:
-    """ContinuousProfilingService for the tests; everything else forwarded to skyprofd."""
+    """A recording pass-through in front of skyprofd: every call is forwarded as bytes; the
+    ContinuousProfilingService requests are decoded and kept for the wire checks."""
 
     def __init__(self, target):
         self.lock = threading.Lock()
-        self.policies = {}       # service -> uuid (policy JSON built by policy_json)
         self.queries = []        # (service, uuid sent)
-        self.reports = []        # (ContinuousProfilingReport, task id)
+        self.reports = []        # (ContinuousProfilingReport, task id answered)
         self.up = grpc.insecure_channel(target)
         self.server = grpc.server(concurrent.futures.ThreadPoolExecutor(max_workers=16))
         self.server.add_generic_rpc_handlers((self,))
@@ -73,54 +66,34 @@ class Front:
         self.server.stop(0)
         self.up.close()
 
-    def set_policy(self, service):
+    def _note(self, m, req, resp):
         with self.lock:
-            self.policies[service] = hashlib.sha512(service.encode()).hexdigest()
-
-    def _query(self, req, ctx):
-        out = Command_pb2.Commands()
-        with self.lock:
-            for p in req.policies:
-                self.queries.append((p.serviceName, p.uuid))
-                want = self.policies.get(p.serviceName, '')
-                if want == p.uuid:
-                    continue
-                doc = [policy_json(p.serviceName, want) if want else
-                       {'ServiceName': p.serviceName, 'UUID': ''}]
-                c = out.commands.add(command='ContinuousProfilingPolicyQuery')
-                c.args.add(key='SerialNumber', value=str(uuid.uuid4()))
-                c.args.add(key='ServiceWithPolicyJSON', value=json.dumps(doc))
-        return out
-
-    def _report(self, req, ctx):
-        tid = 'cont-%s-%s' % (req.serviceName, uuid.uuid4().hex[:8])
-        with self.lock:
-            self.reports.append((req, tid))
-        out = Command_pb2.Commands()
-        c = out.commands.add(command='ContinuousProfilingReportTask')
-        c.args.add(key='TaskId', value=tid)
-        return out
+            if m.endswith('/queryPolicies'):
+                for p in CP.ContinuousProfilingPolicyQuery.FromString(req).policies:
+                    self.queries.append((p.serviceName, p.uuid))
+            elif m.endswith('/reportProfilingTask'):
+                tid = ''
+                for c in Command_pb2.Commands.FromString(resp).commands:
+                    for a in c.args:
+                        if a.key == 'TaskId':
+                            tid = a.value
+                self.reports.append((CP.ContinuousProfilingReport.FromString(req), tid))
 
     def service(self, details):
         m = details.method
         ident = lambda b: b  # noqa: E731
-        if m.endswith('ContinuousProfilingService/queryPolicies'):
-            return grpc.unary_unary_rpc_method_handler(
-                self._query, request_deserializer=CP.ContinuousProfilingPolicyQuery.FromString,
-                response_serializer=Command_pb2.Commands.SerializeToString)
-        if m.endswith('ContinuousProfilingService/reportProfilingTask'):
-            return grpc.unary_unary_rpc_method_handler(
-                self._report, request_deserializer=CP.ContinuousProfilingReport.FromString,
-                response_serializer=Command_pb2.Commands.SerializeToString)
         if m.startswith('/skywalking.v10.PprofTask/collect'):
             return None  # bidirectional; not used here
 
         def fwd_unary(req, ctx):
             try:
-                return self.up.unary_unary(m, request_serializer=ident,
+                resp = self.up.unary_unary(m, request_serializer=ident,
                                            response_deserializer=ident)(req, timeout=30)
             except grpc.RpcError as e:
                 ctx.abort(e.code(), e.details() or '')
+            if 'ContinuousProfilingService' in m:
+                self._note(m, req, resp)
+            return resp
 
         def fwd_stream(it, ctx):
             try:
@@ -147,6 +120,15 @@ class Front:
             return [u for s, u in self.queries if s == service]
 
 
+def put_policy(S, service):
+    body = {'targets': [{'targetType': 'ON_CPU', 'checkItems': [
+        {'type': 'PROCESS_CPU', 'threshold': str(THRESHOLD), 'period': 4, 'count': 2}]}],
+        'executeDuration': EXECUTE_S, 'silenceDuration': 600}
+    st, doc = S.json('PUT', '/api/v1/continuous/policies/' + q(service), body)
+    assert st == 200, (st, doc)
+    return doc['uuid']
+
+
 def agent_threads(pid):
     names = []
     for t in os.listdir('/proc/%d/task' % pid):
@@ -162,7 +144,7 @@ def agent_threads(pid):
 
 def check_trigger(S, front, service, pid, busy):
     """The checks every agent must pass once its policy is set; returns the task id."""
-    front.set_policy(service)
+    uid = put_policy(S, service)
     got = wait_until(lambda: front.report_of(service), 60, interval=0.1,
                      what='%s reportProfilingTask' % service)
     rep, tid = got
@@ -175,7 +157,13 @@ def check_trigger(S, front, service, pid, busy):
     assert c.threshold == THRESHOLD and c.current > c.threshold, (c.threshold, c.current)
     # the uuid cursor: "" first, then the policy's own
     sent = front.uuids_sent(service)
-    assert sent[0] == '' and front.policies[service] in sent, sent[:5]
+    assert sent[0] == '' and uid in sent, sent[:5]
+    # skyprofd recorded the trigger with the agent's cause and the task the data belongs to
+    trig = S.json('GET', '/api/v1/profile/triggers?service=' + q(service), expect=200)[1]
+    mine = [t for t in trig['triggers'] if t.get('taskId') == tid]
+    assert len(mine) == 1 and mine[0]['source'] == 'agent' and mine[0]['target'] == 'ON_CPU', trig
+    cause = mine[0]['causes'][0]
+    assert cause['type'] == 'PROCESS_CPU' and cause['current'] > cause['threshold'], cause
     # the process registered with OAP's id, then the profile arrives
     # (registered right after the report)
     procs = wait_until(lambda: S.json('GET', '/api/v1/ebpf/processes?service=' + q(service),
@@ -213,7 +201,7 @@ def python_app(S, front, res, tmp):
     env = dict(os.environ, PYTHONUNBUFFERED='1', SW_AGENT_NAME='cont-py',
                SW_AGENT_COLLECTOR_BACKEND_SERVICES='127.0.0.1:%d' % front.port,
                SW_AGENT_COLLECTOR_GET_PROFILE_TASK_INTERVAL='1',
-               SKYPROF_CONT_EXECUTE_S=str(EXECUTE_S), SKYPROF_CONT_SILENCE_S='600')
+               )
     log = open(os.path.join(tmp, 'py-app.log'), 'w+')
     app = subprocess.Popen([sys.executable, os.path.join(APPS, 'proc_app.py')], env=env,
                            stdin=subprocess.PIPE, stdout=log, stderr=subprocess.STDOUT)
@@ -239,6 +227,8 @@ def python_app(S, front, res, tmp):
             # one trigger: the silence holds the next one off
             time.sleep(2)
             assert len([r for r in front.reports if r[0].serviceName == 'cont-py']) == 1
+            trig = S.json('GET', '/api/v1/profile/triggers?service=cont-py', expect=200)[1]
+            assert len(trig['triggers']) == 1, trig
         res.run('python: PROCESS_CPU fires, ON_CPU stacks show burn_cpu', trigger)
     finally:
         try:
@@ -277,8 +267,7 @@ class Load:
 def native_demo(S, front, res):
     env = {'SW_AGENT_NAME': 'cont-c',
            'SW_AGENT_COLLECTOR_BACKEND_SERVICES': '127.0.0.1:%d' % front.port,
-           'SW_AGENT_COLLECTOR_GET_PROFILE_TASK_INTERVAL': '1',
-           'SKYPROF_CONT_EXECUTE_S': str(EXECUTE_S), 'SKYPROF_CONT_SILENCE_S': '600'}
+           'SW_AGENT_COLLECTOR_GET_PROFILE_TASK_INTERVAL': '1'}
     with Proc([DEMO, '--port', '0', '--step-ms', '20', '--other-ms', '100'], env=env,
               name='demo') as demo:
         port = listening_port(demo, 'demo_service:')

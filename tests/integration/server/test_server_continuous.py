@@ -176,7 +176,8 @@ def t_query_policies():
     assert lst == [{"ServiceName": "q-svc", "UUID": uuid, "Profiling": {
         "ON_CPU": {"PROCESS_CPU": {"Threshold": "50", "Period": 10, "Count": 3}},
         "NETWORK": {"HTTP_ERROR_RATE": {"Threshold": "10.5", "Period": 6, "Count": 2,
-                                        "URIRegex": "^/api/.*"}}}}], lst
+                                        "URIRegex": "^/api/.*"}}},
+        "ExecuteDuration": 600, "SilenceDuration": 1200}], lst
     # the cursor: same uuid -> nothing
     resp = agent_query(("q-svc", uuid))
     assert len(resp.commands) == 0, resp

@@ -55,9 +55,10 @@ static void policy_stored_round_trip(void **state)
     char *s = json_dumps(a, JSON_COMPACT | JSON_SORT_KEYS);
     char want[400];
     snprintf(want, sizeof(want),
-             "{\"Profiling\":{\"ON_CPU\":{\"PROCESS_CPU\":{\"Count\":10,\"Period\":10,"
-             "\"Threshold\":\"70\"}}},\"ServiceName\":\"svc\",\"UUID\":\"%s\"}",
-             p.uuid);
+             "{\"ExecuteDuration\":%d,\"Profiling\":{\"ON_CPU\":{\"PROCESS_CPU\":{\"Count\":10,"
+             "\"Period\":10,\"Threshold\":\"70\"}}},\"ServiceName\":\"svc\","
+             "\"SilenceDuration\":0,\"UUID\":\"%s\"}",
+             CONT_EXECUTE_DEFAULT_S, p.uuid);
     assert_string_equal(s, want);
     free(s); /* lint:allow jansson's default allocator in this test */
     json_decref(a);

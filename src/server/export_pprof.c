@@ -1,8 +1,10 @@
 /* export_pprof.c - pprof's profile.proto (package perftools.profiles), encoded by hand and
  * gzip-compressed, as `go tool pprof` and the pprof web UI read it.
  *
- * Design: one Function and one Location per distinct code signature (ids 1..n, location i
- * refers to function i); one Sample per tree node with a non-zero self count, its location ids
+ * Design: one Location per distinct code signature (ids 1..n) with the signature's line, one
+ * Function per distinct function and file (name = the function alone, file in `filename`: the
+ * signature is split by signature_parts), so pprof's function views merge the lines of one
+ * function; one Sample per tree node with a non-zero self count, its location ids
  * leaf first, values [self count, self count x dump period in ns] for the sample types
  * samples/count and wall/nanoseconds (thread dumps see running and waiting threads alike, so
  * the time is wall time); string labels trace_id, segment_id, endpoint and task_id from the
@@ -86,52 +88,67 @@ static void put_message(struct skpx_buf *b, uint32_t field, struct skpx_buf *inn
 
 /* ---- code signatures ---- */
 
-/* Line number at the end of a signature: "file.py.func: 50" or "func (file.c:42)". 0 if none. */
-static int64_t signature_line(const char *sig, const char **file, size_t *file_len)
+/* What a code signature says: the function, and the file and line when it carries them. The
+ * pointers point into the signature. */
+struct sig_parts {
+    const char *name;
+    size_t name_len;
+    const char *file;          /* NULL = no file */
+    size_t file_len;
+    int64_t line;              /* 0 = no line */
+};
+
+/* Splits "file.py.func: 50" (Python agents: file "file.py", function "func", which may be a
+ * qualified "Class.method"), "func (file.c:42)" (native frames) and "func: 7" (function and line
+ * only). Anything else is a function name alone. */
+static void signature_parts(const char *sig, struct sig_parts *p)
 {
     size_t n = strlen(sig);
+    *p = (struct sig_parts){.name = sig, .name_len = n};
     size_t end = n;
-    *file = NULL;
-    *file_len = 0;
     if (end > 0 && sig[end - 1] == ')')
         end--;
     size_t d = end;
     while (d > 0 && sig[d - 1] >= '0' && sig[d - 1] <= '9')
         d--;
-    if (d == end || d == 0)
-        return 0;
+    if (d == end || d == 0 || end - d > 9)
+        return;
     size_t colon = d;
     while (colon > 0 && sig[colon - 1] == ' ')
         colon--;
     if (colon == 0 || sig[colon - 1] != ':')
-        return 0;
+        return;
     colon--;
     int64_t line = strtoll(sig + d, NULL, 10);
     if (end < n) {
-        /* Native form: the file sits between " (" and the colon. */
-        const char *open = NULL;
+        /* Native form: the file sits between " (" and the colon, the function before " (". */
         for (size_t i = colon; i > 0; i--) {
             if (sig[i - 1] == '(') {
-                open = sig + i;
-                break;
+                size_t name_end = i - 1;
+                while (name_end > 0 && sig[name_end - 1] == ' ')
+                    name_end--;
+                if (name_end == 0 || i == colon)
+                    return;
+                *p = (struct sig_parts){.name = sig, .name_len = name_end, .file = sig + i,
+                                        .file_len = colon - i, .line = line};
+                return;
             }
         }
-        if (open) {
-            *file = open;
-            *file_len = (size_t)(sig + colon - open);
-        }
-    } else {
-        /* Python form "/path/app.py.method": the file ends at ".py.". */
-        const char *py = NULL;
-        for (const char *p = sig; p + 4 <= sig + colon; p++)
-            if (memcmp(p, ".py.", 4) == 0)
-                py = p;
-        if (py) {
-            *file = sig;
-            *file_len = (size_t)(py + 3 - sig);
-        }
+        return;
     }
-    return line;
+    p->line = line;
+    p->name_len = colon;
+    /* Python form "/path/app.py.Class.method": the file ends at the last ".py." */
+    const char *py = NULL;
+    for (const char *q = sig; q + 4 <= sig + colon; q++)
+        if (memcmp(q, ".py.", 4) == 0)
+            py = q;
+    if (py && py + 4 < sig + colon) {
+        p->file = sig;
+        p->file_len = (size_t)(py + 3 - sig);
+        p->name = py + 4;
+        p->name_len = (size_t)(sig + colon - p->name);
+    }
 }
 
 /* ---- rendering ---- */
@@ -148,22 +165,43 @@ struct pprof_ctx {
     uint32_t label_vals[4];
     size_t n_labels;
     bool value_mode;           /* export_meta.value_type set: one sample type, value = self */
-    char **owned;              /* file names cut out of signatures (interned, so kept here) */
-    size_t n_owned;
-    size_t cap_owned;
+    struct export_intern funcs;       /* "name\x1ffile" -> function id - 1 */
 };
 
-static skp_err own(struct pprof_ctx *c, char *s)
+/* The id (0-based) of the function (name, file) of `sp`, writing its Function message to `raw`
+ * the first time. Errors: SKP_ENOMEM. */
+static skp_err function_id(struct pprof_ctx *c, struct skpx_buf *raw, const struct sig_parts *sp,
+                           uint32_t *out)
 {
-    if (c->n_owned == c->cap_owned) {
-        size_t cap = c->cap_owned ? c->cap_owned * 2 : 64;
-        char **o = skpx_realloc(c->owned, cap * sizeof(*o));
-        if (!o)
-            return SKP_ENOMEM;
-        c->owned = o;
-        c->cap_owned = cap;
+    /* Key "name\x1ffile" (a signature holding \x1f only merges with a lookalike: harmless). */
+    char *key = skpx_malloc(sp->name_len + sp->file_len + 2);
+    if (!key)
+        return SKP_ENOMEM;
+    memcpy(key, sp->name, sp->name_len);
+    key[sp->name_len] = '\x1f';
+    if (sp->file_len)
+        memcpy(key + sp->name_len + 1, sp->file, sp->file_len);
+    key[sp->name_len + 1 + sp->file_len] = '\0';
+    uint32_t before = (uint32_t)c->funcs.n;
+    skp_err err = export_intern_get(&c->funcs, key, out);
+    if (err || *out < before) {
+        skpx_free(key);
+        return err;
     }
-    c->owned[c->n_owned++] = s;
+    uint32_t name_id, file_id = 0;
+    key[sp->name_len] = '\0';
+    err = export_intern_get(&c->strings, key, &name_id);
+    if (!err && sp->file)
+        err = export_intern_get(&c->strings, key + sp->name_len + 1, &file_id);
+    skpx_free(key);
+    if (err)
+        return err;
+    put_uint(&c->label, FN_ID, (uint64_t)*out + 1);
+    put_uint(&c->label, FN_NAME, name_id);
+    put_uint(&c->label, FN_SYSTEM_NAME, name_id);
+    if (sp->file)
+        put_uint(&c->label, FN_FILENAME, file_id);
+    put_message(raw, PF_FUNCTION, &c->label);
     return SKP_OK;
 }
 
@@ -317,50 +355,24 @@ skp_err export_render_pprof(const struct analysis *a, const struct export_meta *
     if (err)
         goto out;
 
-    /* One function and one location per distinct signature, id = position + 1. */
-    for (size_t i = 0; i < c.sigs.n; i++) {
-        const char *sig = c.sigs.order[i];
-        const char *file;
-        size_t file_len;
-        int64_t line = signature_line(sig, &file, &file_len);
-        uint32_t name_id, file_id = 0;
-        char *file_str = NULL;
-        err = export_intern_get(&c.strings, sig, &name_id);
-        if (!err && file) {
-            /* Interned strings are borrowed, so the file name lives in a copy kept (in
-             * c.owned) until the table is written. */
-            file_str = skpx_strndup(file, file_len);
-            if (!file_str) {
-                err = SKP_ENOMEM;
-            } else {
-                uint32_t before = (uint32_t)c.strings.n;
-                err = export_intern_get(&c.strings, file_str, &file_id);
-                if (err || file_id < before) {
-                    skpx_free(file_str); /* not interned, or already present */
-                } else {
-                    err = own(&c, file_str);
-                    if (err)
-                        skpx_free(file_str); /* interned but the render fails anyway */
-                }
-                file_str = NULL;
-            }
-        }
+    /* One location per distinct signature (id = position + 1), with its line; one function per
+     * distinct (name, file), so `go tool pprof -functions` merges the lines of a function. */
+    for (size_t i = 0; i < c.sigs.n && !err; i++) {
+        struct sig_parts sp;
+        signature_parts(c.sigs.order[i], &sp);
+        uint32_t fn;
+        err = function_id(&c, &raw, &sp, &fn);
         if (err)
-            goto out;
-        put_uint(&c.label, FN_ID, i + 1);
-        put_uint(&c.label, FN_NAME, name_id);
-        put_uint(&c.label, FN_SYSTEM_NAME, name_id);
-        if (file)
-            put_uint(&c.label, FN_FILENAME, file_id);
-        put_message(&raw, PF_FUNCTION, &c.label);
-
-        put_uint(&c.packed, LN_FUNCTION_ID, i + 1);
-        if (line > 0)
-            put_uint(&c.packed, LN_LINE, (uint64_t)line);
+            break;
+        put_uint(&c.packed, LN_FUNCTION_ID, (uint64_t)fn + 1);
+        if (sp.line > 0)
+            put_uint(&c.packed, LN_LINE, (uint64_t)sp.line);
         put_uint(&c.label, LC_ID, i + 1);
         put_message(&c.label, LC_LINE, &c.packed);
         put_message(&raw, PF_LOCATION, &c.label);
     }
+    if (err)
+        goto out;
     for (size_t i = 0; i < c.strings.n; i++)
         put_bytes(&raw, PF_STRING_TABLE, c.strings.order[i], strlen(c.strings.order[i]));
     err = raw.err        ? raw.err
@@ -371,9 +383,7 @@ skp_err export_render_pprof(const struct analysis *a, const struct export_meta *
         goto out;
     err = gzip_buf(&raw, b);
 out:
-    for (size_t i = 0; i < c.n_owned; i++)
-        skpx_free(c.owned[i]);
-    skpx_free(c.owned);
+    export_intern_cleanup(&c.funcs);
     export_intern_cleanup(&c.strings);
     export_intern_cleanup(&c.sigs);
     skpx_buf_cleanup(&c.sample);

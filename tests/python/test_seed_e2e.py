@@ -1,6 +1,7 @@
 """The seed scenario end to end: skyprofd + examples/python/seed_app.py (the SkyWalking Python
 agent's profiling example, importing skyprof), a task on endpoint "/", POSTs, profiled segments,
-analysis, the collapsed export read by FlameGraph's flamegraph.pl. Asserts the stack tree of the seed (do_POST ~560 ms: method3 ~60 > method2 ~40 >
+analysis, the collapsed export read by FlameGraph's flamegraph.pl, the pprof export read by
+`go tool pprof -functions/-lines`. Asserts the stack tree of the seed (do_POST ~560 ms: method3 ~60 > method2 ~40 >
 method1 ~20, the 0.5 s sleep as do_POST's self time) within sampling error, that snapshots stop
 when each request ends (the idle single-threaded server is not sampled), and that an incoming
 sw8 header makes the segment continue the caller's trace."""
@@ -139,12 +140,38 @@ def main():
                     assert any(re.search(r'seed_app\.py\.%s:\d+$' % f, x) for x in leaves), \
                         (f, sorted(leaves))
 
+            def pprof_functions_merge_lines():
+                # The task's pprof export through `go tool pprof`: -functions shows each function
+                # once (Function.name is the function alone, file and line in their own fields),
+                # -lines shows its lines under the file.
+                url = 'http://127.0.0.1:%d/api/v1/profile/tasks/%s/export?format=pprof' % (
+                    srv.http_port, state['task'])
+                path = os.path.join(tmp, 'task.pb.gz')
+                with urllib.request.urlopen(url, timeout=30) as resp, open(path, 'wb') as f:
+                    f.write(resp.read())
+                env = dict(os.environ, HOME=tmp, PPROF_TMPDIR=tmp)
+
+                def top(granularity):
+                    out = subprocess.run(['go', 'tool', 'pprof', '-top', '-nodecount=1000',
+                                          granularity, path], capture_output=True, timeout=120,
+                                         env=env, check=True).stdout.decode()
+                    return [l.split()[-2:] for l in out.splitlines()
+                            if re.match(r'\s*[\d.]+\w*\s+[\d.]+%', l)]
+                funcs = [row[-1] for row in top('-functions')]
+                print('go tool pprof -functions:', funcs)
+                for f in ('do_POST', 'method1', 'method2', 'method3'):
+                    assert funcs.count(f) == 1, (f, funcs)
+                lines = top('-lines')
+                assert any(n == 'method3' and re.search(r'seed_app\.py:\d+$', where)
+                           for n, where in lines), lines
+
             r.run('task_notified', task_notified)
             r.run('requests_profiled', requests_profiled)
             r.run('tree_matches_seed', tree_matches_seed)
             r.run('sampling_stops_with_request', sampling_stops_with_request)
             r.run('sw8_continues_trace', sw8_continues_trace)
             r.run('flamegraph_reads_collapsed', flamegraph_reads_collapsed)
+            r.run('pprof_functions_merge_lines', pprof_functions_merge_lines)
         finally:
             code = app.stop()
             srv.stop()

@@ -283,12 +283,86 @@ static void pprof_decodes_with_samples_and_labels(void **state)
     assert_true(STR_IS(label_keys[0], "trace_id") && STR_IS(label_vals[0], "trace-1"));
     assert_true(STR_IS(label_keys[1], "segment_id") && STR_IS(label_vals[1], "seg-1"));
     assert_true(STR_IS(label_keys[2], "endpoint") && STR_IS(label_vals[2], "/orders"));
-    int saw_file = 0, saw_sig = 0;
+    /* Function names are the functions alone; file and line have their own fields. */
+    int saw_c = 0, saw_py = 0, saw_fn = 0, saw_whole = 0;
     for (size_t i = 0; i < n_strings; i++) {
-        saw_file |= STR_IS(i, "demo.c") || STR_IS(i, "/srv/app.py");
-        saw_sig |= STR_IS(i, "method3 (demo.c:42)");
+        saw_c |= STR_IS(i, "demo.c");
+        saw_py |= STR_IS(i, "/srv/app.py");
+        saw_fn += STR_IS(i, "method3") + STR_IS(i, "handler");
+        saw_whole |= STR_IS(i, "method3 (demo.c:42)") || STR_IS(i, "/srv/app.py.handler: 50");
     }
-    assert_true(saw_file && saw_sig);
+    assert_true(saw_c && saw_py);
+    assert_int_equal(saw_fn, 2);
+    assert_false(saw_whole);
+#undef STR_IS
+    skpx_free(raw);
+    skpx_free(gz);
+}
+
+/* Lines of one function are locations of one Function (what `go tool pprof -functions` merges):
+ * "app.py.C.run: 10" and "app.py.C.run: 12" share function "C.run" in file "app.py". */
+static void pprof_lines_of_a_function_share_it(void **state)
+{
+    (void)state;
+    struct analysis_node nodes[] = {
+        {1, 0, "/w/app.py.C.run: 10", 0, 0, 3, 1, NONE},
+        {2, 1, "/w/app.py.C.run: 12", 0, 0, 2, NONE, 2},
+        {3, 1, "leaf (lib.c:7)", 0, 0, 1, NONE, NONE},
+    };
+    struct analysis_tree tree = {nodes, 3};
+    struct analysis an = {.trees = &tree, .n_trees = 1, .n_snapshots = 3};
+    uint8_t *gz;
+    size_t gz_len, len;
+    assert_int_equal(export_render(&an, EXPORT_PPROF, &g_meta, &gz, &gz_len), SKP_OK);
+    uint8_t *raw = gunzip(gz, gz_len, &len);
+    struct pb r = {raw, raw + len}, sub, sub2;
+    uint32_t field, wire;
+    uint64_t val;
+    size_t n_fn = 0, n_loc = 0, n_str = 0;
+    uint64_t loc_fn[8], loc_line[8], fn_name[8], fn_file[8];
+    const char *str[64];
+    size_t str_len[64];
+    while (pb_next(&r, &field, &wire, &val, &sub)) {
+        if (field == 5) { /* Function */
+            while (pb_next(&sub, &field, &wire, &val, &sub2)) {
+                if (field == 2)
+                    fn_name[n_fn] = val;
+                else if (field == 4)
+                    fn_file[n_fn] = val;
+            }
+            n_fn++;
+        } else if (field == 4) { /* Location */
+            while (pb_next(&sub, &field, &wire, &val, &sub2)) {
+                if (field != 4)
+                    continue;
+                struct pb ln = sub2, unused;
+                while (pb_next(&ln, &field, &wire, &val, &unused)) {
+                    if (field == 1)
+                        loc_fn[n_loc] = val;
+                    else if (field == 2)
+                        loc_line[n_loc] = val;
+                }
+            }
+            n_loc++;
+        } else if (field == 6) {
+            str[n_str] = (const char *)sub.p;
+            str_len[n_str++] = (size_t)(sub.end - sub.p);
+        }
+    }
+#define STR_IS(i, lit) (str_len[i] == strlen(lit) && memcmp(str[i], lit, strlen(lit)) == 0)
+    assert_int_equal(n_loc, 3);
+    assert_int_equal(n_fn, 2);
+    uint64_t fn_of_line[13] = {0};
+    for (size_t i = 0; i < n_loc; i++) {
+        assert_true(loc_line[i] == 7 || loc_line[i] == 10 || loc_line[i] == 12);
+        fn_of_line[loc_line[i]] = loc_fn[i];
+    }
+    assert_int_equal(fn_of_line[10], fn_of_line[12]);
+    assert_int_not_equal(fn_of_line[10], fn_of_line[7]);
+    /* Function ids are 1..n in the order written. */
+    size_t run = fn_of_line[10] - 1, leaf = fn_of_line[7] - 1;
+    assert_true(STR_IS(fn_name[run], "C.run") && STR_IS(fn_file[run], "/w/app.py"));
+    assert_true(STR_IS(fn_name[leaf], "leaf") && STR_IS(fn_file[leaf], "lib.c"));
 #undef STR_IS
     skpx_free(raw);
     skpx_free(gz);
@@ -482,6 +556,7 @@ int main(void)
         cmocka_unit_test(speedscope_has_schema_fields),
         cmocka_unit_test(html_is_self_contained),
         cmocka_unit_test(collapsed_frames_never_end_in_a_count),
+        cmocka_unit_test(pprof_lines_of_a_function_share_it),
         cmocka_unit_test(html_comment_script_in_a_frame_cannot_blank_it),
         cmocka_unit_test(empty_analysis_renders),
         cmocka_unit_test(malformed_tree_is_rejected),

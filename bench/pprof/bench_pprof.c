@@ -3,7 +3,8 @@
  * peak RSS, and the profile's size figures. Target (issue 10): a 30 MiB pprof in <= 1 s.
  * Without a file it builds a synthetic CPU-style profile (20,000 functions, 80,000 locations,
  * 100,000 distinct call paths 8-48 frames deep drawn with a skew, two sample types, a thread
- * label per sample) and grows it until its gzip size reaches --mib. Usage: bench_pprof [--mib N] [--repeat N] [FILE] */
+ * label per sample) and grows it until its gzip size reaches --mib (--save F keeps it in F).
+ * Usage: bench_pprof [--mib N] [--repeat N] [--save F] [FILE] */
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -232,9 +233,11 @@ int main(int argc, char **argv)
 {
     double mib = 30;
     int repeat = 3;
-    const char *file = NULL;
+    const char *file = NULL, *save = NULL;
     for (int i = 1; i < argc; i++) {
-        if (!strcmp(argv[i], "--mib") && i + 1 < argc)
+        if (!strcmp(argv[i], "--save") && i + 1 < argc)
+            save = argv[++i];
+        else if (!strcmp(argv[i], "--mib") && i + 1 < argc)
             mib = atof(argv[++i]);
         else if (!strcmp(argv[i], "--repeat") && i + 1 < argc)
             repeat = atoi(argv[++i]);
@@ -261,6 +264,11 @@ int main(int argc, char **argv)
                "(built in %.2f s)\n",
                (double)in.len / 1048576.0, (double)raw_len / 1048576.0, n_gen, N_FUNCS,
                now_s() - t0);
+        FILE *f = save ? fopen(save, "wb") : NULL;
+        if (save && (!f || fwrite(in.p, 1, in.len, f) != in.len || fclose(f) != 0)) {
+            perror(save);
+            return 1;
+        }
     }
     long rss_before = peak_rss_kib();
     double best = 1e9;

@@ -74,6 +74,10 @@ static skp_err fail(struct dec *d, const struct rd *r, const char *fmt, ...)
 
 static bool rd_varint(struct rd *r, uint64_t *v)
 {
+    if (r->p < r->end && *r->p < 0x80) { /* one byte: most keys, lengths and small ids */
+        *v = *r->p++;
+        return true;
+    }
     uint64_t x = 0;
     for (int shift = 0; shift < 64; shift += 7) {
         if (r->p >= r->end)

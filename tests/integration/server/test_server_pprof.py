@@ -415,7 +415,9 @@ def t_go_tool_reads_merged(tid, d):
         f.write(body)
     top = go_tool_top(path)
     assert "Type: cpu" in top, top
-    assert re.search(r"helper \(hot\.go:33\)", top), top
+    # Function.name is the function alone; file and line are in their own fields (issue 15).
+    assert re.search(r"\shelper$", top, re.M), top
+    assert re.search(r"\shelper hot\.go:33$", go_tool_top(path, "-lines"), re.M), top
 
 
 def cli(*args, expect=0):

@@ -1,5 +1,7 @@
-/* cmd_analyze.c - `skyprof analyze`: a segment's (optionally a time window of it) or a whole
- * task's stack tree, printed as a terminal tree or fetched in an export format from the
+/* cmd_analyze.c - `skyprof analyze`: a segment's or a whole task's stack tree. A segment is
+ * analysed over its spans' window by default, as the web UI does (the server's ?window=span),
+ * over its whole life with --whole (agents may keep sampling a thread after its request ended),
+ * or over --from/--to. The tree is printed as a terminal tree or fetched in an export format from the
  * server's export endpoints (the server renders pprof/collapsed/speedscope/html). */
 #include <errno.h>
 #include <getopt.h>
@@ -12,10 +14,11 @@
 #include "cli/tree_print.h"
 
 static const char g_usage[] =
-    "Usage: skyprof analyze (--segment ID [--from MS] [--to MS] | --task ID)\n"
+    "Usage: skyprof analyze (--segment ID [--whole | --from MS --to MS] | --task ID)\n"
     "                       [--format FORMAT] [-o FILE]\n"
-    "  --segment ID   analyse one profiled segment (its whole life, or --from/--to, ms since\n"
-    "                 the epoch, inclusive)\n"
+    "  --segment ID   analyse one profiled segment over its spans' window (as the web UI does)\n"
+    "  --whole        ...over the segment's whole life (every dump, also after the request)\n"
+    "  --from/--to    ...over this window (ms since the epoch, inclusive)\n"
     "  --task ID      analyse every snapshot of a task\n"
     "  --format F     tree (default: indented tree with duration, self duration, count),\n"
     "                 json (the API's analysis), collapsed, pprof (gzipped profile.proto),\n"
@@ -47,6 +50,7 @@ static int write_out(const char *path, const char *data, size_t len)
 struct analyze_opts {
     const char *segment, *task, *format, *output;
     int64_t from, to;
+    bool whole;
 };
 
 static int analyze_option(void *ud, int opt, const char *arg)
@@ -64,6 +68,9 @@ static int analyze_option(void *ud, int opt, const char *arg)
         if (!cli_parse_time(arg, opt == 'F' ? &o->from : &o->to))
             return cli_usage_error("--%s: expected ms since the epoch, got '%s'",
                                    opt == 'F' ? "from" : "to", arg);
+        return CLI_PARSE_NEXT;
+    case 'W':
+        o->whole = true;
         return CLI_PARSE_NEXT;
     case 'f':
         o->format = arg;
@@ -84,6 +91,7 @@ int cmd_analyze(struct cli *c, int argc, char **argv)
         {"task", required_argument, NULL, 't'},
         {"from", required_argument, NULL, 'F'},
         {"to", required_argument, NULL, 'T'},
+        {"whole", no_argument, NULL, 'W'},
         {"format", required_argument, NULL, 'f'},
         {"output", required_argument, NULL, 'o'},
         {NULL, 0, NULL, 0},
@@ -99,8 +107,10 @@ int cmd_analyze(struct cli *c, int argc, char **argv)
         return cli_usage_error("analyze: unexpected argument '%s'", argv[optind]);
     if (!segment == !task)
         return cli_usage_error("analyze: give exactly one of --segment ID or --task ID");
-    if (task && (from >= 0 || to >= 0))
-        return cli_usage_error("analyze: --from/--to apply to --segment only");
+    if (task && (from >= 0 || to >= 0 || o.whole))
+        return cli_usage_error("analyze: --from/--to/--whole apply to --segment only");
+    if (o.whole && (from >= 0 || to >= 0))
+        return cli_usage_error("analyze: give --whole or --from/--to, not both");
     if (from >= 0 && to >= 0 && from > to)
         return cli_usage_error("analyze: --from is after --to");
     bool known = false;
@@ -137,7 +147,7 @@ int cmd_analyze(struct cli *c, int argc, char **argv)
             rc = cli_api_json(c, "POST", "/api/v1/profile/analyze", q, &res);
             json_decref(q);
         } else {
-            strcat(target, "/analyze");
+            strcat(target, segment && !o.whole ? "/analyze?window=span" : "/analyze");
             rc = cli_api_json(c, "GET", target, NULL, &res);
         }
         if (rc)
@@ -176,7 +186,8 @@ int cmd_analyze(struct cli *c, int argc, char **argv)
         snprintf(target + n, sizeof(target) - n, "/export?format=%s&start=%lld&end=%lld", format,
                  (long long)from, (long long)to);
     else
-        snprintf(target + n, sizeof(target) - n, "/export?format=%s", format);
+        snprintf(target + n, sizeof(target) - n, "/export?format=%s%s", format,
+                 segment && !o.whole ? "&window=span" : "");
     struct http_response r;
     int rc = cli_api_raw(c, "GET", target, NULL, &r);
     if (rc)

@@ -1,5 +1,6 @@
 /* http_analyze.c - analysis routes: POST /api/v1/profile/analyze (the UI's segment time
- * windows, OAP's getSegmentsProfileAnalyze), a task's whole data, a segment's whole life.
+ * windows, OAP's getSegmentsProfileAnalyze), a task's whole data, a segment's whole life or
+ * (?window=span) its spans' window.
  * Input is validated on the loop; the analysis itself runs as a worker job (http_worker.h). */
 #include <string.h>
 
@@ -15,6 +16,7 @@ struct analyze_job {
     char *id;                  /* task or segment id */
     struct analyze_query *q;   /* AK_QUERIES; segment ids owned */
     size_t n;
+    bool span_window;          /* AK_SEGMENT: the spans' window, not the whole life */
     uint64_t max_snapshots;
 };
 
@@ -44,7 +46,7 @@ static void analyze_run(struct http_job *j, struct store *st)
         store_task_cleanup(&t);
         err = analyze_task(st, a->id, &o, &res);
     } else if (a->kind == AK_SEGMENT) {
-        err = analyze_segment_all(st, a->id, &o, &res);
+        err = http_segment_analysis(st, a->id, a->span_window, &o, &res);
     } else {
         err = analyze_segments(st, a->q, a->n, &o, &res);
     }
@@ -157,22 +159,56 @@ out:
     json_decref(body);
 }
 
-static void dispatch_simple(struct http_ctx *cx, enum analyze_kind kind, const char *id)
+static void dispatch_simple(struct http_ctx *cx, enum analyze_kind kind, const char *id,
+                            bool span_window)
 {
     struct analyze_job *a = job_new(cx, kind, id);
     if (!a) {
         http_reply_error(cx, 500, "out of memory");
         return;
     }
+    a->span_window = span_window;
     http_job_dispatch(cx, &a->base);
+}
+
+bool http_query_window(struct http_ctx *cx, bool *span_window)
+{
+    const char *w = http_query(cx, "window");
+    *span_window = w && strcmp(w, "span") == 0;
+    if (w && !*span_window && strcmp(w, "all") != 0) {
+        http_reply_field_error(cx, 400, "window", "must be \"all\" or \"span\"");
+        return false;
+    }
+    return true;
+}
+
+skp_err http_segment_analysis(struct store *st, const char *segment_id, bool span_window,
+                              const struct analyze_opts *o, struct analysis **out)
+{
+    *out = NULL;
+    if (span_window) {
+        struct store_segment_info info = {0};
+        skp_err err = store_get_segment_info(st, segment_id, &info);
+        bool known = !err && info.has_window;
+        struct analyze_query q = {.segment_id = segment_id, .start_ms = info.start_ms,
+                                  .end_ms = info.end_ms};
+        store_segment_info_cleanup(&info);
+        if (err && err != SKP_ENOTFOUND)
+            return err;
+        if (known)
+            return analyze_segments(st, &q, 1, o, out);
+    }
+    return analyze_segment_all(st, segment_id, o, out);
 }
 
 void http_analyze_task(struct http_ctx *cx, const char *id)
 {
-    dispatch_simple(cx, AK_TASK, id);
+    dispatch_simple(cx, AK_TASK, id, false);
 }
 
 void http_analyze_segment(struct http_ctx *cx, const char *segment_id)
 {
-    dispatch_simple(cx, AK_SEGMENT, segment_id);
+    bool span_window;
+    if (http_query_window(cx, &span_window))
+        dispatch_simple(cx, AK_SEGMENT, segment_id, span_window);
 }

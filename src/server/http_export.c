@@ -47,6 +47,7 @@ struct export_job {
     enum export_format format;
     bool has_range;
     int64_t start, end;
+    bool span_window;          /* no range: the spans' window rather than the whole life */
     uint64_t max_snapshots;
 };
 
@@ -113,7 +114,7 @@ static void export_run(struct http_job *j, struct store *st)
         struct analyze_query q = {.segment_id = e->id, .start_ms = e->start, .end_ms = e->end};
         err = analyze_segments(st, &q, 1, &o, &a);
     } else {
-        err = analyze_segment_all(st, e->id, &o, &a);
+        err = http_segment_analysis(st, e->id, e->span_window, &o, &a);
     }
     if (err) {
         analysis_free(a);
@@ -189,9 +190,17 @@ void http_export_segment(struct http_ctx *cx, const char *segment_id)
         http_reply_field_error(cx, 400, "start", "start is after end");
         return;
     }
+    bool span_window;
+    if (!http_query_window(cx, &span_window))
+        return;
+    if (span_window && has_start) {
+        http_reply_field_error(cx, 400, "window", "give start and end, or window=span");
+        return;
+    }
     struct export_job *e = export_job_new(cx, false, segment_id, f);
     if (!e)
         return;
+    e->span_window = span_window;
     e->has_range = has_start;
     e->start = start;
     e->end = end;

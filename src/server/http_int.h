@@ -13,6 +13,7 @@
 #include <stdint.h>
 
 #include "common/log.h"
+#include "server/analyzer.h"
 #include "server/http_api.h"
 #include "server/http_guard.h"
 #include "server/http_worker.h"
@@ -165,6 +166,16 @@ void http_triggers_list(struct http_ctx *cx);
 struct store_cont_trigger;
 json_t *http_trigger_json(const struct store_cont_trigger *t);
 skp_err http_task_trigger(struct http_ctx *cx, json_t *task);
+
+/* A segment's analysis: its spans' window (what the UI analyses by default: the entry span,
+ * which holds the others) when span_window and its SegmentObject is stored, else its whole life
+ * (every dump, also those an agent took after the request ended). Errors: as analyze_segments. */
+SKP_MUST_CHECK skp_err http_segment_analysis(struct store *st, const char *segment_id,
+                                             bool span_window, const struct analyze_opts *o,
+                                             struct analysis **out);
+/* Parses the optional `window` query parameter: "all" (default) or "span". Replies 400 and
+ * returns false when it is anything else. */
+bool http_query_window(struct http_ctx *cx, bool *span_window);
 
 /* Runs `j` on the worker (or inline without one) and replies with its result; takes
  * ownership of j. Replies 503 if the worker queue is full. */

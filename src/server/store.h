@@ -255,6 +255,8 @@ struct store_segment_info {
     char *trace_id;            /* NULL when its SegmentObject was not stored */
     char *endpoint;            /* the segment's endpoint, else its task's; NULL if neither */
     int dump_period;           /* ms, of the task of its snapshots (lowest sequence); 0 if none */
+    bool has_window;           /* its SegmentObject was stored: the window below is known */
+    int64_t start_ms, end_ms;  /* its spans' window: earliest start, latest end */
 };
 /* Frees the strings of *i (not i itself). NULL ok. */
 void store_segment_info_cleanup(struct store_segment_info *i);

@@ -356,7 +356,7 @@ skp_err store_get_segment_info(struct store *st, const char *segment_id,
     /* The task is found through the segment's first snapshot (a primary-key seek). */
     skp_err err = store__prepare(st,
                                  "SELECT g.trace_id, COALESCE(NULLIF(g.endpoint, ''), t.endpoint), "
-                                 "t.dump_period FROM segids si "
+                                 "t.dump_period, g.start_ms, g.end_ms FROM segids si "
                                  "LEFT JOIN segments g ON g.seg = si.id "
                                  "LEFT JOIN task_keys tk ON tk.id = (SELECT sn.task FROM "
                                  "snapshots sn WHERE sn.seg = si.id ORDER BY sn.seq LIMIT 1) "
@@ -369,6 +369,9 @@ skp_err store_get_segment_info(struct store *st, const char *segment_id,
     int rc = sqlite3_step(s);
     if (rc == SQLITE_ROW) {
         out->dump_period = sqlite3_column_int(s, 2);
+        out->has_window = sqlite3_column_type(s, 3) != SQLITE_NULL;
+        out->start_ms = sqlite3_column_int64(s, 3);
+        out->end_ms = sqlite3_column_int64(s, 4);
         if (!col_dup(s, 0, &out->trace_id) || !col_dup(s, 1, &out->endpoint)) {
             store_segment_info_cleanup(out);
             err = SKP_ENOMEM;

@@ -219,6 +219,40 @@ def t_analyze_tree():
     assert "Data not found" in out or "no profile data" in out, out
 
 
+def t_analyze_span_window():
+    # An agent that keeps sampling after the request (SkyWalking's Python agent with a
+    # single-threaded server): seg-C's span covers 3 dumps, 4 more come after it ended.
+    # `analyze --segment` analyses the span's window as the UI does; --whole the segment's life.
+    tid = ok("task", "create", "--service", "svc-late", "--endpoint", "/late", "--duration", "5",
+             "--dump-period", "10").strip()
+    t1 = T0 + 10000
+    snaps = [snap(tid, "seg-C", s, ["S", "T"], t1 + s * 10) for s in range(3)]
+    snaps += [snap(tid, "seg-C", s, ["S", "idle"], t1 + 100 + s * 10) for s in range(3, 7)]
+    S.snapshots(snaps)
+    S.stream(V3 + "TraceSegmentReportService/collect", [Tracing_pb2.SegmentObject(
+        traceId="trace-3", traceSegmentId="seg-C", service="svc-late", serviceInstance="inst-1",
+        spans=[Tracing_pb2.SpanObject(spanId=0, parentSpanId=-1, startTime=t1, endTime=t1 + 30,
+                                      operationName="/late", spanType=Tracing_pb2.Entry,
+                                      spanLayer=Tracing_pb2.Http, componentId=1)])])
+    rows = {r[0]: r[3] for r in parse_tree(ok("analyze", "--segment", "seg-C"))}
+    assert rows == {"S": 3, "T": 3}, rows
+    rows = {r[0]: r[3] for r in parse_tree(ok("analyze", "--segment", "seg-C", "--whole"))}
+    assert rows == {"S": 7, "T": 3, "idle": 4}, rows
+    out = ok("analyze", "--segment", "seg-C", "--format", "collapsed")
+    assert out.splitlines() == ["S;T 3"], out
+    out = ok("analyze", "--segment", "seg-C", "--whole", "--format", "collapsed")
+    assert sorted(out.splitlines()) == ["S;T 3", "S;idle 4"], out
+    # The API: whole life by default (unchanged), ?window=span on request.
+    st, doc = S.json("GET", "/api/v1/profile/segments/seg-C/analyze", expect=200)
+    assert root_count(doc) == 7, doc
+    st, doc = S.json("GET", "/api/v1/profile/segments/seg-C/analyze?window=span", expect=200)
+    assert root_count(doc) == 3, doc
+    S.json("GET", "/api/v1/profile/segments/seg-C/analyze?window=nope", expect=400)
+    S.json("GET", "/api/v1/profile/segments/seg-C/export?format=collapsed&window=span&start=1&end=2",
+           expect=400)
+    expect_rc(2, "analyze", "--segment", "seg-C", "--whole", "--from", str(t1))
+
+
 def t_analyze_json():
     doc = json.loads(ok("analyze", "--segment", "seg-A", "--format", "json"))
     st, api = S.json("GET", "/api/v1/profile/segments/seg-A/analyze", expect=200)
@@ -334,6 +368,8 @@ def main():
             res.run("export: speedscope schema fields", t_export_speedscope, tmp)
             res.run("export: self-contained html", t_export_html, tmp)
             res.run("services and instances", t_services)
+            res.run("analyze --segment: the span's window, --whole the segment's life",
+                    t_analyze_span_window)
         finally:
             S.stop()
     res.finish()

@@ -1,8 +1,9 @@
 /* cmd_analyze.c - `skyprof analyze`: a segment's or a whole task's stack tree. A segment is
  * analysed over its spans' window by default, as the web UI does (the server's ?window=span),
- * over its whole life with --whole (agents may keep sampling a thread after its request ended),
- * or over --from/--to. The tree is printed as a terminal tree or fetched in an export format from the
- * server's export endpoints (the server renders pprof/collapsed/speedscope/html). */
+ * over its whole life with --whole (agents may keep sampling a thread after its request
+ * ended), or over --from/--to. The tree is printed as a terminal tree or fetched in an export
+ * format from the server's export endpoints (the server renders pprof/collapsed/speedscope/html).
+ */
 #include <errno.h>
 #include <getopt.h>
 #include <stdio.h>

@@ -385,7 +385,8 @@ static int cmp_paths(const void *x, const void *y, void *ud)
  * previous (sorted) path and creates the rest; the value goes to its last node (self). */
 static skp_err build_tree(struct pprof_analyze *a)
 {
-    qsort_r(a->stacks, a->n_stacks, sizeof(*a->stacks), cmp_paths, a->pool);
+    if (a->n_stacks > 1)
+        qsort_r(a->stacks, a->n_stacks, sizeof(*a->stacks), cmp_paths, a->pool);
     uint32_t *at = NULL;       /* at[d]: node of depth d on the previous path */
     size_t at_cap = 0;
     const struct pstack *prev = NULL;

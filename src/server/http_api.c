@@ -24,6 +24,7 @@
 #include "common/log.h"
 #include "common/pct.h"
 #include "server/config.h"
+#include "server/http_conn.h"
 #include "server/http_int.h"
 
 /* evhttp refuses bodies above this on its own (413 before we see them); between
@@ -124,6 +125,29 @@ static char *decode_segment(const char *s, size_t n)
     return out;
 }
 
+/* "Bearer <want>" in `authz` (may be NULL), compared in constant time so the token cannot be
+ * guessed byte by byte from timings. */
+static bool token_matches(const char *want, const char *authz)
+{
+    if (!authz || strncmp(authz, "Bearer ", 7) != 0)
+        return false;
+    const char *tok = authz + 7;
+    size_t la = strlen(tok), lb = strlen(want);
+    unsigned char diff = (unsigned char)(la != lb);
+    for (size_t i = 0; i < la; i++)
+        diff |= (unsigned char)(tok[i] ^ want[i % (lb ? lb : 1)]);
+    return diff == 0;
+}
+
+/* The connection guard's early check, when a mutating request's headers are in (its body not
+ * read yet). The same rule as authorized(). */
+static bool early_token_ok(void *ud, enum http_framing_method method, const char *authz)
+{
+    (void)method;
+    const struct http_api *api = ud;
+    return !api->api_token || token_matches(api->api_token, authz);
+}
+
 static bool authorized(struct http_ctx *cx)
 {
     if (!cx->api->api_token)
@@ -131,18 +155,9 @@ static bool authorized(struct http_ctx *cx)
     if (cx->method != EVHTTP_REQ_POST && cx->method != EVHTTP_REQ_DELETE &&
         cx->method != EVHTTP_REQ_PUT && cx->method != EVHTTP_REQ_PATCH)
         return true;
-    const char *h = evhttp_find_header(evhttp_request_get_input_headers(cx->req),
-                                       "Authorization");
-    if (h && strncmp(h, "Bearer ", 7) == 0) {
-        const char *tok = h + 7;
-        size_t la = strlen(tok), lb = strlen(cx->api->api_token);
-        unsigned char diff = (unsigned char)(la != lb);
-        for (size_t i = 0; i < la; i++)
-            diff |= (unsigned char)(tok[i] ^ cx->api->api_token[i % (lb ? lb : 1)]);
-        if (diff == 0)
-            return true;
-    }
-    return false;
+    return token_matches(cx->api->api_token,
+                         evhttp_find_header(evhttp_request_get_input_headers(cx->req),
+                                            "Authorization"));
 }
 
 void http_healthz(struct http_ctx *cx)
@@ -277,6 +292,18 @@ skp_err http_api_new(struct event_base *base, const struct http_api_opts *o, str
                                             EVHTTP_REQ_PUT | EVHTTP_REQ_DELETE |
                                             EVHTTP_REQ_OPTIONS | EVHTTP_REQ_PATCH);
     evhttp_set_gencb(h->http, on_request, h);
+    struct http_conns_opts co = {
+        .max_connections = o->max_connections,
+        .max_conns_per_peer = o->max_conns_per_peer,
+        .request_timeout_ms = o->request_timeout_ms,
+        .body_budget = o->body_budget,
+        .max_body = HTTP_BODY_HARD_MAX,
+        .token_ok = early_token_ok,
+        .token_ud = h,
+        .metrics = o->metrics,
+    };
+    if (http_conns_new(base, h->http, &co, &h->conns) != SKP_OK)
+        goto oom;
     if (o->db_path) {
         skp_err err = http_worker_start(base, o->db_path, &h->worker);
         if (err) {
@@ -315,6 +342,7 @@ skp_err http_api_listen(struct http_api *h, const char *addr, uint16_t *bound_po
         SKPX_ERROR("http: cannot listen on %s: %s", addr, strerror(errno));
         return SKP_EIO;
     }
+    http_conns_add_listener(h->conns, h->sock);
     if (bound_port) {
         struct sockaddr_storage ss;
         socklen_t sl = sizeof(ss);
@@ -332,6 +360,7 @@ skp_err http_api_listen(struct http_api *h, const char *addr, uint16_t *bound_po
 void http_api_stop_accepting(struct http_api *h)
 {
     if (h && h->sock) {
+        http_conns_remove_listener(h->conns);
         evhttp_del_accept_socket(h->http, h->sock);
         h->sock = NULL;
     }
@@ -345,6 +374,7 @@ void http_api_free(struct http_api *h)
     http_worker_stop(h->worker);
     if (h->http)
         evhttp_free(h->http);
+    http_conns_free(h->conns); /* after evhttp: its connections' close callbacks use it */
     skpx_free(h->api_token);
     skpx_free(h->web_root);
     skpx_free(h->db_problem);

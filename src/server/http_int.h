@@ -43,6 +43,7 @@ struct http_api {
     struct cont_eval *cont_eval; /* borrowed; NULL = none */
     struct http_guard guard;   /* Host/Origin policy (http_guard.h) */
     char *db_problem;          /* the start-up integrity check's finding; NULL = fine */
+    struct http_conns *conns;  /* owned; the connection guard (http_conn.c) */
 };
 
 struct http_ctx {
@@ -88,6 +89,10 @@ void http_response_store_error(struct http_response *r, uint64_t req_id, skp_err
                                const char *what);
 /* Frees the body (unless borrowed); NULL ok. */
 void http_response_cleanup(struct http_response *r);
+/* Loop thread: evhttp_send_reply, except that a HEAD answer carries the body's length in
+ * Content-Length and no body. `body` is borrowed (may be NULL). */
+void http_send_reply(struct evhttp_request *req, int code, const char *reason,
+                     struct evbuffer *body);
 /* Loop thread: sends `r` (Content-Type, nosniff, X-Request-Id, Content-Disposition), counts
  * it, and cleans it up. Exactly once per request. */
 void http_send(struct http_ctx *cx, struct http_response *r);

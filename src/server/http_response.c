@@ -104,6 +104,23 @@ void http_response_store_error(struct http_response *r, uint64_t req_id, skp_err
                         skp_strerror(err));
 }
 
+void http_send_reply(struct evhttp_request *req, int code, const char *reason,
+                     struct evbuffer *body)
+{
+    /* evhttp writes a HEAD answer's body and no Content-Length (a keep-alive client then reads
+     * the body as the next answer): send the GET's length and no body. */
+    if (evhttp_request_get_command(req) == EVHTTP_REQ_HEAD) {
+        char len[24];
+        snprintf(len, sizeof(len), "%zu", body ? evbuffer_get_length(body) : (size_t)0);
+        struct evkeyvalq *h = evhttp_request_get_output_headers(req);
+        evhttp_remove_header(h, "Content-Length");
+        evhttp_add_header(h, "Content-Length", len);
+        evhttp_send_reply(req, code, reason, NULL);
+        return;
+    }
+    evhttp_send_reply(req, code, reason, body);
+}
+
 void http_send(struct http_ctx *cx, struct http_response *r)
 {
     struct evkeyvalq *h = evhttp_request_get_output_headers(cx->req);
@@ -124,7 +141,7 @@ void http_send(struct http_ctx *cx, struct http_response *r)
     if (b && len)
         evbuffer_add(b, data, len);
     http_count(cx->api, r->code);
-    evhttp_send_reply(cx->req, r->code, NULL, b);
+    http_send_reply(cx->req, r->code, NULL, b);
     if (b)
         evbuffer_free(b);
     http_response_cleanup(r);

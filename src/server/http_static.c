@@ -101,7 +101,7 @@ static void send_file(struct http_ctx *cx, int fd, off_t size, const char *rel)
         return;
     }
     http_count(cx->api, 200);
-    evhttp_send_reply(cx->req, 200, "OK", b);
+    http_send_reply(cx->req, 200, "OK", b);
     evbuffer_free(b);
 }
 

@@ -104,6 +104,27 @@ skp_err metrics_render(const struct metrics *m, const struct skpx_grpc_server_st
             m->dropped_messages);
     counter(&b, "skyprof_auth_failures_total", "gRPC calls refused with UNAUTHENTICATED.",
             m->auth_failures);
+    gauge(&b, "skyprof_http_connections_open", "HTTP connections open.",
+          (double)m->http_conns_open);
+    counter(&b, "skyprof_http_connections_refused_total",
+            "HTTP connections refused: connection cap or per-peer cap.", m->http_conns_refused);
+    counter(&b, "skyprof_http_accept_pauses_total",
+            "Times accepting HTTP connections paused for lack of file descriptors.",
+            m->http_accept_pauses);
+    counter(&b, "skyprof_http_framing_errors_total",
+            "HTTP requests refused by strict framing, then the connection closed.",
+            m->http_framing_errors);
+    counter(&b, "skyprof_http_timeouts_total",
+            "HTTP requests whose line, headers and body did not arrive in time (408).",
+            m->http_timeouts);
+    counter(&b, "skyprof_http_early_unauthorized_total",
+            "HTTP requests refused for the API token before their body was read (401).",
+            m->http_early_unauthorized);
+    counter(&b, "skyprof_http_budget_refused_total",
+            "HTTP requests refused: bodies held at once over --http-body-budget (503).",
+            m->http_budget_refused);
+    gauge(&b, "skyprof_http_body_bytes", "HTTP body bytes reserved against the budget.",
+          (double)m->http_body_bytes);
     skpx_buf_printf(&b, "# HELP skyprof_http_requests_total HTTP API requests by status class.\n"
                   "# TYPE skyprof_http_requests_total counter\n");
     static const char *cls[] = {"other", "1xx", "2xx", "3xx", "4xx", "5xx"};

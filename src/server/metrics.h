@@ -34,6 +34,14 @@ struct metrics {
     uint64_t dropped_messages;       /* accept-and-drop services (logs, meters, JVM...) */
     uint64_t auth_failures;
     uint64_t http_requests[6];       /* by status class: [1]=1xx ... [5]=5xx, [0]=other */
+    uint64_t http_conns_open;        /* gauge: HTTP connections open (http_conn.c) */
+    uint64_t http_conns_refused;     /* over --http-max-connections or the per-peer cap */
+    uint64_t http_accept_pauses;     /* accept() ran out of fds: accepting paused */
+    uint64_t http_framing_errors;    /* refused by strict framing (400/413/414/431/501/505) */
+    uint64_t http_timeouts;          /* requests not read within --http-request-timeout-ms */
+    uint64_t http_early_unauthorized; /* 401 before the body was read */
+    uint64_t http_budget_refused;    /* bodies over --http-body-budget: 503 */
+    uint64_t http_body_bytes;        /* gauge: body bytes reserved against the budget */
     uint64_t snapshot_buffer_bytes;  /* gauge: batch buffers of open snapshot streams */
     uint64_t http_guard_refused;     /* foreign Host, cross-site Origin, non-JSON mutation */
     uint64_t tasks_cancelled;

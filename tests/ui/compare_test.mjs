@@ -178,6 +178,7 @@ try {
     if (blue < 1) throw new Error('no frame coloured as shrunk');
     const sides = await page.textContent('.cmp-sides');
     if (!sides.includes(seg['fast-1']) || !sides.includes(seg['slow-1'])) throw new Error('sides: ' + sides);
+    await page.locator('.cmp-result').screenshot({ path: path.join(OUT, 'compare-diff-result.png') });
     await shot('diff');
   });
 
@@ -221,7 +222,8 @@ try {
     const sigs = await page.$$eval('.analysis-card .tree-box .stack-tree tr.node td.sig .code', (els) => els.map((e) => e.dataset.sig));
     if (!sigs.some((x) => /^method3 \(/.test(x))) throw new Error('brushed tree lacks method3: ' + sigs);
     if (sigs.some((x) => /^method[12] \(/.test(x))) throw new Error('brushed tree has frames from after the range: ' + sigs);
-    await shot('timeline');
+    await page.locator('.timeline-card').screenshot({ path: path.join(OUT, 'compare-timeline.png') });
+    await shot('timeline-page');
     // "Whole segment" goes back to every dump: the root's dump count is the timeline's again
     await page.click('.timeline-whole');
     await page.waitForFunction(() => /all dumps/.test((document.querySelector('.analysis-label') || {}).textContent || ''), null, { timeout: 30000 });

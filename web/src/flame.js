@@ -96,7 +96,8 @@ export function flameGraph(container, trees, opts = {}) {
   }
 
   function render() {
-    const width = chart.clientWidth || 1000;
+    drawnWidth = chart.clientWidth;
+    const width = drawnWidth || 1000;
     const frag = document.createDocumentFragment();
     const state = { maxDepth: 0 };
     const ancestors = [];
@@ -141,7 +142,10 @@ export function flameGraph(container, trees, opts = {}) {
     });
   }
   bar.querySelector('.flame-reset').addEventListener('click', () => { zoom = root; render(); });
-  const ro = new ResizeObserver(() => render());
+  // Re-render on a width change only: the observer's first call (and height changes, which the
+  // render itself makes) would redraw the same picture.
+  let drawnWidth = -1;
+  const ro = new ResizeObserver(() => { if (chart.clientWidth !== drawnWidth) render(); });
   ro.observe(chart);
   render();
   return { render, destroy: () => ro.disconnect(), highlight, zoomTo, reset: () => { zoom = root; render(); } };

@@ -226,6 +226,28 @@ static int dump_to_buf(const char *p, size_t n, void *ud)
 
 /* ---- dispatch ---- */
 
+skp_err export_render_pprof_labelled(const struct export_part *parts, size_t n_parts,
+                                     const struct export_meta *meta, uint8_t **out,
+                                     size_t *out_len)
+{
+    *out = NULL;
+    *out_len = 0;
+    if (!parts || n_parts == 0)
+        return SKP_EINVAL;
+    for (size_t i = 0; i < n_parts; i++)
+        if (!parts[i].a)
+            return SKP_EINVAL;
+    struct export_meta none = {0};
+    struct skpx_buf b;
+    skpx_buf_init(&b, EXPORT_MAX_OUTPUT_BYTES);
+    skp_err err = export_render_pprof_parts(parts, n_parts, meta ? meta : &none, &b);
+    if (err) {
+        skpx_buf_cleanup(&b);
+        return err;
+    }
+    return skpx_buf_take(&b, out, out_len);
+}
+
 skp_err export_render(const struct analysis *a, enum export_format f,
                       const struct export_meta *meta, uint8_t **out, size_t *out_len)
 {

@@ -36,6 +36,13 @@ struct export_meta {
     const char *value_unit;
 };
 
+/* One analysis of a multi-part pprof export and the labels its samples carry (borrowed). */
+struct export_part {
+    const struct analysis *a;
+    const char *segment_id;
+    const char *trace_id;
+};
+
 /* Parses "pprof|collapsed|speedscope|html|json". Errors: SKP_EINVAL. */
 SKP_MUST_CHECK skp_err export_format_parse(const char *s, enum export_format *out);
 /* MIME type and a file extension for a format (static strings). */
@@ -47,5 +54,14 @@ const char *export_file_ext(enum export_format f);
 SKP_MUST_CHECK skp_err export_render(const struct analysis *a, enum export_format f,
                                      const struct export_meta *meta, uint8_t **out,
                                      size_t *out_len);
+
+/* A pprof of several analyses (e.g. a task's segments): the samples of parts[i] carry the
+ * labels segment_id and trace_id of that part (when set) besides meta's endpoint and task_id;
+ * the rest as export_render with EXPORT_PPROF (meta's segment_id/trace_id are not used). Borrows
+ * everything. Errors: SKP_EINVAL (no part, a malformed tree), SKP_ENOMEM, SKP_EIO. */
+SKP_MUST_CHECK skp_err export_render_pprof_labelled(const struct export_part *parts,
+                                                    size_t n_parts,
+                                                    const struct export_meta *meta,
+                                                    uint8_t **out, size_t *out_len);
 
 #endif

@@ -61,6 +61,10 @@ int export_period_ms(const struct export_meta *meta);
 /* Renderers; same contract as export_render for one format. */
 SKP_MUST_CHECK skp_err export_render_pprof(const struct analysis *a, const struct export_meta *m,
                                            struct skpx_buf *b);
+/* The pprof of several analyses in one profile, each part's samples labelled with its own
+ * trace_id/segment_id (export_render_pprof is the one-part case with meta's). */
+SKP_MUST_CHECK skp_err export_render_pprof_parts(const struct export_part *parts, size_t n_parts,
+                                                 const struct export_meta *m, struct skpx_buf *b);
 SKP_MUST_CHECK skp_err export_render_collapsed(const struct analysis *a,
                                                const struct export_meta *m, struct skpx_buf *b);
 SKP_MUST_CHECK skp_err export_render_speedscope(const struct analysis *a,

@@ -295,6 +295,13 @@ static skp_err gzip_buf(const struct skpx_buf *in, struct skpx_buf *out)
 skp_err export_render_pprof(const struct analysis *a, const struct export_meta *m,
                             struct skpx_buf *b)
 {
+    struct export_part one = {.a = a, .segment_id = m->segment_id, .trace_id = m->trace_id};
+    return export_render_pprof_parts(&one, 1, m, b);
+}
+
+skp_err export_render_pprof_parts(const struct export_part *parts, size_t n_parts,
+                                  const struct export_meta *m, struct skpx_buf *b)
+{
     struct skpx_buf raw;
     struct pprof_ctx c;
     uint32_t dummy;
@@ -326,14 +333,10 @@ skp_err export_render_pprof(const struct analysis *a, const struct export_meta *
         if (!err)
             err = put_value_type(&c, PF_PERIOD_TYPE, "wall", "nanoseconds");
     }
-    if (!err)
-        err = add_label(&c, "trace_id", m->trace_id);
-    if (!err)
-        err = add_label(&c, "segment_id", m->segment_id);
-    if (!err)
-        err = add_label(&c, "endpoint", m->endpoint);
-    if (!err)
-        err = add_label(&c, "task_id", m->task_id);
+    /* Labels of every sample: the part's trace_id and segment_id, then the common ones. */
+    uint64_t n_snapshots = 0;
+    for (size_t i = 0; i < n_parts; i++)
+        n_snapshots += parts[i].a->n_snapshots;
     if (err)
         goto out;
     put_uint(&raw, PF_PERIOD, (uint64_t)c.period_ns);
@@ -342,7 +345,7 @@ skp_err export_render_pprof(const struct analysis *a, const struct export_meta *
     if (m->time_ms > 0)
         put_uint(&raw, PF_TIME_NANOS, (uint64_t)(m->time_ms * 1000000));
     if (!c.value_mode)
-        put_uint(&raw, PF_DURATION_NANOS, (uint64_t)((int64_t)a->n_snapshots * c.period_ns));
+        put_uint(&raw, PF_DURATION_NANOS, (uint64_t)((int64_t)n_snapshots * c.period_ns));
     if (m->title && *m->title) {
         uint32_t title;
         err = export_intern_get(&c.strings, m->title, &title);
@@ -351,7 +354,18 @@ skp_err export_render_pprof(const struct analysis *a, const struct export_meta *
         put_uint(&raw, PF_COMMENT, title);
     }
 
-    err = export_walk(a, visit, &c);
+    for (size_t i = 0; i < n_parts && !err; i++) {
+        c.n_labels = 0;
+        err = add_label(&c, "trace_id", parts[i].trace_id);
+        if (!err)
+            err = add_label(&c, "segment_id", parts[i].segment_id);
+        if (!err)
+            err = add_label(&c, "endpoint", m->endpoint);
+        if (!err)
+            err = add_label(&c, "task_id", m->task_id);
+        if (!err)
+            err = export_walk(parts[i].a, visit, &c);
+    }
     if (err)
         goto out;
 

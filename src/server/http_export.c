@@ -6,6 +6,7 @@
 #include <string.h>
 
 #include "common/alloc.h"
+#include "common/grow.h"
 #include "server/analyzer.h"
 #include "server/export.h"
 #include "server/http_int.h"
@@ -77,6 +78,81 @@ static void render(struct export_job *e, struct analysis *a, const struct export
              "attachment; filename=\"%s\"", fname);
 }
 
+/* A task's profiled segments (ids and trace ids, owned), for the labelled pprof. */
+struct seg_list {
+    struct seg_ref {
+        char *id, *trace;
+    } *v;
+    size_t n, cap;
+};
+
+/* Tasks with more profiled segments than this export without per-segment labels. */
+#define EXPORT_MAX_LABELLED_SEGMENTS 1000
+
+static skp_err seg_list_push(void *ud, const struct store_profiled_segment *s)
+{
+    struct seg_list *l = ud;
+    if (l->n == EXPORT_MAX_LABELLED_SEGMENTS)
+        return SKP_ETOOBIG;
+    if (skpx_grow(&l->v, &l->cap, l->n + 1, sizeof(*l->v), 16))
+        return SKP_ENOMEM;
+    struct seg_ref *r = &l->v[l->n++];
+    r->id = skpx_strdup(s->segment_id);
+    r->trace = skpx_strdup(s->trace_id ? s->trace_id : "");
+    return r->id && r->trace ? SKP_OK : SKP_ENOMEM;
+}
+
+/* A task's pprof with every sample labelled by its segment and trace: one analysis per profiled
+ * segment. Returns false (nothing sent) when the segments' snapshots do not add up to the task's
+ * (a segment shared with another task, a segment not listed) or on any failure: the caller then
+ * exports the task's analysis as one part. */
+static bool render_task_pprof_by_segment(struct export_job *e, struct store *st,
+                                         const struct analyze_opts *o, const struct analysis *all,
+                                         const struct export_meta *meta)
+{
+    struct seg_list l = {0};
+    struct export_part *parts = NULL;
+    size_t n_parts = 0;
+    bool done = false;
+    skp_err err = store_list_profiled_segments(st, e->id, seg_list_push, &l);
+    if (!err && l.n > 0)
+        parts = skpx_calloc(l.n, sizeof(*parts));
+    uint64_t sum = 0;
+    for (size_t i = 0; !err && parts && i < l.n; i++) {
+        struct analysis *a = NULL;
+        err = analyze_segment_all(st, l.v[i].id, o, &a);
+        if (err) {
+            analysis_free(a);
+            break;
+        }
+        parts[n_parts++] = (struct export_part){.a = a, .segment_id = l.v[i].id,
+                                                .trace_id = l.v[i].trace};
+        sum += a->n_snapshots;
+    }
+    if (!err && parts && n_parts == l.n && sum == all->n_snapshots) {
+        uint8_t *buf = NULL;
+        size_t len = 0;
+        if (export_render_pprof_labelled(parts, n_parts, meta, &buf, &len) == SKP_OK) {
+            char fname[192];
+            make_filename(fname, sizeof(fname), "task", e->id, export_file_ext(EXPORT_PPROF));
+            http_response_bytes(&e->base.res, 200, export_content_type(EXPORT_PPROF),
+                                (char *)buf, len);
+            snprintf(e->base.res.disposition, sizeof(e->base.res.disposition),
+                     "attachment; filename=\"%s\"", fname);
+            done = true;
+        }
+    }
+    for (size_t i = 0; i < n_parts; i++)
+        analysis_free((struct analysis *)parts[i].a);
+    skpx_free(parts);
+    for (size_t i = 0; i < l.n; i++) {
+        skpx_free(l.v[i].id);
+        skpx_free(l.v[i].trace);
+    }
+    skpx_free(l.v);
+    return done;
+}
+
 static void export_run(struct http_job *j, struct store *st)
 {
     struct export_job *e = (struct export_job *)j;
@@ -106,6 +182,11 @@ static void export_run(struct http_job *j, struct store *st)
             .dump_period_ms = t.dump_period,
             .time_ms = t.start_time,
         };
+        if (e->format == EXPORT_PPROF && render_task_pprof_by_segment(e, st, &o, a, &meta)) {
+            analysis_free(a);
+            store_task_cleanup(&t);
+            return;
+        }
         render(e, a, &meta);
         store_task_cleanup(&t);
         return;

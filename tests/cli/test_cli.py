@@ -300,6 +300,12 @@ def t_export_pprof(tmp):
     assert sorted(f["name"] for f in d["functions"]) == ["A", "B", "C", "D", "X", "Y"], d
     for s in d["samples"]:
         assert s["labels"].get("task_id") == TID and s["labels"].get("endpoint") == "/pay", s
+        # Each sample names its segment (and trace, when the segment was reported).
+        if s["stack"][-1] == "A":
+            assert s["labels"].get("segment_id") == "seg-A", s
+            assert s["labels"].get("trace_id") == "trace-1", s
+        else:
+            assert s["labels"].get("segment_id") == "seg-B" and "trace_id" not in s["labels"], s
     path = os.path.join(tmp, "seg.pb.gz")
     ok("analyze", "--segment", "seg-A", "--format", "pprof", "-o", path)
     d = decode_pprof(path)

@@ -1,4 +1,4 @@
-/* cmd_task.c - `skyprof task create|list|show|logs`. Tables for people, --json for scripts;
+/* cmd_task.c - `skyprof task create|list|show|logs|cancel`. Tables for people, --json for scripts;
  * `task create` prints only the new id on stdout so `id=$(skyprof task create ...)` works. */
 #include <getopt.h>
 #include <stdio.h>
@@ -18,6 +18,7 @@ static const char g_task_usage[] =
     "  skyprof task list [--service S] [--endpoint E]\n"
     "  skyprof task show ID\n"
     "  skyprof task logs ID\n"
+    "  skyprof task cancel ID      end the task now (agents are no longer handed it)\n"
     "Global options --server, --token, --timeout, --json are accepted too.\n";
 
 /* The filters of `task list` (only list takes them; show/logs pass none). */
@@ -298,6 +299,33 @@ static int task_show_or_logs(struct cli *c, int argc, char **argv, bool logs_onl
     return rc;
 }
 
+/* POST /api/v1/profile/tasks/{id}/cancel; prints "cancelled ID". */
+static int task_cancel(struct cli *c, int argc, char **argv)
+{
+    int rc = parse_simple(c, argc, argv, NULL);
+    if (rc >= 0)
+        return rc;
+    if (optind != argc - 1)
+        return cli_usage_error("task cancel: expected exactly one task ID");
+    char target[CLI_HTTP_MAX_TARGET] = "/api/v1/profile/tasks/";
+    if (!http_path_escape(target, sizeof(target), argv[optind]) ||
+        strlen(target) + 8 >= sizeof(target))
+        return cli_usage_error("task id too long");
+    strcat(target, "/cancel");
+    json_t *body = json_object();
+    json_t *res = NULL;
+    rc = body ? cli_api_json(c, "POST", target, body, &res) : CLI_EXIT_API;
+    json_decref(body);
+    if (!rc) {
+        if (c->json)
+            cli_print_json(res);
+        else
+            printf("cancelled %s\n", cli_json_str(res, "id"));
+    }
+    json_decref(res);
+    return rc;
+}
+
 int cmd_task(struct cli *c, int argc, char **argv)
 {
     if (argc < 2 || strcmp(argv[1], "--help") == 0 || strcmp(argv[1], "-h") == 0 ||
@@ -316,5 +344,8 @@ int cmd_task(struct cli *c, int argc, char **argv)
         return task_show_or_logs(c, argc, argv, false);
     if (strcmp(sub, "logs") == 0)
         return task_show_or_logs(c, argc, argv, true);
-    return cli_usage_error("task: unknown subcommand '%s' (create, list, show, logs)", sub);
+    if (strcmp(sub, "cancel") == 0)
+        return task_cancel(c, argc, argv);
+    return cli_usage_error("task: unknown subcommand '%s' (create, list, show, logs, cancel)",
+                           sub);
 }

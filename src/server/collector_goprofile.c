@@ -167,6 +167,7 @@ static int store_profile(struct collector *c, const char *task_id, const struct 
             sn->segment_id = ss->segment;
             sn->sequence = ss->next_seq;
             sn->time_ms = t0 + (int64_t)ss->next_seq * step;
+            sn->received_ms = collector_now(c);
             ss->next_seq++;
             sn->n_frames = n_frames - first;
             snap_frame_off[n] = first;

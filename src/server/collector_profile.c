@@ -353,6 +353,7 @@ static int snap_on_message(struct skpx_grpc_call *call, void *ud, const Protobuf
     sn->task_id = tid;
     sn->segment_id = sid;
     sn->time_ms = ts->time;
+    sn->received_ms = collector_now(c);
     sn->sequence = ts->sequence;
     sn->frames = frames;
     sn->n_frames = n_frames;

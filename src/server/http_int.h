@@ -150,6 +150,10 @@ void http_tasks_list(struct http_ctx *cx);
 void http_tasks_get(struct http_ctx *cx, const char *id);
 void http_tasks_logs(struct http_ctx *cx, const char *id);
 void http_tasks_segments(struct http_ctx *cx, const char *id);
+/* http_cancel.c: POST …/tasks/{id}/cancel of each task kind. */
+void http_tasks_cancel(struct http_ctx *cx, const char *id);
+void http_pprof_cancel(struct http_ctx *cx, const char *id);
+void http_async_cancel(struct http_ctx *cx, const char *id);
 void http_analyze_post(struct http_ctx *cx);
 void http_analyze_task(struct http_ctx *cx, const char *id);
 void http_analyze_segment(struct http_ctx *cx, const char *segment_id);

@@ -161,7 +161,7 @@ static json_t *async_task_json(const struct proc_task *t, json_t *ids, int64_t n
                      proc_task_status(t, now));
 }
 
-static json_t *task_json(const struct proc_task *t, int64_t now)
+static json_t *task_json_base(const struct proc_task *t, int64_t now)
 {
     json_t *ids = json_array();
     for (size_t i = 0; ids && i < t->n_instances; i++)
@@ -174,6 +174,15 @@ static json_t *task_json(const struct proc_task *t, int64_t now)
                      (json_int_t)(t->duration_s / 60), "dumpPeriod", (json_int_t)t->dump_period,
                      "samplingRate", (json_int_t)t->sampling_hz, "createTime",
                      (json_int_t)t->create_time, "status", proc_task_status(t, now));
+}
+
+/* The task object, with "cancelledTime" when it was cancelled. */
+static json_t *task_json(const struct proc_task *t, int64_t now)
+{
+    json_t *j = task_json_base(t, now);
+    if (j && t->cancelled_ms)
+        json_object_set_new(j, "cancelledTime", json_integer((json_int_t)t->cancelled_ms));
+    return j;
 }
 
 /* Adds "logs", "progress" and "files" to a task object. */

@@ -16,8 +16,10 @@ skp_err http_task_decorate(struct http_ctx *cx, json_t *task)
     json_int_t start = json_integer_value(json_object_get(task, "startTime"));
     json_int_t dur = json_integer_value(json_object_get(task, "duration"));
     const char *id = json_string_value(json_object_get(task, "id"));
+    bool cancelled = json_integer_value(json_object_get(task, "cancelledTime")) != 0;
     json_object_set_new(task, "status",
-                        json_string(task_status(start, (int)dur, http_now(cx->api))));
+                        json_string(cancelled ? "cancelled"
+                                              : task_status(start, (int)dur, http_now(cx->api))));
     json_t *logs = json_array();
     if (!logs)
         return SKP_ENOMEM;
@@ -35,13 +37,16 @@ skp_err http_task_decorate(struct http_ctx *cx, json_t *task)
 
 json_t *http_task_json(const struct store_task *t)
 {
-    return json_pack("{s:o, s:o, s:o, s:I, s:i, s:i, s:i, s:i, s:I}", "id", skp_json_str(t->id),
-                     "service", skp_json_str(t->service), "endpointName",
-                     skp_json_str(t->endpoint), "startTime", (json_int_t)t->start_time,
-                     "duration", t->duration_min, "minDurationThreshold",
-                     t->min_duration_threshold, "dumpPeriod", t->dump_period,
-                     "maxSamplingCount", t->max_sampling_count, "createTime",
-                     (json_int_t)t->create_time);
+    json_t *j = json_pack("{s:o, s:o, s:o, s:I, s:i, s:i, s:i, s:i, s:I}", "id",
+                          skp_json_str(t->id), "service", skp_json_str(t->service),
+                          "endpointName", skp_json_str(t->endpoint), "startTime",
+                          (json_int_t)t->start_time, "duration", t->duration_min,
+                          "minDurationThreshold", t->min_duration_threshold, "dumpPeriod",
+                          t->dump_period, "maxSamplingCount", t->max_sampling_count,
+                          "createTime", (json_int_t)t->create_time);
+    if (j && t->cancelled_ms)
+        json_object_set_new(j, "cancelledTime", json_integer((json_int_t)t->cancelled_ms));
+    return j;
 }
 
 skp_err http_task_push(void *ud, const struct store_task *t)

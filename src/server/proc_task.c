@@ -129,7 +129,8 @@ skp_err proc_task_create(struct store *st, enum proc_kind kind, const struct pro
     }
     if (err == SKP_OK) {
         const struct proc_task *pt = is_async ? &prevs[0] : &prev;
-        bool clash = pt->create_time + pt->duration_s * 1000 >= now_ms;
+        /* a cancelled task no longer holds the service and event */
+        bool clash = pt->create_time + pt->duration_s * 1000 >= now_ms && !pt->cancelled_ms;
         store_proc_task_cleanup(&prev);
         store_proc_tasks_free(prevs, n_prev);
         if (clash) {
@@ -196,6 +197,8 @@ skp_err proc_task_create(struct store *st, enum proc_kind kind, const struct pro
 
 const char *proc_task_status(const struct proc_task *t, int64_t now_ms)
 {
+    if (t->cancelled_ms)
+        return "cancelled";
     int64_t span = t->duration_s * 1000;
     if (span < MS_PER_MIN)
         span = MS_PER_MIN;

@@ -88,7 +88,7 @@ SKP_MUST_CHECK skp_err proc_task_create(struct store *st, enum proc_kind kind,
                                         struct proc_error *e, char **id_out);
 
 /* "running" while now < create + duration (at least 1 minute for dump events), then
- * "finished". */
+ * "finished"; "cancelled" once cancelled. */
 const char *proc_task_status(const struct proc_task *t, int64_t now_ms);
 
 /* Per-instance progress derived from the logs (borrowed strings point into the logs and the

@@ -101,6 +101,7 @@ struct store_task {
     int dump_period;           /* ms */
     int max_sampling_count;    /* 1..9 */
     int64_t create_time;       /* ms epoch */
+    int64_t cancelled_ms;      /* when it was cancelled (its window ends there); 0 = never */
 };
 /* Frees the strings of *t (not t itself). NULL ok. */
 void store_task_cleanup(struct store_task *t);
@@ -112,8 +113,12 @@ SKP_MUST_CHECK skp_err store_get_task(struct store *st, const char *id, struct s
  * SKP_ENOTFOUND if none. */
 SKP_MUST_CHECK skp_err store_latest_task_before(struct store *st, const char *service,
                                                 int64_t start_before, struct store_task *out);
-/* Tasks of `service` whose create_time > after_create_time and whose window has not ended at
- * `now_ms` (start + duration > now), ordered by create_time. Caller frees each with
+/* Cancels a task at `now_ms`: its window ends there, agents are no longer handed it.
+ * Errors: SKP_ENOTFOUND (no such task), SKP_ESTATE (already cancelled or its window already
+ * ended: nothing to cancel), SKP_EIO. */
+SKP_MUST_CHECK skp_err store_cancel_task(struct store *st, const char *id, int64_t now_ms);
+/* Tasks of `service` whose create_time > after_create_time, not cancelled, and whose window has
+ * not ended at `now_ms` (start + duration > now), ordered by create_time. Caller frees each with
  * store_task_cleanup and the array with skpx_free. */
 SKP_MUST_CHECK skp_err store_tasks_for_agent(struct store *st, const char *service,
                                              int64_t after_create_time, int64_t now_ms,
@@ -128,6 +133,8 @@ enum store_task_op {
     STORE_TASK_NOTIFIED = 1,
     STORE_TASK_EXECUTION_FINISHED = 2,
 };
+/* Adds a log row; a second row of the same (task, instance, op) is ignored (SKP_OK): the first
+ * time is kept, so agents polling again and again do not grow the table. */
 SKP_MUST_CHECK skp_err store_add_task_log(struct store *st, const char *task_id,
                                           const char *service, const char *instance,
                                           enum store_task_op op, int64_t time_ms);
@@ -151,6 +158,8 @@ struct store_snapshot {
     int32_t sequence;
     char *const *frames;       /* root first; NUL-terminated strings (protobuf-c layout) */
     size_t n_frames;
+    int64_t received_ms;       /* when skyprofd received it (retention counts from the first
+                                * snapshot's); 0 = unknown, time_ms is used */
 };
 /* Stores a batch in one transaction and returns after it committed (durable ack). A snapshot
  * with the same (task, segment, sequence) as a stored one is ignored (counted in *n_dup, may be
@@ -326,7 +335,8 @@ SKP_MUST_CHECK skp_err store_list_endpoint_minutes(struct store *st, const char 
 /* ---- maintenance and stats ---- */
 
 /* Deletes snapshots, segments, task logs, tasks and endpoint minutes whose time is older than
- * `before_ms`, and
+ * `before_ms` (a segment's and its snapshots' by the time skyprofd first received one of them,
+ * never by the agent's clock), and
  * stacks/frames no snapshot refers to any more. *n_deleted (may be NULL) counts rows. */
 SKP_MUST_CHECK skp_err store_purge_before(struct store *st, int64_t before_ms, uint64_t *n_deleted);
 

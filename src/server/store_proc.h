@@ -37,6 +37,7 @@ struct proc_task {
     int64_t sampling_hz;
     char *exec_args;           /* async-profiler execArgs, NULL if none */
     int64_t create_time;       /* ms epoch */
+    int64_t cancelled_ms;      /* when it was cancelled (no longer handed out); 0 = never */
 };
 
 /* One log row (NOTIFIED, EXECUTION_FINISHED, ..._UPLOAD_FILE_TOO_LARGE_ERROR,
@@ -79,8 +80,8 @@ SKP_MUST_CHECK skp_err store_proc_list_tasks(struct store *st, enum proc_kind ki
 SKP_MUST_CHECK skp_err store_proc_latest_task(struct store *st, enum proc_kind kind,
                                               const char *service, const char *events,
                                               struct proc_task *out);
-/* The earliest task of `kind` for `service` created after `after_ms` that lists `instance`
- * and whose window (create time + duration + grace_ms) has not ended at now_ms.
+/* The earliest task of `kind` for `service` created after `after_ms`, not cancelled, that lists
+ * `instance` and whose window (create time + duration + grace_ms) has not ended at now_ms.
  * Errors: SKP_ENOTFOUND (none), SKP_EIO, SKP_ENOMEM. */
 SKP_MUST_CHECK skp_err store_proc_next_task(struct store *st, enum proc_kind kind,
                                             const char *service, const char *instance,
@@ -92,7 +93,12 @@ SKP_MUST_CHECK skp_err store_proc_live_instances(struct store *st, const char *s
                                                  int64_t since_ms, char ***out, size_t *n);
 void store_proc_names_free(char **v, size_t n);
 
-/* Appends a log row (message may be NULL). Errors: SKP_EIO, SKP_ENOMEM. */
+/* Cancels a task at now_ms: agents are no longer handed it. Errors: SKP_ENOTFOUND, SKP_ESTATE
+ * (already cancelled, or past create + duration + grace_ms: nothing to cancel), SKP_EIO. */
+SKP_MUST_CHECK skp_err store_proc_cancel_task(struct store *st, const char *id, int64_t now_ms,
+                                              int64_t grace_ms);
+/* Appends a log row (message may be NULL); a second NOTIFIED of the same task and instance is
+ * ignored (SKP_OK: the first time is kept). Errors: SKP_EIO, SKP_ENOMEM. */
 SKP_MUST_CHECK skp_err store_proc_add_log(struct store *st, const char *task_id,
                                           const char *instance, const char *op, int64_t time_ms,
                                           const char *message);

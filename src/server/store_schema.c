@@ -116,6 +116,23 @@ static const struct migration k_migrations[] = {
         "CREATE INDEX ebpf_stacks_by_task ON ebpf_stacks(task_id, time_ms);"
         "CREATE INDEX ebpf_stacks_by_received ON ebpf_stacks(received_ms);",
     },
+    {
+        "hardening: task cancellation, one NOTIFIED/EXECUTION_FINISHED log per task and instance, "
+        "retention of segments by the time they were received",
+        "ALTER TABLE tasks ADD COLUMN cancelled_ms INTEGER;"
+        "ALTER TABLE proc_tasks ADD COLUMN cancelled_ms INTEGER;"
+        /* Keep the first log of each (task, instance, operation): agents polling with
+         * lastCommandTime=0 wrote one NOTIFIED row per poll. */
+        "DELETE FROM task_logs WHERE EXISTS (SELECT 1 FROM task_logs o WHERE "
+        "  o.task_id = task_logs.task_id AND o.instance = task_logs.instance AND "
+        "  o.op = task_logs.op AND o.time < task_logs.time);"
+        "CREATE UNIQUE INDEX task_logs_once ON task_logs(task_id, instance, op);"
+        "DELETE FROM proc_task_logs WHERE op = 'NOTIFIED' AND id NOT IN "
+        "  (SELECT min(id) FROM proc_task_logs WHERE op = 'NOTIFIED' GROUP BY task_id, instance);"
+        "CREATE UNIQUE INDEX proc_task_logs_notified_once ON proc_task_logs(task_id, instance) "
+        "  WHERE op = 'NOTIFIED';"
+        "CREATE INDEX segments_by_received ON segments(received_ms);",
+    },
 };
 
 int store_schema_version(void)

@@ -15,7 +15,10 @@ static skp_err insert_one(struct store *st, const struct store_snapshot *sn, boo
     uint32_t seg = 0, task = 0, stack = 0;
     const char *seg_id = sn->segment_id ? sn->segment_id : "";
     const char *task_id = sn->task_id ? sn->task_id : "";
-    skp_err err = store__segment_ref(st, seg_id, sn->time_ms, &seg);
+    /* A segment ages out from when we first received it, not from the agent's clock (a 1970 or
+     * far-future snapshot time would otherwise purge it at once or never). */
+    skp_err err = store__segment_ref(st, seg_id, sn->received_ms ? sn->received_ms : sn->time_ms,
+                                     &seg);
     if (!err)
         err = store__task_key(st, task_id, true, &task);
     if (!err)

@@ -82,6 +82,8 @@ static skp_err step_done(struct store *st, sqlite3_stmt *s, const char *what)
 #define TASK_COLS                                                                                \
     "id, kind, service, all_live, events, duration_s, dump_period, sampling_hz, exec_args, "   \
     "create_time"
+/* What the reads select: the columns above, then the cancel time (0 = not cancelled). */
+#define TASK_READ_COLS TASK_COLS ", coalesce(cancelled_ms, 0)"
 
 struct names_acc {
     char **v;
@@ -136,6 +138,7 @@ static skp_err read_task(sqlite3_stmt *s, struct proc_task *t)
     t->sampling_hz = sqlite3_column_int64(s, 7);
     t->exec_args = col_dup(s, 8);
     t->create_time = sqlite3_column_int64(s, 9);
+    t->cancelled_ms = sqlite3_column_int64(s, 10);
     if (!t->id || !t->service || !t->events) {
         store_proc_task_cleanup(t);
         return SKP_ENOMEM;
@@ -212,7 +215,8 @@ skp_err store_proc_get_task(struct store *st, const char *id, struct proc_task *
 {
     memset(out, 0, sizeof(*out));
     sqlite3_stmt *s = NULL;
-    skp_err err = store__prepare(st, "SELECT " TASK_COLS " FROM proc_tasks WHERE id = ?", &s);
+    skp_err err =
+        store__prepare(st, "SELECT " TASK_READ_COLS " FROM proc_tasks WHERE id = ?", &s);
     if (err)
         return err;
     sqlite3_bind_text(s, 1, id, -1, SQLITE_STATIC);
@@ -225,7 +229,7 @@ skp_err store_proc_latest_task(struct store *st, enum proc_kind kind, const char
     memset(out, 0, sizeof(*out));
     sqlite3_stmt *s = NULL;
     skp_err err = store__prepare(st,
-                                 "SELECT " TASK_COLS " FROM proc_tasks WHERE kind = ? AND "
+                                 "SELECT " TASK_READ_COLS " FROM proc_tasks WHERE kind = ? AND "
                                  "service = ? AND events = ? ORDER BY create_time DESC LIMIT 1",
                                  &s);
     if (err)
@@ -244,8 +248,9 @@ skp_err store_proc_next_task(struct store *st, enum proc_kind kind, const char *
     sqlite3_stmt *s = NULL;
     skp_err err = store__prepare(
         st,
-        "SELECT " TASK_COLS " FROM proc_tasks t WHERE kind = ? AND service = ? AND "
-        "create_time > ? AND create_time + duration_s * 1000 + ? >= ? AND EXISTS(SELECT 1 FROM "
+        "SELECT " TASK_READ_COLS " FROM proc_tasks t WHERE kind = ? AND service = ? AND "
+        "create_time > ? AND create_time + duration_s * 1000 + ? >= ? AND cancelled_ms IS NULL "
+        "AND EXISTS(SELECT 1 FROM "
         "proc_task_instances i WHERE i.task_id = t.id AND i.instance = ?) "
         "ORDER BY create_time LIMIT 1",
         &s);
@@ -283,7 +288,7 @@ skp_err store_proc_list_tasks(struct store *st, enum proc_kind kind, const char 
     *n = 0;
     sqlite3_stmt *s = NULL;
     skp_err err = store__prepare(st,
-                                 "SELECT " TASK_COLS " FROM proc_tasks WHERE kind = ? AND "
+                                 "SELECT " TASK_READ_COLS " FROM proc_tasks WHERE kind = ? AND "
                                  "(?2 IS NULL OR service = ?2) ORDER BY create_time DESC LIMIT ?3",
                                  &s);
     if (err)
@@ -340,7 +345,8 @@ static skp_err insert_log(struct store *st, const char *task_id, const char *ins
 {
     sqlite3_stmt *s = NULL;
     skp_err err = store__prepare(st,
-                                 "INSERT INTO proc_task_logs(task_id, instance, op, time, message)"
+                                 "INSERT OR IGNORE INTO proc_task_logs(task_id, instance, op, "
+                                 "time, message)"
                                  " VALUES(?, ?, ?, ?, ?)",
                                  &s);
     if (err)
@@ -354,6 +360,34 @@ static skp_err insert_log(struct store *st, const char *task_id, const char *ins
     err = step_done(st, s, "insert proc task log");
     sqlite3_finalize(s);
     return err;
+}
+
+skp_err store_proc_cancel_task(struct store *st, const char *id, int64_t now_ms, int64_t grace_ms)
+{
+    if (!id)
+        return SKP_EINVAL;
+    sqlite3_stmt *s = NULL;
+    skp_err err = store__prepare(st,
+                                 "UPDATE proc_tasks SET cancelled_ms = ?2 WHERE id = ?1 AND "
+                                 "cancelled_ms IS NULL AND create_time + duration_s * 1000 + ?3 "
+                                 ">= ?2",
+                                 &s);
+    if (err)
+        return err;
+    sqlite3_bind_text(s, 1, id, -1, SQLITE_STATIC);
+    sqlite3_bind_int64(s, 2, now_ms);
+    sqlite3_bind_int64(s, 3, grace_ms);
+    int rc = sqlite3_step(s);
+    sqlite3_finalize(s);
+    if (rc != SQLITE_DONE)
+        return store__sqlerr(st, rc, "cancel process task");
+    st->commits++;
+    if (sqlite3_changes(st->db) == 1)
+        return SKP_OK;
+    struct proc_task t;
+    err = store_proc_get_task(st, id, &t);
+    store_proc_task_cleanup(&t);
+    return err ? err : SKP_ESTATE;
 }
 
 skp_err store_proc_add_log(struct store *st, const char *task_id, const char *instance,

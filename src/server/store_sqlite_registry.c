@@ -15,6 +15,8 @@
 #define TASK_COLUMNS                                                                               \
     "id, service, endpoint, start_time, duration_min, min_duration_threshold, dump_period, "      \
     "max_sampling_count, create_time"
+/* What the reads select: the columns above, then the cancel time (0 = not cancelled). */
+#define TASK_READ_COLUMNS TASK_COLUMNS ", coalesce(cancelled_ms, 0)"
 
 
 /* Serialises j compactly into a new skpx buffer (NUL-terminated). */
@@ -288,6 +290,7 @@ static skp_err task_from_row(sqlite3_stmt *s, struct store_task *t)
     t->dump_period = sqlite3_column_int(s, 6);
     t->max_sampling_count = sqlite3_column_int(s, 7);
     t->create_time = sqlite3_column_int64(s, 8);
+    t->cancelled_ms = sqlite3_column_int64(s, 9);
     if (!t->id || !t->service || !t->endpoint) {
         store_task_cleanup(t);
         return SKP_ENOMEM;
@@ -346,7 +349,7 @@ skp_err store_get_task(struct store *st, const char *id, struct store_task *out)
     if (!id)
         return SKP_EINVAL;
     sqlite3_stmt *s = NULL;
-    skp_err err = store__prepare(st, "SELECT " TASK_COLUMNS " FROM tasks WHERE id = ?", &s);
+    skp_err err = store__prepare(st, "SELECT " TASK_READ_COLUMNS " FROM tasks WHERE id = ?", &s);
     if (err)
         return err;
     sqlite3_bind_text(s, 1, id, -1, SQLITE_STATIC);
@@ -361,7 +364,7 @@ skp_err store_latest_task_before(struct store *st, const char *service, int64_t 
         return SKP_EINVAL;
     sqlite3_stmt *s = NULL;
     skp_err err = store__prepare(st,
-                                 "SELECT " TASK_COLUMNS " FROM tasks WHERE service = ? AND "
+                                 "SELECT " TASK_READ_COLUMNS " FROM tasks WHERE service = ? AND "
                                  "start_time <= ? ORDER BY start_time DESC, create_time DESC "
                                  "LIMIT 1",
                                  &s);
@@ -398,8 +401,9 @@ skp_err store_tasks_for_agent(struct store *st, const char *service, int64_t aft
     sqlite3_stmt *s = NULL;
     struct task_vec tv = {0};
     skp_err err = store__prepare(st,
-                                 "SELECT " TASK_COLUMNS " FROM tasks WHERE service = ? AND "
+                                 "SELECT " TASK_READ_COLUMNS " FROM tasks WHERE service = ? AND "
                                  "create_time > ? AND start_time + duration_min * 60000 > ? "
+                                 "AND cancelled_ms IS NULL "
                                  "ORDER BY create_time, id",
                                  &s);
     if (err)
@@ -438,6 +442,7 @@ static skp_err task_row(void *ud, sqlite3_stmt *s)
         .dump_period = sqlite3_column_int(s, 6),
         .max_sampling_count = sqlite3_column_int(s, 7),
         .create_time = sqlite3_column_int64(s, 8),
+        .cancelled_ms = sqlite3_column_int64(s, 9),
     };
     return v->cb(v->ud, &t);
 }
@@ -449,7 +454,7 @@ skp_err store_list_tasks(struct store *st, const char *service, const char *endp
         return SKP_EINVAL;
     sqlite3_stmt *s = NULL;
     skp_err err = store__prepare(st,
-                                 "SELECT " TASK_COLUMNS " FROM tasks WHERE "
+                                 "SELECT " TASK_READ_COLUMNS " FROM tasks WHERE "
                                  "(?1 IS NULL OR service = ?1) AND (?2 IS NULL OR endpoint = ?2) "
                                  "ORDER BY start_time DESC, create_time DESC",
                                  &s);
@@ -463,6 +468,32 @@ skp_err store_list_tasks(struct store *st, const char *service, const char *endp
     err = store__each_row(st, s, task_row, &v, "list tasks");
     sqlite3_finalize(s);
     return err;
+}
+
+skp_err store_cancel_task(struct store *st, const char *id, int64_t now_ms)
+{
+    if (!id)
+        return SKP_EINVAL;
+    sqlite3_stmt *s = NULL;
+    skp_err err = store__prepare(st,
+                                 "UPDATE tasks SET cancelled_ms = ?2 WHERE id = ?1 AND "
+                                 "cancelled_ms IS NULL AND start_time + duration_min * 60000 > ?2",
+                                 &s);
+    if (err)
+        return err;
+    sqlite3_bind_text(s, 1, id, -1, SQLITE_STATIC);
+    sqlite3_bind_int64(s, 2, now_ms);
+    int rc = sqlite3_step(s);
+    sqlite3_finalize(s);
+    if (rc != SQLITE_DONE)
+        return store__sqlerr(st, rc, "cancel task");
+    st->commits++;
+    if (sqlite3_changes(st->db) == 1)
+        return SKP_OK;
+    struct store_task t;
+    err = store_get_task(st, id, &t);
+    store_task_cleanup(&t);
+    return err ? err : SKP_ESTATE;
 }
 
 skp_err store_add_task_log(struct store *st, const char *task_id, const char *service,

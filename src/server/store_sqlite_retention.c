@@ -109,7 +109,7 @@ skp_err store_purge_before(struct store *st, int64_t before_ms, uint64_t *n_dele
     static const char *const k_purge[] = {
         "DELETE FROM snapshots WHERE seg IN (SELECT id FROM segids WHERE first_ms < ?1)",
         "DELETE FROM task_segments WHERE seg IN (SELECT id FROM segids WHERE first_ms < ?1)",
-        "DELETE FROM segments WHERE end_ms < ?1 OR "
+        "DELETE FROM segments WHERE received_ms < ?1 OR "
         "seg IN (SELECT id FROM segids WHERE first_ms < ?1)",
         "DELETE FROM segids WHERE first_ms < ?1",
         "DELETE FROM task_logs WHERE time < ?1",

@@ -278,7 +278,7 @@ static skp_err insert_segment(struct store *st, const struct store_segment *seg,
     if (!text)
         return SKP_ENOMEM;
     uint32_t ref = 0;
-    err = store__segment_ref(st, seg->segment_id, start, &ref);
+    err = store__segment_ref(st, seg->segment_id, received_ms, &ref); /* retention clock */
     if (err)
         goto out;
     sqlite3_stmt *s = store__stmt(st, STMT_SEGMENT_INS, &err);

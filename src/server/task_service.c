@@ -93,7 +93,11 @@ bool task_validate(const struct task_request *r, struct task_error *e)
 
 bool task_overlaps(const struct store_task *existing, int64_t new_start)
 {
-    return existing->start_time + (int64_t)existing->duration_min * MS_PER_MIN >= new_start;
+    int64_t end = existing->start_time + (int64_t)existing->duration_min * MS_PER_MIN;
+    /* A cancelled task's window ended when it was cancelled: the service is free again. */
+    if (existing->cancelled_ms && existing->cancelled_ms <= end)
+        return existing->cancelled_ms > new_start;
+    return end >= new_start;
 }
 
 static const char b64[] = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";

@@ -52,7 +52,8 @@ struct task_error {
 bool task_validate(const struct task_request *r, struct task_error *e);
 
 /* OAP's overlap rule against the latest task of the service starting before the new task's
- * end: conflict iff existing.start + existing.duration·60000 >= new_start. Pure. */
+ * end: conflict iff existing.start + existing.duration·60000 >= new_start; for a cancelled
+ * task, iff it was cancelled after new_start. Pure. */
 bool task_overlaps(const struct store_task *existing, int64_t new_start);
 
 /* Writes "<create_time>_<base64(service)>.1" into out (cap >= TASK_ID_MAX). Returns false

@@ -493,6 +493,23 @@ try {
     await page.waitForSelector('#banner:not([hidden])');
   });
 
+  await step('cancel a running task from its page: status cancelled, no agent gets it any more', async () => {
+    const r = await fetch(`${BASE}/api/v1/profile/tasks`, {
+      method: 'POST', headers: { 'Content-Type': 'application/json', Authorization: 'Bearer ' + API_TOKEN },
+      body: JSON.stringify({ service: 'svc-ui-cancel', endpointName: '/cancel-me', duration: 15,
+        minDurationThreshold: 0, dumpPeriod: 10, maxSamplingCount: 5 }),
+    });
+    if (r.status !== 201) throw new Error('create: ' + r.status + ' ' + await r.text());
+    const id = (await r.json()).id;
+    await page.goto(BASE + '/#/tasks/' + encodeURIComponent(id));
+    await page.click('#cancel-task', { timeout: 20000 });
+    await page.waitForFunction(() => /cancelled/.test(document.querySelector('.task-detail .kv')?.textContent || ''), null, { timeout: 20000 });
+    if (await page.$('#cancel-task')) throw new Error('cancel button still shown');
+    const t = await (await fetch(`${BASE}/api/v1/profile/tasks/${encodeURIComponent(id)}`)).json();
+    if (t.status !== 'cancelled' || !t.cancelledTime) throw new Error('task after cancel: ' + JSON.stringify(t));
+    await shot('task-cancelled');
+  });
+
   await step('no uncaught page errors', async () => {
     if (pageErrors.length) throw new Error(pageErrors.join('\n'));
   });

@@ -61,6 +61,7 @@ export const api = {
   taskLogs: (id) => call('GET', '/api/v1/profile/tasks/' + enc(id) + '/logs'),
   segments: (id) => call('GET', '/api/v1/profile/tasks/' + enc(id) + '/segments'),
   createTask: (req) => call('POST', '/api/v1/profile/tasks', req),
+  cancelTask: (id) => call('POST', '/api/v1/profile/tasks/' + enc(id) + '/cancel', {}),
   analyze: (queries) => call('POST', '/api/v1/profile/analyze', queries),
   analyzeTask: (id) => call('GET', '/api/v1/profile/tasks/' + enc(id) + '/analyze'),
   analyzeSegment: (seg) => call('GET', '/api/v1/profile/segments/' + enc(seg) + '/analyze'),

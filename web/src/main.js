@@ -396,8 +396,27 @@ async function tasksPage(gen, taskId, opts) {
   if (gen !== generation) return;
 
   const logsBox = h('div', null, logsByInstance(task.logs));
+  // Cancel ends the task's window now: agents are no longer handed it (docs/api.md).
+  const cancelBtn = (task.status === 'pending' || task.status === 'running')
+    ? h('button', { type: 'button', class: 'button danger', id: 'cancel-task', onclick: async () => {
+      cancelBtn.disabled = true;
+      try {
+        await api.cancelTask(taskId);
+        const t = await api.task(taskId);
+        if (gen !== generation) return;
+        taskCard.querySelector('.kv').replaceWith(taskDetails(t));
+        const row = taskTbody.querySelector(`tr[data-id="${CSS.escape(taskId)}"]`);
+        if (row) row.replaceWith(taskRow(t, taskId));
+        cancelBtn.remove();
+      } catch (e) {
+        cancelBtn.disabled = false;
+        if (gen === generation) showError(e);
+      }
+    } }, 'Cancel task')
+    : null;
   const taskCard = h('section', { class: 'card task-detail' },
     h('div', { class: 'card-head' }, h('h2', null, 'Task ', h('span', { class: 'muted' }, task.endpointName)),
+      cancelBtn,
       h('a', { class: 'button', id: 'analyze-task', href: `#/tasks/${enc(taskId)}/analyze` }, 'Analyze whole task')),
     taskDetails(task), h('h3', null, 'Logs by instance'), logsBox);
   const segBox = h('div', null, h('p', { class: 'muted' }, 'Loading segments…'));
@@ -422,7 +441,7 @@ async function tasksPage(gen, taskId, opts) {
         const row = taskTbody.querySelector(`tr[data-id="${CSS.escape(taskId)}"]`);
         if (row) row.replaceWith(taskRow(t, taskId));
         taskCard.querySelector('.kv').replaceWith(taskDetails(t));
-        if (t.status === 'finished') {
+        if (t.status === 'finished' || t.status === 'cancelled') {
           clearInterval(timer);
           segCard.querySelector('.refresh-note').textContent = '';
         }

@@ -146,7 +146,8 @@ def t_task_commands():
     st, logs = S.json("GET", "/api/v1/profile/tasks/%s/logs" % q(tid), expect=200)
     inst = sorted({(l["instanceName"], l["operationType"]) for l in logs})
     assert inst == [("inst-1", "NOTIFIED"), ("inst-2", "NOTIFIED")], logs
-    assert len([l for l in logs if l["instanceName"] == "inst-1"]) >= 2, logs
+    # One NOTIFIED per instance however often it polls (issue 15: polls no longer grow the logs).
+    assert len([l for l in logs if l["instanceName"] == "inst-1"]) == 1, logs
     st, t = S.json("GET", "/api/v1/profile/tasks/" + q(tid), expect=200)
     assert len(t["logs"]) == len(logs)
 

@@ -3,6 +3,12 @@ daemon over real gRPC and HTTP:
 - finding 7: a foreign Host is refused with 421 (DNS rebinding), mutating routes need
   Content-Type: application/json (a no-cors text/plain POST from another page creates nothing)
   and a same-site Origin (or one of --allowed-origins); X-Frame-Options and the UI's CSP;
+- finding 7: POST …/tasks/{id}/cancel (profile and pprof tasks): no agent is handed the task
+  any more (even polling with lastCommandTime=0), status "cancelled", the service is free again;
+- finding 6: NOTIFIED logs are written once per (task, instance): 200 polls with
+  lastCommandTime=0 leave one row (trace and pprof tasks);
+- "Also": retention counts from when skyprofd received data, not the agent's clock (a 1970
+  snapshot survives the start-up purge);
 - "Also": a database damaged mid-file starts with /healthz 503 and a clear log line;
 - finding 12: agent times at the ends of int64 (snapshots at INT64_MIN/INT64_MAX, a span from
   INT64_MIN to INT64_MAX) give clamped durations in the analysis and the segment listing, and
@@ -16,6 +22,14 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
 from skp_harness import Results, tempdir  # noqa: E402
 from skyprofd_util import V3, Skyprofd, Tracing_pb2, snap  # noqa: E402
+from profile import Pprof_pb2  # noqa: E402
+import urllib.parse  # noqa: E402
+
+V10 = "/skywalking.v10.PprofTask/"
+
+
+def q(s):
+    return urllib.parse.quote(s, safe="")
 
 R = Results()
 I64_MIN = -(1 << 63)
@@ -181,6 +195,93 @@ def t_corrupt_database(d):
         S.stop(expect_rc=None)
 
 
+def t_notified_once(S):
+    st, doc = S.create_task("svc-poll", "/p")
+    assert st == 201, doc
+    tid = doc["id"]
+    for i in range(200):
+        cmds = S.query("svc-poll", "inst-%d" % (i % 2), last=0)
+        assert len(cmds.commands) == 1
+    st, logs = S.json("GET", "/api/v1/profile/tasks/%s/logs" % q(tid), expect=200)
+    logs = logs["items"] if isinstance(logs, dict) else logs
+    assert sorted((l["instanceName"], l["operationType"]) for l in logs) == \
+        [("inst-0", "NOTIFIED"), ("inst-1", "NOTIFIED")], logs
+    # pprof tasks too
+    st, doc = S.json("POST", "/api/v1/pprof/tasks", {"service": "svc-poll", "events": "cpu", "duration": 1,
+                                                      "serviceInstanceIds": ["inst-0"]})
+    assert st == 201, doc
+    pid = doc["id"]
+    for _ in range(100):
+        S.unary(V10 + "getPprofTaskCommands", Pprof_pb2.PprofTaskCommandQuery(
+            service="svc-poll", serviceInstance="inst-0", lastCommandTime=0))
+    st, t = S.json("GET", "/api/v1/pprof/tasks/" + q(pid), expect=200)
+    notified = [l for l in t["logs"] if l.get("operationType", l.get("op")) == "NOTIFIED"]
+    assert len(notified) == 1, t["logs"]
+
+
+def t_cancel(S):
+    st, doc = S.create_task("svc-cancel", "/c", duration=15)
+    assert st == 201, doc
+    tid = doc["id"]
+    assert len(S.query("svc-cancel", "i1", last=0).commands) == 1
+    path = "/api/v1/profile/tasks/%s/cancel" % q(tid)
+    st, _, body = S.http("POST", path, "{}", {"Content-Type": "text/plain"})
+    assert st == 415, st                       # a CSRF form post cannot cancel
+    st, doc = S.json("POST", path, {})
+    assert st == 200 and doc["status"] == "cancelled" and doc["cancelledTime"] > 0, (st, doc)
+    st, t = S.json("GET", "/api/v1/profile/tasks/" + q(tid), expect=200)
+    assert t["status"] == "cancelled" and t["cancelledTime"] == doc["cancelledTime"], t
+    # agents see it no more, even polling from the start or as a new instance
+    assert len(S.query("svc-cancel", "i1", last=0).commands) == 0
+    assert len(S.query("svc-cancel", "i2", last=-1).commands) == 0
+    st, doc2 = S.json("POST", path, {})
+    assert st == 409, (st, doc2)
+    st, doc2 = S.json("POST", "/api/v1/profile/tasks/nope/cancel", {})
+    assert st == 404, (st, doc2)
+    # the service is free for a new task at once
+    st, doc3 = S.create_task("svc-cancel", "/c2", duration=1)
+    assert st == 201, doc3
+    assert [c.command for c in S.query("svc-cancel", "i1", last=0).commands] == ["ProfileTaskQuery"]
+    assert S.metric("skyprof_tasks_cancelled_total") >= 1
+    # process tasks
+    st, doc = S.json("POST", "/api/v1/pprof/tasks", {"service": "svc-cancel", "events": "cpu", "duration": 5,
+                                                      "serviceInstanceIds": ["i1"]})
+    pid = doc["id"]
+    qry = lambda: S.unary(V10 + "getPprofTaskCommands", Pprof_pb2.PprofTaskCommandQuery(
+        service="svc-cancel", serviceInstance="i1", lastCommandTime=0))
+    assert len(qry().commands) == 1
+    st, c = S.json("POST", "/api/v1/async-profiler/tasks/%s/cancel" % q(pid), {})
+    assert st == 404, (st, c)                  # a pprof id under the other kind's path
+    st, c = S.json("POST", "/api/v1/pprof/tasks/%s/cancel" % q(pid), {})
+    assert st == 200 and c["status"] == "cancelled", (st, c)
+    assert len(qry().commands) == 0
+    st, t = S.json("GET", "/api/v1/pprof/tasks/" + q(pid), expect=200)
+    assert t["status"] == "cancelled" and t["cancelledTime"], t
+    st, doc = S.json("POST", "/api/v1/pprof/tasks", {"service": "svc-cancel", "events": "cpu", "duration": 5,
+                                                      "serviceInstanceIds": ["i1"]})
+    assert st == 201, doc                      # no overlap with the cancelled one
+
+
+def t_retention_by_receive_time(d):
+    S = Skyprofd(d, "--retention-days", "1")
+    try:
+        st, doc = S.create_task("svc-ret", "/r")
+        tid = doc["id"]
+        S.snapshots([snap(tid, "seg-1970", i, ["old", "clock"], 1000 + i * 10) for i in range(3)])
+        st, a = S.json("GET", "/api/v1/profile/segments/seg-1970/analyze", expect=200)
+        assert a["trees"], a
+    finally:
+        S.stop()
+    S = Skyprofd(d, "--retention-days", "1")   # purges at start
+    try:
+        from skp_harness import wait_until
+        wait_until(lambda: S.metric("skyprof_retention_runs_total") >= 1, 30, what="start-up purge")
+        st, a = S.json("GET", "/api/v1/profile/segments/seg-1970/analyze", expect=200)
+        assert a["trees"] and a["trees"][0]["elements"], a   # received today: kept
+    finally:
+        S.stop()
+
+
 def main():
     with tempdir() as d:
         S = Skyprofd(os.path.join(d, "a"), "--keep-segments", "all")
@@ -189,9 +290,13 @@ def main():
             R.run("finding 7: a foreign Host is refused (DNS rebinding)", t_foreign_host_refused, S)
             R.run("finding 7: CSRF: text/plain and foreign Origin refused", t_csrf_refused, S)
             R.run("finding 7: X-Frame-Options and the UI's CSP", t_ui_headers, S)
+            R.run("finding 7: cancel profile and pprof tasks", t_cancel, S)
+            R.run("finding 6: one NOTIFIED log per task and instance", t_notified_once, S)
         finally:
             S.stop()
         R.run("finding 7: --allowed-origins", t_allowed_origins, os.path.join(d, "ao"))
+        R.run("retention by receive time, not agent time", t_retention_by_receive_time,
+              os.path.join(d, "ret"))
         R.run("a database damaged mid-file: /healthz 503", t_corrupt_database, os.path.join(d, "corrupt"))
     R.finish()
 

@@ -290,6 +290,42 @@ static void task_logs(void **state)
     assert_int_equal(l.op[0], STORE_TASK_EXECUTION_FINISHED);
     assert_string_equal(l.inst[1], "i1");
     assert_string_equal(l.inst[2], "i2");
+    /* issue 15: a poll that hands the task again later adds no row; the first time is kept */
+    for (int64_t t = 200; t < 1200; t += 10)
+        assert_int_equal(store_add_task_log(f->st, "t", "svc", "i1", STORE_TASK_NOTIFIED, t),
+                         SKP_OK);
+    memset(&l, 0, sizeof(l));
+    assert_int_equal(store_list_task_logs(f->st, "t", log_cb, &l), SKP_OK);
+    assert_int_equal(l.n, 3);
+    assert_int_equal(l.t[1], 100);
+}
+
+static void task_cancel(void **state)
+{
+    struct cf *f = *state;
+    const int64_t min = 60000;
+    struct store_task t = task("c1", "svc", "/e", 1000, 5, 1000);
+    assert_int_equal(store_insert_task(f->st, &t), SKP_OK);
+    struct store_task *v = NULL;
+    size_t n = 0;
+    assert_int_equal(store_tasks_for_agent(f->st, "svc", 0, 2000, &v, &n), SKP_OK);
+    assert_int_equal(n, 1);
+    store_task_cleanup(&v[0]);
+    skpx_free(v);
+    assert_int_equal(store_cancel_task(f->st, "c1", 2000), SKP_OK);
+    assert_int_equal(store_cancel_task(f->st, "c1", 2001), SKP_ESTATE);
+    assert_int_equal(store_cancel_task(f->st, "nope", 2001), SKP_ENOTFOUND);
+    struct store_task got;
+    assert_int_equal(store_get_task(f->st, "c1", &got), SKP_OK);
+    assert_int_equal(got.cancelled_ms, 2000);
+    store_task_cleanup(&got);
+    assert_int_equal(store_tasks_for_agent(f->st, "svc", 0, 2001, &v, &n), SKP_OK);
+    assert_int_equal(n, 0);
+    skpx_free(v);
+    /* a task whose window already ended cannot be cancelled */
+    struct store_task old = task("c2", "svc2", "/e", 1000, 1, 1000);
+    assert_int_equal(store_insert_task(f->st, &old), SKP_OK);
+    assert_int_equal(store_cancel_task(f->st, "c2", 1000 + min), SKP_ESTATE);
 }
 
 struct inst_seen {
@@ -391,8 +427,8 @@ static void snapshots_dedup_and_order(void **state)
     char *fa[] = {"main", "a"};
     char *fb[] = {"main", "b"};
     struct store_snapshot v[] = {
-        {"t", "s2", 1020, 2, fa, 2}, {"t", "s2", 1000, 0, fa, 2}, {"t", "s1", 1010, 1, fb, 2},
-        {"t", "s1", 1000, 0, fa, 2}, {"t", "s2", 1010, 1, fb, 2}, {"u", "s1", 1000, 0, fb, 2},
+        {"t", "s2", 1020, 2, fa, 2, 0}, {"t", "s2", 1000, 0, fa, 2, 0}, {"t", "s1", 1010, 1, fb, 2, 0},
+        {"t", "s1", 1000, 0, fa, 2, 0}, {"t", "s2", 1010, 1, fb, 2, 0}, {"u", "s1", 1000, 0, fb, 2, 0},
     };
     size_t dup = 9;
     assert_int_equal(store_insert_snapshots(f->st, v, 6, &dup), SKP_OK);
@@ -708,6 +744,30 @@ static void retention(void **state)
     assert_int_equal(store_scan_segment(f->st, "s-cur", 1, 1, sample_cb, &sm), SKP_OK);
     stack_text(f->st, sm.stack[0], txt, sizeof(txt));
     assert_string_equal(txt, "main,only_old");
+
+    /* issue 15: age counts from when a segment was received, not from the agent's clock */
+    struct store_snapshot past = {.task_id = "cur", .segment_id = "s-1970", .time_ms = 5,
+                                  .sequence = 0, .frames = (char *const[]){"a"}, .n_frames = 1,
+                                  .received_ms = 20 * day};
+    struct store_snapshot future = {.task_id = "cur", .segment_id = "s-2500", .time_ms = INT64_MAX,
+                                    .sequence = 0, .frames = (char *const[]){"a"}, .n_frames = 1,
+                                    .received_ms = 6 * day};
+    size_t dup = 0;
+    assert_int_equal(store_insert_snapshots(f->st, &past, 1, &dup), SKP_OK);
+    assert_int_equal(store_insert_snapshots(f->st, &future, 1, &dup), SKP_OK);
+    struct store_span fsp = {.start_ms = INT64_MAX - 5, .end_ms = INT64_MAX, .operation = "/e"};
+    struct store_segment fseg = {"s-2500", "tr", "svc", "i", &fsp, 1};
+    assert_int_equal(store_insert_segments(f->st, &fseg, 1, 6 * day), SKP_OK);
+    assert_int_equal(store_purge_before(f->st, 10 * day, &n), SKP_OK);
+    memset(&sm, 0, sizeof(sm));
+    assert_int_equal(store_scan_segment(f->st, "s-1970", 0, 10, sample_cb, &sm), SKP_OK);
+    assert_int_equal(sm.n, 1); /* agent time 1970, received on day 20: kept */
+    memset(&sm, 0, sizeof(sm));
+    assert_int_equal(store_scan_segment(f->st, "s-2500", 0, 10, sample_cb, &sm), SKP_OK);
+    assert_int_equal(sm.n, 0); /* far-future agent time, received on day 6: purged */
+    bool has = true;
+    assert_int_equal(store_segment_has_snapshots(f->st, "s-2500", &has), SKP_OK);
+    assert_false(has);
 }
 
 static void restart(void **state)
@@ -764,7 +824,7 @@ static void *writer_main(void *arg)
             fr[i][0] = "main";
             fr[i][1] = skpx_strdup(shared);
             fr[i][2] = skpx_strdup(own);
-            v[i] = (struct store_snapshot){"t", seg, 1000 + seq, seq, fr[i], (i % 2) ? 3 : 2};
+            v[i] = (struct store_snapshot){"t", seg, 1000 + seq, seq, fr[i], (i % 2) ? 3 : 2, 0};
         }
         size_t dup = 0;
         w->err = store_insert_snapshots(st, v, PER_BATCH, &dup);
@@ -826,7 +886,7 @@ static void failed_writes_keep_nothing_and_recover(void **state, enum fault faul
         snprintf(names[i], sizeof(names[i]), "frame_%d_%0250d", i, i);
         frames[i][0] = "a";
         frames[i][1] = names[i];
-        v[i] = (struct store_snapshot){"t", "s2", 2000 + i, i, frames[i], 2};
+        v[i] = (struct store_snapshot){"t", "s2", 2000 + i, i, frames[i], 2, 0};
     }
     size_t dup = 0;
     assert_int_equal(store_insert_snapshots(f->st, v, N, &dup), SKP_EIO);
@@ -885,6 +945,7 @@ int main(int argc, char **argv)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test_setup_teardown(tasks, cf_setup, cf_teardown),
         cmocka_unit_test_setup_teardown(task_logs, cf_setup, cf_teardown),
+        cmocka_unit_test_setup_teardown(task_cancel, cf_setup, cf_teardown),
         cmocka_unit_test_setup_teardown(services_and_instances, cf_setup, cf_teardown),
         cmocka_unit_test_setup_teardown(snapshots_dedup_and_order, cf_setup, cf_teardown),
         cmocka_unit_test_setup_teardown(segments, cf_setup, cf_teardown),

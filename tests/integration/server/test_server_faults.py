@@ -332,16 +332,23 @@ def t_retention():
         try:
             old = int(time.time() * 1000) - 5 * 86400000
             srv.snapshots([snap("t-ret", "seg-old", i, ["a"], old + i) for i in range(3)])
-            srv.snapshots([snap("t-ret", "seg-new", i, ["a"]) for i in range(3)])
+            srv.snapshots([snap("t-ret", "seg-new", i, ["a"], old + i) for i in range(3)])
         finally:
             srv.stop()
+        # Retention counts from when skyprofd received a segment, not from the agent's clock
+        # (both were sent with 5-day-old times just now): age seg-old as if received 5 days ago.
+        import sqlite3
+        db = sqlite3.connect(os.path.join(data, "skyprof.db"))
+        db.execute("UPDATE segids SET first_ms = ? WHERE segment_id = 'seg-old'", (old,))
+        db.commit()
+        db.close()
         srv = Skyprofd(data, "--retention-days", "0", name="skyprofd-ret0")
         try:
             assert seg_count(srv, "seg-old") == 3  # 0 = keep forever
         finally:
             srv.stop()
         srv = Skyprofd(data, "--retention-days", "2", name="skyprofd-ret2")
-        try:  # purged at start: older than 2 days gone, recent kept
+        try:  # purged at start: received over 2 days ago gone, received now kept
             assert seg_count(srv, "seg-old") == 0
             assert seg_count(srv, "seg-new") == 3
             assert srv.metric("skyprof_retention_runs_total") == 1

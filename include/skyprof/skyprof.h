@@ -401,6 +401,23 @@ SKYPROF_API int skyprof_sw8_inject(char *buf, size_t cap);
 SKYPROF_API const char *skyprof_current_trace_id(void);
 SKYPROF_API const char *skyprof_current_segment_id(void);
 
+/* Request contexts, for hosts that interleave several requests on one thread (an asyncio loop).
+ * A context is a segment state of its own, owned by the caller (e.g. one per request task); the
+ * tracer calls above act on the calling thread's current state, which is the thread's own unless
+ * a context was swapped in. Pattern: prev = swap(ctx); begin/tag/end; swap(prev). A context's
+ * profiling slot stays registered while it is swapped out, so a suspended request keeps being
+ * sampled (through the handle its stack source's thread_attach made).
+ * skyprof_context_new: NULL when out of memory. */
+typedef struct skyprof_context skyprof_context;
+SKYPROF_API skyprof_context *skyprof_context_new(void);
+/* Makes `ctx` (NULL = the thread's own state) the calling thread's current state and returns the
+ * previous one, to be passed back to restore it. NULL when the thread's own state cannot be
+ * allocated (nothing changed then). Hot path: no lock, no syscall. */
+SKYPROF_API skyprof_context *skyprof_context_swap(skyprof_context *ctx);
+/* Frees a context from skyprof_context_new (an open segment in it is dropped, its profiling slot
+ * released). It must not be current on any thread. NULL ok. */
+SKYPROF_API void skyprof_context_free(skyprof_context *ctx);
+
 /* Decoded sw8 header. Strings point into caller-provided storage (see skyprof_sw8_parse). */
 struct skyprof_sw8 {
     int sample;                   /* the leading flag, 0 or 1 */

@@ -5,6 +5,7 @@ Spans live in libskyprof, per thread: an entry span must end on the thread that 
 call here is guarded so a failure inside the agent never reaches user code: the first unexpected
 exception is logged and switches the agent's tracing off for the rest of the process.
 """
+import contextvars
 import functools
 import threading
 
@@ -77,15 +78,17 @@ def _watch_task(native, endpoint):
                   'requests had that name; endpoints seen: %s' % (ep, WATCH_REQUESTS, seen))
 
 
-def begin(endpoint, sw8=None, component=None, layer=None, tags=None, peer=None):
-    """Opens an entry span (a new segment when the thread has none). Returns a handle or None."""
+def begin(endpoint, sw8=None, component=None, layer=None, tags=None, peer=None, coro=None):
+    """Opens an entry span (a new segment when the thread has none). Returns a handle or None.
+    ``coro``: the coroutine of the asyncio task the request runs in (see async_begin)."""
     if not enabled():
         return None
     try:
         native = _native.native
         if native.task_active():
             _watch_task(native, endpoint)
-        span = native.entry_begin(endpoint, sw8)
+        span = native.entry_begin(endpoint, sw8, coro) if coro is not None else \
+            native.entry_begin(endpoint, sw8)
         if span is not None:
             if component is not None:
                 native.span_set_component(span, component, layer if layer is not None else -1)
@@ -259,3 +262,79 @@ def current_trace_id():
     except Exception as e:
         _disable('current_trace_id', e)
         return None
+
+
+# ---------------------------------------------------------------------------------------------
+# asyncio: one segment per request, however requests interleave on the loop thread
+# ---------------------------------------------------------------------------------------------
+# The sampling handle of the request whose task this is (set by async_begin in the task's own
+# context); work handed to a thread pool from the task is sampled as part of it (threadpool.py).
+current_handle = contextvars.ContextVar('skyprof_handle', default=None)
+
+
+class AsyncRequest:
+    """An entry span in a request context of its own (libskyprof's skyprof_context): the span
+    calls swap the context in and out, so requests interleaved on one loop never share a
+    segment. ``handle``: the request's sampling handle while a task samples it, else None."""
+
+    __slots__ = ('ctx', 'span', 'handle', 'token')
+
+    def __init__(self, ctx, span, handle, token):
+        self.ctx = ctx
+        self.span = span
+        self.handle = handle
+        self.token = token
+
+
+def async_begin(endpoint, sw8=None, component=None, layer=None, tags=None, peer=None):
+    """Opens the entry span of a request served by the running asyncio task. Returns an
+    AsyncRequest or None. While a profile task samples it, samples follow the task: its running
+    stack when it runs, its await chain (marked waiting) when suspended."""
+    if not enabled():
+        return None
+    try:
+        import asyncio  # already imported by the caller's loop
+        native = _native.native
+        ctx = native.context_new()
+        prev = native.context_swap(ctx)
+        handle = None
+        try:
+            coro = None
+            if native.task_active():
+                task = asyncio.current_task()
+                coro = task.get_coro() if task is not None else None
+                if coro is not None and not asyncio.iscoroutine(coro):
+                    coro = None
+            span = begin(endpoint, sw8, component, layer, tags, peer, coro=coro)
+            if coro is not None:
+                handle = native.take_handle()
+        finally:
+            native.context_swap(prev)
+        if span is None:
+            return None
+        token = current_handle.set(handle) if handle is not None else None
+        return AsyncRequest(ctx, span, handle, token)
+    except Exception as e:  # never into user code
+        _disable('async entry_begin', e)
+        return None
+
+
+def async_finish(req, status=None, failed=False):
+    """Ends an AsyncRequest's entry span (status >= 400 marks an error)."""
+    if req is None:
+        return
+    try:
+        native = _native.native
+        prev = native.context_swap(req.ctx)
+        try:
+            finish(req.span, status, failed)
+        finally:
+            native.context_swap(prev)
+        if req.token is not None:
+            try:
+                current_handle.reset(req.token)
+            except ValueError:  # ended in another context than it began: leave it
+                pass
+        req.handle = None
+    except Exception as e:
+        _disable('async entry_end', e)

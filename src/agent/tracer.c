@@ -485,3 +485,36 @@ const char *skyprof_current_segment_id(void)
     struct seg_work *w = t_seg;
     return w && w->open ? w->hdr.segment_id : NULL;
 }
+
+/* ---------------------------------------------------------------------------------------------
+ * Request contexts (skyprof.h): a context is a seg_work not tied to a thread
+ * ------------------------------------------------------------------------------------------- */
+skyprof_context *skyprof_context_new(void)
+{
+    return (skyprof_context *)(void *)skpx_calloc(1, sizeof(struct seg_work));
+}
+
+skyprof_context *skyprof_context_swap(skyprof_context *ctx)
+{
+    struct seg_work *cur = t_seg;
+    if (!cur)
+        cur = seg_get(); /* the thread's own, created on first use */
+    if (!cur)
+        return NULL;
+    struct seg_work *next = (struct seg_work *)(void *)ctx;
+    if (!next && seg_key_ok)
+        next = pthread_getspecific(seg_key);
+    if (!next)
+        return NULL;
+    t_seg = next;
+    return (skyprof_context *)(void *)cur;
+}
+
+void skyprof_context_free(skyprof_context *ctx)
+{
+    struct seg_work *w = (struct seg_work *)(void *)ctx;
+    if (!w)
+        return;
+    skp__task_ctx_release(&w->prof);
+    skpx_free(w);
+}

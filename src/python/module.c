@@ -603,23 +603,122 @@ static int span_from_py(PyObject *o, void *out)
     return 1;
 }
 
+/* entry_begin(endpoint, sw8=None, coro=None): `coro` is the coroutine of the asyncio task the
+ * request runs in (its samples then follow the task: pysource.h); take_handle() right after
+ * returns the request's sampling handle when one was attached. */
 static PyObject *py_entry_begin(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
 {
     (void)module;
-    if (nargs < 1 || nargs > 2) {
-        PyErr_SetString(PyExc_TypeError, "entry_begin(endpoint, sw8=None)");
+    if (nargs < 1 || nargs > 3) {
+        PyErr_SetString(PyExc_TypeError, "entry_begin(endpoint, sw8=None, coro=None)");
         return NULL;
     }
     const char *endpoint = PyUnicode_AsUTF8(args[0]);
     if (!endpoint)
         return NULL;
     const char *sw8 = NULL;
-    if (nargs == 2 && args[1] != Py_None) {
+    if (nargs >= 2 && args[1] != Py_None) {
         sw8 = PyUnicode_AsUTF8(args[1]);
         if (!sw8)
             return NULL;
     }
+    if (nargs == 3 && args[2] != Py_None) {
+        if (!PyCoro_CheckExact(args[2]) && !PyGen_CheckExact(args[2])) {
+            PyErr_SetString(PyExc_TypeError, "entry_begin: coro must be a coroutine");
+            return NULL;
+        }
+        skp__pysource_set_pending_coro((uintptr_t)args[2]);
+        skyprof_span *span = skyprof_entry_begin(endpoint, sw8);
+        skp__pysource_set_pending_coro(0);
+        return span_to_py(span);
+    }
     return span_to_py(skyprof_entry_begin(endpoint, sw8));
+}
+
+/* --- request contexts (asyncio): capsules over skyprof_context and the sampling handle ------- */
+#define CTX_CAPSULE "skyprof._skyprof.context"
+#define HANDLE_CAPSULE "skyprof._skyprof.handle"
+
+static void ctx_capsule_free(PyObject *cap)
+{
+    skyprof_context_free(PyCapsule_GetPointer(cap, CTX_CAPSULE));
+}
+
+static void handle_capsule_free(PyObject *cap)
+{
+    /* the slot may still hold a reference: the handle is freed by whichever drops the last */
+    skp__pyhandle_unref(PyCapsule_GetPointer(cap, HANDLE_CAPSULE));
+}
+
+static PyObject *py_context_new(PyObject *module, PyObject *unused)
+{
+    (void)module;
+    (void)unused;
+    skyprof_context *c = skyprof_context_new();
+    if (!c)
+        return PyErr_NoMemory();
+    PyObject *cap = PyCapsule_New(c, CTX_CAPSULE, ctx_capsule_free);
+    if (!cap)
+        skyprof_context_free(c);
+    return cap;
+}
+
+/* context_swap(ctx): ctx is a capsule from context_new, None (the thread's own state) or the int
+ * an earlier swap returned. Returns the previous state as an int to swap back with. */
+static PyObject *py_context_swap(PyObject *module, PyObject *arg)
+{
+    (void)module;
+    skyprof_context *c = NULL;
+    if (PyCapsule_CheckExact(arg)) {
+        c = PyCapsule_GetPointer(arg, CTX_CAPSULE);
+        if (!c)
+            return NULL;
+    } else if (arg != Py_None) {
+        c = PyLong_AsVoidPtr(arg);
+        if (!c && PyErr_Occurred())
+            return NULL;
+    }
+    skyprof_context *prev = skyprof_context_swap(c);
+    if (!prev)
+        return PyErr_NoMemory();
+    return PyLong_FromVoidPtr(prev);
+}
+
+static PyObject *py_take_handle(PyObject *module, PyObject *unused)
+{
+    (void)module;
+    (void)unused;
+    struct skp__pyhandle *h = skp__pysource_take_attached();
+    if (!h)
+        Py_RETURN_NONE;
+    PyObject *cap = PyCapsule_New(h, HANDLE_CAPSULE, handle_capsule_free);
+    if (!cap)
+        skp__pyhandle_unref(h);
+    return cap;
+}
+
+static PyObject *py_delegate(PyObject *arg, bool begin)
+{
+    struct skp__pyhandle *h = PyCapsule_GetPointer(arg, HANDLE_CAPSULE);
+    if (!h)
+        return NULL;
+    if (begin)
+        skp__pyhandle_delegate_begin(h);
+    else
+        skp__pyhandle_delegate_end(h);
+    Py_RETURN_NONE;
+}
+
+static PyObject *py_delegate_begin(PyObject *module, PyObject *arg)
+{
+    (void)module;
+    return py_delegate(arg, true);
+}
+
+static PyObject *py_delegate_end(PyObject *module, PyObject *arg)
+{
+    (void)module;
+    return py_delegate(arg, false);
 }
 
 static PyObject *py_entry_end(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
@@ -857,8 +956,14 @@ static PyMethodDef methods[] = {
     {"after_fork_child", py_after_fork_child, METH_NOARGS, "Fork child hook."},
     {"is_running", py_is_running, METH_NOARGS, "Agent running."},
     {"instance", py_instance, METH_NOARGS, "Instance name."},
-    {"entry_begin", (PyCFunction)(void (*)(void))py_entry_begin, METH_FASTCALL, "Entry span."},
+    {"entry_begin", (PyCFunction)(void (*)(void))py_entry_begin, METH_FASTCALL,
+     "Entry span (optionally of an asyncio task's coroutine)."},
     {"entry_end", (PyCFunction)(void (*)(void))py_entry_end, METH_FASTCALL, "End entry span."},
+    {"context_new", py_context_new, METH_NOARGS, "A request context (asyncio)."},
+    {"context_swap", py_context_swap, METH_O, "Swap the thread's current request context."},
+    {"take_handle", py_take_handle, METH_NOARGS, "Sampling handle of the last task entry."},
+    {"delegate_begin", py_delegate_begin, METH_O, "Worker thread runs the request's work."},
+    {"delegate_end", py_delegate_end, METH_O, "Worker thread done with the request's work."},
     {"span_begin", py_span_begin, METH_VARARGS, "Exit/local span."},
     {"span_end", py_span_end, METH_VARARGS, "End span."},
     {"span_tag", py_span_tag, METH_VARARGS, "Add a tag."},

@@ -42,6 +42,15 @@ struct skp__pylayout {
     int fr_owner_max;            /* owners are 0..max */
     int fr_owner_generator;      /* generator frames are never "incomplete" */
 
+    /* _PyInterpreterFrame: the value stack (an awaiting coroutine's awaitable is on its top) */
+    size_t fr_stacktop, fr_localsplus;
+
+    /* PyGenObject / PyCoroObject (same head): the frame lives inside the object */
+    size_t gen_copy;             /* bytes to copy: the head up to and with the frame header */
+    size_t gen_frame_state, gen_iframe;
+    int gen_state_executing, gen_state_suspended;
+    uintptr_t coro_type, gen_type;
+
     /* PyCodeObject: header bytes copied per code object, and fields */
     size_t co_copy;
     size_t co_type, co_nunits, co_filename, co_name, co_linetable, co_firstlineno;

@@ -15,6 +15,7 @@
 
 #include "python/pystack.h"
 
+#include <limits.h>
 #include <string.h>
 
 #include "common/alloc.h"
@@ -29,6 +30,9 @@
 #define CODE_COPY_MAX 256
 #define FRAME_COPY_MAX 128
 #define STR_HEADER_MAX 128
+#define GEN_COPY_MAX 256
+/* Coroutines followed down one await chain at most. */
+#define AWAIT_DEPTH_MAX 64
 
 struct raw_frame {
     uintptr_t code;
@@ -128,6 +132,22 @@ static bool emit_frame(struct skyprof_capture *out, const char *label, size_t la
     f->addr = 0;
     f->str = dst;
     f->len = (uint32_t)need;
+    f->kind = SKYPROF_FRAME_STR;
+    return true;
+}
+
+/* Appends a frame of plain text (no line), e.g. the "(waiting)" mark. False when full. */
+static bool emit_text(struct skyprof_capture *out, const char *text, size_t len)
+{
+    if (out->n >= out->cap || !out->scratch || out->scratch_len + len > out->scratch_cap)
+        return false;
+    char *dst = out->scratch + out->scratch_len;
+    memcpy(dst, text, len);
+    out->scratch_len += len;
+    struct skyprof_frame *f = &out->frames[out->n++];
+    f->addr = 0;
+    f->str = dst;
+    f->len = (uint32_t)len;
     f->kind = SKYPROF_FRAME_STR;
     return true;
 }
@@ -236,7 +256,8 @@ skp_err skp__pyreader_new(bool force_portable, struct skp__pyreader **out)
         return SKP_ENOMEM;
     const struct skp__pylayout *l = force_portable ? NULL : skp__pylayout_select();
     if (l && (l->ts_copy > TS_COPY_MAX || l->co_copy > CODE_COPY_MAX ||
-              l->fr_size > FRAME_COPY_MAX || l->str_header_copy > STR_HEADER_MAX))
+              l->fr_size > FRAME_COPY_MAX || l->str_header_copy > STR_HEADER_MAX ||
+              l->gen_copy > GEN_COPY_MAX))
         l = NULL;  /* a table bigger than our buffers: never guess, use the portable path */
     if (l && !skp__safe_read_init())
         l = NULL;
@@ -443,8 +464,13 @@ static int entry_line(const struct skp__pylayout *l, struct skp__pycode_entry *e
     return line;
 }
 
-static int capture_direct(struct skp__pyreader *r, struct skp__pytarget *t,
-                          struct skyprof_capture *out)
+/* Steps 1-3 of a direct capture: reads the target thread's frames (innermost first) into
+ * r->raw[*n_raw..], registering their code objects in r->codes (*n_codes; the first call of a
+ * capture starts both at 0 and clears the code index). With `stop_frame` != 0 the walk ends after
+ * the frame at that address (*found_stop set). Returns -1 when the thread cannot be read. */
+static int collect_thread(struct skp__pyreader *r, struct skp__pytarget *t, uintptr_t stop_frame,
+                          size_t *n_raw_io, size_t *n_codes_io, bool *more_out, bool *found_stop,
+                          size_t cap)
 {
     const struct skp__pylayout *l = r->layout;
     uint8_t ts[TS_COPY_MAX];
@@ -469,9 +495,8 @@ static int capture_direct(struct skp__pyreader *r, struct skp__pytarget *t,
         rem[n_iov++] = (struct iovec){(void *)t->hint_win_lo, t->hint_win_len};
     }
     size_t iov_codes = n_iov;
-    size_t n_codes = 0;
+    size_t n_codes = *n_codes_io;
     int hint_slot[SKP_PY_HINT_CODES];
-    memset(r->code_index, 0, SKP_PY_MAX_CODES * 2 * sizeof(*r->code_index));
     for (size_t i = 0; i < t->n_hint_codes && n_iov < SKP_PY_SAFE_READ_IOV_MAX; i++) {
         size_t before = n_codes;
         int slot = code_slot_of(r, &n_codes, t->hint_codes[i]);
@@ -552,9 +577,8 @@ static int capture_direct(struct skp__pyreader *r, struct skp__pytarget *t,
 
     /* 3. Walk innermost -> outermost over the copies. */
     uintptr_t addr = load_ptr(cf, l->cf_current_frame);
-    size_t n_raw = 0;
-    size_t walk_cap = (size_t)out->cap + 16 < SKP_PY_MAX_WALK ? (size_t)out->cap + 16
-                                                                 : SKP_PY_MAX_WALK;
+    size_t n_raw = *n_raw_io;
+    size_t walk_cap = cap + 16 < SKP_PY_MAX_WALK ? cap + 16 : SKP_PY_MAX_WALK;
     bool more = false;
     uint8_t fr_tmp[FRAME_COPY_MAX];
     while (addr) {
@@ -589,10 +613,30 @@ static int capture_direct(struct skp__pyreader *r, struct skp__pytarget *t,
          * Generator frames live outside the chunk and are bounded by walk_cap instead. */
         bool in_win = addr >= have_win_lo && addr < have_win_lo + have_win_len;
         bool prev_in_win = prev >= have_win_lo && prev < have_win_lo + have_win_len;
+        if (stop_frame && addr == stop_frame) {
+            *found_stop = true;
+            break;
+        }
         if (prev == addr || (in_win && prev_in_win && prev > addr))
             break;
         addr = prev;
     }
+    *n_raw_io = n_raw;
+    *n_codes_io = n_codes;
+    *more_out = *more_out || more;
+    return 0;
+}
+
+/* Steps 4-5: resolves the code objects of r->raw[0..n_raw) (hints kept in t) and formats the
+ * frames, innermost first, after `marker` (a frame of plain text, NULL = none). */
+static void finish_capture(struct skp__pyreader *r, struct skp__pytarget *t, size_t n_raw,
+                           size_t n_codes, bool more, const char *marker,
+                           struct skyprof_capture *out)
+{
+    const struct skp__pylayout *l = r->layout;
+    struct iovec loc[SKP_PY_SAFE_READ_IOV_MAX];
+    struct iovec rem[SKP_PY_SAFE_READ_IOV_MAX];
+    size_t n_iov = 0;
 
     /* 4. Read headers of code objects the speculation did not cover (unless watched). */
     for (size_t s2 = 0; s2 < n_codes; s2++) {
@@ -646,6 +690,8 @@ static int capture_direct(struct skp__pyreader *r, struct skp__pytarget *t,
     /* 5. Format the complete frames, innermost first. */
     out->n = 0;
     out->truncated = false;
+    if (marker)
+        (void)emit_text(out, marker, strlen(marker));
     for (size_t i = 0; i < n_raw; i++) {
         struct raw_frame *rf = &r->raw[i];
         if (rf->code_slot < 0 || !r->codes[rf->code_slot].entry)
@@ -666,7 +712,126 @@ static int capture_direct(struct skp__pyreader *r, struct skp__pytarget *t,
     if (more)
         out->truncated = true;
     r->frames += out->n;
+}
+
+static int capture_direct(struct skp__pyreader *r, struct skp__pytarget *t,
+                          struct skyprof_capture *out)
+{
+    size_t n_raw = 0;
+    size_t n_codes = 0;
+    bool more = false;
+    bool found = false;
+    memset(r->code_index, 0, SKP_PY_MAX_CODES * 2 * sizeof(*r->code_index));
+    if (collect_thread(r, t, 0, &n_raw, &n_codes, &more, &found, out->cap) < 0)
+        return -1;
+    finish_capture(r, t, n_raw, n_codes, more, NULL, out);
     return 0;
+}
+
+/* Reads the head of the coroutine or generator at `addr` (with its frame header) into g.
+ * Returns its frame state, or INT_MIN when it is not a readable coroutine / generator. */
+static int read_gen(const struct skp__pylayout *l, uintptr_t addr, uint8_t *g)
+{
+    if (!plausible_ptr(addr) || !skp__safe_read(addr, g, l->gen_copy))
+        return INT_MIN;
+    uintptr_t type = load_ptr(g, l->obj_type);
+    if (type != l->coro_type && type != l->gen_type)
+        return INT_MIN;
+    return (int)(signed char)g[l->gen_frame_state];
+}
+
+/* Appends to r->raw, innermost first, the await chain of the suspended coroutine at `coro`: its
+ * frame, then the frame of the coroutine it awaits (the top of its value stack), and so on down
+ * to the innermost suspended coroutine (which awaits a future or another object). Returns the
+ * number of frames added. */
+static size_t collect_awaits(struct skp__pyreader *r, uintptr_t coro, size_t *n_raw_io,
+                             size_t *n_codes_io)
+{
+    const struct skp__pylayout *l = r->layout;
+    uint8_t g[GEN_COPY_MAX];
+    uintptr_t code[AWAIT_DEPTH_MAX];
+    uintptr_t prev_instr[AWAIT_DEPTH_MAX];
+    size_t n = 0;
+    uintptr_t cur = coro;
+    while (n < AWAIT_DEPTH_MAX && read_gen(l, cur, g) == l->gen_state_suspended) {
+        const uint8_t *fr = g + l->gen_iframe;
+        code[n] = load_ptr(fr, l->fr_code);
+        prev_instr[n] = load_ptr(fr, l->fr_prev_instr);
+        if (!plausible_ptr(code[n]))
+            break;
+        n++;
+        int top = load_int(fr, l->fr_stacktop);
+        if (top <= 0 || top > (1 << 20))
+            break;
+        uintptr_t slot = cur + l->gen_iframe + l->fr_localsplus + (size_t)(top - 1) * sizeof(void *);
+        uintptr_t awaited = 0;
+        if (!skp__safe_read(slot, &awaited, sizeof(awaited)) || awaited == cur)
+            break;
+        cur = awaited;
+    }
+    size_t n_raw = *n_raw_io;
+    size_t added = 0;
+    for (size_t i = n; i-- > 0 && n_raw < SKP_PY_MAX_WALK;) {
+        struct raw_frame *rf = &r->raw[n_raw++];
+        rf->code = code[i];
+        rf->prev_instr = prev_instr[i];
+        rf->owner = l->fr_owner_generator;
+        rf->code_slot = code_slot_of(r, n_codes_io, code[i]);
+        if (rf->code_slot >= 0)
+            r->codes[rf->code_slot].used = true;
+        added++;
+    }
+    *n_raw_io = n_raw;
+    return added;
+}
+
+int skp__pyreader_capture_task(struct skp__pyreader *r, struct skp__pytarget *t, uintptr_t coro,
+                               struct skp__pytarget *worker, struct skyprof_capture *out)
+{
+    if (!r->layout || !coro)
+        return skp__pyreader_capture(r, t, false, out);
+    r->captures++;
+    out->n = 0;
+    out->truncated = false;
+    if (!t || !t->tstate || !out->frames || out->cap == 0) {
+        r->failures++;
+        return -1;
+    }
+    const struct skp__pylayout *l = r->layout;
+    uint8_t g[GEN_COPY_MAX];
+    int state = read_gen(l, coro, g);
+    size_t n_raw = 0;
+    size_t n_codes = 0;
+    bool more = false;
+    bool found = false;
+    memset(r->code_index, 0, SKP_PY_MAX_CODES * 2 * sizeof(*r->code_index));
+    if (worker && state == l->gen_state_suspended &&
+        collect_thread(r, worker, 0, &n_raw, &n_codes, &more, &found, out->cap) == 0) {
+        /* handed to a worker thread: its stack on top of the request's await chain */
+        (void)collect_awaits(r, coro, &n_raw, &n_codes);
+        finish_capture(r, worker, n_raw, n_codes, more, NULL, out);
+        return 0;
+    }
+    n_raw = 0;
+    n_codes = 0;
+    more = false;
+    memset(r->code_index, 0, SKP_PY_MAX_CODES * 2 * sizeof(*r->code_index));
+    if (state == l->gen_state_executing) {
+        /* running: the thread's stack from the task's coroutine up (the loop below it is cut) */
+        uintptr_t frame = coro + l->gen_iframe;
+        if (collect_thread(r, t, frame, &n_raw, &n_codes, &more, &found, out->cap) < 0) {
+            r->failures++;
+            return -1;
+        }
+        finish_capture(r, t, n_raw, n_codes, more, NULL, out);
+        return 0;
+    }
+    if (state == l->gen_state_suspended && collect_awaits(r, coro, &n_raw, &n_codes) > 0) {
+        finish_capture(r, t, n_raw, n_codes, false, SKP_PY_WAITING_MARK, out);
+        return 0;
+    }
+    r->failures++;
+    return -1; /* not started, finished, or not a coroutine any more */
 }
 
 /* ---------------------------------------------------------------------------------------------

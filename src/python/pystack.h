@@ -79,6 +79,21 @@ SKP_MUST_CHECK skp_err skp__pytarget_init_ident(struct skp__pytarget *t, unsigne
 int skp__pyreader_capture(struct skp__pyreader *r, struct skp__pytarget *t, bool gil_held,
                           struct skyprof_capture *out);
 
+/* The leaf frame text that marks a suspended request's await chain. */
+#define SKP_PY_WAITING_MARK "(waiting)"
+
+/* Captures the request whose asyncio task runs the coroutine at `coro` (an address; 0 = a
+ * thread request: same as skp__pyreader_capture), on the thread of `t`:
+ *  - coroutine running: t's stack from the coroutine's frame up (the event loop under it cut);
+ *  - suspended: its await chain (the coroutine's frame, the one it awaits, ... down to the
+ *    innermost suspended one), innermost first, under a SKP_PY_WAITING_MARK leaf;
+ *  - suspended while `worker` (non-NULL) runs work it handed to a thread pool: the worker
+ *    thread's stack on top of the await chain, no mark.
+ * Every read is a safe read validated as in the thread walk (a freed coroutine yields -1). In
+ * portable mode the thread's stack is captured instead. Returns 0 or < 0. */
+int skp__pyreader_capture_task(struct skp__pyreader *r, struct skp__pytarget *t, uintptr_t coro,
+                               struct skp__pytarget *worker, struct skyprof_capture *out);
+
 void skp__pyreader_get_stats(const struct skp__pyreader *r, struct skp__pyreader_stats *out);
 
 /* True when the reader works without the GIL. */

@@ -19,6 +19,8 @@ PLUGINS = (
     ('uvicorn', 'uvicorn.config', 'servers:install_uvicorn'),
     ('werkzeug_reloader', 'werkzeug._reloader', 'servers:install_werkzeug_reloader'),
     ('django_reloader', 'django.utils.autoreload', 'servers:install_django_reloader'),
+    ('threadpool_asyncio', 'asyncio.base_events', 'threadpool:install_asyncio'),
+    ('threadpool_anyio', 'anyio.to_thread', 'threadpool:install_anyio'),
     ('http_client', 'http.client', 'clients:install_http_client'),
     ('urllib3', 'urllib3', 'clients:install_urllib3'),
     ('requests', 'requests', 'clients:install_requests'),

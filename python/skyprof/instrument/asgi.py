@@ -1,10 +1,9 @@
 """ASGI middleware: ``app = SkyprofASGIMiddleware(app)``. One entry span per HTTP request named
 scope['path'], incoming ``sw8`` honoured, ended when the app returns.
 
-libskyprof keeps segments per OS thread, and an asyncio loop interleaves many requests on one
-thread. So a request gets a span only when no other request's segment is open on the loop thread
-at that moment; overlapping requests run untraced (counted in ``untraced``). While a traced
-request is open, profiling samples the loop thread, i.e. whatever coroutine runs at that moment."""
+An asyncio loop interleaves many requests on one thread: each request gets a segment of its own
+(_tracer.async_begin), and while a profile task samples it, its samples follow its task: the
+running stack when it runs, its await chain (marked waiting) when it is suspended."""
 from .. import _tracer
 
 _LAYER_HTTP = 3
@@ -17,13 +16,9 @@ class SkyprofASGIMiddleware:
     def __init__(self, app, auto=False):
         self.app = app
         self.auto = auto
-        self.untraced = 0
 
     async def __call__(self, scope, receive, send):
         if scope.get('type') != 'http' or (self.auto and _tracer.frameworks):
-            return await self.app(scope, receive, send)
-        if _tracer.segment_open():
-            self.untraced += 1
             return await self.app(scope, receive, send)
         sw8 = None
         host = ''
@@ -35,13 +30,13 @@ class SkyprofASGIMiddleware:
         path = scope.get('path') or '/'
         client = scope.get('client')
         peer = '%s:%s' % (client[0], client[1]) if client else None
-        span = _tracer.begin(path, sw8, _tracer.COMPONENT_ASGI, _LAYER_HTTP, peer=peer)
-        if span is None:
+        url = '%s://%s%s%s' % (scope.get('scheme', 'http'), host, scope.get('root_path', ''), path)
+        req = _tracer.async_begin(path, sw8, _tracer.COMPONENT_ASGI, _LAYER_HTTP, peer=peer,
+                                  tags=(('http.method', scope.get('method', '')), ('http.url', url)))
+        if req is None:
             return await self.app(scope, receive, send)
-        _tracer.tag(span, 'http.method', scope.get('method', ''))
-        _tracer.tag(span, 'http.url', '%s://%s%s%s' % (scope.get('scheme', 'http'), host,
-                                                       scope.get('root_path', ''), path))
         status = [None]
+        failed = [False]
 
         async def _send(message):
             if message.get('type') == 'http.response.start':
@@ -51,11 +46,7 @@ class SkyprofASGIMiddleware:
         try:
             await self.app(scope, receive, _send)
         except BaseException:
-            _tracer.error(span)
+            failed[0] = True
             raise
         finally:
-            if status[0] is not None:
-                _tracer.tag(span, 'http.status_code', status[0])
-                if status[0] >= 400:
-                    _tracer.error(span)
-            _tracer.end(span)
+            _tracer.async_finish(req, status[0], failed[0])

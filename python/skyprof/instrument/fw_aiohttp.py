@@ -1,7 +1,7 @@
 """aiohttp server: ``RequestHandler._handle_request`` runs each request in an entry span named
 ``request.path``, component AioHttp (7008), peer from the transport, tags http.method / http.url /
-http.status_code (SkyWalking's aiohttp plugin). Same one-segment-per-loop-thread rule as
-Starlette: an overlapping request runs untraced."""
+http.status_code (SkyWalking's aiohttp plugin). Each request has a segment of its own however
+requests interleave on the loop (_tracer.async_begin)."""
 from .. import _tracer
 
 _ATTR = '_skyprof_original'
@@ -14,36 +14,36 @@ def install(protocol_module):
     original = RequestHandler._handle_request
 
     async def _handle_request(self, request, *args, **kwargs):
-        if not _tracer.enabled() or _tracer.segment_open():
+        if not _tracer.enabled():
             return await original(self, request, *args, **kwargs)
         try:
             pn = getattr(request, '_transport_peername', None)
             peer = '%s:%s' % (pn[0], pn[1]) if isinstance(pn, (list, tuple)) else str(pn)
-            span = _tracer.begin(request.path, request.headers.get('sw8'),
-                                 _tracer.COMPONENT_AIOHTTP, _tracer.LAYER_HTTP, peer=peer)
-            if span is not None:
-                _tracer.tag(span, 'http.method', request.method)
-                try:
-                    url = str(request.url)
-                except Exception:
-                    url = '%s://%s%s' % (request.scheme, request.host, request.path)
-                _tracer.tag(span, 'http.url', url)
+            try:
+                url = str(request.url)
+            except Exception:
+                url = '%s://%s%s' % (request.scheme, request.host, request.path)
+            req = _tracer.async_begin(request.path, request.headers.get('sw8'),
+                                      _tracer.COMPONENT_AIOHTTP, _tracer.LAYER_HTTP,
+                                      tags=(('http.method', request.method), ('http.url', url)),
+                                      peer=peer)
         except Exception as e:
             _tracer._disable('aiohttp instrumentation', e)
             return await original(self, request, *args, **kwargs)
-        if span is None:
+        if req is None:
             return await original(self, request, *args, **kwargs)
         status = None
+        failed = False
         try:
             result = await original(self, request, *args, **kwargs)
             resp = result[0] if isinstance(result, tuple) else result
             status = getattr(resp, 'status', None)
             return result
         except BaseException:
-            _tracer.error(span)
+            failed = True
             raise
         finally:
-            _tracer.finish(span, status)
+            _tracer.async_finish(req, status, failed)
 
     setattr(_handle_request, _ATTR, original)
     RequestHandler._handle_request = _handle_request

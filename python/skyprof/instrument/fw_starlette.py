@@ -3,13 +3,11 @@ HTTP request in an entry span named ``scope['path']``, component FastAPI (7014),
 ``client_host:client_port``, tags http.method / http.url (no query string) / http.status_code -
 as SkyWalking's FastAPI plugin does.
 
-An event loop interleaves requests on one thread and libskyprof keeps one open segment per
-thread: while a request's segment is open, an overlapping request runs untraced (counted in
-``untraced``)."""
+An event loop interleaves requests on one thread: each request gets a segment of its own
+(_tracer.async_begin), and its samples follow its task (running stack or await chain)."""
 from .. import _tracer
 
 _ATTR = '_skyprof_original'
-untraced = [0]
 
 
 def _url(scope):
@@ -31,9 +29,6 @@ def install(exceptions_module):
     async def __call__(self, scope, receive, send):
         if scope.get('type') != 'http' or not _tracer.enabled():
             return await original(self, scope, receive, send)
-        if _tracer.segment_open():
-            untraced[0] += 1
-            return await original(self, scope, receive, send)
         try:
             sw8 = None
             for k, v in scope.get('headers') or ():
@@ -41,15 +36,14 @@ def install(exceptions_module):
                     sw8 = v.decode('latin-1')
             client = scope.get('client')
             peer = '%s:%s' % (client[0], client[1]) if client else 'unknown'
-            span = _tracer.begin(scope.get('path') or '/', sw8, _tracer.COMPONENT_FASTAPI,
-                                 _tracer.LAYER_HTTP, peer=peer)
-            if span is not None:
-                _tracer.tag(span, 'http.method', scope.get('method', ''))
-                _tracer.tag(span, 'http.url', _url(scope))
+            req = _tracer.async_begin(scope.get('path') or '/', sw8, _tracer.COMPONENT_FASTAPI,
+                                      _tracer.LAYER_HTTP, peer=peer,
+                                      tags=(('http.method', scope.get('method', '')),
+                                            ('http.url', _url(scope))))
         except Exception as e:
             _tracer._disable('starlette instrumentation', e)
             return await original(self, scope, receive, send)
-        if span is None:
+        if req is None:
             return await original(self, scope, receive, send)
         status = [500]
 
@@ -61,7 +55,7 @@ def install(exceptions_module):
         try:
             await original(self, scope, receive, _send)
         finally:
-            _tracer.finish(span, status[0])
+            _tracer.async_finish(req, status[0])
 
     setattr(__call__, _ATTR, original)
     ExceptionMiddleware.__call__ = __call__

@@ -90,6 +90,20 @@ const struct skp__pylayout *skp__pylayout_py311(void)
     l->fr_owner_max = FRAME_OWNED_BY_FRAME_OBJECT;
     l->fr_owner_generator = FRAME_OWNED_BY_GENERATOR;
 
+    l->fr_stacktop = offsetof(_PyInterpreterFrame, stacktop);
+    l->fr_localsplus = offsetof(_PyInterpreterFrame, localsplus);
+    l->gen_frame_state = offsetof(PyGenObject, gi_frame_state);
+    l->gen_iframe = offsetof(PyGenObject, gi_iframe);
+    l->gen_copy = l->gen_iframe + l->fr_size;
+    l->gen_state_executing = FRAME_EXECUTING;
+    l->gen_state_suspended = FRAME_SUSPENDED;
+    l->coro_type = (uintptr_t)&PyCoro_Type;
+    l->gen_type = (uintptr_t)&PyGen_Type;
+    static_assert(offsetof(PyCoroObject, cr_iframe) == offsetof(PyGenObject, gi_iframe),
+                  "coroutine and generator heads differ");
+    static_assert(offsetof(PyCoroObject, cr_frame_state) == offsetof(PyGenObject, gi_frame_state),
+                  "coroutine and generator heads differ");
+
     l->co_copy = offsetof(PyCodeObject, _co_firsttraceable) + sizeof(int);
     l->co_type = offsetof(PyObject, ob_type);
     l->co_nunits = offsetof(PyVarObject, ob_size);

@@ -52,7 +52,7 @@ void skp__pyhandle_delegate_begin(struct skp__pyhandle *h)
     struct skp__pytarget w;
     if (skp__pytarget_init_current(&w) != SKP_OK)
         return;
-    /* A torn read of `worker` by the sampler fails its validation (tstate / ids): one lost sample. */
+    /* A torn read of `worker` by the sampler fails its validation (tstate, ids): a lost sample. */
     h->worker = w;
     atomic_fetch_add(&h->n_delegated, 1);
 }

@@ -763,7 +763,8 @@ static size_t collect_awaits(struct skp__pyreader *r, uintptr_t coro, size_t *n_
         int top = load_int(fr, l->fr_stacktop);
         if (top <= 0 || top > (1 << 20))
             break;
-        uintptr_t slot = cur + l->gen_iframe + l->fr_localsplus + (size_t)(top - 1) * sizeof(void *);
+        uintptr_t slot =
+            cur + l->gen_iframe + l->fr_localsplus + (size_t)(top - 1) * sizeof(void *);
         uintptr_t awaited = 0;
         if (!skp__safe_read(slot, &awaited, sizeof(awaited)) || awaited == cur)
             break;

@@ -121,7 +121,8 @@ void collector_continuous_stop(struct collector *c);
 void collector_continuous_tick(struct collector *c);
 /* A finished request for the evaluator (called by the segment ingest). */
 void collector_continuous_record(struct collector *c, const char *service, const char *instance,
-                                 const char *endpoint, int64_t latency_ms, bool is_error);
+                                 const char *endpoint, int64_t end_ms, int64_t latency_ms,
+                                 bool is_error);
 /* The evaluator (NULL before start), for the HTTP API's policy changes and live values. */
 struct cont_eval *collector_continuous_eval(struct collector *c);
 

@@ -313,11 +313,12 @@ void collector_continuous_tick(struct collector *c)
 }
 
 void collector_continuous_record(struct collector *c, const char *service, const char *instance,
-                                 const char *endpoint, int64_t latency_ms, bool is_error)
+                                 const char *endpoint, int64_t end_ms, int64_t latency_ms,
+                                 bool is_error)
 {
     if (c->cont)
-        cont_eval_record(c->cont->eval, service, instance, endpoint, latency_ms, is_error,
-                         collector_now(c));
+        cont_eval_record(c->cont->eval, service, instance, endpoint, end_ms, latency_ms,
+                         is_error, collector_now(c));
 }
 
 struct cont_eval *collector_continuous_eval(struct collector *c)

@@ -307,7 +307,7 @@ static bool segment_wanted(struct collector *c, const struct segment_scan *scan,
                                   now) != SKP_OK) {
             /* counted by endpoint_stats */
         }
-        collector_continuous_record(c, svc, inst, ep,
+        collector_continuous_record(c, svc, inst, ep, sc.entry_end_ms,
                                     skpx_sat_sub_i64(sc.entry_end_ms, sc.entry_start_ms),
                                     sc.entry_is_error);
     }

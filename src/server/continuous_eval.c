@@ -21,14 +21,19 @@ struct slot_val {
     float avg, p90, p99;
 };
 
+/* A slot still taking requests (its requests may arrive up to the horizon late). */
+struct open_slot {
+    int64_t slot;              /* -1 = unused */
+    uint32_t count, errors;
+    double sum;
+    struct es_hist hist;       /* its latencies (the bucket buffer is reused) */
+};
+
 struct series {
     char *endpoint;
     uint64_t items;            /* bit i: flat item i matches this endpoint */
-    int64_t open_slot;
-    uint32_t o_count, o_errors;
-    double o_sum;
-    struct es_hist o_hist;     /* the open slot's latencies (buffer reused) */
-    struct slot_val *ring;     /* window entries, indexed by slot % window */
+    struct open_slot *open;    /* horizon entries, indexed by slot % horizon */
+    struct slot_val *ring;     /* closed slots: window entries, indexed by slot % window */
     char *inst[CONT_EVAL_MAX_INSTANCES];
     int64_t inst_slot[CONT_EVAL_MAX_INSTANCES];
 };
@@ -55,6 +60,7 @@ struct svc {
 
 struct cont_eval {
     int64_t slot_ms;
+    int64_t horizon;           /* open slots per series: lateness / slot_ms */
     size_t max_series;
     size_t total_series;
     struct svc **svcs;
@@ -70,14 +76,22 @@ skp_err cont_eval_new(const struct cont_eval_opts *opts, struct cont_eval **out)
         return SKP_ENOMEM;
     e->slot_ms = opts && opts->slot_ms > 0 ? opts->slot_ms : 1000;
     e->max_series = opts && opts->max_series ? opts->max_series : CONT_EVAL_MAX_SERIES;
+    int64_t late = opts && opts->lateness_ms > 0 ? opts->lateness_ms : CONT_EVAL_LATENESS_MS;
+    e->horizon = (late + e->slot_ms - 1) / e->slot_ms;
+    if (e->horizon < 1)
+        e->horizon = 1;
+    if (e->horizon > CONT_EVAL_MAX_HORIZON)
+        e->horizon = CONT_EVAL_MAX_HORIZON;
     *out = e;
     return SKP_OK;
 }
 
-static void series_cleanup(struct series *s)
+static void series_cleanup(const struct cont_eval *e, struct series *s)
 {
     skpx_free(s->endpoint);
-    es_hist_cleanup(&s->o_hist);
+    for (int64_t i = 0; s->open && i < e->horizon; i++)
+        es_hist_cleanup(&s->open[i].hist);
+    skpx_free(s->open);
     skpx_free(s->ring);
     for (size_t i = 0; i < CONT_EVAL_MAX_INSTANCES; i++)
         skpx_free(s->inst[i]);
@@ -87,7 +101,7 @@ static void series_cleanup(struct series *s)
 static void svc_clear(struct cont_eval *e, struct svc *v)
 {
     for (size_t i = 0; i < v->n_series; i++)
-        series_cleanup(&v->series[i]);
+        series_cleanup(e, &v->series[i]);
     e->total_series -= v->n_series;
     skpx_free(v->series);
     v->series = NULL;
@@ -221,25 +235,32 @@ static double slot_value(const struct slot_val *sv, enum cont_monitor m)
     }
 }
 
-/* Closes the open slot of `s` into the ring when `slot` is a later one. */
-static void roll(const struct svc *v, struct series *s, int64_t slot)
+/* Moves an open slot's values into the ring of closed slots and empties it. */
+static void close_slot(const struct svc *v, struct series *s, struct open_slot *o)
 {
-    if (slot <= s->open_slot)
-        return;
-    if (s->o_count) {
-        struct slot_val *sv = &s->ring[s->open_slot % v->window];
-        sv->slot = s->open_slot;
-        sv->count = s->o_count;
-        sv->errors = s->o_errors;
-        sv->avg = (float)(s->o_sum / s->o_count);
-        sv->p90 = (float)es_hist_quantile(&s->o_hist, 0.90);
-        sv->p99 = (float)es_hist_quantile(&s->o_hist, 0.99);
+    if (o->count) {
+        struct slot_val *sv = &s->ring[o->slot % v->window];
+        sv->slot = o->slot;
+        sv->count = o->count;
+        sv->errors = o->errors;
+        sv->avg = (float)(o->sum / o->count);
+        sv->p90 = (float)es_hist_quantile(&o->hist, 0.90);
+        sv->p99 = (float)es_hist_quantile(&o->hist, 0.99);
     }
-    s->open_slot = slot;
-    s->o_count = s->o_errors = 0;
-    s->o_sum = 0;
-    s->o_hist.n = 0; /* keep the bucket buffer for the next slot */
-    s->o_hist.total = 0;
+    o->slot = -1;
+    o->count = o->errors = 0;
+    o->sum = 0;
+    o->hist.n = 0; /* keep the bucket buffer for the next slot */
+    o->hist.total = 0;
+}
+
+/* Closes the open slots before `first_open` (those out of the lateness horizon). */
+static void roll(const struct cont_eval *e, const struct svc *v, struct series *s,
+                 int64_t first_open)
+{
+    for (int64_t i = 0; i < e->horizon; i++)
+        if (s->open[i].slot >= 0 && s->open[i].slot < first_open)
+            close_slot(v, s, &s->open[i]);
 }
 
 static uint64_t items_matching(const struct svc *v, const char *endpoint)
@@ -280,13 +301,16 @@ static struct series *series_of(struct cont_eval *e, struct svc *v, const char *
     memset(s, 0, sizeof(*s));
     s->endpoint = skpx_strdup(endpoint);
     s->ring = skpx_malloc((size_t)v->window * sizeof(*s->ring));
-    if (!s->endpoint || !s->ring ||
+    s->open = skpx_calloc((size_t)e->horizon, sizeof(*s->open));
+    if (!s->endpoint || !s->ring || !s->open ||
         skpx_strmap_put(&v->ep, endpoint, (uint32_t)v->n_series) != SKP_OK) {
-        series_cleanup(s);
+        series_cleanup(e, s);
         return NULL;
     }
     for (int64_t i = 0; i < v->window; i++)
         s->ring[i].slot = -1;
+    for (int64_t i = 0; i < e->horizon; i++)
+        s->open[i].slot = -1;
     s->items = m;
     v->n_series++;
     e->total_series++;
@@ -317,7 +341,8 @@ static void note_instance(struct series *s, const char *instance, int64_t slot)
 }
 
 void cont_eval_record(struct cont_eval *e, const char *service, const char *instance,
-                      const char *endpoint, int64_t latency_ms, bool is_error, int64_t now_ms)
+                      const char *endpoint, int64_t end_ms, int64_t latency_ms, bool is_error,
+                      int64_t now_ms)
 {
     if (e->ctr.policies == 0)
         return;
@@ -327,16 +352,28 @@ void cont_eval_record(struct cont_eval *e, const char *service, const char *inst
     struct series *s = series_of(e, v, endpoint);
     if (!s)
         return;
-    int64_t slot = now_ms / e->slot_ms;
-    roll(v, s, slot);
+    /* the slot of the request's end, unless the agent's clock puts it outside the open slots:
+     * then the slot it arrived in */
+    int64_t cur = now_ms / e->slot_ms;
+    int64_t slot = end_ms >= 0 ? end_ms / e->slot_ms : cur;
+    if (slot > cur || slot <= cur - e->horizon) {
+        slot = cur;
+        e->ctr.reslotted++;
+    }
+    struct open_slot *o = &s->open[slot % e->horizon];
+    if (o->slot != slot) {
+        if (o->slot >= 0)
+            close_slot(v, s, o); /* an older slot: out of the horizon by now */
+        o->slot = slot;
+    }
     if (latency_ms < 0)
         latency_ms = 0;
-    if (es_hist_add(&s->o_hist, (uint64_t)latency_ms, 1, NULL) != SKP_OK)
+    if (es_hist_add(&o->hist, (uint64_t)latency_ms, 1, NULL) != SKP_OK)
         return;
-    s->o_count++;
-    s->o_errors += is_error;
-    s->o_sum += (double)latency_ms;
-    note_instance(s, instance, slot);
+    o->count++;
+    o->errors += is_error;
+    o->sum += (double)latency_ms;
+    note_instance(s, instance, cur);
     e->ctr.recorded++;
 }
 
@@ -387,9 +424,10 @@ static void note_fired(struct svc *v, int64_t now_ms)
 static void eval_svc(struct cont_eval *e, struct svc *v, int64_t now_ms, cont_fire_cb cb,
                      void *ud)
 {
-    int64_t cur = now_ms / e->slot_ms;
+    /* closed slots end before the lateness horizon */
+    int64_t cur = now_ms / e->slot_ms - e->horizon + 1;
     for (size_t i = 0; i < v->n_series; i++)
-        roll(v, &v->series[i], cur);
+        roll(e, v, &v->series[i], cur);
     if (now_ms < v->quiet_until_ms)
         return;
     int64_t quiet = 0;
@@ -425,7 +463,7 @@ static void eval_svc(struct cont_eval *e, struct svc *v, int64_t now_ms, cont_fi
         const char *inst[CONT_EVAL_MAX_INSTANCES];
         size_t ni = 0;
         for (size_t k = 0; k < CONT_EVAL_MAX_INSTANCES; k++)
-            if (first->inst[k] && first->inst_slot[k] >= cur - v->window - 1)
+            if (first->inst[k] && first->inst_slot[k] >= cur - v->window - e->horizon)
                 inst[ni++] = first->inst[k];
         struct cont_fire f = {.policy = &v->pol, .target = target, .causes = causes,
                               .n_causes = nc, .instances = inst, .n_instances = ni,
@@ -457,14 +495,14 @@ skp_err cont_eval_values(struct cont_eval *e, const char *service, int64_t now_m
     struct svc *v = find_svc(e, service);
     if (!v)
         return SKP_ENOTFOUND;
-    int64_t cur = now_ms / e->slot_ms;
+    int64_t cur = now_ms / e->slot_ms - e->horizon + 1;
     double *vals = skpx_malloc((size_t)v->window * sizeof(double));
     if (!vals)
         return SKP_ENOMEM;
     skp_err err = SKP_OK;
     for (size_t k = 0; k < v->n_series && !err; k++) {
         struct series *s = &v->series[k];
-        roll(v, s, cur);
+        roll(e, v, s, cur);
         for (size_t i = 0; i < v->n_items && !err; i++) {
             if (!(s->items >> i & 1))
                 continue;

@@ -1,7 +1,10 @@
 /* continuous_eval.h - skyprofd's evaluator of the server-side items of continuous-profiling
  * policies (ENDPOINT_AVG/P90/P99_RESPONSE_TIME, ENDPOINT_ERROR_RATE) from every reported
  * segment's entry span, with rover's semantics (spec §3.1):
- *  - slots of slot_ms (1 s; tests shorten it), by the time skyprofd received the segment;
+ *  - slots of slot_ms (1 s; tests shorten it) by the end time of the request's entry span (the
+ *    slot it arrived in when that is in the future or older than the lateness horizon); a slot
+ *    stays open for late segments until the horizon (CONT_EVAL_LATENESS_MS) has passed, and only
+ *    closed slots are judged, so a trigger comes at most that much after its window;
  *  - per endpoint that an item of the service's policy names (uriList) or matches (uriRegex; an
  *    item with neither matches every endpoint): per slot the request count, errors, mean, p90
  *    and p99 (a slot's latencies go into one sparse histogram, es_hist, reused every slot);
@@ -26,12 +29,17 @@
 #define CONT_EVAL_MAX_NEG 10000
 #define CONT_EVAL_MAX_CAUSES 8
 #define CONT_EVAL_MAX_INSTANCES 16 /* instances remembered per endpoint (for PPROF targets) */
+/* How late a segment may arrive and still count in the slot of its end (agents send finished
+ * segments in batches, every second or so). */
+#define CONT_EVAL_LATENESS_MS 3000
+#define CONT_EVAL_MAX_HORIZON 64   /* open slots per endpoint at most */
 
 struct cont_eval;
 
 struct cont_eval_opts {
     int64_t slot_ms;           /* 0 = 1000 */
     size_t max_series;         /* 0 = CONT_EVAL_MAX_SERIES */
+    int64_t lateness_ms;       /* 0 = CONT_EVAL_LATENESS_MS */
 };
 
 /* One cause of a firing target (strings borrowed for the callback). */
@@ -64,6 +72,7 @@ struct cont_eval_counters {
     uint64_t untracked;        /* matched but not tracked (series bound) */
     uint64_t fired;            /* triggers fired */
     uint64_t suppressed;       /* firing targets held back by the hourly cap */
+    uint64_t reslotted;        /* requests counted in their arrival slot (end time out of range) */
     size_t series;
     size_t policies;
 };
@@ -80,14 +89,16 @@ void cont_eval_remove_policy(struct cont_eval *e, const char *service);
 /* The uuid of the service's installed policy, NULL if none. */
 const char *cont_eval_policy_uuid(const struct cont_eval *e, const char *service);
 
-/* One finished request (hot path: a hash lookup when the service has no policy). */
+/* One finished request whose entry span ended at end_ms (hot path: a hash lookup when the
+ * service has no policy). */
 void cont_eval_record(struct cont_eval *e, const char *service, const char *instance,
-                      const char *endpoint, int64_t latency_ms, bool is_error, int64_t now_ms);
+                      const char *endpoint, int64_t end_ms, int64_t latency_ms, bool is_error,
+                      int64_t now_ms);
 
 /* Closes the slots up to now, evaluates every policy and calls cb for each firing target. */
 void cont_eval_tick(struct cont_eval *e, int64_t now_ms, cont_fire_cb cb, void *ud);
 
-/* Recent closed slot values of one item's endpoints (for the UI's charts): `values[i]` is the
+/* Recent closed slot values (the window before the lateness horizon) of one item's endpoints (for the UI's charts): `values[i]` is the
  * value of slot (first_slot_ms + i*slot_ms), NaN when the slot had no request. */
 struct cont_series_view {
     const char *target;

@@ -99,14 +99,18 @@ static void load(struct cont_eval *e, const char *ep, int64_t from, int64_t to, 
 {
     for (int64_t s = from; s < to; s++)
         for (int i = 0; i < n; i++)
-            cont_eval_record(e, "svc", i % 2 ? "inst-a" : "inst-b", ep, ms, err, s * 1000 + i);
+            cont_eval_record(e, "svc", i % 2 ? "inst-a" : "inst-b", ep, s * 1000 + i, ms, err,
+                             s * 1000 + i);
 }
+
+/* lateness 1 ms: a slot closes when the next one starts (the rule without late arrivals) */
+static const struct cont_eval_opts k_prompt = {.lateness_ms = 1};
 
 static void evaluator_count_of_period(void **state)
 {
     (void)state;
     struct cont_eval *e;
-    assert_int_equal(cont_eval_new(NULL, &e), SKP_OK);
+    assert_int_equal(cont_eval_new(&k_prompt, &e), SKP_OK);
     struct cont_policy p = make(
         "svc", "{\"targets\":[{\"targetType\":\"TRACE\",\"checkItems\":[{\"type\":"
                "\"ENDPOINT_AVG_RESPONSE_TIME\",\"threshold\":\"100\",\"period\":10,\"count\":3,"
@@ -163,7 +167,7 @@ static void evaluator_error_rate_and_p99(void **state)
 {
     (void)state;
     struct cont_eval *e;
-    assert_int_equal(cont_eval_new(NULL, &e), SKP_OK);
+    assert_int_equal(cont_eval_new(&k_prompt, &e), SKP_OK);
     struct cont_policy p = make(
         "svc", "{\"targets\":[{\"targetType\":\"PPROF_WALL\",\"checkItems\":[{\"type\":"
                "\"ENDPOINT_ERROR_RATE\",\"threshold\":\"25.5\",\"period\":4,\"count\":2},"
@@ -174,13 +178,14 @@ static void evaluator_error_rate_and_p99(void **state)
     /* 1 error in 4 = 25 %: below 25.5 */
     for (int64_t s = 10; s < 14; s++)
         for (int i = 0; i < 4; i++)
-            cont_eval_record(e, "svc", "i", "/any", 10, i == 0, s * 1000);
+            cont_eval_record(e, "svc", "i", "/any", s * 1000, 10, i == 0, s * 1000);
     cont_eval_tick(e, 14000, on_fire, &r);
     assert_int_equal(r.n, 0);
     /* 2 in 4 = 50 % in two slots; p99 of 99 fast + 1 slow request is the slow one */
     for (int64_t s = 14; s < 16; s++)
         for (int i = 0; i < 100; i++)
-            cont_eval_record(e, "svc", "i", "/any", i == 0 ? 2000 : 10, i < 50, s * 1000);
+            cont_eval_record(e, "svc", "i", "/any", s * 1000, i == 0 ? 2000 : 10, i < 50,
+                             s * 1000);
     cont_eval_tick(e, 16000, on_fire, &r);
     assert_int_equal(r.n, 1);
     assert_int_equal(r.target, CONT_TARGET_PPROF_WALL);
@@ -203,9 +208,9 @@ static void evaluator_bounds(void **state)
     char ep[32];
     for (int i = 0; i < 10; i++) {
         snprintf(ep, sizeof(ep), "/e%d", i);
-        cont_eval_record(e, "svc", "i", ep, 5, false, 1000);
+        cont_eval_record(e, "svc", "i", ep, 1000, 5, false, 1000);
     }
-    cont_eval_record(e, "other", "i", "/e1", 5, false, 1000); /* no policy: ignored */
+    cont_eval_record(e, "other", "i", "/e1", 1000, 5, false, 1000); /* no policy: ignored */
     struct cont_eval_counters c;
     cont_eval_counters(e, &c);
     assert_int_equal(c.series, 3);
@@ -229,6 +234,36 @@ static void evaluator_bounds(void **state)
     cont_eval_free(e);
 }
 
+/* Segments arrive late (agents batch them): a request counts in the slot its entry span ended
+ * in while that slot is open (CONT_EVAL_LATENESS_MS), its arrival slot when its end time is out
+ * of range (a skewed clock); only closed slots are judged. */
+static void evaluator_late_segments(void **state)
+{
+    (void)state;
+    struct cont_eval *e;
+    assert_int_equal(cont_eval_new(NULL, &e), SKP_OK); /* 1 s slots, 3 s lateness: 3 open */
+    struct cont_policy p = make(
+        "svc", "{\"targets\":[{\"targetType\":\"TRACE\",\"checkItems\":[{\"type\":"
+               "\"ENDPOINT_AVG_RESPONSE_TIME\",\"threshold\":\"100\",\"period\":5,\"count\":3}]}]}");
+    assert_int_equal(cont_eval_set_policy(e, &p), SKP_OK);
+    struct fired r = {0};
+    /* slots 100..102 slow, all arriving in one batch at 102.9 s */
+    for (int64_t s = 100; s < 103; s++)
+        cont_eval_record(e, "svc", "i", "/a", s * 1000 + 500, 300, false, 102900);
+    cont_eval_tick(e, 103000, on_fire, &r); /* slots up to 100 closed: 1 crossing */
+    assert_int_equal(r.n, 0);
+    cont_eval_tick(e, 105000, on_fire, &r); /* up to 102 closed: 3 */
+    assert_int_equal(r.n, 1);
+    assert_int_equal(r.cause.hits, 3);
+    /* an end time from the future or far back counts in the arrival slot */
+    cont_eval_record(e, "svc", "i", "/a", 999999999, 300, false, 110000);
+    cont_eval_record(e, "svc", "i", "/a", 1000, 300, false, 110000);
+    struct cont_eval_counters c;
+    cont_eval_counters(e, &c);
+    assert_int_equal(c.reslotted, 2);
+    cont_eval_free(e);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -236,6 +271,7 @@ int main(void)
         cmocka_unit_test(evaluator_count_of_period),
         cmocka_unit_test(evaluator_error_rate_and_p99),
         cmocka_unit_test(evaluator_bounds),
+        cmocka_unit_test(evaluator_late_segments),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -187,3 +187,47 @@ test('focus: callees merge every outermost occurrence; callers are the inverted 
   assert.deepEqual(calleesOf(tree, 'nope'), []);
   assert.deepEqual(callersOf(tree, 'nope'), []);
 });
+
+// ---- continuous.js: the policy editor's rules (skyprofd's texts) and the chart geometry ----
+import { itemError, policyError, toPolicy, fromPolicy, chartGeometry } from '../../web/src/continuous.js';
+
+test('continuous: item rules in OAP order with its texts', () => {
+  const it = (o) => ({ type: 'ENDPOINT_AVG_RESPONSE_TIME', threshold: '200', period: 10, count: 3, uris: '', ...o });
+  assert.equal(itemError(it()), null);
+  assert.equal(itemError(it({ threshold: '200.5' })), null);
+  assert.deepEqual(itemError(it({ period: 0 })), { field: 'period', msg: 'period must bigger than zero' });
+  assert.deepEqual(itemError(it({ count: 0 })), { field: 'count', msg: 'count must bigger than zero' });
+  assert.deepEqual(itemError(it({ count: 11 })), { field: 'count', msg: 'count must be small than period' });
+  assert.deepEqual(itemError(it({ threshold: 'x' })), { field: 'threshold', msg: 'parsing threshold error' });
+  assert.deepEqual(itemError(it({ type: 'PROCESS_CPU', threshold: '101' })),
+    { field: 'threshold', msg: 'the process CPU percent should in [0-100]' });
+  assert.deepEqual(itemError(it({ type: 'SYSTEM_LOAD', threshold: '-1' })),
+    { field: 'threshold', msg: 'the system load must bigger than zero' });
+  assert.deepEqual(itemError(it({ type: 'PROCESS_CPU', threshold: '50', uris: '/a' })),
+    { field: 'uris', msg: 'uriList and uriRegex apply to HTTP and ENDPOINT items only' });
+  const rows = [it({ target: 'TRACE' }), it({ target: 'TRACE' })];
+  assert.equal(policyError(rows, { executeDuration: 60, silenceDuration: 0, maxTriggersPerHour: 6 }).msg,
+    'contains multiple same monitor type ENDPOINT_AVG_RESPONSE_TIME in TRACE');
+});
+
+test('continuous: editor rows <-> SkyWalking input shape', () => {
+  const rows = [{ target: 'TRACE', type: 'ENDPOINT_P99_RESPONSE_TIME', threshold: ' 500 ', period: '10', count: '4', uris: '/a, /b' },
+    { target: 'TRACE', type: 'ENDPOINT_ERROR_RATE', threshold: '5', period: 6, count: 2, uris: '~^/api/' },
+    { target: 'ON_CPU', type: 'PROCESS_CPU', threshold: '80', period: 10, count: 3, uris: '' }];
+  const p = toPolicy(rows, { executeDuration: '60', silenceDuration: '0', maxTriggersPerHour: '2' });
+  assert.deepEqual(p, { targets: [
+    { targetType: 'TRACE', checkItems: [
+      { type: 'ENDPOINT_P99_RESPONSE_TIME', threshold: '500', period: 10, count: 4, uriList: ['/a', '/b'] },
+      { type: 'ENDPOINT_ERROR_RATE', threshold: '5', period: 6, count: 2, uriRegex: '^/api/' }] },
+    { targetType: 'ON_CPU', checkItems: [{ type: 'PROCESS_CPU', threshold: '80', period: 10, count: 3 }] }],
+  executeDuration: 60, silenceDuration: 0, maxTriggersPerHour: 2 });
+  assert.deepEqual(fromPolicy(p).map((r) => r.uris), ['/a, /b', '~^/api/', '']);
+});
+
+test('continuous: chart geometry: gaps for empty slots, hits at or above the threshold', () => {
+  const g = chartGeometry([null, 100, 250, null, 200, 50], 200, 102, 52, 1);
+  assert.deepEqual(g.hits, [2, 4]);
+  assert.equal(g.path.split('M').length - 1, 2); // two runs: a gap at slot 3
+  assert.ok(g.thresholdY > 1 && g.thresholdY < 51);
+  assert.equal(chartGeometry([], 10, 100, 50).path, '');
+});

@@ -3,6 +3,7 @@
 //   #/                       landing: the latest task with profiled segments, its first profiled
 //                            segment analysed (tree + flame graph); else the task list
 //   #/services[/NAME]        services; instances of NAME
+//   #/continuous[/SERVICE]   continuous profiling: policy editor, live values, triggers (continuous.js)
 //   #/tasks                  task list and the create form
 //   #/tasks/ID               a task: details, logs by instance, sampled segments
 //   #/tasks/ID/analyze       ... and the analysis of the whole task
@@ -17,6 +18,7 @@ import { analysisView, setHashParams } from './analysis.js';
 import { comparePage } from './compare.js';
 import { timelineView } from './timeline.js';
 import { sparkPath, suggestedThreshold } from './spark.js';
+import { continuousPage } from './continuous.js';
 
 const app = document.getElementById('app');
 const banner = document.getElementById('banner');
@@ -63,6 +65,10 @@ async function route() {
     if (parts.length === 0) return await landing(gen);
     if (parts[0] === 'services') return await servicesPage(gen, parts[1]);
     if (parts[0] === 'compare') return await comparePage(app, query, () => gen === generation, (f) => flames.push(f));
+    if (parts[0] === 'continuous') {
+      return await continuousPage(app, { isCurrent: () => gen === generation,
+        addTimer: (t) => timers.push(t), showError }, parts[1]);
+    }
     if (parts[0] === 'tasks') {
       const opts = {};
       if (parts[2] === 'analyze') opts.taskAnalysis = true;
@@ -332,6 +338,7 @@ function taskDetails(t) {
   return h('dl', { class: 'kv' },
     kv('Task', h('code', null, t.id)), kv('Status', statusBadge(t.status)),
     t.statusReason ? kv('Why no data', h('span', { class: 'status-reason' }, t.statusReason)) : null,
+    t.triggeredBy ? kv('Started by', h('a', { class: 'triggered-by', href: '#/continuous/' + enc(t.service || '') }, t.triggeredBy)) : null,
     kv('Service', t.service || t.serviceName || ''), kv('Endpoint', t.endpointName),
     kv('Monitor time', fmtTime(t.startTime) + ' → ' + fmtTime(Number(t.startTime) + Number(t.duration) * 60000)),
     kv('Duration', t.duration + ' min'), kv('Min duration threshold', t.minDurationThreshold + ' ms'),

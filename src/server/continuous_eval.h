@@ -98,8 +98,9 @@ void cont_eval_record(struct cont_eval *e, const char *service, const char *inst
 /* Closes the slots up to now, evaluates every policy and calls cb for each firing target. */
 void cont_eval_tick(struct cont_eval *e, int64_t now_ms, cont_fire_cb cb, void *ud);
 
-/* Recent closed slot values (the window before the lateness horizon) of one item's endpoints (for the UI's charts): `values[i]` is the
- * value of slot (first_slot_ms + i*slot_ms), NaN when the slot had no request. */
+/* Recent closed slot values (the window before the lateness horizon) of one item's endpoints,
+ * for the UI's charts: `values[i]` is the value of slot (first_slot_ms + i*slot_ms), NaN when
+ * the slot had no request. */
 struct cont_series_view {
     const char *target;
     const char *type;

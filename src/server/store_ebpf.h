@@ -3,7 +3,8 @@
  * keepAlive) and the stacks of triggered ("continuous") profiling tasks uploaded through
  * EBPFProfilingService.collectProfilingData. Plain C rows in and out (no JSON, no protobuf
  * types); the task a stack belongs to is named by its id only (the continuous-profiling
- * tables own the tasks). Implemented in store_sqlite_ebpf.c.
+ * tables own the tasks). Implemented in store_sqlite_ebpf.c; store_purge_before deletes stacks
+ * received and processes last seen before its cutoff.
  *
  * Threading: like every store function, on the thread that owns `st`. */
 #ifndef SKP_SERVER_STORE_EBPF_H
@@ -76,8 +77,4 @@ SKP_MUST_CHECK skp_err store_ebpf_insert_stacks(struct store *st,
 SKP_MUST_CHECK skp_err store_ebpf_scan_task(struct store *st, const char *task_id,
                                             const char *process_id, int64_t from_ms,
                                             int64_t to_ms, store_ebpf_stack_cb cb, void *ud);
-/* Deletes stacks received before cutoff_ms and processes not seen since then.
- * Errors: SKP_EIO. */
-SKP_MUST_CHECK skp_err store_ebpf_purge_before(struct store *st, int64_t cutoff_ms);
-
 #endif

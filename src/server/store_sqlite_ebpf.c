@@ -191,25 +191,3 @@ skp_err store_ebpf_scan_task(struct store *st, const char *task_id, const char *
     sqlite3_finalize(s);
     return err;
 }
-
-skp_err store_ebpf_purge_before(struct store *st, int64_t cutoff_ms)
-{
-    if (st->read_only)
-        return SKP_EIO;
-    sqlite3_stmt *s = NULL;
-    skp_err err = store__prepare(st, "DELETE FROM ebpf_stacks WHERE received_ms < ?", &s);
-    if (err)
-        return err;
-    sqlite3_bind_int64(s, 1, cutoff_ms);
-    err = store__step_done(st, s, "purge eBPF stacks");
-    sqlite3_finalize(s);
-    if (err)
-        return err;
-    err = store__prepare(st, "DELETE FROM ebpf_processes WHERE last_ping_ms < ?", &s);
-    if (err)
-        return err;
-    sqlite3_bind_int64(s, 1, cutoff_ms);
-    err = store__step_done(st, s, "purge eBPF processes");
-    sqlite3_finalize(s);
-    return err;
-}

@@ -126,6 +126,9 @@ skp_err store_purge_before(struct store *st, int64_t before_ms, uint64_t *n_dele
         "(SELECT id FROM proc_tasks WHERE create_time < ?1)",
         "DELETE FROM proc_tasks WHERE create_time < ?1",
         "DELETE FROM endpoint_minutes WHERE minute_ms < ?1",
+        /* eBPF services (store_sqlite_ebpf.c): stacks by arrival, processes by last ping. */
+        "DELETE FROM ebpf_stacks WHERE received_ms < ?1",
+        "DELETE FROM ebpf_processes WHERE last_ping_ms < ?1",
     };
     uint64_t n = 0;
     if (n_deleted)

@@ -120,10 +120,14 @@ class Front:
             return [u for s, u in self.queries if s == service]
 
 
-def put_policy(S, service):
-    body = {'targets': [{'targetType': 'ON_CPU', 'checkItems': [
-        {'type': 'PROCESS_CPU', 'threshold': str(THRESHOLD), 'period': 4, 'count': 2}]}],
-        'executeDuration': EXECUTE_S, 'silenceDuration': 600}
+CPU_POLICY = ('ON_CPU', {'type': 'PROCESS_CPU', 'threshold': str(THRESHOLD), 'period': 4,
+                        'count': 2})
+
+
+def put_policy(S, service, policy=CPU_POLICY):
+    target, item = policy
+    body = {'targets': [{'targetType': target, 'checkItems': [item]}],
+            'executeDuration': EXECUTE_S, 'silenceDuration': 600}
     st, doc = S.json('PUT', '/api/v1/continuous/policies/' + q(service), body)
     assert st == 200, (st, doc)
     return doc['uuid']
@@ -142,28 +146,37 @@ def agent_threads(pid):
     return sorted(names)
 
 
-def check_trigger(S, front, service, pid, busy):
-    """The checks every agent must pass once its policy is set; returns the task id."""
-    uid = put_policy(S, service)
+def check_trigger(S, front, service, pid, busy, policy=CPU_POLICY, min_share=0.5):
+    """The checks every agent must pass once its policy is set; returns the task id. `busy`
+    must hold min_share of the profile (a wall profile also holds every idle thread)."""
+    uid = put_policy(S, service, policy)
+    target, item = policy
     got = wait_until(lambda: front.report_of(service), 60, interval=0.1,
                      what='%s reportProfilingTask' % service)
     rep, tid = got
-    assert rep.WhichOneof('target') == 'onCPU', rep
+    assert rep.WhichOneof('target') == {'ON_CPU': 'onCPU', 'OFF_CPU': 'offCPU'}[target], rep
     assert rep.duration == EXECUTE_S, rep
     assert rep.layer == 'GENERAL' and rep.instanceName and rep.processName, rep
-    causes = [c for c in rep.causes if c.type == CP.ProcessCPU]
+    wire_type = {'PROCESS_CPU': CP.ProcessCPU,
+                 'HTTP_AVG_RESPONSE_TIME': CP.HTTPAvgResponseTime}[item['type']]
+    causes = [c for c in rep.causes if c.type == wire_type]
     assert causes, rep
-    c = causes[0].singleValue
-    assert c.threshold == THRESHOLD and c.current > c.threshold, (c.threshold, c.current)
+    if item.get('uriList'):
+        c = causes[0].uri
+        assert c.path == item['uriList'][0], c
+    else:
+        c = causes[0].singleValue
+    assert c.threshold == float(item['threshold']) and c.current > c.threshold, (c.threshold,
+                                                                                 c.current)
     # the uuid cursor: "" first, then the policy's own
     sent = front.uuids_sent(service)
     assert sent[0] == '' and uid in sent, sent[:5]
     # skyprofd recorded the trigger with the agent's cause and the task the data belongs to
     trig = S.json('GET', '/api/v1/profile/triggers?service=' + q(service), expect=200)[1]
     mine = [t for t in trig['triggers'] if t.get('taskId') == tid]
-    assert len(mine) == 1 and mine[0]['source'] == 'agent' and mine[0]['target'] == 'ON_CPU', trig
+    assert len(mine) == 1 and mine[0]['source'] == 'agent' and mine[0]['target'] == target, trig
     cause = mine[0]['causes'][0]
-    assert cause['type'] == 'PROCESS_CPU' and cause['current'] > cause['threshold'], cause
+    assert cause['type'] == item['type'] and cause['current'] > cause['threshold'], cause
     # the process registered with OAP's id, then the profile arrives
     # (registered right after the report)
     procs = wait_until(lambda: S.json('GET', '/api/v1/ebpf/processes?service=' + q(service),
@@ -177,7 +190,8 @@ def check_trigger(S, front, service, pid, busy):
         st, doc = S.json('GET', '/api/v1/ebpf/tasks/%s/analyze' % q(tid))
         return doc if st == 200 else None
     doc = wait_until(analysed, 60 + 3 * EXECUTE_S, interval=0.2, what='%s stacks' % service)
-    assert doc['target'] == 'ON_CPU' and doc['unit'] == 'count', doc
+    assert doc['target'] == target, doc
+    assert doc['unit'] == ('count' if target == 'ON_CPU' else 'nanoseconds'), doc
     assert list(doc['processes']) == [p['id']], doc['processes']
     total = doc['total']
     # the busy function's inclusive samples over every path it appears on (outermost frames)
@@ -188,7 +202,7 @@ def check_trigger(S, front, service, pid, busy):
             parent = by_id.get(e['parentId'])
             if busy in e['codeSignature'] and not (parent and busy in parent['codeSignature']):
                 hot += e['count']
-    if not (total > 0 and hot >= 0.5 * total):
+    if not (total > 0 and hot >= min_share * total):
         st, _, body = S.http('GET', '/api/v1/ebpf/tasks/%s/download?format=collapsed' % q(tid))
         lines = sorted(body.decode(errors='replace').splitlines(),
                        key=lambda l: -int(l.rsplit(' ', 1)[-1]))
@@ -276,6 +290,39 @@ def native_demo(S, front, res):
                     lambda: check_trigger(S, front, 'cont-c', demo.pid, 'burn_ms'))
 
 
+def native_demo_http(S, front, res):
+    """OFF_CPU from the segment API's entry spans: /sleep answers in ~100 ms x 3."""
+    env = {'SW_AGENT_NAME': 'cont-c-http',
+           'SW_AGENT_COLLECTOR_BACKEND_SERVICES': '127.0.0.1:%d' % front.port,
+           'SW_AGENT_COLLECTOR_GET_PROFILE_TASK_INTERVAL': '1'}
+    policy = ('OFF_CPU', {'type': 'HTTP_AVG_RESPONSE_TIME', 'threshold': '50', 'period': 4,
+                          'count': 2, 'uriList': ['/sleep']})
+    with Proc([DEMO, '--port', '0', '--step-ms', '20', '--other-ms', '100'], env=env,
+              name='demo-http') as demo:
+        port = listening_port(demo, 'demo_service:')
+        with Load(port, '/sleep'):
+            res.run('C demo: HTTP_AVG_RESPONSE_TIME of /sleep fires, OFF_CPU stacks show sleep_ms',
+                    lambda: check_trigger(S, front, 'cont-c-http', demo.pid, 'sleep_ms', policy,
+                                          min_share=0.1))
+
+
+def python_http(S, front, res, tmp):
+    """OFF_CPU from the Python agent's instrumented entry spans (http.server under
+    `python -m skyprof run`): /work sleeps 300 ms in inner_work."""
+    env = dict(os.environ, PYTHONUNBUFFERED='1', SW_AGENT_NAME='cont-py-http',
+               SW_AGENT_COLLECTOR_BACKEND_SERVICES='127.0.0.1:%d' % front.port,
+               SW_AGENT_COLLECTOR_GET_PROFILE_TASK_INTERVAL='1', SKP_APP_NO_START='1')
+    policy = ('OFF_CPU', {'type': 'HTTP_AVG_RESPONSE_TIME', 'threshold': '200', 'period': 4,
+                          'count': 2, 'uriList': ['/work']})
+    with Proc([sys.executable, '-m', 'skyprof', 'run', os.path.join(APPS, 'http_app.py')],
+              env=env, name='py-http') as app:
+        port = listening_port(app)
+        with Load(port, '/work?x=1'), Load(port, '/work'):
+            res.run('python: HTTP_AVG_RESPONSE_TIME of /work fires, OFF_CPU stacks show '
+                    'inner_work', lambda: check_trigger(S, front, 'cont-py-http', app.pid,
+                                                        'inner_work', policy, min_share=0.1))
+
+
 def main():
     res = Results()
     tmp = tempfile.mkdtemp(prefix='skp-cont-agent-')
@@ -283,8 +330,10 @@ def main():
     front = Front(S.grpc_target)
     try:
         python_app(S, front, res, tmp)
+        python_http(S, front, res, tmp)
         if os.path.exists(DEMO):
             native_demo(S, front, res)
+            native_demo_http(S, front, res)
     finally:
         front.stop()
         S.stop()

@@ -286,6 +286,50 @@ static bool too_many_spans(struct collector *c, size_t n_spans)
     return true;
 }
 
+/* Decoding a segment counts what it allocates: a segment within the span limit can still carry
+ * millions of empty tags or logs, each a struct of its own once decoded. Blocks are ordinary
+ * skpx allocations, so the decoded segment is freed with collector_pb_alloc as usual. */
+struct bounded_alloc {
+    size_t used;
+    size_t limit;
+    bool over;
+};
+
+static void *bounded_alloc_fn(void *ud, size_t n)
+{
+    struct bounded_alloc *b = ud;
+    if (b->limit && (n > b->limit || b->used > b->limit - n)) {
+        b->over = true;
+        return NULL;
+    }
+    b->used += n;
+    return skpx_malloc(n);
+}
+
+static void bounded_free_fn(void *ud, void *p)
+{
+    (void)ud;
+    skpx_free(p);
+}
+
+/* Decodes one segment within --max-decoded-bytes; *too_big tells a refusal from bad bytes. */
+static Skywalking__V3__SegmentObject *segment_decode(struct collector *c, const uint8_t *raw,
+                                                     size_t len, bool *too_big)
+{
+    struct bounded_alloc b = {.limit = (size_t)c->max_decoded_bytes};
+    ProtobufCAllocator a = {bounded_alloc_fn, bounded_free_fn, &b};
+    Skywalking__V3__SegmentObject *seg = skywalking__v3__segment_object__unpack(&a, len, raw);
+    *too_big = !seg && b.over;
+    if (*too_big) {
+        c->metrics->segments_refused++;
+        static struct skpx_log_limit lim;
+        skpx_log_limited(&lim, SKPX_LOG_WARN,
+                         "trace segment of %zu bytes refused: it decodes past --max-decoded-bytes "
+                         "(%" PRIu64 ")", len, c->max_decoded_bytes);
+    }
+    return seg;
+}
+
 /* `sc` is the segment's scan, NULL when its wire bytes did not scan (the decode then decides). */
 static bool segment_wanted(struct collector *c, const struct segment_scan *scan,
                            const uint8_t *raw, size_t raw_len)
@@ -486,10 +530,10 @@ static int seg_on_message(struct skpx_grpc_call *call, void *ud, const ProtobufC
         return SKPX_GRPC_RESOURCE_EXHAUSTED;
     if (!segment_wanted(c, scanned ? &sc : NULL, raw, raw_len))
         return SKPX_GRPC_OK;
-    Skywalking__V3__SegmentObject *seg =
-        skywalking__v3__segment_object__unpack(&collector_pb_alloc, raw_len, raw);
+    bool too_big = false;
+    Skywalking__V3__SegmentObject *seg = segment_decode(c, raw, raw_len, &too_big);
     if (!seg)
-        return SKPX_GRPC_INVALID_ARGUMENT;
+        return too_big ? SKPX_GRPC_RESOURCE_EXHAUSTED : SKPX_GRPC_INVALID_ARGUMENT;
     s->segs[s->n++] = seg;
     s->wire_bytes += raw_len;
     if (s->n == COLLECTOR_SEGMENT_BATCH || s->wire_bytes >= COLLECTOR_SEGMENT_BATCH_BYTES) {

@@ -16,6 +16,9 @@
  * (agent.span_limit_per_segment); 10000 leaves room for raised settings while a segment of
  * empty 2-byte spans can no longer make the daemon decode millions of them. */
 #define CONFIG_DEFAULT_MAX_SEGMENT_SPANS 10000
+/* Memory one gRPC message (and one trace segment) may decode into: a 4 MiB message of ordinary
+ * content decodes into a few times its size; millions of empty sub-messages into gigabytes. */
+#define CONFIG_DEFAULT_MAX_DECODED_BYTES (64u * 1024 * 1024)
 #define CONFIG_DEFAULT_DB "./skyprof-data/skyprof.db"
 #define CONFIG_DEFAULT_RETENTION_DAYS 3
 /* Upper bound of --retention-days: 100 years keeps day*86400000 far from int64 overflow. */

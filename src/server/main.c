@@ -9,6 +9,7 @@
 #include <jansson.h>
 #include <libgen.h>
 #include <limits.h>
+#include <malloc.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -43,8 +44,38 @@ struct daemon {
     struct http_api *http;
     struct event *sig_term;
     struct event *sig_int;
+    struct event *trim_ev;
+    int64_t trim_peak;         /* highest live bytes since the last trim */
+    uint64_t trim_conns;       /* open connections at the last check */
     bool stopping;
 };
+
+/* Memory back to the OS after bursts: glibc keeps freed heap (and the arenas of the worker
+ * threads) mapped. When live allocations fell by SKYPROFD_TRIM_BYTES from their peak, or many
+ * connections closed (nghttp2's and libevent's buffers are not in our counter), trim. */
+#define SKYPROFD_TRIM_PERIOD_MS 2000
+#define SKYPROFD_TRIM_BYTES (8 << 20)
+#define SKYPROFD_TRIM_CONNS 256
+
+static void on_trim(evutil_socket_t fd, short what, void *arg)
+{
+    (void)fd;
+    (void)what;
+    struct daemon *d = arg;
+    int64_t live = skpx_alloc_live_bytes();
+    struct skpx_grpc_server_stats gs;
+    skpx_grpc_server_get_stats(d->grpc, &gs);
+    uint64_t conns = gs.connections_open;
+    bool conns_fell = conns + SKYPROFD_TRIM_CONNS <= d->trim_conns;
+    if (live > d->trim_peak)
+        d->trim_peak = live;
+    if (d->trim_peak - live >= SKYPROFD_TRIM_BYTES || conns_fell) {
+        malloc_trim(0);
+        d->trim_peak = live;
+    }
+    if (conns_fell || conns > d->trim_conns)
+        d->trim_conns = conns;
+}
 
 static void on_grpc_drained(void *ud)
 {
@@ -226,7 +257,9 @@ int main(int argc, char **argv)
         .metrics = &m, .auth_token = cfg.auth_token, .pprof_max_bytes = cfg.pprof_max_bytes,
         .jfr_max_bytes = cfg.jfr_max_bytes,
         .max_segment_spans = cfg.max_segment_spans ? cfg.max_segment_spans
-                                                   : CONFIG_DEFAULT_MAX_SEGMENT_SPANS};
+                                                   : CONFIG_DEFAULT_MAX_SEGMENT_SPANS,
+        .max_decoded_bytes = cfg.max_decoded_bytes ? cfg.max_decoded_bytes
+                                                   : CONFIG_DEFAULT_MAX_DECODED_BYTES};
 
     if (make_parent_dirs(cfg.db_path) != 0) {
         SKPX_ERROR("cannot create the folder of %s: %s", cfg.db_path, strerror(errno));
@@ -330,6 +363,12 @@ int main(int argc, char **argv)
         goto out;
     d.sig_term = evsignal_new(d.base, SIGTERM, on_signal, &d);
     d.sig_int = evsignal_new(d.base, SIGINT, on_signal, &d);
+    d.trim_ev = event_new(d.base, -1, EV_PERSIST, on_trim, &d);
+    struct timeval trim_tv = {SKYPROFD_TRIM_PERIOD_MS / 1000, 0};
+    if (!d.trim_ev || event_add(d.trim_ev, &trim_tv) != 0) {
+        SKPX_ERROR("cannot start the memory trim timer");
+        goto out;
+    }
     if (!d.sig_term || !d.sig_int || evsignal_add(d.sig_term, NULL) ||
         evsignal_add(d.sig_int, NULL)) {
         SKPX_ERROR("cannot install signal events");
@@ -356,6 +395,8 @@ out:
         event_free(d.sig_term);
     if (d.sig_int)
         event_free(d.sig_int);
+    if (d.trim_ev)
+        event_free(d.trim_ev);
     store_close(st);
     if (d.base)
         event_base_free(d.base);

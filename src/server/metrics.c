@@ -79,7 +79,8 @@ skp_err metrics_render(const struct metrics *m, const struct skpx_grpc_server_st
     counter(&b, "skyprof_segments_stored_total", "Trace segments written to the store.",
             m->segments_stored);
     counter(&b, "skyprof_segments_refused_total",
-            "Trace segments refused undecoded for having more spans than --max-segment-spans.",
+            "Trace segments refused: more spans than --max-segment-spans, or decoding past "
+            "--max-decoded-bytes.",
             m->segments_refused);
     counter(&b, "skyprof_segments_dropped_total",
             "Trace segments not stored by the keep policy (their statistics are kept).",

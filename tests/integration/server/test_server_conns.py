@@ -200,6 +200,28 @@ def t_decode_limit(d):
         S.stop()
 
 
+def t_segment_decode_limit(d):
+    # collect (streamed, decoded by the collector): 5000 spans of 200 empty tags each, 2 MB on
+    # the wire, tens of MB once every tag is a struct.
+    S = Skyprofd(d, "--max-decoded-bytes", "4000000", "--keep-segments", "all")
+    try:
+        seg = Tracing_pb2.SegmentObject(traceId="t", traceSegmentId="s", service="svc",
+                                        serviceInstance="i").SerializeToString()
+        span = b"\x62\x00" * 200
+        seg += (b"\x1a" + _varint(len(span)) + span) * 5000
+        t0 = time.monotonic()
+        try:
+            S.stream(COLLECT, [seg], raw=True, timeout=60)
+            raise AssertionError("accepted")
+        except grpc.RpcError as e:
+            assert e.code() == grpc.StatusCode.RESOURCE_EXHAUSTED, e
+        print("  1M empty tags via collect refused in %.2f s" % (time.monotonic() - t0))
+        assert S.metric("skyprof_segments_refused_total") == 1
+        agent_ok(S)
+    finally:
+        S.stop()
+
+
 def _varint(v):
     out = b""
     while v >= 0x80:
@@ -215,7 +237,8 @@ if __name__ == "__main__":
              ("idle_connections_closed", t_idle_connections_closed),
              ("idle_stream_cancelled", t_idle_stream_cancelled),
              ("memory_budget", t_memory_budget),
-             ("decode_limit", t_decode_limit)]
+             ("decode_limit", t_decode_limit),
+             ("segment_decode_limit", t_segment_decode_limit)]
     for name, fn in cases:
         if only and name not in only:
             continue

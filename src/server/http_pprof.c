@@ -262,6 +262,8 @@ static void list_kind(struct http_ctx *cx, enum proc_kind kind)
     for (size_t i = 0; list && !err && i < n; i++) {
         json_t *j = task_json(&v[i], now);
         err = j ? decorate(cx->api->store, &v[i], j) : SKP_ENOMEM;
+        if (!err)
+            err = http_task_trigger(cx, j);
         if (j)
             json_array_append_new(list, j);
     }
@@ -297,6 +299,8 @@ static void get_kind(struct http_ctx *cx, const char *id, enum proc_kind kind)
     }
     json_t *j = task_json(&t, http_now(cx->api));
     err = j ? decorate(cx->api->store, &t, j) : SKP_ENOMEM;
+    if (!err)
+        err = http_task_trigger(cx, j); /* "triggeredBy" when a policy started it */
     store_proc_task_cleanup(&t);
     if (err) {
         json_decref(j);

@@ -305,6 +305,23 @@ def t_trace_target():
     assert not [s for s in vals["series"] if s["uri"] == "/fast"], vals  # not named: not tracked
 
 
+def t_pprof_target():
+    # PPROF_WALL: a pprof "wall" task on the instance that served the endpoint
+    put("pp-svc", policy(("PPROF_WALL", [item("ENDPOINT_P99_RESPONSE_TIME", threshold="250",
+                                               period=10, count=3, uriList=["/slow"])]),
+                         executeDuration=5, silenceDuration=5))
+    load = Load("pp-svc", "/slow", 300)
+    try:
+        wait_until(lambda: triggers("pp-svc"), timeout=60, what="a PPROF_WALL trigger")
+    finally:
+        load.stop()
+    t = triggers("pp-svc")[0]
+    assert t["taskKind"] == "pprof" and t["instance"] == "inst-1", t
+    st, task = S.json("GET", "/api/v1/pprof/tasks/" + q(t["taskId"]), expect=200)
+    assert task["events"] == "wall" and task["triggeredBy"] == t["text"], task
+    assert t["text"].startswith("triggered by ENDPOINT_P99_RESPONSE_TIME of /slow: 30"), t
+
+
 def t_silence_and_cap():
     # a NETWORK target creates no task of ours, so the quiet time is execute + silence exactly;
     # 2 per hour at most
@@ -420,6 +437,7 @@ def main():
             R.run("queryPolicies: key names, cursor, removed", t_query_policies)
             R.run("reportProfilingTask -> trigger + TaskId", t_report_task)
             R.run("evaluator: TRACE target from segments", t_trace_target)
+            R.run("evaluator: PPROF_WALL target", t_pprof_target)
             R.run("evaluator: silence + hourly cap", t_silence_and_cap)
             R.run("skyprof policy / triggers", t_cli)
             R.run("policies survive a restart", t_restart, data)

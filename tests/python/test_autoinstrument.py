@@ -1,6 +1,7 @@
 """Unmodified framework apps under `python -m skyprof run`, end to end against skyprofd: the
 Flask dev server, `flask --debug run` (reloader child), Django `runserver` with its reloader,
-gunicorn -w 2 (Flask, Django, Django under SCRIPT_NAME=/api), uvicorn --workers 2 (FastAPI).
+gunicorn -w 2 (Flask, Django, Django under SCRIPT_NAME=/api), uvicorn --workers 2 (FastAPI),
+uWSGI --master --processes 2 (Flask).
 For each: a task for the endpoint name SkyWalking's Python agent reports, requests until one is
 profiled, then the analysis must show the slow handler's functions (work.slow_a sleeping 200 ms,
 work.slow_b busy 100 ms), the entry span must carry SkyWalking's tags, component and peer, and
@@ -47,6 +48,12 @@ CASES = [
      '/api/slow', 7004, 2),
     ('uvicorn_fastapi', ['-m', 'uvicorn', '--workers', '2', '--port', '{port}', 'fastapi_app:app'],
      {}, '/slow', '/slow', 7014, 2),
+    # uWSGI (Debian's, embedding python3.11) run as a command: `skyprof run uwsgi ...` executes it
+    # with the bootstrap on PYTHONPATH; the master only supervises, each forked worker starts its
+    # own agent from uWSGI's post-fork hook
+    ('uwsgi_flask', ['uwsgi', '--http-socket', '127.0.0.1:{port}', '--plugin', 'python3',
+                     '--master', '--processes', '2', '--wsgi-file', 'flask_app.py',
+                     '--callable', 'app', '--die-on-term'], {}, '/slow', '/slow', 7001, 2),
 ]
 
 
@@ -139,7 +146,9 @@ def run_case(srv, name, argv, env, endpoint, path, component, workers):
         assert tags.get('http.status_code') == '200', tags
         assert tags.get('http.url', '').endswith(path), tags
         assert 'url' not in tags, tags
-        assert span.get('peer', '').startswith('127.0.0.1:'), span
+        # client ip:port (uWSGI's http-socket passes no REMOTE_PORT: the ip alone)
+        assert span.get('peer', '').startswith('127.0.0.1' if name == 'uwsgi_flask'
+                                               else '127.0.0.1:'), span
         assert str(span.get('component')) == str(component), span
     except BaseException:
         stop_group(proc)

@@ -33,6 +33,8 @@ def install(flask_module):
             peer = None
             if 'REMOTE_ADDR' in environ and 'REMOTE_PORT' in environ:
                 peer = '%s:%s' % (environ['REMOTE_ADDR'], environ['REMOTE_PORT'])
+            elif environ.get('REMOTE_ADDR'):  # uWSGI's http-socket passes no REMOTE_PORT
+                peer = environ['REMOTE_ADDR']
             span = _tracer.begin(req.path, environ.get('HTTP_SW8'), _tracer.COMPONENT_FLASK,
                                  _tracer.LAYER_HTTP, peer=peer)
             if span is not None:

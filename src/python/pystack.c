@@ -33,6 +33,9 @@
 #define GEN_COPY_MAX 256
 /* Coroutines followed down one await chain at most. */
 #define AWAIT_DEPTH_MAX 64
+/* Bytes of a coroutine's locals and value stack read with its head (the awaited object is on
+ * the top of the value stack, usually within the first few dozen slots). */
+#define AWAIT_PEEK_BYTES 256
 
 struct raw_frame {
     uintptr_t code;
@@ -728,11 +731,20 @@ static int capture_direct(struct skp__pyreader *r, struct skp__pytarget *t,
     return 0;
 }
 
-/* Reads the head of the coroutine or generator at `addr` (with its frame header) into g.
- * Returns its frame state, or INT_MIN when it is not a readable coroutine / generator. */
-static int read_gen(const struct skp__pylayout *l, uintptr_t addr, uint8_t *g)
+/* Reads the head of the coroutine or generator at `addr` (with its frame header) into g, and
+ * speculatively the first AWAIT_PEEK_BYTES of its frame's locals and value stack with it (one
+ * read instead of two per coroutine; *got_len says how much came). Returns its frame state, or
+ * INT_MIN when it is not a readable coroutine / generator. */
+static int read_gen(const struct skp__pylayout *l, uintptr_t addr, uint8_t *g, size_t *got_len)
 {
-    if (!plausible_ptr(addr) || !skp__safe_read(addr, g, l->gen_copy))
+    *got_len = 0;
+    if (!plausible_ptr(addr))
+        return INT_MIN;
+    if (skp__safe_read(addr, g, l->gen_copy + AWAIT_PEEK_BYTES))
+        *got_len = l->gen_copy + AWAIT_PEEK_BYTES;
+    else if (skp__safe_read(addr, g, l->gen_copy)) /* the object ends near a mapping's end */
+        *got_len = l->gen_copy;
+    else
         return INT_MIN;
     uintptr_t type = load_ptr(g, l->obj_type);
     if (type != l->coro_type && type != l->gen_type)
@@ -744,16 +756,23 @@ static int read_gen(const struct skp__pylayout *l, uintptr_t addr, uint8_t *g)
  * frame, then the frame of the coroutine it awaits (the top of its value stack), and so on down
  * to the innermost suspended coroutine (which awaits a future or another object). Returns the
  * number of frames added. */
-static size_t collect_awaits(struct skp__pyreader *r, uintptr_t coro, size_t *n_raw_io,
-                             size_t *n_codes_io)
+static size_t collect_awaits(struct skp__pyreader *r, uintptr_t coro, const uint8_t *first,
+                             size_t first_got, size_t *n_raw_io, size_t *n_codes_io)
 {
     const struct skp__pylayout *l = r->layout;
-    uint8_t g[GEN_COPY_MAX];
+    uint8_t g[GEN_COPY_MAX + AWAIT_PEEK_BYTES];
+    size_t got = 0;
     uintptr_t code[AWAIT_DEPTH_MAX];
     uintptr_t prev_instr[AWAIT_DEPTH_MAX];
     size_t n = 0;
     uintptr_t cur = coro;
-    while (n < AWAIT_DEPTH_MAX && read_gen(l, cur, g) == l->gen_state_suspended) {
+    /* `first` (first_got bytes): the outermost coroutine, already read by the caller */
+    if (first_got)
+        memcpy(g, first, first_got);
+    got = first_got;
+    while (n < AWAIT_DEPTH_MAX &&
+           (n == 0 && got ? (int)(signed char)g[l->gen_frame_state]
+                          : read_gen(l, cur, g, &got)) == l->gen_state_suspended) {
         const uint8_t *fr = g + l->gen_iframe;
         code[n] = load_ptr(fr, l->fr_code);
         prev_instr[n] = load_ptr(fr, l->fr_prev_instr);
@@ -763,10 +782,13 @@ static size_t collect_awaits(struct skp__pyreader *r, uintptr_t coro, size_t *n_
         int top = load_int(fr, l->fr_stacktop);
         if (top <= 0 || top > (1 << 20))
             break;
-        uintptr_t slot =
-            cur + l->gen_iframe + l->fr_localsplus + (size_t)(top - 1) * sizeof(void *);
+        size_t off = l->gen_iframe + l->fr_localsplus + (size_t)(top - 1) * sizeof(void *);
         uintptr_t awaited = 0;
-        if (!skp__safe_read(slot, &awaited, sizeof(awaited)) || awaited == cur)
+        if (off + sizeof(awaited) <= got)
+            awaited = load_ptr(g, off);
+        else if (!skp__safe_read(cur + off, &awaited, sizeof(awaited)))
+            break;
+        if (awaited == cur)
             break;
         cur = awaited;
     }
@@ -799,8 +821,9 @@ int skp__pyreader_capture_task(struct skp__pyreader *r, struct skp__pytarget *t,
         return -1;
     }
     const struct skp__pylayout *l = r->layout;
-    uint8_t g[GEN_COPY_MAX];
-    int state = read_gen(l, coro, g);
+    uint8_t g[GEN_COPY_MAX + AWAIT_PEEK_BYTES];
+    size_t got = 0;
+    int state = read_gen(l, coro, g, &got);
     size_t n_raw = 0;
     size_t n_codes = 0;
     bool more = false;
@@ -809,7 +832,7 @@ int skp__pyreader_capture_task(struct skp__pyreader *r, struct skp__pytarget *t,
     if (worker && state == l->gen_state_suspended &&
         collect_thread(r, worker, 0, &n_raw, &n_codes, &more, &found, out->cap) == 0) {
         /* handed to a worker thread: its stack on top of the request's await chain */
-        (void)collect_awaits(r, coro, &n_raw, &n_codes);
+        (void)collect_awaits(r, coro, g, got, &n_raw, &n_codes);
         finish_capture(r, worker, n_raw, n_codes, more, NULL, out);
         return 0;
     }
@@ -827,7 +850,8 @@ int skp__pyreader_capture_task(struct skp__pyreader *r, struct skp__pytarget *t,
         finish_capture(r, t, n_raw, n_codes, more, NULL, out);
         return 0;
     }
-    if (state == l->gen_state_suspended && collect_awaits(r, coro, &n_raw, &n_codes) > 0) {
+    if (state == l->gen_state_suspended &&
+        collect_awaits(r, coro, g, got, &n_raw, &n_codes) > 0) {
         finish_capture(r, t, n_raw, n_codes, false, SKP_PY_WAITING_MARK, out);
         return 0;
     }

@@ -113,6 +113,8 @@ test('frames: one parser per language, function first, short location', () => {
     ['com.acme.Shop.checkout:42', 'Shop.checkout', 'com.acme:42', 'java'],
     ['java.lang.Thread.run', 'Thread.run', 'java.lang', 'java'],
     ['main.spin:12', 'main.spin', ':12', 'other'],
+    ['JfrWorkload.burn:29', 'JfrWorkload.burn', ':29', 'other'],
+    ['JfrWorkload$$Lambda$88+0x00007fb024007a08.846947180.run:4294967295', 'JfrWorkload$$Lambda.run', '', 'other'],
     ['all', 'all', '', 'other'],
   ];
   for (const [sig, func, loc, lang] of cases) {

@@ -11,7 +11,7 @@
 //   - keyboard: "/" search, Esc clear search and focus, g group by function, a agent frames,
 //     f focus the selected frame, r reset the flame graph's zoom.
 import { h, fill } from './dom.js';
-import { buildTrees, groupByFunction } from './tree.js';
+import { buildTrees as buildRaw, groupByFunction, selfFromCounts } from './tree.js';
 import { treeTable } from './treetable.js';
 import { flameGraph } from './flame.js';
 import { foldAgentFrames, hasAgentFrames, parseFrame, frameLabel } from './frames.js';
@@ -34,11 +34,12 @@ export function setHashParams(upd) {
   history.replaceState(null, '', (path || '#/') + (q ? '?' + q : ''));
 }
 
-// opts: {unit: weight's name ("dump count", "nanoseconds"...), columns: tree headers,
+// opts: {weightOnly: rows carry weights only (self = weight - children's), unit: weight's name ("dump count", "nanoseconds"...), columns: tree headers,
 //        title: first column header, controls: extra elements for the toolbar,
 //        prelude: elements shown above the views (labels, exports)}
 // Returns {destroy()}; the caller calls it when the view goes away.
 export function analysisView(card, analysis, opts = {}) {
+  const buildTrees = (a) => (opts.weightOnly ? selfFromCounts(buildRaw(a)) : buildRaw(a));
   const initial = hashParams().params;
   const group = h('input', { type: 'checkbox', id: 'group-by-function', checked: initial.get('group') === '1' });
   const agent = h('input', { type: 'checkbox', id: 'hide-agent', checked: initial.get('agent') !== '0' });

@@ -67,6 +67,23 @@ export const api = {
   analyzeSegment: (seg) => call('GET', '/api/v1/profile/segments/' + enc(seg) + '/analyze'),
 };
 
+// Process profiles (pprof and async-profiler/JFR tasks): kind is 'pprof' or 'async'.
+const PROC_BASE = { pprof: '/api/v1/pprof/tasks', async: '/api/v1/async-profiler/tasks' };
+const qs = (params) => {
+  const q = new URLSearchParams();
+  for (const [k, v] of Object.entries(params || {})) if (v !== undefined && v !== null && v !== '') q.set(k, v);
+  const s = q.toString();
+  return s ? '?' + s : '';
+};
+export const procApi = {
+  tasks: (kind, service) => call('GET', PROC_BASE[kind] + qs({ service })),
+  task: (kind, id) => call('GET', PROC_BASE[kind] + '/' + enc(id)),
+  create: (kind, req) => call('POST', PROC_BASE[kind], req),
+  analyze: (kind, id, params) => call('GET', PROC_BASE[kind] + '/' + enc(id) + '/analyze' + qs(params)),
+  downloadUrl: (kind, id, format, params) => PROC_BASE[kind] + '/' + enc(id) + '/download' + qs({ format, ...params }),
+  fileUrl: (kind, id, fileId) => PROC_BASE[kind] + '/' + enc(id) + '/files/' + enc(fileId),
+};
+
 export const EXPORT_FORMATS = ['pprof', 'collapsed', 'speedscope', 'html', 'json'];
 
 export function taskExportUrl(id, format) {

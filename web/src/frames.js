@@ -82,8 +82,10 @@ function parse(s) {
   if (m && !/\s/.test(s)) return { sig: s, func: s, file: m[1], line: 0, loc: base(m[1]), lang: 'address' };
   if (/^0x[0-9a-fA-F]+$/.test(s)) return { sig: s, func: s, file: '', line: 0, loc: '', lang: 'address' };
   m = JAVA_LINE.exec(s);
-  const name = m ? m[1] : s;
-  const line = m ? Number(m[2]) : 0;
+  // JFR names a lambda's hidden class "Outer$$Lambda$88+0x00007fb024007a08.846947180"; a line
+  // of -1 arrives as 4294967295 (no line).
+  const name = (m ? m[1] : s).replace(/\$\$Lambda\$\d+\+0x[0-9a-fA-F]+(\.\d+)?/, '$$$$Lambda');
+  const line = m && Number(m[2]) < 0x7fffffff ? Number(m[2]) : 0;
   if (/^[\w$/]+(\.[\w$<>()*/-]+)+$/.test(name)) {
     const { func, pkg } = shortDotted(name, '');
     const lang = pkg ? 'java' : 'other';

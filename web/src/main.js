@@ -10,6 +10,8 @@
 //   #/tasks/ID/segments/SEG[?span=SEG:SPANID&mode=include|exclude]
 //                            ... a segment's spans and the analysis of the selected span
 //   #/compare?base=SEL&target=SEL   two profiles compared (compare.js)
+//   #/process[/pprof|async/ID]  process profiles (procprof.js)
+//   analysis views also keep q, focus, group, agent in the query (analysis.js)
 import './style.css';
 import { api, cmpApi, ApiError, getToken, setToken, EXPORT_FORMATS, taskExportUrl, segmentExportUrl } from './api.js';
 import { h, fill, fmtTime, statusBadge } from './dom.js';
@@ -17,6 +19,7 @@ import { analyzeQueries } from './ranges.js';
 import { analysisView, setHashParams } from './analysis.js';
 import { comparePage } from './compare.js';
 import { timelineView } from './timeline.js';
+import { processPage } from './procprof.js';
 import { sparkPath, suggestedThreshold } from './spark.js';
 import { continuousPage } from './continuous.js';
 
@@ -69,6 +72,7 @@ async function route() {
       return await continuousPage(app, { isCurrent: () => gen === generation,
         addTimer: (t) => timers.push(t), showError }, parts[1]);
     }
+    if (parts[0] === 'process') return await processPage(viewCtx(gen), parts[1], parts[2], query);
     if (parts[0] === 'tasks') {
       const opts = {};
       if (parts[2] === 'analyze') opts.taskAnalysis = true;
@@ -87,6 +91,17 @@ async function route() {
       app.replaceChildren(h('p', { class: 'muted' }, 'This view could not be loaded. ', h('a', { href: '#/tasks' }, 'Task list')));
     }
   }
+}
+
+// What a page module (procprof.js) needs from the router: its generation, timers, views.
+function viewCtx(gen) {
+  return {
+    current: () => gen === generation,
+    addTimer: (t) => timers.push(t),
+    addView: (v) => flames.push(v),
+    clearViews: () => { flames.forEach((f) => f.destroy()); flames = []; },
+    showError,
+  };
 }
 
 // ---- landing ----

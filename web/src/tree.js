@@ -65,3 +65,14 @@ export function groupByFunction(nodes) {
 export function totalCount(nodes) {
   return nodes.reduce((a, n) => a + n.count, 0);
 }
+
+// For weight-only analyses (process profiles: pprof values, JFR weights) whose rows carry no
+// durations: duration = the inclusive weight, self = weight minus the children's weights.
+export function selfFromCounts(nodes) {
+  for (const n of nodes) {
+    selfFromCounts(n.children);
+    n.duration = n.count;
+    n.self = n.count - n.children.reduce((a, c) => a + c.count, 0);
+  }
+  return nodes;
+}

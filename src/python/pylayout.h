@@ -53,7 +53,7 @@ struct skp__pylayout {
 
     /* PyCodeObject: header bytes copied per code object, and fields */
     size_t co_copy;
-    size_t co_type, co_nunits, co_filename, co_name, co_linetable, co_firstlineno;
+    size_t co_type, co_nunits, co_filename, co_name, co_qualname, co_linetable, co_firstlineno;
     size_t co_firsttraceable, co_code_start;
     size_t code_unit_bytes;
 

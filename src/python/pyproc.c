@@ -48,6 +48,8 @@ static int pp_list(void *ud, struct skyprof_proc_thread *out, int cap)
     int n = 0;
     if (!pp->reader && skp__pyreader_new(pp->force_portable, &pp->reader) != SKP_OK)
         pp->reader = NULL;
+    if (pp->reader)
+        skp__pyreader_set_qualified(pp->reader); /* pprof functions: co_qualname */
     if (!pp->targets)
         pp->targets = skpx_calloc(SKP_PYPROC_THREADS_MAX, sizeof(*pp->targets));
     if (!pp->reader || !pp->targets)

@@ -63,6 +63,7 @@ struct skp__pyreader {
     uint64_t captures, failures, frames;
     uint64_t watched_hits;                /* code objects proven current without a read */
     bool watch;                           /* codewatch enabled */
+    bool qualified;                       /* frames as "<co_qualname> (<file>:<line>)" */
 };
 
 /* ---------------------------------------------------------------------------------------------
@@ -117,13 +118,25 @@ static size_t format_line(char *buf, int line)
     return 2 + n;
 }
 
-/* Appends "<label>: <line>" to out->scratch and a frame pointing at it. False when full. */
-static bool emit_frame(struct skyprof_capture *out, const char *label, size_t label_len, int line)
+/* Appends "<label>: <line>" (or, `qualified`, "<label>:<line>)" where the label is
+ * "<qualname> (<file>") to out->scratch and a frame pointing at it. False when full. */
+static bool emit_frame(struct skyprof_capture *out, const char *label, size_t label_len, int line,
+                       bool qualified)
 {
     if (out->n >= out->cap)
         return false;
     char num[16];
     size_t num_len = format_line(num, line);
+    if (qualified) { /* ": 12" -> ":12)"; no line -> ":0)" */
+        if (line < 0) {
+            memcpy(num, ":0", 2);
+            num_len = 2;
+        } else {
+            memmove(num + 1, num + 2, num_len - 2);
+            num_len--;
+        }
+        num[num_len++] = ')';
+    }
     size_t need = label_len + num_len;
     if (!out->scratch || out->scratch_len + need > out->scratch_cap)
         return false;
@@ -298,6 +311,12 @@ void skp__pyreader_free(struct skp__pyreader *r)
     skpx_free(r);
 }
 
+void skp__pyreader_set_qualified(struct skp__pyreader *r)
+{
+    r->qualified = true;
+    r->watch = false; /* watches match co_name; this reader's cache is keyed by co_qualname */
+}
+
 bool skp__pyreader_is_direct(const struct skp__pyreader *r)
 {
     return r && r->layout != NULL;
@@ -426,7 +445,7 @@ static struct skp__pycode_entry *resolve_code(struct skp__pyreader *r, uintptr_t
     struct skp__pycode_key key = {
         .code = addr,
         .filename = load_ptr(hdr, l->co_filename),
-        .name = load_ptr(hdr, l->co_name),
+        .name = load_ptr(hdr, r->qualified ? l->co_qualname : l->co_name),
         .linetable = load_ptr(hdr, l->co_linetable),
         .firstlineno = load_int(hdr, l->co_firstlineno),
     };
@@ -437,12 +456,22 @@ static struct skp__pycode_entry *resolve_code(struct skp__pyreader *r, uintptr_t
     if (!label)
         return NULL;
     size_t len = 0;
-    if (!read_str_utf8(l, key.filename, label, &len, SKP_PY_LABEL_MAX - 1)) {
-        skpx_free(label);
-        return NULL;
+    bool ok;
+    if (r->qualified) { /* "<qualname> (<file>" */
+        ok = read_str_utf8(l, key.name, label, &len, SKP_PY_LABEL_MAX - 2);
+        if (ok) {
+            label[len++] = ' ';
+            label[len++] = '(';
+            ok = read_str_utf8(l, key.filename, label, &len, SKP_PY_LABEL_MAX);
+        }
+    } else { /* "<file>.<name>" */
+        ok = read_str_utf8(l, key.filename, label, &len, SKP_PY_LABEL_MAX - 1);
+        if (ok) {
+            label[len++] = '.';
+            ok = read_str_utf8(l, key.name, label, &len, SKP_PY_LABEL_MAX);
+        }
     }
-    label[len++] = '.';
-    if (!read_str_utf8(l, key.name, label, &len, SKP_PY_LABEL_MAX)) {
+    if (!ok) {
         skpx_free(label);
         return NULL;
     }
@@ -707,7 +736,7 @@ static void finish_capture(struct skp__pyreader *r, struct skp__pytarget *t, siz
         if (units > INT32_MAX / 4 || units < -1)
             units = -1;
         int line = entry_line(l, e, (int)(units * (intptr_t)l->code_unit_bytes));
-        if (!emit_frame(out, e->label, e->label_len, line)) {
+        if (!emit_frame(out, e->label, e->label_len, line, r->qualified)) {
             out->truncated = true;
             break;
         }
@@ -862,7 +891,8 @@ int skp__pyreader_capture_task(struct skp__pyreader *r, struct skp__pytarget *t,
 /* ---------------------------------------------------------------------------------------------
  * portable mode (GIL)
  * ------------------------------------------------------------------------------------------- */
-static int capture_portable_locked(struct skp__pytarget *t, struct skyprof_capture *out)
+static int capture_portable_locked(struct skp__pytarget *t, bool qualified,
+                                   struct skyprof_capture *out)
 {
     PyThreadState *me = _PyThreadState_UncheckedGet();
     if (!me)
@@ -886,10 +916,24 @@ static int capture_portable_locked(struct skp__pytarget *t, struct skyprof_captu
         Py_ssize_t fn_len = 0;
         Py_ssize_t nm_len = 0;
         const char *fn = PyUnicode_AsUTF8AndSize(co->co_filename, &fn_len);
-        const char *nm = fn ? PyUnicode_AsUTF8AndSize(co->co_name, &nm_len) : NULL;
+        const char *nm =
+            fn ? PyUnicode_AsUTF8AndSize(qualified ? co->co_qualname : co->co_name, &nm_len)
+               : NULL;
         bool ok = true;
         if (!fn || !nm) {
             PyErr_Clear();
+        } else if (qualified) {
+            char label[SKP_PY_LABEL_MAX];
+            size_t len = (size_t)nm_len < SKP_PY_LABEL_MAX - 2 ? (size_t)nm_len
+                                                                : SKP_PY_LABEL_MAX - 2;
+            memcpy(label, nm, len);
+            label[len++] = ' ';
+            label[len++] = '(';
+            size_t flen = (size_t)fn_len < SKP_PY_LABEL_MAX - len ? (size_t)fn_len
+                                                                   : SKP_PY_LABEL_MAX - len;
+            memcpy(label + len, fn, flen);
+            len += flen;
+            ok = emit_frame(out, label, len, PyFrame_GetLineNumber(f), true);
         } else {
             char label[SKP_PY_LABEL_MAX];
             size_t len = (size_t)fn_len < SKP_PY_LABEL_MAX - 1 ? (size_t)fn_len
@@ -900,7 +944,7 @@ static int capture_portable_locked(struct skp__pytarget *t, struct skyprof_captu
                                                                    : SKP_PY_LABEL_MAX - len;
             memcpy(label + len, nm, nlen);
             len += nlen;
-            ok = emit_frame(out, label, len, PyFrame_GetLineNumber(f));
+            ok = emit_frame(out, label, len, PyFrame_GetLineNumber(f), false);
         }
         Py_DECREF(co);
         PyFrameObject *back = PyFrame_GetBack(f);   /* new reference or NULL */
@@ -915,15 +959,16 @@ static int capture_portable_locked(struct skp__pytarget *t, struct skyprof_captu
     return 0;
 }
 
-static int capture_portable(struct skp__pytarget *t, bool gil_held, struct skyprof_capture *out)
+static int capture_portable(struct skp__pytarget *t, bool gil_held, bool qualified,
+                            struct skyprof_capture *out)
 {
     if (gil_held)
-        return capture_portable_locked(t, out);
+        return capture_portable_locked(t, qualified, out);
     /* Taking the GIL from an agent thread during or after finalization can hang or crash. */
     if (!Py_IsInitialized() || _Py_IsFinalizing())
         return -1;
     PyGILState_STATE g = PyGILState_Ensure();
-    int rc = capture_portable_locked(t, out);
+    int rc = capture_portable_locked(t, qualified, out);
     PyGILState_Release(g);
     return rc;
 }
@@ -938,7 +983,8 @@ int skp__pyreader_capture(struct skp__pyreader *r, struct skp__pytarget *t, bool
         r->failures++;
         return -1;
     }
-    int rc = r->layout ? capture_direct(r, t, out) : capture_portable(t, gil_held, out);
+    int rc = r->layout ? capture_direct(r, t, out)
+                       : capture_portable(t, gil_held, r->qualified, out);
     if (rc < 0) {
         out->n = 0;
         r->failures++;

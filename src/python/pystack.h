@@ -96,6 +96,12 @@ int skp__pyreader_capture_task(struct skp__pyreader *r, struct skp__pytarget *t,
 
 void skp__pyreader_get_stats(const struct skp__pyreader *r, struct skp__pyreader_stats *out);
 
+/* Switches a new reader (before its first capture) to qualified frames for pprof files:
+ * "<co_qualname> (<co_filename>:<line>)", which the process-profile encoder splits into function,
+ * file and line (skp__proc_split_frame). Trace profiling keeps SkyWalking's "<file>.<co_name>:
+ * <line>" (the default). */
+void skp__pyreader_set_qualified(struct skp__pyreader *r);
+
 /* True when the reader works without the GIL. */
 bool skp__pyreader_is_direct(const struct skp__pyreader *r);
 

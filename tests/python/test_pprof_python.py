@@ -70,9 +70,11 @@ def main():
                 assert 'burn_cpu' in top and 'sleepy' in top, text
                 lines = go_pprof(path, '-top', '-lines', '-nodecount=1000')
                 assert re.search(r'sleepy .*proc_app\.py:\d+', lines), lines
+                # sampled frames name the qualified function (co_qualname), file and line apart
+                assert re.search(r'Napper\.nap .*proc_app\.py:\d+', lines), lines
                 tags = go_pprof(path, '-tags')
                 assert 'sleepy-thread' in tags and 'burn_cpu-thread' in tags, tags
-            res.run('wall task: burn_cpu and sleepy, file:line, thread names', wall)
+            res.run('wall task: burn_cpu, sleepy, Napper.nap, file:line, thread names', wall)
 
             def dump():
                 t0 = time.monotonic()

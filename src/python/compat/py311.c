@@ -109,6 +109,9 @@ const struct skp__pylayout *skp__pylayout_py311(void)
     l->co_nunits = offsetof(PyVarObject, ob_size);
     l->co_filename = offsetof(PyCodeObject, co_filename);
     l->co_name = offsetof(PyCodeObject, co_name);
+    l->co_qualname = offsetof(PyCodeObject, co_qualname);
+    static_assert(offsetof(PyCodeObject, co_qualname) < offsetof(PyCodeObject, _co_firsttraceable),
+                  "co_qualname within the copied header");
     l->co_linetable = offsetof(PyCodeObject, co_linetable);
     l->co_firstlineno = offsetof(PyCodeObject, co_firstlineno);
     l->co_firsttraceable = offsetof(PyCodeObject, _co_firsttraceable);

@@ -1,5 +1,6 @@
 """App for process-profiling tests: named threads that burn CPU (burn_cpu), sleep (sleepy),
-allocate and keep memory (allocate_blocks) and wait on a lock (lock_waiter), plus the agent.
+allocate and keep memory (allocate_blocks), wait on a lock (lock_waiter) and sleep in a method
+(Napper.nap), plus the agent.
 Prints 'ready <pid>' once every thread runs; runs until stdin closes or SIGTERM."""
 import os
 import sys
@@ -42,10 +43,19 @@ def lock_waiter():
         time.sleep(0.01)
 
 
+class Napper:
+    """A method (its pprof function is the qualified name, Napper.nap)."""
+
+    def nap(self):
+        while not STOP.is_set():
+            time.sleep(0.05)
+
+
 def main():
     ok = agent.start()
     threads = [threading.Thread(target=f, name=f.__name__ + '-thread', daemon=True)
                for f in (burn_cpu, sleepy, allocate_blocks, lock_waiter)]
+    threads.append(threading.Thread(target=Napper().nap, name='napper-thread', daemon=True))
     for t in threads:
         t.start()
     print('ready %d agent=%s' % (os.getpid(), ok), flush=True)

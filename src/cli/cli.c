@@ -242,6 +242,30 @@ int cli_api_json(struct cli *c, const char *method, const char *target, json_t *
         return rc;
     json_error_t jerr;
     *out = json_loadb(r.body, r.body_len, JSON_DECODE_ANY, &jerr);
+    /* A listing answers one page at a time: follow X-Next-Cursor and join the pages. */
+    for (int page = 1; *out && json_is_array(*out) && r.next_cursor[0] && page < CLI_MAX_PAGES;
+         page++) {
+        char next[CLI_HTTP_MAX_TARGET];
+        size_t n = (size_t)snprintf(next, sizeof(next), "%s%ccursor=", target,
+                                    strchr(target, '?') ? '&' : '?');
+        if (n >= sizeof(next) || !http_path_escape(next, sizeof(next), r.next_cursor))
+            break;
+        http_response_cleanup(&r);
+        rc = cli_api_raw(c, method, next, NULL, &r);
+        if (rc) {
+            json_decref(*out);
+            *out = NULL;
+            return rc;
+        }
+        json_t *more = json_loadb(r.body, r.body_len, JSON_DECODE_ANY, &jerr);
+        if (!more || !json_is_array(more) || json_array_extend(*out, more) != 0) {
+            json_decref(more);
+            json_decref(*out);
+            *out = NULL;
+            break;
+        }
+        json_decref(more);
+    }
     http_response_cleanup(&r);
     if (!*out) {
         fprintf(stderr, "skyprof: the server sent invalid JSON: %s\n", cli_safe(jerr.text));

@@ -24,6 +24,8 @@ enum cli_exit {
 
 #define CLI_DEFAULT_SERVER "http://127.0.0.1:12800"
 #define CLI_DEFAULT_TIMEOUT_MS 60000
+/* Pages of one listing the CLI follows (X-Next-Cursor) before it stops. */
+#define CLI_MAX_PAGES 1000
 
 struct cli {
     const char *server;        /* URL as given */

@@ -365,6 +365,7 @@ skp_err http_request(const struct http_url *url, const char *method, const char 
     }
     resp->status = status;
     header_value(raw, hdr_end, "Content-Type", resp->content_type, sizeof(resp->content_type));
+    header_value(raw, hdr_end, "X-Next-Cursor", resp->next_cursor, sizeof(resp->next_cursor));
     char te[64] = "", cl[32] = "";
     bool chunked = header_value(raw, hdr_end, "Transfer-Encoding", te, sizeof(te)) &&
                    strcasecmp(te, "chunked") == 0;

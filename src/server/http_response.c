@@ -47,6 +47,8 @@ void http_response_cleanup(struct http_response *r)
     r->body_len = 0;
     r->borrowed = false;
     r->oom = false;
+    skpx_free(r->next_cursor);
+    r->next_cursor = NULL;
 }
 
 void http_response_bytes(struct http_response *r, int code, const char *content_type, char *body,
@@ -137,6 +139,8 @@ void http_send(struct http_ctx *cx, struct http_response *r)
     evhttp_add_header(h, "X-Request-Id", id);
     if (r->disposition[0])
         evhttp_add_header(h, "Content-Disposition", r->disposition);
+    if (r->next_cursor && r->code == 200)
+        evhttp_add_header(h, "X-Next-Cursor", r->next_cursor);
     struct evbuffer *b = evbuffer_new();
     if (b && len)
         evbuffer_add(b, data, len);

@@ -3,11 +3,13 @@
 #include <event2/http.h>
 #include <inttypes.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "common/alloc.h"
 #include "common/log.h"
 #include "server/http_int.h"
+#include "server/http_page.h"
 #include "server/task_service.h"
 #include "server/utf8.h"
 
@@ -158,15 +160,68 @@ out:
     json_decref(body);
 }
 
+/* One page of the task list: rows after the cursor's (start, create, id), in the store's order
+ * (start desc, create desc, id desc), at most pg->limit, then one more to know there is more. */
+struct task_page {
+    struct http_page *pg;
+    json_t *arr;
+    size_t n;
+    bool more;
+    char last[HTTP_CURSOR_MAX];
+    int64_t c_start, c_create;
+};
+
+static skp_err task_page_row(void *ud, const struct store_task *t)
+{
+    struct task_page *p = ud;
+    if (p->pg->has_cursor) {
+        int c = t->start_time != p->c_start ? (t->start_time > p->c_start ? -1 : 1)
+                : t->create_time != p->c_create ? (t->create_time > p->c_create ? -1 : 1)
+                                                : -strcmp(t->id, p->pg->part[2]);
+        if (c <= 0)
+            return SKP_OK; /* at or before the cursor */
+    }
+    if (p->n == p->pg->limit) {
+        p->more = true;
+        return SKP_EFULL;
+    }
+    char s[24], c[24];
+    snprintf(s, sizeof(s), "%" PRId64, t->start_time);
+    snprintf(c, sizeof(c), "%" PRId64, t->create_time);
+    const char *parts[] = {s, c, t->id};
+    if (!http_cursor_encode(p->last, sizeof(p->last), parts, 3))
+        p->last[0] = '\0';
+    p->n++;
+    return http_task_push(p->arr, t);
+}
+
 void http_tasks_list(struct http_ctx *cx)
 {
+    struct http_page pg;
+    if (!http_page_parse(cx, HTTP_PAGE_TASKS_DEFAULT, HTTP_PAGE_TASKS_MAX, &pg))
+        return;
+    struct task_page tp = {.pg = &pg};
+    if (pg.has_cursor) {
+        char *e1 = NULL, *e2 = NULL;
+        if (pg.n_parts == 3) {
+            tp.c_start = strtoll(pg.part[0], &e1, 10);
+            tp.c_create = strtoll(pg.part[1], &e2, 10);
+        }
+        if (pg.n_parts != 3 || !e1 || *e1 || !e2 || *e2) {
+            http_reply_field_error(cx, 400, "cursor", "malformed cursor for this listing");
+            return;
+        }
+    }
     json_t *list = json_array();
+    tp.arr = list;
     const char *service = http_query(cx, "service");
     const char *endpoint = http_query(cx, "endpointName");
     skp_err err = list ? store_list_tasks(cx->api->store, service && *service ? service : NULL,
                                           endpoint && *endpoint ? endpoint : NULL,
-                                          http_task_push, list)
+                                          task_page_row, &tp)
                        : SKP_ENOMEM;
+    if (err == SKP_EFULL)
+        err = SKP_OK;
     if (err) {
         json_decref(list);
         http_reply_store_error(cx, err, "tasks");
@@ -183,6 +238,8 @@ void http_tasks_list(struct http_ctx *cx)
             return;
         }
     }
+    if (tp.more && tp.last[0])
+        http_page_set_next(cx, tp.last);
     http_reply_json(cx, 200, list);
 }
 
@@ -215,34 +272,10 @@ void http_tasks_get(struct http_ctx *cx, const char *id)
 
 void http_tasks_logs(struct http_ctx *cx, const char *id)
 {
-    struct store_task t = {0};
-    if (!load_task(cx, id, &t))
-        return;
-    store_task_cleanup(&t);
-    json_t *logs = json_array();
-    skp_err err = logs ? store_list_task_logs(cx->api->store, id, http_task_log_push, logs)
-                       : SKP_ENOMEM;
-    if (err) {
-        json_decref(logs);
-        http_reply_store_error(cx, err, "task logs");
-        return;
-    }
-    http_reply_json(cx, 200, logs);
+    http_page_task_logs(cx, id);
 }
 
 void http_tasks_segments(struct http_ctx *cx, const char *id)
 {
-    struct store_task t = {0};
-    if (!load_task(cx, id, &t))
-        return;
-    store_task_cleanup(&t);
-    json_t *segs = json_array();
-    skp_err err = segs ? store_list_profiled_segments(cx->api->store, id, http_segment_push, segs)
-                       : SKP_ENOMEM;
-    if (err) {
-        json_decref(segs);
-        http_reply_store_error(cx, err, "segments");
-        return;
-    }
-    http_reply_json(cx, 200, segs);
+    http_page_segments(cx, id);
 }

@@ -38,6 +38,7 @@ struct http_response {
     char disposition[HTTP_JOB_DISPOSITION_MAX]; /* Content-Disposition value, "" = none */
     bool borrowed;             /* body belongs to the caller (loop shorthands only) */
     bool oom;                  /* the JSON could not be built: a static 500 body is sent */
+    char *next_cursor;         /* owned (skpx); sent as X-Next-Cursor (http_page.h); NULL = none */
 };
 
 struct http_job {

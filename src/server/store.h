@@ -124,7 +124,8 @@ SKP_MUST_CHECK skp_err store_tasks_for_agent(struct store *st, const char *servi
                                              int64_t after_create_time, int64_t now_ms,
                                              struct store_task **out, size_t *n_out);
 typedef skp_err (*store_task_cb)(void *ud, const struct store_task *t);
-/* Visits tasks ordered by start_time desc, then create_time desc; NULL filters match all.
+/* Visits tasks ordered by start_time desc, then create_time desc, then id desc; NULL filters
+ * match all.
  * *t is borrowed for the call. */
 SKP_MUST_CHECK skp_err store_list_tasks(struct store *st, const char *service,
                                         const char *endpoint, store_task_cb cb, void *ud);
@@ -258,6 +259,21 @@ typedef skp_err (*store_profiled_segment_cb)(void *ud, const struct store_profil
  * (yet) are visited with has_object false. */
 SKP_MUST_CHECK skp_err store_list_profiled_segments(struct store *st, const char *task_id,
                                                     store_profiled_segment_cb cb, void *ud);
+
+/* A position in that order: the (start_ms, segment id) of the last segment seen. */
+struct store_segment_key {
+    int64_t start_ms;
+    const char *segment_id;
+};
+/* One page of the same listing: the segments after `after` (NULL = from the first), at most
+ * `limit` of them (0 = all); *more (may be NULL) is set when segments remain after the page.
+ * The page's bound is on what is visited and built; the ids of all the task's segments are still
+ * read and sorted (a few bytes each). */
+SKP_MUST_CHECK skp_err store_list_profiled_segments_page(struct store *st, const char *task_id,
+                                                         const struct store_segment_key *after,
+                                                         size_t limit,
+                                                         store_profiled_segment_cb cb, void *ud,
+                                                         bool *more);
 
 /* What an export of one segment says about it (store_get_segment_info). */
 struct store_segment_info {

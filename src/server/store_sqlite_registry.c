@@ -456,7 +456,7 @@ skp_err store_list_tasks(struct store *st, const char *service, const char *endp
     skp_err err = store__prepare(st,
                                  "SELECT " TASK_READ_COLUMNS " FROM tasks WHERE "
                                  "(?1 IS NULL OR service = ?1) AND (?2 IS NULL OR endpoint = ?2) "
-                                 "ORDER BY start_time DESC, create_time DESC",
+                                 "ORDER BY start_time DESC, create_time DESC, id DESC",
                                  &s);
     if (err)
         return err;

@@ -514,6 +514,15 @@ static skp_err visit_object(struct store *st, sqlite3_stmt *row, const struct li
 skp_err store_list_profiled_segments(struct store *st, const char *task_id,
                                      store_profiled_segment_cb cb, void *ud)
 {
+    return store_list_profiled_segments_page(st, task_id, NULL, 0, cb, ud, NULL);
+}
+
+skp_err store_list_profiled_segments_page(struct store *st, const char *task_id,
+                                          const struct store_segment_key *after, size_t limit,
+                                          store_profiled_segment_cb cb, void *ud, bool *more)
+{
+    if (more)
+        *more = false;
     if (!task_id || !cb)
         return SKP_EINVAL;
     sqlite3_stmt *s = NULL;
@@ -558,7 +567,16 @@ skp_err store_list_profiled_segments(struct store *st, const char *task_id,
                          &s);
     if (err)
         goto out;
-    for (size_t i = 0; i < lv.n && !err; i++) {
+    size_t first = 0;
+    if (after) {
+        struct listed key = {.start = after->start_ms, .segment_id = (char *)after->segment_id};
+        while (first < lv.n && cmp_listed(&lv.v[first], &key) <= 0)
+            first++;
+    }
+    size_t stop = limit && lv.n - first > limit ? first + limit : lv.n;
+    if (more)
+        *more = stop < lv.n;
+    for (size_t i = first; i < stop && !err; i++) {
         const struct listed *l = &lv.v[i];
         if (l->has_object) {
             err = visit_object(st, s, l, cb, ud);

@@ -19,7 +19,7 @@ export function setToken(t) {
   try { if (t) localStorage.setItem(TOKEN_KEY, t); else localStorage.removeItem(TOKEN_KEY); } catch { /* private mode */ }
 }
 
-async function call(method, path, body) {
+async function call(method, path, body, meta) {
   const headers = { Accept: 'application/json' };
   const token = getToken();
   if (token) headers.Authorization = 'Bearer ' + token;
@@ -40,14 +40,32 @@ async function call(method, path, body) {
     throw new ApiError(msg + ' (HTTP ' + res.status + ')', res.status, data);
   }
   if (data === null && text) throw new ApiError('invalid JSON from ' + path, res.status);
+  if (meta) meta.nextCursor = res.headers.get('X-Next-Cursor');
   return data;
+}
+
+// Listing routes answer one page (docs/api.md "Pagination"): follow X-Next-Cursor and join the
+// pages, up to maxPages (the UI shows at most that many rows' worth).
+async function callAll(path, maxPages = 20) {
+  let all = [];
+  let cursor = null;
+  for (let i = 0; i < maxPages; i++) {
+    const meta = {};
+    const sep = path.includes('?') ? '&' : '?';
+    const page = await call('GET', cursor ? path + sep + 'cursor=' + encodeURIComponent(cursor) : path, undefined, meta);
+    if (!Array.isArray(page)) return page;
+    all = all.concat(page);
+    cursor = meta.nextCursor;
+    if (!cursor) break;
+  }
+  return all;
 }
 
 const enc = encodeURIComponent;
 
 export const api = {
-  services: () => call('GET', '/api/v1/services'),
-  instances: (svc) => call('GET', '/api/v1/services/' + enc(svc) + '/instances'),
+  services: () => callAll('/api/v1/services'),
+  instances: (svc) => callAll('/api/v1/services/' + enc(svc) + '/instances'),
   endpoints: (svc) => call('GET', '/api/v1/services/' + enc(svc) + '/endpoints?limit=50'),
   endpointStats: (svc, windowS) => call('GET', '/api/v1/services/' + enc(svc) + '/endpoints/stats' + (windowS ? '?window=' + windowS : '')),
   tasks: (service, endpoint) => {
@@ -55,11 +73,11 @@ export const api = {
     if (service) q.set('service', service);
     if (endpoint) q.set('endpointName', endpoint);
     const qs = q.toString();
-    return call('GET', '/api/v1/profile/tasks' + (qs ? '?' + qs : ''));
+    return callAll('/api/v1/profile/tasks' + (qs ? '?' + qs : ''));
   },
   task: (id) => call('GET', '/api/v1/profile/tasks/' + enc(id)),
-  taskLogs: (id) => call('GET', '/api/v1/profile/tasks/' + enc(id) + '/logs'),
-  segments: (id) => call('GET', '/api/v1/profile/tasks/' + enc(id) + '/segments'),
+  taskLogs: (id) => callAll('/api/v1/profile/tasks/' + enc(id) + '/logs'),
+  segments: (id) => callAll('/api/v1/profile/tasks/' + enc(id) + '/segments?limit=1000'),
   createTask: (req) => call('POST', '/api/v1/profile/tasks', req),
   cancelTask: (id) => call('POST', '/api/v1/profile/tasks/' + enc(id) + '/cancel', {}),
   analyze: (queries) => call('POST', '/api/v1/profile/analyze', queries),

@@ -16,6 +16,8 @@ sys.path.insert(0, os.path.join(os.environ.get("SKP_SOURCE_DIR", os.path.join(os
                                 "tests", "integration", "server"))
 from skp_harness import Results, build_path, tempdir  # noqa: E402
 from skyprofd_util import Skyprofd, snap  # noqa: E402
+from pprof_util import Profile  # noqa: E402
+from profile import Pprof_pb2  # noqa: E402
 
 CLI = os.environ.get("SKP_CLI") or build_path("src", "cli", "skyprof")
 T0 = 1700000000000
@@ -162,6 +164,53 @@ def t_timeline():
     assert st == 404, (st, doc)
 
 
+def pprof_profile(hot_ns, cold_ns):
+    """main -> handler -> {hot, cold}, cpu/nanoseconds (pprof_util's writer)."""
+    p = Profile([("samples", "count"), ("cpu", "nanoseconds")], ("cpu", "nanoseconds"), 10000000)
+    fmain, fhandler = p.function(1, "main", "app.go", 1), p.function(2, "handler", "app.go", 10)
+    fhot, fcold = p.function(3, "hot", "hot.go", 20), p.function(4, "cold", "cold.go", 40)
+    lmain, lhandler = p.location(10, [(fmain, 5)]), p.location(20, [(fhandler, 12)])
+    lhot, lcold = p.location(30, [(fhot, 22)]), p.location(40, [(fcold, 44)])
+    p.sample([lhot, lhandler, lmain], [hot_ns // 10000000, hot_ns])
+    p.sample([lcold, lhandler, lmain], [cold_ns // 10000000, cold_ns])
+    return p.gz()
+
+
+def upload_pprof(task, instance, data):
+    """What an agent's collect stream sends: metadata, then (after SUCCESS) the content."""
+    V10 = "/skywalking.v10.PprofTask/"
+    meta = Pprof_pb2.PprofData(metadata=Pprof_pb2.PprofMetaData(
+        service="svc-pp", serviceInstance=instance, taskId=task,
+        type=Pprof_pb2.PPROF_PROFILING_SUCCESS, contentSize=len(data)))
+    call = S.channel().stream_stream(V10 + "collect", request_serializer=lambda m: m.SerializeToString(),
+                                     response_deserializer=Pprof_pb2.PprofCollectionResponse.FromString)
+    answers = list(call(iter([meta, Pprof_pb2.PprofData(content=data)]), timeout=60))
+    assert answers and answers[0].status == Pprof_pb2.PPROF_PROFILING_SUCCESS, answers
+
+
+def t_pprof():
+    st, doc = S.json("POST", "/api/v1/pprof/tasks", {"service": "svc-pp", "events": "cpu", "duration": 1,
+                                                      "serviceInstanceIds": ["inst-a", "inst-b"]})
+    assert st == 201, doc
+    tid = doc["id"]
+    upload_pprof(tid, "inst-a", pprof_profile(30000000, 10000000))   # hot 75 %, 40 ms
+    upload_pprof(tid, "inst-b", pprof_profile(20000000, 60000000))   # hot 25 %, 80 ms
+    wait = {"kind": "pprof", "taskId": tid, "sampleType": "cpu"}
+    doc = compare(dict(wait, instances=["inst-a"]), dict(wait, instances="inst-b"))
+    assert doc["base"]["total"] == 40000000 and doc["target"]["total"] == 80000000, (doc["base"], doc["target"])
+    assert doc["base"]["unit"] == doc["target"]["unit"] == "nanoseconds", doc["base"]
+    by_sig = {c["codeSignature"]: c for c in doc["changes"]}
+    hot, cold = by_sig["hot (hot.go:22)"], by_sig["cold (cold.go:44)"]
+    assert abs(hot["delta"] + 0.5) < 1e-9 and abs(cold["delta"] - 0.5) < 1e-9, (hot, cold)
+    assert (hot["base"], hot["target"]) == (30000000, 20000000), hot
+    # by function, and the same task against itself: nothing changed
+    doc = compare(wait, wait, granularity="functions")
+    assert {c["codeSignature"] for c in doc["changes"]} >= {"hot (hot.go)", "main (app.go)"}, doc["changes"]
+    assert all(abs(c["delta"]) < 1e-12 for c in doc["changes"]), doc["changes"]
+    rc, out, err = cli("compare", "pprof:%s#cpu" % tid, "pprof:%s#samples" % tid)
+    assert rc == 0 and "nanoseconds" in out and "count" in out, (rc, out, err)
+
+
 def cli(*args):
     p = subprocess.run([CLI, "--server", "http://127.0.0.1:%d" % S.http_port] + list(args),
                        capture_output=True, timeout=60, env=dict(os.environ, COLUMNS="120"))
@@ -206,6 +255,7 @@ def main():
             res.run("compare: bad selectors and unknown ids", t_errors)
             res.run("timeline: every dump with its leaf", t_timeline)
             res.run("skyprof compare", t_cli)
+            res.run("compare: two pprof profiles (instances, sample types, by function)", t_pprof)
         finally:
             S.stop()
     res.finish()

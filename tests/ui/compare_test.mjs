@@ -203,17 +203,28 @@ try {
     if (spans < 1) throw new Error('no span bar');
     const info = await page.textContent('.timeline-range');
     const nDumps = Number((/^(\d+) dumps/.exec(info) || [])[1]);
-    if (!(nDumps >= 40)) throw new Error('timeline info: ' + info);
-    // the native leaf is libc's sleep, under sleep_ms and spend: 3 frames up names method3
+    const tl = await apiJson('GET', `/api/v1/profile/segments/${encodeURIComponent(s)}/timeline`);
+    if (nDumps !== tl.snapshots.length || nDumps < 1) throw new Error(`timeline info: ${info} (API: ${tl.snapshots.length} dumps)`);
+    // the native leaf is libc's sleep, under sleep_ms (and spend): a few frames up name method3
     await page.selectOption('.timeline-level', '3');
     const keys = await page.$$eval('.timeline-key', (els) => els.map((e) => e.dataset.name));
     if (!keys.some((k) => /^method3 \(/.test(k)) || !keys.some((k) => /^handle_seed_request \(/.test(k))) throw new Error('legend: ' + keys);
-    // brush 4 %..20 % of the request: inside method3's own 200 ms of a ~740 ms request
+    // brush over the dumps taken in method3's own 200 ms (method3 on the stack, method2 not):
+    // their times come from the API, the axis from the view (data-t0/t1), whatever dumps a loaded
+    // machine skipped
+    const own = tl.snapshots.filter((x) => {
+      const fr = tl.stacks[x.stack].map((i) => tl.frames[i]);
+      return fr.some((f) => /^method3 \(/.test(f)) && !fr.some((f) => /^method[12] \(/.test(f));
+    }).map((x) => x.time);
+    if (own.length < 2) throw new Error('fewer than 2 dumps in method3 itself: ' + own.length);
+    const [t0, t1] = await page.$eval('.timeline', (e) => [Number(e.dataset.t0), Number(e.dataset.t1)]);
     const box = await page.$eval('canvas.timeline-dumps', (c) => { c.scrollIntoView({ block: 'center' }); const r = c.getBoundingClientRect(); return [r.left, r.top, r.width, r.height]; });
-    await page.mouse.move(box[0] + box[2] * 0.04, box[1] + box[3] / 2);
+    const xAt = (t) => box[0] + ((t - t0) / (t1 - t0)) * box[2];
+    const y = box[1] + box[3] / 2;
+    await page.mouse.move(xAt(own[0]) + 0.5, y);
     await page.mouse.down();
-    await page.mouse.move(box[0] + box[2] * 0.12, box[1] + box[3] / 2, { steps: 4 });
-    await page.mouse.move(box[0] + box[2] * 0.20, box[1] + box[3] / 2, { steps: 4 });
+    await page.mouse.move((xAt(own[0]) + xAt(own[own.length - 1])) / 2, y, { steps: 4 });
+    await page.mouse.move(Math.max(xAt(own[own.length - 1]) + 0.5, xAt(own[0]) + 5), y, { steps: 4 });
     await page.mouse.up();
     await page.waitForFunction(() => /brushed/.test((document.querySelector('.analysis-label') || {}).textContent || ''), null, { timeout: 30000 });
     await page.waitForSelector('.analysis-card .tree-box .stack-tree tr.node');

@@ -57,6 +57,8 @@ export function timelineView(container, doc, spans, onRange) {
   const colorOf = new Map();
 
   container.classList.add('timeline');
+  container.dataset.t0 = String(t0);   // the axis, for tests and tools mapping times to pixels
+  container.dataset.t1 = String(t1);
   container.innerHTML = '';
   const bar = document.createElement('div');
   bar.className = 'timeline-bar';

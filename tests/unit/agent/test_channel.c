@@ -350,6 +350,71 @@ static void test_segments_reported(void **state)
     cenv_free(e);
 }
 
+/* Request contexts (asyncio): two requests interleaved on one thread, each in its own context,
+ * make two segments of one entry span each; the thread's own state stays idle. */
+static void test_contexts_interleave(void **state)
+{
+    (void)state;
+    struct cenv *e = cenv_new();
+    struct skp__tracer_conf *conf = skpx_calloc(1, sizeof(*conf));
+    conf->epoch = 434343;
+    snprintf(conf->service, sizeof(conf->service), "svc");
+    snprintf(conf->instance, sizeof(conf->instance), "inst-1");
+    snprintf(conf->id_prefix, sizeof(conf->id_prefix), "abcdef");
+    conf->report_segments = true;
+    conf->segment_limit = 100;
+    assert_int_equal(skp__hub_publish(conf), SKP_OK);
+
+    skyprof_context *ca = skyprof_context_new();
+    skyprof_context *cb = skyprof_context_new();
+    assert_non_null(ca);
+    assert_non_null(cb);
+    skyprof_context *own = skyprof_context_swap(ca);
+    assert_non_null(own);
+    skyprof_span *sa = skyprof_entry_begin("/a", NULL);
+    assert_non_null(sa);
+    char seg_a[64];
+    snprintf(seg_a, sizeof(seg_a), "%s", skyprof_current_segment_id());
+    assert_ptr_equal(skyprof_context_swap(own), ca);
+    assert_null(skyprof_current_segment_id()); /* the thread's own state: no request */
+    assert_ptr_equal(skyprof_context_swap(cb), own);
+    skyprof_span *sb = skyprof_entry_begin("/b", NULL); /* a segment, not a span nested in /a */
+    assert_non_null(sb);
+    assert_string_not_equal(skyprof_current_segment_id(), seg_a);
+    skyprof_entry_end(sa); /* a span of another context: ignored here */
+    assert_non_null(skyprof_current_segment_id());
+    (void)skyprof_context_swap(ca);
+    assert_string_equal(skyprof_current_segment_id(), seg_a);
+    skyprof_entry_end(sa);
+    assert_null(skyprof_current_segment_id());
+    (void)skyprof_context_swap(cb);
+    skyprof_entry_end(sb);
+    (void)skyprof_context_swap(NULL); /* NULL: back to the thread's own */
+    assert_null(skyprof_current_segment_id());
+    skyprof_context_free(ca);
+    skyprof_context_free(cb);
+
+    step(e, 1000);
+    int segs = 0;
+    bool saw_a = false;
+    bool saw_b = false;
+    for (int i = 0; i < e->ft.n_stream_msgs; i++) {
+        if (strcmp(e->ft.stream_paths[i], SKP_PATH_SEGMENTS) != 0)
+            continue;
+        Skywalking__V3__SegmentObject *so = skywalking__v3__segment_object__unpack(
+            NULL, e->ft.stream_lens[i], e->ft.stream_msgs[i]);
+        assert_int_equal(so->n_spans, 1);
+        saw_a = saw_a || strcmp(so->spans[0]->operationname, "/a") == 0;
+        saw_b = saw_b || strcmp(so->spans[0]->operationname, "/b") == 0;
+        skywalking__v3__segment_object__free_unpacked(so, NULL);
+        segs++;
+    }
+    assert_int_equal(segs, 2);
+    assert_true(saw_a && saw_b);
+    assert_int_equal(skp__hub_publish(NULL), SKP_OK);
+    cenv_free(e);
+}
+
 /* --- allocation faults: every allocation of these paths fails in turn ----------------------- */
 static void *begin_in_new_thread(void *arg)
 {
@@ -539,6 +604,7 @@ int main(void)
         cmocka_unit_test(test_poll_cursor_task_lifecycle_snapshots),
         cmocka_unit_test(test_backend_down),
         cmocka_unit_test(test_segments_reported),
+        cmocka_unit_test(test_contexts_interleave),
         cmocka_unit_test(test_alloc_faults),
         cmocka_unit_test(test_start_stop_real),
     };

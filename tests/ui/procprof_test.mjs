@@ -183,6 +183,10 @@ try {
     const why = await page.textContent('table.progress .failed-reason');
     if (!/not produced by the test's Go program/.test(why)) throw new Error('reason: ' + why);
     if (!(await page.$('.proc-analysis .empty-analysis'))) throw new Error('empty analysis message');
+    // Cancel ends the task's window: the status turns cancelled and the button goes away.
+    await page.click('#cancel-proc-task');
+    await page.waitForFunction(() => /cancelled/.test(document.querySelector('.proc-detail .kv').textContent), null, { timeout: 30000 });
+    await page.waitForSelector('#cancel-proc-task', { state: 'detached' });
   });
 
   let jfrUrl;

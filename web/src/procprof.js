@@ -237,9 +237,20 @@ export async function processPage(ctx, kind, id, query) {
   const progressBox = h('div', null, progressTable(task));
   const logsBox = h('div', null, logsList(task));
   const filesBox = h('div', null, filesList(kind, task));
+  const live = (s) => s === 'pending' || s === 'running';
+  const cancelBtn = live(task.status) ? h('button', { type: 'button', class: 'button danger', id: 'cancel-proc-task', onclick: async () => {
+    cancelBtn.disabled = true;
+    try {
+      await procApi.cancel(kind, id);
+      cancelBtn.remove();
+    } catch (e) {
+      cancelBtn.disabled = false;
+      ctx.showError(e);
+    }
+  } }, 'Cancel task') : null;
   const card = h('section', { class: 'card proc-detail' },
     h('div', { class: 'card-head' }, h('h2', null, KIND_LABEL[kind], ' task ', h('span', { class: 'muted' }, task.service)),
-      h('span', { class: 'muted refresh-note' })),
+      h('span', { class: 'muted refresh-note' }), cancelBtn),
     details(kind, task), h('h3', null, 'Progress by instance'), progressBox,
     h('h3', null, 'Logs'), logsBox, h('h3', null, 'Files'), filesBox);
   const resultCard = h('section', { class: 'card analysis-card proc-analysis' });
@@ -254,7 +265,7 @@ export async function processPage(ctx, kind, id, query) {
     }
   };
   await refresh();
-  if (task.status !== 'finished') {
+  if (live(task.status)) {
     card.querySelector('.refresh-note').textContent = 'refreshing every 3 s while the task runs';
     const timer = setInterval(async () => {
       try {
@@ -267,9 +278,10 @@ export async function processPage(ctx, kind, id, query) {
         card.querySelector('.kv').replaceWith(details(kind, t));
         const row = tbody.querySelector(`tr[data-kind="${kind}"][data-id="${CSS.escape(id)}"]`);
         if (row) row.replaceWith(taskRow(kind, t, true));
-        if (t.status === 'finished') {
+        if (!live(t.status)) {
           clearInterval(timer);
           card.querySelector('.refresh-note').textContent = '';
+          if (cancelBtn) cancelBtn.remove();
         }
         // The analysis follows new uploads unless the user is reading a focused frame.
         if (!location.hash.includes('focus=')) await refresh();

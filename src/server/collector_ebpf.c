@@ -10,16 +10,17 @@
  *                                       stream (bounded) and stored in one transaction when the
  *                                       client half-closes; answered after the commit.
  * Runs on the server's event loop only. */
+#include "server/collector_ebpf.h"
+
+#include <openssl/sha.h>
 #include <stdio.h>
 #include <string.h>
 
 #include "common/alloc.h"
 #include "common/log.h"
-#include "common/sha256.h"
 #include "ebpf/profiling/Process.pb-c.h"
 #include "ebpf/profiling/Profile.pb-c.h"
 #include "server/collector.h"
-#include "server/collector_ebpf.h"
 #include "server/store_ebpf.h"
 
 #define PROC_PATHS(m) "/skywalking.v3.EBPFProcessService/" m, "/EBPFProcessService/" m
@@ -54,7 +55,7 @@ static size_t base64(const char *s, char *out, size_t cap)
 }
 
 bool collector_ebpf_process_id(const char *service, const char *instance, const char *process,
-                               char out[SKPX_SHA256_HEX])
+                               char out[COLLECTOR_EBPF_ID_HEX])
 {
     /* names are capped by the caller's validation (COLLECTOR_EBPF_NAME_MAX) */
     char buf[3 * COLLECTOR_EBPF_NAME_MAX + 16];
@@ -67,7 +68,14 @@ bool collector_ebpf_process_id(const char *service, const char *instance, const 
     int n = snprintf(buf, sizeof(buf), "%s_%s.1_%s", process, b_svc, b_inst);
     if (n < 0 || (size_t)n >= sizeof(buf))
         return false;
-    skpx_sha256_hex(buf, (size_t)n, out);
+    unsigned char md[SHA256_DIGEST_LENGTH];
+    SHA256((const unsigned char *)buf, (size_t)n, md);
+    static const char hex[] = "0123456789abcdef";
+    for (size_t i = 0; i < sizeof(md); i++) {
+        out[2 * i] = hex[md[i] >> 4];
+        out[2 * i + 1] = hex[md[i] & 15];
+    }
+    out[2 * SHA256_DIGEST_LENGTH] = '\0';
     return true;
 }
 
@@ -93,7 +101,7 @@ struct report_answer {
     Skywalking__V3__EBPFProcessDownstream *items;
     Skywalking__V3__EBPFProcessDownstream **ptrs;
     Skywalking__V3__EBPFHostProcessDownstream *hosts;
-    char (*ids)[SKPX_SHA256_HEX];
+    char (*ids)[COLLECTOR_EBPF_ID_HEX];
 };
 
 static void report_free(struct collector_unary *u)
@@ -111,7 +119,7 @@ static void report_free(struct collector_unary *u)
 
 static skp_err register_one(struct collector *c, const Skywalking__V3__EBPFHostProcessMetadata *h,
                             const Skywalking__V3__KeyStringValuePair *const *props,
-                            size_t n_props, const char *agent_id, char id[SKPX_SHA256_HEX])
+                            size_t n_props, const char *agent_id, char id[COLLECTOR_EBPF_ID_HEX])
 {
     const Skywalking__V3__EBPFProcessEntityMetadata *e = h->entity;
     if (!collector_ebpf_process_id(e->servicename, e->instancename, e->processname, id))
@@ -215,7 +223,7 @@ static int keep_alive(struct collector *c, struct collector_unary *u, const Prot
         if (!p || !entity_ok(p->entitymetadata))
             continue;
         const Skywalking__V3__EBPFProcessEntityMetadata *e = p->entitymetadata;
-        char id[SKPX_SHA256_HEX];
+        char id[COLLECTOR_EBPF_ID_HEX];
         if (!collector_ebpf_process_id(e->servicename, e->instancename, e->processname, id))
             continue;
         bool found = false;

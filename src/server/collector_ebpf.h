@@ -6,9 +6,10 @@
 
 #include <stdbool.h>
 
-#include "common/sha256.h"
 #include "server/collector.h"
 
+/* A process id: sha256 in hex and a NUL. */
+#define COLLECTOR_EBPF_ID_HEX 65
 /* Longest service, instance, process name or task id accepted (bytes). */
 #define COLLECTOR_EBPF_NAME_MAX 1024
 /* Longest symbol kept (longer ones are cut), symbols per stack. */
@@ -25,6 +26,6 @@ SKP_MUST_CHECK skp_err collector_ebpf_register(struct collector *c,
 /* OAP's process id: sha256 hex of processName + "_" + base64(service) + ".1_" + base64(instance).
  * Returns false when a name is longer than COLLECTOR_EBPF_NAME_MAX. Pure. */
 bool collector_ebpf_process_id(const char *service, const char *instance, const char *process,
-                               char out[SKPX_SHA256_HEX]);
+                               char out[COLLECTOR_EBPF_ID_HEX]);
 
 #endif

@@ -36,12 +36,15 @@ static bool varint(struct rd *r, uint64_t *v)
 }
 
 /* Reads a field's key and, for length-delimited fields, its payload range. Other wire types
- * are consumed (their value in *v for varints). */
-static bool field(struct rd *r, uint32_t *num, int *wt, uint64_t *v, struct rd *payload)
+ * are consumed (their value in *v for varints). *value is set to where the value's bytes
+ * start (a length prefix included): they end at r->p on return. */
+static bool field(struct rd *r, uint32_t *num, int *wt, uint64_t *v, struct rd *payload,
+                  const uint8_t **value)
 {
     uint64_t key;
     if (!varint(r, &key) || key >> 3 == 0 || key >> 3 > UINT32_MAX)
         return false;
+    *value = r->p;
     *num = (uint32_t)(key >> 3);
     *wt = (int)(key & 7);
     switch (*wt) {
@@ -71,6 +74,16 @@ static bool field(struct rd *r, uint32_t *num, int *wt, uint64_t *v, struct rd *
     }
 }
 
+/* A bool as protobuf-c reads it, whatever the wire type: true when any byte of the value (a
+ * length prefix included) has a low 7-bit part, so the scan agrees with the stored decode. */
+static bool wire_bool(const uint8_t *p, const uint8_t *end)
+{
+    for (; p < end; p++)
+        if (*p & 0x7f)
+            return true;
+    return false;
+}
+
 struct span_fields {
     int64_t start, end;
     struct segment_slice op;
@@ -86,17 +99,18 @@ static bool scan_span(struct rd r, struct span_fields *s)
         int wt;
         uint64_t v = 0;
         struct rd pl = {0};
-        if (!field(&r, &num, &wt, &v, &pl))
+        const uint8_t *value;
+        if (!field(&r, &num, &wt, &v, &pl, &value))
             return false;
-        if (wt == WT_VARINT) {
+        if (num == 11)
+            s->is_error = wire_bool(value, r.p);
+        else if (wt == WT_VARINT) {
             if (num == 3)
                 s->start = (int64_t)v;
             else if (num == 4)
                 s->end = (int64_t)v;
             else if (num == 8)
                 s->type = v;
-            else if (num == 11)
-                s->is_error = v != 0;
         } else if (wt == WT_LEN && num == 6) {
             s->op.ptr = (const char *)pl.p;
             s->op.len = (size_t)(pl.end - pl.p);
@@ -120,7 +134,8 @@ skp_err segment_scan(const uint8_t *buf, size_t len, struct segment_scan *out)
         int wt;
         uint64_t v;
         struct rd pl = {0};
-        if (!field(&r, &num, &wt, &v, &pl))
+        const uint8_t *value;
+        if (!field(&r, &num, &wt, &v, &pl, &value))
             return SKP_EPROTO;
         if (wt != WT_LEN)
             continue;

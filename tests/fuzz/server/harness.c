@@ -7,6 +7,7 @@
 #include <event2/http.h>
 #include <fcntl.h>
 #include <netinet/in.h>
+#include <poll.h>
 #include <signal.h>
 #include <stdbool.h>
 #include <stdio.h>
@@ -190,6 +191,28 @@ static size_t push(int fd, const uint8_t *data, size_t len)
     return n > 0 ? (size_t)n : 0;
 }
 
+/* connect(), finishing one that a signal interrupted (libFuzzer's timer signals interrupt
+ * blocking calls): the kernel goes on connecting, so wait until the socket is writable and
+ * read the result. */
+static bool connect_fully(int fd, const void *addr, socklen_t addr_len)
+{
+    if (connect(fd, (const struct sockaddr *)addr, addr_len) == 0)
+        return true;
+    if (errno != EINTR && errno != EINPROGRESS)
+        return false;
+    struct pollfd p = {.fd = fd, .events = POLLOUT};
+    int r;
+    do
+        r = poll(&p, 1, 5000);
+    while (r < 0 && errno == EINTR);
+    int err = 0;
+    socklen_t err_len = sizeof(err);
+    if (r != 1 || getsockopt(fd, SOL_SOCKET, SO_ERROR, &err, &err_len) != 0)
+        return false;
+    errno = err;
+    return err == 0;
+}
+
 void fuzz_server_grpc_exchange(const uint8_t *data, size_t len)
 {
     static const char preface[] = "PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n";
@@ -205,7 +228,7 @@ void fuzz_server_grpc_exchange(const uint8_t *data, size_t len)
     FUZZ_CHECK(bind(fd, (struct sockaddr *)&src, sizeof(src)) == 0);
     struct sockaddr_in sin = {.sin_family = AF_INET, .sin_port = htons(S.grpc_port)};
     sin.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-    if (connect(fd, (struct sockaddr *)&sin, sizeof(sin)) != 0) {
+    if (!connect_fully(fd, &sin, sizeof(sin))) {
         fprintf(stderr, "fuzz harness: connect to the gRPC port: %s\n", strerror(errno));
         __builtin_trap();
     }
@@ -252,7 +275,7 @@ size_t fuzz_server_http_exchange(const uint8_t *data, size_t len)
 {
     int fd = socket(AF_UNIX, SOCK_STREAM, 0);
     FUZZ_CHECK(fd >= 0);
-    FUZZ_CHECK(connect(fd, (struct sockaddr *)&S.http_addr, sizeof(S.http_addr)) == 0);
+    FUZZ_CHECK(connect_fully(fd, &S.http_addr, sizeof(S.http_addr)));
     set_nonblocking(fd);
     size_t sent = 0, total = 0;
     bool eof = false, half_closed = false;

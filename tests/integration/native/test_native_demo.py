@@ -67,6 +67,20 @@ def find_chain(elements):
     return totals
 
 
+def check_parents(elements):
+    """Whatever dumps a loaded machine missed, a method frame that was sampled must hang under
+    its caller: method1 under method2, method2 under method3, method3 under the handler."""
+    by_id = {e["id"]: e for e in elements}
+    callers = {"method1": "method2", "method2": "method3", "method3": "handle_seed_request"}
+    for e in elements:
+        want = callers.get(fn_name(e))
+        if want:
+            parent = by_id.get(e["parentId"])
+            assert parent and fn_name(parent) == want, "%s under %s, not %s: %s" % (
+                fn_name(e), parent and parent["codeSignature"], want,
+                json.dumps(elements)[:4000])
+
+
 def profile_variant(tmp, mode):
     service = "demo-c" if mode == "sleep" else "demo-c-cpu"
     db = os.path.join(tmp, "skyprof-%s.db" % mode)
@@ -108,8 +122,7 @@ def profile_variant(tmp, mode):
             tol = 1.5 * period + 5
             seen = set()
             results = []
-            analysis = None
-            good = False
+            good = None  # the analysis whose chain and times are right
             for attempt in range(5):
                 post_seed(port)
 
@@ -132,24 +145,31 @@ def profile_variant(tmp, mode):
                         {"segmentId": seg["segmentId"], "timeRange": {"start": start, "end": end}}])
                     if os.environ.get("SKP_NATIVE_DEBUG"):
                         print(json.dumps(analysis, indent=1)[:12000])
-                    chains = [find_chain(t["elements"]) for t in analysis.get("trees") or []]
-                    chains = [c for c in chains if c]
-                    assert chains, "no handler -> method3 -> method2 -> method1 chain: %s" % (
-                        json.dumps(analysis)[:4000])
+                    trees = analysis.get("trees") or []
+                    for t in trees:
+                        check_parents(t["elements"])
+                    chains = [c for c in (find_chain(t["elements"]) for t in trees) if c]
+                    if not chains:
+                        # A sampler thread stalled by a loaded machine can miss method2 and
+                        # method1 (20 ms each) in one request; the parents above prove the
+                        # unwinding right, the chain must show in another request.
+                        print("  %s: no full chain in this profile (dumps missed)" % mode)
+                        continue
                     t = chains[0]
                     (d3, c3), (d2, c2), (d1, c1) = t["method3"], t["method2"], t["method1"]
                     print("  %s: sampled time method3=%d ms method2=%d ms method1=%d ms; "
                           "durations %d/%d/%d ms" % (mode, c3 * period, c2 * period, c1 * period,
                                                      d3, d2, d1))
                     results.append(t)
-                    good = good or (abs(c3 * period - 60) <= tol and abs(c2 * period - 40) <= tol
-                                    and abs(c1 * period - 20) <= tol and c3 > c2 >= c1 >= 1
-                                    and d3 >= d2 >= d1)
+                    if (abs(c3 * period - 60) <= tol and abs(c2 * period - 40) <= tol
+                            and abs(c1 * period - 20) <= tol and c3 > c2 >= c1 >= 1
+                            and d3 >= d2 >= d1):
+                        good = analysis
                 if good:
                     break
             assert results, "no request was profiled"
             assert good, "times outside the expected ranges in every profile: %r" % results
-            sigs = {e["codeSignature"] for tree in analysis["trees"] for e in tree["elements"]}
+            sigs = {e["codeSignature"] for tree in good["trees"] for e in tree["elements"]}
             assert any(re.match(r"method3 \(demo_service\.c:\d+\)$", s) for s in sigs), sorted(sigs)[:20]
         assert demo.p.returncode == 0, demo.output()[-3000:]
         check_sanitizer_clean(demo)

@@ -380,3 +380,18 @@ void http_api_free(struct http_api *h)
     skpx_free(h->db_problem);
     skpx_free(h);
 }
+
+bool http_instance_chosen(const char *filter, const char *inst)
+{
+    if (!filter || !*filter)
+        return true;
+    size_t n = strlen(inst);
+    for (const char *p = filter; *p;) {
+        const char *e = strchr(p, ',');
+        size_t len = e ? (size_t)(e - p) : strlen(p);
+        if (len == n && memcmp(p, inst, n) == 0)
+            return true;
+        p += len + (e ? 1 : 0);
+    }
+    return false;
+}

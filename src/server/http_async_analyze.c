@@ -43,21 +43,6 @@ static void ja_destroy(struct http_job *j)
     skpx_free(p);
 }
 
-static bool instance_chosen(const char *filter, const char *inst)
-{
-    if (!filter || !*filter)
-        return true;
-    size_t n = strlen(inst);
-    for (const char *p = filter; *p;) {
-        const char *e = strchr(p, ',');
-        size_t len = e ? (size_t)(e - p) : strlen(p);
-        if (len == n && memcmp(p, inst, n) == 0)
-            return true;
-        p += len + (e ? 1 : 0);
-    }
-    return false;
-}
-
 /* The tree a task's first event shows (CPU, WALL, CTIMER, ITIMER → execution). */
 static enum jfr_kind default_kind(const char *events)
 {
@@ -82,7 +67,7 @@ static skp_err add_files(struct store *st, const struct ja_job *p, struct jfr_tr
     if (err)
         return err;
     for (size_t i = 0; i < n && !err; i++) {
-        if (!instance_chosen(p->instances, files[i].instance))
+        if (!http_instance_chosen(p->instances, files[i].instance))
             continue;
         uint8_t *data = NULL;
         size_t len = 0;

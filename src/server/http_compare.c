@@ -67,21 +67,6 @@ static void cmp_destroy(struct http_job *j)
 
 /* ---- the analyses (worker thread) ---- */
 
-static bool instance_chosen(const char *filter, const char *inst)
-{
-    if (!filter || !*filter)
-        return true;
-    size_t n = strlen(inst);
-    for (const char *p = filter; *p;) {
-        const char *e = strchr(p, ',');
-        size_t len = e ? (size_t)(e - p) : strlen(p);
-        if (len == n && memcmp(p, inst, n) == 0)
-            return true;
-        p += len + (e ? 1 : 0);
-    }
-    return false;
-}
-
 struct seg_windows {
     struct analyze_query *q;
     size_t n, cap;
@@ -172,7 +157,7 @@ static skp_err pprof_side(struct store *st, const struct cmp_side *s, bool by_fu
     if (!err)
         err = store_proc_list_files(st, s->id, &files, &n);
     for (size_t i = 0; i < n && !err; i++) {
-        if (!instance_chosen(s->instances, files[i].instance))
+        if (!http_instance_chosen(s->instances, files[i].instance))
             continue;
         uint8_t *data = NULL;
         size_t len = 0;
@@ -232,7 +217,7 @@ static skp_err jfr_side(struct store *st, const struct cmp_side *s, bool by_func
     if (!err)
         err = store_proc_list_files(st, s->id, &files, &n);
     for (size_t i = 0; i < n && !err; i++) {
-        if (!instance_chosen(s->instances, files[i].instance))
+        if (!http_instance_chosen(s->instances, files[i].instance))
             continue;
         uint8_t *data = NULL;
         size_t len = 0;

@@ -39,21 +39,6 @@ static void pa_destroy(struct http_job *j)
     skpx_free(p);
 }
 
-static bool instance_chosen(const char *filter, const char *inst)
-{
-    if (!filter || !*filter)
-        return true;
-    size_t n = strlen(inst);
-    for (const char *p = filter; *p;) {
-        const char *e = strchr(p, ',');
-        size_t len = e ? (size_t)(e - p) : strlen(p);
-        if (len == n && memcmp(p, inst, n) == 0)
-            return true;
-        p += len + (e ? 1 : 0);
-    }
-    return false;
-}
-
 /* Decodes and merges the chosen files into *out; per-file problems go into `errors`. */
 static skp_err merge_files(struct store *st, const struct pa_job *p, struct pprof_analyze *an,
                            json_t *used, json_t *errors)
@@ -64,7 +49,7 @@ static skp_err merge_files(struct store *st, const struct pa_job *p, struct ppro
     if (err)
         return err;
     for (size_t i = 0; i < n && !err; i++) {
-        if (!instance_chosen(p->instances, files[i].instance))
+        if (!http_instance_chosen(p->instances, files[i].instance))
             continue;
         uint8_t *data = NULL;
         size_t len = 0;

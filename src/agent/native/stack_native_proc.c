@@ -2,8 +2,9 @@
  * sampling for PprofTask's cpu, wall and thread-dump events in C/C++ services. Threads come from
  * /proc/self/task (agent threads, named "skp-*", are left out); each is captured with the native
  * stack source's signal engine through one engine slot held for the task. A thread that does not
- * answer in PROC_CAPTURE_TIMEOUT_NS (it blocks the signal, or is stopped) is not signalled again
- * during that task. Heap and allocation events are not offered: a sampled allocation hook would
+ * answer in PROC_CAPTURE_TIMEOUT_NS PROC_MUTE_STRIKES times in a row (it blocks the signal, or is
+ * stopped) is not signalled again during that task; one late answer (a loaded machine that did not
+ * schedule the thread in time) only loses that sample. Heap and allocation events are not offered: a sampled allocation hook would
  * replace the process's malloc, which is process-wide state the host relies on (the task answers
  * EXECUTION_TASK_ERROR). Runs only on skp-proc (never concurrently with itself). */
 #include "skyprof/skyprof_native.h"
@@ -20,22 +21,54 @@
 
 /* Per-capture deadline: shorter than the trace sampler's, a process task visits every thread. */
 #define PROC_CAPTURE_TIMEOUT_NS (50 * 1000 * 1000)
-/* Threads remembered as not answering, per task. */
+/* Threads remembered as having timed out, per task. */
 #define PROC_MUTE_MAX 64
+/* Timeouts in a row after which a thread is not signalled again during the task. */
+#define PROC_MUTE_STRIKES 3
+
+struct proc_strike {
+    int tid;
+    int strikes; /* timeouts in a row; PROC_MUTE_STRIKES = muted */
+};
 
 static struct {
     int slot;              /* engine slot, -1 = none */
     uintptr_t *pcs;        /* SKP_NATIVE_MAX_FRAMES */
-    int mute[PROC_MUTE_MAX];
-    int n_mute;
+    struct proc_strike strike[PROC_MUTE_MAX];
+    int n_strike;
 } g_proc = {.slot = -1};
+
+static struct proc_strike *find_strike(int tid)
+{
+    for (int i = 0; i < g_proc.n_strike; i++)
+        if (g_proc.strike[i].tid == tid)
+            return &g_proc.strike[i];
+    return NULL;
+}
 
 static bool is_muted(int tid)
 {
-    for (int i = 0; i < g_proc.n_mute; i++)
-        if (g_proc.mute[i] == tid)
-            return true;
-    return false;
+    const struct proc_strike *s = find_strike(tid);
+    return s && s->strikes >= PROC_MUTE_STRIKES;
+}
+
+/* One more timeout for tid. When the table is full the thread is simply signalled again. */
+static void add_strike(int tid)
+{
+    struct proc_strike *s = find_strike(tid);
+    if (!s && g_proc.n_strike < PROC_MUTE_MAX) {
+        s = &g_proc.strike[g_proc.n_strike++];
+        *s = (struct proc_strike){.tid = tid, .strikes = 0};
+    }
+    if (s)
+        s->strikes++;
+}
+
+static void clear_strikes(int tid)
+{
+    struct proc_strike *s = find_strike(tid);
+    if (s)
+        s->strikes = 0;
 }
 
 static void read_comm(int tid, char *out, size_t cap)
@@ -106,8 +139,8 @@ static int proc_capture(void *ud, void *handle, int tid, struct skyprof_capture 
     s.cap = out->cap < SKP_NATIVE_MAX_FRAMES ? out->cap : SKP_NATIVE_MAX_FRAMES;
     skp_err err = skp__native_capture(g_proc.slot, &t, &s, PROC_CAPTURE_TIMEOUT_NS);
     if (err == SKP_ETIMEDOUT || err == SKP_EFULL) {
-        if (err == SKP_ETIMEDOUT && g_proc.n_mute < PROC_MUTE_MAX)
-            g_proc.mute[g_proc.n_mute++] = tid;
+        if (err == SKP_ETIMEDOUT)
+            add_strike(tid);
         /* The abandoned request keeps the slot's buffer: use a fresh slot next time. */
         skp__native_slot_release(g_proc.slot);
         g_proc.slot = -1;
@@ -117,6 +150,7 @@ static int proc_capture(void *ud, void *handle, int tid, struct skyprof_capture 
         return -1;
     if (err)
         return -3;
+    clear_strikes(tid);
     for (uint32_t i = 0; i < s.n; i++) {
         out->frames[i].addr = i == 0 ? s.pcs[i] : s.pcs[i] - 1;
         out->frames[i].str = NULL;
@@ -142,7 +176,7 @@ static void proc_end(void *ud)
     g_proc.slot = -1;
     skpx_free(g_proc.pcs);
     g_proc.pcs = NULL;
-    g_proc.n_mute = 0;
+    g_proc.n_strike = 0;
 }
 
 static const struct skyprof_proc_source g_native_proc = {

@@ -507,6 +507,102 @@ static void late_signal_after_stop_is_dropped_not_fatal(void **state)
     pthread_join(th, NULL);
 }
 
+/* The process source (whole-process tasks) visits every thread with a short deadline. One late
+ * answer - on a loaded machine the thread was not scheduled in time - loses that sample only;
+ * only a thread that times out three times in a row is left alone for the rest of the task. */
+struct proc_late_thread {
+    _Atomic int tid;
+    _Atomic int blocked;
+    _Atomic int unblock;
+    _Atomic int unblocked;
+};
+
+static void *proc_late_main(void *arg)
+{
+    struct proc_late_thread *l = arg;
+    sigset_t set;
+    sigemptyset(&set);
+    sigaddset(&set, skyprof_native_signal_for_test());
+    pthread_sigmask(SIG_BLOCK, &set, NULL);
+    atomic_store(&l->tid, (int)gettid());
+    atomic_store(&l->blocked, 1);
+    wait_flag(&l->unblock);
+    pthread_sigmask(SIG_UNBLOCK, &set, NULL); /* the abandoned request's signal: dropped */
+    atomic_store(&l->unblocked, 1);
+    while (!atomic_load(&g_stop))
+        skpx_sleep_ns(1000000);
+    return NULL;
+}
+
+static void *proc_blocked_main(void *arg)
+{
+    struct proc_late_thread *l = arg;
+    sigset_t set;
+    sigemptyset(&set);
+    sigaddset(&set, skyprof_native_signal_for_test());
+    pthread_sigmask(SIG_BLOCK, &set, NULL);
+    atomic_store(&l->tid, (int)gettid());
+    atomic_store(&l->blocked, 1);
+    while (!atomic_load(&g_stop))
+        skpx_sleep_ns(1000000);
+    return NULL;
+}
+
+static bool proc_lists(const struct skyprof_proc_source *ps, int tid)
+{
+    struct skyprof_proc_thread th[256];
+    int n = ps->list_threads(ps->ud, th, 256);
+    for (int i = 0; i < n; i++)
+        if (th[i].tid == tid)
+            return true;
+    return false;
+}
+
+static void proc_source_mutes_only_after_repeated_timeouts(void **state)
+{
+    (void)state;
+    const struct skyprof_proc_source *ps = skyprof_native_proc_source();
+    /* install the engine (an attach from an ordinary thread) */
+    void *h0 = skyprof_native_stack_source()->thread_attach(NULL);
+    assert_non_null(h0);
+    skyprof_native_stack_source()->thread_release(NULL, h0);
+    struct proc_late_thread late = {0};
+    struct proc_late_thread blocked = {0};
+    pthread_t t1;
+    pthread_t t2;
+    atomic_store(&g_stop, 0);
+    assert_int_equal(pthread_create(&t1, NULL, proc_late_main, &late), 0);
+    assert_int_equal(pthread_create(&t2, NULL, proc_blocked_main, &blocked), 0);
+    wait_flag(&late.blocked);
+    wait_flag(&blocked.blocked);
+    struct skyprof_capture c = {.frames = g_frames, .cap = 64};
+
+    /* one late answer: lost, then sampled again once the thread answers */
+    assert_int_equal(ps->capture(ps->ud, NULL, atomic_load(&late.tid), &c), SKYPROF_CAPTURE_LOST);
+    atomic_store(&late.unblock, 1);
+    wait_flag(&late.unblocked);
+    assert_true(proc_lists(ps, atomic_load(&late.tid)));
+    assert_int_equal(ps->capture(ps->ud, NULL, atomic_load(&late.tid), &c), 0);
+    assert_true(c.n > 0);
+
+    /* a thread that never answers: signalled three times, then left out */
+    int tid = atomic_load(&blocked.tid);
+    for (int i = 0; i < 3; i++) {
+        assert_true(proc_lists(ps, tid));
+        assert_int_equal(ps->capture(ps->ud, NULL, tid, &c), SKYPROF_CAPTURE_LOST);
+    }
+    assert_false(proc_lists(ps, tid));
+    assert_int_equal(ps->capture(ps->ud, NULL, tid, &c), -1);
+    /* a new task starts with a clean slate */
+    ps->end(ps->ud);
+    assert_true(proc_lists(ps, tid));
+
+    atomic_store(&g_stop, 1);
+    pthread_join(t1, NULL);
+    pthread_join(t2, NULL); /* exits with its signals still pending: nothing is delivered */
+    skyprof_native_stack_source()->destroy(NULL);
+}
+
 static void *blocking_attach_main(void *arg)
 {
     void **out = arg;
@@ -891,6 +987,7 @@ int main(void)
         cmocka_unit_test(thread_blocking_the_signal_is_refused),
         cmocka_unit_test(round_prefetches_the_other_threads),
         cmocka_unit_test(late_signal_after_stop_is_dropped_not_fatal),
+        cmocka_unit_test(proc_source_mutes_only_after_repeated_timeouts),
         cmocka_unit_test(deep_recursion_keeps_innermost),
         cmocka_unit_test(fp_walk_follows_chain_within_bounds),
         cmocka_unit_test(skip_count_finds_interrupted_pc),

@@ -9,7 +9,7 @@ FUZZ := build/fuzz
 FUZZ_SECONDS ?= 600
 FUZZ_JOBS ?= 1
 # `make test`: the short mutation run of each fuzz target (ctest in build/fuzz).
-FUZZ_TEST_SECONDS ?= 15
+FUZZ_TEST_SECONDS ?= 30
 
 .PHONY: all bootstrap release asan fuzz-build test test-release test-asan test-fuzz fuzz demo bench \
 	install clean

@@ -1,5 +1,8 @@
 /* store.h - skyprofd's storage interface. Callers (collectors, task service, HTTP API,
- * analyzer, retention) see only these functions; a backend implements all of them. The SQLite
+ * analyzer, retention) see only these functions. store.c forwards each one to the store's
+ * backend through an ops table (store_backend.h says how a backend registers); store_open picks
+ * the backend from its argument: a postgresql:// or postgres:// URL opens the PostgreSQL backend
+ * (store_pg*.c), anything else is an SQLite file path. The SQLite
  * backend (store_sqlite*.c) uses WAL + synchronous=NORMAL, one transaction per batch, versioned
  * schema migrations, and de-duplicated stacks: every distinct frame string and every distinct
  * stack (sequence of frame ids) is stored once, and a snapshot row refers to its stack.
@@ -16,7 +19,10 @@
  *      includes this one), taking and returning plain row structs / callbacks as below: no
  *      json_t, no protobuf-c types, no sqlite3 types;
  *   2. implement them in their own file, store_sqlite_<feature>.c (store_int.h gives the
- *      connection, transactions, prepared statements and the row loop);
+ *      connection, transactions, prepared statements and the row loop), add one member per
+ *      function to struct store_backend_ops (store_backend.h, feature group), its forwarding
+ *      function to store.c, and the PostgreSQL side in store_pg_<feature>.c (or leave the
+ *      member NULL there: the function then answers SKP_ENOTSUP on PostgreSQL);
  *   3. add ONE migration step at the end of k_migrations in store_schema.c (never edit a
  *      released step); if a rebase shows your number taken, renumber yours after it;
  *   4. extend store_purge_before (store_sqlite_retention.c) if the rows age out, and add the
@@ -40,7 +46,8 @@ struct store_opts {
     int schema_version_max;  /* tests only: stop migrating at this version (0 = latest) */
 };
 
-/* Opens (creating the file, but not its folder) and migrates the schema.
+/* Opens `path` (an SQLite file, created but not its folder; or a postgresql:// URL, see
+ * docs/server.md) and migrates the schema.
  * On success *out owns the store; release with store_close(). *out is NULL on failure.
  * Errors: SKP_EIO (cannot open / migrate; detail logged), SKP_ENOMEM. */
 SKP_MUST_CHECK skp_err store_open(const char *path, const struct store_opts *opts,

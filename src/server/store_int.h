@@ -1,6 +1,7 @@
 /* store_int.h - internals shared by the files of the SQLite backend of store.h and by its unit
  * tests. Not a contract for other modules. The backend's files:
- *   store_sqlite.c           connection, prepared statements, transactions, open/close, stats
+ *   store_sqlite.c           connection, prepared statements, transactions, open/close, stats,
+ *                            the ops table sqlite_store_ops (store_backend.h)
  *   store_sqlite_registry.c  services, instances, tasks, task logs
  *   store_sqlite_stacks.c    name → id references, de-duplicated frames and stacks
  *   store_sqlite_ingest.c    snapshot ingest and the analyzer's scans
@@ -18,6 +19,7 @@
 #include "common/grow.h"
 #include "common/map.h"
 #include "server/store.h"
+#include "server/store_backend.h"
 
 /* Cache bounds: each cache is cleared when it reaches its bound (they only save lookups). */
 #define STORE_FRAME_CACHE_MAX (1u << 18)    /* signature → id entries (~262k frames) */
@@ -60,7 +62,8 @@ struct store_stack_entry {
     size_t off;
 };
 
-struct store {
+struct sqlite_store {
+    struct store base; /* first member: the backend ops (store_backend.h) */
     sqlite3 *db;
     char *path;
     bool read_only;
@@ -102,29 +105,29 @@ struct store {
 
 /* Maps an SQLite result code to skp_err (SQLITE_NOMEM → ENOMEM, everything else → EIO) and
  * logs `what` with SQLite's message. */
-skp_err store__sqlerr(struct store *st, int rc, const char *what);
+skp_err store__sqlerr(struct sqlite_store *st, int rc, const char *what);
 /* Returns the cached prepared statement for `id`, reset and unbound; NULL on failure
  * (*err set). */
-sqlite3_stmt *store__stmt(struct store *st, enum store_stmt id, skp_err *err);
+sqlite3_stmt *store__stmt(struct sqlite_store *st, enum store_stmt id, skp_err *err);
 /* Prepares an ad-hoc statement (not cached). */
-SKP_MUST_CHECK skp_err store__prepare(struct store *st, const char *sql, sqlite3_stmt **out);
+SKP_MUST_CHECK skp_err store__prepare(struct sqlite_store *st, const char *sql, sqlite3_stmt **out);
 /* Runs SQL text without results. */
-SKP_MUST_CHECK skp_err store__exec(struct store *st, const char *sql);
+SKP_MUST_CHECK skp_err store__exec(struct sqlite_store *st, const char *sql);
 /* BEGIN IMMEDIATE / COMMIT (timed) / ROLLBACK (also clears the ingest caches). */
-SKP_MUST_CHECK skp_err store__begin(struct store *st);
-SKP_MUST_CHECK skp_err store__commit(struct store *st);
-void store__rollback(struct store *st);
+SKP_MUST_CHECK skp_err store__begin(struct sqlite_store *st);
+SKP_MUST_CHECK skp_err store__commit(struct sqlite_store *st);
+void store__rollback(struct sqlite_store *st);
 /* Clears the caches that may refer to rows rolled back or purged. */
-void store__drop_ingest_caches(struct store *st);
+void store__drop_ingest_caches(struct sqlite_store *st);
 
 /* Reads the current row of `s`; a non-OK return stops the stepping and is passed on. */
 typedef skp_err (*store_row_fn)(void *ud, sqlite3_stmt *s);
 /* Steps `s` until SQLITE_DONE, calling row(ud, s) for every row. Returns row's first error, or
  * the SQLite error (store__sqlerr, logged with `what`). Neither resets nor finalizes `s`. */
-SKP_MUST_CHECK skp_err store__each_row(struct store *st, sqlite3_stmt *s, store_row_fn row,
+SKP_MUST_CHECK skp_err store__each_row(struct sqlite_store *st, sqlite3_stmt *s, store_row_fn row,
                                        void *ud, const char *what);
 /* Steps a statement that returns no row, then resets it. */
-SKP_MUST_CHECK skp_err store__step_done(struct store *st, sqlite3_stmt *s, const char *what);
+SKP_MUST_CHECK skp_err store__step_done(struct sqlite_store *st, sqlite3_stmt *s, const char *what);
 /* Text of column i, "" when NULL. Borrowed from the statement's current row. */
 static inline const char *store__col_text(sqlite3_stmt *s, int i)
 {
@@ -139,30 +142,162 @@ static inline const char *store__col_text_or_null(sqlite3_stmt *s, int i)
 
 /* Segment id string → segids.id, creating the row (with first_ms) inside the current
  * transaction when missing. */
-SKP_MUST_CHECK skp_err store__segment_ref(struct store *st, const char *segment_id,
+SKP_MUST_CHECK skp_err store__segment_ref(struct sqlite_store *st, const char *segment_id,
                                           int64_t first_ms, uint32_t *out);
 /* Looks a segment id up without creating it; SKP_ENOTFOUND if unknown. */
-SKP_MUST_CHECK skp_err store__segment_find(struct store *st, const char *segment_id,
+SKP_MUST_CHECK skp_err store__segment_find(struct sqlite_store *st, const char *segment_id,
                                            uint32_t *out);
 /* Task id string → task_keys.id; created inside the current transaction when `create`,
  * else SKP_ENOTFOUND if unknown. */
-SKP_MUST_CHECK skp_err store__task_key(struct store *st, const char *task_id, bool create,
+SKP_MUST_CHECK skp_err store__task_key(struct sqlite_store *st, const char *task_id, bool create,
                                        uint32_t *out);
 /* Frames (root first, at most STORE_MAX_FRAMES kept) → de-duplicated stack id, inserting the
  * frames and the stack inside the current transaction when new. */
-SKP_MUST_CHECK skp_err store__stack_ref(struct store *st, char *const *frames, size_t n_frames,
-                                        uint32_t *out);
+SKP_MUST_CHECK skp_err store__stack_ref(struct sqlite_store *st, char *const *frames,
+                                        size_t n_frames, uint32_t *out);
 /* Grows st->scratch_ids to n_ids ids (and the blob scratch to match). */
-SKP_MUST_CHECK skp_err store__ensure_scratch(struct store *st, size_t n_ids);
+SKP_MUST_CHECK skp_err store__ensure_scratch(struct sqlite_store *st, size_t n_ids);
 /* Decodes a stack blob (LEB128 frame ids) into at most `max` ids; returns the count, or
  * SIZE_MAX if the blob is malformed. Pure. */
 size_t store__decode_ids(const uint8_t *b, size_t len, uint32_t *ids, size_t max);
 
 /* Schema (store_schema.c): migrates `db` from its user_version up to `target` (0 = latest).
  * Errors: SKP_EIO (newer schema than this build, failed step; the step is rolled back). */
-SKP_MUST_CHECK skp_err store__migrate(struct store *st, int target);
+SKP_MUST_CHECK skp_err store__migrate(struct sqlite_store *st, int target);
 
 /* Test hook: the store's connection (tests set PRAGMA max_page_count to simulate a full disk). */
 sqlite3 *store__db(struct store *st);
+
+/* The SQLite backend object behind a struct store (base is its first member). */
+static inline struct sqlite_store *sqlite_store_of(struct store *base)
+{
+    return (struct sqlite_store *)base;
+}
+
+/* The backend's entry points: store.h's functions of the same name without "sqlite_", reached
+ * through sqlite_store_ops (store_sqlite.c); `base` is a store this backend opened. */
+extern const struct store_backend_ops sqlite_store_ops;
+SKP_MUST_CHECK skp_err sqlite_store_open(const char *path, const struct store_opts *opts,
+                                         struct store **out);
+void sqlite_store_close(struct store *base);
+SKP_MUST_CHECK skp_err sqlite_store_upsert_instance(struct store *base, const char *service,
+                                                    const char *instance, const char *layer,
+                                                    const struct store_kv *props, size_t n_props,
+                                                    int64_t now_ms);
+SKP_MUST_CHECK skp_err sqlite_store_touch_instance(struct store *base, const char *service,
+                                                   const char *instance, int64_t now_ms);
+SKP_MUST_CHECK skp_err sqlite_store_list_services(struct store *base, store_service_cb cb,
+                                                  void *ud);
+SKP_MUST_CHECK skp_err sqlite_store_list_instances(struct store *base, const char *service,
+                                                   store_instance_cb cb, void *ud);
+SKP_MUST_CHECK skp_err sqlite_store_insert_task(struct store *base, const struct store_task *t);
+SKP_MUST_CHECK skp_err sqlite_store_get_task(struct store *base, const char *id,
+                                             struct store_task *out);
+SKP_MUST_CHECK skp_err sqlite_store_latest_task_before(struct store *base, const char *service,
+                                                       int64_t start_before,
+                                                       struct store_task *out);
+SKP_MUST_CHECK skp_err sqlite_store_cancel_task(struct store *base, const char *id, int64_t now_ms);
+SKP_MUST_CHECK skp_err sqlite_store_tasks_for_agent(struct store *base, const char *service,
+                                                    int64_t after_create_time, int64_t now_ms,
+                                                    struct store_task **out, size_t *n_out);
+SKP_MUST_CHECK skp_err sqlite_store_list_tasks(struct store *base, const char *service,
+                                               const char *endpoint, store_task_cb cb, void *ud);
+SKP_MUST_CHECK skp_err sqlite_store_add_task_log(struct store *base, const char *task_id,
+                                                 const char *service, const char *instance,
+                                                 enum store_task_op op, int64_t time_ms);
+SKP_MUST_CHECK skp_err sqlite_store_list_task_logs(struct store *base, const char *task_id,
+                                                   store_task_log_cb cb, void *ud);
+SKP_MUST_CHECK skp_err sqlite_store_insert_snapshots(struct store *base,
+                                                     const struct store_snapshot *v, size_t n,
+                                                     size_t *n_dup);
+SKP_MUST_CHECK skp_err sqlite_store_insert_segments(struct store *base,
+                                                    const struct store_segment *v, size_t n,
+                                                    int64_t received_ms);
+SKP_MUST_CHECK skp_err sqlite_store_segment_has_snapshots(struct store *base,
+                                                          const char *segment_id, bool *out);
+SKP_MUST_CHECK skp_err sqlite_store_list_profiled_segments(struct store *base, const char *task_id,
+                                                           store_profiled_segment_cb cb, void *ud);
+SKP_MUST_CHECK skp_err sqlite_store_list_profiled_segments_page(
+    struct store *base, const char *task_id, const struct store_segment_key *after, size_t limit,
+    store_profiled_segment_cb cb, void *ud, bool *more);
+SKP_MUST_CHECK skp_err sqlite_store_get_segment_info(struct store *base, const char *segment_id,
+                                                     struct store_segment_info *out);
+SKP_MUST_CHECK skp_err sqlite_store_scan_segment(struct store *base, const char *segment_id,
+                                                 int32_t lo_seq, int32_t hi_seq, store_sample_cb cb,
+                                                 void *ud);
+SKP_MUST_CHECK skp_err sqlite_store_segment_seq_window(struct store *base, const char *segment_id,
+                                                       int64_t from_ms, int64_t to_ms, int32_t *lo,
+                                                       int32_t *hi);
+SKP_MUST_CHECK skp_err sqlite_store_scan_task(struct store *base, const char *task_id,
+                                              store_sample_cb cb, void *ud);
+SKP_MUST_CHECK skp_err sqlite_store_get_stack(struct store *base, uint32_t stack,
+                                              const uint32_t **frames, size_t *n);
+SKP_MUST_CHECK skp_err sqlite_store_get_frame(struct store *base, uint32_t frame, const char **sig);
+SKP_MUST_CHECK skp_err sqlite_store_put_endpoint_minutes(struct store *base,
+                                                         const struct store_endpoint_minute *v,
+                                                         size_t n);
+SKP_MUST_CHECK skp_err sqlite_store_list_endpoint_minutes(struct store *base, const char *service,
+                                                          int64_t from_ms, int64_t to_ms,
+                                                          store_endpoint_minute_cb cb, void *ud);
+SKP_MUST_CHECK skp_err sqlite_store_purge_before(struct store *base, int64_t before_ms,
+                                                 uint64_t *n_deleted);
+SKP_MUST_CHECK skp_err sqlite_store_check(struct store *base, char *detail, size_t cap);
+SKP_MUST_CHECK skp_err sqlite_store_get_stats(struct store *base, struct store_stats *out);
+SKP_MUST_CHECK skp_err sqlite_store_proc_insert_task(struct store *base, const struct proc_task *t);
+SKP_MUST_CHECK skp_err sqlite_store_proc_get_task(struct store *base, const char *id,
+                                                  struct proc_task *out);
+SKP_MUST_CHECK skp_err sqlite_store_proc_list_tasks(struct store *base, enum proc_kind kind,
+                                                    const char *service, size_t limit,
+                                                    struct proc_task **out, size_t *n);
+SKP_MUST_CHECK skp_err sqlite_store_proc_latest_task(struct store *base, enum proc_kind kind,
+                                                     const char *service, const char *events,
+                                                     struct proc_task *out);
+SKP_MUST_CHECK skp_err sqlite_store_proc_next_task(struct store *base, enum proc_kind kind,
+                                                   const char *service, const char *instance,
+                                                   int64_t after_ms, int64_t now_ms,
+                                                   int64_t grace_ms, struct proc_task *out);
+SKP_MUST_CHECK skp_err sqlite_store_proc_live_instances(struct store *base, const char *service,
+                                                        int64_t since_ms, char ***out, size_t *n);
+SKP_MUST_CHECK skp_err sqlite_store_proc_cancel_task(struct store *base, const char *id,
+                                                     int64_t now_ms, int64_t grace_ms);
+SKP_MUST_CHECK skp_err sqlite_store_proc_add_log(struct store *base, const char *task_id,
+                                                 const char *instance, const char *op,
+                                                 int64_t time_ms, const char *message);
+SKP_MUST_CHECK skp_err sqlite_store_proc_list_logs(struct store *base, const char *task_id,
+                                                   struct proc_log **out, size_t *n);
+SKP_MUST_CHECK skp_err sqlite_store_proc_insert_file(struct store *base, const char *task_id,
+                                                     const char *instance, int64_t time_ms,
+                                                     const uint8_t *data, size_t len,
+                                                     const char *op, int64_t *id_out);
+SKP_MUST_CHECK skp_err sqlite_store_proc_list_files(struct store *base, const char *task_id,
+                                                    struct proc_file **out, size_t *n);
+SKP_MUST_CHECK skp_err sqlite_store_proc_get_file(struct store *base, const char *task_id,
+                                                  int64_t id, uint8_t **data, size_t *len,
+                                                  char **instance_out);
+SKP_MUST_CHECK skp_err sqlite_store_cont_put_policy(struct store *base, const char *service,
+                                                    const char *uuid, const char *json,
+                                                    int64_t now_ms);
+SKP_MUST_CHECK skp_err sqlite_store_cont_delete_policy(struct store *base, const char *service);
+SKP_MUST_CHECK skp_err sqlite_store_cont_list_policies(struct store *base, const char *service,
+                                                       store_cont_policy_cb cb, void *ud);
+SKP_MUST_CHECK skp_err sqlite_store_cont_insert_trigger(struct store *base,
+                                                        const struct store_cont_trigger *t,
+                                                        int64_t *id_out);
+SKP_MUST_CHECK skp_err sqlite_store_cont_list_triggers(struct store *base, const char *service,
+                                                       const char *task_id, size_t limit,
+                                                       store_cont_trigger_cb cb, void *ud);
+SKP_MUST_CHECK skp_err sqlite_store_ebpf_upsert_process(struct store *base,
+                                                        const struct store_ebpf_process *p,
+                                                        int64_t now_ms);
+SKP_MUST_CHECK skp_err sqlite_store_ebpf_touch_process(struct store *base, const char *id,
+                                                       int64_t now_ms, bool *found);
+SKP_MUST_CHECK skp_err sqlite_store_ebpf_list_processes(struct store *base, const char *service,
+                                                        store_ebpf_process_cb cb, void *ud);
+SKP_MUST_CHECK skp_err sqlite_store_ebpf_insert_stacks(struct store *base,
+                                                       const struct store_ebpf_stack *v, size_t n,
+                                                       int64_t now_ms);
+SKP_MUST_CHECK skp_err sqlite_store_ebpf_scan_task(struct store *base, const char *task_id,
+                                                   const char *process_id, int64_t from_ms,
+                                                   int64_t to_ms, store_ebpf_stack_cb cb, void *ud);
 
 #endif

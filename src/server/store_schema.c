@@ -140,7 +140,7 @@ int store_schema_version(void)
     return (int)SKP_ARRAY_LEN(k_migrations);
 }
 
-static skp_err read_user_version(struct store *st, int *out)
+static skp_err read_user_version(struct sqlite_store *st, int *out)
 {
     sqlite3_stmt *s = NULL;
     skp_err err = store__prepare(st, "PRAGMA user_version", &s);
@@ -155,7 +155,7 @@ static skp_err read_user_version(struct store *st, int *out)
     return err;
 }
 
-static skp_err apply_step(struct store *st, int version)
+static skp_err apply_step(struct sqlite_store *st, int version)
 {
     const struct migration *m = &k_migrations[version - 1];
     skp_err err = store__begin(st);
@@ -195,7 +195,7 @@ out:
     return err;
 }
 
-skp_err store__migrate(struct store *st, int target)
+skp_err store__migrate(struct sqlite_store *st, int target)
 {
     int latest = store_schema_version();
     if (target <= 0 || target > latest)

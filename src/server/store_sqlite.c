@@ -53,7 +53,7 @@ static const char *const k_sql[STMT_COUNT] = {
 
 /* ---- plumbing ---- */
 
-skp_err store__sqlerr(struct store *st, int rc, const char *what)
+skp_err store__sqlerr(struct sqlite_store *st, int rc, const char *what)
 {
     int primary = rc & 0xff;
     const char *msg = st && st->db ? sqlite3_errmsg(st->db) : sqlite3_errstr(rc);
@@ -61,12 +61,12 @@ skp_err store__sqlerr(struct store *st, int rc, const char *what)
     return primary == SQLITE_NOMEM ? SKP_ENOMEM : SKP_EIO;
 }
 
-sqlite3 *store__db(struct store *st)
+sqlite3 *store__db(struct store *base)
 {
-    return st->db;
+    return base && base->ops == &sqlite_store_ops ? sqlite_store_of(base)->db : NULL;
 }
 
-skp_err store__prepare(struct store *st, const char *sql, sqlite3_stmt **out)
+skp_err store__prepare(struct sqlite_store *st, const char *sql, sqlite3_stmt **out)
 {
     *out = NULL;
     int rc = sqlite3_prepare_v2(st->db, sql, -1, out, NULL);
@@ -78,7 +78,7 @@ skp_err store__prepare(struct store *st, const char *sql, sqlite3_stmt **out)
     return SKP_OK;
 }
 
-sqlite3_stmt *store__stmt(struct store *st, enum store_stmt id, skp_err *err)
+sqlite3_stmt *store__stmt(struct sqlite_store *st, enum store_stmt id, skp_err *err)
 {
     sqlite3_stmt *s = st->stmts[id];
     if (!s) {
@@ -96,7 +96,7 @@ sqlite3_stmt *store__stmt(struct store *st, enum store_stmt id, skp_err *err)
     return s;
 }
 
-skp_err store__exec(struct store *st, const char *sql)
+skp_err store__exec(struct sqlite_store *st, const char *sql)
 {
     char *msg = NULL;
     int rc = sqlite3_exec(st->db, sql, NULL, NULL, &msg);
@@ -108,7 +108,7 @@ skp_err store__exec(struct store *st, const char *sql)
     return SKP_OK;
 }
 
-skp_err store__step_done(struct store *st, sqlite3_stmt *s, const char *what)
+skp_err store__step_done(struct sqlite_store *st, sqlite3_stmt *s, const char *what)
 {
     int rc = sqlite3_step(s);
     sqlite3_reset(s);
@@ -117,7 +117,7 @@ skp_err store__step_done(struct store *st, sqlite3_stmt *s, const char *what)
     return SKP_OK;
 }
 
-skp_err store__begin(struct store *st)
+skp_err store__begin(struct sqlite_store *st)
 {
     skp_err err = SKP_OK;
     sqlite3_stmt *s = store__stmt(st, STMT_BEGIN, &err);
@@ -129,7 +129,7 @@ skp_err store__begin(struct store *st)
     return err;
 }
 
-skp_err store__commit(struct store *st)
+skp_err store__commit(struct sqlite_store *st)
 {
     skp_err err = SKP_OK;
     sqlite3_stmt *s = store__stmt(st, STMT_COMMIT, &err);
@@ -145,7 +145,7 @@ skp_err store__commit(struct store *st)
     return SKP_OK;
 }
 
-void store__drop_ingest_caches(struct store *st)
+void store__drop_ingest_caches(struct sqlite_store *st)
 {
     skpx_strmap_clear(&st->frame_ids);
     skpx_strmap_clear(&st->seg_ids);
@@ -158,7 +158,7 @@ void store__drop_ingest_caches(struct store *st)
     st->n_snapshots = -1;
 }
 
-void store__rollback(struct store *st)
+void store__rollback(struct sqlite_store *st)
 {
     if (sqlite3_get_autocommit(st->db) == 0) {
         skp_err err = SKP_OK;
@@ -173,7 +173,7 @@ void store__rollback(struct store *st)
 
 /* ---- open / close ---- */
 
-static skp_err configure(struct store *st)
+static skp_err configure(struct sqlite_store *st)
 {
     int rc = sqlite3_busy_timeout(st->db, STORE_BUSY_TIMEOUT_MS);
     if (rc != SQLITE_OK)
@@ -196,15 +196,16 @@ static skp_err configure(struct store *st)
     return store__exec(st, "PRAGMA synchronous = NORMAL");
 }
 
-skp_err store_open(const char *path, const struct store_opts *opts, struct store **out)
+skp_err sqlite_store_open(const char *path, const struct store_opts *opts, struct store **out)
 {
     skp_err err = SKP_OK;
     *out = NULL;
     if (!path)
         return SKP_EINVAL;
-    struct store *st = skpx_calloc(1, sizeof(*st));
+    struct sqlite_store *st = skpx_calloc(1, sizeof(*st));
     if (!st)
         return SKP_ENOMEM;
+    st->base.ops = &sqlite_store_ops;
     st->n_snapshots = -1;
     st->read_only = opts && opts->read_only;
     st->path = skpx_strdup(path);
@@ -226,15 +227,16 @@ skp_err store_open(const char *path, const struct store_opts *opts, struct store
     err = store__migrate(st, opts ? opts->schema_version_max : 0);
     if (err)
         goto out;
-    *out = st;
+    *out = &st->base;
     st = NULL;
 out:
-    store_close(st);
+    sqlite_store_close(st ? &st->base : NULL);
     return err;
 }
 
-skp_err store_check(struct store *st, char *detail, size_t cap)
+skp_err sqlite_store_check(struct store *base, char *detail, size_t cap)
 {
+    struct sqlite_store *st = sqlite_store_of(base);
     if (cap)
         detail[0] = '\0';
     sqlite3_stmt *s = NULL;
@@ -265,10 +267,11 @@ skp_err store_check(struct store *st, char *detail, size_t cap)
     return ok ? SKP_OK : SKP_EIO;
 }
 
-void store_close(struct store *st)
+void sqlite_store_close(struct store *base)
 {
-    if (!st)
+    if (!base)
         return;
+    struct sqlite_store *st = sqlite_store_of(base);
     for (int i = 0; i < STMT_COUNT; i++)
         sqlite3_finalize(st->stmts[i]);
     if (st->db) {
@@ -296,7 +299,7 @@ void store_close(struct store *st)
 
 /* ---- row loop and arrays ---- */
 
-skp_err store__each_row(struct store *st, sqlite3_stmt *s, store_row_fn row, void *ud,
+skp_err store__each_row(struct sqlite_store *st, sqlite3_stmt *s, store_row_fn row, void *ud,
                         const char *what)
 {
     int rc;
@@ -324,8 +327,9 @@ static uint64_t file_size(const char *path, const char *suffix)
     return (uint64_t)sb.st_size;
 }
 
-skp_err store_get_stats(struct store *st, struct store_stats *out)
+skp_err sqlite_store_get_stats(struct store *base, struct store_stats *out)
 {
+    struct sqlite_store *st = sqlite_store_of(base);
     memset(out, 0, sizeof(*out));
     sqlite3_stmt *s = NULL;
     skp_err err = store__prepare(st,
@@ -368,3 +372,59 @@ skp_err store_get_stats(struct store *st, struct store_stats *out)
     return SKP_OK;
 }
 
+/* ---- the ops table (store_backend.h) ---- */
+
+const struct store_backend_ops sqlite_store_ops = {
+    .name = "sqlite",
+    .close = sqlite_store_close,
+    .upsert_instance = sqlite_store_upsert_instance,
+    .touch_instance = sqlite_store_touch_instance,
+    .list_services = sqlite_store_list_services,
+    .list_instances = sqlite_store_list_instances,
+    .insert_task = sqlite_store_insert_task,
+    .get_task = sqlite_store_get_task,
+    .latest_task_before = sqlite_store_latest_task_before,
+    .cancel_task = sqlite_store_cancel_task,
+    .tasks_for_agent = sqlite_store_tasks_for_agent,
+    .list_tasks = sqlite_store_list_tasks,
+    .add_task_log = sqlite_store_add_task_log,
+    .list_task_logs = sqlite_store_list_task_logs,
+    .insert_snapshots = sqlite_store_insert_snapshots,
+    .insert_segments = sqlite_store_insert_segments,
+    .segment_has_snapshots = sqlite_store_segment_has_snapshots,
+    .list_profiled_segments = sqlite_store_list_profiled_segments,
+    .list_profiled_segments_page = sqlite_store_list_profiled_segments_page,
+    .get_segment_info = sqlite_store_get_segment_info,
+    .scan_segment = sqlite_store_scan_segment,
+    .segment_seq_window = sqlite_store_segment_seq_window,
+    .scan_task = sqlite_store_scan_task,
+    .get_stack = sqlite_store_get_stack,
+    .get_frame = sqlite_store_get_frame,
+    .put_endpoint_minutes = sqlite_store_put_endpoint_minutes,
+    .list_endpoint_minutes = sqlite_store_list_endpoint_minutes,
+    .purge_before = sqlite_store_purge_before,
+    .check = sqlite_store_check,
+    .get_stats = sqlite_store_get_stats,
+    .proc_insert_task = sqlite_store_proc_insert_task,
+    .proc_get_task = sqlite_store_proc_get_task,
+    .proc_list_tasks = sqlite_store_proc_list_tasks,
+    .proc_latest_task = sqlite_store_proc_latest_task,
+    .proc_next_task = sqlite_store_proc_next_task,
+    .proc_live_instances = sqlite_store_proc_live_instances,
+    .proc_cancel_task = sqlite_store_proc_cancel_task,
+    .proc_add_log = sqlite_store_proc_add_log,
+    .proc_list_logs = sqlite_store_proc_list_logs,
+    .proc_insert_file = sqlite_store_proc_insert_file,
+    .proc_list_files = sqlite_store_proc_list_files,
+    .proc_get_file = sqlite_store_proc_get_file,
+    .cont_put_policy = sqlite_store_cont_put_policy,
+    .cont_delete_policy = sqlite_store_cont_delete_policy,
+    .cont_list_policies = sqlite_store_cont_list_policies,
+    .cont_insert_trigger = sqlite_store_cont_insert_trigger,
+    .cont_list_triggers = sqlite_store_cont_list_triggers,
+    .ebpf_upsert_process = sqlite_store_ebpf_upsert_process,
+    .ebpf_touch_process = sqlite_store_ebpf_touch_process,
+    .ebpf_list_processes = sqlite_store_ebpf_list_processes,
+    .ebpf_insert_stacks = sqlite_store_ebpf_insert_stacks,
+    .ebpf_scan_task = sqlite_store_ebpf_scan_task,
+};

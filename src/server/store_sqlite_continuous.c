@@ -10,9 +10,10 @@
 
 #define CONT_LIST_DEFAULT 1000
 
-skp_err store_cont_put_policy(struct store *st, const char *service, const char *uuid,
-                              const char *json, int64_t now_ms)
+skp_err sqlite_store_cont_put_policy(struct store *base, const char *service, const char *uuid,
+                                     const char *json, int64_t now_ms)
 {
+    struct sqlite_store *st = sqlite_store_of(base);
     sqlite3_stmt *s = NULL;
     skp_err err = store__prepare(st,
                                  "INSERT OR REPLACE INTO continuous_policies(service, uuid, json,"
@@ -29,8 +30,9 @@ skp_err store_cont_put_policy(struct store *st, const char *service, const char 
     return err;
 }
 
-skp_err store_cont_delete_policy(struct store *st, const char *service)
+skp_err sqlite_store_cont_delete_policy(struct store *base, const char *service)
 {
+    struct sqlite_store *st = sqlite_store_of(base);
     sqlite3_stmt *s = NULL;
     skp_err err = store__prepare(st, "DELETE FROM continuous_policies WHERE service = ?", &s);
     if (err)
@@ -38,7 +40,7 @@ skp_err store_cont_delete_policy(struct store *st, const char *service)
     sqlite3_bind_text(s, 1, service, -1, SQLITE_STATIC);
     err = store__step_done(st, s, "delete continuous policy");
     sqlite3_finalize(s);
-    if (!err && sqlite3_changes(store__db(st)) == 0)
+    if (!err && sqlite3_changes(st->db) == 0)
         err = SKP_ENOTFOUND;
     return err;
 }
@@ -60,9 +62,10 @@ static skp_err policy_row(void *ud, sqlite3_stmt *s)
     return v->cb(v->ud, &r);
 }
 
-skp_err store_cont_list_policies(struct store *st, const char *service, store_cont_policy_cb cb,
-                                 void *ud)
+skp_err sqlite_store_cont_list_policies(struct store *base, const char *service,
+                                        store_cont_policy_cb cb, void *ud)
 {
+    struct sqlite_store *st = sqlite_store_of(base);
     sqlite3_stmt *s = NULL;
     skp_err err = store__prepare(st,
                                  "SELECT service, uuid, json, updated_ms FROM continuous_policies"
@@ -86,7 +89,8 @@ static void bind_text_or_null(sqlite3_stmt *s, int i, const char *v)
         sqlite3_bind_null(s, i);
 }
 
-static skp_err insert_causes(struct store *st, int64_t id, const struct store_cont_trigger *t)
+static skp_err insert_causes(struct sqlite_store *st, int64_t id,
+                             const struct store_cont_trigger *t)
 {
     sqlite3_stmt *s = NULL;
     skp_err err = store__prepare(st,
@@ -112,9 +116,10 @@ static skp_err insert_causes(struct store *st, int64_t id, const struct store_co
     return err;
 }
 
-skp_err store_cont_insert_trigger(struct store *st, const struct store_cont_trigger *t,
-                                  int64_t *id_out)
+skp_err sqlite_store_cont_insert_trigger(struct store *base, const struct store_cont_trigger *t,
+                                         int64_t *id_out)
 {
+    struct sqlite_store *st = sqlite_store_of(base);
     skp_err err = store__begin(st);
     if (err)
         return err;
@@ -138,7 +143,7 @@ skp_err store_cont_insert_trigger(struct store *st, const struct store_cont_trig
     sqlite3_finalize(s);
     if (err)
         goto out;
-    int64_t id = sqlite3_last_insert_rowid(store__db(st));
+    int64_t id = sqlite3_last_insert_rowid(st->db);
     err = insert_causes(st, id, t);
     if (err)
         goto out;
@@ -186,7 +191,7 @@ static skp_err cause_row(void *ud, sqlite3_stmt *s)
 }
 
 struct trig_visit {
-    struct store *st;
+    struct sqlite_store *st;
     sqlite3_stmt *causes;
     store_cont_trigger_cb cb;
     void *ud;
@@ -220,9 +225,11 @@ static skp_err trigger_row(void *ud, sqlite3_stmt *s)
     return err;
 }
 
-skp_err store_cont_list_triggers(struct store *st, const char *service, const char *task_id,
-                                 size_t limit, store_cont_trigger_cb cb, void *ud)
+skp_err sqlite_store_cont_list_triggers(struct store *base, const char *service,
+                                        const char *task_id, size_t limit, store_cont_trigger_cb cb,
+                                        void *ud)
 {
+    struct sqlite_store *st = sqlite_store_of(base);
     sqlite3_stmt *s = NULL;
     struct trig_visit v = {.st = st, .cb = cb, .ud = ud};
     skp_err err = store__prepare(st,

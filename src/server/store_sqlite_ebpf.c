@@ -7,9 +7,10 @@
 
 #include "server/store_int.h"
 
-skp_err store_ebpf_upsert_process(struct store *st, const struct store_ebpf_process *p,
-                                  int64_t now_ms)
+skp_err sqlite_store_ebpf_upsert_process(struct store *base, const struct store_ebpf_process *p,
+                                         int64_t now_ms)
 {
+    struct sqlite_store *st = sqlite_store_of(base);
     if (!p || !p->id || !p->id[0])
         return SKP_EINVAL;
     if (st->read_only)
@@ -40,8 +41,10 @@ skp_err store_ebpf_upsert_process(struct store *st, const struct store_ebpf_proc
     return err;
 }
 
-skp_err store_ebpf_touch_process(struct store *st, const char *id, int64_t now_ms, bool *found)
+skp_err sqlite_store_ebpf_touch_process(struct store *base, const char *id, int64_t now_ms,
+                                        bool *found)
 {
+    struct sqlite_store *st = sqlite_store_of(base);
     *found = false;
     if (!id)
         return SKP_EINVAL;
@@ -85,9 +88,10 @@ static skp_err process_row(void *ud, sqlite3_stmt *s)
     return v->cb(v->ud, &p);
 }
 
-skp_err store_ebpf_list_processes(struct store *st, const char *service,
-                                  store_ebpf_process_cb cb, void *ud)
+skp_err sqlite_store_ebpf_list_processes(struct store *base, const char *service,
+                                         store_ebpf_process_cb cb, void *ud)
 {
+    struct sqlite_store *st = sqlite_store_of(base);
     if (!cb)
         return SKP_EINVAL;
     sqlite3_stmt *s = NULL;
@@ -107,9 +111,10 @@ skp_err store_ebpf_list_processes(struct store *st, const char *service,
     return err;
 }
 
-skp_err store_ebpf_insert_stacks(struct store *st, const struct store_ebpf_stack *v, size_t n,
-                                 int64_t now_ms)
+skp_err sqlite_store_ebpf_insert_stacks(struct store *base, const struct store_ebpf_stack *v,
+                                        size_t n, int64_t now_ms)
 {
+    struct sqlite_store *st = sqlite_store_of(base);
     if (n == 0)
         return SKP_OK;
     if (!v)
@@ -166,9 +171,11 @@ static skp_err stack_row(void *ud, sqlite3_stmt *s)
     return v->cb(v->ud, &k);
 }
 
-skp_err store_ebpf_scan_task(struct store *st, const char *task_id, const char *process_id,
-                             int64_t from_ms, int64_t to_ms, store_ebpf_stack_cb cb, void *ud)
+skp_err sqlite_store_ebpf_scan_task(struct store *base, const char *task_id, const char *process_id,
+                                    int64_t from_ms, int64_t to_ms, store_ebpf_stack_cb cb,
+                                    void *ud)
 {
+    struct sqlite_store *st = sqlite_store_of(base);
     if (!task_id || !cb)
         return SKP_EINVAL;
     sqlite3_stmt *s = NULL;

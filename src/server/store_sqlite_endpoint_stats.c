@@ -5,9 +5,10 @@
 
 #include "server/store_int.h"
 
-skp_err store_put_endpoint_minutes(struct store *st, const struct store_endpoint_minute *v,
-                                   size_t n)
+skp_err sqlite_store_put_endpoint_minutes(struct store *base, const struct store_endpoint_minute *v,
+                                          size_t n)
 {
+    struct sqlite_store *st = sqlite_store_of(base);
     if (n == 0)
         return SKP_OK;
     if (!v)
@@ -68,9 +69,10 @@ static skp_err minute_row(void *ud, sqlite3_stmt *s)
     return v->cb(v->ud, &m);
 }
 
-skp_err store_list_endpoint_minutes(struct store *st, const char *service, int64_t from_ms,
-                                    int64_t to_ms, store_endpoint_minute_cb cb, void *ud)
+skp_err sqlite_store_list_endpoint_minutes(struct store *base, const char *service, int64_t from_ms,
+                                           int64_t to_ms, store_endpoint_minute_cb cb, void *ud)
 {
+    struct sqlite_store *st = sqlite_store_of(base);
     if (!service || !cb)
         return SKP_EINVAL;
     sqlite3_stmt *s = NULL;

@@ -10,7 +10,7 @@
 
 /* ---- snapshots ---- */
 
-static skp_err insert_one(struct store *st, const struct store_snapshot *sn, bool *dup)
+static skp_err insert_one(struct sqlite_store *st, const struct store_snapshot *sn, bool *dup)
 {
     uint32_t seg = 0, task = 0, stack = 0;
     const char *seg_id = sn->segment_id ? sn->segment_id : "";
@@ -58,9 +58,10 @@ static skp_err insert_one(struct store *st, const struct store_snapshot *sn, boo
     return SKP_OK;
 }
 
-skp_err store_insert_snapshots(struct store *st, const struct store_snapshot *v, size_t n,
-                               size_t *n_dup)
+skp_err sqlite_store_insert_snapshots(struct store *base, const struct store_snapshot *v, size_t n,
+                                      size_t *n_dup)
 {
+    struct sqlite_store *st = sqlite_store_of(base);
     size_t dups = 0;
     if (n_dup)
         *n_dup = 0;
@@ -93,12 +94,12 @@ fail:
 
 /* ---- analysis scans ---- */
 
-static skp_err task_key_find(struct store *st, const char *task_id, uint32_t *out)
+static skp_err task_key_find(struct sqlite_store *st, const char *task_id, uint32_t *out)
 {
     return store__task_key(st, task_id, false, out);
 }
 
-static skp_err run_scan(struct store *st, sqlite3_stmt *s, store_sample_cb cb, void *ud)
+static skp_err run_scan(struct sqlite_store *st, sqlite3_stmt *s, store_sample_cb cb, void *ud)
 {
     int rc;
     st->scanning = true;
@@ -120,8 +121,8 @@ static skp_err run_scan(struct store *st, sqlite3_stmt *s, store_sample_cb cb, v
 
 /* What both scans check and look up before stepping: the scan's key (segment or task ref) and
  * its cached statement. SKP_ENOTFOUND when the key is unknown (nothing to visit). */
-static skp_err scan_begin(struct store *st, const char *id, store_sample_cb cb,
-                          skp_err (*find)(struct store *, const char *, uint32_t *),
+static skp_err scan_begin(struct sqlite_store *st, const char *id, store_sample_cb cb,
+                          skp_err (*find)(struct sqlite_store *, const char *, uint32_t *),
                           enum store_stmt which, uint32_t *key, sqlite3_stmt **out)
 {
     if (!id || !cb)
@@ -135,9 +136,10 @@ static skp_err scan_begin(struct store *st, const char *id, store_sample_cb cb,
     return *out ? SKP_OK : err;
 }
 
-skp_err store_scan_segment(struct store *st, const char *segment_id, int32_t lo_seq,
-                           int32_t hi_seq, store_sample_cb cb, void *ud)
+skp_err sqlite_store_scan_segment(struct store *base, const char *segment_id, int32_t lo_seq,
+                                  int32_t hi_seq, store_sample_cb cb, void *ud)
 {
+    struct sqlite_store *st = sqlite_store_of(base);
     uint32_t seg = 0;
     sqlite3_stmt *s = NULL;
     skp_err err = scan_begin(st, segment_id, cb, store__segment_find, STMT_SCAN_SEGMENT, &seg, &s);
@@ -149,9 +151,10 @@ skp_err store_scan_segment(struct store *st, const char *segment_id, int32_t lo_
     return run_scan(st, s, cb, ud);
 }
 
-skp_err store_segment_seq_window(struct store *st, const char *segment_id, int64_t from_ms,
-                                 int64_t to_ms, int32_t *lo, int32_t *hi)
+skp_err sqlite_store_segment_seq_window(struct store *base, const char *segment_id, int64_t from_ms,
+                                        int64_t to_ms, int32_t *lo, int32_t *hi)
 {
+    struct sqlite_store *st = sqlite_store_of(base);
     if (!segment_id)
         return SKP_EINVAL;
     uint32_t seg = 0;
@@ -178,8 +181,10 @@ skp_err store_segment_seq_window(struct store *st, const char *segment_id, int64
     return err;
 }
 
-skp_err store_scan_task(struct store *st, const char *task_id, store_sample_cb cb, void *ud)
+skp_err sqlite_store_scan_task(struct store *base, const char *task_id, store_sample_cb cb,
+                               void *ud)
 {
+    struct sqlite_store *st = sqlite_store_of(base);
     uint32_t task = 0;
     sqlite3_stmt *s = NULL;
     skp_err err = scan_begin(st, task_id, cb, task_key_find, STMT_SCAN_TASK, &task, &s);

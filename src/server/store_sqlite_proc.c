@@ -24,50 +24,7 @@ static char *col_dup(sqlite3_stmt *s, int i)
     return t ? skpx_strdup((const char *)t) : NULL;
 }
 
-void store_proc_names_free(char **v, size_t n)
-{
-    for (size_t i = 0; v && i < n; i++)
-        skpx_free(v[i]);
-    skpx_free(v);
-}
-
-void store_proc_task_cleanup(struct proc_task *t)
-{
-    if (!t)
-        return;
-    skpx_free(t->id);
-    skpx_free(t->service);
-    store_proc_names_free(t->instances, t->n_instances);
-    skpx_free(t->events);
-    skpx_free(t->exec_args);
-    memset(t, 0, sizeof(*t));
-}
-
-void store_proc_tasks_free(struct proc_task *v, size_t n)
-{
-    for (size_t i = 0; v && i < n; i++)
-        store_proc_task_cleanup(&v[i]);
-    skpx_free(v);
-}
-
-void store_proc_logs_free(struct proc_log *v, size_t n)
-{
-    for (size_t i = 0; v && i < n; i++) {
-        skpx_free(v[i].instance);
-        skpx_free(v[i].op);
-        skpx_free(v[i].message);
-    }
-    skpx_free(v);
-}
-
-void store_proc_files_free(struct proc_file *v, size_t n)
-{
-    for (size_t i = 0; v && i < n; i++)
-        skpx_free(v[i].instance);
-    skpx_free(v);
-}
-
-static skp_err step_done(struct store *st, sqlite3_stmt *s, const char *what)
+static skp_err step_done(struct sqlite_store *st, sqlite3_stmt *s, const char *what)
 {
     int rc = sqlite3_step(s);
     if (rc == SQLITE_DONE)
@@ -102,7 +59,7 @@ static skp_err names_row(void *ud, sqlite3_stmt *s)
     return SKP_OK;
 }
 
-static skp_err load_instances(struct store *st, struct proc_task *t)
+static skp_err load_instances(struct sqlite_store *st, struct proc_task *t)
 {
     sqlite3_stmt *s = NULL;
     skp_err err = store__prepare(
@@ -146,8 +103,9 @@ static skp_err read_task(sqlite3_stmt *s, struct proc_task *t)
     return SKP_OK;
 }
 
-skp_err store_proc_insert_task(struct store *st, const struct proc_task *t)
+skp_err sqlite_store_proc_insert_task(struct store *base, const struct proc_task *t)
 {
+    struct sqlite_store *st = sqlite_store_of(base);
     skp_err err = store__begin(st);
     if (err)
         return err;
@@ -192,7 +150,7 @@ out:
 }
 
 /* Runs a statement expected to yield at most one task row. */
-static skp_err one_task(struct store *st, sqlite3_stmt *s, struct proc_task *out)
+static skp_err one_task(struct sqlite_store *st, sqlite3_stmt *s, struct proc_task *out)
 {
     int rc = sqlite3_step(s);
     skp_err err;
@@ -211,8 +169,9 @@ static skp_err one_task(struct store *st, sqlite3_stmt *s, struct proc_task *out
     return err;
 }
 
-skp_err store_proc_get_task(struct store *st, const char *id, struct proc_task *out)
+skp_err sqlite_store_proc_get_task(struct store *base, const char *id, struct proc_task *out)
 {
+    struct sqlite_store *st = sqlite_store_of(base);
     memset(out, 0, sizeof(*out));
     sqlite3_stmt *s = NULL;
     skp_err err =
@@ -223,9 +182,10 @@ skp_err store_proc_get_task(struct store *st, const char *id, struct proc_task *
     return one_task(st, s, out);
 }
 
-skp_err store_proc_latest_task(struct store *st, enum proc_kind kind, const char *service,
-                               const char *events, struct proc_task *out)
+skp_err sqlite_store_proc_latest_task(struct store *base, enum proc_kind kind, const char *service,
+                                      const char *events, struct proc_task *out)
 {
+    struct sqlite_store *st = sqlite_store_of(base);
     memset(out, 0, sizeof(*out));
     sqlite3_stmt *s = NULL;
     skp_err err = store__prepare(st,
@@ -240,10 +200,11 @@ skp_err store_proc_latest_task(struct store *st, enum proc_kind kind, const char
     return one_task(st, s, out);
 }
 
-skp_err store_proc_next_task(struct store *st, enum proc_kind kind, const char *service,
-                             const char *instance, int64_t after_ms, int64_t now_ms,
-                             int64_t grace_ms, struct proc_task *out)
+skp_err sqlite_store_proc_next_task(struct store *base, enum proc_kind kind, const char *service,
+                                    const char *instance, int64_t after_ms, int64_t now_ms,
+                                    int64_t grace_ms, struct proc_task *out)
 {
+    struct sqlite_store *st = sqlite_store_of(base);
     memset(out, 0, sizeof(*out));
     sqlite3_stmt *s = NULL;
     skp_err err = store__prepare(
@@ -281,9 +242,10 @@ static skp_err tasks_row(void *ud, sqlite3_stmt *s)
     return err;
 }
 
-skp_err store_proc_list_tasks(struct store *st, enum proc_kind kind, const char *service,
-                              size_t limit, struct proc_task **out, size_t *n)
+skp_err sqlite_store_proc_list_tasks(struct store *base, enum proc_kind kind, const char *service,
+                                     size_t limit, struct proc_task **out, size_t *n)
 {
+    struct sqlite_store *st = sqlite_store_of(base);
     *out = NULL;
     *n = 0;
     sqlite3_stmt *s = NULL;
@@ -311,9 +273,10 @@ skp_err store_proc_list_tasks(struct store *st, enum proc_kind kind, const char 
     return SKP_OK;
 }
 
-skp_err store_proc_live_instances(struct store *st, const char *service, int64_t since_ms,
-                                  char ***out, size_t *n)
+skp_err sqlite_store_proc_live_instances(struct store *base, const char *service, int64_t since_ms,
+                                         char ***out, size_t *n)
 {
+    struct sqlite_store *st = sqlite_store_of(base);
     *out = NULL;
     *n = 0;
     sqlite3_stmt *s = NULL;
@@ -340,7 +303,7 @@ skp_err store_proc_live_instances(struct store *st, const char *service, int64_t
 
 /* ---------------------------------------------------------------- logs */
 
-static skp_err insert_log(struct store *st, const char *task_id, const char *instance,
+static skp_err insert_log(struct sqlite_store *st, const char *task_id, const char *instance,
                           const char *op, int64_t time_ms, const char *message)
 {
     sqlite3_stmt *s = NULL;
@@ -362,8 +325,10 @@ static skp_err insert_log(struct store *st, const char *task_id, const char *ins
     return err;
 }
 
-skp_err store_proc_cancel_task(struct store *st, const char *id, int64_t now_ms, int64_t grace_ms)
+skp_err sqlite_store_proc_cancel_task(struct store *base, const char *id, int64_t now_ms,
+                                      int64_t grace_ms)
 {
+    struct sqlite_store *st = sqlite_store_of(base);
     if (!id)
         return SKP_EINVAL;
     sqlite3_stmt *s = NULL;
@@ -385,14 +350,15 @@ skp_err store_proc_cancel_task(struct store *st, const char *id, int64_t now_ms,
     if (sqlite3_changes(st->db) == 1)
         return SKP_OK;
     struct proc_task t;
-    err = store_proc_get_task(st, id, &t);
+    err = sqlite_store_proc_get_task(base, id, &t);
     store_proc_task_cleanup(&t);
     return err ? err : SKP_ESTATE;
 }
 
-skp_err store_proc_add_log(struct store *st, const char *task_id, const char *instance,
-                           const char *op, int64_t time_ms, const char *message)
+skp_err sqlite_store_proc_add_log(struct store *base, const char *task_id, const char *instance,
+                                  const char *op, int64_t time_ms, const char *message)
 {
+    struct sqlite_store *st = sqlite_store_of(base);
     return insert_log(st, task_id, instance, op, time_ms, message);
 }
 
@@ -418,9 +384,10 @@ static skp_err logs_row(void *ud, sqlite3_stmt *s)
     return SKP_OK;
 }
 
-skp_err store_proc_list_logs(struct store *st, const char *task_id, struct proc_log **out,
-                             size_t *n)
+skp_err sqlite_store_proc_list_logs(struct store *base, const char *task_id, struct proc_log **out,
+                                    size_t *n)
 {
+    struct sqlite_store *st = sqlite_store_of(base);
     *out = NULL;
     *n = 0;
     sqlite3_stmt *s = NULL;
@@ -445,10 +412,11 @@ skp_err store_proc_list_logs(struct store *st, const char *task_id, struct proc_
 
 /* ---------------------------------------------------------------- files */
 
-skp_err store_proc_insert_file(struct store *st, const char *task_id, const char *instance,
-                               int64_t time_ms, const uint8_t *data, size_t len, const char *op,
-                               int64_t *id_out)
+skp_err sqlite_store_proc_insert_file(struct store *base, const char *task_id, const char *instance,
+                                      int64_t time_ms, const uint8_t *data, size_t len,
+                                      const char *op, int64_t *id_out)
 {
+    struct sqlite_store *st = sqlite_store_of(base);
     if (id_out)
         *id_out = 0;
     skp_err err = store__begin(st);
@@ -470,7 +438,7 @@ skp_err store_proc_insert_file(struct store *st, const char *task_id, const char
     sqlite3_finalize(s);
     if (err)
         goto out;
-    int64_t id = sqlite3_last_insert_rowid(store__db(st));
+    int64_t id = sqlite3_last_insert_rowid(st->db);
     if (op) {
         err = insert_log(st, task_id, instance, op, time_ms, NULL);
         if (err)
@@ -504,9 +472,10 @@ static skp_err files_row(void *ud, sqlite3_stmt *s)
     return f->instance ? SKP_OK : SKP_ENOMEM;
 }
 
-skp_err store_proc_list_files(struct store *st, const char *task_id, struct proc_file **out,
-                              size_t *n)
+skp_err sqlite_store_proc_list_files(struct store *base, const char *task_id,
+                                     struct proc_file **out, size_t *n)
 {
+    struct sqlite_store *st = sqlite_store_of(base);
     *out = NULL;
     *n = 0;
     sqlite3_stmt *s = NULL;
@@ -527,9 +496,10 @@ skp_err store_proc_list_files(struct store *st, const char *task_id, struct proc
     return SKP_OK;
 }
 
-skp_err store_proc_get_file(struct store *st, const char *task_id, int64_t id, uint8_t **data,
-                            size_t *len, char **instance_out)
+skp_err sqlite_store_proc_get_file(struct store *base, const char *task_id, int64_t id,
+                                   uint8_t **data, size_t *len, char **instance_out)
 {
+    struct sqlite_store *st = sqlite_store_of(base);
     *data = NULL;
     *len = 0;
     if (instance_out)

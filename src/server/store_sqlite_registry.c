@@ -38,7 +38,7 @@ static char *json_to_text(const json_t *j)
 
 /* ---- services and instances ---- */
 
-static skp_err service_ref(struct store *st, const char *service, const char *layer,
+static skp_err service_ref(struct sqlite_store *st, const char *service, const char *layer,
                            int64_t now_ms, int64_t *out)
 {
     sqlite3_stmt *s = NULL;
@@ -65,7 +65,7 @@ static skp_err service_ref(struct store *st, const char *service, const char *la
     return err;
 }
 
-static skp_err instance_upsert(struct store *st, int64_t service_id, const char *instance,
+static skp_err instance_upsert(struct sqlite_store *st, int64_t service_id, const char *instance,
                                const char *language, const char *props_json, int64_t now_ms)
 {
     sqlite3_stmt *s = NULL;
@@ -94,7 +94,7 @@ static skp_err instance_upsert(struct store *st, int64_t service_id, const char 
     return err;
 }
 
-static skp_err upsert(struct store *st, const char *service, const char *instance,
+static skp_err upsert(struct sqlite_store *st, const char *service, const char *instance,
                       const char *layer, const char *language, const char *props_json,
                       int64_t now_ms)
 {
@@ -114,10 +114,11 @@ static skp_err upsert(struct store *st, const char *service, const char *instanc
     return err;
 }
 
-skp_err store_upsert_instance(struct store *st, const char *service, const char *instance,
-                              const char *layer, const struct store_kv *props, size_t n_props,
-                              int64_t now_ms)
+skp_err sqlite_store_upsert_instance(struct store *base, const char *service, const char *instance,
+                                     const char *layer, const struct store_kv *props,
+                                     size_t n_props, int64_t now_ms)
 {
+    struct sqlite_store *st = sqlite_store_of(base);
     skp_err err = SKP_OK;
     const char *language = NULL;
     char *text = NULL;
@@ -150,9 +151,10 @@ out:
     return err;
 }
 
-skp_err store_touch_instance(struct store *st, const char *service, const char *instance,
-                             int64_t now_ms)
+skp_err sqlite_store_touch_instance(struct store *base, const char *service, const char *instance,
+                                    int64_t now_ms)
 {
+    struct sqlite_store *st = sqlite_store_of(base);
     return upsert(st, service, instance, NULL, NULL, NULL, now_ms);
 }
 
@@ -173,8 +175,9 @@ static skp_err service_row(void *ud, sqlite3_stmt *s)
     return v->cb(v->ud, &r);
 }
 
-skp_err store_list_services(struct store *st, store_service_cb cb, void *ud)
+skp_err sqlite_store_list_services(struct store *base, store_service_cb cb, void *ud)
 {
+    struct sqlite_store *st = sqlite_store_of(base);
     if (!cb)
         return SKP_EINVAL;
     sqlite3_stmt *s = NULL;
@@ -234,9 +237,10 @@ static skp_err instance_row(void *ud, sqlite3_stmt *s)
     return err;
 }
 
-skp_err store_list_instances(struct store *st, const char *service, store_instance_cb cb,
-                             void *ud)
+skp_err sqlite_store_list_instances(struct store *base, const char *service, store_instance_cb cb,
+                                    void *ud)
 {
+    struct sqlite_store *st = sqlite_store_of(base);
     if (!service || !cb)
         return SKP_EINVAL;
     sqlite3_stmt *s = NULL;
@@ -268,16 +272,6 @@ skp_err store_list_instances(struct store *st, const char *service, store_instan
 
 /* ---- tasks ---- */
 
-void store_task_cleanup(struct store_task *t)
-{
-    if (!t)
-        return;
-    skpx_free(t->id);
-    skpx_free(t->service);
-    skpx_free(t->endpoint);
-    t->id = t->service = t->endpoint = NULL;
-}
-
 static skp_err task_from_row(sqlite3_stmt *s, struct store_task *t)
 {
     memset(t, 0, sizeof(*t));
@@ -298,8 +292,9 @@ static skp_err task_from_row(sqlite3_stmt *s, struct store_task *t)
     return SKP_OK;
 }
 
-skp_err store_insert_task(struct store *st, const struct store_task *t)
+skp_err sqlite_store_insert_task(struct store *base, const struct store_task *t)
 {
+    struct sqlite_store *st = sqlite_store_of(base);
     if (!t || !t->id || !t->service || !t->endpoint)
         return SKP_EINVAL;
     sqlite3_stmt *s = NULL;
@@ -329,7 +324,7 @@ skp_err store_insert_task(struct store *st, const struct store_task *t)
 }
 
 /* Runs a task query expected to yield at most one row into *out. */
-static skp_err one_task(struct store *st, sqlite3_stmt *s, struct store_task *out)
+static skp_err one_task(struct sqlite_store *st, sqlite3_stmt *s, struct store_task *out)
 {
     int rc = sqlite3_step(s);
     skp_err err;
@@ -343,8 +338,9 @@ static skp_err one_task(struct store *st, sqlite3_stmt *s, struct store_task *ou
     return err;
 }
 
-skp_err store_get_task(struct store *st, const char *id, struct store_task *out)
+skp_err sqlite_store_get_task(struct store *base, const char *id, struct store_task *out)
 {
+    struct sqlite_store *st = sqlite_store_of(base);
     memset(out, 0, sizeof(*out));
     if (!id)
         return SKP_EINVAL;
@@ -356,9 +352,10 @@ skp_err store_get_task(struct store *st, const char *id, struct store_task *out)
     return one_task(st, s, out);
 }
 
-skp_err store_latest_task_before(struct store *st, const char *service, int64_t start_before,
-                                 struct store_task *out)
+skp_err sqlite_store_latest_task_before(struct store *base, const char *service,
+                                        int64_t start_before, struct store_task *out)
 {
+    struct sqlite_store *st = sqlite_store_of(base);
     memset(out, 0, sizeof(*out));
     if (!service)
         return SKP_EINVAL;
@@ -391,9 +388,11 @@ static skp_err push_task_row(void *ud, sqlite3_stmt *s)
     return err;
 }
 
-skp_err store_tasks_for_agent(struct store *st, const char *service, int64_t after_create_time,
-                              int64_t now_ms, struct store_task **out, size_t *n_out)
+skp_err sqlite_store_tasks_for_agent(struct store *base, const char *service,
+                                     int64_t after_create_time, int64_t now_ms,
+                                     struct store_task **out, size_t *n_out)
 {
+    struct sqlite_store *st = sqlite_store_of(base);
     *out = NULL;
     *n_out = 0;
     if (!service)
@@ -447,9 +446,10 @@ static skp_err task_row(void *ud, sqlite3_stmt *s)
     return v->cb(v->ud, &t);
 }
 
-skp_err store_list_tasks(struct store *st, const char *service, const char *endpoint,
-                         store_task_cb cb, void *ud)
+skp_err sqlite_store_list_tasks(struct store *base, const char *service, const char *endpoint,
+                                store_task_cb cb, void *ud)
 {
+    struct sqlite_store *st = sqlite_store_of(base);
     if (!cb)
         return SKP_EINVAL;
     sqlite3_stmt *s = NULL;
@@ -470,8 +470,9 @@ skp_err store_list_tasks(struct store *st, const char *service, const char *endp
     return err;
 }
 
-skp_err store_cancel_task(struct store *st, const char *id, int64_t now_ms)
+skp_err sqlite_store_cancel_task(struct store *base, const char *id, int64_t now_ms)
 {
+    struct sqlite_store *st = sqlite_store_of(base);
     if (!id)
         return SKP_EINVAL;
     sqlite3_stmt *s = NULL;
@@ -491,14 +492,15 @@ skp_err store_cancel_task(struct store *st, const char *id, int64_t now_ms)
     if (sqlite3_changes(st->db) == 1)
         return SKP_OK;
     struct store_task t;
-    err = store_get_task(st, id, &t);
+    err = sqlite_store_get_task(base, id, &t);
     store_task_cleanup(&t);
     return err ? err : SKP_ESTATE;
 }
 
-skp_err store_add_task_log(struct store *st, const char *task_id, const char *service,
-                           const char *instance, enum store_task_op op, int64_t time_ms)
+skp_err sqlite_store_add_task_log(struct store *base, const char *task_id, const char *service,
+                                  const char *instance, enum store_task_op op, int64_t time_ms)
 {
+    struct sqlite_store *st = sqlite_store_of(base);
     if (!task_id || !instance ||
         (op != STORE_TASK_NOTIFIED && op != STORE_TASK_EXECUTION_FINISHED))
         return SKP_EINVAL;
@@ -542,9 +544,10 @@ static skp_err task_log_row(void *ud, sqlite3_stmt *s)
     return v->cb(v->ud, &l);
 }
 
-skp_err store_list_task_logs(struct store *st, const char *task_id, store_task_log_cb cb,
-                             void *ud)
+skp_err sqlite_store_list_task_logs(struct store *base, const char *task_id, store_task_log_cb cb,
+                                    void *ud)
 {
+    struct sqlite_store *st = sqlite_store_of(base);
     if (!task_id || !cb)
         return SKP_EINVAL;
     sqlite3_stmt *s = NULL;

@@ -10,7 +10,7 @@
 
 /* ---- retention ---- */
 
-static skp_err exec_count(struct store *st, const char *sql, int64_t before_ms, uint64_t *n)
+static skp_err exec_count(struct sqlite_store *st, const char *sql, int64_t before_ms, uint64_t *n)
 {
     sqlite3_stmt *s = NULL;
     skp_err err = store__prepare(st, sql, &s);
@@ -28,7 +28,7 @@ static skp_err exec_count(struct store *st, const char *sql, int64_t before_ms, 
 }
 
 /* Deletes frames no remaining stack refers to (stack blobs are opaque to SQL). */
-static skp_err purge_frames(struct store *st, uint64_t *n)
+static skp_err purge_frames(struct sqlite_store *st, uint64_t *n)
 {
     sqlite3_stmt *s = NULL;
     uint8_t *used = NULL;
@@ -102,8 +102,9 @@ out:
     return err;
 }
 
-skp_err store_purge_before(struct store *st, int64_t before_ms, uint64_t *n_deleted)
+skp_err sqlite_store_purge_before(struct store *base, int64_t before_ms, uint64_t *n_deleted)
 {
+    struct sqlite_store *st = sqlite_store_of(base);
     /* Retention works per segment: a segment's snapshots, task links and SegmentObject go
      * together once the segment was first seen before `before_ms`. */
     static const char *const k_purge[] = {

@@ -21,16 +21,6 @@ static const char *str_or_empty(const char *s)
     return s ? s : "";
 }
 
-const char *store_segment_endpoint(const struct store_segment *seg)
-{
-    if (!seg || seg->n_spans == 0 || !seg->spans)
-        return NULL;
-    for (size_t i = 0; i < seg->n_spans; i++)
-        if (seg->spans[i].type == STORE_SPAN_ENTRY)
-            return str_or_empty(seg->spans[i].operation);
-    return str_or_empty(seg->spans[0].operation);
-}
-
 /* ---- span column: struct store_span <-> JSON text ---- */
 
 static const char *const k_type_names[] = {"Entry", "Exit", "Local", "Unknown"};
@@ -258,7 +248,7 @@ static skp_err span_rows_parse(const char *segment_id, const char *text, struct 
 /* ---- ingest ---- */
 
 /* Stores one segment inside the open transaction. */
-static skp_err insert_segment(struct store *st, const struct store_segment *seg,
+static skp_err insert_segment(struct sqlite_store *st, const struct store_segment *seg,
                               int64_t received_ms)
 {
     skp_err err = SKP_OK;
@@ -299,9 +289,10 @@ out:
     return err;
 }
 
-skp_err store_insert_segments(struct store *st, const struct store_segment *v, size_t n,
-                              int64_t received_ms)
+skp_err sqlite_store_insert_segments(struct store *base, const struct store_segment *v, size_t n,
+                                     int64_t received_ms)
 {
+    struct sqlite_store *st = sqlite_store_of(base);
     if (n == 0)
         return SKP_OK;
     if (!v)
@@ -329,15 +320,6 @@ fail:
 
 /* ---- one segment ---- */
 
-void store_segment_info_cleanup(struct store_segment_info *i)
-{
-    if (!i)
-        return;
-    skpx_free(i->trace_id);
-    skpx_free(i->endpoint);
-    i->trace_id = i->endpoint = NULL;
-}
-
 /* A copy of column i, NULL when it is NULL or empty; false on allocation failure. */
 static bool col_dup(sqlite3_stmt *s, int i, char **out)
 {
@@ -346,9 +328,10 @@ static bool col_dup(sqlite3_stmt *s, int i, char **out)
     return !t || !*t || *out;
 }
 
-skp_err store_get_segment_info(struct store *st, const char *segment_id,
-                               struct store_segment_info *out)
+skp_err sqlite_store_get_segment_info(struct store *base, const char *segment_id,
+                                      struct store_segment_info *out)
 {
+    struct sqlite_store *st = sqlite_store_of(base);
     memset(out, 0, sizeof(*out));
     if (!segment_id)
         return SKP_EINVAL;
@@ -383,8 +366,9 @@ skp_err store_get_segment_info(struct store *st, const char *segment_id,
     return err;
 }
 
-skp_err store_segment_has_snapshots(struct store *st, const char *segment_id, bool *out)
+skp_err sqlite_store_segment_has_snapshots(struct store *base, const char *segment_id, bool *out)
 {
+    struct sqlite_store *st = sqlite_store_of(base);
     *out = false;
     if (!segment_id)
         return SKP_EINVAL;
@@ -430,7 +414,7 @@ static int cmp_listed(const void *a, const void *b)
 /* Snapshot time range of (segment, task), for segments whose SegmentObject is missing: the
  * first dump's time (sequence 0, which a listed segment has) to the last dump's time. Two
  * primary-key seeks instead of a scan of the segment's dumps. */
-static skp_err snapshot_range(struct store *st, int64_t seg, int64_t task, int64_t *lo,
+static skp_err snapshot_range(struct sqlite_store *st, int64_t seg, int64_t task, int64_t *lo,
                               int64_t *hi)
 {
     skp_err err = SKP_OK;
@@ -453,7 +437,7 @@ static skp_err snapshot_range(struct store *st, int64_t seg, int64_t task, int64
 }
 
 struct listed_vec {
-    struct store *st;
+    struct sqlite_store *st;
     struct listed *v;
     size_t n, cap;
 };
@@ -482,7 +466,7 @@ static skp_err push_listed_row(void *ud, sqlite3_stmt *s)
 }
 
 /* Pass 2 for one segment with its SegmentObject. */
-static skp_err visit_object(struct store *st, sqlite3_stmt *row, const struct listed *l,
+static skp_err visit_object(struct sqlite_store *st, sqlite3_stmt *row, const struct listed *l,
                             store_profiled_segment_cb cb, void *ud)
 {
     sqlite3_reset(row);
@@ -511,16 +495,18 @@ static skp_err visit_object(struct store *st, sqlite3_stmt *row, const struct li
     return err;
 }
 
-skp_err store_list_profiled_segments(struct store *st, const char *task_id,
-                                     store_profiled_segment_cb cb, void *ud)
+skp_err sqlite_store_list_profiled_segments(struct store *base, const char *task_id,
+                                            store_profiled_segment_cb cb, void *ud)
 {
-    return store_list_profiled_segments_page(st, task_id, NULL, 0, cb, ud, NULL);
+    return sqlite_store_list_profiled_segments_page(base, task_id, NULL, 0, cb, ud, NULL);
 }
 
-skp_err store_list_profiled_segments_page(struct store *st, const char *task_id,
-                                          const struct store_segment_key *after, size_t limit,
-                                          store_profiled_segment_cb cb, void *ud, bool *more)
+skp_err sqlite_store_list_profiled_segments_page(struct store *base, const char *task_id,
+                                                 const struct store_segment_key *after,
+                                                 size_t limit, store_profiled_segment_cb cb,
+                                                 void *ud, bool *more)
 {
+    struct sqlite_store *st = sqlite_store_of(base);
     if (more)
         *more = false;
     if (!task_id || !cb)

@@ -15,7 +15,7 @@
 /* SELECT-or-INSERT of a text key through the statements `get` (key → id) and `ins` (key, and
  * first_ms for segids), inside the caller's transaction. SKP_ENOTFOUND when absent and
  * !create. */
-static skp_err select_or_insert(struct store *st, enum store_stmt get, enum store_stmt ins,
+static skp_err select_or_insert(struct sqlite_store *st, enum store_stmt get, enum store_stmt ins,
                                 const char *key, bool create, int64_t first_ms, uint32_t *out)
 {
     skp_err err = SKP_OK;
@@ -59,7 +59,7 @@ static void cache_put(struct skpx_strmap *cache, size_t max, const char *key, ui
 
 /* Finds `name` through cache → SELECT; when `create`, INSERTs it (inside the caller's
  * transaction). SKP_ENOTFOUND when absent and !create. */
-static skp_err name_ref(struct store *st, struct skpx_strmap *cache, enum store_stmt get,
+static skp_err name_ref(struct sqlite_store *st, struct skpx_strmap *cache, enum store_stmt get,
                         enum store_stmt ins, const char *name, bool create, int64_t first_ms,
                         uint32_t *out)
 {
@@ -72,20 +72,20 @@ static skp_err name_ref(struct store *st, struct skpx_strmap *cache, enum store_
     return SKP_OK;
 }
 
-skp_err store__segment_ref(struct store *st, const char *segment_id, int64_t first_ms,
+skp_err store__segment_ref(struct sqlite_store *st, const char *segment_id, int64_t first_ms,
                            uint32_t *out)
 {
     return name_ref(st, &st->seg_ids, STMT_SEGID_GET, STMT_SEGID_INS, segment_id, true,
                     first_ms, out);
 }
 
-skp_err store__segment_find(struct store *st, const char *segment_id, uint32_t *out)
+skp_err store__segment_find(struct sqlite_store *st, const char *segment_id, uint32_t *out)
 {
     return name_ref(st, &st->seg_ids, STMT_SEGID_GET, STMT_SEGID_INS, segment_id, false, 0,
                     out);
 }
 
-skp_err store__task_key(struct store *st, const char *task_id, bool create, uint32_t *out)
+skp_err store__task_key(struct sqlite_store *st, const char *task_id, bool create, uint32_t *out)
 {
     return name_ref(st, &st->task_keys, STMT_TASKKEY_GET, STMT_TASKKEY_INS, task_id, create, 0,
                     out);
@@ -93,7 +93,7 @@ skp_err store__task_key(struct store *st, const char *task_id, bool create, uint
 
 /* ---- frames and stacks ---- */
 
-static skp_err frame_ref(struct store *st, const char *raw, uint32_t *out)
+static skp_err frame_ref(struct sqlite_store *st, const char *raw, uint32_t *out)
 {
     if (skpx_strmap_get(&st->frame_ids, raw, out))
         return SKP_OK;
@@ -152,7 +152,7 @@ size_t store__decode_ids(const uint8_t *b, size_t len, uint32_t *ids, size_t max
     return n;
 }
 
-skp_err store__ensure_scratch(struct store *st, size_t n_ids)
+skp_err store__ensure_scratch(struct sqlite_store *st, size_t n_ids)
 {
     if (n_ids > st->scratch_cap) {
         uint32_t *p = skpx_realloc(st->scratch_ids, n_ids * sizeof(*p));
@@ -172,7 +172,7 @@ skp_err store__ensure_scratch(struct store *st, size_t n_ids)
     return SKP_OK;
 }
 
-static void stack_cache_clear(struct store *st)
+static void stack_cache_clear(struct sqlite_store *st)
 {
     st->n_stacks = 0;
     st->pool_len = 0;
@@ -182,7 +182,7 @@ static void stack_cache_clear(struct store *st)
 
 /* Adds a stack to the cache; returns its frames' location in the pool or NULL when it was not
  * cached (allocation failure or too large). Clears the cache when the pool bound is reached. */
-static const uint32_t *stack_cache_add(struct store *st, uint32_t id, uint64_t hash,
+static const uint32_t *stack_cache_add(struct sqlite_store *st, uint32_t id, uint64_t hash,
                                        const uint32_t *ids, size_t n)
 {
     if (n > STORE_STACK_POOL_MAX / 4)
@@ -223,7 +223,8 @@ static const uint32_t *stack_cache_add(struct store *st, uint32_t id, uint64_t h
     return st->stack_pool + e->off;
 }
 
-skp_err store__stack_ref(struct store *st, char *const *frames, size_t n_frames, uint32_t *out)
+skp_err store__stack_ref(struct sqlite_store *st, char *const *frames, size_t n_frames,
+                         uint32_t *out)
 {
     size_t n = n_frames < STORE_MAX_FRAMES ? n_frames : STORE_MAX_FRAMES;
     skp_err err = store__ensure_scratch(st, n ? n : 1);
@@ -281,8 +282,10 @@ skp_err store__stack_ref(struct store *st, char *const *frames, size_t n_frames,
     return SKP_OK;
 }
 
-skp_err store_get_stack(struct store *st, uint32_t stack, const uint32_t **frames, size_t *n)
+skp_err sqlite_store_get_stack(struct store *base, uint32_t stack, const uint32_t **frames,
+                               size_t *n)
 {
+    struct sqlite_store *st = sqlite_store_of(base);
     *frames = NULL;
     *n = 0;
     uint64_t idx;
@@ -323,8 +326,9 @@ skp_err store_get_stack(struct store *st, uint32_t stack, const uint32_t **frame
     return SKP_OK;
 }
 
-skp_err store_get_frame(struct store *st, uint32_t frame, const char **sig)
+skp_err sqlite_store_get_frame(struct store *base, uint32_t frame, const char **sig)
 {
+    struct sqlite_store *st = sqlite_store_of(base);
     *sig = NULL;
     uint64_t idx;
     if (skpx_u64map_get(&st->frame_sig_idx, frame, &idx)) {

@@ -1,0 +1,455 @@
+/* store.c - the public store_* functions: store_open picks a backend from its argument, every
+ * other function forwards through the store's ops table (store_backend.h). Also the pure
+ * helpers of store.h and the feature headers (row cleanup), which do not depend on a backend. */
+#include "server/store.h"
+
+#include <string.h>
+#include <strings.h>
+
+#include "common/alloc.h"
+#include "common/log.h"
+#include "server/store_backend.h"
+#include "server/store_int.h"
+
+static const char *str_or_empty(const char *s)
+{
+    return s ? s : "";
+}
+
+enum store_backend_kind store_backend_for(const char *path_or_url)
+{
+    if (!path_or_url)
+        return STORE_BACKEND_SQLITE;
+    if (strncasecmp(path_or_url, "postgresql://", 13) == 0 ||
+        strncasecmp(path_or_url, "postgres://", 11) == 0)
+        return STORE_BACKEND_POSTGRESQL;
+    return STORE_BACKEND_SQLITE;
+}
+
+skp_err store_open(const char *path, const struct store_opts *opts, struct store **out)
+{
+    if (!out)
+        return SKP_EINVAL;
+    *out = NULL;
+    if (!path)
+        return SKP_EINVAL;
+    if (store_backend_for(path) == STORE_BACKEND_POSTGRESQL) {
+        SKPX_ERROR("store: this build has no PostgreSQL backend");
+        return SKP_ENOTSUP;
+    }
+    return sqlite_store_open(path, opts, out);
+}
+
+void store_close(struct store *st)
+{
+    if (st)
+        st->ops->close(st);
+}
+
+skp_err store_upsert_instance(struct store *st, const char *service, const char *instance,
+                              const char *layer, const struct store_kv *props, size_t n_props,
+                              int64_t now_ms)
+{
+    return st->ops->upsert_instance(st, service, instance, layer, props, n_props, now_ms);
+}
+
+skp_err store_touch_instance(struct store *st, const char *service, const char *instance,
+                             int64_t now_ms)
+{
+    return st->ops->touch_instance(st, service, instance, now_ms);
+}
+
+skp_err store_list_services(struct store *st, store_service_cb cb, void *ud)
+{
+    return st->ops->list_services(st, cb, ud);
+}
+
+skp_err store_list_instances(struct store *st, const char *service, store_instance_cb cb, void *ud)
+{
+    return st->ops->list_instances(st, service, cb, ud);
+}
+
+skp_err store_insert_task(struct store *st, const struct store_task *t)
+{
+    return st->ops->insert_task(st, t);
+}
+
+skp_err store_get_task(struct store *st, const char *id, struct store_task *out)
+{
+    return st->ops->get_task(st, id, out);
+}
+
+skp_err store_latest_task_before(struct store *st, const char *service, int64_t start_before,
+                                 struct store_task *out)
+{
+    return st->ops->latest_task_before(st, service, start_before, out);
+}
+
+skp_err store_cancel_task(struct store *st, const char *id, int64_t now_ms)
+{
+    return st->ops->cancel_task(st, id, now_ms);
+}
+
+skp_err store_tasks_for_agent(struct store *st, const char *service, int64_t after_create_time,
+                              int64_t now_ms, struct store_task **out, size_t *n_out)
+{
+    return st->ops->tasks_for_agent(st, service, after_create_time, now_ms, out, n_out);
+}
+
+skp_err store_list_tasks(struct store *st, const char *service, const char *endpoint,
+                         store_task_cb cb, void *ud)
+{
+    return st->ops->list_tasks(st, service, endpoint, cb, ud);
+}
+
+skp_err store_add_task_log(struct store *st, const char *task_id, const char *service,
+                           const char *instance, enum store_task_op op, int64_t time_ms)
+{
+    return st->ops->add_task_log(st, task_id, service, instance, op, time_ms);
+}
+
+skp_err store_list_task_logs(struct store *st, const char *task_id, store_task_log_cb cb, void *ud)
+{
+    return st->ops->list_task_logs(st, task_id, cb, ud);
+}
+
+skp_err store_insert_snapshots(struct store *st, const struct store_snapshot *v, size_t n,
+                               size_t *n_dup)
+{
+    return st->ops->insert_snapshots(st, v, n, n_dup);
+}
+
+skp_err store_insert_segments(struct store *st, const struct store_segment *v, size_t n,
+                              int64_t received_ms)
+{
+    return st->ops->insert_segments(st, v, n, received_ms);
+}
+
+skp_err store_segment_has_snapshots(struct store *st, const char *segment_id, bool *out)
+{
+    return st->ops->segment_has_snapshots(st, segment_id, out);
+}
+
+skp_err store_list_profiled_segments(struct store *st, const char *task_id,
+                                     store_profiled_segment_cb cb, void *ud)
+{
+    return st->ops->list_profiled_segments(st, task_id, cb, ud);
+}
+
+skp_err store_list_profiled_segments_page(struct store *st, const char *task_id,
+                                          const struct store_segment_key *after, size_t limit,
+                                          store_profiled_segment_cb cb, void *ud, bool *more)
+{
+    return st->ops->list_profiled_segments_page(st, task_id, after, limit, cb, ud, more);
+}
+
+skp_err store_get_segment_info(struct store *st, const char *segment_id,
+                               struct store_segment_info *out)
+{
+    return st->ops->get_segment_info(st, segment_id, out);
+}
+
+skp_err store_scan_segment(struct store *st, const char *segment_id, int32_t lo_seq, int32_t hi_seq,
+                           store_sample_cb cb, void *ud)
+{
+    return st->ops->scan_segment(st, segment_id, lo_seq, hi_seq, cb, ud);
+}
+
+skp_err store_segment_seq_window(struct store *st, const char *segment_id, int64_t from_ms,
+                                 int64_t to_ms, int32_t *lo, int32_t *hi)
+{
+    return st->ops->segment_seq_window(st, segment_id, from_ms, to_ms, lo, hi);
+}
+
+skp_err store_scan_task(struct store *st, const char *task_id, store_sample_cb cb, void *ud)
+{
+    return st->ops->scan_task(st, task_id, cb, ud);
+}
+
+skp_err store_get_stack(struct store *st, uint32_t stack, const uint32_t **frames, size_t *n)
+{
+    return st->ops->get_stack(st, stack, frames, n);
+}
+
+skp_err store_get_frame(struct store *st, uint32_t frame, const char **sig)
+{
+    return st->ops->get_frame(st, frame, sig);
+}
+
+skp_err store_put_endpoint_minutes(struct store *st, const struct store_endpoint_minute *v,
+                                   size_t n)
+{
+    if (!st->ops->put_endpoint_minutes)
+        return SKP_ENOTSUP;
+    return st->ops->put_endpoint_minutes(st, v, n);
+}
+
+skp_err store_list_endpoint_minutes(struct store *st, const char *service, int64_t from_ms,
+                                    int64_t to_ms, store_endpoint_minute_cb cb, void *ud)
+{
+    if (!st->ops->list_endpoint_minutes)
+        return SKP_ENOTSUP;
+    return st->ops->list_endpoint_minutes(st, service, from_ms, to_ms, cb, ud);
+}
+
+skp_err store_purge_before(struct store *st, int64_t before_ms, uint64_t *n_deleted)
+{
+    return st->ops->purge_before(st, before_ms, n_deleted);
+}
+
+skp_err store_check(struct store *st, char *detail, size_t cap)
+{
+    return st->ops->check(st, detail, cap);
+}
+
+skp_err store_get_stats(struct store *st, struct store_stats *out)
+{
+    return st->ops->get_stats(st, out);
+}
+
+skp_err store_proc_insert_task(struct store *st, const struct proc_task *t)
+{
+    if (!st->ops->proc_insert_task)
+        return SKP_ENOTSUP;
+    return st->ops->proc_insert_task(st, t);
+}
+
+skp_err store_proc_get_task(struct store *st, const char *id, struct proc_task *out)
+{
+    if (!st->ops->proc_get_task)
+        return SKP_ENOTSUP;
+    return st->ops->proc_get_task(st, id, out);
+}
+
+skp_err store_proc_list_tasks(struct store *st, enum proc_kind kind, const char *service,
+                              size_t limit, struct proc_task **out, size_t *n)
+{
+    if (!st->ops->proc_list_tasks)
+        return SKP_ENOTSUP;
+    return st->ops->proc_list_tasks(st, kind, service, limit, out, n);
+}
+
+skp_err store_proc_latest_task(struct store *st, enum proc_kind kind, const char *service,
+                               const char *events, struct proc_task *out)
+{
+    if (!st->ops->proc_latest_task)
+        return SKP_ENOTSUP;
+    return st->ops->proc_latest_task(st, kind, service, events, out);
+}
+
+skp_err store_proc_next_task(struct store *st, enum proc_kind kind, const char *service,
+                             const char *instance, int64_t after_ms, int64_t now_ms,
+                             int64_t grace_ms, struct proc_task *out)
+{
+    if (!st->ops->proc_next_task)
+        return SKP_ENOTSUP;
+    return st->ops->proc_next_task(st, kind, service, instance, after_ms, now_ms, grace_ms, out);
+}
+
+skp_err store_proc_live_instances(struct store *st, const char *service, int64_t since_ms,
+                                  char ***out, size_t *n)
+{
+    if (!st->ops->proc_live_instances)
+        return SKP_ENOTSUP;
+    return st->ops->proc_live_instances(st, service, since_ms, out, n);
+}
+
+skp_err store_proc_cancel_task(struct store *st, const char *id, int64_t now_ms, int64_t grace_ms)
+{
+    if (!st->ops->proc_cancel_task)
+        return SKP_ENOTSUP;
+    return st->ops->proc_cancel_task(st, id, now_ms, grace_ms);
+}
+
+skp_err store_proc_add_log(struct store *st, const char *task_id, const char *instance,
+                           const char *op, int64_t time_ms, const char *message)
+{
+    if (!st->ops->proc_add_log)
+        return SKP_ENOTSUP;
+    return st->ops->proc_add_log(st, task_id, instance, op, time_ms, message);
+}
+
+skp_err store_proc_list_logs(struct store *st, const char *task_id, struct proc_log **out,
+                             size_t *n)
+{
+    if (!st->ops->proc_list_logs)
+        return SKP_ENOTSUP;
+    return st->ops->proc_list_logs(st, task_id, out, n);
+}
+
+skp_err store_proc_insert_file(struct store *st, const char *task_id, const char *instance,
+                               int64_t time_ms, const uint8_t *data, size_t len, const char *op,
+                               int64_t *id_out)
+{
+    if (!st->ops->proc_insert_file)
+        return SKP_ENOTSUP;
+    return st->ops->proc_insert_file(st, task_id, instance, time_ms, data, len, op, id_out);
+}
+
+skp_err store_proc_list_files(struct store *st, const char *task_id, struct proc_file **out,
+                              size_t *n)
+{
+    if (!st->ops->proc_list_files)
+        return SKP_ENOTSUP;
+    return st->ops->proc_list_files(st, task_id, out, n);
+}
+
+skp_err store_proc_get_file(struct store *st, const char *task_id, int64_t id, uint8_t **data,
+                            size_t *len, char **instance_out)
+{
+    if (!st->ops->proc_get_file)
+        return SKP_ENOTSUP;
+    return st->ops->proc_get_file(st, task_id, id, data, len, instance_out);
+}
+
+skp_err store_cont_put_policy(struct store *st, const char *service, const char *uuid,
+                              const char *json, int64_t now_ms)
+{
+    if (!st->ops->cont_put_policy)
+        return SKP_ENOTSUP;
+    return st->ops->cont_put_policy(st, service, uuid, json, now_ms);
+}
+
+skp_err store_cont_delete_policy(struct store *st, const char *service)
+{
+    if (!st->ops->cont_delete_policy)
+        return SKP_ENOTSUP;
+    return st->ops->cont_delete_policy(st, service);
+}
+
+skp_err store_cont_list_policies(struct store *st, const char *service, store_cont_policy_cb cb,
+                                 void *ud)
+{
+    if (!st->ops->cont_list_policies)
+        return SKP_ENOTSUP;
+    return st->ops->cont_list_policies(st, service, cb, ud);
+}
+
+skp_err store_cont_insert_trigger(struct store *st, const struct store_cont_trigger *t,
+                                  int64_t *id_out)
+{
+    if (!st->ops->cont_insert_trigger)
+        return SKP_ENOTSUP;
+    return st->ops->cont_insert_trigger(st, t, id_out);
+}
+
+skp_err store_cont_list_triggers(struct store *st, const char *service, const char *task_id,
+                                 size_t limit, store_cont_trigger_cb cb, void *ud)
+{
+    if (!st->ops->cont_list_triggers)
+        return SKP_ENOTSUP;
+    return st->ops->cont_list_triggers(st, service, task_id, limit, cb, ud);
+}
+
+skp_err store_ebpf_upsert_process(struct store *st, const struct store_ebpf_process *p,
+                                  int64_t now_ms)
+{
+    if (!st->ops->ebpf_upsert_process)
+        return SKP_ENOTSUP;
+    return st->ops->ebpf_upsert_process(st, p, now_ms);
+}
+
+skp_err store_ebpf_touch_process(struct store *st, const char *id, int64_t now_ms, bool *found)
+{
+    if (!st->ops->ebpf_touch_process)
+        return SKP_ENOTSUP;
+    return st->ops->ebpf_touch_process(st, id, now_ms, found);
+}
+
+skp_err store_ebpf_list_processes(struct store *st, const char *service, store_ebpf_process_cb cb,
+                                  void *ud)
+{
+    if (!st->ops->ebpf_list_processes)
+        return SKP_ENOTSUP;
+    return st->ops->ebpf_list_processes(st, service, cb, ud);
+}
+
+skp_err store_ebpf_insert_stacks(struct store *st, const struct store_ebpf_stack *v, size_t n,
+                                 int64_t now_ms)
+{
+    if (!st->ops->ebpf_insert_stacks)
+        return SKP_ENOTSUP;
+    return st->ops->ebpf_insert_stacks(st, v, n, now_ms);
+}
+
+skp_err store_ebpf_scan_task(struct store *st, const char *task_id, const char *process_id,
+                             int64_t from_ms, int64_t to_ms, store_ebpf_stack_cb cb, void *ud)
+{
+    if (!st->ops->ebpf_scan_task)
+        return SKP_ENOTSUP;
+    return st->ops->ebpf_scan_task(st, task_id, process_id, from_ms, to_ms, cb, ud);
+}
+
+/* ---- pure helpers (no backend) ---- */
+
+void store_task_cleanup(struct store_task *t)
+{
+    if (!t)
+        return;
+    skpx_free(t->id);
+    skpx_free(t->service);
+    skpx_free(t->endpoint);
+    t->id = t->service = t->endpoint = NULL;
+}
+
+const char *store_segment_endpoint(const struct store_segment *seg)
+{
+    if (!seg || seg->n_spans == 0 || !seg->spans)
+        return NULL;
+    for (size_t i = 0; i < seg->n_spans; i++)
+        if (seg->spans[i].type == STORE_SPAN_ENTRY)
+            return str_or_empty(seg->spans[i].operation);
+    return str_or_empty(seg->spans[0].operation);
+}
+
+void store_segment_info_cleanup(struct store_segment_info *i)
+{
+    if (!i)
+        return;
+    skpx_free(i->trace_id);
+    skpx_free(i->endpoint);
+    i->trace_id = i->endpoint = NULL;
+}
+
+void store_proc_names_free(char **v, size_t n)
+{
+    for (size_t i = 0; v && i < n; i++)
+        skpx_free(v[i]);
+    skpx_free(v);
+}
+
+void store_proc_task_cleanup(struct proc_task *t)
+{
+    if (!t)
+        return;
+    skpx_free(t->id);
+    skpx_free(t->service);
+    store_proc_names_free(t->instances, t->n_instances);
+    skpx_free(t->events);
+    skpx_free(t->exec_args);
+    memset(t, 0, sizeof(*t));
+}
+
+void store_proc_tasks_free(struct proc_task *v, size_t n)
+{
+    for (size_t i = 0; v && i < n; i++)
+        store_proc_task_cleanup(&v[i]);
+    skpx_free(v);
+}
+
+void store_proc_logs_free(struct proc_log *v, size_t n)
+{
+    for (size_t i = 0; v && i < n; i++) {
+        skpx_free(v[i].instance);
+        skpx_free(v[i].op);
+        skpx_free(v[i].message);
+    }
+    skpx_free(v);
+}
+
+void store_proc_files_free(struct proc_file *v, size_t n)
+{
+    for (size_t i = 0; v && i < n; i++)
+        skpx_free(v[i].instance);
+    skpx_free(v);
+}

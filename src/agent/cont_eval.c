@@ -6,6 +6,7 @@
 
 #include "common/alloc.h"
 #include "common/log.h"
+#include "common/uri_regex.h"
 
 static bool is_http(int m)
 {
@@ -68,12 +69,12 @@ skp_err skp__cont_eval_set_policy(struct skp__cont_eval *e, const struct skp__co
             if (is_http(m)) {
                 e->needs_http = true;
                 if (it->regex[0]) {
-                    char anchored[SKP_CONT_URI_MAX + 8];
-                    snprintf(anchored, sizeof(anchored), "^(%s)$", it->regex);
-                    c->has_re = regcomp(&c->re, anchored, REG_EXTENDED | REG_NOSUB) == 0;
+                    char why[160];
+                    c->has_re = skpx_uri_regex_compile(&c->re, it->regex, why, sizeof(why)) ==
+                                SKP_OK;
                     if (!c->has_re)
-                        SKPX_WARN("skyprof: continuous profiling: URIRegex %.100s does not "
-                                  "compile; its check never fires", it->regex);
+                        SKPX_WARN("skyprof: continuous profiling: URIRegex %.100s refused (%s); "
+                                  "its check never fires", it->regex, why);
                 } else if (it->n_uris > 0) {
                     c->n_series = it->n_uris;
                 } /* neither: one series of every endpoint */

@@ -10,6 +10,7 @@
 #include <string.h>
 
 #include "common/alloc.h"
+#include "common/uri_regex.h"
 
 static const char *const k_targets[CONT_TARGET_COUNT] = {
     "ON_CPU", "OFF_CPU", "NETWORK", "TRACE", "PPROF_CPU", "PPROF_WALL",
@@ -290,8 +291,12 @@ static skp_err item_from_input(const json_t *ji, struct cont_item *it, const cha
     if (rx) {
         if (strlen(rx) > CONT_URI_MAX)
             FAIL("check %s error: uriRegex longer than %d bytes", where, CONT_URI_MAX);
-        if (regcomp(&it->re, rx, REG_EXTENDED | REG_NOSUB) != 0)
-            FAIL("check %s error: parsing uriRegex error", where);
+        char why[160];
+        skp_err re_err = skpx_uri_regex_compile(&it->re, rx, why, sizeof(why));
+        if (re_err == SKP_ENOMEM)
+            return SKP_ENOMEM;
+        if (re_err)
+            FAIL("check %s error: parsing uriRegex error: %s", where, why);
         it->has_re = true;
         it->uri_regex = skpx_strdup(rx);
         if (!it->uri_regex)

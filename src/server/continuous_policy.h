@@ -70,7 +70,7 @@ struct cont_item {
     char **uri_list;           /* NULL when none */
     size_t n_uris;
     char *uri_regex;           /* NULL when none */
-    regex_t re;                /* compiled uri_regex (POSIX extended) when has_re */
+    regex_t re;                /* uri_regex compiled by skpx_uri_regex_compile: whole name */
     bool has_re;
 };
 

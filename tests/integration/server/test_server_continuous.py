@@ -88,7 +88,10 @@ def t_validation():
         (policy(("TRACE", [item("ENDPOINT_AVG_RESPONSE_TIME", uriList=["/a"], uriRegex="/b.*")])),
          "check ENDPOINT_AVG_RESPONSE_TIME in TRACE error: uriList and uriRegex cannot be set at the same time"),
         (policy(("TRACE", [item("ENDPOINT_AVG_RESPONSE_TIME", uriRegex="(")])),
-         "check ENDPOINT_AVG_RESPONSE_TIME in TRACE error: parsing uriRegex error"),
+         "check ENDPOINT_AVG_RESPONSE_TIME in TRACE error: parsing uriRegex error: unclosed group"),
+        (policy(("TRACE", [item("ENDPOINT_AVG_RESPONSE_TIME", uriRegex="/a(?=b)")])),
+         "check ENDPOINT_AVG_RESPONSE_TIME in TRACE error: parsing uriRegex error: "
+         "lookaround groups are not supported"),
         (policy(("ON_CPU", [item("PROCESS_CPU", uriList=["/a"])])),
          "check PROCESS_CPU in ON_CPU error: uriList and uriRegex apply to HTTP and ENDPOINT items only"),
         (policy(("TRACE", [item("ENDPOINT_AVG_RESPONSE_TIME", period=601, count=1)])),

@@ -218,7 +218,7 @@ static void test_eval_http_per_uri(void **state)
     snprintf(avg->uris[1], SKP_CONT_URI_MAX, "/slow");
     item(P, SKP_CONT_OFF_CPU, SKP_CONT_HTTP_ERROR_RATE, 50, 2, 1);
     snprintf(P->items[SKP_CONT_OFF_CPU][SKP_CONT_HTTP_ERROR_RATE].regex, SKP_CONT_URI_MAX,
-             "/api/[a-z]+");
+             "^/api/[a-z]+$");
     struct skp__cont_eval e;
     skp__cont_eval_init(&e);
     assert_int_equal(skp__cont_eval_set_policy(&e, P), SKP_OK);
@@ -230,7 +230,7 @@ static void test_eval_http_per_uri(void **state)
         skp__cont_eval_http(&e, 1, "/fast", 10, 0, 100);    /* 10 ms */
         skp__cont_eval_http(&e, 2, "GET:/slow", 2, 0, 700); /* 350 ms, method prefix */
         skp__cont_eval_http(&e, 3, "/api/users", 4, 1, 4);  /* 25 % errors */
-        skp__cont_eval_http(&e, 4, "/api/users/7", 4, 4, 4); /* not a whole match */
+        skp__cont_eval_http(&e, 4, "/api/users/7", 4, 4, 4); /* the $ refuses it */
         skp__cont_eval_slot(&e, &s);
     }
     assert_true(skp__cont_eval_fired(&e, SKP_CONT_OFF_CPU, c, SKP_CONT_CAUSES_MAX, &n));
@@ -246,7 +246,7 @@ static void test_eval_http_per_uri(void **state)
     assert_int_equal(n, 2); /* /slow: 350, 350, 0 is still 2 of 3; and the errors */
     assert_int_equal(c[0].monitor, SKP_CONT_HTTP_ERROR_RATE);
     assert_int_equal(c[0].uri_kind, 2);
-    assert_string_equal(c[0].uri, "/api/[a-z]+");
+    assert_string_equal(c[0].uri, "^/api/[a-z]+$");
     assert_true(c[0].current == 75);
     assert_string_equal(c[1].uri, "/slow");
     skp__cont_eval_cleanup(&e);

@@ -127,6 +127,10 @@ skp_err sqlite_store_purge_before(struct store *base, int64_t before_ms, uint64_
         "(SELECT id FROM proc_tasks WHERE create_time < ?1)",
         "DELETE FROM proc_tasks WHERE create_time < ?1",
         "DELETE FROM endpoint_minutes WHERE minute_ms < ?1",
+        /* continuous profiling (store_sqlite_continuous.c): triggers by their time */
+        "DELETE FROM continuous_trigger_causes WHERE trigger_id IN "
+        "(SELECT id FROM continuous_triggers WHERE time_ms < ?1)",
+        "DELETE FROM continuous_triggers WHERE time_ms < ?1",
         /* eBPF services (store_sqlite_ebpf.c): stacks by arrival, processes by last ping. */
         "DELETE FROM ebpf_stacks WHERE received_ms < ?1",
         "DELETE FROM ebpf_processes WHERE last_ping_ms < ?1",

@@ -16,6 +16,7 @@
 
 #include "common/err.h"
 #include "server/analyzer.h"
+#include "server/store_continuous.h"
 #include "server/store_int.h"
 #include "store_test_util.h"
 
@@ -770,6 +771,35 @@ static void retention(void **state)
     assert_false(has);
 }
 
+/* Continuous-profiling triggers (and their causes) age out with everything else. */
+static skp_err count_trigger(void *ud, const struct store_cont_trigger *t)
+{
+    int *n = ud;
+    (*n)++;
+    assert_int_equal(t->n_causes, 1);
+    return SKP_OK;
+}
+
+static void retention_of_triggers(void **state)
+{
+    struct cf *f = *state;
+    const int64_t day = 86400000;
+    struct store_cont_cause c = {.type = "ENDPOINT_AVG_RESPONSE_TIME", .uri = "/e",
+                                 .threshold = 100, .current = 300, .window_s = 10, .hits = 3};
+    struct store_cont_trigger old = {.service = "svc", .time_ms = 1 * day, .target = "TRACE",
+                                     .source = "server", .causes = &c, .n_causes = 1};
+    struct store_cont_trigger cur = old;
+    cur.time_ms = 10 * day;
+    assert_int_equal(store_cont_insert_trigger(f->st, &old, NULL), SKP_OK);
+    assert_int_equal(store_cont_insert_trigger(f->st, &cur, NULL), SKP_OK);
+    uint64_t n = 0;
+    assert_int_equal(store_purge_before(f->st, 5 * day, &n), SKP_OK);
+    assert_true(n >= 2); /* the trigger and its cause */
+    int seen = 0;
+    assert_int_equal(store_cont_list_triggers(f->st, "svc", NULL, 0, count_trigger, &seen), SKP_OK);
+    assert_int_equal(seen, 1);
+}
+
 static void restart(void **state)
 {
     struct cf *f = *state;
@@ -951,6 +981,7 @@ int main(int argc, char **argv)
         cmocka_unit_test_setup_teardown(segments, cf_setup, cf_teardown),
         cmocka_unit_test_setup_teardown(endpoint_minutes, cf_setup, cf_teardown),
         cmocka_unit_test_setup_teardown(retention, cf_setup, cf_teardown),
+        cmocka_unit_test_setup_teardown(retention_of_triggers, cf_setup, cf_teardown),
         cmocka_unit_test_setup_teardown(restart, cf_setup, cf_teardown),
         cmocka_unit_test_setup_teardown(concurrent_writers, cf_setup, cf_teardown),
         cmocka_unit_test_setup_teardown(full_disk, cf_setup, cf_teardown),

@@ -496,43 +496,78 @@ static int entry_line(const struct skp__pylayout *l, struct skp__pycode_entry *e
     return line;
 }
 
-/* Steps 1-3 of a direct capture: reads the target thread's frames (innermost first) into
- * r->raw[*n_raw..], registering their code objects in r->codes (*n_codes; the first call of a
- * capture starts both at 0 and clears the code index). With `stop_frame` != 0 the walk ends after
- * the frame at that address (*found_stop set). Returns -1 when the thread cannot be read. */
-static int collect_thread(struct skp__pyreader *r, struct skp__pytarget *t, uintptr_t stop_frame,
-                          size_t *n_raw_io, size_t *n_codes_io, bool *more_out, bool *found_stop,
-                          size_t cap)
+/* A direct capture runs five steps, one function each:
+ *   1. read_speculative  - one batched read of the thread state and of what the previous sample
+ *                          of this thread used (cframe, data-stack window, code headers);
+ *   2. read_stack_copies - checks the thread state, then reads what the guess missed;
+ *   3. walk_frames       - follows the frame chain over the copies, innermost first;
+ *   4. resolve_codes     - reads the code headers still missing and resolves them (codecache);
+ *   5. format_frames     - writes the frames into the caller's capture.
+ * collect_thread runs steps 1-3 for one thread, finish_capture steps 4-5. */
+
+/* A copied slice [lo, lo + len) of a thread's frame data stack; len 0 = none. */
+struct stack_window {
+    uintptr_t lo;
+    size_t len;
+};
+
+/* What step 1 asked for and got: `got` iovecs were read in full, in order; the cframe and the
+ * window were iovecs number iov_cframe / iov_window (-1 = not asked). */
+struct spec_read {
+    size_t got;
+    int iov_cframe;
+    int iov_window;
+};
+
+static bool window_has(struct stack_window w, uintptr_t addr)
+{
+    return addr >= w.lo && addr < w.lo + w.len;
+}
+
+/* Appends one frame (code object, last instruction, owner kind) to r->raw[*n_raw_io], registering
+ * its code object in r->codes. The caller checks the room in r->raw. */
+static void add_raw_frame(struct skp__pyreader *r, size_t *n_raw_io, size_t *n_codes_io,
+                          uintptr_t code, uintptr_t prev_instr, int owner)
+{
+    struct raw_frame *rf = &r->raw[(*n_raw_io)++];
+    rf->code = code;
+    rf->prev_instr = prev_instr;
+    rf->owner = owner;
+    rf->code_slot = code_slot_of(r, n_codes_io, code);
+    if (rf->code_slot >= 0)
+        r->codes[rf->code_slot].used = true;
+}
+
+/* Step 1: one speculative batch into ts / cf / r->window / r->code_headers: the thread state, and
+ * the cframe, window and code headers of the previous sample of t (hinted code objects a watch
+ * proves current need no read). Registers the hinted codes in r->codes (*n_codes_io). */
+static struct spec_read read_speculative(struct skp__pyreader *r, struct skp__pytarget *t,
+                                         uint8_t *ts, uint8_t *cf, size_t *n_codes_io)
 {
     const struct skp__pylayout *l = r->layout;
-    uint8_t ts[TS_COPY_MAX];
-    uint8_t cf[64];
     struct iovec loc[SKP_PY_SAFE_READ_IOV_MAX];
     struct iovec rem[SKP_PY_SAFE_READ_IOV_MAX];
     size_t n_iov = 0;
+    struct spec_read spec = {.got = 0, .iov_cframe = -1, .iov_window = -1};
 
-    /* 1. One speculative batch: thread state, last cframe, last window, last code headers. */
     loc[n_iov] = (struct iovec){ts, l->ts_copy};
     rem[n_iov++] = (struct iovec){(void *)t->tstate, l->ts_copy};
-    int iov_cframe = -1;
-    int iov_window = -1;
     if (t->hint_cframe) {
-        iov_cframe = (int)n_iov;
+        spec.iov_cframe = (int)n_iov;
         loc[n_iov] = (struct iovec){cf, l->cf_size};
         rem[n_iov++] = (struct iovec){(void *)t->hint_cframe, l->cf_size};
     }
     if (t->hint_win_len) {
-        iov_window = (int)n_iov;
+        spec.iov_window = (int)n_iov;
         loc[n_iov] = (struct iovec){r->window, t->hint_win_len};
         rem[n_iov++] = (struct iovec){(void *)t->hint_win_lo, t->hint_win_len};
     }
     size_t iov_codes = n_iov;
-    size_t n_codes = *n_codes_io;
     int hint_slot[SKP_PY_HINT_CODES];
     for (size_t i = 0; i < t->n_hint_codes && n_iov < SKP_PY_SAFE_READ_IOV_MAX; i++) {
-        size_t before = n_codes;
-        int slot = code_slot_of(r, &n_codes, t->hint_codes[i]);
-        if (slot < 0 || n_codes == before)
+        size_t before = *n_codes_io;
+        int slot = code_slot_of(r, n_codes_io, t->hint_codes[i]);
+        if (slot < 0 || *n_codes_io == before)
             continue;  /* table full or duplicate hint */
         struct skp__pycode_entry *we = watched_entry(r, t->hint_codes[i]);
         if (we) {
@@ -545,44 +580,65 @@ static int collect_thread(struct skp__pyreader *r, struct skp__pytarget *t, uint
         loc[n_iov] = (struct iovec){r->code_headers + (size_t)slot * CODE_COPY_MAX, l->co_copy};
         rem[n_iov++] = (struct iovec){(void *)t->hint_codes[i], l->co_copy};
     }
-    size_t got = skp__safe_readv(loc, rem, n_iov);
-    if (got == 0)
-        return -1;  /* thread state unreadable: the thread is gone */
-    for (size_t i = iov_codes; i < got; i++)
+    spec.got = skp__safe_readv(loc, rem, n_iov);
+    for (size_t i = iov_codes; i < spec.got; i++)
         r->codes[hint_slot[i - iov_codes]].have_header = true;
+    return spec;
+}
 
-    /* 2. Validate the thread state: same interpreter and thread as at attach. A thread that ended
-     * freed its state: the data stack chunk pointer was cleared before the free, and a reused
-     * allocation fails the interpreter / thread id / kernel tid comparison. */
-    if (load_ptr(ts, l->ts_interp) != t->interp ||
-        load_ulong(ts, l->ts_thread_id) != t->thread_id ||
-        load_ulong(ts, l->ts_native_thread_id) != t->native_tid)
-        return -1;
-    if (load_ptr(ts, l->ts_datastack_chunk) == 0)
-        return -1;
-    uintptr_t cframe = load_ptr(ts, l->ts_cframe);
+/* Step 2a: whether the copied thread state is still the target's: same interpreter and thread as
+ * at attach. A thread that ended freed its state: the data stack chunk pointer was cleared before
+ * the free, and a reused allocation fails the interpreter / thread id / kernel tid comparison. */
+static bool thread_state_current(const struct skp__pylayout *l, const struct skp__pytarget *t,
+                                 const uint8_t *ts)
+{
+    return load_ptr(ts, l->ts_interp) == t->interp &&
+           load_ulong(ts, l->ts_thread_id) == t->thread_id &&
+           load_ulong(ts, l->ts_native_thread_id) == t->native_tid &&
+           load_ptr(ts, l->ts_datastack_chunk) != 0;
+}
+
+/* Step 2b: the window worth copying: the used part of the current chunk (plus slack), at most
+ * SKP_PY_WINDOW_MAX, ending at the top (the innermost frames are the ones we keep). None when the
+ * chunk pointers look torn. */
+static struct stack_window wanted_window(const struct skp__pylayout *l, const uint8_t *ts)
+{
     uintptr_t chunk = load_ptr(ts, l->ts_datastack_chunk);
     uintptr_t top = load_ptr(ts, l->ts_datastack_top);
     uintptr_t limit = load_ptr(ts, l->ts_datastack_limit);
-    if (!plausible_ptr(cframe))
-        return -1;
-
-    /* Desired window: the used part of the current chunk (plus slack), at most WINDOW_MAX,
-     * ending at the top (the innermost frames are the ones we keep). */
-    uintptr_t win_lo = 0;
-    size_t win_len = 0;
+    struct stack_window w = {0, 0};
     if (plausible_ptr(chunk) && top > chunk && limit >= top && limit - chunk <= ((size_t)1 << 30)) {
         uintptr_t hi = top + SKP_PY_WINDOW_SLACK < limit ? top + SKP_PY_WINDOW_SLACK : limit;
-        win_lo = hi - chunk > SKP_PY_WINDOW_MAX ? hi - SKP_PY_WINDOW_MAX : chunk;
-        win_len = (size_t)(hi - win_lo);
+        w.lo = hi - chunk > SKP_PY_WINDOW_MAX ? hi - SKP_PY_WINDOW_MAX : chunk;
+        w.len = (size_t)(hi - w.lo);
     }
-    bool cframe_ok = iov_cframe >= 0 && (size_t)iov_cframe < got && t->hint_cframe == cframe;
-    bool window_ok = iov_window >= 0 && (size_t)iov_window < got && t->hint_win_lo == win_lo &&
-                     t->hint_win_lo + t->hint_win_len >= top;
-    uintptr_t have_win_lo = window_ok ? t->hint_win_lo : 0;
-    size_t have_win_len = window_ok ? t->hint_win_len : 0;
-    if (!cframe_ok || (!window_ok && win_len)) {
-        n_iov = 0;
+    return w;
+}
+
+/* Step 2: checks the thread state copied by step 1, then reads the cframe and the window when the
+ * speculation missed them, and remembers both as t's hints. *have: the window copied into
+ * r->window (none if it could not be read). Returns -1 when the thread cannot be read. */
+static int read_stack_copies(struct skp__pyreader *r, struct skp__pytarget *t, const uint8_t *ts,
+                             uint8_t *cf, struct spec_read spec, struct stack_window *have)
+{
+    const struct skp__pylayout *l = r->layout;
+    if (!thread_state_current(l, t, ts))
+        return -1;
+    uintptr_t cframe = load_ptr(ts, l->ts_cframe);
+    uintptr_t top = load_ptr(ts, l->ts_datastack_top);
+    if (!plausible_ptr(cframe))
+        return -1;
+    struct stack_window want = wanted_window(l, ts);
+    bool cframe_ok = spec.iov_cframe >= 0 && (size_t)spec.iov_cframe < spec.got &&
+                     t->hint_cframe == cframe;
+    bool window_ok = spec.iov_window >= 0 && (size_t)spec.iov_window < spec.got &&
+                     t->hint_win_lo == want.lo && t->hint_win_lo + t->hint_win_len >= top;
+    *have = window_ok ? (struct stack_window){t->hint_win_lo, t->hint_win_len}
+                      : (struct stack_window){0, 0};
+    if (!cframe_ok || (!window_ok && want.len)) {
+        struct iovec loc[2];
+        struct iovec rem[2];
+        size_t n_iov = 0;
         int i_cf = -1;
         int i_win = -1;
         if (!cframe_ok) {
@@ -590,39 +646,44 @@ static int collect_thread(struct skp__pyreader *r, struct skp__pytarget *t, uint
             loc[n_iov] = (struct iovec){cf, l->cf_size};
             rem[n_iov++] = (struct iovec){(void *)cframe, l->cf_size};
         }
-        if (!window_ok && win_len) {
+        if (!window_ok && want.len) {
             i_win = (int)n_iov;
-            loc[n_iov] = (struct iovec){r->window, win_len};
-            rem[n_iov++] = (struct iovec){(void *)win_lo, win_len};
+            loc[n_iov] = (struct iovec){r->window, want.len};
+            rem[n_iov++] = (struct iovec){(void *)want.lo, want.len};
         }
         size_t got2 = skp__safe_readv(loc, rem, n_iov);
         if (i_cf >= 0 && (size_t)i_cf >= got2)
             return -1;
-        if (i_win >= 0 && (size_t)i_win < got2) {
-            have_win_lo = win_lo;
-            have_win_len = win_len;
-        }
+        if (i_win >= 0 && (size_t)i_win < got2)
+            *have = want;
     }
     t->hint_cframe = cframe;
-    t->hint_win_lo = have_win_len ? have_win_lo : win_lo;
-    t->hint_win_len = have_win_len ? have_win_len : win_len;
+    t->hint_win_lo = have->len ? have->lo : want.lo;
+    t->hint_win_len = have->len ? have->len : want.len;
+    return 0;
+}
 
-    /* 3. Walk innermost -> outermost over the copies. */
+/* Step 3: walks innermost -> outermost from the cframe's current frame, over the window copy (or
+ * one read per frame outside it), appending to r->raw. Stops after `stop_frame` (*found_stop set),
+ * at a frame that cannot be read or looks torn, or past the walk cap (*more_out set). */
+static void walk_frames(struct skp__pyreader *r, const uint8_t *cf, struct stack_window have,
+                        uintptr_t stop_frame, size_t cap, size_t *n_raw_io, size_t *n_codes_io,
+                        bool *more_out, bool *found_stop)
+{
+    const struct skp__pylayout *l = r->layout;
     uintptr_t addr = load_ptr(cf, l->cf_current_frame);
-    size_t n_raw = *n_raw_io;
     size_t walk_cap = cap + 16 < SKP_PY_MAX_WALK ? cap + 16 : SKP_PY_MAX_WALK;
-    bool more = false;
     uint8_t fr_tmp[FRAME_COPY_MAX];
     while (addr) {
-        if (n_raw >= walk_cap) {
-            more = true;
+        if (*n_raw_io >= walk_cap) {
+            *more_out = true;
             break;
         }
         if (!plausible_ptr(addr))
             break;
         const uint8_t *fr;
-        if (addr >= have_win_lo && addr + l->fr_size <= have_win_lo + have_win_len) {
-            fr = r->window + (addr - have_win_lo);
+        if (addr >= have.lo && addr + l->fr_size <= have.lo + have.len) {
+            fr = r->window + (addr - have.lo);
         } else if (skp__safe_read(addr, fr_tmp, l->fr_size)) {
             fr = fr_tmp;  /* generator frame or an older chunk */
         } else {
@@ -632,47 +693,46 @@ static int collect_thread(struct skp__pyreader *r, struct skp__pytarget *t, uint
         uintptr_t code = load_ptr(fr, l->fr_code);
         if (owner < 0 || owner > l->fr_owner_max || !plausible_ptr(code))
             break;
-        struct raw_frame *rf = &r->raw[n_raw++];
-        rf->code = code;
-        rf->prev_instr = load_ptr(fr, l->fr_prev_instr);
-        rf->owner = owner;
-        rf->code_slot = code_slot_of(r, &n_codes, code);
-        if (rf->code_slot >= 0)
-            r->codes[rf->code_slot].used = true;
+        add_raw_frame(r, n_raw_io, n_codes_io, code, load_ptr(fr, l->fr_prev_instr), owner);
         uintptr_t prev = load_ptr(fr, l->fr_previous);
-        /* Cycle guard: within one data-stack chunk a caller's frame always sits below its
-         * callee's (pushed earlier). A torn read that points back up would loop; stop there.
-         * Generator frames live outside the chunk and are bounded by walk_cap instead. */
-        bool in_win = addr >= have_win_lo && addr < have_win_lo + have_win_len;
-        bool prev_in_win = prev >= have_win_lo && prev < have_win_lo + have_win_len;
         if (stop_frame && addr == stop_frame) {
             *found_stop = true;
             break;
         }
-        if (prev == addr || (in_win && prev_in_win && prev > addr))
+        /* Cycle guard: within one data-stack chunk a caller's frame always sits below its
+         * callee's (pushed earlier). A torn read that points back up would loop; stop there.
+         * Generator frames live outside the chunk and are bounded by walk_cap instead. */
+        if (prev == addr || (window_has(have, addr) && window_has(have, prev) && prev > addr))
             break;
         addr = prev;
     }
-    *n_raw_io = n_raw;
-    *n_codes_io = n_codes;
-    *more_out = *more_out || more;
+}
+
+/* Steps 1-3 of a direct capture: reads the target thread's frames (innermost first) into
+ * r->raw[*n_raw..], registering their code objects in r->codes (*n_codes; the first call of a
+ * capture starts both at 0 and clears the code index). With `stop_frame` != 0 the walk ends after
+ * the frame at that address (*found_stop set). Returns -1 when the thread cannot be read. */
+static int collect_thread(struct skp__pyreader *r, struct skp__pytarget *t, uintptr_t stop_frame,
+                          size_t *n_raw_io, size_t *n_codes_io, bool *more_out, bool *found_stop,
+                          size_t cap)
+{
+    uint8_t ts[TS_COPY_MAX];
+    uint8_t cf[64];
+    struct spec_read spec = read_speculative(r, t, ts, cf, n_codes_io);
+    if (spec.got == 0)
+        return -1;  /* thread state unreadable: the thread is gone */
+    struct stack_window have;
+    if (read_stack_copies(r, t, ts, cf, spec, &have) < 0)
+        return -1;
+    walk_frames(r, cf, have, stop_frame, cap, n_raw_io, n_codes_io, more_out, found_stop);
     return 0;
 }
 
-/* Steps 4-5: resolves the code objects of r->raw[0..n_raw) (hints kept in t) and formats the
- * frames, innermost first, after `marker` (a frame of plain text, NULL = none). */
-static void finish_capture(struct skp__pyreader *r, struct skp__pytarget *t, size_t n_raw,
-                           size_t n_codes, bool more, const char *marker,
-                           struct skyprof_capture *out)
+/* Step 4a: code objects a watch proves current need no header read. */
+static void take_watched_codes(struct skp__pyreader *r, size_t n_codes)
 {
-    const struct skp__pylayout *l = r->layout;
-    struct iovec loc[SKP_PY_SAFE_READ_IOV_MAX];
-    struct iovec rem[SKP_PY_SAFE_READ_IOV_MAX];
-    size_t n_iov = 0;
-
-    /* 4. Read headers of code objects the speculation did not cover (unless watched). */
-    for (size_t s2 = 0; s2 < n_codes; s2++) {
-        struct code_slot *cs = &r->codes[s2];
+    for (size_t s = 0; s < n_codes; s++) {
+        struct code_slot *cs = &r->codes[s];
         if (cs->used && !cs->have_header) {
             struct skp__pycode_entry *we = watched_entry(r, cs->addr);
             if (we) {
@@ -682,8 +742,17 @@ static void finish_capture(struct skp__pyreader *r, struct skp__pytarget *t, siz
             }
         }
     }
+}
+
+/* Step 4b: reads, in batches, the headers of the used code objects that have none yet. A header
+ * that faults is marked resolved-without-header (addr 0). */
+static void read_code_headers(struct skp__pyreader *r, size_t n_codes)
+{
+    const struct skp__pylayout *l = r->layout;
+    struct iovec loc[SKP_PY_SAFE_READ_IOV_MAX];
+    struct iovec rem[SKP_PY_SAFE_READ_IOV_MAX];
     for (;;) {
-        n_iov = 0;
+        size_t n_iov = 0;
         size_t first_slot[SKP_PY_SAFE_READ_IOV_MAX];
         for (size_t s = 0; s < n_codes && n_iov < SKP_PY_SAFE_READ_IOV_MAX; s++) {
             if (r->codes[s].have_header || !r->codes[s].used)
@@ -703,6 +772,14 @@ static void finish_capture(struct skp__pyreader *r, struct skp__pytarget *t, siz
             r->codes[first_slot[ok]].addr = 0;
         }
     }
+}
+
+/* Step 4: resolves the code objects used by this capture to cache entries and keeps the resolved
+ * ones as t's hints for its next sample. */
+static void resolve_codes(struct skp__pyreader *r, struct skp__pytarget *t, size_t n_codes)
+{
+    take_watched_codes(r, n_codes);
+    read_code_headers(r, n_codes);
     size_t n_hint = 0;
     for (size_t s = 0; s < n_codes; s++) {
         struct code_slot *cs = &r->codes[s];
@@ -718,8 +795,14 @@ static void finish_capture(struct skp__pyreader *r, struct skp__pytarget *t, siz
             t->hint_codes[n_hint++] = cs->addr;
     }
     t->n_hint_codes = n_hint;
+}
 
-    /* 5. Format the complete frames, innermost first. */
+/* Step 5: formats the complete frames of r->raw[0..n_raw), innermost first, after `marker` (a
+ * frame of plain text, NULL = none). */
+static void format_frames(struct skp__pyreader *r, size_t n_raw, bool more, const char *marker,
+                          struct skyprof_capture *out)
+{
+    const struct skp__pylayout *l = r->layout;
     out->n = 0;
     out->truncated = false;
     if (marker)
@@ -746,6 +829,22 @@ static void finish_capture(struct skp__pyreader *r, struct skp__pytarget *t, siz
     r->frames += out->n;
 }
 
+/* Steps 4-5: resolves the code objects of r->raw[0..n_raw) (hints kept in t) and formats the
+ * frames, innermost first, after `marker` (a frame of plain text, NULL = none). */
+static void finish_capture(struct skp__pyreader *r, struct skp__pytarget *t, size_t n_raw,
+                           size_t n_codes, bool more, const char *marker,
+                           struct skyprof_capture *out)
+{
+    resolve_codes(r, t, n_codes);
+    format_frames(r, n_raw, more, marker, out);
+}
+
+/* Starts a capture's code table empty (code_slot_of adds to it). */
+static void clear_code_index(struct skp__pyreader *r)
+{
+    memset(r->code_index, 0, SKP_PY_MAX_CODES * 2 * sizeof(*r->code_index));
+}
+
 static int capture_direct(struct skp__pyreader *r, struct skp__pytarget *t,
                           struct skyprof_capture *out)
 {
@@ -753,7 +852,7 @@ static int capture_direct(struct skp__pyreader *r, struct skp__pytarget *t,
     size_t n_codes = 0;
     bool more = false;
     bool found = false;
-    memset(r->code_index, 0, SKP_PY_MAX_CODES * 2 * sizeof(*r->code_index));
+    clear_code_index(r);
     if (collect_thread(r, t, 0, &n_raw, &n_codes, &more, &found, out->cap) < 0)
         return -1;
     finish_capture(r, t, n_raw, n_codes, more, NULL, out);
@@ -821,19 +920,11 @@ static size_t collect_awaits(struct skp__pyreader *r, uintptr_t coro, const uint
             break;
         cur = awaited;
     }
-    size_t n_raw = *n_raw_io;
     size_t added = 0;
-    for (size_t i = n; i-- > 0 && n_raw < SKP_PY_MAX_WALK;) {
-        struct raw_frame *rf = &r->raw[n_raw++];
-        rf->code = code[i];
-        rf->prev_instr = prev_instr[i];
-        rf->owner = l->fr_owner_generator;
-        rf->code_slot = code_slot_of(r, n_codes_io, code[i]);
-        if (rf->code_slot >= 0)
-            r->codes[rf->code_slot].used = true;
+    for (size_t i = n; i-- > 0 && *n_raw_io < SKP_PY_MAX_WALK;) {
+        add_raw_frame(r, n_raw_io, n_codes_io, code[i], prev_instr[i], l->fr_owner_generator);
         added++;
     }
-    *n_raw_io = n_raw;
     return added;
 }
 
@@ -857,7 +948,7 @@ int skp__pyreader_capture_task(struct skp__pyreader *r, struct skp__pytarget *t,
     size_t n_codes = 0;
     bool more = false;
     bool found = false;
-    memset(r->code_index, 0, SKP_PY_MAX_CODES * 2 * sizeof(*r->code_index));
+    clear_code_index(r);
     if (worker && state == l->gen_state_suspended &&
         collect_thread(r, worker, 0, &n_raw, &n_codes, &more, &found, out->cap) == 0) {
         /* handed to a worker thread: its stack on top of the request's await chain */
@@ -868,7 +959,7 @@ int skp__pyreader_capture_task(struct skp__pyreader *r, struct skp__pytarget *t,
     n_raw = 0;
     n_codes = 0;
     more = false;
-    memset(r->code_index, 0, SKP_PY_MAX_CODES * 2 * sizeof(*r->code_index));
+    clear_code_index(r);
     if (state == l->gen_state_executing) {
         /* running: the thread's stack from the task's coroutine up (the loop below it is cut) */
         uintptr_t frame = coro + l->gen_iframe;

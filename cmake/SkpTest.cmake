@@ -33,3 +33,25 @@ function(skp_add_py_test name)
   set_tests_properties(${name} PROPERTIES TIMEOUT ${T_TIMEOUT} ENVIRONMENT "${env}"
                        LABELS "integration;${T_LABELS}")
 endfunction()
+
+# A real PostgreSQL server for the tests (tests/harness/pgserver.py): ctest's fixture `postgres`
+# starts one per build directory (pg_server_start) before the first test that needs it and stops
+# it (pg_server_stop) after the last, also when tests fail. Its directory is under /tmp, named
+# after the build directory, because a unix socket path is limited to 107 bytes and the server's
+# unprivileged user (CI runs as root) must reach it. Tests find it through SKP_PG_DIR (Python:
+# pgserver.test_url(name) gives a fresh database on it) and SKP_PG_URL (its `skyprof` database).
+string(MD5 _skp_pg_hash "${CMAKE_BINARY_DIR}")
+string(SUBSTRING "${_skp_pg_hash}" 0 10 _skp_pg_hash)
+set(SKP_PG_DIR "/tmp/skp-pg-${_skp_pg_hash}" CACHE INTERNAL "the tests' PostgreSQL directory")
+set(SKP_PG_URL "postgresql://skyprof@/skyprof?host=${SKP_PG_DIR}&port=5432"
+    CACHE INTERNAL "the tests' PostgreSQL URL")
+
+# skp_test_uses_postgres(test1 test2 ...): the tests run with the fixture's server up.
+function(skp_test_uses_postgres)
+  foreach(t ${ARGN})
+    set_property(TEST ${t} APPEND PROPERTY FIXTURES_REQUIRED postgres)
+    set_property(TEST ${t} APPEND PROPERTY ENVIRONMENT "SKP_PG_DIR=${SKP_PG_DIR}"
+                 "SKP_PG_URL=${SKP_PG_URL}")
+    set_property(TEST ${t} APPEND PROPERTY LABELS postgres)
+  endforeach()
+endfunction()

@@ -147,12 +147,15 @@ class Skyprofd:
     sanitizers' silence."""
 
     def __init__(self, db_dir, *extra, grpc_addr="127.0.0.1:0", env=None, prefix=None,
-                 name="skyprofd", log_level="info", db_name="skyprof.db", timeout=60.0):
+                 name="skyprofd", log_level="info", db_name="skyprof.db", timeout=60.0, db_url=None):
         self.db_dir = db_dir
         self.db = os.path.join(db_dir, db_name)
         self.name = name
+        if db_url is None and os.environ.get("SKP_TEST_DB", "sqlite") in ("pg", "postgres", "postgresql"):
+            db_url = pg_database_for(self.db)
+        self.db_url = db_url  # None: SQLite at self.db
         args = list(prefix or []) + [SKYPROFD, "--grpc-addr", grpc_addr, "--http-addr", "127.0.0.1:0",
-                                     "--db", self.db, "--log-level", log_level] + list(extra)
+                                     "--db", db_url or self.db, "--log-level", log_level] + list(extra)
         full_env = {"ASAN_OPTIONS": "detect_leaks=1"}
         if env:
             full_env.update(env)
@@ -246,12 +249,30 @@ class Skyprofd:
         return False
 
 
+_pg_databases = {}
+
+
+def pg_database_for(path):
+    """The PostgreSQL database standing for the SQLite file `path` in this test process: created
+    fresh on first use (tests/harness/pgserver.py: the ctest fixture's server, or a private one),
+    the same one again when a test restarts skyprofd on the same path. Returns its URL."""
+    import hashlib
+    import pgserver
+    key = os.path.abspath(path)
+    if key not in _pg_databases:
+        h = hashlib.sha1(key.encode()).hexdigest()[:12]
+        _pg_databases[key] = pgserver.server().create_database("t_%d_%s" % (os.getpid(), h))
+    return _pg_databases[key]
+
+
 def start_skyprofd(db_dir, *extra, **kw):
     """Starts the real skyprofd on 127.0.0.1 (gRPC and HTTP on port 0 unless grpc_addr= says
     otherwise) with its database in db_dir (db_name=, default skyprof.db), extra command-line
     arguments appended, and waits for both ports. Keywords: grpc_addr, env, prefix (e.g. a
-    setpriv command), name, log_level, db_name, timeout. Returns a Skyprofd; the one way the
-    tests start skyprofd (node tests use `skp_harness.py skyprofd`, below)."""
+    setpriv command), name, log_level, db_name, timeout, db_url (a postgresql:// URL instead of
+    the SQLite file). With SKP_TEST_DB=pg in the environment and no db_url, the database is a
+    fresh PostgreSQL one per db_dir/db_name (pg_database_for). Returns a Skyprofd; the one way
+    the tests start skyprofd (node tests use `skp_harness.py skyprofd`, below)."""
     return Skyprofd(db_dir, *extra, **kw)
 
 

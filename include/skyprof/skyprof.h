@@ -81,8 +81,9 @@ struct skyprof_config {
     char service[SKYPROF_STR_MAX];        /* SW_AGENT_NAME; default "skyprof-service" */
     char instance[SKYPROF_STR_MAX];       /* SW_AGENT_INSTANCE_NAME; "" = generated at start as
                                              "<32 hex uuid>@<hostname>" (new one after fork) */
-    char backend[SKYPROF_STR_MAX];        /* SW_AGENT_COLLECTOR_BACKEND_SERVICES "host:port"; if a
-                                             comma list is given, the first entry is used */
+    char backend[SKYPROF_STR_MAX];        /* SW_AGENT_COLLECTOR_BACKEND_SERVICES "host:port" or a
+                                             comma list of up to 8: one is used, the next when
+                                             it is down (docs/deploy.md) */
     char authentication[SKYPROF_STR_MAX]; /* SW_AGENT_AUTHENTICATION; "" = none */
     char language[SKYPROF_LANG_MAX];      /* reported as instance property "language"; "C" */
     int64_t poll_interval_ms;     /* SW_AGENT_COLLECTOR_GET_PROFILE_TASK_INTERVAL (seconds) */

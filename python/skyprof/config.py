@@ -147,7 +147,8 @@ def instance_properties():
 
 def start_kwargs():
     """Keyword arguments for skyprof._skyprof.start() built from the effective configuration."""
-    backend = str(effective('agent_collector_backend_services') or '').split(',')[0].strip()
+    # The whole comma list: the C core connects to one collector and fails over to the next.
+    backend = ','.join(t.strip() for t in str(effective('agent_collector_backend_services') or '').split(','))
     level = effective('agent_logging_level')
     return dict(
         service=str(effective('agent_name')),

@@ -430,10 +430,12 @@ int64_t skp__channel_step(skyprof_agent *a, int64_t now_ns, bool flush, int time
         /* Logged on transitions only, so a long outage is one line, not one per second. */
         if (err && a->backend_state != 2) {
             SKPX_WARN("skyprof: backend %.100s unreachable (%s); retrying with backoff",
-                      a->cfg.backend, skp_strerror(err));
+                      a->tr.current ? a->tr.current(a->tr.ud) : a->cfg.backend,
+                      skp_strerror(err));
             a->backend_state = 2;
         } else if (!err && a->backend_state != 1) {
-            SKPX_INFO("skyprof: connected to backend %.100s", a->cfg.backend);
+            SKPX_INFO("skyprof: connected to backend %.100s",
+                      a->tr.current ? a->tr.current(a->tr.ud) : a->cfg.backend);
             a->backend_state = 1;
         }
     }

@@ -12,6 +12,7 @@
 #include <unistd.h>
 
 #include "common/clock.h"
+#include "agent/transport.h"
 #include "common/log.h"
 
 static void set_str(char *dst, size_t cap, const char *src)
@@ -108,12 +109,13 @@ static skp_err apply_env(struct skyprof_config *cfg, const struct env_field *f, 
     int b;
     switch (f->kind) {
     case ENV_BACKEND: {
-        /* SkyWalking accepts a comma-separated list; we use one connection to the first. */
-        size_t len = strcspn(v, ",");
-        if (len == 0 || len >= f->size)
+        /* SkyWalking's comma-separated list of collectors, kept whole: the transport connects to
+         * one and fails over to the next (transport_grpc.c). */
+        char targets[SKP_TRANSPORT_MAX_TARGETS][256];
+        if (strlen(v) >= f->size ||
+            skp__transport_split_targets(v, targets, SKP_TRANSPORT_MAX_TARGETS) <= 0)
             return SKP_EINVAL;
-        memcpy(field, v, len);
-        field[len] = '\0';
+        memcpy(field, v, strlen(v) + 1);
         return SKP_OK;
     }
     case ENV_STR:
@@ -181,7 +183,8 @@ skp_err skyprof_config_validate(const struct skyprof_config *cfg)
         !str_ok(cfg->authentication, sizeof(cfg->authentication), true) ||
         !str_ok(cfg->language, sizeof(cfg->language), true))
         return SKP_EINVAL;
-    if (!strchr(cfg->backend, ':'))
+    char targets[SKP_TRANSPORT_MAX_TARGETS][256];
+    if (skp__transport_split_targets(cfg->backend, targets, SKP_TRANSPORT_MAX_TARGETS) <= 0)
         return SKP_EINVAL;
     if (cfg->poll_interval_ms < 10 || cfg->heartbeat_period_ms < 10)
         return SKP_EINVAL;

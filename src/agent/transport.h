@@ -35,11 +35,24 @@ struct skp__transport {
     skp_err (*stream_gated)(void *ud, const char *path, skp__transport_next_resp_cb next,
                             void *next_ud, const ProtobufCMessageDescriptor *resp_desc,
                             ProtobufCMessage **resp, int timeout_ms);
+    /* The collector calls go to now ("host:port", borrowed until the next call); NULL in
+     * transports without one. */
+    const char *(*current)(void *ud);
 };
 
-/* The real transport: one skp_wire_client connection to `target` ("host:port"), with the
- * `authentication` metadata when non-empty. Connects lazily. Errors: SKP_EINVAL, SKP_ENOMEM,
- * SKP_ENOTSUP (built without skp_wire_client). */
+/* Most collectors in a comma list (SW_AGENT_COLLECTOR_BACKEND_SERVICES). */
+#define SKP_TRANSPORT_MAX_TARGETS 8
+
+/* Splits "host:port[,host:port...]" (blanks around entries ignored) into out[0..cap). Returns
+ * the number of entries, or -1 when an entry is empty, has no ':', is 256 bytes or longer, or
+ * there are more than cap. Pure. */
+int skp__transport_split_targets(const char *list, char (*out)[256], int cap);
+
+/* The real transport: a skp_wire_client connection to `target`, a collector "host:port" or a
+ * comma list of them (the current one is used; a call that finds it away moves the next calls to
+ * the next one: transport_grpc.c), with the `authentication` metadata when non-empty. Connects
+ * lazily. Errors: SKP_EINVAL (a bad list), SKP_ENOMEM, SKP_ENOTSUP (built without
+ * skp_wire_client). */
 SKP_MUST_CHECK skp_err skp__transport_grpc_new(const char *target, const char *authentication,
                                                struct skp__transport *out);
 

@@ -151,7 +151,7 @@ static uint64_t f_connects(void *ud)
 
 struct skp__transport fake_transport_vtable(struct fake_transport *f)
 {
-    struct skp__transport t = {f_unary, f_stream, f_connects, NULL, f, NULL};
+    struct skp__transport t = {f_unary, f_stream, f_connects, NULL, f, NULL, NULL};
     return t;
 }
 

@@ -8,6 +8,7 @@
 #include <string.h>
 
 #include "agent/config.h"
+#include "agent/transport.h"
 #include "common/alloc.h"
 #include "fakes.h"
 
@@ -43,7 +44,7 @@ static void test_config_defaults_env(void **state)
     assert_int_equal(skyprof_config_from_env(&c), SKP_OK);
     assert_string_equal(c.service, "orders");
     assert_string_equal(c.instance, "i-1");
-    assert_string_equal(c.backend, "oap:11800");
+    assert_string_equal(c.backend, "oap:11800,oap2:11800"); /* the whole list: fail-over */
     assert_string_equal(c.authentication, "tok");
     assert_false(c.profile_active);
     assert_int_equal(c.max_parallel, 3);
@@ -83,10 +84,46 @@ static void test_config_defaults_env(void **state)
     assert_int_equal(strchr(inst, '@') - inst, 32);
 }
 
+/* The collector list: what the transport fails over across (transport_grpc.c). */
+static void test_config_collector_list(void **state)
+{
+    (void)state;
+    char t[SKP_TRANSPORT_MAX_TARGETS][256];
+    assert_int_equal(skp__transport_split_targets("a:1", t, SKP_TRANSPORT_MAX_TARGETS), 1);
+    assert_string_equal(t[0], "a:1");
+    assert_int_equal(skp__transport_split_targets(" a:1 , [::1]:2,c.example:11800", t,
+                                                  SKP_TRANSPORT_MAX_TARGETS),
+                     3);
+    assert_string_equal(t[0], "a:1");
+    assert_string_equal(t[1], "[::1]:2");
+    assert_string_equal(t[2], "c.example:11800");
+    static const char *const bad[] = {"", ",", "a:1,", ",a:1", "a:1,,b:2", "a", "a:1,b",
+                                      "a:1, ,b:2", "1:1,2:2,3:3,4:4,5:5,6:6,7:7,8:8,9:9"};
+    for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++)
+        assert_int_equal(skp__transport_split_targets(bad[i], t, SKP_TRANSPORT_MAX_TARGETS), -1);
+    assert_int_equal(skp__transport_split_targets("1:1,2:2,3:3,4:4,5:5,6:6,7:7,8:8", t,
+                                                  SKP_TRANSPORT_MAX_TARGETS),
+                     8);
+
+    struct skyprof_config c;
+    skyprof_config_init_defaults(&c);
+    setenv("SW_AGENT_COLLECTOR_BACKEND_SERVICES", "c1:11800, c2:11800", 1);
+    assert_int_equal(skyprof_config_from_env(&c), SKP_OK);
+    assert_string_equal(c.backend, "c1:11800, c2:11800");
+    assert_int_equal(skyprof_config_validate(&c), SKP_OK);
+    setenv("SW_AGENT_COLLECTOR_BACKEND_SERVICES", "c1:11800,c2", 1); /* refused, kept */
+    assert_int_equal(skyprof_config_from_env(&c), SKP_EINVAL);
+    assert_string_equal(c.backend, "c1:11800, c2:11800");
+    unsetenv("SW_AGENT_COLLECTOR_BACKEND_SERVICES");
+    snprintf(c.backend, sizeof(c.backend), "c1:11800,");
+    assert_int_equal(skyprof_config_validate(&c), SKP_EINVAL);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_config_defaults_env),
+        cmocka_unit_test(test_config_collector_list),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -6,6 +6,7 @@
 #ifndef SKP_SERVER_EXPORT_H
 #define SKP_SERVER_EXPORT_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -34,6 +35,12 @@ struct export_meta {
      * this one sample type and speedscope weighs by the value. NULL = snapshot counts. */
     const char *value_type;
     const char *value_unit;
+    /* Readable frame names (common/frame_sig.h) in collapsed stacks ("do_POST (seed_app.py:44)")
+     * and speedscope (name "do_POST", file and line in their fields) instead of the full
+     * signatures. The HTML flame graph always labels frames readably (the full signature is in
+     * its tooltip) and pprof always splits name, file and line. The HTTP routes set it unless
+     * asked for `names=full`. */
+    bool readable_names;
 };
 
 /* One analysis of a multi-part pprof export and the labels its samples carry (borrowed). */

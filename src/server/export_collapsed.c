@@ -3,11 +3,14 @@
  * count (snapshots, not milliseconds), so the counts of all lines add up to the number of
  * snapshots analysed. Loaded by flamegraph.pl, inferno, speedscope and most flame graph tools.
  * Frames are rewritten so no tool mistakes a part of one for a count (see
- * export_put_collapsed_frame). */
+ * export_put_collapsed_frame). With export_meta.readable_names each frame is first given its
+ * readable name (py-spy's "do_POST (seed_app.py:44)", common/frame_sig.h). */
 #include "server/export_int.h"
 
 #include <stdbool.h>
 #include <string.h>
+
+#include "common/frame_sig.h"
 
 /* Length of the trailing number of `s[0..n)` ("8", "12.5"), 0 if it does not end in a digit. */
 static size_t trailing_number(const char *s, size_t n)
@@ -63,17 +66,35 @@ void export_put_collapsed_frame(struct skpx_buf *b, const char *sig)
         skpx_buf_put(b, "?", 1); /* an empty frame would merge with its neighbour's ';' */
 }
 
+struct collapsed_ctx {
+    struct skpx_buf *out;
+    bool readable;
+    struct skpx_buf name;      /* scratch: one frame's readable name */
+};
+
 static skp_err visit(void *ud, const struct analysis_tree *t,
                      const struct analysis_node *const *path, size_t depth)
 {
-    struct skpx_buf *b = ud;
+    struct collapsed_ctx *c = ud;
+    struct skpx_buf *b = c->out;
     uint64_t self = export_node_self_count(t, path[depth]);
     if (self == 0)
         return b->err;
     for (size_t i = 0; i <= depth; i++) {
         if (i)
             skpx_buf_put(b, ";", 1);
-        export_put_collapsed_frame(b, path[i]->code_signature);
+        const char *sig = path[i]->code_signature;
+        if (c->readable && sig) {
+            struct skpx_frame_sig f;
+            skpx_frame_sig_parse(sig, strlen(sig), &f);
+            skpx_buf_reset(&c->name);
+            skpx_frame_sig_put_name(&c->name, &f);
+            skpx_buf_putc(&c->name, '\0');
+            if (c->name.err)
+                return c->name.err;
+            sig = (const char *)c->name.data;
+        }
+        export_put_collapsed_frame(b, sig);
     }
     skpx_buf_printf(b, " %llu\n", (unsigned long long)self);
     return b->err;
@@ -82,7 +103,9 @@ static skp_err visit(void *ud, const struct analysis_tree *t,
 skp_err export_render_collapsed(const struct analysis *a, const struct export_meta *m,
                                 struct skpx_buf *b)
 {
-    (void)m;
-    skp_err err = export_walk(a, visit, b);
+    struct collapsed_ctx c = {.out = b, .readable = m->readable_names};
+    skpx_buf_init(&c.name, EXPORT_MAX_OUTPUT_BYTES);
+    skp_err err = export_walk(a, visit, &c);
+    skpx_buf_cleanup(&c.name);
     return err ? err : b->err;
 }

@@ -1,7 +1,9 @@
 /* export_html.c - a self-contained HTML flame graph: one file with inline CSS and JavaScript and
  * the analysis embedded as JSON, which opens offline in any browser (no network, no external
  * URL). The graph is an icicle (roots on top) under a synthetic "all" frame joining the trees;
- * frame width is the dump count; hovering shows signature, count, duration, self duration and
+ * frame width is the dump count; a frame is labelled function first, then a short location
+ * ("do_POST  seed_app.py:44", common/frame_sig.h: the web UI's rule); hovering shows that label,
+ * the full signature, count, duration, self duration and
  * the share of parent and total; clicking zooms; a search box highlights matching frames.
  * The embedded JSON is written with every '/', '<', '>' and '&' escaped (\/, \u003c, ...), so no
  * "</script>", "<!--" or "<script" in a frame name can end the block or change how it parses. */
@@ -11,9 +13,11 @@
 #include <string.h>
 
 #include "common/alloc.h"
+#include "common/frame_sig.h"
 
 struct html_ctx {
     json_t **stack;            /* stack[d] = the "k" (children) array of the frame at depth d-1 */
+    struct skpx_buf scratch;   /* one frame's function and location */
 };
 
 static skp_err visit(void *ud, const struct analysis_tree *t,
@@ -22,9 +26,22 @@ static skp_err visit(void *ud, const struct analysis_tree *t,
     struct html_ctx *c = ud;
     const struct analysis_node *n = path[depth];
     (void)t;
+    const char *sig = n->code_signature ? n->code_signature : "";
+    struct skpx_frame_sig fs;
+    skpx_frame_sig_parse(sig, strlen(sig), &fs);
+    skpx_buf_reset(&c->scratch);
+    skpx_frame_sig_put_func(&c->scratch, &fs);
+    skpx_buf_putc(&c->scratch, '\0');
+    size_t loc_at = c->scratch.len;
+    skpx_frame_sig_put_loc(&c->scratch, &fs);
+    skpx_buf_putc(&c->scratch, '\0');
+    if (c->scratch.err)
+        return c->scratch.err;
     json_t *kids = json_array();
-    json_t *o = json_pack("{s:o, s:I, s:I, s:I, s:o}", "n",
-                          export_json_string(n->code_signature), "c", (json_int_t)n->count,
+    json_t *o = json_pack("{s:o, s:o, s:o, s:I, s:I, s:I, s:o}", "n", export_json_string(sig), "f",
+                          export_json_string((const char *)c->scratch.data), "l",
+                          export_json_string((const char *)c->scratch.data + loc_at), "c",
+                          (json_int_t)n->count,
                           "d", (json_int_t)n->duration, "s",
                           (json_int_t)n->duration_child_excluded, "k", kids);
     if (!o || json_array_append_new(c->stack[depth], o) != 0)
@@ -115,13 +132,15 @@ static const char g_script[] =
     "function color(s){var h=0;for(var i=0;i<s.length;i++)h=(h*31+s.charCodeAt(i))>>>0;"
     "return 'hsl('+(10+h%45)+',85%,'+(58+h%17)+'%)';}\n"
     "function pct(a,b){return b?(100*a/b).toFixed(1)+'%':'-';}\n"
+    "function label(n){return n.l?n.f+'  '+n.l:n.f;}\n"
     "var maxd=0,hits=0;\n"
     "function box(n,x,w,d,anc){var e=document.createElement('div');e.className='f'+(anc?' anc':'');"
-    "if(term&&n.n.indexOf(term)>=0){e.className+=' match';hits+=n.c;}"
+    "if(term&&(n.n.indexOf(term)>=0||label(n).indexOf(term)>=0)){e.className+=' match';hits+=n.c;}"
     "e.style.left=x+'px';e.style.width=Math.max(w,1)+'px';e.style.top=(d*H)+'px';"
-    "e.style.background=color(n.n);e.textContent=w>30?n.n:'';e.setAttribute('data-name',n.n);"
+    "e.style.background=color(n.n);e.textContent=w>30?label(n):'';e.setAttribute('data-name',n.n);"
     "e.onmousemove=function(ev){tip.style.display='block';tip.style.left=(ev.clientX+12)+'px';"
-    "tip.style.top=(ev.clientY+12)+'px';tip.textContent=n.n+'\\ncount: '+n.c+'\\nduration: '+n.d+"
+    "tip.style.top=(ev.clientY+12)+'px';"
+    "tip.textContent=label(n)+(n.n!==label(n)?'\\n'+n.n:'')+'\\ncount: '+n.c+'\\nduration: '+n.d+"
     "' ms\\nself duration: '+n.s+' ms\\nof parent: '+pct(n.c,n.p?n.p.c:n.c)+'\\nof total: '+"
     "pct(n.c,data.c);};e.onmouseleave=function(){tip.style.display='none';};"
     "e.onclick=function(){zoom=n;render();};chart.appendChild(e);if(d>maxd)maxd=d;}\n"
@@ -145,6 +164,7 @@ skp_err export_render_html(const struct analysis *a, const struct export_meta *m
     skp_err err = SKP_OK;
     json_int_t total_count = 0, total_dur = 0;
 
+    skpx_buf_init(&c.scratch, EXPORT_MAX_OUTPUT_BYTES);
     c.stack = skpx_calloc(EXPORT_MAX_DEPTH + 1, sizeof(*c.stack));
     json_t *kids = json_array();
     if (!c.stack || !kids) {
@@ -158,7 +178,8 @@ skp_err export_render_html(const struct analysis *a, const struct export_meta *m
             total_dur += (json_int_t)a->trees[i].nodes[0].duration;
         }
     }
-    root = json_pack("{s:s, s:I, s:I, s:I, s:o}", "n", "all", "c", total_count, "d", total_dur,
+    root = json_pack("{s:s, s:s, s:s, s:I, s:I, s:I, s:o}", "n", "all", "f", "all", "l", "", "c",
+                     total_count, "d", total_dur,
                      "s", (json_int_t)0, "k", kids);
     if (!root) {
         err = SKP_ENOMEM;
@@ -201,5 +222,6 @@ skp_err export_render_html(const struct analysis *a, const struct export_meta *m
 out:
     json_decref(root);
     skpx_free(c.stack);
+    skpx_buf_cleanup(&c.scratch);
     return err ? err : b->err;
 }

@@ -3,13 +3,17 @@
  * shared.frames holds one frame per distinct code signature (with file and line when the
  * signature carries them), and a single "sampled" profile lists one stack per tree node with a
  * non-zero self count (frame indexes root first), weighted by self count x dump period in
- * milliseconds. Built with jansson; the output is the compact JSON text. */
+ * milliseconds. With export_meta.readable_names a frame's name is its function ("do_POST") and
+ * the file (or Java package) and line go in speedscope's own fields (common/frame_sig.h);
+ * otherwise the name is the full signature. Built with jansson; the output is the compact JSON
+ * text. */
 #include "server/export_int.h"
 
 #include <jansson.h>
 #include <string.h>
 
 #include "common/alloc.h"
+#include "common/frame_sig.h"
 
 #define SPEEDSCOPE_SCHEMA "https://www.speedscope.app/file-format-schema.json"
 
@@ -45,6 +49,37 @@ static skp_err visit(void *ud, const struct analysis_tree *t,
         return SKP_ENOMEM;
     c->total += w;
     return SKP_OK;
+}
+
+/* {"name": function, "file": file or package, "line": n} for one signature; NULL when out of
+ * memory. `scratch` is reused between calls. */
+static json_t *readable_frame(const char *sig, struct skpx_buf *scratch)
+{
+    struct skpx_frame_sig fs;
+    skpx_frame_sig_parse(sig, strlen(sig), &fs);
+    skpx_buf_reset(scratch);
+    skpx_frame_sig_put_func(scratch, &fs);
+    skpx_buf_putc(scratch, '\0');
+    size_t file_at = scratch->len;
+    if (fs.file_len)
+        skpx_frame_sig_put_file(scratch, &fs);
+    else if (fs.lang == SKPX_FRAME_JAVA)
+        skpx_frame_sig_put_where(scratch, &fs); /* the package */
+    skpx_buf_putc(scratch, '\0');
+    if (scratch->err)
+        return NULL;
+    const char *func = (const char *)scratch->data;
+    const char *file = (const char *)scratch->data + file_at;
+    json_t *f = json_pack("{s:o}", "name", export_json_string(func));
+    if (f && *file && json_object_set_new(f, "file", export_json_string(file)) != 0) {
+        json_decref(f);
+        return NULL;
+    }
+    if (f && fs.line && json_object_set_new(f, "line", json_integer(fs.line)) != 0) {
+        json_decref(f);
+        return NULL;
+    }
+    return f;
 }
 
 static int dump_cb(const char *p, size_t n, void *ud)
@@ -85,14 +120,20 @@ skp_err export_render_speedscope(const struct analysis *a, const struct export_m
         err = SKP_ENOMEM;
         goto out;
     }
+    struct skpx_buf scratch;
+    skpx_buf_init(&scratch, EXPORT_MAX_OUTPUT_BYTES);
     for (size_t i = 0; i < c.frames.n; i++) {
-        json_t *f = json_pack("{s:o}", "name", export_json_string(c.frames.order[i]));
+        json_t *f = m->readable_names ? readable_frame(c.frames.order[i], &scratch)
+                                      : json_pack("{s:o}", "name",
+                                                  export_json_string(c.frames.order[i]));
         if (!f || json_array_append_new(frames, f) != 0) {
+            skpx_buf_cleanup(&scratch);
             json_decref(frames);
             err = SKP_ENOMEM;
             goto out;
         }
     }
+    skpx_buf_cleanup(&scratch);
     const char *name = m->title && *m->title ? m->title : "skyprof profile";
     json_t *profile = json_pack("{s:s, s:o, s:s, s:I, s:I, s:O, s:O}", "type", "sampled", "name",
                                 export_json_string(name), "unit", unit, "startValue", (json_int_t)0,

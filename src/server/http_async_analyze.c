@@ -30,6 +30,7 @@ struct ja_job {
     char *event_type;          /* NULL = from the task's first event */
     bool without_lines;
     bool download;
+    bool readable_names;       /* names=short (the default) */
     enum export_format format;
 };
 
@@ -166,6 +167,7 @@ static void ja_run(struct http_job *j, struct store *st)
             .value_unit = o.kind == JFR_KIND_EXECUTION || o.kind == JFR_KIND_NATIVE
                               ? "count"
                               : jfr_kind_unit(o.kind),
+            .readable_names = p->readable_names,
         };
         uint8_t *buf = NULL;
         size_t len = 0;
@@ -219,7 +221,10 @@ out:
 static void dispatch(struct http_ctx *cx, const char *id, bool download)
 {
     enum export_format f = EXPORT_JSON;
+    bool readable = true;
     if (download) {
+        if (!http_query_names(cx, &readable))
+            return;
         const char *s = http_query(cx, "format");
         if (!s)
             s = "pprof";
@@ -266,6 +271,7 @@ static void dispatch(struct http_ctx *cx, const char *id, bool download)
     p->without_lines = gran && strcmp(gran, "functions") == 0;
     p->download = download;
     p->format = f;
+    p->readable_names = readable;
     p->base.run = ja_run;
     p->base.destroy = ja_destroy;
     http_job_dispatch(cx, &p->base);

@@ -92,6 +92,7 @@ struct ea_job {
     char *process_id;          /* NULL = every process */
     int64_t from_ms, to_ms;
     bool download;
+    bool readable_names;       /* names=short (the default) */
     enum export_format format;
 };
 
@@ -228,6 +229,7 @@ static void ea_run(struct http_job *j, struct store *st)
             .time_ms = b.first_ms,
             .value_type = type,
             .value_unit = on ? "count" : "nanoseconds",
+            .readable_names = p->readable_names,
         };
         uint8_t *buf = NULL;
         size_t len = 0;
@@ -273,7 +275,10 @@ out:
 static void dispatch(struct http_ctx *cx, const char *id, bool download)
 {
     enum export_format f = EXPORT_JSON;
+    bool readable = true;
     if (download) {
+        if (!http_query_names(cx, &readable))
+            return;
         const char *s = http_query(cx, "format");
         if (!s)
             s = "pprof";
@@ -305,6 +310,7 @@ static void dispatch(struct http_ctx *cx, const char *id, bool download)
     p->to_ms = to;
     p->download = download;
     p->format = f;
+    p->readable_names = readable;
     p->base.run = ea_run;
     p->base.destroy = ea_destroy;
     http_job_dispatch(cx, &p->base);

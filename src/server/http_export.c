@@ -28,6 +28,17 @@ static void make_filename(char *out, size_t cap, const char *kind, const char *i
     snprintf(out + k, cap - k, ".%s", ext);
 }
 
+bool http_query_names(struct http_ctx *cx, bool *readable)
+{
+    const char *s = http_query(cx, "names");
+    *readable = !s || strcmp(s, "short") == 0;
+    if (s && !*readable && strcmp(s, "full") != 0) {
+        http_reply_field_error(cx, 400, "names", "names must be short or full");
+        return false;
+    }
+    return true;
+}
+
 static bool parse_format(struct http_ctx *cx, enum export_format *f)
 {
     const char *s = http_query(cx, "format");
@@ -46,6 +57,7 @@ struct export_job {
     bool is_task;
     char *id;
     enum export_format format;
+    bool readable_names;
     bool has_range;
     int64_t start, end;
     bool span_window;          /* no range: the spans' window rather than the whole life */
@@ -181,6 +193,7 @@ static void export_run(struct http_job *j, struct store *st)
             .endpoint = t.endpoint,
             .dump_period_ms = t.dump_period,
             .time_ms = t.start_time,
+            .readable_names = e->readable_names,
         };
         if (e->format == EXPORT_PPROF && render_task_pprof_by_segment(e, st, &o, a, &meta)) {
             analysis_free(a);
@@ -220,6 +233,7 @@ static void export_run(struct http_job *j, struct store *st)
         .endpoint = info.endpoint,
         .dump_period_ms = info.dump_period,
         .time_ms = e->has_range ? e->start : 0,
+        .readable_names = e->readable_names,
     };
     render(e, a, &meta);
     store_segment_info_cleanup(&info);
@@ -228,6 +242,9 @@ static void export_run(struct http_job *j, struct store *st)
 static struct export_job *export_job_new(struct http_ctx *cx, bool is_task, const char *id,
                                          enum export_format f)
 {
+    bool readable;
+    if (!http_query_names(cx, &readable))
+        return NULL;
     struct export_job *e = skpx_calloc(1, sizeof(*e));
     if (!e || !(e->id = skpx_strdup(id))) {
         skpx_free(e);
@@ -238,6 +255,7 @@ static struct export_job *export_job_new(struct http_ctx *cx, bool is_task, cons
     e->base.destroy = export_destroy;
     e->is_task = is_task;
     e->format = f;
+    e->readable_names = readable;
     e->max_snapshots = cx->api->max_analyze_snapshots;
     return e;
 }

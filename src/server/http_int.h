@@ -212,5 +212,8 @@ bool http_query_int(struct http_ctx *cx, const char *name, bool *present, int64_
 /* True when `inst` is one of the comma-separated names of an `instances` query parameter;
  * an absent or empty filter (borrowed, may be NULL) chooses every instance. */
 bool http_instance_chosen(const char *filter, const char *inst);
+/* The `names` query parameter of the export routes: absent or "short" = readable frame names
+ * (*readable = true), "full" = the full signatures. Replies 400 and returns false otherwise. */
+bool http_query_names(struct http_ctx *cx, bool *readable);
 
 #endif

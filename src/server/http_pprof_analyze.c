@@ -27,6 +27,7 @@ struct pa_job {
     char *sample_type;         /* NULL = the profiles' default */
     bool by_function;
     bool download;
+    bool readable_names;       /* names=short (the default) */
     enum export_format format;
 };
 
@@ -121,6 +122,7 @@ static void pa_run(struct http_job *j, struct store *st)
             .time_ms = t.create_time,
             .value_type = pprof_analyze_type(an)[0] ? pprof_analyze_type(an) : "samples",
             .value_unit = pprof_analyze_unit(an)[0] ? pprof_analyze_unit(an) : "count",
+            .readable_names = p->readable_names,
         };
         uint8_t *buf = NULL;
         size_t len = 0;
@@ -175,7 +177,10 @@ out:
 static void dispatch(struct http_ctx *cx, const char *id, bool download)
 {
     enum export_format f = EXPORT_JSON;
+    bool readable = true;
     if (download) {
+        if (!http_query_names(cx, &readable))
+            return;
         const char *s = http_query(cx, "format");
         if (!s)
             s = "pprof";
@@ -209,6 +214,7 @@ static void dispatch(struct http_ctx *cx, const char *id, bool download)
     p->by_function = gran && strcmp(gran, "functions") == 0;
     p->download = download;
     p->format = f;
+    p->readable_names = readable;
     p->base.run = pa_run;
     p->base.destroy = pa_destroy;
     http_job_dispatch(cx, &p->base);

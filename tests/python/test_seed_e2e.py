@@ -123,7 +123,8 @@ def main():
             def flamegraph_reads_collapsed():
                 # The task's collapsed export through FlameGraph's own flamegraph.pl (vendored as
                 # test data): every line's leaf frame must come out as a frame of the graph with
-                # its full name, e.g. "seed_app.py.method1:23", and no line may be taken for a
+                # its full name, e.g. "method1 (seed_app.py:23)" (readable names, py-spy's form;
+                # `names=full` keeps "…seed_app.py.method1:23"), and no line may be taken for a
                 # differential profile (a frame ending in ": 23" looked like a count column).
                 url = 'http://127.0.0.1:%d/api/v1/profile/tasks/%s/export?format=collapsed' % (
                     srv.http_port, state['task'])
@@ -142,8 +143,11 @@ def main():
                 leaves = {l.rsplit(' ', 1)[0].split(';')[-1] for l in lines}
                 assert leaves <= names, sorted(leaves - names)[:5]
                 for f in ('method1', 'method2', 'method3'):
-                    assert any(re.search(r'seed_app\.py\.%s:\d+$' % f, x) for x in leaves), \
+                    assert any(re.fullmatch(r'%s \(seed_app\.py:\d+\)' % f, x) for x in leaves), \
                         (f, sorted(leaves))
+                with urllib.request.urlopen(url + '&names=full', timeout=30) as resp:
+                    full = resp.read().decode()
+                assert re.search(r'seed_app\.py\.method3:\d+ \d+$', full, re.M), full[:500]
 
             def pprof_functions_merge_lines():
                 # The task's pprof export through `go tool pprof`: -functions shows each function

@@ -93,34 +93,28 @@ test('suggestedThreshold: the p90 rounded down to 10 ms', () => {
 });
 
 // ---- readable frames (frames.js), agent-frame folding, search share and focus (focus.js) ----
-import { parseFrame, frameLabel, foldAgentFrames, isAgentFrame } from '../../web/src/frames.js';
+import { readFileSync } from 'node:fs';
+import { parseFrame, frameLabel, frameName, foldAgentFrames, isAgentFrame } from '../../web/src/frames.js';
 import { matcher, matchShare, sharePct, calleesOf, callersOf } from '../../web/src/focus.js';
 
-test('frames: one parser per language, function first, short location', () => {
-  const cases = [
-    ['/srv/app/examples/python/seed_app.py.do_POST: 44', 'do_POST', 'seed_app.py:44', 'python'],
-    ['/srv/app/examples/python/seed_app.py.do_POST', 'do_POST', 'seed_app.py', 'python'],
-    ['/srv/shop/app.py.<module>: 1', '<module>', 'app.py:1', 'python'],
-    ['method3 (demo_service.c:42)', 'method3', 'demo_service.c:42', 'native'],
-    ['method3 (demo_service.c)', 'method3', 'demo_service.c', 'native'],
-    ['foo (libfoo.so)', 'foo', 'libfoo.so', 'native'],
-    ['std::vector<int>::push_back(int const&) (/usr/include/c++/12/bits/stl_vector.h:1281)',
-      'std::vector<int>::push_back(int const&)', 'stl_vector.h:1281', 'native'],
-    ['libc.so.6+0x2a1c0', 'libc.so.6+0x2a1c0', 'libc.so.6', 'address'],
-    ['0x7f00aa', '0x7f00aa', '', 'address'],
-    ['main.burnHeavy (/tmp/x/pprof_go/main.go:31)', 'main.burnHeavy', 'main.go:31', 'go'],
-    ['github.com/acme/shop/db.(*Pool).Get (/src/db/pool.go:9)', 'db.(*Pool).Get', 'pool.go:9', 'go'],
-    ['com.acme.Shop.checkout:42', 'Shop.checkout', 'com.acme:42', 'java'],
-    ['java.lang.Thread.run', 'Thread.run', 'java.lang', 'java'],
-    ['main.spin:12', 'main.spin', ':12', 'other'],
-    ['JfrWorkload.burn:29', 'JfrWorkload.burn', ':29', 'other'],
-    ['JfrWorkload$$Lambda$88+0x00007fb024007a08.846947180.run:4294967295', 'JfrWorkload$$Lambda.run', '', 'other'],
-    ['all', 'all', '', 'other'],
-  ];
-  for (const [sig, func, loc, lang] of cases) {
-    const f = parseFrame(sig);
-    assert.deepEqual([f.func, f.loc, f.lang], [func, loc, lang], sig);
-    assert.equal(frameLabel(sig), loc ? func + '  ' + loc : func);
+// The vectors are shared with the C parser's unit test (tests/unit/common/test_frame_sig.c).
+function frameVectors() {
+  const text = readFileSync(new URL('../data/frame_sigs.tsv', import.meta.url), 'utf8');
+  const un = (x) => (x === '-' ? '' : x);
+  return text.split('\n').filter((l) => l && !l.startsWith('#')).map((l) => {
+    const [sig, func, loc, lang, agent, name] = l.split('\t').map(un);
+    return { sig, func, loc, lang, agent: agent === '1', name };
+  });
+}
+
+test('frames: one parser per language, function first, short location (tests/data/frame_sigs.tsv)', () => {
+  const cases = frameVectors();
+  assert.ok(cases.length >= 30, cases.length);
+  for (const c of cases) {
+    const f = parseFrame(c.sig);
+    assert.deepEqual([f.func, f.loc, f.lang, f.agent], [c.func, c.loc, c.lang, c.agent], c.sig);
+    assert.equal(frameLabel(c.sig), c.loc ? c.func + '  ' + c.loc : c.func);
+    assert.equal(frameName(c.sig), c.name, c.sig);
   }
 });
 

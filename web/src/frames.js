@@ -4,6 +4,7 @@
 //
 // Signatures, by producer:
 //   Python agent (SkyWalking's form)   "/srv/app/seed_app.py.do_POST: 44"      -> do_POST  seed_app.py:44
+//     a method                         "/srv/app/shop.py.Cart.add: 7"          -> Cart.add  shop.py:7
 //     grouped by function              "/srv/app/seed_app.py.do_POST"          -> do_POST  seed_app.py
 //   native agent / pprof with files    "method3 (demo_service.c:42)"           -> method3  demo_service.c:42
 //                                      "main.burnHeavy (/src/x/main.go:31)"    -> main.burnHeavy  main.go:31
@@ -13,11 +14,15 @@
 //                                      "java.lang.Thread.run"                  -> Thread.run  java.lang
 //   pprof without file names           "main.spin:12" / "runtime.main"         -> main.spin  :12
 //
+// src/common/frame_sig.c is the C twin of this parser (the server's exports use it); both are
+// checked against tests/data/frame_sigs.tsv, so a rule changed here must change there too.
+// Line numbers have at most 9 digits in the Python and native forms (a longer run is no line).
+//
 // Agent frames: skyprof's own instrumentation (Python files under a skyprof/ package directory,
 // e.g. ".../skyprof/instrument/http_server.py._skyprof_do: 34"; native frames in libskyprof or
 // skyprof's _native extension) are folded into their caller by foldAgentFrames.
 
-const PY = /^(.*\.py[cwi]?)\.([^./\s][^./]*?)(?:\s*:\s*(\d+))?$/;
+const PY = /^(.*\.py[cwi]?)\.([^./\s][^/]*?)(?:\s*:\s*(\d{1,9}))?$/;
 const PAREN = /^(.+?) \(([^()]*)\)$/;
 const ADDR = /^(.+?)\+0x[0-9a-fA-F]+$/;
 const JAVA_LINE = /^([^\s:()]+):(\d+)$/;
@@ -71,7 +76,7 @@ function parse(s) {
   m = PAREN.exec(s);
   if (m) {
     const inner = m[2];
-    const lm = /^(.*):(\d+)$/.exec(inner);
+    const lm = /^(.*):(\d{1,9})$/.exec(inner);
     const file = lm ? lm[1] : inner;
     const line = lm ? Number(lm[2]) : 0;
     const lang = /\.go$/.test(file) ? 'go' : /\.py$/.test(file) ? 'python' : /\.java$/.test(file) ? 'java' : 'native';
@@ -109,6 +114,15 @@ export function isAgentFrame(sig) {
 export function frameLabel(sig) {
   const f = parseFrame(sig);
   return f.loc ? f.func + '  ' + f.loc : f.func;
+}
+
+// "do_POST (seed_app.py:44)": the one-string name the server's exports write (py-spy's form);
+// "main.spin:12" when the location is a line alone; an address unchanged.
+export function frameName(sig) {
+  const f = parseFrame(sig);
+  if (f.lang === 'address') return f.sig;
+  const lineOnly = f.line ? ':' + f.line : '';
+  return f.loc === lineOnly ? f.func + f.loc : f.func + ' (' + f.loc + ')';
 }
 
 // The function a code signature names, without its line ("group by function" merges by it):

@@ -428,6 +428,68 @@ static void html_is_self_contained(void **state)
     skpx_free(out);
 }
 
+/* Readable names (export_meta.readable_names, common/frame_sig.h): collapsed stacks in py-spy's
+ * "func (file:line)" form, speedscope frames as name + file + line; the HTML flame graph always
+ * carries each frame's function and short location beside the full signature. */
+static void readable_names_in_exports(void **state)
+{
+    (void)state;
+    struct export_meta m = g_meta;
+    m.readable_names = true;
+    uint8_t *out;
+    size_t len;
+    render(EXPORT_COLLAPSED, &m, &out, &len);
+    char *s = as_string(out, len);
+    assert_non_null(strstr(s, "A;B;method3 (demo.c:42) 3\n"));
+    assert_non_null(strstr(s, "A;B;handler (app.py:50) 1\n"));
+    assert_null(strstr(s, "/srv/app.py"));
+    skpx_free(s);
+    skpx_free(out);
+
+    render(EXPORT_SPEEDSCOPE, &m, &out, &len);
+    json_error_t jerr;
+    json_t *doc = json_loadb((const char *)out, len, 0, &jerr);
+    assert_non_null(doc);
+    json_t *frames = json_object_get(json_object_get(doc, "shared"), "frames");
+    bool seen_py = false, seen_c = false;
+    for (size_t i = 0; i < json_array_size(frames); i++) {
+        json_t *f = json_array_get(frames, i);
+        const char *name = json_string_value(json_object_get(f, "name"));
+        const char *file = json_string_value(json_object_get(f, "file"));
+        json_int_t line = json_integer_value(json_object_get(f, "line"));
+        if (strcmp(name, "handler") == 0) {
+            assert_string_equal(file, "/srv/app.py");
+            assert_int_equal(line, 50);
+            seen_py = true;
+        } else if (strcmp(name, "method3") == 0) {
+            assert_string_equal(file, "demo.c");
+            assert_int_equal(line, 42);
+            seen_c = true;
+        } else if (strcmp(name, "A") == 0) {
+            assert_null(json_object_get(f, "file"));
+            assert_null(json_object_get(f, "line"));
+        }
+    }
+    assert_true(seen_py && seen_c);
+    json_decref(doc);
+    skpx_free(out);
+
+    /* Without the flag the full signatures stay (what `skyprof record` writes). */
+    render(EXPORT_COLLAPSED, &g_meta, &out, &len);
+    s = as_string(out, len);
+    assert_non_null(strstr(s, "A;B;/srv/app.py.handler:50 1\n"));
+    skpx_free(s);
+    skpx_free(out);
+
+    render(EXPORT_HTML, &g_meta, &out, &len);
+    s = as_string(out, len);
+    assert_non_null(strstr(s, "\"n\":\"\\/srv\\/app.py.handler: 50\",\"f\":\"handler\",\"l\":\"app.py:50\""));
+    assert_non_null(strstr(s, "\"f\":\"method3\",\"l\":\"demo.c:42\""));
+    assert_non_null(strstr(s, "function label(n)"));
+    skpx_free(s);
+    skpx_free(out);
+}
+
 /* Finding 13: "<!--<script>" in a frame name put the HTML tokenizer in "script data double
  * escaped" state, where the data block's own "</script>" no longer closes it, and the page
  * rendered blank. No '<' may reach the data block. */
@@ -558,6 +620,7 @@ int main(void)
         cmocka_unit_test(collapsed_frames_never_end_in_a_count),
         cmocka_unit_test(pprof_lines_of_a_function_share_it),
         cmocka_unit_test(html_comment_script_in_a_frame_cannot_blank_it),
+        cmocka_unit_test(readable_names_in_exports),
         cmocka_unit_test(empty_analysis_renders),
         cmocka_unit_test(malformed_tree_is_rejected),
         cmocka_unit_test(invalid_utf8_signature_is_replaced),

@@ -344,6 +344,42 @@ static skp_err load_policy(void *ud, const struct store_cont_policy_row *r)
     return cont_eval_set_policy(e, &p);
 }
 
+/* The server's triggers of the last hour, newest first as the store lists them. */
+struct past_triggers {
+    int64_t since_ms;
+    size_t n;
+    struct {
+        char service[256];
+        int64_t time_ms;
+    } t[1000];
+};
+
+static skp_err collect_trigger(void *ud, const struct store_cont_trigger *t)
+{
+    struct past_triggers *p = ud;
+    if (t->time_ms < p->since_ms || !t->source || strcmp(t->source, "server") != 0 ||
+        p->n == sizeof(p->t) / sizeof(p->t[0]))
+        return SKP_OK;
+    snprintf(p->t[p->n].service, sizeof(p->t[p->n].service), "%s", t->service);
+    p->t[p->n++].time_ms = t->time_ms;
+    return SKP_OK;
+}
+
+/* A restart keeps the hourly caps and quiet times: the last hour's triggers are replayed. */
+static skp_err replay_triggers(struct collector *c)
+{
+    struct past_triggers *p = skpx_calloc(1, sizeof(*p));
+    if (!p)
+        return SKP_ENOMEM;
+    p->since_ms = collector_now(c) - 3600 * 1000;
+    skp_err err = store_cont_list_triggers(c->store, NULL, NULL, sizeof(p->t) / sizeof(p->t[0]),
+                                           collect_trigger, p);
+    for (size_t i = p->n; i-- > 0 && !err;)
+        cont_eval_note_trigger(c->cont->eval, p->t[i].service, p->t[i].time_ms);
+    skpx_free(p);
+    return err == SKP_ENOTSUP ? SKP_OK : err;
+}
+
 skp_err collector_continuous_start(struct collector *c, struct event_base *base, int64_t slot_ms,
                                    int64_t check_ms)
 {
@@ -354,6 +390,8 @@ skp_err collector_continuous_start(struct collector *c, struct event_base *base,
     skp_err err = cont_eval_new(&o, &c->cont->eval);
     if (!err)
         err = store_cont_list_policies(c->store, NULL, load_policy, c->cont->eval);
+    if (!err)
+        err = replay_triggers(c);
     if (!err && base) {
         if (check_ms <= 0)
             check_ms = slot_ms > 0 ? slot_ms : 1000;

@@ -150,6 +150,36 @@ int64_t cont_eval_quiet_until(const struct cont_eval *e, const char *service)
     return v ? v->quiet_until_ms : 0;
 }
 
+static bool under_cap(struct svc *v, int64_t now_ms)
+{
+    size_t cap = (size_t)v->pol.max_per_hour;
+    if (v->n_fired < cap)
+        return true;
+    /* the ring is full: the oldest of the last `cap` triggers must be an hour old */
+    return now_ms - v->fired[v->fired_pos] >= 3600 * 1000;
+}
+
+static void note_fired(struct svc *v, int64_t now_ms)
+{
+    size_t cap = (size_t)v->pol.max_per_hour;
+    v->fired[v->fired_pos] = now_ms;
+    v->fired_pos = (v->fired_pos + 1) % cap;
+    if (v->n_fired < cap)
+        v->n_fired++;
+}
+
+/* The ring's trigger times, oldest first, into out (room for CONT_PER_HOUR_MAX). */
+static size_t fired_in_order(const struct svc *v, int64_t *out)
+{
+    size_t cap = (size_t)v->pol.max_per_hour;
+    if (!v->fired || !cap)
+        return 0;
+    size_t first = v->n_fired < cap ? 0 : v->fired_pos;
+    for (size_t i = 0; i < v->n_fired; i++)
+        out[i] = v->fired[(first + i) % cap];
+    return v->n_fired;
+}
+
 skp_err cont_eval_set_policy(struct cont_eval *e, struct cont_policy *p)
 {
     struct cont_policy pol = *p;
@@ -181,13 +211,19 @@ skp_err cont_eval_set_policy(struct cont_eval *e, struct cont_policy *p)
         }
         e->svcs[e->n_svcs++] = v;
     }
+    /* An edited policy keeps the quiet time and the triggers of the last hour: editing must not
+     * reset the hourly cap. */
     int64_t quiet = v->quiet_until_ms;
+    int64_t past[CONT_PER_HOUR_MAX];
+    size_t n_past = fired_in_order(v, past);
     svc_clear(e, v);
     v->quiet_until_ms = quiet;
     v->fired = skpx_calloc((size_t)pol.max_per_hour, sizeof(int64_t));
     if (!v->fired)
         goto oom;
     v->pol = pol;
+    for (size_t i = 0; i < n_past; i++)
+        note_fired(v, past[i]);
     v->window = 1;
     for (size_t t = 0; t < v->pol.n_targets; t++)
         for (size_t i = 0; i < v->pol.targets[t].n_items; i++) {
@@ -403,24 +439,6 @@ static bool judge(const struct flat_item *fi, const struct series *s, int64_t wi
     return n >= fi->it->count;
 }
 
-static bool under_cap(struct svc *v, int64_t now_ms)
-{
-    size_t cap = (size_t)v->pol.max_per_hour;
-    if (v->n_fired < cap)
-        return true;
-    /* the ring is full: the oldest of the last `cap` triggers must be an hour old */
-    return now_ms - v->fired[v->fired_pos] >= 3600 * 1000;
-}
-
-static void note_fired(struct svc *v, int64_t now_ms)
-{
-    size_t cap = (size_t)v->pol.max_per_hour;
-    v->fired[v->fired_pos] = now_ms;
-    v->fired_pos = (v->fired_pos + 1) % cap;
-    if (v->n_fired < cap)
-        v->n_fired++;
-}
-
 static void eval_svc(struct cont_eval *e, struct svc *v, int64_t now_ms, cont_fire_cb cb,
                      void *ud)
 {
@@ -535,4 +553,15 @@ void cont_eval_counters(const struct cont_eval *e, struct cont_eval_counters *ou
 {
     *out = e->ctr;
     out->series = e->total_series;
+}
+
+void cont_eval_note_trigger(struct cont_eval *e, const char *service, int64_t time_ms)
+{
+    struct svc *v = find_svc(e, service);
+    if (!v || !v->active || !v->fired)
+        return;
+    note_fired(v, time_ms);
+    int64_t q = time_ms + (v->pol.execute_s + v->pol.silence_s) * e->slot_ms;
+    if (q > v->quiet_until_ms)
+        v->quiet_until_ms = q;
 }

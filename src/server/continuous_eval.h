@@ -118,6 +118,11 @@ typedef skp_err (*cont_series_cb)(void *ud, const struct cont_series_view *v);
  * evaluated here), SKP_ENOMEM, or the callback's. */
 SKP_MUST_CHECK skp_err cont_eval_values(struct cont_eval *e, const char *service, int64_t now_ms,
                                         cont_series_cb cb, void *ud);
+/* A trigger of the service's policy that happened at time_ms outside this evaluator (before a
+ * restart, or on another collector sharing the database): it counts against the hourly cap and
+ * starts the quiet time (execute + silence) from time_ms. Call oldest first. No-op when the
+ * service has no policy evaluated here. */
+void cont_eval_note_trigger(struct cont_eval *e, const char *service, int64_t time_ms);
 /* When the service may trigger again (0 = now). */
 int64_t cont_eval_quiet_until(const struct cont_eval *e, const char *service);
 

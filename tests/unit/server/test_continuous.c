@@ -163,6 +163,52 @@ static void evaluator_count_of_period(void **state)
     cont_eval_free(e);
 }
 
+/* Editing a policy, or restarting (the last hour's triggers replayed), keeps the hourly cap and
+ * the quiet time: they used to start from zero. */
+static void evaluator_cap_survives_edit_and_restart(void **state)
+{
+    (void)state;
+    static const char *const k_pol =
+        "{\"targets\":[{\"targetType\":\"TRACE\",\"checkItems\":[{\"type\":"
+        "\"ENDPOINT_AVG_RESPONSE_TIME\",\"threshold\":\"%s\",\"period\":3,\"count\":1,"
+        "\"uriList\":[\"/slow\"]}]}],\"executeDuration\":5,\"silenceDuration\":5,"
+        "\"maxTriggersPerHour\":1}";
+    char text[512];
+    struct cont_eval *e;
+    assert_int_equal(cont_eval_new(&k_prompt, &e), SKP_OK);
+    snprintf(text, sizeof(text), k_pol, "100");
+    struct cont_policy p = make("svc", text);
+    assert_int_equal(cont_eval_set_policy(e, &p), SKP_OK);
+    struct fired r = {0};
+    load(e, "/slow", 1000, 1002, 2, 300, false);
+    cont_eval_tick(e, 1002 * 1000, on_fire, &r);
+    assert_int_equal(r.n, 1);
+    /* edited (another threshold, so another uuid): still quiet, then still capped */
+    snprintf(text, sizeof(text), k_pol, "150");
+    p = make("svc", text);
+    assert_int_equal(cont_eval_set_policy(e, &p), SKP_OK);
+    assert_int_equal(cont_eval_quiet_until(e, "svc"), 1002 * 1000 + 10000);
+    load(e, "/slow", 1002, 1030, 2, 300, false);
+    cont_eval_tick(e, 1030 * 1000, on_fire, &r);
+    assert_int_equal(r.n, 1);
+    cont_eval_free(e);
+
+    /* a new evaluator (a restart) told of the trigger: capped too; an hour later it fires */
+    assert_int_equal(cont_eval_new(&k_prompt, &e), SKP_OK);
+    p = make("svc", text);
+    assert_int_equal(cont_eval_set_policy(e, &p), SKP_OK);
+    cont_eval_note_trigger(e, "svc", 1002 * 1000);
+    cont_eval_note_trigger(e, "other", 1002 * 1000); /* no policy: ignored */
+    assert_int_equal(cont_eval_quiet_until(e, "svc"), 1002 * 1000 + 10000);
+    load(e, "/slow", 1026, 1030, 2, 300, false);
+    cont_eval_tick(e, 1030 * 1000, on_fire, &r);
+    assert_int_equal(r.n, 1);
+    load(e, "/slow", 1002 + 3600, 1002 + 3603, 2, 300, false);
+    cont_eval_tick(e, (1002 + 3603) * 1000, on_fire, &r);
+    assert_int_equal(r.n, 2);
+    cont_eval_free(e);
+}
+
 static void evaluator_error_rate_and_p99(void **state)
 {
     (void)state;
@@ -269,6 +315,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(policy_stored_round_trip),
         cmocka_unit_test(evaluator_count_of_period),
+        cmocka_unit_test(evaluator_cap_survives_edit_and_restart),
         cmocka_unit_test(evaluator_error_rate_and_p99),
         cmocka_unit_test(evaluator_bounds),
         cmocka_unit_test(evaluator_late_segments),

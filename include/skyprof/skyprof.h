@@ -210,7 +210,10 @@ struct skyprof_stack_source {
  *     duration_ms, returning early when *stop becomes true, and reports its samples through emit
  *     (frames innermost first, values per the sample types it declared in *types). Returns 0, or
  *     < 0 with a message in err (the task answers EXECUTION_TASK_ERROR with it); returns
- *     SKYPROF_EVENT_UNSUPPORTED for an event it does not handle.
+ *     SKYPROF_EVENT_UNSUPPORTED for an event it does not handle. For `goroutine` the core dumps
+ *     the listed threads itself and then calls run_event(..., "goroutine", 0, ...) for the
+ *     source's extra "goroutines" (Python: asyncio tasks), one `goroutine/count` value each; a
+ *     failure there keeps the thread dump.
  *   end(ud): the task is over: release handles. Optional.
  * ---------------------------------------------------------------------------------------------- */
 #define SKYPROF_EVENT_UNSUPPORTED (-3)
@@ -219,6 +222,10 @@ struct skyprof_proc_thread {
     int tid;          /* kernel thread id */
     char name[48];    /* thread name (NUL-terminated) */
     void *handle;
+    /* Only in samples a language event emits (list_threads leaves them NULL): an asyncio task
+     * (Python thread dump) adds the labels `task` (its name) and `task_state`. Borrowed. */
+    const char *task;
+    const char *task_state;
 };
 
 /* One sample of a language event: frames innermost first (strings, as capture's), values per

@@ -1,6 +1,14 @@
 """Python side of the process-profiling events that need the interpreter itself (PprofTask
-``heap`` and ``allocs``). The agent's C thread (skp-proc) calls ``start(event)`` and, after the
-task's window, ``finish(event)``, each with the GIL held; it never runs on its own.
+``heap`` and ``allocs``, and the asyncio tasks of a ``goroutine`` dump). The agent's C thread
+(skp-proc) calls ``start(event)`` and, after the task's window, ``finish(event)``, or once
+``asyncio_tasks(event)``, each with the GIL held; it never runs on its own.
+
+``asyncio_tasks`` lists every unfinished task of every event loop (asyncio's own registry of
+tasks, read under the GIL it already holds: the dump is one short look, like the thread list) with
+its await chain: for a suspended task the coroutine it runs, the one that awaits, ... down to the
+innermost suspended coroutine, under a ``(waiting)`` leaf (the mark the per-request sampler uses);
+for the task its loop is running right now, its thread's frames from the innermost one up to the
+task's coroutine.
 
 ``heap``/``allocs`` use :mod:`tracemalloc`, started for the task only and stopped after (unless
 the application was already tracing, which is then left untouched). tracemalloc sees the blocks
@@ -20,6 +28,10 @@ TRACE_FRAMES = 32
 MAX_STACKS = 4000
 # Files whose function tables are cached at most.
 MAX_FILES = 512
+# Frames per asyncio task's await chain at most.
+MAX_AWAIT_FRAMES = 64
+# The leaf of a suspended task's chain (pystack.h's SKP_PY_WAITING_MARK).
+WAITING_MARK = '(waiting)'
 
 _lock = threading.Lock()
 _state = {'started_by_us': False}
@@ -101,5 +113,87 @@ def finish(event):
     return out
 
 
-__all__ = ['start', 'finish', 'function_at']
-del sys
+def _frame_entry(f):
+    co = f.f_code
+    return (getattr(co, 'co_qualname', co.co_name), co.co_filename, f.f_lineno or 0)
+
+
+def _await_chain(coro):
+    """Frames of a suspended coroutine's await chain, outermost first, and whether it started."""
+    frames = []
+    started = True
+    while coro is not None and len(frames) < MAX_AWAIT_FRAMES:
+        f = getattr(coro, 'cr_frame', None) or getattr(coro, 'gi_frame', None)
+        if f is None:
+            break
+        if not frames and f.f_lasti < 0:
+            started = False  # created, never run
+        frames.append(f)
+        nxt = getattr(coro, 'cr_await', None) if hasattr(coro, 'cr_await') else \
+            getattr(coro, 'gi_yieldfrom', None)
+        if nxt is coro:
+            break
+        coro = nxt
+    return frames, started
+
+
+def asyncio_tasks(event=None):
+    """[(frames innermost first as [(qualname, filename, line)], task name, state, thread name,
+    thread native id)] for every unfinished asyncio task, state 'running', 'waiting' or
+    'created'. At most MAX_STACKS tasks."""
+    tasks_mod = sys.modules.get('asyncio.tasks')
+    if tasks_mod is None:
+        return []
+    try:
+        tasks = list(tasks_mod._all_tasks)
+    except (AttributeError, RuntimeError, TypeError):
+        return []
+    current = getattr(tasks_mod, '_current_tasks', None) or {}
+    try:
+        current = dict(current)
+    except (RuntimeError, TypeError):
+        current = {}
+    thread_frames = None
+    out = []
+    for task in tasks:
+        if len(out) >= MAX_STACKS:
+            break
+        try:
+            if task.done():
+                continue
+            loop = task.get_loop()
+            coro = task.get_coro()
+            name = str(task.get_name())
+        except Exception:
+            continue
+        ident = getattr(loop, '_thread_id', None)
+        th = threading._active.get(ident) if ident is not None else None
+        thread_name = th.name if th is not None else '?'
+        native = (getattr(th, 'native_id', None) or 0) if th is not None else 0
+        chain, started = _await_chain(coro)
+        if not chain:
+            continue
+        if current.get(loop) is task:
+            state = 'running'
+            if thread_frames is None:
+                thread_frames = sys._current_frames()
+            frames = []
+            f = thread_frames.get(ident)
+            outer = chain[0]
+            while f is not None and len(frames) < MAX_AWAIT_FRAMES:
+                frames.append(_frame_entry(f))
+                if f is outer:
+                    break
+                f = f.f_back
+            if f is None:  # the coroutine is not on its thread's stack: its own frame only
+                frames = [_frame_entry(outer)]
+        else:
+            state = 'waiting' if started else 'created'
+            frames = [_frame_entry(f) for f in reversed(chain)]
+            frames.insert(0, (WAITING_MARK, '', 0))
+        out.append((frames, name[:200], state, str(thread_name)[:47], int(native)))
+    return out
+
+
+__all__ = ['start', 'finish', 'function_at', 'asyncio_tasks']
+

@@ -9,7 +9,8 @@
  *              whose kernel state is R (running or runnable) is captured and weighted by that
  *              CPU time: sleeping threads are never signalled;
  *   wall       every period, every listed thread, weighted by the period;
- *   goroutine  a thread dump: every thread once, at once;
+ *   goroutine  a thread dump: every thread once, at once, then the source's extra goroutines
+ *              (its run_event for "goroutine": Python's asyncio tasks, labelled task/task_state);
  *   others     the source's run_event (Python: heap/allocs from tracemalloc), else an
  *              EXECUTION_TASK_ERROR naming the event and the language.
  * Samples carry the labels thread_name and thread_id. */
@@ -308,7 +309,7 @@ static void sym_text(struct proc_run *p, uint64_t addr, char *dst, size_t cap)
 /* Adds one captured stack (innermost first) with values; counts drops. Address frames are
  * symbolized into p->symtext (stable until the add interned them). */
 static void add_stack(struct proc_run *p, const struct skyprof_capture *c, const int64_t *values,
-                      const struct skyprof_proc_thread *t)
+                      const struct skyprof_proc_thread *t, bool emitted)
 {
     size_t n = c->n < SKPX_PPROF_MAX_FRAMES ? c->n : SKPX_PPROF_MAX_FRAMES;
     size_t used = 0;
@@ -337,9 +338,15 @@ static void add_stack(struct proc_run *p, const struct skyprof_capture *c, const
         struct skpx_pprof_frame *o = &p->pf[i];
         skp__proc_split_frame(s, len, &o->func, &o->func_len, &o->file, &o->file_len, &o->line);
     }
-    struct skpx_pprof_label lab[2] = {{.key = "thread_name", .str = t ? t->name : "?"},
+    struct skpx_pprof_label lab[4] = {{.key = "thread_name", .str = t ? t->name : "?"},
                                       {.key = "thread_id", .num = t ? t->tid : 0}};
-    skp_err err = skpx_pprof_add(p->prof, p->pf, n, values, lab, 2);
+    size_t n_lab = 2;
+    if (emitted && t && t->task) { /* a source's extra goroutine (asyncio task) */
+        lab[n_lab++] = (struct skpx_pprof_label){.key = "task", .str = t->task};
+        if (t->task_state)
+            lab[n_lab++] = (struct skpx_pprof_label){.key = "task_state", .str = t->task_state};
+    }
+    skp_err err = skpx_pprof_add(p->prof, p->pf, n, values, lab, n_lab);
     if (err) {
         p->dropped++;
         if (err == SKP_EFULL && !p->budget_noted) {
@@ -469,7 +476,7 @@ static void run_sampling(struct proc_run *p, bool cpu, int64_t period_ns, int64_
                 continue;
             }
             int64_t v[2] = {1, weight};
-            add_stack(p, &c, v, t);
+            add_stack(p, &c, v, t, false);
         }
         /* Fixed-rate schedule; after a long stall skip the missed ticks instead of bursting. */
         next += period_ns;
@@ -489,7 +496,7 @@ static void run_dump(struct proc_run *p)
             continue;
         }
         int64_t v[1] = {1};
-        add_stack(p, &c, v, &p->threads[i]);
+        add_stack(p, &c, v, &p->threads[i], false);
     }
 }
 
@@ -498,7 +505,7 @@ static int emit_cb(void *ud, const struct skyprof_capture *stack, const int64_t 
 {
     struct proc_run *p = ud;
     uint64_t before = p->dropped;
-    add_stack(p, stack, values, thread);
+    add_stack(p, stack, values, thread, true);
     return p->dropped == before ? 0 : -1;
 }
 
@@ -564,6 +571,15 @@ static bool run_task(struct proc_run *p, char *error, size_t ecap)
         run_sampling(p, cpu, period_ns, duration_ms);
     } else if (dump) {
         run_dump(p);
+        if (p->src.run_event) { /* the source's extra goroutines (Python: asyncio tasks) */
+            char why[200] = "";
+            int rc = p->src.run_event(p->src.ud, ev, 0, p->spec.dump_period, &p->r->stop,
+                                      emit_cb, p, why, sizeof(why));
+            if (rc != 0 && rc != SKYPROF_EVENT_UNSUPPORTED)
+                SKPX_WARN("skyprof: thread dump of task %.80s without the %s agent's extra "
+                          "goroutines: %s", p->spec.task_id, p->src.name ? p->src.name : "",
+                          why);
+        }
     } else {
         int rc = p->src.run_event(p->src.ud, ev, duration_ms, p->spec.dump_period, &p->r->stop,
                                   emit_cb, p, error, ecap);

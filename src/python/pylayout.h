@@ -65,6 +65,11 @@ struct skp__pylayout {
     /* type objects of this process (same address space) */
     uintptr_t code_type, str_type, bytes_type;
 
+    /* the interpreter's GIL state (its mutex and condition variables): a thread in a futex wait
+     * on a word in [gil_lo, gil_lo + gil_size) waits for the GIL, not for a lock (pywait.h) */
+    uintptr_t gil_lo;
+    size_t gil_size;
+
     /* Decodes a str header copied into `hdr` (str_header_copy bytes). */
     void (*str_decode)(const void *hdr, struct skp__pystr_info *out);
     /* Line of the instruction at byte offset `addr` from the code's location table (copied), or

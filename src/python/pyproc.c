@@ -1,7 +1,11 @@
 /* pyproc.c - the Python PROCESS source (struct skyprof_proc_source) for PprofTask: every Python
  * thread of the interpreter, sampled like the request sampler does it (direct mode: frames read
- * WITHOUT the GIL), plus the events that need Python itself (heap/allocs from tracemalloc, in
- * python/skyprof/process_profile.py).
+ * WITHOUT the GIL), plus the events that need Python itself (heap/allocs from tracemalloc, and
+ * the asyncio tasks of a thread dump, in python/skyprof/process_profile.py) and the lock-wait
+ * events `block`/`mutex`: every period, each thread that sleeps in a futex wait outside the GIL
+ * (pywait.h: waiting to acquire a lock) is captured without the GIL and weighted by the time
+ * since the previous round; `mutex` leaves out the waits for events (Condition.wait, join, an
+ * idle pool worker), which `block` keeps.
  *
  * Threading: every callback runs on skp-proc. list_threads takes the GIL briefly (about once a
  * second) to enumerate thread states, names (threading._active) and kernel ids; capture never
@@ -19,14 +23,24 @@
 #include <time.h>
 
 #include "common/alloc.h"
+#include "python/pylayout.h"
 #include "python/pystack.h"
+#include "python/pywait.h"
 
-/* Stacks a heap/allocs event reports at most (largest first, chosen by the Python side). */
+/* Stacks a heap/allocs event reports at most (largest first, chosen by the Python side), and
+ * asyncio tasks a thread dump reports at most (process_profile.MAX_STACKS). */
 #define PYPROC_EVENT_STACKS_MAX 4000
 /* Frames per event stack. */
 #define PYPROC_EVENT_FRAMES_MAX 64
 /* Text of one event stack's frames. */
 #define PYPROC_EVENT_TEXT_BYTES (32u << 10)
+/* Lock-wait sampling (block, mutex): rate, frames per capture, text room per capture. */
+#define PYPROC_LOCK_HZ 100
+#define PYPROC_LOCK_FRAMES 256
+#define PYPROC_LOCK_SCRATCH (64u << 10)
+/* A round's weight is the time since the previous one, at most this (a stalled sampler does not
+ * turn one sample into seconds of waiting). */
+#define PYPROC_LOCK_MAX_WEIGHT_NS (1000LL * 1000 * 1000)
 
 struct pyproc {
     bool force_portable;
@@ -121,6 +135,23 @@ static int pp_event_types(void *ud, const char *event, int64_t dump_period,
         out->unit[0] = "count";
         out->type[1] = "alloc_space";
         out->unit[1] = "bytes";
+    } else if (strcmp(event, "threadcreate") == 0) {
+        /* known, refused with its reason by run_event */
+        out->type[0] = "threadcreate";
+        out->unit[0] = "count";
+        out->n = 1;
+        return 0;
+    } else if (strcmp(event, "block") == 0 || strcmp(event, "mutex") == 0) {
+        /* as Go's block and mutex profiles */
+        out->type[0] = "contentions";
+        out->unit[0] = "count";
+        out->type[1] = "delay";
+        out->unit[1] = "nanoseconds";
+        out->n = 2;
+        out->period_type = out->type[0];
+        out->period_unit = "count";
+        out->period = 1;
+        return 0;
     } else {
         return SKYPROF_EVENT_UNSUPPORTED;
     }
@@ -153,8 +184,10 @@ static PyObject *call_side(const char *fn, const char *event, char *err, size_t 
 }
 
 /* Emits finish()'s list of (frames, count, bytes); frames = [(qualname, file, line)], innermost
- * first. GIL held. Returns 0 or -1 with err set. */
-static int emit_all(PyObject *list, skyprof_emit_cb emit, void *emit_ud, char *err, size_t cap)
+ * first. With `tasks`: asyncio_tasks()'s list of (frames, task name, state, thread name, thread
+ * id), one goroutine/count each, labelled. GIL held. Returns 0 or -1 with err set. */
+static int emit_all(PyObject *list, bool tasks, skyprof_emit_cb emit, void *emit_ud, char *err,
+                    size_t cap)
 {
     if (!PyList_Check(list)) {
         snprintf(err, cap, "python heap side returned no list");
@@ -173,9 +206,22 @@ static int emit_all(PyObject *list, skyprof_emit_cb emit, void *emit_ud, char *e
         PyObject *item = PyList_GET_ITEM(list, i);
         PyObject *fr = NULL;
         long long count = 0, size = 0;
-        if (!PyArg_ParseTuple(item, "OLL", &fr, &count, &size) || !PyList_Check(fr)) {
+        const char *task = NULL, *state = NULL, *thread_name = NULL;
+        int tid = 0;
+        struct skyprof_proc_thread th;
+        memset(&th, 0, sizeof(th));
+        bool ok = tasks ? PyArg_ParseTuple(item, "Osssi", &fr, &task, &state, &thread_name, &tid)
+                        : PyArg_ParseTuple(item, "OLL", &fr, &count, &size);
+        if (!ok || !PyList_Check(fr)) {
             PyErr_Clear();
             continue;
+        }
+        if (tasks) {
+            th.tid = tid;
+            snprintf(th.name, sizeof(th.name), "%s", thread_name);
+            th.task = task;
+            th.task_state = state;
+            count = 1;
         }
         struct skyprof_capture c = {.frames = frames, .cap = PYPROC_EVENT_FRAMES_MAX};
         size_t used = 0;
@@ -187,9 +233,11 @@ static int emit_all(PyObject *list, skyprof_emit_cb emit, void *emit_ud, char *e
                 PyErr_Clear();
                 break;
             }
-            /* "function (file:line)": the native layout, which keeps dots in qualified names */
-            int w = snprintf(text + used, PYPROC_EVENT_TEXT_BYTES - used, "%s (%s:%ld)", fn, file,
-                             line);
+            /* "function (file:line)": the native layout, which keeps dots in qualified names;
+             * no file: the bare text (the "(waiting)" mark of a suspended task) */
+            int w = *file ? snprintf(text + used, PYPROC_EVENT_TEXT_BYTES - used, "%s (%s:%ld)",
+                                     fn, file, line)
+                          : snprintf(text + used, PYPROC_EVENT_TEXT_BYTES - used, "%s", fn);
             if (w < 0 || (size_t)w >= PYPROC_EVENT_TEXT_BYTES - used)
                 break;
             frames[c.n].kind = SKYPROF_FRAME_STR;
@@ -200,18 +248,167 @@ static int emit_all(PyObject *list, skyprof_emit_cb emit, void *emit_ud, char *e
             used += (size_t)w + 1;
         }
         int64_t v[2] = {count, size};
-        (void)emit(emit_ud, &c, v, NULL);
+        (void)emit(emit_ud, &c, v, tasks ? &th : NULL);
     }
     skpx_free(text);
     return 0;
+}
+
+static int64_t mono_ns(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (int64_t)ts.tv_sec * 1000000000LL + ts.tv_nsec;
+}
+
+/* Per listed thread: was it waiting for a lock at the previous round, and on which futex word
+ * (a new wait, or a wait on another word, counts one contention). */
+struct lock_state {
+    int tid;
+    bool waiting;
+    uint64_t word;
+};
+
+/* Lists the threads again, keeping the wait state of the ones still there. */
+static int relist_locks(struct pyproc *pp, struct skyprof_proc_thread *th, struct lock_state *st,
+                        struct lock_state *old, int n_old)
+{
+    memcpy(old, st, sizeof(*old) * (size_t)n_old);
+    int n = pp_list(pp, th, SKP_PYPROC_THREADS_MAX);
+    if (n < 0)
+        n = 0;
+    for (int i = 0; i < n; i++) {
+        st[i] = (struct lock_state){.tid = th[i].tid};
+        for (int j = 0; j < n_old; j++)
+            if (old[j].tid == th[i].tid) {
+                st[i] = old[j];
+                break;
+            }
+    }
+    return n;
+}
+
+/* block / mutex: lock-wait sampling (see the file comment) for duration_ms. */
+static int run_lockwait(struct pyproc *pp, bool mutex, int64_t duration_ms,
+                        const volatile int *stop, skyprof_emit_cb emit, void *emit_ud, char *err,
+                        size_t err_cap)
+{
+    if (!interpreter_usable()) {
+        snprintf(err, err_cap, "the interpreter is finalizing");
+        return -1;
+    }
+    PyGILState_STATE g = PyGILState_Ensure();
+    const struct skp__pylayout *l = skp__pylayout_select();
+    PyGILState_Release(g);
+    if (!l || !l->gil_size) {
+        snprintf(err, err_cap, "event %s needs the stack reader's layout of this CPython (%d.%d "
+                               "has none): waits for the GIL could not be told from lock waits",
+                 mutex ? "mutex" : "block", PY_MAJOR_VERSION, PY_MINOR_VERSION);
+        return -1;
+    }
+    uintptr_t gil_lo = l->gil_lo, gil_hi = l->gil_lo + l->gil_size;
+    struct skyprof_proc_thread *th = skpx_calloc(SKP_PYPROC_THREADS_MAX, sizeof(*th));
+    struct lock_state *st = skpx_calloc(2 * SKP_PYPROC_THREADS_MAX, sizeof(*st));
+    struct skyprof_frame *frames = skpx_calloc(PYPROC_LOCK_FRAMES, sizeof(*frames));
+    char *scratch = skpx_malloc(PYPROC_LOCK_SCRATCH);
+    int rc = 0;
+    if (!th || !st || !frames || !scratch) {
+        snprintf(err, err_cap, "out of memory");
+        rc = -1;
+        goto out;
+    }
+    const int64_t period = 1000000000LL / PYPROC_LOCK_HZ;
+    int64_t start = mono_ns();
+    int64_t end = start + duration_ms * 1000000LL;
+    int64_t next_list = start + 1000000000LL;
+    int64_t prev = start;
+    int n = relist_locks(pp, th, st, st + SKP_PYPROC_THREADS_MAX, 0);
+    int64_t next = start + period;
+    for (;;) {
+        int64_t now = mono_ns();
+        while (now < next && now < end && !__atomic_load_n(stop, __ATOMIC_SEQ_CST)) {
+            int64_t left = next - now;
+            if (left > period)
+                left = period;
+            struct timespec d = {0, (long)left};
+            nanosleep(&d, NULL);
+            now = mono_ns();
+        }
+        if (now >= end || __atomic_load_n(stop, __ATOMIC_SEQ_CST))
+            break;
+        if (!interpreter_usable())
+            break;
+        if (now >= next_list) {
+            n = relist_locks(pp, th, st, st + SKP_PYPROC_THREADS_MAX, n);
+            next_list = now + 1000000000LL;
+        }
+        int64_t weight = now - prev;
+        if (weight > PYPROC_LOCK_MAX_WEIGHT_NS)
+            weight = PYPROC_LOCK_MAX_WEIGHT_NS;
+        prev = now;
+        for (int i = 0; i < n; i++) {
+            uint64_t word = 0;
+            bool was = st[i].waiting;
+            uint64_t was_word = st[i].word;
+            st[i].waiting = false;
+            if (skp__pywait_read(th[i].tid, gil_lo, gil_hi, &word) != SKP_PYWAIT_LOCK)
+                continue;
+            struct skyprof_capture c = {.frames = frames,
+                                        .cap = PYPROC_LOCK_FRAMES,
+                                        .scratch = scratch,
+                                        .scratch_cap = PYPROC_LOCK_SCRATCH};
+            if (pp_capture(pp, th[i].handle, th[i].tid, &c) != 0 || c.n == 0)
+                continue;
+            if (mutex && frames[0].kind == SKYPROF_FRAME_STR &&
+                skp__pywait_is_event_wait(frames[0].str, frames[0].len))
+                continue; /* waiting for an event, not for a contended lock */
+            st[i].waiting = true;
+            st[i].word = word;
+            int64_t v[2] = {was && was_word == word ? 0 : 1, weight};
+            (void)emit(emit_ud, &c, v, &th[i]);
+        }
+        next += period;
+        if (next < now) /* after a stall: skip the missed rounds */
+            next = now + period;
+    }
+out:
+    skpx_free(th);
+    skpx_free(st);
+    skpx_free(frames);
+    skpx_free(scratch);
+    return rc;
+}
+
+/* goroutine: the asyncio tasks of every event loop, after the threads (the core dumped those). */
+static int run_tasks(skyprof_emit_cb emit, void *emit_ud, char *err, size_t err_cap)
+{
+    if (!interpreter_usable()) {
+        snprintf(err, err_cap, "the interpreter is finalizing");
+        return -1;
+    }
+    PyGILState_STATE g = PyGILState_Ensure();
+    PyObject *res = call_side("asyncio_tasks", "goroutine", err, err_cap);
+    int rc = res ? emit_all(res, true, emit, emit_ud, err, err_cap) : -1;
+    Py_XDECREF(res);
+    PyGILState_Release(g);
+    return rc;
 }
 
 static int pp_run_event(void *ud, const char *event, int64_t duration_ms, int64_t dump_period,
                         const volatile int *stop, skyprof_emit_cb emit, void *emit_ud, char *err,
                         size_t err_cap)
 {
-    (void)ud;
     (void)dump_period;
+    if (strcmp(event, "block") == 0 || strcmp(event, "mutex") == 0)
+        return run_lockwait(ud, event[0] == 'm', duration_ms, stop, emit, emit_ud, err, err_cap);
+    if (strcmp(event, "goroutine") == 0)
+        return run_tasks(emit, emit_ud, err, err_cap);
+    if (strcmp(event, "threadcreate") == 0) { /* docs/process-profiling.md says why */
+        snprintf(err, err_cap, "event threadcreate is not supported by the python agent: CPython "
+                               "keeps no record of the stack that started a thread, and the "
+                               "agent does not hook thread creation in the host");
+        return -1;
+    }
     if (strcmp(event, "heap") != 0 && strcmp(event, "allocs") != 0)
         return SKYPROF_EVENT_UNSUPPORTED;
     if (!interpreter_usable()) {
@@ -244,7 +441,7 @@ static int pp_run_event(void *ud, const char *event, int64_t duration_ms, int64_
     }
     g = PyGILState_Ensure();
     PyObject *res = call_side("finish", event, err, err_cap);
-    int rc = res ? emit_all(res, emit, emit_ud, err, err_cap) : -1;
+    int rc = res ? emit_all(res, false, emit, emit_ud, err, err_cap) : -1;
     Py_XDECREF(res);
     PyGILState_Release(g);
     return rc;

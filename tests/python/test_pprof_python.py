@@ -5,7 +5,8 @@ The app (apps/proc_app.py) runs threads burn_cpu, sleepy, allocate_blocks and lo
 - wall: both burn_cpu and sleepy; Python frames as function / file / line; thread names;
 - goroutine (thread dump): every Python thread, answered in < 5 s;
 - heap: tracemalloc started for the task names allocate_blocks, and is off again after;
-- an event the Python agent does not do (block): EXECUTION_TASK_ERROR naming it.
+- an event the Python agent does not know (itimer): EXECUTION_TASK_ERROR naming it
+  (block, mutex and the asyncio tasks of goroutine: test_pprof_python_locks.py).
 Timed tasks are shortened with SKYPROF_PROC_MAX_DURATION_MS (the test knob)."""
 import os
 import re
@@ -97,11 +98,11 @@ def main():
             res.run('heap task: names allocate_blocks (tracemalloc)', heap)
 
             def unsupported():
-                up = be.wait_upload(be.add_task('block', duration_min=1, dump_period=1),
+                up = be.wait_upload(be.add_task('itimer', duration_min=1, dump_period=1),
                                     timeout=60)
                 assert up['status'] == Pprof_pb2.PPROF_EXECUTION_TASK_ERROR, up
-                assert 'block' in up['error'], up['error']
-            res.run('block: EXECUTION_TASK_ERROR naming the event', unsupported)
+                assert 'itimer' in up['error'], up['error']
+            res.run('an unknown event: EXECUTION_TASK_ERROR naming it', unsupported)
         finally:
             try:
                 app.stdin.close()

@@ -12,6 +12,7 @@
 #if PY_VERSION_HEX >= 0x030B0000 && PY_VERSION_HEX < 0x030C0000
 
 #include "internal/pycore_frame.h"
+#include "internal/pycore_runtime.h"
 
 /* The location table format is the same from 3.11 on: decoded by the shared reader in
  * src/common (also used by the out-of-process reader, src/attach). */
@@ -122,6 +123,9 @@ const struct skp__pylayout *skp__pylayout_py311(void)
     l->obj_type = offsetof(PyObject, ob_type);
     l->bytes_size = offsetof(PyVarObject, ob_size);
     l->bytes_data = offsetof(PyBytesObject, ob_sval);
+
+    l->gil_lo = (uintptr_t)&_PyRuntime.ceval.gil;
+    l->gil_size = sizeof(_PyRuntime.ceval.gil);
 
     l->code_type = (uintptr_t)&PyCode_Type;
     l->str_type = (uintptr_t)&PyUnicode_Type;

@@ -1,6 +1,8 @@
 """Listing routes under a large task (issue 15, finding 6): a trace task with N profiled segments
 (each with its SegmentObject of 5 spans), then
   - one page of GET …/segments (default limit 100, and limit 1000): time and bytes;
+  - page 1 and page 1,000 of 100 segments (the second with the cursor of segment 99,900), each
+    the median of 5 calls: with a keyset index (schema v8) both cost the same;
   - every page, following X-Next-Cursor with limit=1000 (the CLI's way): total time;
   - /healthz latency (p50, p99, max) while C clients each request page after page and C more
     send a request for a page and never read the answer (the finding's stall).
@@ -8,7 +10,11 @@ Before this change one GET …/segments answered every segment at once on the ev
 (100k segments: 13.9 MB in 1.7 s, and 20 clients that never read stalled /healthz 15 s).
 
     PYTHONPATH=build/release/pystubs:tests/harness /usr/bin/python3 bench/server/bench_listing.py \
-        [--segments 100000] [--clients 20] [--seconds 10] [--build build/release]
+        [--segments 100000] [--clients 20] [--seconds 10] [--build build/release] \
+        [--before OLD_SKYPROFD]
+--before: a skyprofd binary of an earlier commit. The data is then loaded by it, the page
+timings taken with it, and the same database reopened by this build (which migrates it) for
+the same timings: before and after in one run.
 The machine's load average is printed: under load, latency figures are the scheduler's too."""
 import argparse
 import json
@@ -46,16 +52,48 @@ def get(port, path, timeout=120):
         c.close()
 
 
+def cursor_after(start_ms, segment_id):
+    """The cursor skyprofd would send after this segment. Its encoding is the server's private
+    business (hex of "start NUL id", http_page.c); the benchmark builds it to jump to page 1,000
+    without walking 999 pages."""
+    return (str(start_ms).encode() + b"\0" + segment_id.encode()).hex()
+
+
+def pages_1_and_1000(S, base, n_segments, label):
+    def timed(path):
+        times = []
+        for _ in range(5):
+            t = time.monotonic()
+            st, cur, body = get(S.http_port, path)
+            times.append(time.monotonic() - t)
+            assert st == 200, (st, body[:200])
+        times.sort()
+        return times[2], json.loads(body), cur
+    t1, first, _ = timed(base + "?limit=100")
+    skip = min(99900, max(0, n_segments - 100))
+    start = first[0]["start"]
+    cur = cursor_after(start, "seg-%07d" % (skip - 1)) if skip else ""
+    t1000, page, nxt = timed(base + "?limit=100" + ("&cursor=" + q(cur) if cur else ""))
+    assert page and page[0]["segmentId"] == "seg-%07d" % skip, page[:1]
+    print("%-10s page 1: %d segments in %.4f s; page %d: %d segments (from %s) in %.4f s "
+          "(medians of 5)" % (label, len(first), t1, skip // 100 + 1, len(page),
+                               page[0]["segmentId"], t1000))
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--segments", type=int, default=100000)
     ap.add_argument("--clients", type=int, default=20)
     ap.add_argument("--seconds", type=float, default=10)
     ap.add_argument("--build", default="build/release")
+    ap.add_argument("--before", default=None, help="skyprofd binary of an earlier commit")
     a = ap.parse_args()
     os.environ.setdefault("SKP_BUILD_DIR", os.path.abspath(a.build))
     print("load average at start: %.1f %.1f %.1f" % os.getloadavg())
     with tempfile.TemporaryDirectory(prefix="skp-bench-listing-") as d:
+        new_binary = skp_harness.SKYPROFD
+        if a.before:
+            skp_harness.SKYPROFD = os.path.abspath(a.before)
         S = Skyprofd(d, "--keep-segments", "all")
         try:
             st, doc = S.json("POST", "/api/v1/profile/tasks", {
@@ -80,6 +118,15 @@ def main():
                         for k in range(5)]) for s in ids], timeout=600)
             print("loaded %d segments in %.1f s" % (a.segments, time.time() - t0))
             base = "/api/v1/profile/tasks/%s/segments" % q(tid)
+            pages_1_and_1000(S, base, a.segments, "before" if a.before else "this build")
+            if a.before:
+                S.stop(expect_rc=None)
+                skp_harness.SKYPROFD = new_binary
+                t = time.monotonic()
+                S = Skyprofd(d, "--keep-segments", "all")
+                print("this build reopened the database (migration included) in %.1f s"
+                      % (time.monotonic() - t))
+                pages_1_and_1000(S, base, a.segments, "this build")
             for lim in ("", "?limit=1000"):
                 t = time.monotonic()
                 st, cur, body = get(S.http_port, base + lim)

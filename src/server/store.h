@@ -274,8 +274,9 @@ struct store_segment_key {
 };
 /* One page of the same listing: the segments after `after` (NULL = from the first), at most
  * `limit` of them (0 = all); *more (may be NULL) is set when segments remain after the page.
- * The page's bound is on what is visited and built; the ids of all the task's segments are still
- * read and sorted (a few bytes each). */
+ * Costs O(limit) whatever the task's size: backends keep an index in this order (SQLite: table
+ * segment_listing, schema v8) and seek it to `after`. Errors: SKP_EINVAL (task_id or cb NULL,
+ * after without segment_id), SKP_EIO, SKP_ENOMEM, or the callback's error (the walk stops). */
 SKP_MUST_CHECK skp_err store_list_profiled_segments_page(struct store *st, const char *task_id,
                                                          const struct store_segment_key *after,
                                                          size_t limit,

@@ -133,6 +133,39 @@ static const struct migration k_migrations[] = {
         "  WHERE op = 'NOTIFIED';"
         "CREATE INDEX segments_by_received ON segments(received_ms);",
     },
+    {
+        "keyset listing of a task's profiled segments: an index of (task, start, segment id) "
+        "kept by triggers",
+        /* One row per profiled (task, segment): a snapshot of sequence 0 arrived for it. Its
+         * sort key is the SegmentObject's start when that is stored, else the first dump's time,
+         * the order store_list_profiled_segments_page promises, so a page is one range seek. */
+        "CREATE TABLE segment_listing(task INTEGER NOT NULL, start_ms INTEGER NOT NULL,"
+        "  segment_id TEXT NOT NULL, seg INTEGER NOT NULL,"
+        "  PRIMARY KEY(task, start_ms, segment_id)) WITHOUT ROWID;"
+        "CREATE INDEX segment_listing_by_seg ON segment_listing(seg, task);"
+        "INSERT OR IGNORE INTO segment_listing(task, start_ms, segment_id, seg) "
+        "  SELECT sn.task, coalesce(g.start_ms, sn.time), si.segment_id, sn.seg "
+        "  FROM snapshots sn JOIN segids si ON si.id = sn.seg "
+        "  LEFT JOIN segments g ON g.seg = sn.seg WHERE sn.seq = 0;"
+        "CREATE TRIGGER segment_listing_snap AFTER INSERT ON snapshots WHEN NEW.seq = 0 BEGIN"
+        "  INSERT OR IGNORE INTO segment_listing(task, start_ms, segment_id, seg) "
+        "  SELECT NEW.task, coalesce((SELECT start_ms FROM segments WHERE seg = NEW.seg),"
+        "    NEW.time), si.segment_id, NEW.seg FROM segids si WHERE si.id = NEW.seg;"
+        "END;"
+        "CREATE TRIGGER segment_listing_unsnap AFTER DELETE ON snapshots WHEN OLD.seq = 0 BEGIN"
+        "  DELETE FROM segment_listing WHERE seg = OLD.seg AND task = OLD.task;"
+        "END;"
+        "CREATE TRIGGER segment_listing_object AFTER INSERT ON segments BEGIN"
+        "  UPDATE segment_listing SET start_ms = NEW.start_ms WHERE seg = NEW.seg;"
+        "END;"
+        /* Retention may drop a SegmentObject before the segment's snapshots: back to the first
+         * dump's time. */
+        "CREATE TRIGGER segment_listing_unobject AFTER DELETE ON segments BEGIN"
+        "  UPDATE segment_listing SET start_ms = coalesce((SELECT time FROM snapshots sn"
+        "    WHERE sn.seg = OLD.seg AND sn.seq = 0 AND sn.task = segment_listing.task),"
+        "    start_ms) WHERE seg = OLD.seg;"
+        "END;",
+    },
 };
 
 int store_schema_version(void)

@@ -392,24 +392,11 @@ skp_err sqlite_store_segment_has_snapshots(struct store *base, const char *segme
 
 /* ---- listing ---- */
 
-/* Pass 1 collects (start, segment id, refs) of every profiled segment; after sorting, pass 2
- * reads each segment's row and hands it to the callback, so one segment's spans are in memory
- * at a time. */
-struct listed {
-    int64_t start;
-    int64_t end;               /* without object */
-    char *segment_id;
-    int64_t seg;
-    bool has_object;
-};
-
-static int cmp_listed(const void *a, const void *b)
-{
-    const struct listed *x = a, *y = b;
-    if (x->start != y->start)
-        return x->start < y->start ? -1 : 1;
-    return strcmp(x->segment_id, y->segment_id);
-}
+/* A page is one range seek on segment_listing (schema v8): its primary key is (task, start,
+ * segment id), the listing's order, kept by triggers as snapshots and SegmentObjects arrive and
+ * go. So a page reads its own rows (plus one to tell whether more follow), whatever the size of
+ * the task. Each row's SegmentObject is read with it, so one segment's spans are in memory at a
+ * time. */
 
 /* Snapshot time range of (segment, task), for segments whose SegmentObject is missing: the
  * first dump's time (sequence 0, which a listed segment has) to the last dump's time. Two
@@ -436,57 +423,63 @@ static skp_err snapshot_range(struct sqlite_store *st, int64_t seg, int64_t task
     return err;
 }
 
-struct listed_vec {
-    struct sqlite_store *st;
-    struct listed *v;
-    size_t n, cap;
+/* Columns of the page query below. */
+enum {
+    LC_SEGMENT_ID,
+    LC_SEG,
+    LC_TASK,
+    LC_START,
+    LC_HAS_OBJECT,
+    LC_TRACE_ID,
+    LC_SERVICE,
+    LC_INSTANCE,
+    LC_ENDPOINT,
+    LC_END,
+    LC_SPANS,
 };
 
-static skp_err push_listed_row(void *ud, sqlite3_stmt *s)
-{
-    struct listed_vec *lv = ud;
-    if (skpx_grow(&lv->v, &lv->cap, lv->n + 1, sizeof(*lv->v), 16))
-        return SKP_ENOMEM;
-    struct listed *l = &lv->v[lv->n];
-    memset(l, 0, sizeof(*l));
-    l->seg = sqlite3_column_int64(s, 1);
-    l->has_object = sqlite3_column_type(s, 3) != SQLITE_NULL;
-    skp_err err = SKP_OK;
-    if (l->has_object)
-        l->start = sqlite3_column_int64(s, 3);
-    else
-        err = snapshot_range(lv->st, l->seg, sqlite3_column_int64(s, 2), &l->start, &l->end);
-    if (err)
-        return err;
-    l->segment_id = skpx_strdup(store__col_text(s, 0));
-    if (!l->segment_id)
-        return SKP_ENOMEM;
-    lv->n++;
-    return SKP_OK;
-}
+#define LISTING_SELECT                                                                         \
+    "SELECT l.segment_id, l.seg, l.task, l.start_ms, g.seg IS NOT NULL, g.trace_id, g.service, " \
+    "g.instance, g.endpoint, g.end_ms, g.spans "                                              \
+    "FROM task_keys tk JOIN segment_listing l ON l.task = tk.id "                             \
+    "LEFT JOIN segments g ON g.seg = l.seg WHERE tk.task_id = ?1 "
+#define LISTING_ORDER "ORDER BY l.start_ms, l.segment_id LIMIT ?2"
 
-/* Pass 2 for one segment with its SegmentObject. */
-static skp_err visit_object(struct sqlite_store *st, sqlite3_stmt *row, const struct listed *l,
-                            store_profiled_segment_cb cb, void *ud)
+/* One row of the page: builds the segment (spans parsed from its object) and visits it. */
+static skp_err visit_row(struct sqlite_store *st, sqlite3_stmt *s, const char *task_service,
+                         store_profiled_segment_cb cb, void *ud)
 {
-    sqlite3_reset(row);
-    sqlite3_bind_int64(row, 1, l->seg);
-    int rc = sqlite3_step(row);
-    if (rc != SQLITE_ROW)
-        return rc == SQLITE_DONE ? SKP_OK : store__sqlerr(st, rc, "read segment");
+    const char *segment_id = store__col_text(s, LC_SEGMENT_ID);
+    if (!sqlite3_column_int(s, LC_HAS_OBJECT)) {
+        int64_t lo = 0, hi = 0;
+        skp_err err = snapshot_range(st, sqlite3_column_int64(s, LC_SEG),
+                                     sqlite3_column_int64(s, LC_TASK), &lo, &hi);
+        if (err)
+            return err;
+        struct store_profiled_segment p = {
+            .segment_id = segment_id,
+            .trace_id = "",
+            .service = task_service ? task_service : "",
+            .instance = "",
+            .endpoint = "",
+            .start_ms = lo,
+            .end_ms = hi,
+        };
+        return cb(ud, &p);
+    }
     struct span_rows sr;
-    skp_err err = span_rows_parse(l->segment_id, store__col_text(row, 6), &sr);
+    skp_err err = span_rows_parse(segment_id, store__col_text(s, LC_SPANS), &sr);
     if (err)
         return err;
     struct store_profiled_segment p = {
-        .segment_id = l->segment_id,
+        .segment_id = segment_id,
         .has_object = true,
-        .trace_id = store__col_text(row, 0),
-        .service = store__col_text(row, 1),
-        .instance = store__col_text(row, 2),
-        .endpoint = store__col_text(row, 3),
-        .start_ms = sqlite3_column_int64(row, 4),
-        .end_ms = sqlite3_column_int64(row, 5),
+        .trace_id = store__col_text(s, LC_TRACE_ID),
+        .service = store__col_text(s, LC_SERVICE),
+        .instance = store__col_text(s, LC_INSTANCE),
+        .endpoint = store__col_text(s, LC_ENDPOINT),
+        .start_ms = sqlite3_column_int64(s, LC_START),
+        .end_ms = sqlite3_column_int64(s, LC_END),
         .spans = sr.spans,
         .n_spans = sr.n_spans,
     };
@@ -509,10 +502,9 @@ skp_err sqlite_store_list_profiled_segments_page(struct store *base, const char 
     struct sqlite_store *st = sqlite_store_of(base);
     if (more)
         *more = false;
-    if (!task_id || !cb)
+    if (!task_id || !cb || (after && !after->segment_id))
         return SKP_EINVAL;
     sqlite3_stmt *s = NULL;
-    struct listed_vec lv = {.st = st};
     char *task_service = NULL;
 
     skp_err err = store__prepare(st, "SELECT service FROM tasks WHERE id = ?", &s);
@@ -529,60 +521,35 @@ skp_err sqlite_store_list_profiled_segments_page(struct store *base, const char 
     sqlite3_finalize(s);
     s = NULL;
 
+    /* A row value comparison after the cursor: SQLite seeks the primary key to it. */
     err = store__prepare(st,
-                         "SELECT si.segment_id, ts.seg, ts.task, g.start_ms "
-                         "FROM task_keys tk JOIN task_segments ts ON ts.task = tk.id "
-                         "JOIN segids si ON si.id = ts.seg "
-                         "LEFT JOIN segments g ON g.seg = ts.seg "
-                         "WHERE tk.task_id = ? AND EXISTS (SELECT 1 FROM snapshots sn "
-                         "WHERE sn.seg = ts.seg AND sn.seq = 0 AND sn.task = ts.task)",
+                         after ? LISTING_SELECT "AND (l.start_ms, l.segment_id) > (?3, ?4) "
+                                 LISTING_ORDER
+                               : LISTING_SELECT LISTING_ORDER,
                          &s);
     if (err)
         goto out;
     sqlite3_bind_text(s, 1, task_id, -1, SQLITE_STATIC);
-    err = store__each_row(st, s, push_listed_row, &lv, "list profiled segments");
-    sqlite3_finalize(s);
-    s = NULL;
-    if (err)
-        goto out;
-    if (lv.n > 1)
-        qsort(lv.v, lv.n, sizeof(*lv.v), cmp_listed);
-    err = store__prepare(st,
-                         "SELECT trace_id, service, instance, endpoint, start_ms, end_ms, spans "
-                         "FROM segments WHERE seg = ?",
-                         &s);
-    if (err)
-        goto out;
-    size_t first = 0;
+    /* One row past the page answers *more. */
+    sqlite3_bind_int64(s, 2, limit && limit < (size_t)INT64_MAX ? (int64_t)limit + 1 : -1);
     if (after) {
-        struct listed key = {.start = after->start_ms, .segment_id = (char *)after->segment_id};
-        while (first < lv.n && cmp_listed(&lv.v[first], &key) <= 0)
-            first++;
+        sqlite3_bind_int64(s, 3, after->start_ms);
+        sqlite3_bind_text(s, 4, after->segment_id, -1, SQLITE_STATIC);
     }
-    size_t stop = limit && lv.n - first > limit ? first + limit : lv.n;
-    if (more)
-        *more = stop < lv.n;
-    for (size_t i = first; i < stop && !err; i++) {
-        const struct listed *l = &lv.v[i];
-        if (l->has_object) {
-            err = visit_object(st, s, l, cb, ud);
-            continue;
+    size_t n = 0;
+    int rc = SQLITE_DONE;
+    while (!err && (rc = sqlite3_step(s)) == SQLITE_ROW) {
+        if (limit && n == limit) {
+            if (more)
+                *more = true;
+            break;
         }
-        struct store_profiled_segment p = {
-            .segment_id = l->segment_id,
-            .trace_id = "",
-            .service = task_service ? task_service : "",
-            .instance = "",
-            .endpoint = "",
-            .start_ms = l->start,
-            .end_ms = l->end,
-        };
-        err = cb(ud, &p);
+        n++;
+        err = visit_row(st, s, task_service, cb, ud);
     }
+    if (!err && rc != SQLITE_ROW && rc != SQLITE_DONE)
+        err = store__sqlerr(st, rc, "list profiled segments");
 out:
-    for (size_t i = 0; i < lv.n; i++)
-        skpx_free(lv.v[i].segment_id);
-    skpx_free(lv.v);
     skpx_free(task_service);
     sqlite3_finalize(s);
     return err;

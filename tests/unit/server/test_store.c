@@ -661,6 +661,170 @@ static void migrations_upgrade_and_reopen(void **state)
     assert_null(st);
 }
 
+/* ---- keyset pages of the profiled-segment listing (schema v8, issue 15) ---- */
+
+struct page_seen {
+    size_t n;
+    char id[16][16];
+    int64_t start[16];
+    bool has_object[16];
+};
+
+static skp_err page_cb(void *ud, const struct store_profiled_segment *s)
+{
+    struct page_seen *v = ud;
+    assert_true(v->n < 16);
+    snprintf(v->id[v->n], sizeof(v->id[0]), "%s", s->segment_id);
+    v->start[v->n] = s->start_ms;
+    v->has_object[v->n] = s->has_object;
+    v->n++;
+    return SKP_OK;
+}
+
+/* Walks the listing of `task` in pages of `limit`, following the last row's key as the HTTP
+ * cursor does; appends every row to *all and returns the number of pages. */
+static int walk_pages(struct store *st, const char *task, size_t limit, struct page_seen *all)
+{
+    memset(all, 0, sizeof(*all));
+    struct store_segment_key key = {0};
+    char last[16] = "";
+    int pages = 0;
+    for (bool more = true; more;) {
+        struct page_seen pg = {0};
+        assert_int_equal(store_list_profiled_segments_page(st, task, pages ? &key : NULL, limit,
+                                                           page_cb, &pg, &more),
+                         SKP_OK);
+        assert_true(pg.n <= limit);
+        assert_true(!more || pg.n == limit);
+        for (size_t i = 0; i < pg.n; i++) {
+            memcpy(all->id[all->n], pg.id[i], sizeof(pg.id[i]));
+            all->start[all->n] = pg.start[i];
+            all->has_object[all->n] = pg.has_object[i];
+            all->n++;
+        }
+        pages++;
+        if (pg.n) {
+            snprintf(last, sizeof(last), "%s", pg.id[pg.n - 1]);
+            key.start_ms = pg.start[pg.n - 1];
+            key.segment_id = last;
+        }
+        assert_true(pages < 20);
+    }
+    return pages;
+}
+
+static void segment_pages_keyset(void **state)
+{
+    struct fixture *f = *state;
+    /* Data written by schema v7 (no segment_listing yet): the migration indexes it. */
+    store_close(f->st);
+    tu_db_cleanup(&f->db);
+    tu_db_init(&f->db);
+    struct store_opts v7 = {.schema_version_max = 7};
+    assert_int_equal(store_open(f->db.path, &v7, &f->st), SKP_OK);
+    add_task(f->st, "t", "svc", 1000, 10, 1);
+    add_task(f->st, "other", "svc2", 1000, 10, 2);
+    struct store_span sp = {.span_id = 0, .parent_span_id = -1, .start_ms = 1100, .end_ms = 1300,
+                            .operation = "/e", .type = STORE_SPAN_ENTRY};
+    struct store_segment obj = {"s-obj", "tr", "svc", "i", &sp, 1};
+    assert_int_equal(tu_add(f->st, "t", "s-obj", 0, 1200, "m"), SKP_OK);
+    assert_int_equal(store_insert_segments(f->st, &obj, 1, 5000), SKP_OK);
+    assert_int_equal(tu_add(f->st, "t", "s-b", 0, 1100, "m"), SKP_OK);  /* ties s-obj's start */
+    assert_int_equal(tu_add(f->st, "t", "s-a", 0, 1050, "m"), SKP_OK);
+    assert_int_equal(tu_add(f->st, "t", "s-late", 1, 1000, "m"), SKP_OK); /* no sequence 0 */
+    assert_int_equal(tu_add(f->st, "other", "s-x", 0, 900, "m"), SKP_OK);
+    store_close(f->st);
+    f->st = tu_open(f->db.path);
+    assert_int_equal(scalar(f->st, "SELECT count(*) FROM segment_listing"), 4);
+
+    /* Data written since: snapshots first or the SegmentObject first. */
+    assert_int_equal(tu_add(f->st, "t", "s-c", 0, 1400, "m"), SKP_OK);
+    assert_int_equal(tu_add(f->st, "t", "s-c", 0, 1400, "m"), SKP_OK); /* resent: ignored */
+    struct store_span sp2 = sp;
+    sp2.start_ms = 1000;
+    struct store_segment early = {"s-early", "tr2", "svc", "i", &sp2, 1};
+    assert_int_equal(store_insert_segments(f->st, &early, 1, 5000), SKP_OK);
+    assert_int_equal(tu_add(f->st, "t", "s-early", 0, 1500, "m"), SKP_OK); /* object's start */
+    assert_int_equal(tu_add(f->st, "t", "s-d", 0, 1600, "m"), SKP_OK);
+    struct store_span sp3 = sp;
+    sp3.start_ms = 1001;
+    struct store_segment d = {"s-d", "tr3", "svc", "i", &sp3, 1}; /* moves s-d to 1001 */
+    assert_int_equal(store_insert_segments(f->st, &d, 1, 5000), SKP_OK);
+
+    static const char *const want[] = {"s-early", "s-d", "s-a", "s-b", "s-obj", "s-c"};
+    static const int64_t want_start[] = {1000, 1001, 1050, 1100, 1100, 1400};
+    struct page_seen all;
+    assert_int_equal(store_list_profiled_segments_page(f->st, "t", NULL, 0, page_cb,
+                                                       memset(&all, 0, sizeof(all)), NULL),
+                     SKP_OK);
+    assert_int_equal(all.n, 6);
+    for (size_t limit = 1; limit <= 7; limit++) {
+        int pages = walk_pages(f->st, "t", limit, &all);
+        assert_int_equal(pages, (int)((6 + limit - 1) / limit));
+        assert_int_equal(all.n, 6);
+        for (size_t i = 0; i < 6; i++) {
+            assert_string_equal(all.id[i], want[i]);
+            assert_int_equal(all.start[i], want_start[i]);
+        }
+    }
+    assert_true(all.has_object[0] && all.has_object[1] && !all.has_object[2]);
+    /* A cursor between rows, and one past the end. */
+    struct store_segment_key key = {1100, "s-b"};
+    struct page_seen pg = {0};
+    bool more = true;
+    assert_int_equal(store_list_profiled_segments_page(f->st, "t", &key, 10, page_cb, &pg, &more),
+                     SKP_OK);
+    assert_int_equal(pg.n, 2);
+    assert_string_equal(pg.id[0], "s-obj");
+    assert_false(more);
+    key = (struct store_segment_key){5000, "z"};
+    memset(&pg, 0, sizeof(pg));
+    assert_int_equal(store_list_profiled_segments_page(f->st, "t", &key, 10, page_cb, &pg, &more),
+                     SKP_OK);
+    assert_int_equal(pg.n, 0);
+    key.segment_id = NULL;
+    assert_int_equal(store_list_profiled_segments_page(f->st, "t", &key, 10, page_cb, &pg, &more),
+                     SKP_EINVAL);
+    memset(&pg, 0, sizeof(pg));
+    assert_int_equal(walk_pages(f->st, "other", 3, &pg), 1);
+    assert_int_equal(pg.n, 1);
+
+    /* A page is one seek of the index: no sort, no scan of the task's other rows. */
+    sqlite3_stmt *s = NULL;
+    assert_int_equal(
+        sqlite3_prepare_v2(store__db(f->st),
+                           "EXPLAIN QUERY PLAN SELECT l.segment_id FROM task_keys tk "
+                           "JOIN segment_listing l ON l.task = tk.id LEFT JOIN segments g ON "
+                           "g.seg = l.seg WHERE tk.task_id = 't' AND (l.start_ms, l.segment_id) > "
+                           "(1, 'a') ORDER BY l.start_ms, l.segment_id LIMIT 3",
+                           -1, &s, NULL),
+        SQLITE_OK);
+    bool seek = false;
+    while (sqlite3_step(s) == SQLITE_ROW) {
+        const char *plan = (const char *)sqlite3_column_text(s, 3);
+        assert_null(strstr(plan, "TEMP B-TREE"));
+        if (strstr(plan, "SEARCH l USING PRIMARY KEY (task=? AND"))
+            seek = true;
+    }
+    sqlite3_finalize(s);
+    assert_true(seek);
+
+    /* Retention: a purged SegmentObject falls back to its first dump's time; purged snapshots
+     * leave the listing. */
+    assert_int_equal(scalar(f->st, "DELETE FROM segments WHERE seg = (SELECT id FROM segids "
+                                   "WHERE segment_id = 's-d') RETURNING 1"),
+                     1);
+    assert_int_equal(walk_pages(f->st, "t", 2, &all), 3);
+    assert_string_equal(all.id[0], "s-early");
+    assert_string_equal(all.id[4], "s-c");
+    assert_string_equal(all.id[5], "s-d");
+    assert_int_equal(all.start[5], 1600);
+    uint64_t n_del = 0;
+    assert_int_equal(store_purge_before(f->st, INT64_MAX, &n_del), SKP_OK);
+    assert_int_equal(scalar(f->st, "SELECT count(*) FROM segment_listing"), 0);
+    assert_integrity(f->st);
+}
+
 static void wal_mode_is_on(void **state)
 {
     struct fixture *f = *state;
@@ -997,6 +1161,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(nested_scans_refused, setup, teardown),
         cmocka_unit_test_setup_teardown(unusable_files_are_refused, setup, teardown),
         cmocka_unit_test_setup_teardown(invalid_utf8_never_breaks_json, setup, teardown),
+        cmocka_unit_test_setup_teardown(segment_pages_keyset, setup, teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

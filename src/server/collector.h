@@ -36,6 +36,13 @@ struct event_base;
 struct collector_segs;
 struct collector_cont;
 struct cont_eval;
+struct proc_service;
+
+/* The ud of a process-profiling service's methods (collector_proc_service.c). */
+struct collector_proc_ud {
+    struct collector *c;
+    const struct proc_service *svc;
+};
 
 struct collector {
     struct store *store;       /* borrowed */
@@ -56,6 +63,8 @@ struct collector {
     struct collector_segs *segs;
     /* Continuous profiling (collector_continuous.c), set by collector_continuous_start. */
     struct collector_cont *cont;
+    /* Process-profiling services by enum proc_kind (internal). */
+    struct collector_proc_ud proc_ud[2];
 };
 
 /* Registers every handler on `srv`; `c` is borrowed and must outlive the server.

@@ -1,91 +1,48 @@
 /* collector_pprof.c - skywalking.v10.PprofTask on the gRPC port (spec §1): getPprofTaskCommands
  * hands the calling instance the earliest pprof task created after its cursor that lists it
- * (and logs NOTIFIED), and collect takes the file through the shared upload collector
- * (collector_proc.h). Runs on the server loop. */
-#include <inttypes.h>
-#include <stdio.h>
-#include <string.h>
-
-#include "common/alloc.h"
-#include "common/clock.h"
-#include "common/log.h"
+ * (and logs NOTIFIED), and collect takes the file through the shared upload collector. This file
+ * only describes the service's messages to the shared process-profiling service
+ * (collector_proc.h, collector_proc_service.c). Runs on the server loop. */
 #include "profile/Pprof.pb-c.h"
 #include "server/collector.h"
 #include "server/collector_proc.h"
 #include "server/proc_task.h"
 
-#define PATHS(method) "/skywalking.v10.PprofTask/" method, "/PprofTask/" method
+#define PATHS(method) {"/skywalking.v10.PprofTask/" method, "/PprofTask/" method}
 
-/* ---------------- getPprofTaskCommands ---------------- */
-
-struct pprof_cmds {
-    Skywalking__V3__Commands resp;
-    Skywalking__V3__Command *cmdp[1];
-    struct proc_command cmd;
-    struct proc_task task;
-};
-
-static void pprof_cmds_free(struct collector_unary *u)
+static void read_query(const ProtobufCMessage *msg, struct proc_poll_query *q)
 {
-    struct pprof_cmds *pc = u->owned;
-    if (!pc)
-        return;
-    store_proc_task_cleanup(&pc->task);
-    skpx_free(pc);
-    u->owned = NULL;
+    const Skywalking__V10__PprofTaskCommandQuery *pq = (const void *)msg;
+    q->service = pq->service;
+    q->instance = pq->serviceinstance;
+    q->last_command_time = pq->lastcommandtime;
 }
 
-static int on_query(struct skpx_grpc_call *call, void *ud, const ProtobufCMessage *msg,
-                    const uint8_t *raw, size_t raw_len)
+static void read_data(const ProtobufCMessage *msg, struct proc_upload_msg *m)
 {
-    (void)raw;
-    (void)raw_len;
-    struct collector *c = ud;
-    const Skywalking__V10__PprofTaskCommandQuery *q = (const void *)msg;
-    struct collector_unary *u = collector_unary_attach(call);
-    if (!u)
-        return SKPX_GRPC_RESOURCE_EXHAUSTED;
-    if (!q->service || !q->service[0] || !q->serviceinstance || !q->serviceinstance[0]) {
-        u->status = SKPX_GRPC_INVALID_ARGUMENT;
-        snprintf(u->message, sizeof(u->message), "service and serviceInstance are required");
-        return SKPX_GRPC_OK;
+    const Skywalking__V10__PprofData *d = (const void *)msg;
+    if (d->metadata) {
+        m->has_meta = true;
+        m->service = d->metadata->service;
+        m->instance = d->metadata->serviceinstance;
+        m->task_id = d->metadata->taskid;
+        m->type = (int)d->metadata->type;
+        m->content_size = d->metadata->contentsize;
     }
-    struct pprof_cmds *pc = skpx_calloc(1, sizeof(*pc));
-    if (!pc)
-        return SKPX_GRPC_RESOURCE_EXHAUSTED;
-    u->owned = pc;
-    u->free_fn = pprof_cmds_free;
-    int64_t now = collector_now(c);
-    skp_err err = store_proc_next_task(c->store, PROC_KIND_PPROF, q->service, q->serviceinstance,
-                                       q->lastcommandtime, now, PROC_POLL_GRACE_MS, &pc->task);
-    if (err == SKP_ENOTFOUND)
-        return SKPX_GRPC_OK; /* empty Commands */
-    if (err) {
-        u->status = err == SKP_ENOMEM ? SKPX_GRPC_RESOURCE_EXHAUSTED : SKPX_GRPC_UNAVAILABLE;
-        snprintf(u->message, sizeof(u->message), "skyprofd: task lookup failed: %s",
-                 skp_strerror(err));
-        return SKPX_GRPC_OK;
+    if (d->result_case == SKYWALKING__V10__PPROF_DATA__RESULT_ERROR_MESSAGE)
+        m->error_message = d->errormessage ? d->errormessage : "";
+    if (d->result_case == SKYWALKING__V10__PPROF_DATA__RESULT_CONTENT) {
+        m->content = d->content.data ? d->content.data : (const uint8_t *)"";
+        m->content_len = d->content.len;
     }
-    /* As OAP: NOTIFIED when the task is handed out (the agent may still refuse it). A failed
-     * log write is not worth withholding the task. */
-    err = store_proc_add_log(c->store, pc->task.id, q->serviceinstance, PROC_LOG_NOTIFIED, now,
-                             NULL);
-    static struct skpx_log_limit lim;
-    if (err)
-        skpx_log_limited(&lim, SKPX_LOG_WARN, "pprof task %s: NOTIFIED log for %s not written: %s",
-                         pc->task.id, q->serviceinstance, skp_strerror(err));
-    proc_command_pprof(&pc->cmd, &pc->task);
-    skywalking__v3__commands__init(&pc->resp);
-    pc->cmdp[0] = &pc->cmd.cmd;
-    pc->resp.commands = pc->cmdp;
-    pc->resp.n_commands = 1;
-    u->resp = &pc->resp.base;
-    SKPX_DEBUG("pprof query %s/%s last=%" PRId64 ": task %s", q->service, q->serviceinstance,
-               q->lastcommandtime, pc->task.id);
-    return SKPX_GRPC_OK;
 }
 
-/* ---------------- collect ---------------- */
+static Skywalking__V3__Command *build_command(void *storage, const struct proc_task *t)
+{
+    struct proc_command *pc = storage;
+    proc_command_pprof(pc, t);
+    return &pc->cmd;
+}
 
 static skp_err send_status(struct skpx_grpc_call *call, int status)
 {
@@ -94,68 +51,22 @@ static skp_err send_status(struct skpx_grpc_call *call, int status)
     return skpx_grpc_call_send(call, &r.base);
 }
 
-static const struct proc_upload_ops k_pprof_ops = {
-    .kind = PROC_KIND_PPROF,
-    .too_large_op = PROC_LOG_PPROF_TOO_LARGE,
-    .send_status = send_status,
+static const struct proc_service k_pprof_service = {
+    .name = "pprof",
+    .poll_paths = PATHS("getPprofTaskCommands"),
+    .collect_paths = PATHS("collect"),
+    .query_desc = &skywalking__v10__pprof_task_command_query__descriptor,
+    .data_desc = &skywalking__v10__pprof_data__descriptor,
+    .read_query = read_query,
+    .read_data = read_data,
+    .command_size = sizeof(struct proc_command),
+    .build_command = build_command,
+    .upload = {.kind = PROC_KIND_PPROF,
+               .too_large_op = PROC_LOG_PPROF_TOO_LARGE,
+               .send_status = send_status},
 };
-
-static int collect_on_message(struct skpx_grpc_call *call, void *ud, const ProtobufCMessage *msg,
-                              const uint8_t *raw, size_t raw_len)
-{
-    (void)raw;
-    (void)raw_len;
-    const Skywalking__V10__PprofData *d = (const void *)msg;
-    struct proc_upload_msg m = {0};
-    if (d->metadata) {
-        m.has_meta = true;
-        m.service = d->metadata->service;
-        m.instance = d->metadata->serviceinstance;
-        m.task_id = d->metadata->taskid;
-        m.type = (int)d->metadata->type;
-        m.content_size = d->metadata->contentsize;
-    }
-    if (d->result_case == SKYWALKING__V10__PPROF_DATA__RESULT_ERROR_MESSAGE)
-        m.error_message = d->errormessage ? d->errormessage : "";
-    if (d->result_case == SKYWALKING__V10__PPROF_DATA__RESULT_CONTENT) {
-        m.content = d->content.data ? d->content.data : (const uint8_t *)"";
-        m.content_len = d->content.len;
-    }
-    return proc_upload_on_message(call, ud, &k_pprof_ops, &m);
-}
-
-static void collect_on_end(struct skpx_grpc_call *call, void *ud)
-{
-    proc_upload_on_end(call, ud);
-}
-
-static void collect_on_close(struct skpx_grpc_call *call, void *ud, int status)
-{
-    proc_upload_on_close(call, ud, status);
-}
 
 skp_err collector_pprof_register(struct collector *c, struct skpx_grpc_server *srv)
 {
-    struct skpx_grpc_method q = {
-        .client_streaming = false,
-        .request_desc = &skywalking__v10__pprof_task_command_query__descriptor,
-        .on_start = collector_on_start,
-        .on_message = on_query,
-        .on_end = collector_unary_on_end,
-        .on_close = collector_unary_on_close,
-        .ud = c,
-    };
-    skp_err err = collector_add(srv, PATHS("getPprofTaskCommands"), q);
-    if (err)
-        return err;
-    struct skpx_grpc_method s = {
-        .client_streaming = true,
-        .request_desc = &skywalking__v10__pprof_data__descriptor,
-        .on_start = collector_on_start,
-        .on_message = collect_on_message,
-        .on_end = collect_on_end,
-        .on_close = collect_on_close,
-        .ud = c,
-    };
-    return collector_add(srv, PATHS("collect"), s);
+    return proc_service_register(c, srv, &k_pprof_service);
 }

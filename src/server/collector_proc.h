@@ -1,7 +1,8 @@
-/* collector_proc.h - the upload collector shared by process-profiling services (pprof `collect`
- * now, async-profiler `collect` next): a bidirectional stream whose first message carries the
- * metadata (task, instance, status, content size), answered at once with one status message;
- * after SUCCESS the agent streams the file in chunks and half-closes.
+/* collector_proc.h - what the process-profiling services (pprof, async-profiler) share: the
+ * upload collector of their `collect` and, below, the service itself. The upload: a
+ * bidirectional stream whose first message carries the metadata (task, instance, status, content
+ * size), answered at once with one status message; after SUCCESS the agent streams the file in
+ * chunks and half-closes.
  *
  * Rules: an unknown task ends the call with NOT_FOUND; an agent's error status is stored as an
  * EXECUTION_TASK_ERROR log with its message; a declared size above the limit (or a negative
@@ -18,6 +19,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "common/Command.pb-c.h"
 #include "server/collector.h"
 #include "server/store_proc.h"
 
@@ -57,5 +59,39 @@ int proc_upload_on_message(struct skpx_grpc_call *call, struct collector *c,
                            const struct proc_upload_ops *ops, const struct proc_upload_msg *m);
 void proc_upload_on_end(struct skpx_grpc_call *call, struct collector *c);
 void proc_upload_on_close(struct skpx_grpc_call *call, struct collector *c, int status);
+
+/* ---- one process-profiling service: command poll + upload (collector_proc_service.c) ----
+ * The pprof and async-profiler services differ only in their message types, their command and
+ * the numbers above; a service file describes those in a `struct proc_service` and registers it.
+ * The command poll hands the calling instance the earliest task of the kind created after its
+ * cursor that lists it and logs NOTIFIED (as OAP, when the task is handed out). */
+
+/* A command poll's fields, as the service's query type presents them (borrowed). */
+struct proc_poll_query {
+    const char *service, *instance;
+    int64_t last_command_time;
+};
+
+/* What differs between the services. Static storage: must outlive the server. */
+struct proc_service {
+    const char *name;                 /* in log lines: "pprof", "async-profiler" */
+    const char *poll_paths[2];        /* packaged and compat path of the command poll */
+    const char *collect_paths[2];     /* packaged and compat path of collect */
+    const ProtobufCMessageDescriptor *query_desc;
+    const ProtobufCMessageDescriptor *data_desc;
+    /* Reads a decoded query / data message of the service (borrowed) into *q / *m. */
+    void (*read_query)(const ProtobufCMessage *msg, struct proc_poll_query *q);
+    void (*read_data)(const ProtobufCMessage *msg, struct proc_upload_msg *m);
+    /* Builds t's command in `storage` (command_size zeroed bytes that live as long as the
+     * answer) and returns the Command inside it. */
+    size_t command_size;
+    Skywalking__V3__Command *(*build_command)(void *storage, const struct proc_task *t);
+    struct proc_upload_ops upload;    /* kind, too-large op, status packing */
+};
+
+/* Registers the command poll and collect of `svc` (borrowed, static) on srv; `c` is borrowed
+ * and must outlive the server. Errors: SKP_EEXIST (a path is taken), SKP_ENOMEM. */
+SKP_MUST_CHECK skp_err proc_service_register(struct collector *c, struct skpx_grpc_server *srv,
+                                             const struct proc_service *svc);
 
 #endif

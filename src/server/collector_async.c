@@ -10,34 +10,10 @@
 #include "server/collector_proc.h"
 #include "server/proc_task_async.h"
 
-#define PATHS(method) {"/skywalking.v10.AsyncProfilerTask/" method, "/AsyncProfilerTask/" method}
-
-static void read_query(const ProtobufCMessage *msg, struct proc_poll_query *q)
-{
-    const Skywalking__V10__AsyncProfilerTaskCommandQuery *aq = (const void *)msg;
-    q->service = aq->service;
-    q->instance = aq->serviceinstance;
-    q->last_command_time = aq->lastcommandtime;
-}
-
-static void read_data(const ProtobufCMessage *msg, struct proc_upload_msg *m)
-{
-    const Skywalking__V10__AsyncProfilerData *d = (const void *)msg;
-    if (d->metadata) {
-        m->has_meta = true;
-        m->service = d->metadata->service;
-        m->instance = d->metadata->serviceinstance;
-        m->task_id = d->metadata->taskid;
-        m->type = (int)d->metadata->type;
-        m->content_size = d->metadata->contentsize;
-    }
-    if (d->result_case == SKYWALKING__V10__ASYNC_PROFILER_DATA__RESULT_ERROR_MESSAGE)
-        m->error_message = d->errormessage ? d->errormessage : "";
-    if (d->result_case == SKYWALKING__V10__ASYNC_PROFILER_DATA__RESULT_CONTENT) {
-        m->content = d->content.data ? d->content.data : (const uint8_t *)"";
-        m->content_len = d->content.len;
-    }
-}
+PROC_SERVICE_READERS(Skywalking__V10__AsyncProfilerTaskCommandQuery,
+                     Skywalking__V10__AsyncProfilerData,
+                     SKYWALKING__V10__ASYNC_PROFILER_DATA__RESULT_ERROR_MESSAGE,
+                     SKYWALKING__V10__ASYNC_PROFILER_DATA__RESULT_CONTENT)
 
 static Skywalking__V3__Command *build_command(void *storage, const struct proc_task *t)
 {
@@ -56,8 +32,9 @@ static skp_err send_status(struct skpx_grpc_call *call, int status)
 
 static const struct proc_service k_async_service = {
     .name = "async-profiler",
-    .poll_paths = PATHS("getAsyncProfilerTaskCommands"),
-    .collect_paths = PATHS("collect"),
+    .poll_paths = {"/skywalking.v10.AsyncProfilerTask/getAsyncProfilerTaskCommands",
+                   "/AsyncProfilerTask/getAsyncProfilerTaskCommands"},
+    .collect_paths = {"/skywalking.v10.AsyncProfilerTask/collect", "/AsyncProfilerTask/collect"},
     .query_desc = &skywalking__v10__async_profiler_task_command_query__descriptor,
     .data_desc = &skywalking__v10__async_profiler_data__descriptor,
     .read_query = read_query,

@@ -8,34 +8,9 @@
 #include "server/collector_proc.h"
 #include "server/proc_task.h"
 
-#define PATHS(method) {"/skywalking.v10.PprofTask/" method, "/PprofTask/" method}
-
-static void read_query(const ProtobufCMessage *msg, struct proc_poll_query *q)
-{
-    const Skywalking__V10__PprofTaskCommandQuery *pq = (const void *)msg;
-    q->service = pq->service;
-    q->instance = pq->serviceinstance;
-    q->last_command_time = pq->lastcommandtime;
-}
-
-static void read_data(const ProtobufCMessage *msg, struct proc_upload_msg *m)
-{
-    const Skywalking__V10__PprofData *d = (const void *)msg;
-    if (d->metadata) {
-        m->has_meta = true;
-        m->service = d->metadata->service;
-        m->instance = d->metadata->serviceinstance;
-        m->task_id = d->metadata->taskid;
-        m->type = (int)d->metadata->type;
-        m->content_size = d->metadata->contentsize;
-    }
-    if (d->result_case == SKYWALKING__V10__PPROF_DATA__RESULT_ERROR_MESSAGE)
-        m->error_message = d->errormessage ? d->errormessage : "";
-    if (d->result_case == SKYWALKING__V10__PPROF_DATA__RESULT_CONTENT) {
-        m->content = d->content.data ? d->content.data : (const uint8_t *)"";
-        m->content_len = d->content.len;
-    }
-}
+PROC_SERVICE_READERS(Skywalking__V10__PprofTaskCommandQuery, Skywalking__V10__PprofData,
+                     SKYWALKING__V10__PPROF_DATA__RESULT_ERROR_MESSAGE,
+                     SKYWALKING__V10__PPROF_DATA__RESULT_CONTENT)
 
 static Skywalking__V3__Command *build_command(void *storage, const struct proc_task *t)
 {
@@ -53,8 +28,9 @@ static skp_err send_status(struct skpx_grpc_call *call, int status)
 
 static const struct proc_service k_pprof_service = {
     .name = "pprof",
-    .poll_paths = PATHS("getPprofTaskCommands"),
-    .collect_paths = PATHS("collect"),
+    .poll_paths = {"/skywalking.v10.PprofTask/getPprofTaskCommands",
+                   "/PprofTask/getPprofTaskCommands"},
+    .collect_paths = {"/skywalking.v10.PprofTask/collect", "/PprofTask/collect"},
     .query_desc = &skywalking__v10__pprof_task_command_query__descriptor,
     .data_desc = &skywalking__v10__pprof_data__descriptor,
     .read_query = read_query,

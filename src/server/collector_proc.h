@@ -89,6 +89,36 @@ struct proc_service {
     struct proc_upload_ops upload;    /* kind, too-large op, status packing */
 };
 
+/* Defines the service's read_query and read_data for its message types: both services' query
+ * (service, serviceInstance, lastCommandTime) and data messages (metadata, oneof result
+ * errorMessage / content) have the same fields under other type names. */
+#define PROC_SERVICE_READERS(QueryType, DataType, RESULT_ERROR_MESSAGE, RESULT_CONTENT)           \
+    static void read_query(const ProtobufCMessage *msg, struct proc_poll_query *q)                \
+    {                                                                                              \
+        const QueryType *pq = (const void *)msg;                                                   \
+        q->service = pq->service;                                                                  \
+        q->instance = pq->serviceinstance;                                                         \
+        q->last_command_time = pq->lastcommandtime;                                                \
+    }                                                                                              \
+    static void read_data(const ProtobufCMessage *msg, struct proc_upload_msg *m)                 \
+    {                                                                                              \
+        const DataType *d = (const void *)msg;                                                     \
+        if (d->metadata) {                                                                         \
+            m->has_meta = true;                                                                    \
+            m->service = d->metadata->service;                                                     \
+            m->instance = d->metadata->serviceinstance;                                            \
+            m->task_id = d->metadata->taskid;                                                      \
+            m->type = (int)d->metadata->type;                                                      \
+            m->content_size = d->metadata->contentsize;                                            \
+        }                                                                                          \
+        if (d->result_case == RESULT_ERROR_MESSAGE)                                                \
+            m->error_message = d->errormessage ? d->errormessage : "";                             \
+        if (d->result_case == RESULT_CONTENT) {                                                    \
+            m->content = d->content.data ? d->content.data : (const uint8_t *)"";                  \
+            m->content_len = d->content.len;                                                       \
+        }                                                                                          \
+    }
+
 /* Registers the command poll and collect of `svc` (borrowed, static) on srv; `c` is borrowed
  * and must outlive the server. Errors: SKP_EEXIST (a path is taken), SKP_ENOMEM. */
 SKP_MUST_CHECK skp_err proc_service_register(struct collector *c, struct skpx_grpc_server *srv,

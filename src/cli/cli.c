@@ -276,6 +276,24 @@ int cli_api_json(struct cli *c, const char *method, const char *target, json_t *
     return CLI_EXIT_OK;
 }
 
+int cli_write_out(const char *path, const char *data, size_t len)
+{
+    FILE *f = path ? fopen(path, "wb") : stdout;
+    if (!f) {
+        fprintf(stderr, "skyprof: cannot write %s: %s\n", path, strerror(errno));
+        return CLI_EXIT_USAGE;
+    }
+    size_t w = fwrite(data, 1, len, f);
+    int bad = w != len || fflush(f) != 0;
+    if (path && fclose(f) != 0)
+        bad = 1;
+    if (bad) {
+        fprintf(stderr, "skyprof: write to %s failed\n", path ? path : "stdout");
+        return CLI_EXIT_API;
+    }
+    return CLI_EXIT_OK;
+}
+
 const char *cli_fmt_time(int64_t ms, char *buf, size_t cap)
 {
     if (ms <= 0) {

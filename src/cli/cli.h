@@ -106,6 +106,9 @@ void cli_json_make_safe(json_t *j);
 
 /* Prints `j` as indented JSON and a newline on stdout (the commands' --json output). */
 void cli_print_json(json_t *j);
+/* Writes len bytes of data to the file at path (NULL = stdout). Returns CLI_EXIT_OK,
+ * CLI_EXIT_USAGE (cannot open; said on stderr) or CLI_EXIT_API (write failed; said). */
+int cli_write_out(const char *path, const char *data, size_t len);
 
 /* Prints "skyprof: <message>" on stderr and returns CLI_EXIT_USAGE. */
 int cli_usage_error(const char *fmt, ...) __attribute__((format(printf, 1, 2)));

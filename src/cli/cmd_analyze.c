@@ -30,24 +30,6 @@ static const char g_usage[] =
 static const char *const g_formats[] = {"tree", "json", "collapsed", "pprof", "speedscope",
                                         "html"};
 
-static int write_out(const char *path, const char *data, size_t len)
-{
-    FILE *f = path ? fopen(path, "wb") : stdout;
-    if (!f) {
-        fprintf(stderr, "skyprof: cannot write %s: %s\n", path, strerror(errno));
-        return CLI_EXIT_USAGE;
-    }
-    size_t w = fwrite(data, 1, len, f);
-    int bad = w != len || fflush(f) != 0;
-    if (path && fclose(f) != 0)
-        bad = 1;
-    if (bad) {
-        fprintf(stderr, "skyprof: write to %s failed\n", path ? path : "stdout");
-        return CLI_EXIT_API;
-    }
-    return CLI_EXIT_OK;
-}
-
 struct analyze_opts {
     const char *segment, *task, *format, *output;
     int64_t from, to;
@@ -160,7 +142,7 @@ int cmd_analyze(struct cli *c, int argc, char **argv)
                 len = 0;
             text[len++] = '\n';
             json_decref(res);
-            rc = write_out(output, text, len);
+            rc = cli_write_out(output, text, len);
             skpx_free(text);
             return rc;
         }
@@ -193,7 +175,7 @@ int cmd_analyze(struct cli *c, int argc, char **argv)
     int rc = cli_api_raw(c, "GET", target, NULL, &r);
     if (rc)
         return rc;
-    rc = write_out(output, r.body, r.body_len);
+    rc = cli_write_out(output, r.body, r.body_len);
     http_response_cleanup(&r);
     if (rc == CLI_EXIT_OK && output)
         fprintf(stderr, "skyprof: wrote %s\n", output);

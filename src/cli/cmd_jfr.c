@@ -3,7 +3,6 @@
  * (a tree per JFR event kind: top frames by self weight, the API's JSON, or an export format)
  * and file (the uploaded .jfr). The subcommands are shaped for every process-profile kind
  * (create/list/show/analyze/file), so pprof tasks can take the same form. */
-#include <errno.h>
 #include <getopt.h>
 #include <inttypes.h>
 #include <stdio.h>
@@ -12,6 +11,7 @@
 #include <unistd.h>
 
 #include "cli/cli.h"
+#include "cli/proc_task_cmd.h"
 #include "common/alloc.h"
 
 #define API "/api/v1/async-profiler/tasks"
@@ -90,26 +90,6 @@ static int on_option(void *ud, int opt, const char *arg)
     }
 }
 
-static int write_out(const char *path, const char *data, size_t len)
-{
-    FILE *f = path ? fopen(path, "wb") : stdout;
-    if (!f) {
-        fprintf(stderr, "skyprof: cannot write %s: %s\n", path, strerror(errno));
-        return CLI_EXIT_USAGE;
-    }
-    size_t w = fwrite(data, 1, len, f);
-    int bad = w != len || fflush(f) != 0;
-    if (path && fclose(f) != 0)
-        bad = 1;
-    if (bad) {
-        fprintf(stderr, "skyprof: write to %s failed\n", path ? path : "stdout");
-        return CLI_EXIT_API;
-    }
-    if (path)
-        fprintf(stderr, "skyprof: wrote %s\n", path);
-    return CLI_EXIT_OK;
-}
-
 static int do_create(struct cli *c, const struct jfr_opts *o)
 {
     if (!o->service || !o->duration || !o->n_events)
@@ -124,17 +104,9 @@ static int do_create(struct cli *c, const struct jfr_opts *o)
                              "execArgs", o->exec_args);
     if (!body)
         return cli_usage_error("jfr create: arguments must be UTF-8");
-    json_t *res = NULL;
-    int rc = cli_api_json(c, "POST", API, body, &res);
+    int rc = proc_task_create(c, API, body);
     json_decref(body);
-    if (rc)
-        return rc;
-    if (c->json)
-        cli_print_json(res);
-    else
-        printf("%s\n", cli_json_str(res, "id"));
-    json_decref(res);
-    return CLI_EXIT_OK;
+    return rc;
 }
 
 static void join_strs(json_t *arr, char *buf, size_t cap)
@@ -161,21 +133,10 @@ static size_t count_state(json_t *t, const char *state)
 
 static int do_list(struct cli *c, const struct jfr_opts *o)
 {
-    char target[CLI_HTTP_MAX_TARGET] = API;
-    if (o->service) {
-        strcat(target, "?service=");
-        if (!http_path_escape(target, sizeof(target), o->service))
-            return cli_usage_error("--service too long");
-    }
     json_t *res = NULL;
-    int rc = cli_api_json(c, "GET", target, NULL, &res);
-    if (rc)
+    int rc = proc_task_list(c, API, o->service, &res);
+    if (rc || !res)
         return rc;
-    if (c->json) {
-        cli_print_json(res);
-        json_decref(res);
-        return CLI_EXIT_OK;
-    }
     printf("%-40s %-20s %-22s %6s %-9s %s\n", "ID", "SERVICE", "EVENTS", "SEC", "STATUS",
            "UPLOADED");
     for (size_t i = 0; i < json_array_size(res); i++) {
@@ -191,30 +152,12 @@ static int do_list(struct cli *c, const struct jfr_opts *o)
     return CLI_EXIT_OK;
 }
 
-static int task_target(char *target, size_t cap, const char *id, const char *suffix)
-{
-    snprintf(target, cap, API "/");
-    if (!http_path_escape(target, cap - 256, id))
-        return cli_usage_error("id too long");
-    strcat(target, suffix);
-    return CLI_EXIT_OK;
-}
-
 static int do_show(struct cli *c, const char *id)
 {
-    char target[CLI_HTTP_MAX_TARGET];
-    int rc = task_target(target, sizeof(target), id, "");
-    if (rc)
-        return rc;
     json_t *t = NULL;
-    rc = cli_api_json(c, "GET", target, NULL, &t);
-    if (rc)
+    int rc = proc_task_get(c, API, id, &t);
+    if (rc || !t)
         return rc;
-    if (c->json) {
-        cli_print_json(t);
-        json_decref(t);
-        return CLI_EXIT_OK;
-    }
     char ev[64], tb[32];
     join_strs(json_object_get(t, "events"), ev, sizeof(ev));
     printf("task      %s\nservice   %s\nevents    %s\nduration  %" PRId64 " s\nexecArgs  %s\n"
@@ -307,16 +250,6 @@ static void print_top(json_t *res)
     skpx_free(v);
 }
 
-static int add_param(char *target, size_t cap, bool *first, const char *k, const char *v)
-{
-    if (!v || !*v)
-        return 1;
-    size_t n = strlen(target);
-    snprintf(target + n, cap - n, "%s%s=", *first ? "?" : "&", k);
-    *first = false;
-    return http_path_escape(target, cap, v);
-}
-
 static int do_analyze(struct cli *c, const char *id, const struct jfr_opts *o)
 {
     static const char *const formats[] = {"top", "json", "collapsed", "pprof", "speedscope",
@@ -332,33 +265,23 @@ static int do_analyze(struct cli *c, const char *id, const struct jfr_opts *o)
         return cli_usage_error("jfr analyze: pprof output is binary; use -o FILE or redirect");
     bool api_json = strcmp(format, "top") == 0 || strcmp(format, "json") == 0;
     char target[CLI_HTTP_MAX_TARGET];
-    int rc = task_target(target, sizeof(target), id, api_json ? "/analyze" : "/download");
-    if (rc)
-        return rc;
-    bool first = true;
-    if (!add_param(target, sizeof(target), &first, "format", api_json ? NULL : format) ||
-        !add_param(target, sizeof(target), &first, "eventType", o->event_type) ||
-        !add_param(target, sizeof(target), &first, "thread", o->thread) ||
-        !add_param(target, sizeof(target), &first, "instances", o->instances_csv) ||
-        !add_param(target, sizeof(target), &first, "granularity",
-                   o->functions ? "functions" : NULL))
+    if (!proc_task_target(target, sizeof(target), API, id, api_json ? "/analyze" : "/download") ||
+        !proc_task_add_query(target, sizeof(target), "format", api_json ? NULL : format) ||
+        !proc_task_add_query(target, sizeof(target), "eventType", o->event_type) ||
+        !proc_task_add_query(target, sizeof(target), "thread", o->thread) ||
+        !proc_task_add_query(target, sizeof(target), "instances", o->instances_csv) ||
+        !proc_task_add_query(target, sizeof(target), "granularity",
+                             o->functions ? "functions" : NULL))
         return cli_usage_error("jfr analyze: arguments too long");
-    if (!api_json) {
-        struct http_response r;
-        rc = cli_api_raw(c, "GET", target, NULL, &r);
-        if (rc)
-            return rc;
-        rc = write_out(o->output, r.body, r.body_len);
-        http_response_cleanup(&r);
-        return rc;
-    }
+    if (!api_json)
+        return proc_task_download(c, target, o->output);
     json_t *res = NULL;
-    rc = cli_api_json(c, "GET", target, NULL, &res);
+    int rc = cli_api_json(c, "GET", target, NULL, &res);
     if (rc)
         return rc;
     if (strcmp(format, "json") == 0 || c->json) {
         char *text = json_dumps(res, JSON_INDENT(2));
-        rc = text ? write_out(o->output, text, strlen(text)) : CLI_EXIT_API;
+        rc = text ? proc_task_write_out(o->output, text, strlen(text)) : CLI_EXIT_API;
         if (text && rc == CLI_EXIT_OK && !o->output)
             putchar('\n');
         free(text); /* lint:allow - json_dumps: the CLI keeps jansson's default allocator */
@@ -374,18 +297,10 @@ static int do_file(struct cli *c, const char *id, const char *file_id, const cha
     if (!output && isatty(STDOUT_FILENO))
         return cli_usage_error("jfr file: a JFR file is binary; use -o FILE or redirect");
     char target[CLI_HTTP_MAX_TARGET];
-    int rc = task_target(target, sizeof(target), id, "/files/");
-    if (rc)
-        return rc;
-    if (!http_path_escape(target, sizeof(target), file_id))
-        return cli_usage_error("file id too long");
-    struct http_response r;
-    rc = cli_api_raw(c, "GET", target, NULL, &r);
-    if (rc)
-        return rc;
-    rc = write_out(output, r.body, r.body_len);
-    http_response_cleanup(&r);
-    return rc;
+    if (!proc_task_target(target, sizeof(target), API, id, "/files/") ||
+        !http_path_escape(target, sizeof(target), file_id))
+        return cli_usage_error("id too long");
+    return proc_task_download(c, target, output);
 }
 
 int cmd_jfr(struct cli *c, int argc, char **argv)

@@ -1,15 +1,16 @@
 /* cmd_pprof.c - `skyprof pprof create|list|show|analyze|download`: process-profiling (pprof)
  * tasks over the HTTP API (/api/v1/pprof/tasks, docs/process-profiling.md). Tables for people,
  * --json for scripts; `pprof create` prints only the new id on stdout. */
-#include <errno.h>
 #include <getopt.h>
 #include <stdio.h>
 #include <string.h>
 
 #include "cli/cli.h"
+#include "cli/proc_task_cmd.h"
 #include "cli/tree_print.h"
 #include "common/alloc.h"
 
+#define API "/api/v1/pprof/tasks"
 /* Instances one `pprof create` may name. */
 #define PPROF_CLI_MAX_INSTANCES 1000
 
@@ -132,36 +133,20 @@ static int pprof_create(struct cli *c, struct pprof_opts *o, int argc, char **ar
         json_object_set_new(body, "dumpPeriod", json_integer(o->dump_period));
     if (o->sampling_rate)
         json_object_set_new(body, "samplingRate", json_integer(o->sampling_rate));
-    json_t *res = NULL;
-    int rc = cli_api_json(c, "POST", "/api/v1/pprof/tasks", body, &res);
+    int rc = proc_task_create(c, API, body);
     json_decref(body);
-    if (rc)
-        return rc;
-    if (c->json)
-        cli_print_json(res);
-    else
-        printf("%s\n", cli_json_str(res, "id"));
-    json_decref(res);
-    return CLI_EXIT_OK;
+    return rc;
 }
 
 static int pprof_list(struct cli *c, struct pprof_opts *o, int argc, char **argv)
 {
     if (optind < argc)
         return cli_usage_error("pprof list: unexpected argument '%s'", argv[optind]);
-    char target[CLI_HTTP_MAX_TARGET] = "/api/v1/pprof/tasks";
-    if (o->service) {
-        strcat(target, "?service=");
-        if (!http_path_escape(target, sizeof(target), o->service))
-            return cli_usage_error("--service too long");
-    }
     json_t *tasks = NULL;
-    int rc = cli_api_json(c, "GET", target, NULL, &tasks);
-    if (rc)
+    int rc = proc_task_list(c, API, o->service, &tasks);
+    if (rc || !tasks)
         return rc;
-    if (c->json) {
-        cli_print_json(tasks);
-    } else if (json_array_size(tasks) == 0) {
+    if (json_array_size(tasks) == 0) {
         printf("no pprof tasks\n");
     } else {
         printf("%-30s %-9s %-16s %-12s %4s %-19s %s\n", "ID", "STATUS", "SERVICE", "EVENT", "MIN",
@@ -185,32 +170,14 @@ static int pprof_list(struct cli *c, struct pprof_opts *o, int argc, char **argv
     return CLI_EXIT_OK;
 }
 
-/* "/api/v1/pprof/tasks/<escaped id><suffix>" into target. */
-static bool task_target(char *target, size_t cap, const char *id, const char *suffix)
-{
-    snprintf(target, cap, "/api/v1/pprof/tasks/");
-    if (!http_path_escape(target, cap, id) || strlen(target) + strlen(suffix) >= cap)
-        return false;
-    strcat(target, suffix);
-    return true;
-}
-
 static int pprof_show(struct cli *c, int argc, char **argv)
 {
     if (optind != argc - 1)
         return cli_usage_error("pprof show: expected exactly one task ID");
-    char target[CLI_HTTP_MAX_TARGET];
-    if (!task_target(target, sizeof(target), argv[optind], ""))
-        return cli_usage_error("task id too long");
     json_t *t = NULL;
-    int rc = cli_api_json(c, "GET", target, NULL, &t);
-    if (rc)
+    int rc = proc_task_get(c, API, argv[optind], &t);
+    if (rc || !t)
         return rc;
-    if (c->json) {
-        cli_print_json(t);
-        json_decref(t);
-        return CLI_EXIT_OK;
-    }
     char tb[32];
     printf("id:            %s\n", cli_json_str(t, "id"));
     printf("status:        %s\n", cli_json_str(t, "status"));
@@ -243,21 +210,11 @@ static int pprof_show(struct cli *c, int argc, char **argv)
     return CLI_EXIT_OK;
 }
 
-/* Appends "&name=<escaped value>" (or '?' first) when value is set. */
-static bool add_query(char *target, size_t cap, const char *name, const char *value)
-{
-    if (!value)
-        return true;
-    size_t n = strlen(target);
-    snprintf(target + n, cap - n, "%c%s=", strchr(target, '?') ? '&' : '?', name);
-    return http_path_escape(target, cap, value);
-}
-
 static bool filters(char *target, size_t cap, const struct pprof_opts *o)
 {
-    return add_query(target, cap, "sampleType", o->sample_type) &&
-           add_query(target, cap, "instances", o->instances) &&
-           add_query(target, cap, "granularity", o->functions ? "functions" : NULL);
+    return proc_task_add_query(target, cap, "sampleType", o->sample_type) &&
+           proc_task_add_query(target, cap, "instances", o->instances) &&
+           proc_task_add_query(target, cap, "granularity", o->functions ? "functions" : NULL);
 }
 
 static int pprof_analyze(struct cli *c, struct pprof_opts *o, int argc, char **argv)
@@ -265,7 +222,7 @@ static int pprof_analyze(struct cli *c, struct pprof_opts *o, int argc, char **a
     if (optind != argc - 1)
         return cli_usage_error("pprof analyze: expected exactly one task ID");
     char target[CLI_HTTP_MAX_TARGET];
-    if (!task_target(target, sizeof(target), argv[optind], "/analyze") ||
+    if (!proc_task_target(target, sizeof(target), API, argv[optind], "/analyze") ||
         !filters(target, sizeof(target), o))
         return cli_usage_error("arguments too long");
     json_t *a = NULL;
@@ -314,35 +271,16 @@ static int pprof_download(struct cli *c, struct pprof_opts *o, int argc, char **
         if (!cli_parse_int(o->file, 1, INT64_MAX, &fid))
             return cli_usage_error("--file: expected a file id, got '%s'", o->file);
         snprintf(suffix, sizeof(suffix), "/files/%lld", fid);
-        ok = task_target(target, sizeof(target), argv[optind], suffix);
+        ok = proc_task_target(target, sizeof(target), API, argv[optind], suffix);
     } else {
-        ok = task_target(target, sizeof(target), argv[optind], "/download") &&
-             add_query(target, sizeof(target), "format", o->format ? o->format : "pprof") &&
+        ok = proc_task_target(target, sizeof(target), API, argv[optind], "/download") &&
+             proc_task_add_query(target, sizeof(target), "format",
+                                 o->format ? o->format : "pprof") &&
              filters(target, sizeof(target), o);
     }
     if (!ok)
         return cli_usage_error("arguments too long");
-    struct http_response r;
-    int rc = cli_api_raw(c, "GET", target, NULL, &r);
-    if (rc)
-        return rc;
-    FILE *f = o->output ? fopen(o->output, "wb") : stdout;
-    if (!f) {
-        fprintf(stderr, "skyprof: cannot write %s: %s\n", o->output, strerror(errno));
-        http_response_cleanup(&r);
-        return CLI_EXIT_USAGE;
-    }
-    bool wrote = fwrite(r.body, 1, r.body_len, f) == r.body_len;
-    if (o->output)
-        wrote = fclose(f) == 0 && wrote;
-    http_response_cleanup(&r);
-    if (!wrote) {
-        fprintf(stderr, "skyprof: cannot write %s\n", o->output ? o->output : "stdout");
-        return CLI_EXIT_USAGE;
-    }
-    if (o->output)
-        fprintf(stderr, "skyprof: wrote %s\n", o->output);
-    return CLI_EXIT_OK;
+    return proc_task_download(c, target, o->output);
 }
 
 int cmd_pprof(struct cli *c, int argc, char **argv)

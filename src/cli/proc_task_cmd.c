@@ -1,0 +1,95 @@
+/* proc_task_cmd.c - the task routes' plumbing shared by `skyprof pprof` and `skyprof jfr`
+ * (proc_task_cmd.h). */
+#include "cli/proc_task_cmd.h"
+
+#include <stdio.h>
+#include <string.h>
+
+bool proc_task_target(char *target, size_t cap, const char *api, const char *id,
+                      const char *suffix)
+{
+    if ((size_t)snprintf(target, cap, "%s/", api) >= cap)
+        return false;
+    if (!http_path_escape(target, cap, id) || strlen(target) + strlen(suffix) >= cap)
+        return false;
+    strcat(target, suffix);
+    return true;
+}
+
+bool proc_task_add_query(char *target, size_t cap, const char *name, const char *value)
+{
+    if (!value || !*value)
+        return true;
+    size_t n = strlen(target);
+    snprintf(target + n, cap - n, "%c%s=", strchr(target, '?') ? '&' : '?', name);
+    return http_path_escape(target, cap, value);
+}
+
+int proc_task_write_out(const char *path, const char *data, size_t len)
+{
+    int rc = cli_write_out(path, data, len);
+    if (rc == CLI_EXIT_OK && path)
+        fprintf(stderr, "skyprof: wrote %s\n", path);
+    return rc;
+}
+
+int proc_task_create(struct cli *c, const char *api, json_t *body)
+{
+    json_t *res = NULL;
+    int rc = cli_api_json(c, "POST", api, body, &res);
+    if (rc)
+        return rc;
+    if (c->json)
+        cli_print_json(res);
+    else
+        printf("%s\n", cli_json_str(res, "id"));
+    json_decref(res);
+    return CLI_EXIT_OK;
+}
+
+/* GETs target; with --json prints the answer and hands back NULL. */
+static int get_json(struct cli *c, const char *target, json_t **out)
+{
+    *out = NULL;
+    json_t *res = NULL;
+    int rc = cli_api_json(c, "GET", target, NULL, &res);
+    if (rc)
+        return rc;
+    if (c->json) {
+        cli_print_json(res);
+        json_decref(res);
+        return CLI_EXIT_OK;
+    }
+    *out = res;
+    return CLI_EXIT_OK;
+}
+
+int proc_task_list(struct cli *c, const char *api, const char *service, json_t **out)
+{
+    *out = NULL;
+    char target[CLI_HTTP_MAX_TARGET];
+    if ((size_t)snprintf(target, sizeof(target), "%s", api) >= sizeof(target) ||
+        !proc_task_add_query(target, sizeof(target), "service", service))
+        return cli_usage_error("--service too long");
+    return get_json(c, target, out);
+}
+
+int proc_task_get(struct cli *c, const char *api, const char *id, json_t **out)
+{
+    *out = NULL;
+    char target[CLI_HTTP_MAX_TARGET];
+    if (!proc_task_target(target, sizeof(target), api, id, ""))
+        return cli_usage_error("task id too long");
+    return get_json(c, target, out);
+}
+
+int proc_task_download(struct cli *c, const char *target, const char *path)
+{
+    struct http_response r;
+    int rc = cli_api_raw(c, "GET", target, NULL, &r);
+    if (rc)
+        return rc;
+    rc = proc_task_write_out(path, r.body, r.body_len);
+    http_response_cleanup(&r);
+    return rc;
+}

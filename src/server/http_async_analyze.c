@@ -2,6 +2,9 @@
  * HTTP worker jobs (a file is up to --jfr-max-bytes; parsing stays off the event loop):
  *   GET /api/v1/async-profiler/tasks/{id}/analyze?eventType=&instances=a,b&thread=&granularity=
  *   GET /api/v1/async-profiler/tasks/{id}/download?format=pprof|collapsed|speedscope|html&(same)
+ *   GET /api/v1/async-profiler/tasks/{id}/timeline?eventType=&instances=&buckets=
+ * from=&to= (ms since the epoch, both or neither) keep the samples that started in that range
+ * (analyze, download). The timeline lays the samples out per thread over time (jfr_timeline.h).
  * eventType picks the tree (execution: CPU/WALL/CTIMER/ITIMER samples; native; alloc; lock;
  * live; OAP's names accepted too); default: the tree of the task's first event. The chosen files
  * are parsed with one parser into one tree (jfr_tree.h); a file that does not parse is listed in
@@ -16,6 +19,7 @@
 #include "server/export.h"
 #include "server/http_int.h"
 #include "server/http_pprof.h"
+#include "server/jfr_timeline.h"
 #include "server/jfr_tree.h"
 #include "server/store_proc.h"
 
@@ -30,9 +34,26 @@ struct ja_job {
     char *event_type;          /* NULL = from the task's first event */
     bool without_lines;
     bool download;
+    bool timeline;
+    uint32_t buckets;          /* timeline only */
+    bool has_range;            /* from/to given */
+    int64_t from_ms, to_ms;
     bool readable_names;       /* names=short (the default) */
     enum export_format format;
 };
+
+/* Feeds one recording to a tree or a timeline. */
+typedef skp_err (*ja_add_cb)(void *ud, const uint8_t *buf, size_t len, struct jfr_error *err);
+
+static skp_err add_to_tree(void *ud, const uint8_t *buf, size_t len, struct jfr_error *err)
+{
+    return jfr_tree_add_mem(ud, buf, len, err);
+}
+
+static skp_err add_to_timeline(void *ud, const uint8_t *buf, size_t len, struct jfr_error *err)
+{
+    return jfr_timeline_add_mem(ud, buf, len, err);
+}
 
 static void ja_destroy(struct http_job *j)
 {
@@ -59,7 +80,7 @@ static enum jfr_kind default_kind(const char *events)
     return k;
 }
 
-static skp_err add_files(struct store *st, const struct ja_job *p, struct jfr_tree *tree,
+static skp_err add_files(struct store *st, const struct ja_job *p, ja_add_cb add, void *ud,
                          json_t *used, json_t *errors)
 {
     struct proc_file *files = NULL;
@@ -76,7 +97,7 @@ static skp_err add_files(struct store *st, const struct ja_job *p, struct jfr_tr
         if (err)
             break;
         struct jfr_error why;
-        skp_err pe = jfr_tree_add_mem(tree, data, len, &why);
+        skp_err pe = add(ud, data, len, &why);
         skpx_free(data);
         if (pe == SKP_ENOMEM) {
             err = pe;
@@ -114,6 +135,77 @@ static json_t *summary_json(const struct jfr_summary *s)
                      (json_int_t)s->n_chunks);
 }
 
+/* {from, to, bucketMs, buckets, frames: [leaf function], threads: [{name, weight, cells:
+ * [[bucket, frame, leafWeight, weight]]}], threadsOmitted, samples, untimed, dropped, eventType,
+ * unit, files, errors} */
+static json_t *timeline_json(const struct jfr_timeline_view *v)
+{
+    json_t *frames = json_array(), *threads = json_array();
+    for (size_t i = 0; frames && i < v->n_frames; i++)
+        if (json_array_append_new(frames, json_string(v->frames[i])) != 0)
+            goto fail;
+    for (size_t i = 0; threads && i < v->n_threads; i++) {
+        const struct jfr_timeline_thread *th = &v->threads[i];
+        json_t *cells = json_array();
+        for (size_t c = 0; cells && c < th->n_cells; c++) {
+            const struct jfr_timeline_cell *x = &th->cells[c];
+            if (json_array_append_new(cells, json_pack("[I,I,I,I]", (json_int_t)x->bucket,
+                                                       (json_int_t)x->frame,
+                                                       (json_int_t)x->leaf_weight,
+                                                       (json_int_t)x->weight)) != 0) {
+                json_decref(cells);
+                goto fail;
+            }
+        }
+        if (json_array_append_new(threads, json_pack("{s:s,s:I,s:o*}", "name", th->name,
+                                                     "weight", (json_int_t)th->weight, "cells",
+                                                     cells)) != 0)
+            goto fail;
+    }
+    return json_pack("{s:I,s:I,s:I,s:I,s:o*,s:o*,s:I,s:I,s:I,s:I}", "from",
+                     (json_int_t)v->from_ms, "to", (json_int_t)v->to_ms, "bucketMs",
+                     (json_int_t)v->bucket_ms, "buckets", (json_int_t)v->n_buckets, "frames",
+                     frames, "threads", threads, "threadsOmitted",
+                     (json_int_t)v->n_threads_omitted, "samples", (json_int_t)v->n_samples,
+                     "untimed", (json_int_t)v->n_untimed, "dropped", (json_int_t)v->n_dropped);
+fail:
+    json_decref(frames);
+    json_decref(threads);
+    return NULL;
+}
+
+static void timeline_run(struct http_job *j, struct store *st, const struct ja_job *p,
+                         const struct proc_task *t, enum jfr_kind kind)
+{
+    struct jfr_timeline *tl = NULL;
+    const struct jfr_timeline_view *v = NULL;
+    json_t *used = json_array(), *errors = json_array(), *body = NULL;
+    skp_err err = jfr_timeline_new(kind, &tl);
+    if (!err && (!used || !errors))
+        err = SKP_ENOMEM;
+    if (!err)
+        err = add_files(st, p, add_to_timeline, tl, used, errors);
+    if (!err)
+        err = jfr_timeline_finish(tl, p->buckets, &v);
+    if (!err && !(body = timeline_json(v)))
+        err = SKP_ENOMEM;
+    if (err) {
+        http_job_set_store_error(j, err, "JFR timeline");
+        goto out;
+    }
+    json_object_set_new(body, "taskId", json_string(t->id));
+    json_object_set_new(body, "eventType", json_string(jfr_kind_name(kind)));
+    json_object_set_new(body, "unit", json_string(jfr_kind_unit(kind)));
+    json_object_set_new(body, "files", used);
+    json_object_set_new(body, "errors", errors);
+    used = errors = NULL;
+    http_job_set_json(j, 200, body);
+out:
+    json_decref(used);
+    json_decref(errors);
+    jfr_timeline_free(tl);
+}
+
 static void ja_run(struct http_job *j, struct store *st)
 {
     struct ja_job *p = (struct ja_job *)j;
@@ -126,11 +218,18 @@ static void ja_run(struct http_job *j, struct store *st)
         http_job_set_store_error(j, err, "async-profiler task");
         return;
     }
-    struct jfr_analyze_opts o = {.thread = p->thread, .without_lines = p->without_lines};
+    struct jfr_analyze_opts o = {.thread = p->thread, .without_lines = p->without_lines,
+                                 .has_range = p->has_range, .from_ms = p->from_ms,
+                                 .to_ms = p->to_ms};
     o.kind = default_kind(t.events);
     if (p->event_type && jfr_kind_parse(p->event_type, &o.kind)) {
         http_job_set_error(j, 400, "unknown eventType (execution, native, alloc, lock, live, "
                                    "or CPU, WALL, CTIMER, ITIMER, ALLOC, LOCK)");
+        store_proc_task_cleanup(&t);
+        return;
+    }
+    if (p->timeline) {
+        timeline_run(j, st, p, &t, o.kind);
         store_proc_task_cleanup(&t);
         return;
     }
@@ -143,7 +242,7 @@ static void ja_run(struct http_job *j, struct store *st)
     if (!err && (!used || !errors))
         err = SKP_ENOMEM;
     if (!err)
-        err = add_files(st, p, tree, used, errors);
+        err = add_files(st, p, add_to_tree, tree, used, errors);
     if (!err)
         err = jfr_tree_finish(tree, &a);
     if (err == SKP_ETOOBIG) {
@@ -201,6 +300,10 @@ static void ja_run(struct http_job *j, struct store *st)
     if (sum.alloc_source)
         json_object_set_new(body, "allocSource", json_string(sum.alloc_source));
     json_object_set_new(body, "thread", p->thread ? json_string(p->thread) : json_null());
+    if (p->has_range) {
+        json_object_set_new(body, "from", json_integer(p->from_ms));
+        json_object_set_new(body, "to", json_integer(p->to_ms));
+    }
     json_object_set_new(body, "total", json_integer((json_int_t)total));
     json_object_set_new(body, "samples", json_integer((json_int_t)a->n_snapshots));
     json_object_update(body, sj);
@@ -218,7 +321,7 @@ out:
     store_proc_task_cleanup(&t);
 }
 
-static void dispatch(struct http_ctx *cx, const char *id, bool download)
+static void dispatch(struct http_ctx *cx, const char *id, bool download, bool timeline)
 {
     enum export_format f = EXPORT_JSON;
     bool readable = true;
@@ -257,6 +360,25 @@ static void dispatch(struct http_ctx *cx, const char *id, bool download)
         http_reply_field_error(cx, 400, "granularity", "granularity must be lines or functions");
         return;
     }
+    bool has_from = false, has_to = false, has_buckets = false;
+    int64_t from = 0, to = 0, buckets = JFR_TIMELINE_DEFAULT_BUCKETS;
+    if (!http_query_int(cx, "from", &has_from, &from) || !http_query_int(cx, "to", &has_to, &to))
+        return;
+    if (has_from != has_to) {
+        http_reply_field_error(cx, 400, has_from ? "to" : "from",
+                               "give both from and to, or neither");
+        return;
+    }
+    if (has_from && (from <= 0 || from > to)) {
+        http_reply_field_error(cx, 400, "from", "from must be positive and not after to");
+        return;
+    }
+    if (timeline && !http_query_int(cx, "buckets", &has_buckets, &buckets))
+        return;
+    if (has_buckets && (buckets < 1 || buckets > JFR_TIMELINE_MAX_BUCKETS)) {
+        http_reply_field_error(cx, 400, "buckets", "buckets must be 1..2000");
+        return;
+    }
     struct ja_job *p = skpx_calloc(1, sizeof(*p));
     bool ok = p && (p->task_id = skpx_strdup(id)) &&
               (!inst || !*inst || (p->instances = skpx_strdup(inst))) &&
@@ -270,6 +392,11 @@ static void dispatch(struct http_ctx *cx, const char *id, bool download)
     }
     p->without_lines = gran && strcmp(gran, "functions") == 0;
     p->download = download;
+    p->timeline = timeline;
+    p->buckets = (uint32_t)buckets;
+    p->has_range = has_from;
+    p->from_ms = from;
+    p->to_ms = to;
     p->format = f;
     p->readable_names = readable;
     p->base.run = ja_run;
@@ -279,10 +406,15 @@ static void dispatch(struct http_ctx *cx, const char *id, bool download)
 
 void http_async_analyze(struct http_ctx *cx, const char *id)
 {
-    dispatch(cx, id, false);
+    dispatch(cx, id, false, false);
 }
 
 void http_async_download(struct http_ctx *cx, const char *id)
 {
-    dispatch(cx, id, true);
+    dispatch(cx, id, true, false);
+}
+
+void http_async_timeline(struct http_ctx *cx, const char *id)
+{
+    dispatch(cx, id, false, true);
 }

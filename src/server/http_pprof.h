@@ -40,6 +40,10 @@ void http_async_get(struct http_ctx *cx, const char *id);
 void http_async_file(struct http_ctx *cx, const char *id, const char *file_id);
 void http_async_analyze(struct http_ctx *cx, const char *id);
 void http_async_download(struct http_ctx *cx, const char *id);
+/* GET /api/v1/async-profiler/tasks/{id}/timeline?eventType=&instances=&buckets= (threads x time
+ * buckets, the leaf function per bucket; analyze and download take from=&to= to re-analyse a
+ * range of it). */
+void http_async_timeline(struct http_ctx *cx, const char *id);
 /* "skyprof-jfr-<sanitised id>-<what>.<ext>". */
 void http_async_filename(char *out, size_t cap, const char *task_id, const char *what,
                          const char *ext);

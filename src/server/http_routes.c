@@ -39,6 +39,7 @@ const struct http_route http_routes[] = {
     {HTTP_M_GET, "/api/v1/async-profiler/tasks/{id}", .h1 = http_async_get},
     {HTTP_M_GET, "/api/v1/async-profiler/tasks/{id}/analyze", .h1 = http_async_analyze},
     {HTTP_M_GET, "/api/v1/async-profiler/tasks/{id}/download", .h1 = http_async_download},
+    {HTTP_M_GET, "/api/v1/async-profiler/tasks/{id}/timeline", .h1 = http_async_timeline},
     {HTTP_M_GET, "/api/v1/async-profiler/tasks/{id}/files/{fileId}", .h2 = http_async_file},
     {HTTP_M_GET, "/api/v1/ebpf/processes", .h0 = http_ebpf_processes},
     {HTTP_M_GET, "/api/v1/ebpf/tasks/{id}/analyze", .h1 = http_ebpf_analyze},

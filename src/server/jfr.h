@@ -51,6 +51,7 @@ struct jfr_sample {
     const char *object_class;  /* allocated class (ALLOC, LIVE), else NULL */
     bool is_tlab;              /* jdk.ObjectAllocationInNewTLAB / OutsideTLAB */
     uint64_t stack_id;         /* equal ids ⇔ equal frames, within one parser */
+    int64_t time_ms;           /* the event's start, ms since the epoch; 0 = unknown */
 };
 
 /* Returning an error from the callback stops the parse with that error. */

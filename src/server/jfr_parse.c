@@ -77,6 +77,8 @@ struct jfr_parser {
     size_t chunk_len;
     bool compressed;
     int64_t ticks_per_second;
+    int64_t start_nanos;       /* the chunk's start: wall clock (ns since the epoch) ... */
+    int64_t start_ticks;       /* ... and the same instant in ticks */
     struct jfr_meta meta;
     uint8_t *meta_copy;        /* declarations of the last parsed metadata (see metadata_body) */
     size_t meta_copy_len, meta_copy_cap;
@@ -626,6 +628,19 @@ static uint64_t ticks_to_ns(const struct jfr_parser *p, int64_t ticks)
     return ns > UINT64_MAX ? UINT64_MAX : (uint64_t)ns;
 }
 
+/* An event's startTime (ticks) as ms since the epoch, through the chunk header's pair of start
+ * times; 0 when the event has none or the chunk's times are not usable. */
+static int64_t event_time_ms(const struct jfr_parser *p, const struct jfr_val *v)
+{
+    if (!v->has || v->is_pool || p->start_nanos <= 0)
+        return 0;
+    __int128 dt = (__int128)v->i - p->start_ticks;
+    __int128 ns = (__int128)p->start_nanos + dt * 1000000000 / p->ticks_per_second;
+    if (ns <= 0 || ns / 1000000 > INT64_MAX)
+        return 0;
+    return (int64_t)(ns / 1000000);
+}
+
 static uint64_t nonneg(const struct jfr_val *v)
 {
     return v->has && !v->is_pool && v->i > 0 ? (uint64_t)v->i : 0;
@@ -638,7 +653,8 @@ static skp_err on_event(struct jfr_parser *p, uint32_t ti, struct jfr_cursor *c,
     if (c->bad)
         return jfr_fail(p->err, at, "%s event is truncated or malformed",
                         p->meta.types[ti].name);
-    struct jfr_sample s = {.event_type = p->ev_names[ti]};
+    struct jfr_sample s = {.event_type = p->ev_names[ti],
+                           .time_ms = event_time_ms(p, &vals[JFR_R_START_TIME])};
     switch ((enum ev_kind)p->ev_of_type[ti]) {
     case EV_EXEC:
         s.kind = JFR_KIND_EXECUTION;
@@ -785,9 +801,9 @@ static skp_err parse_chunk(struct jfr_parser *p, const uint8_t *buf, size_t len)
     (void)jfr_be(&h, 8); /* size, checked by the caller */
     int64_t cp_off = jfr_be(&h, 8);
     int64_t meta_off = jfr_be(&h, 8);
-    (void)jfr_be(&h, 8); /* start nanos */
+    p->start_nanos = jfr_be(&h, 8);
     (void)jfr_be(&h, 8); /* duration nanos */
-    (void)jfr_be(&h, 8); /* start ticks */
+    p->start_ticks = jfr_be(&h, 8);
     p->ticks_per_second = jfr_be(&h, 8);
     int64_t flags = jfr_be(&h, 4);
     if (p->ticks_per_second <= 0)

@@ -162,6 +162,9 @@ static skp_err on_sample(void *ctx, const struct jfr_sample *s)
             b->thread_match = s->thread;
         }
     }
+    if (b->opts.has_range &&
+        (s->time_ms == 0 || s->time_ms < b->opts.from_ms || s->time_ms > b->opts.to_ms))
+        return SKP_OK;
     unsigned r = s->kind == JFR_KIND_ALLOC && s->is_tlab ? ROOT_TLAB : ROOT_MAIN;
     uint32_t node = r;
     uint64_t v = 0;

@@ -37,6 +37,11 @@ struct jfr_analyze_opts {
     enum jfr_kind kind;
     const char *thread;        /* only samples of this thread (borrowed); NULL = all */
     bool without_lines;        /* frames without ":line" (lines are on by default) */
+    /* Only samples whose start time (ms since the epoch) lies in [from_ms, to_ms] when
+     * has_range (a sample without a time is then left out); the summary still describes the
+     * whole recording. */
+    bool has_range;
+    int64_t from_ms, to_ms;
     size_t max_chunk_bytes;    /* 0 = JFR_DEFAULT_MAX_CHUNK_BYTES */
 };
 

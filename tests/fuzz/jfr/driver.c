@@ -1,13 +1,15 @@
 /* libFuzzer target for the JFR parser (src/server/jfr_*.c): any bytes, as an uploaded
  * recording. The parse must end in SKP_OK or an error with a message, within bounded memory
  * and time; every frame, class and thread string handed to the callback is read so ASan sees
- * a dangling or unterminated one. Seed: corpus/ (a real JDK 17 recording made with
+ * a dangling or unterminated one. The same bytes then go through the per-thread timeline
+ * (jfr_timeline.c), whose cells must add up to its samples. Seed: corpus/ (a real JDK 17 recording made with
  * skyprof-min.jfc; see README in this folder). */
 #include <stddef.h>
 #include <stdint.h>
 #include <string.h>
 
 #include "server/jfr.h"
+#include "server/jfr_timeline.h"
 
 static skp_err touch(void *ctx, const struct jfr_sample *s)
 {
@@ -36,5 +38,33 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     if (e == SKP_EINVAL && err.msg[0] == '\0')
         __builtin_trap(); /* every rejection explains itself */
     jfr_parser_free(p);
+
+    struct jfr_timeline *tl = NULL;
+    if (jfr_timeline_new((enum jfr_kind)(size % JFR_KIND_COUNT), &tl))
+        return 0;
+    const struct jfr_timeline_view *v = NULL;
+    skp_err added = jfr_timeline_add_mem(tl, data, size, &err);
+    if (added == SKP_EINVAL && err.msg[0] == '\0')
+        __builtin_trap();
+    if (jfr_timeline_finish(tl, (uint32_t)(size % 300), &v) == SKP_OK) {
+        uint64_t total = 0;
+        for (size_t i = 0; i < v->n_threads; i++) {
+            uint64_t w = 0;
+            for (size_t c = 0; c < v->threads[i].n_cells; c++) {
+                const struct jfr_timeline_cell *x = &v->threads[i].cells[c];
+                if (x->bucket >= v->n_buckets || x->frame >= v->n_frames ||
+                    x->leaf_weight > x->weight)
+                    __builtin_trap();
+                w += x->weight;
+                sum += strlen(v->frames[x->frame]);
+            }
+            if (w != v->threads[i].weight)
+                __builtin_trap();
+            total += w;
+        }
+        if (v->n_threads_omitted == 0 && total != 0 && v->n_samples == 0)
+            __builtin_trap();
+    }
+    jfr_timeline_free(tl);
     return 0;
 }

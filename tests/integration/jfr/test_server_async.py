@@ -379,6 +379,57 @@ def t_real_recording(d):
     return tid, data
 
 
+def t_timeline(tid):
+    """The per-thread timeline of the real recording: burner's and allocator's rows show their own
+    hot methods; cells add up to the samples; a brushed range re-analyses to exactly the samples
+    of its buckets."""
+    tl = S.json("GET", API + "/%s/timeline?eventType=execution" % q(tid), expect=200)[1]
+    assert tl["eventType"] == "execution" and tl["untimed"] == 0 and tl["dropped"] == 0, tl["untimed"]
+    assert 1 <= tl["buckets"] <= 200 and tl["bucketMs"] >= 1 and tl["from"] <= tl["to"], tl
+    assert tl["to"] - tl["from"] < 120000, (tl["from"], tl["to"])   # a recording of seconds
+    whole = analyze(tid, eventType="execution")
+    assert tl["samples"] == whole["total"], (tl["samples"], whole["total"])
+    rows = {t["name"]: t for t in tl["threads"]}
+    assert {"burner", "allocator"} <= set(rows), list(rows)
+    for t in tl["threads"]:
+        assert sum(c[3] for c in t["cells"]) == t["weight"], t["name"]
+        assert all(0 <= c[0] < tl["buckets"] and c[2] <= c[3] for c in t["cells"]), t["name"]
+    assert sum(t["weight"] for t in tl["threads"]) == tl["samples"]
+
+    def top(name):
+        by = {}
+        for c in rows[name]["cells"]:
+            by[tl["frames"][c[1]]] = by.get(tl["frames"][c[1]], 0) + 1
+        return max(by, key=by.get), by
+    hot, by = top("burner")
+    assert hot == "JfrWorkload.spinHot", by
+    hot, by = top("allocator")
+    assert "JfrWorkload.spinHot" not in by, by
+    # Brush the middle of burner's row: analyze from/to = exactly those buckets' samples.
+    cells = rows["burner"]["cells"]
+    b0, b1 = cells[len(cells) // 4][0], cells[(3 * len(cells)) // 4][0]
+    frm = tl["from"] + b0 * tl["bucketMs"]
+    to = tl["from"] + (b1 + 1) * tl["bucketMs"] - 1
+    part = analyze(tid, eventType="execution", thread="burner", **{"from": frm, "to": to})
+    want = sum(c[3] for c in cells if b0 <= c[0] <= b1)
+    assert part["total"] == want and part["from"] == frm and part["to"] == to, (part["total"], want)
+    assert 0 < part["total"] < analyze(tid, eventType="execution", thread="burner")["total"]
+    by = rec.self_by_method(part)
+    assert max(by, key=by.get) == "JfrWorkload.spinHot", by
+    everything = analyze(tid, eventType="execution", **{"from": tl["from"], "to": tl["to"]})
+    assert everything["total"] == whole["total"]
+    # The range applies to downloads too.
+    st, _, body = S.http("GET", API + "/%s/download?eventType=execution&thread=burner&format=collapsed&from=%d&to=%d"
+                         % (q(tid), frm, to))
+    assert st == 200 and sum(int(l.rsplit(" ", 1)[1]) for l in body.decode().split("\n") if l) == want
+    for bad in ("buckets=0", "buckets=2001", "from=5", "to=5", "from=9&to=5", "buckets=x"):
+        S.json("GET", API + "/%s/timeline?%s" % (q(tid), bad), expect=400)
+    S.json("GET", API + "/%s/analyze?from=1" % q(tid), expect=400)
+    S.json("GET", API + "/no-such-task/timeline", expect=404)
+    small = S.json("GET", API + "/%s/timeline?buckets=3" % q(tid), expect=200)[1]
+    assert small["buckets"] <= 3 and small["samples"] == tl["samples"], small["buckets"]
+
+
 def cli(*args, expect=0):
     from skp_harness import build_path
     p = subprocess.run([build_path("src", "cli", "skyprof"), "--server", "http://127.0.0.1:%d" % S.http_port]
@@ -442,6 +493,7 @@ def main():
                   lambda: box.setdefault("rec", t_real_recording(d)))
             if "rec" in box:
                 R.run("skyprof jfr (CLI)", t_cli, box["rec"][0], box["rec"][1], d)
+                R.run("per-thread timeline, brushed range re-analysed", t_timeline, box["rec"][0])
         finally:
             S.stop()
     R.run("flags", t_flags)

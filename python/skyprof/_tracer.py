@@ -22,6 +22,7 @@ COMPONENT_DJANGO = 7004
 COMPONENT_URLLIB3 = 7006
 COMPONENT_AIOHTTP = 7008
 COMPONENT_FASTAPI = 7014
+COMPONENT_HTTPX = 7019
 
 LAYER_HTTP = 3
 SPAN_EXIT = 1
@@ -103,21 +104,63 @@ def begin(endpoint, sw8=None, component=None, layer=None, tags=None, peer=None, 
         return None
 
 
+class _CtxExit:
+    """An exit span opened in an asyncio request's own context (AsyncRequest.ctx): its calls
+    swap that context in and out, like the request's entry span. ``sync``: opened by a blocking
+    client (the per-thread nesting guard applies), else by an async one (aiohttp), which may
+    yield to the loop while it is open, so it never touches the per-thread guard."""
+
+    __slots__ = ('ctx', 'span', 'sync')
+
+    def __init__(self, ctx, span, sync):
+        self.ctx = ctx
+        self.span = span
+        self.sync = sync
+
+
+def _loop_request():
+    """The asyncio request (AsyncRequest) the running code belongs to, when it runs on the
+    request's own loop thread (a thread-pool worker sees the ContextVar too, but must not use the
+    request's context, which the loop thread uses meanwhile), else None."""
+    req = current_request.get()
+    if req is not None and req.thread == threading.get_ident() and req.span is not None:
+        return req
+    return None
+
+
+def _open_exit(native, name, peer, component, method, url):
+    span = native.span_begin(SPAN_EXIT, name or '/', peer or '')
+    if span is None:
+        return None, None
+    native.span_set_component(span, component, LAYER_HTTP)
+    native.span_tag(span, 'http.method', str(method).upper())
+    native.span_tag(span, 'http.url', str(url))
+    return span, native.sw8_inject()
+
+
 def exit_begin(name, peer, component, method, url):
-    """Opens an exit span (HTTP client call) in the thread's open segment and returns
-    (span, sw8 header value) or (None, None) when there is no open segment, or when an exit span
-    of ours is already open on this thread (the outer library's span covers the call)."""
+    """Opens an exit span (HTTP client call) in the open segment - the thread's, or inside an
+    asyncio request on its loop thread that request's - and returns (span, sw8 header value), or
+    (None, None) when there is no open segment, or when an exit span of ours is already open on
+    this thread (the outer library's span covers the call). For blocking clients."""
     if not enabled() or getattr(_tls, 'exit_depth', 0):
         return None, None
     try:
         native = _native.native
-        span = native.span_begin(SPAN_EXIT, name or '/', peer or '')
-        if span is None:
-            return None, None
-        native.span_set_component(span, component, LAYER_HTTP)
-        native.span_tag(span, 'http.method', str(method).upper())
-        native.span_tag(span, 'http.url', str(url))
-        sw8 = native.sw8_inject()
+        req = _loop_request()
+        if req is not None:
+            prev = native.context_swap(req.ctx)
+            try:
+                span, sw8 = _open_exit(native, name, peer, component, method, url)
+            finally:
+                native.context_swap(prev)
+            if span is None:
+                return None, None
+            span = _CtxExit(req.ctx, span, True)
+        else:
+            span, sw8 = _open_exit(native, name, peer, component, method, url)
+            if span is None:
+                return None, None
         _tls.exit_depth = 1
         return span, sw8
     except Exception as e:
@@ -125,19 +168,61 @@ def exit_begin(name, peer, component, method, url):
         return None, None
 
 
-def exit_end(span, status=None, failed=False):
-    if span is None:
-        return
-    _tls.exit_depth = 0
+def async_exit_begin(name, peer, component, method, url):
+    """exit_begin for a client that awaits while the call is open (aiohttp): the span lives in
+    the current asyncio request's context (or, with none, the thread's open segment) and the
+    per-thread nesting guard is left alone (other requests run on the thread meanwhile).
+    Returns (handle for exit_end, sw8) or (None, None)."""
+    if not enabled():
+        return None, None
     try:
         native = _native.native
-        if status is not None:
-            native.span_tag(span, 'http.status_code', str(status))
-            if status >= 400:
-                failed = True
-        if failed:
-            native.span_set_error(span, True)
-        native.span_end(span)
+        req = _loop_request()
+        ctx = req.ctx if req is not None else None
+        prev = native.context_swap(ctx) if ctx is not None else None
+        try:
+            span, sw8 = _open_exit(native, name, peer, component, method, url)
+        finally:
+            if ctx is not None:
+                native.context_swap(prev)
+        if span is None:
+            return None, None
+        return _CtxExit(ctx, span, False), sw8
+    except Exception as e:
+        _disable('exit span', e)
+        return None, None
+
+
+def _close_exit(native, span, status, failed):
+    if status is not None:
+        native.span_tag(span, 'http.status_code', str(status))
+        if status >= 400:
+            failed = True
+    if failed:
+        native.span_set_error(span, True)
+    native.span_end(span)
+
+
+def exit_end(span, status=None, failed=False):
+    """Ends a span from exit_begin or async_exit_begin (status >= 400 marks an error)."""
+    if span is None:
+        return
+    try:
+        native = _native.native
+        if isinstance(span, _CtxExit):
+            if span.sync:
+                _tls.exit_depth = 0
+            if span.ctx is None:
+                _close_exit(native, span.span, status, failed)
+                return
+            prev = native.context_swap(span.ctx)
+            try:
+                _close_exit(native, span.span, status, failed)
+            finally:
+                native.context_swap(prev)
+            return
+        _tls.exit_depth = 0
+        _close_exit(native, span, status, failed)
     except Exception as e:
         _disable('exit span end', e)
 
@@ -270,6 +355,9 @@ def current_trace_id():
 # The sampling handle of the request whose task this is (set by async_begin in the task's own
 # context); work handed to a thread pool from the task is sampled as part of it (threadpool.py).
 current_handle = contextvars.ContextVar('skyprof_handle', default=None)
+# The AsyncRequest whose task this is (set by async_begin): outgoing calls made by the request
+# open their exit spans in its context (exit_begin, async_exit_begin).
+current_request = contextvars.ContextVar('skyprof_request', default=None)
 
 
 class AsyncRequest:
@@ -277,13 +365,15 @@ class AsyncRequest:
     calls swap the context in and out, so requests interleaved on one loop never share a
     segment. ``handle``: the request's sampling handle while a task samples it, else None."""
 
-    __slots__ = ('ctx', 'span', 'handle', 'token')
+    __slots__ = ('ctx', 'span', 'handle', 'token', 'thread', 'req_token')
 
     def __init__(self, ctx, span, handle, token):
         self.ctx = ctx
         self.span = span
         self.handle = handle
         self.token = token
+        self.thread = threading.get_ident()
+        self.req_token = None
 
 
 def async_begin(endpoint, sw8=None, component=None, layer=None, tags=None, peer=None):
@@ -313,7 +403,9 @@ def async_begin(endpoint, sw8=None, component=None, layer=None, tags=None, peer=
         if span is None:
             return None
         token = current_handle.set(handle) if handle is not None else None
-        return AsyncRequest(ctx, span, handle, token)
+        req = AsyncRequest(ctx, span, handle, token)
+        req.req_token = current_request.set(req)
+        return req
     except Exception as e:  # never into user code
         _disable('async entry_begin', e)
         return None
@@ -335,6 +427,13 @@ def async_finish(req, status=None, failed=False):
                 current_handle.reset(req.token)
             except ValueError:  # ended in another context than it began: leave it
                 pass
+        if req.req_token is not None:
+            try:
+                current_request.reset(req.req_token)
+            except ValueError:
+                pass
+            req.req_token = None
+        req.span = None  # a late exit span of a task it started opens nothing
         req.handle = None
     except Exception as e:
         _disable('async entry_end', e)

@@ -5,10 +5,17 @@ under `python -m skyprof run -m uvicorn` (one worker, asyncio loop).
   request with the "(waiting)" mark (~200 ms) and burn_b (~50 ms) - not selectors.select.
 - a `def` endpoint (run in the threadpool through anyio): its tree shows the worker thread's
   pool_work, on top of the request's await chain.
+- outgoing HTTP inside async requests: 2 overlapping /callout requests each call another service
+  (an echo server in this process) with the aiohttp client, urllib.request, httpx.AsyncClient and
+  httpx.Client; each request's segment has its own 4 exit spans (AioHttp 7008 `/a`, General 7000
+  `/b`, HTTPX 7019 `/c` and `/d`; peer, http.method / http.url / http.status_code), and the sw8
+  headers the callee received carry that segment's trace id and `/callout` as the parent
+  endpoint.
 Durations are bounded loosely (sampling at 10 ms on a loaded 2-core machine, ASan)."""
 import os
 import sys
 import threading
+import time
 import urllib.request
 
 from skp_harness import Proc, Results, free_port, tempdir, wait_until
@@ -17,6 +24,7 @@ from skp_pyagent import Server, function_of, function_totals, python_env, tree_n
 APPS = os.path.join(os.path.dirname(os.path.abspath(__file__)), 'apps', 'svc')
 SERVICE = 'asyncio-app'
 SERVICE_POOL = 'asyncio-pool'   # a service runs one task at a time: the second test has its own
+SERVICE_CALL = 'asyncio-callout'
 WAITING = '(waiting)'
 
 
@@ -26,12 +34,12 @@ def get(port, path, timeout=60):
 
 
 class App:
-    def __init__(self, srv, service):
+    def __init__(self, srv, service, extra_env=None):
         self.port = free_port()
-        env = python_env({'SW_AGENT_NAME': service,
+        env = python_env(dict({'SW_AGENT_NAME': service,
                           'SW_AGENT_COLLECTOR_BACKEND_SERVICES': srv.backend,
-                          'SW_AGENT_COLLECTOR_GET_PROFILE_TASK_INTERVAL': '1',
-                          'PYTHONDONTWRITEBYTECODE': '1'})
+                               'SW_AGENT_COLLECTOR_GET_PROFILE_TASK_INTERVAL': '1',
+                               'PYTHONDONTWRITEBYTECODE': '1'}, **(extra_env or {})))
         self.proc = Proc([sys.executable, '-m', 'skyprof', 'run', '-m', 'uvicorn', '--loop',
                           'asyncio', '--port', str(self.port), 'asyncio_app:app'],
                          env=env, cwd=APPS, name='asyncio_app')
@@ -147,18 +155,109 @@ def t_threadpool(srv, app):
     raise AssertionError('no /pool segment shows pool_work: %r' % (last,))
 
 
+class Echo:
+    """Another service: answers every GET with the sw8 header it received (after 150 ms on /a,
+    so two callers' calls overlap) and records (path, sw8)."""
+
+    def __init__(self):
+        import http.server
+        seen = self.seen = []
+
+        class H(http.server.BaseHTTPRequestHandler):
+            def do_GET(self):
+                if self.path.startswith('/a'):
+                    time.sleep(0.15)
+                sw8 = self.headers.get('sw8', '')
+                seen.append((self.path, sw8, self.headers.get('X-Test')))
+                body = sw8.encode()
+                self.send_response(200)
+                self.send_header('Content-Length', str(len(body)))
+                self.end_headers()
+                self.wfile.write(body)
+
+            def log_message(self, *a):
+                pass
+        self.server = http.server.ThreadingHTTPServer(('127.0.0.1', 0), H)
+        self.port = self.server.server_address[1]
+        threading.Thread(target=self.server.serve_forever, daemon=True).start()
+
+    def stop(self):
+        self.server.shutdown()
+
+
+def sw8_fields(value):
+    """sample, trace id, segment id, span id, service, instance, endpoint, peer of an sw8."""
+    import base64
+    p = value.split('-')
+    assert len(p) == 8, value
+    d = lambda x: base64.b64decode(x).decode()  # noqa: E731
+    return p[0], d(p[1]), d(p[2]), p[3], d(p[4]), d(p[5]), d(p[6]), d(p[7])
+
+
+def t_callout(srv, app, echo):
+    task = srv.create_task(SERVICE_CALL, '/callout', duration=1, threshold=0, period=10,
+                           max_count=9)
+    srv.wait_notified(task)
+    for attempt in range(3):
+        before = len(echo.seen)
+        results = []
+
+        def one():
+            results.append(get(app.port, '/callout'))
+        threads = [threading.Thread(target=one) for _ in range(2)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join(120)
+        assert len(results) == 2 and all(st == 200 for st, _ in results), results
+        try:
+            segs = wait_until(lambda: (lambda x: x if len(x) >= 2 else None)(
+                [x for x in srv.segments(task) if x.get('spans')]), 30, interval=0.3,
+                what='2 profiled /callout segments')
+            break
+        except TimeoutError:
+            continue
+    else:
+        raise AssertionError('no 2 /callout segments profiled')
+    calls = echo.seen[before:]
+    assert all(x == 'kept' for p, _, x in calls if p.startswith('/a')), calls
+    for seg in segs[:2]:
+        exits = sorted((sp for sp in seg['spans'] if sp['type'] == 'Exit'),
+                       key=lambda sp: sp['endpointName'])
+        assert [sp['endpointName'] for sp in exits] == ['/a', '/b', '/c', '/d'], seg['spans']
+        assert [str(sp['component']) for sp in exits] == ['7008', '7000', '7019', '7019'], exits
+        for sp in exits:
+            assert sp['peer'] == '127.0.0.1:%d' % echo.port, sp
+            tags = {t['key']: t['value'] for t in sp['tags']}
+            assert tags.get('http.method') == 'GET' and tags.get('http.status_code') == '200', tags
+            assert tags.get('http.url') == 'http://127.0.0.1:%d%s' % (
+                echo.port, sp['endpointName']), tags
+        # the callee saw this segment's trace, from /callout, through /a and /b
+        got = [sw8_fields(v) for p, v, _ in echo.seen if v]
+        mine = [f for f in got if f[1] == seg['traceId'] and f[2] == seg['segmentId']]
+        assert [f[6] for f in mine] == ['/callout'] * 4, (seg['traceId'], got)
+        assert {f[7] for f in mine} == {'127.0.0.1:%d' % echo.port}, mine
+    assert segs[0]['traceId'] != segs[1]['traceId'], segs[:2]
+    print('callout: 2 segments, exit spans %s' % [
+        [(sp['endpointName'], sp['component']) for sp in s['spans'] if sp['type'] == 'Exit']
+        for s in segs[:2]])
+
+
 def main():
     r = Results()
     with tempdir() as tmp:
         srv = Server(tmp)
         apps = []
         try:
+            echo = Echo()
             apps.append(App(srv, SERVICE))
             apps.append(App(srv, SERVICE_POOL))
+            apps.append(App(srv, SERVICE_CALL, {'ECHO_PORT': str(echo.port)}))
             for a in apps:
                 a.wait_up()
             r.run('overlapping_requests_each_own_tree', t_overlap, srv, apps[0])
             r.run('threadpool_work_in_request', t_threadpool, srv, apps[1])
+            r.run('outgoing_http_exit_spans_and_sw8', t_callout, srv, apps[2], echo)
         finally:
             for a in apps:
                 r.run('app_clean', a.stop)

@@ -24,6 +24,8 @@ PLUGINS = (
     ('http_client', 'http.client', 'clients:install_http_client'),
     ('urllib3', 'urllib3', 'clients:install_urllib3'),
     ('requests', 'requests', 'clients:install_requests'),
+    ('aiohttp_client', 'aiohttp.client', 'clients:install_aiohttp_client'),
+    ('httpx', 'httpx', 'clients:install_httpx'),
 )
 
 # Frameworks we see but do not instrument: one WARNING when the application imports them.

@@ -2,10 +2,18 @@
 /overlap awaits 200 ms in wait_a, then spins 50 ms in burn_b (on the loop thread), so
 overlapping requests interleave on one loop; /pool is a `def` endpoint (run in the threadpool)
 that spins 150 ms in pool_work. The spins are timed by the wall clock, so a loaded machine does
-not stretch them (the profile's durations are wall time)."""
+not stretch them (the profile's durations are wall time).
+/callout calls another service (http://127.0.0.1:$ECHO_PORT, the test's echo server): /a with
+the aiohttp client, /b with urllib.request (a blocking call inside the async endpoint), /c with
+httpx.AsyncClient and /d with httpx.Client, and returns the answers (the sw8 header each call
+carried)."""
 import asyncio
+import os
 import time
+import urllib.request
 
+import aiohttp
+import httpx
 from fastapi import FastAPI
 
 app = FastAPI()
@@ -40,3 +48,18 @@ async def overlap():
 @app.get('/pool')
 def pool():
     return {'n': pool_work()}
+
+
+@app.get('/callout')
+async def callout():
+    base = 'http://127.0.0.1:%s' % os.environ.get('ECHO_PORT', '9')
+    async with aiohttp.ClientSession() as session:
+        async with session.get(base + '/a?q=1', headers={'X-Test': 'kept'}) as r:
+            a = await r.text()
+    with urllib.request.urlopen(base + '/b', timeout=30) as r:
+        b = r.read().decode()
+    async with httpx.AsyncClient() as client:
+        c = (await client.get(base + '/c')).text
+    with httpx.Client() as client:
+        d = client.get(base + '/d').text
+    return {'a': a, 'b': b, 'c': c, 'd': d}

@@ -8,6 +8,8 @@
 #   layers    no include of a higher layer: common < wire < {agent < python, server, cli},
 #             common < attach < cli
 #   length    no line of src/ or include/ longer than 100 characters
+#   faultloop the allocation-failure loop is written once (tests/harness/skp_alloc_faults.h):
+#             elsewhere skpx_alloc_fail_after takes only a fixed count (one chosen failure)
 # A line may opt out of `banned` with a comment containing "lint:allow" and the reason.
 # Usage: tools/lint.sh SOURCE_DIR [BUILD_DIR] [check...]   (default: every check; symbols and
 # headers need BUILD_DIR). Prints one line per problem and "N passed, N failed".
@@ -15,7 +17,7 @@ set -u
 root=$(cd "${1:-.}" && pwd)
 build=${2:-}
 shift $(( $# < 2 ? $# : 2 ))
-checks=${*:-banned symbols headers layers length}
+checks=${*:-banned symbols headers layers length faultloop}
 cd "$root" || exit 2
 passed=0
 failed=0
@@ -95,10 +97,17 @@ check_length() {
     result "lines of at most 100 characters" "$bad"
 }
 
+check_faultloop() {
+    local bad
+    bad=$(c_files 'src/*.c' 'tests/*.c' 'tests/*.h' | grep -vE '^(src/common/alloc\.c|tests/harness/)' |
+          xargs grep -nE 'skpx_alloc_fail_after\([^)0-9-]' || true)
+    result "allocation-failure loops use skp_test_alloc_faults" "$bad"
+}
+
 for c in $checks; do
     case $c in
         banned) check_banned ;; symbols) check_symbols ;; headers) check_headers ;;
-        layers) check_layers ;; length) check_length ;;
+        layers) check_layers ;; length) check_length ;; faultloop) check_faultloop ;;
         *) echo "unknown check $c"; exit 2 ;;
     esac
 done

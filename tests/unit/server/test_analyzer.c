@@ -10,6 +10,7 @@
 
 #include "common/sat.h"
 #include "server/analyzer.h"
+#include "harness/skp_alloc_faults.h"
 #include "store_test_util.h"
 
 struct expect_node {
@@ -323,32 +324,60 @@ static void signatures_outlive_the_store(void **state)
     analysis_free(a);
 }
 
+/* alloc_faults_never_crash, one run: a fresh store each run, so the store's caches are cold
+ * too; the analysis of the k-th failing allocation is checked, then both are closed. */
+struct analyze_run {
+    struct fixture *f;
+    struct analysis *a;
+};
+
+static void analyze_setup(void *ctx, long k)
+{
+    (void)k;
+    struct analyze_run *r = ctx;
+    r->f->st = tu_open(r->f->db.path);
+    r->a = NULL;
+}
+
+static skp_err analyze_body(void *ctx, long k)
+{
+    (void)k;
+    struct analyze_run *r = ctx;
+    return analyze_task(r->f->st, "t1", NULL, &r->a);
+}
+
+static void analyze_check(void *ctx, long k, skp_err err)
+{
+    (void)k;
+    struct analyze_run *r = ctx;
+    struct analysis *a = r->a;
+    if (err == SKP_OK) {
+        assert_non_null(a);
+        assert_int_equal(a->n_snapshots, 10);
+        assert_int_equal(a->n_trees, 1);
+        assert_int_equal(a->trees[0].nodes[0].count, 10);
+        assert_int_equal(a->trees[0].nodes[0].duration, 80);
+        assert_string_equal(a->trees[0].nodes[3].code_signature, "D");
+    } else {
+        assert_null(a);
+    }
+    analysis_free(a);
+    store_close(r->f->st);
+    r->f->st = NULL;
+}
+
 static void alloc_faults_never_crash(void **state)
 {
     struct fixture *f = *state;
     add_worked_example(f->st, "t1", "s1");
     add_worked_example(f->st, "t1", "s2");
-    for (long k = 0; k < 400; k++) {
-        /* a fresh store each round, so the store's caches are cold too */
-        store_close(f->st);
-        f->st = tu_open(f->db.path);
-        struct analysis *a = NULL;
-        skpx_alloc_fail_after(k);
-        skp_err err = analyze_task(f->st, "t1", NULL, &a);
-        skpx_alloc_fail_after(-1);
-        assert_true(err == SKP_OK || err == SKP_ENOMEM);
-        if (err == SKP_OK) {
-            assert_non_null(a);
-            assert_int_equal(a->n_snapshots, 10);
-            assert_int_equal(a->n_trees, 1);
-            assert_int_equal(a->trees[0].nodes[0].count, 10);
-            assert_int_equal(a->trees[0].nodes[0].duration, 80);
-            assert_string_equal(a->trees[0].nodes[3].code_signature, "D");
-        } else {
-            assert_null(a);
-        }
-        analysis_free(a);
-    }
+    store_close(f->st);
+    struct analyze_run run = {.f = f};
+    struct skp_alloc_fault_loop loop = {.body = analyze_body, .setup = analyze_setup,
+                                        .check = analyze_check, .ctx = &run, .max_runs = 4000};
+    struct skp_alloc_fault_runs runs = skp_test_alloc_fault_loop(&loop);
+    assert_true(runs.n_ok > 0 && runs.n_nomem > 0);
+    f->st = tu_open(f->db.path);
 }
 
 static void streamed_scans_cap_and_dedupe(void **state)

@@ -15,6 +15,7 @@
 #include "server/http_int.h"
 #include "server/store_int.h"
 #include "server/utf8.h"
+#include "harness/skp_alloc_faults.h"
 #include "store_test_util.h"
 
 static int64_t scalar(struct store *st, const char *sql)
@@ -924,57 +925,76 @@ static void full_disk_rolls_back_whole_batch(void **state)
     assert_integrity(f->st);
 }
 
+/* alloc_fault_loop_over_insert_batch, one run: a fresh database, one batch insert with the k-th
+ * allocation failing, then all or nothing stored and the reopened database whole. */
+enum { INSERT_RUN_N = 24 };
+struct insert_run {
+    struct fixture *f;
+    struct store_snapshot v[INSERT_RUN_N];
+};
+
+static void insert_setup(void *ctx, long k)
+{
+    (void)k;
+    struct insert_run *r = ctx;
+    tu_db_cleanup(&r->f->db);
+    tu_db_init(&r->f->db);
+    r->f->st = tu_open(r->f->db.path);
+}
+
+static skp_err insert_body(void *ctx, long k)
+{
+    (void)k;
+    struct insert_run *r = ctx;
+    size_t dup = 0;
+    return store_insert_snapshots(r->f->st, r->v, INSERT_RUN_N, &dup);
+}
+
+static void insert_check(void *ctx, long k, skp_err err)
+{
+    (void)k;
+    struct insert_run *r = ctx;
+    struct store *st = r->f->st;
+    size_t dup = 0;
+    int64_t rows = scalar(st, "SELECT count(*) FROM snapshots");
+    if (err == SKP_OK) {
+        assert_int_equal(rows, INSERT_RUN_N);
+    } else {
+        assert_int_equal(rows, 0); /* all or nothing */
+        assert_int_equal(store_insert_snapshots(st, r->v, INSERT_RUN_N, &dup), SKP_OK);
+        assert_int_equal(scalar(st, "SELECT count(*) FROM snapshots"), INSERT_RUN_N);
+    }
+    assert_int_equal(scalar(st, "SELECT count(*) FROM stacks"), 14);
+    assert_integrity(st);
+    store_close(st);
+    /* and the reopened database is whole */
+    st = tu_open(r->f->db.path);
+    assert_int_equal(scalar(st, "SELECT count(*) FROM snapshots"), INSERT_RUN_N);
+    store_close(st);
+    r->f->st = NULL;
+}
+
 static void alloc_fault_loop_over_insert_batch(void **state)
 {
     struct fixture *f = *state;
-    enum { N = 24 };
-    char names[N][32];
-    char *frames[N][3];
-    struct store_snapshot v[N];
-    for (int i = 0; i < N; i++) {
+    char names[INSERT_RUN_N][32];
+    char *frames[INSERT_RUN_N][3];
+    struct insert_run run = {.f = f};
+    for (int i = 0; i < INSERT_RUN_N; i++) {
         snprintf(names[i], sizeof(names[i]), "fn_%d", i % 7);
         frames[i][0] = "root";
         frames[i][1] = names[i];
         frames[i][2] = i % 2 ? "leaf_a" : "leaf_b";
-        v[i] = (struct store_snapshot){"task", i < N / 2 ? "sa" : "sb", 1000 + i, i, frames[i],
-                                       3, 0};
+        run.v[i] = (struct store_snapshot){
+            "task", i < INSERT_RUN_N / 2 ? "sa" : "sb", 1000 + i, i, frames[i], 3, 0};
     }
     store_close(f->st);
     f->st = NULL;
-    int64_t live0 = skpx_alloc_live_bytes();
-    int n_ok = 0, n_nomem = 0, ok_in_a_row = 0;
-    /* until the fail point lies beyond every allocation the batch makes (many OKs in a row) */
-    for (long k = 0; k < 1000 && ok_in_a_row < 25; k++) {
-        tu_db_cleanup(&f->db);
-        tu_db_init(&f->db);
-        struct store *st = tu_open(f->db.path);
-        size_t dup = 0;
-        skpx_alloc_fail_after(k);
-        skp_err err = store_insert_snapshots(st, v, N, &dup);
-        skpx_alloc_fail_after(-1);
-        assert_true(err == SKP_OK || err == SKP_ENOMEM);
-        int64_t rows = scalar(st, "SELECT count(*) FROM snapshots");
-        ok_in_a_row = err == SKP_OK ? ok_in_a_row + 1 : 0;
-        if (err == SKP_OK) {
-            n_ok++;
-            assert_int_equal(rows, N);
-        } else {
-            n_nomem++;
-            assert_int_equal(rows, 0); /* all or nothing */
-            assert_int_equal(store_insert_snapshots(st, v, N, &dup), SKP_OK);
-            assert_int_equal(scalar(st, "SELECT count(*) FROM snapshots"), N);
-        }
-        assert_int_equal(scalar(st, "SELECT count(*) FROM stacks"), 14);
-        assert_integrity(st);
-        store_close(st);
-        /* and the reopened database is whole */
-        st = tu_open(f->db.path);
-        assert_int_equal(scalar(st, "SELECT count(*) FROM snapshots"), N);
-        store_close(st);
-    }
-    assert_true(n_nomem > 0);
-    assert_true(n_ok > 0);
-    assert_int_equal(skpx_alloc_live_bytes(), live0);
+    struct skp_alloc_fault_loop loop = {.body = insert_body, .setup = insert_setup,
+                                        .check = insert_check, .ctx = &run, .max_runs = 4000};
+    struct skp_alloc_fault_runs runs = skp_test_alloc_fault_loop(&loop);
+    assert_true(runs.n_nomem > 0);
+    assert_true(runs.n_ok > 0);
     f->st = tu_open(f->db.path);
 }
 

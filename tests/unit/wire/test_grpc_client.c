@@ -19,6 +19,7 @@
 #include <cmocka.h>
 
 #include "common/alloc.h"
+#include "harness/skp_alloc_faults.h"
 #include "common/clock.h"
 #include "profile/Profile.pb-c.h"
 #include "common/Command.pb-c.h"
@@ -508,27 +509,56 @@ static void test_stream_source_abort(void **state)
     peer_stop(&p);
 }
 
+static skp_err client_new_body(void *ctx, long k)
+{
+    (void)ctx;
+    (void)k;
+    struct skpx_grpc_client_opts o = {.target = "127.0.0.1:1", .authentication = "tok",
+                                      .user_agent = "ua/1"};
+    struct skpx_grpc_client *c = NULL;
+    skp_err err = skpx_grpc_client_new(&o, &c);
+    if (err)
+        assert_null(c);
+    skpx_grpc_client_free(c);
+    return err;
+}
+
 static void test_new_survives_alloc_failures(void **state)
 {
     (void)state;
-    int64_t live0 = skpx_alloc_live_bytes();
-    int n_ok = 0;
-    for (long k = 0; k < 32; k++) {
-        struct skpx_grpc_client_opts o = {.target = "127.0.0.1:1", .authentication = "tok",
-                                          .user_agent = "ua/1"};
-        struct skpx_grpc_client *c = NULL;
-        skpx_alloc_fail_after(k);
-        skp_err err = skpx_grpc_client_new(&o, &c);
-        skpx_alloc_fail_after(-1);
-        assert_true(err == SKP_OK || err == SKP_ENOMEM);
-        if (err == SKP_OK)
-            n_ok++;
-        else
-            assert_null(c);
-        skpx_grpc_client_free(c);
-        assert_int_equal(skpx_alloc_live_bytes(), live0);
-    }
-    assert_true(n_ok > 0);
+    struct skp_alloc_fault_runs runs = skp_test_alloc_faults(client_new_body, NULL, 200);
+    assert_true(runs.n_ok > 0);
+}
+
+/* test_calls_survive_alloc_failures, one run: a fresh client, one call against the refusing
+ * port. */
+struct refused_run {
+    int port;
+    struct skpx_grpc_client *c;
+};
+
+static void refused_setup(void *ctx, long k)
+{
+    (void)k;
+    struct refused_run *r = ctx;
+    r->c = client_for(r->port, 1);
+}
+
+static skp_err refused_body(void *ctx, long k)
+{
+    (void)k;
+    struct refused_run *r = ctx;
+    struct skpx_grpc_result res;
+    return query(r->c, 1000, &res);
+}
+
+static void refused_check(void *ctx, long k, skp_err err)
+{
+    (void)k;
+    struct refused_run *r = ctx;
+    assert_true(err == SKP_EUNAVAILABLE || err == SKP_ENOMEM);
+    skpx_grpc_client_free(r->c);
+    r->c = NULL;
 }
 
 static void test_calls_survive_alloc_failures(void **state)
@@ -536,19 +566,13 @@ static void test_calls_survive_alloc_failures(void **state)
     (void)state;
     /* Every allocation of a call against a refusing port, failed in turn: ENOMEM or
      * EUNAVAILABLE, never a crash or a leak. */
-    int port;
-    int hold = closed_port_fd(&port);
-    int64_t live0 = skpx_alloc_live_bytes();
-    for (long k = 0; k < 16; k++) {
-        struct skpx_grpc_client *c = client_for(port, 1);
-        struct skpx_grpc_result res;
-        skpx_alloc_fail_after(k);
-        skp_err err = query(c, 1000, &res);
-        skpx_alloc_fail_after(-1);
-        assert_true(err == SKP_EUNAVAILABLE || err == SKP_ENOMEM);
-        skpx_grpc_client_free(c);
-        assert_int_equal(skpx_alloc_live_bytes(), live0);
-    }
+    struct refused_run run = {0};
+    int hold = closed_port_fd(&run.port);
+    struct skp_alloc_fault_loop loop = {.body = refused_body, .setup = refused_setup,
+                                        .check = refused_check, .ctx = &run, .max_runs = 500,
+                                        .other_errors = true};
+    struct skp_alloc_fault_runs runs = skp_test_alloc_fault_loop(&loop);
+    assert_true(runs.n_other > 0); /* the last run: refused, nothing failing */
     close(hold);
 }
 

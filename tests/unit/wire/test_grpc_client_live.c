@@ -21,6 +21,7 @@
 #include <event2/event.h>
 
 #include "common/alloc.h"
+#include "harness/skp_alloc_faults.h"
 #include "common/clock.h"
 #include "common/log.h"
 #include "common/Command.pb-c.h"
@@ -391,48 +392,67 @@ static void test_graceful_shutdown_then_new_server(void **state)
     server_kill(&s2);
 }
 
-/* Fails the k-th allocation of one whole call (connect, session, call, response) for every k. */
+/* fault_sweep, one run: a fresh client, one whole call (connect, session, call, response) with
+ * the k-th allocation failing; a failed call is retried once memory is back. */
+struct sweep_run {
+    int port;
+    pid_t server_pid;
+    bool is_stream;
+    struct skpx_grpc_client *c;
+    struct skpx_grpc_result res;
+};
+
+static void sweep_setup(void *ctx, long k)
+{
+    (void)k;
+    struct sweep_run *r = ctx;
+    r->c = client_for(r->port);
+}
+
+static skp_err sweep_body(void *ctx, long k)
+{
+    (void)k;
+    struct sweep_run *r = ctx;
+    return r->is_stream ? stream(r->c, 2000, &r->res) : query(r->c, &r->res);
+}
+
+static void sweep_check(void *ctx, long k, skp_err err)
+{
+    struct sweep_run *r = ctx;
+    assert_true(err == SKP_OK || err == SKP_ENOMEM || err == SKP_EUNAVAILABLE ||
+                err == SKP_EPROTO);
+    if (err) {
+        /* The same client recovers once memory is back. */
+        skpx_grpc_client_reset_backoff(r->c);
+        char first[sizeof(r->res.message)];
+        snprintf(first, sizeof(first), "%s", r->res.message);
+        skp_err again = r->is_stream ? stream(r->c, 10, &r->res) : query(r->c, &r->res);
+        if (again != SKP_OK) {
+            int wst = 0;
+            pid_t w = waitpid(r->server_pid, &wst, WNOHANG);
+            print_error("fault at allocation %ld: %s (%s); retry: %s (%s); server %s\n", k,
+                        skp_strerror(err), first, skp_strerror(again), r->res.message,
+                        w == 0 ? "alive" : "exited");
+            if (w > 0 && WIFSIGNALED(wst))
+                print_error("server killed by signal %d\n", WTERMSIG(wst));
+            if (w > 0 && WIFEXITED(wst))
+                print_error("server exit status %d\n", WEXITSTATUS(wst));
+        }
+        assert_int_equal(again, SKP_OK);
+    }
+    skpx_grpc_client_free(r->c);
+    r->c = NULL;
+}
+
+/* Fails the k-th allocation of one whole call for every k, until a call makes fewer. */
 static void fault_sweep(int port, pid_t server_pid, bool is_stream)
 {
-    int64_t live0 = skpx_alloc_live_bytes();
-    int n_clean = 0; /* consecutive k for which the call succeeded (no allocation failed) */
-    int n_failed = 0;
-    for (long k = 0; k < N_FAULT_POINTS && n_clean < 5; k++) {
-        struct skpx_grpc_client *c = client_for(port);
-        struct skpx_grpc_result res;
-        skpx_alloc_fail_after(k);
-        skp_err err = is_stream ? stream(c, 2000, &res) : query(c, &res);
-        skpx_alloc_fail_after(-1);
-        assert_true(err == SKP_OK || err == SKP_ENOMEM || err == SKP_EUNAVAILABLE ||
-                    err == SKP_EPROTO);
-        if (err) {
-            n_failed++;
-            n_clean = 0;
-            /* The same client recovers once memory is back. */
-            skpx_grpc_client_reset_backoff(c);
-            char first[sizeof(res.message)];
-            snprintf(first, sizeof(first), "%s", res.message);
-            skp_err again = is_stream ? stream(c, 10, &res) : query(c, &res);
-            if (again != SKP_OK) {
-                int wst = 0;
-                pid_t w = waitpid(server_pid, &wst, WNOHANG);
-                print_error("fault at allocation %ld: %s (%s); retry: %s (%s); server %s\n", k,
-                            skp_strerror(err), first, skp_strerror(again), res.message,
-                            w == 0 ? "alive" : "exited");
-                if (w > 0 && WIFSIGNALED(wst))
-                    print_error("server killed by signal %d\n", WTERMSIG(wst));
-                if (w > 0 && WIFEXITED(wst))
-                    print_error("server exit status %d\n", WEXITSTATUS(wst));
-            }
-            assert_int_equal(again, SKP_OK);
-        } else {
-            n_clean++;
-        }
-        skpx_grpc_client_free(c);
-        assert_int_equal(skpx_alloc_live_bytes(), live0);
-    }
-    assert_true(n_failed > 0);
-    assert_int_equal(n_clean, 5); /* the sweep reached past the call's last allocation */
+    struct sweep_run run = {.port = port, .server_pid = server_pid, .is_stream = is_stream};
+    struct skp_alloc_fault_loop loop = {.body = sweep_body, .setup = sweep_setup,
+                                        .check = sweep_check, .ctx = &run,
+                                        .max_runs = N_FAULT_POINTS, .other_errors = true};
+    struct skp_alloc_fault_runs runs = skp_test_alloc_fault_loop(&loop);
+    assert_true(runs.n_nomem + runs.n_other > 0);
 }
 
 static void test_unary_alloc_faults(void **state)

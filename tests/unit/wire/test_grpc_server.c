@@ -24,6 +24,7 @@
 #include <nghttp2/nghttp2.h>
 
 #include "common/alloc.h"
+#include "harness/skp_alloc_faults.h"
 #include "common/clock.h"
 #include "common/err.h"
 #include "common/pct.h"
@@ -660,47 +661,67 @@ static void silent_connection_closed_after_handshake_timeout(void **state)
 }
 
 /* Every allocation of the server in turn fails during a call: the call fails or succeeds, the
- * server never crashes, on_close stays balanced and nothing leaks. */
+ * server never crashes, on_close stays balanced and nothing leaks. One run: a fresh server and
+ * client, one call of two messages. */
+struct call_run {
+    struct fixture f;
+    struct tclient c;
+    struct tstream *t;
+    bool closed;
+    uint8_t body[256];
+    size_t n;
+};
+
+static void call_setup(void *ctx, long k)
+{
+    (void)k;
+    struct call_run *r = ctx;
+    fixture_start(&r->f, &skywalking__v3__profile_task_command_query__descriptor);
+    tclient_open(&r->c, r->f.port);
+    Skywalking__V3__ProfileTaskCommandQuery q = SKYWALKING__V3__PROFILE_TASK_COMMAND_QUERY__INIT;
+    q.service = "svc";
+    q.serviceinstance = "inst";
+    r->n = grpc_message(r->body, &q.base);
+    r->n += grpc_message(r->body + r->n, &q.base);
+}
+
+static skp_err call_body(void *ctx, long k)
+{
+    (void)k;
+    struct call_run *r = ctx;
+    r->t = tclient_request(&r->c, "/t.S/m", r->body, r->n, true);
+    r->closed = pump(r->f.base, &r->c, stream_closed, r->t);
+    return r->closed && r->t->grpc_status == 0 ? SKP_OK : SKP_EUNAVAILABLE;
+}
+
+static void call_check(void *ctx, long k, skp_err err)
+{
+    (void)k;
+    struct call_run *r = ctx;
+    /* Either the stream ended with some status/reset, or the whole connection went away. */
+    assert_true(r->closed || r->c.broken);
+    if (err == SKP_OK)
+        assert_int_equal(r->f.rec.n_msg, 2);
+    assert_int_equal(r->f.rec.n_start, r->f.rec.n_close + (r->f.rec.open_call ? 1 : 0));
+    tclient_close(&r->c);
+    skpx_grpc_server_free(r->f.srv);
+    r->f.srv = NULL;
+    assert_int_equal(r->f.rec.n_start, r->f.rec.n_close);
+    event_base_free(r->f.base);
+}
+
 static void allocation_failures_during_calls(void **state)
 {
     (void)state;
-    int n_ok = 0;
-    int n_failed = 0;
-    for (long k = 0; k < 40; k++) {
-        struct fixture f;
-        fixture_start(&f, &skywalking__v3__profile_task_command_query__descriptor);
-        struct tclient c;
-        tclient_open(&c, f.port);
-        uint8_t body[256];
-        Skywalking__V3__ProfileTaskCommandQuery q =
-            SKYWALKING__V3__PROFILE_TASK_COMMAND_QUERY__INIT;
-        q.service = "svc";
-        q.serviceinstance = "inst";
-        size_t n = grpc_message(body, &q.base);
-        n += grpc_message(body + n, &q.base);
-        skpx_alloc_fail_after(k);
-        struct tstream *t = tclient_request(&c, "/t.S/m", body, n, true);
-        bool closed = pump(f.base, &c, stream_closed, t);
-        skpx_alloc_fail_after(-1);
-        /* Either the stream ended with some status/reset, or the whole connection went away. */
-        assert_true(closed || c.broken);
-        if (closed && t->grpc_status == 0) {
-            assert_int_equal(f.rec.n_msg, 2);
-            n_ok++;
-        } else {
-            n_failed++;
-        }
-        assert_int_equal(f.rec.n_start, f.rec.n_close + (f.rec.open_call ? 1 : 0));
-        tclient_close(&c);
-        skpx_grpc_server_free(f.srv);
-        f.srv = NULL;
-        assert_int_equal(f.rec.n_start, f.rec.n_close);
-        event_base_free(f.base);
-        assert_int_equal(skpx_alloc_live_bytes(), f.live_before);
-    }
+    struct call_run run;
+    memset(&run, 0, sizeof(run));
+    struct skp_alloc_fault_loop loop = {.body = call_body, .setup = call_setup,
+                                        .check = call_check, .ctx = &run, .max_runs = 2000,
+                                        .other_errors = true};
+    struct skp_alloc_fault_runs runs = skp_test_alloc_fault_loop(&loop);
     /* Early k fail the call, late k leave it untouched: both paths were taken. */
-    assert_true(n_failed > 0);
-    assert_true(n_ok > 0);
+    assert_true(runs.n_other > 0);
+    assert_true(runs.n_ok > 0);
 }
 
 int main(void)

@@ -13,6 +13,7 @@
 #include <cmocka.h>
 
 #include "common/alloc.h"
+#include "harness/skp_alloc_faults.h"
 #include "wire/pprof_encode.h"
 
 static const struct skpx_pprof_type TYPES[2] = {{"samples", "count"}, {"cpu", "nanoseconds"}};
@@ -176,34 +177,41 @@ static void test_bad_args(void **state)
     skpx_pprof_free(NULL);
 }
 
-/* Every allocation failing in turn: an error or success, never a crash or a leak (ASan). */
+/* Every allocation failing in turn: an error or success, never a crash or a leak. One run: a
+ * profile of 50 samples encoded (adds that fail for memory drop their sample). */
+static skp_err encode_body(void *ctx, long k)
+{
+    (void)ctx;
+    (void)k;
+    struct skpx_pprof *p = NULL;
+    skp_err err = skpx_pprof_new(TYPES, 2, 1 << 20, &p);
+    if (err)
+        return err;
+    int64_t v[2] = {1, 2};
+    struct skpx_pprof_label lab = {.key = "thread_name", .str = "t"};
+    for (int i = 0; i < 50; i++) {
+        char name[32];
+        snprintf(name, sizeof(name), "fn%d", i % 7);
+        struct skpx_pprof_frame f[2] = {fr(name, "a.py", i), fr("main", "a.py", 1)};
+        skp_err e = skpx_pprof_add(p, f, 2, v, &lab, 1);
+        assert_true(e == SKP_OK || e == SKP_ENOMEM);
+    }
+    uint8_t *out = NULL;
+    size_t len = 0;
+    err = skpx_pprof_encode(p, true, &out, &len);
+    if (err == SKP_OK)
+        skpx_free(out);
+    else
+        assert_null(out);
+    skpx_pprof_free(p);
+    return err;
+}
+
 static void test_alloc_faults(void **state)
 {
     (void)state;
-    for (long n = 0; n < 200; n++) {
-        skpx_alloc_fail_after(n);
-        struct skpx_pprof *p = NULL;
-        skp_err err = skpx_pprof_new(TYPES, 2, 1 << 20, &p);
-        if (!err) {
-            int64_t v[2] = {1, 2};
-            struct skpx_pprof_label lab = {.key = "thread_name", .str = "t"};
-            for (int i = 0; i < 50; i++) {
-                char name[32];
-                snprintf(name, sizeof(name), "fn%d", i % 7);
-                struct skpx_pprof_frame f[2] = {fr(name, "a.py", i), fr("main", "a.py", 1)};
-                skp_err e = skpx_pprof_add(p, f, 2, v, &lab, 1);
-                assert_true(e == SKP_OK || e == SKP_ENOMEM);
-            }
-            uint8_t *out = NULL;
-            size_t len = 0;
-            if (skpx_pprof_encode(p, true, &out, &len) == SKP_OK)
-                skpx_free(out);
-            else
-                assert_null(out);
-        }
-        skpx_alloc_fail_after(-1);
-        skpx_pprof_free(p);
-    }
+    struct skp_alloc_fault_runs runs = skp_test_alloc_faults(encode_body, NULL, 4000);
+    assert_true(runs.n_ok > 0 && runs.n_nomem > 0);
 }
 
 /* Writes a small CPU-like profile for the go tool pprof check (only with SKP_PPROF_OUT). */

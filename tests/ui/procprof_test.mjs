@@ -4,7 +4,7 @@
 // JfrWorkload.java made by the JDK (spinHot on thread "burner", allocateLongs, a contended lock).
 // Tasks are created through the page's forms; the test checks per-instance progress and logs,
 // the tree and flame graph (readable labels), the sample-type switch (pprof), the event-kind
-// switch and thread filter (JFR), instance merging by checkbox, downloads, deep links, and saves
+// switch, thread filter and threads-over-time timeline with brushing (JFR), instance merging by checkbox, downloads, deep links, and saves
 // screenshots to $SKP_OUT (<build>/test-output/ui/procprof-*.png). Window: 1,280 px wide.
 import path from 'node:path';
 import { gunzipSync } from 'node:zlib';
@@ -210,6 +210,46 @@ try {
     if (!(await page.textContent('.proc-detail')).includes('interval=10ms')) throw new Error('execArgs not shown');
     jfrUrl = page.url();
     await shot('jfr-execution');
+  });
+
+  await S.step('JFR threads over time: burner and allocator in their own rows; brushing re-analyses that range', async () => {
+    await page.waitForSelector('#thread-timeline .threadline-row[data-thread="burner"]', { timeout: 60000 });
+    const tops = Object.fromEntries(await page.$$eval('#thread-timeline .threadline-row',
+      (rs) => rs.map((r) => [r.dataset.thread, r.dataset.top])));
+    if (!/spinHot/.test(tops.burner || '')) throw new Error('burner row: ' + JSON.stringify(tops));
+    if (!('allocator' in tops) || /spinHot/.test(tops.allocator)) throw new Error('allocator row: ' + JSON.stringify(tops));
+    await shot('jfr-threads');
+    const all = rootTotal(await rows());
+    const before = await label();
+    // Drag across the middle of burner's row.
+    const box = await page.$eval('#thread-timeline .threadline-row[data-thread="burner"] canvas', (c) => {
+      const r = c.getBoundingClientRect();
+      return { x: r.left, y: r.top + r.height / 2, w: r.width };
+    });
+    await page.mouse.move(box.x + box.w * 0.3, box.y);
+    await page.mouse.down();
+    await page.mouse.move(box.x + box.w * 0.45, box.y, { steps: 4 });
+    await page.mouse.move(box.x + box.w * 0.6, box.y, { steps: 4 });
+    await page.mouse.up();
+    await analysed(before);
+    const m = /[?&]from=(\d+)&to=(\d+)/.exec(page.url());
+    if (!m) throw new Error('url after brushing: ' + page.url());
+    if (!/range \d+ ms/.test(await label())) throw new Error('label: ' + await label());
+    await page.waitForSelector('#jfr-range');
+    const rs = await rows();
+    const part = rootTotal(rs);
+    if (!(part > 0 && part < all)) throw new Error(`range total ${part} of ${all}`);
+    if (!rs.some((r) => /spinHot/.test(r.fn))) throw new Error('range tree: ' + rs.map((r) => r.fn).join(' | '));
+    // The same range through the API gives the same total; the selection stays drawn.
+    const id = /#\/process\/async\/([^/?]+)/.exec(page.url())[1];
+    const api = await (await page.request.get(`${BASE}/api/v1/async-profiler/tasks/${id}/analyze?eventType=execution&from=${m[1]}&to=${m[2]}`)).json();
+    if (api.total !== part) throw new Error(`API total ${api.total}, page ${part}`);
+    await page.waitForSelector('#thread-timeline .threadline-sel:not([hidden])');
+    await shot('jfr-threads-range');
+    const b2 = await label();
+    await page.click('#thread-timeline .threadline-whole');
+    await analysed(b2);
+    if (/from=/.test(page.url()) || rootTotal(await rows()) !== all) throw new Error('whole recording: ' + page.url());
   });
 
   await S.step('JFR thread filter: "burner" keeps that thread\'s samples only', async () => {

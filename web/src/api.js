@@ -99,6 +99,7 @@ export const procApi = {
   create: (kind, req) => call('POST', PROC_BASE[kind], req),
   cancel: (kind, id) => call('POST', PROC_BASE[kind] + '/' + enc(id) + '/cancel', {}),
   analyze: (kind, id, params) => call('GET', PROC_BASE[kind] + '/' + enc(id) + '/analyze' + qs(params)),
+  timeline: (id, params) => call('GET', PROC_BASE.async + '/' + enc(id) + '/timeline' + qs(params)),
   downloadUrl: (kind, id, format, params) => PROC_BASE[kind] + '/' + enc(id) + '/download' + qs({ format, ...params }),
   fileUrl: (kind, id, fileId) => PROC_BASE[kind] + '/' + enc(id) + '/files/' + enc(fileId),
 };

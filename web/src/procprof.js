@@ -6,13 +6,16 @@
 // Routes (deep-linkable):
 //   #/process                       both task lists and the create forms
 //   #/process/pprof/ID[?instances=a,b&sampleType=cpu]
-//   #/process/async/ID[?instances=a,b&eventType=execution&thread=burner]
+//   #/process/async/ID[?instances=a,b&eventType=execution&thread=burner&from=MS&to=MS]
 //                                   a task: details, per-instance progress, logs, files, and the
 //                                   chosen instances' files merged into tree + flame graph
-//                                   (analysis.js: search, focus, agent frames, group by function)
+//                                   (analysis.js: search, focus, agent frames, group by function);
+//                                   JFR tasks also show their threads over time (threadline.js):
+//                                   brushing a range re-analyses it (from/to)
 import { procApi, api } from './api.js';
 import { h, fill, fmtTime, statusBadge } from './dom.js';
 import { analysisView, setHashParams } from './analysis.js';
+import { threadTimelineView } from './threadline.js';
 
 export const PPROF_EVENTS = ['cpu', 'wall', 'heap', 'allocs', 'block', 'mutex', 'goroutine', 'threadcreate'];
 const TIMED = new Set(['cpu', 'wall', 'block', 'mutex']);
@@ -310,11 +313,17 @@ async function analysis(ctx, kind, task, card, query0) {
   else {
     params.eventType = query.get('eventType') || '';
     params.thread = query.get('thread') || '';
+    const from = Number(query.get('from'));
+    const to = Number(query.get('to'));
+    if (from > 0 && to >= from) { params.from = from; params.to = to; }
   }
   card.replaceChildren(h('h2', null, 'Profile'), h('p', { class: 'muted' }, 'Analyzing…'));
   let doc;
+  let tl = null;
   try {
-    doc = await procApi.analyze(kind, task.id, params);
+    [doc, tl] = await Promise.all([procApi.analyze(kind, task.id, params),
+      kind === 'async' ? procApi.timeline(task.id, { instances: params.instances, eventType: params.eventType })
+        .catch(() => null) : null]);
   } catch (e) {
     if (!ctx.current()) return;
     fill(card, h('h2', null, 'Profile'), h('p', { class: 'error analysis-error' }, e.message));
@@ -361,8 +370,16 @@ async function analysis(ctx, kind, task, card, query0) {
     h('a', { class: 'button', href: procApi.downloadUrl(kind, task.id, f, dl), download: '', dataset: { format: f } }, f)));
   const summary = h('p', { class: 'muted analysis-label' },
     `${KIND_LABEL[kind]} · ${kind === 'pprof' ? 'sample type ' + doc.sampleType : 'event kind ' + doc.eventType}` +
-    `${doc.thread ? ' · thread ' + doc.thread : ''} · ${(doc.files || []).length} file(s) · total ${doc.total} ${unit}` +
+    `${doc.thread ? ' · thread ' + doc.thread : ''}${params.from ? ' · range ' + (params.to - params.from + 1) + ' ms' : ''}` +
+    ` · ${(doc.files || []).length} file(s) · total ${doc.total} ${unit}` +
     ` · ${doc.samples} samples`);
+  let threadline = null;
+  if (tl) {
+    const box = h('div', { class: 'threadline-box', id: 'thread-timeline' });
+    threadline = { box, tl };
+  }
+  const rangeNote = params.from ? h('p', { class: 'muted range-label', id: 'jfr-range' },
+    `Samples from ${fmtTime(params.from)} to ${fmtTime(params.to)} only (brushed on the threads' timeline)`) : null;
   const errors = (doc.errors || []).length ? h('p', { class: 'error' }, 'Files that could not be read: ',
     doc.errors.map((e) => `${e.instanceName || e.id}: ${e.message || e.error || JSON.stringify(e)}`).join('; ')) : null;
   ctx.clearViews();
@@ -372,7 +389,15 @@ async function analysis(ctx, kind, task, card, query0) {
     columns: [`Total (${short})`, `Self (${short})`, 'Total'],
     title: 'Stack',
     controls,
-    prelude: [summary, doc.tip ? h('p', { class: 'tip' }, doc.tip) : null, errors, downloads],
+    prelude: [summary, doc.tip ? h('p', { class: 'tip' }, doc.tip) : null, errors,
+      threadline ? h('h3', null, 'Threads over time') : null, threadline ? threadline.box : null, rangeNote, downloads],
     emptyText: 'No samples of this kind in the chosen files.',
   }));
+  if (threadline && threadline.box.isConnected) {
+    const view = threadTimelineView(threadline.box, threadline.tl, (from, to) => {
+      rerun({ from: from === null ? null : String(from), to: to === null ? null : String(to) });
+    });
+    if (params.from) view.setRange(params.from, params.to);
+    ctx.addView(view);
+  }
 }

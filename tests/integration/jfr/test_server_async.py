@@ -376,7 +376,32 @@ def t_real_recording(d):
     assert [f["instanceName"] for f in doc["files"]] == ["jvm-1"], doc["files"]
     assert doc["errors"][0]["instanceName"] == "jvm-2" and "truncated" in doc["errors"][0]["error"], doc["errors"]
     assert doc["total"] == rec.total(single)
-    return tid, data
+    return tid, data, tid2
+
+
+def t_compare(tid, tid2):
+    """POST /api/v1/profile/compare on two real JFR tasks: tid holds the recording twice (two
+    instances), tid2 once (its second upload is damaged). Burner against burner: the shares are
+    normalised, so nothing changes although tid weighs twice as much. Burner against allocator:
+    spinHot shrinks from most of the samples to none and is listed first."""
+    def compare(base, target):
+        return S.json("POST", "/api/v1/profile/compare", {"base": base, "target": target,
+                      "granularity": "functions", "limit": 50}, expect=200)[1]
+    b = {"kind": "jfr", "taskId": tid, "eventType": "execution", "thread": "burner"}
+    same = compare(b, dict(b, taskId=tid2))
+    assert same["base"]["total"] == 2 * same["target"]["total"] > 0, (same["base"], same["target"])
+    assert max(abs(c["delta"]) for c in same["changes"]) < 1e-9, same["changes"][:3]
+    diff = compare(b, dict(b, taskId=tid2, thread="allocator"))
+    # (Whole-thread frames such as the thread's lambda change by a full 100 %: each side's
+    # lambda class has its own name.) The largest loss of self time is spinHot's.
+    by_sig = {c["codeSignature"]: c for c in diff["changes"]}
+    hot = by_sig["JfrWorkload.spinHot"]
+    assert hot["target"] == 0 and hot["baseShare"] > 0.3 and hot["delta"] == -hot["baseShare"], hot
+    assert min(diff["changes"], key=lambda c: c["selfDelta"])["codeSignature"] == "JfrWorkload.spinHot"
+    assert diff["target"]["total"] == analyze(tid2, eventType="execution", thread="allocator")["total"]
+    one_side = [n for n in diff["nodes"] if n["target"] == 0]
+    assert any(n["codeSignature"] == "JfrWorkload.spinHot" for n in one_side), len(one_side)
+    S.json("POST", "/api/v1/profile/compare", {"base": b, "target": dict(b, taskId="no-such")}, expect=404)
 
 
 def t_timeline(tid):
@@ -494,6 +519,7 @@ def main():
             if "rec" in box:
                 R.run("skyprof jfr (CLI)", t_cli, box["rec"][0], box["rec"][1], d)
                 R.run("per-thread timeline, brushed range re-analysed", t_timeline, box["rec"][0])
+                R.run("compare two JFR tasks", t_compare, box["rec"][0], box["rec"][2])
         finally:
             S.stop()
     R.run("flags", t_flags)

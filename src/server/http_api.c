@@ -194,6 +194,7 @@ static void on_request(struct evhttp_request *req, void *ud)
     struct http_api *api = ud;
     struct http_ctx cx = {.api = api, .req = req, .method = evhttp_request_get_command(req)};
     cx.req_id = ++api->next_req_id;
+    http_conns_request_begin(api->conns, req); /* refusals of later requests wait for this one */
     TAILQ_INIT(&cx.query);
     const struct evhttp_uri *uri = evhttp_request_get_evhttp_uri(req);
     const char *path = uri ? evhttp_uri_get_path(uri) : NULL;

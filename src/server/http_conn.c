@@ -8,7 +8,15 @@
  * it closes (evhttp_connection_set_closecb). The close callback removes the input callback
  * before evhttp drains the buffer, and frees the guard's state. A refusal writes its answer with
  * send() and shuts the socket down both ways; evhttp then reads EOF and frees the connection the
- * way it frees any connection whose client went away. */
+ * way it frees any connection whose client went away.
+ *
+ * Pipelining: the guard frames requests as their bytes arrive, while evhttp answers them one at a
+ * time (an analysis may take a while on the worker). A refusal of request K while an earlier
+ * request is still unanswered would overtake that answer, so it waits: the input is cut back to
+ * where K starts (evhttp never sees K), and the refusal is sent when the last earlier request's
+ * answer has been written (evhttp's on-complete callback, set on every request by http_api.c
+ * through http_conns_request_begin). The guard counts the bytes added to and removed from the
+ * input to know where K starts in the buffer. */
 #include "server/http_conn.h"
 
 #include <arpa/inet.h>
@@ -49,6 +57,14 @@ struct hconn {
     bool hooked;                     /* the close callback is set */
     bool peer_counted;
     bool closing;                    /* refused: the socket is shut down */
+    bool deferred;                   /* refused after earlier requests' answers (below) */
+    bool rewriting;                  /* the guard itself moves input bytes: not counted */
+    int deferred_status;
+    const char *deferred_reason;     /* static text */
+    uint64_t in_added, in_removed;   /* input bytes ever added / removed (offsets below) */
+    uint64_t req_start;              /* offset of the current request's first byte */
+    uint64_t n_framed;               /* requests whose framing completed */
+    uint64_t n_answered;             /* requests whose answer evhttp finished writing */
     struct http_framing fr;
 };
 
@@ -98,12 +114,13 @@ static void body_release(struct hconn *h)
     h->body_reserved = 0;
 }
 
-/* Answers `status` and closes: the rest of the request is not read. */
-static void refuse(struct hconn *h, int status, const char *reason)
+/* Answers `status` and closes now: the rest of the request is not read. */
+static void refuse_now(struct hconn *h, int status, const char *reason)
 {
     if (h->closing)
         return;
     h->closing = true;
+    h->deferred = false;
     event_del(h->deadline_ev);
     body_release(h);
     evutil_socket_t fd = bufferevent_getfd(h->bev);
@@ -129,6 +146,52 @@ static void refuse(struct hconn *h, int status, const char *reason)
     evbuffer_drain(in, evbuffer_get_length(in));
     int cls = status / 100;
     h->hc->m->http_requests[cls >= 1 && cls <= 5 ? cls : 0]++;
+}
+
+/* Drops the input buffer's bytes after its first `keep` (those evhttp has not read yet). */
+static void truncate_input(struct hconn *h, size_t keep)
+{
+    struct evbuffer *in = bufferevent_get_input(h->bev);
+    size_t len = evbuffer_get_length(in);
+    if (keep >= len)
+        return;
+    h->rewriting = true;
+    if (keep == 0) {
+        evbuffer_drain(in, len);
+        h->rewriting = false;
+        return;
+    }
+    struct evbuffer *tmp = evbuffer_new();
+    bool ok = tmp && evbuffer_remove_buffer(in, tmp, keep) == (int)keep;
+    if (ok) {
+        evbuffer_drain(in, evbuffer_get_length(in));
+        ok = evbuffer_add_buffer(in, tmp) == 0;
+    }
+    if (tmp)
+        evbuffer_free(tmp);
+    h->rewriting = false;
+    if (!ok) /* out of memory: the earlier requests cannot be kept apart, give up on them */
+        refuse_now(h, h->deferred_status, h->deferred_reason);
+}
+
+/* Refuses the current request with `status`: at once when every earlier request of the
+ * connection was answered, else once they are (see the file's head). */
+static void refuse(struct hconn *h, int status, const char *reason)
+{
+    if (h->closing || h->deferred)
+        return;
+    if (h->n_answered >= h->n_framed) {
+        refuse_now(h, status, reason);
+        return;
+    }
+    h->deferred = true;
+    h->deferred_status = status;
+    h->deferred_reason = reason;
+    event_del(h->deadline_ev); /* the earlier requests are complete: evhttp's timeouts apply */
+    body_release(h);
+    /* The earlier requests' bytes evhttp has not read yet stay; request K's go. */
+    uint64_t keep = h->req_start > h->in_removed ? h->req_start - h->in_removed : 0;
+    truncate_input(h, (size_t)keep);
 }
 
 static void arm_deadline(struct hconn *h)
@@ -169,6 +232,8 @@ static void head_done(struct hconn *h)
         refuse(h, 401, "missing or wrong API token (Authorization: Bearer ...)");
         return;
     }
+    if (f->chunked)
+        return; /* the body's size is known chunk by chunk (reserve_chunk) */
     if (f->body_len == 0) {
         event_del(h->deadline_ev);
         return;
@@ -187,25 +252,55 @@ static void head_done(struct hconn *h)
     hc->m->http_body_bytes += f->body_len;
 }
 
-static void scan(struct hconn *h, const uint8_t *p, size_t n)
+/* A chunk of a chunked body was announced: the body budget as for a Content-Length body, one
+ * chunk at a time. */
+static void reserve_chunk(struct hconn *h)
 {
-    while (n > 0 && !h->closing) {
+    struct http_conns *hc = h->hc;
+    uint64_t len = h->fr.chunk_len;
+    if (len == 0)
+        return;
+    if (len > hc->o.body_budget || hc->m->http_body_bytes > hc->o.body_budget - len) {
+        hc->m->http_budget_refused++;
+        static struct skpx_log_limit lim;
+        skpx_log_limited(&lim, SKPX_LOG_WARN,
+                         "http: request bodies over the budget (%zu bytes), refusing with 503",
+                         hc->o.body_budget);
+        refuse(h, 503, "server busy receiving other requests, retry");
+        return;
+    }
+    h->body_reserved += len;
+    hc->m->http_body_bytes += len;
+}
+
+/* Frames [p, p+n), which starts at input offset `off`. */
+static void scan(struct hconn *h, uint8_t *p, size_t n, uint64_t off)
+{
+    while (n > 0 && !h->closing && !h->deferred) {
         enum http_framing_event ev;
         size_t used = http_framing_feed(&h->fr, p, n, &ev);
         p += used;
         n -= used;
+        off += used;
         switch (ev) {
         case HTTP_FRAMING_MORE:
             break;
         case HTTP_FRAMING_REQUEST_START:
+            h->req_start = off - 1;
             if (!event_pending(h->deadline_ev, EV_TIMEOUT, NULL))
                 arm_deadline(h);
             break;
         case HTTP_FRAMING_HEAD_DONE:
             head_done(h);
+            if (!h->closing && !h->deferred && h->fr.body_len == 0 && !h->fr.chunked)
+                h->n_framed++;
+            break;
+        case HTTP_FRAMING_CHUNK:
+            reserve_chunk(h);
             break;
         case HTTP_FRAMING_REQUEST_DONE:
             event_del(h->deadline_ev);
+            h->n_framed++;
             break;
         case HTTP_FRAMING_ERROR:
             h->hc->m->http_framing_errors++;
@@ -222,33 +317,44 @@ static void scan(struct hconn *h, const uint8_t *p, size_t n)
 static void input_cb(struct evbuffer *buf, const struct evbuffer_cb_info *info, void *arg)
 {
     struct hconn *h = arg;
+    if (h->rewriting)
+        return;
+    h->in_removed += info->n_deleted;
     if (info->n_added == 0)
         return;
+    h->in_added += info->n_added;
     if (h->closing) {
         evbuffer_drain(buf, evbuffer_get_length(buf));
         return;
     }
     size_t len = evbuffer_get_length(buf);
+    if (h->deferred) {
+        /* Nothing after the refused request reaches evhttp. */
+        truncate_input(h, len - info->n_added);
+        return;
+    }
     size_t start = len - info->n_added;
     struct evbuffer_ptr pos;
     if (evbuffer_ptr_set(buf, &pos, start, EVBUFFER_PTR_SET) != 0)
         return;
     struct evbuffer_iovec vec[8];
     size_t left = info->n_added;
-    while (left > 0 && !h->closing) {
+    uint64_t off = h->in_added - info->n_added;
+    while (left > 0 && !h->closing && !h->deferred) {
         int nv = evbuffer_peek(buf, (ev_ssize_t)left, &pos, vec, 8);
         if (nv <= 0)
             break;
         if (nv > 8)
             nv = 8;
         size_t done = 0;
-        for (int i = 0; i < nv && left > 0 && !h->closing; i++) {
+        for (int i = 0; i < nv && left > 0 && !h->closing && !h->deferred; i++) {
             size_t take = vec[i].iov_len < left ? vec[i].iov_len : left;
-            scan(h, vec[i].iov_base, take);
+            scan(h, vec[i].iov_base, take, off);
             left -= take;
             done += take;
+            off += take;
         }
-        if (h->closing || left == 0)
+        if (h->closing || h->deferred || left == 0)
             break;
         if (evbuffer_ptr_set(buf, &pos, done, EVBUFFER_PTR_ADD) != 0)
             break;
@@ -362,6 +468,40 @@ static struct bufferevent *bev_cb(struct event_base *base, void *arg)
     }
     event_active(hc->hook_ev, EV_TIMEOUT, 0);
     return h->bev;
+}
+
+/* evhttp finished writing a request's answer (before it reads the next request). */
+static void answered_cb(struct evhttp_request *req, void *arg)
+{
+    (void)req;
+    struct hconn *h = arg;
+    h->n_answered++;
+    if (h->deferred && h->n_answered >= h->n_framed)
+        refuse_now(h, h->deferred_status, h->deferred_reason);
+}
+
+void http_conns_request_begin(struct http_conns *hc, struct evhttp_request *req)
+{
+    struct evhttp_connection *evcon = hc ? evhttp_request_get_connection(req) : NULL;
+    struct bufferevent *bev = evcon ? evhttp_connection_get_bufferevent(evcon) : NULL;
+    if (!bev)
+        return;
+    struct hconn *h = hc->conns;
+    while (h && h->bev != bev)
+        h = h->next;
+    if (!h)
+        return; /* an unguarded connection (its guard state could not be allocated) */
+    if (h != hc->conns) {
+        /* Move to the front: a keep-alive client's next request finds it at once. */
+        h->prev->next = h->next;
+        if (h->next)
+            h->next->prev = h->prev;
+        h->prev = NULL;
+        h->next = hc->conns;
+        hc->conns->prev = h;
+        hc->conns = h;
+    }
+    evhttp_request_set_on_complete_cb(req, answered_cb, h);
 }
 
 static void resume_cb(evutil_socket_t fd, short what, void *arg)

@@ -7,9 +7,11 @@
  * - a deadline for each request's line, headers and body together (slow trickling is 408);
  * - the API token, checked when the headers are in and before the body is read (401);
  * - a server-wide budget for request bodies held at once (503);
- * - strict framing (400/413/414/431/501/505 and close).
+ * - strict framing (400/413/414/431/501/505 and close), chunked request bodies included.
  * A refusal writes a short JSON answer straight to the socket and shuts it down; evhttp then
- * reads EOF and frees the connection. Single-threaded: everything runs on the loop. */
+ * reads EOF and frees the connection. A refusal never overtakes the answer to an earlier
+ * pipelined request of the same connection: it waits until that answer was written.
+ * Single-threaded: everything runs on the loop. */
 #ifndef SKP_SERVER_HTTP_CONN_H
 #define SKP_SERVER_HTTP_CONN_H
 
@@ -23,6 +25,7 @@
 
 struct event_base;
 struct evhttp;
+struct evhttp_request;
 struct evhttp_bound_socket;
 struct http_conns;
 
@@ -51,6 +54,11 @@ SKP_MUST_CHECK skp_err http_conns_new(struct event_base *base, struct evhttp *ht
 void http_conns_add_listener(struct http_conns *hc, struct evhttp_bound_socket *sock);
 /* Forgets the listener (before evhttp_del_accept_socket). NULL ok. */
 void http_conns_remove_listener(struct http_conns *hc);
+/* Called by the request handler for every request evhttp hands over, before answering it: the
+ * guard learns when its answer is written (evhttp_request_set_on_complete_cb on `req`, which
+ * the handler must not set itself), so refusals of later pipelined requests wait for it.
+ * Borrows both; hc NULL ok. Loop thread only. */
+void http_conns_request_begin(struct http_conns *hc, struct evhttp_request *req);
 /* Frees the guard; evhttp (and so every connection) must be gone already. NULL ok. */
 void http_conns_free(struct http_conns *hc);
 

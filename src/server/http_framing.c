@@ -4,18 +4,24 @@
  * HTTP_FRAMING_LINE_MAX bytes) until CRLF and then judged whole: the request line, then header
  * lines until the empty line. Only the headers that decide framing (Content-Length,
  * Transfer-Encoding) and the early token check (Authorization) are looked at; evhttp parses the
- * rest. The body is skipped by count. Each rule errs on refusing: evhttp is lenient (bare LF,
- * folding, first-of-two Content-Length), and any input two parsers could frame differently is
- * refused before evhttp sees it. */
+ * rest. A Content-Length body is skipped by count; a chunked body is walked chunk by chunk
+ * (size line, data skipped by count, CRLF) up to the last chunk and its trailer section. Each
+ * rule errs on refusing: evhttp is lenient (bare LF, folding, first-of-two Content-Length, blank
+ * lines between chunks, `0x` and signs in chunk sizes), and any input two parsers could frame
+ * differently is refused before evhttp sees it. */
 #include "server/http_framing.h"
 
 #include <string.h>
 
 enum {
-    ST_LINE = 0,  /* request line (or nothing yet) */
-    ST_HEADER,    /* header lines */
-    ST_BODY,      /* skipping body_left bytes */
+    ST_LINE = 0,   /* request line (or nothing yet) */
+    ST_HEADER,     /* header lines */
+    ST_BODY,       /* skipping body_left bytes */
     ST_ERROR,
+    ST_CHUNK_SIZE, /* a chunk-size line */
+    ST_CHUNK_DATA, /* skipping body_left bytes of a chunk */
+    ST_CHUNK_END,  /* the CRLF after a chunk's data */
+    ST_TRAILER,    /* trailer lines after the last chunk */
 };
 
 void http_framing_init(struct http_framing *f, uint64_t max_body)
@@ -27,7 +33,8 @@ void http_framing_init(struct http_framing *f, uint64_t max_body)
 
 bool http_framing_in_request(const struct http_framing *f)
 {
-    return f->_state == ST_BODY || f->_state == ST_HEADER ||
+    return f->_state == ST_BODY || f->_state == ST_HEADER || f->_state == ST_CHUNK_SIZE ||
+           f->_state == ST_CHUNK_DATA || f->_state == ST_CHUNK_END || f->_state == ST_TRAILER ||
            (f->_state == ST_LINE && (f->_line_len > 0 || f->_cr));
 }
 
@@ -63,6 +70,16 @@ static bool name_is(const char *name, size_t len, const char *want)
     }
     return true;
 }
+
+/* Fields refused in a trailer: evhttp adds trailer fields to the request's headers, and these
+ * frame, route, authorise or describe the request (RFC 9110 section 6.5.1 forbids merging them);
+ * skyprofd reads Host, Content-Type, Origin and Authorization. */
+static const char *const k_trailer_refused[] = {
+    "authorization", "connection",   "content-encoding", "content-length", "content-range",
+    "content-type",  "cookie",       "expect",           "host",           "keep-alive",
+    "origin",        "proxy-authorization", "range",     "referer",        "te",
+    "trailer",       "transfer-encoding",   "upgrade",
+};
 
 static const struct {
     const char *name;
@@ -127,11 +144,13 @@ static int request_line(struct http_framing *f, const char **why)
         *why = "HTTP version not supported";
         return 505;
     }
+    f->_http10 = v[7] == '0';
     return 0;
 }
 
-/* One header line "name: value". Returns 0 or the refusal status. */
-static int header_line(struct http_framing *f, const char **why)
+/* One header line "name: value" (a trailer line when `trailer`). Returns 0 or the refusal
+ * status. */
+static int header_line(struct http_framing *f, bool trailer, const char **why)
 {
     const char *l = f->_line;
     size_t n = f->_line_len;
@@ -166,6 +185,15 @@ static int header_line(struct http_framing *f, const char **why)
     while (e > v && (e[-1] == ' ' || e[-1] == '\t'))
         e--;
     size_t vl = (size_t)(e - v);
+    if (trailer) {
+        for (size_t i = 0; i < sizeof(k_trailer_refused) / sizeof(k_trailer_refused[0]); i++) {
+            if (name_is(l, nl, k_trailer_refused[i])) {
+                *why = "a field not allowed in a trailer";
+                return 400;
+            }
+        }
+        return 0;
+    }
     if (name_is(l, nl, "content-length")) {
         if (f->_has_cl) {
             *why = "more than one Content-Length";
@@ -186,7 +214,21 @@ static int header_line(struct http_framing *f, const char **why)
         }
         f->body_len = x;
     } else if (name_is(l, nl, "transfer-encoding")) {
+        if (f->_has_te) {
+            *why = "more than one Transfer-Encoding";
+            return 400;
+        }
         f->_has_te = true;
+        /* evhttp skips leading spaces (not tabs) and trims trailing blanks, then compares the
+         * whole value with "chunked": a value only we would call chunked is refused. */
+        const char *ev = colon + 1;
+        const char *ee = l + n;
+        while (ev < ee && *ev == ' ')
+            ev++;
+        while (ee > ev && (ee[-1] == ' ' || ee[-1] == '\t'))
+            ee--;
+        f->_te_chunked = name_is(ev, (size_t)(ee - ev), "chunked");
+        f->_te_blank = !f->_te_chunked && name_is(v, vl, "chunked");
     } else if (name_is(l, nl, "authorization")) {
         if (f->has_authz) {
             *why = "more than one Authorization";
@@ -207,13 +249,27 @@ static int header_line(struct http_framing *f, const char **why)
 static int head_done(struct http_framing *f, const char **why)
 {
     if (f->_has_te) {
-        *why = f->_has_cl ? "both Transfer-Encoding and Content-Length"
-                          : "Transfer-Encoding not implemented (send Content-Length)";
-        return f->_has_cl ? 400 : 501;
+        if (f->_has_cl) {
+            *why = "both Transfer-Encoding and Content-Length";
+            return 400;
+        }
+        if (f->_http10) {
+            *why = "Transfer-Encoding in an HTTP/1.0 request";
+            return 400;
+        }
+        if (f->_te_blank) {
+            *why = "malformed Transfer-Encoding";
+            return 400;
+        }
+        if (!f->_te_chunked) {
+            *why = "Transfer-Encoding other than chunked not implemented";
+            return 501;
+        }
+        f->chunked = true;
     }
     bool may_have_body = f->method == HTTP_FRAMING_POST || f->method == HTTP_FRAMING_PUT ||
                          f->method == HTTP_FRAMING_PATCH;
-    if (f->body_len > 0 && !may_have_body) {
+    if ((f->body_len > 0 || f->chunked) && !may_have_body) {
         /* evhttp reads no body for these methods: the bytes would be parsed as a request. */
         *why = "a body on a method that takes none";
         return 400;
@@ -225,9 +281,67 @@ static int head_done(struct http_framing *f, const char **why)
     return 0;
 }
 
+static int hexval(char c)
+{
+    if (c >= '0' && c <= '9')
+        return c - '0';
+    if (c >= 'a' && c <= 'f')
+        return c - 'a' + 10;
+    if (c >= 'A' && c <= 'F')
+        return c - 'A' + 10;
+    return -1;
+}
+
+/* "HEX[;ext]": 1 to 16 hex digits, then nothing or extensions (visible characters, spaces and
+ * tabs) after a `;`. Sets chunk_len. Returns 0 or the refusal status. */
+static int chunk_size_line(struct http_framing *f, const char **why)
+{
+    const char *l = f->_line;
+    size_t n = f->_line_len;
+    size_t i = 0;
+    uint64_t x = 0;
+    for (; i < n && hexval(l[i]) >= 0; i++) {
+        if (i == 16) {
+            *why = "chunk size too long";
+            return 400;
+        }
+        x = x << 4 | (uint64_t)hexval(l[i]);
+    }
+    if (i == 0 || (i < n && l[i] != ';')) {
+        *why = "malformed chunk size";
+        return 400;
+    }
+    for (size_t k = i; k < n; k++) {
+        unsigned char c = (unsigned char)l[k];
+        if ((c < 0x20 && c != '\t') || c == 0x7f) {
+            *why = "control character in a chunk extension";
+            return 400;
+        }
+    }
+    f->_ext_bytes += n - i;
+    if (f->_ext_bytes > HTTP_FRAMING_CHUNK_EXT_MAX) {
+        *why = "chunk extensions too long";
+        return 400;
+    }
+    if (x > f->_max_body - f->_body_total) {
+        *why = "request body too large";
+        return 413;
+    }
+    f->_body_total += x;
+    f->chunk_len = x;
+    return 0;
+}
+
 static void request_reset(struct http_framing *f)
 {
     f->body_len = 0;
+    f->chunked = false;
+    f->chunk_len = 0;
+    f->_te_chunked = false;
+    f->_te_blank = false;
+    f->_http10 = false;
+    f->_body_total = 0;
+    f->_ext_bytes = 0;
     f->has_authz = false;
     f->authz_too_long = false;
     f->authz[0] = '\0';
@@ -237,7 +351,7 @@ static void request_reset(struct http_framing *f)
     f->_head_bytes = 0;
 }
 
-size_t http_framing_feed(struct http_framing *f, const uint8_t *p, size_t n,
+size_t http_framing_feed(struct http_framing *f, uint8_t *p, size_t n,
                          enum http_framing_event *ev)
 {
     *ev = HTTP_FRAMING_MORE;
@@ -247,11 +361,16 @@ size_t http_framing_feed(struct http_framing *f, const uint8_t *p, size_t n,
     }
     size_t i = 0;
     while (i < n) {
-        if (f->_state == ST_BODY) {
+        if (f->_state == ST_BODY || f->_state == ST_CHUNK_DATA) {
             uint64_t take = n - i < f->_body_left ? n - i : f->_body_left;
             i += (size_t)take;
             f->_body_left -= take;
             if (f->_body_left == 0) {
+                if (f->_state == ST_CHUNK_DATA) {
+                    f->_state = ST_CHUNK_END;
+                    f->_crlf = 0;
+                    continue;
+                }
                 f->_state = ST_LINE;
                 *ev = HTTP_FRAMING_REQUEST_DONE;
                 return i;
@@ -259,10 +378,18 @@ size_t http_framing_feed(struct http_framing *f, const uint8_t *p, size_t n,
             continue;
         }
         uint8_t c = p[i++];
+        if (f->_state == ST_CHUNK_END) {
+            if (c != (f->_crlf == 0 ? '\r' : '\n'))
+                return fail(f, 400, "chunk data not followed by CRLF", i, ev);
+            if (++f->_crlf == 2)
+                f->_state = ST_CHUNK_SIZE;
+            continue;
+        }
         bool starting = f->_state == ST_LINE && f->_line_len == 0 && !f->_cr;
         if (starting)
             request_reset(f);
-        if (++f->_head_bytes > HTTP_FRAMING_HEAD_MAX)
+        bool chunk_line = f->_state == ST_CHUNK_SIZE;
+        if (!chunk_line && ++f->_head_bytes > HTTP_FRAMING_HEAD_MAX)
             return fail(f, 431, "request head too large", i, ev);
         if (f->_cr) {
             if (c != '\n')
@@ -275,11 +402,30 @@ size_t http_framing_feed(struct http_framing *f, const uint8_t *p, size_t n,
                     return fail(f, 400, "empty request line", i, ev);
                 st = request_line(f, &why);
                 f->_state = ST_HEADER;
+            } else if (chunk_line) {
+                st = chunk_size_line(f, &why);
+                f->_line_len = 0;
+                if (st)
+                    return fail(f, st, why, i, ev);
+                if (f->chunk_len > 0) {
+                    f->_state = ST_CHUNK_DATA;
+                    f->_body_left = f->chunk_len;
+                } else {
+                    f->_state = ST_TRAILER;
+                }
+                *ev = HTTP_FRAMING_CHUNK;
+                return i;
+            } else if (f->_line_len == 0 && f->_state == ST_TRAILER) {
+                f->_state = ST_LINE;
+                *ev = HTTP_FRAMING_REQUEST_DONE;
+                return i;
             } else if (f->_line_len == 0) {
                 st = head_done(f, &why);
                 if (!st) {
                     f->_line_len = 0;
-                    if (f->body_len > 0) {
+                    if (f->chunked) {
+                        f->_state = ST_CHUNK_SIZE;
+                    } else if (f->body_len > 0) {
                         f->_state = ST_BODY;
                         f->_body_left = f->body_len;
                     } else {
@@ -291,7 +437,7 @@ size_t http_framing_feed(struct http_framing *f, const uint8_t *p, size_t n,
             } else {
                 if (++f->_n_headers > HTTP_FRAMING_MAX_HEADERS)
                     return fail(f, 431, "too many header lines", i, ev);
-                st = header_line(f, &why);
+                st = header_line(f, f->_state == ST_TRAILER, &why);
             }
             f->_line_len = 0;
             if (st)
@@ -303,9 +449,13 @@ size_t http_framing_feed(struct http_framing *f, const uint8_t *p, size_t n,
         } else if (c == '\n') {
             return fail(f, 400, "bare LF line end", i, ev);
         } else {
+            if (chunk_line && f->_line_len >= HTTP_FRAMING_CHUNK_LINE_MAX)
+                return fail(f, 400, "chunk-size line too long", i, ev);
             if (f->_line_len >= HTTP_FRAMING_LINE_MAX)
                 return fail(f, f->_state == ST_LINE ? 414 : 431, "request line or header too long",
                             i, ev);
+            if (chunk_line && c == ';' && !memchr(f->_line, ';', f->_line_len))
+                p[i - 1] = ' '; /* see http_framing_feed in the header */
             f->_line[f->_line_len++] = (char)c;
         }
         if (starting) {

@@ -63,12 +63,14 @@ async def request(stop_at):
 
 async def phase(label):
     a0, l0 = cpu_ns(); t0 = time.monotonic(); s0 = n.stats()['snapshots_captured']
+    r0 = n.reader_info()['syscalls']
     await asyncio.gather(*[request(t0 + secs) for _ in range(50)])
     a1, l1 = cpu_ns(); t1 = time.monotonic(); s1 = n.stats()['snapshots_captured']
+    r1 = n.reader_info()['syscalls']
     wall = t1 - t0
-    print('%s agent_cpu_pct=%.3f loop_cpu_pct=%.1f snapshots=%d wall_s=%.2f agent_cpu_ms=%.1f'
-          % (label, (a1 - a0) / 1e7 / wall, (l1 - l0) / 1e7 / wall, s1 - s0, wall,
-             (a1 - a0) / 1e6), flush=True)
+    print('%s agent_cpu_pct=%.3f loop_cpu_pct=%.1f snapshots=%d wall_s=%.2f agent_cpu_ms=%.1f '
+          'reads=%d' % (label, (a1 - a0) / 1e7 / wall, (l1 - l0) / 1e7 / wall, s1 - s0, wall,
+                        (a1 - a0) / 1e6, r1 - r0), flush=True)
 
 async def main():
     await phase('no_task')
@@ -100,9 +102,10 @@ def main():
     extra_ms = task['agent_cpu_ms'] - base['agent_cpu_ms']
     per_capture_us = extra_ms * 1000 / task['snapshots'] if task['snapshots'] else float('nan')
     projected = per_capture_us * 50 * 100 / 1e4  # 50 requests x 100 captures/s, % of one core
-    print('agent CPU with the task: %.3f %% of one core (%d captures, %.1f us each); '
-          'projected for 50 sampled requests at 10 ms: %.2f %% of one core'
-          % (task['agent_cpu_pct'], task['snapshots'], per_capture_us, projected))
+    print('agent CPU with the task: %.3f %% of one core (%d captures, %.1f us each, %.2f '
+          'process_vm_readv calls each); projected for 50 sampled requests at 10 ms: %.2f %% of '
+          'one core' % (task['agent_cpu_pct'], task['snapshots'], per_capture_us,
+                        task['reads'] / task['snapshots'] if task['snapshots'] else 0, projected))
 
 
 if __name__ == '__main__':

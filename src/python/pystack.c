@@ -36,6 +36,12 @@
 /* Bytes of a coroutine's locals and value stack read with its head (the awaited object is on
  * the top of the value stack, usually within the first few dozen slots). */
 #define AWAIT_PEEK_BYTES 256
+/* Await chains remembered (direct-mapped by the task's coroutine address), and coroutines per
+ * remembered chain: the next capture of that task reads the whole chain it had last time in one
+ * batched read, then checks every link (a changed chain falls back to one read per link). */
+#define AWAIT_HINTS 256
+#define AWAIT_HINT_DEPTH 8
+#define AWAIT_SLOT_BYTES (GEN_COPY_MAX + AWAIT_PEEK_BYTES)
 
 struct raw_frame {
     uintptr_t code;
@@ -52,8 +58,25 @@ struct code_slot {
     struct skp__pycode_entry *entry;   /* NULL: invalid code object */
 };
 
+/* The coroutines of a task's await chain at its last capture, outermost (the task's) first, and
+ * the object the innermost one awaited (a future: read too, so its type check needs no read). */
+struct await_hint {
+    uintptr_t coro;
+    uint32_t n;
+    uintptr_t chain[AWAIT_HINT_DEPTH];
+};
+
+/* What a capture_task prefetched: chain link k is at r->await_buf + k * AWAIT_SLOT_BYTES. */
+struct await_prefetch {
+    size_t n;
+    uintptr_t addr[AWAIT_HINT_DEPTH];
+    size_t got[AWAIT_HINT_DEPTH];
+};
+
 struct skp__pyreader {
     const struct skp__pylayout *layout;   /* NULL: portable mode */
+    struct await_hint *await_hints;       /* AWAIT_HINTS */
+    uint8_t *await_buf;                   /* AWAIT_HINT_DEPTH * AWAIT_SLOT_BYTES */
     struct skp__pycode_cache cache;
     uint8_t *window;                      /* SKP_PY_WINDOW_MAX bytes */
     uint8_t *code_headers;                /* SKP_PY_MAX_CODES * CODE_COPY_MAX */
@@ -287,7 +310,10 @@ skp_err skp__pyreader_new(bool force_portable, struct skp__pyreader **out)
         r->codes = skpx_calloc(SKP_PY_MAX_CODES, sizeof(*r->codes));
         r->raw = skpx_calloc(SKP_PY_MAX_WALK, sizeof(*r->raw));
         r->code_index = skpx_calloc(SKP_PY_MAX_CODES * 2, sizeof(*r->code_index));
-        if (!err && (!r->window || !r->code_headers || !r->codes || !r->raw || !r->code_index))
+        r->await_hints = skpx_calloc(AWAIT_HINTS, sizeof(*r->await_hints));
+        r->await_buf = skpx_malloc((size_t)AWAIT_HINT_DEPTH * AWAIT_SLOT_BYTES);
+        if (!err && (!r->window || !r->code_headers || !r->codes || !r->raw || !r->code_index ||
+                     !r->await_hints || !r->await_buf))
             err = SKP_ENOMEM;
     }
     if (err) {
@@ -308,6 +334,8 @@ void skp__pyreader_free(struct skp__pyreader *r)
     skpx_free(r->codes);
     skpx_free(r->raw);
     skpx_free(r->code_index);
+    skpx_free(r->await_hints);
+    skpx_free(r->await_buf);
     skpx_free(r);
 }
 
@@ -880,27 +908,81 @@ static int read_gen(const struct skp__pylayout *l, uintptr_t addr, uint8_t *g, s
     return (int)(signed char)g[l->gen_frame_state];
 }
 
-/* Appends to r->raw, innermost first, the await chain of the suspended coroutine at `coro`: its
- * frame, then the frame of the coroutine it awaits (the top of its value stack), and so on down
- * to the innermost suspended coroutine (which awaits a future or another object). Returns the
- * number of frames added. */
-static size_t collect_awaits(struct skp__pyreader *r, uintptr_t coro, const uint8_t *first,
-                             size_t first_got, size_t *n_raw_io, size_t *n_codes_io)
+static struct await_hint *await_hint_of(struct skp__pyreader *r, uintptr_t coro)
+{
+    return &r->await_hints[(size_t)(((uint64_t)(coro >> 4) * 0x9E3779B97F4A7C15ull) >> 40) %
+                           AWAIT_HINTS];
+}
+
+/* Reads, in one batch, the heads of the coroutines the task of `coro` awaited through at its
+ * previous capture (none when not remembered). */
+static void prefetch_awaits(struct skp__pyreader *r, uintptr_t coro, struct await_prefetch *p)
 {
     const struct skp__pylayout *l = r->layout;
-    uint8_t g[GEN_COPY_MAX + AWAIT_PEEK_BYTES];
+    p->n = 0;
+    const struct await_hint *h = await_hint_of(r, coro);
+    if (h->coro != coro || h->n == 0)
+        return;
+    struct iovec loc[AWAIT_HINT_DEPTH];
+    struct iovec rem[AWAIT_HINT_DEPTH];
+    size_t n = h->n < AWAIT_HINT_DEPTH ? h->n : AWAIT_HINT_DEPTH;
+    for (size_t k = 0; k < n; k++) {
+        loc[k] = (struct iovec){r->await_buf + k * AWAIT_SLOT_BYTES, l->gen_copy + AWAIT_PEEK_BYTES};
+        rem[k] = (struct iovec){(void *)h->chain[k], l->gen_copy + AWAIT_PEEK_BYTES};
+    }
+    size_t got = skp__safe_readv(loc, rem, n);
+    for (size_t k = 0; k < got; k++) {
+        p->addr[k] = h->chain[k];
+        p->got[k] = l->gen_copy + AWAIT_PEEK_BYTES;
+    }
+    p->n = got;
+}
+
+/* The head of the coroutine at `addr`, link `k` of the chain: from the prefetch when it read that
+ * address there, else read into `g`. *out points at the bytes. Returns its frame state, or INT_MIN
+ * when it is not a readable coroutine / generator. */
+static int gen_at(struct skp__pyreader *r, const struct await_prefetch *p, size_t k,
+                  uintptr_t addr, uint8_t *g, const uint8_t **out, size_t *got)
+{
+    const struct skp__pylayout *l = r->layout;
+    if (p && k < p->n && p->addr[k] == addr) {
+        const uint8_t *b = r->await_buf + k * AWAIT_SLOT_BYTES;
+        uintptr_t type = load_ptr(b, l->obj_type);
+        if (type != l->coro_type && type != l->gen_type)
+            return INT_MIN;
+        *out = b;
+        *got = p->got[k];
+        return (int)(signed char)b[l->gen_frame_state];
+    }
+    *out = g;
+    return read_gen(l, addr, g, got);
+}
+
+/* Appends to r->raw, innermost first, the await chain of the suspended coroutine at `coro`: its
+ * frame, then the frame of the coroutine it awaits (the top of its value stack), and so on down
+ * to the innermost suspended coroutine (which awaits a future or another object). Links come
+ * from the prefetch `p` when it has them (NULL: none); the chain seen is remembered for the next
+ * capture. Returns the number of frames added. */
+static size_t collect_awaits(struct skp__pyreader *r, uintptr_t coro,
+                             const struct await_prefetch *p, size_t *n_raw_io,
+                             size_t *n_codes_io)
+{
+    const struct skp__pylayout *l = r->layout;
+    uint8_t g_local[GEN_COPY_MAX + AWAIT_PEEK_BYTES];
+    const uint8_t *g = NULL;
     size_t got = 0;
     uintptr_t code[AWAIT_DEPTH_MAX];
     uintptr_t prev_instr[AWAIT_DEPTH_MAX];
+    uintptr_t link[AWAIT_DEPTH_MAX + 1];
     size_t n = 0;
+    size_t n_links = 0; /* the coroutines, and the object the innermost one awaits */
     uintptr_t cur = coro;
-    /* `first` (first_got bytes): the outermost coroutine, already read by the caller */
-    if (first_got)
-        memcpy(g, first, first_got);
-    got = first_got;
-    while (n < AWAIT_DEPTH_MAX &&
-           (n == 0 && got ? (int)(signed char)g[l->gen_frame_state]
-                          : read_gen(l, cur, g, &got)) == l->gen_state_suspended) {
+    for (;;) {
+        if (n >= AWAIT_DEPTH_MAX)
+            break;
+        link[n_links++] = cur;
+        if (gen_at(r, p, n, cur, g_local, &g, &got) != l->gen_state_suspended)
+            break; /* a future (or a running / finished one) ends the chain */
         const uint8_t *fr = g + l->gen_iframe;
         code[n] = load_ptr(fr, l->fr_code);
         prev_instr[n] = load_ptr(fr, l->fr_prev_instr);
@@ -920,11 +1002,24 @@ static size_t collect_awaits(struct skp__pyreader *r, uintptr_t coro, const uint
             break;
         cur = awaited;
     }
+    struct await_hint *h = await_hint_of(r, coro);
+    h->coro = coro;
+    h->n = (uint32_t)(n_links < AWAIT_HINT_DEPTH ? n_links : AWAIT_HINT_DEPTH);
+    for (size_t k = 0; k < h->n; k++)
+        h->chain[k] = link[k];
+    size_t n_raw = *n_raw_io;
     size_t added = 0;
-    for (size_t i = n; i-- > 0 && *n_raw_io < SKP_PY_MAX_WALK;) {
-        add_raw_frame(r, n_raw_io, n_codes_io, code[i], prev_instr[i], l->fr_owner_generator);
+    for (size_t i = n; i-- > 0 && n_raw < SKP_PY_MAX_WALK;) {
+        struct raw_frame *rf = &r->raw[n_raw++];
+        rf->code = code[i];
+        rf->prev_instr = prev_instr[i];
+        rf->owner = l->fr_owner_generator;
+        rf->code_slot = code_slot_of(r, n_codes_io, code[i]);
+        if (rf->code_slot >= 0)
+            r->codes[rf->code_slot].used = true;
         added++;
     }
+    *n_raw_io = n_raw;
     return added;
 }
 
@@ -941,9 +1036,13 @@ int skp__pyreader_capture_task(struct skp__pyreader *r, struct skp__pytarget *t,
         return -1;
     }
     const struct skp__pylayout *l = r->layout;
-    uint8_t g[GEN_COPY_MAX + AWAIT_PEEK_BYTES];
+    uint8_t g_local[GEN_COPY_MAX + AWAIT_PEEK_BYTES];
+    const uint8_t *g = NULL;
     size_t got = 0;
-    int state = read_gen(l, coro, g, &got);
+    struct await_prefetch pref;
+    prefetch_awaits(r, coro, &pref);
+    int state = gen_at(r, &pref, 0, coro, g_local, &g, &got);
+    (void)g;
     size_t n_raw = 0;
     size_t n_codes = 0;
     bool more = false;
@@ -952,7 +1051,7 @@ int skp__pyreader_capture_task(struct skp__pyreader *r, struct skp__pytarget *t,
     if (worker && state == l->gen_state_suspended &&
         collect_thread(r, worker, 0, &n_raw, &n_codes, &more, &found, out->cap) == 0) {
         /* handed to a worker thread: its stack on top of the request's await chain */
-        (void)collect_awaits(r, coro, g, got, &n_raw, &n_codes);
+        (void)collect_awaits(r, coro, &pref, &n_raw, &n_codes);
         finish_capture(r, worker, n_raw, n_codes, more, NULL, out);
         return 0;
     }
@@ -970,8 +1069,7 @@ int skp__pyreader_capture_task(struct skp__pyreader *r, struct skp__pytarget *t,
         finish_capture(r, t, n_raw, n_codes, more, NULL, out);
         return 0;
     }
-    if (state == l->gen_state_suspended &&
-        collect_awaits(r, coro, g, got, &n_raw, &n_codes) > 0) {
+    if (state == l->gen_state_suspended && collect_awaits(r, coro, &pref, &n_raw, &n_codes) > 0) {
         finish_capture(r, t, n_raw, n_codes, false, SKP_PY_WAITING_MARK, out);
         return 0;
     }

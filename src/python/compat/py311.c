@@ -38,27 +38,86 @@ static void py311_str_decode(const void *hdr, struct skp__pystr_info *out)
 /* Most frames looked at per thread by find_live_codes (a bound, not a limit users hit). */
 #define PY311_LIVE_SCAN_MAX 100000
 
+/* Marks the queries whose code object is `co` (alive: a frame holds it; GIL held, so its fields
+ * are safe to read) and still has the queried fields. Returns the number still not found. */
+static size_t py311_match_code(PyCodeObject *co, const struct skp__pylive_query *q, size_t n,
+                               bool *found, size_t left)
+{
+    for (size_t i = 0; i < n; i++) {
+        if (found[i] || q[i].code != (uintptr_t)co)
+            continue;
+        found[i] = (uintptr_t)co->co_filename == q[i].filename &&
+                   (uintptr_t)co->co_name == q[i].name &&
+                   (uintptr_t)co->co_linetable == q[i].linetable &&
+                   co->co_firstlineno == q[i].firstlineno;
+        if (found[i])
+            left--;
+    }
+    return left;
+}
+
+/* Most asyncio tasks, and coroutines per await chain, looked at by one find_live_codes. */
+#define PY311_LIVE_TASKS_MAX 10000
+#define PY311_LIVE_AWAIT_MAX 64
+
+/* The frames of suspended coroutines are on no thread's frame chain: looks at the await chains
+ * of the asyncio tasks (asyncio's registry, asyncio.tasks._all_tasks) for the codes not found
+ * yet, so the code objects of await chains get watches too. GIL held; errors are cleared. */
+static size_t py311_find_in_tasks(const struct skp__pylive_query *q, size_t n, bool *found,
+                                  size_t left)
+{
+    PyObject *name = PyUnicode_FromString("asyncio.tasks");
+    PyObject *mod = name ? PyImport_GetModule(name) : NULL;
+    Py_XDECREF(name);
+    PyObject *all = mod ? PyObject_GetAttrString(mod, "_all_tasks") : NULL;
+    Py_XDECREF(mod);
+    PyObject *tasks = all ? PySequence_List(all) : NULL; /* a WeakSet: iterate a copy */
+    Py_XDECREF(all);
+    if (!tasks) {
+        PyErr_Clear();
+        return left;
+    }
+    Py_ssize_t nt = PyList_GET_SIZE(tasks);
+    for (Py_ssize_t t = 0; t < nt && t < PY311_LIVE_TASKS_MAX && left > 0; t++) {
+        PyObject *coro = PyObject_CallMethod(PyList_GET_ITEM(tasks, t), "get_coro", NULL);
+        for (int depth = 0; coro && depth < PY311_LIVE_AWAIT_MAX && left > 0; depth++) {
+            if (!PyCoro_CheckExact(coro) && !PyGen_CheckExact(coro))
+                break;
+            PyGenObject *g = (PyGenObject *)coro;
+            if (g->gi_frame_state >= FRAME_CLEARED)
+                break;
+            _PyInterpreterFrame *f = (_PyInterpreterFrame *)g->gi_iframe;
+            left = py311_match_code(f->f_code, q, n, found, left);
+            PyObject *next =
+                PyObject_GetAttrString(coro, PyCoro_CheckExact(coro) ? "cr_await" : "gi_yieldfrom");
+            Py_DECREF(coro);
+            coro = next;
+            if (coro == Py_None) {
+                Py_DECREF(coro);
+                coro = NULL;
+            }
+        }
+        Py_XDECREF(coro);
+        PyErr_Clear();
+    }
+    Py_DECREF(tasks);
+    return left;
+}
+
 static void py311_find_live_codes(const struct skp__pylive_query *q, size_t n, bool *found)
 {
     for (size_t i = 0; i < n; i++)
         found[i] = false;
+    size_t left = n;
     PyInterpreterState *interp = PyInterpreterState_Main();
-    for (PyThreadState *ts = PyInterpreterState_ThreadHead(interp); ts;
+    for (PyThreadState *ts = PyInterpreterState_ThreadHead(interp); ts && left > 0;
          ts = PyThreadState_Next(ts)) {
         _PyInterpreterFrame *f = ts->cframe ? ts->cframe->current_frame : NULL;
-        for (size_t k = 0; f && k < PY311_LIVE_SCAN_MAX; k++, f = f->previous) {
-            PyCodeObject *co = f->f_code;
-            for (size_t i = 0; i < n; i++) {
-                if (found[i] || q[i].code != (uintptr_t)co)
-                    continue;
-                /* alive (a live frame holds it) and the GIL is held: its fields are safe to read */
-                found[i] = (uintptr_t)co->co_filename == q[i].filename &&
-                           (uintptr_t)co->co_name == q[i].name &&
-                           (uintptr_t)co->co_linetable == q[i].linetable &&
-                           co->co_firstlineno == q[i].firstlineno;
-            }
-        }
+        for (size_t k = 0; f && k < PY311_LIVE_SCAN_MAX && left > 0; k++, f = f->previous)
+            left = py311_match_code(f->f_code, q, n, found, left);
     }
+    if (left > 0)
+        (void)py311_find_in_tasks(q, n, found, left);
 }
 
 static struct skp__pylayout g_py311;

@@ -1,6 +1,9 @@
 // ui_test.mjs - browser test of the web UI against a real skyprofd and a real data source:
-// the C demo service with libskyprof (SKP_AGENT=demo) or tests/ui/fake_agent.py, a SkyWalking
-// v3 agent stand-in speaking gRPC (SKP_AGENT=fake). Drives Chromium through playwright-core
+// the C demo service with libskyprof (SKP_AGENT=demo), the seed scenario's
+// examples/python/seed_app.py under the real Python agent (SKP_AGENT=seed: readable frames
+// do_POST seed_app.py:44, the agent's own frames hidden by default, the request timeline, the
+// exports' readable titles), or tests/ui/fake_agent.py, a SkyWalking v3 agent stand-in speaking
+// gRPC (SKP_AGENT=fake). Drives Chromium through playwright-core
 // (no browser download: /usr/bin/chromium), creates a task through the form (a validation
 // error must appear beside its field), waits for sampled segments, runs Exclude Children
 // analysis and checks the stack tree rows and flame graph frames by name; screenshots go to
@@ -19,7 +22,7 @@ const HARNESS = path.join(path.dirname(new URL(import.meta.url).pathname), '..',
 const WEB_DIST = need('SKP_WEB_DIST');
 const WEB_DIR = need('SKP_WEB_DIR');
 const OUT = need('SKP_OUT');
-const MODE = env.SKP_AGENT === 'demo' ? 'demo' : 'fake';
+const MODE = ['demo', 'seed'].includes(env.SKP_AGENT) ? env.SKP_AGENT : 'fake';
 const API_TOKEN = 'ui-test-token';
 const require = createRequire(path.join(WEB_DIR, 'package.json'));
 const { chromium } = require('playwright-core');
@@ -124,6 +127,35 @@ if (MODE === 'demo') {
   groupedName = /^method3 \(demo_service\.c\)$/;
   labelOf = [/^method3 \(demo_service\.c:\d+\)$/, 'method3', /^demo_service\.c:\d+$/];
   calledBy = [/^method3 \(/, /^handle_seed_request \(/];
+} else if (MODE === 'seed') {
+  // The seed scenario as a user runs it (make demo): seed_app.py with the skyprof package built
+  // for the system interpreter, its service "provider", endpoint "/".
+  SERVICE = 'provider';
+  ENDPOINT = '/';
+  const preload = env.SKP_SEED_PRELOAD ? { LD_PRELOAD: env.SKP_SEED_PRELOAD, PYTHONMALLOC: 'malloc',
+    ASAN_OPTIONS: 'detect_leaks=0:abort_on_error=0', UBSAN_OPTIONS: 'print_stacktrace=1:halt_on_error=1' } : {};
+  const app = start('seed_app', need('SKP_SEED_PYTHON'),
+    [path.join(need('SKP_SOURCE_DIR'), 'examples', 'python', 'seed_app.py'), '0'], {
+      PYTHONPATH: need('SKP_SEED_PYTHONPATH') + (env.PYTHONPATH ? ':' + env.PYTHONPATH : ''),
+      PYTHONUNBUFFERED: '1',
+      SEED_LOG_LEVEL: 'INFO',
+      SW_AGENT_COLLECTOR_BACKEND_SERVICES: `127.0.0.1:${ports.grpc}`,
+      SW_AGENT_COLLECTOR_GET_PROFILE_TASK_INTERVAL: '1',
+      ...preload,
+    });
+  demoPort = await waitFor(() => {
+    const m = /seed_app: listening on [0-9.]+:(\d+)/.exec(app.out);
+    if (app.exitCode !== null) throw new Error('seed_app exited:\n' + app.out);
+    return m ? +m[1] : null;
+  }, 60000, 'seed_app port');
+  // do_POST calls method3() at line 43 (method3, line 28 -> method2 -> method1), then sleeps
+  // 0.5 s at line 44: most dumps are "do_POST  seed_app.py:44".
+  expectInclude = [/seed_app\.py\.method3: 28$/, /\/examples\/python\/seed_app\.py\.do_POST: 44$/];
+  expectExclude = expectInclude;
+  forbidExclude = [];
+  groupedName = /seed_app\.py\.method3$/;
+  labelOf = [/seed_app\.py\.do_POST: 4[34]$/, 'do_POST', /^seed_app\.py:4[34]$/];
+  calledBy = [/seed_app\.py\.method3: 28$/, /seed_app\.py\.do_POST: 43$/];
 } else {
   SERVICE = 'ui-shop';
   ENDPOINT = '/orders';
@@ -142,8 +174,10 @@ if (MODE === 'demo') {
 // the agent activates the task is not profiled).
 let traffic = false;
 async function pumpTraffic() {
+  // seed_app serves one request at a time (socketserver.TCPServer): one in flight.
+  const conc = MODE === 'seed' ? [1] : [1, 2, 3];
   while (traffic) {
-    await Promise.all([1, 2, 3].map(() => fetch(`http://127.0.0.1:${demoPort}/`, { method: 'POST', body: '{}' })
+    await Promise.all(conc.map(() => fetch(`http://127.0.0.1:${demoPort}/`, { method: 'POST', body: '{}' })
       .then((r) => r.text()).catch(() => null)));
   }
 }
@@ -239,7 +273,7 @@ try {
   });
 
   await step('sampled segments appear while the task runs (auto-refresh), logs grouped by instance', async () => {
-    if (MODE === 'demo') { traffic = true; pumpTraffic(); }
+    if (MODE !== 'fake') { traffic = true; pumpTraffic(); }
     try {
       await page.waitForSelector('table.segments tr.segment', { timeout: 120000 });
     } finally {
@@ -285,6 +319,23 @@ try {
       if (spans.length !== 3) throw new Error('spans: ' + spans.length);
     }
   });
+
+  if (MODE === 'seed') {
+    await step('seed: the request timeline, one column per dump under the span bar, coloured by function', async () => {
+      await page.waitForSelector('.timeline-card:not([hidden]) canvas.timeline-dumps', { timeout: 30000 });
+      const span = await page.textContent('.timeline-span');
+      if (!span.startsWith('/ ·')) throw new Error('span bar: ' + span);
+      const seg = /segments\/([^?/]+)/.exec(page.url())[1];
+      const tl = await (await fetch(`${BASE}/api/v1/profile/segments/${seg}/timeline`)).json();
+      const info = await page.textContent('.timeline-range');
+      if (!info.startsWith(`${tl.snapshots.length} dumps`) || tl.snapshots.length < 10) throw new Error(`timeline: ${info} (API ${tl.snapshots.length})`);
+      // Leaves: do_POST's sleep line for most dumps, method1..3 for the first 60 ms.
+      const keys = await page.$$eval('.timeline-key', (els) => els.map((e) => [e.dataset.name, e.textContent]));
+      const post = keys.find(([n]) => /seed_app\.py\.do_POST$/.test(n));
+      if (!post || !post[1].startsWith('do_POST  seed_app.py') || !keys.some(([n]) => /seed_app\.py\.method\d$/.test(n))) throw new Error('legend: ' + JSON.stringify(keys));
+      await page.locator('.timeline-card').screenshot({ path: path.join(OUT, 'seed-timeline.png') });
+    });
+  }
 
   await step('Exclude Children analysis: tree rows and flame graph frames by name', async () => {
     await page.check('#mode-exclude');
@@ -389,7 +440,7 @@ try {
     await page.uncheck('#hide-agent');
     const shown = await treeCounts();
     if (!page.url().includes('agent=0')) throw new Error('agent switch not in the URL');
-    if (MODE === 'fake' && !shown.some((r) => isAgent(r[0]))) throw new Error('agent frame not shown when the switch is off');
+    if (MODE !== 'demo' && !shown.some((r) => isAgent(r[0]))) throw new Error('agent frame not shown when the switch is off');
     // the weight of every application frame is the same either way (summed over its rows)
     const sumBy = (rows) => rows.filter((r) => !isAgent(r[0])).reduce((m, [s, c]) => m.set(s, (m.get(s) || 0) + c), new Map());
     const a = sumBy(hidden);
@@ -397,7 +448,7 @@ try {
     if (a.size !== b.size || [...a].some(([s, c]) => b.get(s) !== c)) throw new Error('weights differ: ' + JSON.stringify([...a]) + ' vs ' + JSON.stringify([...b]));
     await shot('agent-frames-shown');
     await page.keyboard.press('a');
-    if (!(await page.isChecked('#hide-agent')) && MODE === 'fake') throw new Error('"a" did not toggle the switch');
+    if (!(await page.isChecked('#hide-agent')) && MODE !== 'demo') throw new Error('"a" did not toggle the switch');
     if (!(await page.isChecked('#hide-agent'))) await page.check('#hide-agent');
   });
 
@@ -437,6 +488,18 @@ try {
     await p3.setContent(html);
     await p3.waitForSelector('.f[data-name]');
     const names = await p3.$$eval('.f', (els) => els.map((e) => e.dataset.name));
+    // Readable titles: every labelled box reads as the UI's label of its signature (the server's
+    // C parser and frames.js agree), the full signature stays in data-name and the tooltip.
+    const boxes = await p3.$$eval('.f', (els) => els.map((e) => [e.dataset.name, e.textContent]));
+    const wrong = boxes.filter(([n, t]) => n !== 'all' && t !== '' && t !== frameLabel(n));
+    if (wrong.length || !boxes.some(([n, t]) => n !== 'all' && t !== '')) throw new Error('html export titles: ' + JSON.stringify(wrong.length ? wrong : boxes));
+    if (MODE === 'seed') {
+      const texts = boxes.map(([, t]) => t);
+      if (!texts.includes('do_POST  seed_app.py:44')) throw new Error('html export: no do_POST title: ' + texts.join(' | '));
+      const col = await (await page.request.get(hrefs.collapsed)).text();
+      if (!/^.*;do_POST \(seed_app\.py:44\)(;[^ ]*)? \d+$/m.test(col) || /\/examples\/python\//.test(col)) throw new Error('collapsed export: ' + col.slice(0, 400));
+      await p3.screenshot({ path: path.join(OUT, 'seed-export-html.png') });
+    }
     await p3.close();
     if (!names.includes('all') || !hasAll(names, expectExclude)) throw new Error('html export frames: ' + names.join(' | '));
   });

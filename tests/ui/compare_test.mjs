@@ -6,88 +6,14 @@
 // under the span bars, and that brushing the first part of the slow request re-analyses to that
 // range's frames (method3 without method2/method1, which run after its 200 ms). Screenshots go to
 // $SKP_OUT. Prints "N passed, N failed".
-import { spawn } from 'node:child_process';
-import { mkdirSync, mkdtempSync, rmSync } from 'node:fs';
-import { createRequire } from 'node:module';
-import os from 'node:os';
 import path from 'node:path';
+import { session, waitFor, need } from './uilib.mjs';
 
-const env = process.env;
-const need = (k) => { if (!env[k]) { console.error(`missing env ${k}`); process.exit(2); } return env[k]; };
-const HARNESS = path.join(path.dirname(new URL(import.meta.url).pathname), '..', 'harness',
-  'skp_harness.py');
+const S = session('compare');
 const WEB_DIST = need('SKP_WEB_DIST');
-const WEB_DIR = need('SKP_WEB_DIR');
-const OUT = need('SKP_OUT');
 const API_TOKEN = 'ui-test-token';
-const require = createRequire(path.join(WEB_DIR, 'package.json'));
-const { chromium } = require('playwright-core');
 
-mkdirSync(OUT, { recursive: true });
-const tmp = mkdtempSync(path.join(os.tmpdir(), 'skp-ui-'));
-const procs = [];
-let passed = 0;
-let failed = 0;
-
-function start(name, cmd, args, extraEnv, stdin = 'ignore') {
-  const p = spawn(cmd, args, { env: { ...env, ...extraEnv }, stdio: [stdin, 'pipe', 'pipe'] });
-  p.out = '';
-  p.name = name;
-  p.stdout.on('data', (d) => { p.out += d; });
-  p.stderr.on('data', (d) => { p.out += d; });
-  procs.push(p);
-  return p;
-}
-
-async function waitFor(pred, timeoutMs, what) {
-  const end = Date.now() + timeoutMs;
-  let last;
-  while (Date.now() < end) {
-    try {
-      const v = await pred();
-      if (v) return v;
-    } catch (e) { last = e; }
-    await new Promise((r) => setTimeout(r, 100));
-  }
-  throw new Error(`timed out waiting for ${what}${last ? ' (last error: ' + last.message + ')' : ''}`);
-}
-
-async function step(name, fn) {
-  const t0 = Date.now();
-  try {
-    await fn();
-    passed++;
-    console.log(`ok   ${name} (${((Date.now() - t0) / 1000).toFixed(2)}s)`);
-  } catch (e) {
-    failed++;
-    console.log(`FAIL ${name} (${((Date.now() - t0) / 1000).toFixed(2)}s)\n${e.stack || e}`);
-  }
-}
-
-async function stopAll() {
-  for (const p of procs.reverse()) {
-    if (p.exitCode === null && p.signalCode === null) {
-      p.kill('SIGTERM');
-      await Promise.race([new Promise((r) => p.once('exit', r)), new Promise((r) => setTimeout(r, 15000))]);
-      if (p.exitCode === null && p.signalCode === null) p.kill('SIGKILL');
-    }
-    for (const marker of ['ERROR: AddressSanitizer', 'runtime error:', 'ERROR: LeakSanitizer']) {
-      if (p.out.includes(marker)) {
-        failed++;
-        console.log(`FAIL ${p.name}: sanitizer report\n${p.out.slice(-4000)}`);
-        break;
-      }
-    }
-  }
-}
-
-const srv = start('skyprofd', env.SKP_PYTHON || '/usr/bin/python3', [HARNESS, 'skyprofd', tmp,
-  '--web-root', WEB_DIST, '--api-token', API_TOKEN], {}, 'pipe');
-const ports = await waitFor(() => {
-  const m = /^(\{"grpc".*\})$/m.exec(srv.out);
-  if (srv.exitCode !== null) throw new Error('skyprofd exited:\n' + srv.out);
-  return m ? JSON.parse(m[1]) : null;
-}, 90000, 'skyprofd ports from the harness');
+const ports = await S.skyprofd('--web-root', WEB_DIST, '--api-token', API_TOKEN);
 const BASE = `http://127.0.0.1:${ports.http}`;
 const SERVICE = 'ui-compare';
 
@@ -99,7 +25,7 @@ async function apiJson(method, p, body) {
 }
 
 function demo(instance, method3Ms) {
-  const d = start(instance, need('SKP_DEMO_SERVICE'), ['--port', '0', '--method3-ms', String(method3Ms)], {
+  const d = S.start(instance, need('SKP_DEMO_SERVICE'), ['--port', '0', '--method3-ms', String(method3Ms)], {
     SW_AGENT_NAME: SERVICE,
     SW_AGENT_INSTANCE_NAME: instance,
     SW_AGENT_COLLECTOR_BACKEND_SERVICES: `127.0.0.1:${ports.grpc}`,
@@ -112,18 +38,12 @@ function demo(instance, method3Ms) {
   }, 30000, instance + ' port');
 }
 
-const userDir = mkdtempSync(path.join(os.tmpdir(), 'skp-ui-cmp-chromium-'));
-const browser = await chromium.launchPersistentContext(userDir, {
-  executablePath: '/usr/bin/chromium',
-  headless: true,
-  args: ['--headless', '--no-sandbox', '--disable-gpu', '--disable-background-networking'],
-  viewport: { width: 1280, height: 1000 },
-});
+const browser = await S.chromium(1280, 1000);
 const page = browser.pages()[0] || await browser.newPage();
 const pageErrors = [];
 page.on('pageerror', (e) => pageErrors.push(e.message));
 await page.addInitScript((t) => localStorage.setItem('skyprof.apiToken', t), API_TOKEN);
-const shot = (name) => page.screenshot({ path: path.join(OUT, `compare-${name}.png`), fullPage: true });
+const shot = (name) => page.screenshot({ path: path.join(S.OUT, `compare-${name}.png`), fullPage: true });
 const rgb = (s) => (/rgba?\((\d+), (\d+), (\d+)/.exec(s) || [0, 0, 0, 0]).slice(1).map(Number);
 
 let taskId;
@@ -131,7 +51,7 @@ const seg = {};     // instance -> profiled segment id of one request
 let traffic = true;
 
 try {
-  await step('a fast (method3 20 ms) and a slow (method3 200 ms) demo service, one task profiling both', async () => {
+  await S.step('a fast (method3 20 ms) and a slow (method3 200 ms) demo service, one task profiling both', async () => {
     const [fastPort, slowPort] = await Promise.all([demo('fast-1', 20), demo('slow-1', 200)]);
     taskId = (await apiJson('POST', '/api/v1/profile/tasks', { service: SERVICE, endpointName: '/', duration: 5,
       minDurationThreshold: 0, dumpPeriod: 10, maxSamplingCount: 9 })).id;
@@ -160,7 +80,7 @@ try {
     }
   });
 
-  await step('compare: method3 is coloured as grown and listed first among the changes', async () => {
+  await S.step('compare: method3 is coloured as grown and listed first among the changes', async () => {
     await page.goto(`${BASE}/#/compare?base=${encodeURIComponent('segment:' + seg['fast-1'])}&target=${encodeURIComponent('segment:' + seg['slow-1'])}`);
     await page.waitForSelector('table.changes tr.change', { timeout: 30000 });
     const first = await page.$eval('table.changes tr.change', (r) => [r.dataset.sig, Number(r.dataset.delta)]);
@@ -178,11 +98,11 @@ try {
     if (blue < 1) throw new Error('no frame coloured as shrunk');
     const sides = await page.textContent('.cmp-sides');
     if (!sides.includes(seg['fast-1']) || !sides.includes(seg['slow-1'])) throw new Error('sides: ' + sides);
-    await page.locator('.cmp-result').screenshot({ path: path.join(OUT, 'compare-diff-result.png') });
+    await page.locator('.cmp-result').screenshot({ path: path.join(S.OUT, 'compare-diff-result.png') });
     await shot('diff');
   });
 
-  await step('compare form: picking segments from the task fills the selectors', async () => {
+  await S.step('compare form: picking segments from the task fills the selectors', async () => {
     await page.goto(`${BASE}/#/compare`);
     await page.waitForSelector('#cmp-base-task option', { state: 'attached' });
     await page.waitForFunction(() => document.querySelector('#cmp-base').value.startsWith('segment:'));
@@ -194,7 +114,7 @@ try {
     if (!/^method3 \(/.test(first[0]) || !(first[1] < -0.03)) throw new Error('reversed first change: ' + first);
   });
 
-  await step('timeline: one column per dump under the span bars; a brushed range re-analyses to its frames', async () => {
+  await S.step('timeline: one column per dump under the span bars; a brushed range re-analyses to its frames', async () => {
     const s = seg['slow-1'];
     await page.goto(`${BASE}/#/tasks/${encodeURIComponent(taskId)}/segments/${encodeURIComponent(s)}`);
     await page.waitForSelector('.timeline-card:not([hidden]) canvas.timeline-dumps', { timeout: 30000 });
@@ -233,7 +153,7 @@ try {
     const sigs = await page.$$eval('.analysis-card .tree-box .stack-tree tr.node td.sig .code', (els) => els.map((e) => e.dataset.sig));
     if (!sigs.some((x) => /^method3 \(/.test(x))) throw new Error('brushed tree lacks method3: ' + sigs);
     if (sigs.some((x) => /^method[12] \(/.test(x))) throw new Error('brushed tree has frames from after the range: ' + sigs);
-    await page.locator('.timeline-card').screenshot({ path: path.join(OUT, 'compare-timeline.png') });
+    await page.locator('.timeline-card').screenshot({ path: path.join(S.OUT, 'compare-timeline.png') });
     await shot('timeline-page');
     // "Whole segment" goes back to every dump: the root holds more dumps than the brushed range
     const firstCount = () => page.$eval('.analysis-card .tree-box .stack-tree tr.node', (r) => Number(r.querySelectorAll('td.num')[2].textContent));
@@ -245,18 +165,10 @@ try {
     if (!(wholeCount > brushedCount)) throw new Error(`whole segment: root count ${wholeCount}, brushed ${brushedCount}`);
   });
 
-  await step('no page errors', async () => {
+  await S.step('no page errors', async () => {
     if (pageErrors.length) throw new Error(pageErrors.join('\n'));
   });
 } finally {
   traffic = false;
-  await browser.close().catch(() => {});
-  await stopAll();
-  rmSync(tmp, { recursive: true, force: true });
-  rmSync(userDir, { recursive: true, force: true });
+  await S.finish();
 }
-if (failed) {
-  for (const p of procs) console.log(`---- ${p.name} output (tail) ----\n${p.out.slice(-3000)}`);
-}
-console.log(`${passed} passed, ${failed} failed`);
-process.exit(failed ? 1 : 0);

@@ -6,89 +6,28 @@
 // threshold line, the trigger appears in the timeline with its cause and links to the trace
 // task, whose page says what started it. Drives Chromium via playwright-core (/usr/bin/chromium);
 // screenshots go to $SKP_OUT. Prints "N passed, N failed".
-import { spawn } from 'node:child_process';
-import { mkdirSync, mkdtempSync, rmSync } from 'node:fs';
-import { createRequire } from 'node:module';
-import os from 'node:os';
 import path from 'node:path';
+import { session, waitFor, need, HERE } from './uilib.mjs';
 
-const env = process.env;
-const need = (k) => { if (!env[k]) { console.error(`missing env ${k}`); process.exit(2); } return env[k]; };
-const HERE = path.dirname(new URL(import.meta.url).pathname);
-const HARNESS = path.join(HERE, '..', 'harness', 'skp_harness.py');
+const S = session('cont');
 const WEB_DIST = need('SKP_WEB_DIST');
-const OUT = need('SKP_OUT');
-const PY = env.SKP_PYTHON || '/usr/bin/python3';
-const require = createRequire(path.join(need('SKP_WEB_DIR'), 'package.json'));
-const { chromium } = require('playwright-core');
+const PY = process.env.SKP_PYTHON || '/usr/bin/python3';
 const SERVICE = 'ui-cont';
 
-mkdirSync(OUT, { recursive: true });
-const tmp = mkdtempSync(path.join(os.tmpdir(), 'skp-ui-cont-'));
-const procs = [];
-let passed = 0;
-let failed = 0;
-
-function start(name, cmd, args, stdin = 'ignore') {
-  const p = spawn(cmd, args, { env, stdio: [stdin, 'pipe', 'pipe'] });
-  p.out = '';
-  p.name = name;
-  p.stdout.on('data', (d) => { p.out += d; });
-  p.stderr.on('data', (d) => { p.out += d; });
-  procs.push(p);
-  return p;
-}
-
-async function waitFor(pred, timeoutMs, what) {
-  const end = Date.now() + timeoutMs;
-  let last;
-  while (Date.now() < end) {
-    try {
-      const v = await pred();
-      if (v) return v;
-    } catch (e) { last = e; }
-    await new Promise((r) => setTimeout(r, 100));
-  }
-  throw new Error(`timed out waiting for ${what}${last ? ' (last error: ' + last.message + ')' : ''}`);
-}
-
-async function step(name, fn) {
-  const t0 = Date.now();
-  try {
-    await fn();
-    passed++;
-    console.log(`ok   ${name} (${((Date.now() - t0) / 1000).toFixed(2)}s)`);
-  } catch (e) {
-    failed++;
-    console.log(`FAIL ${name} (${((Date.now() - t0) / 1000).toFixed(2)}s)\n${e.stack || e}`);
-  }
-}
-
-const srv = start('skyprofd', PY, [HARNESS, 'skyprofd', tmp, '--web-root', WEB_DIST,
-  '--continuous-slot-ms', '200'], 'pipe');
-const ports = await waitFor(() => {
-  const m = /^(\{"grpc".*\})$/m.exec(srv.out);
-  if (srv.exitCode !== null) throw new Error('skyprofd exited:\n' + srv.out);
-  return m ? JSON.parse(m[1]) : null;
-}, 90000, 'skyprofd ports from the harness');
+const ports = await S.skyprofd('--web-root', WEB_DIST, '--continuous-slot-ms', '200');
 const BASE = `http://127.0.0.1:${ports.http}`;
 const apiGet = async (p) => { const r = await fetch(BASE + p); return [r.status, await r.json()]; };
 
-const userDir = mkdtempSync(path.join(os.tmpdir(), 'skp-ui-chromium-'));
-const browser = await chromium.launchPersistentContext(userDir, {
-  executablePath: '/usr/bin/chromium', headless: true,
-  args: ['--headless', '--no-sandbox', '--disable-gpu', '--disable-background-networking'],
-  viewport: { width: 1440, height: 1000 },
-});
+const browser = await S.chromium(1440, 1000);
 const page = browser.pages()[0] || await browser.newPage();
 const pageErrors = [];
 page.on('pageerror', (e) => pageErrors.push(e.message));
-const shot = (name) => page.screenshot({ path: path.join(OUT, `continuous-${name}.png`), fullPage: true });
+const shot = (name) => page.screenshot({ path: path.join(S.OUT, `continuous-${name}.png`), fullPage: true });
 const row = '.cont-items tbody tr:first-child';
 const errorOf = (field) => page.$eval(`${row} .field-error[data-for=${field}]`, (e) => e.textContent);
 
 try {
-  await step('empty page: no policy, an editor with one default check', async () => {
+  await S.step('empty page: no policy, an editor with one default check', async () => {
     await page.goto(`${BASE}/#/continuous/${SERVICE}`);
     await page.waitForSelector('form.cont-policy');
     const st = await page.textContent('.policy-status');
@@ -97,7 +36,7 @@ try {
     await page.waitForSelector('.cont-triggers :text("No trigger yet.")');
   });
 
-  await step('validation beside the fields (OAP\'s texts), Save disabled until fixed', async () => {
+  await S.step('validation beside the fields (OAP\'s texts), Save disabled until fixed', async () => {
     await page.fill(`${row} .f-count`, '30');
     await waitFor(async () => (await errorOf('count')) === 'count must be small than period', 5000, 'count error');
     if (!(await page.$eval('.save-policy', (b) => b.disabled))) throw new Error('save enabled');
@@ -113,7 +52,7 @@ try {
     await shot('validation');
   });
 
-  await step('the server\'s refusal (errorReason) is shown', async () => {
+  await S.step('the server\'s refusal (errorReason) is shown', async () => {
     await page.selectOption(`${row} .f-type`, 'ENDPOINT_AVG_RESPONSE_TIME');
     await page.fill(`${row} .f-threshold`, '200');
     await page.fill('#f-executeDuration', '5');
@@ -124,7 +63,7 @@ try {
     await waitFor(async () => /check ENDPOINT_AVG_RESPONSE_TIME in TRACE error: parsing uriRegex error/.test(await page.textContent('form.cont-policy .form-error')), 10000, 'server errorReason');
   });
 
-  await step('a saved policy is what the API returns', async () => {
+  await S.step('a saved policy is what the API returns', async () => {
     await page.fill(`${row} .f-uris`, '/slow');
     await page.click('.save-policy');
     await waitFor(async () => /uuid/.test(await page.textContent('.policy-status')), 10000, 'uuid shown');
@@ -136,9 +75,9 @@ try {
     if (!(await page.textContent('.policy-status')).includes(p.uuid.slice(0, 16))) throw new Error('uuid');
   });
 
-  start('feed', PY, [path.join(HERE, 'continuous_feed.py'), `127.0.0.1:${ports.grpc}`, SERVICE, '300']);
+  S.start('feed', PY, [path.join(HERE, 'continuous_feed.py'), `127.0.0.1:${ports.grpc}`, SERVICE, '300'], {});
 
-  await step('the live chart of /slow crosses its threshold line', async () => {
+  await S.step('the live chart of /slow crosses its threshold line', async () => {
     const el = await waitFor(() => page.$('.cont-series[data-uri="/slow"]:not([data-hits="0"])'), 30000, 'a /slow chart with slots over the threshold');
     const d = await el.$eval('path.values', (p) => p.getAttribute('d'));
     if (!/^M[\d.]+,[\d.]+/.test(d)) throw new Error('path ' + d);
@@ -148,7 +87,7 @@ try {
   });
 
   let taskHref = null;
-  await step('the trigger in the timeline, with its cause and a link to the task', async () => {
+  await S.step('the trigger in the timeline, with its cause and a link to the task', async () => {
     const li = await waitFor(() => page.$('.cont-trigger'), 30000, 'a trigger in the timeline');
     const text = await li.textContent();
     if (!/TRACE/.test(text) || !/triggered by ENDPOINT_AVG_RESPONSE_TIME of \/slow: 30\d ms ≥ 200 ms \(\d+ of 2 s\)/.test(text)) throw new Error(text);
@@ -158,7 +97,7 @@ try {
     await shot('trigger');
   });
 
-  await step('the task page says what started it', async () => {
+  await S.step('the task page says what started it', async () => {
     await page.click('.cont-trigger a.task-link');
     await page.waitForURL(/#\/tasks\//);
     const el = await page.waitForSelector('a.triggered-by', { timeout: 15000 });
@@ -169,7 +108,7 @@ try {
     await shot('task');
   });
 
-  await step('delete the policy from the page', async () => {
+  await S.step('delete the policy from the page', async () => {
     await page.goto(`${BASE}/#/continuous/${SERVICE}`);
     await page.waitForSelector('form.cont-policy');
     await page.click('.delete-policy');
@@ -178,27 +117,9 @@ try {
     if (st !== 404) throw new Error('still there: ' + st);
   });
 
-  await step('no page errors', async () => {
+  await S.step('no page errors', async () => {
     if (pageErrors.length) throw new Error(pageErrors.join('\n'));
   });
 } finally {
-  await browser.close();
-  for (const p of procs.reverse()) {
-    if (p.exitCode === null && p.signalCode === null) {
-      p.kill('SIGTERM');
-      await Promise.race([new Promise((r) => p.once('exit', r)), new Promise((r) => setTimeout(r, 15000))]);
-      if (p.exitCode === null && p.signalCode === null) p.kill('SIGKILL');
-    }
-    for (const marker of ['ERROR: AddressSanitizer', 'runtime error:', 'ERROR: LeakSanitizer']) {
-      if (p.out.includes(marker)) {
-        failed++;
-        console.log(`FAIL ${p.name}: sanitizer report\n${p.out.slice(-4000)}`);
-        break;
-      }
-    }
-  }
-  rmSync(tmp, { recursive: true, force: true });
-  rmSync(userDir, { recursive: true, force: true });
+  await S.finish();
 }
-console.log(`${passed} passed, ${failed} failed`);
-process.exit(failed ? 1 : 0);

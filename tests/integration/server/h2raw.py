@@ -1,7 +1,8 @@
 """Raw HTTP/2 (h2c prior knowledge) for tests that must behave like a hostile client: send the
 preface and SETTINGS and then nothing, open a gRPC stream and leave a message half sent, and so
 on. Frames are built by hand; header blocks use HPACK literals without indexing (RFC 7541 6.2.2),
-which every decoder must accept, so no HPACK library is needed."""
+which every decoder must accept, so no HPACK library is needed. Connections come from
+tests/harness/rawsock.py."""
 import socket
 import struct
 import time
@@ -41,15 +42,6 @@ def grpc_headers(path, authority="skyprof"):
     return header_block([(":method", "POST"), (":scheme", "http"), (":path", path),
                          (":authority", authority), ("content-type", "application/grpc"),
                          ("te", "trailers")])
-
-
-def connect(port, source="127.0.0.1", timeout=10.0):
-    """A TCP connection from `source` (any 127/8 address works on Linux loopback)."""
-    s = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
-    s.settimeout(timeout)
-    s.bind((source, 0))
-    s.connect(("127.0.0.1", port))
-    return s
 
 
 def handshake(s):

@@ -5,7 +5,6 @@ process runs out of file descriptors, idle timeouts for connections and streams,
 memory budget, and the decode limit of one message. Every wait is on a condition with a deadline."""
 import os
 import resource
-import socket
 import sys
 import time
 
@@ -14,6 +13,8 @@ import grpc
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
 import h2raw  # noqa: E402
+import rawsock  # noqa: E402
+from rawsock import wait_for  # noqa: E402
 from skp_harness import Results, tempdir  # noqa: E402
 from skyprofd_util import V3, Skyprofd, Management_pb2, Tracing_pb2  # noqa: E402
 
@@ -21,16 +22,6 @@ R = Results()
 HEARTBEAT = V3 + "ManagementService/keepAlive"
 COLLECT = V3 + "TraceSegmentReportService/collect"
 IN_SYNC = V3 + "TraceSegmentReportService/collectInSync"
-
-
-def wait_for(cond, what, deadline_s=20.0):
-    end = time.monotonic() + deadline_s
-    while time.monotonic() < end:
-        v = cond()
-        if v:
-            return v
-        time.sleep(0.05)
-    raise AssertionError("timed out waiting for " + what)
 
 
 def agent_ok(S):
@@ -48,18 +39,12 @@ def closed_by_server(s, deadline_s):
     return closed
 
 
-def cpu_s(pid):
-    with open("/proc/%d/stat" % pid) as f:
-        fields = f.read().rsplit(")", 1)[1].split()
-    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
-
-
 def t_per_peer_cap(d):
     S = Skyprofd(d, "--max-conns-per-peer", "10")
     socks = []
     try:
         for _ in range(25):
-            s = h2raw.connect(S.grpc_port, "127.0.0.2")
+            s = rawsock.connect(S.grpc_port, "127.0.0.2")
             socks.append(s)
             try:
                 h2raw.handshake(s)
@@ -87,14 +72,14 @@ def t_out_of_fds_pauses_accept(d):
         resource.prlimit(S.pid, resource.RLIMIT_NOFILE, (n_open + 20, hard))
         for _ in range(60):
             try:
-                socks.append(h2raw.connect(S.grpc_port, "127.0.0.3", timeout=2))
+                socks.append(rawsock.connect(S.grpc_port, "127.0.0.3", timeout=2))
             except OSError:
                 break
         # (no HTTP until the limit is back: the API's listener is out of fds too)
         wait_for(lambda: "accepting paused" in S.output(), "a pause")
-        c0, logged0 = cpu_s(S.pid), S.output().count("accept failed")
+        c0, logged0 = rawsock.cpu_seconds(S.pid), S.output().count("accept failed")
         time.sleep(2.0)
-        used = cpu_s(S.pid) - c0
+        used = rawsock.cpu_seconds(S.pid) - c0
         logged = S.output().count("accept failed") - logged0
         print("  while out of fds: %.2f s CPU and %d log lines in 2 s" % (used, logged))
         assert used < 0.5, "the daemon spins: %.2f s CPU in 2 s" % used
@@ -116,7 +101,7 @@ def t_idle_connections_closed(d):
     socks = []
     try:
         for _ in range(30):
-            s = h2raw.connect(S.grpc_port, "127.0.0.4")
+            s = rawsock.connect(S.grpc_port, "127.0.0.4")
             h2raw.handshake(s)
             socks.append(s)
         for s in socks:
@@ -135,7 +120,7 @@ def t_idle_connections_closed(d):
 def t_idle_stream_cancelled(d):
     S = Skyprofd(d, "--grpc-stream-idle-timeout-ms", "400")
     try:
-        s = h2raw.connect(S.grpc_port)
+        s = rawsock.connect(S.grpc_port)
         h2raw.handshake(s)
         s.sendall(h2raw.frame(h2raw.HEADERS, h2raw.END_HEADERS, 1, h2raw.grpc_headers(COLLECT)))
         frames, _ = h2raw.read_frames(
@@ -156,7 +141,7 @@ def t_memory_budget(d):
     try:
         # 12 connections, each with a 1 MiB message of which 300 KB arrived: 3.6 MB wanted.
         for i in range(12):
-            s = h2raw.connect(S.grpc_port, "127.0.0.5")
+            s = rawsock.connect(S.grpc_port, "127.0.0.5")
             h2raw.handshake(s)
             s.sendall(h2raw.frame(h2raw.HEADERS, h2raw.END_HEADERS, 1,
                                   h2raw.grpc_headers(COLLECT)))

@@ -20,6 +20,8 @@ import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
+import rawsock  # noqa: E402
+from rawsock import read_all, wait_for  # noqa: E402
 from skp_harness import Results, tempdir  # noqa: E402
 from skyprofd_util import Skyprofd  # noqa: E402
 
@@ -27,44 +29,7 @@ R = Results()
 
 
 def connect(S, source="127.0.0.1", timeout=10.0):
-    s = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
-    s.settimeout(timeout)
-    s.bind((source, 0))
-    s.connect(("127.0.0.1", S.http_port))
-    return s
-
-
-def read_all(s, deadline_s=10.0):
-    """Everything the server sends until it closes (or the deadline): (bytes, closed)."""
-    data = b""
-    end = time.monotonic() + deadline_s
-    while time.monotonic() < end:
-        s.settimeout(max(0.05, end - time.monotonic()))
-        try:
-            chunk = s.recv(65536)
-        except socket.timeout:
-            return data, False
-        except ConnectionResetError:
-            return data, True
-        if not chunk:
-            return data, True
-        data += chunk
-    return data, False
-
-
-def status_of(data):
-    line = data.split(b"\r\n", 1)[0]
-    return int(line.split()[1]) if line.startswith(b"HTTP/1.") else None
-
-
-def wait_for(cond, what, deadline_s=20.0):
-    end = time.monotonic() + deadline_s
-    while time.monotonic() < end:
-        v = cond()
-        if v:
-            return v
-        time.sleep(0.05)
-    raise AssertionError("timed out waiting for " + what)
+    return rawsock.connect(S.http_port, source, timeout)
 
 
 BAD = [
@@ -105,7 +70,7 @@ def t_strict_framing(d):
             s.sendall(raw)
             data, closed = read_all(s)
             s.close()
-            assert status_of(data) == want, (name, data[:200])
+            assert rawsock.http_status(data) == want, (name, data[:200])
             assert closed, name + ": connection left open"
             assert data.count(b"HTTP/1.1 ") == 1, (name, data)
         assert S.metric("skyprof_http_framing_errors_total") == len(BAD)
@@ -148,7 +113,7 @@ def t_token_before_body(d):
                   b"Content-Length: 1000000\r\n\r\n")
         data, closed = read_all(s, 10)  # no body byte sent: the answer must come anyway
         s.close()
-        assert status_of(data) == 401, data
+        assert rawsock.http_status(data) == 401, data
         assert closed
         assert S.metric("skyprof_http_early_unauthorized_total") == 1
         st, _, _ = S.http("GET", "/healthz")
@@ -181,7 +146,7 @@ def t_request_deadline(d):
         got += data
         took = time.monotonic() - t0
         s.close()
-        assert status_of(got) == 408, got
+        assert rawsock.http_status(got) == 408, got
         assert took < 5, took
         assert S.metric("skyprof_http_timeouts_total") == 1
     finally:
@@ -202,7 +167,7 @@ def t_body_budget(d):
         wait_for(lambda: (S.metric("skyprof_http_budget_refused_total") or 0) >= 2, "refusals")
         for s in socks:
             data, _ = read_all(s, 0.3)
-            codes.append(status_of(data))
+            codes.append(rawsock.http_status(data))
         assert codes.count(503) == 2 and codes.count(None) == 2, codes
         assert S.metric("skyprof_http_body_bytes") == 800000
         for s in socks:
@@ -225,7 +190,7 @@ def t_connection_caps(d):
             socks.append(s)
         for s in socks:
             data, closed = read_all(s, 0.2)
-            if status_of(data) == 503 and closed:
+            if rawsock.http_status(data) == 503 and closed:
                 refused += 1
         assert refused == 5, refused
         for _ in range(12):
@@ -244,12 +209,6 @@ def t_connection_caps(d):
         S.stop()
 
 
-def cpu_s(pid):
-    with open("/proc/%d/stat" % pid) as f:
-        fields = f.read().rsplit(")", 1)[1].split()
-    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
-
-
 def t_out_of_fds(d):
     S = Skyprofd(d, "--max-conns-per-peer", "100000")
     socks = []
@@ -260,9 +219,9 @@ def t_out_of_fds(d):
         for _ in range(60):
             socks.append(connect(S, "127.0.0.4", timeout=2))
         wait_for(lambda: "http: accept failed" in S.output(), "a pause")
-        c0, logged0 = cpu_s(S.pid), S.output().count("accept failed")
+        c0, logged0 = rawsock.cpu_seconds(S.pid), S.output().count("accept failed")
         time.sleep(2.0)
-        used = cpu_s(S.pid) - c0
+        used = rawsock.cpu_seconds(S.pid) - c0
         logged = S.output().count("accept failed") - logged0
         print("  while out of fds: %.2f s CPU and %d log lines in 2 s" % (used, logged))
         assert used < 0.5, "the daemon spins: %.2f s CPU in 2 s" % used
@@ -378,7 +337,7 @@ def t_chunked_bodies(d):
         s.sendall(post_chunked_head(extra=b"Connection: close\r\n") + chunked(b"{nope", [2]))
         data, _ = read_all(s)
         s.close()
-        assert status_of(data) == 400 and b"malformed JSON" in data, data
+        assert rawsock.http_status(data) == 400 and b"malformed JSON" in data, data
     finally:
         S.stop()
 
@@ -418,14 +377,14 @@ def t_chunked_malformed(d):
             s.sendall(post_chunked_head() + tail)
             data, closed = read_all(s)
             s.close()
-            assert status_of(data) == want, (name, data[:300])
+            assert rawsock.http_status(data) == want, (name, data[:300])
             assert closed and data.count(b"HTTP/1.1 ") == 1, (name, data)
         for name, want, hdr in TE_BAD:
             s = connect(S)
             s.sendall(b"POST /api/v1/profile/tasks HTTP/1.1\r\nHost: a\r\n" + hdr + b"\r\n0\r\n\r\n")
             data, closed = read_all(s)
             s.close()
-            assert status_of(data) == want and closed, (name, data[:300])
+            assert rawsock.http_status(data) == want and closed, (name, data[:300])
         for name, raw in [
                 ("HTTP/1.0", b"POST /api/v1/profile/tasks HTTP/1.0\r\nTransfer-Encoding: chunked\r\n\r\n"
                              b"0\r\n\r\n"),
@@ -434,7 +393,7 @@ def t_chunked_malformed(d):
             s.sendall(raw)
             data, closed = read_all(s)
             s.close()
-            assert status_of(data) == 400 and closed, (name, data[:300])
+            assert rawsock.http_status(data) == 400 and closed, (name, data[:300])
         assert task_count(S) == 0
         assert S.metric("skyprof_http_framing_errors_total") == len(CHUNK_BAD) + len(TE_BAD) + 2
     finally:
@@ -452,12 +411,12 @@ def t_chunked_limits(d):
         s2.sendall(post_chunked_head() + b"10000\r\n")  # does not fit beside the first one
         data, closed = read_all(s2)
         s2.close()
-        assert status_of(data) == 503 and closed, data
+        assert rawsock.http_status(data) == 503 and closed, data
         assert S.metric("skyprof_http_budget_refused_total") == 1
         # the first one trickles no further: 408 at its deadline, its reservation released
         data, closed = read_all(s, 10)
         s.close()
-        assert status_of(data) == 408 and closed, data
+        assert rawsock.http_status(data) == 408 and closed, data
         wait_for(lambda: S.metric("skyprof_http_body_bytes") == 0, "reservation released")
         # a body of many one-byte chunks is fine (chunk-size lines are not a head)
         body = task_body(5)
@@ -465,7 +424,7 @@ def t_chunked_limits(d):
         s.sendall(post_chunked_head(extra=b"Connection: close\r\n") + chunked(body, [1] * len(body)))
         data, _ = read_all(s)
         s.close()
-        assert status_of(data) == 201, data
+        assert rawsock.http_status(data) == 201, data
     finally:
         S.stop()
 

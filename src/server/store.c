@@ -10,6 +10,7 @@
 #include "common/log.h"
 #include "server/store_backend.h"
 #include "server/store_int.h"
+#include "server/store_pg_int.h"
 
 static const char *str_or_empty(const char *s)
 {
@@ -33,10 +34,8 @@ skp_err store_open(const char *path, const struct store_opts *opts, struct store
     *out = NULL;
     if (!path)
         return SKP_EINVAL;
-    if (store_backend_for(path) == STORE_BACKEND_POSTGRESQL) {
-        SKPX_ERROR("store: this build has no PostgreSQL backend");
-        return SKP_ENOTSUP;
-    }
+    if (store_backend_for(path) == STORE_BACKEND_POSTGRESQL)
+        return pg_store_open(path, opts, out);
     return sqlite_store_open(path, opts, out);
 }
 
@@ -100,6 +99,16 @@ skp_err store_list_tasks(struct store *st, const char *service, const char *endp
                          store_task_cb cb, void *ud)
 {
     return st->ops->list_tasks(st, service, endpoint, cb, ud);
+}
+
+skp_err store_tasks_lock(struct store *st, const char *service)
+{
+    return st->ops->tasks_lock(st, service);
+}
+
+skp_err store_tasks_unlock(struct store *st, bool commit)
+{
+    return st->ops->tasks_unlock(st, commit);
 }
 
 skp_err store_add_task_log(struct store *st, const char *task_id, const char *service,

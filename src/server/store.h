@@ -137,6 +137,16 @@ typedef skp_err (*store_task_cb)(void *ud, const struct store_task *t);
 SKP_MUST_CHECK skp_err store_list_tasks(struct store *st, const char *service,
                                         const char *endpoint, store_task_cb cb, void *ud);
 
+/* Makes a caller's check-then-insert of tasks of `service` atomic against every other writer
+ * of the database (other store objects, other collectors on a shared database): between
+ * store_tasks_lock and store_tasks_unlock, no other store object's store_tasks_lock of the same
+ * service returns, so the overlap probe (store_latest_task_before) and store_insert_task see and
+ * make one consistent state. In between, only this object's task reads and inserts may run
+ * (store_latest_task_before, store_get_task, store_insert_task and the store_proc_ task reads
+ * and inserts); unlock commits them (commit true) or rolls them back. Errors: SKP_ESTATE (already locked), SKP_EIO. */
+SKP_MUST_CHECK skp_err store_tasks_lock(struct store *st, const char *service);
+SKP_MUST_CHECK skp_err store_tasks_unlock(struct store *st, bool commit);
+
 enum store_task_op {
     STORE_TASK_NOTIFIED = 1,
     STORE_TASK_EXECUTION_FINISHED = 2,

@@ -54,6 +54,8 @@ struct store_backend_ops {
                                int64_t now_ms, struct store_task **out, size_t *n_out);
     skp_err (*list_tasks)(struct store *st, const char *service, const char *endpoint,
                           store_task_cb cb, void *ud);
+    skp_err (*tasks_lock)(struct store *st, const char *service);
+    skp_err (*tasks_unlock)(struct store *st, bool commit);
     skp_err (*add_task_log)(struct store *st, const char *task_id, const char *service,
                             const char *instance, enum store_task_op op, int64_t time_ms);
     skp_err (*list_task_logs)(struct store *st, const char *task_id, store_task_log_cb cb,

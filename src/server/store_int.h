@@ -157,9 +157,6 @@ SKP_MUST_CHECK skp_err store__stack_ref(struct sqlite_store *st, char *const *fr
                                         size_t n_frames, uint32_t *out);
 /* Grows st->scratch_ids to n_ids ids (and the blob scratch to match). */
 SKP_MUST_CHECK skp_err store__ensure_scratch(struct sqlite_store *st, size_t n_ids);
-/* Decodes a stack blob (LEB128 frame ids) into at most `max` ids; returns the count, or
- * SIZE_MAX if the blob is malformed. Pure. */
-size_t store__decode_ids(const uint8_t *b, size_t len, uint32_t *ids, size_t max);
 
 /* Schema (store_schema.c): migrates `db` from its user_version up to `target` (0 = latest).
  * Errors: SKP_EIO (newer schema than this build, failed step; the step is rolled back). */
@@ -202,6 +199,8 @@ SKP_MUST_CHECK skp_err sqlite_store_tasks_for_agent(struct store *base, const ch
                                                     struct store_task **out, size_t *n_out);
 SKP_MUST_CHECK skp_err sqlite_store_list_tasks(struct store *base, const char *service,
                                                const char *endpoint, store_task_cb cb, void *ud);
+SKP_MUST_CHECK skp_err sqlite_store_tasks_lock(struct store *base, const char *service);
+SKP_MUST_CHECK skp_err sqlite_store_tasks_unlock(struct store *base, bool commit);
 SKP_MUST_CHECK skp_err sqlite_store_add_task_log(struct store *base, const char *task_id,
                                                  const char *service, const char *instance,
                                                  enum store_task_op op, int64_t time_ms);

@@ -3,12 +3,12 @@
  * backend's own column format, read back into rows here). Single-threaded. */
 #include "server/store.h"
 
-#include <jansson.h>
 #include <stdio.h>
 #include <string.h>
 
 #include "common/alloc.h"
 #include "common/log.h"
+#include "server/store_codec.h"
 #include "server/store_int.h"
 #include "server/utf8.h"
 
@@ -18,23 +18,6 @@
 /* What the reads select: the columns above, then the cancel time (0 = not cancelled). */
 #define TASK_READ_COLUMNS TASK_COLUMNS ", coalesce(cancelled_ms, 0)"
 
-
-/* Serialises j compactly into a new skpx buffer (NUL-terminated). */
-static char *json_to_text(const json_t *j)
-{
-    size_t n = json_dumpb(j, NULL, 0, JSON_COMPACT);
-    if (n == 0)
-        return NULL;
-    char *buf = skpx_malloc(n + 1);
-    if (!buf)
-        return NULL;
-    if (json_dumpb(j, buf, n, JSON_COMPACT) != n) {
-        skpx_free(buf);
-        return NULL;
-    }
-    buf[n] = '\0';
-    return buf;
-}
 
 /* ---- services and instances ---- */
 
@@ -119,35 +102,12 @@ skp_err sqlite_store_upsert_instance(struct store *base, const char *service, co
                                      size_t n_props, int64_t now_ms)
 {
     struct sqlite_store *st = sqlite_store_of(base);
-    skp_err err = SKP_OK;
     const char *language = NULL;
-    char *text = NULL;
-    json_t *obj = json_object();
-    if (!obj)
+    char *text = store_props_to_text(props, n_props, &language);
+    if (!text)
         return SKP_ENOMEM;
-    for (size_t i = 0; i < n_props; i++) {
-        if (!props[i].key)
-            continue;
-        const char *v = props[i].value ? props[i].value : "";
-        if (strcmp(props[i].key, "language") == 0)
-            language = v;
-        char *key = skp_utf8_sanitize(props[i].key);
-        int rc = key ? json_object_set_new(obj, key, skp_json_str(v)) : -1;
-        skpx_free(key);
-        if (rc != 0) {
-            err = SKP_ENOMEM;
-            goto out;
-        }
-    }
-    text = json_to_text(obj);
-    if (!text) {
-        err = SKP_ENOMEM;
-        goto out;
-    }
-    err = upsert(st, service, instance, layer, language, text, now_ms);
-out:
+    skp_err err = upsert(st, service, instance, layer, language, text, now_ms);
     skpx_free(text);
-    json_decref(obj);
     return err;
 }
 
@@ -204,36 +164,19 @@ struct instance_visit {
 static skp_err instance_row(void *ud, sqlite3_stmt *s)
 {
     const struct instance_visit *v = ud;
-    json_t *props = json_loads(store__col_text(s, 3), 0, NULL);
-    size_t n = json_is_object(props) ? json_object_size(props) : 0;
-    struct store_kv *kv = n ? skpx_calloc(n, sizeof(*kv)) : NULL;
-    if (n && !kv) {
-        json_decref(props);
-        return SKP_ENOMEM;
+    struct store_props props;
+    skp_err err = store_props_parse(store__col_text(s, 3), &props);
+    if (!err) {
+        struct store_instance_row r = {
+            .name = store__col_text(s, 0),
+            .language = store__col_text_or_null(s, 1),
+            .last_heartbeat_ms = sqlite3_column_int64(s, 2),
+            .props = props.kv,
+            .n_props = props.n,
+        };
+        err = v->cb(v->ud, &r);
     }
-    size_t k = 0;
-    const char *key;
-    json_t *val;
-    if (n) {
-        json_object_foreach(props, key, val)
-        {
-            if (k < n && json_is_string(val)) {
-                kv[k].key = key;
-                kv[k].value = json_string_value(val);
-                k++;
-            }
-        }
-    }
-    struct store_instance_row r = {
-        .name = store__col_text(s, 0),
-        .language = store__col_text_or_null(s, 1),
-        .last_heartbeat_ms = sqlite3_column_int64(s, 2),
-        .props = kv,
-        .n_props = k,
-    };
-    skp_err err = v->cb(v->ud, &r);
-    skpx_free(kv);
-    json_decref(props);
+    store_props_cleanup(&props);
     return err;
 }
 
@@ -495,6 +438,32 @@ skp_err sqlite_store_cancel_task(struct store *base, const char *id, int64_t now
     err = sqlite_store_get_task(base, id, &t);
     store_task_cleanup(&t);
     return err ? err : SKP_ESTATE;
+}
+
+/* SQLite has one writer at a time: an IMMEDIATE transaction is the lock. */
+skp_err sqlite_store_tasks_lock(struct store *base, const char *service)
+{
+    struct sqlite_store *st = sqlite_store_of(base);
+    if (!service)
+        return SKP_EINVAL;
+    if (st->in_tx)
+        return SKP_ESTATE;
+    return store__begin(st);
+}
+
+skp_err sqlite_store_tasks_unlock(struct store *base, bool commit)
+{
+    struct sqlite_store *st = sqlite_store_of(base);
+    if (!st->in_tx)
+        return SKP_ESTATE;
+    if (commit) {
+        skp_err err = store__commit(st);
+        if (err)
+            store__rollback(st);
+        return err;
+    }
+    store__rollback(st);
+    return SKP_OK;
 }
 
 skp_err sqlite_store_add_task_log(struct store *base, const char *task_id, const char *service,

@@ -6,6 +6,7 @@
 #include "common/alloc.h"
 #include "common/err.h"
 #include "common/log.h"
+#include "server/store_codec.h"
 #include "server/store_int.h"
 
 /* ---- retention ---- */
@@ -55,7 +56,7 @@ static skp_err purge_frames(struct sqlite_store *st, uint64_t *n)
         err = store__ensure_scratch(st, bl ? bl : 1);
         if (err)
             goto out;
-        size_t cnt = store__decode_ids(b, bl, st->scratch_ids, bl);
+        size_t cnt = store_decode_ids(b, bl, st->scratch_ids, bl);
         if (cnt == SIZE_MAX) {
             /* keep every frame rather than delete ones a corrupt stack might name */
             SKPX_ERROR("store: corrupt stack found while purging; frames kept");

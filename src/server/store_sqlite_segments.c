@@ -5,7 +5,6 @@
  * back into struct store_span rows here. Single-threaded, like the rest of the store. */
 #include "server/store.h"
 
-#include <jansson.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -13,236 +12,13 @@
 #include "common/alloc.h"
 #include "common/err.h"
 #include "common/log.h"
+#include "server/store_codec.h"
 #include "server/store_int.h"
 #include "server/utf8.h"
 
 static const char *str_or_empty(const char *s)
 {
     return s ? s : "";
-}
-
-/* ---- span column: struct store_span <-> JSON text ---- */
-
-static const char *const k_type_names[] = {"Entry", "Exit", "Local", "Unknown"};
-static const char *const k_layer_names[] = {"Unknown", "Database", "RPCFramework", "Http",
-                                            "MQ",      "Cache",    "FAAS"};
-
-static const char *type_name(enum store_span_type t)
-{
-    return (unsigned)t < SKP_ARRAY_LEN(k_type_names) ? k_type_names[t] : "Unknown";
-}
-
-static const char *layer_name(enum store_span_layer l)
-{
-    return (unsigned)l < SKP_ARRAY_LEN(k_layer_names) ? k_layer_names[l] : "Unknown";
-}
-
-static int name_index(const char *const *names, size_t n, const char *name, int dflt)
-{
-    for (size_t i = 0; name && i < n; i++)
-        if (strcmp(names[i], name) == 0)
-            return (int)i;
-    return dflt;
-}
-
-static json_t *kv_array(const struct store_kv *kv, size_t n)
-{
-    json_t *a = json_array();
-    for (size_t i = 0; a && i < n; i++) {
-        json_t *o = json_pack("{s:o, s:o}", "key", skp_json_str(kv[i].key), "value",
-                              skp_json_str(kv[i].value));
-        if (!o || json_array_append_new(a, o) != 0) {
-            json_decref(a);
-            return NULL;
-        }
-    }
-    return a;
-}
-
-/* The stored form of one span. The segment's id, service and instance are repeated in every
- * span: the column predates the row form and stays readable by older builds. */
-static json_t *span_to_json(const struct store_segment *seg, const struct store_span *sp)
-{
-    json_t *refs = json_array();
-    json_t *logs = json_array();
-    json_t *tags = kv_array(sp->tags, sp->n_tags);
-    if (!refs || !logs || !tags)
-        goto fail;
-    for (size_t i = 0; i < sp->n_refs; i++) {
-        const struct store_span_ref *r = &sp->refs[i];
-        json_t *ro = json_pack("{s:o, s:o, s:i, s:s}", "traceId", skp_json_str(r->trace_id),
-                               "parentSegmentId", skp_json_str(r->parent_segment_id),
-                               "parentSpanId", (int)r->parent_span_id, "type",
-                               r->cross_thread ? "CROSS_THREAD" : "CROSS_PROCESS");
-        if (!ro || json_array_append_new(refs, ro) != 0)
-            goto fail;
-    }
-    for (size_t i = 0; i < sp->n_logs; i++) {
-        json_t *data = kv_array(sp->logs[i].data, sp->logs[i].n_data);
-        json_t *lo = data ? json_pack("{s:I, s:o}", "time", (json_int_t)sp->logs[i].time_ms,
-                                      "data", data)
-                          : NULL;
-        if (!lo || json_array_append_new(logs, lo) != 0)
-            goto fail;
-    }
-    char component[16];
-    snprintf(component, sizeof(component), "%d", (int)sp->component_id);
-    return json_pack("{s:i, s:i, s:o, s:o, s:o, s:o, s:I, s:I, s:o, s:s, s:o, s:s, s:b, s:s, "
-                     "s:o, s:o}",
-                     "spanId", (int)sp->span_id, "parentSpanId", (int)sp->parent_span_id,
-                     "segmentId", skp_json_str(seg->segment_id), "refs", refs, "serviceCode",
-                     skp_json_str(seg->service), "serviceInstanceName",
-                     skp_json_str(seg->instance), "startTime", (json_int_t)sp->start_ms,
-                     "endTime", (json_int_t)sp->end_ms, "endpointName",
-                     skp_json_str(sp->operation), "type", type_name(sp->type), "peer",
-                     skp_json_str(sp->peer), "component", component, "isError",
-                     (int)sp->is_error, "layer", layer_name(sp->layer), "tags", tags, "logs",
-                     logs); /* "o" steals refs/tags/logs, also on failure */
-fail:
-    json_decref(refs);
-    json_decref(logs);
-    json_decref(tags);
-    return NULL;
-}
-
-/* Compact JSON text of a segment's spans; caller frees with skpx_free. NULL on ENOMEM. */
-static char *spans_to_text(const struct store_segment *seg, size_t *len)
-{
-    json_t *spans = json_array();
-    char *text = NULL;
-    for (size_t i = 0; spans && i < seg->n_spans; i++) {
-        json_t *o = span_to_json(seg, &seg->spans[i]);
-        if (!o || json_array_append_new(spans, o) != 0)
-            goto out;
-    }
-    if (!spans)
-        return NULL;
-    *len = json_dumpb(spans, NULL, 0, JSON_COMPACT);
-    text = skpx_malloc(*len + 1);
-    if (text && json_dumpb(spans, text, *len, JSON_COMPACT) != *len) {
-        skpx_free(text);
-        text = NULL;
-    }
-    if (text)
-        text[*len] = '\0';
-out:
-    json_decref(spans);
-    return text;
-}
-
-/* Rows decoded from a span column: the arrays point into `root`'s strings. */
-struct span_rows {
-    json_t *root;
-    struct store_span *spans;
-    size_t n_spans;
-    struct store_span_ref *refs;
-    struct store_kv *kvs;
-    struct store_span_log *logs;
-};
-
-static void span_rows_cleanup(struct span_rows *r)
-{
-    json_decref(r->root);
-    skpx_free(r->spans);
-    skpx_free(r->refs);
-    skpx_free(r->kvs);
-    skpx_free(r->logs);
-    memset(r, 0, sizeof(*r));
-}
-
-static const char *member_str(const json_t *o, const char *key)
-{
-    const char *v = json_string_value(json_object_get(o, key));
-    return v ? v : "";
-}
-
-static size_t kv_fill(const json_t *a, struct store_kv *kv)
-{
-    size_t n = 0, i;
-    json_t *e;
-    json_array_foreach(a, i, e)
-    {
-        kv[n].key = member_str(e, "key");
-        kv[n].value = member_str(e, "value");
-        n++;
-    }
-    return n;
-}
-
-/* Parses a span column. An unreadable one (never written by this backend) gives no spans,
- * logged; only allocation failure is an error. */
-static skp_err span_rows_parse(const char *segment_id, const char *text, struct span_rows *r)
-{
-    memset(r, 0, sizeof(*r));
-    r->root = json_loads(text, 0, NULL);
-    if (!json_is_array(r->root)) {
-        SKPX_ERROR("store: spans of segment %s are unreadable", segment_id);
-        json_decref(r->root);
-        r->root = NULL;
-        return SKP_OK;
-    }
-    size_t n = json_array_size(r->root), n_refs = 0, n_kv = 0, n_logs = 0, i, j;
-    json_t *sp, *e;
-    json_array_foreach(r->root, i, sp)
-    {
-        n_refs += json_array_size(json_object_get(sp, "refs"));
-        n_kv += json_array_size(json_object_get(sp, "tags"));
-        json_t *lg = json_object_get(sp, "logs");
-        n_logs += json_array_size(lg);
-        json_array_foreach(lg, j, e) n_kv += json_array_size(json_object_get(e, "data"));
-    }
-    r->spans = n ? skpx_calloc(n, sizeof(*r->spans)) : NULL;
-    r->refs = n_refs ? skpx_calloc(n_refs, sizeof(*r->refs)) : NULL;
-    r->kvs = n_kv ? skpx_calloc(n_kv, sizeof(*r->kvs)) : NULL;
-    r->logs = n_logs ? skpx_calloc(n_logs, sizeof(*r->logs)) : NULL;
-    if ((n && !r->spans) || (n_refs && !r->refs) || (n_kv && !r->kvs) || (n_logs && !r->logs)) {
-        span_rows_cleanup(r);
-        return SKP_ENOMEM;
-    }
-    size_t at_ref = 0, at_kv = 0, at_log = 0;
-    json_array_foreach(r->root, i, sp)
-    {
-        struct store_span *o = &r->spans[i];
-        o->span_id = (int32_t)json_integer_value(json_object_get(sp, "spanId"));
-        o->parent_span_id = (int32_t)json_integer_value(json_object_get(sp, "parentSpanId"));
-        o->start_ms = json_integer_value(json_object_get(sp, "startTime"));
-        o->end_ms = json_integer_value(json_object_get(sp, "endTime"));
-        o->operation = member_str(sp, "endpointName");
-        o->peer = member_str(sp, "peer");
-        o->type = (enum store_span_type)name_index(k_type_names, SKP_ARRAY_LEN(k_type_names),
-                                                   json_string_value(json_object_get(sp, "type")),
-                                                   STORE_SPAN_TYPE_UNKNOWN);
-        o->layer = (enum store_span_layer)name_index(
-            k_layer_names, SKP_ARRAY_LEN(k_layer_names),
-            json_string_value(json_object_get(sp, "layer")), STORE_LAYER_UNKNOWN);
-        o->component_id = (int32_t)strtol(member_str(sp, "component"), NULL, 10);
-        o->is_error = json_is_true(json_object_get(sp, "isError"));
-        o->refs = r->refs + at_ref;
-        json_array_foreach(json_object_get(sp, "refs"), j, e)
-        {
-            struct store_span_ref *rf = &r->refs[at_ref++];
-            rf->trace_id = member_str(e, "traceId");
-            rf->parent_segment_id = member_str(e, "parentSegmentId");
-            rf->parent_span_id = (int32_t)json_integer_value(json_object_get(e, "parentSpanId"));
-            rf->cross_thread = strcmp(member_str(e, "type"), "CROSS_THREAD") == 0;
-            o->n_refs++;
-        }
-        o->tags = r->kvs + at_kv;
-        o->n_tags = kv_fill(json_object_get(sp, "tags"), r->kvs + at_kv);
-        at_kv += o->n_tags;
-        o->logs = r->logs + at_log;
-        json_array_foreach(json_object_get(sp, "logs"), j, e)
-        {
-            struct store_span_log *lo = &r->logs[at_log++];
-            lo->time_ms = json_integer_value(json_object_get(e, "time"));
-            lo->data = r->kvs + at_kv;
-            lo->n_data = kv_fill(json_object_get(e, "data"), r->kvs + at_kv);
-            at_kv += lo->n_data;
-            o->n_logs++;
-        }
-    }
-    r->n_spans = n;
-    return SKP_OK;
 }
 
 /* ---- ingest ---- */
@@ -264,7 +40,7 @@ static skp_err insert_segment(struct sqlite_store *st, const struct store_segmen
     if (end < start)
         end = start;
     size_t len = 0;
-    char *text = spans_to_text(seg, &len);
+    char *text = store_spans_to_text(seg, &len);
     if (!text)
         return SKP_ENOMEM;
     uint32_t ref = 0;
@@ -467,8 +243,8 @@ static skp_err visit_row(struct sqlite_store *st, sqlite3_stmt *s, const char *t
         };
         return cb(ud, &p);
     }
-    struct span_rows sr;
-    skp_err err = span_rows_parse(segment_id, store__col_text(s, LC_SPANS), &sr);
+    struct store_span_rows sr;
+    skp_err err = store_span_rows_parse(segment_id, store__col_text(s, LC_SPANS), &sr);
     if (err)
         return err;
     struct store_profiled_segment p = {
@@ -484,7 +260,7 @@ static skp_err visit_row(struct sqlite_store *st, sqlite3_stmt *s, const char *t
         .n_spans = sr.n_spans,
     };
     err = cb(ud, &p);
-    span_rows_cleanup(&sr);
+    store_span_rows_cleanup(&sr);
     return err;
 }
 

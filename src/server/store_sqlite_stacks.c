@@ -7,6 +7,7 @@
 
 #include "common/alloc.h"
 #include "common/log.h"
+#include "server/store_codec.h"
 #include "server/store_int.h"
 #include "server/utf8.h"
 
@@ -114,44 +115,6 @@ static skp_err frame_ref(struct sqlite_store *st, const char *raw, uint32_t *out
     return SKP_OK;
 }
 
-/* LEB128 varints: frame ids are small, so a 20-frame stack is ~20-40 bytes. */
-static size_t encode_ids(const uint32_t *ids, size_t n, uint8_t *buf)
-{
-    size_t len = 0;
-    for (size_t i = 0; i < n; i++) {
-        uint32_t v = ids[i];
-        while (v >= 0x80) {
-            buf[len++] = (uint8_t)(v | 0x80);
-            v >>= 7;
-        }
-        buf[len++] = (uint8_t)v;
-    }
-    return len;
-}
-
-size_t store__decode_ids(const uint8_t *b, size_t len, uint32_t *ids, size_t max)
-{
-    size_t n = 0;
-    size_t i = 0;
-    while (i < len) {
-        uint32_t v = 0;
-        int shift = 0;
-        for (;;) {
-            if (i >= len || shift > 28)
-                return SIZE_MAX;
-            uint8_t c = b[i++];
-            v |= (uint32_t)(c & 0x7f) << shift;
-            if (!(c & 0x80))
-                break;
-            shift += 7;
-        }
-        if (n == max)
-            return SIZE_MAX;
-        ids[n++] = v;
-    }
-    return n;
-}
-
 skp_err store__ensure_scratch(struct sqlite_store *st, size_t n_ids)
 {
     if (n_ids > st->scratch_cap) {
@@ -245,7 +208,7 @@ skp_err store__stack_ref(struct sqlite_store *st, char *const *frames, size_t n_
             return SKP_OK;
         }
     }
-    size_t blob_len = encode_ids(ids, n, st->scratch_blob);
+    size_t blob_len = store_encode_ids(ids, n, st->scratch_blob);
     sqlite3_stmt *s = store__stmt(st, STMT_STACK_BY_HASH, &err);
     if (!s)
         return err;
@@ -313,7 +276,7 @@ skp_err sqlite_store_get_stack(struct store *base, uint32_t stack, const uint32_
         sqlite3_reset(s);
         return err;
     }
-    size_t cnt = store__decode_ids(b, bl, st->scratch_ids, bl);
+    size_t cnt = store_decode_ids(b, bl, st->scratch_ids, bl);
     sqlite3_reset(s);
     if (cnt == SIZE_MAX) {
         SKPX_ERROR("store: stack %u is corrupt", stack);

@@ -141,6 +141,9 @@ bool task_make_id(int64_t create_time, const char *service, char *out, size_t ca
 /* How many consecutive create times task_create tries when an id is taken. */
 #define TASK_ID_ATTEMPTS 16
 
+static skp_err create_locked(struct store *st, const struct task_request *r, int64_t start,
+                             int64_t end, int64_t now_ms, struct task_error *e, char **id_out);
+
 skp_err task_create(struct store *st, const struct task_request *r, int64_t now_ms,
                     struct task_error *e, char **id_out)
 {
@@ -150,6 +153,24 @@ skp_err task_create(struct store *st, const struct task_request *r, int64_t now_
     int64_t start = r->start_time > 0 ? r->start_time : now_ms;
     int64_t end = start + r->duration_min * MS_PER_MIN;
 
+    /* The probe and the insert are one step for every collector sharing the database. */
+    skp_err err = store_tasks_lock(st, r->service);
+    if (err)
+        return err;
+    err = create_locked(st, r, start, end, now_ms, e, id_out);
+    skp_err end_err = store_tasks_unlock(st, err == SKP_OK);
+    if (!err && end_err) {
+        skpx_free(*id_out);
+        *id_out = NULL;
+        err = end_err;
+    }
+    return err;
+}
+
+/* task_create's probe and insert, under store_tasks_lock. */
+static skp_err create_locked(struct store *st, const struct task_request *r, int64_t start,
+                             int64_t end, int64_t now_ms, struct task_error *e, char **id_out)
+{
     struct store_task prev = {0};
     skp_err err = store_latest_task_before(st, r->service, end, &prev);
     if (err == SKP_OK) {

@@ -1,0 +1,343 @@
+/* store_codec.c - the column formats both store backends share (store_codec.h). */
+#include "server/store_codec.h"
+
+#include <jansson.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "common/alloc.h"
+#include "common/err.h"
+#include "common/log.h"
+#include "server/utf8.h"
+
+/* ---- spans: struct store_span <-> JSON text ---- */
+
+static const char *const k_type_names[] = {"Entry", "Exit", "Local", "Unknown"};
+static const char *const k_layer_names[] = {"Unknown", "Database", "RPCFramework", "Http",
+                                            "MQ",      "Cache",    "FAAS"};
+
+static const char *type_name(enum store_span_type t)
+{
+    return (unsigned)t < SKP_ARRAY_LEN(k_type_names) ? k_type_names[t] : "Unknown";
+}
+
+static const char *layer_name(enum store_span_layer l)
+{
+    return (unsigned)l < SKP_ARRAY_LEN(k_layer_names) ? k_layer_names[l] : "Unknown";
+}
+
+static int name_index(const char *const *names, size_t n, const char *name, int dflt)
+{
+    for (size_t i = 0; name && i < n; i++)
+        if (strcmp(names[i], name) == 0)
+            return (int)i;
+    return dflt;
+}
+
+static json_t *kv_array(const struct store_kv *kv, size_t n)
+{
+    json_t *a = json_array();
+    for (size_t i = 0; a && i < n; i++) {
+        json_t *o = json_pack("{s:o, s:o}", "key", skp_json_str(kv[i].key), "value",
+                              skp_json_str(kv[i].value));
+        if (!o || json_array_append_new(a, o) != 0) {
+            json_decref(a);
+            return NULL;
+        }
+    }
+    return a;
+}
+
+/* The stored form of one span. The segment's id, service and instance are repeated in every
+ * span: the column predates the row form and stays readable by older builds. */
+static json_t *span_to_json(const struct store_segment *seg, const struct store_span *sp)
+{
+    json_t *refs = json_array();
+    json_t *logs = json_array();
+    json_t *tags = kv_array(sp->tags, sp->n_tags);
+    if (!refs || !logs || !tags)
+        goto fail;
+    for (size_t i = 0; i < sp->n_refs; i++) {
+        const struct store_span_ref *r = &sp->refs[i];
+        json_t *ro = json_pack("{s:o, s:o, s:i, s:s}", "traceId", skp_json_str(r->trace_id),
+                               "parentSegmentId", skp_json_str(r->parent_segment_id),
+                               "parentSpanId", (int)r->parent_span_id, "type",
+                               r->cross_thread ? "CROSS_THREAD" : "CROSS_PROCESS");
+        if (!ro || json_array_append_new(refs, ro) != 0)
+            goto fail;
+    }
+    for (size_t i = 0; i < sp->n_logs; i++) {
+        json_t *data = kv_array(sp->logs[i].data, sp->logs[i].n_data);
+        json_t *lo = data ? json_pack("{s:I, s:o}", "time", (json_int_t)sp->logs[i].time_ms,
+                                      "data", data)
+                          : NULL;
+        if (!lo || json_array_append_new(logs, lo) != 0)
+            goto fail;
+    }
+    char component[16];
+    snprintf(component, sizeof(component), "%d", (int)sp->component_id);
+    return json_pack("{s:i, s:i, s:o, s:o, s:o, s:o, s:I, s:I, s:o, s:s, s:o, s:s, s:b, s:s, "
+                     "s:o, s:o}",
+                     "spanId", (int)sp->span_id, "parentSpanId", (int)sp->parent_span_id,
+                     "segmentId", skp_json_str(seg->segment_id), "refs", refs, "serviceCode",
+                     skp_json_str(seg->service), "serviceInstanceName",
+                     skp_json_str(seg->instance), "startTime", (json_int_t)sp->start_ms,
+                     "endTime", (json_int_t)sp->end_ms, "endpointName",
+                     skp_json_str(sp->operation), "type", type_name(sp->type), "peer",
+                     skp_json_str(sp->peer), "component", component, "isError",
+                     (int)sp->is_error, "layer", layer_name(sp->layer), "tags", tags, "logs",
+                     logs); /* "o" steals refs/tags/logs, also on failure */
+fail:
+    json_decref(refs);
+    json_decref(logs);
+    json_decref(tags);
+    return NULL;
+}
+
+/* Compact JSON text of a segment's spans; caller frees with skpx_free. NULL on ENOMEM. */
+char *store_spans_to_text(const struct store_segment *seg, size_t *len)
+{
+    json_t *spans = json_array();
+    char *text = NULL;
+    for (size_t i = 0; spans && i < seg->n_spans; i++) {
+        json_t *o = span_to_json(seg, &seg->spans[i]);
+        if (!o || json_array_append_new(spans, o) != 0)
+            goto out;
+    }
+    if (!spans)
+        return NULL;
+    *len = json_dumpb(spans, NULL, 0, JSON_COMPACT);
+    text = skpx_malloc(*len + 1);
+    if (text && json_dumpb(spans, text, *len, JSON_COMPACT) != *len) {
+        skpx_free(text);
+        text = NULL;
+    }
+    if (text)
+        text[*len] = '\0';
+out:
+    json_decref(spans);
+    return text;
+}
+
+
+void store_span_rows_cleanup(struct store_span_rows *r)
+{
+    json_decref((json_t *)r->root);
+    skpx_free(r->spans);
+    skpx_free(r->refs);
+    skpx_free(r->kvs);
+    skpx_free(r->logs);
+    memset(r, 0, sizeof(*r));
+}
+
+static const char *member_str(const json_t *o, const char *key)
+{
+    const char *v = json_string_value(json_object_get(o, key));
+    return v ? v : "";
+}
+
+static size_t kv_fill(const json_t *a, struct store_kv *kv)
+{
+    size_t n = 0, i;
+    json_t *e;
+    json_array_foreach(a, i, e)
+    {
+        kv[n].key = member_str(e, "key");
+        kv[n].value = member_str(e, "value");
+        n++;
+    }
+    return n;
+}
+
+/* Parses a span column. An unreadable one (never written by this backend) gives no spans,
+ * logged; only allocation failure is an error. */
+skp_err store_span_rows_parse(const char *segment_id, const char *text, struct store_span_rows *r)
+{
+    memset(r, 0, sizeof(*r));
+    json_t *root = json_loads(text, 0, NULL);
+    if (!json_is_array(root)) {
+        SKPX_ERROR("store: spans of segment %s are unreadable", segment_id);
+        json_decref(root);
+        return SKP_OK;
+    }
+    r->root = root;
+    size_t n = json_array_size(root), n_refs = 0, n_kv = 0, n_logs = 0, i, j;
+    json_t *sp, *e;
+    json_array_foreach(root, i, sp)
+    {
+        n_refs += json_array_size(json_object_get(sp, "refs"));
+        n_kv += json_array_size(json_object_get(sp, "tags"));
+        json_t *lg = json_object_get(sp, "logs");
+        n_logs += json_array_size(lg);
+        json_array_foreach(lg, j, e) n_kv += json_array_size(json_object_get(e, "data"));
+    }
+    r->spans = n ? skpx_calloc(n, sizeof(*r->spans)) : NULL;
+    r->refs = n_refs ? skpx_calloc(n_refs, sizeof(*r->refs)) : NULL;
+    r->kvs = n_kv ? skpx_calloc(n_kv, sizeof(*r->kvs)) : NULL;
+    r->logs = n_logs ? skpx_calloc(n_logs, sizeof(*r->logs)) : NULL;
+    if ((n && !r->spans) || (n_refs && !r->refs) || (n_kv && !r->kvs) || (n_logs && !r->logs)) {
+        store_span_rows_cleanup(r);
+        return SKP_ENOMEM;
+    }
+    size_t at_ref = 0, at_kv = 0, at_log = 0;
+    json_array_foreach(root, i, sp)
+    {
+        struct store_span *o = &r->spans[i];
+        o->span_id = (int32_t)json_integer_value(json_object_get(sp, "spanId"));
+        o->parent_span_id = (int32_t)json_integer_value(json_object_get(sp, "parentSpanId"));
+        o->start_ms = json_integer_value(json_object_get(sp, "startTime"));
+        o->end_ms = json_integer_value(json_object_get(sp, "endTime"));
+        o->operation = member_str(sp, "endpointName");
+        o->peer = member_str(sp, "peer");
+        o->type = (enum store_span_type)name_index(k_type_names, SKP_ARRAY_LEN(k_type_names),
+                                                   json_string_value(json_object_get(sp, "type")),
+                                                   STORE_SPAN_TYPE_UNKNOWN);
+        o->layer = (enum store_span_layer)name_index(
+            k_layer_names, SKP_ARRAY_LEN(k_layer_names),
+            json_string_value(json_object_get(sp, "layer")), STORE_LAYER_UNKNOWN);
+        o->component_id = (int32_t)strtol(member_str(sp, "component"), NULL, 10);
+        o->is_error = json_is_true(json_object_get(sp, "isError"));
+        o->refs = r->refs + at_ref;
+        json_array_foreach(json_object_get(sp, "refs"), j, e)
+        {
+            struct store_span_ref *rf = &r->refs[at_ref++];
+            rf->trace_id = member_str(e, "traceId");
+            rf->parent_segment_id = member_str(e, "parentSegmentId");
+            rf->parent_span_id = (int32_t)json_integer_value(json_object_get(e, "parentSpanId"));
+            rf->cross_thread = strcmp(member_str(e, "type"), "CROSS_THREAD") == 0;
+            o->n_refs++;
+        }
+        o->tags = r->kvs + at_kv;
+        o->n_tags = kv_fill(json_object_get(sp, "tags"), r->kvs + at_kv);
+        at_kv += o->n_tags;
+        o->logs = r->logs + at_log;
+        json_array_foreach(json_object_get(sp, "logs"), j, e)
+        {
+            struct store_span_log *lo = &r->logs[at_log++];
+            lo->time_ms = json_integer_value(json_object_get(e, "time"));
+            lo->data = r->kvs + at_kv;
+            lo->n_data = kv_fill(json_object_get(e, "data"), r->kvs + at_kv);
+            at_kv += lo->n_data;
+            o->n_logs++;
+        }
+    }
+    r->n_spans = n;
+    return SKP_OK;
+}
+
+/* ---- instance properties: JSON object text ---- */
+
+/* Serialises j compactly into a new skpx buffer (NUL-terminated). */
+static char *json_to_text(const json_t *j)
+{
+    size_t n = json_dumpb(j, NULL, 0, JSON_COMPACT);
+    if (n == 0)
+        return NULL;
+    char *buf = skpx_malloc(n + 1);
+    if (!buf)
+        return NULL;
+    if (json_dumpb(j, buf, n, JSON_COMPACT) != n) {
+        skpx_free(buf);
+        return NULL;
+    }
+    buf[n] = '\0';
+    return buf;
+}
+
+char *store_props_to_text(const struct store_kv *props, size_t n, const char **language)
+{
+    char *text = NULL;
+    if (language)
+        *language = NULL;
+    json_t *obj = json_object();
+    if (!obj)
+        return NULL;
+    for (size_t i = 0; i < n; i++) {
+        if (!props[i].key)
+            continue;
+        const char *v = props[i].value ? props[i].value : "";
+        if (language && strcmp(props[i].key, "language") == 0)
+            *language = v;
+        char *key = skp_utf8_sanitize(props[i].key);
+        int rc = key ? json_object_set_new(obj, key, skp_json_str(v)) : -1;
+        skpx_free(key);
+        if (rc != 0)
+            goto out;
+    }
+    text = json_to_text(obj);
+out:
+    json_decref(obj);
+    return text;
+}
+
+skp_err store_props_parse(const char *text, struct store_props *out)
+{
+    memset(out, 0, sizeof(*out));
+    json_t *props = json_loads(text ? text : "", 0, NULL);
+    size_t n = json_is_object(props) ? json_object_size(props) : 0;
+    out->root = props;
+    if (!n)
+        return SKP_OK;
+    out->kv = skpx_calloc(n, sizeof(*out->kv));
+    if (!out->kv)
+        return SKP_ENOMEM;
+    const char *key;
+    json_t *val;
+    json_object_foreach(props, key, val)
+    {
+        if (out->n < n && json_is_string(val)) {
+            out->kv[out->n].key = key;
+            out->kv[out->n].value = json_string_value(val);
+            out->n++;
+        }
+    }
+    return SKP_OK;
+}
+
+void store_props_cleanup(struct store_props *p)
+{
+    json_decref((json_t *)p->root);
+    skpx_free(p->kv);
+    memset(p, 0, sizeof(*p));
+}
+
+/* ---- stacks: frame ids as LEB128 varints ---- */
+
+/* LEB128 varints: frame ids are small, so a 20-frame stack is ~20-40 bytes. */
+size_t store_encode_ids(const uint32_t *ids, size_t n, uint8_t *buf)
+{
+    size_t len = 0;
+    for (size_t i = 0; i < n; i++) {
+        uint32_t v = ids[i];
+        while (v >= 0x80) {
+            buf[len++] = (uint8_t)(v | 0x80);
+            v >>= 7;
+        }
+        buf[len++] = (uint8_t)v;
+    }
+    return len;
+}
+
+size_t store_decode_ids(const uint8_t *b, size_t len, uint32_t *ids, size_t max)
+{
+    size_t n = 0;
+    size_t i = 0;
+    while (i < len) {
+        uint32_t v = 0;
+        int shift = 0;
+        for (;;) {
+            if (i >= len || shift > 28)
+                return SIZE_MAX;
+            uint8_t c = b[i++];
+            v |= (uint32_t)(c & 0x7f) << shift;
+            if (!(c & 0x80))
+                break;
+            shift += 7;
+        }
+        if (n == max)
+            return SIZE_MAX;
+        ids[n++] = v;
+    }
+    return n;
+}

@@ -1,0 +1,577 @@
+/* store_pg.c - the PostgreSQL backend of store.h: connection from a postgresql:// URL (password
+ * and TLS from the URL or libpq's environment: PGPASSWORD, PGSSLMODE, ~/.pgpass ...),
+ * reconnect with backoff, parameters, prepared statements, transactions, error mapping,
+ * open/close, check, stats and the ops table. The other parts are listed in store_pg_int.h.
+ * Single-threaded: one connection per store object. */
+#include "server/store_pg_int.h"
+
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "common/alloc.h"
+#include "common/clock.h"
+#include "common/err.h"
+#include "common/log.h"
+#include "server/utf8.h"
+
+/* ---- parameters ---- */
+
+void pgp_text(struct pg_params *p, const char *s)
+{
+    if (p->n >= PG_MAX_PARAMS) {
+        p->n = PG_MAX_PARAMS + 1; /* recorded as a failure */
+        return;
+    }
+    int i = p->n++;
+    p->owned[i] = NULL;
+    if (s && !skp_utf8_valid(s, strlen(s))) {
+        p->owned[i] = skp_utf8_sanitize(s);
+        if (!p->owned[i]) {
+            p->n = PG_MAX_PARAMS + 1;
+            return;
+        }
+        s = p->owned[i];
+    }
+    p->v[i] = s;
+}
+
+void pgp_int(struct pg_params *p, int64_t v)
+{
+    if (p->n >= PG_MAX_PARAMS) {
+        p->n = PG_MAX_PARAMS + 1;
+        return;
+    }
+    int i = p->n++;
+    p->owned[i] = NULL;
+    snprintf(p->num[i], sizeof(p->num[i]), "%" PRId64, v);
+    p->v[i] = p->num[i];
+}
+
+void pgp_owned(struct pg_params *p, char *s)
+{
+    if (p->n >= PG_MAX_PARAMS || !s) {
+        skpx_free(s);
+        p->n = PG_MAX_PARAMS + 1;
+        return;
+    }
+    int i = p->n++;
+    p->owned[i] = s;
+    p->v[i] = s;
+}
+
+bool pgp_ok(const struct pg_params *p)
+{
+    return p->n <= PG_MAX_PARAMS;
+}
+
+void pgp_free(struct pg_params *p)
+{
+    int n = p->n <= PG_MAX_PARAMS ? p->n : PG_MAX_PARAMS;
+    for (int i = 0; i < n; i++)
+        skpx_free(p->owned[i]);
+    p->n = 0;
+}
+
+/* ---- growable text ---- */
+
+static void pgb_need(struct pg_buf *b, size_t more)
+{
+    if (b->failed)
+        return;
+    if (b->len + more + 1 > b->cap) {
+        size_t ncap = b->cap ? b->cap : 256;
+        while (ncap < b->len + more + 1)
+            ncap *= 2;
+        char *p = skpx_realloc(b->s, ncap);
+        if (!p) {
+            b->failed = true;
+            return;
+        }
+        b->s = p;
+        b->cap = ncap;
+    }
+}
+
+void pgb_putc(struct pg_buf *b, char c)
+{
+    pgb_need(b, 1);
+    if (b->failed)
+        return;
+    b->s[b->len++] = c;
+    b->s[b->len] = '\0';
+}
+
+void pgb_puts(struct pg_buf *b, const char *s)
+{
+    size_t n = strlen(s);
+    pgb_need(b, n);
+    if (b->failed)
+        return;
+    memcpy(b->s + b->len, s, n + 1);
+    b->len += n;
+}
+
+void pgb_int(struct pg_buf *b, int64_t v)
+{
+    char num[24];
+    snprintf(num, sizeof(num), "%" PRId64, v);
+    pgb_puts(b, num);
+}
+
+void pgb_elem(struct pg_buf *b, const char *s)
+{
+    char *fixed = NULL;
+    if (!skp_utf8_valid(s, strlen(s))) {
+        fixed = skp_utf8_sanitize(s);
+        if (!fixed) {
+            b->failed = true;
+            return;
+        }
+        s = fixed;
+    }
+    pgb_need(b, strlen(s) * 2 + 2);
+    if (!b->failed) {
+        b->s[b->len++] = '"';
+        for (const char *c = s; *c; c++) {
+            if (*c == '"' || *c == '\\')
+                b->s[b->len++] = '\\';
+            b->s[b->len++] = *c;
+        }
+        b->s[b->len++] = '"';
+        b->s[b->len] = '\0';
+    }
+    skpx_free(fixed);
+}
+
+void pgb_bytea_elem(struct pg_buf *b, const uint8_t *p, size_t n)
+{
+    static const char hex[] = "0123456789abcdef";
+    pgb_need(b, n * 2 + 6);
+    if (b->failed)
+        return;
+    memcpy(b->s + b->len, "\"\\\\x", 4);
+    b->len += 4;
+    for (size_t i = 0; i < n; i++) {
+        b->s[b->len++] = hex[p[i] >> 4];
+        b->s[b->len++] = hex[p[i] & 15];
+    }
+    b->s[b->len++] = '"';
+    b->s[b->len] = '\0';
+}
+
+char *pgb_take(struct pg_buf *b)
+{
+    char *s = b->failed ? NULL : b->s;
+    if (b->failed)
+        skpx_free(b->s);
+    else if (!s)
+        s = skpx_strdup("");
+    memset(b, 0, sizeof(*b));
+    return s;
+}
+
+/* ---- connection ---- */
+
+/* The URL with its password replaced by "***" (for logs). */
+static char *url_shown(const char *url)
+{
+    char *out = skpx_strdup(url);
+    if (!out)
+        return NULL;
+    char *scheme = strstr(out, "://");
+    if (!scheme)
+        return out;
+    char *auth = scheme + 3;
+    char *at = strchr(auth, '@');
+    char *slash = strchr(auth, '/');
+    if (!at || (slash && slash < at))
+        return out;
+    char *colon = memchr(auth, ':', (size_t)(at - auth));
+    if (!colon)
+        return out;
+    memmove(colon + 4, at, strlen(at) + 1);
+    memcpy(colon + 1, "***", 3);
+    return out;
+}
+
+static void notice_quiet(void *arg, const char *message)
+{
+    (void)arg;
+    SKPX_DEBUG("store: postgresql: %s", message);
+}
+
+/* Connects (st->conn) and sets the session up. Errors: SKP_EIO (logged). */
+static skp_err connect_db(struct pg_store *st)
+{
+    /* Our defaults first: what the URL says wins (expand_dbname). */
+    const char *keys[] = {"connect_timeout", "application_name", "dbname", NULL};
+    const char *vals[] = {"10", "skyprofd", st->url, NULL};
+    st->conn = PQconnectdbParams(keys, vals, 1);
+    if (!st->conn)
+        return SKP_ENOMEM;
+    if (PQstatus(st->conn) != CONNECTION_OK) {
+        SKPX_ERROR("store: cannot connect to %s: %s", st->shown, PQerrorMessage(st->conn));
+        return SKP_EIO;
+    }
+    PQsetNoticeProcessor(st->conn, notice_quiet, NULL);
+    st->prepared = 0;
+    return pg__cmd(st,
+                   st->read_only ? "SET client_min_messages = warning; "
+                                   "SET default_transaction_read_only = on"
+                                 : "SET client_min_messages = warning",
+                   "session setup");
+}
+
+skp_err pg__ready(struct pg_store *st)
+{
+    if (st->conn && PQstatus(st->conn) == CONNECTION_OK)
+        return SKP_OK;
+    int64_t now = skpx_now_ms();
+    if (now < st->next_reset_ms)
+        return SKP_EIO;
+    st->in_tx = false;
+    st->scanning = false;
+    st->prepared = 0;
+    pg__drop_ingest_caches(st);
+    if (st->conn)
+        PQreset(st->conn);
+    if (st->conn && PQstatus(st->conn) == CONNECTION_OK) {
+        PQsetNoticeProcessor(st->conn, notice_quiet, NULL);
+        if (st->read_only &&
+            pg__cmd(st, "SET default_transaction_read_only = on", "session setup") != SKP_OK)
+            goto failed;
+        SKPX_INFO("store: reconnected to %s", st->shown);
+        st->backoff_ms = 0;
+        st->next_reset_ms = 0;
+        return SKP_OK;
+    }
+failed:
+    st->backoff_ms = st->backoff_ms ? st->backoff_ms * 2 : PG_BACKOFF_MIN_MS;
+    if (st->backoff_ms > PG_BACKOFF_MAX_MS)
+        st->backoff_ms = PG_BACKOFF_MAX_MS;
+    st->next_reset_ms = now + st->backoff_ms;
+    SKPX_WARN("store: %s unreachable (%s); next attempt in %" PRId64 " ms", st->shown,
+              st->conn ? PQerrorMessage(st->conn) : "no connection", st->backoff_ms);
+    return SKP_EIO;
+}
+
+/* ---- statements ---- */
+
+static const char *const k_sql[PGS_COUNT] = {
+    [PGS_FRAME_SIG] = "SELECT sig FROM frames WHERE id = $1",
+    [PGS_STACK_GET] = "SELECT frames FROM stacks WHERE id = $1",
+    [PGS_SEG_FIND] = "SELECT id, first_ms FROM segids WHERE md5(segment_id) = md5($1) AND "
+                     "segment_id = $1",
+    [PGS_TASKKEY_FIND] = "SELECT id FROM task_keys WHERE md5(task_id) = md5($1) AND "
+                         "task_id = $1",
+    /* One statement per batch: arrays of the columns, duplicates ignored. */
+    [PGS_SNAP_INS] = "INSERT INTO snapshots(seg, seq, task, time, stack, first_ms) "
+                     "SELECT * FROM unnest($1::bigint[], $2::int[], $3::bigint[], $4::bigint[], "
+                     "$5::bigint[], $6::bigint[]) ON CONFLICT DO NOTHING",
+    [PGS_TASKSEG_INS] = "INSERT INTO task_segments(task, seg) SELECT * FROM "
+                        "unnest($1::bigint[], $2::bigint[]) AS v(t, s) ORDER BY 1, 2 "
+                        "ON CONFLICT DO NOTHING",
+    [PGS_SEGMENT_INS] = "INSERT INTO segments(seg, trace_id, service, instance, endpoint, "
+                        "start_ms, end_ms, received_ms, spans) "
+                        "VALUES($1, $2, $3, $4, $5, $6, $7, $8, $9) ON CONFLICT DO NOTHING",
+};
+
+static skp_err result_error(struct pg_store *st, const PGresult *r, const char *what)
+{
+    const char *state = r ? PQresultErrorField(r, PG_DIAG_SQLSTATE) : NULL;
+    snprintf(st->sqlstate, sizeof(st->sqlstate), "%s", state ? state : "");
+    const char *msg = r ? PQresultErrorMessage(r) : "";
+    if (!msg || !*msg)
+        msg = PQerrorMessage(st->conn);
+    /* unique_violation is a caller's case (an id taken), not a failure to log */
+    if (strcmp(st->sqlstate, "23505") == 0)
+        return SKP_EEXIST;
+    size_t n = strlen(msg);
+    while (n && (msg[n - 1] == '\n' || msg[n - 1] == ' '))
+        n--;
+    SKPX_ERROR("store: %s: %.*s%s%s%s", what, (int)n, msg, *st->sqlstate ? " (sqlstate " : "",
+               st->sqlstate, *st->sqlstate ? ")" : "");
+    /* no result at all while the connection is fine: libpq could not allocate one */
+    if (!r && PQstatus(st->conn) == CONNECTION_OK)
+        return SKP_ENOMEM;
+    return SKP_EIO;
+}
+
+static PGresult *checked(struct pg_store *st, PGresult *r, skp_err *err, const char *what)
+{
+    ExecStatusType s = r ? PQresultStatus(r) : PGRES_FATAL_ERROR;
+    if (s == PGRES_COMMAND_OK || s == PGRES_TUPLES_OK) {
+        st->sqlstate[0] = '\0';
+        *err = SKP_OK;
+        return r;
+    }
+    *err = result_error(st, r, what);
+    PQclear(r);
+    return NULL;
+}
+
+PGresult *pg__exec(struct pg_store *st, const char *sql, struct pg_params *p, skp_err *err,
+                   const char *what)
+{
+    if (p && !pgp_ok(p)) {
+        *err = SKP_ENOMEM;
+        return NULL;
+    }
+    PGresult *r = PQexecParams(st->conn, sql, p ? p->n : 0, NULL, p ? p->v : NULL, NULL, NULL, 0);
+    return checked(st, r, err, what);
+}
+
+PGresult *pg__execp(struct pg_store *st, enum pg_stmt id, struct pg_params *p, skp_err *err,
+                    const char *what)
+{
+    if (p && !pgp_ok(p)) {
+        *err = SKP_ENOMEM;
+        return NULL;
+    }
+    char name[16];
+    snprintf(name, sizeof(name), "skp%d", (int)id);
+    if (!(st->prepared & (1ull << id))) {
+        PGresult *r = checked(st, PQprepare(st->conn, name, k_sql[id], 0, NULL), err, k_sql[id]);
+        if (!r)
+            return NULL;
+        PQclear(r);
+        st->prepared |= 1ull << id;
+    }
+    PGresult *r = PQexecPrepared(st->conn, name, p ? p->n : 0, p ? p->v : NULL, NULL, NULL, 0);
+    return checked(st, r, err, what);
+}
+
+skp_err pg__cmd(struct pg_store *st, const char *sql, const char *what)
+{
+    skp_err err = SKP_OK;
+    PGresult *r = checked(st, PQexec(st->conn, sql), &err, what);
+    PQclear(r);
+    return err;
+}
+
+skp_err pg__begin(struct pg_store *st)
+{
+    skp_err err = pg__cmd(st, "BEGIN", "begin");
+    if (!err)
+        st->in_tx = true;
+    return err;
+}
+
+skp_err pg__commit(struct pg_store *st)
+{
+    int64_t t0 = skpx_mono_ns();
+    skp_err err = pg__cmd(st, "COMMIT", "commit");
+    st->in_tx = false;
+    if (err) {
+        pg__drop_ingest_caches(st);
+        return err;
+    }
+    st->commits++;
+    st->commit_ns_total += (uint64_t)(skpx_mono_ns() - t0);
+    return SKP_OK;
+}
+
+void pg__rollback(struct pg_store *st)
+{
+    if (st->in_tx && PQstatus(st->conn) == CONNECTION_OK) {
+        char state[6];
+        memcpy(state, st->sqlstate, sizeof(state)); /* keep the failure's, not ROLLBACK's */
+        PQclear(PQexec(st->conn, "ROLLBACK"));
+        memcpy(st->sqlstate, state, sizeof(state));
+    }
+    st->in_tx = false;
+    pg__drop_ingest_caches(st);
+}
+
+bool pg__retryable(const struct pg_store *st)
+{
+    return strcmp(st->sqlstate, "40001") == 0 || strcmp(st->sqlstate, "40P01") == 0;
+}
+
+void pg__drop_ingest_caches(struct pg_store *st)
+{
+    skpx_strmap_clear(&st->frame_ids);
+    skpx_strmap_clear(&st->seg_ids);
+    skpx_u64map_clear(&st->seg_first);
+    skpx_strmap_clear(&st->task_keys);
+    skpx_u64map_clear(&st->task_segs);
+    skpx_u64map_clear(&st->parts);
+    pg__stack_cache_clear(st);
+}
+
+skp_err pg__batch_epoch(struct pg_store *st)
+{
+    skp_err err = SKP_OK;
+    PGresult *r = pg__exec(st, "SELECT epoch FROM skp_purge_epoch FOR SHARE", NULL, &err,
+                           "purge epoch");
+    if (!r)
+        return err;
+    int64_t e = PQntuples(r) ? pg__i64(r, 0, 0) : -1;
+    PQclear(r);
+    if (e != st->epoch) {
+        pg__drop_ingest_caches(st);
+        st->epoch = e;
+    }
+    return SKP_OK;
+}
+
+int64_t pg__i64(const PGresult *r, int row, int col)
+{
+    return strtoll(PQgetvalue(r, row, col), NULL, 10);
+}
+
+/* ---- open / close ---- */
+
+skp_err pg_store_open(const char *url, const struct store_opts *opts, struct store **out)
+{
+    *out = NULL;
+    if (!url)
+        return SKP_EINVAL;
+    struct pg_store *st = skpx_calloc(1, sizeof(*st));
+    if (!st)
+        return SKP_ENOMEM;
+    st->base.ops = &pg_store_ops;
+    st->n_snapshots = -1;
+    st->epoch = -1;
+    st->read_only = opts && opts->read_only;
+    st->url = skpx_strdup(url);
+    st->shown = url_shown(url);
+    skp_err err = st->url && st->shown ? SKP_OK : SKP_ENOMEM;
+    if (!err)
+        err = connect_db(st);
+    if (!err)
+        err = pg__migrate(st, opts ? opts->schema_version_max : 0);
+    if (err) {
+        pg_store_close(&st->base);
+        return err;
+    }
+    *out = &st->base;
+    return SKP_OK;
+}
+
+void pg_store_close(struct store *base)
+{
+    if (!base)
+        return;
+    struct pg_store *st = pg_store_of(base);
+    if (st->conn)
+        PQfinish(st->conn);
+    skpx_strmap_cleanup(&st->frame_ids);
+    skpx_strmap_cleanup(&st->seg_ids);
+    skpx_u64map_cleanup(&st->seg_first);
+    skpx_strmap_cleanup(&st->task_keys);
+    skpx_u64map_cleanup(&st->task_segs);
+    skpx_u64map_cleanup(&st->stack_by_hash);
+    skpx_u64map_cleanup(&st->stack_by_id);
+    skpx_u64map_cleanup(&st->parts);
+    skpx_free(st->stacks);
+    skpx_free(st->pool);
+    skpx_u64map_cleanup(&st->frame_sig_idx);
+    for (size_t i = 0; i < st->n_frame_sigs; i++)
+        skpx_free(st->frame_sigs[i]);
+    skpx_free(st->frame_sigs);
+    skpx_free(st->scratch_ids);
+    skpx_free(st->url);
+    skpx_free(st->shown);
+    skpx_free(st);
+}
+
+/* ---- check and stats ---- */
+
+skp_err pg_store_check(struct store *base, char *detail, size_t cap)
+{
+    struct pg_store *st = pg_store_of(base);
+    if (cap)
+        detail[0] = '\0';
+    if (pg__ready(st) != SKP_OK) {
+        snprintf(detail, cap, "database unreachable");
+        return SKP_EIO;
+    }
+    skp_err err = SKP_OK;
+    PGresult *r = pg__exec(st, "SELECT coalesce(max(version), 0) FROM skp_schema_version", NULL,
+                           &err, "check");
+    if (!r) {
+        snprintf(detail, cap, "the check could not run");
+        return SKP_EIO;
+    }
+    int64_t v = pg__i64(r, 0, 0);
+    PQclear(r);
+    if (v != pg_schema_version()) {
+        snprintf(detail, cap, "schema version %" PRId64 ", this build writes %d", v,
+                 pg_schema_version());
+        return SKP_EIO;
+    }
+    return SKP_OK;
+}
+
+skp_err pg_store_get_stats(struct store *base, struct store_stats *out)
+{
+    struct pg_store *st = pg_store_of(base);
+    memset(out, 0, sizeof(*out));
+    skp_err err = pg__ready(st);
+    if (err)
+        return err;
+    PGresult *r = pg__exec(st,
+                           "SELECT (SELECT count(*) FROM stacks), (SELECT count(*) FROM frames), "
+                           "(SELECT count(*) FROM segids), (SELECT count(*) FROM tasks), "
+                           "pg_database_size(current_database())",
+                           NULL, &err, "stats");
+    if (!r)
+        return err;
+    out->stacks = (uint64_t)pg__i64(r, 0, 0);
+    out->frames = (uint64_t)pg__i64(r, 0, 1);
+    out->segments = (uint64_t)pg__i64(r, 0, 2);
+    out->tasks = (uint64_t)pg__i64(r, 0, 3);
+    out->file_bytes = (uint64_t)pg__i64(r, 0, 4);
+    PQclear(r);
+    if (st->n_snapshots < 0) {
+        /* counted once (a full scan), then maintained by insert and purge */
+        r = pg__exec(st, "SELECT count(*) FROM snapshots", NULL, &err, "count snapshots");
+        if (!r)
+            return err;
+        st->n_snapshots = pg__i64(r, 0, 0);
+        PQclear(r);
+    }
+    out->snapshots = (uint64_t)st->n_snapshots;
+    out->commits = st->commits;
+    out->commit_ns_total = st->commit_ns_total;
+    return SKP_OK;
+}
+
+/* ---- the ops table (store_backend.h) ---- */
+
+const struct store_backend_ops pg_store_ops = {
+    .name = "postgresql",
+    .close = pg_store_close,
+    .upsert_instance = pg_store_upsert_instance,
+    .touch_instance = pg_store_touch_instance,
+    .list_services = pg_store_list_services,
+    .list_instances = pg_store_list_instances,
+    .insert_task = pg_store_insert_task,
+    .get_task = pg_store_get_task,
+    .latest_task_before = pg_store_latest_task_before,
+    .cancel_task = pg_store_cancel_task,
+    .tasks_for_agent = pg_store_tasks_for_agent,
+    .list_tasks = pg_store_list_tasks,
+    .tasks_lock = pg_store_tasks_lock,
+    .tasks_unlock = pg_store_tasks_unlock,
+    .add_task_log = pg_store_add_task_log,
+    .list_task_logs = pg_store_list_task_logs,
+    .insert_snapshots = pg_store_insert_snapshots,
+    .insert_segments = pg_store_insert_segments,
+    .segment_has_snapshots = pg_store_segment_has_snapshots,
+    .list_profiled_segments = pg_store_list_profiled_segments,
+    .list_profiled_segments_page = pg_store_list_profiled_segments_page,
+    .get_segment_info = pg_store_get_segment_info,
+    .scan_segment = pg_store_scan_segment,
+    .segment_seq_window = pg_store_segment_seq_window,
+    .scan_task = pg_store_scan_task,
+    .get_stack = pg_store_get_stack,
+    .get_frame = pg_store_get_frame,
+    .purge_before = pg_store_purge_before,
+    .check = pg_store_check,
+    .get_stats = pg_store_get_stats,
+    /* feature ops: store_pg_<feature>.c (NULL until written: SKP_ENOTSUP) */
+};

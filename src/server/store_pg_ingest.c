@@ -1,0 +1,392 @@
+/* store_pg_ingest.c - PostgreSQL backend: snapshot ingest and the analyzer's scans.
+ *
+ * Ingest: one transaction per acknowledged batch - references resolved with a few batched
+ * upserts (store_pg_refs.c), then one multi-row INSERT of the (task, segment) links and one of
+ * the snapshots (arrays through unnest, prepared once per connection), duplicates ignored by
+ * the primary key. Snapshots are partitioned by the day of their segment's first receive time
+ * (first_ms, the retention clock): partitions are made on demand, each under an advisory lock
+ * in a short transaction of its own, before the batch's transaction. A serialization failure,
+ * a deadlock or a partition dropped under us (retention on another collector) retries the
+ * batch, at most PG_INGEST_TRIES times.
+ *
+ * Scans run a cursor in a read transaction and fetch PG_SCAN_CHUNK rows at a time; the stacks
+ * of a chunk (and their frames) are loaded in bulk before its callbacks, which may call
+ * store_get_stack / store_get_frame between fetches. */
+#include "server/store_pg_int.h"
+
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "common/alloc.h"
+#include "common/log.h"
+
+#define PG_INGEST_TRIES 3
+#define PG_SCAN_CHUNK 20000
+/* The advisory lock key of partition creation ("skppart"). */
+#define PG_LOCK_PARTITION 0x736b7070617274LL
+
+static int64_t day_of(int64_t ms)
+{
+    return ms >= 0 ? ms / PG_DAY_MS : -((-ms + PG_DAY_MS - 1) / PG_DAY_MS);
+}
+
+static void partition_name(int64_t day, char *out, size_t cap)
+{
+    if (day >= 0)
+        snprintf(out, cap, "snapshots_d%" PRId64, day);
+    else
+        snprintf(out, cap, "snapshots_dm%" PRId64, -day);
+}
+
+/* Makes sure the partition of `day` exists (its own transaction: not inside a batch). */
+static skp_err ensure_partition(struct pg_store *st, int64_t day)
+{
+    uint64_t one;
+    if (skpx_u64map_get(&st->parts, (uint64_t)day, &one))
+        return SKP_OK;
+    char name[48], sql[320];
+    partition_name(day, name, sizeof(name));
+    snprintf(sql, sizeof(sql), "SELECT to_regclass('%s') IS NOT NULL", name);
+    skp_err err = SKP_OK;
+    PGresult *r = pg__exec(st, sql, NULL, &err, "find partition");
+    if (!r)
+        return err;
+    bool exists = strcmp(pg__txt(r, 0, 0), "t") == 0;
+    PQclear(r);
+    if (!exists) {
+        err = pg__begin(st);
+        if (err)
+            return err;
+        snprintf(sql, sizeof(sql), "SELECT pg_advisory_xact_lock(%" PRId64 ")",
+                 (int64_t)PG_LOCK_PARTITION);
+        err = pg__cmd(st, sql, "partition lock");
+        if (!err) {
+            snprintf(sql, sizeof(sql),
+                     "CREATE TABLE IF NOT EXISTS %s PARTITION OF snapshots "
+                     "FOR VALUES FROM (%" PRId64 ") TO (%" PRId64 ")",
+                     name, day * PG_DAY_MS, (day + 1) * PG_DAY_MS);
+            err = pg__cmd(st, sql, "create partition");
+        }
+        if (!err)
+            err = pg__commit(st);
+        if (err) {
+            pg__rollback(st);
+            return err;
+        }
+    }
+    if (skpx_u64map_put(&st->parts, (uint64_t)day, 1) != SKP_OK) {
+        /* only a cache */
+    }
+    return SKP_OK;
+}
+
+/* The partitions of every first_ms the requests may use (the known ones cost nothing). */
+static skp_err ensure_partitions(struct pg_store *st, const struct pg_ref_req *v, size_t n,
+                                 bool resolved)
+{
+    skp_err err = SKP_OK;
+    int64_t last = INT64_MIN;
+    for (size_t i = 0; i < n && !err; i++) {
+        int64_t day = day_of(resolved ? v[i].seg_first_ms : v[i].first_ms);
+        if (day == last)
+            continue;
+        last = day;
+        err = ensure_partition(st, day);
+        /* the next day too, so that midnight finds its partition made */
+        if (!err && !resolved)
+            err = ensure_partition(st, day + 1);
+    }
+    return err;
+}
+
+static bool partitions_known(struct pg_store *st, const struct pg_ref_req *v, size_t n)
+{
+    uint64_t one;
+    for (size_t i = 0; i < n; i++)
+        if (!skpx_u64map_get(&st->parts, (uint64_t)day_of(v[i].seg_first_ms), &one))
+            return false;
+    return true;
+}
+
+/* The batch's rows inside its transaction; *inserted gets the new snapshots' count. */
+static skp_err write_batch(struct pg_store *st, const struct store_snapshot *v,
+                           struct pg_ref_req *refs, size_t n, size_t *inserted, bool *retry)
+{
+    *retry = false;
+    skp_err err = pg__batch_epoch(st);
+    if (!err)
+        err = pg__resolve(st, refs, n);
+    if (err)
+        return err;
+    if (!partitions_known(st, refs, n)) {
+        *retry = true; /* made outside the transaction: the caller rolls back and retries */
+        return SKP_EIO;
+    }
+    struct pg_buf ls = {0}, lt = {0};
+    struct pg_buf c[6] = {{0}};
+    size_t n_links = 0;
+    uint64_t one;
+    pgb_putc(&ls, '{');
+    pgb_putc(&lt, '{');
+    for (int k = 0; k < 6; k++)
+        pgb_putc(&c[k], '{');
+    for (size_t i = 0; i < n; i++) {
+        uint64_t pair = (uint64_t)refs[i].task << 32 | refs[i].seg;
+        if (!skpx_u64map_get(&st->task_segs, pair, &one)) {
+            if (n_links++) {
+                pgb_putc(&lt, ',');
+                pgb_putc(&ls, ',');
+            }
+            pgb_int(&lt, refs[i].task);
+            pgb_int(&ls, refs[i].seg);
+        }
+        const int64_t vals[6] = {refs[i].seg, v[i].sequence,  refs[i].task,
+                                 v[i].time_ms, refs[i].stack, refs[i].seg_first_ms};
+        for (int k = 0; k < 6; k++) {
+            if (i)
+                pgb_putc(&c[k], ',');
+            pgb_int(&c[k], vals[k]);
+        }
+    }
+    pgb_putc(&ls, '}');
+    pgb_putc(&lt, '}');
+    for (int k = 0; k < 6; k++)
+        pgb_putc(&c[k], '}');
+    struct pg_params p = {0};
+    PGresult *r = NULL;
+    pgp_owned(&p, pgb_take(&lt));
+    pgp_owned(&p, pgb_take(&ls));
+    if (n_links) {
+        r = pg__execp(st, PGS_TASKSEG_INS, &p, &err, "insert task segments");
+        PQclear(r);
+    }
+    pgp_free(&p);
+    for (int k = 0; k < 6; k++)
+        pgp_owned(&p, pgb_take(&c[k]));
+    if (!err) {
+        r = pg__execp(st, PGS_SNAP_INS, &p, &err, "insert snapshots");
+        if (r)
+            *inserted = (size_t)strtoull(PQcmdTuples(r), NULL, 10);
+        PQclear(r);
+    }
+    pgp_free(&p);
+    return err;
+}
+
+/* Remembers the batch's (task, segment) links after its commit. */
+static void remember_links(struct pg_store *st, const struct pg_ref_req *refs, size_t n)
+{
+    if (st->task_segs.n + n > PG_PAIR_CACHE_MAX)
+        skpx_u64map_clear(&st->task_segs);
+    for (size_t i = 0; i < n; i++) {
+        if (skpx_u64map_put(&st->task_segs, (uint64_t)refs[i].task << 32 | refs[i].seg, 1) !=
+            SKP_OK)
+            break; /* only a cache */
+    }
+}
+
+skp_err pg_store_insert_snapshots(struct store *base, const struct store_snapshot *v, size_t n,
+                                  size_t *n_dup)
+{
+    struct pg_store *st = pg_store_of(base);
+    if (n_dup)
+        *n_dup = 0;
+    if (n == 0)
+        return SKP_OK;
+    if (!v)
+        return SKP_EINVAL;
+    if (st->read_only)
+        return SKP_EIO;
+    skp_err err = pg__ready(st);
+    if (err)
+        return err;
+    struct pg_ref_req *refs = skpx_calloc(n, sizeof(*refs));
+    if (!refs)
+        return SKP_ENOMEM;
+    for (size_t i = 0; i < n; i++) {
+        refs[i].segment_id = v[i].segment_id ? v[i].segment_id : "";
+        /* A segment ages out from when we first received it, not from the agent's clock. */
+        refs[i].first_ms = v[i].received_ms ? v[i].received_ms : v[i].time_ms;
+        refs[i].task_id = v[i].task_id ? v[i].task_id : "";
+        refs[i].frames = v[i].frames;
+        refs[i].n_frames = v[i].frames ? v[i].n_frames : 0;
+    }
+    size_t inserted = 0;
+    for (int attempt = 0; attempt < PG_INGEST_TRIES; attempt++) {
+        bool retry = false;
+        err = ensure_partitions(st, refs, n, attempt > 0);
+        if (!err)
+            err = pg__begin(st);
+        if (err)
+            break;
+        err = write_batch(st, v, refs, n, &inserted, &retry);
+        if (!err)
+            err = pg__commit(st);
+        if (!err)
+            break;
+        /* a partition dropped by another collector's retention: "no partition for row" */
+        bool gone = strcmp(st->sqlstate, "23514") == 0;
+        retry = retry || gone || pg__retryable(st);
+        pg__rollback(st);
+        if (!retry || PQstatus(st->conn) != CONNECTION_OK)
+            break;
+        if (attempt + 1 < PG_INGEST_TRIES) {
+            /* ensure_partitions(resolved) needs the batch's first_ms: resolve them again */
+            err = pg__begin(st);
+            if (!err)
+                err = pg__resolve(st, refs, n);
+            pg__rollback(st);
+            if (err)
+                break;
+            err = SKP_EIO;
+        }
+    }
+    if (!err) {
+        remember_links(st, refs, n);
+        if (st->n_snapshots >= 0)
+            st->n_snapshots += (int64_t)inserted;
+        if (n_dup)
+            *n_dup = n - inserted;
+    }
+    skpx_free(refs);
+    return err;
+}
+
+/* ---- scans ---- */
+
+/* Runs `sql` (numbers inlined by the caller, no parameters) through a cursor. */
+static skp_err run_scan(struct pg_store *st, const char *sql, store_sample_cb cb, void *ud)
+{
+    if (st->in_tx)
+        return SKP_ESTATE;
+    skp_err err = pg__begin(st);
+    if (err)
+        return err;
+    size_t cap = strlen(sql) + 64;
+    char *decl = skpx_malloc(cap);
+    uint32_t *stacks = skpx_malloc(PG_SCAN_CHUNK * sizeof(*stacks));
+    if (!decl || !stacks) {
+        err = SKP_ENOMEM;
+        goto out;
+    }
+    snprintf(decl, cap, "DECLARE skp_scan NO SCROLL CURSOR FOR %s", sql);
+    err = pg__cmd(st, decl, "scan");
+    char fetch[64];
+    snprintf(fetch, sizeof(fetch), "FETCH FORWARD %d FROM skp_scan", PG_SCAN_CHUNK);
+    while (!err) {
+        PGresult *r = pg__exec(st, fetch, NULL, &err, "scan snapshots");
+        if (!r)
+            break;
+        int rows = PQntuples(r);
+        for (int i = 0; i < rows; i++)
+            stacks[i] = (uint32_t)pg__i64(r, i, 3);
+        err = pg__prefetch_stacks(st, stacks, (size_t)rows);
+        st->scanning = true;
+        for (int i = 0; i < rows && !err; i++) {
+            struct store_sample s = {
+                .segment = (uint32_t)pg__i64(r, i, 0),
+                .sequence = (int32_t)pg__i64(r, i, 1),
+                .time_ms = pg__i64(r, i, 2),
+                .stack = stacks[i],
+            };
+            cb(ud, &s);
+        }
+        st->scanning = false;
+        PQclear(r);
+        if (rows < PG_SCAN_CHUNK)
+            break;
+    }
+out:
+    skpx_free(decl);
+    skpx_free(stacks);
+    if (!err)
+        err = pg__commit(st); /* closes the cursor */
+    if (err)
+        pg__rollback(st);
+    return err;
+}
+
+skp_err pg_store_scan_segment(struct store *base, const char *segment_id, int32_t lo_seq,
+                              int32_t hi_seq, store_sample_cb cb, void *ud)
+{
+    struct pg_store *st = pg_store_of(base);
+    if (!segment_id || !cb)
+        return SKP_EINVAL;
+    if (st->scanning)
+        return SKP_ESTATE; /* a nested scan would disturb the running one */
+    skp_err err = pg__ready(st);
+    if (err)
+        return err;
+    uint32_t seg = 0;
+    int64_t first = 0;
+    err = pg__segment_find(st, segment_id, &seg, &first);
+    if (err)
+        return err == SKP_ENOTFOUND ? SKP_OK : err;
+    char sql[320];
+    snprintf(sql, sizeof(sql),
+             "SELECT seg, seq, time, stack FROM snapshots WHERE seg = %u AND first_ms = %" PRId64
+             " AND seq BETWEEN %d AND %d ORDER BY seq, task",
+             seg, first, (int)lo_seq, (int)hi_seq);
+    return run_scan(st, sql, cb, ud);
+}
+
+skp_err pg_store_segment_seq_window(struct store *base, const char *segment_id, int64_t from_ms,
+                                    int64_t to_ms, int32_t *lo, int32_t *hi)
+{
+    struct pg_store *st = pg_store_of(base);
+    if (!segment_id)
+        return SKP_EINVAL;
+    skp_err err = pg__ready(st);
+    if (err)
+        return err;
+    uint32_t seg = 0;
+    int64_t first = 0;
+    err = pg__segment_find(st, segment_id, &seg, &first);
+    if (err)
+        return err;
+    struct pg_params p = {0};
+    pgp_int(&p, seg);
+    pgp_int(&p, first);
+    pgp_int(&p, from_ms);
+    pgp_int(&p, to_ms);
+    PGresult *r = pg__exec(st,
+                           "SELECT min(seq), max(seq) FROM snapshots WHERE seg = $1 AND "
+                           "first_ms = $2 AND time BETWEEN $3 AND $4",
+                           &p, &err, "sequence window");
+    pgp_free(&p);
+    if (!r)
+        return err;
+    if (pg__null(r, 0, 0)) {
+        err = SKP_ENOTFOUND;
+    } else {
+        *lo = (int32_t)pg__i64(r, 0, 0);
+        *hi = (int32_t)pg__i64(r, 0, 1);
+    }
+    PQclear(r);
+    return err;
+}
+
+skp_err pg_store_scan_task(struct store *base, const char *task_id, store_sample_cb cb, void *ud)
+{
+    struct pg_store *st = pg_store_of(base);
+    if (!task_id || !cb)
+        return SKP_EINVAL;
+    if (st->scanning)
+        return SKP_ESTATE;
+    skp_err err = pg__ready(st);
+    if (err)
+        return err;
+    uint32_t task = 0;
+    err = pg__task_key_find(st, task_id, &task);
+    if (err)
+        return err == SKP_ENOTFOUND ? SKP_OK : err;
+    char sql[320];
+    snprintf(sql, sizeof(sql),
+             "SELECT sn.seg, sn.seq, sn.time, sn.stack FROM task_segments ts "
+             "JOIN snapshots sn ON sn.seg = ts.seg AND sn.task = ts.task "
+             "WHERE ts.task = %u ORDER BY ts.seg, sn.seq",
+             task);
+    return run_scan(st, sql, cb, ud);
+}

@@ -1,0 +1,270 @@
+/* store_pg_int.h - internals shared by the files of the PostgreSQL backend of store.h (libpq).
+ * Not a contract for other modules. The backend's files:
+ *   store_pg.c            connection (URL, reconnect with backoff), parameters, statements,
+ *                         transactions, errors, open/close, check, stats, the ops table
+ *   store_pg_schema.c     the schema as migration steps (skp_schema_version, advisory lock)
+ *   store_pg_registry.c   services, instances, tasks (+ the service task lock), task logs
+ *   store_pg_refs.c       segment / task ids → numbers, de-duplicated frames and stacks
+ *                         (batch upserts safe under concurrent collectors), stack and frame reads
+ *   store_pg_ingest.c     snapshot ingest (day partitions made on demand) and the analyzer's scans
+ *   store_pg_segments.c   segments, the profiled-segment listing (keyset), segment info
+ *   store_pg_retention.c  store_purge_before (drops whole day partitions)
+ * A feature's tables go in a store_pg_<feature>.c of their own, whose functions are members of
+ * pg_store_ops (store_pg.c) and whose migration step is appended to store_pg_schema.c.
+ *
+ * Design: one connection per store object (libpq is not shared between threads); every text
+ * parameter is sent as valid UTF-8 (agent bytes are sanitized as the SQLite backend sanitizes
+ * frames); numbers are text parameters; results are read in text format. Every public function
+ * starts with pg__ready: a connection found lost is reset at most once per backoff period
+ * (100 ms doubling to 5 s), and calls in between answer SKP_EIO at once. */
+#ifndef SKP_SERVER_STORE_PG_INT_H
+#define SKP_SERVER_STORE_PG_INT_H
+
+#include <libpq-fe.h>
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "common/map.h"
+#include "server/store.h"
+#include "server/store_backend.h"
+
+#define PG_FRAME_CACHE_MAX (1u << 18)  /* signature → id entries */
+#define PG_STACK_POOL_MAX (1u << 22)   /* frame ids held by the stack cache (16 MB) */
+#define PG_NAME_CACHE_MAX (1u << 16)   /* segment / task id strings → ids */
+#define PG_PAIR_CACHE_MAX (1u << 16)   /* (task, segment) pairs known to be recorded */
+#define PG_MAX_FRAMES 4096             /* frames kept per stack (as the SQLite backend) */
+#define PG_DAY_MS ((int64_t)86400000)          /* snapshot partitions are this wide */
+#define PG_BACKOFF_MIN_MS 100
+#define PG_BACKOFF_MAX_MS 5000
+#define PG_MAX_PARAMS 16
+
+/* Prepared statements: prepared on a connection at first use (a bit in pg_store.prepared),
+ * again after a reconnect. */
+enum pg_stmt {
+    PGS_FRAME_SIG,
+    PGS_STACK_GET,
+    PGS_SEG_FIND,
+    PGS_TASKKEY_FIND,
+    PGS_SNAP_INS,
+    PGS_TASKSEG_INS,
+    PGS_SEGMENT_INS,
+    PGS_COUNT
+};
+
+/* One cached stack: frame ids live in pool[off .. off+n). */
+struct pg_stack_entry {
+    uint32_t id;
+    uint32_t n;
+    size_t off;
+};
+
+struct pg_store {
+    struct store base; /* first member: the backend ops (store_backend.h) */
+    PGconn *conn;
+    char *url;         /* owned: what store_open got (reconnects use it) */
+    char *shown;       /* owned: the URL without its password, for logs */
+    bool read_only;
+    bool in_tx;
+    bool scanning;     /* a scan is running its callback */
+    uint64_t prepared; /* bit i: statement i is prepared on this connection */
+    int64_t next_reset_ms;
+    int64_t backoff_ms;
+    char sqlstate[6];  /* of the last failed statement ("" when none) */
+
+    /* ingest caches (cleared on rollback and purge: they may name rows that no longer exist) */
+    struct skpx_strmap frame_ids;  /* signature (raw) → frames.id */
+    struct skpx_strmap seg_ids;    /* segment id → segids.id */
+    struct skpx_u64map seg_first;  /* segids.id → first_ms (its snapshot partition) */
+    struct skpx_strmap task_keys;  /* task id → task_keys.id */
+    struct skpx_u64map task_segs;  /* (task << 32 | seg) → 1 */
+    struct skpx_u64map stack_by_hash; /* hash of the frame ids → index in stacks */
+    struct skpx_u64map stack_by_id;   /* id → index in stacks */
+    struct pg_stack_entry *stacks;
+    size_t n_stacks, cap_stacks;
+    uint32_t *pool;
+    size_t pool_len, pool_cap;
+    struct skpx_u64map parts;      /* day number → 1: snapshot partitions known to exist */
+
+    /* read cache: frames.id → signature, kept until close (store_get_frame's contract) */
+    struct skpx_u64map frame_sig_idx;
+    char **frame_sigs;
+    size_t n_frame_sigs, cap_frame_sigs;
+
+    uint32_t *scratch_ids;
+    size_t scratch_cap;
+
+    uint64_t commits;
+    uint64_t commit_ns_total;
+    int64_t n_snapshots; /* -1 until first counted */
+    int64_t epoch;       /* skp_purge_epoch when the ingest caches were filled (-1 unknown) */
+};
+
+static inline struct pg_store *pg_store_of(struct store *base)
+{
+    return (struct pg_store *)base;
+}
+
+/* ---- parameters: text values (NULL = SQL NULL) ---- */
+struct pg_params {
+    int n;
+    const char *v[PG_MAX_PARAMS];
+    char num[PG_MAX_PARAMS][24];
+    char *owned[PG_MAX_PARAMS]; /* sanitized copies / built arrays */
+};
+/* Adds a text (sanitized to UTF-8 when it is not; NULL = SQL NULL). */
+void pgp_text(struct pg_params *p, const char *s);
+void pgp_int(struct pg_params *p, int64_t v);
+/* Adds a text the params take ownership of (skpx_malloc'd; NULL = out of memory recorded). */
+void pgp_owned(struct pg_params *p, char *s);
+/* True if every value could be added (no allocation failed). */
+bool pgp_ok(const struct pg_params *p);
+void pgp_free(struct pg_params *p);
+
+/* ---- a growable text (array literals) ---- */
+struct pg_buf {
+    char *s;
+    size_t len, cap;
+    bool failed;
+};
+void pgb_putc(struct pg_buf *b, char c);
+void pgb_puts(struct pg_buf *b, const char *s);
+void pgb_int(struct pg_buf *b, int64_t v);
+/* Appends s as a quoted array element ("..." with \ and " escaped), sanitized to UTF-8. */
+void pgb_elem(struct pg_buf *b, const char *s);
+/* Appends bytes as a quoted bytea array element ("\\x0a0b"). */
+void pgb_bytea_elem(struct pg_buf *b, const uint8_t *p, size_t n);
+/* Hands the text over (NULL if an append failed); the buffer is empty afterwards. */
+char *pgb_take(struct pg_buf *b);
+
+/* ---- statements ---- */
+/* Makes the connection usable: SKP_OK, or SKP_EIO when it is lost and could not be reset
+ * (or the backoff since the last attempt has not passed). */
+SKP_MUST_CHECK skp_err pg__ready(struct pg_store *st);
+/* Runs sql with p (may be NULL). Returns the result when its status is COMMAND_OK or
+ * TUPLES_OK, else NULL with *err set (logged with `what` and the server's message; sqlstate
+ * kept in st->sqlstate). The caller PQclear()s the result. */
+PGresult *pg__exec(struct pg_store *st, const char *sql, struct pg_params *p, skp_err *err,
+                   const char *what);
+/* The same through the prepared statement `id`. */
+PGresult *pg__execp(struct pg_store *st, enum pg_stmt id, struct pg_params *p, skp_err *err,
+                    const char *what);
+/* Runs sql (no parameters) and discards the result. */
+SKP_MUST_CHECK skp_err pg__cmd(struct pg_store *st, const char *sql, const char *what);
+/* BEGIN / COMMIT (timed) / ROLLBACK (also drops the ingest caches). */
+SKP_MUST_CHECK skp_err pg__begin(struct pg_store *st);
+SKP_MUST_CHECK skp_err pg__commit(struct pg_store *st);
+void pg__rollback(struct pg_store *st);
+void pg__drop_ingest_caches(struct pg_store *st);
+/* Whether the last failure was a serialization failure or a deadlock (worth a retry). */
+bool pg__retryable(const struct pg_store *st);
+
+/* Result helpers: value of (row, col) as text ("" when NULL), int64, NULL-ness. */
+static inline const char *pg__txt(const PGresult *r, int row, int col)
+{
+    return PQgetvalue(r, row, col);
+}
+int64_t pg__i64(const PGresult *r, int row, int col);
+/* Decodes a bytea in text (hex) form "\x0a0b..." in place; returns the length or SIZE_MAX. */
+size_t pg__unhex(char *s);
+/* In a batch's transaction, before its references are resolved: holds the purge epoch row
+ * FOR SHARE (a purge waits for the batch, or the batch for the purge) and drops the ingest
+ * caches when a purge ran since they were filled. */
+SKP_MUST_CHECK skp_err pg__batch_epoch(struct pg_store *st);
+static inline bool pg__null(const PGresult *r, int row, int col)
+{
+    return PQgetisnull(r, row, col) != 0;
+}
+
+/* ---- schema (store_pg_schema.c) ---- */
+/* Migrates to `target` (0 = latest) in one transaction under an advisory lock, so collectors
+ * starting together migrate once. Errors: SKP_EIO (newer schema, failed step: rolled back). */
+SKP_MUST_CHECK skp_err pg__migrate(struct pg_store *st, int target);
+int pg_schema_version(void);
+
+/* ---- references (store_pg_refs.c), inside the caller's transaction ---- */
+/* One snapshot's keys as ingest resolves them. */
+struct pg_ref_req {
+    const char *segment_id;
+    int64_t first_ms;          /* for a new segment: when it was first received */
+    const char *task_id;       /* NULL: no task key needed */
+    char *const *frames;
+    size_t n_frames;           /* SIZE_MAX: no stack needed */
+    uint32_t seg, task, stack; /* out */
+    int64_t seg_first_ms;      /* out: the segment's stored first_ms */
+};
+/* Resolves segment ids, task ids and stacks of n requests with a few batched upserts.
+ * Errors: SKP_EIO, SKP_ENOMEM. */
+SKP_MUST_CHECK skp_err pg__resolve(struct pg_store *st, struct pg_ref_req *v, size_t n);
+/* Looks a segment (its id and first_ms, may be NULL) / task id up without creating it:
+ * SKP_ENOTFOUND if unknown. */
+SKP_MUST_CHECK skp_err pg__segment_find(struct pg_store *st, const char *segment_id,
+                                        uint32_t *out, int64_t *first_ms);
+SKP_MUST_CHECK skp_err pg__task_key_find(struct pg_store *st, const char *task_id,
+                                         uint32_t *out);
+/* Loads the stacks (and their frames' signatures) of ids not cached yet, in bulk. */
+SKP_MUST_CHECK skp_err pg__prefetch_stacks(struct pg_store *st, const uint32_t *ids, size_t n);
+void pg__stack_cache_clear(struct pg_store *st);
+
+/* ---- the backend's entry points (store.h's functions with "pg_" before them) ---- */
+extern const struct store_backend_ops pg_store_ops;
+SKP_MUST_CHECK skp_err pg_store_open(const char *url, const struct store_opts *opts,
+                                     struct store **out);
+void pg_store_close(struct store *base);
+SKP_MUST_CHECK skp_err pg_store_check(struct store *base, char *detail, size_t cap);
+SKP_MUST_CHECK skp_err pg_store_get_stats(struct store *base, struct store_stats *out);
+SKP_MUST_CHECK skp_err pg_store_upsert_instance(struct store *base, const char *service,
+                                                const char *instance, const char *layer,
+                                                const struct store_kv *props, size_t n_props,
+                                                int64_t now_ms);
+SKP_MUST_CHECK skp_err pg_store_touch_instance(struct store *base, const char *service,
+                                               const char *instance, int64_t now_ms);
+SKP_MUST_CHECK skp_err pg_store_list_services(struct store *base, store_service_cb cb, void *ud);
+SKP_MUST_CHECK skp_err pg_store_list_instances(struct store *base, const char *service,
+                                               store_instance_cb cb, void *ud);
+SKP_MUST_CHECK skp_err pg_store_insert_task(struct store *base, const struct store_task *t);
+SKP_MUST_CHECK skp_err pg_store_get_task(struct store *base, const char *id,
+                                         struct store_task *out);
+SKP_MUST_CHECK skp_err pg_store_latest_task_before(struct store *base, const char *service,
+                                                   int64_t start_before, struct store_task *out);
+SKP_MUST_CHECK skp_err pg_store_cancel_task(struct store *base, const char *id, int64_t now_ms);
+SKP_MUST_CHECK skp_err pg_store_tasks_for_agent(struct store *base, const char *service,
+                                                int64_t after_create_time, int64_t now_ms,
+                                                struct store_task **out, size_t *n_out);
+SKP_MUST_CHECK skp_err pg_store_list_tasks(struct store *base, const char *service,
+                                           const char *endpoint, store_task_cb cb, void *ud);
+SKP_MUST_CHECK skp_err pg_store_tasks_lock(struct store *base, const char *service);
+SKP_MUST_CHECK skp_err pg_store_tasks_unlock(struct store *base, bool commit);
+SKP_MUST_CHECK skp_err pg_store_add_task_log(struct store *base, const char *task_id,
+                                             const char *service, const char *instance,
+                                             enum store_task_op op, int64_t time_ms);
+SKP_MUST_CHECK skp_err pg_store_list_task_logs(struct store *base, const char *task_id,
+                                               store_task_log_cb cb, void *ud);
+SKP_MUST_CHECK skp_err pg_store_insert_snapshots(struct store *base,
+                                                 const struct store_snapshot *v, size_t n,
+                                                 size_t *n_dup);
+SKP_MUST_CHECK skp_err pg_store_insert_segments(struct store *base, const struct store_segment *v,
+                                                size_t n, int64_t received_ms);
+SKP_MUST_CHECK skp_err pg_store_segment_has_snapshots(struct store *base, const char *segment_id,
+                                                      bool *out);
+SKP_MUST_CHECK skp_err pg_store_list_profiled_segments(struct store *base, const char *task_id,
+                                                       store_profiled_segment_cb cb, void *ud);
+SKP_MUST_CHECK skp_err pg_store_list_profiled_segments_page(
+    struct store *base, const char *task_id, const struct store_segment_key *after, size_t limit,
+    store_profiled_segment_cb cb, void *ud, bool *more);
+SKP_MUST_CHECK skp_err pg_store_get_segment_info(struct store *base, const char *segment_id,
+                                                 struct store_segment_info *out);
+SKP_MUST_CHECK skp_err pg_store_scan_segment(struct store *base, const char *segment_id,
+                                             int32_t lo_seq, int32_t hi_seq, store_sample_cb cb,
+                                             void *ud);
+SKP_MUST_CHECK skp_err pg_store_segment_seq_window(struct store *base, const char *segment_id,
+                                                   int64_t from_ms, int64_t to_ms, int32_t *lo,
+                                                   int32_t *hi);
+SKP_MUST_CHECK skp_err pg_store_scan_task(struct store *base, const char *task_id,
+                                          store_sample_cb cb, void *ud);
+SKP_MUST_CHECK skp_err pg_store_get_stack(struct store *base, uint32_t stack,
+                                          const uint32_t **frames, size_t *n);
+SKP_MUST_CHECK skp_err pg_store_get_frame(struct store *base, uint32_t frame, const char **sig);
+SKP_MUST_CHECK skp_err pg_store_purge_before(struct store *base, int64_t before_ms,
+                                             uint64_t *n_deleted);
+
+#endif

@@ -1,0 +1,465 @@
+/* store_pg_registry.c - PostgreSQL backend: services and instances (registered by agents),
+ * profile tasks (with the service task lock that makes the overlap rule hold across
+ * collectors) and their logs. Properties use the shared JSON text (store_codec.h). */
+#include "server/store_pg_int.h"
+
+#include <inttypes.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "common/alloc.h"
+#include "common/grow.h"
+#include "common/log.h"
+#include "server/store_codec.h"
+
+#define TASK_COLUMNS                                                                               \
+    "id, service, endpoint, start_time, duration_min, min_duration_threshold, dump_period, "      \
+    "max_sampling_count, create_time"
+/* What the reads select: the columns above, then the cancel time (0 = not cancelled). */
+#define TASK_READ_COLUMNS TASK_COLUMNS ", coalesce(cancelled_ms, 0)"
+
+/* ---- services and instances ---- */
+
+/* Registers service + instance in one statement (each collector may do it at once: upserts). */
+static skp_err upsert(struct pg_store *st, const char *service, const char *instance,
+                      const char *layer, const char *language, const char *props_json,
+                      int64_t now_ms)
+{
+    if (!service || !instance)
+        return SKP_EINVAL;
+    skp_err err = pg__ready(st);
+    if (err)
+        return err;
+    struct pg_params p = {0};
+    pgp_text(&p, service);
+    pgp_text(&p, layer && *layer ? layer : NULL);
+    pgp_int(&p, now_ms);
+    pgp_text(&p, instance);
+    pgp_text(&p, language);
+    pgp_text(&p, props_json);
+    PGresult *r = pg__exec(
+        st,
+        "WITH s AS (INSERT INTO services(name, layer, last_seen) VALUES($1, $2, $3) "
+        "ON CONFLICT(name) DO UPDATE SET layer = COALESCE(excluded.layer, services.layer), "
+        "last_seen = greatest(services.last_seen, excluded.last_seen) RETURNING id) "
+        "INSERT INTO instances(service_id, name, language, properties, last_seen) "
+        "SELECT id, $4, $5, COALESCE($6, '{}'), $3 FROM s "
+        "ON CONFLICT(service_id, name) DO UPDATE SET "
+        "language = COALESCE(excluded.language, instances.language), "
+        "properties = CASE WHEN $6::text IS NULL THEN instances.properties "
+        "ELSE excluded.properties END, "
+        "last_seen = greatest(instances.last_seen, excluded.last_seen)",
+        &p, &err, "upsert instance");
+    pgp_free(&p);
+    PQclear(r);
+    if (!err)
+        st->commits++;
+    return err;
+}
+
+skp_err pg_store_upsert_instance(struct store *base, const char *service, const char *instance,
+                                 const char *layer, const struct store_kv *props, size_t n_props,
+                                 int64_t now_ms)
+{
+    const char *language = NULL;
+    char *text = store_props_to_text(props, n_props, &language);
+    if (!text)
+        return SKP_ENOMEM;
+    skp_err err = upsert(pg_store_of(base), service, instance, layer, language, text, now_ms);
+    skpx_free(text);
+    return err;
+}
+
+skp_err pg_store_touch_instance(struct store *base, const char *service, const char *instance,
+                                int64_t now_ms)
+{
+    return upsert(pg_store_of(base), service, instance, NULL, NULL, NULL, now_ms);
+}
+
+skp_err pg_store_list_services(struct store *base, store_service_cb cb, void *ud)
+{
+    struct pg_store *st = pg_store_of(base);
+    if (!cb)
+        return SKP_EINVAL;
+    skp_err err = pg__ready(st);
+    if (err)
+        return err;
+    PGresult *r = pg__exec(st,
+                           "SELECT s.name, s.layer, s.last_seen, "
+                           "(SELECT count(*) FROM instances i WHERE i.service_id = s.id) "
+                           "FROM services s ORDER BY s.name COLLATE \"C\"",
+                           NULL, &err, "list services");
+    if (!r)
+        return err;
+    for (int i = 0; i < PQntuples(r) && !err; i++) {
+        struct store_service_row row = {
+            .name = pg__txt(r, i, 0),
+            .layer = pg__null(r, i, 1) ? NULL : pg__txt(r, i, 1),
+            .last_seen_ms = pg__i64(r, i, 2),
+            .n_instances = pg__i64(r, i, 3),
+        };
+        err = cb(ud, &row);
+    }
+    PQclear(r);
+    return err;
+}
+
+skp_err pg_store_list_instances(struct store *base, const char *service, store_instance_cb cb,
+                                void *ud)
+{
+    struct pg_store *st = pg_store_of(base);
+    if (!service || !cb)
+        return SKP_EINVAL;
+    skp_err err = pg__ready(st);
+    if (err)
+        return err;
+    struct pg_params p = {0};
+    pgp_text(&p, service);
+    PGresult *r = pg__exec(st,
+                           "SELECT s.id, i.name, i.language, i.last_seen, i.properties "
+                           "FROM services s LEFT JOIN instances i ON i.service_id = s.id "
+                           "WHERE s.name = $1 ORDER BY i.name COLLATE \"C\"",
+                           &p, &err, "list instances");
+    pgp_free(&p);
+    if (!r)
+        return err;
+    if (PQntuples(r) == 0)
+        err = SKP_ENOTFOUND;
+    for (int i = 0; i < PQntuples(r) && !err; i++) {
+        if (pg__null(r, i, 1))
+            continue; /* the service has no instance */
+        struct store_props props;
+        err = store_props_parse(pg__txt(r, i, 4), &props);
+        if (!err) {
+            struct store_instance_row row = {
+                .name = pg__txt(r, i, 1),
+                .language = pg__null(r, i, 2) ? NULL : pg__txt(r, i, 2),
+                .last_heartbeat_ms = pg__i64(r, i, 3),
+                .props = props.kv,
+                .n_props = props.n,
+            };
+            err = cb(ud, &row);
+        }
+        store_props_cleanup(&props);
+    }
+    PQclear(r);
+    return err;
+}
+
+/* ---- tasks ---- */
+
+static skp_err task_from_row(const PGresult *r, int i, struct store_task *t)
+{
+    memset(t, 0, sizeof(*t));
+    t->id = skpx_strdup(pg__txt(r, i, 0));
+    t->service = skpx_strdup(pg__txt(r, i, 1));
+    t->endpoint = skpx_strdup(pg__txt(r, i, 2));
+    t->start_time = pg__i64(r, i, 3);
+    t->duration_min = (int)pg__i64(r, i, 4);
+    t->min_duration_threshold = (int)pg__i64(r, i, 5);
+    t->dump_period = (int)pg__i64(r, i, 6);
+    t->max_sampling_count = (int)pg__i64(r, i, 7);
+    t->create_time = pg__i64(r, i, 8);
+    t->cancelled_ms = pg__i64(r, i, 9);
+    if (!t->id || !t->service || !t->endpoint) {
+        store_task_cleanup(t);
+        return SKP_ENOMEM;
+    }
+    return SKP_OK;
+}
+
+skp_err pg_store_insert_task(struct store *base, const struct store_task *t)
+{
+    struct pg_store *st = pg_store_of(base);
+    if (!t || !t->id || !t->service || !t->endpoint)
+        return SKP_EINVAL;
+    skp_err err = pg__ready(st);
+    if (err)
+        return err;
+    struct pg_params p = {0};
+    pgp_text(&p, t->id);
+    pgp_text(&p, t->service);
+    pgp_text(&p, t->endpoint);
+    pgp_int(&p, t->start_time);
+    pgp_int(&p, t->duration_min);
+    pgp_int(&p, t->min_duration_threshold);
+    pgp_int(&p, t->dump_period);
+    pgp_int(&p, t->max_sampling_count);
+    pgp_int(&p, t->create_time);
+    /* DO NOTHING, not an error: a taken id must not abort the caller's transaction (the task
+     * lock), task_create tries the next id. */
+    PGresult *r = pg__exec(st,
+                           "INSERT INTO tasks(" TASK_COLUMNS ") "
+                           "VALUES($1, $2, $3, $4, $5, $6, $7, $8, $9) ON CONFLICT DO NOTHING",
+                           &p, &err, "insert task");
+    pgp_free(&p);
+    if (!r)
+        return err;
+    bool inserted = strcmp(PQcmdTuples(r), "1") == 0;
+    PQclear(r);
+    if (!inserted)
+        return SKP_EEXIST;
+    st->commits++;
+    return SKP_OK;
+}
+
+/* Runs a task query expected to yield at most one row into *out. */
+static skp_err one_task(struct pg_store *st, const char *sql, struct pg_params *p,
+                        struct store_task *out)
+{
+    skp_err err = pg__ready(st);
+    if (err)
+        return err;
+    PGresult *r = pg__exec(st, sql, p, &err, "read task");
+    if (!r)
+        return err;
+    err = PQntuples(r) ? task_from_row(r, 0, out) : SKP_ENOTFOUND;
+    PQclear(r);
+    return err;
+}
+
+skp_err pg_store_get_task(struct store *base, const char *id, struct store_task *out)
+{
+    memset(out, 0, sizeof(*out));
+    if (!id)
+        return SKP_EINVAL;
+    struct pg_params p = {0};
+    pgp_text(&p, id);
+    skp_err err = one_task(pg_store_of(base),
+                           "SELECT " TASK_READ_COLUMNS " FROM tasks WHERE id = $1", &p, out);
+    pgp_free(&p);
+    return err;
+}
+
+skp_err pg_store_latest_task_before(struct store *base, const char *service,
+                                    int64_t start_before, struct store_task *out)
+{
+    memset(out, 0, sizeof(*out));
+    if (!service)
+        return SKP_EINVAL;
+    struct pg_params p = {0};
+    pgp_text(&p, service);
+    pgp_int(&p, start_before);
+    skp_err err = one_task(pg_store_of(base),
+                           "SELECT " TASK_READ_COLUMNS " FROM tasks WHERE service = $1 AND "
+                           "start_time <= $2 ORDER BY start_time DESC, create_time DESC LIMIT 1",
+                           &p, out);
+    pgp_free(&p);
+    return err;
+}
+
+skp_err pg_store_tasks_for_agent(struct store *base, const char *service,
+                                 int64_t after_create_time, int64_t now_ms,
+                                 struct store_task **out, size_t *n_out)
+{
+    struct pg_store *st = pg_store_of(base);
+    *out = NULL;
+    *n_out = 0;
+    if (!service)
+        return SKP_EINVAL;
+    skp_err err = pg__ready(st);
+    if (err)
+        return err;
+    struct pg_params p = {0};
+    pgp_text(&p, service);
+    pgp_int(&p, after_create_time);
+    pgp_int(&p, now_ms);
+    PGresult *r = pg__exec(st,
+                           "SELECT " TASK_READ_COLUMNS " FROM tasks WHERE service = $1 AND "
+                           "create_time > $2 AND start_time + duration_min * 60000::bigint > $3 "
+                           "AND cancelled_ms IS NULL ORDER BY create_time, id COLLATE \"C\"",
+                           &p, &err, "tasks for agent");
+    pgp_free(&p);
+    if (!r)
+        return err;
+    int n = PQntuples(r);
+    struct store_task *v = n ? skpx_calloc((size_t)n, sizeof(*v)) : NULL;
+    if (n && !v)
+        err = SKP_ENOMEM;
+    size_t k = 0;
+    for (int i = 0; i < n && !err; i++) {
+        err = task_from_row(r, i, &v[k]);
+        if (!err)
+            k++;
+    }
+    PQclear(r);
+    if (err) {
+        for (size_t i = 0; i < k; i++)
+            store_task_cleanup(&v[i]);
+        skpx_free(v);
+        return err;
+    }
+    *out = v;
+    *n_out = k;
+    return SKP_OK;
+}
+
+skp_err pg_store_list_tasks(struct store *base, const char *service, const char *endpoint,
+                            store_task_cb cb, void *ud)
+{
+    struct pg_store *st = pg_store_of(base);
+    if (!cb)
+        return SKP_EINVAL;
+    skp_err err = pg__ready(st);
+    if (err)
+        return err;
+    struct pg_params p = {0};
+    pgp_text(&p, service);
+    pgp_text(&p, endpoint);
+    PGresult *r = pg__exec(st,
+                           "SELECT " TASK_READ_COLUMNS " FROM tasks WHERE "
+                           "($1::text IS NULL OR service = $1) AND "
+                           "($2::text IS NULL OR endpoint = $2) "
+                           "ORDER BY start_time DESC, create_time DESC, id COLLATE \"C\" DESC",
+                           &p, &err, "list tasks");
+    pgp_free(&p);
+    if (!r)
+        return err;
+    for (int i = 0; i < PQntuples(r) && !err; i++) {
+        struct store_task t = {
+            .id = (char *)pg__txt(r, i, 0),
+            .service = (char *)pg__txt(r, i, 1),
+            .endpoint = (char *)pg__txt(r, i, 2),
+            .start_time = pg__i64(r, i, 3),
+            .duration_min = (int)pg__i64(r, i, 4),
+            .min_duration_threshold = (int)pg__i64(r, i, 5),
+            .dump_period = (int)pg__i64(r, i, 6),
+            .max_sampling_count = (int)pg__i64(r, i, 7),
+            .create_time = pg__i64(r, i, 8),
+            .cancelled_ms = pg__i64(r, i, 9),
+        };
+        err = cb(ud, &t);
+    }
+    PQclear(r);
+    return err;
+}
+
+skp_err pg_store_cancel_task(struct store *base, const char *id, int64_t now_ms)
+{
+    struct pg_store *st = pg_store_of(base);
+    if (!id)
+        return SKP_EINVAL;
+    skp_err err = pg__ready(st);
+    if (err)
+        return err;
+    struct pg_params p = {0};
+    pgp_text(&p, id);
+    pgp_int(&p, now_ms);
+    PGresult *r = pg__exec(st,
+                           "UPDATE tasks SET cancelled_ms = $2 WHERE id = $1 AND "
+                           "cancelled_ms IS NULL AND start_time + duration_min * 60000::bigint > $2",
+                           &p, &err, "cancel task");
+    pgp_free(&p);
+    if (!r)
+        return err;
+    bool done = strcmp(PQcmdTuples(r), "1") == 0;
+    PQclear(r);
+    st->commits++;
+    if (done)
+        return SKP_OK;
+    struct store_task t;
+    err = pg_store_get_task(base, id, &t);
+    store_task_cleanup(&t);
+    return err ? err : SKP_ESTATE;
+}
+
+/* The lock is a transaction-scoped advisory lock on a hash of the service name: held until
+ * unlock's COMMIT/ROLLBACK, by one store object of any collector at a time. */
+skp_err pg_store_tasks_lock(struct store *base, const char *service)
+{
+    struct pg_store *st = pg_store_of(base);
+    if (!service)
+        return SKP_EINVAL;
+    if (st->in_tx)
+        return SKP_ESTATE;
+    skp_err err = pg__ready(st);
+    if (!err)
+        err = pg__begin(st);
+    if (err)
+        return err;
+    struct pg_params p = {0};
+    pgp_text(&p, service);
+    PGresult *r = pg__exec(st, "SELECT pg_advisory_xact_lock(hashtextextended('skp.tasks:' || $1, 0))",
+                           &p, &err, "task lock");
+    pgp_free(&p);
+    PQclear(r);
+    if (err)
+        pg__rollback(st);
+    return err;
+}
+
+skp_err pg_store_tasks_unlock(struct store *base, bool commit)
+{
+    struct pg_store *st = pg_store_of(base);
+    if (!st->in_tx)
+        return SKP_ESTATE;
+    if (commit) {
+        skp_err err = pg__commit(st);
+        if (err)
+            pg__rollback(st);
+        return err;
+    }
+    pg__rollback(st);
+    return SKP_OK;
+}
+
+/* ---- task logs ---- */
+
+skp_err pg_store_add_task_log(struct store *base, const char *task_id, const char *service,
+                              const char *instance, enum store_task_op op, int64_t time_ms)
+{
+    struct pg_store *st = pg_store_of(base);
+    if (!task_id || !instance ||
+        (op != STORE_TASK_NOTIFIED && op != STORE_TASK_EXECUTION_FINISHED))
+        return SKP_EINVAL;
+    skp_err err = pg__ready(st);
+    if (err)
+        return err;
+    struct pg_params p = {0};
+    pgp_text(&p, task_id);
+    pgp_text(&p, instance);
+    pgp_int(&p, (int64_t)op);
+    pgp_int(&p, time_ms);
+    pgp_text(&p, service);
+    /* the first (task, instance, op) row is kept, whichever collector wrote it */
+    PGresult *r = pg__exec(st,
+                           "INSERT INTO task_logs(task_id, instance, op, time, service) "
+                           "VALUES($1, $2, $3, $4, $5) ON CONFLICT DO NOTHING",
+                           &p, &err, "add task log");
+    pgp_free(&p);
+    PQclear(r);
+    if (!err)
+        st->commits++;
+    return err;
+}
+
+skp_err pg_store_list_task_logs(struct store *base, const char *task_id, store_task_log_cb cb,
+                                void *ud)
+{
+    struct pg_store *st = pg_store_of(base);
+    if (!task_id || !cb)
+        return SKP_EINVAL;
+    skp_err err = pg__ready(st);
+    if (err)
+        return err;
+    struct pg_params p = {0};
+    pgp_text(&p, task_id);
+    PGresult *r = pg__exec(st,
+                           "SELECT instance, op, time FROM task_logs WHERE task_id = $1 "
+                           "ORDER BY time, op, instance COLLATE \"C\"",
+                           &p, &err, "list task logs");
+    pgp_free(&p);
+    if (!r)
+        return err;
+    for (int i = 0; i < PQntuples(r) && !err; i++) {
+        struct store_task_log l = {
+            .task_id = task_id,
+            .instance = pg__txt(r, i, 0),
+            .op = (enum store_task_op)pg__i64(r, i, 1),
+            .time_ms = pg__i64(r, i, 2),
+        };
+        err = cb(ud, &l);
+    }
+    PQclear(r);
+    return err;
+}

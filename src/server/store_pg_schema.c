@@ -1,0 +1,153 @@
+/* store_pg_schema.c - the PostgreSQL schema as an ordered list of migration steps.
+ * skp_schema_version holds one row per applied step. store_open migrates in ONE transaction
+ * under pg_advisory_xact_lock, so collectors starting at once wait for each other and the
+ * first one migrates: the others then find the steps applied. Steps are append-only: never edit
+ * a released step, add one at the end (a feature's tables: its own step, see store_pg_int.h).
+ *
+ * Differences from the SQLite schema (store_schema.c), same rows:
+ *   - long texts that must be unique (frame signatures, stack blobs, segment and task ids) are
+ *     unique through an md5() expression index (a btree entry holds at most ~2.7 kB);
+ *   - snapshots are partitioned by day of their segment's first receive time (first_ms, the
+ *     retention clock), partitions snapshots_d<day> made on demand (store_pg_ingest.c);
+ *   - instance rows are keyed by (service id, name) without an id of their own. */
+#include "server/store_pg_int.h"
+
+#include <inttypes.h>
+#include <stdio.h>
+
+#include "common/clock.h"
+#include "common/err.h"
+#include "common/log.h"
+
+/* The advisory lock key of migrations ("skpschem" as a number). */
+#define PG_LOCK_SCHEMA 0x736b70736368656dLL
+
+struct pg_migration {
+    const char *description;
+    const char *sql;
+};
+
+static const struct pg_migration k_steps[] = {
+    {
+        "base schema: services, instances, tasks, logs, de-duplicated frames/stacks, "
+        "snapshots partitioned by day, segments",
+        "CREATE TABLE services(id bigserial PRIMARY KEY, name text NOT NULL UNIQUE, layer text,"
+        "  last_seen bigint NOT NULL DEFAULT 0);"
+        "CREATE TABLE instances(service_id bigint NOT NULL, name text NOT NULL, language text,"
+        "  properties text NOT NULL DEFAULT '{}', last_seen bigint NOT NULL DEFAULT 0,"
+        "  PRIMARY KEY(service_id, name));"
+        "CREATE TABLE tasks(id text PRIMARY KEY, service text NOT NULL, endpoint text NOT NULL,"
+        "  start_time bigint NOT NULL, duration_min int NOT NULL,"
+        "  min_duration_threshold int NOT NULL, dump_period int NOT NULL,"
+        "  max_sampling_count int NOT NULL, create_time bigint NOT NULL, cancelled_ms bigint);"
+        "CREATE INDEX tasks_by_service_start ON tasks(service, start_time);"
+        "CREATE INDEX tasks_by_service_create ON tasks(service, create_time);"
+        "CREATE TABLE task_logs(task_id text NOT NULL, instance text NOT NULL, op int NOT NULL,"
+        "  time bigint NOT NULL, service text, PRIMARY KEY(task_id, instance, op));"
+        "CREATE INDEX task_logs_by_time ON task_logs(time);"
+        "CREATE TABLE frames(id bigserial PRIMARY KEY, sig text NOT NULL);"
+        "CREATE UNIQUE INDEX frames_by_sig ON frames(md5(sig));"
+        "CREATE TABLE stacks(id bigserial PRIMARY KEY, frames bytea NOT NULL);"
+        "CREATE UNIQUE INDEX stacks_by_frames ON stacks(md5(frames));"
+        "CREATE TABLE segids(id bigserial PRIMARY KEY, segment_id text NOT NULL,"
+        "  first_ms bigint NOT NULL);"
+        "CREATE UNIQUE INDEX segids_by_id ON segids(md5(segment_id));"
+        "CREATE INDEX segids_by_first ON segids(first_ms);"
+        "CREATE TABLE task_keys(id bigserial PRIMARY KEY, task_id text NOT NULL);"
+        "CREATE UNIQUE INDEX task_keys_by_id ON task_keys(md5(task_id));"
+        "CREATE TABLE task_segments(task bigint NOT NULL, seg bigint NOT NULL,"
+        "  PRIMARY KEY(task, seg));"
+        "CREATE INDEX task_segments_by_seg ON task_segments(seg);"
+        "CREATE TABLE snapshots(seg bigint NOT NULL, seq int NOT NULL, task bigint NOT NULL,"
+        "  time bigint NOT NULL, stack bigint NOT NULL, first_ms bigint NOT NULL,"
+        "  PRIMARY KEY(seg, seq, task, first_ms)) PARTITION BY RANGE (first_ms);"
+        "CREATE TABLE segments(seg bigint PRIMARY KEY, trace_id text NOT NULL, service text,"
+        "  instance text, endpoint text, start_ms bigint NOT NULL, end_ms bigint NOT NULL,"
+        "  received_ms bigint NOT NULL, spans text NOT NULL);"
+        "CREATE INDEX segments_by_trace ON segments(trace_id);"
+        "CREATE INDEX segments_by_received ON segments(received_ms);"
+        "CREATE TABLE skp_purge_epoch(epoch bigint NOT NULL);"
+        "INSERT INTO skp_purge_epoch VALUES(0);",
+    },
+};
+
+int pg_schema_version(void)
+{
+    return (int)SKP_ARRAY_LEN(k_steps);
+}
+
+static skp_err apply(struct pg_store *st, int cur, int target)
+{
+    for (int v = cur + 1; v <= target; v++) {
+        const struct pg_migration *m = &k_steps[v - 1];
+        skp_err err = pg__cmd(st, m->sql, "migration");
+        if (err) {
+            SKPX_ERROR("store: migration to schema v%d failed", v);
+            return err;
+        }
+        struct pg_params p = {0};
+        pgp_int(&p, v);
+        pgp_int(&p, skpx_now_ms());
+        pgp_text(&p, m->description);
+        PGresult *r = pg__exec(st,
+                               "INSERT INTO skp_schema_version(version, applied_ms, description) "
+                               "VALUES($1, $2, $3)",
+                               &p, &err, "record migration");
+        pgp_free(&p);
+        PQclear(r);
+        if (err)
+            return err;
+        SKPX_INFO("store: %s migrated to schema v%d (%s)", st->shown, v, m->description);
+    }
+    return SKP_OK;
+}
+
+skp_err pg__migrate(struct pg_store *st, int target)
+{
+    int latest = pg_schema_version();
+    if (target <= 0 || target > latest)
+        target = latest;
+    skp_err err = pg__begin(st);
+    if (err)
+        return err;
+    char lock[96];
+    snprintf(lock, sizeof(lock), "SELECT pg_advisory_xact_lock(%" PRId64 ")",
+             (int64_t)PG_LOCK_SCHEMA);
+    err = pg__cmd(st, lock, "schema lock");
+    if (!err && !st->read_only)
+        err = pg__cmd(st,
+                      "CREATE TABLE IF NOT EXISTS skp_schema_version(version int PRIMARY KEY,"
+                      "  applied_ms bigint NOT NULL, description text NOT NULL)",
+                      "schema version table");
+    PGresult *r = NULL;
+    if (!err)
+        r = pg__exec(st,
+                     "SELECT coalesce(max(version), 0) FROM skp_schema_version", NULL, &err,
+                     "read schema version");
+    if (err)
+        goto fail;
+    int cur = (int)pg__i64(r, 0, 0);
+    PQclear(r);
+    if (cur > latest) {
+        SKPX_ERROR("store: %s has schema v%d, newer than this build (v%d)", st->shown, cur,
+                   latest);
+        err = SKP_EIO;
+        goto fail;
+    }
+    if (cur < target && st->read_only) {
+        SKPX_ERROR("store: %s has schema v%d, needs v%d, but is opened read-only", st->shown,
+                   cur, target);
+        err = SKP_EIO;
+        goto fail;
+    }
+    if (cur < target)
+        err = apply(st, cur, target);
+    if (!err)
+        err = pg__commit(st);
+    if (err)
+        goto fail;
+    return SKP_OK;
+fail:
+    pg__rollback(st);
+    return err;
+}

@@ -1,0 +1,293 @@
+/* store_pg_segments.c - PostgreSQL backend: trace segments, the profiled-segment listing of a
+ * task (one query per page: keyset on (start, segment id), the order of the SQLite backend,
+ * byte order of ids), and store_get_segment_info. Spans are kept as the shared JSON text
+ * (store_codec.h). */
+#include "server/store_pg_int.h"
+
+#include <inttypes.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "common/alloc.h"
+#include "common/log.h"
+#include "server/store_codec.h"
+
+static const char *str_or_empty(const char *s)
+{
+    return s ? s : "";
+}
+
+/* ---- ingest ---- */
+
+static skp_err insert_segment(struct pg_store *st, const struct store_segment *seg,
+                              uint32_t ref, int64_t received_ms)
+{
+    int64_t start = INT64_MAX, end = INT64_MIN;
+    for (size_t i = 0; i < seg->n_spans; i++) {
+        if (seg->spans[i].start_ms < start)
+            start = seg->spans[i].start_ms;
+        if (seg->spans[i].end_ms > end)
+            end = seg->spans[i].end_ms;
+    }
+    if (seg->n_spans == 0)
+        start = end = received_ms;
+    if (end < start)
+        end = start;
+    size_t len = 0;
+    char *text = store_spans_to_text(seg, &len);
+    if (!text)
+        return SKP_ENOMEM;
+    struct pg_params p = {0};
+    pgp_int(&p, ref);
+    pgp_text(&p, str_or_empty(seg->trace_id));
+    pgp_text(&p, str_or_empty(seg->service));
+    pgp_text(&p, str_or_empty(seg->instance));
+    pgp_text(&p, str_or_empty(store_segment_endpoint(seg)));
+    pgp_int(&p, start);
+    pgp_int(&p, end);
+    pgp_int(&p, received_ms);
+    pgp_owned(&p, text);
+    skp_err err = SKP_OK;
+    PGresult *r = pg__execp(st, PGS_SEGMENT_INS, &p, &err, "insert segment");
+    pgp_free(&p);
+    PQclear(r);
+    return err;
+}
+
+skp_err pg_store_insert_segments(struct store *base, const struct store_segment *v, size_t n,
+                                 int64_t received_ms)
+{
+    struct pg_store *st = pg_store_of(base);
+    if (n == 0)
+        return SKP_OK;
+    if (!v)
+        return SKP_EINVAL;
+    if (st->read_only)
+        return SKP_EIO;
+    skp_err err = pg__ready(st);
+    if (err)
+        return err;
+    struct pg_ref_req *refs = skpx_calloc(n, sizeof(*refs));
+    if (!refs)
+        return SKP_ENOMEM;
+    size_t k = 0;
+    for (size_t i = 0; i < n; i++) {
+        if (!v[i].segment_id || !v[i].segment_id[0] || (v[i].n_spans && !v[i].spans))
+            continue; /* nothing to key it by; the collector counts malformed input */
+        refs[k].segment_id = v[i].segment_id;
+        refs[k].first_ms = received_ms; /* the retention clock */
+        refs[k].n_frames = SIZE_MAX;
+        k++;
+    }
+    for (int attempt = 0; attempt < 3 && k; attempt++) {
+        err = pg__begin(st);
+        if (err)
+            break;
+        err = pg__batch_epoch(st);
+        if (!err)
+            err = pg__resolve(st, refs, k);
+        size_t j = 0;
+        for (size_t i = 0; i < n && !err; i++) {
+            if (!v[i].segment_id || !v[i].segment_id[0] || (v[i].n_spans && !v[i].spans))
+                continue;
+            err = insert_segment(st, &v[i], refs[j++].seg, received_ms);
+        }
+        if (!err)
+            err = pg__commit(st);
+        if (!err)
+            break;
+        bool retry = pg__retryable(st);
+        pg__rollback(st);
+        if (!retry)
+            break;
+    }
+    skpx_free(refs);
+    return err;
+}
+
+/* ---- one segment ---- */
+
+static bool dup_or_null(const PGresult *r, int col, char **out)
+{
+    const char *t = pg__null(r, 0, col) ? NULL : pg__txt(r, 0, col);
+    *out = t && *t ? skpx_strdup(t) : NULL;
+    return !t || !*t || *out;
+}
+
+skp_err pg_store_get_segment_info(struct store *base, const char *segment_id,
+                                  struct store_segment_info *out)
+{
+    struct pg_store *st = pg_store_of(base);
+    memset(out, 0, sizeof(*out));
+    if (!segment_id)
+        return SKP_EINVAL;
+    skp_err err = pg__ready(st);
+    if (err)
+        return err;
+    struct pg_params p = {0};
+    pgp_text(&p, segment_id);
+    /* The task is found through the segment's first snapshot (lowest sequence). */
+    PGresult *r = pg__exec(st,
+                           "SELECT g.trace_id, COALESCE(NULLIF(g.endpoint, ''), t.endpoint), "
+                           "t.dump_period, g.start_ms, g.end_ms FROM segids si "
+                           "LEFT JOIN segments g ON g.seg = si.id "
+                           "LEFT JOIN task_keys tk ON tk.id = (SELECT sn.task FROM snapshots sn "
+                           "WHERE sn.seg = si.id AND sn.first_ms = si.first_ms "
+                           "ORDER BY sn.seq, sn.task LIMIT 1) "
+                           "LEFT JOIN tasks t ON t.id = tk.task_id "
+                           "WHERE md5(si.segment_id) = md5($1) AND si.segment_id = $1",
+                           &p, &err, "segment info");
+    pgp_free(&p);
+    if (!r)
+        return err;
+    if (PQntuples(r) == 0) {
+        err = SKP_ENOTFOUND;
+    } else {
+        out->dump_period = pg__null(r, 0, 2) ? 0 : (int)pg__i64(r, 0, 2);
+        out->has_window = !pg__null(r, 0, 3);
+        out->start_ms = pg__i64(r, 0, 3);
+        out->end_ms = pg__i64(r, 0, 4);
+        if (!dup_or_null(r, 0, &out->trace_id) || !dup_or_null(r, 1, &out->endpoint)) {
+            store_segment_info_cleanup(out);
+            err = SKP_ENOMEM;
+        }
+    }
+    PQclear(r);
+    return err;
+}
+
+skp_err pg_store_segment_has_snapshots(struct store *base, const char *segment_id, bool *out)
+{
+    struct pg_store *st = pg_store_of(base);
+    *out = false;
+    if (!segment_id)
+        return SKP_EINVAL;
+    skp_err err = pg__ready(st);
+    if (err)
+        return err;
+    uint32_t seg = 0;
+    int64_t first = 0;
+    err = pg__segment_find(st, segment_id, &seg, &first);
+    if (err)
+        return err == SKP_ENOTFOUND ? SKP_OK : err;
+    struct pg_params p = {0};
+    pgp_int(&p, seg);
+    pgp_int(&p, first);
+    PGresult *r = pg__exec(st, "SELECT 1 FROM snapshots WHERE seg = $1 AND first_ms = $2 LIMIT 1",
+                           &p, &err, "segment has snapshots");
+    pgp_free(&p);
+    if (!r)
+        return err;
+    *out = PQntuples(r) > 0;
+    PQclear(r);
+    return SKP_OK;
+}
+
+/* ---- listing ---- */
+
+skp_err pg_store_list_profiled_segments(struct store *base, const char *task_id,
+                                        store_profiled_segment_cb cb, void *ud)
+{
+    return pg_store_list_profiled_segments_page(base, task_id, NULL, 0, cb, ud, NULL);
+}
+
+/* The listed segments of a task: (task, segment) links with a snapshot of sequence 0, keyed
+ * by (start, id): the SegmentObject's start, else the first dump's time; the end of a segment
+ * without object is its last dump's time. */
+static const char k_page_sql[] =
+    "WITH l AS (SELECT si.segment_id, ts.seg, ts.task, si.first_ms, g.seg IS NOT NULL AS obj, "
+    "  COALESCE(g.start_ms, z.time) AS start_ms "
+    "  FROM task_keys tk JOIN task_segments ts ON ts.task = tk.id "
+    "  JOIN segids si ON si.id = ts.seg "
+    "  JOIN snapshots z ON z.seg = ts.seg AND z.task = ts.task AND z.seq = 0 "
+    "   AND z.first_ms = si.first_ms "
+    "  LEFT JOIN segments g ON g.seg = ts.seg "
+    "  WHERE md5(tk.task_id) = md5($1) AND tk.task_id = $1) "
+    "SELECT l.segment_id, l.obj, l.start_ms, "
+    "  (SELECT time FROM snapshots sn WHERE sn.seg = l.seg AND sn.task = l.task AND "
+    "   sn.first_ms = l.first_ms ORDER BY sn.seq DESC LIMIT 1), "
+    "  g.trace_id, g.service, g.instance, g.endpoint, g.start_ms, g.end_ms, g.spans, "
+    "  (SELECT service FROM tasks WHERE id = $1) "
+    "FROM l LEFT JOIN segments g ON g.seg = l.seg "
+    "WHERE $2::bigint IS NULL OR (l.start_ms, l.segment_id COLLATE \"C\") > "
+    "  ($2::bigint, $3::text COLLATE \"C\") "
+    "ORDER BY l.start_ms, l.segment_id COLLATE \"C\" LIMIT $4";
+
+static skp_err visit_row(const PGresult *r, int i, store_profiled_segment_cb cb, void *ud)
+{
+    const char *task_service = pg__null(r, i, 11) ? "" : pg__txt(r, i, 11);
+    if (strcmp(pg__txt(r, i, 1), "t") != 0) {
+        int64_t start = pg__i64(r, i, 2), end = pg__i64(r, i, 3);
+        struct store_profiled_segment p = {
+            .segment_id = pg__txt(r, i, 0),
+            .trace_id = "",
+            .service = task_service,
+            .instance = "",
+            .endpoint = "",
+            .start_ms = start,
+            .end_ms = end < start ? start : end,
+        };
+        return cb(ud, &p);
+    }
+    struct store_span_rows sr;
+    skp_err err = store_span_rows_parse(pg__txt(r, i, 0), pg__txt(r, i, 10), &sr);
+    if (!err) {
+        struct store_profiled_segment p = {
+            .segment_id = pg__txt(r, i, 0),
+            .has_object = true,
+            .trace_id = pg__txt(r, i, 4),
+            .service = pg__txt(r, i, 5),
+            .instance = pg__txt(r, i, 6),
+            .endpoint = pg__txt(r, i, 7),
+            .start_ms = pg__i64(r, i, 8),
+            .end_ms = pg__i64(r, i, 9),
+            .spans = sr.spans,
+            .n_spans = sr.n_spans,
+        };
+        err = cb(ud, &p);
+    }
+    store_span_rows_cleanup(&sr);
+    return err;
+}
+
+skp_err pg_store_list_profiled_segments_page(struct store *base, const char *task_id,
+                                             const struct store_segment_key *after,
+                                             size_t limit, store_profiled_segment_cb cb,
+                                             void *ud, bool *more)
+{
+    struct pg_store *st = pg_store_of(base);
+    if (more)
+        *more = false;
+    if (!task_id || !cb)
+        return SKP_EINVAL;
+    skp_err err = pg__ready(st);
+    if (err)
+        return err;
+    struct pg_params p = {0};
+    pgp_text(&p, task_id);
+    if (after) {
+        pgp_int(&p, after->start_ms);
+        pgp_text(&p, after->segment_id ? after->segment_id : "");
+    } else {
+        pgp_text(&p, NULL);
+        pgp_text(&p, NULL);
+    }
+    if (limit)
+        pgp_int(&p, (int64_t)limit + 1); /* one more tells whether segments remain */
+    else
+        pgp_text(&p, NULL); /* LIMIT NULL: all */
+    PGresult *r = pg__exec(st, k_page_sql, &p, &err, "list profiled segments");
+    pgp_free(&p);
+    if (!r)
+        return err;
+    int rows = PQntuples(r);
+    if (limit && (size_t)rows > limit) {
+        rows = (int)limit;
+        if (more)
+            *more = true;
+    }
+    for (int i = 0; i < rows && !err; i++)
+        err = visit_row(r, i, cb, ud);
+    PQclear(r);
+    return err;
+}

@@ -59,7 +59,7 @@ check_headers() {
     local cc=${CC:-cc} flags py bad="" h
     flags="-std=c11 -D_GNU_SOURCE -DSKP_VERSION=\"lint\" -Wall -Wextra -Werror -fsyntax-only"
     flags="$flags -I$root/src -I$root/include -I$build/gen"
-    flags="$flags $(pkg-config --cflags libprotobuf-c libnghttp2 libevent jansson sqlite3 libunwind libdw zlib 2>/dev/null)"
+    flags="$flags $(pkg-config --cflags libprotobuf-c libnghttp2 libevent jansson sqlite3 libunwind libdw zlib libpq 2>/dev/null)"
     py=$(/usr/bin/python3 -c 'import sysconfig; print(sysconfig.get_paths()["include"])' 2>/dev/null)
     for h in $(c_files 'src/*.h' 'include/*.h'); do
         local extra=""

@@ -66,8 +66,10 @@ static const char usage[] =
     "; port 0 = any)\n"
     "  --http-addr HOST:PORT          HTTP API + UI listener (default " CONFIG_DEFAULT_HTTP_ADDR
     ")\n"
-    "  --db PATH                      SQLite database (default " CONFIG_DEFAULT_DB
-    "; folder created)\n"
+    "  --db PATH|URL                  SQLite database (default " CONFIG_DEFAULT_DB
+    "; folder created),\n"
+    "                                 or postgresql://user@host:port/db?sslmode=... (env "
+    "SKYPROF_DB)\n"
     "  --auth-token TOKEN             agents must send it as `authentication` metadata\n"
     "  --api-token TOKEN              POST/DELETE HTTP calls need `Authorization: Bearer TOKEN`\n"
     "  --retention-days N             delete data older than N days, hourly (default 3; 0 = "

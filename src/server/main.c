@@ -159,6 +159,8 @@ static skp_err open_store(const char *path, struct store **st)
     if (!err)
         return SKP_OK;
     /* A database we may read but not write still serves the UI and the API's reads. */
+    if (!store_target_is_file(path))
+        return err;
     char buf[PATH_MAX];
     snprintf(buf, sizeof(buf), "%s", path);
     if (access(path, R_OK) == 0 && (access(path, W_OK) != 0 || access(dirname(buf), W_OK) != 0)) {
@@ -261,13 +263,15 @@ int main(int argc, char **argv)
         .max_decoded_bytes = cfg.max_decoded_bytes ? cfg.max_decoded_bytes
                                                    : CONFIG_DEFAULT_MAX_DECODED_BYTES};
 
-    if (make_parent_dirs(cfg.db_path) != 0) {
+    char db_shown[512]; /* a URL's password stays out of the log */
+    store_target_shown(cfg.db_path, db_shown, sizeof(db_shown));
+    if (store_target_is_file(cfg.db_path) && make_parent_dirs(cfg.db_path) != 0) {
         SKPX_ERROR("cannot create the folder of %s: %s", cfg.db_path, strerror(errno));
         goto out;
     }
     skp_err err = open_store(cfg.db_path, &st);
     if (err) {
-        SKPX_ERROR("cannot open database %s: %s", cfg.db_path, skp_strerror(err));
+        SKPX_ERROR("cannot open database %s: %s", db_shown, skp_strerror(err));
         goto out;
     }
     col.store = st;
@@ -276,12 +280,16 @@ int main(int argc, char **argv)
     char db_problem[512];
     int64_t check_t0 = skpx_mono_ms();
     if (store_check(st, db_problem, sizeof(db_problem)) != SKP_OK)
-        SKPX_ERROR("database %s failed its integrity check (PRAGMA quick_check): %s. Ingest and "
-                   "reads may fail; /healthz reports it. Restore a backup, or move the file "
-                   "away to start empty.",
-                   cfg.db_path, db_problem);
+        SKPX_ERROR("database %s failed its integrity check (%s): %s. Ingest and reads may "
+                   "fail; /healthz reports it. %s",
+                   db_shown,
+                   store_target_is_file(cfg.db_path) ? "PRAGMA quick_check" : "schema version",
+                   db_problem,
+                   store_target_is_file(cfg.db_path)
+                       ? "Restore a backup, or move the file away to start empty."
+                       : "Is another skyprofd version migrating it?");
     else
-        SKPX_INFO("database %s: integrity check ok (%" PRId64 " ms)", cfg.db_path,
+        SKPX_INFO("database %s: integrity check ok (%" PRId64 " ms)", db_shown,
                   skpx_mono_ms() - check_t0);
     web_root = cfg.web_root ? skpx_strdup(cfg.web_root) : default_web_root();
     if (cfg.web_root && !is_dir(cfg.web_root))
@@ -377,7 +385,7 @@ int main(int argc, char **argv)
     print_listening("grpc", cfg.grpc_addr, grpc_port);
     print_listening("http", cfg.http_addr, http_port);
     SKPX_INFO("skyprofd %s: db=%s web-root=%s retention=%d day(s) auth=%s api-token=%s",
-              SKP_VERSION, cfg.db_path, web_root ? web_root : "(none)", cfg.retention_days,
+              SKP_VERSION, db_shown, web_root ? web_root : "(none)", cfg.retention_days,
               cfg.auth_token ? "on" : "off", cfg.api_token ? "on" : "off");
 
     if (event_base_dispatch(d.base) < 0) {

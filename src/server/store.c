@@ -3,6 +3,7 @@
  * helpers of store.h and the feature headers (row cleanup), which do not depend on a backend. */
 #include "server/store.h"
 
+#include <stdio.h>
 #include <string.h>
 #include <strings.h>
 
@@ -25,6 +26,38 @@ enum store_backend_kind store_backend_for(const char *path_or_url)
         strncasecmp(path_or_url, "postgres://", 11) == 0)
         return STORE_BACKEND_POSTGRESQL;
     return STORE_BACKEND_SQLITE;
+}
+
+bool store_target_is_file(const char *target)
+{
+    return store_backend_for(target) == STORE_BACKEND_SQLITE;
+}
+
+void store_target_shown(const char *target, char *out, size_t cap)
+{
+    snprintf(out, cap, "%s", target ? target : "");
+    if (store_target_is_file(target))
+        return;
+    /* scheme://user:password@host... : the password is what lies between the first ':' after
+     * the scheme and the '@' that ends the user info (before any '/') */
+    char *auth = strstr(out, "://");
+    if (!auth)
+        return;
+    auth += 3;
+    char *at = strchr(auth, '@');
+    char *slash = strchr(auth, '/');
+    if (!at || (slash && slash < at))
+        return;
+    char *colon = memchr(auth, ':', (size_t)(at - auth));
+    if (!colon || cap - (size_t)(colon - out) < 5)
+        return;
+    size_t tail = strlen(at) + 1;
+    size_t room = cap - (size_t)(colon + 4 - out);
+    if (tail > room)
+        tail = room;
+    memmove(colon + 4, at, tail);
+    memcpy(colon + 1, "***", 3);
+    out[cap - 1] = '\0';
 }
 
 skp_err store_open(const char *path, const struct store_opts *opts, struct store **out)

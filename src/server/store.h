@@ -52,6 +52,12 @@ struct store_opts {
  * Errors: SKP_EIO (cannot open / migrate; detail logged), SKP_ENOMEM. */
 SKP_MUST_CHECK skp_err store_open(const char *path, const struct store_opts *opts,
                                   struct store **out);
+/* Whether store_open takes `target` as an SQLite file path (else a postgresql:// or
+ * postgres:// URL of a database server). Pure; NULL is a path. */
+bool store_target_is_file(const char *target);
+/* `target` fit for a log line: a URL's password replaced by "***". Pure; out is always
+ * NUL-terminated (cap >= 1), truncated when short. */
+void store_target_shown(const char *target, char *out, size_t cap);
 /* Checkpoints and closes. NULL ok. */
 void store_close(struct store *st);
 /* Schema version this build writes (for tests and /metrics). */
@@ -143,7 +149,8 @@ SKP_MUST_CHECK skp_err store_list_tasks(struct store *st, const char *service,
  * service returns, so the overlap probe (store_latest_task_before) and store_insert_task see and
  * make one consistent state. In between, only this object's task reads and inserts may run
  * (store_latest_task_before, store_get_task, store_insert_task and the store_proc_ task reads
- * and inserts); unlock commits them (commit true) or rolls them back. Errors: SKP_ESTATE (already locked), SKP_EIO. */
+ * and inserts); unlock commits them (commit true) or rolls them back.
+ * Errors: SKP_ESTATE (already locked / not locked), SKP_EIO. */
 SKP_MUST_CHECK skp_err store_tasks_lock(struct store *st, const char *service);
 SKP_MUST_CHECK skp_err store_tasks_unlock(struct store *st, bool commit);
 

@@ -69,9 +69,9 @@ static json_t *span_to_json(const struct store_segment *seg, const struct store_
     }
     for (size_t i = 0; i < sp->n_logs; i++) {
         json_t *data = kv_array(sp->logs[i].data, sp->logs[i].n_data);
-        json_t *lo = data ? json_pack("{s:I, s:o}", "time", (json_int_t)sp->logs[i].time_ms,
-                                      "data", data)
-                          : NULL;
+        json_t *lo =
+            data ? json_pack("{s:I, s:o}", "time", (json_int_t)sp->logs[i].time_ms, "data", data)
+                 : NULL;
         if (!lo || json_array_append_new(logs, lo) != 0)
             goto fail;
     }
@@ -81,11 +81,10 @@ static json_t *span_to_json(const struct store_segment *seg, const struct store_
                      "s:o, s:o}",
                      "spanId", (int)sp->span_id, "parentSpanId", (int)sp->parent_span_id,
                      "segmentId", skp_json_str(seg->segment_id), "refs", refs, "serviceCode",
-                     skp_json_str(seg->service), "serviceInstanceName",
-                     skp_json_str(seg->instance), "startTime", (json_int_t)sp->start_ms,
-                     "endTime", (json_int_t)sp->end_ms, "endpointName",
-                     skp_json_str(sp->operation), "type", type_name(sp->type), "peer",
-                     skp_json_str(sp->peer), "component", component, "isError",
+                     skp_json_str(seg->service), "serviceInstanceName", skp_json_str(seg->instance),
+                     "startTime", (json_int_t)sp->start_ms, "endTime", (json_int_t)sp->end_ms,
+                     "endpointName", skp_json_str(sp->operation), "type", type_name(sp->type),
+                     "peer", skp_json_str(sp->peer), "component", component, "isError",
                      (int)sp->is_error, "layer", layer_name(sp->layer), "tags", tags, "logs",
                      logs); /* "o" steals refs/tags/logs, also on failure */
 fail:
@@ -119,7 +118,6 @@ out:
     json_decref(spans);
     return text;
 }
-
 
 void store_span_rows_cleanup(struct store_span_rows *r)
 {

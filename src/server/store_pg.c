@@ -174,28 +174,6 @@ char *pgb_take(struct pg_buf *b)
 
 /* ---- connection ---- */
 
-/* The URL with its password replaced by "***" (for logs). */
-static char *url_shown(const char *url)
-{
-    char *out = skpx_strdup(url);
-    if (!out)
-        return NULL;
-    char *scheme = strstr(out, "://");
-    if (!scheme)
-        return out;
-    char *auth = scheme + 3;
-    char *at = strchr(auth, '@');
-    char *slash = strchr(auth, '/');
-    if (!at || (slash && slash < at))
-        return out;
-    char *colon = memchr(auth, ':', (size_t)(at - auth));
-    if (!colon)
-        return out;
-    memmove(colon + 4, at, strlen(at) + 1);
-    memcpy(colon + 1, "***", 3);
-    return out;
-}
-
 static void notice_quiet(void *arg, const char *message)
 {
     (void)arg;
@@ -404,8 +382,8 @@ void pg__drop_ingest_caches(struct pg_store *st)
 skp_err pg__batch_epoch(struct pg_store *st)
 {
     skp_err err = SKP_OK;
-    PGresult *r = pg__exec(st, "SELECT epoch FROM skp_purge_epoch FOR SHARE", NULL, &err,
-                           "purge epoch");
+    PGresult *r =
+        pg__exec(st, "SELECT epoch FROM skp_purge_epoch FOR SHARE", NULL, &err, "purge epoch");
     if (!r)
         return err;
     int64_t e = PQntuples(r) ? pg__i64(r, 0, 0) : -1;
@@ -437,7 +415,10 @@ skp_err pg_store_open(const char *url, const struct store_opts *opts, struct sto
     st->epoch = -1;
     st->read_only = opts && opts->read_only;
     st->url = skpx_strdup(url);
-    st->shown = url_shown(url);
+    size_t cap = strlen(url) + 8;
+    st->shown = skpx_malloc(cap);
+    if (st->shown)
+        store_target_shown(url, st->shown, cap);
     skp_err err = st->url && st->shown ? SKP_OK : SKP_ENOMEM;
     if (!err)
         err = connect_db(st);

@@ -142,7 +142,7 @@ static skp_err write_batch(struct pg_store *st, const struct store_snapshot *v,
             pgb_int(&lt, refs[i].task);
             pgb_int(&ls, refs[i].seg);
         }
-        const int64_t vals[6] = {refs[i].seg, v[i].sequence,  refs[i].task,
+        const int64_t vals[6] = {refs[i].seg,  v[i].sequence, refs[i].task,
                                  v[i].time_ms, refs[i].stack, refs[i].seg_first_ms};
         for (int k = 0; k < 6; k++) {
             if (i)

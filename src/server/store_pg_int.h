@@ -28,12 +28,12 @@
 #include "server/store.h"
 #include "server/store_backend.h"
 
-#define PG_FRAME_CACHE_MAX (1u << 18)  /* signature → id entries */
-#define PG_STACK_POOL_MAX (1u << 22)   /* frame ids held by the stack cache (16 MB) */
-#define PG_NAME_CACHE_MAX (1u << 16)   /* segment / task id strings → ids */
-#define PG_PAIR_CACHE_MAX (1u << 16)   /* (task, segment) pairs known to be recorded */
-#define PG_MAX_FRAMES 4096             /* frames kept per stack (as the SQLite backend) */
-#define PG_DAY_MS ((int64_t)86400000)          /* snapshot partitions are this wide */
+#define PG_FRAME_CACHE_MAX (1u << 18) /* signature → id entries */
+#define PG_STACK_POOL_MAX (1u << 22)  /* frame ids held by the stack cache (16 MB) */
+#define PG_NAME_CACHE_MAX (1u << 16)  /* segment / task id strings → ids */
+#define PG_PAIR_CACHE_MAX (1u << 16)  /* (task, segment) pairs known to be recorded */
+#define PG_MAX_FRAMES 4096            /* frames kept per stack (as the SQLite backend) */
+#define PG_DAY_MS ((int64_t)86400000) /* snapshot partitions are this wide */
 #define PG_BACKOFF_MIN_MS 100
 #define PG_BACKOFF_MAX_MS 5000
 #define PG_MAX_PARAMS 16
@@ -61,29 +61,29 @@ struct pg_stack_entry {
 struct pg_store {
     struct store base; /* first member: the backend ops (store_backend.h) */
     PGconn *conn;
-    char *url;         /* owned: what store_open got (reconnects use it) */
-    char *shown;       /* owned: the URL without its password, for logs */
+    char *url;   /* owned: what store_open got (reconnects use it) */
+    char *shown; /* owned: the URL without its password, for logs */
     bool read_only;
     bool in_tx;
     bool scanning;     /* a scan is running its callback */
     uint64_t prepared; /* bit i: statement i is prepared on this connection */
     int64_t next_reset_ms;
     int64_t backoff_ms;
-    char sqlstate[6];  /* of the last failed statement ("" when none) */
+    char sqlstate[6]; /* of the last failed statement ("" when none) */
 
     /* ingest caches (cleared on rollback and purge: they may name rows that no longer exist) */
-    struct skpx_strmap frame_ids;  /* signature (raw) → frames.id */
-    struct skpx_strmap seg_ids;    /* segment id → segids.id */
-    struct skpx_u64map seg_first;  /* segids.id → first_ms (its snapshot partition) */
-    struct skpx_strmap task_keys;  /* task id → task_keys.id */
-    struct skpx_u64map task_segs;  /* (task << 32 | seg) → 1 */
+    struct skpx_strmap frame_ids;     /* signature (raw) → frames.id */
+    struct skpx_strmap seg_ids;       /* segment id → segids.id */
+    struct skpx_u64map seg_first;     /* segids.id → first_ms (its snapshot partition) */
+    struct skpx_strmap task_keys;     /* task id → task_keys.id */
+    struct skpx_u64map task_segs;     /* (task << 32 | seg) → 1 */
     struct skpx_u64map stack_by_hash; /* hash of the frame ids → index in stacks */
     struct skpx_u64map stack_by_id;   /* id → index in stacks */
     struct pg_stack_entry *stacks;
     size_t n_stacks, cap_stacks;
     uint32_t *pool;
     size_t pool_len, pool_cap;
-    struct skpx_u64map parts;      /* day number → 1: snapshot partitions known to exist */
+    struct skpx_u64map parts; /* day number → 1: snapshot partitions known to exist */
 
     /* read cache: frames.id → signature, kept until close (store_get_frame's contract) */
     struct skpx_u64map frame_sig_idx;
@@ -185,8 +185,8 @@ int pg_schema_version(void);
 /* One snapshot's keys as ingest resolves them. */
 struct pg_ref_req {
     const char *segment_id;
-    int64_t first_ms;          /* for a new segment: when it was first received */
-    const char *task_id;       /* NULL: no task key needed */
+    int64_t first_ms;    /* for a new segment: when it was first received */
+    const char *task_id; /* NULL: no task key needed */
     char *const *frames;
     size_t n_frames;           /* SIZE_MAX: no stack needed */
     uint32_t seg, task, stack; /* out */
@@ -197,10 +197,9 @@ struct pg_ref_req {
 SKP_MUST_CHECK skp_err pg__resolve(struct pg_store *st, struct pg_ref_req *v, size_t n);
 /* Looks a segment (its id and first_ms, may be NULL) / task id up without creating it:
  * SKP_ENOTFOUND if unknown. */
-SKP_MUST_CHECK skp_err pg__segment_find(struct pg_store *st, const char *segment_id,
-                                        uint32_t *out, int64_t *first_ms);
-SKP_MUST_CHECK skp_err pg__task_key_find(struct pg_store *st, const char *task_id,
-                                         uint32_t *out);
+SKP_MUST_CHECK skp_err pg__segment_find(struct pg_store *st, const char *segment_id, uint32_t *out,
+                                        int64_t *first_ms);
+SKP_MUST_CHECK skp_err pg__task_key_find(struct pg_store *st, const char *task_id, uint32_t *out);
 /* Loads the stacks (and their frames' signatures) of ids not cached yet, in bulk. */
 SKP_MUST_CHECK skp_err pg__prefetch_stacks(struct pg_store *st, const uint32_t *ids, size_t n);
 void pg__stack_cache_clear(struct pg_store *st);
@@ -239,18 +238,19 @@ SKP_MUST_CHECK skp_err pg_store_add_task_log(struct store *base, const char *tas
                                              enum store_task_op op, int64_t time_ms);
 SKP_MUST_CHECK skp_err pg_store_list_task_logs(struct store *base, const char *task_id,
                                                store_task_log_cb cb, void *ud);
-SKP_MUST_CHECK skp_err pg_store_insert_snapshots(struct store *base,
-                                                 const struct store_snapshot *v, size_t n,
-                                                 size_t *n_dup);
+SKP_MUST_CHECK skp_err pg_store_insert_snapshots(struct store *base, const struct store_snapshot *v,
+                                                 size_t n, size_t *n_dup);
 SKP_MUST_CHECK skp_err pg_store_insert_segments(struct store *base, const struct store_segment *v,
                                                 size_t n, int64_t received_ms);
 SKP_MUST_CHECK skp_err pg_store_segment_has_snapshots(struct store *base, const char *segment_id,
                                                       bool *out);
 SKP_MUST_CHECK skp_err pg_store_list_profiled_segments(struct store *base, const char *task_id,
                                                        store_profiled_segment_cb cb, void *ud);
-SKP_MUST_CHECK skp_err pg_store_list_profiled_segments_page(
-    struct store *base, const char *task_id, const struct store_segment_key *after, size_t limit,
-    store_profiled_segment_cb cb, void *ud, bool *more);
+SKP_MUST_CHECK skp_err pg_store_list_profiled_segments_page(struct store *base, const char *task_id,
+                                                            const struct store_segment_key *after,
+                                                            size_t limit,
+                                                            store_profiled_segment_cb cb, void *ud,
+                                                            bool *more);
 SKP_MUST_CHECK skp_err pg_store_get_segment_info(struct store *base, const char *segment_id,
                                                  struct store_segment_info *out);
 SKP_MUST_CHECK skp_err pg_store_scan_segment(struct store *base, const char *segment_id,

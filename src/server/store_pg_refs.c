@@ -159,9 +159,8 @@ static const struct name_table k_frames = {"frames", "sig", false};
 /* Inserts the n texts (raw: as the agent sent them) missing from `t` and reads every id back:
  * ids[i] (and firsts[i] when with_first: the stored first_ms; first[i] is used for new rows).
  * Errors: SKP_EIO (a row could not be read back), SKP_ENOMEM. */
-static skp_err upsert_names(struct pg_store *st, const struct name_table *t,
-                            const char *const *raw, const int64_t *first, size_t n,
-                            uint32_t *ids, int64_t *firsts)
+static skp_err upsert_names(struct pg_store *st, const struct name_table *t, const char *const *raw,
+                            const int64_t *first, size_t n, uint32_t *ids, int64_t *firsts)
 {
     struct pg_buf names = {0}, times = {0};
     struct skpx_strmap rows = {0};
@@ -278,8 +277,8 @@ static void missing_cleanup(struct missing *m)
 }
 
 /* Resolves the missing names of `m` into `cache` (and seg_first for segids). */
-static skp_err resolve_missing(struct pg_store *st, const struct name_table *t,
-                               struct missing *m, struct skpx_strmap *cache)
+static skp_err resolve_missing(struct pg_store *st, const struct name_table *t, struct missing *m,
+                               struct skpx_strmap *cache)
 {
     if (m->n == 0)
         return SKP_OK;
@@ -303,8 +302,7 @@ static skp_err resolve_missing(struct pg_store *st, const struct name_table *t,
 static bool seg_cached(struct pg_store *st, const char *segment_id, uint32_t *id, int64_t *first)
 {
     uint64_t f;
-    if (!skpx_strmap_get(&st->seg_ids, segment_id, id) ||
-        !skpx_u64map_get(&st->seg_first, *id, &f))
+    if (!skpx_strmap_get(&st->seg_ids, segment_id, id) || !skpx_u64map_get(&st->seg_first, *id, &f))
         return false;
     *first = (int64_t)f;
     return true;
@@ -369,8 +367,7 @@ static skp_err upsert_stacks(struct pg_store *st, struct new_stack *v, size_t n)
         char *b = PQgetvalue(r, i, 1);
         size_t len = pg__unhex(b);
         uint64_t at;
-        if (len == SIZE_MAX ||
-            !skpx_u64map_get(&by_hash, skpx_hash_bytes(b, len), &at))
+        if (len == SIZE_MAX || !skpx_u64map_get(&by_hash, skpx_hash_bytes(b, len), &at))
             continue;
         if (v[at].len == len && (len == 0 || memcmp(v[at].blob, b, len) == 0))
             v[at].id = (uint32_t)pg__i64(r, i, 0);
@@ -394,7 +391,7 @@ static skp_err resolve_stacks(struct pg_store *st, struct pg_ref_req *v, size_t 
     struct new_stack *nv = NULL;
     size_t nn = 0, cap = 0;
     uint32_t *want = skpx_calloc(n ? n : 1, sizeof(*want)); /* request → index in nv + 1 */
-    struct skpx_u64map seen = {0};                        /* hash of ids → index in nv + 1 */
+    struct skpx_u64map seen = {0};                          /* hash of ids → index in nv + 1 */
     skp_err err = want ? SKP_OK : SKP_ENOMEM;
     for (size_t i = 0; i < n && !err; i++) {
         if (v[i].n_frames == SIZE_MAX)
@@ -603,8 +600,7 @@ static skp_err cache_stack_row(struct pg_store *st, uint32_t id, char *hex, cons
     return SKP_OK;
 }
 
-static skp_err cache_frame_sig(struct pg_store *st, uint32_t id, const char *sig,
-                               const char **out)
+static skp_err cache_frame_sig(struct pg_store *st, uint32_t id, const char *sig, const char **out)
 {
     uint64_t idx;
     if (skpx_u64map_get(&st->frame_sig_idx, id, &idx)) {
@@ -693,8 +689,7 @@ out:
     return err;
 }
 
-skp_err pg_store_get_stack(struct store *base, uint32_t stack, const uint32_t **frames,
-                           size_t *n)
+skp_err pg_store_get_stack(struct store *base, uint32_t stack, const uint32_t **frames, size_t *n)
 {
     struct pg_store *st = pg_store_of(base);
     *frames = NULL;

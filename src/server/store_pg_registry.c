@@ -12,8 +12,8 @@
 #include "common/log.h"
 #include "server/store_codec.h"
 
-#define TASK_COLUMNS                                                                               \
-    "id, service, endpoint, start_time, duration_min, min_duration_threshold, dump_period, "      \
+#define TASK_COLUMNS                                                                         \
+    "id, service, endpoint, start_time, duration_min, min_duration_threshold, dump_period, " \
     "max_sampling_count, create_time"
 /* What the reads select: the columns above, then the cancel time (0 = not cancelled). */
 #define TASK_READ_COLUMNS TASK_COLUMNS ", coalesce(cancelled_ms, 0)"
@@ -231,8 +231,8 @@ skp_err pg_store_get_task(struct store *base, const char *id, struct store_task 
     return err;
 }
 
-skp_err pg_store_latest_task_before(struct store *base, const char *service,
-                                    int64_t start_before, struct store_task *out)
+skp_err pg_store_latest_task_before(struct store *base, const char *service, int64_t start_before,
+                                    struct store_task *out)
 {
     memset(out, 0, sizeof(*out));
     if (!service)
@@ -248,9 +248,8 @@ skp_err pg_store_latest_task_before(struct store *base, const char *service,
     return err;
 }
 
-skp_err pg_store_tasks_for_agent(struct store *base, const char *service,
-                                 int64_t after_create_time, int64_t now_ms,
-                                 struct store_task **out, size_t *n_out)
+skp_err pg_store_tasks_for_agent(struct store *base, const char *service, int64_t after_create_time,
+                                 int64_t now_ms, struct store_task **out, size_t *n_out)
 {
     struct pg_store *st = pg_store_of(base);
     *out = NULL;
@@ -347,7 +346,8 @@ skp_err pg_store_cancel_task(struct store *base, const char *id, int64_t now_ms)
     pgp_int(&p, now_ms);
     PGresult *r = pg__exec(st,
                            "UPDATE tasks SET cancelled_ms = $2 WHERE id = $1 AND "
-                           "cancelled_ms IS NULL AND start_time + duration_min * 60000::bigint > $2",
+                           "cancelled_ms IS NULL AND "
+                           "start_time + duration_min * 60000::bigint > $2",
                            &p, &err, "cancel task");
     pgp_free(&p);
     if (!r)
@@ -379,8 +379,9 @@ skp_err pg_store_tasks_lock(struct store *base, const char *service)
         return err;
     struct pg_params p = {0};
     pgp_text(&p, service);
-    PGresult *r = pg__exec(st, "SELECT pg_advisory_xact_lock(hashtextextended('skp.tasks:' || $1, 0))",
-                           &p, &err, "task lock");
+    PGresult *r =
+        pg__exec(st, "SELECT pg_advisory_xact_lock(hashtextextended('skp.tasks:' || $1, 0))", &p,
+                 &err, "task lock");
     pgp_free(&p);
     PQclear(r);
     if (err)
@@ -409,8 +410,7 @@ skp_err pg_store_add_task_log(struct store *base, const char *task_id, const cha
                               const char *instance, enum store_task_op op, int64_t time_ms)
 {
     struct pg_store *st = pg_store_of(base);
-    if (!task_id || !instance ||
-        (op != STORE_TASK_NOTIFIED && op != STORE_TASK_EXECUTION_FINISHED))
+    if (!task_id || !instance || (op != STORE_TASK_NOTIFIED && op != STORE_TASK_EXECUTION_FINISHED))
         return SKP_EINVAL;
     skp_err err = pg__ready(st);
     if (err)

@@ -38,7 +38,8 @@ static const char *const k_purge_features[] = {
 static skp_err exec_count(struct pg_store *st, const char *sql, int64_t before_ms, uint64_t *n)
 {
     struct pg_params p = {0};
-    pgp_int(&p, before_ms);
+    if (strstr(sql, "$1"))
+        pgp_int(&p, before_ms);
     skp_err err = SKP_OK;
     PGresult *r = pg__exec(st, sql, &p, &err, "purge");
     pgp_free(&p);
@@ -55,7 +56,7 @@ static skp_err drop_partitions(struct pg_store *st, int64_t before_ms, uint64_t 
 {
     skp_err err = SKP_OK;
     PGresult *r = pg__exec(st,
-                           "SELECT c.relname, pg_get_expr(c.relpartbound, c.oid) FROM pg_inherits i "
+                           "SELECT c.relname FROM pg_inherits i "
                            "JOIN pg_class c ON c.oid = i.inhrelid "
                            "WHERE i.inhparent = 'snapshots'::regclass",
                            NULL, &err, "list partitions");
@@ -190,8 +191,8 @@ skp_err pg_store_purge_before(struct store *base, int64_t before_ms, uint64_t *n
     }
     pg__drop_ingest_caches(st);
     if (st->n_snapshots >= 0)
-        st->n_snapshots = st->n_snapshots > (int64_t)n_snaps ? st->n_snapshots - (int64_t)n_snaps
-                                                             : 0;
+        st->n_snapshots =
+            st->n_snapshots > (int64_t)n_snaps ? st->n_snapshots - (int64_t)n_snaps : 0;
     if (n_deleted)
         *n_deleted = n;
     return SKP_OK;

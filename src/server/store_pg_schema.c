@@ -121,22 +121,20 @@ skp_err pg__migrate(struct pg_store *st, int target)
                       "schema version table");
     PGresult *r = NULL;
     if (!err)
-        r = pg__exec(st,
-                     "SELECT coalesce(max(version), 0) FROM skp_schema_version", NULL, &err,
+        r = pg__exec(st, "SELECT coalesce(max(version), 0) FROM skp_schema_version", NULL, &err,
                      "read schema version");
     if (err)
         goto fail;
     int cur = (int)pg__i64(r, 0, 0);
     PQclear(r);
     if (cur > latest) {
-        SKPX_ERROR("store: %s has schema v%d, newer than this build (v%d)", st->shown, cur,
-                   latest);
+        SKPX_ERROR("store: %s has schema v%d, newer than this build (v%d)", st->shown, cur, latest);
         err = SKP_EIO;
         goto fail;
     }
     if (cur < target && st->read_only) {
-        SKPX_ERROR("store: %s has schema v%d, needs v%d, but is opened read-only", st->shown,
-                   cur, target);
+        SKPX_ERROR("store: %s has schema v%d, needs v%d, but is opened read-only", st->shown, cur,
+                   target);
         err = SKP_EIO;
         goto fail;
     }

@@ -19,8 +19,8 @@ static const char *str_or_empty(const char *s)
 
 /* ---- ingest ---- */
 
-static skp_err insert_segment(struct pg_store *st, const struct store_segment *seg,
-                              uint32_t ref, int64_t received_ms)
+static skp_err insert_segment(struct pg_store *st, const struct store_segment *seg, uint32_t ref,
+                              int64_t received_ms)
 {
     int64_t start = INT64_MAX, end = INT64_MIN;
     for (size_t i = 0; i < seg->n_spans; i++) {
@@ -251,9 +251,8 @@ static skp_err visit_row(const PGresult *r, int i, store_profiled_segment_cb cb,
 }
 
 skp_err pg_store_list_profiled_segments_page(struct store *base, const char *task_id,
-                                             const struct store_segment_key *after,
-                                             size_t limit, store_profiled_segment_cb cb,
-                                             void *ud, bool *more)
+                                             const struct store_segment_key *after, size_t limit,
+                                             store_profiled_segment_cb cb, void *ud, bool *more)
 {
     struct pg_store *st = pg_store_of(base);
     if (more)

@@ -18,7 +18,6 @@
 /* What the reads select: the columns above, then the cancel time (0 = not cancelled). */
 #define TASK_READ_COLUMNS TASK_COLUMNS ", coalesce(cancelled_ms, 0)"
 
-
 /* ---- services and instances ---- */
 
 static skp_err service_ref(struct sqlite_store *st, const char *service, const char *layer,

@@ -438,7 +438,8 @@ static skp_err group_open(const char *rx, size_t *i, struct out *o, char *err, s
     }
     if (k == '>')
         return fail(err, cap, "atomic groups are not supported");
-    return fail(err, cap, "inline flags are supported only as (?flags) at the start of the pattern");
+    return fail(err, cap,
+                "inline flags are supported only as (?flags) at the start of the pattern");
 }
 
 skp_err skpx_uri_regex_translate(const char *rx, char *out, size_t cap, int *icase, char *err,

@@ -927,8 +927,9 @@ static void prefetch_awaits(struct skp__pyreader *r, uintptr_t coro, struct awai
     struct iovec rem[AWAIT_HINT_DEPTH];
     size_t n = h->n < AWAIT_HINT_DEPTH ? h->n : AWAIT_HINT_DEPTH;
     for (size_t k = 0; k < n; k++) {
-        loc[k] = (struct iovec){r->await_buf + k * AWAIT_SLOT_BYTES, l->gen_copy + AWAIT_PEEK_BYTES};
-        rem[k] = (struct iovec){(void *)h->chain[k], l->gen_copy + AWAIT_PEEK_BYTES};
+        size_t len = l->gen_copy + AWAIT_PEEK_BYTES;
+        loc[k] = (struct iovec){r->await_buf + k * AWAIT_SLOT_BYTES, len};
+        rem[k] = (struct iovec){(void *)h->chain[k], len};
     }
     size_t got = skp__safe_readv(loc, rem, n);
     for (size_t k = 0; k < got; k++) {

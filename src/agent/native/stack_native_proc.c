@@ -4,9 +4,10 @@
  * stack source's signal engine through one engine slot held for the task. A thread that does not
  * answer in PROC_CAPTURE_TIMEOUT_NS PROC_MUTE_STRIKES times in a row (it blocks the signal, or is
  * stopped) is not signalled again during that task; one late answer (a loaded machine that did not
- * schedule the thread in time) only loses that sample. Heap and allocation events are not offered: a sampled allocation hook would
- * replace the process's malloc, which is process-wide state the host relies on (the task answers
- * EXECUTION_TASK_ERROR). Runs only on skp-proc (never concurrently with itself). */
+ * schedule the thread in time) only loses that sample. Heap and allocation events are not
+ * offered: a sampled allocation hook would replace the process's malloc, which is process-wide
+ * state the host relies on (the task answers EXECUTION_TASK_ERROR). Runs only on skp-proc (never
+ * concurrently with itself). */
 #include "skyprof/skyprof_native.h"
 
 #include <dirent.h>

@@ -23,6 +23,8 @@ from skyprof import agent, _native, _tracer
 assert agent.start(agent_name='bench-asyncio', agent_collector_backend_services='127.0.0.1:9')
 n = _native.native
 
+BY_NAME = {}
+
 def cpu_ns():
     agent_ns = 0
     loop_ns = 0
@@ -35,6 +37,7 @@ def cpu_ns():
             continue
         if name.startswith('skp-'):
             agent_ns += run
+            BY_NAME[name] = run
         elif tid == me:
             loop_ns += run
     return agent_ns, loop_ns
@@ -62,15 +65,18 @@ async def request(stop_at):
         _tracer.async_finish(req, 200)
 
 async def phase(label):
-    a0, l0 = cpu_ns(); t0 = time.monotonic(); s0 = n.stats()['snapshots_captured']
+    a0, l0 = cpu_ns(); by0 = dict(BY_NAME); t0 = time.monotonic()
+    s0 = n.stats()['snapshots_captured']
     r0 = n.reader_info()['syscalls']
     await asyncio.gather(*[request(t0 + secs) for _ in range(50)])
     a1, l1 = cpu_ns(); t1 = time.monotonic(); s1 = n.stats()['snapshots_captured']
     r1 = n.reader_info()['syscalls']
     wall = t1 - t0
     print('%s agent_cpu_pct=%.3f loop_cpu_pct=%.1f snapshots=%d wall_s=%.2f agent_cpu_ms=%.1f '
-          'reads=%d' % (label, (a1 - a0) / 1e7 / wall, (l1 - l0) / 1e7 / wall, s1 - s0, wall,
-                        (a1 - a0) / 1e6, r1 - r0), flush=True)
+          'reads=%d %s' % (label, (a1 - a0) / 1e7 / wall, (l1 - l0) / 1e7 / wall, s1 - s0, wall,
+                           (a1 - a0) / 1e6, r1 - r0,
+                           ' '.join('%s_ms=%.1f' % (k, (v - by0.get(k, 0)) / 1e6)
+                                    for k, v in sorted(BY_NAME.items()))), flush=True)
 
 async def main():
     await phase('no_task')
@@ -97,7 +103,8 @@ def main():
     rows = {}
     for line in out.stdout.splitlines():
         parts = line.split()
-        rows[parts[0]] = {k: float(v) for k, v in (p.split('=') for p in parts[1:])}
+        rows[parts[0]] = {k: float(v) for k, v in (p.split('=') for p in parts[1:])
+                          if not k.startswith('skp-')}
     base, task = rows['no_task'], rows['task_10ms']
     extra_ms = task['agent_cpu_ms'] - base['agent_cpu_ms']
     per_capture_us = extra_ms * 1000 / task['snapshots'] if task['snapshots'] else float('nan')

@@ -64,6 +64,11 @@ struct await_hint {
     uintptr_t coro;
     uint32_t n;
     uintptr_t chain[AWAIT_HINT_DEPTH];
+    /* the innermost coroutine's last instruction and the non-coroutine object it awaited there
+     * (0: none): while it still awaits that object at that instruction, its stack holds the
+     * object alive, so it is the same object, still no coroutine, and is not read again */
+    uintptr_t term_instr;
+    uintptr_t term;
 };
 
 /* What a capture_task prefetched: chain link k is at r->await_buf + k * AWAIT_SLOT_BYTES. */
@@ -926,6 +931,8 @@ static void prefetch_awaits(struct skp__pyreader *r, uintptr_t coro, struct awai
     struct iovec loc[AWAIT_HINT_DEPTH];
     struct iovec rem[AWAIT_HINT_DEPTH];
     size_t n = h->n < AWAIT_HINT_DEPTH ? h->n : AWAIT_HINT_DEPTH;
+    if (h->term && n > 0 && h->chain[n - 1] == h->term)
+        n--; /* the awaited future: known (see struct await_hint) */
     for (size_t k = 0; k < n; k++) {
         size_t len = l->gen_copy + AWAIT_PEEK_BYTES;
         loc[k] = (struct iovec){r->await_buf + k * AWAIT_SLOT_BYTES, len};
@@ -978,6 +985,10 @@ static size_t collect_awaits(struct skp__pyreader *r, uintptr_t coro,
     size_t n = 0;
     size_t n_links = 0; /* the coroutines, and the object the innermost one awaits */
     uintptr_t cur = coro;
+    struct await_hint *h = await_hint_of(r, coro);
+    uintptr_t known_instr = h->coro == coro ? h->term_instr : 0;
+    uintptr_t known_term = h->coro == coro ? h->term : 0;
+    uintptr_t term = 0, term_instr = 0;
     for (;;) {
         if (n >= AWAIT_DEPTH_MAX)
             break;
@@ -1001,13 +1012,25 @@ static size_t collect_awaits(struct skp__pyreader *r, uintptr_t coro,
             break;
         if (awaited == cur)
             break;
+        if (known_term && awaited == known_term && prev_instr[n - 1] == known_instr) {
+            link[n_links++] = awaited; /* the same future as at the previous capture */
+            term = awaited;
+            term_instr = known_instr;
+            break;
+        }
         cur = awaited;
     }
-    struct await_hint *h = await_hint_of(r, coro);
+    if (!term && n_links == n + 1 && n > 0 && link[n] != coro) {
+        /* ended on an object that is no coroutine (a future): remember it with its await site */
+        term = link[n];
+        term_instr = prev_instr[n - 1];
+    }
     h->coro = coro;
     h->n = (uint32_t)(n_links < AWAIT_HINT_DEPTH ? n_links : AWAIT_HINT_DEPTH);
     for (size_t k = 0; k < h->n; k++)
         h->chain[k] = link[k];
+    h->term = h->n == n_links ? term : 0;
+    h->term_instr = term_instr;
     size_t n_raw = *n_raw_io;
     size_t added = 0;
     for (size_t i = n; i-- > 0 && n_raw < SKP_PY_MAX_WALK;) {

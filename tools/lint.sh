@@ -8,6 +8,9 @@
 #   layers    no include of a higher layer: common < wire < {agent < python, server, cli},
 #             common < attach < cli
 #   length    no line of src/ or include/ longer than 100 characters
+#   format    every C file of src/, include/ and tests/ is as clang-format-14 writes it
+#             (.clang-format), except the files still listed in tools/format-pending.txt;
+#             tools/format.sh FILE formats one
 #   faultloop the allocation-failure loop is written once (tests/harness/skp_alloc_faults.h):
 #             elsewhere skpx_alloc_fail_after takes only a fixed count (one chosen failure)
 # A line may opt out of `banned` with a comment containing "lint:allow" and the reason.
@@ -17,7 +20,7 @@ set -u
 root=$(cd "${1:-.}" && pwd)
 build=${2:-}
 shift $(( $# < 2 ? $# : 2 ))
-checks=${*:-banned symbols headers layers length faultloop}
+checks=${*:-banned symbols headers layers length format faultloop}
 cd "$root" || exit 2
 passed=0
 failed=0
@@ -97,6 +100,16 @@ check_length() {
     result "lines of at most 100 characters" "$bad"
 }
 
+check_format() {
+    if ! command -v clang-format-14 >/dev/null && ! command -v clang-format >/dev/null; then
+        result "clang-format" "clang-format-14 not installed (scripts/bootstrap installs it)"
+        return
+    fi
+    local bad
+    bad=$(tools/format.sh --check | sed 's/$/: differs from clang-format; run tools\/format.sh on it/')
+    result "C files as clang-format writes them (tools/format-pending.txt aside)" "$bad"
+}
+
 check_faultloop() {
     local bad
     bad=$(c_files 'src/*.c' 'tests/*.c' 'tests/*.h' | grep -vE '^(src/common/alloc\.c|tests/harness/)' |
@@ -107,7 +120,8 @@ check_faultloop() {
 for c in $checks; do
     case $c in
         banned) check_banned ;; symbols) check_symbols ;; headers) check_headers ;;
-        layers) check_layers ;; length) check_length ;; faultloop) check_faultloop ;;
+        layers) check_layers ;; length) check_length ;; format) check_format ;;
+        faultloop) check_faultloop ;;
         *) echo "unknown check $c"; exit 2 ;;
     esac
 done

@@ -5,8 +5,7 @@
 #include <stdio.h>
 #include <string.h>
 
-bool proc_task_target(char *target, size_t cap, const char *api, const char *id,
-                      const char *suffix)
+bool proc_task_target(char *target, size_t cap, const char *api, const char *id, const char *suffix)
 {
     if ((size_t)snprintf(target, cap, "%s/", api) >= cap)
         return false;

@@ -38,7 +38,7 @@ enum proc_upload_status {
 struct proc_upload_msg {
     bool has_meta;
     const char *service, *instance, *task_id;
-    int type;                  /* enum proc_upload_status */
+    int type; /* enum proc_upload_status */
     int64_t content_size;
     const char *error_message; /* NULL if absent */
     const uint8_t *content;    /* NULL if absent */
@@ -48,7 +48,7 @@ struct proc_upload_msg {
 /* What differs between the services. */
 struct proc_upload_ops {
     enum proc_kind kind;
-    const char *too_large_op;  /* PROC_LOG_PPROF_TOO_LARGE / PROC_LOG_JFR_TOO_LARGE */
+    const char *too_large_op; /* PROC_LOG_PPROF_TOO_LARGE / PROC_LOG_JFR_TOO_LARGE */
     /* Sends one response message carrying `status` (skpx_grpc_call_send). */
     skp_err (*send_status)(struct skpx_grpc_call *call, int status);
 };
@@ -74,9 +74,9 @@ struct proc_poll_query {
 
 /* What differs between the services. Static storage: must outlive the server. */
 struct proc_service {
-    const char *name;                 /* in log lines: "pprof", "async-profiler" */
-    const char *poll_paths[2];        /* packaged and compat path of the command poll */
-    const char *collect_paths[2];     /* packaged and compat path of collect */
+    const char *name;             /* in log lines: "pprof", "async-profiler" */
+    const char *poll_paths[2];    /* packaged and compat path of the command poll */
+    const char *collect_paths[2]; /* packaged and compat path of collect */
     const ProtobufCMessageDescriptor *query_desc;
     const ProtobufCMessageDescriptor *data_desc;
     /* Reads a decoded query / data message of the service (borrowed) into *q / *m. */
@@ -86,21 +86,21 @@ struct proc_service {
      * answer) and returns the Command inside it. */
     size_t command_size;
     Skywalking__V3__Command *(*build_command)(void *storage, const struct proc_task *t);
-    struct proc_upload_ops upload;    /* kind, too-large op, status packing */
+    struct proc_upload_ops upload; /* kind, too-large op, status packing */
 };
 
 /* Defines the service's read_query and read_data for its message types: both services' query
  * (service, serviceInstance, lastCommandTime) and data messages (metadata, oneof result
  * errorMessage / content) have the same fields under other type names. */
-#define PROC_SERVICE_READERS(QueryType, DataType, RESULT_ERROR_MESSAGE, RESULT_CONTENT)           \
-    static void read_query(const ProtobufCMessage *msg, struct proc_poll_query *q)                \
+#define PROC_SERVICE_READERS(QueryType, DataType, RESULT_ERROR_MESSAGE, RESULT_CONTENT)            \
+    static void read_query(const ProtobufCMessage *msg, struct proc_poll_query *q)                 \
     {                                                                                              \
         const QueryType *pq = (const void *)msg;                                                   \
         q->service = pq->service;                                                                  \
         q->instance = pq->serviceinstance;                                                         \
         q->last_command_time = pq->lastcommandtime;                                                \
     }                                                                                              \
-    static void read_data(const ProtobufCMessage *msg, struct proc_upload_msg *m)                 \
+    static void read_data(const ProtobufCMessage *msg, struct proc_upload_msg *m)                  \
     {                                                                                              \
         const DataType *d = (const void *)msg;                                                     \
         if (d->metadata) {                                                                         \

@@ -70,7 +70,7 @@ static void path_escape(void **state)
 
 struct script {
     int fd;
-    const char *reply;   /* NULL: never answer (the client must time out) */
+    const char *reply; /* NULL: never answer (the client must time out) */
     char request[4096];
 };
 
@@ -168,9 +168,9 @@ static void http_chunked_and_close_delimited(void **state)
                      SKP_OK);
     assert_string_equal(r.body, "Wikipedia");
     http_response_cleanup(&r);
-    assert_int_equal(exchange("HTTP/1.0 404 Not Found\r\n\r\n{\"error\":\"x\"}", "GET", NULL, 5000,
-                              &r, NULL, 0),
-                     SKP_OK);
+    assert_int_equal(
+        exchange("HTTP/1.0 404 Not Found\r\n\r\n{\"error\":\"x\"}", "GET", NULL, 5000, &r, NULL, 0),
+        SKP_OK);
     assert_int_equal(r.status, 404);
     assert_string_equal(r.body, "{\"error\":\"x\"}");
     http_response_cleanup(&r);

@@ -29,13 +29,16 @@ static char *print_to_string(const char *json, int width)
 static void tree_print_example(void **state)
 {
     (void)state;
-    char *s = print_to_string(
-        "{\"tip\":null,\"trees\":[{\"elements\":["
-        "{\"id\":1,\"parentId\":0,\"codeSignature\":\"A\",\"duration\":40,\"durationChildExcluded\":0,\"count\":5},"
-        "{\"id\":2,\"parentId\":1,\"codeSignature\":\"B\",\"duration\":40,\"durationChildExcluded\":30,\"count\":5},"
-        "{\"id\":3,\"parentId\":2,\"codeSignature\":\"C\",\"duration\":10,\"durationChildExcluded\":10,\"count\":3},"
-        "{\"id\":4,\"parentId\":2,\"codeSignature\":\"D\",\"duration\":0,\"durationChildExcluded\":0,\"count\":1}]}]}",
-        80);
+    char *s = print_to_string("{\"tip\":null,\"trees\":[{\"elements\":["
+                              "{\"id\":1,\"parentId\":0,\"codeSignature\":\"A\",\"duration\":40,"
+                              "\"durationChildExcluded\":0,\"count\":5},"
+                              "{\"id\":2,\"parentId\":1,\"codeSignature\":\"B\",\"duration\":40,"
+                              "\"durationChildExcluded\":30,\"count\":5},"
+                              "{\"id\":3,\"parentId\":2,\"codeSignature\":\"C\",\"duration\":10,"
+                              "\"durationChildExcluded\":10,\"count\":3},"
+                              "{\"id\":4,\"parentId\":2,\"codeSignature\":\"D\",\"duration\":0,"
+                              "\"durationChildExcluded\":0,\"count\":1}]}]}",
+                              80);
     assert_string_equal(s, "DURATION(ms)     SELF(ms)   COUNT  STACK\n"
                            "          40           0        5  A\n"
                            "          40          30*       5    B\n"

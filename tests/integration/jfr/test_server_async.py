@@ -382,8 +382,8 @@ def t_real_recording(d):
 def t_compare(tid, tid2):
     """POST /api/v1/profile/compare on two real JFR tasks: tid holds the recording twice (two
     instances), tid2 once (its second upload is damaged). Burner against burner: the shares are
-    normalised, so nothing changes although tid weighs twice as much. Burner against allocator:
-    spinHot shrinks from most of the samples to none and is listed first."""
+    normalised, so nothing changes although tid weighs twice as much. Burner against another thread:
+    spinHot shrinks from most of the samples to none and has the largest loss of self share."""
     def compare(base, target):
         return S.json("POST", "/api/v1/profile/compare", {"base": base, "target": target,
                       "granularity": "functions", "limit": 50}, expect=200)[1]
@@ -391,21 +391,25 @@ def t_compare(tid, tid2):
     same = compare(b, dict(b, taskId=tid2))
     assert same["base"]["total"] == 2 * same["target"]["total"] > 0, (same["base"], same["target"])
     assert max(abs(c["delta"]) for c in same["changes"]) < 1e-9, same["changes"][:3]
-    diff = compare(b, dict(b, taskId=tid2, thread="allocator"))
+    # The busiest other thread of tid2's execution samples (allocator, or main when a loaded
+    # machine took no sample of the allocating thread).
+    other = [t["name"] for t in analyze(tid2, eventType="execution")["threads"] if t["name"] != "burner"]
+    assert other, "no execution sample of any thread but burner"
+    diff = compare(b, dict(b, taskId=tid2, thread=other[0]))
     # (Whole-thread frames such as the thread's lambda change by a full 100 %: each side's
     # lambda class has its own name.) The largest loss of self time is spinHot's.
     by_sig = {c["codeSignature"]: c for c in diff["changes"]}
     hot = by_sig["JfrWorkload.spinHot"]
     assert hot["target"] == 0 and hot["baseShare"] > 0.3 and hot["delta"] == -hot["baseShare"], hot
     assert min(diff["changes"], key=lambda c: c["selfDelta"])["codeSignature"] == "JfrWorkload.spinHot"
-    assert diff["target"]["total"] == analyze(tid2, eventType="execution", thread="allocator")["total"]
+    assert diff["target"]["total"] == analyze(tid2, eventType="execution", thread=other[0])["total"] > 0
     one_side = [n for n in diff["nodes"] if n["target"] == 0]
     assert any(n["codeSignature"] == "JfrWorkload.spinHot" for n in one_side), len(one_side)
     S.json("POST", "/api/v1/profile/compare", {"base": b, "target": dict(b, taskId="no-such")}, expect=404)
 
 
 def t_timeline(tid):
-    """The per-thread timeline of the real recording: burner's and allocator's rows show their own
+    """The per-thread timeline of the real recording: burner's and the other threads' rows show their own
     hot methods; cells add up to the samples; a brushed range re-analyses to exactly the samples
     of its buckets."""
     tl = S.json("GET", API + "/%s/timeline?eventType=execution" % q(tid), expect=200)[1]
@@ -415,7 +419,8 @@ def t_timeline(tid):
     whole = analyze(tid, eventType="execution")
     assert tl["samples"] == whole["total"], (tl["samples"], whole["total"])
     rows = {t["name"]: t for t in tl["threads"]}
-    assert {"burner", "allocator"} <= set(rows), list(rows)
+    # burner always; allocator when the JVM took an execution sample of it (a busy machine may not)
+    assert "burner" in rows and len(rows) >= 2, list(rows)
     for t in tl["threads"]:
         assert sum(c[3] for c in t["cells"]) == t["weight"], t["name"]
         assert all(0 <= c[0] < tl["buckets"] and c[2] <= c[3] for c in t["cells"]), t["name"]
@@ -428,8 +433,9 @@ def t_timeline(tid):
         return max(by, key=by.get), by
     hot, by = top("burner")
     assert hot == "JfrWorkload.spinHot", by
-    hot, by = top("allocator")
-    assert "JfrWorkload.spinHot" not in by, by
+    for name in rows:   # only burner runs spinHot: no other row shows it
+        if name != "burner":
+            assert "JfrWorkload.spinHot" not in top(name)[1], (name, top(name)[1])
     # Brush the middle of burner's row: analyze from/to = exactly those buckets' samples.
     cells = rows["burner"]["cells"]
     b0, b1 = cells[len(cells) // 4][0], cells[(3 * len(cells)) // 4][0]

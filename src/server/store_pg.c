@@ -251,6 +251,10 @@ static const char *const k_sql[PGS_COUNT] = {
     [PGS_TASKSEG_INS] = "INSERT INTO task_segments(task, seg) SELECT * FROM "
                         "unnest($1::bigint[], $2::bigint[]) AS v(t, s) ORDER BY 1, 2 "
                         "ON CONFLICT DO NOTHING",
+    /* FOR SHARE: a purge's epoch update waits for this batch, or this batch for the purge;
+     * a moved epoch divides by zero (22012): the batch's cached ids may name purged rows. */
+    [PGS_EPOCH_CHECK] = "SELECT 1 / (CASE WHEN epoch = $1 THEN 1 ELSE 0 END) "
+                        "FROM skp_purge_epoch FOR SHARE",
     [PGS_SEGMENT_INS] = "INSERT INTO segments(seg, trace_id, service, instance, endpoint, "
                         "start_ms, end_ms, received_ms, spans) "
                         "VALUES($1, $2, $3, $4, $5, $6, $7, $8, $9) ON CONFLICT DO NOTHING",
@@ -266,6 +270,9 @@ static skp_err result_error(struct pg_store *st, const PGresult *r, const char *
     /* unique_violation is a caller's case (an id taken), not a failure to log */
     if (strcmp(st->sqlstate, "23505") == 0)
         return SKP_EEXIST;
+    /* the purge-epoch check's way of saying "moved" (PGS_EPOCH_CHECK): not a failure either */
+    if (strcmp(st->sqlstate, "22012") == 0 && strcmp(what, "purge epoch") == 0)
+        return SKP_EIO;
     size_t n = strlen(msg);
     while (n && (msg[n - 1] == '\n' || msg[n - 1] == ' '))
         n--;
@@ -319,6 +326,103 @@ PGresult *pg__execp(struct pg_store *st, enum pg_stmt id, struct pg_params *p, s
     }
     PGresult *r = PQexecPrepared(st->conn, name, p ? p->n : 0, p ? p->v : NULL, NULL, NULL, 0);
     return checked(st, r, err, what);
+}
+
+/* Reads one pipelined command's result(s) up to its terminating NULL; keeps the first error. */
+static skp_err pipeline_result(struct pg_store *st, skp_err prev, size_t *rows, const char *what)
+{
+    skp_err err = prev;
+    PGresult *r;
+    while ((r = PQgetResult(st->conn)) != NULL) {
+        ExecStatusType s = PQresultStatus(r);
+        if (s == PGRES_COMMAND_OK || s == PGRES_TUPLES_OK) {
+            if (rows)
+                *rows = (size_t)strtoull(PQcmdTuples(r), NULL, 10);
+        } else if (s != PGRES_PIPELINE_ABORTED && !err) {
+            err = result_error(st, r, what);
+        } else if (!err) {
+            err = SKP_EIO;
+        }
+        PQclear(r);
+    }
+    return err;
+}
+
+skp_err pg__pipeline_tx(struct pg_store *st, const enum pg_stmt *ids,
+                        struct pg_params *const *params, size_t n, size_t *rows)
+{
+    for (size_t i = 0; i < n; i++)
+        if (!pgp_ok(params[i]))
+            return SKP_ENOMEM;
+    if (!PQenterPipelineMode(st->conn))
+        return SKP_EIO;
+    bool sent = PQsendQueryParams(st->conn, "BEGIN", 0, NULL, NULL, NULL, NULL, 0);
+    struct pg_params ep = {0};
+    pgp_int(&ep, st->epoch);
+    enum pg_stmt all[8];
+    struct pg_params *allp[8];
+    size_t k = 0;
+    all[k] = PGS_EPOCH_CHECK;
+    allp[k++] = &ep;
+    for (size_t i = 0; i < n && k < 8; i++) {
+        all[k] = ids[i];
+        allp[k++] = params[i];
+    }
+    uint64_t prepared = st->prepared;
+    for (size_t i = 0; i < k && sent; i++) {
+        char name[16];
+        snprintf(name, sizeof(name), "skp%d", (int)all[i]);
+        if (!(prepared & (1ull << all[i]))) {
+            sent = PQsendPrepare(st->conn, name, k_sql[all[i]], 0, NULL);
+            prepared |= 1ull << all[i];
+        }
+        sent = sent && PQsendQueryPrepared(st->conn, name, allp[i]->n, allp[i]->v, NULL, NULL, 0);
+    }
+    sent = sent && PQsendQueryParams(st->conn, "COMMIT", 0, NULL, NULL, NULL, NULL, 0);
+    sent = sent && PQpipelineSync(st->conn);
+    skp_err err = sent ? SKP_OK : SKP_EIO;
+    bool epoch_moved = false;
+    int64_t t0 = skpx_mono_ns();
+    if (sent) {
+        st->in_tx = true;
+        err = pipeline_result(st, err, NULL, "begin");
+        for (size_t i = 0; i < k; i++) {
+            if (!(st->prepared & (1ull << all[i]))) {
+                skp_err b = err;
+                err = pipeline_result(st, err, NULL, k_sql[all[i]]);
+                if (!b && !err)
+                    st->prepared |= 1ull << all[i];
+            }
+            skp_err before = err;
+            err = pipeline_result(st, err, rows, i == 0 ? "purge epoch" : "batch");
+            if (i == 0 && !before && err && strcmp(st->sqlstate, "22012") == 0)
+                epoch_moved = true;
+        }
+        err = pipeline_result(st, err, NULL, "commit");
+        PGresult *r = PQgetResult(st->conn); /* the sync */
+        if (!r || PQresultStatus(r) != PGRES_PIPELINE_SYNC)
+            err = err ? err : SKP_EIO;
+        PQclear(r);
+    } else {
+        SKPX_ERROR("store: cannot send a batch: %s", PQerrorMessage(st->conn));
+    }
+    pgp_free(&ep);
+    if (!PQexitPipelineMode(st->conn) && !err)
+        err = SKP_EIO;
+    if (err) {
+        if (!sent) /* what was sent is unknown: the connection is not trusted any more */
+            st->prepared = 0;
+        pg__rollback(st);
+        if (epoch_moved) {
+            st->epoch = -1;
+            return SKP_ESTATE;
+        }
+        return err;
+    }
+    st->in_tx = false;
+    st->commits++;
+    st->commit_ns_total += (uint64_t)(skpx_mono_ns() - t0);
+    return SKP_OK;
 }
 
 skp_err pg__cmd(struct pg_store *st, const char *sql, const char *what)

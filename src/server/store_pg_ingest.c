@@ -110,6 +110,48 @@ static bool partitions_known(struct pg_store *st, const struct pg_ref_req *v, si
     return true;
 }
 
+/* The batch's two statements' parameters: the new (task, segment) links (*n_links of them)
+ * and the snapshots, as arrays. */
+static void batch_params(struct pg_store *st, const struct store_snapshot *v,
+                         const struct pg_ref_req *refs, size_t n, struct pg_params *links,
+                         struct pg_params *snaps, size_t *n_links)
+{
+    struct pg_buf ls = {0}, lt = {0};
+    struct pg_buf c[6] = {{0}};
+    uint64_t one;
+    *n_links = 0;
+    pgb_putc(&ls, '{');
+    pgb_putc(&lt, '{');
+    for (int k = 0; k < 6; k++)
+        pgb_putc(&c[k], '{');
+    for (size_t i = 0; i < n; i++) {
+        uint64_t pair = (uint64_t)refs[i].task << 32 | refs[i].seg;
+        if (!skpx_u64map_get(&st->task_segs, pair, &one)) {
+            if ((*n_links)++) {
+                pgb_putc(&lt, ',');
+                pgb_putc(&ls, ',');
+            }
+            pgb_int(&lt, refs[i].task);
+            pgb_int(&ls, refs[i].seg);
+        }
+        const int64_t vals[6] = {refs[i].seg, v[i].sequence,  refs[i].task,
+                                 v[i].time_ms, refs[i].stack, refs[i].seg_first_ms};
+        for (int k = 0; k < 6; k++) {
+            if (i)
+                pgb_putc(&c[k], ',');
+            pgb_int(&c[k], vals[k]);
+        }
+    }
+    pgb_putc(&ls, '}');
+    pgb_putc(&lt, '}');
+    for (int k = 0; k < 6; k++)
+        pgb_putc(&c[k], '}');
+    pgp_owned(links, pgb_take(&lt));
+    pgp_owned(links, pgb_take(&ls));
+    for (int k = 0; k < 6; k++)
+        pgp_owned(snaps, pgb_take(&c[k]));
+}
+
 /* The batch's rows inside its transaction; *inserted gets the new snapshots' count. */
 static skp_err write_batch(struct pg_store *st, const struct store_snapshot *v,
                            struct pg_ref_req *refs, size_t n, size_t *inserted, bool *retry)
@@ -124,54 +166,45 @@ static skp_err write_batch(struct pg_store *st, const struct store_snapshot *v,
         *retry = true; /* made outside the transaction: the caller rolls back and retries */
         return SKP_EIO;
     }
-    struct pg_buf ls = {0}, lt = {0};
-    struct pg_buf c[6] = {{0}};
+    struct pg_params links = {0}, snaps = {0};
     size_t n_links = 0;
-    uint64_t one;
-    pgb_putc(&ls, '{');
-    pgb_putc(&lt, '{');
-    for (int k = 0; k < 6; k++)
-        pgb_putc(&c[k], '{');
-    for (size_t i = 0; i < n; i++) {
-        uint64_t pair = (uint64_t)refs[i].task << 32 | refs[i].seg;
-        if (!skpx_u64map_get(&st->task_segs, pair, &one)) {
-            if (n_links++) {
-                pgb_putc(&lt, ',');
-                pgb_putc(&ls, ',');
-            }
-            pgb_int(&lt, refs[i].task);
-            pgb_int(&ls, refs[i].seg);
-        }
-        const int64_t vals[6] = {refs[i].seg,  v[i].sequence, refs[i].task,
-                                 v[i].time_ms, refs[i].stack, refs[i].seg_first_ms};
-        for (int k = 0; k < 6; k++) {
-            if (i)
-                pgb_putc(&c[k], ',');
-            pgb_int(&c[k], vals[k]);
-        }
-    }
-    pgb_putc(&ls, '}');
-    pgb_putc(&lt, '}');
-    for (int k = 0; k < 6; k++)
-        pgb_putc(&c[k], '}');
-    struct pg_params p = {0};
+    batch_params(st, v, refs, n, &links, &snaps, &n_links);
     PGresult *r = NULL;
-    pgp_owned(&p, pgb_take(&lt));
-    pgp_owned(&p, pgb_take(&ls));
     if (n_links) {
-        r = pg__execp(st, PGS_TASKSEG_INS, &p, &err, "insert task segments");
+        r = pg__execp(st, PGS_TASKSEG_INS, &links, &err, "insert task segments");
         PQclear(r);
     }
-    pgp_free(&p);
-    for (int k = 0; k < 6; k++)
-        pgp_owned(&p, pgb_take(&c[k]));
     if (!err) {
-        r = pg__execp(st, PGS_SNAP_INS, &p, &err, "insert snapshots");
+        r = pg__execp(st, PGS_SNAP_INS, &snaps, &err, "insert snapshots");
         if (r)
             *inserted = (size_t)strtoull(PQcmdTuples(r), NULL, 10);
         PQclear(r);
     }
-    pgp_free(&p);
+    pgp_free(&links);
+    pgp_free(&snaps);
+    return err;
+}
+
+/* The steady state: every reference cached, every partition known, the caches still valid
+ * (epoch known): the whole batch is one round trip. SKP_ESTATE when it does not apply (or the
+ * epoch moved: nothing written), and the caller takes the full path. */
+static skp_err fast_batch(struct pg_store *st, const struct store_snapshot *v,
+                          struct pg_ref_req *refs, size_t n, size_t *inserted)
+{
+    if (st->epoch < 0 || !pg__resolve_cached(st, refs, n) || !partitions_known(st, refs, n))
+        return SKP_ESTATE;
+    struct pg_params links = {0}, snaps = {0};
+    size_t n_links = 0;
+    batch_params(st, v, refs, n, &links, &snaps, &n_links);
+    enum pg_stmt ids[2] = {PGS_TASKSEG_INS, PGS_SNAP_INS};
+    struct pg_params *params[2] = {&links, &snaps};
+    skp_err err = n_links ? pg__pipeline_tx(st, ids, params, 2, inserted)
+                          : pg__pipeline_tx(st, ids + 1, params + 1, 1, inserted);
+    pgp_free(&links);
+    pgp_free(&snaps);
+    if (err && (pg__retryable(st) || strcmp(st->sqlstate, "23514") == 0) &&
+        PQstatus(st->conn) == CONNECTION_OK)
+        err = SKP_ESTATE; /* worth the full path */
     return err;
 }
 
@@ -214,7 +247,8 @@ skp_err pg_store_insert_snapshots(struct store *base, const struct store_snapsho
         refs[i].n_frames = v[i].frames ? v[i].n_frames : 0;
     }
     size_t inserted = 0;
-    for (int attempt = 0; attempt < PG_INGEST_TRIES; attempt++) {
+    err = fast_batch(st, v, refs, n, &inserted);
+    for (int attempt = 0; err == SKP_ESTATE && attempt < PG_INGEST_TRIES; attempt++) {
         bool retry = false;
         err = ensure_partitions(st, refs, n, attempt > 0);
         if (!err)
@@ -232,6 +266,7 @@ skp_err pg_store_insert_snapshots(struct store *base, const struct store_snapsho
         pg__rollback(st);
         if (!retry || PQstatus(st->conn) != CONNECTION_OK)
             break;
+        err = SKP_ESTATE;
         if (attempt + 1 < PG_INGEST_TRIES) {
             /* ensure_partitions(resolved) needs the batch's first_ms: resolve them again */
             err = pg__begin(st);
@@ -240,9 +275,11 @@ skp_err pg_store_insert_snapshots(struct store *base, const struct store_snapsho
             pg__rollback(st);
             if (err)
                 break;
-            err = SKP_EIO;
+            err = SKP_ESTATE; /* once more */
         }
     }
+    if (err == SKP_ESTATE)
+        err = SKP_EIO; /* retried PG_INGEST_TRIES times */
     if (!err) {
         remember_links(st, refs, n);
         if (st->n_snapshots >= 0)

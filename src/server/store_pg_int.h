@@ -48,6 +48,7 @@ enum pg_stmt {
     PGS_SNAP_INS,
     PGS_TASKSEG_INS,
     PGS_SEGMENT_INS,
+    PGS_EPOCH_CHECK,
     PGS_COUNT
 };
 
@@ -195,6 +196,14 @@ struct pg_ref_req {
 /* Resolves segment ids, task ids and stacks of n requests with a few batched upserts.
  * Errors: SKP_EIO, SKP_ENOMEM. */
 SKP_MUST_CHECK skp_err pg__resolve(struct pg_store *st, struct pg_ref_req *v, size_t n);
+/* The same from the caches alone (no statement): true when every reference was cached. */
+bool pg__resolve_cached(struct pg_store *st, struct pg_ref_req *v, size_t n);
+/* One round trip (libpq pipeline mode): BEGIN, the purge-epoch check against st->epoch, the
+ * `n` prepared statements with their params, COMMIT. *rows gets the row count of the last
+ * statement. SKP_ESTATE when the epoch moved (a purge ran: the caches are dropped, nothing was
+ * written); other errors as pg__exec; the transaction is rolled back on any error. */
+SKP_MUST_CHECK skp_err pg__pipeline_tx(struct pg_store *st, const enum pg_stmt *ids,
+                                       struct pg_params *const *params, size_t n, size_t *rows);
 /* Looks a segment (its id and first_ms, may be NULL) / task id up without creating it:
  * SKP_ENOTFOUND if unknown. */
 SKP_MUST_CHECK skp_err pg__segment_find(struct pg_store *st, const char *segment_id, uint32_t *out,

@@ -522,6 +522,28 @@ skp_err pg__resolve(struct pg_store *st, struct pg_ref_req *v, size_t n)
     return err;
 }
 
+bool pg__resolve_cached(struct pg_store *st, struct pg_ref_req *v, size_t n)
+{
+    for (size_t i = 0; i < n; i++) {
+        if (!seg_cached(st, v[i].segment_id, &v[i].seg, &v[i].seg_first_ms))
+            return false;
+        if (v[i].task_id && !skpx_strmap_get(&st->task_keys, v[i].task_id, &v[i].task))
+            return false;
+        if (v[i].n_frames == SIZE_MAX)
+            continue;
+        size_t nf = v[i].n_frames < PG_MAX_FRAMES ? v[i].n_frames : PG_MAX_FRAMES;
+        if (ensure_scratch(st, nf ? nf : 1) != SKP_OK)
+            return false;
+        for (size_t f = 0; f < nf; f++)
+            if (!skpx_strmap_get(&st->frame_ids, v[i].frames[f] ? v[i].frames[f] : "",
+                                 &st->scratch_ids[f]))
+                return false;
+        if (!stack_cache_find(st, st->scratch_ids, nf, &v[i].stack))
+            return false;
+    }
+    return true;
+}
+
 static skp_err find_name(struct pg_store *st, enum pg_stmt stmt, struct skpx_strmap *cache,
                          const char *name, uint32_t *out, int64_t *first)
 {

@@ -44,6 +44,8 @@ struct backend {
     void (*fault)(struct store *st, enum fault f);
     /* Cuts the store's connection to its server for good (NULL: no connection to lose). */
     void (*kill)(struct store *st);
+    /* Several writing processes may share one database (several collectors). */
+    bool shared;
 };
 
 static void sqlite_target_new(char *target, size_t cap, void **ctx)
@@ -200,8 +202,8 @@ static void pg_kill(struct store *st)
 }
 
 static const struct backend k_backends[] = {
-    {"sqlite", sqlite_target_new, sqlite_target_free, sqlite_fault, NULL},
-    {"pg", pg_target_new, pg_target_free, pg_fault, pg_kill},
+    {"sqlite", sqlite_target_new, sqlite_target_free, sqlite_fault, NULL, false},
+    {"pg", pg_target_new, pg_target_free, pg_fault, pg_kill, true},
 };
 
 static const struct backend *g_be;
@@ -1120,6 +1122,38 @@ static void racing_task_creators(void **state)
     assert_int_equal(store_tasks_unlock(f->st, false), SKP_ESTATE);
 }
 
+/* ---- a purge by one collector while another one ingests (shared databases) ---- */
+
+static void purge_by_another_writer(void **state)
+{
+    struct cf *f = *state;
+    if (!g_be->shared)
+        skip();
+    const int64_t day = 86400000;
+    struct store *b = cf_open(f->target);
+    /* b ingests (its caches now hold the segment, task, frames and stack) */
+    assert_int_equal(tu_add(b, "t", "s-old", 0, 1 * day, "main,gone"), SKP_OK);
+    assert_int_equal(tu_add(b, "t", "s-old", 1, 1 * day + 1, "main,gone"), SKP_OK);
+    /* the other collector purges all of it */
+    uint64_t n = 0;
+    assert_int_equal(store_purge_before(f->st, 5 * day, &n), SKP_OK);
+    assert_true(n >= 4);
+    assert_int_equal(stats(f->st).frames, 0);
+    /* b sends the same stack for the same segment again: rows made anew, none dangling */
+    assert_int_equal(tu_add(b, "t", "s-old", 2, 1 * day + 2, "main,gone"), SKP_OK);
+    struct samples sm = {0};
+    assert_int_equal(store_scan_segment(f->st, "s-old", 0, 10, sample_cb, &sm), SKP_OK);
+    assert_int_equal(sm.n, 1);
+    assert_int_equal(sm.seq[0], 2);
+    char txt[64];
+    stack_text(f->st, sm.stack[0], txt, sizeof(txt));
+    assert_string_equal(txt, "main,gone");
+    struct samples tk = {0};
+    assert_int_equal(store_scan_task(f->st, "t", sample_cb, &tk), SKP_OK);
+    assert_int_equal(tk.n, 1);
+    store_close(b);
+}
+
 /* ---- a connection lost for real (backends with a server) ---- */
 
 static bool wait_usable(struct store *st, int seconds)
@@ -1245,6 +1279,7 @@ int main(int argc, char **argv)
         cmocka_unit_test_setup_teardown(restart, cf_setup, cf_teardown),
         cmocka_unit_test_setup_teardown(concurrent_writers, cf_setup, cf_teardown),
         cmocka_unit_test_setup_teardown(racing_task_creators, cf_setup, cf_teardown),
+        cmocka_unit_test_setup_teardown(purge_by_another_writer, cf_setup, cf_teardown),
         cmocka_unit_test_setup_teardown(reconnect, cf_setup, cf_teardown),
         cmocka_unit_test_setup_teardown(full_disk, cf_setup, cf_teardown),
         cmocka_unit_test_setup_teardown(lost_connection, cf_setup, cf_teardown),

@@ -134,7 +134,7 @@ static void batch_params(struct pg_store *st, const struct store_snapshot *v,
             pgb_int(&lt, refs[i].task);
             pgb_int(&ls, refs[i].seg);
         }
-        const int64_t vals[6] = {refs[i].seg, v[i].sequence,  refs[i].task,
+        const int64_t vals[6] = {refs[i].seg,  v[i].sequence, refs[i].task,
                                  v[i].time_ms, refs[i].stack, refs[i].seg_first_ms};
         for (int k = 0; k < 6; k++) {
             if (i)

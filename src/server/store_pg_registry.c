@@ -12,8 +12,8 @@
 #include "common/log.h"
 #include "server/store_codec.h"
 
-#define TASK_COLUMNS                                                                         \
-    "id, service, endpoint, start_time, duration_min, min_duration_threshold, dump_period, " \
+#define TASK_COLUMNS                                                                               \
+    "id, service, endpoint, start_time, duration_min, min_duration_threshold, dump_period, "       \
     "max_sampling_count, create_time"
 /* What the reads select: the columns above, then the cancel time (0 = not cancelled). */
 #define TASK_READ_COLUMNS TASK_COLUMNS ", coalesce(cancelled_ms, 0)"

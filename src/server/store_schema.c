@@ -143,10 +143,12 @@ static const struct migration k_migrations[] = {
         "  segment_id TEXT NOT NULL, seg INTEGER NOT NULL,"
         "  PRIMARY KEY(task, start_ms, segment_id)) WITHOUT ROWID;"
         "CREATE INDEX segment_listing_by_seg ON segment_listing(seg, task);"
+        /* Per segment one seek of (seg, 0) in the snapshots' key, not a scan of every
+         * snapshot (CROSS JOIN keeps that order). */
         "INSERT OR IGNORE INTO segment_listing(task, start_ms, segment_id, seg) "
         "  SELECT sn.task, coalesce(g.start_ms, sn.time), si.segment_id, sn.seg "
-        "  FROM snapshots sn JOIN segids si ON si.id = sn.seg "
-        "  LEFT JOIN segments g ON g.seg = sn.seg WHERE sn.seq = 0;"
+        "  FROM segids si CROSS JOIN snapshots sn ON sn.seg = si.id AND sn.seq = 0 "
+        "  LEFT JOIN segments g ON g.seg = sn.seg;"
         "CREATE TRIGGER segment_listing_snap AFTER INSERT ON snapshots WHEN NEW.seq = 0 BEGIN"
         "  INSERT OR IGNORE INTO segment_listing(task, start_ms, segment_id, seg) "
         "  SELECT NEW.task, coalesce((SELECT start_ms FROM segments WHERE seg = NEW.seg),"

@@ -151,7 +151,7 @@ class Skyprofd:
         self.db_dir = db_dir
         self.db = os.path.join(db_dir, db_name)
         self.name = name
-        if db_url is None and os.environ.get("SKP_TEST_DB", "sqlite") in ("pg", "postgres", "postgresql"):
+        if db_url is None and using_postgres():
             db_url = pg_database_for(self.db)
         self.db_url = db_url  # None: SQLite at self.db
         args = list(prefix or []) + [SKYPROFD, "--grpc-addr", grpc_addr, "--http-addr", "127.0.0.1:0",
@@ -226,6 +226,26 @@ class Skyprofd:
             self._channel = None
 
     # ---- lifecycle ----
+    def sql_rows(self, sql):
+        """Rows of an SQL query on this skyprofd's database, the SQLite file or the PostgreSQL
+        database alike (the tables and columns the tests read are named the same on both), as
+        tuples; integer values come back as ints on both."""
+        if not self.db_url:
+            import sqlite3
+            con = sqlite3.connect("file:%s?mode=ro" % self.db, uri=True)
+            try:
+                return [tuple(r) for r in con.execute(sql)]
+            finally:
+                con.close()
+        import pgserver
+        p = subprocess.run([os.path.join(pgserver.pg_bindir(), "psql"), "-X", "-q", "-At", "-F",
+                            "\t", "-v", "ON_ERROR_STOP=1", "-d", self.db_url, "-c", sql],
+                           capture_output=True, text=True, timeout=120)
+        if p.returncode != 0:
+            raise RuntimeError("psql %r failed: %s" % (sql[:200], p.stderr.strip()))
+        return [tuple(int(v) if re.fullmatch(r"-?\d+", v) else v for v in line.split("\t"))
+                for line in p.stdout.splitlines()]
+
     def stop(self, expect_rc=0):
         """SIGTERM, wait, check the sanitizers; with expect_rc, the exit code too."""
         self.close_channel()
@@ -247,6 +267,12 @@ class Skyprofd:
         self.close_channel()
         self.proc.__exit__(*exc)
         return False
+
+
+def using_postgres():
+    """Whether this test run puts skyprofd's database on PostgreSQL (SKP_TEST_DB=pg): tests of
+    something only an SQLite file has (its folder, a damaged file) skip themselves then."""
+    return os.environ.get("SKP_TEST_DB", "sqlite") in ("pg", "postgres", "postgresql")
 
 
 _pg_databases = {}

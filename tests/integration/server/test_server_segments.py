@@ -4,7 +4,6 @@ are stored under the default --keep-segments profiled, whichever arrives first (
 segment), including across a restart; unprofiled ones leave no row. --keep-segments all and
 sampled:N store others too. Rows are counted in the SQLite file itself."""
 import os
-import sqlite3
 import sys
 import time
 import urllib.parse
@@ -33,12 +32,8 @@ def segment(seg_id, endpoint, t0, dur=50, error=False, service="svc"):
 
 
 def stored_segments(S):
-    con = sqlite3.connect("file:%s?mode=ro" % S.db, uri=True)
-    try:
-        return sorted(r[0] for r in con.execute(
-            "SELECT si.segment_id FROM segments g JOIN segids si ON si.id = g.seg"))
-    finally:
-        con.close()
+    return sorted(r[0] for r in S.sql_rows(
+        "SELECT si.segment_id FROM segments g JOIN segids si ON si.id = g.seg"))
 
 
 def listed(S, tid):
@@ -92,10 +87,8 @@ def t_default_profiled_both_orders(d):
         assert "seg-after-restart" in stored_segments(S), stored_segments(S)
         # per-minute roll-up reaches the store when the daemon stops
         S.stop()
-        con = sqlite3.connect(S.db)
-        rows = con.execute("SELECT endpoint, sum(count), sum(errors) FROM endpoint_minutes "
-                           "WHERE service = 'svc' GROUP BY endpoint ORDER BY endpoint").fetchall()
-        con.close()
+        rows = S.sql_rows("SELECT endpoint, sum(count), sum(errors) FROM endpoint_minutes "
+                       "WHERE service = 'svc' GROUP BY endpoint ORDER BY endpoint")
         # two runs wrote their own rows of the same minute(s): together they count all 4
         assert rows == [("/other", 1, 0), ("/pay", 4, 1)], rows
         S = None

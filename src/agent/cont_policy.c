@@ -12,6 +12,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "common/hex.h"
+
 struct jr {
     const char *start, *p, *end;
     int depth;
@@ -65,17 +67,6 @@ static bool eat(struct jr *r, char c)
     return true;
 }
 
-static int hexv(char c)
-{
-    if (c >= '0' && c <= '9')
-        return c - '0';
-    if (c >= 'a' && c <= 'f')
-        return c - 'a' + 10;
-    if (c >= 'A' && c <= 'F')
-        return c - 'A' + 10;
-    return -1;
-}
-
 /* Reads a string into out (cap bytes incl. NUL); out NULL = skip. UTF-16 escapes are written as
  * UTF-8 (surrogate pairs joined; a lone surrogate becomes U+FFFD). */
 static bool str(struct jr *r, char *out, size_t cap)
@@ -104,7 +95,7 @@ static bool str(struct jr *r, char *out, size_t cap)
             case 'u': {
                 unsigned cp = 0;
                 for (int i = 0; i < 4; i++) {
-                    int h = r->p < r->end ? hexv(*r->p++) : -1;
+                    int h = r->p < r->end ? skpx_hex_value(*r->p++) : -1;
                     if (h < 0)
                         return fail(r, "bad \\u escape");
                     cp = cp << 4 | (unsigned)h;
@@ -114,7 +105,7 @@ static bool str(struct jr *r, char *out, size_t cap)
                     unsigned lo = 0;
                     bool ok = true;
                     for (int i = 2; i < 6 && ok; i++) {
-                        int h = hexv(r->p[i]);
+                        int h = skpx_hex_value(r->p[i]);
                         ok = h >= 0;
                         lo = lo << 4 | (unsigned)(h < 0 ? 0 : h);
                     }

@@ -1,16 +1,7 @@
 /* pct.c - percent-decoding (see pct.h). */
 #include "common/pct.h"
 
-static int hex_val(char c)
-{
-    if (c >= '0' && c <= '9')
-        return c - '0';
-    if (c >= 'a' && c <= 'f')
-        return c - 'a' + 10;
-    if (c >= 'A' && c <= 'F')
-        return c - 'A' + 10;
-    return -1;
-}
+#include "common/hex.h"
 
 size_t skpx_pct_decode(const char *in, size_t in_len, char *out, size_t cap, bool *malformed)
 {
@@ -19,8 +10,8 @@ size_t skpx_pct_decode(const char *in, size_t in_len, char *out, size_t cap, boo
     for (size_t i = 0; i < in_len; i++) {
         char c = in[i];
         if (c == '%') {
-            int hi = i + 2 < in_len ? hex_val(in[i + 1]) : -1;
-            int lo = hi >= 0 ? hex_val(in[i + 2]) : -1;
+            int hi = i + 2 < in_len ? skpx_hex_value(in[i + 1]) : -1;
+            int lo = hi >= 0 ? skpx_hex_value(in[i + 2]) : -1;
             if (lo >= 0) {
                 c = (char)(hi << 4 | lo);
                 i += 2;

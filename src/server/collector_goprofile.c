@@ -54,6 +54,30 @@ struct seg_seq {
     int32_t next_seq;
 };
 
+/* Stores the n snapshots of `batch`, whose frames are still offsets into `arena` (n_frames of
+ * them in `frames`, snapshot k's first at frame_off[k]): made pointers now that the arena stopped
+ * moving for this batch. Adds the stored ones to *stored and the metrics. Returns SKPX_GRPC_OK,
+ * or the status with the reason in msg. */
+static int store_batch(struct collector *c, struct store_snapshot *batch, size_t n, char **frames,
+                       size_t n_frames, char *arena, const size_t *frame_off, uint64_t *stored,
+                       char *msg, size_t msg_cap)
+{
+    for (size_t k = 0; k < n_frames; k++)
+        frames[k] = arena + (uintptr_t)frames[k];
+    for (size_t k = 0; k < n; k++)
+        batch[k].frames = frames + frame_off[k];
+    size_t dup = 0;
+    skp_err err = store_insert_snapshots(c->store, batch, n, &dup);
+    if (err) {
+        snprintf(msg, msg_cap, "skyprofd: snapshots not stored: %s", skp_strerror(err));
+        return err == SKP_ENOMEM ? SKPX_GRPC_RESOURCE_EXHAUSTED : SKPX_GRPC_UNAVAILABLE;
+    }
+    *stored += n - dup;
+    c->metrics->snapshots_stored += n - dup;
+    c->metrics->snapshots_duplicate += dup;
+    return SKPX_GRPC_OK;
+}
+
 /* Writes the snapshots of one decoded file. Returns a gRPC status. */
 static int store_profile(struct collector *c, const char *task_id, const struct pprof_profile *p,
                          char *msg, size_t msg_cap)
@@ -173,21 +197,10 @@ static int store_profile(struct collector *c, const char *task_id, const struct 
             snap_frame_off[n] = first;
             n++;
             if (n == GOPROFILE_BATCH || (si + 1 == p->n_samples && r + 1 == repeat)) {
-                /* Offsets -> pointers now that the arena stopped moving for this batch. */
-                for (size_t k = 0; k < n_frames; k++)
-                    frames[k] = arena + (uintptr_t)frames[k];
-                for (size_t k = 0; k < n; k++)
-                    batch[k].frames = frames + snap_frame_off[k];
-                size_t dup = 0;
-                skp_err err = store_insert_snapshots(c->store, batch, n, &dup);
-                if (err) {
-                    st = err == SKP_ENOMEM ? SKPX_GRPC_RESOURCE_EXHAUSTED : SKPX_GRPC_UNAVAILABLE;
-                    snprintf(msg, msg_cap, "skyprofd: snapshots not stored: %s", skp_strerror(err));
+                st = store_batch(c, batch, n, frames, n_frames, arena, snap_frame_off, &stored,
+                                 msg, msg_cap);
+                if (st != SKPX_GRPC_OK)
                     break;
-                }
-                c->metrics->snapshots_stored += n - dup;
-                c->metrics->snapshots_duplicate += dup;
-                stored += n - dup;
                 n = 0;
                 n_frames = 0;
                 arena_len = 0;
@@ -195,22 +208,9 @@ static int store_profile(struct collector *c, const char *task_id, const struct 
         }
     }
     /* A batch cut short by skipped trailing samples. */
-    if (st == SKPX_GRPC_OK && n > 0) {
-        for (size_t k = 0; k < n_frames; k++)
-            frames[k] = arena + (uintptr_t)frames[k];
-        for (size_t k = 0; k < n; k++)
-            batch[k].frames = frames + snap_frame_off[k];
-        size_t dup = 0;
-        skp_err err = store_insert_snapshots(c->store, batch, n, &dup);
-        if (err) {
-            st = err == SKP_ENOMEM ? SKPX_GRPC_RESOURCE_EXHAUSTED : SKPX_GRPC_UNAVAILABLE;
-            snprintf(msg, msg_cap, "skyprofd: snapshots not stored: %s", skp_strerror(err));
-        } else {
-            stored += n - dup;
-            c->metrics->snapshots_stored += n - dup;
-            c->metrics->snapshots_duplicate += dup;
-        }
-    }
+    if (st == SKPX_GRPC_OK && n > 0)
+        st = store_batch(c, batch, n, frames, n_frames, arena, snap_frame_off, &stored, msg,
+                         msg_cap);
     SKPX_INFO("goProfileReport task %s: %" PRIu64 " snapshot(s) of %zu segment(s) stored, %" PRIu64
               " sample(s) without segment_id skipped",
               task_id, stored, n_segs, skipped);

@@ -245,12 +245,14 @@ void proc_task_progress(const struct proc_task *t, const struct proc_log *logs, 
     *n = k;
 }
 
-static void kv_set(struct proc_command *pc, size_t i, const char *k, const char *v)
+void proc_command_arg(Skywalking__V3__KeyStringValuePair *kv,
+                      Skywalking__V3__KeyStringValuePair **kvp, size_t i, const char *k,
+                      const char *v)
 {
-    skywalking__v3__key_string_value_pair__init(&pc->kv[i]);
-    pc->kv[i].key = (char *)k;
-    pc->kv[i].value = (char *)v;
-    pc->kvp[i] = &pc->kv[i];
+    skywalking__v3__key_string_value_pair__init(&kv[i]);
+    kv[i].key = (char *)k;
+    kv[i].value = (char *)v;
+    kvp[i] = &kv[i];
 }
 
 void proc_command_pprof(struct proc_command *pc, const struct proc_task *t)
@@ -264,14 +266,14 @@ void proc_command_pprof(struct proc_command *pc, const struct proc_task *t)
     snprintf(pc->nums[2], sizeof(pc->nums[2]), "%" PRId64, t->dump_period);
     snprintf(pc->nums[3], sizeof(pc->nums[3]), "%" PRId64, t->sampling_hz);
     size_t n = 0;
-    kv_set(pc, n++, "SerialNumber", pc->serial);
-    kv_set(pc, n++, "TaskId", t->id);
-    kv_set(pc, n++, "Events", t->events);
-    kv_set(pc, n++, "Duration", pc->nums[0]);
-    kv_set(pc, n++, "CreateTime", pc->nums[1]);
-    kv_set(pc, n++, "DumpPeriod", pc->nums[2]);
+    proc_command_arg(pc->kv, pc->kvp, n++, "SerialNumber", pc->serial);
+    proc_command_arg(pc->kv, pc->kvp, n++, "TaskId", t->id);
+    proc_command_arg(pc->kv, pc->kvp, n++, "Events", t->events);
+    proc_command_arg(pc->kv, pc->kvp, n++, "Duration", pc->nums[0]);
+    proc_command_arg(pc->kv, pc->kvp, n++, "CreateTime", pc->nums[1]);
+    proc_command_arg(pc->kv, pc->kvp, n++, "DumpPeriod", pc->nums[2]);
     if (t->sampling_hz > 0)
-        kv_set(pc, n++, "SamplingRate", pc->nums[3]);
+        proc_command_arg(pc->kv, pc->kvp, n++, "SamplingRate", pc->nums[3]);
     pc->cmd.n_args = n;
     pc->cmd.args = pc->kvp;
 }

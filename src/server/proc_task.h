@@ -119,5 +119,10 @@ struct proc_command {
     char nums[4][24];
 };
 void proc_command_pprof(struct proc_command *pc, const struct proc_task *t);
+/* Sets argument i of a command being built: kv[i] = {k, v} (both borrowed: static or in the
+ * command's storage) and kvp[i] = &kv[i]. */
+void proc_command_arg(Skywalking__V3__KeyStringValuePair *kv,
+                      Skywalking__V3__KeyStringValuePair **kvp, size_t i, const char *k,
+                      const char *v);
 
 #endif

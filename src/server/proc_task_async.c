@@ -102,14 +102,6 @@ void proc_async_events(const struct proc_request *r, char *out, size_t cap)
     }
 }
 
-static void kv_set(struct proc_async_command *pc, size_t i, const char *k, const char *v)
-{
-    skywalking__v3__key_string_value_pair__init(&pc->kv[i]);
-    pc->kv[i].key = (char *)k;
-    pc->kv[i].value = (char *)v;
-    pc->kvp[i] = &pc->kv[i];
-}
-
 void proc_command_async(struct proc_async_command *pc, const struct proc_task *t)
 {
     memset(pc, 0, sizeof(*pc));
@@ -127,11 +119,11 @@ void proc_command_async(struct proc_async_command *pc, const struct proc_task *t
     if (t->exec_args && t->exec_args[0])
         snprintf(pc->exec_args + k, sizeof(pc->exec_args) - k, ",%s", t->exec_args);
     size_t n = 0;
-    kv_set(pc, n++, "SerialNumber", pc->serial);
-    kv_set(pc, n++, "TaskId", t->id);
-    kv_set(pc, n++, "Duration", pc->nums[0]);
-    kv_set(pc, n++, "CreateTime", pc->nums[1]);
-    kv_set(pc, n++, "ExecArgs", pc->exec_args);
+    proc_command_arg(pc->kv, pc->kvp, n++, "SerialNumber", pc->serial);
+    proc_command_arg(pc->kv, pc->kvp, n++, "TaskId", t->id);
+    proc_command_arg(pc->kv, pc->kvp, n++, "Duration", pc->nums[0]);
+    proc_command_arg(pc->kv, pc->kvp, n++, "CreateTime", pc->nums[1]);
+    proc_command_arg(pc->kv, pc->kvp, n++, "ExecArgs", pc->exec_args);
     pc->cmd.n_args = n;
     pc->cmd.args = pc->kvp;
 }

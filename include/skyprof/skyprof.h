@@ -215,6 +215,7 @@ struct skyprof_stack_source {
  *     source's extra "goroutines" (Python: asyncio tasks), one `goroutine/count` value each; a
  *     failure there keeps the thread dump.
  *   end(ud): the task is over: release handles. Optional.
+ *   thread_cpu, process_usage: see the fields below; both optional (a remote process's source).
  * ---------------------------------------------------------------------------------------------- */
 #define SKYPROF_EVENT_UNSUPPORTED (-3)
 
@@ -256,6 +257,17 @@ struct skyprof_proc_source {
                      size_t err_cap);
     void (*end)(void *ud);
     void (*destroy)(void *ud);
+    /* Optional, for a source whose threads live in ANOTHER process (`skyprof attach`): the
+     * consumed CPU time of thread `tid` in ns (*cpu_ns) and its kernel state letter (*state:
+     * 'R' running or runnable, 'S', 'D', ...). Returns 0, or < 0 when the thread is gone. NULL =
+     * the agent reads them itself for a thread of its own process (the thread's CPU clock and
+     * /proc/self/task/TID/stat). Runs on skp-proc like the others. */
+    int (*thread_cpu)(void *ud, int tid, int64_t *cpu_ns, char *state);
+    /* Optional, likewise: the whole process's consumed CPU time in ns and its thread count, for
+     * the continuous-profiling process checks (PROCESS_CPU, PROCESS_THREAD_COUNT); NULL = this
+     * process. Runs on the channel thread, possibly while another callback runs on skp-proc:
+     * it must touch no state the others use. Returns 0, or < 0 when unreadable. */
+    int (*process_usage)(void *ud, int64_t *cpu_ns, int *n_threads);
 };
 
 /* ------------------------------------------------------------------------------------------------

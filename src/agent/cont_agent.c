@@ -197,14 +197,38 @@ static void http_feed(void *ud, const struct skp__cont_http_delta *d)
     skp__cont_eval_http(ud, d->index, d->name, d->count, d->errors, d->sum_ms);
 }
 
-static void close_slot(struct skp__cont_agent *c, int64_t now_ns)
+/* The process source's reading of ANOTHER process (skyprof attach), when it has one: the runner's
+ * lock is held across the call so the source cannot be replaced (and destroyed) meanwhile; the
+ * callback only reads /proc. False when the source has none (or it failed). */
+static bool remote_usage(skyprof_agent *a, int64_t *cpu_ns, int *n_threads, bool *is_remote)
 {
+    struct skp__proc_runner *r = &a->proc;
+    pthread_mutex_lock(&r->mu);
+    *is_remote = r->has_src && r->src.process_usage;
+    bool ok = *is_remote && r->src.process_usage(r->src.ud, cpu_ns, n_threads) == 0;
+    pthread_mutex_unlock(&r->mu);
+    return ok;
+}
+
+static void close_slot(skyprof_agent *a, int64_t now_ns)
+{
+    struct skp__cont_agent *c = &a->cont;
     struct skp__cont_sample s = {0};
     struct skp__cont_eval *e = &c->eval;
+    int64_t rcpu = -1;
+    int rthreads = 0;
+    bool is_remote = false;
+    bool remote_ok = (e->needs_cpu || e->needs_threads) &&
+                     remote_usage(a, &rcpu, &rthreads, &is_remote);
+    if (is_remote && e->needs_threads && remote_ok && rthreads > 0) {
+        s.threads = rthreads;
+        s.has_threads = true;
+    }
     if (e->needs_cpu) {
-        struct timespec ts;
-        if (clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts) == 0) {
-            int64_t cpu = (int64_t)ts.tv_sec * 1000000000LL + ts.tv_nsec;
+        struct timespec ts = {0, 0};
+        bool have = is_remote ? remote_ok : clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts) == 0;
+        if (have) {
+            int64_t cpu = is_remote ? rcpu : (int64_t)ts.tv_sec * 1000000000LL + ts.tv_nsec;
             if (c->last_wall_ns && now_ns > c->last_wall_ns) {
                 s.cpu_pct = (double)(cpu - c->last_cpu_ns) * 100.0 /
                             (double)(now_ns - c->last_wall_ns);
@@ -214,7 +238,7 @@ static void close_slot(struct skp__cont_agent *c, int64_t now_ns)
             c->last_wall_ns = now_ns;
         }
     }
-    if (e->needs_threads)
+    if (e->needs_threads && !is_remote)
         s.has_threads = read_threads(&s.threads);
     if (e->needs_load) {
         struct sysinfo si;
@@ -250,6 +274,21 @@ static void entity_init(skyprof_agent *a, Skywalking__V3__EBPFProcessEntityMetad
     e->processname = (char *)process_name();
 }
 
+/* The pid reported for the process: the "Process No." instance property when the host set one
+ * (`skyprof attach` profiles another process and names it there), else ours. */
+static int32_t reported_pid(const skyprof_agent *a)
+{
+    for (size_t i = 0; i < a->cfg.n_properties; i++) {
+        if (strcmp(a->props[i].key, "Process No.") != 0)
+            continue;
+        char *end = NULL;
+        long v = strtol(a->props[i].value, &end, 10);
+        if (end && end != a->props[i].value && !*end && v > 0 && v <= INT32_MAX)
+            return (int32_t)v;
+    }
+    return (int32_t)getpid();
+}
+
 /* EBPFProcessService.reportProcesses for this process; keeps the id the server gives. */
 static skp_err register_process(skyprof_agent *a, int timeout_ms)
 {
@@ -259,8 +298,6 @@ static skp_err register_process(skyprof_agent *a, int timeout_ms)
     char *labels[1] = {(char *)"skyprof"};
     ent.n_labels = 1;
     ent.labels = labels;
-    char pid[24];
-    snprintf(pid, sizeof(pid), "%d", (int)getpid());
     Skywalking__V3__KeyStringValuePair kv[2];
     Skywalking__V3__KeyStringValuePair *kvp[2] = {&kv[0], &kv[1]};
     skywalking__v3__key_string_value_pair__init(&kv[0]);
@@ -271,7 +308,7 @@ static skp_err register_process(skyprof_agent *a, int timeout_ms)
     kv[1].value = (char *)"skyprof process profiler (no eBPF)";
     Skywalking__V3__EBPFHostProcessMetadata host = SKYWALKING__V3__EBPFHOST_PROCESS_METADATA__INIT;
     host.entity = &ent;
-    host.pid = (int32_t)getpid();
+    host.pid = reported_pid(a);
     host.n_properties = 2;
     host.properties = kvp;
     Skywalking__V3__EBPFProcessProperties props = SKYWALKING__V3__EBPFPROCESS_PROPERTIES__INIT;
@@ -450,7 +487,7 @@ int64_t skp__cont_step(skyprof_agent *a, int64_t now_ns, int timeout_ms)
     int64_t next = INT64_MAX;
     if (c->has_policy && c->next_slot_ns) {
         if (now_ns >= c->next_slot_ns) {
-            close_slot(c, now_ns);
+            close_slot(a, now_ns);
             c->next_slot_ns += c->slot_ns;
             if (c->next_slot_ns <= now_ns)
                 c->next_slot_ns = now_ns + c->slot_ns; /* the channel was held up: no catch-up */

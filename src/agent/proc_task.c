@@ -401,6 +401,24 @@ static char thread_state(int tid)
     return rp && rp[1] == ' ' && rp[2] ? rp[2] : '?';
 }
 
+/* CPU time and state of a listed thread: the source's when its threads are another process's
+ * (skyprof attach), else this process's clock and /proc/self. */
+static int64_t listed_cpu_ns(struct proc_run *p, int tid, char *state)
+{
+    if (p->src.thread_cpu) {
+        int64_t ns = -1;
+        char st = '?';
+        if (p->src.thread_cpu(p->src.ud, tid, &ns, &st) < 0)
+            return -1;
+        if (state)
+            *state = st;
+        return ns;
+    }
+    if (state)
+        *state = thread_state(tid);
+    return thread_cpu_ns(tid);
+}
+
 static void relist(struct proc_run *p)
 {
     struct skyprof_proc_thread old[SKP_PROC_THREADS_MAX];
@@ -419,7 +437,7 @@ static void relist(struct proc_run *p)
                 break;
             }
         if (p->cpu_last[i] < 0)
-            p->cpu_last[i] = thread_cpu_ns(p->threads[i].tid);
+            p->cpu_last[i] = listed_cpu_ns(p, p->threads[i].tid, NULL);
     }
 }
 
@@ -458,7 +476,8 @@ static void run_sampling(struct proc_run *p, bool cpu, int64_t period_ns, int64_
             struct skyprof_proc_thread *t = &p->threads[i];
             int64_t weight = period_ns;
             if (cpu) {
-                int64_t ns = thread_cpu_ns(t->tid);
+                char state = '?';
+                int64_t ns = listed_cpu_ns(p, t->tid, p->src.thread_cpu ? &state : NULL);
                 if (ns < 0)
                     continue; /* gone; dropped at the next listing */
                 int64_t d = p->cpu_last[i] >= 0 ? ns - p->cpu_last[i] : 0;
@@ -466,7 +485,9 @@ static void run_sampling(struct proc_run *p, bool cpu, int64_t period_ns, int64_
                 if (d < min_cpu)
                     continue; /* off CPU for this period: never signalled */
                 /* Ran during the period but sleeps now: its stack is not where the CPU went. */
-                if (thread_state(t->tid) != 'R')
+                if (!p->src.thread_cpu)
+                    state = thread_state(t->tid);
+                if (state != 'R')
                     continue;
                 weight = d;
             }

@@ -51,6 +51,8 @@ int cmd_triggers(struct cli *c, int argc, char **argv); /* cmd_policy.c */
 /* Out-of-process commands (src/attach): read a local process, talk to no server. */
 int cmd_dump(struct cli *c, int argc, char **argv);
 int cmd_record(struct cli *c, int argc, char **argv);
+int cmd_attach(struct cli *c, int argc, char **argv); /* cmd_attach.c: links libskyprof */
+int cmd_top(struct cli *c, int argc, char **argv);    /* cmd_top.c */
 /* Exit code for an attach error (SKP_ENOTFOUND -> CLI_EXIT_NOTFOUND, else CLI_EXIT_ATTACH). */
 int cli_attach_exit(skp_err err);
 

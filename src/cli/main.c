@@ -72,6 +72,7 @@ static const struct {
     {"triggers", cmd_triggers},
     {"dump", cmd_dump},
     {"record", cmd_record},
+    {"attach", cmd_attach},
 };
 
 int main(int argc, char **argv)

@@ -73,6 +73,7 @@ static const struct {
     {"dump", cmd_dump},
     {"record", cmd_record},
     {"attach", cmd_attach},
+    {"top", cmd_top},
 };
 
 int main(int argc, char **argv)

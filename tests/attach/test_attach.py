@@ -245,6 +245,80 @@ def t_gunicorn_subprocesses(tmp):
         g.stop()
 
 
+TOP_ROW = re.compile(r"^\s*([\d.]+)%\s+([\d.]+)%\s+([\d.]+)s\s+([\d.]+)s\s+(\S+) \((.*)\)$")
+
+
+def top_rows(block):
+    rows = {}
+    for line in block.splitlines():
+        m = TOP_ROW.match(line)
+        if m:
+            rows[m.group(5)] = (float(m.group(1)), float(m.group(2)), m.group(6))
+    return rows
+
+
+def t_top_once(tmp):
+    with Spin(tmp) as s:
+        out, _ = ok("top", "--pid", s.proc.pid, "--once", 2, timeout=60)
+        blocks = [b for b in out.split("skyprof top: process ") if b.strip()]
+        assert len(blocks) == 2, out
+        assert "Python 3.11" in blocks[0] and "%Own" in blocks[0], out
+        rows = top_rows(blocks[-1])
+        # c() runs ~85 % of the loop by the target's own measurement; a, b, <module> are on
+        # every running stack; the sleeping thread is not sampled without --idle
+        assert rows["c"][0] >= 50.0 and rows["c"][2] == SPIN, rows
+        for f in ("a", "b", "<module>"):
+            assert rows[f][1] >= 90.0, (f, rows)
+        assert "sleeper" not in rows, rows
+        # rows are sorted by %Own
+        owns = [r[0] for r in rows.values()]
+        assert owns == sorted(owns, reverse=True), out
+        out, _ = ok("top", "--pid", s.proc.pid, "--once", 1, "--idle", "--rate", 50, timeout=60)
+        rows = top_rows(out)
+        assert "sleeper" in rows and rows["sleeper"][0] >= 90.0, rows
+
+
+def t_top_terminal(tmp):
+    """On a terminal: alternate screen, q quits, the terminal's modes come back; Ctrl-C too."""
+    import pty
+    import select
+    import termios
+    with Spin(tmp) as s:
+        for key in (b"q", b"\x03"):
+            pid, fd = pty.fork()
+            if pid == 0:
+                os.execv(CLI, [CLI, "top", "--pid", str(s.proc.pid)])
+            buf = b""
+            deadline = time.monotonic() + 60
+            sent = False
+            while time.monotonic() < deadline:
+                r, _, _ = select.select([fd], [], [], 0.2)
+                if r:
+                    try:
+                        chunk = os.read(fd, 65536)
+                    except OSError:
+                        break
+                    if not chunk:
+                        break
+                    buf += chunk
+                if not sent and b"c (" in buf and b"%Own" in buf:
+                    os.write(fd, key)
+                    sent = True
+            assert sent, buf[-2000:]
+            _, status = os.waitpid(pid, 0)
+            attrs = None
+            try:
+                attrs = termios.tcgetattr(fd)
+            except termios.error:
+                pass
+            os.close(fd)
+            assert os.WIFEXITED(status) and os.WEXITSTATUS(status) == 0, (key, status, buf[-500:])
+            assert b"\x1b[?1049h" in buf and buf.rstrip().endswith(b"\x1b[?1049l"), buf[-200:]
+            assert b"\x1b[?25h" in buf, buf[-200:]
+            if attrs is not None:
+                assert attrs[3] & termios.ICANON and attrs[3] & termios.ECHO, attrs
+
+
 def t_errors(tmp):
     rc, out, err = run("dump", "--pid", 0x3ffffff0)
     assert rc == 4 and "no process" in err, (rc, err)
@@ -256,6 +330,12 @@ def t_errors(tmp):
         sleeper.stop()
     rc, out, err = run("dump")
     assert rc == 2 and "--pid is required" in err, (rc, err)
+    rc, out, err = run("top")
+    assert rc == 2 and "--pid is required" in err, (rc, err)
+    rc, out, err = run("top", "--pid", 1, "--once", 0)
+    assert rc == 2 and "--once" in err, (rc, err)
+    rc, out, err = run("attach", "--pid", 1)
+    assert rc == 2 and "--service is required" in err, (rc, err)
     rc, out, err = run("record", "--pid", 1)
     assert rc == 2 and "-o FILE" in err, (rc, err)
     rc, out, err = run("record", "--pid", 1, "-o", "x", "--format", "bmp")
@@ -284,6 +364,10 @@ def main():
         res.run("record 3 s at 100 Hz: c share within 5 points; idle excluded", t_record_share_matches, tmp)
         res.run("record --idle and every format", t_record_idle_and_formats, tmp)
         res.run("record --subprocesses: gunicorn -w 2 covers both workers", t_gunicorn_subprocesses, tmp)
+        res.run("top --once: c own, a/b/<module> total, sorted; --idle adds the sleeper",
+                t_top_once, tmp)
+        res.run("top on a terminal: alternate screen, q and Ctrl-C quit and restore it",
+                t_top_terminal, tmp)
         res.run("errors: no process, not Python, usage", t_errors, tmp)
         res.run("EPERM names CAP_SYS_PTRACE, ptrace_scope and the container flag", t_eperm_hint, tmp)
     res.finish()

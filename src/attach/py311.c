@@ -55,6 +55,7 @@ const struct attach_pylayout *attach_pylayout_py311(void)
     l->fr_previous = offsetof(_PyInterpreterFrame, previous);
     l->fr_instr = offsetof(_PyInterpreterFrame, prev_instr);
     l->fr_owner = offsetof(_PyInterpreterFrame, owner);
+    l->fr_is_entry = offsetof(_PyInterpreterFrame, is_entry);
     l->fr_instr_is_prev = true;
     l->fr_code_tagged = false;
     l->owner_generator = FRAME_OWNED_BY_GENERATOR;

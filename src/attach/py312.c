@@ -38,6 +38,7 @@ static const struct attach_pylayout g_py312 = {
     .fr_previous = 8,
     .fr_instr = 56,              /* prev_instr */
     .fr_owner = 70,
+    .fr_is_entry = ATTACH_NO_FIELD, /* entry frames follow a shim frame */
     .fr_instr_is_prev = true,
     .fr_code_tagged = false,
     .owner_generator = 1,

@@ -209,6 +209,7 @@ skp_err attach_pylayout_from_debug_offsets(const uint8_t *rt, size_t len,
     l->fr_previous = (size_t)f.fr_previous;
     l->fr_instr = (size_t)f.fr_instr;
     l->fr_owner = (size_t)f.fr_owner;
+    l->fr_is_entry = ATTACH_NO_FIELD; /* entry frames follow a shim frame */
     l->fr_instr_is_prev = false;
     l->fr_code_tagged = minor >= 14;
     l->owner_generator = OWNER_GENERATOR;

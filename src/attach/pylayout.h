@@ -47,6 +47,8 @@ struct attach_pylayout {
     /* _PyInterpreterFrame */
     size_t fr_copy;              /* header bytes copied (up to localsplus) */
     size_t fr_code, fr_previous, fr_instr, fr_owner;
+    size_t fr_is_entry;          /* 3.11: is_entry (first frame of a C-level evaluation); later
+                                    versions mark that with a shim frame: ATTACH_NO_FIELD */
     bool fr_instr_is_prev;       /* 3.11/3.12: prev_instr (last executed); 3.13+: instr_ptr */
     bool fr_code_tagged;         /* 3.14: f_executable is a _PyStackRef, low bits are tags */
     int owner_generator;         /* generator frames are never "incomplete" */

@@ -336,7 +336,8 @@ static bool layout_fits(const struct attach_pylayout *l)
         if (ts[i] != ATTACH_NO_FIELD && ts[i] + p > l->ts_copy)
             return false;
     if (l->fr_code + p > l->fr_copy || l->fr_previous + p > l->fr_copy ||
-        l->fr_instr + p > l->fr_copy || l->fr_owner + 1 > l->fr_copy)
+        l->fr_instr + p > l->fr_copy || l->fr_owner + 1 > l->fr_copy ||
+        (l->fr_is_entry != ATTACH_NO_FIELD && l->fr_is_entry + 1 > l->fr_copy))
         return false;
     const size_t co[] = {l->co_filename, l->co_name, l->co_qualname, l->co_linetable,
                          l->obj_type};
@@ -450,6 +451,7 @@ struct raw_frame {
     uintptr_t code;
     uintptr_t instr;
     int owner;
+    bool entry;                  /* first frame of a C-level evaluation */
 };
 
 /* Walks one thread's frames from `frame` into raw[] (innermost first); returns the count, or -1
@@ -490,10 +492,15 @@ static int walk_frames(struct attach_target *t, uintptr_t frame, uintptr_t win_a
             raw[n].code = code;
             raw[n].instr = instr;
             raw[n].owner = owner;
+            raw[n].entry = l->fr_is_entry != ATTACH_NO_FIELD && f[l->fr_is_entry] != 0;
             n++;
+        } else if (n > 0) {
+            raw[n - 1].entry = true; /* 3.12+: the frame a shim (entry) frame calls */
         }
         frame = prev;
     }
+    if (n > 0 && !*truncated)
+        raw[n - 1].entry = true; /* the thread's first evaluation */
     return (int)n;
 }
 
@@ -620,12 +627,16 @@ static bool sample_thread(struct attach_target *t, uintptr_t ts_addr, uintptr_t 
             /* an incomplete frame (still in its prologue, 3.11/3.12) is not on the stack Python
              * shows (traceback, sys._current_frames): leave it out the same way */
             if (e->firsttraceable > 0 && rf->owner != l->owner_generator &&
-                addr < (long long)e->firsttraceable * 2)
+                addr < (long long)e->firsttraceable * 2) {
+                if (rf->entry && s->n_frames > first)
+                    s->frames[s->n_frames - 1].entry = true; /* its evaluation ends there */
                 continue;
+            }
             struct attach_frame *fr = &s->frames[s->n_frames++];
             fr->name = e->qualname;
             fr->file = e->file;
             fr->native = false;
+            fr->entry = rf->entry;
             fr->line = skpx_py_linetable_line(e->table, e->table_len, e->firstlineno,
                                               addr < 0 ? -1 : (int)addr);
         }

@@ -45,7 +45,11 @@ struct attach_frame {
     const char *name;            /* co_qualname (NUL-terminated) */
     const char *file;            /* co_filename */
     int line;                    /* -1 when unknown */
-    bool native;                 /* a C frame (--native), name is the symbol */
+    bool native;                 /* a C frame (--native): name is the symbol, file the module */
+    bool entry;                  /* Python: the outermost frame of one C-level evaluation (one
+                                    _PyEval_EvalFrameDefault call); a thread's outermost frame
+                                    always is one. --native splices each evaluation's frames in
+                                    at its native eval frame. */
 };
 
 struct attach_thread {

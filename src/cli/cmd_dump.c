@@ -1,28 +1,35 @@
-/* cmd_dump.c - `skyprof dump --pid P [--json] [--blocking]`: every Python thread's stack of a
- * running process, read from outside it (src/attach), innermost frame first, like py-spy dump.
- * Talks to no server. */
+/* cmd_dump.c - `skyprof dump --pid P [--json] [--blocking] [--native]`: every Python thread's
+ * stack of a running process, read from outside it (src/attach), innermost frame first, like
+ * py-spy dump; with --native every thread's native stack merged with its Python frames
+ * (src/attach/native.h), also for a process without CPython. Talks to no server. */
 #include <getopt.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "attach/native.h"
 #include "attach/pyreader.h"
 #include "cli/cli.h"
 #include "common/alloc.h"
 
 static const char g_usage[] =
-    "Usage: skyprof dump --pid PID [--json] [--blocking] [--retries N]\n"
+    "Usage: skyprof dump --pid PID [--json] [--blocking] [--native] [--retries N]\n"
     "Prints the stack of every Python thread of process PID, innermost frame first, with the\n"
     "thread's id, name (/proc/PID/task/TID/comm), state (running or idle) and whether it holds\n"
     "the GIL. The process is not stopped unless --blocking is given (then every thread is\n"
     "stopped with ptrace for the duration of the read). A thread whose read was torn (it moved\n"
     "while being read) is read again, up to --retries times (default 20).\n"
+    "  --native   every thread's native (C/C++) frames too, with each Python evaluation shown\n"
+    "             where the interpreter ran it, so a C extension's frames sit under the Python\n"
+    "             frame that called it; works on processes without Python. Stops the threads\n"
+    "             (ptrace) for the read, like --blocking.\n"
     "Needs ptrace access to the process (root, CAP_SYS_PTRACE, or same user with Yama\n"
     "ptrace_scope 0); see docs/out-of-process.md.\n";
 
 struct dump_opts {
     long pid;
-    bool blocking;
+    bool blocking, native;
     long retries;
 };
 
@@ -38,6 +45,9 @@ static int on_opt(void *ud, int opt, const char *arg)
         return CLI_PARSE_NEXT;
     case 'b':
         o->blocking = true;
+        return CLI_PARSE_NEXT;
+    case 'N':
+        o->native = true;
         return CLI_PARSE_NEXT;
     case 'r':
         o->retries = strtol(arg, &end, 10);
@@ -61,12 +71,13 @@ int cli_attach_exit(skp_err err)
     }
 }
 
-static json_t *sample_json(const struct attach_target *t, const struct attach_sample *s)
+static json_t *sample_json(long pid, const struct attach_target *t,
+                           const struct attach_sample *s)
 {
     json_t *root = json_object();
-    json_object_set_new(root, "pid", json_integer(attach_target_pid(t)));
-    json_object_set_new(root, "python", json_string(attach_target_version(t)));
-    json_object_set_new(root, "image", json_string(attach_target_image(t)));
+    json_object_set_new(root, "pid", json_integer(pid));
+    json_object_set_new(root, "python", t ? json_string(attach_target_version(t)) : json_null());
+    json_object_set_new(root, "image", t ? json_string(attach_target_image(t)) : json_null());
     json_t *threads = json_array();
     for (size_t i = 0; i < s->n_threads; i++) {
         const struct attach_thread *th = &s->threads[i];
@@ -84,6 +95,7 @@ static json_t *sample_json(const struct attach_target *t, const struct attach_sa
             json_object_set_new(jf, "name", json_string(f->name));
             json_object_set_new(jf, "file", json_string(f->file));
             json_object_set_new(jf, "line", f->line >= 0 ? json_integer(f->line) : json_null());
+            json_object_set_new(jf, "native", json_boolean(f->native));
             json_array_append_new(frames, jf);
         }
         json_object_set_new(jt, "frames", frames);
@@ -99,10 +111,11 @@ int cmd_dump(struct cli *c, int argc, char **argv)
         CLI_GLOBAL_LONGOPTS,
         {"pid", required_argument, NULL, 'p'},
         {"blocking", no_argument, NULL, 'b'},
+        {"native", no_argument, NULL, 'N'},
         {"retries", required_argument, NULL, 'r'},
         {NULL, 0, NULL, 0},
     };
-    struct dump_opts o = {.pid = 0, .blocking = false, .retries = 20};
+    struct dump_opts o = {.pid = 0, .blocking = false, .native = false, .retries = 20};
     int prc = cli_parse_options(c, argc, argv, ":hp:", longopts, g_usage, "dump", NULL, on_opt,
                                 &o);
     if (prc != CLI_PARSE_NEXT)
@@ -115,14 +128,28 @@ int cmd_dump(struct cli *c, int argc, char **argv)
     char why[ATTACH_WHY_MAX];
     struct attach_target *t = NULL;
     skp_err err = attach_target_open((pid_t)o.pid, &t, why, sizeof(why));
-    if (err) {
+    /* --native also reads processes that run no CPython (a C/C++ service) */
+    bool native_only = o.native && err == SKP_ENOTFOUND && kill((pid_t)o.pid, 0) == 0;
+    if (err && !native_only) {
         fprintf(stderr, "skyprof dump: %s\n", cli_safe(why));
         return cli_attach_exit(err);
+    }
+    struct attach_native *nat = NULL;
+    if (o.native) {
+        err = attach_native_open((pid_t)o.pid, t, &nat, why, sizeof(why));
+        if (err) {
+            fprintf(stderr, "skyprof dump: %s\n", cli_safe(why));
+            attach_target_close(t);
+            return cli_attach_exit(err);
+        }
     }
     struct attach_sample *s = skpx_xmalloc(sizeof(*s));
     /* a torn thread is left out of a sample: read again until every thread came through */
     for (long k = 0; k <= o.retries; k++) {
-        err = attach_target_sample(t, s, o.blocking ? ATTACH_SAMPLE_BLOCKING : 0);
+        if (nat)
+            err = attach_native_sample(nat, s);
+        else
+            err = attach_target_sample(t, s, o.blocking ? ATTACH_SAMPLE_BLOCKING : 0);
         if (err || s->n_torn == 0)
             break;
     }
@@ -131,12 +158,15 @@ int cmd_dump(struct cli *c, int argc, char **argv)
         fprintf(stderr, "skyprof dump: cannot read process %ld: %s\n", o.pid, skp_strerror(err));
         rc = cli_attach_exit(err);
     } else if (c->json) {
-        json_t *j = sample_json(t, s);
+        json_t *j = sample_json(o.pid, t, s);
         cli_print_json(j);
         json_decref(j);
     } else {
-        printf("Process %ld: Python %s (%s)\n", o.pid, cli_safe(attach_target_version(t)),
-               cli_safe(attach_target_image(t)));
+        if (t)
+            printf("Process %ld: Python %s (%s)%s\n", o.pid, cli_safe(attach_target_version(t)),
+                   cli_safe(attach_target_image(t)), nat ? ", native frames" : "");
+        else
+            printf("Process %ld: no CPython, native frames only\n", o.pid);
         for (size_t i = 0; i < s->n_threads; i++) {
             const struct attach_thread *th = &s->threads[i];
             printf("\nThread %d (%s%s) \"%s\"%s\n", (int)th->tid, th->running ? "active" : "idle",
@@ -155,6 +185,7 @@ int cmd_dump(struct cli *c, int argc, char **argv)
                    s->n_torn);
     }
     skpx_free(s);
+    attach_native_close(nat);
     attach_target_close(t);
     return rc;
 }

@@ -11,6 +11,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "attach/native.h"
 #include "attach/profile.h"
 #include "attach/proctree.h"
 #include "attach/pyreader.h"
@@ -22,7 +23,7 @@
 static const char g_usage[] =
     "Usage: skyprof record --pid PID -o FILE [--duration S] [--rate HZ] [--idle]\n"
     "                      [--subprocesses] [--format pprof|collapsed|speedscope|html]\n"
-    "                      [--blocking]\n"
+    "                      [--blocking] [--native]\n"
     "Samples every Python thread of process PID RATE times a second (default 100) for S seconds\n"
     "(default 10; Ctrl-C stops early) and writes the profile to FILE. The format defaults to the\n"
     "file's extension (.pb.gz/.pprof, .txt/.collapsed, .json/.speedscope, .html), else pprof.\n"
@@ -32,6 +33,9 @@ static const char g_usage[] =
     "                   during the recording (gunicorn/uWSGI workers, multiprocessing); each\n"
     "                   process's stacks sit under a 'process PID' root frame\n"
     "  --blocking       stop the threads (ptrace) during each read: exact stacks, slower target\n"
+    "  --native         native (C/C++) frames too, merged with the Python frames (a C\n"
+    "                   extension's frames under their Python caller; also for processes\n"
+    "                   without Python); implies --blocking: every sample stops the threads\n"
     "Frames read 'function (file:line)'. Needs ptrace access to the process; see\n"
     "docs/out-of-process.md.\n";
 
@@ -46,7 +50,7 @@ struct record_opts {
     long pid;
     double duration_s;
     long rate_hz;
-    bool idle, subprocesses, blocking;
+    bool idle, subprocesses, blocking, native;
     const char *out;
     const char *format;
 };
@@ -89,6 +93,9 @@ static int on_opt(void *ud, int opt, const char *arg)
     case 'b':
         o->blocking = true;
         return CLI_PARSE_NEXT;
+    case 'N':
+        o->native = true;
+        return CLI_PARSE_NEXT;
     case 'o':
         o->out = arg;
         return CLI_PARSE_NEXT;
@@ -128,6 +135,7 @@ static int64_t now_ns(void)
 struct followed {
     pid_t pid;
     struct attach_target *t;     /* NULL: not (yet) a readable CPython */
+    struct attach_native *nat;   /* --native: its unwinder (t may be NULL: no CPython) */
     int64_t retry_ns;            /* next attempt to open when t is NULL */
     bool gone;
 };
@@ -167,6 +175,10 @@ static void open_pending(struct recorder *r, int64_t now)
         skp_err err = attach_target_open(f->pid, &f->t, why, sizeof(why));
         if (err == SKP_ENOTFOUND && kill(f->pid, 0) != 0)
             f->gone = true;
+        if (!err && r->o.native && attach_native_open(f->pid, f->t, &f->nat, why, sizeof(why))) {
+            attach_target_close(f->t);
+            f->t = NULL;
+        }
         f->retry_ns = now + RECORD_RESCAN_NS;
     }
 }
@@ -200,11 +212,14 @@ static void sample_all(struct recorder *r)
 {
     for (size_t i = 0; i < r->n_targets; i++) {
         struct followed *f = &r->targets[i];
-        if (!f->t)
+        if (!f->t && !f->nat)
             continue;
-        skp_err err = attach_target_sample(f->t, r->sample,
-                                           r->o.blocking ? ATTACH_SAMPLE_BLOCKING : 0);
+        skp_err err = f->nat ? attach_native_sample(f->nat, r->sample)
+                             : attach_target_sample(f->t, r->sample,
+                                                    r->o.blocking ? ATTACH_SAMPLE_BLOCKING : 0);
         if (err == SKP_ENOTFOUND) {
+            attach_native_close(f->nat);
+            f->nat = NULL;
             attach_target_close(f->t);
             f->t = NULL;
             f->gone = true;
@@ -302,6 +317,7 @@ int cmd_record(struct cli *c, int argc, char **argv)
         {"idle", no_argument, NULL, 'i'},
         {"subprocesses", no_argument, NULL, 's'},
         {"blocking", no_argument, NULL, 'b'},
+        {"native", no_argument, NULL, 'N'},
         {"output", required_argument, NULL, 'o'},
         {"format", required_argument, NULL, 'f'},
         {NULL, 0, NULL, 0},
@@ -337,10 +353,20 @@ int cmd_record(struct cli *c, int argc, char **argv)
     char why[ATTACH_WHY_MAX];
     struct followed *root = follow(r, (pid_t)r->o.pid);
     skp_err err = attach_target_open(root->pid, &root->t, why, sizeof(why));
-    if (err) {
+    /* --native also records processes that run no CPython (a C/C++ service) */
+    bool native_only = r->o.native && err == SKP_ENOTFOUND && kill(root->pid, 0) == 0;
+    if (err && !native_only) {
         fprintf(stderr, "skyprof record: %s\n", cli_safe(why));
         rc = cli_attach_exit(err);
         goto done;
+    }
+    if (r->o.native) {
+        err = attach_native_open(root->pid, root->t, &root->nat, why, sizeof(why));
+        if (err) {
+            fprintf(stderr, "skyprof record: %s\n", cli_safe(why));
+            rc = cli_attach_exit(err);
+            goto done;
+        }
     }
     if (attach_profile_init(&r->prof) != SKP_OK) {
         fprintf(stderr, "skyprof record: out of memory\n");
@@ -357,9 +383,9 @@ int cmd_record(struct cli *c, int argc, char **argv)
     sigaction(SIGINT, &sa, NULL);
     sigaction(SIGTERM, &sa, NULL);
 
-    fprintf(stderr, "skyprof record: process %ld, Python %s, %ld Hz for %g s%s\n", r->o.pid,
-            attach_target_version(root->t), r->o.rate_hz, r->o.duration_s,
-            r->o.subprocesses ? ", following subprocesses" : "");
+    fprintf(stderr, "skyprof record: process %ld, %s%s, %ld Hz for %g s%s\n", r->o.pid,
+            root->t ? "Python " : "no CPython", root->t ? attach_target_version(root->t) : "",
+            r->o.rate_hz, r->o.duration_s, r->o.subprocesses ? ", following subprocesses" : "");
     int64_t period_ns = 1000000000LL / r->o.rate_hz;
     int64_t start = now_ns();
     int64_t end = start + (int64_t)(r->o.duration_s * 1e9);
@@ -397,7 +423,7 @@ int cmd_record(struct cli *c, int argc, char **argv)
     double secs = (double)(now_ns() - start) / 1e9;
     size_t n_python = 0;
     for (size_t i = 0; i < r->n_targets; i++)
-        n_python += r->targets[i].t != NULL || r->targets[i].gone;
+        n_python += r->targets[i].t != NULL || r->targets[i].nat != NULL || r->targets[i].gone;
     fprintf(stderr,
             "skyprof record: %llu samples in %.2f s (%.1f Hz), %llu thread stacks from %zu "
             "process(es), %llu torn reads skipped, %llu ticks missed, %llu stacks dropped\n",
@@ -430,8 +456,10 @@ int cmd_record(struct cli *c, int argc, char **argv)
     if (rc == CLI_EXIT_OK && strcmp(r->o.out, "-") != 0)
         fprintf(stderr, "skyprof record: wrote %s (%s, %zu bytes)\n", r->o.out, fmt_name, len);
 done:
-    for (size_t i = 0; i < r->n_targets; i++)
+    for (size_t i = 0; i < r->n_targets; i++) {
+        attach_native_close(r->targets[i].nat);
         attach_target_close(r->targets[i].t);
+    }
     attach_profile_cleanup(&r->prof);
     skpx_free(r->sample);
     skpx_free(r->label_buf);

@@ -5,12 +5,14 @@ points; idle threads excluded unless --idle; every format written; --subprocesse
 workers of a gunicorn -w 2), and the errors: not a Python process, no such pid, EPERM with the
 ptrace hint."""
 import gzip
+import http.client
 import json
 import os
 import re
 import struct
 import subprocess
 import sys
+import threading
 import time
 
 from skp_harness import Proc, Results, SANITIZE, build_path, tempdir, wait_until
@@ -319,6 +321,108 @@ def t_top_terminal(tmp):
                 assert attrs[3] & termios.ICANON and attrs[3] & termios.ECHO, attrs
 
 
+DEMO = build_path("examples", "demo_service")
+QSORT = os.path.join(APPS, "qsort_cmp.py")
+
+
+def names_of(thread):
+    return [f["name"] for f in thread["frames"]]
+
+
+def t_native_c_demo(tmp):
+    """A C service (no Python): method1 under method2 under method3 in a request thread."""
+    if not os.path.exists(DEMO):
+        print("    (no examples/demo_service in this build: skipped)")
+        return
+    demo = Proc([DEMO, "--port", "0", "--step-ms", "300", "--other-ms", "10", "--no-agent"],
+                name="demo_service")
+    stop = threading.Event()
+    try:
+        port = int(wait_until(lambda: re.search(r"listening on 127\.0\.0\.1:(\d+)",
+                                                demo.output()), 30, what="demo port").group(1))
+
+        def load():
+            while not stop.is_set():
+                try:
+                    c = http.client.HTTPConnection("127.0.0.1", port, timeout=30)
+                    c.request("POST", "/", body=b"{}")
+                    c.getresponse().read()
+                    c.close()
+                except OSError:
+                    time.sleep(0.05)
+        th = threading.Thread(target=load, daemon=True)
+        th.start()
+
+        def chain():
+            out, _ = ok("dump", "--pid", demo.pid, "--native", "--json")
+            j = json.loads(out)
+            assert j["python"] is None, j
+            for t in j["threads"]:
+                names = names_of(t)
+                assert all(f["native"] for f in t["frames"]), t
+                if "method1" in names:
+                    i = names.index("method1")
+                    if names[i:i + 3] == ["method1", "method2", "method3"]:
+                        return j
+            return None
+        j = wait_until(chain, 60, interval=0.05, what="method1 < method2 < method3")
+        # every thread of the process is listed (main, the signal thread, request threads)
+        assert len(j["threads"]) >= 2, j
+        mains = [t for t in j["threads"] if t["tid"] == demo.pid]
+        assert mains and "main" in names_of(mains[0]), j
+        out, _ = ok("dump", "--pid", demo.pid, "--native")
+        assert "no CPython, native frames only" in out, out
+    finally:
+        stop.set()
+        demo.stop()
+
+
+def t_native_ctypes_qsort(tmp):
+    """Python -> ctypes -> libc qsort -> Python comparator: the C frames sit between."""
+    q = Proc([PY, QSORT], name="qsort_cmp")
+    try:
+        def merged():
+            out, _ = ok("dump", "--pid", q.pid, "--native", "--json")
+            j = json.loads(out)
+            main = [t for t in j["threads"] if t["tid"] == q.pid]
+            if not main:
+                return None
+            fr = main[0]["frames"]
+            names = names_of(main[0])
+            if not fr or fr[0]["name"] != "slow_compare" or "sort_forever" not in names:
+                return None
+            return j, main[0], fr, names
+        j, main, fr, names = wait_until(merged, 60, interval=0.05,
+                                        what="slow_compare on top of the main thread")
+        assert j["python"].startswith("3.11"), j
+        cmp_i = names.index("slow_compare")
+        caller_i = names.index("sort_forever")
+        cmp_line = marker_line(QSORT, "CMP_LINE")  # the loop; the frame may be on any line of it
+        assert fr[cmp_i]["native"] is False and cmp_line - 2 <= fr[cmp_i]["line"] <= cmp_line + 1, fr
+        assert fr[caller_i]["line"] == marker_line(QSORT, "QSORT_LINE"), fr
+        between = fr[cmp_i + 1:caller_i]
+        assert between and all(f["native"] for f in between), fr
+        assert any(f["file"].startswith("libc.so") and "qsort" in f["name"] for f in between), fr
+        assert any(f["file"].startswith("libffi") for f in between), fr
+        # the interpreter's own frames are replaced by the Python frames they run
+        assert not any(f["native"] and f["file"].startswith("python3") for f in fr), fr
+        assert names[caller_i + 1] == "<module>", names
+        # record --native: the same nesting in the profile
+        out_file = os.path.join(tmp, "native.txt")
+        ok("record", "--pid", q.pid, "--native", "--duration", 1, "--rate", 50, "-o", out_file)
+        counts = collapsed_counts(out_file)
+        nested = [st for st in counts
+                  if re.search(r"sort_forever \(.*;qsort_r \(libc\.so[^;]*;.*slow_compare \(", st)]
+        assert nested, list(counts)[:5]
+        # the target was detached after each stop: it runs on, no thread left stopped
+        for tid in os.listdir("/proc/%d/task" % q.pid):
+            with open("/proc/%d/task/%s/stat" % (q.pid, tid)) as f:
+                state = f.read().rsplit(")", 1)[1].split()[0]
+            assert state not in ("t", "T"), "thread %s left stopped (%s)" % (tid, state)
+    finally:
+        q.stop()
+
+
 def t_errors(tmp):
     rc, out, err = run("dump", "--pid", 0x3ffffff0)
     assert rc == 4 and "no process" in err, (rc, err)
@@ -368,6 +472,9 @@ def main():
                 t_top_once, tmp)
         res.run("top on a terminal: alternate screen, q and Ctrl-C quit and restore it",
                 t_top_terminal, tmp)
+        res.run("dump --native: C demo method1 < method2 < method3", t_native_c_demo, tmp)
+        res.run("dump/record --native: libc qsort between Python caller and comparator",
+                t_native_ctypes_qsort, tmp)
         res.run("errors: no process, not Python, usage", t_errors, tmp)
         res.run("EPERM names CAP_SYS_PTRACE, ptrace_scope and the container flag", t_eperm_hint, tmp)
     res.finish()

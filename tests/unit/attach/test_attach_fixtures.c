@@ -250,6 +250,13 @@ static void check_sample(pid_t pid, uintptr_t runtime, const struct attach_pylay
         assert_string_equal(f->file, want[i].file);
         assert_int_equal(f->line, want[i].line);
     }
+    /* evaluation boundaries for --native: the frame the shim (entry) frame calls starts an
+     * evaluation, and so does the outermost frame */
+    if (!l || l->owner_cstack >= 0) { /* NULL: a 3.13+ table, which has shim frames */
+        assert_false(s->frames[th->first_frame + 0].entry);
+        assert_true(s->frames[th->first_frame + 1].entry);
+        assert_true(s->frames[th->first_frame + 2].entry);
+    }
     /* a second sample comes from the code cache and says the same */
     assert_int_equal(attach_target_sample(t, s, 0), SKP_OK);
     assert_int_equal(s->n_frames, 3);

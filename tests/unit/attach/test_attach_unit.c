@@ -14,6 +14,7 @@
 #include <cmocka.h>
 
 #include "attach/elfsym.h"
+#include "attach/native.h"
 #include "attach/procmaps.h"
 #include "attach/proctree.h"
 #include "attach/profile.h"
@@ -298,6 +299,50 @@ static void remote_readv_skips_a_fault(void **state)
     assert_int_equal(attach_remote_init(&r, 0x3ffffff0, 0, why, sizeof(why)), SKP_ENOTFOUND);
 }
 
+/* --native's merge rule: each _PyEval_EvalFrameDefault frame takes the Python frames of its
+ * evaluation (up to the next entry frame), interpreter frames vanish, C frames stay where they
+ * are, leftovers are appended, and the cap truncates. */
+static void native_merge_rule(void **state)
+{
+    (void)state;
+    assert_true(attach_native_is_eval("_PyEval_EvalFrameDefault"));
+    assert_true(attach_native_is_eval("_PyEval_EvalFrameDefault.cold"));
+    assert_false(attach_native_is_eval("_PyEval_EvalFrameDefaultX"));
+    assert_false(attach_native_is_eval("PyEval_EvalCode"));
+#define NF(n) {.name = n, .file = "m.so", .line = -1, .native = true}
+#define PF(n, e) {.name = n, .file = "a.py", .line = 1, .entry = e}
+    /* innermost first: eval#1 running cmp <- call glue <- ctypes closure <- qsort (C) <- call
+     * glue <- eval#2 running caller and <module> <- startup */
+    const struct attach_frame native[] = {
+        NF("_PyEval_EvalFrameDefault"), NF("_PyFunction_Vectorcall"), NF("_CallPythonObject"),
+        NF("qsort_r"), NF("_PyObject_MakeTpCall"), NF("_PyEval_EvalFrameDefault"),
+        NF("Py_RunMain"), NF("__libc_start_main")};
+    const bool is_eval[] = {true, false, false, false, false, true, false, false};
+    const bool is_interp[] = {true, true, false, false, true, true, true, false};
+    const struct attach_frame py[] = {PF("cmp", true), PF("caller", false), PF("<module>", true)};
+    struct attach_frame out[16];
+    bool trunc = true;
+    size_t n = attach_native_merge(native, is_eval, is_interp, 8, py, 3, out, 16, &trunc);
+    const char *want[] = {"cmp", "_CallPythonObject", "qsort_r", "caller", "<module>",
+                          "__libc_start_main"};
+    assert_int_equal(n, 6);
+    assert_false(trunc);
+    for (size_t i = 0; i < n; i++)
+        assert_string_equal(out[i].name, want[i]);
+    /* an unwind cut short: the Python frames left over still show, outermost last */
+    n = attach_native_merge(native, is_eval, is_interp, 3, py, 3, out, 16, &trunc);
+    assert_int_equal(n, 4);
+    assert_string_equal(out[0].name, "cmp");
+    assert_string_equal(out[3].name, "<module>");
+    /* no Python at all (a C process) and the cap */
+    n = attach_native_merge(native, is_eval, is_interp, 8, NULL, 0, out, 2, &trunc);
+    assert_int_equal(n, 2);
+    assert_true(trunc);
+    assert_string_equal(out[0].name, "_CallPythonObject");
+#undef NF
+#undef PF
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -309,6 +354,7 @@ int main(void)
         cmocka_unit_test(profile_survives_oom),
         cmocka_unit_test(stat_ppid),
         cmocka_unit_test(remote_readv_skips_a_fault),
+        cmocka_unit_test(native_merge_rule),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

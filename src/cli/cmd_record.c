@@ -431,6 +431,26 @@ int cmd_record(struct cli *c, int argc, char **argv)
             (unsigned long long)r->prof.n_samples, n_python, (unsigned long long)r->torn,
             (unsigned long long)r->missed_ticks, (unsigned long long)r->prof.n_dropped);
 
+    if (r->o.native) {
+        struct attach_native_stats total = {0};
+        for (size_t i = 0; i < r->n_targets; i++) {
+            if (!r->targets[i].nat)
+                continue;
+            struct attach_native_stats ns;
+            attach_native_get_stats(r->targets[i].nat, &ns);
+            total.samples += ns.samples;
+            total.stop_ns += ns.stop_ns;
+            total.threads += ns.threads;
+        }
+        if (total.samples)
+            fprintf(stderr,
+                    "skyprof record: --native stopped the target %llu times for %.2f ms on "
+                    "average (%.1f%% of the recording), %.1f threads unwound per stop\n",
+                    (unsigned long long)total.samples,
+                    (double)total.stop_ns / 1e6 / (double)total.samples,
+                    secs > 0 ? (double)total.stop_ns / 1e7 / secs : 0.0,
+                    (double)total.threads / (double)total.samples);
+    }
     int period_ms = (int)(1000 / r->o.rate_hz);
     if (period_ms < 1)
         period_ms = 1;

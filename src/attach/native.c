@@ -220,7 +220,9 @@ static void read_threads(struct attach_native *n)
         snprintf(path, sizeof(path), "/proc/%d/task/%d/comm", (int)n->pid, (int)p->tid);
         read_small(path, buf, sizeof(buf));
         buf[strcspn(buf, "\n")] = 0;
-        snprintf(p->name, sizeof(p->name), "%s", buf);
+        size_t len = strnlen(buf, sizeof(p->name) - 1); /* comm is at most 15 bytes */
+        memcpy(p->name, buf, len);
+        p->name[len] = 0;
         snprintf(path, sizeof(path), "/proc/%d/task/%d/stat", (int)n->pid, (int)p->tid);
         read_small(path, buf, sizeof(buf));
         char *rp = strrchr(buf, ')');

@@ -378,6 +378,8 @@ skp_err attach_native_sample(struct attach_native *n, struct attach_sample *s)
     skp_err err = attach_stopper_stop(&n->stop, n->pid);
     if (err)
         return err;
+    int64_t t1 = mono_ns();
+    n->st.stop_wait_ns += (uint64_t)(t1 - t0);
     skp_err perr = SKP_OK;
     if (n->py)
         perr = attach_target_sample(n->py, n->py_sample, 0);
@@ -386,7 +388,7 @@ skp_err attach_native_sample(struct attach_native *n, struct attach_sample *s)
     pid_t tids[ATTACH_STOP_MAX_THREADS];
     memcpy(tids, n->stop.tids, n_stopped * sizeof(tids[0]));
     attach_stopper_resume(&n->stop);
-    n->st.stop_ns += (uint64_t)(mono_ns() - t0);
+    n->st.stop_ns += (uint64_t)(mono_ns() - t1);
     n->st.samples++;
     if (perr == SKP_ENOTFOUND)
         return perr;

@@ -440,15 +440,18 @@ int cmd_record(struct cli *c, int argc, char **argv)
             attach_native_get_stats(r->targets[i].nat, &ns);
             total.samples += ns.samples;
             total.stop_ns += ns.stop_ns;
+            total.stop_wait_ns += ns.stop_wait_ns;
             total.threads += ns.threads;
         }
         if (total.samples)
             fprintf(stderr,
-                    "skyprof record: --native stopped the target %llu times for %.2f ms on "
-                    "average (%.1f%% of the recording), %.1f threads unwound per stop\n",
+                    "skyprof record: --native stopped the target %llu times: held stopped "
+                    "%.2f ms on average (%.1f%% of the recording) after %.2f ms waiting for the "
+                    "stop; %.1f threads unwound per stop\n",
                     (unsigned long long)total.samples,
                     (double)total.stop_ns / 1e6 / (double)total.samples,
                     secs > 0 ? (double)total.stop_ns / 1e7 / secs : 0.0,
+                    (double)total.stop_wait_ns / 1e6 / (double)total.samples,
                     (double)total.threads / (double)total.samples);
     }
     int period_ms = (int)(1000 / r->o.rate_hz);

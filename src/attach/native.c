@@ -43,19 +43,19 @@ struct pre_thread {
 
 struct attach_native {
     pid_t pid;
-    struct attach_target *py;    /* borrowed, may be NULL */
+    struct attach_target *py;                   /* borrowed, may be NULL */
     char interp_base[ATTACH_NATIVE_MODULE_MAX]; /* file name of the interpreter's image */
     Dwfl *dwfl;
     int64_t reported_ns;
-    struct sym_entry *syms;      /* ATTACH_NATIVE_SYM_CACHE */
+    struct sym_entry *syms; /* ATTACH_NATIVE_SYM_CACHE */
     struct attach_sample *py_sample;
-    uint64_t *pcs;               /* ATTACH_NATIVE_MAX_DEPTH per stopped thread */
+    uint64_t *pcs; /* ATTACH_NATIVE_MAX_DEPTH per stopped thread */
     size_t *n_pcs;
     bool *pcs_truncated;
     struct attach_stopper stop;
     struct pre_thread pre[ATTACH_MAX_THREADS];
     size_t n_pre;
-    char *text;                  /* ATTACH_NATIVE_TEXT_BYTES, names of the current sample */
+    char *text; /* ATTACH_NATIVE_TEXT_BYTES, names of the current sample */
     size_t text_used;
     struct attach_frame tmp_native[ATTACH_NATIVE_MAX_DEPTH];
     bool tmp_eval[ATTACH_NATIVE_MAX_DEPTH], tmp_interp[ATTACH_NATIVE_MAX_DEPTH];
@@ -140,12 +140,11 @@ skp_err attach_native_open(pid_t pid, struct attach_target *py, struct attach_na
     n->pid = pid;
     n->py = py;
     if (py)
-        snprintf(n->interp_base, sizeof(n->interp_base), "%s",
-                 base_name(attach_target_image(py)));
+        snprintf(n->interp_base, sizeof(n->interp_base), "%s", base_name(attach_target_image(py)));
     n->syms = skpx_calloc(ATTACH_NATIVE_SYM_CACHE, sizeof(*n->syms));
     n->py_sample = py ? skpx_malloc(sizeof(*n->py_sample)) : NULL;
-    n->pcs = skpx_malloc((size_t)ATTACH_STOP_MAX_THREADS * ATTACH_NATIVE_MAX_DEPTH *
-                         sizeof(*n->pcs));
+    n->pcs =
+        skpx_malloc((size_t)ATTACH_STOP_MAX_THREADS * ATTACH_NATIVE_MAX_DEPTH * sizeof(*n->pcs));
     n->n_pcs = skpx_calloc(ATTACH_STOP_MAX_THREADS, sizeof(*n->n_pcs));
     n->pcs_truncated = skpx_calloc(ATTACH_STOP_MAX_THREADS, sizeof(*n->pcs_truncated));
     n->text = skpx_malloc(ATTACH_NATIVE_TEXT_BYTES);
@@ -285,8 +284,8 @@ static const struct sym_entry *symbolize(struct attach_native *n, uint64_t pc)
     e->is_interp = false;
     const char *sym = mod ? dwfl_module_addrname(mod, pc) : NULL;
     Dwarf_Addr low = 0;
-    const char *modname = mod ? dwfl_module_info(mod, NULL, &low, NULL, NULL, NULL, NULL, NULL)
-                              : NULL;
+    const char *modname =
+        mod ? dwfl_module_info(mod, NULL, &low, NULL, NULL, NULL, NULL, NULL) : NULL;
     if (sym)
         snprintf(e->name, sizeof(e->name), "%s", sym);
     else if (mod && pc >= low) /* no symbol: the offset in its module, the same in every run */

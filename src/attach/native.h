@@ -34,12 +34,12 @@
 struct attach_native;
 
 struct attach_native_stats {
-    uint64_t samples;            /* stops taken */
-    uint64_t threads;            /* threads unwound */
-    uint64_t frames;             /* native frames unwound */
-    uint64_t unwind_errors;      /* threads whose unwind stopped early (kept what came) */
-    uint64_t stop_wait_ns;       /* total time from the interrupt until every thread stopped */
-    uint64_t stop_ns;            /* total time every thread was held stopped (reads, unwind) */
+    uint64_t samples;       /* stops taken */
+    uint64_t threads;       /* threads unwound */
+    uint64_t frames;        /* native frames unwound */
+    uint64_t unwind_errors; /* threads whose unwind stopped early (kept what came) */
+    uint64_t stop_wait_ns;  /* total time from the interrupt until every thread stopped */
+    uint64_t stop_ns;       /* total time every thread was held stopped (reads, unwind) */
 };
 
 /* Sets up native unwinding of `pid` (its modules from /proc/PID/maps). `py` (borrowed, may be

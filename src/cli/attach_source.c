@@ -30,10 +30,10 @@
 struct asrc {
     struct attach_target *t;
     pid_t pid;
-    struct attach_sample *s;         /* last read */
+    struct attach_sample *s; /* last read */
     bool have;
     int64_t taken_ns;
-    bool used[ATTACH_MAX_THREADS];   /* handed out from the last read */
+    bool used[ATTACH_MAX_THREADS]; /* handed out from the last read */
     struct attach_source_stats st;
 };
 

@@ -19,9 +19,9 @@ struct attach_target;
 
 /* Counters of one source (read them after the agent stopped, or accept torn values). */
 struct attach_source_stats {
-    uint64_t samples;            /* reads of the whole process (attach_target_sample) */
-    uint64_t reused;             /* captures served from the read of the same round */
-    uint64_t lost;               /* captures answered SKYPROF_CAPTURE_LOST (torn, no stack) */
+    uint64_t samples; /* reads of the whole process (attach_target_sample) */
+    uint64_t reused;  /* captures served from the read of the same round */
+    uint64_t lost;    /* captures answered SKYPROF_CAPTURE_LOST (torn, no stack) */
 };
 
 /* Fills *out with a process source reading `t` (takes ownership of t: destroy closes it).

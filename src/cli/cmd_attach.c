@@ -136,8 +136,8 @@ int cmd_attach(struct cli *c, int argc, char **argv)
         {NULL, 0, NULL, 0},
     };
     struct attach_opts o = {0};
-    int prc = cli_parse_options(c, argc, argv, ":hp:s:v", longopts, g_usage, "attach", NULL,
-                                on_opt, &o);
+    int prc =
+        cli_parse_options(c, argc, argv, ":hp:s:v", longopts, g_usage, "attach", NULL, on_opt, &o);
     if (prc != CLI_PARSE_NEXT)
         return prc;
     if (!o.pid)
@@ -203,8 +203,7 @@ int cmd_attach(struct cli *c, int argc, char **argv)
     }
     err = skyprof_agent_set_proc_source(agent, &psrc);
     if (err) {
-        fprintf(stderr, "skyprof attach: cannot set the process source: %s\n",
-                skp_strerror(err));
+        fprintf(stderr, "skyprof attach: cannot set the process source: %s\n", skp_strerror(err));
         psrc.destroy(psrc.ud);
         skyprof_agent_stop(agent, 0);
         return CLI_EXIT_ATTACH;

@@ -63,9 +63,9 @@ struct top {
     struct top_opts o;
     struct attach_target *t;
     struct attach_sample *s;
-    struct func *funcs;          /* TOP_MAX_FUNCS + 1 (the last one is "other") */
+    struct func *funcs; /* TOP_MAX_FUNCS + 1 (the last one is "other") */
     size_t n_funcs;
-    uint32_t *index;             /* open addressing: hash -> func + 1 */
+    uint32_t *index; /* open addressing: hash -> func + 1 */
     size_t index_cap;
     uint64_t stack_seq;
     uint64_t ticks, ticks_all, stacks, torn, missed;
@@ -102,8 +102,7 @@ static int on_opt(void *ud, int opt, const char *arg)
     case 'n':
         o->once = strtol(arg, &end, 10);
         if (!end || *end || o->once < 1 || o->once > 100000)
-            return cli_usage_error("top: --once wants a number of refreshes >= 1, got '%s'",
-                                   arg);
+            return cli_usage_error("top: --once wants a number of refreshes >= 1, got '%s'", arg);
         return CLI_PARSE_NEXT;
     default:
         return CLI_PARSE_UNKNOWN;

@@ -1,0 +1,116 @@
+#!/usr/bin/env python3
+"""bench_pg_ingest.py - acknowledged snapshots/s into PostgreSQL with 1 and with 2 collectors,
+bytes per snapshot on disk, and the analysis of the whole task, side by side with SQLite in the
+same run.
+
+Each configuration is one run of bench/ingest/bench_ingest (C gRPC clients -> real skyprofd ->
+acknowledged after the commit) with the same workload (N snapshots of 20-frame stacks, 500 per
+segment, C client threads):
+  sqlite      1 skyprofd, its SQLite file
+  pg x1       1 skyprofd on a fresh PostgreSQL database
+  pg x2       2 skyprofd on one fresh PostgreSQL database, the clients spread over both
+The PostgreSQL server is a real one started for the run (tests/harness/pgserver.py: initdb in
+/tmp, unix socket, fsync off as in the tests). Bytes on disk for
+PostgreSQL: pg_total_relation_size of every table (heap + indexes + TOAST) after VACUUM, divided
+by the acknowledged snapshots; for SQLite the file + WAL. The analysis (--analyze of
+bench_ingest) is the whole task's tree over HTTP, on the last collector, best of 3.
+
+Usage: bench_pg_ingest.py [--build build/release] [--snapshots 1000000] [--clients 4]
+                          [--only sqlite,pg1,pg2]
+"""
+import argparse
+import os
+import re
+import subprocess
+import sys
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+ROOT = os.path.normpath(os.path.join(HERE, "..", ".."))
+sys.path.insert(0, os.path.join(ROOT, "tests", "harness"))
+
+import pgserver  # noqa: E402
+
+
+def run_ingest(build, snapshots, clients, db=None, daemons=1):
+    exe = os.path.join(build, "bench", "ingest", "bench_ingest")
+    args = [exe, "--snapshots", str(snapshots), "--clients", str(clients), "--analyze",
+            "--skyprofd", os.path.join(build, "src", "server", "skyprofd")]
+    if db:
+        args += ["--db", db, "--daemons", str(daemons)]
+    p = subprocess.run(args, capture_output=True, text=True, timeout=3600)
+    sys.stdout.write(p.stdout)
+    if p.returncode != 0:
+        sys.stdout.write(p.stderr)
+    m = re.search(r"^RESULT (.*)$", p.stdout, re.M)
+    if not m:
+        raise RuntimeError("bench_ingest gave no RESULT line (exit %d)" % p.returncode)
+    res = dict(kv.split("=", 1) for kv in m.group(1).split())
+    res["ok"] = p.returncode == 0
+    return res
+
+
+def pg_bytes(srv, dbname):
+    srv.psql("VACUUM", dbname=dbname)
+    out = srv.psql("SELECT coalesce(sum(pg_total_relation_size(c.oid)), 0) FROM pg_class c "
+                   "JOIN pg_namespace n ON n.oid = c.relnamespace "
+                   "WHERE c.relkind IN ('r', 'p') AND n.nspname = 'public'", dbname=dbname)
+    per = srv.psql("SELECT relname || ' ' || pg_total_relation_size(c.oid) FROM pg_class c "
+                   "JOIN pg_namespace n ON n.oid = c.relnamespace WHERE c.relkind = 'r' AND "
+                   "n.nspname = 'public' ORDER BY pg_total_relation_size(c.oid) DESC LIMIT 5",
+                   dbname=dbname)
+    return int(out.strip() or 0), per.strip().replace("\n", ", ")
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--build", default=os.path.join(ROOT, "build", "release"))
+    ap.add_argument("--snapshots", type=int, default=1000000)
+    ap.add_argument("--clients", type=int, default=4)
+    ap.add_argument("--only", default="sqlite,pg1,pg2")
+    a = ap.parse_args()
+    only = a.only.split(",")
+    with open("/proc/loadavg") as f:
+        print("load average at start: %s" % " ".join(f.read().split()[:3]))
+    rows = []
+    srv, private = None, None
+    try:
+        if any(o.startswith("pg") for o in only):
+            private = pgserver.temporary()
+            srv = private.__enter__()
+        if "sqlite" in only:
+            print("\n--- SQLite, 1 skyprofd")
+            r = run_ingest(a.build, a.snapshots, a.clients)
+            rows.append(("SQLite, 1 skyprofd", r, int(r["file_bytes"]), "file + WAL"))
+        for k in (1, 2):
+            if "pg%d" % k not in only:
+                continue
+            name = "skp_bench_pg%d" % k
+            url = srv.create_database(name)
+            print("\n--- PostgreSQL, %d skyprofd (%s)" % (k, url))
+            r = run_ingest(a.build, a.snapshots, a.clients, db=url, daemons=k)
+            b, detail = pg_bytes(srv, name)
+            rows.append(("PostgreSQL, %d skyprofd" % k, r, b, detail))
+    finally:
+        if private:
+            private.__exit__(None, None, None)
+    with open("/proc/loadavg") as f:
+        print("\nload average at end: %s" % " ".join(f.read().split()[:3]))
+    print("\n%-24s %12s %14s %10s %12s %s" % ("configuration", "acked/s", "per skyprofd CPU-s",
+                                             "B/snapshot", "analysis", "check"))
+    for name, r, b, detail in rows:
+        acked = int(r["acked"])
+        cpu = float(r["cpu"])
+        an = min(float(x) for x in r["analyze_ms"].split(","))
+        ok = r["ok"] and int(r["stored"]) + int(r["dup"]) == acked
+        print("%-24s %12.0f %14.0f %10.1f %9.0f ms %s" % (
+            name, float(r["rate"]), acked / cpu if cpu > 0 else 0, b / acked if acked else 0, an,
+            "ok" if ok else "MISMATCH"))
+    for name, r, b, detail in rows:
+        print("  %s: %d bytes on disk (%s)" % (name, b, detail))
+    print("targets: >= 100,000 acked snapshots/s combined with 2 collectors; analysis of "
+          "1 M snapshots <= 2,000 ms")
+    return 0 if all(r["ok"] for _, r, _, _ in rows) else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -4,6 +4,7 @@
  * open/close, check, stats and the ops table. The other parts are listed in store_pg_int.h.
  * Single-threaded: one connection per store object. */
 #include "server/store_pg_int.h"
+#include "server/store_pg_features.h"
 
 #include <inttypes.h>
 #include <stdio.h>
@@ -658,5 +659,29 @@ const struct store_backend_ops pg_store_ops = {
     .purge_before = pg_store_purge_before,
     .check = pg_store_check,
     .get_stats = pg_store_get_stats,
-    /* feature ops: store_pg_<feature>.c (NULL until written: SKP_ENOTSUP) */
+    /* feature ops: store_pg_<feature>.c */
+    .put_endpoint_minutes = pg_store_put_endpoint_minutes,
+    .list_endpoint_minutes = pg_store_list_endpoint_minutes,
+    .proc_insert_task = pg_store_proc_insert_task,
+    .proc_get_task = pg_store_proc_get_task,
+    .proc_list_tasks = pg_store_proc_list_tasks,
+    .proc_latest_task = pg_store_proc_latest_task,
+    .proc_next_task = pg_store_proc_next_task,
+    .proc_live_instances = pg_store_proc_live_instances,
+    .proc_cancel_task = pg_store_proc_cancel_task,
+    .proc_add_log = pg_store_proc_add_log,
+    .proc_list_logs = pg_store_proc_list_logs,
+    .proc_insert_file = pg_store_proc_insert_file,
+    .proc_list_files = pg_store_proc_list_files,
+    .proc_get_file = pg_store_proc_get_file,
+    .cont_put_policy = pg_store_cont_put_policy,
+    .cont_delete_policy = pg_store_cont_delete_policy,
+    .cont_list_policies = pg_store_cont_list_policies,
+    .cont_insert_trigger = pg_store_cont_insert_trigger,
+    .cont_list_triggers = pg_store_cont_list_triggers,
+    .ebpf_upsert_process = pg_store_ebpf_upsert_process,
+    .ebpf_touch_process = pg_store_ebpf_touch_process,
+    .ebpf_list_processes = pg_store_ebpf_list_processes,
+    .ebpf_insert_stacks = pg_store_ebpf_insert_stacks,
+    .ebpf_scan_task = pg_store_ebpf_scan_task,
 };

@@ -32,6 +32,22 @@ static const char *const k_purge[] = {
 
 /* Feature tables' retention (pgfeat: one line per table, cut = $1). */
 static const char *const k_purge_features[] = {
+    /* process profiling (store_pg_proc.c): tasks by creation, with their rows */
+    "DELETE FROM proc_files WHERE task_id IN (SELECT id FROM proc_tasks WHERE create_time < $1)",
+    "DELETE FROM proc_task_logs WHERE task_id IN "
+    "(SELECT id FROM proc_tasks WHERE create_time < $1)",
+    "DELETE FROM proc_task_instances WHERE task_id IN "
+    "(SELECT id FROM proc_tasks WHERE create_time < $1)",
+    "DELETE FROM proc_tasks WHERE create_time < $1",
+    /* endpoint statistics (store_pg_endpoint_stats.c) */
+    "DELETE FROM endpoint_minutes WHERE minute_ms < $1",
+    /* continuous profiling (store_pg_continuous.c): triggers by their time */
+    "DELETE FROM continuous_trigger_causes WHERE trigger_id IN "
+    "(SELECT id FROM continuous_triggers WHERE time_ms < $1)",
+    "DELETE FROM continuous_triggers WHERE time_ms < $1",
+    /* eBPF (store_pg_ebpf.c): stacks by arrival, processes by last ping */
+    "DELETE FROM ebpf_stacks WHERE received_ms < $1",
+    "DELETE FROM ebpf_processes WHERE last_ping_ms < $1",
     NULL,
 };
 

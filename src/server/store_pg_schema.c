@@ -69,6 +69,66 @@ static const struct pg_migration k_steps[] = {
         "CREATE TABLE skp_purge_epoch(epoch bigint NOT NULL);"
         "INSERT INTO skp_purge_epoch VALUES(0);",
     },
+    {
+        /* Same rows as SQLite's steps 3-7 (store_schema.c); ids handed out by the database are
+         * bigserial (collectors never hand out the same one); endpoint_minutes is unique on
+         * md5() of its names (a btree entry holds ~2.7 kB; three 512-byte names sanitized to
+         * UTF-8 can exceed it). Read and written by store_pg_<feature>.c. */
+        "feature tables: process-profiling tasks, endpoint minutes, continuous-profiling "
+        "policies and triggers, eBPF processes and stacks",
+        /* process profiling (store_proc.h) */
+        "CREATE TABLE proc_tasks(id text PRIMARY KEY, kind text NOT NULL, service text NOT NULL,"
+        "  all_live boolean NOT NULL, events text NOT NULL, duration_s bigint NOT NULL,"
+        "  dump_period bigint NOT NULL, sampling_hz bigint NOT NULL, exec_args text,"
+        "  create_time bigint NOT NULL, cancelled_ms bigint);"
+        "CREATE INDEX proc_tasks_by_service ON proc_tasks(kind, service, create_time);"
+        "CREATE INDEX proc_tasks_by_create ON proc_tasks(create_time);"
+        "CREATE TABLE proc_task_instances(task_id text NOT NULL, instance text NOT NULL,"
+        "  PRIMARY KEY(task_id, instance));"
+        "CREATE TABLE proc_task_logs(id bigserial PRIMARY KEY, task_id text NOT NULL,"
+        "  instance text NOT NULL, op text NOT NULL, time bigint NOT NULL, message text);"
+        "CREATE INDEX proc_task_logs_by_task ON proc_task_logs(task_id, time);"
+        "CREATE UNIQUE INDEX proc_task_logs_notified_once ON proc_task_logs(task_id, instance)"
+        "  WHERE op = 'NOTIFIED';"
+        "CREATE TABLE proc_files(id bigserial PRIMARY KEY, task_id text NOT NULL,"
+        "  instance text NOT NULL, time bigint NOT NULL, size bigint NOT NULL,"
+        "  data bytea NOT NULL);"
+        "CREATE INDEX proc_files_by_task ON proc_files(task_id);"
+        /* endpoint statistics (store.h) */
+        "CREATE TABLE endpoint_minutes(service text NOT NULL, endpoint text NOT NULL,"
+        "  instance text NOT NULL, minute_ms bigint NOT NULL, writer bigint NOT NULL,"
+        "  count bigint NOT NULL, errors bigint NOT NULL, hist bytea NOT NULL);"
+        "CREATE UNIQUE INDEX endpoint_minutes_key ON endpoint_minutes(md5(service), md5(endpoint),"
+        "  md5(instance), minute_ms, writer);"
+        "CREATE INDEX endpoint_minutes_by_service ON endpoint_minutes(md5(service), minute_ms);"
+        "CREATE INDEX endpoint_minutes_by_minute ON endpoint_minutes(minute_ms);"
+        /* continuous profiling (store_continuous.h) */
+        "CREATE TABLE continuous_policies(service text PRIMARY KEY, uuid text NOT NULL,"
+        "  json text NOT NULL, updated_ms bigint NOT NULL);"
+        "CREATE TABLE continuous_triggers(id bigserial PRIMARY KEY, service text NOT NULL,"
+        "  instance text, process text, time_ms bigint NOT NULL, target text NOT NULL,"
+        "  source text NOT NULL, task_kind text, task_id text, note text);"
+        "CREATE INDEX continuous_triggers_by_service ON continuous_triggers(service, time_ms);"
+        "CREATE INDEX continuous_triggers_by_task ON continuous_triggers(task_id);"
+        "CREATE INDEX continuous_triggers_by_time ON continuous_triggers(time_ms);"
+        "CREATE TABLE continuous_trigger_causes(trigger_id bigint NOT NULL, seq int NOT NULL,"
+        "  type text NOT NULL, uri text, uri_is_regex boolean NOT NULL,"
+        "  threshold double precision NOT NULL, current double precision NOT NULL,"
+        "  window_s bigint NOT NULL, hits bigint NOT NULL, PRIMARY KEY(trigger_id, seq));"
+        /* eBPF services (store_ebpf.h) */
+        "CREATE TABLE ebpf_processes(id text PRIMARY KEY, service text NOT NULL,"
+        "  instance text NOT NULL, process_name text NOT NULL, layer text NOT NULL,"
+        "  pid int NOT NULL, labels text NOT NULL, properties text NOT NULL,"
+        "  agent_id text NOT NULL, first_ms bigint NOT NULL, last_ping_ms bigint NOT NULL);"
+        "CREATE INDEX ebpf_processes_by_service ON ebpf_processes(service, instance);"
+        "CREATE INDEX ebpf_processes_by_ping ON ebpf_processes(last_ping_ms);"
+        "CREATE TABLE ebpf_stacks(id bigserial PRIMARY KEY, task_id text NOT NULL,"
+        "  process_id text NOT NULL, kind int NOT NULL, time_ms bigint NOT NULL,"
+        "  received_ms bigint NOT NULL, symbols text NOT NULL, count bigint NOT NULL,"
+        "  duration_ns bigint NOT NULL);"
+        "CREATE INDEX ebpf_stacks_by_task ON ebpf_stacks(task_id, time_ms);"
+        "CREATE INDEX ebpf_stacks_by_received ON ebpf_stacks(received_ms);",
+    },
 };
 
 int pg_schema_version(void)

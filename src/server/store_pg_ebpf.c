@@ -1,0 +1,191 @@
+/* store_pg_ebpf.c - PostgreSQL backend of store_ebpf.h: tables ebpf_processes and ebpf_stacks
+ * (the feature step of store_pg_schema.c). As in the SQLite backend, stacks are kept as uploaded
+ * (one row per stack per upload, symbols as text) and summed by the scan. A process report
+ * arriving at two collectors at once is one upsert on its id: the first report time is kept. */
+#include "server/store_ebpf.h"
+
+#include <string.h>
+
+#include "server/store_pg_features.h"
+#include "server/store_pg_int.h"
+
+skp_err pg_store_ebpf_upsert_process(struct store *base, const struct store_ebpf_process *p,
+                                     int64_t now_ms)
+{
+    struct pg_store *st = pg_store_of(base);
+    if (!p || !p->id || !p->id[0])
+        return SKP_EINVAL;
+    if (st->read_only)
+        return SKP_EIO;
+    skp_err err = pg__ready(st);
+    if (err)
+        return err;
+    struct pg_params q = {0};
+    const char *txt[] = {p->id, p->service, p->instance, p->process_name, p->layer};
+    for (int i = 0; i < 5; i++)
+        pgp_text(&q, txt[i] ? txt[i] : "");
+    pgp_int(&q, p->pid);
+    pgp_text(&q, p->labels ? p->labels : "");
+    pgp_text(&q, p->properties ? p->properties : "");
+    pgp_text(&q, p->agent_id ? p->agent_id : "");
+    pgp_int(&q, now_ms);
+    PGresult *r = pg__exec(
+        st,
+        "INSERT INTO ebpf_processes(id, service, instance, process_name, layer, pid, labels, "
+        "properties, agent_id, first_ms, last_ping_ms) "
+        "VALUES($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $10) "
+        "ON CONFLICT (id) DO UPDATE SET service = excluded.service, "
+        "instance = excluded.instance, process_name = excluded.process_name, "
+        "layer = excluded.layer, pid = excluded.pid, labels = excluded.labels, "
+        "properties = excluded.properties, agent_id = excluded.agent_id, "
+        "last_ping_ms = excluded.last_ping_ms",
+        &q, &err, "upsert eBPF process");
+    pgp_free(&q);
+    PQclear(r);
+    return err;
+}
+
+skp_err pg_store_ebpf_touch_process(struct store *base, const char *id, int64_t now_ms, bool *found)
+{
+    struct pg_store *st = pg_store_of(base);
+    *found = false;
+    if (!id)
+        return SKP_EINVAL;
+    if (st->read_only)
+        return SKP_EIO;
+    skp_err err = pg__ready(st);
+    if (err)
+        return err;
+    struct pg_params q = {0};
+    pgp_int(&q, now_ms);
+    pgp_text(&q, id);
+    PGresult *r = pg__exec(st, "UPDATE ebpf_processes SET last_ping_ms = $1 WHERE id = $2", &q,
+                           &err, "touch eBPF process");
+    pgp_free(&q);
+    if (r)
+        *found = strcmp(PQcmdTuples(r), "0") != 0;
+    PQclear(r);
+    return err;
+}
+
+skp_err pg_store_ebpf_list_processes(struct store *base, const char *service,
+                                     store_ebpf_process_cb cb, void *ud)
+{
+    struct pg_store *st = pg_store_of(base);
+    if (!cb)
+        return SKP_EINVAL;
+    skp_err err = pg__ready(st);
+    if (err)
+        return err;
+    struct pg_params q = {0};
+    pgp_text(&q, service);
+    PGresult *r = pg__exec(st,
+                           "SELECT id, service, instance, process_name, layer, pid, labels, "
+                           "properties, agent_id, first_ms, last_ping_ms FROM ebpf_processes "
+                           "WHERE $1::text IS NULL OR service = $1 "
+                           "ORDER BY service COLLATE \"C\", instance COLLATE \"C\", "
+                           "process_name COLLATE \"C\", id COLLATE \"C\"",
+                           &q, &err, "list eBPF processes");
+    pgp_free(&q);
+    if (!r)
+        return err;
+    for (int i = 0; i < PQntuples(r) && !err; i++) {
+        struct store_ebpf_process p = {
+            .id = pg__txt(r, i, 0),
+            .service = pg__txt(r, i, 1),
+            .instance = pg__txt(r, i, 2),
+            .process_name = pg__txt(r, i, 3),
+            .layer = pg__txt(r, i, 4),
+            .pid = (int32_t)pg__i64(r, i, 5),
+            .labels = pg__txt(r, i, 6),
+            .properties = pg__txt(r, i, 7),
+            .agent_id = pg__txt(r, i, 8),
+            .first_ms = pg__i64(r, i, 9),
+            .last_ping_ms = pg__i64(r, i, 10),
+        };
+        err = cb(ud, &p);
+    }
+    PQclear(r);
+    return err;
+}
+
+skp_err pg_store_ebpf_insert_stacks(struct store *base, const struct store_ebpf_stack *v, size_t n,
+                                    int64_t now_ms)
+{
+    struct pg_store *st = pg_store_of(base);
+    if (n == 0)
+        return SKP_OK;
+    if (!v)
+        return SKP_EINVAL;
+    if (st->read_only)
+        return SKP_EIO;
+    skp_err err = pg__ready(st);
+    if (err)
+        return err;
+    err = pg__begin(st);
+    for (size_t i = 0; i < n && !err; i++) {
+        struct pg_params q = {0};
+        pgp_text(&q, v[i].task_id ? v[i].task_id : "");
+        pgp_text(&q, v[i].process_id ? v[i].process_id : "");
+        pgp_int(&q, (int64_t)v[i].kind);
+        pgp_int(&q, v[i].time_ms);
+        pgp_int(&q, now_ms);
+        pgp_text(&q, v[i].symbols ? v[i].symbols : "");
+        pgp_int(&q, v[i].count);
+        pgp_int(&q, v[i].duration_ns);
+        PGresult *r = pg__exec(st,
+                               "INSERT INTO ebpf_stacks(task_id, process_id, kind, time_ms, "
+                               "received_ms, symbols, count, duration_ns) "
+                               "VALUES($1, $2, $3, $4, $5, $6, $7, $8)",
+                               &q, &err, "insert eBPF stack");
+        pgp_free(&q);
+        PQclear(r);
+    }
+    if (!err)
+        err = pg__commit(st);
+    if (err)
+        pg__rollback(st);
+    return err;
+}
+
+skp_err pg_store_ebpf_scan_task(struct store *base, const char *task_id, const char *process_id,
+                                int64_t from_ms, int64_t to_ms, store_ebpf_stack_cb cb, void *ud)
+{
+    struct pg_store *st = pg_store_of(base);
+    if (!task_id || !cb)
+        return SKP_EINVAL;
+    skp_err err = pg__ready(st);
+    if (err)
+        return err;
+    struct pg_params q = {0};
+    pgp_text(&q, task_id);
+    pgp_text(&q, process_id);
+    pgp_int(&q, from_ms);
+    pgp_int(&q, to_ms);
+    /* ORDER BY with COLLATE "C": the same byte order as SQLite's, whatever the database's
+     * collation. */
+    PGresult *r = pg__exec(st,
+                           "SELECT process_id, kind, symbols, SUM(count), SUM(duration_ns), "
+                           "MAX(time_ms) FROM ebpf_stacks WHERE task_id = $1 AND "
+                           "($2::text IS NULL OR process_id = $2) AND time_ms >= $3 AND "
+                           "time_ms <= $4 GROUP BY process_id, kind, symbols "
+                           "ORDER BY process_id COLLATE \"C\", kind, symbols COLLATE \"C\"",
+                           &q, &err, "scan eBPF stacks");
+    pgp_free(&q);
+    if (!r)
+        return err;
+    for (int i = 0; i < PQntuples(r) && !err; i++) {
+        struct store_ebpf_stack k = {
+            .task_id = task_id,
+            .process_id = pg__txt(r, i, 0),
+            .kind = (enum store_ebpf_kind)pg__i64(r, i, 1),
+            .symbols = pg__txt(r, i, 2),
+            .count = pg__i64(r, i, 3),
+            .duration_ns = pg__i64(r, i, 4),
+            .time_ms = pg__i64(r, i, 5),
+        };
+        err = cb(ud, &k);
+    }
+    PQclear(r);
+    return err;
+}

@@ -142,12 +142,18 @@ def t_round_trip():
     back = {k: got[k] for k in ("targets", "executeDuration", "silenceDuration", "maxTriggersPerHour")}
     assert put("rt-svc", back)["uuid"] == uuid
     # the uuid is the SHA-512 hex of the stored JSON: OAP's configuration JSON key names
-    import sqlite3
-    con = sqlite3.connect("file:%s?mode=ro" % S.db, uri=True)
-    try:
-        (stored, su), = con.execute("SELECT json, uuid FROM continuous_policies WHERE service='rt-svc'")
-    finally:
-        con.close()
+    if S.db_url:  # SKP_TEST_DB=pg: the row in PostgreSQL
+        import pgserver
+        out = pgserver.server().psql("SELECT json || chr(1) || uuid FROM continuous_policies "
+                                     "WHERE service='rt-svc'", dbname=pgserver.dbname_of(S.db_url))
+        stored, su = out.rstrip("\n").split("\x01")
+    else:
+        import sqlite3
+        con = sqlite3.connect("file:%s?mode=ro" % S.db, uri=True)
+        try:
+            (stored, su), = con.execute("SELECT json, uuid FROM continuous_policies WHERE service='rt-svc'")
+        finally:
+            con.close()
     assert su == uuid and hashlib.sha512(stored.encode()).hexdigest() == uuid
     sj = json.loads(stored)
     assert sj["targetCheckers"]["ON_CPU"]["HTTP_AVG_RESPONSE_TIME"] == {

@@ -4,7 +4,8 @@
  * Design: the target may be a comma list of collectors (SkyWalking's
  * SW_AGENT_COLLECTOR_BACKEND_SERVICES). One client per collector is created up front (none
  * connects until used); calls go to the current one only. When a call on it fails because the
- * collector is away (SKP_EUNAVAILABLE: refused, lost, or backing off; SKP_ETIMEDOUT: hung), the
+ * collector is away (SKP_EUNAVAILABLE: refused, lost, or backing off; SKP_ETIMEDOUT: hung; the
+ * grpc-status UNAVAILABLE: skyprofd without its database), the
  * call's error is returned as before (the channel keeps what was not acknowledged and retries)
  * and the next call goes to the next collector in the list. Each client keeps its own capped
  * exponential backoff, so a collector that failed is not tried again until its backoff ends: with
@@ -14,7 +15,7 @@
 #include "agent/agent_thread.h"
 #include "agent/transport.h"
 
-#include <stdatomic.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -30,9 +31,14 @@ struct multi {
     uint64_t failovers;
 };
 
-static void after_call(struct multi *m, skp_err err)
+/* A collector is away when it cannot be reached or does not answer in time, and also when it
+ * answers UNAVAILABLE: skyprofd does so while its database is away, and another collector on the
+ * same database may be fine (or have its own database). */
+static void after_call(struct multi *m, skp_err err, const struct skpx_grpc_result *res)
 {
-    if (m->n < 2 || (err != SKP_EUNAVAILABLE && err != SKP_ETIMEDOUT))
+    bool away = err == SKP_EUNAVAILABLE || err == SKP_ETIMEDOUT ||
+                (err == SKP_EGRPC && res->status == SKPX_GRPC_UNAVAILABLE);
+    if (m->n < 2 || !away)
         return;
     int from = m->cur;
     m->cur = (m->cur + 1) % m->n;
@@ -46,9 +52,10 @@ static skp_err g_unary(void *ud, const char *path, const ProtobufCMessage *req,
                        int timeout_ms)
 {
     struct multi *m = ud;
+    struct skpx_grpc_result res = {.status = -1};
     skp_err err =
-        skpx_grpc_client_unary(m->c[m->cur], path, req, resp_desc, resp, timeout_ms, NULL);
-    after_call(m, err);
+        skpx_grpc_client_unary(m->c[m->cur], path, req, resp_desc, resp, timeout_ms, &res);
+    after_call(m, err, &res);
     return err;
 }
 
@@ -57,9 +64,10 @@ static skp_err g_stream(void *ud, const char *path, skp__transport_next_cb next,
                         int timeout_ms)
 {
     struct multi *m = ud;
+    struct skpx_grpc_result res = {.status = -1};
     skp_err err = skpx_grpc_client_stream(m->c[m->cur], path, next, next_ud, resp_desc, resp,
-                                          timeout_ms, NULL);
-    after_call(m, err);
+                                          timeout_ms, &res);
+    after_call(m, err, &res);
     return err;
 }
 
@@ -68,9 +76,10 @@ static skp_err g_stream_gated(void *ud, const char *path, skp__transport_next_re
                               ProtobufCMessage **resp, int timeout_ms)
 {
     struct multi *m = ud;
+    struct skpx_grpc_result res = {.status = -1};
     skp_err err = skpx_grpc_client_stream_gated(m->c[m->cur], path, next, next_ud, resp_desc,
-                                                resp, timeout_ms, NULL);
-    after_call(m, err);
+                                                resp, timeout_ms, &res);
+    after_call(m, err, &res);
     return err;
 }
 

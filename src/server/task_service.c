@@ -167,6 +167,14 @@ skp_err task_create(struct store *st, const struct task_request *r, int64_t now_
     return err;
 }
 
+static skp_err max_create_time(void *ud, const struct store_task *t)
+{
+    int64_t *m = ud;
+    if (t->create_time > *m)
+        *m = t->create_time;
+    return SKP_OK;
+}
+
 /* task_create's probe and insert, under store_tasks_lock. */
 static skp_err create_locked(struct store *st, const struct task_request *r, int64_t start,
                              int64_t end, int64_t now_ms, struct task_error *e, char **id_out)
@@ -200,6 +208,17 @@ static skp_err create_locked(struct store *st, const struct task_request *r, int
         .dump_period = (int)r->dump_period,
         .max_sampling_count = (int)r->max_sampling_count,
     };
+    /* A service's create times only grow, in the order the tasks are committed: agents poll
+     * with the greatest create time they have seen (lastCommandTime) and get only tasks created
+     * after it. now_ms was read before the lock; a collector that read its clock earlier but
+     * got the lock later (or whose clock is behind) would otherwise commit a task older than
+     * one an agent already saw, and that agent would never get it. */
+    int64_t last_create = 0;
+    err = store_list_tasks(st, r->service, NULL, max_create_time, &last_create);
+    if (err)
+        return err;
+    if (now_ms <= last_create)
+        now_ms = last_create + 1;
     /* Ids are "<createTime>_<service id>" as OAP builds them, so two tasks of one service
      * created in the same millisecond (possible when the first is for a later window) would
      * share an id: take the next free millisecond as the create time instead. */

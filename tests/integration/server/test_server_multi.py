@@ -12,6 +12,9 @@ database on the tests' server).
   exactly one of each pair is created.
 - alternating polls: one instance polls collectors 1, 2, 3 in turn with its lastCommandTime
   cursor while tasks are created on all three: every task arrives once, none is missed.
+- database away: collector A on a PostgreSQL server of its own, B on the tests' server; the demo
+  agent is given "A,B". A's server is stopped: A answers UNAVAILABLE, and the agent moves to B
+  (its requests counted there).
 """
 import http.client
 import json
@@ -260,8 +263,11 @@ def t_alternating_polls():
 
             def poller():
                 k = 0
+                last = None  # after the creators end: one more full turn of the three
                 try:
-                    while not stop.is_set() or k % 3:  # a last full turn after the creators end
+                    while last is None or k < last:
+                        if last is None and stop.is_set():
+                            last = k + 3
                         resp = cs[k % 3].query(svc, inst, last=cursor[0])
                         for cmd in resp.commands:
                             a = {kv.key: kv.value for kv in cmd.args}
@@ -274,12 +280,26 @@ def t_alternating_polls():
             th = threading.Thread(target=poller)
             th.start()
             try:
+                # three creators at once, one per collector, of tasks that do not overlap (one
+                # a minute ahead of the other): creations race on the service's task lock while
+                # the agent polls
                 base = int(time.time() * 1000) + 10_000
-                for i in range(24):  # tasks that do not overlap: one a minute ahead of the last
-                    st, doc = cs[i % 3].create_task(svc, "/p%d" % i, duration=1,
+                clock = threading.Lock()
+
+                def creator(c):
+                    for j in range(8):
+                        i = j * 3 + c
+                        st, doc = cs[c].create_task(svc, "/p%d" % i, duration=1,
                                                     start=base + i * 61_000)
-                    assert st in (200, 201), doc
-                    created.append(doc["id"])
+                        assert st in (200, 201), doc
+                        with clock:
+                            created.append(doc["id"])
+                ths = [threading.Thread(target=creator, args=(c,)) for c in range(3)]
+                for t in ths:
+                    t.start()
+                for t in ths:
+                    t.join(120)
+                assert len(created) == 24, created
             finally:
                 stop.set()
                 th.join(120)
@@ -296,9 +316,54 @@ def t_alternating_polls():
             stop_all(cs)
 
 
+def t_database_away():
+    url_b = pgserver.test_url("multi_away")
+    with tempdir() as d, pgserver.temporary() as own:
+        a = Skyprofd(d, name="skyprofd-a", db_url=own.url, db_name="a.db")
+        b = Skyprofd(d, name="skyprofd-b", db_url=url_b, db_name="b.db")
+        demo = None
+        stop = threading.Event()
+        try:
+            env = {"SW_AGENT_NAME": "away-demo",
+                   "SW_AGENT_COLLECTOR_BACKEND_SERVICES": "%s,%s" % (a.grpc_target, b.grpc_target),
+                   "SW_AGENT_COLLECTOR_GET_PROFILE_TASK_INTERVAL": "1",
+                   "SW_AGENT_COLLECTOR_HEARTBEAT_PERIOD": "1", "SKYPROF_LOG_LEVEL": "info"}
+            demo = Proc([DEMO, "--port", "0", "--step-ms", "1", "--other-ms", "0"], env=env,
+                        name="demo-away")
+            port = listening_port(demo, "demo_service:", 60)
+
+            def load():
+                while not stop.is_set():
+                    try:
+                        post(port, "/cpu")
+                    except OSError:
+                        pass
+                    stop.wait(0.02)
+            th = threading.Thread(target=load, daemon=True)
+            th.start()
+
+            def count(srv):
+                _, doc = srv.json("GET", "/api/v1/services/away-demo/endpoints/stats")
+                return sum(e["count"] for e in doc["endpoints"])
+            wait_until(lambda: count(a) >= 10, 60, 0.2, "the demo's requests at A")
+            assert count(b) == 0
+            own.stop(remove=False)  # A's database goes away; A itself keeps running
+            wait_until(lambda: count(b) >= 10, 90, 0.2, "the demo's requests at B")
+            assert a.alive()
+            assert "next calls go to %s" % b.grpc_target in demo.output(), demo.output()[-3000:]
+        finally:
+            stop.set()
+            if demo:
+                demo.stop()
+            if a.alive():
+                a.stop(expect_rc=None)  # its database is gone: no clean exit expected
+            stop_all([b])
+
+
 if __name__ == "__main__":
     R.run("task flow: create on 1, poll on 2, analyse on 3", t_task_flow)
     R.run("kill -9 of a collector mid-ingest loses no acknowledged snapshot", t_kill9_mid_ingest)
     R.run("racing creators on two collectors: one task", t_racing_creators)
     R.run("polls alternating collectors: every task once", t_alternating_polls)
+    R.run("a collector whose database is away: the agent moves on", t_database_away)
     R.finish()

@@ -11,14 +11,18 @@ from skp_harness import Results
 
 
 def server_processes(d):
-    """pids of postgres processes whose command line names directory d."""
-    out = subprocess.run(["ps", "-eo", "pid=,user=,args="], capture_output=True, text=True).stdout
-    rows = []
+    """(pid, user) of the server processes of directory d: the postmaster (its command line names
+    d) and its children (a psql of another test names d too, but is not `postgres`)."""
+    out = subprocess.run(["ps", "-eo", "pid=,ppid=,user=,comm=,args="], capture_output=True,
+                         text=True).stdout
+    procs = []
     for line in out.splitlines():
-        pid, user, args = line.strip().split(None, 2)
-        if "postgres" in args and d in args:
-            rows.append((int(pid), user))
-    return rows
+        f = line.split(None, 4)
+        if len(f) == 5:
+            procs.append((int(f[0]), int(f[1]), f[2], f[3], f[4]))
+    masters = {p[0] for p in procs if p[3] == "postgres" and d in p[4]}
+    return [(p[0], p[2]) for p in procs
+            if p[3] == "postgres" and (p[0] in masters or p[1] in masters)]
 
 
 def test_fixture_server():

@@ -25,8 +25,8 @@ static char *dup_or_null(const PGresult *r, int row, int col)
     return pg__null(r, row, col) ? NULL : skpx_strdup(pg__txt(r, row, col));
 }
 
-#define TASK_COLS                                                                            \
-    "id, kind, service, all_live, events, duration_s, dump_period, sampling_hz, exec_args, " \
+#define TASK_COLS                                                                                  \
+    "id, kind, service, all_live, events, duration_s, dump_period, sampling_hz, exec_args, "       \
     "create_time"
 #define TASK_READ_COLS TASK_COLS ", coalesce(cancelled_ms, 0)"
 

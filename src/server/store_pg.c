@@ -181,6 +181,18 @@ static void notice_quiet(void *arg, const char *message)
     SKPX_DEBUG("store: postgresql: %s", message);
 }
 
+/* Our session settings (again after a reset): quiet notices, no JIT (our statements are short:
+ * compiling costs more than it saves), reads only for a read-only store. */
+static skp_err session_setup(struct pg_store *st)
+{
+    PQsetNoticeProcessor(st->conn, notice_quiet, NULL);
+    return pg__cmd(st,
+                   st->read_only ? "SET client_min_messages = warning; SET jit = off; "
+                                   "SET default_transaction_read_only = on"
+                                 : "SET client_min_messages = warning; SET jit = off",
+                   "session setup");
+}
+
 /* Connects (st->conn) and sets the session up. Errors: SKP_EIO (logged). */
 static skp_err connect_db(struct pg_store *st)
 {
@@ -194,13 +206,8 @@ static skp_err connect_db(struct pg_store *st)
         SKPX_ERROR("store: cannot connect to %s: %s", st->shown, PQerrorMessage(st->conn));
         return SKP_EIO;
     }
-    PQsetNoticeProcessor(st->conn, notice_quiet, NULL);
     st->prepared = 0;
-    return pg__cmd(st,
-                   st->read_only ? "SET client_min_messages = warning; "
-                                   "SET default_transaction_read_only = on"
-                                 : "SET client_min_messages = warning",
-                   "session setup");
+    return session_setup(st);
 }
 
 skp_err pg__ready(struct pg_store *st)
@@ -217,9 +224,7 @@ skp_err pg__ready(struct pg_store *st)
     if (st->conn)
         PQreset(st->conn);
     if (st->conn && PQstatus(st->conn) == CONNECTION_OK) {
-        PQsetNoticeProcessor(st->conn, notice_quiet, NULL);
-        if (st->read_only &&
-            pg__cmd(st, "SET default_transaction_read_only = on", "session setup") != SKP_OK)
+        if (session_setup(st) != SKP_OK)
             goto failed;
         SKPX_INFO("store: reconnected to %s", st->shown);
         st->backoff_ms = 0;

@@ -293,7 +293,9 @@ skp_err pg_store_insert_snapshots(struct store *base, const struct store_snapsho
 
 /* ---- scans ---- */
 
-/* Runs `sql` (numbers inlined by the caller, no parameters) through a cursor. */
+/* Runs `sql` (numbers inlined by the caller, no parameters) through a cursor. The task scan
+ * reads each segment's snapshots through its partition's primary key, already in sequence order
+ * (a LATERAL per segment), instead of sorting the whole task's rows. */
 static skp_err run_scan(struct pg_store *st, const char *sql, store_sample_cb cb, void *ud)
 {
     if (st->in_tx)
@@ -421,9 +423,11 @@ skp_err pg_store_scan_task(struct store *base, const char *task_id, store_sample
         return err == SKP_ENOTFOUND ? SKP_OK : err;
     char sql[320];
     snprintf(sql, sizeof(sql),
-             "SELECT sn.seg, sn.seq, sn.time, sn.stack FROM task_segments ts "
-             "JOIN snapshots sn ON sn.seg = ts.seg AND sn.task = ts.task "
-             "WHERE ts.task = %u ORDER BY ts.seg, sn.seq",
+             "SELECT ts.seg, x.seq, x.time, x.stack FROM task_segments ts "
+             "JOIN segids si ON si.id = ts.seg CROSS JOIN LATERAL "
+             "(SELECT sn.seq, sn.time, sn.stack FROM snapshots sn WHERE sn.seg = ts.seg AND "
+             "sn.task = ts.task AND sn.first_ms = si.first_ms ORDER BY sn.seq) x "
+             "WHERE ts.task = %u ORDER BY ts.seg, x.seq",
              task);
     return run_scan(st, sql, cb, ud);
 }

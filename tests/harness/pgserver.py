@@ -72,6 +72,18 @@ def _run_user():
     raise RuntimeError("running as root and neither 'postgres' nor 'nobody' exists")
 
 
+def tool_env():
+    """The environment for PostgreSQL's programs: this one without LD_PRELOAD (the ASan build's
+    Python tests preload libasan, which PostgreSQL's binaries must not inherit: psql hung)."""
+    env = dict(os.environ)
+    env.pop("LD_PRELOAD", None)
+    return env
+
+
+def _run(argv, **kw):
+    return subprocess.run(argv, env=tool_env(), **kw)
+
+
 def _cmd(user, argv):
     return (["runuser", "-u", user, "--"] + argv) if user else argv
 
@@ -119,9 +131,9 @@ class Server:
 
     def psql(self, sql, dbname=DATABASE, check=True):
         """Runs sql with psql -At on dbname; returns its stdout."""
-        p = subprocess.run([os.path.join(pg_bindir(), "psql"), "-X", "-q", "-At", "-v",
-                            "ON_ERROR_STOP=1", "-d", self.url_for(dbname), "-c", sql],
-                           capture_output=True, text=True, timeout=120)
+        p = _run([os.path.join(pg_bindir(), "psql"), "-X", "-q", "-At", "-v",
+                  "ON_ERROR_STOP=1", "-d", self.url_for(dbname), "-c", sql],
+                 capture_output=True, text=True, timeout=120)
         if check and p.returncode != 0:
             raise RuntimeError("psql %r failed: %s" % (sql[:200], p.stderr.strip()))
         return p.stdout
@@ -148,8 +160,8 @@ def _status(data):
     if not os.path.exists(os.path.join(data, "PG_VERSION")):
         return 4
     user = _run_user()
-    p = subprocess.run(_cmd(user, [os.path.join(pg_bindir(), "pg_ctl"), "-D", data, "status"]),
-                       capture_output=True, text=True)
+    p = _run(_cmd(user, [os.path.join(pg_bindir(), "pg_ctl"), "-D", data, "status"]),
+             capture_output=True, text=True)
     return p.returncode
 
 
@@ -184,9 +196,9 @@ def start(d, port=None, tcp=False, timeout=120.0):
     bindir = pg_bindir()
     data = os.path.join(d, "data")
     log = os.path.join(d, "server.log")
-    r = subprocess.run(_cmd(user, [os.path.join(bindir, "initdb"), "-D", data, "-U", SUPERUSER,
-                                   "-A", "trust", "-E", "UTF8", "--locale=C", "--no-sync"]),
-                       capture_output=True, text=True, timeout=timeout)
+    r = _run(_cmd(user, [os.path.join(bindir, "initdb"), "-D", data, "-U", SUPERUSER,
+                         "-A", "trust", "-E", "UTF8", "--locale=C", "--no-sync"]),
+             capture_output=True, text=True, timeout=timeout)
     if r.returncode != 0:
         raise RuntimeError("initdb failed (%d):\n%s%s" % (r.returncode, r.stdout, r.stderr))
     opts = ("-c fsync=off -c synchronous_commit=off -c full_page_writes=off "
@@ -197,9 +209,9 @@ def start(d, port=None, tcp=False, timeout=120.0):
         f.write("%d %d\n" % (port, 1 if tcp else 0))
     if user:
         _chown_tree(d, user)
-    r = subprocess.run(_cmd(user, [os.path.join(bindir, "pg_ctl"), "-D", data, "-l", log, "-o",
-                                   opts, "-w", "-t", str(int(timeout)), "start"]),
-                       capture_output=True, text=True, timeout=timeout + 10)
+    r = _run(_cmd(user, [os.path.join(bindir, "pg_ctl"), "-D", data, "-l", log, "-o",
+                         opts, "-w", "-t", str(int(timeout)), "start"]),
+             capture_output=True, text=True, timeout=timeout + 10)
     srv = Server(d, port, tcp)
     if r.returncode != 0:
         text = r.stdout + r.stderr + _read(log)
@@ -255,8 +267,8 @@ def stop(d, remove=True):
         user = _run_user()
         pg_ctl = os.path.join(pg_bindir(), "pg_ctl")
         for mode in ("fast", "immediate"):
-            r = subprocess.run(_cmd(user, [pg_ctl, "-D", data, "-m", mode, "-w", "-t", "30", "stop"]),
-                               capture_output=True, text=True)
+            r = _run(_cmd(user, [pg_ctl, "-D", data, "-m", mode, "-w", "-t", "30", "stop"]),
+                     capture_output=True, text=True)
             if r.returncode == 0 or _status(data) == 3:  # 3 = not running
                 break
         else:

@@ -240,7 +240,7 @@ class Skyprofd:
         import pgserver
         p = subprocess.run([os.path.join(pgserver.pg_bindir(), "psql"), "-X", "-q", "-At", "-F",
                             "\t", "-v", "ON_ERROR_STOP=1", "-d", self.db_url, "-c", sql],
-                           capture_output=True, text=True, timeout=120)
+                           capture_output=True, text=True, timeout=120, env=pgserver.tool_env())
         if p.returncode != 0:
             raise RuntimeError("psql %r failed: %s" % (sql[:200], p.stderr.strip()))
         return [tuple(int(v) if re.fullmatch(r"-?\d+", v) else v for v in line.split("\t"))

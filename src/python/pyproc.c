@@ -28,7 +28,7 @@
 #include "python/pywait.h"
 
 /* Stacks a heap/allocs event reports at most (largest first, chosen by the Python side), and
- * asyncio tasks a thread dump reports at most (process_profile.MAX_STACKS). */
+ * asyncio tasks a thread dump reports at most (process_profile.MAX_TASKS is lower). */
 #define PYPROC_EVENT_STACKS_MAX 4000
 /* Frames per event stack. */
 #define PYPROC_EVENT_FRAMES_MAX 64
@@ -324,6 +324,7 @@ static int run_lockwait(struct pyproc *pp, bool mutex, int64_t duration_ms,
     int64_t prev = start;
     int n = relist_locks(pp, th, st, st + SKP_PYPROC_THREADS_MAX, 0);
     int64_t next = start + period;
+    uint64_t reads = 0, unreadable = 0; /* every read unreadable: no /proc/.../syscall here */
     for (;;) {
         int64_t now = mono_ns();
         while (now < next && now < end && !__atomic_load_n(stop, __ATOMIC_SEQ_CST)) {
@@ -351,7 +352,11 @@ static int run_lockwait(struct pyproc *pp, bool mutex, int64_t duration_ms,
             bool was = st[i].waiting;
             uint64_t was_word = st[i].word;
             st[i].waiting = false;
-            if (skp__pywait_read(th[i].tid, gil_lo, gil_hi, &word) != SKP_PYWAIT_LOCK)
+            enum skp__pywait_state ws = skp__pywait_read(th[i].tid, gil_lo, gil_hi, &word);
+            reads++;
+            if (ws == SKP_PYWAIT_UNKNOWN)
+                unreadable++;
+            if (ws != SKP_PYWAIT_LOCK)
                 continue;
             struct skyprof_capture c = {.frames = frames,
                                         .cap = PYPROC_LOCK_FRAMES,
@@ -370,6 +375,12 @@ static int run_lockwait(struct pyproc *pp, bool mutex, int64_t duration_ms,
         next += period;
         if (next < now) /* after a stall: skip the missed rounds */
             next = now + period;
+    }
+    if (reads >= 10 && unreadable == reads) {
+        snprintf(err, err_cap, "event %s: no thread's /proc/self/task/TID/syscall could be read "
+                               "(kernel without it, or /proc not mounted)",
+                 mutex ? "mutex" : "block");
+        rc = -1;
     }
 out:
     skpx_free(th);

@@ -175,18 +175,23 @@ skp_err pg_store_cont_list_triggers(struct store *base, const char *service, con
         return err;
     int n = PQntuples(r);
     PGresult *c = NULL;
-    if (n > 0) { /* the causes of every listed trigger in one query, in trigger order */
+    if (n > 0) {
+        /* The causes of exactly the listed triggers (by id: a trigger another collector adds
+         * meanwhile changes nothing), in one query, in trigger order. */
+        struct pg_buf ids = {0};
+        pgb_putc(&ids, '{');
+        for (int i = 0; i < n; i++) {
+            if (i)
+                pgb_putc(&ids, ',');
+            pgb_int(&ids, pg__i64(r, i, 0));
+        }
+        pgb_putc(&ids, '}');
         struct pg_params q = {0};
-        pgp_text(&q, service);
-        pgp_text(&q, task_id);
-        pgp_int(&q, (int64_t)(limit ? limit : CONT_LIST_DEFAULT));
+        pgp_owned(&q, pgb_take(&ids));
         c = pg__exec(st,
-                     "SELECT c.trigger_id, c.type, c.uri, c.uri_is_regex, c.threshold, "
-                     "c.current, c.window_s, c.hits FROM continuous_trigger_causes c "
-                     "WHERE c.trigger_id IN (SELECT id FROM continuous_triggers "
-                     "WHERE ($1::text IS NULL OR service = $1) "
-                     "AND ($2::text IS NULL OR task_id = $2) "
-                     "ORDER BY time_ms DESC, id DESC LIMIT $3) ORDER BY c.trigger_id, c.seq",
+                     "SELECT trigger_id, type, uri, uri_is_regex, threshold, current, window_s, "
+                     "hits FROM continuous_trigger_causes WHERE trigger_id = ANY($1::bigint[]) "
+                     "ORDER BY trigger_id, seq",
                      &q, &err, "list continuous trigger causes");
         pgp_free(&q);
     }

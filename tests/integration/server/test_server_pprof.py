@@ -486,9 +486,10 @@ def t_go_producer(d):
     f = by_function(doc)
     heavy, light = f.get("main.burnHeavy", 0), f.get("main.burnLight", 0)
     assert heavy > 0 and light > 0, f
-    # 3:1 by design; samples are few on a loaded machine, so only the order and a loose band.
-    share = heavy / (heavy + light)
-    assert 0.55 <= share <= 0.95, (share, f)
+    # 3:1 by design, but the split is the Go runtime's sampling of a loaded machine (few samples,
+    # a band failed under ctest -j2): only the order is asserted; the weights are checked exactly
+    # against go tool pprof's reading of the same file below.
+    assert heavy > light, f
     assert f["main.spin"] >= (heavy + light) * 0.95, f
     # Our weights equal Go's own reading of the same file (cum of each function, in ns).
     top = go_tool_top(cpu, "-unit=ns")

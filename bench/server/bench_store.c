@@ -1,6 +1,9 @@
 /* bench_store.c - storage and analysis benchmarks for skyprofd's store (SQLite) and analyzer.
  *
- *   bench_store [dir] [n_snapshots]      (defaults: $TMPDIR or /tmp, 1000000)
+ *   bench_store [dir|url] [n_snapshots]  (defaults: $TMPDIR or /tmp, 1000000)
+ *
+ * With a postgresql:// URL (an empty database) the same workload runs on the PostgreSQL
+ * backend; bytes on disk are then the database's size (pg_database_size, store stats).
  *
  * Workload: 500 distinct frames (Java/Python-like signatures), 200 distinct 20-frame stacks
  * sharing framework prefixes; one task, ~1000 segments of 1000 dumps each (10 ms apart), 5
@@ -10,6 +13,7 @@
  * while). Prints ingest throughput, commit latency, bytes per snapshot on disk (next to a naive
  * OAP-like row with the serialized stack per snapshot), and analysis times next to targets. */
 #include <inttypes.h>
+#include <stdbool.h>
 #include <sqlite3.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -171,8 +175,13 @@ int main(int argc, char **argv)
     if (total < SEG_LEN)
         total = SEG_LEN;
     char path[1100];
-    snprintf(path, sizeof(path), "%s/bench_store.db", dir);
-    remove_db(path);
+    bool on_file = store_target_is_file(dir);
+    if (on_file) {
+        snprintf(path, sizeof(path), "%s/bench_store.db", dir);
+        remove_db(path);
+    } else {
+        snprintf(path, sizeof(path), "%s", dir);
+    }
     build_workload();
 
     struct store *st = NULL;
@@ -248,11 +257,17 @@ int main(int argc, char **argv)
 
     /* ---- bytes on disk (after a checkpoint: close and reopen) ---- */
     store_close(st);
-    uint64_t bytes = file_size(path);
+    uint64_t bytes = on_file ? file_size(path) : 0;
     err = store_open(path, NULL, &st);
     if (err)
         die("reopen", err);
-    double naive = naive_bytes_per_row(dir);
+    if (!on_file) {
+        err = store_get_stats(st, &stats);
+        if (err)
+            die("stats", err);
+        bytes = stats.file_bytes; /* the whole database, indexes included */
+    }
+    double naive = on_file ? naive_bytes_per_row(dir) : 0;
     printf("disk: %.1f MB for %ld snapshots\n", (double)bytes / 1e6, inserted);
     printf("  bytes per snapshot    %10.1f  (target <= 40; naive OAP-like row with the "
            "serialized stack: %.1f)\n",
@@ -387,7 +402,8 @@ int main(int argc, char **argv)
     skpx_free(segobjs);
 
     store_close(st);
-    remove_db(path);
+    if (on_file)
+        remove_db(path);
     skpx_free(batch);
     skpx_free(seg_names);
     skpx_free(cur_stack);

@@ -6,100 +6,18 @@
 
 #include "common/sat.h"
 #include "server/http_int.h"
+#include "server/span_json.h"
 #include "server/utf8.h"
 
-static const char *span_type_name(enum store_span_type t)
-{
-    switch (t) {
-    case STORE_SPAN_ENTRY:
-        return "Entry";
-    case STORE_SPAN_EXIT:
-        return "Exit";
-    case STORE_SPAN_LOCAL:
-        return "Local";
-    default:
-        return "Unknown";
-    }
-}
-
-static const char *span_layer_name(enum store_span_layer l)
-{
-    switch (l) {
-    case STORE_LAYER_DATABASE:
-        return "Database";
-    case STORE_LAYER_RPC_FRAMEWORK:
-        return "RPCFramework";
-    case STORE_LAYER_HTTP:
-        return "Http";
-    case STORE_LAYER_MQ:
-        return "MQ";
-    case STORE_LAYER_CACHE:
-        return "Cache";
-    case STORE_LAYER_FAAS:
-        return "FAAS";
-    default:
-        return "Unknown";
-    }
-}
-
-static json_t *kv_array(const struct store_kv *kv, size_t n)
-{
-    json_t *a = json_array();
-    for (size_t i = 0; a && i < n; i++) {
-        json_t *o = json_pack("{s:o, s:o}", "key", skp_json_str(kv[i].key), "value",
-                              skp_json_str(kv[i].value));
-        if (!o || json_array_append_new(a, o) != 0) {
-            json_decref(a);
-            return NULL;
-        }
-    }
-    return a;
-}
-
+/* The API's span: the stored shape plus "profiled" (this listing holds profiled segments). */
 static json_t *span_json(const struct store_profiled_segment *seg, const struct store_span *sp)
 {
-    json_t *refs = json_array();
-    json_t *logs = json_array();
-    json_t *tags = kv_array(sp->tags, sp->n_tags);
-    if (!refs || !logs || !tags)
-        goto fail;
-    for (size_t i = 0; i < sp->n_refs; i++) {
-        const struct store_span_ref *r = &sp->refs[i];
-        json_t *ro = json_pack("{s:o, s:o, s:i, s:s}", "traceId", skp_json_str(r->trace_id),
-                               "parentSegmentId", skp_json_str(r->parent_segment_id),
-                               "parentSpanId", (int)r->parent_span_id, "type",
-                               r->cross_thread ? "CROSS_THREAD" : "CROSS_PROCESS");
-        if (!ro || json_array_append_new(refs, ro) != 0)
-            goto fail;
+    json_t *o = span_json_build(seg->segment_id, seg->service, seg->instance, sp);
+    if (o && json_object_set_new(o, "profiled", json_true()) != 0) {
+        json_decref(o);
+        return NULL;
     }
-    for (size_t i = 0; i < sp->n_logs; i++) {
-        json_t *data = kv_array(sp->logs[i].data, sp->logs[i].n_data);
-        json_t *lo = data ? json_pack("{s:I, s:o}", "time", (json_int_t)sp->logs[i].time_ms,
-                                      "data", data)
-                          : NULL;
-        if (!lo || json_array_append_new(logs, lo) != 0)
-            goto fail;
-    }
-    /* "component" is the agent's numeric component id as a string: the id → name table
-     * (component-libraries.yml) is not part of skyprof. */
-    char component[16];
-    snprintf(component, sizeof(component), "%d", (int)sp->component_id);
-    return json_pack("{s:i, s:i, s:o, s:o, s:o, s:o, s:I, s:I, s:o, s:s, s:o, s:s, s:b, s:s, "
-                     "s:o, s:o, s:b}",
-                     "spanId", (int)sp->span_id, "parentSpanId", (int)sp->parent_span_id,
-                     "segmentId", skp_json_str(seg->segment_id), "refs", refs, "serviceCode",
-                     skp_json_str(seg->service), "serviceInstanceName",
-                     skp_json_str(seg->instance), "startTime", (json_int_t)sp->start_ms,
-                     "endTime", (json_int_t)sp->end_ms, "endpointName",
-                     skp_json_str(sp->operation), "type", span_type_name(sp->type), "peer",
-                     skp_json_str(sp->peer), "component", component, "isError",
-                     (int)sp->is_error, "layer", span_layer_name(sp->layer), "tags", tags,
-                     "logs", logs, "profiled", 1); /* "o" steals refs/tags/logs */
-fail:
-    json_decref(refs);
-    json_decref(logs);
-    json_decref(tags);
-    return NULL;
+    return o;
 }
 
 /* Distinct non-empty Entry span names in span order; the segment's endpoint when it has none. */

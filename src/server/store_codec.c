@@ -9,90 +9,10 @@
 #include "common/alloc.h"
 #include "common/err.h"
 #include "common/log.h"
+#include "server/span_json.h"
 #include "server/utf8.h"
 
 /* ---- spans: struct store_span <-> JSON text ---- */
-
-static const char *const k_type_names[] = {"Entry", "Exit", "Local", "Unknown"};
-static const char *const k_layer_names[] = {"Unknown", "Database", "RPCFramework", "Http",
-                                            "MQ",      "Cache",    "FAAS"};
-
-static const char *type_name(enum store_span_type t)
-{
-    return (unsigned)t < SKP_ARRAY_LEN(k_type_names) ? k_type_names[t] : "Unknown";
-}
-
-static const char *layer_name(enum store_span_layer l)
-{
-    return (unsigned)l < SKP_ARRAY_LEN(k_layer_names) ? k_layer_names[l] : "Unknown";
-}
-
-static int name_index(const char *const *names, size_t n, const char *name, int dflt)
-{
-    for (size_t i = 0; name && i < n; i++)
-        if (strcmp(names[i], name) == 0)
-            return (int)i;
-    return dflt;
-}
-
-static json_t *kv_array(const struct store_kv *kv, size_t n)
-{
-    json_t *a = json_array();
-    for (size_t i = 0; a && i < n; i++) {
-        json_t *o = json_pack("{s:o, s:o}", "key", skp_json_str(kv[i].key), "value",
-                              skp_json_str(kv[i].value));
-        if (!o || json_array_append_new(a, o) != 0) {
-            json_decref(a);
-            return NULL;
-        }
-    }
-    return a;
-}
-
-/* The stored form of one span. The segment's id, service and instance are repeated in every
- * span: the column predates the row form and stays readable by older builds. */
-static json_t *span_to_json(const struct store_segment *seg, const struct store_span *sp)
-{
-    json_t *refs = json_array();
-    json_t *logs = json_array();
-    json_t *tags = kv_array(sp->tags, sp->n_tags);
-    if (!refs || !logs || !tags)
-        goto fail;
-    for (size_t i = 0; i < sp->n_refs; i++) {
-        const struct store_span_ref *r = &sp->refs[i];
-        json_t *ro = json_pack("{s:o, s:o, s:i, s:s}", "traceId", skp_json_str(r->trace_id),
-                               "parentSegmentId", skp_json_str(r->parent_segment_id),
-                               "parentSpanId", (int)r->parent_span_id, "type",
-                               r->cross_thread ? "CROSS_THREAD" : "CROSS_PROCESS");
-        if (!ro || json_array_append_new(refs, ro) != 0)
-            goto fail;
-    }
-    for (size_t i = 0; i < sp->n_logs; i++) {
-        json_t *data = kv_array(sp->logs[i].data, sp->logs[i].n_data);
-        json_t *lo =
-            data ? json_pack("{s:I, s:o}", "time", (json_int_t)sp->logs[i].time_ms, "data", data)
-                 : NULL;
-        if (!lo || json_array_append_new(logs, lo) != 0)
-            goto fail;
-    }
-    char component[16];
-    snprintf(component, sizeof(component), "%d", (int)sp->component_id);
-    return json_pack("{s:i, s:i, s:o, s:o, s:o, s:o, s:I, s:I, s:o, s:s, s:o, s:s, s:b, s:s, "
-                     "s:o, s:o}",
-                     "spanId", (int)sp->span_id, "parentSpanId", (int)sp->parent_span_id,
-                     "segmentId", skp_json_str(seg->segment_id), "refs", refs, "serviceCode",
-                     skp_json_str(seg->service), "serviceInstanceName", skp_json_str(seg->instance),
-                     "startTime", (json_int_t)sp->start_ms, "endTime", (json_int_t)sp->end_ms,
-                     "endpointName", skp_json_str(sp->operation), "type", type_name(sp->type),
-                     "peer", skp_json_str(sp->peer), "component", component, "isError",
-                     (int)sp->is_error, "layer", layer_name(sp->layer), "tags", tags, "logs",
-                     logs); /* "o" steals refs/tags/logs, also on failure */
-fail:
-    json_decref(refs);
-    json_decref(logs);
-    json_decref(tags);
-    return NULL;
-}
 
 /* Compact JSON text of a segment's spans; caller frees with skpx_free. NULL on ENOMEM. */
 char *store_spans_to_text(const struct store_segment *seg, size_t *len)
@@ -100,7 +20,7 @@ char *store_spans_to_text(const struct store_segment *seg, size_t *len)
     json_t *spans = json_array();
     char *text = NULL;
     for (size_t i = 0; spans && i < seg->n_spans; i++) {
-        json_t *o = span_to_json(seg, &seg->spans[i]);
+        json_t *o = span_json_build(seg->segment_id, seg->service, seg->instance, &seg->spans[i]);
         if (!o || json_array_append_new(spans, o) != 0)
             goto out;
     }
@@ -188,12 +108,10 @@ skp_err store_span_rows_parse(const char *segment_id, const char *text, struct s
         o->end_ms = json_integer_value(json_object_get(sp, "endTime"));
         o->operation = member_str(sp, "endpointName");
         o->peer = member_str(sp, "peer");
-        o->type = (enum store_span_type)name_index(k_type_names, SKP_ARRAY_LEN(k_type_names),
-                                                   json_string_value(json_object_get(sp, "type")),
-                                                   STORE_SPAN_TYPE_UNKNOWN);
-        o->layer = (enum store_span_layer)name_index(
-            k_layer_names, SKP_ARRAY_LEN(k_layer_names),
-            json_string_value(json_object_get(sp, "layer")), STORE_LAYER_UNKNOWN);
+        o->type = span_json_type_of(json_string_value(json_object_get(sp, "type")),
+                                    STORE_SPAN_TYPE_UNKNOWN);
+        o->layer = span_json_layer_of(json_string_value(json_object_get(sp, "layer")),
+                                      STORE_LAYER_UNKNOWN);
         o->component_id = (int32_t)strtol(member_str(sp, "component"), NULL, 10);
         o->is_error = json_is_true(json_object_get(sp, "isError"));
         o->refs = r->refs + at_ref;

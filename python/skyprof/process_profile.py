@@ -10,6 +10,11 @@ innermost suspended coroutine, under a ``(waiting)`` leaf (the mark the per-requ
 for the task its loop is running right now, its thread's frames from the innermost one up to the
 task's coroutine.
 
+``threadcreate`` records, for the task's window only, the stack that started each thread
+(``threading.Thread.start``, wrapped at ``start`` and put back at ``finish`` unless someone else
+replaced it meanwhile): CPython keeps no creation stack, so threads started before the window, or
+with ``_thread.start_new_thread`` directly, are not seen.
+
 ``heap``/``allocs`` use :mod:`tracemalloc`, started for the task only and stopped after (unless
 the application was already tracing, which is then left untouched). tracemalloc sees the blocks
 allocated while it runs and still alive at the end: ``heap`` reports them as ``inuse_objects`` /
@@ -40,7 +45,55 @@ _state = {'started_by_us': False}
 _func_tables = {}
 
 
+# threadcreate: creation stacks seen during the window (innermost frame first) -> count.
+_creations = {}
+# Frames kept per creation stack.
+CREATE_FRAMES = 64
+
+
+def _start_wrapper(original):
+    def start(self, *args, **kwargs):
+        try:
+            f = sys._getframe(1)
+            frames = []
+            while f is not None and len(frames) < CREATE_FRAMES:
+                frames.append(_frame_entry(f))
+                f = f.f_back
+            key = tuple(frames)
+            with _lock:
+                if key in _creations or len(_creations) < MAX_STACKS:
+                    _creations[key] = _creations.get(key, 0) + 1
+        except Exception:  # never in the host's way
+            pass
+        return original(self, *args, **kwargs)
+    start._skyprof_original = original
+    start.__wrapped__ = original
+    return start
+
+
+def _start_threadcreate():
+    with _lock:
+        _creations.clear()
+        current = threading.Thread.start
+        if getattr(current, '_skyprof_original', None) is None:
+            threading.Thread.start = _start_wrapper(current)
+    return True
+
+
+def _finish_threadcreate():
+    with _lock:
+        current = threading.Thread.start
+        original = getattr(current, '_skyprof_original', None)
+        if original is not None:
+            threading.Thread.start = original
+        seen = sorted(_creations.items(), key=lambda kv: -kv[1])
+        _creations.clear()
+    return [(list(frames), count, 0) for frames, count in seen]
+
+
 def start(event):
+    if event == 'threadcreate':
+        return _start_threadcreate()
     import tracemalloc
     with _lock:
         if tracemalloc.is_tracing():
@@ -92,6 +145,8 @@ def function_at(filename, lineno):
 
 def finish(event):
     """[(frames innermost first as [(qualname, filename, line)], count, bytes)], largest first."""
+    if event == 'threadcreate':
+        return _finish_threadcreate()
     import tracemalloc
     with _lock:
         if not tracemalloc.is_tracing():

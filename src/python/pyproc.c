@@ -1,7 +1,8 @@
 /* pyproc.c - the Python PROCESS source (struct skyprof_proc_source) for PprofTask: every Python
  * thread of the interpreter, sampled like the request sampler does it (direct mode: frames read
- * WITHOUT the GIL), plus the events that need Python itself (heap/allocs from tracemalloc, and
- * the asyncio tasks of a thread dump, in python/skyprof/process_profile.py) and the lock-wait
+ * WITHOUT the GIL), plus the events that need Python itself (heap/allocs from tracemalloc, the
+ * creation stacks of threadcreate, and the asyncio tasks of a thread dump, in
+ * python/skyprof/process_profile.py) and the lock-wait
  * events `block`/`mutex`: every period, each thread that sleeps in a futex wait outside the GIL
  * (pywait.h: waiting to acquire a lock) is captured without the GIL and weighted by the time
  * since the previous round; `mutex` leaves out the waits for events (Condition.wait, join, an
@@ -136,7 +137,7 @@ static int pp_event_types(void *ud, const char *event, int64_t dump_period,
         out->type[1] = "alloc_space";
         out->unit[1] = "bytes";
     } else if (strcmp(event, "threadcreate") == 0) {
-        /* known, refused with its reason by run_event */
+        /* the stacks that started threads during the window (process_profile.py) */
         out->type[0] = "threadcreate";
         out->unit[0] = "count";
         out->n = 1;
@@ -414,13 +415,10 @@ static int pp_run_event(void *ud, const char *event, int64_t duration_ms, int64_
         return run_lockwait(ud, event[0] == 'm', duration_ms, stop, emit, emit_ud, err, err_cap);
     if (strcmp(event, "goroutine") == 0)
         return run_tasks(emit, emit_ud, err, err_cap);
-    if (strcmp(event, "threadcreate") == 0) { /* docs/process-profiling.md says why */
-        snprintf(err, err_cap, "event threadcreate is not supported by the python agent: CPython "
-                               "keeps no record of the stack that started a thread, and the "
-                               "agent does not hook thread creation in the host");
-        return -1;
-    }
-    if (strcmp(event, "heap") != 0 && strcmp(event, "allocs") != 0)
+    /* heap, allocs (tracemalloc) and threadcreate (Thread.start wrapped): a window of the
+     * Python side's start .. finish */
+    if (strcmp(event, "heap") != 0 && strcmp(event, "allocs") != 0 &&
+        strcmp(event, "threadcreate") != 0)
         return SKYPROF_EVENT_UNSUPPORTED;
     if (!interpreter_usable()) {
         snprintf(err, err_cap, "the interpreter is finalizing");

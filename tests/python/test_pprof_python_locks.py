@@ -12,7 +12,8 @@ asyncio loop with 3 pending tasks:
   task_state, with its await chain under a `(waiting)` leaf (consumer-task: Queue.get, get_item,
   queue_consumer; napper-task: sleep, nap_deeper, nap_deep, napper; watcher-task: Event.wait,
   event_watcher);
-- threadcreate: EXECUTION_TASK_ERROR with the reason (docs/process-profiling.md).
+- threadcreate: the stacks that started threads during the window - spawn_workers (one start
+  every 50 ms) with a count near the window's length / 50 ms.
 Timed tasks are shortened with SKYPROF_PROC_MAX_DURATION_MS (the test knob)."""
 import os
 import re
@@ -160,9 +161,18 @@ def main():
 
             def threadcreate():
                 up = be.wait_upload(be.add_task('threadcreate', duration_min=0), timeout=60)
-                assert up['status'] == Pprof_pb2.PPROF_EXECUTION_TASK_ERROR, up
-                assert 'threadcreate' in up['error'] and 'no record' in up['error'], up['error']
-            res.run('threadcreate: EXECUTION_TASK_ERROR saying why', threadcreate)
+                assert up['status'] == Pprof_pb2.PPROF_PROFILING_SUCCESS, up
+                path = os.path.join(tmp, 'threadcreate.pb.gz')
+                with open(path, 'wb') as f:
+                    f.write(up['file'])
+                top, _, text = top_values(path, 'threadcreate')
+                # the stack that started them, innermost first: spawn_workers called start
+                assert 'spawn_workers' in top, text
+                # one start per 50 ms over the window (TASK_MS), whatever the machine's load:
+                # at least a quarter of them, at most the window allows
+                assert TASK_MS / 50 / 4 <= top['spawn_workers'] <= TASK_MS / 50 + 5, text
+                assert 'short_job' not in top, text  # created, not creating
+            res.run('threadcreate: spawn_workers started the threads of the window', threadcreate)
         finally:
             try:
                 app.stdin.close()

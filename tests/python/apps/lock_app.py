@@ -8,6 +8,8 @@
 - an asyncio loop thread with 3 pending tasks, each awaiting in a different coroutine:
   `queue_consumer` -> `get_item` (Queue.get), `event_watcher` (Event.wait), `napper` -> `nap_deep`
   -> `nap_deeper` (asyncio.sleep).
+- spawn_workers starts a short-lived thread (short_job) every 50 ms, never joined (the
+  `threadcreate` test's creating function);
 Commands on stdin, one per line: `w` prints `waited <seconds> <monotonic seconds>`; EOF stops.
 Prints 'ready <pid> agent=<bool>' once every thread runs."""
 import asyncio
@@ -51,6 +53,16 @@ def wait_for_event():
     while not STOP.is_set():
         NEVER.wait(0.02)    # waits for an event about a fifth of its time
         time.sleep(0.08)
+
+
+def short_job():
+    return sum(range(100))
+
+
+def spawn_workers():
+    while not STOP.is_set():
+        threading.Thread(target=short_job, name='short-job', daemon=True).start()
+        time.sleep(0.05)
 
 
 async def get_item(q):
@@ -102,7 +114,7 @@ def main():
     ok = agent.start()
     started = threading.Event()
     threads = [threading.Thread(target=f, name=f.__name__ + '-thread', daemon=True)
-               for f in (hold_lock, wait_for_lock, burn_cpu, wait_for_event)]
+               for f in (hold_lock, wait_for_lock, burn_cpu, wait_for_event, spawn_workers)]
     threads.append(threading.Thread(target=loop_thread, args=(started,), name='asyncio-thread',
                                     daemon=True))
     for t in threads:

@@ -13,6 +13,8 @@
 
 #include <string.h>
 
+#include "common/hex.h"
+
 enum {
     ST_LINE = 0,   /* request line (or nothing yet) */
     ST_HEADER,     /* header lines */
@@ -281,17 +283,6 @@ static int head_done(struct http_framing *f, const char **why)
     return 0;
 }
 
-static int hexval(char c)
-{
-    if (c >= '0' && c <= '9')
-        return c - '0';
-    if (c >= 'a' && c <= 'f')
-        return c - 'a' + 10;
-    if (c >= 'A' && c <= 'F')
-        return c - 'A' + 10;
-    return -1;
-}
-
 /* "HEX[;ext]": 1 to 16 hex digits, then nothing or extensions (visible characters, spaces and
  * tabs) after a `;`. Sets chunk_len. Returns 0 or the refusal status. */
 static int chunk_size_line(struct http_framing *f, const char **why)
@@ -300,12 +291,12 @@ static int chunk_size_line(struct http_framing *f, const char **why)
     size_t n = f->_line_len;
     size_t i = 0;
     uint64_t x = 0;
-    for (; i < n && hexval(l[i]) >= 0; i++) {
+    for (; i < n && skpx_hex_value(l[i]) >= 0; i++) {
         if (i == 16) {
             *why = "chunk size too long";
             return 400;
         }
-        x = x << 4 | (uint64_t)hexval(l[i]);
+        x = x << 4 | (uint64_t)skpx_hex_value(l[i]);
     }
     if (i == 0 || (i < n && l[i] != ';')) {
         *why = "malformed chunk size";

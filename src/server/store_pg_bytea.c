@@ -4,6 +4,7 @@
 #include <string.h>
 
 #include "common/alloc.h"
+#include "common/hex.h"
 
 char *pg_bytea_hex(const uint8_t *p, size_t n)
 {
@@ -23,17 +24,6 @@ char *pg_bytea_hex(const uint8_t *p, size_t n)
     return s;
 }
 
-static int hexval(char c)
-{
-    if (c >= '0' && c <= '9')
-        return c - '0';
-    if (c >= 'a' && c <= 'f')
-        return c - 'a' + 10;
-    if (c >= 'A' && c <= 'F')
-        return c - 'A' + 10;
-    return -1;
-}
-
 skp_err pg_bytea_decode(const char *txt, uint8_t **out, size_t *n)
 {
     *out = NULL;
@@ -48,7 +38,7 @@ skp_err pg_bytea_decode(const char *txt, uint8_t **out, size_t *n)
         return SKP_ENOMEM;
     const char *h = txt + 2;
     for (size_t i = 0; i < len / 2; i++) {
-        int hi = hexval(h[2 * i]), lo = hexval(h[2 * i + 1]);
+        int hi = skpx_hex_value(h[2 * i]), lo = skpx_hex_value(h[2 * i + 1]);
         if (hi < 0 || lo < 0) {
             skpx_free(b);
             return SKP_EPROTO;

@@ -16,6 +16,7 @@
 
 #include "common/alloc.h"
 #include "common/grow.h"
+#include "common/hex.h"
 #include "common/log.h"
 #include "server/store_codec.h"
 #include "server/utf8.h"
@@ -41,24 +42,13 @@ static const char *stored_form(const char *s, char **fixed)
     return *fixed;
 }
 
-static int hexval(char c)
-{
-    if (c >= '0' && c <= '9')
-        return c - '0';
-    if (c >= 'a' && c <= 'f')
-        return c - 'a' + 10;
-    if (c >= 'A' && c <= 'F')
-        return c - 'A' + 10;
-    return -1;
-}
-
 size_t pg__unhex(char *s)
 {
     if (s[0] != '\\' || s[1] != 'x')
         return SIZE_MAX;
     size_t n = 0;
     for (const char *p = s + 2; p[0]; p += 2) {
-        int hi = hexval(p[0]), lo = p[1] ? hexval(p[1]) : -1;
+        int hi = skpx_hex_value(p[0]), lo = p[1] ? skpx_hex_value(p[1]) : -1;
         if (hi < 0 || lo < 0)
             return SIZE_MAX;
         s[n++] = (char)(hi << 4 | lo);

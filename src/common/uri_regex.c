@@ -304,11 +304,6 @@ static size_t leading_flags(const char *rx, int *icase, char *err, size_t cap, s
     return i + 1;
 }
 
-static bool is_quantifier_end(char c)
-{
-    return c == '*' || c == '+' || c == '?' || c == '}';
-}
-
 /* `{n}`, `{n,}`, `{n,m}` at rx+i; returns its length (0 = not a repetition: a literal '{', as in
  * RE2) and in *count the largest number of copies it asks for ({n,} counts n + 1). */
 static size_t repetition(const char *rx, size_t i, long *count)
@@ -442,6 +437,41 @@ static skp_err group_open(const char *rx, size_t *i, struct out *o, char *err, s
                 "inline flags are supported only as (?flags) at the start of the pattern");
 }
 
+/* What came last, for the quantifier that may follow: as in RE2, a quantifier needs an item to
+ * repeat (not the start, `(`, `|` or an anchor), one `?` after a quantifier makes it lazy (same
+ * answer to "is there a match"), and anything else stacked on a quantifier is refused - glibc would
+ * nest them (`a?????`), which costs it time and memory out of all proportion to the pattern. */
+enum last { LAST_NONE, LAST_ITEM, LAST_QUANT, LAST_LAZY };
+
+static skp_err quantifier(const char *rx, size_t *i, size_t rep, long count, enum last *last,
+                          struct weights *w, struct out *o, char *err, size_t cap)
+{
+    char c = rx[*i];
+    int len = rep ? (int)rep : 1;
+    if (*last == LAST_QUANT && c == '?') {
+        (*i)++;
+        *last = LAST_LAZY;
+        return SKP_OK;
+    }
+    if (*last == LAST_QUANT && c == '+')
+        return fail(err, cap, "possessive quantifiers are not supported");
+    if (*last == LAST_NONE)
+        return fail(err, cap, "missing argument to repetition operator %.*s", len, rx + *i);
+    if (*last != LAST_ITEM)
+        return fail(err, cap, "bad repetition operator %.*s", len, rx + *i);
+    if (rep) {
+        if (count > REPEAT_MAX)
+            return fail(err, cap, "repeat count above %d", REPEAT_MAX);
+        if (!weigh_repeat(w, count))
+            return fail(err, cap, "pattern too large once repetitions are expanded");
+    }
+    for (size_t j = 0; j < (size_t)len; j++)
+        putc1(o, rx[*i + j]);
+    *i += (size_t)len;
+    *last = LAST_QUANT;
+    return SKP_OK;
+}
+
 skp_err skpx_uri_regex_translate(const char *rx, char *out, size_t cap, int *icase, char *err,
                                  size_t err_cap)
 {
@@ -459,19 +489,19 @@ skp_err skpx_uri_regex_translate(const char *rx, char *out, size_t cap, int *ica
     if (e)
         return e;
     struct weights w = {.depth = 0};
-    bool after_quantifier = false;
+    enum last last = LAST_NONE;
     while (rx[i]) {
         char c = rx[i];
-        if (after_quantifier && c == '?') { /* lazy: same answer to "is there a match" */
-            i++;
-            after_quantifier = false;
+        size_t rep = 0;
+        long count = 0;
+        if (c == '*' || c == '+' || c == '?' ||
+            (c == '{' && (rep = repetition(rx, i, &count)) != 0)) {
+            e = quantifier(rx, &i, rep, count, &last, &w, &o, err, err_cap);
+            if (e)
+                return e;
             continue;
         }
-        if (after_quantifier && c == '+')
-            return fail(err, err_cap, "possessive quantifiers are not supported");
-        after_quantifier = false;
-        size_t rep;
-        long count = 0;
+        last = LAST_ITEM;
         if (c == '\\') {
             e = escape_outside(rx, &i, &o, err, err_cap);
             weigh_item(&w, 1);
@@ -482,6 +512,7 @@ skp_err skpx_uri_regex_translate(const char *rx, char *out, size_t cap, int *ica
         } else if (c == '(') {
             e = group_open(rx, &i, &o, err, err_cap);
             w.sum[++w.depth] = 0;
+            last = LAST_NONE;
         } else if (c == ')') {
             if (w.depth == 0)
                 return fail(err, err_cap, "unbalanced parenthesis");
@@ -489,23 +520,15 @@ skp_err skpx_uri_regex_translate(const char *rx, char *out, size_t cap, int *ica
             weigh_item(&w, inner);
             put(&o, ")");
             i++;
-        } else if (c == '{' && (rep = repetition(rx, i, &count)) != 0) {
-            if (count > REPEAT_MAX)
-                return fail(err, err_cap, "repeat count above %d", REPEAT_MAX);
-            if (!weigh_repeat(&w, count))
-                return fail(err, err_cap, "pattern too large once repetitions are expanded");
-            for (size_t j = 0; j < rep; j++)
-                putc1(&o, rx[i + j]);
-            i += rep;
-            after_quantifier = true;
         } else if (c == '{' || c == '}') {
             put_literal(&o, c); /* not a repetition: a literal, as in RE2 */
             weigh_item(&w, 1);
             i++;
         } else {
-            putc1(&o, c); /* . * + ? | ^ $ ] and ordinary characters */
-            after_quantifier = is_quantifier_end(c);
-            if (!after_quantifier && c != '|')
+            putc1(&o, c); /* . | ^ $ ] and ordinary characters */
+            if (c == '|' || c == '^' || c == '$')
+                last = LAST_NONE; /* nothing a quantifier could repeat */
+            if (c != '|')
                 weigh_item(&w, 1);
             i++;
         }

@@ -40,21 +40,21 @@ extern "C" {
 /* ------------------------------------------------------------------------------------------------
  * Limits and defaults (SkyWalking's values unless noted).
  * ---------------------------------------------------------------------------------------------- */
-#define SKYPROF_STR_MAX 256               /* capacity (incl. NUL) of the config's string fields */
+#define SKYPROF_STR_MAX 256 /* capacity (incl. NUL) of the config's string fields */
 #define SKYPROF_LANG_MAX 32
 #define SKYPROF_DEFAULT_BACKEND "127.0.0.1:11800"
-#define SKYPROF_DEFAULT_POLL_INTERVAL_MS 20000      /* collector.get_profile_task_interval */
-#define SKYPROF_DEFAULT_HEARTBEAT_MS 30000          /* collector.heartbeat_period */
-#define SKYPROF_DEFAULT_MAX_PARALLEL 5              /* profile.max_parallel */
-#define SKYPROF_MAX_PARALLEL_CAP 32                 /* our hard cap on max_parallel */
-#define SKYPROF_DEFAULT_MAX_STACK_DEPTH 500         /* profile.dump_max_stack_depth */
+#define SKYPROF_DEFAULT_POLL_INTERVAL_MS 20000 /* collector.get_profile_task_interval */
+#define SKYPROF_DEFAULT_HEARTBEAT_MS 30000     /* collector.heartbeat_period */
+#define SKYPROF_DEFAULT_MAX_PARALLEL 5         /* profile.max_parallel */
+#define SKYPROF_MAX_PARALLEL_CAP 32            /* our hard cap on max_parallel */
+#define SKYPROF_DEFAULT_MAX_STACK_DEPTH 500    /* profile.dump_max_stack_depth */
 #define SKYPROF_MAX_STACK_DEPTH_CAP 4096
 /* Java's shipped agent.config default. Python's 50 is too small for its own sampler (it blocks
  * when full) and for us (5 slots x 100 Hz x 0.5 s send period = 250 snapshots between sends). */
-#define SKYPROF_DEFAULT_SNAPSHOT_BUFFER 4500        /* profile.snapshot_transport_buffer_size */
-#define SKYPROF_DEFAULT_SEGMENT_BUFFER 1000         /* finished segments waiting to be sent */
-#define SKYPROF_DEFAULT_MAX_PROFILING_MS 600000     /* profile.duration: 10 min per request */
-#define SKYPROF_DEFAULT_MIN_DUMP_PERIOD_MS 10       /* TASK_DUMP_PERIOD_MIN_MILLIS */
+#define SKYPROF_DEFAULT_SNAPSHOT_BUFFER 4500    /* profile.snapshot_transport_buffer_size */
+#define SKYPROF_DEFAULT_SEGMENT_BUFFER 1000     /* finished segments waiting to be sent */
+#define SKYPROF_DEFAULT_MAX_PROFILING_MS 600000 /* profile.duration: 10 min per request */
+#define SKYPROF_DEFAULT_MIN_DUMP_PERIOD_MS 10   /* TASK_DUMP_PERIOD_MIN_MILLIS */
 
 /* ------------------------------------------------------------------------------------------------
  * Configuration
@@ -86,24 +86,24 @@ struct skyprof_config {
                                              it is down (docs/deploy.md) */
     char authentication[SKYPROF_STR_MAX]; /* SW_AGENT_AUTHENTICATION; "" = none */
     char language[SKYPROF_LANG_MAX];      /* reported as instance property "language"; "C" */
-    int64_t poll_interval_ms;     /* SW_AGENT_COLLECTOR_GET_PROFILE_TASK_INTERVAL (seconds) */
-    int64_t heartbeat_period_ms;  /* SW_AGENT_COLLECTOR_HEARTBEAT_PERIOD (seconds) */
-    int max_parallel;             /* SW_AGENT_PROFILE_MAX_PARALLEL, 1..SKYPROF_MAX_PARALLEL_CAP */
+    int64_t poll_interval_ms;    /* SW_AGENT_COLLECTOR_GET_PROFILE_TASK_INTERVAL (seconds) */
+    int64_t heartbeat_period_ms; /* SW_AGENT_COLLECTOR_HEARTBEAT_PERIOD (seconds) */
+    int max_parallel;            /* SW_AGENT_PROFILE_MAX_PARALLEL, 1..SKYPROF_MAX_PARALLEL_CAP */
     /* SW_AGENT_PROFILE_DUMP_MAX_STACK_DEPTH, 1..CAP; innermost kept */
     int max_stack_depth;
-    int snapshot_buffer_size;     /* SW_AGENT_PROFILE_SNAPSHOT_TRANSPORT_BUFFER_SIZE, >= 1 */
-    int segment_buffer_size;      /* SKYPROF_SEGMENT_BUFFER_SIZE, >= 1 */
-    int64_t max_profiling_ms;     /* SKYPROF_MAX_PROFILING_MS: sampling of one request stops after
-                                     this long (SkyWalking profile.duration) */
-    int64_t min_dump_period_ms;   /* SKYPROF_MIN_DUMP_PERIOD_MS: lowest accepted DumpPeriod
-                                     (SkyWalking: 10; lower it only for benchmarks), >= 1 */
-    bool profile_active;          /* SW_AGENT_PROFILE_ACTIVE ("false"/"0"/"no"/"off" = false) */
-    bool report_segments;         /* SKYPROF_REPORT_SEGMENTS; send finished segments (default on) */
-    bool restart_in_child;        /* SKYPROF_RESTART_IN_CHILD; start a fresh agent (new instance
-                                     name, new connection) in a fork()ed child (default off) */
+    int snapshot_buffer_size;   /* SW_AGENT_PROFILE_SNAPSHOT_TRANSPORT_BUFFER_SIZE, >= 1 */
+    int segment_buffer_size;    /* SKYPROF_SEGMENT_BUFFER_SIZE, >= 1 */
+    int64_t max_profiling_ms;   /* SKYPROF_MAX_PROFILING_MS: sampling of one request stops after
+                                   this long (SkyWalking profile.duration) */
+    int64_t min_dump_period_ms; /* SKYPROF_MIN_DUMP_PERIOD_MS: lowest accepted DumpPeriod
+                                   (SkyWalking: 10; lower it only for benchmarks), >= 1 */
+    bool profile_active;        /* SW_AGENT_PROFILE_ACTIVE ("false"/"0"/"no"/"off" = false) */
+    bool report_segments;       /* SKYPROF_REPORT_SEGMENTS; send finished segments (default on) */
+    bool restart_in_child;      /* SKYPROF_RESTART_IN_CHILD; start a fresh agent (new instance
+                                   name, new connection) in a fork()ed child (default off) */
     const struct skyprof_kv *properties; /* extra instance properties (borrowed; copied by start) */
     size_t n_properties;
-    skyprof_log_cb log_sink;      /* NULL = logging off (default) */
+    skyprof_log_cb log_sink; /* NULL = logging off (default) */
     void *log_ud;
     enum skyprof_log_level log_level; /* SKYPROF_LOG_LEVEL error|warn|info|debug; default warn */
 };
@@ -164,11 +164,11 @@ enum skyprof_frame_kind {
 };
 
 struct skyprof_frame {
-    uint64_t addr;        /* SKYPROF_FRAME_ADDR: instruction address (as the source wants it
-                             symbolized, e.g. return address - 1 for callers) */
-    const char *str;      /* SKYPROF_FRAME_STR: bytes (not necessarily NUL-terminated), borrowed */
-    uint32_t len;         /* SKYPROF_FRAME_STR: length of str */
-    uint32_t kind;        /* enum skyprof_frame_kind */
+    uint64_t addr;   /* SKYPROF_FRAME_ADDR: instruction address (as the source wants it
+                        symbolized, e.g. return address - 1 for callers) */
+    const char *str; /* SKYPROF_FRAME_STR: bytes (not necessarily NUL-terminated), borrowed */
+    uint32_t len;    /* SKYPROF_FRAME_STR: length of str */
+    uint32_t kind;   /* enum skyprof_frame_kind */
 };
 
 struct skyprof_capture {
@@ -178,11 +178,11 @@ struct skyprof_capture {
     bool truncated;               /* set by the source: the stack had more than cap frames */
     char *scratch;                /* core-owned text buffer for string frames, may be used */
     size_t scratch_cap;
-    size_t scratch_len;           /* bytes of scratch used; the source advances it */
+    size_t scratch_len; /* bytes of scratch used; the source advances it */
 };
 
 struct skyprof_stack_source {
-    const char *name;             /* e.g. "native", "python"; static storage */
+    const char *name; /* e.g. "native", "python"; static storage */
     void *ud;
     void *(*thread_attach)(void *ud);
     int (*capture)(void *ud, void *thread_handle, int tid, struct skyprof_capture *out);
@@ -220,8 +220,8 @@ struct skyprof_stack_source {
 #define SKYPROF_EVENT_UNSUPPORTED (-3)
 
 struct skyprof_proc_thread {
-    int tid;          /* kernel thread id */
-    char name[48];    /* thread name (NUL-terminated) */
+    int tid;       /* kernel thread id */
+    char name[48]; /* thread name (NUL-terminated) */
     void *handle;
     /* Only in samples a language event emits (list_threads leaves them NULL): an asyncio task
      * (Python thread dump) adds the labels `task` (its name) and `task_state`. Borrowed. */
@@ -239,13 +239,13 @@ struct skyprof_event_types {
     const char *type[4];
     const char *unit[4];
     int n;
-    const char *period_type;  /* NULL = none */
+    const char *period_type; /* NULL = none */
     const char *period_unit;
     int64_t period;
 };
 
 struct skyprof_proc_source {
-    const char *name;   /* "native", "python"; static storage */
+    const char *name; /* "native", "python"; static storage */
     void *ud;
     int (*list_threads)(void *ud, struct skyprof_proc_thread *out, int cap);
     int (*capture)(void *ud, void *handle, int tid, struct skyprof_capture *out);
@@ -319,8 +319,8 @@ skyprof_agent_set_stack_source(skyprof_agent *agent, const struct skyprof_stack_
  * uses it. A C service started with the native stack source gets the native process source.
  * Errors: SKP_EINVAL (agent NULL, or src without list_threads/capture), SKP_ESTATE (a process
  * task is running). */
-SKYPROF_API SKP_MUST_CHECK skp_err skyprof_agent_set_proc_source(skyprof_agent *agent,
-                                                             const struct skyprof_proc_source *src);
+SKYPROF_API SKP_MUST_CHECK skp_err
+skyprof_agent_set_proc_source(skyprof_agent *agent, const struct skyprof_proc_source *src);
 
 /* The instance name in use (generated or configured); borrowed, valid until stop. */
 SKYPROF_API const char *skyprof_agent_instance(const skyprof_agent *agent);
@@ -374,8 +374,8 @@ enum skyprof_span_layer {
     SKYPROF_LAYER_FAAS = 6,
 };
 
-#define SKYPROF_SW8_MAX 2048           /* capacity enough for any sw8 value we produce */
-#define SKYPROF_MAX_SPANS 64           /* spans per segment; later spans are not recorded */
+#define SKYPROF_SW8_MAX 2048 /* capacity enough for any sw8 value we produce */
+#define SKYPROF_MAX_SPANS 64 /* spans per segment; later spans are not recorded */
 
 /* Opens a new segment on the calling thread with an entry span named `endpoint` (copied; the
  * first entry span's name is what profile tasks match). `sw8` is the incoming `sw8` header value
@@ -440,14 +440,14 @@ SKYPROF_API void skyprof_context_free(skyprof_context *ctx);
 
 /* Decoded sw8 header. Strings point into caller-provided storage (see skyprof_sw8_parse). */
 struct skyprof_sw8 {
-    int sample;                   /* the leading flag, 0 or 1 */
+    int sample; /* the leading flag, 0 or 1 */
     const char *trace_id;
     const char *parent_segment_id;
     int parent_span_id;
     const char *parent_service;
     const char *parent_instance;
     const char *parent_endpoint;
-    const char *peer;             /* addressUsedAtClient */
+    const char *peer; /* addressUsedAtClient */
 };
 
 /* Parses `1-base64(traceId)-base64(parentSegmentId)-parentSpanId-base64(parentService)-
@@ -464,21 +464,21 @@ SKYPROF_API int skyprof_sw8_format(const struct skyprof_sw8 *in, char *buf, size
  * Statistics (counters since start). Thread-safe.
  * ---------------------------------------------------------------------------------------------- */
 struct skyprof_stats {
-    uint64_t snapshots_captured;  /* snapshots built by the sampler */
-    uint64_t snapshots_dropped;   /* ring full / budget exceeded / send failed */
+    uint64_t snapshots_captured; /* snapshots built by the sampler */
+    uint64_t snapshots_dropped;  /* ring full / budget exceeded / send failed */
     uint64_t snapshots_sent;
     /* capture() < 0 other than SKYPROF_CAPTURE_LOST: sampling stopped */
     uint64_t capture_failures;
     uint64_t segments_sent;
     uint64_t segments_dropped;
     uint64_t commands_received;
-    uint64_t commands_ignored;    /* unknown command name or malformed */
-    uint64_t commands_duplicate;  /* serial number seen */
+    uint64_t commands_ignored;   /* unknown command name or malformed */
+    uint64_t commands_duplicate; /* serial number seen */
     uint64_t tasks_accepted;
     uint64_t tasks_rejected;
-    uint64_t tasks_finished;      /* finish reports queued */
+    uint64_t tasks_finished; /* finish reports queued */
     uint64_t finish_reports_sent;
-    uint64_t reconnects;          /* successful connections after the first */
+    uint64_t reconnects; /* successful connections after the first */
     uint64_t heartbeats_sent;
     uint64_t polls_sent;
     uint64_t sampler_runs;        /* sampler iterations (one per dump period) */
@@ -486,7 +486,7 @@ struct skyprof_stats {
     int64_t last_command_time;    /* the getProfileTaskCommands cursor */
     double achieved_dump_rate_hz; /* sampler iterations per second over the current/last task */
     char last_reject_reason[128];
-    uint64_t captures_lost;       /* capture() == SKYPROF_CAPTURE_LOST: that dump skipped */
+    uint64_t captures_lost; /* capture() == SKYPROF_CAPTURE_LOST: that dump skipped */
 };
 
 SKYPROF_API void skyprof_agent_get_stats(const skyprof_agent *agent, struct skyprof_stats *out);

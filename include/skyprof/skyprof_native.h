@@ -41,28 +41,28 @@ struct skyprof_native_stats {
     /* capture (sampler side) */
     uint64_t captures_requested;
     uint64_t captures_ok;
-    uint64_t lost_timeout;      /* thread did not run the handler in time (blocked signal...) */
-    uint64_t lost_thread_gone;  /* thread exited */
-    uint64_t lost_busy;         /* an earlier timed-out handler still held the buffer */
-    uint64_t lost_other;        /* signal could not be queued */
-    uint64_t loader_fallbacks;  /* thread interrupted inside ld.so: frame-pointer walk used */
-    uint64_t stale_signals;     /* our signals delivered after their capture was abandoned */
-    uint64_t chained_signals;   /* host signals forwarded to the host's handler */
-    uint64_t handler_ns_total;  /* time spent walking stacks inside the handler */
+    uint64_t lost_timeout;     /* thread did not run the handler in time (blocked signal...) */
+    uint64_t lost_thread_gone; /* thread exited */
+    uint64_t lost_busy;        /* an earlier timed-out handler still held the buffer */
+    uint64_t lost_other;       /* signal could not be queued */
+    uint64_t loader_fallbacks; /* thread interrupted inside ld.so: frame-pointer walk used */
+    uint64_t stale_signals;    /* our signals delivered after their capture was abandoned */
+    uint64_t chained_signals;  /* host signals forwarded to the host's handler */
+    uint64_t handler_ns_total; /* time spent walking stacks inside the handler */
     uint64_t handler_ns_max;
-    int signo;                  /* signal in use (0 = not installed) */
-    bool chained;               /* the host had a handler on it: we forward its signals */
-    bool parked;                /* stopped but kept installed (a signal may still be pending) */
-    uint64_t prefetched;        /* signals sent ahead to other profiled threads of the round */
-    uint64_t prefetch_used;     /* captures served by such a prefetched signal */
+    int signo;              /* signal in use (0 = not installed) */
+    bool chained;           /* the host had a handler on it: we forward its signals */
+    bool parked;            /* stopped but kept installed (a signal may still be pending) */
+    uint64_t prefetched;    /* signals sent ahead to other profiled threads of the round */
+    uint64_t prefetch_used; /* captures served by such a prefetched signal */
     uint64_t attach_refused_blocked; /* requests not profiled: their thread blocks the signal */
     /* symbolization (channel thread) */
     uint64_t symbolize_lookups;
-    uint64_t symbolize_hits;    /* served from the per-address cache */
+    uint64_t symbolize_hits;      /* served from the per-address cache */
     uint64_t symbolize_refreshes; /* module list re-read after dlopen/dlclose */
     uint64_t symbolize_unknown;
     uint32_t symbolize_cache_entries;
-    double symbolize_hit_rate;  /* hits / lookups, 0 when no lookup */
+    double symbolize_hit_rate; /* hits / lookups, 0 when no lookup */
 };
 
 /* Counters since the process loaded the library (the source is a process-wide singleton).

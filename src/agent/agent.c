@@ -16,9 +16,8 @@
 #include "common/alloc.h"
 #include "common/log.h"
 
-
 static _Atomic(skyprof_agent *) g_current;
-static skyprof_agent *g_forked;       /* child only: the parent's agent, inherited, switched off */
+static skyprof_agent *g_forked; /* child only: the parent's agent, inherited, switched off */
 static pthread_once_t g_atfork_once = PTHREAD_ONCE_INIT;
 static _Atomic uint64_t g_epoch;
 static int g_local_task_seq;
@@ -188,8 +187,8 @@ skp_err skp__agent_new(const struct skyprof_config *cfg, const struct skyprof_st
     err = skp__command_dispatch_register(&a->disp, SKP_PROFILE_TASK_COMMAND,
                                          skp__profile_command_exec, &a->ts);
     (void)err; /* the table is empty here: cannot be full */
-    err = skp__command_dispatch_register(&a->disp, SKP_PPROF_TASK_COMMAND,
-                                         skp__pprof_command_exec, &a->proc);
+    err = skp__command_dispatch_register(&a->disp, SKP_PPROF_TASK_COMMAND, skp__pprof_command_exec,
+                                         &a->proc);
     (void)err; /* second of SKP_COMMAND_EXECUTORS_MAX entries */
     skp__command_service_init(&a->cs, &a->disp);
     skp__cont_agent_init(&a->cont);
@@ -344,7 +343,7 @@ void skyprof_agent_stop(skyprof_agent *a, int flush_deadline_ms)
     skyprof_agent *expect = a;
     atomic_compare_exchange_strong(&g_current, &expect, NULL);
     skp__channel_stop(a, flush_deadline_ms); /* stops the task and flushes */
-    skp_err perr = skp__hub_publish(NULL);     /* publishing NULL only swaps the pointer */
+    skp_err perr = skp__hub_publish(NULL);   /* publishing NULL only swaps the pointer */
     (void)perr;
     if (a->cfg.log_sink)
         skpx_log_set_sink(NULL, NULL, SKPX_LOG_ERROR);

@@ -24,20 +24,20 @@
 #include "skyprof/skyprof.h"
 
 struct skyprof_agent {
-    struct skyprof_config cfg;           /* copy; cfg.instance is the name in use */
-    struct skyprof_kv *props;            /* owned copies of cfg.properties */
+    struct skyprof_config cfg; /* copy; cfg.instance is the name in use */
+    struct skyprof_kv *props;  /* owned copies of cfg.properties */
     char *props_mem;
     bool instance_generated;
     size_t instance_base_len; /* fixed name: its length before a forked child's "-<pid>" suffix */
-    struct skyprof_stack_source source;  /* copy; capture == NULL means none; changed under
-                                            lock + src_lock, symbolize used under src_lock */
+    struct skyprof_stack_source source; /* copy; capture == NULL means none; changed under
+                                           lock + src_lock, symbolize used under src_lock */
     pthread_mutex_t src_lock;
     const struct skp__clock *clock;
     struct skp__transport tr;
     struct skp__hub *hub;
-    pid_t pid;                           /* process that started it */
+    pid_t pid; /* process that started it */
 
-    pthread_mutex_t lock;                /* everything below up to the channel thread */
+    pthread_mutex_t lock; /* everything below up to the channel thread */
     struct skp__task_service ts;
     struct skp__command_dispatch disp;
     struct skp__command_service cs;
@@ -47,18 +47,18 @@ struct skyprof_agent {
 
     struct skp__snapshot_queue snaps;
     struct skp__sampler sampler;
-    struct skp__symcache sym;            /* channel thread only */
-    struct skp__proc_runner proc;        /* process profiling (PprofTask); own lock */
-    struct skp__cont_agent cont;         /* continuous profiling; channel thread only */
+    struct skp__symcache sym;     /* channel thread only */
+    struct skp__proc_runner proc; /* process profiling (PprofTask); own lock */
+    struct skp__cont_agent cont;  /* continuous profiling; channel thread only */
 
     /* channel thread */
     pthread_t thread;
     bool thread_running;
     pthread_mutex_t mu;
     pthread_cond_t cv;
-    bool stop_requested;                 /* under mu */
-    bool wake;                           /* under mu: re-evaluate tasks now */
-    int64_t flush_deadline_ns;           /* under mu */
+    bool stop_requested;       /* under mu */
+    bool wake;                 /* under mu: re-evaluate tasks now */
+    int64_t flush_deadline_ns; /* under mu */
 
     /* channel schedule (channel thread only; monotonic ns) */
     int64_t next_beat_ns;
@@ -66,8 +66,8 @@ struct skyprof_agent {
     int64_t next_snap_ns;
     int64_t next_seg_ns;
     int poll_failures;
-    int proc_upload_failures;            /* consecutive failed uploads of the pending answer */
-    int backend_state;                   /* 0 unknown, 1 reachable, 2 unreachable (for logs) */
+    int proc_upload_failures; /* consecutive failed uploads of the pending answer */
+    int backend_state;        /* 0 unknown, 1 reachable, 2 unreachable (for logs) */
     uint64_t n_beats_ok;
     uint64_t first_connects;
 

@@ -9,12 +9,12 @@
 #include "common/alloc.h"
 
 /* --- fork gate (see agent_thread.h) ---------------------------------------------------------- */
-static atomic_int g_busy;          /* agent threads working (not in a wait) */
-static atomic_bool g_gate_closed;  /* a fork is in progress in this process */
+static atomic_int g_busy;         /* agent threads working (not in a wait) */
+static atomic_bool g_gate_closed; /* a fork is in progress in this process */
 static atomic_uint_fast64_t g_forks_clean;
 static atomic_uint_fast64_t g_forks_timed_out;
-static __thread bool t_agent;      /* the calling thread was started by skp__thread_start */
-static __thread bool t_waiting;    /* inside a wait (not counted as busy) */
+static __thread bool t_agent;   /* the calling thread was started by skp__thread_start */
+static __thread bool t_waiting; /* inside a wait (not counted as busy) */
 
 struct trampoline {
     void *(*fn)(void *);

@@ -70,8 +70,11 @@ static skp_err send_properties(skyprof_agent *a, int timeout_ms)
     /* Our defaults; a caller's property of the same key (e.g. the Python agent's "OS Name" =
      * "posix", as SkyWalking's Python agent reports it) replaces the default. */
     const char *fixed[][2] = {
-        {"language", a->cfg.language}, {"OS Name", "Linux"}, {"hostname", host},
-        {"Process No.", pid}, {"agent", "skyprof " SKP_VERSION},
+        {"language", a->cfg.language},
+        {"OS Name", "Linux"},
+        {"hostname", host},
+        {"Process No.", pid},
+        {"agent", "skyprof " SKP_VERSION},
     };
     size_t n = 0;
     for (size_t i = 0; i < sizeof(fixed) / sizeof(fixed[0]); i++) {
@@ -167,9 +170,9 @@ static skp_err send_pprof_poll(skyprof_agent *a, int timeout_ms)
 struct proc_feed {
     const struct skp__proc_upload *u;
     skyprof_agent *a;
-    int stage;            /* 0 metadata, 1 waiting for the answer, 2 content */
+    int stage; /* 0 metadata, 1 waiting for the answer, 2 content */
     size_t off;
-    int status;           /* the server's answer, -1 = none yet */
+    int status; /* the server's answer, -1 = none yet */
     Skywalking__V10__PprofData msg;
     Skywalking__V10__PprofMetaData meta;
 };
@@ -236,8 +239,8 @@ static void send_proc_upload(skyprof_agent *a, int timeout_ms)
     ProtobufCMessage *resp = NULL;
     /* A 30 MiB file at a slow link needs more than the unary deadline; the Go agent uses 60 s. */
     skp_err err = a->tr.stream_gated(a->tr.ud, SKP_PATH_PPROF_COLLECT, proc_next, &f,
-                                     &skywalking__v10__pprof_collection_response__descriptor,
-                                     &resp, timeout_ms * 6);
+                                     &skywalking__v10__pprof_collection_response__descriptor, &resp,
+                                     timeout_ms * 6);
     int status = f.status;
     if (!err && resp)
         status = (int)((Skywalking__V10__PprofCollectionResponse *)resp)->status;
@@ -430,8 +433,7 @@ int64_t skp__channel_step(skyprof_agent *a, int64_t now_ns, bool flush, int time
         /* Logged on transitions only, so a long outage is one line, not one per second. */
         if (err && a->backend_state != 2) {
             SKPX_WARN("skyprof: backend %.100s unreachable (%s); retrying with backoff",
-                      a->tr.current ? a->tr.current(a->tr.ud) : a->cfg.backend,
-                      skp_strerror(err));
+                      a->tr.current ? a->tr.current(a->tr.ud) : a->cfg.backend, skp_strerror(err));
             a->backend_state = 2;
         } else if (!err && a->backend_state != 1) {
             SKPX_INFO("skyprof: connected to backend %.100s",
@@ -536,8 +538,7 @@ static void *channel_main(void *arg)
         }
         if (left_ms <= 0 || queues_empty(a))
             break;
-        (void)skp__channel_step(a, skpx_mono_ns(), true,
-                                (int)min64(left_ms, SKP_RPC_TIMEOUT_MS));
+        (void)skp__channel_step(a, skpx_mono_ns(), true, (int)min64(left_ms, SKP_RPC_TIMEOUT_MS));
     }
     return NULL;
 }

@@ -93,8 +93,8 @@ skp_err skp__profile_command_parse(const Skywalking__V3__Command *cmd, struct sk
     out->create_time_ms = n;
     err = copy_arg(cmd, "TaskId", out->task_id, sizeof(out->task_id), false, reason, cap);
     if (!err)
-        err = copy_arg(cmd, "EndpointName", out->endpoint, sizeof(out->endpoint), true, reason,
-                       cap);
+        err =
+            copy_arg(cmd, "EndpointName", out->endpoint, sizeof(out->endpoint), true, reason, cap);
     if (err)
         return err;
     /* Ranges here only keep the values representable; the task service applies the rules. */

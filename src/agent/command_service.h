@@ -26,7 +26,7 @@ struct skp__command_service {
     struct skp__serial_lru lru;
     const struct skp__command_dispatch *dispatch; /* borrowed */
     uint64_t n_received;
-    uint64_t n_ignored;   /* unknown name or malformed / rejected */
+    uint64_t n_ignored; /* unknown name or malformed / rejected */
     uint64_t n_duplicate;
     uint64_t n_executed;
 };

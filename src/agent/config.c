@@ -78,7 +78,7 @@ struct env_field {
 
 #define F(name, kind, field)                                                                       \
     {                                                                                              \
-        name, kind, offsetof(struct skyprof_config, field),                                       \
+        name, kind, offsetof(struct skyprof_config, field),                                        \
             sizeof(((struct skyprof_config *)0)->field)                                            \
     }
 

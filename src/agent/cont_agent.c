@@ -113,7 +113,8 @@ static void apply_policy(skyprof_agent *a, const struct skp__cont_policy *p)
     c->stats.policy_updates++;
     if (active)
         SKPX_INFO("skyprof: continuous profiling policy %.16s... in effect (execute %d s, "
-                  "silence %d s)", c->uuid, c->execute_s, c->silence_s);
+                  "silence %d s)",
+                  c->uuid, c->execute_s, c->silence_s);
     else
         SKPX_INFO("skyprof: no continuous profiling policy for this service");
 }
@@ -148,8 +149,8 @@ skp_err skp__cont_poll(skyprof_agent *a, int timeout_ms)
             break;
         bool found = false;
         char reason[160];
-        skp_err perr = skp__cont_policy_parse(json, strlen(json), a->cfg.service, p, &found,
-                                              reason, sizeof(reason));
+        skp_err perr = skp__cont_policy_parse(json, strlen(json), a->cfg.service, p, &found, reason,
+                                              sizeof(reason));
         if (perr) {
             c->stats.policy_errors++;
             SKPX_WARN("skyprof: continuous profiling policy not understood: %s", reason);
@@ -218,8 +219,8 @@ static void close_slot(skyprof_agent *a, int64_t now_ns)
     int64_t rcpu = -1;
     int rthreads = 0;
     bool is_remote = false;
-    bool remote_ok = (e->needs_cpu || e->needs_threads) &&
-                     remote_usage(a, &rcpu, &rthreads, &is_remote);
+    bool remote_ok =
+        (e->needs_cpu || e->needs_threads) && remote_usage(a, &rcpu, &rthreads, &is_remote);
     if (is_remote && e->needs_threads && remote_ok && rthreads > 0) {
         s.threads = rthreads;
         s.has_threads = true;
@@ -230,8 +231,8 @@ static void close_slot(skyprof_agent *a, int64_t now_ns)
         if (have) {
             int64_t cpu = is_remote ? rcpu : (int64_t)ts.tv_sec * 1000000000LL + ts.tv_nsec;
             if (c->last_wall_ns && now_ns > c->last_wall_ns) {
-                s.cpu_pct = (double)(cpu - c->last_cpu_ns) * 100.0 /
-                            (double)(now_ns - c->last_wall_ns);
+                s.cpu_pct =
+                    (double)(cpu - c->last_cpu_ns) * 100.0 / (double)(now_ns - c->last_wall_ns);
                 s.has_cpu = true;
             }
             c->last_cpu_ns = cpu;
@@ -322,9 +323,9 @@ static skp_err register_process(skyprof_agent *a, int timeout_ms)
     list.processes = &pp;
     list.ebpfagentid = agent_id;
     ProtobufCMessage *resp = NULL;
-    skp_err err = a->tr.unary(a->tr.ud, SKP_PATH_EBPF_PROCESSES, &list.base,
-                              &skywalking__v3__ebpfreport_process_downstream__descriptor, &resp,
-                              timeout_ms);
+    skp_err err =
+        a->tr.unary(a->tr.ud, SKP_PATH_EBPF_PROCESSES, &list.base,
+                    &skywalking__v3__ebpfreport_process_downstream__descriptor, &resp, timeout_ms);
     if (err)
         return err;
     const Skywalking__V3__EBPFReportProcessDownstream *d = (const void *)resp;
@@ -433,23 +434,24 @@ static void trigger(skyprof_agent *a, int target, const struct skp__cont_cause *
     for (int i = 0; i < n && off > 0 && (size_t)off < sizeof(line); i++)
         off += snprintf(line + off, sizeof(line) - (size_t)off,
                         "%s %s%s%.60s: %.2f >= %.2f (%d of %d)", i ? "," : ":",
-                        skp__cont_monitor_name(causes[i].monitor),
-                        causes[i].uri_kind ? " of " : "", causes[i].uri, causes[i].current,
-                        causes[i].threshold, causes[i].n_over, causes[i].period);
+                        skp__cont_monitor_name(causes[i].monitor), causes[i].uri_kind ? " of " : "",
+                        causes[i].uri, causes[i].current, causes[i].threshold, causes[i].n_over,
+                        causes[i].period);
     /* New evidence is needed for the next trigger, whatever happens to this one. */
     skp__cont_eval_clear(&c->eval);
     if (skp__proc_runner_busy(&a->proc)) {
         c->stats.trigger_failures++;
         SKPX_INFO("skyprof: continuous profiling fired (%s) while a process profiling task "
-                  "runs; not reported", line);
+                  "runs; not reported",
+                  line);
         return;
     }
     char task_id[SKP_TASK_ID_MAX] = "";
     skp_err err = report_task(a, target, causes, n, task_id, timeout_ms);
     if (err) {
         c->stats.trigger_failures++;
-        SKPX_WARN("skyprof: continuous profiling fired (%s); reportProfilingTask failed: %s",
-                  line, skp_strerror(err));
+        SKPX_WARN("skyprof: continuous profiling fired (%s); reportProfilingTask failed: %s", line,
+                  skp_strerror(err));
         return;
     }
     if (!c->process_id[0]) {
@@ -632,7 +634,8 @@ bool skp__cont_upload(skyprof_agent *a, const struct skp__proc_upload *u, int ti
         if (++c->upload_failures < UPLOAD_ATTEMPTS_MAX)
             return false;
         SKPX_WARN("skyprof: dropping the profile of continuous task %.80s: the process is not "
-                  "registered", u->task_id);
+                  "registered",
+                  u->task_id);
         c->stats.upload_failures++;
         task_over(c);
         return true;

@@ -32,7 +32,7 @@
 
 enum skp__cont_state {
     SKP_CONT_IDLE = 0,
-    SKP_CONT_RUNNING = 1,  /* our task runs in the process profiler, or waits for its upload */
+    SKP_CONT_RUNNING = 1, /* our task runs in the process profiler, or waits for its upload */
 };
 
 struct skp__cont_stats {
@@ -48,15 +48,15 @@ struct skp__cont_stats {
 
 struct skp__cont_agent {
     struct skp__cont_eval eval;
-    char uuid[SKP_CONT_UUID_MAX];        /* the policy we hold ("" none) */
+    char uuid[SKP_CONT_UUID_MAX]; /* the policy we hold ("" none) */
     bool has_policy;
-    int execute_s, silence_s;            /* in effect */
-    int env_execute_s, env_silence_s;    /* test settings, 0 = none */
+    int execute_s, silence_s;         /* in effect */
+    int env_execute_s, env_silence_s; /* test settings, 0 = none */
     int64_t slot_ns;
-    int64_t next_slot_ns;                /* monotonic; 0 = no slot scheduled */
-    int64_t last_cpu_ns, last_wall_ns;   /* previous slot's readings */
-    int state;                           /* enum skp__cont_state */
-    int64_t silent_until_ms;             /* wall time */
+    int64_t next_slot_ns;              /* monotonic; 0 = no slot scheduled */
+    int64_t last_cpu_ns, last_wall_ns; /* previous slot's readings */
+    int state;                         /* enum skp__cont_state */
+    int64_t silent_until_ms;           /* wall time */
     char task_id[SKP_TASK_ID_MAX];
     int task_target;
     char process_id[SKP_CONT_PROCESS_ID_MAX]; /* "" until reportProcesses answered */

@@ -70,11 +70,12 @@ skp_err skp__cont_eval_set_policy(struct skp__cont_eval *e, const struct skp__co
                 e->needs_http = true;
                 if (it->regex[0]) {
                     char why[160];
-                    c->has_re = skpx_uri_regex_compile(&c->re, it->regex, why, sizeof(why)) ==
-                                SKP_OK;
+                    c->has_re =
+                        skpx_uri_regex_compile(&c->re, it->regex, why, sizeof(why)) == SKP_OK;
                     if (!c->has_re)
                         SKPX_WARN("skyprof: continuous profiling: URIRegex %.100s refused (%s); "
-                                  "its check never fires", it->regex, why);
+                                  "its check never fires",
+                                  it->regex, why);
                 } else if (it->n_uris > 0) {
                     c->n_series = it->n_uris;
                 } /* neither: one series of every endpoint */

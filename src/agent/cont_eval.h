@@ -25,12 +25,12 @@
 
 /* One cause of a trigger (ContinuousProfilingCause). */
 struct skp__cont_cause {
-    int monitor;               /* enum skp__cont_monitor */
+    int monitor; /* enum skp__cont_monitor */
     double threshold;
-    double current;            /* the latest slot value >= threshold */
-    int n_over;                /* slots >= threshold in the window */
+    double current; /* the latest slot value >= threshold */
+    int n_over;     /* slots >= threshold in the window */
     int period;
-    int uri_kind;              /* 0 none, 1 path (uriList entry), 2 regex */
+    int uri_kind; /* 0 none, 1 path (uriList entry), 2 regex */
     char uri[SKP_CONT_URI_MAX];
 };
 #define SKP_CONT_CAUSES_MAX (SKP_CONT_N_MONITORS * SKP_CONT_URIS_MAX)
@@ -42,7 +42,7 @@ struct skp__cont_sample {
 };
 
 struct skp__cont_series {
-    float *vals;               /* period values, ring */
+    float *vals; /* period values, ring */
     int head, filled;
     /* HTTP accumulators of the open slot */
     uint64_t count, errors, sum_ms;
@@ -56,7 +56,7 @@ struct skp__cont_check {
 };
 
 struct skp__cont_eval {
-    struct skp__cont_policy *pol;      /* owned copy; NULL = none */
+    struct skp__cont_policy *pol; /* owned copy; NULL = none */
     struct skp__cont_check chk[SKP_CONT_N_TARGETS][SKP_CONT_N_MONITORS];
     /* per endpoint slot and HTTP check: the series it feeds, -1 none, -2 not computed yet */
     int8_t (*ep_map)[SKP_CONT_N_TARGETS][2];

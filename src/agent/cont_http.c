@@ -13,8 +13,8 @@
 #define PROBES 16
 
 struct ep_slot {
-    _Atomic uint64_t hash;     /* 0 = free */
-    _Atomic int ready;         /* name published */
+    _Atomic uint64_t hash; /* 0 = free */
+    _Atomic int ready;     /* name published */
     uint32_t name_len;
     char name[SKP_CONT_EP_NAME_MAX];
     _Atomic uint64_t count, errors, sum_ms;

@@ -31,8 +31,8 @@ void skp__cont_http_record(const char *name, size_t len, int64_t dur_ms, bool se
 
 /* One endpoint's counts since the previous read, as the reader sees them. */
 struct skp__cont_http_delta {
-    int index;                 /* stable slot index, 0..SKP_CONT_EP_MAX-1 */
-    const char *name;          /* borrowed from the table (immutable once published) */
+    int index;        /* stable slot index, 0..SKP_CONT_EP_MAX-1 */
+    const char *name; /* borrowed from the table (immutable once published) */
     uint64_t count, errors, sum_ms;
 };
 typedef void (*skp__cont_http_cb)(void *ud, const struct skp__cont_http_delta *d);

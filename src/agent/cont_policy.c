@@ -23,9 +23,9 @@ struct jr {
 };
 
 static const char *const k_targets[SKP_CONT_N_TARGETS] = {"ON_CPU", "OFF_CPU", "NETWORK"};
-static const char *const k_monitors[SKP_CONT_N_MONITORS] = {
-    "PROCESS_CPU", "PROCESS_THREAD_COUNT", "SYSTEM_LOAD", "HTTP_ERROR_RATE",
-    "HTTP_AVG_RESPONSE_TIME"};
+static const char *const k_monitors[SKP_CONT_N_MONITORS] = {"PROCESS_CPU", "PROCESS_THREAD_COUNT",
+                                                            "SYSTEM_LOAD", "HTTP_ERROR_RATE",
+                                                            "HTTP_AVG_RESPONSE_TIME"};
 
 const char *skp__cont_target_name(int t)
 {
@@ -86,12 +86,26 @@ static bool str(struct jr *r, char *out, size_t cap)
                 return fail(r, "unterminated escape");
             char e = *r->p++;
             switch (e) {
-            case '"': case '\\': case '/': buf[0] = e; break;
-            case 'b': buf[0] = '\b'; break;
-            case 'f': buf[0] = '\f'; break;
-            case 'n': buf[0] = '\n'; break;
-            case 'r': buf[0] = '\r'; break;
-            case 't': buf[0] = '\t'; break;
+            case '"':
+            case '\\':
+            case '/':
+                buf[0] = e;
+                break;
+            case 'b':
+                buf[0] = '\b';
+                break;
+            case 'f':
+                buf[0] = '\f';
+                break;
+            case 'n':
+                buf[0] = '\n';
+                break;
+            case 'r':
+                buf[0] = '\r';
+                break;
+            case 't':
+                buf[0] = '\t';
+                break;
             case 'u': {
                 unsigned cp = 0;
                 for (int i = 0; i < 4; i++) {
@@ -403,8 +417,7 @@ static bool entry_member(struct jr *r, const char *key, void *ud)
 }
 
 skp_err skp__cont_policy_parse(const char *json, size_t len, const char *service,
-                               struct skp__cont_policy *out, bool *found, char *reason,
-                               size_t cap)
+                               struct skp__cont_policy *out, bool *found, char *reason, size_t cap)
 {
     memset(out, 0, sizeof(*out));
     *found = false;

@@ -47,8 +47,8 @@ enum skp__cont_monitor {
 struct skp__cont_item {
     bool present;
     double threshold;
-    int period;                /* seconds, 1..SKP_CONT_PERIOD_MAX */
-    int count;                 /* 1..period */
+    int period; /* seconds, 1..SKP_CONT_PERIOD_MAX */
+    int count;  /* 1..period */
     int n_uris;
     char uris[SKP_CONT_URIS_MAX][SKP_CONT_URI_MAX];
     char regex[SKP_CONT_URI_MAX]; /* "" = none */
@@ -61,7 +61,7 @@ struct skp__cont_policy {
     /* Our extensions, when the server sends them (seconds; 0 = the agent's default). */
     int execute_s;
     int silence_s;
-    int n_skipped;             /* unknown targets / monitor types */
+    int n_skipped; /* unknown targets / monitor types */
 };
 
 /* Names as in the JSON ("ON_CPU", "PROCESS_CPU", ...). */

@@ -279,8 +279,8 @@ struct proc_run {
     struct skyprof_frame *frames;
     char *scratch;
     struct skpx_pprof_frame *pf;
-    struct sym_entry *sym;          /* lazily, address frames only */
-    char *symtext;                  /* SYMTEXT_BYTES, address frames only */
+    struct sym_entry *sym; /* lazily, address frames only */
+    char *symtext;         /* SYMTEXT_BYTES, address frames only */
     struct skyprof_proc_thread threads[SKP_PROC_THREADS_MAX];
     int64_t cpu_last[SKP_PROC_THREADS_MAX];
     int n_threads;
@@ -352,7 +352,8 @@ static void add_stack(struct proc_run *p, const struct skyprof_capture *c, const
         if (err == SKP_EFULL && !p->budget_noted) {
             p->budget_noted = true;
             SKPX_WARN("skyprof: process profile of task %.80s reached its %u-byte budget; new "
-                      "stacks are dropped", p->spec.task_id, SKP_PROC_PROFILE_BYTES_MAX);
+                      "stacks are dropped",
+                      p->spec.task_id, SKP_PROC_PROFILE_BYTES_MAX);
         }
     } else {
         p->samples++;
@@ -594,12 +595,12 @@ static bool run_task(struct proc_run *p, char *error, size_t ecap)
         run_dump(p);
         if (p->src.run_event) { /* the source's extra goroutines (Python: asyncio tasks) */
             char why[200] = "";
-            int rc = p->src.run_event(p->src.ud, ev, 0, p->spec.dump_period, &p->r->stop,
-                                      emit_cb, p, why, sizeof(why));
+            int rc = p->src.run_event(p->src.ud, ev, 0, p->spec.dump_period, &p->r->stop, emit_cb,
+                                      p, why, sizeof(why));
             if (rc != 0 && rc != SKYPROF_EVENT_UNSUPPORTED)
                 SKPX_WARN("skyprof: thread dump of task %.80s without the %s agent's extra "
-                          "goroutines: %s", p->spec.task_id, p->src.name ? p->src.name : "",
-                          why);
+                          "goroutines: %s",
+                          p->spec.task_id, p->src.name ? p->src.name : "", why);
         }
     } else {
         int rc = p->src.run_event(p->src.ud, ev, duration_ms, p->spec.dump_period, &p->r->stop,
@@ -613,7 +614,8 @@ static bool run_task(struct proc_run *p, char *error, size_t ecap)
     }
     skpx_pprof_set_time(p->prof, t0, skpx_mono_ns() - m0);
     char note[200];
-    snprintf(note, sizeof(note), "skyprof %s agent, event %s, %" PRIu64 " samples, %" PRIu64
+    snprintf(note, sizeof(note),
+             "skyprof %s agent, event %s, %" PRIu64 " samples, %" PRIu64
              " dropped (budget), %" PRIu64 " captures lost, %" PRIu64 " of %" PRIu64 " rounds",
              p->src.name ? p->src.name : "", ev, p->samples, p->dropped, p->lost, p->ticks,
              p->ticks_expected);
@@ -651,8 +653,7 @@ static void *proc_main(void *arg)
         } else {
             skp_err err = skpx_pprof_encode(p->prof, true, &file, &file_len);
             if (err)
-                snprintf(error, sizeof(error), "cannot encode the profile: %s",
-                         skp_strerror(err));
+                snprintf(error, sizeof(error), "cannot encode the profile: %s", skp_strerror(err));
         }
     }
     if (p) {
@@ -732,8 +733,9 @@ skp_err skp__proc_runner_start(struct skp__proc_runner *r, const struct skp__pro
     skp_err err = SKP_OK;
     if (!r->has_src) {
         err = SKP_ENOTSUP;
-        snprintf(reason, cap, "process profiling is not available in this agent (no process "
-                              "source)");
+        snprintf(reason, cap,
+                 "process profiling is not available in this agent (no process "
+                 "source)");
     } else if (r->state != SKP_PROC_IDLE) {
         err = SKP_ESTATE;
         snprintf(reason, cap, "another process profiling task is running in this process");

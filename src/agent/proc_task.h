@@ -46,9 +46,9 @@
 struct skp__proc_spec {
     char task_id[SKP_TASK_ID_MAX];
     char event[SKP_PROC_EVENT_MAX];
-    int64_t duration_ms;     /* Duration (minutes) x 60000, capped by the runner's max */
-    int64_t dump_period;     /* DumpPeriod as sent */
-    int64_t sampling_hz;     /* SamplingRate (ours), 0 = default */
+    int64_t duration_ms; /* Duration (minutes) x 60000, capped by the runner's max */
+    int64_t dump_period; /* DumpPeriod as sent */
+    int64_t sampling_hz; /* SamplingRate (ours), 0 = default */
     int64_t create_time_ms;
     /* A threshold-triggered task (cont_agent.c): the result stays a pprof builder (no file, no
      * PprofTask answer) for the channel to upload through collectProfilingData. */
@@ -68,8 +68,8 @@ struct skp__proc_stats {
     uint64_t uploads_ok;
     uint64_t uploads_failed;
     uint64_t uploads_oversize;
-    uint64_t samples;          /* samples added to profiles */
-    uint64_t samples_dropped;  /* profile budget full */
+    uint64_t samples;         /* samples added to profiles */
+    uint64_t samples_dropped; /* profile budget full */
     uint64_t captures_lost;
     int64_t last_file_bytes;
     int64_t last_builder_bytes;
@@ -77,23 +77,23 @@ struct skp__proc_stats {
 
 struct skp__proc_runner {
     pthread_mutex_t mu;
-    pthread_cond_t cv;           /* monotonic; wakes skp-proc early on stop */
+    pthread_cond_t cv; /* monotonic; wakes skp-proc early on stop */
     struct skyprof_proc_source src;
     bool has_src;
     uint32_t max_depth;
-    int64_t max_duration_ms;     /* SKYPROF_PROC_MAX_DURATION_MS (tests), else 15 min */
-    int64_t last_create_time;    /* cursor for getPprofTaskCommands, -1 at first */
-    int state;                   /* enum skp__proc_state */
+    int64_t max_duration_ms;  /* SKYPROF_PROC_MAX_DURATION_MS (tests), else 15 min */
+    int64_t last_create_time; /* cursor for getPprofTaskCommands, -1 at first */
+    int state;                /* enum skp__proc_state */
     struct skp__proc_spec cur;
     pthread_t thread;
     bool thread_started;
-    volatile int stop;           /* set with __atomic builtins; read by source run_event */
-    int64_t started_ms;          /* wall time the current task started */
+    volatile int stop;  /* set with __atomic builtins; read by source run_event */
+    int64_t started_ms; /* wall time the current task started */
     /* result of the current task (state DONE), owned by the runner */
-    struct skpx_pprof *prof;     /* continuous tasks: the samples (file stays NULL) */
+    struct skpx_pprof *prof; /* continuous tasks: the samples (file stays NULL) */
     uint8_t *file;
     size_t file_len;
-    char error[256];             /* non-empty: upload EXECUTION_TASK_ERROR with it */
+    char error[256]; /* non-empty: upload EXECUTION_TASK_ERROR with it */
     struct {
         char task_id[SKP_TASK_ID_MAX];
         char msg[160];
@@ -109,8 +109,8 @@ struct skp__proc_upload {
     const uint8_t *file;
     size_t file_len;
     char error[256];
-    bool is_task;                /* the current task's result (else a queued refusal) */
-    bool continuous;             /* a continuous task's result: prof, not file */
+    bool is_task;    /* the current task's result (else a queued refusal) */
+    bool continuous; /* a continuous task's result: prof, not file */
     const struct skpx_pprof *prof;
     char event[SKP_PROC_EVENT_MAX];
     int64_t started_ms;

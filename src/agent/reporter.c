@@ -90,8 +90,8 @@ skp_err skp__reporter_segment_pb(const struct skp__finished_segment *fs, const c
     skywalking__v3__segment_object__init(&out->msg);
     size_t n = (size_t)fs->n_spans;
     size_t need = 64 + n * (sizeof(Skywalking__V3__SpanObject) + 16 + sizeof(void *) + 16) +
-                  (size_t)fs->n_tags * (sizeof(Skywalking__V3__KeyStringValuePair) + 16 +
-                                        sizeof(void *) + 2 * 16) +
+                  (size_t)fs->n_tags *
+                      (sizeof(Skywalking__V3__KeyStringValuePair) + 16 + sizeof(void *) + 2 * 16) +
                   sizeof(Skywalking__V3__SegmentReference) + 2 * sizeof(void *) + 6 * 16 + 64 +
                   fs->text_len * 2 + n * 2 * 16 + 2 * 16;
     out->mem = skpx_malloc(need);
@@ -148,9 +148,9 @@ skp_err skp__reporter_segment_pb(const struct skp__finished_segment *fs, const c
                 return SKP_ENOMEM;
             skywalking__v3__segment_reference__init(ref);
             ref->reftype = SKYWALKING__V3__REF_TYPE__CrossProcess;
-            char **dst[6] = {&ref->traceid, &ref->parenttracesegmentid, &ref->parentservice,
-                             &ref->parentserviceinstance, &ref->parentendpoint,
-                             &ref->networkaddressusedatpeer};
+            char **dst[6] = {&ref->traceid,        &ref->parenttracesegmentid,
+                             &ref->parentservice,  &ref->parentserviceinstance,
+                             &ref->parentendpoint, &ref->networkaddressusedatpeer};
             for (int k = 0; k < 6; k++) {
                 *dst[k] = bump_str(&b, fs->text + fs->ref.off[k], fs->ref.len[k]);
                 if (!*dst[k])

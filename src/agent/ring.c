@@ -54,8 +54,8 @@ bool skp__ring_push(struct skp__ring *r, void *item)
         size_t seq = atomic_load_explicit(&c->seq, memory_order_acquire);
         intptr_t dif = (intptr_t)seq - (intptr_t)pos;
         if (dif == 0) {
-            if (atomic_compare_exchange_weak_explicit(&r->head, &pos, pos + 1,
-                                                      memory_order_relaxed, memory_order_relaxed)) {
+            if (atomic_compare_exchange_weak_explicit(&r->head, &pos, pos + 1, memory_order_relaxed,
+                                                      memory_order_relaxed)) {
                 c->item = item;
                 atomic_store_explicit(&c->seq, pos + 1, memory_order_release);
                 atomic_fetch_add_explicit(&r->pushed, 1, memory_order_relaxed);

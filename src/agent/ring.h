@@ -18,7 +18,7 @@ struct skp__ring_cell;
 struct skp__ring {
     struct skp__ring_cell *cells; /* owned; `mask + 1` cells */
     size_t mask;
-    size_t limit;                  /* max items queued (<= mask + 1) */
+    size_t limit; /* max items queued (<= mask + 1) */
     /* head and tail on different cache lines (padding, not _Alignas: rings are embedded in
      * heap objects that malloc aligns to 16 only) */
     char _pad0[64];

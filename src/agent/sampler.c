@@ -131,7 +131,7 @@ void skp__sampler_run_once(struct skp__sampler *s, int64_t now_ms)
             if (now_ms - slot->profiling_start_ms >= s->max_profiling_ms)
                 keep = false; /* SkyWalking profile.duration: stop sampling this request */
             else if (!ctx->source.capture)
-                keep = true;  /* no source installed: the slot is held, nothing captured */
+                keep = true; /* no source installed: the slot is held, nothing captured */
             else
                 keep = capture_slot(s, slot, now_ms);
         }

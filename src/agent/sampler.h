@@ -19,29 +19,29 @@
 #include "agent/task_context.h"
 
 struct skp__sampler {
-    struct skp__task_ctx *ctx;          /* borrowed */
-    struct skp__snapshot_queue *queue;  /* borrowed */
-    const struct skp__clock *clock;     /* borrowed */
+    struct skp__task_ctx *ctx;         /* borrowed */
+    struct skp__snapshot_queue *queue; /* borrowed */
+    const struct skp__clock *clock;    /* borrowed */
     uint32_t max_depth;
     int64_t max_profiling_ms;
-    struct skyprof_frame *frames;       /* owned, max_depth entries */
-    char *scratch;                      /* owned, SKP_CAPTURE_SCRATCH_BYTES */
-    pthread_mutex_t run_lock;           /* one iteration at a time */
+    struct skyprof_frame *frames; /* owned, max_depth entries */
+    char *scratch;                /* owned, SKP_CAPTURE_SCRATCH_BYTES */
+    pthread_mutex_t run_lock;     /* one iteration at a time */
     /* thread */
     pthread_t thread;
     bool thread_running;
     pthread_mutex_t mu;
     pthread_cond_t cv;
-    bool stop_requested;                /* under mu */
+    bool stop_requested; /* under mu */
     int64_t period_ms;
-    int64_t stop_at_ms;                 /* wall clock: the loop ends by itself then */
+    int64_t stop_at_ms; /* wall clock: the loop ends by itself then */
     /* stats */
     _Atomic uint64_t runs;
     _Atomic uint64_t captured;
     _Atomic uint64_t capture_failures;
-    _Atomic uint64_t capture_lost;     /* SKYPROF_CAPTURE_LOST: dump skipped, request kept */
+    _Atomic uint64_t capture_lost; /* SKYPROF_CAPTURE_LOST: dump skipped, request kept */
     _Atomic uint64_t late_ticks;
-    _Atomic int64_t task_runs;          /* iterations of the current task */
+    _Atomic int64_t task_runs; /* iterations of the current task */
     _Atomic int64_t task_start_ns;
     _Atomic int64_t task_last_ns;
 };

@@ -14,19 +14,19 @@
 #include "skyprof/skyprof.h"
 
 struct skp__snap_frame {
-    uint64_t addr;  /* SKYPROF_FRAME_ADDR */
-    uint32_t off;   /* SKYPROF_FRAME_STR: offset of the text in the snapshot's text area */
+    uint64_t addr; /* SKYPROF_FRAME_ADDR */
+    uint32_t off;  /* SKYPROF_FRAME_STR: offset of the text in the snapshot's text area */
     uint32_t len;
-    uint32_t kind;  /* enum skyprof_frame_kind */
+    uint32_t kind; /* enum skyprof_frame_kind */
 };
 
 struct skp__snapshot {
-    const char *task_id;     /* points into text */
-    const char *segment_id;  /* points into text */
+    const char *task_id;    /* points into text */
+    const char *segment_id; /* points into text */
     int64_t time_ms;
     int32_t sequence;
-    uint32_t n_frames;       /* root-first */
-    size_t bytes;            /* size of the allocation */
+    uint32_t n_frames; /* root-first */
+    size_t bytes;      /* size of the allocation */
     const char *text;
     struct skp__snap_frame frames[];
 };
@@ -41,7 +41,7 @@ void skp__snapshot_free(struct skp__snapshot *s);
 
 struct skp__snapshot_queue {
     struct skp__ring ring;
-    _Atomic size_t bytes;    /* bytes of queued snapshots */
+    _Atomic size_t bytes; /* bytes of queued snapshots */
     size_t max_bytes;
     _Atomic uint64_t dropped;
 };

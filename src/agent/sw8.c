@@ -115,8 +115,8 @@ skp_err skyprof_sw8_parse(const char *header, struct skyprof_sw8 *out, char *sto
     }
     out->parent_span_id = span;
     static const int b64_fields[6] = {1, 2, 4, 5, 6, 7};
-    const char **dst[6] = {&out->trace_id, &out->parent_segment_id, &out->parent_service,
-                           &out->parent_instance, &out->parent_endpoint, &out->peer};
+    const char **dst[6] = {&out->trace_id,        &out->parent_segment_id, &out->parent_service,
+                           &out->parent_instance, &out->parent_endpoint,   &out->peer};
     size_t used = 0;
     for (int k = 0; k < 6; k++) {
         int i = b64_fields[k];
@@ -137,8 +137,8 @@ skp_err skyprof_sw8_parse(const char *header, struct skyprof_sw8 *out, char *sto
 
 int skyprof_sw8_format(const struct skyprof_sw8 *in, char *buf, size_t cap)
 {
-    const char *parts[6] = {in->trace_id, in->parent_segment_id, in->parent_service,
-                            in->parent_instance, in->parent_endpoint, in->peer};
+    const char *parts[6] = {in->trace_id,        in->parent_segment_id, in->parent_service,
+                            in->parent_instance, in->parent_endpoint,   in->peer};
     size_t j = 0;
     if (cap < 3)
         return -1;

@@ -19,8 +19,8 @@ struct skp__symcache {
     size_t n;
     uint64_t hits;
     uint64_t misses;
-    uint64_t resets;                  /* cleared because a module was unloaded */
-    unsigned long long unloads_seen;  /* loader's unload count the entries belong to */
+    uint64_t resets;                 /* cleared because a module was unloaded */
+    unsigned long long unloads_seen; /* loader's unload count the entries belong to */
 };
 
 /* Prepares an empty cache; the table is allocated at the first lookup. Never fails today

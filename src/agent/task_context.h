@@ -51,13 +51,13 @@ struct skp__slot {
 };
 
 struct skp__task_ctx {
-    _Atomic int users;        /* requests inside attempt() */
-    _Atomic int live;         /* 1 while the task accepts requests */
-    struct skp__task task;    /* stable while live */
+    _Atomic int users;     /* requests inside attempt() */
+    _Atomic int live;      /* 1 while the task accepts requests */
+    struct skp__task task; /* stable while live */
     int max_parallel;
     struct skyprof_stack_source source; /* stable while live */
-    _Atomic int n_profiling;  /* SkyWalking's currentProfilingCount */
-    _Atomic int total_started;/* segments whose first dump happened (sampling budget) */
+    _Atomic int n_profiling;            /* SkyWalking's currentProfilingCount */
+    _Atomic int total_started;          /* segments whose first dump happened (sampling budget) */
     _Atomic uint64_t n_slots_taken;
     struct skp__slot slots[SKYPROF_MAX_PARALLEL_CAP];
 };

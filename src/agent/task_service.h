@@ -39,15 +39,15 @@ enum skp__task_action_kind {
 struct skp__task_action {
     enum skp__task_action_kind kind;
     struct skp__task task;
-    int64_t stop_at_ms;        /* START: when the task ends */
-    bool preempted;            /* STOP: ended early because a newer task started */
+    int64_t stop_at_ms; /* START: when the task ends */
+    bool preempted;     /* STOP: ended early because a newer task started */
 };
 
 struct skp__task_service {
     struct skp__task tasks[SKP_TASK_LIST_MAX]; /* scheduled or active, in insertion order */
     bool started[SKP_TASK_LIST_MAX];
     int n_tasks;
-    int active;                /* index of the running task, -1 when none */
+    int active; /* index of the running task, -1 when none */
     int64_t active_stop_ms;
     int64_t last_command_time; /* max CreateTime seen, -1 initially */
     int64_t min_dump_period_ms;

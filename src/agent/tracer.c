@@ -249,8 +249,8 @@ static void parse_ref(struct seg_work *w, const char *sw8)
         return; /* malformed: start a new trace */
     if (strlen(in.trace_id) >= SKP_ID_MAX)
         return;
-    const char *parts[6] = {in.trace_id, in.parent_segment_id, in.parent_service,
-                            in.parent_instance, in.parent_endpoint, in.peer};
+    const char *parts[6] = {in.trace_id,        in.parent_segment_id, in.parent_service,
+                            in.parent_instance, in.parent_endpoint,   in.peer};
     for (int i = 0; i < 6; i++)
         if (!text_put(w, parts[i], strlen(parts[i]), &w->hdr.ref.off[i], &w->hdr.ref.len[i]))
             return;

@@ -41,8 +41,8 @@ struct skp__span_rec {
     int64_t start_ms;
     int64_t end_ms;
     int32_t component;
-    uint8_t kind;   /* enum skyprof_span_kind */
-    uint8_t layer;  /* enum skyprof_span_layer */
+    uint8_t kind;  /* enum skyprof_span_kind */
+    uint8_t layer; /* enum skyprof_span_layer */
     bool is_error;
     bool ended;
     uint32_t name_off, name_len;
@@ -81,11 +81,11 @@ struct skp__finished_segment {
 struct skp__hub {
     _Atomic(struct skp__tracer_conf *) conf; /* NULL = tracing off */
     struct skp__task_ctx ctx;
-    struct skp__ring segments;               /* struct skp__finished_segment * */
+    struct skp__ring segments; /* struct skp__finished_segment * */
     bool segments_ready;
     _Atomic uint64_t segments_dropped;
     _Atomic uint32_t next_thread_idx;
-    struct skp__tracer_conf *retired;        /* lifecycle thread only */
+    struct skp__tracer_conf *retired; /* lifecycle thread only */
 };
 
 /* The process's hub (static storage). Thread-safe. */

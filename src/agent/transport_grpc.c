@@ -77,8 +77,8 @@ static skp_err g_stream_gated(void *ud, const char *path, skp__transport_next_re
 {
     struct multi *m = ud;
     struct skpx_grpc_result res = {.status = -1};
-    skp_err err = skpx_grpc_client_stream_gated(m->c[m->cur], path, next, next_ud, resp_desc,
-                                                resp, timeout_ms, &res);
+    skp_err err = skpx_grpc_client_stream_gated(m->c[m->cur], path, next, next_ud, resp_desc, resp,
+                                                timeout_ms, &res);
     after_call(m, err, &res);
     return err;
 }

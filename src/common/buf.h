@@ -11,11 +11,11 @@
 #include "skyprof/skp_err.h"
 
 struct skpx_buf {
-    uint8_t *data;             /* owned; skpx_realloc'd; NUL after len once non-empty */
+    uint8_t *data; /* owned; skpx_realloc'd; NUL after len once non-empty */
     size_t len;
     size_t cap;
-    size_t max;                /* most bytes the buffer may hold (set by init) */
-    skp_err err;               /* first error; later appends are no-ops */
+    size_t max;  /* most bytes the buffer may hold (set by init) */
+    skp_err err; /* first error; later appends are no-ops */
 };
 
 /* Initialises an empty buffer that may grow to `max` bytes (caller-provided storage).

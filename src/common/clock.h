@@ -5,9 +5,9 @@
 
 #include <stdint.h>
 
-int64_t skpx_now_ms(void);      /* CLOCK_REALTIME, ms since the epoch */
-int64_t skpx_mono_ns(void);     /* CLOCK_MONOTONIC, ns */
-int64_t skpx_mono_ms(void);     /* CLOCK_MONOTONIC, ms */
+int64_t skpx_now_ms(void);  /* CLOCK_REALTIME, ms since the epoch */
+int64_t skpx_mono_ns(void); /* CLOCK_MONOTONIC, ns */
+int64_t skpx_mono_ms(void); /* CLOCK_MONOTONIC, ms */
 /* Sleeps `ns` (restarting on EINTR until the deadline). */
 void skpx_sleep_ns(int64_t ns);
 

@@ -373,8 +373,7 @@ void skpx_frame_sig_parse(const char *sig, size_t len, struct skpx_frame_sig *ou
     }
     struct skpx_frame_sig keep = *out;
     if (parse_address(out)) {
-        out->is_agent =
-            native_agent_file(out->sig, out->file_off, out->file_off + out->file_len);
+        out->is_agent = native_agent_file(out->sig, out->file_off, out->file_off + out->file_len);
         return;
     }
     *out = keep;

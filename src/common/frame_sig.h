@@ -32,13 +32,13 @@ enum skpx_frame_lang {
  * removed (only a JFR lambda's hidden-class id is ever cut; cut_len is 0 otherwise), so read
  * them with skpx_frame_sig_put_* rather than by hand. */
 struct skpx_frame_sig {
-    const char *sig;           /* borrowed */
+    const char *sig; /* borrowed */
     size_t len;
     enum skpx_frame_lang lang;
-    bool is_agent;             /* skyprof's own instrumentation (folded away by the web UI) */
-    uint32_t line;             /* 0 = none */
-    size_t func_off, func_len; /* the function, what a label shows first */
-    size_t file_off, file_len; /* the file or module as the signature names it (may be empty) */
+    bool is_agent;               /* skyprof's own instrumentation (folded away by the web UI) */
+    uint32_t line;               /* 0 = none */
+    size_t func_off, func_len;   /* the function, what a label shows first */
+    size_t file_off, file_len;   /* the file or module as the signature names it (may be empty) */
     size_t where_off, where_len; /* the location's name part: the file's base name or a Java
                                   * package (may be empty); the location is it + ":line" */
     size_t cut_off, cut_len;

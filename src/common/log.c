@@ -60,8 +60,8 @@ void skpx_log_sink_fd(void *ud, enum skpx_log_level level, const char *line)
     clock_gettime(CLOCK_REALTIME, &ts);
     gmtime_r(&ts.tv_sec, &tm);
     int n = snprintf(buf, sizeof(buf), "%04d-%02d-%02dT%02d:%02d:%02d.%03ldZ %-5s %s\n",
-                     tm.tm_year + 1900, tm.tm_mon + 1, tm.tm_mday, tm.tm_hour, tm.tm_min,
-                     tm.tm_sec, ts.tv_nsec / 1000000, skpx_log_level_name(level), line);
+                     tm.tm_year + 1900, tm.tm_mon + 1, tm.tm_mday, tm.tm_hour, tm.tm_min, tm.tm_sec,
+                     ts.tv_nsec / 1000000, skpx_log_level_name(level), line);
     if (n < 0)
         return;
     if ((size_t)n >= sizeof(buf))
@@ -117,8 +117,7 @@ bool skpx_log_limit_allow(struct skpx_log_limit *lim, int64_t now_ms, uint64_t *
     return ok;
 }
 
-bool skpx_log_limited(struct skpx_log_limit *lim, enum skpx_log_level level, const char *fmt,
-                      ...)
+bool skpx_log_limited(struct skpx_log_limit *lim, enum skpx_log_level level, const char *fmt, ...)
 {
     uint64_t held = 0;
     if (!skpx_log_limit_allow(lim, skpx_mono_ms(), &held))

@@ -42,16 +42,15 @@ void skpx_vlog(enum skpx_log_level level, const char *fmt, va_list ap);
  * zero-initialised storage, typically `static struct skpx_log_limit lim;` at the call site. */
 #define SKPX_LOG_LIMIT_INTERVAL_MS 1000
 struct skpx_log_limit {
-    int64_t last_ms;           /* monotonic ms of the last line written (0 = never) */
-    uint64_t suppressed;       /* lines held back since */
+    int64_t last_ms;     /* monotonic ms of the last line written (0 = never) */
+    uint64_t suppressed; /* lines held back since */
 };
 /* Logs like skpx_log unless `lim` let a line through less than the interval ago, in which case
  * the line is counted and dropped. A line that goes through after some were held back ends with
  * " (N more since the last report)". Returns true when the line was written (or would have been,
  * had the level been enabled). Thread-safe: limiter state is updated under the logger's lock.
  * Borrows lim (must not be NULL). */
-bool skpx_log_limited(struct skpx_log_limit *lim, enum skpx_log_level level, const char *fmt,
-                      ...)
+bool skpx_log_limited(struct skpx_log_limit *lim, enum skpx_log_level level, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
 /* The decision alone, for callers that build their own line: true if a line may go now; then
  * *suppressed (if not NULL) is the number held back since the last one. Thread-safe. */

@@ -17,11 +17,11 @@
 /* ---- u64 → u64 ---- */
 
 struct skpx_u64map {
-    uint64_t *keys;            /* owned; slot is empty when used[i] == 0 */
-    uint64_t *vals;            /* owned */
-    uint8_t *used;             /* owned */
-    size_t cap;                /* power of two (0 before the first put) */
-    size_t n;                  /* entries */
+    uint64_t *keys; /* owned; slot is empty when used[i] == 0 */
+    uint64_t *vals; /* owned */
+    uint8_t *used;  /* owned */
+    size_t cap;     /* power of two (0 before the first put) */
+    size_t n;       /* entries */
 };
 
 /* Zero-initialised storage is a valid empty map; cleanup releases it (NULL ok). */
@@ -36,14 +36,14 @@ SKP_MUST_CHECK skp_err skpx_u64map_put(struct skpx_u64map *m, uint64_t key, uint
 /* ---- string → u32 ---- */
 
 struct skpx_strmap_slot {
-    char *key;                 /* owned copy; NULL = empty */
+    char *key; /* owned copy; NULL = empty */
     uint64_t hash;
     uint32_t val;
 };
 
 struct skpx_strmap {
     struct skpx_strmap_slot *slots; /* owned */
-    size_t cap;                /* power of two (0 before the first put) */
+    size_t cap;                     /* power of two (0 before the first put) */
     size_t n;
 };
 

@@ -54,7 +54,7 @@ int skpx_py_linetable_line(const uint8_t *table, size_t len, int firstlineno, in
     while (p < end) {
         uint8_t first = *p++;
         if (!(first & 128))
-            return -1;  /* not at an entry start: corrupt or torn copy */
+            return -1; /* not at an entry start: corrupt or torn copy */
         int code = (first >> 3) & 15;
         long long n_bytes = (long long)((first & 7) + 1) * CODE_UNIT_BYTES;
         int delta = 0;
@@ -70,7 +70,7 @@ int skpx_py_linetable_line(const uint8_t *table, size_t len, int firstlineno, in
             delta = 2;
             break;
         default:
-            break;  /* short forms (0-9), one-line-0 (10) and none (15): same line */
+            break; /* short forms (0-9), one-line-0 (10) and none (15): same line */
         }
         line += delta;
         if (addr < start + n_bytes) {

@@ -144,9 +144,9 @@ static int cls_member(const char *rx, size_t *i, struct cls *k, char *lit, char 
         }
         memcpy(name, rx + *i + 2, n - 4);
         name[n - 4] = '\0';
-        static const char *const known[] = {"alnum", "alpha", "ascii", "blank", "cntrl", "digit",
-                                            "graph", "lower", "print", "punct", "space", "upper",
-                                            "word",  "xdigit"};
+        static const char *const known[] = {"alnum", "alpha", "ascii", "blank", "cntrl",
+                                            "digit", "graph", "lower", "print", "punct",
+                                            "space", "upper", "word",  "xdigit"};
         size_t w = 0;
         while (w < sizeof(known) / sizeof(known[0]) && strcmp(known[w], name) != 0)
             w++;

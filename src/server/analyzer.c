@@ -24,7 +24,7 @@
 #include "server/utf8.h"
 
 #define NO_NODE UINT32_MAX
-#define PATH_LEN_BITS 24        /* memo value = offset << 24 | length (STORE_MAX_FRAMES fits) */
+#define PATH_LEN_BITS 24 /* memo value = offset << 24 | length (STORE_MAX_FRAMES fits) */
 
 struct sample {
     uint32_t seg;
@@ -37,7 +37,7 @@ struct work_node {
     uint32_t frame;
     uint32_t parent;
     uint32_t first_child, last_child, next_sibling;
-    uint32_t out;               /* index in the output tree (flatten) */
+    uint32_t out; /* index in the output tree (flatten) */
     uint64_t count;
     int64_t duration;
     int64_t last_time;
@@ -48,7 +48,7 @@ struct work_node {
 
 struct actx {
     struct store *st;
-    skp_err err;                /* first failure inside a scan callback */
+    skp_err err; /* first failure inside a scan callback */
     struct sample *samples;
     size_t n_samples, cap_samples;
 
@@ -56,16 +56,16 @@ struct actx {
     size_t n_nodes, cap_nodes;
     struct skpx_u64map root_by_frame; /* frame id → root node */
     struct skpx_u64map child_of;      /* parent node << 32 | frame id → child node */
-    uint32_t *roots;             /* root nodes in first-seen order */
+    uint32_t *roots;                  /* root nodes in first-seen order */
     size_t n_roots, cap_roots;
     struct skpx_u64map path_by_stack; /* stack id → offset << 24 | length in paths */
     uint32_t *paths;
     size_t n_paths, cap_paths;
 
-    uint64_t used;               /* samples folded with a non-empty stack */
+    uint64_t used; /* samples folded with a non-empty stack */
     /* streaming (stream_cb) */
-    uint64_t max;                /* cap, 0 = none */
-    uint64_t found;              /* distinct samples seen */
+    uint64_t max;   /* cap, 0 = none */
+    uint64_t found; /* distinct samples seen */
     struct sample prev;
     bool has_prev;
 };
@@ -223,8 +223,7 @@ static skp_err fold(struct actx *c, const struct sample *s)
         nd->count++;
         if (nd->has_last && nd->last_seg == s->seg && nd->last_seq != INT32_MAX &&
             nd->last_seq + 1 == s->seq)
-            nd->duration = skpx_sat_add_i64(nd->duration,
-                                             skpx_sat_sub_i64(s->time, nd->last_time));
+            nd->duration = skpx_sat_add_i64(nd->duration, skpx_sat_sub_i64(s->time, nd->last_time));
         nd->has_last = true;
         nd->last_seg = s->seg;
         nd->last_seq = s->seq;
@@ -262,7 +261,7 @@ static void stream_cb(void *ud, const struct store_sample *ss)
 /* Signatures are copied into one arena block owned by the analysis. */
 struct sig_ref {
     uint32_t frame;
-    const char *sig;            /* store-owned until copied */
+    const char *sig; /* store-owned until copied */
     size_t off;
 };
 
@@ -286,10 +285,10 @@ static int cmp_roots(const void *a, const void *b)
 
 /* The distinct frames of the work tree with their signatures, copied into one arena. */
 struct sig_table {
-    struct skpx_u64map idx;    /* frame id → index in refs */
+    struct skpx_u64map idx; /* frame id → index in refs */
     struct sig_ref *refs;
     size_t n_refs, cap_refs;
-    char *arena;               /* owned until handed to the analysis */
+    char *arena; /* owned until handed to the analysis */
 };
 
 static void sig_table_cleanup(struct sig_table *t)
@@ -354,8 +353,8 @@ static skp_err order_roots(struct actx *c, const struct sig_table *t, struct roo
 /* Step 3, one tree: BFS from `root`, ids 1.., parent 0 for the root; children in first-seen
  * order (which makes each node's children contiguous in the output). `queue` has room for every
  * work node. */
-static skp_err emit_tree(struct actx *c, const struct sig_table *t, uint32_t root,
-                         uint32_t *queue, struct analysis_tree *tree)
+static skp_err emit_tree(struct actx *c, const struct sig_table *t, uint32_t root, uint32_t *queue,
+                         struct analysis_tree *tree)
 {
     size_t head = 0, tail = 0;
     queue[tail++] = root;
@@ -582,12 +581,11 @@ json_t *analysis_to_json(const struct analysis *a)
         const struct analysis_tree *tr = &a->trees[t];
         for (size_t i = 0; i < tr->n_nodes; i++) {
             const struct analysis_node *nd = &tr->nodes[i];
-            json_t *e = json_pack("{s:I, s:I, s:o, s:I, s:I, s:I}", "id", (json_int_t)nd->id,
-                                  "parentId", (json_int_t)nd->parent_id, "codeSignature",
-                                  skp_json_str(nd->code_signature), "duration",
-                                  (json_int_t)nd->duration, "durationChildExcluded",
-                                  (json_int_t)nd->duration_child_excluded, "count",
-                                  (json_int_t)nd->count);
+            json_t *e = json_pack(
+                "{s:I, s:I, s:o, s:I, s:I, s:I}", "id", (json_int_t)nd->id, "parentId",
+                (json_int_t)nd->parent_id, "codeSignature", skp_json_str(nd->code_signature),
+                "duration", (json_int_t)nd->duration, "durationChildExcluded",
+                (json_int_t)nd->duration_child_excluded, "count", (json_int_t)nd->count);
             if (!e || json_array_append_new(elems, e) != 0)
                 goto fail;
         }

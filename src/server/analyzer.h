@@ -18,24 +18,24 @@
 
 struct analyze_query {
     const char *segment_id;
-    int64_t start_ms;          /* inclusive */
-    int64_t end_ms;            /* inclusive */
+    int64_t start_ms; /* inclusive */
+    int64_t end_ms;   /* inclusive */
 };
 
 struct analyze_opts {
-    uint64_t max_snapshots;    /* 0 = unlimited */
+    uint64_t max_snapshots; /* 0 = unlimited */
 };
 
 /* One node; trees are stored flat in BFS order, ids 1..n per tree, root parent_id 0. */
 struct analysis_node {
     uint32_t id;
     uint32_t parent_id;
-    const char *code_signature; /* borrowed from the store's frame cache / analysis arena */
-    int64_t duration;          /* ms */
+    const char *code_signature;      /* borrowed from the store's frame cache / analysis arena */
+    int64_t duration;                /* ms */
     int64_t duration_child_excluded; /* ms */
     uint64_t count;
-    uint32_t first_child;      /* index into nodes of the first child, UINT32_MAX if none */
-    uint32_t next_sibling;     /* index of the next sibling, UINT32_MAX if none */
+    uint32_t first_child;  /* index into nodes of the first child, UINT32_MAX if none */
+    uint32_t next_sibling; /* index of the next sibling, UINT32_MAX if none */
 };
 
 struct analysis_tree {
@@ -44,12 +44,12 @@ struct analysis_tree {
 };
 
 struct analysis {
-    char *tip;                 /* NULL when there is nothing to say */
+    char *tip; /* NULL when there is nothing to say */
     struct analysis_tree *trees;
     size_t n_trees;
-    uint64_t n_snapshots;      /* snapshots used */
-    void *_arena;              /* private: code signatures owned by an analyzer result (NULL in
-                                * hand-built analyses); freed by analysis_free */
+    uint64_t n_snapshots; /* snapshots used */
+    void *_arena;         /* private: code signatures owned by an analyzer result (NULL in
+                           * hand-built analyses); freed by analysis_free */
 };
 
 /* Analyses one or more segment time windows (the UI's Include/Exclude Children ranges).

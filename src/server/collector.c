@@ -102,8 +102,8 @@ void collector_unary_on_end(struct skpx_grpc_call *call, void *ud)
     if (u->status != SKPX_GRPC_OK)
         skpx_grpc_call_finish(call, NULL, u->status, u->message[0] ? u->message : NULL);
     else
-        skpx_grpc_call_finish(call, u->resp ? u->resp : collector_empty_commands(),
-                              SKPX_GRPC_OK, NULL);
+        skpx_grpc_call_finish(call, u->resp ? u->resp : collector_empty_commands(), SKPX_GRPC_OK,
+                              NULL);
 }
 
 void collector_unary_on_close(struct skpx_grpc_call *call, void *ud, int status)

@@ -45,15 +45,15 @@ struct collector_proc_ud {
 };
 
 struct collector {
-    struct store *store;       /* borrowed */
-    struct metrics *metrics;   /* borrowed */
-    const char *auth_token;    /* borrowed; NULL = no agent authentication */
-    size_t buffered_bytes;     /* snapshot batch buffers of all streams (internal) */
-    uint64_t pprof_max_bytes;  /* largest pprof upload (0 = 30 MiB) */
-    uint64_t jfr_max_bytes;    /* largest JFR upload of an async-profiler task (0 = 30 MiB) */
+    struct store *store;        /* borrowed */
+    struct metrics *metrics;    /* borrowed */
+    const char *auth_token;     /* borrowed; NULL = no agent authentication */
+    size_t buffered_bytes;      /* snapshot batch buffers of all streams (internal) */
+    uint64_t pprof_max_bytes;   /* largest pprof upload (0 = 30 MiB) */
+    uint64_t jfr_max_bytes;     /* largest JFR upload of an async-profiler task (0 = 30 MiB) */
     uint64_t max_segment_spans; /* segments with more spans are refused (0 = no limit) */
     uint64_t max_decoded_bytes; /* memory one segment may decode into (0 = no limit) */
-    size_t upload_bytes;       /* process-profile upload buffers of all streams (internal) */
+    size_t upload_bytes;        /* process-profile upload buffers of all streams (internal) */
     /* Wall clock (ms); tests may replace it. NULL = skpx_now_ms. */
     int64_t (*now_ms)(void);
     /* Segment ingest (collector_tracing.c), set by collector_segments_start. Before it (or
@@ -91,13 +91,11 @@ SKP_MUST_CHECK skp_err collector_management_register(struct collector *c,
 SKP_MUST_CHECK skp_err collector_tracing_register(struct collector *c,
                                                   struct skpx_grpc_server *srv);
 SKP_MUST_CHECK skp_err collector_drop_register(struct collector *c, struct skpx_grpc_server *srv);
-SKP_MUST_CHECK skp_err collector_pprof_register(struct collector *c,
-                                                struct skpx_grpc_server *srv);
+SKP_MUST_CHECK skp_err collector_pprof_register(struct collector *c, struct skpx_grpc_server *srv);
 /* ProfileTask.goProfileReport handlers (collector_goprofile.c), registered by
  * collector_profile_register. */
 int collector_goprofile_on_message(struct skpx_grpc_call *call, void *ud,
-                                   const ProtobufCMessage *msg, const uint8_t *raw,
-                                   size_t raw_len);
+                                   const ProtobufCMessage *msg, const uint8_t *raw, size_t raw_len);
 void collector_goprofile_on_end(struct skpx_grpc_call *call, void *ud);
 void collector_goprofile_on_close(struct skpx_grpc_call *call, void *ud, int status);
 
@@ -115,8 +113,7 @@ void collector_segments_tick(struct collector *c);
 void collector_segments_profiled(struct collector *c, const struct store_snapshot *v, size_t n);
 
 /* skywalking.v10.AsyncProfilerTask (collector_async.c). */
-SKP_MUST_CHECK skp_err collector_async_register(struct collector *c,
-                                                struct skpx_grpc_server *srv);
+SKP_MUST_CHECK skp_err collector_async_register(struct collector *c, struct skpx_grpc_server *srv);
 
 /* skywalking.v3.ContinuousProfilingService (collector_continuous.c). */
 SKP_MUST_CHECK skp_err collector_continuous_register(struct collector *c,
@@ -138,9 +135,9 @@ struct cont_eval *collector_continuous_eval(struct collector *c);
 
 /* Unary helper: per-call result computed in on_message, sent in on_end. */
 struct collector_unary {
-    int status;                /* SKPX_GRPC_OK or the failure */
+    int status; /* SKPX_GRPC_OK or the failure */
     char message[160];
-    const ProtobufCMessage *resp; /* NULL = empty Commands */
+    const ProtobufCMessage *resp;               /* NULL = empty Commands */
     void (*free_fn)(struct collector_unary *u); /* frees what resp refers to; may be NULL */
     void *owned;
 };

@@ -18,7 +18,7 @@
 #include "server/continuous_trigger.h"
 #include "server/store_continuous.h"
 
-#define PATHS(method)                                                                            \
+#define PATHS(method)                                                                              \
     "/skywalking.v3.ContinuousProfilingService/" method, "/ContinuousProfilingService/" method
 
 /* Services one query may ask about. */
@@ -38,7 +38,7 @@ struct cmd_holder {
     Skywalking__V3__KeyStringValuePair kv;
     Skywalking__V3__KeyStringValuePair *kvp[1];
     char serial[37];
-    char *value;               /* skpx-owned */
+    char *value; /* skpx-owned */
 };
 
 static void holder_free(struct collector_unary *u)
@@ -174,8 +174,7 @@ static const char *const k_cause_types[] = {"PROCESS_CPU", "PROCESS_THREAD_COUNT
                                             "HTTP_ERROR_RATE", "HTTP_AVG_RESPONSE_TIME"};
 #define REPORT_MAX_CAUSES 32
 
-static int report_body(struct collector *c, struct collector_unary *u,
-                       const ProtobufCMessage *msg)
+static int report_body(struct collector *c, struct collector_unary *u, const ProtobufCMessage *msg)
 {
     const Skywalking__V3__ContinuousProfilingReport *r = (const void *)msg;
     if (!r->servicename || !r->servicename[0]) {
@@ -208,8 +207,8 @@ static int report_body(struct collector *c, struct collector_unary *u,
         struct store_cont_cause *sc = &causes[n];
         memset(sc, 0, sizeof(*sc));
         unsigned t = (unsigned)pc->type;
-        sc->type = t < sizeof(k_cause_types) / sizeof(k_cause_types[0]) ? k_cause_types[t]
-                                                                         : "UNKNOWN";
+        sc->type =
+            t < sizeof(k_cause_types) / sizeof(k_cause_types[0]) ? k_cause_types[t] : "UNKNOWN";
         if (pc->cause_case == SKYWALKING__V3__CONTINUOUS_PROFILING_CAUSE__CAUSE_SINGLE_VALUE &&
             pc->singlevalue) {
             sc->threshold = pc->singlevalue->threshold;
@@ -277,9 +276,12 @@ static int64_t on_fire(void *ud, const struct cont_fire *f)
     int64_t min_ms = -1;
     for (size_t i = 0; i < f->n_causes; i++) {
         const struct cont_cause *k = &f->causes[i];
-        causes[i] = (struct store_cont_cause){
-            .type = cont_monitor_name(k->type), .uri = k->uri, .threshold = k->threshold,
-            .current = k->current, .window_s = k->window_s, .hits = k->hits};
+        causes[i] = (struct store_cont_cause){.type = cont_monitor_name(k->type),
+                                              .uri = k->uri,
+                                              .threshold = k->threshold,
+                                              .current = k->current,
+                                              .window_s = k->window_s,
+                                              .hits = k->hits};
         if (min_ms < 0)
             min_ms = k->type == CONT_MON_ENDPOINT_ERROR_RATE ? 0 : (int64_t)k->threshold;
     }
@@ -317,8 +319,8 @@ void collector_continuous_record(struct collector *c, const char *service, const
                                  bool is_error)
 {
     if (c->cont)
-        cont_eval_record(c->cont->eval, service, instance, endpoint, end_ms, latency_ms,
-                         is_error, collector_now(c));
+        cont_eval_record(c->cont->eval, service, instance, endpoint, end_ms, latency_ms, is_error,
+                         collector_now(c));
 }
 
 struct cont_eval *collector_continuous_eval(struct collector *c)

@@ -26,7 +26,7 @@ static void drop_on_end(struct skpx_grpc_call *call, void *ud)
 
 struct drop_path {
     const char *packaged;
-    const char *compat;        /* NULL where OAP registers no compat handler */
+    const char *compat; /* NULL where OAP registers no compat handler */
     bool streaming;
 };
 

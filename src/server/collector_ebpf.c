@@ -118,8 +118,8 @@ static void report_free(struct collector_unary *u)
 }
 
 static skp_err register_one(struct collector *c, const Skywalking__V3__EBPFHostProcessMetadata *h,
-                            const Skywalking__V3__KeyStringValuePair *const *props,
-                            size_t n_props, const char *agent_id, char id[COLLECTOR_EBPF_ID_HEX])
+                            const Skywalking__V3__KeyStringValuePair *const *props, size_t n_props,
+                            const char *agent_id, char id[COLLECTOR_EBPF_ID_HEX])
 {
     const Skywalking__V3__EBPFProcessEntityMetadata *e = h->entity;
     if (!collector_ebpf_process_id(e->servicename, e->instancename, e->processname, id))
@@ -162,8 +162,7 @@ static int report_processes(struct collector *c, struct collector_unary *u,
     size_t n = r->n_processes;
     if (n > MAX_PROCESSES) {
         u->status = SKPX_GRPC_INVALID_ARGUMENT;
-        snprintf(u->message, sizeof(u->message), "at most %d processes per report",
-                 MAX_PROCESSES);
+        snprintf(u->message, sizeof(u->message), "at most %d processes per report", MAX_PROCESSES);
         return SKPX_GRPC_OK;
     }
     struct report_answer *a = skpx_calloc(1, sizeof(*a));
@@ -183,14 +182,14 @@ static int report_processes(struct collector *c, struct collector_unary *u,
     size_t k = 0;
     for (size_t i = 0; i < n; i++) {
         const Skywalking__V3__EBPFProcessProperties *pp = r->processes[i];
-        if (!pp || pp->metadata_case !=
-                       SKYWALKING__V3__EBPFPROCESS_PROPERTIES__METADATA_HOST_PROCESS ||
+        if (!pp ||
+            pp->metadata_case != SKYWALKING__V3__EBPFPROCESS_PROPERTIES__METADATA_HOST_PROCESS ||
             !pp->hostprocess || !entity_ok(pp->hostprocess->entity))
             continue; /* Kubernetes processes and incomplete entries are not ours to keep */
         const Skywalking__V3__EBPFHostProcessMetadata *h = pp->hostprocess;
-        skp_err err = register_one(c, h, (const Skywalking__V3__KeyStringValuePair *const *)
-                                              h->properties,
-                                   h->n_properties, r->ebpfagentid, a->ids[k]);
+        skp_err err =
+            register_one(c, h, (const Skywalking__V3__KeyStringValuePair *const *)h->properties,
+                         h->n_properties, r->ebpfagentid, a->ids[k]);
         if (err == SKP_EINVAL)
             continue; /* a name over the cap: not registered, not answered */
         if (err) {
@@ -263,8 +262,8 @@ COLLECTOR_UNARY_ON_MESSAGE(on_query_tasks, query_tasks)
 struct data_call {
     struct store_ebpf_stack *rows;
     size_t n, cap;
-    size_t bytes;              /* copied strings */
-    int status;                /* first refusal (kept to answer at the end) */
+    size_t bytes; /* copied strings */
+    int status;   /* first refusal (kept to answer at the end) */
     char message[160];
 };
 
@@ -422,10 +421,9 @@ static void data_on_end(struct skpx_grpc_call *call, void *ud)
     }
     skp_err err = d ? store_ebpf_insert_stacks(c->store, d->rows, d->n, collector_now(c)) : SKP_OK;
     if (err) {
-        skpx_grpc_call_finish(call, NULL,
-                              err == SKP_ENOMEM ? SKPX_GRPC_RESOURCE_EXHAUSTED
-                                                : SKPX_GRPC_UNAVAILABLE,
-                              "skyprofd: profile data not stored");
+        skpx_grpc_call_finish(
+            call, NULL, err == SKP_ENOMEM ? SKPX_GRPC_RESOURCE_EXHAUSTED : SKPX_GRPC_UNAVAILABLE,
+            "skyprofd: profile data not stored");
         return;
     }
     skpx_grpc_call_finish(call, collector_empty_commands(), SKPX_GRPC_OK, NULL);

@@ -21,8 +21,7 @@
 
 /* Registers reportProcesses, keepAlive, queryTasks and collectProfilingData under the packaged
  * and compat paths. Errors: SKP_EEXIST, SKP_ENOMEM. */
-SKP_MUST_CHECK skp_err collector_ebpf_register(struct collector *c,
-                                               struct skpx_grpc_server *srv);
+SKP_MUST_CHECK skp_err collector_ebpf_register(struct collector *c, struct skpx_grpc_server *srv);
 /* OAP's process id: sha256 hex of processName + "_" + base64(service) + ".1_" + base64(instance).
  * Returns false when a name is longer than COLLECTOR_EBPF_NAME_MAX. Pure. */
 bool collector_ebpf_process_id(const char *service, const char *instance, const char *process,

@@ -30,7 +30,7 @@ struct goprof_call {
     char *task_id;
     uint8_t *buf;
     size_t len, cap;
-    int status;                /* first failure, SKPX_GRPC_OK otherwise */
+    int status; /* first failure, SKPX_GRPC_OK otherwise */
     char message[200];
 };
 
@@ -50,7 +50,7 @@ static void goprof_free(struct collector *c, struct goprof_call *g)
 }
 
 struct seg_seq {
-    char *segment;             /* borrowed from the profile's strings */
+    char *segment; /* borrowed from the profile's strings */
     int32_t next_seq;
 };
 
@@ -197,8 +197,8 @@ static int store_profile(struct collector *c, const char *task_id, const struct 
             snap_frame_off[n] = first;
             n++;
             if (n == GOPROFILE_BATCH || (si + 1 == p->n_samples && r + 1 == repeat)) {
-                st = store_batch(c, batch, n, frames, n_frames, arena, snap_frame_off, &stored,
-                                 msg, msg_cap);
+                st = store_batch(c, batch, n, frames, n_frames, arena, snap_frame_off, &stored, msg,
+                                 msg_cap);
                 if (st != SKPX_GRPC_OK)
                     break;
                 n = 0;
@@ -244,8 +244,7 @@ static int finish_file(struct collector *c, struct goprof_call *g)
 }
 
 int collector_goprofile_on_message(struct skpx_grpc_call *call, void *ud,
-                                   const ProtobufCMessage *msg, const uint8_t *raw,
-                                   size_t raw_len)
+                                   const ProtobufCMessage *msg, const uint8_t *raw, size_t raw_len)
 {
     (void)raw;
     (void)raw_len;

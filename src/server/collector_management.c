@@ -27,8 +27,7 @@ static void store_failed(struct collector_unary *u, skp_err err)
              skp_strerror(err));
 }
 
-static int properties(struct collector *c, struct collector_unary *u,
-                      const ProtobufCMessage *msg)
+static int properties(struct collector *c, struct collector_unary *u, const ProtobufCMessage *msg)
 {
     const Skywalking__V3__InstanceProperties *p = (const void *)msg;
     c->metrics->heartbeats++;
@@ -47,24 +46,22 @@ static int properties(struct collector *c, struct collector_unary *u,
         kv[k].value = e->value ? e->value : "";
         k++;
     }
-    skp_err err = store_upsert_instance(c->store, p->service, p->serviceinstance,
-                                        p->layer && p->layer[0] ? p->layer : NULL, kv, k,
-                                        collector_now(c));
+    skp_err err =
+        store_upsert_instance(c->store, p->service, p->serviceinstance,
+                              p->layer && p->layer[0] ? p->layer : NULL, kv, k, collector_now(c));
     skpx_free(kv);
     if (err)
         store_failed(u, err);
     return SKPX_GRPC_OK;
 }
 
-static int keepalive(struct collector *c, struct collector_unary *u,
-                     const ProtobufCMessage *msg)
+static int keepalive(struct collector *c, struct collector_unary *u, const ProtobufCMessage *msg)
 {
     const Skywalking__V3__InstancePingPkg *p = (const void *)msg;
     c->metrics->heartbeats++;
     if (bad_names(u, p->service, p->serviceinstance))
         return SKPX_GRPC_OK;
-    skp_err err = store_touch_instance(c->store, p->service, p->serviceinstance,
-                                       collector_now(c));
+    skp_err err = store_touch_instance(c->store, p->service, p->serviceinstance, collector_now(c));
     if (err)
         store_failed(u, err);
     return SKPX_GRPC_OK;

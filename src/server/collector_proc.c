@@ -16,11 +16,11 @@ struct upload {
     char *task_id;
     char *instance;
     const struct proc_upload_ops *ops;
-    uint8_t *buf;             /* the file so far */
+    uint8_t *buf; /* the file so far */
     size_t len, cap;
-    int64_t expected;         /* declared size; 0 = unknown (accepted up to the limit) */
-    bool receiving;           /* SUCCESS answered: chunks expected */
-    bool done;                /* stored, refused or logged: nothing owed at close */
+    int64_t expected; /* declared size; 0 = unknown (accepted up to the limit) */
+    bool receiving;   /* SUCCESS answered: chunks expected */
+    bool done;        /* stored, refused or logged: nothing owed at close */
 };
 
 static uint64_t max_bytes(const struct collector *c, enum proc_kind kind)
@@ -42,8 +42,8 @@ static void upload_free(struct upload *u)
 
 static void log_line(struct upload *u, const char *op, const char *msg)
 {
-    skp_err err = store_proc_add_log(u->c->store, u->task_id, u->instance, op, collector_now(u->c),
-                                     msg);
+    skp_err err =
+        store_proc_add_log(u->c->store, u->task_id, u->instance, op, collector_now(u->c), msg);
     static struct skpx_log_limit lim;
     if (err)
         skpx_log_limited(&lim, SKPX_LOG_WARN, "process task %s: %s log for %s not written: %s",
@@ -88,9 +88,10 @@ static int first_message(struct skpx_grpc_call *call, struct upload *u,
         if (m->type == PROC_UPLOAD_OVERSIZE)
             snprintf(msg, sizeof(msg), "the agent's file exceeds its size limit");
         else
-            snprintf(msg, sizeof(msg), "file of %" PRId64 " bytes exceeds the limit of %" PRIu64
-                     " bytes (--%s-max-bytes)", m->content_size, limit,
-                     u->ops->kind == PROC_KIND_ASYNC_PROFILER ? "jfr" : "pprof");
+            snprintf(
+                msg, sizeof(msg),
+                "file of %" PRId64 " bytes exceeds the limit of %" PRIu64 " bytes (--%s-max-bytes)",
+                m->content_size, limit, u->ops->kind == PROC_KIND_ASYNC_PROFILER ? "jfr" : "pprof");
         log_line(u, u->ops->too_large_op, msg);
         u->done = true;
         skp_err se = u->ops->send_status(call, PROC_UPLOAD_OVERSIZE);
@@ -115,8 +116,7 @@ static int first_message(struct skpx_grpc_call *call, struct upload *u,
     return SKPX_GRPC_OK;
 }
 
-static int fail_upload(struct skpx_grpc_call *call, struct upload *u, int status,
-                       const char *why)
+static int fail_upload(struct skpx_grpc_call *call, struct upload *u, int status, const char *why)
 {
     log_line(u, PROC_LOG_INCOMPLETE, why);
     u->done = true;
@@ -124,8 +124,7 @@ static int fail_upload(struct skpx_grpc_call *call, struct upload *u, int status
     return SKPX_GRPC_OK;
 }
 
-static int add_chunk(struct skpx_grpc_call *call, struct upload *u,
-                     const struct proc_upload_msg *m)
+static int add_chunk(struct skpx_grpc_call *call, struct upload *u, const struct proc_upload_msg *m)
 {
     if (m->error_message && !m->content) {
         /* An agent that failed after SUCCESS (e.g. while reading its file). */
@@ -140,9 +139,10 @@ static int add_chunk(struct skpx_grpc_call *call, struct upload *u,
     if ((uint64_t)u->len + m->content_len > limit) {
         char msg[160];
         snprintf(msg, sizeof(msg), "more content than the %" PRIu64 " bytes %s; nothing stored",
-                 limit, u->expected > 0                             ? "declared"
-                        : u->ops->kind == PROC_KIND_ASYNC_PROFILER ? "allowed (--jfr-max-bytes)"
-                                                                   : "allowed (--pprof-max-bytes)");
+                 limit,
+                 u->expected > 0                            ? "declared"
+                 : u->ops->kind == PROC_KIND_ASYNC_PROFILER ? "allowed (--jfr-max-bytes)"
+                                                            : "allowed (--pprof-max-bytes)");
         return fail_upload(call, u, SKPX_GRPC_RESOURCE_EXHAUSTED, msg);
     }
     if (u->len + m->content_len > u->cap) {
@@ -210,12 +210,11 @@ void proc_upload_on_end(struct skpx_grpc_call *call, struct collector *c)
                                          u->buf, u->len, PROC_LOG_FINISHED, NULL);
     u->done = true;
     if (err) {
-        SKPX_ERROR("process task %s: file of %zu bytes from %s not stored: %s", u->task_id,
-                   u->len, u->instance, skp_strerror(err));
-        skpx_grpc_call_finish(call, NULL,
-                              err == SKP_ENOMEM ? SKPX_GRPC_RESOURCE_EXHAUSTED
-                                                : SKPX_GRPC_UNAVAILABLE,
-                              "skyprofd: file not stored (storage failure)");
+        SKPX_ERROR("process task %s: file of %zu bytes from %s not stored: %s", u->task_id, u->len,
+                   u->instance, skp_strerror(err));
+        skpx_grpc_call_finish(
+            call, NULL, err == SKP_ENOMEM ? SKPX_GRPC_RESOURCE_EXHAUSTED : SKPX_GRPC_UNAVAILABLE,
+            "skyprofd: file not stored (storage failure)");
         return;
     }
     SKPX_INFO("process task %s: stored %zu bytes from %s", u->task_id, u->len, u->instance);
@@ -234,8 +233,8 @@ void proc_upload_on_close(struct skpx_grpc_call *call, struct collector *c, int 
         /* The client vanished or cancelled mid-file: nothing was stored; say so. */
         char msg[160];
         snprintf(msg, sizeof(msg),
-                 "the upload stream broke after %zu of %" PRId64 " bytes; nothing stored",
-                 u->len, u->expected);
+                 "the upload stream broke after %zu of %" PRId64 " bytes; nothing stored", u->len,
+                 u->expected);
         log_line(u, PROC_LOG_INCOMPLETE, msg);
     }
     upload_free(u);

@@ -49,13 +49,11 @@ static void task_cmds_free(struct collector_unary *u)
 static int store_status(struct collector_unary *u, skp_err err, const char *what)
 {
     u->status = err == SKP_ENOMEM ? SKPX_GRPC_RESOURCE_EXHAUSTED : SKPX_GRPC_UNAVAILABLE;
-    snprintf(u->message, sizeof(u->message), "skyprofd: %s failed: %s", what,
-             skp_strerror(err));
+    snprintf(u->message, sizeof(u->message), "skyprofd: %s failed: %s", what, skp_strerror(err));
     return SKPX_GRPC_OK;
 }
 
-static int query(struct collector *c, struct collector_unary *u,
-                 const ProtobufCMessage *msg)
+static int query(struct collector *c, struct collector_unary *u, const ProtobufCMessage *msg)
 {
     const Skywalking__V3__ProfileTaskCommandQuery *q = (const void *)msg;
     c->metrics->task_queries++;
@@ -101,8 +99,8 @@ static int query(struct collector *c, struct collector_unary *u,
         /* The NOTIFIED log records that the task was handed to this instance (OAP writes it
          * even though the agent may still reject the task). A failed log write is not worth
          * withholding the task from the agent. */
-        err = store_add_task_log(c->store, tasks[i].id, q->service, instance,
-                                 STORE_TASK_NOTIFIED, now);
+        err = store_add_task_log(c->store, tasks[i].id, q->service, instance, STORE_TASK_NOTIFIED,
+                                 now);
         static struct skpx_log_limit lim;
         if (err)
             skpx_log_limited(&lim, SKPX_LOG_WARN, "task %s: NOTIFIED log for %s/%s not written: %s",
@@ -121,8 +119,7 @@ static int query(struct collector *c, struct collector_unary *u,
 
 /* ---------------- reportTaskFinish ---------------- */
 
-static int finish(struct collector *c, struct collector_unary *u,
-                  const ProtobufCMessage *msg)
+static int finish(struct collector *c, struct collector_unary *u, const ProtobufCMessage *msg)
 {
     const Skywalking__V3__ProfileTaskFinishReport *r = (const void *)msg;
     c->metrics->task_finish_reports++;
@@ -133,10 +130,9 @@ static int finish(struct collector *c, struct collector_unary *u,
     skp_err err = store_get_task(c->store, r->taskid, &t);
     if (err == SKP_ENOTFOUND) {
         static struct skpx_log_limit lim;
-        skpx_log_limited(&lim, SKPX_LOG_INFO,
-                         "finish report for unknown task %s from %s/%s ignored", r->taskid,
-                         r->service ? r->service : "",
-                         r->serviceinstance ? r->serviceinstance : "");
+        skpx_log_limited(
+            &lim, SKPX_LOG_INFO, "finish report for unknown task %s from %s/%s ignored", r->taskid,
+            r->service ? r->service : "", r->serviceinstance ? r->serviceinstance : "");
         return SKPX_GRPC_OK;
     }
     if (err)
@@ -161,11 +157,11 @@ struct arena_chunk {
 
 struct snap_call {
     struct collector *c;
-    struct arena_chunk *chunks;     /* newest first */
+    struct arena_chunk *chunks; /* newest first */
     size_t arena_bytes;
-    struct store_snapshot *batch;   /* COLLECTOR_SNAPSHOT_BATCH entries */
+    struct store_snapshot *batch; /* COLLECTOR_SNAPSHOT_BATCH entries */
     size_t n;
-    char *known_task;               /* last task id looked up, and whether it exists */
+    char *known_task; /* last task id looked up, and whether it exists */
     bool known_task_exists;
     bool failed;
 };
@@ -340,8 +336,8 @@ static int snap_on_message(struct skpx_grpc_call *call, void *ud, const Protobuf
     char *sid = arena_strdup(s, seg_id);
     bool ok = tid && sid && (n_frames == 0 || frames);
     for (size_t i = 0; ok && i < n_frames; i++) {
-        frames[i] = arena_strdup(s, ts->stack->codesignatures[i] ? ts->stack->codesignatures[i]
-                                                                  : "");
+        frames[i] =
+            arena_strdup(s, ts->stack->codesignatures[i] ? ts->stack->codesignatures[i] : "");
         ok = frames[i] != NULL;
     }
     if (!ok) {

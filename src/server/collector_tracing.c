@@ -31,7 +31,7 @@
 struct seg_call {
     Skywalking__V3__SegmentObject *segs[COLLECTOR_SEGMENT_BATCH];
     size_t n;
-    size_t wire_bytes;         /* encoded size of the buffered segments */
+    size_t wire_bytes; /* encoded size of the buffered segments */
 };
 
 static void seg_release(struct seg_call *s)
@@ -60,8 +60,7 @@ static void seg_rows_cleanup(struct seg_rows *r)
     skpx_free(r->logs);
 }
 
-static size_t kv_rows(Skywalking__V3__KeyStringValuePair *const *kv, size_t n,
-                      struct store_kv *out)
+static size_t kv_rows(Skywalking__V3__KeyStringValuePair *const *kv, size_t n, struct store_kv *out)
 {
     for (size_t i = 0; i < n; i++) {
         out[i].key = kv[i]->key;
@@ -70,8 +69,8 @@ static size_t kv_rows(Skywalking__V3__KeyStringValuePair *const *kv, size_t n,
     return n;
 }
 
-static void span_row(const Skywalking__V3__SpanObject *sp, struct store_span *o,
-                     struct seg_rows *r, size_t *at_ref, size_t *at_kv, size_t *at_log)
+static void span_row(const Skywalking__V3__SpanObject *sp, struct store_span *o, struct seg_rows *r,
+                     size_t *at_ref, size_t *at_kv, size_t *at_log)
 {
     o->span_id = sp->spanid;
     o->parent_span_id = sp->parentspanid;
@@ -80,7 +79,7 @@ static void span_row(const Skywalking__V3__SpanObject *sp, struct store_span *o,
     o->operation = sp->operationname;
     o->peer = sp->peer;
     o->type = sp->spantype <= SKYWALKING__V3__SPAN_TYPE__Local ? (enum store_span_type)sp->spantype
-                                                                 : STORE_SPAN_TYPE_UNKNOWN;
+                                                               : STORE_SPAN_TYPE_UNKNOWN;
     o->layer = sp->spanlayer <= SKYWALKING__V3__SPAN_LAYER__FAAS
                    ? (enum store_span_layer)sp->spanlayer
                    : STORE_LAYER_UNKNOWN;
@@ -186,9 +185,9 @@ struct collector_segs {
     struct event *timer;
     struct task_ref *tasks;
     size_t n_tasks, cap_tasks;
-    int64_t tasks_at_ms;       /* last refresh; 0 = never */
-    int64_t now_ms;            /* for the refresh callback */
-    uint64_t writer;           /* this run's id in endpoint_minutes */
+    int64_t tasks_at_ms; /* last refresh; 0 = never */
+    int64_t now_ms;      /* for the refresh callback */
+    uint64_t writer;     /* this run's id in endpoint_minutes */
 };
 
 #define SEGS_TASK_REFRESH_MS 1000
@@ -325,14 +324,15 @@ static Skywalking__V3__SegmentObject *segment_decode(struct collector *c, const 
         static struct skpx_log_limit lim;
         skpx_log_limited(&lim, SKPX_LOG_WARN,
                          "trace segment of %zu bytes refused: it decodes past --max-decoded-bytes "
-                         "(%" PRIu64 ")", len, c->max_decoded_bytes);
+                         "(%" PRIu64 ")",
+                         len, c->max_decoded_bytes);
     }
     return seg;
 }
 
 /* `sc` is the segment's scan, NULL when its wire bytes did not scan (the decode then decides). */
-static bool segment_wanted(struct collector *c, const struct segment_scan *scan,
-                           const uint8_t *raw, size_t raw_len)
+static bool segment_wanted(struct collector *c, const struct segment_scan *scan, const uint8_t *raw,
+                           size_t raw_len)
 {
     if (!c->keep && !c->stats)
         return true;
@@ -347,8 +347,7 @@ static bool segment_wanted(struct collector *c, const struct segment_scan *scan,
         slice_copy(ep, &sc.endpoint);
         if (endpoint_stats_record(c->stats, svc, inst, ep, sc.entry_end_ms,
                                   skpx_sat_sub_i64(sc.entry_end_ms, sc.entry_start_ms),
-                                  sc.entry_is_error,
-                                  now) != SKP_OK) {
+                                  sc.entry_is_error, now) != SKP_OK) {
             /* counted by endpoint_stats */
         }
         collector_continuous_record(c, svc, inst, ep, sc.entry_end_ms,
@@ -365,8 +364,8 @@ static bool segment_wanted(struct collector *c, const struct segment_scan *scan,
         if (store_segment_has_snapshots(c->store, id, &has_snapshots) != SKP_OK)
             has_snapshots = false;
     }
-    enum keep_decision d = segment_keep_decide(c->keep, sc.segment_id.ptr, sc.segment_id.len,
-                                               task, has_snapshots, raw, raw_len, now);
+    enum keep_decision d = segment_keep_decide(c->keep, sc.segment_id.ptr, sc.segment_id.len, task,
+                                               has_snapshots, raw, raw_len, now);
     if (d == KEEP_DROP)
         c->metrics->segments_dropped++;
     return d == KEEP_STORE;
@@ -425,11 +424,15 @@ static skp_err put_minutes(void *ud, const struct es_minute_row *rows, size_t n)
             err = SKP_ENOMEM;
             break;
         }
-        v[i] = (struct store_endpoint_minute){
-            .writer = c->segs->writer, .service = rows[i].service, .instance = rows[i].instance,
-            .endpoint = rows[i].endpoint, .minute_ms = rows[i].minute_ms,
-            .count = rows[i].count, .errors = rows[i].errors, .hist = blobs[i],
-            .hist_len = es_hist_encode(rows[i].hist, blobs[i])};
+        v[i] = (struct store_endpoint_minute){.writer = c->segs->writer,
+                                              .service = rows[i].service,
+                                              .instance = rows[i].instance,
+                                              .endpoint = rows[i].endpoint,
+                                              .minute_ms = rows[i].minute_ms,
+                                              .count = rows[i].count,
+                                              .errors = rows[i].errors,
+                                              .hist = blobs[i],
+                                              .hist_len = es_hist_encode(rows[i].hist, blobs[i])};
     }
     if (!err)
         err = store_put_endpoint_minutes(c->store, v, n);
@@ -449,8 +452,8 @@ void collector_segments_tick(struct collector *c)
     int64_t now = collector_now(c);
     if (c->keep)
         segment_keep_drain(c->keep, now, true, on_held, c);
-    if (c->stats && endpoint_stats_flush(c->stats, now, SEGS_ROLLUP_GRACE_MS, put_minutes, c) !=
-                        SKP_OK) {
+    if (c->stats &&
+        endpoint_stats_flush(c->stats, now, SEGS_ROLLUP_GRACE_MS, put_minutes, c) != SKP_OK) {
         /* logged by the store; the minutes stay dirty and are offered again next tick */
     }
 }
@@ -587,8 +590,8 @@ static int sync_on_message(struct skpx_grpc_call *call, void *ud, const Protobuf
     for (size_t i = 0; i < col->n_segments; i++)
         if (too_many_spans(c, col->segments[i]->n_spans))
             return SKPX_GRPC_RESOURCE_EXHAUSTED;
-    Skywalking__V3__SegmentObject **keep = skpx_calloc(col->n_segments ? col->n_segments : 1,
-                                                       sizeof(*keep));
+    Skywalking__V3__SegmentObject **keep =
+        skpx_calloc(col->n_segments ? col->n_segments : 1, sizeof(*keep));
     if (!keep)
         return SKPX_GRPC_RESOURCE_EXHAUSTED;
     size_t n_keep = 0;

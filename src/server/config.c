@@ -17,10 +17,10 @@
 enum opt_kind { OPT_STR, OPT_DAYS, OPT_LEVEL, OPT_U64, OPT_ADDR, OPT_GRACE };
 
 struct opt {
-    const char *flag;          /* "--grpc-addr" */
-    const char *env;           /* "SKYPROF_GRPC_ADDR", NULL if none */
+    const char *flag; /* "--grpc-addr" */
+    const char *env;  /* "SKYPROF_GRPC_ADDR", NULL if none */
     enum opt_kind kind;
-    size_t offset;             /* of the field in struct config */
+    size_t offset; /* of the field in struct config */
 };
 
 #define OFF(f) offsetof(struct config, f)
@@ -173,8 +173,7 @@ static skp_err apply(struct config *cfg, const struct opt *o, const char *val, c
     switch (o->kind) {
     case OPT_ADDR:
         if (!config_addr_valid(val)) {
-            snprintf(err, CONFIG_ERR_MAX, "%s: invalid address '%s' (want HOST:PORT)", origin,
-                     val);
+            snprintf(err, CONFIG_ERR_MAX, "%s: invalid address '%s' (want HOST:PORT)", origin, val);
             return SKP_EINVAL;
         }
         /* fall through */
@@ -201,8 +200,8 @@ static skp_err apply(struct config *cfg, const struct opt *o, const char *val, c
         char **slot = (char **)(void *)(base + o->offset);
         char *copy = NULL;
         /* An empty token means "no token" (lets a flag switch off an env setting). */
-        if (*val || o->kind == OPT_ADDR || (strcmp(o->flag, "--auth-token") &&
-                                           strcmp(o->flag, "--api-token"))) {
+        if (*val || o->kind == OPT_ADDR ||
+            (strcmp(o->flag, "--auth-token") && strcmp(o->flag, "--api-token"))) {
             copy = skpx_strdup(val);
             if (!copy)
                 return SKP_ENOMEM;
@@ -214,8 +213,8 @@ static skp_err apply(struct config *cfg, const struct opt *o, const char *val, c
     case OPT_DAYS: {
         uint64_t v;
         if (!parse_u64(val, CONFIG_MAX_RETENTION_DAYS, &v)) {
-            snprintf(err, CONFIG_ERR_MAX, "%s: '%s' is not a number of days in 0..%d", origin,
-                     val, CONFIG_MAX_RETENTION_DAYS);
+            snprintf(err, CONFIG_ERR_MAX, "%s: '%s' is not a number of days in 0..%d", origin, val,
+                     CONFIG_MAX_RETENTION_DAYS);
             return SKP_EINVAL;
         }
         cfg->retention_days = (int)v;
@@ -234,8 +233,8 @@ static skp_err apply(struct config *cfg, const struct opt *o, const char *val, c
     case OPT_GRACE: {
         uint64_t v;
         if (!parse_u64(val, 3600, &v) || v == 0) {
-            snprintf(err, CONFIG_ERR_MAX, "%s: '%s' is not a number of seconds in 1..3600",
-                     origin, val);
+            snprintf(err, CONFIG_ERR_MAX, "%s: '%s' is not a number of seconds in 1..3600", origin,
+                     val);
             return SKP_EINVAL;
         }
         cfg->keep_grace_s = (int)v;
@@ -247,8 +246,8 @@ static skp_err apply(struct config *cfg, const struct opt *o, const char *val, c
                      o->offset == offsetof(struct config, jfr_max_bytes);
         if (!parse_u64(val, bytes ? CONFIG_MAX_PPROF_BYTES : UINT64_MAX, &v) || (bytes && v == 0)) {
             if (bytes)
-                snprintf(err, CONFIG_ERR_MAX, "%s: '%s' is not a byte count in 1..%u", origin,
-                         val, (unsigned)CONFIG_MAX_PPROF_BYTES);
+                snprintf(err, CONFIG_ERR_MAX, "%s: '%s' is not a byte count in 1..%u", origin, val,
+                         (unsigned)CONFIG_MAX_PPROF_BYTES);
             else
                 snprintf(err, CONFIG_ERR_MAX, "%s: '%s' is not a non-negative integer", origin,
                          val);

@@ -32,35 +32,35 @@
 #define CONFIG_ERR_MAX 256
 
 struct config {
-    char *grpc_addr;           /* "host:port", port may be 0 */
+    char *grpc_addr; /* "host:port", port may be 0 */
     char *http_addr;
     char *db_path;
-    char *auth_token;          /* NULL = agents need no token */
-    char *api_token;           /* NULL = mutating HTTP calls need no token */
-    char *web_root;            /* NULL = let main pick the default */
-    int retention_days;        /* 0 = keep forever */
-    int log_level;             /* enum skpx_log_level */
+    char *auth_token;               /* NULL = agents need no token */
+    char *api_token;                /* NULL = mutating HTTP calls need no token */
+    char *web_root;                 /* NULL = let main pick the default */
+    int retention_days;             /* 0 = keep forever */
+    int log_level;                  /* enum skpx_log_level */
     uint64_t max_analyze_snapshots; /* 0 = unlimited */
-    uint64_t pprof_max_bytes;  /* --pprof-max-bytes: largest pprof upload accepted */
-    uint64_t jfr_max_bytes;    /* --jfr-max-bytes: largest JFR (async-profiler) upload accepted */
-    char *keep_segments;       /* --keep-segments: none|profiled|sampled:N|all (NULL = profiled) */
+    uint64_t pprof_max_bytes;       /* --pprof-max-bytes: largest pprof upload accepted */
+    uint64_t jfr_max_bytes;     /* --jfr-max-bytes: largest JFR (async-profiler) upload accepted */
+    char *keep_segments;        /* --keep-segments: none|profiled|sampled:N|all (NULL = profiled) */
     uint64_t max_segment_spans; /* --max-segment-spans; 0 = CONFIG_DEFAULT_MAX_SEGMENT_SPANS */
-    int keep_grace_s;          /* --keep-grace-s; 0 = the default */
+    int keep_grace_s;           /* --keep-grace-s; 0 = the default */
     /* Connection and memory limits (issue 15; docs/server.md "Limits"). 0 = the default. */
-    uint64_t grpc_max_connections;   /* --grpc-max-connections (default: from RLIMIT_NOFILE) */
-    uint64_t http_max_connections;   /* --http-max-connections (default: from RLIMIT_NOFILE) */
-    uint64_t max_conns_per_peer;     /* --max-conns-per-peer, both listeners (default 256) */
-    uint64_t grpc_idle_timeout_ms;   /* --grpc-idle-timeout-ms (default 120000) */
+    uint64_t grpc_max_connections;        /* --grpc-max-connections (default: from RLIMIT_NOFILE) */
+    uint64_t http_max_connections;        /* --http-max-connections (default: from RLIMIT_NOFILE) */
+    uint64_t max_conns_per_peer;          /* --max-conns-per-peer, both listeners (default 256) */
+    uint64_t grpc_idle_timeout_ms;        /* --grpc-idle-timeout-ms (default 120000) */
     uint64_t grpc_stream_idle_timeout_ms; /* --grpc-stream-idle-timeout-ms (default 120000) */
-    uint64_t grpc_memory_budget;     /* --grpc-memory-budget bytes (default 256 MiB) */
-    uint64_t max_decoded_bytes;      /* --max-decoded-bytes per message (default 64 MiB) */
+    uint64_t grpc_memory_budget;          /* --grpc-memory-budget bytes (default 256 MiB) */
+    uint64_t max_decoded_bytes;           /* --max-decoded-bytes per message (default 64 MiB) */
     uint64_t http_request_timeout_ms; /* --http-request-timeout-ms header+body (default 30000) */
-    uint64_t http_body_budget;       /* --http-body-budget bytes, all connections (64 MiB) */
+    uint64_t http_body_budget;        /* --http-body-budget bytes, all connections (64 MiB) */
     /* Continuous profiling test settings (docs/continuous-profiling.md): the evaluator's slot
      * length and check interval in ms; 0 = 1000. Policies' periods and durations count slots. */
     uint64_t continuous_slot_ms;
     uint64_t continuous_check_ms;
-    char *allowed_origins;     /* --allowed-origins: comma-separated http(s)://HOST[:PORT] */
+    char *allowed_origins; /* --allowed-origins: comma-separated http(s)://HOST[:PORT] */
     bool show_help;
     bool show_version;
 };

@@ -12,28 +12,28 @@
 #include "common/map.h"
 #include "server/endpoint_stats.h"
 
-#define NEG_MARK UINT32_MAX        /* endpoint → "matches no item" */
-#define MAX_FLAT_ITEMS 64          /* items of one policy (6 targets x 9 types < 64) */
+#define NEG_MARK UINT32_MAX /* endpoint → "matches no item" */
+#define MAX_FLAT_ITEMS 64   /* items of one policy (6 targets x 9 types < 64) */
 
 struct slot_val {
-    int64_t slot;              /* slot number (time / slot_ms); -1 = empty */
+    int64_t slot; /* slot number (time / slot_ms); -1 = empty */
     uint32_t count, errors;
     float avg, p90, p99;
 };
 
 /* A slot still taking requests (its requests may arrive up to the horizon late). */
 struct open_slot {
-    int64_t slot;              /* -1 = unused */
+    int64_t slot; /* -1 = unused */
     uint32_t count, errors;
     double sum;
-    struct es_hist hist;       /* its latencies (the bucket buffer is reused) */
+    struct es_hist hist; /* its latencies (the bucket buffer is reused) */
 };
 
 struct series {
     char *endpoint;
-    uint64_t items;            /* bit i: flat item i matches this endpoint */
-    struct open_slot *open;    /* horizon entries, indexed by slot % horizon */
-    struct slot_val *ring;     /* closed slots: window entries, indexed by slot % window */
+    uint64_t items;         /* bit i: flat item i matches this endpoint */
+    struct open_slot *open; /* horizon entries, indexed by slot % horizon */
+    struct slot_val *ring;  /* closed slots: window entries, indexed by slot % window */
     char *inst[CONT_EVAL_MAX_INSTANCES];
     int64_t inst_slot[CONT_EVAL_MAX_INSTANCES];
 };
@@ -48,19 +48,19 @@ struct svc {
     struct cont_policy pol;
     struct flat_item items[MAX_FLAT_ITEMS];
     size_t n_items;
-    int64_t window;            /* slots kept: the largest period */
+    int64_t window; /* slots kept: the largest period */
     struct series *series;
     size_t n_series, cap_series;
-    struct skpx_strmap ep;     /* endpoint → series index, or NEG_MARK */
+    struct skpx_strmap ep; /* endpoint → series index, or NEG_MARK */
     size_t n_neg;
     int64_t quiet_until_ms;
-    int64_t *fired;            /* trigger times, ring of pol.max_per_hour */
+    int64_t *fired; /* trigger times, ring of pol.max_per_hour */
     size_t n_fired, fired_pos;
 };
 
 struct cont_eval {
     int64_t slot_ms;
-    int64_t horizon;           /* open slots per series: lateness / slot_ms */
+    int64_t horizon; /* open slots per series: lateness / slot_ms */
     size_t max_series;
     size_t total_series;
     struct svc **svcs;
@@ -416,8 +416,8 @@ void cont_eval_record(struct cont_eval *e, const char *service, const char *inst
 /* ---------------------------------------------------------------- evaluation */
 
 /* Judges flat item i on series s over the `period` closed slots before `cur`. */
-static bool judge(const struct flat_item *fi, const struct series *s, int64_t window,
-                  int64_t cur, int64_t *hits, double *mean)
+static bool judge(const struct flat_item *fi, const struct series *s, int64_t window, int64_t cur,
+                  int64_t *hits, double *mean)
 {
     int64_t period = fi->it->period_s < window ? fi->it->period_s : window;
     int64_t n = 0;
@@ -439,8 +439,7 @@ static bool judge(const struct flat_item *fi, const struct series *s, int64_t wi
     return n >= fi->it->count;
 }
 
-static void eval_svc(struct cont_eval *e, struct svc *v, int64_t now_ms, cont_fire_cb cb,
-                     void *ud)
+static void eval_svc(struct cont_eval *e, struct svc *v, int64_t now_ms, cont_fire_cb cb, void *ud)
 {
     /* closed slots end before the lateness horizon */
     int64_t cur = now_ms / e->slot_ms - e->horizon + 1;
@@ -463,11 +462,14 @@ static void eval_svc(struct cont_eval *e, struct svc *v, int64_t now_ms, cont_fi
                 double mean;
                 if (!(s->items >> i & 1) || !judge(&v->items[i], s, v->window, cur, &hits, &mean))
                     continue;
-                causes[nc++] = (struct cont_cause){
-                    .type = v->items[i].it->type, .uri = s->endpoint,
-                    .threshold = v->items[i].it->threshold, .current = mean,
-                    .window_s = v->items[i].it->period_s * e->slot_ms / 1000, .hits = hits,
-                    .period = v->items[i].it->period_s};
+                causes[nc++] =
+                    (struct cont_cause){.type = v->items[i].it->type,
+                                        .uri = s->endpoint,
+                                        .threshold = v->items[i].it->threshold,
+                                        .current = mean,
+                                        .window_s = v->items[i].it->period_s * e->slot_ms / 1000,
+                                        .hits = hits,
+                                        .period = v->items[i].it->period_s};
                 if (!first)
                     first = s;
             }
@@ -483,8 +485,12 @@ static void eval_svc(struct cont_eval *e, struct svc *v, int64_t now_ms, cont_fi
         for (size_t k = 0; k < CONT_EVAL_MAX_INSTANCES; k++)
             if (first->inst[k] && first->inst_slot[k] >= cur - v->window - e->horizon)
                 inst[ni++] = first->inst[k];
-        struct cont_fire f = {.policy = &v->pol, .target = target, .causes = causes,
-                              .n_causes = nc, .instances = inst, .n_instances = ni,
+        struct cont_fire f = {.policy = &v->pol,
+                              .target = target,
+                              .causes = causes,
+                              .n_causes = nc,
+                              .instances = inst,
+                              .n_instances = ni,
                               .now_ms = now_ms};
         int64_t task_end = cb ? cb(ud, &f) : 0;
         note_fired(v, now_ms);

@@ -32,25 +32,25 @@
 /* How late a segment may arrive and still count in the slot of its end (agents send finished
  * segments in batches, every second or so). */
 #define CONT_EVAL_LATENESS_MS 3000
-#define CONT_EVAL_MAX_HORIZON 64   /* open slots per endpoint at most */
+#define CONT_EVAL_MAX_HORIZON 64 /* open slots per endpoint at most */
 
 struct cont_eval;
 
 struct cont_eval_opts {
-    int64_t slot_ms;           /* 0 = 1000 */
-    size_t max_series;         /* 0 = CONT_EVAL_MAX_SERIES */
-    int64_t lateness_ms;       /* 0 = CONT_EVAL_LATENESS_MS */
+    int64_t slot_ms;     /* 0 = 1000 */
+    size_t max_series;   /* 0 = CONT_EVAL_MAX_SERIES */
+    int64_t lateness_ms; /* 0 = CONT_EVAL_LATENESS_MS */
 };
 
 /* One cause of a firing target (strings borrowed for the callback). */
 struct cont_cause {
     enum cont_monitor type;
-    const char *uri;           /* the endpoint */
+    const char *uri; /* the endpoint */
     double threshold;
-    double current;            /* mean value of the slots at or above the threshold */
-    int64_t window_s;          /* the item's period, in seconds of slot_ms */
-    int64_t hits;              /* slots of the window at or above the threshold */
-    int64_t period;            /* = the item's period (slots) */
+    double current;   /* mean value of the slots at or above the threshold */
+    int64_t window_s; /* the item's period, in seconds of slot_ms */
+    int64_t hits;     /* slots of the window at or above the threshold */
+    int64_t period;   /* = the item's period (slots) */
 };
 
 /* A target fired. */
@@ -68,11 +68,11 @@ struct cont_fire {
 typedef int64_t (*cont_fire_cb)(void *ud, const struct cont_fire *f);
 
 struct cont_eval_counters {
-    uint64_t recorded;         /* requests added to a tracked endpoint */
-    uint64_t untracked;        /* matched but not tracked (series bound) */
-    uint64_t fired;            /* triggers fired */
-    uint64_t suppressed;       /* firing targets held back by the hourly cap */
-    uint64_t reslotted;        /* requests counted in their arrival slot (end time out of range) */
+    uint64_t recorded;   /* requests added to a tracked endpoint */
+    uint64_t untracked;  /* matched but not tracked (series bound) */
+    uint64_t fired;      /* triggers fired */
+    uint64_t suppressed; /* firing targets held back by the hourly cap */
+    uint64_t reslotted;  /* requests counted in their arrival slot (end time out of range) */
     size_t series;
     size_t policies;
 };

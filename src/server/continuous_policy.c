@@ -148,10 +148,10 @@ bool cont_policy_has_server_items(const struct cont_policy *p)
 
 /* ---------------------------------------------------------------- validation */
 
-#define FAIL(...)                                                                                \
-    do {                                                                                         \
-        snprintf(reason, cap, __VA_ARGS__);                                                      \
-        return SKP_EINVAL;                                                                       \
+#define FAIL(...)                                                                                  \
+    do {                                                                                           \
+        snprintf(reason, cap, __VA_ARGS__);                                                        \
+        return SKP_EINVAL;                                                                         \
     } while (0)
 
 /* OAP parses the threshold with Integer.parseInt; we accept decimals (strtod, finite, the whole
@@ -435,8 +435,8 @@ static json_t *item_json(const struct cont_item *it, bool agent)
     json_t *o = json_object();
     if (!o)
         return NULL;
-    int bad = json_object_set_new(o, agent ? "Threshold" : "threshold",
-                                  json_string(it->threshold_text));
+    int bad =
+        json_object_set_new(o, agent ? "Threshold" : "threshold", json_string(it->threshold_text));
     bad |= json_object_set_new(o, agent ? "Period" : "period", json_integer(it->period_s));
     bad |= json_object_set_new(o, agent ? "Count" : "count", json_integer(it->count));
     if (it->n_uris) {
@@ -446,8 +446,7 @@ static json_t *item_json(const struct cont_item *it, bool agent)
         bad |= json_object_set_new(o, agent ? "URIList" : "uriList", a);
     }
     if (it->uri_regex)
-        bad |= json_object_set_new(o, agent ? "URIRegex" : "uriRegex",
-                                   json_string(it->uri_regex));
+        bad |= json_object_set_new(o, agent ? "URIRegex" : "uriRegex", json_string(it->uri_regex));
     if (bad) {
         json_decref(o);
         return NULL;
@@ -508,8 +507,8 @@ json_t *cont_policy_input_json(const struct cont_policy *p)
             bad |= json_array_append_new(items, o);
         }
         bad |= json_array_append_new(
-            targets, json_pack("{s:s, s:o}", "targetType", cont_target_name(ts->type),
-                               "checkItems", items));
+            targets,
+            json_pack("{s:s, s:o}", "targetType", cont_target_name(ts->type), "checkItems", items));
     }
     if (bad) {
         json_decref(targets);
@@ -567,11 +566,11 @@ skp_err cont_policy_from_stored(const char *service, const char *json, struct co
                                   json_pack("{s:s, s:o}", "targetType", tk, "checkItems", items)))
             err = SKP_ENOMEM;
     }
-    if (!err && (json_object_set_new(in, "targets", targets) ||
-                 json_object_set(in, "executeDuration", json_object_get(j, "executeDuration")) ||
-                 json_object_set(in, "silenceDuration", json_object_get(j, "silenceDuration")) ||
-                 json_object_set(in, "maxTriggersPerHour",
-                                 json_object_get(j, "maxTriggersPerHour"))))
+    if (!err &&
+        (json_object_set_new(in, "targets", targets) ||
+         json_object_set(in, "executeDuration", json_object_get(j, "executeDuration")) ||
+         json_object_set(in, "silenceDuration", json_object_get(j, "silenceDuration")) ||
+         json_object_set(in, "maxTriggersPerHour", json_object_get(j, "maxTriggersPerHour"))))
         err = SKP_EINVAL;
     else if (err)
         json_decref(targets);

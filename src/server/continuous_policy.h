@@ -28,17 +28,17 @@
 #include "skyprof/skp_err.h"
 
 enum cont_target {
-    CONT_TARGET_ON_CPU = 0,    /* SkyWalking's (eBPF); our agents: a CPU process profile */
-    CONT_TARGET_OFF_CPU,       /* SkyWalking's (eBPF); our agents: a wall process profile */
-    CONT_TARGET_NETWORK,       /* SkyWalking's (eBPF); recorded, no task of ours runs it */
-    CONT_TARGET_TRACE,         /* ours: a trace-profiling task for the endpoint that crossed */
-    CONT_TARGET_PPROF_CPU,     /* ours: a pprof "cpu" process task on the instances that crossed */
-    CONT_TARGET_PPROF_WALL,    /* ours: a pprof "wall" process task */
+    CONT_TARGET_ON_CPU = 0, /* SkyWalking's (eBPF); our agents: a CPU process profile */
+    CONT_TARGET_OFF_CPU,    /* SkyWalking's (eBPF); our agents: a wall process profile */
+    CONT_TARGET_NETWORK,    /* SkyWalking's (eBPF); recorded, no task of ours runs it */
+    CONT_TARGET_TRACE,      /* ours: a trace-profiling task for the endpoint that crossed */
+    CONT_TARGET_PPROF_CPU,  /* ours: a pprof "cpu" process task on the instances that crossed */
+    CONT_TARGET_PPROF_WALL, /* ours: a pprof "wall" process task */
     CONT_TARGET_COUNT
 };
 
 enum cont_monitor {
-    CONT_MON_PROCESS_CPU = 0,  /* agent-side (rover's five) */
+    CONT_MON_PROCESS_CPU = 0, /* agent-side (rover's five) */
     CONT_MON_PROCESS_THREAD_COUNT,
     CONT_MON_SYSTEM_LOAD,
     CONT_MON_HTTP_ERROR_RATE,
@@ -56,21 +56,21 @@ enum cont_monitor {
 #define CONT_URI_MAX 512           /* bytes of one URI or regex */
 #define CONT_EXECUTE_DEFAULT_S 600 /* rover's defaults: execute 10 min, silence 20 min */
 #define CONT_SILENCE_DEFAULT_S 1200
-#define CONT_EXECUTE_MAX_S 900     /* 15 min: the longest trace or pprof task */
+#define CONT_EXECUTE_MAX_S 900 /* 15 min: the longest trace or pprof task */
 #define CONT_SILENCE_MAX_S 86400
 #define CONT_PER_HOUR_DEFAULT 6
 #define CONT_PER_HOUR_MAX 3600
 
 struct cont_item {
     enum cont_monitor type;
-    char *threshold_text;      /* as given (OAP keeps the string) */
+    char *threshold_text; /* as given (OAP keeps the string) */
     double threshold;
     int64_t period_s;
     int64_t count;
-    char **uri_list;           /* NULL when none */
+    char **uri_list; /* NULL when none */
     size_t n_uris;
-    char *uri_regex;           /* NULL when none */
-    regex_t re;                /* uri_regex compiled by skpx_uri_regex_compile: whole name */
+    char *uri_regex; /* NULL when none */
+    regex_t re;      /* uri_regex compiled by skpx_uri_regex_compile: whole name */
     bool has_re;
 };
 
@@ -88,8 +88,8 @@ struct cont_policy {
     int64_t execute_s;
     int64_t silence_s;
     int64_t max_per_hour;
-    char *json;                /* stored (canonical) JSON */
-    char uuid[129];            /* SHA-512 hex of json */
+    char *json;     /* stored (canonical) JSON */
+    char uuid[129]; /* SHA-512 hex of json */
 };
 
 const char *cont_target_name(enum cont_target t);

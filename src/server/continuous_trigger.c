@@ -147,14 +147,13 @@ static void num(double v, char *out, size_t cap)
 void continuous_cause_text(const struct store_cont_cause *c, char *out, size_t cap)
 {
     char cur[48], thr[48];
-    num(c->current >= 100 || c->current == floor(c->current) ? round(c->current) : c->current,
-        cur, sizeof(cur));
+    num(c->current >= 100 || c->current == floor(c->current) ? round(c->current) : c->current, cur,
+        sizeof(cur));
     num(c->threshold, thr, sizeof(thr));
     const char *u = unit_of(c->type);
     const char *sp = strcmp(u, "ms") == 0 ? " " : "";
     int n = snprintf(out, cap, "%s%s%s: %s%s%s \u2265 %s%s%s", c->type, c->uri ? " of " : "",
                      c->uri ? c->uri : "", cur, sp, u, thr, sp, u);
     if (n > 0 && (size_t)n < cap && c->window_s > 0)
-        snprintf(out + n, cap - (size_t)n, " (%" PRId64 " of %" PRId64 " s)", c->hits,
-                 c->window_s);
+        snprintf(out + n, cap - (size_t)n, " (%" PRId64 " of %" PRId64 " s)", c->hits, c->window_s);
 }

@@ -34,34 +34,32 @@
 
 struct cont_trigger_req {
     const char *service;
-    const char *instance;      /* the reporting instance (agent) or NULL */
-    const char *process;       /* agent side: the process name, else NULL */
+    const char *instance; /* the reporting instance (agent) or NULL */
+    const char *process;  /* agent side: the process name, else NULL */
     enum cont_target target;
-    bool from_agent;           /* reportProfilingTask (else skyprofd's evaluator) */
+    bool from_agent; /* reportProfilingTask (else skyprofd's evaluator) */
     const struct store_cont_cause *causes;
     size_t n_causes;
-    int64_t duration_s;        /* the task's profiling time (s) */
-    const char *endpoint;      /* TRACE: the endpoint to profile */
-    int64_t min_duration_ms;   /* TRACE: the task's min-duration threshold */
+    int64_t duration_s;           /* the task's profiling time (s) */
+    const char *endpoint;         /* TRACE: the endpoint to profile */
+    int64_t min_duration_ms;      /* TRACE: the task's min-duration threshold */
     const char *const *instances; /* PPROF_*: the instances to profile (none: all live) */
     size_t n_instances;
 };
 
 struct cont_trigger_result {
     int64_t trigger_id;
-    char task_id[160];         /* "" when no task was created */
-    const char *task_kind;     /* "trace", "pprof", "ebpf" or NULL (static) */
-    int64_t task_end_ms;       /* when the created task ends (0 = none) */
-    char note[160];            /* why no task, "" otherwise */
+    char task_id[160];     /* "" when no task was created */
+    const char *task_kind; /* "trace", "pprof", "ebpf" or NULL (static) */
+    int64_t task_end_ms;   /* when the created task ends (0 = none) */
+    char note[160];        /* why no task, "" otherwise */
 };
 
 /* Creates the target's task (a refusal, e.g. another trace task of the service running, is
  * noted on the trigger, not an error) and stores the trigger with its causes at now_ms.
  * Errors: SKP_EIO, SKP_ENOMEM (the trigger could not be stored). */
-SKP_MUST_CHECK skp_err continuous_trigger_record(struct store *st,
-                                                 const struct cont_trigger_req *r,
-                                                 int64_t now_ms,
-                                                 struct cont_trigger_result *out);
+SKP_MUST_CHECK skp_err continuous_trigger_record(struct store *st, const struct cont_trigger_req *r,
+                                                 int64_t now_ms, struct cont_trigger_result *out);
 
 /* "ENDPOINT_P99_RESPONSE_TIME of /checkout: 812 ms ≥ 500 ms (4 of 10 s)" into out. */
 void continuous_cause_text(const struct store_cont_cause *c, char *out, size_t cap);

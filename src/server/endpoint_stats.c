@@ -27,8 +27,8 @@ size_t es_bucket_of(uint64_t v)
         return (size_t)v;
     if (v > UINT32_MAX)
         v = UINT32_MAX;
-    int e = 63 - __builtin_clzll(v);                 /* 7..31 */
-    uint64_t m = v >> (e - ES_SUB_BITS);             /* 128..255 */
+    int e = 63 - __builtin_clzll(v);     /* 7..31 */
+    uint64_t m = v >> (e - ES_SUB_BITS); /* 128..255 */
     return (1u << ES_SUB_BITS) + (size_t)(e - ES_SUB_BITS) * (1u << ES_SUB_BITS) +
            (size_t)(m - (1u << ES_SUB_BITS));
 }
@@ -219,9 +219,9 @@ struct es_second {
 };
 
 struct es_minute {
-    int64_t minute;            /* minute number (ms / 60000); -1 = unused */
+    int64_t minute; /* minute number (ms / 60000); -1 = unused */
     uint32_t count, errors;
-    bool dirty;                /* changed since the last flush */
+    bool dirty; /* changed since the last flush */
     struct es_hist h;
 };
 
@@ -229,19 +229,19 @@ struct es_entry {
     char *service, *instance, *endpoint;
     int64_t last_ms;
     struct es_second secs[ES_SECOND_SLOTS];
-    struct es_minute *mins;    /* n_min_slots */
+    struct es_minute *mins; /* n_min_slots */
 };
 
 struct endpoint_stats {
     int window_min;
-    size_t n_min_slots;        /* window + 1: the current minute and the window before it */
+    size_t n_min_slots; /* window + 1: the current minute and the window before it */
     size_t max_keys;
-    size_t bucket_budget;      /* buckets that may still be created */
+    size_t bucket_budget; /* buckets that may still be created */
     size_t max_buckets;
-    struct skpx_strmap keys;        /* key → index in entries */
+    struct skpx_strmap keys; /* key → index in entries */
     struct es_entry *entries;
     size_t n_entries, cap_entries;
-    char *scratch;             /* key buffer */
+    char *scratch; /* key buffer */
     struct endpoint_stats_counters ctr;
 };
 
@@ -297,8 +297,8 @@ static const char *make_key(struct endpoint_stats *es, const char *svc, const ch
                             const char *ep)
 {
     size_t a = clamp_len(svc), b = clamp_len(inst), c = clamp_len(ep);
-    snprintf(es->scratch, 3 * (ES_NAME_MAX + 24), "%zu:%.*s%zu:%.*s%.*s", a, (int)a, svc, b,
-             (int)b, inst, (int)c, ep);
+    snprintf(es->scratch, 3 * (ES_NAME_MAX + 24), "%zu:%.*s%zu:%.*s%.*s", a, (int)a, svc, b, (int)b,
+             inst, (int)c, ep);
     return es->scratch;
 }
 
@@ -369,8 +369,7 @@ static size_t slot_of(int64_t t, size_t n)
 
 /* The minute slot for `minute`, reset when it held an older minute; NULL when the slot holds
  * a newer one (the minute is out of the ring). */
-static struct es_minute *minute_slot(struct endpoint_stats *es, struct es_entry *e,
-                                     int64_t minute)
+static struct es_minute *minute_slot(struct endpoint_stats *es, struct es_entry *e, int64_t minute)
 {
     struct es_minute *m = &e->mins[slot_of(minute, es->n_min_slots)];
     if (m->minute == minute)
@@ -386,9 +385,9 @@ static struct es_minute *minute_slot(struct endpoint_stats *es, struct es_entry 
     return m;
 }
 
-skp_err endpoint_stats_record(struct endpoint_stats *es, const char *service,
-                              const char *instance, const char *endpoint, int64_t end_ms,
-                              int64_t latency_ms, bool is_error, int64_t now_ms)
+skp_err endpoint_stats_record(struct endpoint_stats *es, const char *service, const char *instance,
+                              const char *endpoint, int64_t end_ms, int64_t latency_ms,
+                              bool is_error, int64_t now_ms)
 {
     if (end_ms > now_ms + 60000)
         end_ms = now_ms;
@@ -486,8 +485,8 @@ skp_err endpoint_stats_query(struct endpoint_stats *es, const char *service, int
     qsort(sel, n, sizeof(*sel), cmp_entry_ptr);
     for (size_t i = 0; i < n && !err;) {
         size_t j = i;
-        struct es_summary s = {.endpoint = sel[i]->endpoint, .points = pts,
-                               .n_points = (size_t)n_min};
+        struct es_summary s = {
+            .endpoint = sel[i]->endpoint, .points = pts, .n_points = (size_t)n_min};
         for (int k = 0; k < n_min; k++) {
             pts[k] = (struct es_point){.minute_ms = (first_min + k) * 60000};
             ph[k].n = 0;
@@ -557,9 +556,9 @@ skp_err endpoint_stats_flush(struct endpoint_stats *es, int64_t now_ms, int64_t 
             struct es_minute *mn = &e->mins[m];
             if (!mn->dirty || (mn->minute + 1) * 60000 + grace_ms > now_ms)
                 continue;
-            rows[n] = (struct es_minute_row){e->service, e->instance, e->endpoint,
-                                             mn->minute * 60000, mn->count, mn->errors,
-                                             &mn->h};
+            rows[n] =
+                (struct es_minute_row){e->service, e->instance, e->endpoint, mn->minute * 60000,
+                                       mn->count,  mn->errors,  &mn->h};
             marks[n++] = mn;
             if (n == ES_FLUSH_BATCH) {
                 err = cb(ud, rows, n);
@@ -577,8 +576,7 @@ skp_err endpoint_stats_flush(struct endpoint_stats *es, int64_t now_ms, int64_t 
     return err;
 }
 
-void endpoint_stats_counters(const struct endpoint_stats *es,
-                             struct endpoint_stats_counters *out)
+void endpoint_stats_counters(const struct endpoint_stats *es, struct endpoint_stats_counters *out)
 {
     *out = es->ctr;
     out->keys = es->n_entries;
@@ -587,8 +585,8 @@ void endpoint_stats_counters(const struct endpoint_stats *es,
                    es->keys.cap * sizeof(struct skpx_strmap_slot);
     for (size_t i = 0; i < es->n_entries; i++) {
         const struct es_entry *e = &es->entries[i];
-        bytes += es->n_min_slots * sizeof(*e->mins) + strlen(e->service) +
-                 strlen(e->instance) + 2 * strlen(e->endpoint) + 40;
+        bytes += es->n_min_slots * sizeof(*e->mins) + strlen(e->service) + strlen(e->instance) +
+                 2 * strlen(e->endpoint) + 40;
         for (size_t m = 0; m < es->n_min_slots; m++)
             bytes += e->mins[m].h.cap * sizeof(struct es_bucket);
     }

@@ -18,9 +18,9 @@
 
 #include "skyprof/skp_err.h"
 
-#define ES_SUB_BITS 7                       /* 128 sub-buckets per power of two */
-#define ES_HIST_BUCKETS (128 + 25 * 128)    /* values up to 2^32 ms */
-#define ES_SECOND_SLOTS 64                  /* per-second resolution kept (s) */
+#define ES_SUB_BITS 7                    /* 128 sub-buckets per power of two */
+#define ES_HIST_BUCKETS (128 + 25 * 128) /* values up to 2^32 ms */
+#define ES_SECOND_SLOTS 64               /* per-second resolution kept (s) */
 #define ES_DEFAULT_WINDOW_MIN 15
 #define ES_MAX_WINDOW_MIN 60
 /* Distinct (service, instance, endpoint) keys kept; more are dropped and counted. 100,000
@@ -69,19 +69,19 @@ SKP_MUST_CHECK skp_err es_hist_decode(const uint8_t *b, size_t len, struct es_hi
 struct endpoint_stats;
 
 struct endpoint_stats_opts {
-    int window_min;            /* 0 = ES_DEFAULT_WINDOW_MIN */
-    size_t max_keys;           /* 0 = ES_DEFAULT_MAX_KEYS */
-    size_t max_buckets;        /* 0 = ES_DEFAULT_MAX_BUCKETS */
+    int window_min;     /* 0 = ES_DEFAULT_WINDOW_MIN */
+    size_t max_keys;    /* 0 = ES_DEFAULT_MAX_KEYS */
+    size_t max_buckets; /* 0 = ES_DEFAULT_MAX_BUCKETS */
 };
 
 struct endpoint_stats_counters {
     uint64_t recorded;
-    uint64_t dropped_late;     /* older than the window */
-    uint64_t dropped_keys;     /* key limit reached */
-    uint64_t dropped_buckets;  /* counted, but its latency not kept (bucket budget) */
+    uint64_t dropped_late;    /* older than the window */
+    uint64_t dropped_keys;    /* key limit reached */
+    uint64_t dropped_buckets; /* counted, but its latency not kept (bucket budget) */
     size_t keys;
-    size_t buckets;            /* histogram buckets held */
-    size_t bytes;              /* memory held (approximate) */
+    size_t buckets; /* histogram buckets held */
+    size_t bytes;   /* memory held (approximate) */
 };
 
 /* *out owns the object; free with endpoint_stats_free. Errors: SKP_EINVAL, SKP_ENOMEM. */
@@ -93,9 +93,9 @@ void endpoint_stats_free(struct endpoint_stats *es);
  * (NULL = ""). A request older than the window is dropped and counted; one in the future
  * (beyond now + 1 min, a skewed agent clock) is counted at now. Hot path: no allocation once
  * the key and its buckets exist. Errors: only SKP_ENOMEM (counted as dropped). */
-skp_err endpoint_stats_record(struct endpoint_stats *es, const char *service,
-                              const char *instance, const char *endpoint, int64_t end_ms,
-                              int64_t latency_ms, bool is_error, int64_t now_ms);
+skp_err endpoint_stats_record(struct endpoint_stats *es, const char *service, const char *instance,
+                              const char *endpoint, int64_t end_ms, int64_t latency_ms,
+                              bool is_error, int64_t now_ms);
 
 /* Per-minute point of an endpoint (all instances together). */
 struct es_point {
@@ -143,7 +143,6 @@ typedef skp_err (*es_minute_cb)(void *ud, const struct es_minute_row *rows, size
 SKP_MUST_CHECK skp_err endpoint_stats_flush(struct endpoint_stats *es, int64_t now_ms,
                                             int64_t grace_ms, es_minute_cb cb, void *ud);
 
-void endpoint_stats_counters(const struct endpoint_stats *es,
-                             struct endpoint_stats_counters *out);
+void endpoint_stats_counters(const struct endpoint_stats *es, struct endpoint_stats_counters *out);
 
 #endif

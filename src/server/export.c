@@ -227,8 +227,7 @@ static int dump_to_buf(const char *p, size_t n, void *ud)
 /* ---- dispatch ---- */
 
 skp_err export_render_pprof_labelled(const struct export_part *parts, size_t n_parts,
-                                     const struct export_meta *meta, uint8_t **out,
-                                     size_t *out_len)
+                                     const struct export_meta *meta, uint8_t **out, size_t *out_len)
 {
     *out = NULL;
     *out_len = 0;

@@ -18,18 +18,18 @@ enum export_format {
     EXPORT_COLLAPSED = 1,
     EXPORT_SPEEDSCOPE = 2,
     EXPORT_HTML = 3,
-    EXPORT_JSON = 4,           /* the analysis JSON the API returns */
+    EXPORT_JSON = 4, /* the analysis JSON the API returns */
 };
 
 /* Context written into the export (all borrowed; any may be NULL). */
 struct export_meta {
-    const char *title;         /* e.g. "task 1733... /orders" */
+    const char *title; /* e.g. "task 1733... /orders" */
     const char *task_id;
     const char *segment_id;
     const char *trace_id;
     const char *endpoint;
-    int dump_period_ms;        /* sample weight for pprof (0 = 10) */
-    int64_t time_ms;           /* profile start time */
+    int dump_period_ms; /* sample weight for pprof (0 = 10) */
+    int64_t time_ms;    /* profile start time */
     /* Value mode (process profiles): node counts are values of this pprof sample type (e.g.
      * "cpu"/"nanoseconds", "alloc_space"/"bytes"), not snapshot counts; pprof then carries
      * this one sample type and speedscope weighs by the value. NULL = snapshot counts. */
@@ -66,9 +66,8 @@ SKP_MUST_CHECK skp_err export_render(const struct analysis *a, enum export_forma
  * labels segment_id and trace_id of that part (when set) besides meta's endpoint and task_id;
  * the rest as export_render with EXPORT_PPROF (meta's segment_id/trace_id are not used). Borrows
  * everything. Errors: SKP_EINVAL (no part, a malformed tree), SKP_ENOMEM, SKP_EIO. */
-SKP_MUST_CHECK skp_err export_render_pprof_labelled(const struct export_part *parts,
-                                                    size_t n_parts,
-                                                    const struct export_meta *meta,
-                                                    uint8_t **out, size_t *out_len);
+SKP_MUST_CHECK skp_err export_render_pprof_labelled(const struct export_part *parts, size_t n_parts,
+                                                    const struct export_meta *meta, uint8_t **out,
+                                                    size_t *out_len);
 
 #endif

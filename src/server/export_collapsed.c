@@ -44,7 +44,7 @@ void export_put_collapsed_frame(struct skpx_buf *b, const char *sig)
     while (n > 0 && is_blank(s[n - 1]))
         n--;
     size_t keep_end = n - trailing_number(s, n); /* where the trailing number starts */
-    size_t blank = keep_end;                      /* where the blanks before it start */
+    size_t blank = keep_end;                     /* where the blanks before it start */
     while (blank > 0 && is_blank(s[blank - 1]))
         blank--;
     for (size_t i = 0; i < n;) {
@@ -69,7 +69,7 @@ void export_put_collapsed_frame(struct skpx_buf *b, const char *sig)
 struct collapsed_ctx {
     struct skpx_buf *out;
     bool readable;
-    struct skpx_buf name;      /* scratch: one frame's readable name */
+    struct skpx_buf name; /* scratch: one frame's readable name */
 };
 
 static skp_err visit(void *ud, const struct analysis_tree *t,

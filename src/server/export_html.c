@@ -16,8 +16,8 @@
 #include "common/frame_sig.h"
 
 struct html_ctx {
-    json_t **stack;            /* stack[d] = the "k" (children) array of the frame at depth d-1 */
-    struct skpx_buf scratch;   /* one frame's function and location */
+    json_t **stack;          /* stack[d] = the "k" (children) array of the frame at depth d-1 */
+    struct skpx_buf scratch; /* one frame's function and location */
 };
 
 static skp_err visit(void *ud, const struct analysis_tree *t,
@@ -41,8 +41,7 @@ static skp_err visit(void *ud, const struct analysis_tree *t,
     json_t *o = json_pack("{s:o, s:o, s:o, s:I, s:I, s:I, s:o}", "n", export_json_string(sig), "f",
                           export_json_string((const char *)c->scratch.data), "l",
                           export_json_string((const char *)c->scratch.data + loc_at), "c",
-                          (json_int_t)n->count,
-                          "d", (json_int_t)n->duration, "s",
+                          (json_int_t)n->count, "d", (json_int_t)n->duration, "s",
                           (json_int_t)n->duration_child_excluded, "k", kids);
     if (!o || json_array_append_new(c->stack[depth], o) != 0)
         return SKP_ENOMEM;
@@ -96,9 +95,8 @@ static int dump_cb(const char *p, size_t n, void *ud)
     return b->err ? -1 : 0;
 }
 
-static const char g_head[] =
-    "<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">\n"
-    "<meta name=\"generator\" content=\"skyprof\">\n<title>";
+static const char g_head[] = "<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">\n"
+                             "<meta name=\"generator\" content=\"skyprof\">\n<title>";
 
 static const char g_style[] =
     "</title>\n<style>\n"
@@ -179,8 +177,7 @@ skp_err export_render_html(const struct analysis *a, const struct export_meta *m
         }
     }
     root = json_pack("{s:s, s:s, s:s, s:I, s:I, s:I, s:o}", "n", "all", "f", "all", "l", "", "c",
-                     total_count, "d", total_dur,
-                     "s", (json_int_t)0, "k", kids);
+                     total_count, "d", total_dur, "s", (json_int_t)0, "k", kids);
     if (!root) {
         err = SKP_ENOMEM;
         goto out;
@@ -196,8 +193,8 @@ skp_err export_render_html(const struct analysis *a, const struct export_meta *m
     skpx_buf_puts(b, g_style);
     put_escaped(b, title);
     skpx_buf_puts(b, "</h1>\n<div class=\"meta\">");
-    skpx_buf_printf(b, "%llu snapshots, dump period %d ms",
-                      (unsigned long long)a->n_snapshots, export_period_ms(m));
+    skpx_buf_printf(b, "%llu snapshots, dump period %d ms", (unsigned long long)a->n_snapshots,
+                    export_period_ms(m));
     if (m->trace_id && *m->trace_id) {
         skpx_buf_puts(b, " &middot; trace ");
         put_escaped(b, m->trace_id);

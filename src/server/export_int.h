@@ -40,8 +40,8 @@ SKP_MUST_CHECK skp_err export_walk(const struct analysis *a, export_visit_cb cb,
 /* Interned strings: ids are 0-based in first-seen order and order[id] gives the string back.
  * The table copies each string (the map's rule), so order[] stays valid until cleanup. */
 struct export_intern {
-    struct skpx_strmap map;    /* string (owned copy) → id */
-    const char **order;        /* owned array; entries point into map's keys */
+    struct skpx_strmap map; /* string (owned copy) → id */
+    const char **order;     /* owned array; entries point into map's keys */
     size_t order_cap;
     size_t n;
 };

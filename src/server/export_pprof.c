@@ -93,9 +93,9 @@ static void put_message(struct skpx_buf *b, uint32_t field, struct skpx_buf *inn
 struct sig_parts {
     const char *name;
     size_t name_len;
-    const char *file;          /* NULL = no file */
+    const char *file; /* NULL = no file */
     size_t file_len;
-    int64_t line;              /* 0 = no line */
+    int64_t line; /* 0 = no line */
 };
 
 /* Splits "file.py.func: 50" (Python agents: file "file.py", function "func", which may be a
@@ -129,8 +129,11 @@ static void signature_parts(const char *sig, struct sig_parts *p)
                     name_end--;
                 if (name_end == 0 || i == colon)
                     return;
-                *p = (struct sig_parts){.name = sig, .name_len = name_end, .file = sig + i,
-                                        .file_len = colon - i, .line = line};
+                *p = (struct sig_parts){.name = sig,
+                                        .name_len = name_end,
+                                        .file = sig + i,
+                                        .file_len = colon - i,
+                                        .line = line};
                 return;
             }
         }
@@ -154,18 +157,18 @@ static void signature_parts(const char *sig, struct sig_parts *p)
 /* ---- rendering ---- */
 
 struct pprof_ctx {
-    struct skpx_buf *out;    /* the Profile message */
-    struct skpx_buf sample;  /* scratch for one Sample */
-    struct skpx_buf packed;  /* scratch for packed repeated fields */
-    struct skpx_buf label;   /* scratch for one Label */
+    struct skpx_buf *out;   /* the Profile message */
+    struct skpx_buf sample; /* scratch for one Sample */
+    struct skpx_buf packed; /* scratch for packed repeated fields */
+    struct skpx_buf label;  /* scratch for one Label */
     struct export_intern strings;
-    struct export_intern sigs;        /* code signature -> function/location id - 1 */
+    struct export_intern sigs; /* code signature -> function/location id - 1 */
     int64_t period_ns;
     uint32_t label_keys[4];
     uint32_t label_vals[4];
     size_t n_labels;
-    bool value_mode;           /* export_meta.value_type set: one sample type, value = self */
-    struct export_intern funcs;       /* "name\x1ffile" -> function id - 1 */
+    bool value_mode;            /* export_meta.value_type set: one sample type, value = self */
+    struct export_intern funcs; /* "name\x1ffile" -> function id - 1 */
 };
 
 /* The id (0-based) of the function (name, file) of `sp`, writing its Function message to `raw`

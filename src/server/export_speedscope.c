@@ -101,8 +101,8 @@ skp_err export_render_speedscope(const struct analysis *a, const struct export_m
     /* Value mode: speedscope knows nanoseconds and bytes; other units are plain numbers. */
     const char *unit = "milliseconds";
     if (m->value_type)
-        unit = m->value_unit && (!strcmp(m->value_unit, "nanoseconds") ||
-                                 !strcmp(m->value_unit, "bytes"))
+        unit = m->value_unit &&
+                       (!strcmp(m->value_unit, "nanoseconds") || !strcmp(m->value_unit, "bytes"))
                    ? m->value_unit
                    : "none";
     c.samples = json_array();
@@ -123,9 +123,9 @@ skp_err export_render_speedscope(const struct analysis *a, const struct export_m
     struct skpx_buf scratch;
     skpx_buf_init(&scratch, EXPORT_MAX_OUTPUT_BYTES);
     for (size_t i = 0; i < c.frames.n; i++) {
-        json_t *f = m->readable_names ? readable_frame(c.frames.order[i], &scratch)
-                                      : json_pack("{s:o}", "name",
-                                                  export_json_string(c.frames.order[i]));
+        json_t *f = m->readable_names
+                        ? readable_frame(c.frames.order[i], &scratch)
+                        : json_pack("{s:o}", "name", export_json_string(c.frames.order[i]));
         if (!f || json_array_append_new(frames, f) != 0) {
             skpx_buf_cleanup(&scratch);
             json_decref(frames);
@@ -135,14 +135,13 @@ skp_err export_render_speedscope(const struct analysis *a, const struct export_m
     }
     skpx_buf_cleanup(&scratch);
     const char *name = m->title && *m->title ? m->title : "skyprof profile";
-    json_t *profile = json_pack("{s:s, s:o, s:s, s:I, s:I, s:O, s:O}", "type", "sampled", "name",
-                                export_json_string(name), "unit", unit, "startValue", (json_int_t)0,
-                                "endValue", (json_int_t)c.total, "samples", c.samples, "weights",
-                                c.weights);
-    root = json_pack("{s:s, s:{s:o}, s:[o], s:o, s:s, s:i}", "$schema", SPEEDSCOPE_SCHEMA,
-                     "shared", "frames", frames, "profiles", profile, "name",
-                     export_json_string(name), "exporter",
-                     "skyprof " SKP_VERSION, "activeProfileIndex", 0);
+    json_t *profile =
+        json_pack("{s:s, s:o, s:s, s:I, s:I, s:O, s:O}", "type", "sampled", "name",
+                  export_json_string(name), "unit", unit, "startValue", (json_int_t)0, "endValue",
+                  (json_int_t)c.total, "samples", c.samples, "weights", c.weights);
+    root = json_pack("{s:s, s:{s:o}, s:[o], s:o, s:s, s:i}", "$schema", SPEEDSCOPE_SCHEMA, "shared",
+                     "frames", frames, "profiles", profile, "name", export_json_string(name),
+                     "exporter", "skyprof " SKP_VERSION, "activeProfileIndex", 0);
     if (!root) {
         err = SKP_ENOMEM;
         goto out;

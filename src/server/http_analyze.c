@@ -13,10 +13,10 @@ enum analyze_kind { AK_QUERIES, AK_TASK, AK_SEGMENT };
 struct analyze_job {
     struct http_job base;
     enum analyze_kind kind;
-    char *id;                  /* task or segment id */
-    struct analyze_query *q;   /* AK_QUERIES; segment ids owned */
+    char *id;                /* task or segment id */
+    struct analyze_query *q; /* AK_QUERIES; segment ids owned */
     size_t n;
-    bool span_window;          /* AK_SEGMENT: the spans' window, not the whole life */
+    bool span_window; /* AK_SEGMENT: the spans' window, not the whole life */
     uint64_t max_snapshots;
 };
 
@@ -93,8 +93,8 @@ static bool range_member(struct http_ctx *cx, json_t *tr, const char *name, size
 
 static void bad_query(struct http_ctx *cx, const char *msg, const char *field, size_t i)
 {
-    http_reply_json(cx, 400, json_pack("{s:s,s:s,s:I}", "error", msg, "field", field, "index",
-                                       (json_int_t)i));
+    http_reply_json(
+        cx, 400, json_pack("{s:s,s:s,s:I}", "error", msg, "field", field, "index", (json_int_t)i));
 }
 
 void http_analyze_post(struct http_ctx *cx)
@@ -104,8 +104,9 @@ void http_analyze_post(struct http_ctx *cx)
     if (!body)
         return;
     if (!json_is_array(body)) {
-        http_reply_error(cx, 400, "request body must be an array of "
-                                  "{segmentId, timeRange:{start, end}}");
+        http_reply_error(cx, 400,
+                         "request body must be an array of "
+                         "{segmentId, timeRange:{start, end}}");
         goto out;
     }
     size_t n = json_array_size(body);
@@ -190,8 +191,8 @@ skp_err http_segment_analysis(struct store *st, const char *segment_id, bool spa
         struct store_segment_info info = {0};
         skp_err err = store_get_segment_info(st, segment_id, &info);
         bool known = !err && info.has_window;
-        struct analyze_query q = {.segment_id = segment_id, .start_ms = info.start_ms,
-                                  .end_ms = info.end_ms};
+        struct analyze_query q = {
+            .segment_id = segment_id, .start_ms = info.start_ms, .end_ms = info.end_ms};
         store_segment_info_cleanup(&info);
         if (err && err != SKP_ENOTFOUND)
             return err;

@@ -84,8 +84,8 @@ json_t *http_read_json(struct http_ctx *cx)
     json_error_t jerr;
     json_t *j = json_loadb(p, len, JSON_REJECT_DUPLICATES, &jerr);
     if (!j)
-        http_reply_error(cx, 400, "malformed JSON: %s (line %d, column %d)", jerr.text,
-                         jerr.line, jerr.column);
+        http_reply_error(cx, 400, "malformed JSON: %s (line %d, column %d)", jerr.text, jerr.line,
+                         jerr.column);
     return j;
 }
 
@@ -99,8 +99,9 @@ void http_job_dispatch(struct http_ctx *cx, struct http_job *j)
         if (!err)
             return;
         j->destroy(j);
-        http_reply_error(cx, 503, "%s", err == SKP_EFULL ? "too many analyses in progress, retry"
-                                                         : "server is shutting down");
+        http_reply_error(cx, 503, "%s",
+                         err == SKP_EFULL ? "too many analyses in progress, retry"
+                                          : "server is shutting down");
         return;
     }
     j->run(j, cx->api->store);
@@ -155,16 +156,17 @@ static bool authorized(struct http_ctx *cx)
     if (cx->method != EVHTTP_REQ_POST && cx->method != EVHTTP_REQ_DELETE &&
         cx->method != EVHTTP_REQ_PUT && cx->method != EVHTTP_REQ_PATCH)
         return true;
-    return token_matches(cx->api->api_token,
-                         evhttp_find_header(evhttp_request_get_input_headers(cx->req),
-                                            "Authorization"));
+    return token_matches(
+        cx->api->api_token,
+        evhttp_find_header(evhttp_request_get_input_headers(cx->req), "Authorization"));
 }
 
 void http_healthz(struct http_ctx *cx)
 {
     if (cx->api->db_problem) {
-        http_reply_json(cx, 503, json_pack("{s:s, s:s}", "status", "database corrupt",
-                                           "database", cx->api->db_problem));
+        http_reply_json(
+            cx, 503,
+            json_pack("{s:s, s:s}", "status", "database corrupt", "database", cx->api->db_problem));
         return;
     }
     http_reply_json(cx, 200, json_pack("{s:s}", "status", "ok"));
@@ -180,8 +182,8 @@ void http_metrics(struct http_ctx *cx)
     char *text = NULL;
     size_t len = 0;
     /* Count this request before rendering so the scrape sees itself. */
-    if (metrics_render(cx->api->metrics, cx->api->grpc ? &gs : NULL, have_store ? &ss : NULL,
-                       &text, &len)) {
+    if (metrics_render(cx->api->metrics, cx->api->grpc ? &gs : NULL, have_store ? &ss : NULL, &text,
+                       &len)) {
         http_reply_error(cx, 500, "out of memory");
         return;
     }
@@ -211,8 +213,9 @@ static void on_request(struct evhttp_request *req, void *ud)
                          "--allowed-origins)",
                          cx.req_id, evhttp_find_header(in, "Host"));
         api->metrics->http_guard_refused++;
-        http_reply_error(&cx, 421, "this server does not answer for host '%s' (DNS rebinding "
-                                   "protection; list it in skyprofd --allowed-origins)",
+        http_reply_error(&cx, 421,
+                         "this server does not answer for host '%s' (DNS rebinding "
+                         "protection; list it in skyprofd --allowed-origins)",
                          evhttp_find_header(in, "Host"));
         goto out;
     }

@@ -29,16 +29,16 @@
 struct ja_job {
     struct http_job base;
     char *task_id;
-    char *instances;           /* comma-separated filter, NULL = all */
-    char *thread;              /* NULL = all threads */
-    char *event_type;          /* NULL = from the task's first event */
+    char *instances;  /* comma-separated filter, NULL = all */
+    char *thread;     /* NULL = all threads */
+    char *event_type; /* NULL = from the task's first event */
     bool without_lines;
     bool download;
     bool timeline;
-    uint32_t buckets;          /* timeline only */
-    bool has_range;            /* from/to given */
+    uint32_t buckets; /* timeline only */
+    bool has_range;   /* from/to given */
     int64_t from_ms, to_ms;
-    bool readable_names;       /* names=short (the default) */
+    bool readable_names; /* names=short (the default) */
     enum export_format format;
 };
 
@@ -104,10 +104,10 @@ static skp_err add_files(struct store *st, const struct ja_job *p, ja_add_cb add
             break;
         }
         if (pe) {
-            json_array_append_new(errors, json_pack("{s:I,s:s,s:s}", "fileId",
-                                                    (json_int_t)files[i].id, "instanceName",
-                                                    files[i].instance, "error",
-                                                    why.msg[0] ? why.msg : skp_strerror(pe)));
+            json_array_append_new(errors,
+                                  json_pack("{s:I,s:s,s:s}", "fileId", (json_int_t)files[i].id,
+                                            "instanceName", files[i].instance, "error",
+                                            why.msg[0] ? why.msg : skp_strerror(pe)));
             continue;
         }
         json_array_append_new(used, json_pack("{s:I,s:s,s:I}", "id", (json_int_t)files[i].id,
@@ -149,25 +149,23 @@ static json_t *timeline_json(const struct jfr_timeline_view *v)
         json_t *cells = json_array();
         for (size_t c = 0; cells && c < th->n_cells; c++) {
             const struct jfr_timeline_cell *x = &th->cells[c];
-            if (json_array_append_new(cells, json_pack("[I,I,I,I]", (json_int_t)x->bucket,
-                                                       (json_int_t)x->frame,
-                                                       (json_int_t)x->leaf_weight,
-                                                       (json_int_t)x->weight)) != 0) {
+            if (json_array_append_new(
+                    cells, json_pack("[I,I,I,I]", (json_int_t)x->bucket, (json_int_t)x->frame,
+                                     (json_int_t)x->leaf_weight, (json_int_t)x->weight)) != 0) {
                 json_decref(cells);
                 goto fail;
             }
         }
-        if (json_array_append_new(threads, json_pack("{s:s,s:I,s:o*}", "name", th->name,
-                                                     "weight", (json_int_t)th->weight, "cells",
-                                                     cells)) != 0)
+        if (json_array_append_new(threads, json_pack("{s:s,s:I,s:o*}", "name", th->name, "weight",
+                                                     (json_int_t)th->weight, "cells", cells)) != 0)
             goto fail;
     }
-    return json_pack("{s:I,s:I,s:I,s:I,s:o*,s:o*,s:I,s:I,s:I,s:I}", "from",
-                     (json_int_t)v->from_ms, "to", (json_int_t)v->to_ms, "bucketMs",
-                     (json_int_t)v->bucket_ms, "buckets", (json_int_t)v->n_buckets, "frames",
-                     frames, "threads", threads, "threadsOmitted",
-                     (json_int_t)v->n_threads_omitted, "samples", (json_int_t)v->n_samples,
-                     "untimed", (json_int_t)v->n_untimed, "dropped", (json_int_t)v->n_dropped);
+    return json_pack("{s:I,s:I,s:I,s:I,s:o*,s:o*,s:I,s:I,s:I,s:I}", "from", (json_int_t)v->from_ms,
+                     "to", (json_int_t)v->to_ms, "bucketMs", (json_int_t)v->bucket_ms, "buckets",
+                     (json_int_t)v->n_buckets, "frames", frames, "threads", threads,
+                     "threadsOmitted", (json_int_t)v->n_threads_omitted, "samples",
+                     (json_int_t)v->n_samples, "untimed", (json_int_t)v->n_untimed, "dropped",
+                     (json_int_t)v->n_dropped);
 fail:
     json_decref(frames);
     json_decref(threads);
@@ -218,13 +216,16 @@ static void ja_run(struct http_job *j, struct store *st)
         http_job_set_store_error(j, err, "async-profiler task");
         return;
     }
-    struct jfr_analyze_opts o = {.thread = p->thread, .without_lines = p->without_lines,
-                                 .has_range = p->has_range, .from_ms = p->from_ms,
+    struct jfr_analyze_opts o = {.thread = p->thread,
+                                 .without_lines = p->without_lines,
+                                 .has_range = p->has_range,
+                                 .from_ms = p->from_ms,
                                  .to_ms = p->to_ms};
     o.kind = default_kind(t.events);
     if (p->event_type && jfr_kind_parse(p->event_type, &o.kind)) {
-        http_job_set_error(j, 400, "unknown eventType (execution, native, alloc, lock, live, "
-                                   "or CPU, WALL, CTIMER, ITIMER, ALLOC, LOCK)");
+        http_job_set_error(j, 400,
+                           "unknown eventType (execution, native, alloc, lock, live, "
+                           "or CPU, WALL, CTIMER, ITIMER, ALLOC, LOCK)");
         store_proc_task_cleanup(&t);
         return;
     }

@@ -26,8 +26,9 @@ static void reply_cancelled(struct http_ctx *cx, const char *kind, const char *i
     }
     cx->api->metrics->tasks_cancelled++;
     HTTP_LOG(SKPX_LOG_INFO, cx->req_id, "%s task %s cancelled", kind, id);
-    http_reply_json(cx, 200, json_pack("{s:s, s:s, s:I}", "id", id, "status", "cancelled",
-                                       "cancelledTime", (json_int_t)now));
+    http_reply_json(cx, 200,
+                    json_pack("{s:s, s:s, s:I}", "id", id, "status", "cancelled", "cancelledTime",
+                              (json_int_t)now));
 }
 
 void http_tasks_cancel(struct http_ctx *cx, const char *id)

@@ -31,13 +31,13 @@ static const char *const kind_names[] = {"segment", "task", "pprof", "jfr"};
 
 struct cmp_side {
     enum cmp_kind kind;
-    char *id;                  /* segment or task id */
+    char *id; /* segment or task id */
     bool has_range;
-    int64_t start_ms, end_ms;  /* inclusive, when has_range */
-    char *instances;           /* pprof/jfr: comma-separated filter, NULL = all */
-    char *sample_type;         /* pprof: NULL = the profiles' default */
-    char *event_type;          /* jfr: NULL = the task's first event */
-    char *thread;              /* jfr: NULL = every thread */
+    int64_t start_ms, end_ms; /* inclusive, when has_range */
+    char *instances;          /* pprof/jfr: comma-separated filter, NULL = all */
+    char *sample_type;        /* pprof: NULL = the profiles' default */
+    char *event_type;         /* jfr: NULL = the task's first event */
+    char *thread;             /* jfr: NULL = every thread */
 };
 
 struct cmp_job {
@@ -98,8 +98,8 @@ static skp_err window_push(void *ud, const struct store_profiled_segment *s)
 
 /* A task's segments cut to [lo, hi]: every profiled segment overlapping it, each analysed over
  * the overlap. No segment overlapping gives an empty analysis. */
-static skp_err task_range(struct store *st, const struct cmp_side *s,
-                          const struct analyze_opts *o, struct analysis **out)
+static skp_err task_range(struct store *st, const struct cmp_side *s, const struct analyze_opts *o,
+                          struct analysis **out)
 {
     struct seg_windows w = {.lo = s->start_ms, .hi = s->end_ms};
     skp_err err = store_list_profiled_segments(st, s->id, window_push, &w);
@@ -128,8 +128,8 @@ static skp_err trace_side(struct store *st, const struct cmp_side *s, uint64_t m
             return SKP_ENOTFOUND;
         if (!s->has_range)
             return analyze_segment_all(st, s->id, &o, out);
-        struct analyze_query q = {.segment_id = s->id, .start_ms = s->start_ms,
-                                  .end_ms = s->end_ms};
+        struct analyze_query q = {
+            .segment_id = s->id, .start_ms = s->start_ms, .end_ms = s->end_ms};
         return analyze_segments(st, &q, 1, &o, out);
     }
     struct store_task t = {0};
@@ -178,8 +178,8 @@ static skp_err pprof_side(struct store *st, const struct cmp_side *s, bool by_fu
     if (!err)
         err = pprof_analyze_finish(an, out);
     if (!err)
-        snprintf(unit, unit_len, "%s", pprof_analyze_unit(an)[0] ? pprof_analyze_unit(an)
-                                                                   : "count");
+        snprintf(unit, unit_len, "%s",
+                 pprof_analyze_unit(an)[0] ? pprof_analyze_unit(an) : "count");
     store_proc_files_free(files, n);
     pprof_analyze_free(an);
     return err;
@@ -245,9 +245,9 @@ static json_t *side_json(const struct cmp_side *s, int64_t total, const char *un
     json_t *o = json_pack("{s:s,s:o,s:I,s:s}", "kind", kind_names[s->kind], "id",
                           skp_json_str(s->id), "total", (json_int_t)total, "unit", unit);
     if (o && s->has_range)
-        json_object_set_new(o, "timeRange", json_pack("{s:I,s:I}", "start",
-                                                      (json_int_t)s->start_ms, "end",
-                                                      (json_int_t)s->end_ms));
+        json_object_set_new(
+            o, "timeRange",
+            json_pack("{s:I,s:I}", "start", (json_int_t)s->start_ms, "end", (json_int_t)s->end_ms));
     return o;
 }
 
@@ -261,27 +261,24 @@ static json_t *result_json(const struct cmp_job *c, const struct compare_result 
     for (size_t i = 0; i < r->n_nodes; i++) {
         const struct compare_node *n = &r->nodes[i];
         double b = compare_share(r, n, COMPARE_BASE), t = compare_share(r, n, COMPARE_TARGET);
-        json_t *e = json_pack("{s:I,s:I,s:o,s:I,s:I,s:I,s:I,s:f,s:f,s:f}", "id",
-                              (json_int_t)i + 1, "parentId",
-                              (json_int_t)(n->parent == UINT32_MAX ? 0 : n->parent + 1),
-                              "codeSignature", skp_json_str(n->sig), "base",
-                              (json_int_t)n->weight[0], "target", (json_int_t)n->weight[1],
-                              "baseSelf", (json_int_t)n->self[0], "targetSelf",
-                              (json_int_t)n->self[1], "baseShare", b, "targetShare", t, "delta",
-                              t - b);
+        json_t *e = json_pack(
+            "{s:I,s:I,s:o,s:I,s:I,s:I,s:I,s:f,s:f,s:f}", "id", (json_int_t)i + 1, "parentId",
+            (json_int_t)(n->parent == UINT32_MAX ? 0 : n->parent + 1), "codeSignature",
+            skp_json_str(n->sig), "base", (json_int_t)n->weight[0], "target",
+            (json_int_t)n->weight[1], "baseSelf", (json_int_t)n->self[0], "targetSelf",
+            (json_int_t)n->self[1], "baseShare", b, "targetShare", t, "delta", t - b);
         if (http_push_json(nodes, e))
             goto fail;
     }
     size_t lim = r->n_changes < c->limit ? r->n_changes : c->limit;
     for (size_t i = 0; i < lim; i++) {
         const struct compare_change *ch = &r->changes[i];
-        json_t *e = json_pack("{s:o,s:I,s:I,s:I,s:I,s:f,s:f,s:f,s:f,s:f,s:f}", "codeSignature",
-                              skp_json_str(ch->sig), "base", (json_int_t)ch->weight[0],
-                              "target", (json_int_t)ch->weight[1], "baseSelf",
-                              (json_int_t)ch->self[0], "targetSelf", (json_int_t)ch->self[1],
-                              "baseShare", ch->share[0], "targetShare", ch->share[1], "delta",
-                              ch->delta, "baseSelfShare", ch->self_share[0], "targetSelfShare",
-                              ch->self_share[1], "selfDelta", ch->self_delta);
+        json_t *e = json_pack(
+            "{s:o,s:I,s:I,s:I,s:I,s:f,s:f,s:f,s:f,s:f,s:f}", "codeSignature", skp_json_str(ch->sig),
+            "base", (json_int_t)ch->weight[0], "target", (json_int_t)ch->weight[1], "baseSelf",
+            (json_int_t)ch->self[0], "targetSelf", (json_int_t)ch->self[1], "baseShare",
+            ch->share[0], "targetShare", ch->share[1], "delta", ch->delta, "baseSelfShare",
+            ch->self_share[0], "targetSelfShare", ch->self_share[1], "selfDelta", ch->self_delta);
         if (http_push_json(changes, e))
             goto fail;
     }
@@ -360,7 +357,8 @@ static bool opt_string(struct http_ctx *cx, json_t *sel, const char *side, const
     if (json_is_array(v) && strcmp(name, "instances") == 0) {
         size_t total = 0, i;
         json_t *e;
-        json_array_foreach(v, i, e) {
+        json_array_foreach(v, i, e)
+        {
             if (!json_is_string(e) || strchr(json_string_value(e), ',')) {
                 http_reply_field_error(cx, 400, field, "instances must be names without commas");
                 return false;
@@ -379,7 +377,8 @@ static bool opt_string(struct http_ctx *cx, json_t *sel, const char *side, const
             return false;
         }
         size_t at = 0;
-        json_array_foreach(v, i, e) {
+        json_array_foreach(v, i, e)
+        {
             size_t l = json_string_length(e);
             memcpy(s + at, json_string_value(e), l);
             at += l;
@@ -495,15 +494,15 @@ void http_compare_post(struct http_ctx *cx)
     c->base.destroy = cmp_destroy;
     c->max_snapshots = cx->api->max_analyze_snapshots;
     c->limit = COMPARE_DEFAULT_LIMIT;
-    if (!parse_side(cx, body, "base", &c->side[0]) ||
-        !parse_side(cx, body, "target", &c->side[1]))
+    if (!parse_side(cx, body, "base", &c->side[0]) || !parse_side(cx, body, "target", &c->side[1]))
         goto out;
     json_t *g = json_object_get(body, "granularity");
     if (g && !json_is_null(g)) {
         const char *gs = json_is_string(g) ? json_string_value(g) : "";
         if (strcmp(gs, "lines") != 0 && strcmp(gs, "functions") != 0) {
-            http_reply_field_error(cx, 400, "granularity", "granularity must be lines or "
-                                                           "functions");
+            http_reply_field_error(cx, 400, "granularity",
+                                   "granularity must be lines or "
+                                   "functions");
             goto out;
         }
         c->by_function = strcmp(gs, "functions") == 0;

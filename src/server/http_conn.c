@@ -53,18 +53,18 @@ struct hconn {
     struct evbuffer_cb_entry *in_cb; /* on bev's input; removed at close */
     struct event *deadline_ev;       /* owned; the current request's read deadline */
     uint64_t peer_key;
-    uint64_t body_reserved;          /* counted in metrics->http_body_bytes */
-    bool hooked;                     /* the close callback is set */
+    uint64_t body_reserved; /* counted in metrics->http_body_bytes */
+    bool hooked;            /* the close callback is set */
     bool peer_counted;
-    bool closing;                    /* refused: the socket is shut down */
-    bool deferred;                   /* refused after earlier requests' answers (below) */
-    bool rewriting;                  /* the guard itself moves input bytes: not counted */
+    bool closing;   /* refused: the socket is shut down */
+    bool deferred;  /* refused after earlier requests' answers (below) */
+    bool rewriting; /* the guard itself moves input bytes: not counted */
     int deferred_status;
-    const char *deferred_reason;     /* static text */
-    uint64_t in_added, in_removed;   /* input bytes ever added / removed (offsets below) */
-    uint64_t req_start;              /* offset of the current request's first byte */
-    uint64_t n_framed;               /* requests whose framing completed */
-    uint64_t n_answered;             /* requests whose answer evhttp finished writing */
+    const char *deferred_reason;   /* static text */
+    uint64_t in_added, in_removed; /* input bytes ever added / removed (offsets below) */
+    uint64_t req_start;            /* offset of the current request's first byte */
+    uint64_t n_framed;             /* requests whose framing completed */
+    uint64_t n_answered;           /* requests whose answer evhttp finished writing */
     struct http_framing fr;
 };
 
@@ -75,26 +75,36 @@ struct http_conns {
     struct metrics *m;
     struct evconnlistener *listener; /* borrowed (evhttp's) */
     struct hconn *conns;
-    struct event *hook_ev;           /* hooks connections created since it last ran */
+    struct event *hook_ev; /* hooks connections created since it last ran */
     struct event *resume_ev;
-    bool paused_full;                /* at max_connections */
-    bool paused_fds;                 /* accept() failed with EMFILE & co */
+    bool paused_full; /* at max_connections */
+    bool paused_fds;  /* accept() failed with EMFILE & co */
     struct skpx_peer_count peers;
 };
 
 static const char *status_text(int status)
 {
     switch (status) {
-    case 400: return "Bad Request";
-    case 401: return "Unauthorized";
-    case 408: return "Request Timeout";
-    case 413: return "Content Too Large";
-    case 414: return "URI Too Long";
-    case 431: return "Request Header Fields Too Large";
-    case 501: return "Not Implemented";
-    case 503: return "Service Unavailable";
-    case 505: return "HTTP Version Not Supported";
-    default: return "Error";
+    case 400:
+        return "Bad Request";
+    case 401:
+        return "Unauthorized";
+    case 408:
+        return "Request Timeout";
+    case 413:
+        return "Content Too Large";
+    case 414:
+        return "URI Too Long";
+    case 431:
+        return "Request Header Fields Too Large";
+    case 501:
+        return "Not Implemented";
+    case 503:
+        return "Service Unavailable";
+    case 505:
+        return "HTTP Version Not Supported";
+    default:
+        return "Error";
     }
 }
 

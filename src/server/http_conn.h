@@ -31,8 +31,7 @@ struct http_conns;
 
 /* Early token check: true when a request with `method` and Authorization value `authz` (NULL
  * when absent or too long) may go on. */
-typedef bool (*http_conns_token_cb)(void *ud, enum http_framing_method method,
-                                    const char *authz);
+typedef bool (*http_conns_token_cb)(void *ud, enum http_framing_method method, const char *authz);
 
 struct http_conns_opts {
     size_t max_connections;       /* 0 = 1024 */
@@ -42,14 +41,13 @@ struct http_conns_opts {
     uint64_t max_body;            /* largest body accepted (413 beyond) */
     http_conns_token_cb token_ok; /* NULL = no early check */
     void *token_ud;
-    struct metrics *metrics;      /* borrowed; the counters live there */
+    struct metrics *metrics; /* borrowed; the counters live there */
 };
 
 /* Creates the guard and installs it on `http` (both borrowed; `http` must be freed before the
  * guard). Caller frees with http_conns_free. Errors: SKP_ENOMEM. */
 SKP_MUST_CHECK skp_err http_conns_new(struct event_base *base, struct evhttp *http,
-                                      const struct http_conns_opts *opts,
-                                      struct http_conns **out);
+                                      const struct http_conns_opts *opts, struct http_conns **out);
 /* Takes charge of a bound socket's listener (pausing, accept errors). Borrowed. */
 void http_conns_add_listener(struct http_conns *hc, struct evhttp_bound_socket *sock);
 /* Forgets the listener (before evhttp_del_accept_socket). NULL ok. */

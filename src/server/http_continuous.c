@@ -135,14 +135,14 @@ static skp_err series_push(void *ud, const struct cont_series_view *v)
 {
     json_t *vals = json_array();
     for (size_t i = 0; vals && i < v->n_values; i++)
-        if (json_array_append_new(vals, isnan(v->values[i]) ? json_null()
-                                                            : json_real(v->values[i])))
+        if (json_array_append_new(vals,
+                                  isnan(v->values[i]) ? json_null() : json_real(v->values[i])))
             break;
-    json_t *o = json_pack("{s:s, s:s, s:s, s:f, s:I, s:I, s:I, s:I, s:o*}", "target", v->target,
-                          "type", v->type, "uri", v->uri, "threshold", v->threshold, "period",
-                          (json_int_t)v->period, "count", (json_int_t)v->count, "firstSlotTime",
-                          (json_int_t)v->first_slot_ms, "slotMs", (json_int_t)v->slot_ms,
-                          "values", vals);
+    json_t *o =
+        json_pack("{s:s, s:s, s:s, s:f, s:I, s:I, s:I, s:I, s:o*}", "target", v->target, "type",
+                  v->type, "uri", v->uri, "threshold", v->threshold, "period",
+                  (json_int_t)v->period, "count", (json_int_t)v->count, "firstSlotTime",
+                  (json_int_t)v->first_slot_ms, "slotMs", (json_int_t)v->slot_ms, "values", vals);
     return http_push_json(ud, o);
 }
 
@@ -167,9 +167,9 @@ void http_continuous_values(struct http_ctx *cx, const char *service)
         return;
     }
     int64_t quiet = cont_eval_quiet_until(cx->api->cont_eval, service);
-    http_reply_json(cx, 200, json_pack("{s:s, s:I, s:I, s:o}", "service", service, "now",
-                                       (json_int_t)now, "quietUntil",
-                                       (json_int_t)(quiet > now ? quiet : 0), "series", list));
+    http_reply_json(cx, 200,
+                    json_pack("{s:s, s:I, s:I, s:o}", "service", service, "now", (json_int_t)now,
+                              "quietUntil", (json_int_t)(quiet > now ? quiet : 0), "series", list));
 }
 
 /* ---------------------------------------------------------------- triggers */
@@ -198,10 +198,10 @@ json_t *http_trigger_json(const struct store_cont_trigger *t)
         continuous_cause_text(&t->causes[0], text + 13, sizeof(text) - 13);
     }
     return json_pack("{s:I, s:s, s:s?, s:s?, s:I, s:s, s:s, s:s?, s:s?, s:s?, s:o*, s:s}", "id",
-                     (json_int_t)t->id, "service", t->service, "instance", t->instance,
-                     "process", t->process, "time", (json_int_t)t->time_ms, "target", t->target,
-                     "source", t->source, "taskKind", t->task_kind, "taskId", t->task_id, "note",
-                     t->note, "causes", causes, "text", text);
+                     (json_int_t)t->id, "service", t->service, "instance", t->instance, "process",
+                     t->process, "time", (json_int_t)t->time_ms, "target", t->target, "source",
+                     t->source, "taskKind", t->task_kind, "taskId", t->task_id, "note", t->note,
+                     "causes", causes, "text", text);
 }
 
 static skp_err trigger_push(void *ud, const struct store_cont_trigger *t)
@@ -224,9 +224,9 @@ void http_triggers_list(struct http_ctx *cx)
         http_reply_error(cx, 500, "out of memory");
         return;
     }
-    skp_err err = store_cont_list_triggers(cx->api->store, http_query(cx, "service"),
-                                           http_query(cx, "task"), (size_t)limit, trigger_push,
-                                           list);
+    skp_err err =
+        store_cont_list_triggers(cx->api->store, http_query(cx, "service"), http_query(cx, "task"),
+                                 (size_t)limit, trigger_push, list);
     if (err) {
         json_decref(list);
         http_reply_store_error(cx, err, "triggers");

@@ -60,23 +60,22 @@ static skp_err process_push(void *ud, const struct store_ebpf_process *p)
 {
     return http_push_json(
         ud, json_pack("{s:o, s:o, s:o, s:o, s:o, s:i, s:o, s:o, s:o, s:I, s:I}", "id",
-                      skp_json_str(p->id), "serviceName", skp_json_str(p->service),
-                      "instanceName", skp_json_str(p->instance), "processName",
-                      skp_json_str(p->process_name), "layer", skp_json_str(p->layer), "pid",
-                      (int)p->pid, "labels", lines_json(p->labels, false), "properties",
-                      lines_json(p->properties, true), "agentId", skp_json_str(p->agent_id),
-                      "firstSeen", (json_int_t)p->first_ms, "lastPing",
-                      (json_int_t)p->last_ping_ms));
+                      skp_json_str(p->id), "serviceName", skp_json_str(p->service), "instanceName",
+                      skp_json_str(p->instance), "processName", skp_json_str(p->process_name),
+                      "layer", skp_json_str(p->layer), "pid", (int)p->pid, "labels",
+                      lines_json(p->labels, false), "properties", lines_json(p->properties, true),
+                      "agentId", skp_json_str(p->agent_id), "firstSeen", (json_int_t)p->first_ms,
+                      "lastPing", (json_int_t)p->last_ping_ms));
 }
 
 void http_ebpf_processes(struct http_ctx *cx)
 {
     const char *service = http_query(cx, "service");
     json_t *list = json_array();
-    skp_err err = list ? store_ebpf_list_processes(cx->api->store,
-                                                   service && *service ? service : NULL,
-                                                   process_push, list)
-                       : SKP_ENOMEM;
+    skp_err err =
+        list ? store_ebpf_list_processes(cx->api->store, service && *service ? service : NULL,
+                                         process_push, list)
+             : SKP_ENOMEM;
     if (err) {
         json_decref(list);
         http_reply_store_error(cx, err, "eBPF processes");
@@ -89,20 +88,20 @@ void http_ebpf_processes(struct http_ctx *cx)
 struct ea_job {
     struct http_job base;
     char *task_id;
-    char *process_id;          /* NULL = every process */
+    char *process_id; /* NULL = every process */
     int64_t from_ms, to_ms;
     bool download;
-    bool readable_names;       /* names=short (the default) */
+    bool readable_names; /* names=short (the default) */
     enum export_format format;
 };
 
 struct ea_build {
-    struct skpx_pprof *on, *off;  /* one builder per kind, created on first use */
+    struct skpx_pprof *on, *off; /* one builder per kind, created on first use */
     struct skpx_pprof_frame frames[SKPX_PPROF_MAX_FRAMES];
-    json_t *processes;         /* process id -> {onCpuStacks, offCpuStacks} */
+    json_t *processes; /* process id -> {onCpuStacks, offCpuStacks} */
     uint64_t n_stacks;
     int64_t first_ms, last_ms;
-    skp_err full;              /* SKP_EFULL when a builder ran out of budget */
+    skp_err full; /* SKP_EFULL when a builder ran out of budget */
 };
 
 static void ea_destroy(struct http_job *j)
@@ -140,8 +139,8 @@ static skp_err on_stack(void *ud, const struct store_ebpf_stack *s)
     for (const char *p = s->symbols; *p && n < SKPX_PPROF_MAX_FRAMES;) {
         const char *e = strchr(p, '\n');
         size_t len = e ? (size_t)(e - p) : strlen(p);
-        b->frames[n++] = (struct skpx_pprof_frame){.func = len ? p : "?", .func_len = len ? len : 1,
-                                                  .file = "", .file_len = 0};
+        b->frames[n++] = (struct skpx_pprof_frame){
+            .func = len ? p : "?", .func_len = len ? len : 1, .file = "", .file_len = 0};
         p += len + (e ? 1 : 0);
     }
     int64_t values[2] = {s->count, s->duration_ns};

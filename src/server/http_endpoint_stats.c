@@ -17,12 +17,10 @@ static skp_err summary_push(void *ud, const struct es_summary *s)
         return SKP_ENOMEM;
     for (size_t i = 0; i < s->n_points; i++) {
         const struct es_point *p = &s->points[i];
-        skp_err err = http_push_json(pts, json_pack("{s:I, s:I, s:I, s:I, s:I}", "t",
-                                                    (json_int_t)p->minute_ms, "count",
-                                                    (json_int_t)p->count, "errors",
-                                                    (json_int_t)p->errors, "p50",
-                                                    (json_int_t)p->p50_ms, "p99",
-                                                    (json_int_t)p->p99_ms));
+        skp_err err = http_push_json(
+            pts, json_pack("{s:I, s:I, s:I, s:I, s:I}", "t", (json_int_t)p->minute_ms, "count",
+                           (json_int_t)p->count, "errors", (json_int_t)p->errors, "p50",
+                           (json_int_t)p->p50_ms, "p99", (json_int_t)p->p99_ms));
         if (err) {
             json_decref(pts);
             return err;
@@ -59,8 +57,8 @@ void http_endpoint_stats(struct http_ctx *cx, const char *service)
     int64_t now = http_now(cx->api);
     skp_err err = arr ? SKP_OK : SKP_ENOMEM;
     if (!err && cx->api->endpoint_stats)
-        err = endpoint_stats_query(cx->api->endpoint_stats, service, (int)window, now,
-                                   summary_push, ud);
+        err = endpoint_stats_query(cx->api->endpoint_stats, service, (int)window, now, summary_push,
+                                   ud);
     if (err) {
         json_decref(arr);
         http_reply_store_error(cx, err, "endpoint statistics");

@@ -15,9 +15,9 @@
 #include "server/http_int.h"
 #include "server/utf8.h"
 
-#define ENDPOINTS_MAX 1000         /* endpoints one listing collects (more: dropped) */
-#define REASON_ENDPOINTS_SHOWN 5   /* endpoints named in a task's statusReason */
-#define REASON_MAX 1024            /* bytes of a statusReason */
+#define ENDPOINTS_MAX 1000       /* endpoints one listing collects (more: dropped) */
+#define REASON_ENDPOINTS_SHOWN 5 /* endpoints named in a task's statusReason */
+#define REASON_MAX 1024          /* bytes of a statusReason */
 #define MINUTE_MS 60000
 
 struct ep_acc {
@@ -123,8 +123,8 @@ static skp_err collect(struct http_ctx *cx, const char *service, int64_t from_ms
         err = store_list_endpoint_minutes(cx->api->store, service, lo, hi, stored_minute, s);
     }
     if (!err && to_ms > mem_from && cx->api->endpoint_stats)
-        err = endpoint_stats_query(cx->api->endpoint_stats, service,
-                                   ES_DEFAULT_WINDOW_MIN * 60, now, memory_summary, s);
+        err = endpoint_stats_query(cx->api->endpoint_stats, service, ES_DEFAULT_WINDOW_MIN * 60,
+                                   now, memory_summary, s);
     if (!err && s->n > 1)
         qsort(s->v, s->n, sizeof(*s->v), by_count);
     return err;
@@ -145,11 +145,10 @@ void http_services_endpoints(struct http_ctx *cx, const char *name)
     json_t *list = json_array();
     skp_err err = list ? collect(cx, name, from, to, &s) : SKP_ENOMEM;
     for (size_t i = 0; !err && i < s.n && i < (size_t)limit; i++)
-        err = http_push_json(list, json_pack("{s:o, s:I, s:I, s:I}", "name",
-                                             skp_json_str(s.v[i].name), "count",
-                                             (json_int_t)s.v[i].count, "firstSeen",
-                                             (json_int_t)s.v[i].first_ms, "lastSeen",
-                                             (json_int_t)s.v[i].last_ms));
+        err = http_push_json(
+            list, json_pack("{s:o, s:I, s:I, s:I}", "name", skp_json_str(s.v[i].name), "count",
+                            (json_int_t)s.v[i].count, "firstSeen", (json_int_t)s.v[i].first_ms,
+                            "lastSeen", (json_int_t)s.v[i].last_ms));
     ep_set_cleanup(&s);
     if (err) {
         json_decref(list);
@@ -174,13 +173,15 @@ static size_t notified_instances(json_t *logs)
     size_t n = 0;
     size_t i, j;
     json_t *l, *m;
-    json_array_foreach(logs, i, l) {
+    json_array_foreach(logs, i, l)
+    {
         const char *op = json_string_value(json_object_get(l, "operationType"));
         const char *inst = json_string_value(json_object_get(l, "instanceName"));
         if (!op || !inst || strcmp(op, "NOTIFIED") != 0)
             continue;
         bool dup = false;
-        json_array_foreach(logs, j, m) {
+        json_array_foreach(logs, j, m)
+        {
             if (j >= i)
                 break;
             const char *op2 = json_string_value(json_object_get(m, "operationType"));

@@ -11,11 +11,9 @@
 #include "server/export.h"
 #include "server/http_int.h"
 
-
 /* A filename for Content-Disposition: "skyprof-<id>.<ext>", with every byte outside
  * [A-Za-z0-9._-] replaced so no header injection or path trick is possible. */
-static void make_filename(char *out, size_t cap, const char *kind, const char *id,
-                          const char *ext)
+static void make_filename(char *out, size_t cap, const char *kind, const char *id, const char *ext)
 {
     int n = snprintf(out, cap, "skyprof-%s-", kind);
     size_t k = n > 0 ? (size_t)n : 0;
@@ -60,7 +58,7 @@ struct export_job {
     bool readable_names;
     bool has_range;
     int64_t start, end;
-    bool span_window;          /* no range: the spans' window rather than the whole life */
+    bool span_window; /* no range: the spans' window rather than the whole life */
     uint64_t max_snapshots;
 };
 
@@ -94,7 +92,7 @@ static void render(struct export_job *e, struct analysis *a, const struct export
 struct seg_list {
     struct seg_ref {
         char *id, *trace;
-    } *v;
+    } * v;
     size_t n, cap;
 };
 
@@ -137,8 +135,8 @@ static bool render_task_pprof_by_segment(struct export_job *e, struct store *st,
             analysis_free(a);
             break;
         }
-        parts[n_parts++] = (struct export_part){.a = a, .segment_id = l.v[i].id,
-                                                .trace_id = l.v[i].trace};
+        parts[n_parts++] =
+            (struct export_part){.a = a, .segment_id = l.v[i].id, .trace_id = l.v[i].trace};
         sum += a->n_snapshots;
     }
     if (!err && parts && n_parts == l.n && sum == all->n_snapshots) {
@@ -147,8 +145,8 @@ static bool render_task_pprof_by_segment(struct export_job *e, struct store *st,
         if (export_render_pprof_labelled(parts, n_parts, meta, &buf, &len) == SKP_OK) {
             char fname[192];
             make_filename(fname, sizeof(fname), "task", e->id, export_file_ext(EXPORT_PPROF));
-            http_response_bytes(&e->base.res, 200, export_content_type(EXPORT_PPROF),
-                                (char *)buf, len);
+            http_response_bytes(&e->base.res, 200, export_content_type(EXPORT_PPROF), (char *)buf,
+                                len);
             snprintf(e->base.res.disposition, sizeof(e->base.res.disposition),
                      "attachment; filename=\"%s\"", fname);
             done = true;

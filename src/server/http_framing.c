@@ -16,9 +16,9 @@
 #include "common/hex.h"
 
 enum {
-    ST_LINE = 0,   /* request line (or nothing yet) */
-    ST_HEADER,     /* header lines */
-    ST_BODY,       /* skipping body_left bytes */
+    ST_LINE = 0, /* request line (or nothing yet) */
+    ST_HEADER,   /* header lines */
+    ST_BODY,     /* skipping body_left bytes */
     ST_ERROR,
     ST_CHUNK_SIZE, /* a chunk-size line */
     ST_CHUNK_DATA, /* skipping body_left bytes of a chunk */
@@ -77,19 +77,33 @@ static bool name_is(const char *name, size_t len, const char *want)
  * frame, route, authorise or describe the request (RFC 9110 section 6.5.1 forbids merging them);
  * skyprofd reads Host, Content-Type, Origin and Authorization. */
 static const char *const k_trailer_refused[] = {
-    "authorization", "connection",   "content-encoding", "content-length", "content-range",
-    "content-type",  "cookie",       "expect",           "host",           "keep-alive",
-    "origin",        "proxy-authorization", "range",     "referer",        "te",
-    "trailer",       "transfer-encoding",   "upgrade",
+    "authorization",
+    "connection",
+    "content-encoding",
+    "content-length",
+    "content-range",
+    "content-type",
+    "cookie",
+    "expect",
+    "host",
+    "keep-alive",
+    "origin",
+    "proxy-authorization",
+    "range",
+    "referer",
+    "te",
+    "trailer",
+    "transfer-encoding",
+    "upgrade",
 };
 
 static const struct {
     const char *name;
     enum http_framing_method m;
 } methods[] = {
-    {"GET", HTTP_FRAMING_GET},         {"HEAD", HTTP_FRAMING_HEAD},
-    {"POST", HTTP_FRAMING_POST},       {"PUT", HTTP_FRAMING_PUT},
-    {"DELETE", HTTP_FRAMING_DELETE},   {"OPTIONS", HTTP_FRAMING_OPTIONS},
+    {"GET", HTTP_FRAMING_GET},       {"HEAD", HTTP_FRAMING_HEAD},
+    {"POST", HTTP_FRAMING_POST},     {"PUT", HTTP_FRAMING_PUT},
+    {"DELETE", HTTP_FRAMING_DELETE}, {"OPTIONS", HTTP_FRAMING_OPTIONS},
     {"PATCH", HTTP_FRAMING_PATCH},
 };
 
@@ -342,8 +356,7 @@ static void request_reset(struct http_framing *f)
     f->_head_bytes = 0;
 }
 
-size_t http_framing_feed(struct http_framing *f, uint8_t *p, size_t n,
-                         enum http_framing_event *ev)
+size_t http_framing_feed(struct http_framing *f, uint8_t *p, size_t n, enum http_framing_event *ev)
 {
     *ev = HTTP_FRAMING_MORE;
     if (f->_state == ST_ERROR) {

@@ -48,44 +48,44 @@ enum http_framing_method {
 };
 
 enum http_framing_event {
-    HTTP_FRAMING_MORE,         /* all input consumed, nothing to report */
+    HTTP_FRAMING_MORE,          /* all input consumed, nothing to report */
     HTTP_FRAMING_REQUEST_START, /* the first byte of a request was consumed */
-    HTTP_FRAMING_HEAD_DONE,    /* request line and headers complete: method, authz, body_len,
-                                  chunked */
-    HTTP_FRAMING_CHUNK,        /* a chunk-size line was read: chunk_len bytes of data follow
-                                  (0: the last chunk, then the trailer section) */
-    HTTP_FRAMING_REQUEST_DONE, /* the body is complete (events only for requests with a body:
-                                  Content-Length > 0 or chunked) */
-    HTTP_FRAMING_ERROR,        /* refuse with `status` and `reason`, then close */
+    HTTP_FRAMING_HEAD_DONE,     /* request line and headers complete: method, authz, body_len,
+                                   chunked */
+    HTTP_FRAMING_CHUNK,         /* a chunk-size line was read: chunk_len bytes of data follow
+                                   (0: the last chunk, then the trailer section) */
+    HTTP_FRAMING_REQUEST_DONE,  /* the body is complete (events only for requests with a body:
+                                   Content-Length > 0 or chunked) */
+    HTTP_FRAMING_ERROR,         /* refuse with `status` and `reason`, then close */
 };
 
 struct http_framing {
     /* ---- results, valid from HEAD_DONE until the next REQUEST_START ---- */
     enum http_framing_method method;
-    uint64_t body_len;         /* Content-Length (0 without one, and when chunked) */
-    bool chunked;              /* Transfer-Encoding: chunked */
-    uint64_t chunk_len;        /* with HTTP_FRAMING_CHUNK: the chunk's size */
+    uint64_t body_len;  /* Content-Length (0 without one, and when chunked) */
+    bool chunked;       /* Transfer-Encoding: chunked */
+    uint64_t chunk_len; /* with HTTP_FRAMING_CHUNK: the chunk's size */
     bool has_authz;
     bool authz_too_long;
     char authz[HTTP_FRAMING_AUTHZ_MAX + 1]; /* NUL-terminated, surrounding spaces trimmed */
     /* ---- set with HTTP_FRAMING_ERROR ---- */
-    int status;                /* 400, 413, 414, 431, 501 or 505 */
-    const char *reason;        /* static text */
+    int status;         /* 400, 413, 414, 431, 501 or 505 */
+    const char *reason; /* static text */
     /* ---- private ---- */
     uint64_t _max_body;
     int _state;
-    bool _cr;                  /* previous byte was CR */
+    bool _cr; /* previous byte was CR */
     bool _has_cl;
     bool _has_te;
-    bool _te_chunked;          /* the Transfer-Encoding value is `chunked` as evhttp reads it */
-    bool _te_blank;            /* ... but only once blanks evhttp keeps are trimmed */
+    bool _te_chunked; /* the Transfer-Encoding value is `chunked` as evhttp reads it */
+    bool _te_blank;   /* ... but only once blanks evhttp keeps are trimmed */
     bool _http10;
-    uint8_t _crlf;             /* bytes of the CRLF after a chunk's data seen */
-    uint64_t _body_total;      /* chunked: sum of the chunk sizes so far */
-    size_t _ext_bytes;         /* chunked: extension bytes so far */
+    uint8_t _crlf;        /* bytes of the CRLF after a chunk's data seen */
+    uint64_t _body_total; /* chunked: sum of the chunk sizes so far */
+    size_t _ext_bytes;    /* chunked: extension bytes so far */
     uint32_t _n_headers;
     size_t _head_bytes;
-    size_t _line_len;          /* bytes of the current line (without CRLF) */
+    size_t _line_len; /* bytes of the current line (without CRLF) */
     uint64_t _body_left;
     char _line[HTTP_FRAMING_LINE_MAX];
 };
@@ -99,8 +99,7 @@ void http_framing_init(struct http_framing *f, uint64_t max_body);
  * space, because evhttp (which reads the body after us) ends a chunk size at a space but refuses
  * a `;`; so it ignores extensions as HTTP says to. Borrows p.
  * Hot path for API traffic: one pass over the bytes, no allocation. */
-size_t http_framing_feed(struct http_framing *f, uint8_t *p, size_t n,
-                         enum http_framing_event *ev);
+size_t http_framing_feed(struct http_framing *f, uint8_t *p, size_t n, enum http_framing_event *ev);
 /* True while a request has started and is not complete (the read deadline applies). */
 bool http_framing_in_request(const struct http_framing *f);
 

@@ -65,8 +65,7 @@ skp_err http_guard_init(struct http_guard *g, const char *http_addr, const char 
     if (why && cap)
         why[0] = '\0';
     char h[HTTP_GUARD_ORIGIN_MAX];
-    if (http_addr && host_part(http_addr, h, sizeof(h)) && !is_ip_literal(h) &&
-        strcmp(h, "*") != 0)
+    if (http_addr && host_part(http_addr, h, sizeof(h)) && !is_ip_literal(h) && strcmp(h, "*") != 0)
         snprintf(g->listen_host, sizeof(g->listen_host), "%s", h);
     const char *p = allowed_origins ? allowed_origins : "";
     while (*p) {

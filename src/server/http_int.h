@@ -34,16 +34,16 @@ struct http_api {
     struct metrics *metrics;
     struct skpx_grpc_server *grpc;
     char *api_token;
-    char *web_root;            /* NULL when the folder does not exist */
+    char *web_root; /* NULL when the folder does not exist */
     uint64_t max_analyze_snapshots;
     int64_t (*now_ms)(void);
-    struct http_worker *worker; /* NULL: heavy reads run on the loop */
-    uint64_t next_req_id;      /* loop thread only */
+    struct http_worker *worker;            /* NULL: heavy reads run on the loop */
+    uint64_t next_req_id;                  /* loop thread only */
     struct endpoint_stats *endpoint_stats; /* borrowed; NULL = none kept */
-    struct cont_eval *cont_eval; /* borrowed; NULL = none */
-    struct http_guard guard;   /* Host/Origin policy (http_guard.h) */
-    char *db_problem;          /* the start-up integrity check's finding; NULL = fine */
-    struct http_conns *conns;  /* owned; the connection guard (http_conn.c) */
+    struct cont_eval *cont_eval;           /* borrowed; NULL = none */
+    struct http_guard guard;               /* Host/Origin policy (http_guard.h) */
+    char *db_problem;                      /* the start-up integrity check's finding; NULL = fine */
+    struct http_conns *conns;              /* owned; the connection guard (http_conn.c) */
 };
 
 struct http_ctx {
@@ -52,9 +52,9 @@ struct http_ctx {
     enum evhttp_cmd_type method;
     char *seg[HTTP_MAX_SEGMENTS]; /* decoded path segments (owned) */
     size_t n_seg;
-    uint64_t req_id;           /* on every log line of the request and in X-Request-Id */
-    const char *raw_path;      /* still percent-encoded */
-    struct evkeyvalq query;    /* decoded query parameters */
+    uint64_t req_id;        /* on every log line of the request and in X-Request-Id */
+    const char *raw_path;   /* still percent-encoded */
+    struct evkeyvalq query; /* decoded query parameters */
 };
 
 int64_t http_now(const struct http_api *api);
@@ -116,15 +116,15 @@ const char *http_query(struct http_ctx *cx, const char *name);
 json_t *http_read_json(struct http_ctx *cx);
 
 /* ---- Routes (http_routes.c): the table docs/api.md documents ---- */
-#define HTTP_M_GET 1u              /* HEAD is served by the GET route */
+#define HTTP_M_GET 1u /* HEAD is served by the GET route */
 #define HTTP_M_POST 2u
 #define HTTP_M_PUT 4u
 #define HTTP_M_DELETE 8u
 /* Most "{name}" captures in one pattern. */
 #define HTTP_ROUTE_MAX_CAPTURES 2
 struct http_route {
-    unsigned methods;          /* HTTP_M_* bits */
-    const char *pattern;       /* "/api/v1/profile/tasks/{id}/logs" */
+    unsigned methods;    /* HTTP_M_* bits */
+    const char *pattern; /* "/api/v1/profile/tasks/{id}/logs" */
     /* Exactly one is set, taking as many captures as the pattern has. */
     void (*h0)(struct http_ctx *cx);
     void (*h1)(struct http_ctx *cx, const char *cap1);
@@ -157,8 +157,8 @@ void http_async_cancel(struct http_ctx *cx, const char *id);
 void http_analyze_post(struct http_ctx *cx);
 void http_analyze_task(struct http_ctx *cx, const char *id);
 void http_analyze_segment(struct http_ctx *cx, const char *segment_id);
-void http_compare_post(struct http_ctx *cx);                               /* http_compare.c */
-void http_timeline_segment(struct http_ctx *cx, const char *segment_id);   /* http_timeline.c */
+void http_compare_post(struct http_ctx *cx);                             /* http_compare.c */
+void http_timeline_segment(struct http_ctx *cx, const char *segment_id); /* http_timeline.c */
 void http_export_task(struct http_ctx *cx, const char *id);
 void http_export_segment(struct http_ctx *cx, const char *segment_id);
 void http_services_list(struct http_ctx *cx);

@@ -66,8 +66,7 @@ static bool cursor_decode(const char *in, struct http_page *pg)
     return true;
 }
 
-bool http_page_parse(struct http_ctx *cx, size_t def_limit, size_t max_limit,
-                     struct http_page *pg)
+bool http_page_parse(struct http_ctx *cx, size_t def_limit, size_t max_limit, struct http_page *pg)
 {
     memset(pg, 0, sizeof(*pg));
     pg->limit = def_limit;
@@ -87,8 +86,9 @@ bool http_page_parse(struct http_ctx *cx, size_t def_limit, size_t max_limit,
     const char *c = http_query(cx, "cursor");
     if (c && *c) {
         if (!cursor_decode(c, pg)) {
-            http_reply_field_error(cx, 400, "cursor", "malformed cursor (pass the X-Next-Cursor "
-                                                      "value of the previous page as it is)");
+            http_reply_field_error(cx, 400, "cursor",
+                                   "malformed cursor (pass the X-Next-Cursor "
+                                   "value of the previous page as it is)");
             return false;
         }
         pg->has_cursor = true;
@@ -125,7 +125,7 @@ struct list_job {
     /* while running */
     json_t *arr;
     size_t n;
-    char last[HTTP_CURSOR_MAX];   /* cursor of the last row added */
+    char last[HTTP_CURSOR_MAX]; /* cursor of the last row added */
     bool more;
 };
 
@@ -159,7 +159,7 @@ static skp_err log_row(void *ud, const struct store_task_log *g)
         int64_t ct = 0, cop = 0;
         if (l->pg.n_parts != 3 || !part_i64(l->pg.part[0], &ct) || !part_i64(l->pg.part[1], &cop))
             return SKP_EINVAL;
-        int c = g->time_ms != ct ? (g->time_ms < ct ? -1 : 1)
+        int c = g->time_ms != ct        ? (g->time_ms < ct ? -1 : 1)
                 : (int64_t)g->op != cop ? ((int64_t)g->op < cop ? -1 : 1)
                                         : strcmp(g->instance, l->pg.part[2]);
         if (c <= 0)
@@ -193,8 +193,7 @@ static void list_run(struct http_job *j, struct store *st)
     }
     if (l->kind == LIST_SEGMENTS) {
         struct store_segment_key key = {0};
-        if (l->pg.has_cursor &&
-            (l->pg.n_parts != 2 || !part_i64(l->pg.part[0], &key.start_ms))) {
+        if (l->pg.has_cursor && (l->pg.n_parts != 2 || !part_i64(l->pg.part[0], &key.start_ms))) {
             json_decref(l->arr);
             http_job_set_error(j, 400, "malformed cursor for this listing");
             return;

@@ -29,17 +29,16 @@
 #define HTTP_PAGE_SERVICES_MAX 10000
 
 struct http_page {
-    size_t limit;                              /* rows per page */
+    size_t limit; /* rows per page */
     bool has_cursor;
-    char buf[HTTP_CURSOR_MAX / 2 + 1];         /* decoded key parts, NUL-separated */
-    const char *part[HTTP_CURSOR_PARTS];       /* into buf */
+    char buf[HTTP_CURSOR_MAX / 2 + 1];   /* decoded key parts, NUL-separated */
+    const char *part[HTTP_CURSOR_PARTS]; /* into buf */
     size_t n_parts;
 };
 
 /* Reads ?limit= (1..max_limit; default def_limit) and ?cursor= into *pg. On a bad value replies
  * 400 and returns false. */
-bool http_page_parse(struct http_ctx *cx, size_t def_limit, size_t max_limit,
-                     struct http_page *pg);
+bool http_page_parse(struct http_ctx *cx, size_t def_limit, size_t max_limit, struct http_page *pg);
 /* Encodes the parts into `out` (cap >= HTTP_CURSOR_MAX); false if they do not fit. Pure. */
 bool http_cursor_encode(char *out, size_t cap, const char *const *parts, size_t n);
 /* Adds X-Next-Cursor and Link headers for `cursor` to the request's answer (loop thread). */

@@ -116,8 +116,8 @@ static void create_kind(struct http_ctx *cx, enum proc_kind kind)
     char *id = NULL;
     skp_err err = proc_task_create(cx->api->store, kind, &r, http_now(cx->api), &e, &id);
     if ((err == SKP_EINVAL || err == SKP_EEXIST) && e.reason) {
-        http_reply_json(cx, 400, json_pack("{s:s,s:s?}", "errorReason", e.reason, "field",
-                                           e.field));
+        http_reply_json(cx, 400,
+                        json_pack("{s:s,s:s?}", "errorReason", e.reason, "field", e.field));
         goto out;
     }
     if (err) {
@@ -153,12 +153,11 @@ static json_t *async_task_json(const struct proc_task *t, json_t *ids, int64_t n
         json_array_append_new(ev, json_stringn(p, len));
         p += len + (e ? 1 : 0);
     }
-    return json_pack("{s:s,s:s,s:o,s:b,s:o,s:I,s:s?,s:I,s:s}", "id", t->id, "service",
-                     t->service, "serviceInstanceIds", ids ? ids : json_array(),
-                     "allLiveInstances", t->all_live, "events", ev ? ev : json_array(),
-                     "duration", (json_int_t)t->duration_s, "execArgs", t->exec_args,
-                     "createTime", (json_int_t)t->create_time, "status",
-                     proc_task_status(t, now));
+    return json_pack("{s:s,s:s,s:o,s:b,s:o,s:I,s:s?,s:I,s:s}", "id", t->id, "service", t->service,
+                     "serviceInstanceIds", ids ? ids : json_array(), "allLiveInstances",
+                     t->all_live, "events", ev ? ev : json_array(), "duration",
+                     (json_int_t)t->duration_s, "execArgs", t->exec_args, "createTime",
+                     (json_int_t)t->create_time, "status", proc_task_status(t, now));
 }
 
 static json_t *task_json_base(const struct proc_task *t, int64_t now)
@@ -169,11 +168,11 @@ static json_t *task_json_base(const struct proc_task *t, int64_t now)
     if (t->kind == PROC_KIND_ASYNC_PROFILER)
         return async_task_json(t, ids, now);
     return json_pack("{s:s,s:s,s:o,s:b,s:s,s:I,s:I,s:I,s:I,s:s}", "id", t->id, "service",
-                     t->service, "serviceInstanceIds", ids ? ids : json_array(),
-                     "allLiveInstances", t->all_live, "events", t->events, "duration",
-                     (json_int_t)(t->duration_s / 60), "dumpPeriod", (json_int_t)t->dump_period,
-                     "samplingRate", (json_int_t)t->sampling_hz, "createTime",
-                     (json_int_t)t->create_time, "status", proc_task_status(t, now));
+                     t->service, "serviceInstanceIds", ids ? ids : json_array(), "allLiveInstances",
+                     t->all_live, "events", t->events, "duration", (json_int_t)(t->duration_s / 60),
+                     "dumpPeriod", (json_int_t)t->dump_period, "samplingRate",
+                     (json_int_t)t->sampling_hz, "createTime", (json_int_t)t->create_time, "status",
+                     proc_task_status(t, now));
 }
 
 /* The task object, with "cancelledTime" when it was cancelled. */
@@ -207,22 +206,21 @@ static skp_err decorate(struct store *st, const struct proc_task *t, json_t *j)
     proc_task_progress(t, logs, n_logs, prog, cap, &n_prog);
     json_t *jl = json_array(), *jp = json_array(), *jf = json_array();
     for (size_t i = 0; jl && i < n_logs; i++)
-        json_array_append_new(jl, json_pack("{s:s,s:s,s:I,s:s?}", "instanceName",
-                                            logs[i].instance, "operationType", logs[i].op,
-                                            "operationTime", (json_int_t)logs[i].time_ms,
-                                            "message", logs[i].message));
+        json_array_append_new(jl,
+                              json_pack("{s:s,s:s,s:I,s:s?}", "instanceName", logs[i].instance,
+                                        "operationType", logs[i].op, "operationTime",
+                                        (json_int_t)logs[i].time_ms, "message", logs[i].message));
     for (size_t i = 0; jp && i < n_prog; i++) {
         const struct proc_progress *p = &prog[i];
-        const char *state = p->uploaded_ms ? "uploaded"
-                            : p->failed_ms ? "failed"
+        const char *state = p->uploaded_ms   ? "uploaded"
+                            : p->failed_ms   ? "failed"
                             : p->notified_ms ? "notified"
                                              : "waiting";
         json_array_append_new(
-            jp, json_pack("{s:s,s:s,s:I,s:I,s:I,s:s?,s:s?}", "instanceName", p->instance,
-                          "state", state, "notifiedTime", (json_int_t)p->notified_ms,
-                          "uploadedTime", (json_int_t)p->uploaded_ms, "failedTime",
-                          (json_int_t)p->failed_ms, "failedOperation", p->failed_op,
-                          "failedReason", p->failed_reason));
+            jp, json_pack("{s:s,s:s,s:I,s:I,s:I,s:s?,s:s?}", "instanceName", p->instance, "state",
+                          state, "notifiedTime", (json_int_t)p->notified_ms, "uploadedTime",
+                          (json_int_t)p->uploaded_ms, "failedTime", (json_int_t)p->failed_ms,
+                          "failedOperation", p->failed_op, "failedReason", p->failed_reason));
     }
     for (size_t i = 0; jf && i < n_files; i++)
         json_array_append_new(jf, json_pack("{s:I,s:s,s:I,s:I}", "id", (json_int_t)files[i].id,
@@ -251,8 +249,8 @@ static void list_kind(struct http_ctx *cx, enum proc_kind kind)
     const char *service = http_query(cx, "service");
     struct proc_task *v = NULL;
     size_t n = 0;
-    skp_err err = store_proc_list_tasks(cx->api->store, kind,
-                                        service && *service ? service : NULL, 0, &v, &n);
+    skp_err err = store_proc_list_tasks(cx->api->store, kind, service && *service ? service : NULL,
+                                        0, &v, &n);
     if (err) {
         http_reply_store_error(cx, err, kind_label(kind));
         return;
@@ -379,12 +377,10 @@ static void file_run(struct http_job *j, struct store *st)
     else
         http_pprof_filename(fname, sizeof(fname), f->task_id, what, "pb.gz");
     http_response_bytes(&j->res, 200, "application/octet-stream", (char *)data, len);
-    snprintf(j->res.disposition, sizeof(j->res.disposition), "attachment; filename=\"%s\"",
-             fname);
+    snprintf(j->res.disposition, sizeof(j->res.disposition), "attachment; filename=\"%s\"", fname);
 }
 
-static void file_kind(struct http_ctx *cx, const char *id, const char *file_id,
-                      enum proc_kind kind)
+static void file_kind(struct http_ctx *cx, const char *id, const char *file_id, enum proc_kind kind)
 {
     char *end = NULL;
     long long fid = strtoll(file_id, &end, 10);

@@ -23,11 +23,11 @@
 struct pa_job {
     struct http_job base;
     char *task_id;
-    char *instances;           /* comma-separated filter, NULL = all */
-    char *sample_type;         /* NULL = the profiles' default */
+    char *instances;   /* comma-separated filter, NULL = all */
+    char *sample_type; /* NULL = the profiles' default */
     bool by_function;
     bool download;
-    bool readable_names;       /* names=short (the default) */
+    bool readable_names; /* names=short (the default) */
     enum export_format format;
 };
 
@@ -66,9 +66,9 @@ static skp_err merge_files(struct store *st, const struct pa_job *p, struct ppro
             break;
         }
         if (de) {
-            json_array_append_new(errors, json_pack("{s:I,s:s,s:s}", "fileId",
-                                                    (json_int_t)files[i].id, "instanceName",
-                                                    files[i].instance, "error", why));
+            json_array_append_new(errors,
+                                  json_pack("{s:I,s:s,s:s}", "fileId", (json_int_t)files[i].id,
+                                            "instanceName", files[i].instance, "error", why));
             continue;
         }
         err = pprof_analyze_add(an, prof);
@@ -202,8 +202,8 @@ static void dispatch(struct http_ctx *cx, const char *id, bool download)
         return;
     }
     struct pa_job *p = skpx_calloc(1, sizeof(*p));
-    bool ok = p && (p->task_id = skpx_strdup(id)) && (!inst || !*inst ||
-                                                      (p->instances = skpx_strdup(inst))) &&
+    bool ok = p && (p->task_id = skpx_strdup(id)) &&
+              (!inst || !*inst || (p->instances = skpx_strdup(inst))) &&
               (!type || !*type || (p->sample_type = skpx_strdup(type)));
     if (!ok) {
         if (p)

@@ -121,15 +121,17 @@ static bool mutation_allowed(struct http_ctx *cx)
     struct evkeyvalq *in = evhttp_request_get_input_headers(cx->req);
     if (!http_guard_is_json(evhttp_find_header(in, "Content-Type"))) {
         cx->api->metrics->http_guard_refused++;
-        http_reply_error(cx, 415, "a request that changes something needs Content-Type: "
-                                  "application/json");
+        http_reply_error(cx, 415,
+                         "a request that changes something needs Content-Type: "
+                         "application/json");
         return false;
     }
     const char *origin = evhttp_find_header(in, "Origin");
     if (!http_guard_origin_ok(&cx->api->guard, origin, evhttp_find_header(in, "Host"))) {
         cx->api->metrics->http_guard_refused++;
-        http_reply_error(cx, 403, "cross-site request refused: Origin '%s' is not this server "
-                                  "(list it in skyprofd --allowed-origins)",
+        http_reply_error(cx, 403,
+                         "cross-site request refused: Origin '%s' is not this server "
+                         "(list it in skyprofd --allowed-origins)",
                          origin);
         return false;
     }

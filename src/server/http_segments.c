@@ -67,8 +67,7 @@ json_t *http_segment_json(const struct store_profiled_segment *seg)
                      "service", skp_json_str(seg->service), "instanceName",
                      skp_json_str(seg->instance), "endpointNames", names, "start",
                      (json_int_t)seg->start_ms, "duration",
-                     (json_int_t)skpx_sat_sub_i64(end, seg->start_ms),
-                     "spans", spans);
+                     (json_int_t)skpx_sat_sub_i64(end, seg->start_ms), "spans", spans);
 fail:
     json_decref(spans);
     json_decref(names);

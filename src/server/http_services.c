@@ -14,10 +14,10 @@ static json_t *str_or_null(const char *s)
 
 skp_err http_service_push(void *ud, const struct store_service_row *r)
 {
-    return http_push_json(ud, json_pack("{s:o, s:o, s:I, s:I}", "name", skp_json_str(r->name),
-                                        "layer", str_or_null(r->layer), "lastSeen",
-                                        (json_int_t)r->last_seen_ms, "instances",
-                                        (json_int_t)r->n_instances));
+    return http_push_json(ud,
+                          json_pack("{s:o, s:o, s:I, s:I}", "name", skp_json_str(r->name), "layer",
+                                    str_or_null(r->layer), "lastSeen", (json_int_t)r->last_seen_ms,
+                                    "instances", (json_int_t)r->n_instances));
 }
 
 skp_err http_instance_push(void *ud, const struct store_instance_row *r)
@@ -100,8 +100,7 @@ void http_services_list(struct http_ctx *cx)
     if (!http_page_parse(cx, HTTP_PAGE_SERVICES_DEFAULT, HTTP_PAGE_SERVICES_MAX, &pg))
         return;
     struct name_page p = {.pg = &pg, .arr = json_array()};
-    skp_err err =
-        p.arr ? store_list_services(cx->api->store, service_page_row, &p) : SKP_ENOMEM;
+    skp_err err = p.arr ? store_list_services(cx->api->store, service_page_row, &p) : SKP_ENOMEM;
     reply_page(cx, &p, err, "services");
 }
 

@@ -89,9 +89,9 @@ static void send_file(struct http_ctx *cx, int fd, off_t size, const char *rel)
     evhttp_add_header(h, "Content-Type", content_type(rel));
     evhttp_add_header(h, "X-Content-Type-Options", "nosniff");
     evhttp_add_header(h, "Content-Security-Policy", HTTP_GUARD_CSP);
-    evhttp_add_header(h, "Cache-Control", strncmp(rel, "assets/", 7) == 0
-                                              ? "public, max-age=31536000, immutable"
-                                              : "no-cache");
+    evhttp_add_header(h, "Cache-Control",
+                      strncmp(rel, "assets/", 7) == 0 ? "public, max-age=31536000, immutable"
+                                                      : "no-cache");
     struct evbuffer *b = evbuffer_new();
     if (!b || evbuffer_add_file(b, fd, 0, size) != 0) { /* takes the fd on success */
         if (b)
@@ -112,8 +112,8 @@ void http_static_serve(struct http_ctx *cx)
     struct stat st;
     if (!root || stat(root, &st) != 0 || !S_ISDIR(st.st_mode)) {
         if (is_root)
-            http_reply_bytes(cx, 200, "text/html; charset=utf-8", not_built,
-                             sizeof(not_built) - 1, "Content-Security-Policy", HTTP_GUARD_CSP);
+            http_reply_bytes(cx, 200, "text/html; charset=utf-8", not_built, sizeof(not_built) - 1,
+                             "Content-Security-Policy", HTTP_GUARD_CSP);
         else
             http_reply_error(cx, 404, "not found (the web UI is not installed)");
         return;

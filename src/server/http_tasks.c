@@ -19,9 +19,9 @@ skp_err http_task_decorate(struct http_ctx *cx, json_t *task)
     json_int_t dur = json_integer_value(json_object_get(task, "duration"));
     const char *id = json_string_value(json_object_get(task, "id"));
     bool cancelled = json_integer_value(json_object_get(task, "cancelledTime")) != 0;
-    json_object_set_new(task, "status",
-                        json_string(cancelled ? "cancelled"
-                                              : task_status(start, (int)dur, http_now(cx->api))));
+    json_object_set_new(
+        task, "status",
+        json_string(cancelled ? "cancelled" : task_status(start, (int)dur, http_now(cx->api))));
     json_t *logs = json_array();
     if (!logs)
         return SKP_ENOMEM;
@@ -39,13 +39,12 @@ skp_err http_task_decorate(struct http_ctx *cx, json_t *task)
 
 json_t *http_task_json(const struct store_task *t)
 {
-    json_t *j = json_pack("{s:o, s:o, s:o, s:I, s:i, s:i, s:i, s:i, s:I}", "id",
-                          skp_json_str(t->id), "service", skp_json_str(t->service),
-                          "endpointName", skp_json_str(t->endpoint), "startTime",
-                          (json_int_t)t->start_time, "duration", t->duration_min,
-                          "minDurationThreshold", t->min_duration_threshold, "dumpPeriod",
-                          t->dump_period, "maxSamplingCount", t->max_sampling_count,
-                          "createTime", (json_int_t)t->create_time);
+    json_t *j = json_pack(
+        "{s:o, s:o, s:o, s:I, s:i, s:i, s:i, s:i, s:I}", "id", skp_json_str(t->id), "service",
+        skp_json_str(t->service), "endpointName", skp_json_str(t->endpoint), "startTime",
+        (json_int_t)t->start_time, "duration", t->duration_min, "minDurationThreshold",
+        t->min_duration_threshold, "dumpPeriod", t->dump_period, "maxSamplingCount",
+        t->max_sampling_count, "createTime", (json_int_t)t->create_time);
     if (j && t->cancelled_ms)
         json_object_set_new(j, "cancelledTime", json_integer((json_int_t)t->cancelled_ms));
     return j;
@@ -142,8 +141,8 @@ void http_tasks_create(struct http_ctx *cx)
     skp_err err = task_create(cx->api->store, &r, http_now(cx->api), &e, &id);
     if ((err == SKP_EINVAL || err == SKP_EEXIST) && e.reason) {
         cx->api->metrics->tasks_rejected++;
-        http_reply_json(cx, 400, json_pack("{s:s,s:s?}", "errorReason", e.reason, "field",
-                                           e.field));
+        http_reply_json(cx, 400,
+                        json_pack("{s:s,s:s?}", "errorReason", e.reason, "field", e.field));
         goto out;
     }
     if (err) {
@@ -175,7 +174,7 @@ static skp_err task_page_row(void *ud, const struct store_task *t)
 {
     struct task_page *p = ud;
     if (p->pg->has_cursor) {
-        int c = t->start_time != p->c_start ? (t->start_time > p->c_start ? -1 : 1)
+        int c = t->start_time != p->c_start     ? (t->start_time > p->c_start ? -1 : 1)
                 : t->create_time != p->c_create ? (t->create_time > p->c_create ? -1 : 1)
                                                 : -strcmp(t->id, p->pg->part[2]);
         if (c <= 0)
@@ -216,10 +215,10 @@ void http_tasks_list(struct http_ctx *cx)
     tp.arr = list;
     const char *service = http_query(cx, "service");
     const char *endpoint = http_query(cx, "endpointName");
-    skp_err err = list ? store_list_tasks(cx->api->store, service && *service ? service : NULL,
-                                          endpoint && *endpoint ? endpoint : NULL,
-                                          task_page_row, &tp)
-                       : SKP_ENOMEM;
+    skp_err err =
+        list ? store_list_tasks(cx->api->store, service && *service ? service : NULL,
+                                endpoint && *endpoint ? endpoint : NULL, task_page_row, &tp)
+             : SKP_ENOMEM;
     if (err == SKP_EFULL)
         err = SKP_OK;
     if (err) {

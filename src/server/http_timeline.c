@@ -81,10 +81,10 @@ static void on_sample(void *ud, const struct store_sample *s)
         leaf = json_integer_value(json_array_get(list, json_array_size(list) - 1));
     }
     if (!err)
-        err = http_push_json(sc->snaps, json_pack("{s:I,s:i,s:I,s:I,s:I}", "time",
-                                                   (json_int_t)s->time_ms, "sequence",
-                                                   (int)s->sequence, "depth", (json_int_t)n,
-                                                   "leaf", leaf, "stack", (json_int_t)st_idx));
+        err = http_push_json(sc->snaps,
+                             json_pack("{s:I,s:i,s:I,s:I,s:I}", "time", (json_int_t)s->time_ms,
+                                       "sequence", (int)s->sequence, "depth", (json_int_t)n, "leaf",
+                                       leaf, "stack", (json_int_t)st_idx));
     sc->err = err;
     sc->n++;
 }
@@ -92,8 +92,8 @@ static void on_sample(void *ud, const struct store_sample *s)
 static void tl_run(struct http_job *j, struct store *st)
 {
     struct tl_job *t = (struct tl_job *)j;
-    struct tl_scan sc = {.st = st, .snaps = json_array(), .frames = json_array(),
-                         .stacks = json_array()};
+    struct tl_scan sc = {
+        .st = st, .snaps = json_array(), .frames = json_array(), .stacks = json_array()};
     bool has = false;
     skp_err err = sc.snaps && sc.frames && sc.stacks ? SKP_OK : SKP_ENOMEM;
     if (!err)
@@ -113,10 +113,10 @@ static void tl_run(struct http_job *j, struct store *st)
         http_job_set_store_error(j, err, "segment");
         return;
     }
-    http_job_set_json(j, 200, json_pack("{s:o,s:o,s:o,s:o,s:b}", "segmentId",
-                                        skp_json_str(t->segment_id), "frames", sc.frames,
-                                        "stacks", sc.stacks, "snapshots", sc.snaps, "truncated",
-                                        sc.truncated));
+    http_job_set_json(j, 200,
+                      json_pack("{s:o,s:o,s:o,s:o,s:b}", "segmentId", skp_json_str(t->segment_id),
+                                "frames", sc.frames, "stacks", sc.stacks, "snapshots", sc.snaps,
+                                "truncated", sc.truncated));
 }
 
 void http_timeline_segment(struct http_ctx *cx, const char *segment_id)

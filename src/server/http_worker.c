@@ -23,11 +23,11 @@ struct http_worker {
     bool thread_started;
     pthread_mutex_t mu;
     pthread_cond_t cv;
-    struct http_job *todo_head, *todo_tail;   /* loop -> worker */
-    struct http_job *done_head, *done_tail;   /* worker -> loop */
-    size_t n_queued;                          /* todo + running + done */
+    struct http_job *todo_head, *todo_tail; /* loop -> worker */
+    struct http_job *done_head, *done_tail; /* worker -> loop */
+    size_t n_queued;                        /* todo + running + done */
     bool stopping;
-    int wake[2];                              /* worker writes a byte, loop reads */
+    int wake[2]; /* worker writes a byte, loop reads */
     struct event *wake_ev;
     char *db_path;
 };

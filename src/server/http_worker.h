@@ -32,25 +32,25 @@ struct http_worker;
 /* A response being built (http_int.h's http_response_* builders) and sent by http_send. */
 struct http_response {
     int code;
-    char *body;                /* owned (skpx_malloc'd) unless `borrowed` */
+    char *body; /* owned (skpx_malloc'd) unless `borrowed` */
     size_t body_len;
-    const char *content_type;  /* static; NULL = application/json */
+    const char *content_type;                   /* static; NULL = application/json */
     char disposition[HTTP_JOB_DISPOSITION_MAX]; /* Content-Disposition value, "" = none */
-    bool borrowed;             /* body belongs to the caller (loop shorthands only) */
-    bool oom;                  /* the JSON could not be built: a static 500 body is sent */
-    char *next_cursor;         /* owned (skpx); sent as X-Next-Cursor (http_page.h); NULL = none */
+    bool borrowed;     /* body belongs to the caller (loop shorthands only) */
+    bool oom;          /* the JSON could not be built: a static 500 body is sent */
+    char *next_cursor; /* owned (skpx); sent as X-Next-Cursor (http_page.h); NULL = none */
 };
 
 struct http_job {
     struct http_job *next;
     struct http_api *api;
     struct evhttp_request *req;
-    uint64_t req_id;           /* the request's id, for log lines */
+    uint64_t req_id; /* the request's id, for log lines */
     /* Worker thread: computes the response into the fields below. */
     void (*run)(struct http_job *j, struct store *st);
     /* Frees the job and whatever run/submit attached to it (any thread). */
     void (*destroy)(struct http_job *j);
-    struct http_response res;  /* what run() computed */
+    struct http_response res; /* what run() computed */
 };
 
 /* Starts the worker thread for the database at `db_path` (copied). Borrows base.

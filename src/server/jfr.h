@@ -21,22 +21,22 @@
 
 /* The trees a recording yields (SkyWalking OAP's JFR event types). */
 enum jfr_kind {
-    JFR_KIND_EXECUTION = 0,    /* jdk.ExecutionSample, profiler.WallClockSample (CPU/WALL/...) */
-    JFR_KIND_NATIVE = 1,       /* jdk.NativeMethodSample */
-    JFR_KIND_ALLOC = 2,        /* jdk.ObjectAllocation{InNewTLAB,OutsideTLAB,Sample}, bytes */
-    JFR_KIND_LOCK = 3,         /* jdk.JavaMonitorEnter, jdk.ThreadPark, nanoseconds */
-    JFR_KIND_LIVE = 4,         /* profiler.LiveObject, bytes */
+    JFR_KIND_EXECUTION = 0, /* jdk.ExecutionSample, profiler.WallClockSample (CPU/WALL/...) */
+    JFR_KIND_NATIVE = 1,    /* jdk.NativeMethodSample */
+    JFR_KIND_ALLOC = 2,     /* jdk.ObjectAllocation{InNewTLAB,OutsideTLAB,Sample}, bytes */
+    JFR_KIND_LOCK = 3,      /* jdk.JavaMonitorEnter, jdk.ThreadPark, nanoseconds */
+    JFR_KIND_LIVE = 4,      /* profiler.LiveObject, bytes */
     JFR_KIND_COUNT
 };
 
 #define JFR_DEFAULT_MAX_CHUNK_BYTES (256u << 20)
-#define JFR_MAX_STACK_FRAMES 4096u  /* deeper stacks keep their root-most frames */
+#define JFR_MAX_STACK_FRAMES 4096u /* deeper stacks keep their root-most frames */
 
 /* A readable reason for a failed parse. */
 struct jfr_error {
     char msg[240];
-    uint32_t chunk;            /* 0-based chunk ordinal */
-    uint64_t offset;           /* byte offset in the file */
+    uint32_t chunk;  /* 0-based chunk ordinal */
+    uint64_t offset; /* byte offset in the file */
 };
 
 /* One sample handed to the callback. Every pointer is borrowed and, for strings, interned:
@@ -48,18 +48,18 @@ struct jfr_sample {
     const char *thread;        /* Java thread name (else OS name), NULL when absent */
     const char *const *frames; /* root first */
     uint32_t n_frames;
-    const char *object_class;  /* allocated class (ALLOC, LIVE), else NULL */
-    bool is_tlab;              /* jdk.ObjectAllocationInNewTLAB / OutsideTLAB */
-    uint64_t stack_id;         /* equal ids ⇔ equal frames, within one parser */
-    int64_t time_ms;           /* the event's start, ms since the epoch; 0 = unknown */
+    const char *object_class; /* allocated class (ALLOC, LIVE), else NULL */
+    bool is_tlab;             /* jdk.ObjectAllocationInNewTLAB / OutsideTLAB */
+    uint64_t stack_id;        /* equal ids ⇔ equal frames, within one parser */
+    int64_t time_ms;          /* the event's start, ms since the epoch; 0 = unknown */
 };
 
 /* Returning an error from the callback stops the parse with that error. */
 typedef skp_err (*jfr_sample_cb)(void *ctx, const struct jfr_sample *s);
 
 struct jfr_parse_opts {
-    bool with_lines;           /* append ":line" to frames that have a line number */
-    size_t max_chunk_bytes;    /* 0 = JFR_DEFAULT_MAX_CHUNK_BYTES */
+    bool with_lines;        /* append ":line" to frames that have a line number */
+    size_t max_chunk_bytes; /* 0 = JFR_DEFAULT_MAX_CHUNK_BYTES */
 };
 
 struct jfr_parser;
@@ -74,8 +74,7 @@ SKP_MUST_CHECK skp_err jfr_parser_new(const struct jfr_parse_opts *opts, jfr_sam
 SKP_MUST_CHECK skp_err jfr_parser_parse_mem(struct jfr_parser *p, const uint8_t *buf, size_t len,
                                             struct jfr_error *err);
 /* Same, reading `f` (borrowed) one chunk at a time. Errors as above plus SKP_EIO. */
-SKP_MUST_CHECK skp_err jfr_parser_parse_file(struct jfr_parser *p, FILE *f,
-                                             struct jfr_error *err);
+SKP_MUST_CHECK skp_err jfr_parser_parse_file(struct jfr_parser *p, FILE *f, struct jfr_error *err);
 /* Chunks parsed so far. */
 uint32_t jfr_parser_chunks(const struct jfr_parser *p);
 /* NULL ok. Invalidates every string handed to the callback. */

@@ -13,7 +13,7 @@
 
 #include "common/alloc.h"
 
-#define JFR_MAX_POOL_EVENTS 1000000u  /* a chain longer than this is a loop or a bomb */
+#define JFR_MAX_POOL_EVENTS 1000000u /* a chain longer than this is a loop or a bomb */
 
 static skp_err ensure_types(struct jfr_pools *p, uint32_t n)
 {
@@ -29,8 +29,7 @@ static skp_err ensure_types(struct jfr_pools *p, uint32_t n)
 }
 
 skp_err jfr_pools_index(struct jfr_pools *p, const struct jfr_meta *m, const uint8_t *chunk,
-                        size_t chunk_len, bool compressed, uint64_t first,
-                        struct jfr_error *err)
+                        size_t chunk_len, bool compressed, uint64_t first, struct jfr_error *err)
 {
     jfr_pools_clear(p);
     skp_err e = ensure_types(p, m->n_types);
@@ -44,8 +43,8 @@ skp_err jfr_pools_index(struct jfr_pools *p, const struct jfr_meta *m, const uin
         if (pos < JFR_HEADER_BYTES || pos >= chunk_len)
             return jfr_fail(err, pos, "constant pool event offset %llu is outside the chunk",
                             (unsigned long long)pos);
-        struct jfr_cursor c = {.base = chunk, .p = chunk + pos, .end = chunk + chunk_len,
-                               .compressed = compressed};
+        struct jfr_cursor c = {
+            .base = chunk, .p = chunk + pos, .end = chunk + chunk_len, .compressed = compressed};
         int64_t size = jfr_int(&c, 4);
         int64_t type = jfr_long(&c);
         if (c.bad || size <= 0 || (uint64_t)size > chunk_len - pos)
@@ -58,7 +57,7 @@ skp_err jfr_pools_index(struct jfr_pools *p, const struct jfr_meta *m, const uin
         (void)jfr_long(&c); /* start time */
         (void)jfr_long(&c); /* duration */
         int64_t delta = jfr_long(&c);
-        (void)jfr_u8(&c);   /* flush */
+        (void)jfr_u8(&c); /* flush */
         int64_t n_pools = jfr_int(&c, 4);
         if (c.bad || n_pools < 0 || (uint64_t)n_pools > jfr_left(&c))
             return jfr_fail(err, pos, "constant pool event: bad pool count %lld",
@@ -104,17 +103,16 @@ skp_err jfr_pools_index(struct jfr_pools *p, const struct jfr_meta *m, const uin
     return SKP_OK;
 }
 
-bool jfr_pools_find(const struct jfr_pools *p, uint32_t type_idx, int64_t key,
-                    const uint8_t *chunk, size_t chunk_len, bool compressed,
-                    struct jfr_cursor *out)
+bool jfr_pools_find(const struct jfr_pools *p, uint32_t type_idx, int64_t key, const uint8_t *chunk,
+                    size_t chunk_len, bool compressed, struct jfr_cursor *out)
 {
     if (type_idx >= p->n_types)
         return false;
     uint64_t off = 0;
     if (!skpx_u64map_get(&p->by_type[type_idx], (uint64_t)key, &off) || off >= chunk_len)
         return false;
-    *out = (struct jfr_cursor){.base = chunk, .p = chunk + off, .end = chunk + chunk_len,
-                               .compressed = compressed};
+    *out = (struct jfr_cursor){
+        .base = chunk, .p = chunk + off, .end = chunk + chunk_len, .compressed = compressed};
     return true;
 }
 

@@ -15,21 +15,21 @@
 #include "server/jfr.h"
 
 #define JFR_HEADER_BYTES 68u
-#define JFR_MAX_TYPES 65536u        /* a JDK 17 chunk declares ~200 */
+#define JFR_MAX_TYPES 65536u /* a JDK 17 chunk declares ~200 */
 #define JFR_MAX_FIELDS (1u << 20)
 #define JFR_MAX_META_STRINGS (1u << 20)
-#define JFR_MAX_ELEMENT_DEPTH 32    /* root > metadata > class > field > annotation is 5 */
-#define JFR_MAX_VALUE_DEPTH 16      /* nested inline structs (StackFrame inside StackTrace) */
+#define JFR_MAX_ELEMENT_DEPTH 32 /* root > metadata > class > field > annotation is 5 */
+#define JFR_MAX_VALUE_DEPTH 16   /* nested inline structs (StackFrame inside StackTrace) */
 #define JFR_FLAG_COMPRESSED_INTS 1u
 
 /* ---- cursor (jfr_reader.c) ---- */
 
 struct jfr_cursor {
-    const uint8_t *base;       /* chunk start: offsets in errors are relative to it */
+    const uint8_t *base; /* chunk start: offsets in errors are relative to it */
     const uint8_t *p;
     const uint8_t *end;
-    bool compressed;           /* integers are LEB128-style varints (chunk flag bit 0) */
-    bool bad;                  /* a read ran past end or met an invalid encoding */
+    bool compressed; /* integers are LEB128-style varints (chunk flag bit 0) */
+    bool bad;        /* a read ran past end or met an invalid encoding */
 };
 
 /* A string as found in the data: inline bytes, or a reference into the String pool. */
@@ -38,15 +38,15 @@ enum jfr_str_enc {
     JFR_STR_EMPTY = 1,
     JFR_STR_POOL = 2,
     JFR_STR_UTF8 = 3,
-    JFR_STR_CHARS = 4,         /* UTF-16 code units, each a varint */
+    JFR_STR_CHARS = 4, /* UTF-16 code units, each a varint */
     JFR_STR_LATIN1 = 5,
 };
 
 struct jfr_str {
     enum jfr_str_enc enc;
-    const uint8_t *ptr;        /* UTF8/LATIN1: the bytes; CHARS: the first varint */
-    uint32_t len;              /* bytes (UTF8/LATIN1) or chars (CHARS) */
-    int64_t pool_key;          /* POOL */
+    const uint8_t *ptr; /* UTF8/LATIN1: the bytes; CHARS: the first varint */
+    uint32_t len;       /* bytes (UTF8/LATIN1) or chars (CHARS) */
+    int64_t pool_key;   /* POOL */
 };
 
 /* Remaining bytes. */
@@ -176,12 +176,12 @@ enum jfr_role {
 };
 
 struct jfr_field {
-    const char *name;          /* in the metadata arena */
+    const char *name; /* in the metadata arena */
     uint64_t type_id;
-    uint32_t type_idx;         /* index in jfr_meta.types, resolved after parsing */
-    bool is_pool;              /* value is a constant-pool key */
-    bool is_array;             /* dimension 1: count, then elements */
-    uint8_t role;              /* enum jfr_role */
+    uint32_t type_idx; /* index in jfr_meta.types, resolved after parsing */
+    bool is_pool;      /* value is a constant-pool key */
+    bool is_array;     /* dimension 1: count, then elements */
+    uint8_t role;      /* enum jfr_role */
 };
 
 struct jfr_type {
@@ -189,17 +189,17 @@ struct jfr_type {
     const char *name;
     uint32_t first_field;
     uint32_t n_fields;
-    uint8_t prim;              /* enum jfr_prim */
+    uint8_t prim; /* enum jfr_prim */
 };
 
 struct jfr_meta {
-    char *arena;               /* NUL-terminated names, owned */
+    char *arena; /* NUL-terminated names, owned */
     size_t arena_len, arena_cap;
     struct jfr_type *types;
     uint32_t n_types, cap_types;
     struct jfr_field *fields;
     uint32_t n_fields, cap_fields;
-    struct skpx_u64map by_id;      /* type id → index */
+    struct skpx_u64map by_id; /* type id → index */
 };
 
 /* Parses the metadata event at c->p (size, type id 0, ...) into m (previous content dropped).
@@ -214,8 +214,8 @@ uint32_t jfr_meta_find_name(const struct jfr_meta *m, const char *name);
 /* One decoded field value: integers and pool keys in i, strings in s, arrays as (pos, n). */
 struct jfr_val {
     bool has;
-    bool is_pool;              /* i (or each array element) is a key into pool type_idx */
-    uint32_t type_idx;         /* the field's type */
+    bool is_pool;      /* i (or each array element) is a key into pool type_idx */
+    uint32_t type_idx; /* the field's type */
     int64_t i;
     struct jfr_str s;
     const uint8_t *array_pos;
@@ -235,8 +235,8 @@ void jfr_struct_read(const struct jfr_meta *m, uint32_t type_idx, struct jfr_cur
 /* ---- constant pools (jfr_constpool.c) ---- */
 
 struct jfr_pools {
-    struct skpx_u64map *by_type;   /* [type index]: key → offset of the value in the chunk */
-    uint32_t n_types;          /* entries of by_type (grown to the metadata's type count) */
+    struct skpx_u64map *by_type; /* [type index]: key → offset of the value in the chunk */
+    uint32_t n_types;            /* entries of by_type (grown to the metadata's type count) */
     uint64_t n_entries;
 };
 
@@ -244,12 +244,10 @@ struct jfr_pools {
  * header's), newest first through each event's delta, and records where every constant's
  * value starts. Errors: SKP_EINVAL (malformed; err filled), SKP_ENOMEM. */
 skp_err jfr_pools_index(struct jfr_pools *p, const struct jfr_meta *m, const uint8_t *chunk,
-                        size_t chunk_len, bool compressed, uint64_t first,
-                        struct jfr_error *err);
+                        size_t chunk_len, bool compressed, uint64_t first, struct jfr_error *err);
 /* Cursor at the value of (type, key); false when the chunk has no such constant. */
-bool jfr_pools_find(const struct jfr_pools *p, uint32_t type_idx, int64_t key,
-                    const uint8_t *chunk, size_t chunk_len, bool compressed,
-                    struct jfr_cursor *out);
+bool jfr_pools_find(const struct jfr_pools *p, uint32_t type_idx, int64_t key, const uint8_t *chunk,
+                    size_t chunk_len, bool compressed, struct jfr_cursor *out);
 void jfr_pools_clear(struct jfr_pools *p);
 void jfr_pools_cleanup(struct jfr_pools *p);
 

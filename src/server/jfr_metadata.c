@@ -60,7 +60,7 @@ struct mparse {
     struct jfr_error *err;
     uint32_t *str_off;
     uint32_t n_str;
-    uint32_t cur_class;        /* type being declared, UINT32_MAX outside a class */
+    uint32_t cur_class; /* type being declared, UINT32_MAX outside a class */
 };
 
 enum ctx { CTX_OTHER, CTX_CLASS };
@@ -162,8 +162,8 @@ static skp_err add_field(struct mparse *st, const char *name, const char *cls, c
     if (dim) {
         int64_t d = parse_i64(dim, &ok);
         if (!ok || d < 0 || d > 1)
-            return jfr_fail(st->err, 0, "metadata: field %s has dimension %s (only 0 or 1)",
-                            name, dim);
+            return jfr_fail(st->err, 0, "metadata: field %s has dimension %s (only 0 or 1)", name,
+                            dim);
         f->is_array = d == 1;
     }
     m->types[st->cur_class].n_fields++;

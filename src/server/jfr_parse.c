@@ -17,7 +17,7 @@
 #include "common/alloc.h"
 #include "server/jfr_int.h"
 
-#define JFR_NAME_MAX 1024           /* longer names are cut (UTF-8 safe enough for display) */
+#define JFR_NAME_MAX 1024 /* longer names are cut (UTF-8 safe enough for display) */
 #define INTERN_BLOCK (64u << 10)
 
 struct intern {
@@ -31,7 +31,7 @@ struct intern {
 };
 
 struct stack_ref {
-    uint32_t off;              /* into frames */
+    uint32_t off; /* into frames */
     uint32_t n;
     uint64_t id;
 };
@@ -40,7 +40,7 @@ struct stack_ref {
 enum ev_kind {
     EV_NONE = 0,
     EV_EXEC,
-    EV_WALL,                   /* profiler.WallClockSample: weight = samples */
+    EV_WALL, /* profiler.WallClockSample: weight = samples */
     EV_NATIVE,
     EV_TLAB_IN,
     EV_TLAB_OUT,
@@ -77,28 +77,28 @@ struct jfr_parser {
     size_t chunk_len;
     bool compressed;
     int64_t ticks_per_second;
-    int64_t start_nanos;       /* the chunk's start: wall clock (ns since the epoch) ... */
-    int64_t start_ticks;       /* ... and the same instant in ticks */
+    int64_t start_nanos; /* the chunk's start: wall clock (ns since the epoch) ... */
+    int64_t start_ticks; /* ... and the same instant in ticks */
     struct jfr_meta meta;
-    uint8_t *meta_copy;        /* declarations of the last parsed metadata (see metadata_body) */
+    uint8_t *meta_copy; /* declarations of the last parsed metadata (see metadata_body) */
     size_t meta_copy_len, meta_copy_cap;
     bool meta_valid;
     struct jfr_pools pools;
-    uint8_t *ev_of_type;       /* [n_types] enum ev_kind */
-    const char **ev_names;     /* [n_types] interned event type names (only for EV_*) */
+    uint8_t *ev_of_type;   /* [n_types] enum ev_kind */
+    const char **ev_names; /* [n_types] interned event type names (only for EV_*) */
     size_t cap_ev;
-    struct skpx_u64map stack_cache;   /* stack key → index in stacks */
-    struct skpx_u64map method_cache;  /* method key → interned "pkg.Class.method" */
-    struct skpx_u64map class_cache;   /* class key → interned "pkg.Class" */
-    struct skpx_u64map thread_cache;  /* thread key → interned name */
+    struct skpx_u64map stack_cache;  /* stack key → index in stacks */
+    struct skpx_u64map method_cache; /* method key → interned "pkg.Class.method" */
+    struct skpx_u64map class_cache;  /* class key → interned "pkg.Class" */
+    struct skpx_u64map thread_cache; /* thread key → interned name */
     struct stack_ref *stacks;
     size_t n_stacks, cap_stacks;
     const char **frames;
     size_t n_frames, cap_frames;
-    uint32_t string_type;      /* java.lang.String type index (for pooled strings) */
+    uint32_t string_type; /* java.lang.String type index (for pooled strings) */
     struct jfr_error *err;
 
-    uint8_t *file_buf;         /* parse_file's chunk buffer */
+    uint8_t *file_buf; /* parse_file's chunk buffer */
     size_t file_cap;
 };
 
@@ -290,8 +290,7 @@ void jfr_parser_free(struct jfr_parser *p)
 
 /* ---- resolution ---- */
 
-static bool pool_cursor(struct jfr_parser *p, uint32_t type_idx, int64_t key,
-                        struct jfr_cursor *c)
+static bool pool_cursor(struct jfr_parser *p, uint32_t type_idx, int64_t key, struct jfr_cursor *c)
 {
     return jfr_pools_find(&p->pools, type_idx, key, p->chunk, p->chunk_len, p->compressed, c);
 }
@@ -349,8 +348,8 @@ static void append_name(struct jfr_parser *p, const struct jfr_val *v, char *buf
 static size_t array_name(char *buf, size_t len, size_t cap)
 {
     static const char codes[] = "BCDFIJSZ";
-    static const char *const names[] = {"byte",  "char", "double", "float",
-                                        "int",   "long", "short",  "boolean"};
+    static const char *const names[] = {"byte", "char", "double", "float",
+                                        "int",  "long", "short",  "boolean"};
     size_t dims = 0;
     while (dims < len && buf[dims] == '[')
         dims++;
@@ -548,8 +547,7 @@ static skp_err frame_name(struct jfr_parser *p, uint32_t frame_type, struct jfr_
 }
 
 /* Resolves (and caches) the stack trace `v` refers to. *out NULL when the event has none. */
-static skp_err stack_of(struct jfr_parser *p, const struct jfr_val *v,
-                        const struct stack_ref **out)
+static skp_err stack_of(struct jfr_parser *p, const struct jfr_val *v, const struct stack_ref **out)
 {
     *out = NULL;
     if (!v->has || !v->is_pool || v->i == 0)
@@ -562,7 +560,7 @@ static skp_err stack_of(struct jfr_parser *p, const struct jfr_val *v,
     struct jfr_cursor c;
     if (!pool_cursor(p, v->type_idx, v->i, &c) ||
         p->meta.types[v->type_idx].prim != JFR_PRIM_STRUCT)
-        return SKP_OK;    /* a dangling reference: the event counts without a stack */
+        return SKP_OK; /* a dangling reference: the event counts without a stack */
     struct jfr_val vals[JFR_R_COUNT];
     jfr_struct_read(&p->meta, v->type_idx, &c, 1, vals);
     if (c.bad)
@@ -579,8 +577,10 @@ static skp_err stack_of(struct jfr_parser *p, const struct jfr_val *v,
         p->cap_stacks = cap;
     }
     size_t first = p->n_frames;
-    struct jfr_cursor ac = {.base = p->chunk, .p = fr->array_pos,
-                            .end = p->chunk + p->chunk_len, .compressed = p->compressed};
+    struct jfr_cursor ac = {.base = p->chunk,
+                            .p = fr->array_pos,
+                            .end = p->chunk + p->chunk_len,
+                            .compressed = p->compressed};
     /* JFR lists frames leaf first; keep the root-most JFR_MAX_STACK_FRAMES. */
     for (uint32_t i = 0; i < n; i++) {
         const char *name = NULL;
@@ -651,8 +651,7 @@ static skp_err on_event(struct jfr_parser *p, uint32_t ti, struct jfr_cursor *c,
     struct jfr_val vals[JFR_R_COUNT];
     jfr_struct_read(&p->meta, ti, c, 0, vals);
     if (c->bad)
-        return jfr_fail(p->err, at, "%s event is truncated or malformed",
-                        p->meta.types[ti].name);
+        return jfr_fail(p->err, at, "%s event is truncated or malformed", p->meta.types[ti].name);
     struct jfr_sample s = {.event_type = p->ev_names[ti],
                            .time_ms = event_time_ms(p, &vals[JFR_R_START_TIME])};
     switch ((enum ev_kind)p->ev_of_type[ti]) {
@@ -706,8 +705,8 @@ static skp_err on_event(struct jfr_parser *p, uint32_t ti, struct jfr_cursor *c,
         s.n_frames = st->n;
         s.stack_id = st->id;
     }
-    const struct jfr_val *th = vals[JFR_R_SAMPLED_THREAD].has ? &vals[JFR_R_SAMPLED_THREAD]
-                                                              : &vals[JFR_R_EVENT_THREAD];
+    const struct jfr_val *th =
+        vals[JFR_R_SAMPLED_THREAD].has ? &vals[JFR_R_SAMPLED_THREAD] : &vals[JFR_R_EVENT_THREAD];
     err = thread_name(p, th, &s.thread);
     if (err)
         return err;
@@ -764,8 +763,7 @@ static bool metadata_body(const struct jfr_cursor *mc, const uint8_t **body, siz
     int64_t size = jfr_int(&c, 4);
     for (int i = 0; i < 4; i++)
         (void)jfr_long(&c);
-    if (c.bad || size <= 0 || (uint64_t)size > (uint64_t)(mc->end - start) ||
-        c.p > start + size)
+    if (c.bad || size <= 0 || (uint64_t)size > (uint64_t)(mc->end - start) || c.p > start + size)
         return false;
     *body = c.p;
     *len = (size_t)(start + size - c.p);
@@ -813,8 +811,7 @@ static skp_err parse_chunk(struct jfr_parser *p, const uint8_t *buf, size_t len)
         return jfr_fail(p->err, 24, "chunk header: metadata offset %lld is outside the chunk",
                         (long long)meta_off);
     if (cp_off < (int64_t)JFR_HEADER_BYTES || (uint64_t)cp_off >= len)
-        return jfr_fail(p->err, 16,
-                        "chunk header: constant pool offset %lld is outside the chunk",
+        return jfr_fail(p->err, 16, "chunk header: constant pool offset %lld is outside the chunk",
                         (long long)cp_off);
     p->chunk = buf;
     p->chunk_len = len;
@@ -826,12 +823,12 @@ static skp_err parse_chunk(struct jfr_parser *p, const uint8_t *buf, size_t len)
     p->n_stacks = 0;
     p->n_frames = 0;
 
-    struct jfr_cursor mc = {.base = buf, .p = buf + meta_off, .end = buf + len,
-                            .compressed = p->compressed};
+    struct jfr_cursor mc = {
+        .base = buf, .p = buf + meta_off, .end = buf + len, .compressed = p->compressed};
     const uint8_t *body = NULL;
     size_t body_len = 0;
-    if (!metadata_body(&mc, &body, &body_len) || !p->meta_valid ||
-        body_len != p->meta_copy_len || memcmp(body, p->meta_copy, body_len) != 0) {
+    if (!metadata_body(&mc, &body, &body_len) || !p->meta_valid || body_len != p->meta_copy_len ||
+        memcmp(body, p->meta_copy, body_len) != 0) {
         /* A new or changed declaration set: parse it and remember its bytes. */
         p->meta_valid = false;
         skp_err err = jfr_meta_parse(&p->meta, &mc, p->err);
@@ -849,18 +846,19 @@ static skp_err parse_chunk(struct jfr_parser *p, const uint8_t *buf, size_t len)
 
     uint64_t pos = JFR_HEADER_BYTES;
     while (pos < len) {
-        struct jfr_cursor c = {.base = buf, .p = buf + pos, .end = buf + len,
-                               .compressed = p->compressed};
+        struct jfr_cursor c = {
+            .base = buf, .p = buf + pos, .end = buf + len, .compressed = p->compressed};
         int64_t size = jfr_int(&c, 4);
         int64_t type = jfr_long(&c);
         if (c.bad || size <= 0 || (uint64_t)size > len - pos)
-            return jfr_fail(p->err, pos, "event size %lld does not fit the chunk (%llu bytes "
-                            "left)", (long long)size, (unsigned long long)(len - pos));
+            return jfr_fail(p->err, pos,
+                            "event size %lld does not fit the chunk (%llu bytes "
+                            "left)",
+                            (long long)size, (unsigned long long)(len - pos));
         if (type != 0 && type != 1) {
             uint32_t ti = jfr_meta_find_id(&p->meta, (uint64_t)type);
             if (ti == UINT32_MAX)
-                return jfr_fail(p->err, pos, "event of undeclared type id %lld",
-                                (long long)type);
+                return jfr_fail(p->err, pos, "event of undeclared type id %lld", (long long)type);
             if (p->ev_of_type[ti]) {
                 c.end = buf + pos + size;
                 err = on_event(p, ti, &c, pos);
@@ -874,8 +872,7 @@ static skp_err parse_chunk(struct jfr_parser *p, const uint8_t *buf, size_t len)
 }
 
 /* Reads the chunk size from a header (at least JFR_HEADER_BYTES available). */
-static skp_err chunk_size(struct jfr_parser *p, const uint8_t *h, uint64_t avail,
-                          uint64_t *size)
+static skp_err chunk_size(struct jfr_parser *p, const uint8_t *h, uint64_t avail, uint64_t *size)
 {
     if (memcmp(h, "FLR\0", 4) != 0)
         return jfr_fail(p->err, 0, "not a JFR chunk (no FLR magic)");
@@ -934,8 +931,12 @@ skp_err jfr_parser_parse_mem(struct jfr_parser *p, const uint8_t *buf, size_t le
     uint64_t pos = 0;
     while (pos < len) {
         if (len - pos < JFR_HEADER_BYTES)
-            return locate(p, jfr_fail(err, 0, "truncated: %zu bytes left, less than a chunk "
-                                               "header", (size_t)(len - pos)), pos);
+            return locate(p,
+                          jfr_fail(err, 0,
+                                   "truncated: %zu bytes left, less than a chunk "
+                                   "header",
+                                   (size_t)(len - pos)),
+                          pos);
         uint64_t size = 0;
         skp_err e = chunk_size(p, buf + pos, len - pos, &size);
         if (!e)
@@ -960,9 +961,13 @@ skp_err jfr_parser_parse_file(struct jfr_parser *p, FILE *f, struct jfr_error *e
         if (ferror(f))
             return SKP_EIO;
         if (got < sizeof(h))
-            return locate(p, got == 0 ? jfr_fail(err, 0, "empty recording")
-                                      : jfr_fail(err, 0, "truncated: %zu bytes left, less "
-                                                         "than a chunk header", got), pos);
+            return locate(p,
+                          got == 0 ? jfr_fail(err, 0, "empty recording")
+                                   : jfr_fail(err, 0,
+                                              "truncated: %zu bytes left, less "
+                                              "than a chunk header",
+                                              got),
+                          pos);
         uint64_t size = 0;
         skp_err e = chunk_size(p, h, UINT64_MAX, &size);
         if (e)
@@ -979,9 +984,12 @@ skp_err jfr_parser_parse_file(struct jfr_parser *p, FILE *f, struct jfr_error *e
         if (ferror(f))
             return SKP_EIO;
         if (rest < size - sizeof(h))
-            return locate(p, jfr_fail(err, 8, "truncated: the chunk header says %llu bytes, "
-                                               "%zu remain", (unsigned long long)size,
-                                      rest + sizeof(h)), pos);
+            return locate(p,
+                          jfr_fail(err, 8,
+                                   "truncated: the chunk header says %llu bytes, "
+                                   "%zu remain",
+                                   (unsigned long long)size, rest + sizeof(h)),
+                          pos);
         e = parse_chunk(p, p->file_buf, (size_t)size);
         if (e)
             return locate(p, e, pos);

@@ -20,7 +20,7 @@
 
 struct tsample {
     int64_t time_ms;
-    uint32_t thread;           /* index in thr; after ranking, the output index or UINT32_MAX */
+    uint32_t thread; /* index in thr; after ranking, the output index or UINT32_MAX */
     uint32_t bucket;
     const char *leaf;
     uint64_t weight;
@@ -29,7 +29,7 @@ struct tsample {
 struct tthread {
     const char *name;
     uint64_t weight;
-    uint32_t out;              /* index in view.threads, UINT32_MAX when omitted */
+    uint32_t out; /* index in view.threads, UINT32_MAX when omitted */
 };
 
 struct jfr_timeline {
@@ -97,8 +97,8 @@ static skp_err on_sample(void *ctx, const struct jfr_sample *s)
     const char *leaf = s->object_class ? s->object_class
                        : s->n_frames   ? s->frames[s->n_frames - 1]
                                        : NO_STACK;
-    t->s[t->n++] = (struct tsample){.time_ms = s->time_ms, .thread = th, .leaf = leaf,
-                                    .weight = s->weight};
+    t->s[t->n++] =
+        (struct tsample){.time_ms = s->time_ms, .thread = th, .leaf = leaf, .weight = s->weight};
     t->thr[th].weight += s->weight;
     t->v.n_samples++;
     return SKP_OK;
@@ -202,9 +202,8 @@ static skp_err add_cell(struct jfr_timeline *t, struct jfr_timeline_thread *th,
         th->cells = c;
         *cap = nc;
     }
-    th->cells[th->n_cells++] =
-        (struct jfr_timeline_cell){.bucket = s[a].bucket, .frame = fi, .leaf_weight = best,
-                                   .weight = all};
+    th->cells[th->n_cells++] = (struct jfr_timeline_cell){
+        .bucket = s[a].bucket, .frame = fi, .leaf_weight = best, .weight = all};
     return SKP_OK;
 }
 

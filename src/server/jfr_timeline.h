@@ -24,12 +24,12 @@
 struct jfr_timeline_cell {
     uint32_t bucket;
     uint32_t frame;
-    uint64_t leaf_weight;      /* the weight of the samples with that leaf */
-    uint64_t weight;           /* every sample of the thread in the bucket */
+    uint64_t leaf_weight; /* the weight of the samples with that leaf */
+    uint64_t weight;      /* every sample of the thread in the bucket */
 };
 
 struct jfr_timeline_thread {
-    const char *name;          /* "(unknown thread)" when the events name none */
+    const char *name; /* "(unknown thread)" when the events name none */
     uint64_t weight;
     struct jfr_timeline_cell *cells; /* in bucket order, only buckets with samples */
     size_t n_cells;
@@ -37,7 +37,7 @@ struct jfr_timeline_thread {
 
 /* The result (everything owned by the timeline, valid until jfr_timeline_free). */
 struct jfr_timeline_view {
-    int64_t from_ms, to_ms;    /* first and last sample time (0, 0 when there is none) */
+    int64_t from_ms, to_ms; /* first and last sample time (0, 0 when there is none) */
     int64_t bucket_ms;
     uint32_t n_buckets;
     struct jfr_timeline_thread *threads; /* heaviest first */
@@ -45,9 +45,9 @@ struct jfr_timeline_view {
     uint64_t n_threads_omitted;
     const char **frames;
     size_t n_frames;
-    uint64_t n_samples;        /* samples of the kind with a time */
-    uint64_t n_untimed;        /* samples of the kind without a time (not shown) */
-    uint64_t n_dropped;        /* samples past JFR_TIMELINE_MAX_SAMPLES */
+    uint64_t n_samples; /* samples of the kind with a time */
+    uint64_t n_untimed; /* samples of the kind without a time (not shown) */
+    uint64_t n_dropped; /* samples past JFR_TIMELINE_MAX_SAMPLES */
 };
 
 struct jfr_timeline;
@@ -57,8 +57,8 @@ struct jfr_timeline;
 SKP_MUST_CHECK skp_err jfr_timeline_new(enum jfr_kind kind, struct jfr_timeline **out);
 /* Adds one recording (borrowed). Errors as jfr_parser_parse_mem; after an error the samples
  * read before it stay and more recordings may be added. */
-SKP_MUST_CHECK skp_err jfr_timeline_add_mem(struct jfr_timeline *t, const uint8_t *buf,
-                                            size_t len, struct jfr_error *err);
+SKP_MUST_CHECK skp_err jfr_timeline_add_mem(struct jfr_timeline *t, const uint8_t *buf, size_t len,
+                                            struct jfr_error *err);
 /* Lays the samples out in n_buckets buckets (clamped to 1..JFR_TIMELINE_MAX_BUCKETS; fewer
  * when the span is shorter than that many ms). *out is owned by t. Call once.
  * Errors: SKP_ENOMEM. */

@@ -20,7 +20,7 @@
 #define ROOT_MAIN 0u
 #define ROOT_TLAB 1u
 #define NO_NODE UINT32_MAX
-#define JFR_TREE_MAX_NODES (1u << 26)  /* 64 Mi nodes: far beyond any real recording */
+#define JFR_TREE_MAX_NODES (1u << 26) /* 64 Mi nodes: far beyond any real recording */
 
 struct tnode {
     const char *name;
@@ -28,7 +28,7 @@ struct tnode {
     uint32_t first_child, next_sibling, last_child;
     uint64_t self;
     uint64_t total;
-    uint64_t n_self;           /* samples ending here */
+    uint64_t n_self; /* samples ending here */
 };
 
 struct thr {
@@ -38,19 +38,19 @@ struct thr {
 
 struct builder {
     struct jfr_analyze_opts opts;
-    const char *thread_match;  /* interned pointer equal to opts.thread, once seen */
+    const char *thread_match; /* interned pointer equal to opts.thread, once seen */
     struct tnode *nodes;
     uint32_t n_nodes, cap_nodes;
-    struct skpx_u64map child;      /* parent << 32 | name id → node */
-    struct skpx_u64map name_ids;   /* interned pointer → name id */
+    struct skpx_u64map child;    /* parent << 32 | name id → node */
+    struct skpx_u64map name_ids; /* interned pointer → name id */
     uint32_t n_names;
     struct skpx_u64map stack_node[2]; /* stack id → node (per root) */
-    struct skpx_u64map thread_idx; /* interned thread pointer → index in thr */
+    struct skpx_u64map thread_idx;    /* interned thread pointer → index in thr */
     struct thr *thr;
     size_t n_thr, cap_thr;
-    uint64_t n_samples[2];     /* samples folded under each root */
+    uint64_t n_samples[2]; /* samples folded under each root */
     struct jfr_summary *sum;
-    const char *no_stack;      /* "[no stack trace]" */
+    const char *no_stack; /* "[no stack trace]" */
 };
 
 const char *jfr_kind_unit(enum jfr_kind k)
@@ -79,8 +79,11 @@ static skp_err new_node(struct builder *b, const char *name, uint32_t parent, ui
         b->cap_nodes = cap;
     }
     uint32_t id = b->n_nodes++;
-    b->nodes[id] = (struct tnode){.name = name, .parent = parent, .first_child = NO_NODE,
-                                  .next_sibling = NO_NODE, .last_child = NO_NODE};
+    b->nodes[id] = (struct tnode){.name = name,
+                                  .parent = parent,
+                                  .first_child = NO_NODE,
+                                  .next_sibling = NO_NODE,
+                                  .last_child = NO_NODE};
     if (parent != NO_NODE) {
         struct tnode *p = &b->nodes[parent];
         if (p->last_child == NO_NODE)
@@ -392,8 +395,7 @@ skp_err jfr_tree_new(const struct jfr_analyze_opts *opts, struct jfr_summary *su
     return SKP_OK;
 }
 
-skp_err jfr_tree_add_mem(struct jfr_tree *t, const uint8_t *buf, size_t len,
-                         struct jfr_error *err)
+skp_err jfr_tree_add_mem(struct jfr_tree *t, const uint8_t *buf, size_t len, struct jfr_error *err)
 {
     skp_err e = jfr_parser_parse_mem(t->p, buf, len, err);
     t->sum->n_chunks = jfr_parser_chunks(t->p);
@@ -426,8 +428,7 @@ void jfr_tree_free(struct jfr_tree *t)
 }
 
 skp_err jfr_analyze_mem(const uint8_t *buf, size_t len, const struct jfr_analyze_opts *opts,
-                        struct analysis **out, struct jfr_summary *summary,
-                        struct jfr_error *err)
+                        struct analysis **out, struct jfr_summary *summary, struct jfr_error *err)
 {
     *out = NULL;
     struct jfr_summary local;
@@ -445,8 +446,7 @@ skp_err jfr_analyze_mem(const uint8_t *buf, size_t len, const struct jfr_analyze
 }
 
 skp_err jfr_analyze_file(const char *path, const struct jfr_analyze_opts *opts,
-                         struct analysis **out, struct jfr_summary *summary,
-                         struct jfr_error *err)
+                         struct analysis **out, struct jfr_summary *summary, struct jfr_error *err)
 {
     *out = NULL;
     struct jfr_summary local;

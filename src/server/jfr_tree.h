@@ -14,10 +14,10 @@
 #include "server/jfr.h"
 #include "skyprof/skp_err.h"
 
-#define JFR_SUMMARY_MAX_THREADS 1000u  /* the busiest threads; the rest are counted only */
+#define JFR_SUMMARY_MAX_THREADS 1000u /* the busiest threads; the rest are counted only */
 
 struct jfr_thread_stat {
-    char *name;                /* owned by the summary */
+    char *name; /* owned by the summary */
     uint64_t n_events;
     uint64_t weight;
 };
@@ -26,8 +26,8 @@ struct jfr_summary {
     uint32_t n_chunks;
     uint64_t n_events[JFR_KIND_COUNT];
     uint64_t weight[JFR_KIND_COUNT];
-    const char *unit;          /* of the chosen kind: "samples", "bytes", "nanoseconds" */
-    const char *alloc_source;  /* ALLOC only: "tlab" or "sample" (which events made the tree) */
+    const char *unit;         /* of the chosen kind: "samples", "bytes", "nanoseconds" */
+    const char *alloc_source; /* ALLOC only: "tlab" or "sample" (which events made the tree) */
     struct jfr_thread_stat *threads; /* of the chosen kind, heaviest first */
     size_t n_threads;
     uint64_t n_threads_dropped;
@@ -35,14 +35,14 @@ struct jfr_summary {
 
 struct jfr_analyze_opts {
     enum jfr_kind kind;
-    const char *thread;        /* only samples of this thread (borrowed); NULL = all */
-    bool without_lines;        /* frames without ":line" (lines are on by default) */
+    const char *thread; /* only samples of this thread (borrowed); NULL = all */
+    bool without_lines; /* frames without ":line" (lines are on by default) */
     /* Only samples whose start time (ms since the epoch) lies in [from_ms, to_ms] when
      * has_range (a sample without a time is then left out); the summary still describes the
      * whole recording. */
     bool has_range;
     int64_t from_ms, to_ms;
-    size_t max_chunk_bytes;    /* 0 = JFR_DEFAULT_MAX_CHUNK_BYTES */
+    size_t max_chunk_bytes; /* 0 = JFR_DEFAULT_MAX_CHUNK_BYTES */
 };
 
 /* Parses a recording in memory (borrowed) and builds the tree of opts->kind.
@@ -50,9 +50,8 @@ struct jfr_analyze_opts {
  * (may be NULL; caller releases it with jfr_summary_cleanup) describes the whole recording.
  * Errors: those of jfr_parser_parse_mem (err says why), SKP_ENOMEM. */
 SKP_MUST_CHECK skp_err jfr_analyze_mem(const uint8_t *buf, size_t len,
-                                       const struct jfr_analyze_opts *opts,
-                                       struct analysis **out, struct jfr_summary *summary,
-                                       struct jfr_error *err);
+                                       const struct jfr_analyze_opts *opts, struct analysis **out,
+                                       struct jfr_summary *summary, struct jfr_error *err);
 /* Same, reading the file at `path` chunk by chunk. Errors as above plus SKP_EIO / SKP_ENOTFOUND
  * when it cannot be opened. */
 SKP_MUST_CHECK skp_err jfr_analyze_file(const char *path, const struct jfr_analyze_opts *opts,

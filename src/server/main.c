@@ -45,8 +45,8 @@ struct daemon {
     struct event *sig_term;
     struct event *sig_int;
     struct event *trim_ev;
-    int64_t trim_peak;         /* highest live bytes since the last trim */
-    uint64_t trim_conns;       /* open connections at the last check */
+    int64_t trim_peak;   /* highest live bytes since the last trim */
+    uint64_t trim_conns; /* open connections at the last check */
     bool stopping;
 };
 
@@ -256,12 +256,14 @@ int main(int argc, char **argv)
     char *web_root = NULL;
     struct metrics m = {.start_ms = skpx_now_ms()};
     struct collector col = {
-        .metrics = &m, .auth_token = cfg.auth_token, .pprof_max_bytes = cfg.pprof_max_bytes,
+        .metrics = &m,
+        .auth_token = cfg.auth_token,
+        .pprof_max_bytes = cfg.pprof_max_bytes,
         .jfr_max_bytes = cfg.jfr_max_bytes,
-        .max_segment_spans = cfg.max_segment_spans ? cfg.max_segment_spans
-                                                   : CONFIG_DEFAULT_MAX_SEGMENT_SPANS,
-        .max_decoded_bytes = cfg.max_decoded_bytes ? cfg.max_decoded_bytes
-                                                   : CONFIG_DEFAULT_MAX_DECODED_BYTES};
+        .max_segment_spans =
+            cfg.max_segment_spans ? cfg.max_segment_spans : CONFIG_DEFAULT_MAX_SEGMENT_SPANS,
+        .max_decoded_bytes =
+            cfg.max_decoded_bytes ? cfg.max_decoded_bytes : CONFIG_DEFAULT_MAX_DECODED_BYTES};
 
     char db_shown[512]; /* a URL's password stays out of the log */
     store_target_shown(cfg.db_path, db_shown, sizeof(db_shown));
@@ -309,8 +311,8 @@ int main(int argc, char **argv)
         err = collector_segments_start(&col, d.base, &kp);
     uint64_t fds = fd_budget();
     struct skpx_grpc_server_opts go = {
-        .max_connections = conn_cap("--grpc-max-connections", cfg.grpc_max_connections,
-                                    fds / 4 * 3, fds),
+        .max_connections =
+            conn_cap("--grpc-max-connections", cfg.grpc_max_connections, fds / 4 * 3, fds),
         .max_conns_per_peer = (size_t)cfg.max_conns_per_peer,
         .idle_timeout_ms = ms_opt(cfg.grpc_idle_timeout_ms),
         .stream_idle_timeout_ms = ms_opt(cfg.grpc_stream_idle_timeout_ms),
@@ -349,8 +351,8 @@ int main(int argc, char **argv)
         .max_analyze_snapshots = cfg.max_analyze_snapshots,
         .db_path = cfg.db_path,
         .endpoint_stats = col.stats,
-        .max_connections = conn_cap("--http-max-connections", cfg.http_max_connections,
-                                    fds / 4, fds - go.max_connections),
+        .max_connections = conn_cap("--http-max-connections", cfg.http_max_connections, fds / 4,
+                                    fds - go.max_connections),
         .max_conns_per_peer = (size_t)cfg.max_conns_per_peer,
         .request_timeout_ms = ms_opt(cfg.http_request_timeout_ms),
         .body_budget = (size_t)cfg.http_body_budget,

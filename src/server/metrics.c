@@ -67,8 +67,7 @@ skp_err metrics_render(const struct metrics *m, const struct skpx_grpc_server_st
     counter(&b, "skyprof_snapshot_streams_total", "collectSnapshot streams started.",
             m->snapshot_streams);
     counter(&b, "skyprof_snapshot_streams_failed_total",
-            "collectSnapshot streams that ended without an OK answer.",
-            m->snapshot_streams_failed);
+            "collectSnapshot streams that ended without an OK answer.", m->snapshot_streams_failed);
     counter(&b, "skyprof_snapshot_batches_total", "Snapshot batches written to the store.",
             m->snapshot_batches);
     gauge(&b, "skyprof_snapshot_buffer_bytes",
@@ -86,8 +85,7 @@ skp_err metrics_render(const struct metrics *m, const struct skpx_grpc_server_st
             "Trace segments not stored by the keep policy (their statistics are kept).",
             m->segments_dropped);
     counter(&b, "skyprof_continuous_triggers_total",
-            "Continuous-profiling triggers fired by skyprofd's evaluator.",
-            m->continuous_triggers);
+            "Continuous-profiling triggers fired by skyprofd's evaluator.", m->continuous_triggers);
     counter(&b, "skyprof_segment_errors_total", "Trace segment batches the store refused.",
             m->segment_errors);
     counter(&b, "skyprof_tasks_created_total", "Profile tasks created.", m->tasks_created);
@@ -127,11 +125,11 @@ skp_err metrics_render(const struct metrics *m, const struct skpx_grpc_server_st
     gauge(&b, "skyprof_http_body_bytes", "HTTP body bytes reserved against the budget.",
           (double)m->http_body_bytes);
     skpx_buf_printf(&b, "# HELP skyprof_http_requests_total HTTP API requests by status class.\n"
-                  "# TYPE skyprof_http_requests_total counter\n");
+                        "# TYPE skyprof_http_requests_total counter\n");
     static const char *cls[] = {"other", "1xx", "2xx", "3xx", "4xx", "5xx"};
     for (int i = 0; i < 6; i++)
         skpx_buf_printf(&b, "skyprof_http_requests_total{code=\"%s\"} %" PRIu64 "\n", cls[i],
-                  m->http_requests[i]);
+                        m->http_requests[i]);
     counter(&b, "skyprof_http_guard_refused_total",
             "HTTP requests refused by the Host/Origin/Content-Type checks (421/403/415).",
             m->http_guard_refused);
@@ -147,8 +145,7 @@ skp_err metrics_render(const struct metrics *m, const struct skpx_grpc_server_st
                 grpc->connections_accepted);
         gauge(&b, "skyprof_grpc_connections_open", "gRPC connections open.",
               (double)grpc->connections_open);
-        counter(&b, "skyprof_grpc_calls_started_total", "gRPC calls started.",
-                grpc->calls_started);
+        counter(&b, "skyprof_grpc_calls_started_total", "gRPC calls started.", grpc->calls_started);
         counter(&b, "skyprof_grpc_calls_failed_total", "gRPC calls ended with a non-OK status.",
                 grpc->calls_failed);
         counter(&b, "skyprof_grpc_messages_received_total", "gRPC request messages received.",
@@ -166,8 +163,7 @@ skp_err metrics_render(const struct metrics *m, const struct skpx_grpc_server_st
         counter(&b, "skyprof_grpc_streams_idle_cancelled_total",
                 "gRPC calls cancelled by the stream idle timeout.", grpc->streams_idle_cancelled);
         counter(&b, "skyprof_grpc_budget_refused_total",
-                "gRPC calls or connections refused: memory budget reached.",
-                grpc->budget_refused);
+                "gRPC calls or connections refused: memory budget reached.", grpc->budget_refused);
         counter(&b, "skyprof_grpc_decode_refused_total",
                 "gRPC messages refused: they decode past --max-decoded-bytes.",
                 grpc->decode_refused);
@@ -185,13 +181,11 @@ skp_err metrics_render(const struct metrics *m, const struct skpx_grpc_server_st
         gauge(&b, "skyprof_store_tasks", "Profile tasks in the store.", (double)store->tasks);
         gauge(&b, "skyprof_store_file_bytes", "Database plus WAL size in bytes.",
               (double)store->file_bytes);
-        counter(&b, "skyprof_store_commits_total", "Store transactions committed.",
-                store->commits);
+        counter(&b, "skyprof_store_commits_total", "Store transactions committed.", store->commits);
         gauge(&b, "skyprof_store_commit_seconds_total", "Time spent committing, in seconds.",
               (double)store->commit_ns_total / 1e9);
         gauge(&b, "skyprof_store_commit_seconds_avg", "Mean commit latency in seconds.",
-              store->commits ? (double)store->commit_ns_total / 1e9 / (double)store->commits
-                             : 0.0);
+              store->commits ? (double)store->commit_ns_total / 1e9 / (double)store->commits : 0.0);
     }
     gauge(&b, "skyprof_process_resident_memory_bytes", "Resident set size of skyprofd.",
           (double)metrics_rss_bytes());

@@ -18,11 +18,11 @@ struct metrics {
     uint64_t snapshots_unknown_task; /* stored although their task id is unknown */
     uint64_t snapshot_streams;       /* collectSnapshot calls started */
     uint64_t snapshot_streams_failed;
-    uint64_t snapshot_batches;       /* store_insert_snapshots calls */
+    uint64_t snapshot_batches; /* store_insert_snapshots calls */
     uint64_t segments_received;
     uint64_t segments_stored;
-    uint64_t segments_refused;   /* over --max-segment-spans: RESOURCE_EXHAUSTED, not decoded */
-    uint64_t segments_dropped;   /* not stored by the keep policy (--keep-segments) */
+    uint64_t segments_refused;    /* over --max-segment-spans: RESOURCE_EXHAUSTED, not decoded */
+    uint64_t segments_dropped;    /* not stored by the keep policy (--keep-segments) */
     uint64_t continuous_triggers; /* continuous-profiling policies fired by skyprofd */
     uint64_t segment_errors;
     uint64_t tasks_created;
@@ -31,19 +31,19 @@ struct metrics {
     uint64_t task_queries;
     uint64_t task_finish_reports;
     uint64_t heartbeats;
-    uint64_t dropped_messages;       /* accept-and-drop services (logs, meters, JVM...) */
+    uint64_t dropped_messages; /* accept-and-drop services (logs, meters, JVM...) */
     uint64_t auth_failures;
-    uint64_t http_requests[6];       /* by status class: [1]=1xx ... [5]=5xx, [0]=other */
-    uint64_t http_conns_open;        /* gauge: HTTP connections open (http_conn.c) */
-    uint64_t http_conns_refused;     /* over --http-max-connections or the per-peer cap */
-    uint64_t http_accept_pauses;     /* accept() ran out of fds: accepting paused */
-    uint64_t http_framing_errors;    /* refused by strict framing (400/413/414/431/501/505) */
-    uint64_t http_timeouts;          /* requests not read within --http-request-timeout-ms */
+    uint64_t http_requests[6];        /* by status class: [1]=1xx ... [5]=5xx, [0]=other */
+    uint64_t http_conns_open;         /* gauge: HTTP connections open (http_conn.c) */
+    uint64_t http_conns_refused;      /* over --http-max-connections or the per-peer cap */
+    uint64_t http_accept_pauses;      /* accept() ran out of fds: accepting paused */
+    uint64_t http_framing_errors;     /* refused by strict framing (400/413/414/431/501/505) */
+    uint64_t http_timeouts;           /* requests not read within --http-request-timeout-ms */
     uint64_t http_early_unauthorized; /* 401 before the body was read */
-    uint64_t http_budget_refused;    /* bodies over --http-body-budget: 503 */
-    uint64_t http_body_bytes;        /* gauge: body bytes reserved against the budget */
-    uint64_t snapshot_buffer_bytes;  /* gauge: batch buffers of open snapshot streams */
-    uint64_t http_guard_refused;     /* foreign Host, cross-site Origin, non-JSON mutation */
+    uint64_t http_budget_refused;     /* bodies over --http-body-budget: 503 */
+    uint64_t http_body_bytes;         /* gauge: body bytes reserved against the budget */
+    uint64_t snapshot_buffer_bytes;   /* gauge: batch buffers of open snapshot streams */
+    uint64_t http_guard_refused;      /* foreign Host, cross-site Origin, non-JSON mutation */
     uint64_t tasks_cancelled;
     uint64_t retention_runs;
     uint64_t retention_deleted;
@@ -59,7 +59,6 @@ uint64_t metrics_rss_bytes(void);
  * Errors: SKP_ENOMEM, SKP_ETOOBIG (text past METRICS_TEXT_MAX: a bug). */
 SKP_MUST_CHECK skp_err metrics_render(const struct metrics *m,
                                       const struct skpx_grpc_server_stats *grpc,
-                                      const struct store_stats *store, char **out,
-                                      size_t *out_len);
+                                      const struct store_stats *store, char **out, size_t *out_len);
 
 #endif

@@ -28,9 +28,9 @@
  * is the run of nodes up to the next root. */
 struct bnode {
     uint32_t frame;
-    uint32_t parent;           /* UINT32_MAX for a root */
-    uint32_t depth;            /* 0 for a root */
-    uint64_t value;            /* self */
+    uint32_t parent; /* UINT32_MAX for a root */
+    uint32_t depth;  /* 0 for a root */
+    uint64_t value;  /* self */
     uint64_t samples;
 };
 
@@ -38,7 +38,7 @@ struct bnode {
 struct pstack {
     size_t off;
     uint32_t len;
-    uint32_t first_sample;     /* while its profile is added: a sample with these locations */
+    uint32_t first_sample; /* while its profile is added: a sample with these locations */
     uint64_t value, samples;
 };
 
@@ -46,17 +46,17 @@ struct pstack {
 #define POOL_MAX ((size_t)32 * 1024 * 1024)
 
 struct pprof_analyze {
-    char *type;                /* chosen sample type (NULL until fixed) */
+    char *type; /* chosen sample type (NULL until fixed) */
     char *unit;
     bool by_function;
-    struct skpx_strmap frame_ids;   /* signature -> frame id */
-    char **frames;             /* frame id -> signature (owned) */
+    struct skpx_strmap frame_ids; /* signature -> frame id */
+    char **frames;                /* frame id -> signature (owned) */
     size_t n_frames, cap_frames;
-    struct bnode *nodes;       /* built by finish() */
+    struct bnode *nodes; /* built by finish() */
     size_t n_nodes, cap_nodes;
-    uint32_t *pool;            /* frame ids of every distinct stack, root first */
+    uint32_t *pool; /* frame ids of every distinct stack, root first */
     size_t pool_len, pool_cap;
-    struct pstack *stacks;     /* distinct stacks of every profile added */
+    struct pstack *stacks; /* distinct stacks of every profile added */
     size_t n_stacks, cap_stacks;
     char *types[PPROF_ANALYZE_MAX_TYPES];
     size_t n_types;
@@ -64,10 +64,10 @@ struct pprof_analyze {
     uint64_t n_samples;
     size_t n_skipped;
     /* per-profile scratch */
-    struct skpx_u64map stack_of;   /* hash of a sample's location indices -> stacks[] index + 1 */
-    uint32_t *pos;             /* finish(): BFS position of each build node in its tree */
-    uint32_t *loc_frames;      /* frame ids, caller first, per location */
-    uint32_t *loc_off;         /* n_locations + 1 offsets; UINT32_MAX = not computed */
+    struct skpx_u64map stack_of; /* hash of a sample's location indices -> stacks[] index + 1 */
+    uint32_t *pos;               /* finish(): BFS position of each build node in its tree */
+    uint32_t *loc_frames;        /* frame ids, caller first, per location */
+    uint32_t *loc_off;           /* n_locations + 1 offsets; UINT32_MAX = not computed */
     size_t loc_frames_len, loc_frames_cap;
     uint32_t *path;
     size_t path_cap;
@@ -175,20 +175,17 @@ static void frame_sig(const struct pprof_analyze *a, const struct pprof_profile 
 }
 
 void pprof_frame_signature(const struct pprof_profile *p, const struct pprof_location *l,
-                           const struct pprof_line *ln, bool by_function,
-                           char out[PPROF_FRAME_MAX])
+                           const struct pprof_line *ln, bool by_function, char out[PPROF_FRAME_MAX])
 {
     const struct pprof_function *f =
         ln && ln->function != PPROF_NONE ? &p->functions[ln->function] : NULL;
     if (f && f->name[0]) {
         if (!f->filename[0])
-            snprintf(out, FRAME_MAX, by_function ? "%.500s" : "%.500s:%" PRId64, f->name,
-                     ln->line);
+            snprintf(out, FRAME_MAX, by_function ? "%.500s" : "%.500s:%" PRId64, f->name, ln->line);
         else if (by_function)
             snprintf(out, FRAME_MAX, "%.500s (%.500s)", f->name, f->filename);
         else
-            snprintf(out, FRAME_MAX, "%.500s (%.480s:%" PRId64 ")", f->name, f->filename,
-                     ln->line);
+            snprintf(out, FRAME_MAX, "%.500s (%.480s:%" PRId64 ")", f->name, f->filename, ln->line);
         return;
     }
     const struct pprof_mapping *m = l->mapping != PPROF_NONE ? &p->mappings[l->mapping] : NULL;
@@ -299,8 +296,7 @@ skp_err pprof_analyze_add(struct pprof_analyze *a, const struct pprof_profile *p
 {
     note_types(a, p);
     if (!a->type && p->n_sample_types) {
-        int def = p->default_sample_type >= 0 ? p->default_sample_type
-                                              : (int)p->n_sample_types - 1;
+        int def = p->default_sample_type >= 0 ? p->default_sample_type : (int)p->n_sample_types - 1;
         a->type = skpx_strdup(p->sample_types[def].type);
         if (!a->type)
             return SKP_ENOMEM;
@@ -345,8 +341,8 @@ skp_err pprof_analyze_add(struct pprof_analyze *a, const struct pprof_profile *p
         /* New (or a hash collision: then a stack of its own; finish() merges equal paths). */
         if (skpx_grow(&a->stacks, &a->cap_stacks, a->n_stacks + 1, sizeof(*a->stacks), 1024))
             return SKP_ENOMEM;
-        a->stacks[a->n_stacks] = (struct pstack){.first_sample = (uint32_t)si,
-                                                 .value = (uint64_t)v, .samples = 1};
+        a->stacks[a->n_stacks] =
+            (struct pstack){.first_sample = (uint32_t)si, .value = (uint64_t)v, .samples = 1};
         if (!known && skpx_u64map_put(&a->stack_of, h, a->n_stacks + 1) != SKP_OK)
             return SKP_ENOMEM;
         a->n_stacks++;
@@ -396,7 +392,7 @@ static skp_err build_tree(struct pprof_analyze *a)
 {
     if (a->n_stacks > 1)
         qsort_r(a->stacks, a->n_stacks, sizeof(*a->stacks), cmp_paths, a->pool);
-    uint32_t *at = NULL;       /* at[d]: node of depth d on the previous path */
+    uint32_t *at = NULL; /* at[d]: node of depth d on the previous path */
     size_t at_cap = 0;
     const struct pstack *prev = NULL;
     skp_err err = SKP_OK;
@@ -464,7 +460,7 @@ static skp_err layout(struct pprof_analyze *a, uint32_t lo, uint32_t hi, const u
         an->id = (uint32_t)i + 1;
         an->parent_id = i == 0 ? 0 : a->pos[b->parent] + 1;
         an->code_signature = arena + frame_off[b->frame];
-        an->count = b->value;                           /* self for now */
+        an->count = b->value; /* self for now */
         an->duration_child_excluded = (int64_t)b->value;
         an->first_child = UINT32_MAX;
         an->next_sibling = UINT32_MAX;

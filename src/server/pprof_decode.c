@@ -18,8 +18,16 @@
 
 /* profile.proto field numbers. */
 enum {
-    P_SAMPLE_TYPE = 1, P_SAMPLE = 2, P_MAPPING = 3, P_LOCATION = 4, P_FUNCTION = 5,
-    P_STRING = 6, P_TIME = 9, P_DURATION = 10, P_PERIOD_TYPE = 11, P_PERIOD = 12,
+    P_SAMPLE_TYPE = 1,
+    P_SAMPLE = 2,
+    P_MAPPING = 3,
+    P_LOCATION = 4,
+    P_FUNCTION = 5,
+    P_STRING = 6,
+    P_TIME = 9,
+    P_DURATION = 10,
+    P_PERIOD_TYPE = 11,
+    P_PERIOD = 12,
     P_DEFAULT_TYPE = 14,
 };
 enum { WT_VARINT = 0, WT_I64 = 1, WT_LEN = 2, WT_I32 = 5 };
@@ -30,7 +38,7 @@ struct rd {
 
 struct dec {
     struct pprof_profile *p;
-    char *err;                 /* PPROF_ERR_MAX or NULL */
+    char *err; /* PPROF_ERR_MAX or NULL */
     const uint8_t *base;
     /* pass-1 counts */
     size_t n_types, n_samples, n_locs_ids, n_values, n_labels, n_maps, n_locations, n_lines,
@@ -38,17 +46,17 @@ struct dec {
     /* pass-2 fill positions */
     size_t i_types, i_samples, i_locs_ids, i_values, i_labels, i_maps, i_locations, i_lines,
         i_funcs, i_strings;
-    uint64_t *raw_loc_ids;     /* sample location ids before resolution */
-    uint64_t *raw_line_funcs;  /* line function ids before resolution */
-    uint64_t *raw_loc_maps;    /* location mapping ids before resolution */
-    size_t *sample_nvalues;    /* values per sample, checked against the sample types */
-    int64_t (*raw_label)[4];   /* key, str, num, num_unit string indices */
+    uint64_t *raw_loc_ids;    /* sample location ids before resolution */
+    uint64_t *raw_line_funcs; /* line function ids before resolution */
+    uint64_t *raw_loc_maps;   /* location mapping ids before resolution */
+    size_t *sample_nvalues;   /* values per sample, checked against the sample types */
+    int64_t (*raw_label)[4];  /* key, str, num, num_unit string indices */
     int64_t (*raw_type)[2];
-    int64_t (*raw_func)[3];    /* name, system_name, filename */
-    int64_t (*raw_map)[2];     /* filename, build_id */
+    int64_t (*raw_func)[3]; /* name, system_name, filename */
+    int64_t (*raw_map)[2];  /* filename, build_id */
     int64_t raw_period_type[2];
     int64_t raw_default;
-    uint32_t *str_off;         /* string slices in the buffer */
+    uint32_t *str_off; /* string slices in the buffer */
     uint32_t *str_len;
 };
 
@@ -736,8 +744,7 @@ static skp_err resolve(struct dec *d)
         uint64_t fid = d->raw_line_funcs[i];
         p->lines[i].function = fid ? id_map_find(&funcs, fid) : PPROF_NONE;
         if (fid && p->lines[i].function == PPROF_NONE) {
-            err = fail(d, NULL, "line refers to unknown function id %llu",
-                       (unsigned long long)fid);
+            err = fail(d, NULL, "line refers to unknown function id %llu", (unsigned long long)fid);
             goto out;
         }
     }
@@ -760,8 +767,8 @@ static skp_err resolve(struct dec *d)
     }
     for (size_t i = 0; i < p->n_samples; i++) {
         if (d->sample_nvalues[i] != p->n_sample_types) {
-            err = fail(d, NULL, "sample %zu has %zu values but the profile has %zu sample types",
-                       i, d->sample_nvalues[i], p->n_sample_types);
+            err = fail(d, NULL, "sample %zu has %zu values but the profile has %zu sample types", i,
+                       d->sample_nvalues[i], p->n_sample_types);
             goto out;
         }
     }

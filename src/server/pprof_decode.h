@@ -26,8 +26,8 @@
 #define PPROF_NONE UINT32_MAX
 
 struct pprof_value_type {
-    const char *type;          /* e.g. "cpu", "alloc_space", "samples" */
-    const char *unit;          /* e.g. "nanoseconds", "bytes", "count" */
+    const char *type; /* e.g. "cpu", "alloc_space", "samples" */
+    const char *unit; /* e.g. "nanoseconds", "bytes", "count" */
 };
 
 struct pprof_function {
@@ -48,29 +48,29 @@ struct pprof_mapping {
 /* One line of a location: lines[0] of a location is the innermost (inlined) frame, the last
  * one its outermost caller. */
 struct pprof_line {
-    uint32_t function;         /* index into functions, PPROF_NONE if the id was 0 */
+    uint32_t function; /* index into functions, PPROF_NONE if the id was 0 */
     int64_t line;
 };
 
 struct pprof_location {
     uint64_t id;
-    uint32_t mapping;          /* index into mappings, PPROF_NONE if none */
+    uint32_t mapping; /* index into mappings, PPROF_NONE if none */
     uint64_t address;
-    uint32_t line_off;         /* first entry in lines */
+    uint32_t line_off; /* first entry in lines */
     uint32_t n_lines;
 };
 
 struct pprof_label {
     const char *key;
-    const char *str;           /* "" for numeric labels */
+    const char *str; /* "" for numeric labels */
     int64_t num;
     const char *num_unit;
 };
 
 struct pprof_sample {
-    uint32_t loc_off;          /* first entry in sample_locs (leaf first) */
+    uint32_t loc_off; /* first entry in sample_locs (leaf first) */
     uint32_t n_locs;
-    uint32_t label_off;        /* first entry in labels */
+    uint32_t label_off; /* first entry in labels */
     uint32_t n_labels;
     /* values: values[i * n_sample_types .. + n_sample_types) */
 };
@@ -80,8 +80,8 @@ struct pprof_profile {
     size_t n_sample_types;
     struct pprof_sample *samples;
     size_t n_samples;
-    int64_t *values;           /* n_samples x n_sample_types */
-    uint32_t *sample_locs;     /* location indices */
+    int64_t *values;       /* n_samples x n_sample_types */
+    uint32_t *sample_locs; /* location indices */
     size_t n_sample_locs;
     struct pprof_label *labels;
     size_t n_labels;
@@ -98,9 +98,9 @@ struct pprof_profile {
     int64_t period;
     int64_t time_nanos;
     int64_t duration_nanos;
-    int default_sample_type;   /* index into sample_types, -1 if unset */
-    char *_strings;            /* private: the string block */
-    char **_string_table;      /* private: string index -> string */
+    int default_sample_type; /* index into sample_types, -1 if unset */
+    char *_strings;          /* private: the string block */
+    char **_string_table;    /* private: string index -> string */
 };
 
 /* Decodes `data` (borrowed; gzip if it starts with 1f 8b, raw otherwise) into *out (caller

@@ -18,10 +18,10 @@
 #define R_DUMP_NEG "dumpPeriod cannot be negative"
 #define R_INSTANCES "serviceInstanceIds cannot be empty"
 #define R_OVERLAP "current service already has monitor pprof task execute at this time"
-#define R_OVERLAP_ASYNC                                                                          \
+#define R_OVERLAP_ASYNC                                                                            \
     "current service already has monitor async profiler task execute at this time"
 /* Ours. */
-#define R_EVENT_UNKNOWN                                                                          \
+#define R_EVENT_UNKNOWN                                                                            \
     "unknown event (one of cpu, wall, heap, allocs, block, mutex, goroutine, threadcreate)"
 #define R_EVENT_ONE "a pprof task takes exactly one event"
 #define R_SERVICE_LONG "service name cannot be longer than 1024 bytes"
@@ -34,7 +34,7 @@
 #define MS_PER_MIN 60000
 #define ID_ATTEMPTS 16
 
-static const char *const k_events[] = {"cpu",  "wall",  "heap",      "allocs",
+static const char *const k_events[] = {"cpu",   "wall",  "heap",      "allocs",
                                        "block", "mutex", "goroutine", "threadcreate"};
 
 bool proc_pprof_event_known(const char *ev)
@@ -47,8 +47,8 @@ bool proc_pprof_event_known(const char *ev)
 
 bool proc_pprof_event_timed(const char *ev)
 {
-    return ev && (strcmp(ev, "cpu") == 0 || strcmp(ev, "wall") == 0 ||
-                  strcmp(ev, "block") == 0 || strcmp(ev, "mutex") == 0);
+    return ev && (strcmp(ev, "cpu") == 0 || strcmp(ev, "wall") == 0 || strcmp(ev, "block") == 0 ||
+                  strcmp(ev, "mutex") == 0);
 }
 
 static bool fail(struct proc_error *e, const char *reason, const char *field)
@@ -156,8 +156,8 @@ skp_err proc_task_create(struct store *st, enum proc_kind kind, const struct pro
         .exec_args = is_async && r->exec_args && r->exec_args[0] ? (char *)r->exec_args : NULL,
     };
     if (r->n_instances == 0) {
-        err = store_proc_live_instances(st, r->service, now_ms - PROC_LIVE_WINDOW_MS, &live,
-                                        &n_live);
+        err =
+            store_proc_live_instances(st, r->service, now_ms - PROC_LIVE_WINDOW_MS, &live, &n_live);
         if (err)
             return err;
         if (n_live == 0) {

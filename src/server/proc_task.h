@@ -55,10 +55,10 @@ struct proc_request {
     size_t n_instances;
     const char *const *events;
     size_t n_events;
-    int64_t duration;          /* pprof: minutes */
+    int64_t duration; /* pprof: minutes */
     int64_t dump_period;
-    int64_t sampling_hz;       /* 0 = the agent's default */
-    const char *exec_args;     /* async-profiler only */
+    int64_t sampling_hz;   /* 0 = the agent's default */
+    const char *exec_args; /* async-profiler only */
 };
 
 /* Why a request was refused (static strings): the errorReason text and its field. */

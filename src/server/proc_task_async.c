@@ -17,7 +17,7 @@
 #define R_EVENT_UNKNOWN "unknown event (one of CPU, WALL, LOCK, ALLOC, CTIMER, ITIMER)"
 #define R_EVENT_TWICE "events cannot repeat"
 #define R_DURATION_MAX "duration cannot be greater than 3600 seconds"
-#define R_EXEC_ARGS                                                                              \
+#define R_EXEC_ARGS                                                                                \
     "execArgs must be at most 512 characters among letters, digits and = , . _ : / + % -"
 #define R_SERVICE_LONG "service name cannot be longer than 1024 bytes"
 #define R_INSTANCE_BAD "serviceInstanceIds must be non-empty names of at most 1024 bytes"
@@ -112,8 +112,7 @@ void proc_command_async(struct proc_async_command *pc, const struct proc_task *t
     snprintf(pc->nums[1], sizeof(pc->nums[1]), "%" PRId64, t->create_time);
     /* "event=" + the events in lower case, as OAP's AsyncProfilerTaskCommand builds it. */
     size_t k = (size_t)snprintf(pc->exec_args, sizeof(pc->exec_args), "event=");
-    for (const char *p = t->events ? t->events : ""; *p && k + 1 < PROC_ASYNC_EVENTS_MAX + 6;
-         p++)
+    for (const char *p = t->events ? t->events : ""; *p && k + 1 < PROC_ASYNC_EVENTS_MAX + 6; p++)
         pc->exec_args[k++] = (char)tolower((unsigned char)*p);
     pc->exec_args[k] = '\0';
     if (t->exec_args && t->exec_args[0])

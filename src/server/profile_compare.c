@@ -24,11 +24,11 @@ struct merger {
     char *buf;                 /* by function: the name being reduced */
     size_t buf_cap;
     size_t cap;
-    struct skpx_strmap sigs;   /* signature -> id */
-    struct skpx_u64map child;  /* (parent + 1) << 32 | sig id -> node index */
-    uint32_t *node_sig;        /* signature id per node (parallel to r->nodes) */
+    struct skpx_strmap sigs;  /* signature -> id */
+    struct skpx_u64map child; /* (parent + 1) << 32 | sig id -> node index */
+    uint32_t *node_sig;       /* signature id per node (parallel to r->nodes) */
     size_t sig_cap;
-    const char **sig_text;     /* id -> a borrowed signature */
+    const char **sig_text; /* id -> a borrowed signature */
     size_t sig_text_cap;
 };
 
@@ -39,8 +39,8 @@ static skp_err intern(struct merger *m, const char *sig, uint32_t *id)
     if (m->sigs.n >= NONE - 1)
         return SKP_ETOOBIG;
     uint32_t nid = (uint32_t)m->sigs.n;
-    skp_err err = skpx_grow(&m->sig_text, &m->sig_text_cap, (size_t)nid + 1,
-                            sizeof(*m->sig_text), 256);
+    skp_err err =
+        skpx_grow(&m->sig_text, &m->sig_text_cap, (size_t)nid + 1, sizeof(*m->sig_text), 256);
     if (err)
         return err;
     err = skpx_strmap_put(&m->sigs, sig, nid);
@@ -158,7 +158,7 @@ static skp_err node_for(struct merger *m, uint32_t parent, const char *sig, uint
 
 static skp_err add_side(struct merger *m, const struct analysis *a, int side)
 {
-    uint32_t *map = NULL;      /* analysis node id - 1 -> merged index */
+    uint32_t *map = NULL; /* analysis node id - 1 -> merged index */
     size_t map_cap = 0;
     skp_err err = SKP_OK;
     for (size_t t = 0; t < a->n_trees && !err; t++) {

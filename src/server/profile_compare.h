@@ -31,31 +31,31 @@
 
 /* One node of the merged tree. Nodes are stored so a parent precedes its children. */
 struct compare_node {
-    const char *sig;           /* borrowed from the input analyses */
-    uint32_t parent;           /* index of the parent, UINT32_MAX for a root */
-    uint32_t depth;            /* 0 for a root */
-    int64_t weight[2];         /* inclusive, per side (count of the analysis node) */
-    int64_t self[2];           /* weight minus the children's weights, per side (>= 0) */
+    const char *sig;   /* borrowed from the input analyses */
+    uint32_t parent;   /* index of the parent, UINT32_MAX for a root */
+    uint32_t depth;    /* 0 for a root */
+    int64_t weight[2]; /* inclusive, per side (count of the analysis node) */
+    int64_t self[2];   /* weight minus the children's weights, per side (>= 0) */
 };
 
 /* One code signature's totals over the whole tree. */
 struct compare_change {
-    const char *sig;           /* borrowed from the input analyses */
-    int64_t weight[2];         /* inclusive (recursion counted once per stack) */
+    const char *sig;   /* borrowed from the input analyses */
+    int64_t weight[2]; /* inclusive (recursion counted once per stack) */
     int64_t self[2];
-    double share[2];           /* weight / side total, 0..1 (0 when the total is 0) */
+    double share[2]; /* weight / side total, 0..1 (0 when the total is 0) */
     double self_share[2];
-    double delta;              /* share[TARGET] - share[BASE] */
-    double self_delta;         /* self_share[TARGET] - self_share[BASE] */
+    double delta;      /* share[TARGET] - share[BASE] */
+    double self_delta; /* self_share[TARGET] - self_share[BASE] */
 };
 
 struct compare_result {
     struct compare_node *nodes;
     size_t n_nodes;
-    int64_t total[2];          /* sum of each side's root weights */
+    int64_t total[2];               /* sum of each side's root weights */
     struct compare_change *changes; /* every distinct signature, largest change first */
     size_t n_changes;
-    void *_names;              /* private: the reduced names (by function); compare_free frees */
+    void *_names; /* private: the reduced names (by function); compare_free frees */
 };
 
 /* Merges `base` and `target` (borrowed; they must outlive *out, which points at their

@@ -35,8 +35,8 @@ void retention_run(struct retention *r)
     }
     r->m->retention_deleted += n;
     if (n)
-        SKPX_INFO("retention: deleted %" PRIu64 " row(s) older than %d day(s) in %" PRId64 " ms",
-                  n, r->days, skpx_mono_ms() - t0);
+        SKPX_INFO("retention: deleted %" PRIu64 " row(s) older than %d day(s) in %" PRId64 " ms", n,
+                  r->days, skpx_mono_ms() - t0);
 }
 
 static void on_timer(evutil_socket_t fd, short what, void *ud)

@@ -18,8 +18,8 @@ struct retention;
 /* Purges now and arms the hourly timer. `days` == 0 disables retention (*out is still a valid
  * object). Borrows base, st and m (they must outlive the object). Caller frees with
  * retention_stop. Errors: SKP_ENOMEM. */
-SKP_MUST_CHECK skp_err retention_start(struct event_base *base, struct store *st,
-                                       struct metrics *m, int days, struct retention **out);
+SKP_MUST_CHECK skp_err retention_start(struct event_base *base, struct store *st, struct metrics *m,
+                                       int days, struct retention **out);
 /* Runs one purge now (cut-off = now - days); failures are logged and counted. */
 void retention_run(struct retention *r);
 /* Disarms and frees. NULL ok. */

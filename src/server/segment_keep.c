@@ -19,17 +19,17 @@ struct held {
     size_t len;
     int64_t arrived_ms;
     bool ready;
-    bool gone;                 /* handed out: skipped by the FIFO */
+    bool gone; /* handed out: skipped by the FIFO */
 };
 
 struct segment_keep {
     struct keep_policy p;
-    struct held *q;            /* FIFO ring */
+    struct held *q; /* FIFO ring */
     size_t head, n, cap;
     size_t bytes;
     size_t n_ready;
-    struct skpx_u64map index;       /* hash(id) → position (head-relative sequence) */
-    uint64_t seq_head;         /* sequence number of q[head] */
+    struct skpx_u64map index; /* hash(id) → position (head-relative sequence) */
+    uint64_t seq_head;        /* sequence number of q[head] */
     struct skpx_u64map profiled[2];
     int cur;
     int64_t rotated_ms;
@@ -275,7 +275,7 @@ void segment_keep_drain(struct segment_keep *sk, int64_t now_ms, bool expired_to
             struct held *e = &sk->q[(sk->head + i) % sk->cap];
             if (!e->gone &&
                 skpx_u64map_put(&sk->index, id_hash(e->segment_id, strlen(e->segment_id)),
-                           sk->seq_head + i) != SKP_OK) {
+                                sk->seq_head + i) != SKP_OK) {
                 /* a held entry we cannot index is still decided at its expiry */
             }
         }

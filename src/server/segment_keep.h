@@ -29,9 +29,9 @@ enum keep_mode {
 
 struct keep_policy {
     enum keep_mode mode;
-    uint32_t sample_n;         /* KEEP_SAMPLED: keep 1 in sample_n unprofiled segments */
-    int64_t grace_ms;          /* how long a candidate is held; 0 = KEEP_DEFAULT_GRACE_MS */
-    size_t max_held_bytes;     /* 0 = KEEP_DEFAULT_HELD_BYTES */
+    uint32_t sample_n;     /* KEEP_SAMPLED: keep 1 in sample_n unprofiled segments */
+    int64_t grace_ms;      /* how long a candidate is held; 0 = KEEP_DEFAULT_GRACE_MS */
+    size_t max_held_bytes; /* 0 = KEEP_DEFAULT_HELD_BYTES */
 };
 
 #define KEEP_DEFAULT_GRACE_MS 30000
@@ -43,9 +43,9 @@ struct keep_policy {
 SKP_MUST_CHECK skp_err keep_policy_parse(const char *text, struct keep_policy *out);
 
 enum keep_decision {
-    KEEP_STORE,                /* store it now */
-    KEEP_HOLD,                 /* held (copied) until its snapshots come or the grace ends */
-    KEEP_DROP,                 /* not stored */
+    KEEP_STORE, /* store it now */
+    KEEP_HOLD,  /* held (copied) until its snapshots come or the grace ends */
+    KEEP_DROP,  /* not stored */
 };
 
 struct segment_keep;
@@ -79,8 +79,8 @@ void segment_keep_mark_profiled(struct segment_keep *sk, const char *segment_id,
 /* Held segments to look at now: ready ones (a snapshot came) and, with `expired_too`, those
  * whose grace ended at now_ms or that the byte bound evicts. For each, cb(ud, raw, len, ready)
  * runs once and the copy is freed after it; cb returns whether it stored the segment. */
-typedef bool (*segment_keep_cb)(void *ud, const char *segment_id, const uint8_t *raw,
-                                size_t len, bool ready);
+typedef bool (*segment_keep_cb)(void *ud, const char *segment_id, const uint8_t *raw, size_t len,
+                                bool ready);
 void segment_keep_drain(struct segment_keep *sk, int64_t now_ms, bool expired_too,
                         segment_keep_cb cb, void *ud);
 bool segment_keep_has_ready(const struct segment_keep *sk);

@@ -23,9 +23,9 @@ struct segment_scan {
     struct segment_slice service;
     struct segment_slice instance;
     size_t n_spans;
-    bool has_entry;            /* a span of type Entry (the protocol's default type) */
+    bool has_entry;                /* a span of type Entry (the protocol's default type) */
     struct segment_slice endpoint; /* first Entry span's operationName, else first span's */
-    int64_t entry_start_ms;    /* of that first Entry span */
+    int64_t entry_start_ms;        /* of that first Entry span */
     int64_t entry_end_ms;
     bool entry_is_error;
 };

@@ -42,8 +42,8 @@
 struct store;
 
 struct store_opts {
-    bool read_only;          /* open read-only (fails writes with SKP_EIO) */
-    int schema_version_max;  /* tests only: stop migrating at this version (0 = latest) */
+    bool read_only;         /* open read-only (fails writes with SKP_EIO) */
+    int schema_version_max; /* tests only: stop migrating at this version (0 = latest) */
 };
 
 /* Opens `path` (an SQLite file, created but not its folder; or a postgresql:// URL, see
@@ -81,7 +81,7 @@ SKP_MUST_CHECK skp_err store_touch_instance(struct store *st, const char *servic
                                             const char *instance, int64_t now_ms);
 struct store_service_row {
     const char *name;
-    const char *layer;         /* NULL when no agent named one */
+    const char *layer; /* NULL when no agent named one */
     int64_t last_seen_ms;
     int64_t n_instances;
 };
@@ -91,7 +91,7 @@ SKP_MUST_CHECK skp_err store_list_services(struct store *st, store_service_cb cb
 
 struct store_instance_row {
     const char *name;
-    const char *language;      /* NULL when unknown */
+    const char *language; /* NULL when unknown */
     int64_t last_heartbeat_ms;
     const struct store_kv *props; /* in the order the agent reported them, keys unique */
     size_t n_props;
@@ -105,16 +105,16 @@ SKP_MUST_CHECK skp_err store_list_instances(struct store *st, const char *servic
 /* ---- tasks ---- */
 
 struct store_task {
-    char *id;                  /* "<createTime>_<base64(service)>.1" as OAP builds task ids */
+    char *id; /* "<createTime>_<base64(service)>.1" as OAP builds task ids */
     char *service;
     char *endpoint;
-    int64_t start_time;        /* ms epoch */
-    int duration_min;          /* 1..15 */
+    int64_t start_time;         /* ms epoch */
+    int duration_min;           /* 1..15 */
     int min_duration_threshold; /* ms */
-    int dump_period;           /* ms */
-    int max_sampling_count;    /* 1..9 */
-    int64_t create_time;       /* ms epoch */
-    int64_t cancelled_ms;      /* when it was cancelled (its window ends there); 0 = never */
+    int dump_period;            /* ms */
+    int max_sampling_count;     /* 1..9 */
+    int64_t create_time;        /* ms epoch */
+    int64_t cancelled_ms;       /* when it was cancelled (its window ends there); 0 = never */
 };
 /* Frees the strings of *t (not t itself). NULL ok. */
 void store_task_cleanup(struct store_task *t);
@@ -140,8 +140,8 @@ typedef skp_err (*store_task_cb)(void *ud, const struct store_task *t);
 /* Visits tasks ordered by start_time desc, then create_time desc, then id desc; NULL filters
  * match all.
  * *t is borrowed for the call. */
-SKP_MUST_CHECK skp_err store_list_tasks(struct store *st, const char *service,
-                                        const char *endpoint, store_task_cb cb, void *ud);
+SKP_MUST_CHECK skp_err store_list_tasks(struct store *st, const char *service, const char *endpoint,
+                                        store_task_cb cb, void *ud);
 
 /* Makes a caller's check-then-insert of tasks of `service` atomic against every other writer
  * of the database (other store objects, other collectors on a shared database): between
@@ -181,10 +181,10 @@ struct store_snapshot {
     const char *segment_id;
     int64_t time_ms;
     int32_t sequence;
-    char *const *frames;       /* root first; NUL-terminated strings (protobuf-c layout) */
+    char *const *frames; /* root first; NUL-terminated strings (protobuf-c layout) */
     size_t n_frames;
-    int64_t received_ms;       /* when skyprofd received it (retention counts from the first
-                                * snapshot's); 0 = unknown, time_ms is used */
+    int64_t received_ms; /* when skyprofd received it (retention counts from the first
+                          * snapshot's); 0 = unknown, time_ms is used */
 };
 /* Stores a batch in one transaction and returns after it committed (durable ack). A snapshot
  * with the same (task, segment, sequence) as a stored one is ignored (counted in *n_dup, may be
@@ -215,7 +215,7 @@ struct store_span_ref {
     const char *trace_id;
     const char *parent_segment_id;
     int32_t parent_span_id;
-    bool cross_thread;         /* else cross-process */
+    bool cross_thread; /* else cross-process */
 };
 struct store_span_log {
     int64_t time_ms;
@@ -227,8 +227,8 @@ struct store_span {
     int32_t parent_span_id;
     int64_t start_ms;
     int64_t end_ms;
-    const char *operation;     /* the endpoint name of an Entry span; NULL = "" */
-    const char *peer;          /* NULL = "" */
+    const char *operation; /* the endpoint name of an Entry span; NULL = "" */
+    const char *peer;      /* NULL = "" */
     enum store_span_type type;
     enum store_span_layer layer;
     int32_t component_id;
@@ -241,8 +241,8 @@ struct store_span {
     size_t n_logs;
 };
 struct store_segment {
-    const char *segment_id;    /* required, non-empty */
-    const char *trace_id;      /* NULL = "" (also for the other strings) */
+    const char *segment_id; /* required, non-empty */
+    const char *trace_id;   /* NULL = "" (also for the other strings) */
     const char *service;
     const char *instance;
     const struct store_span *spans;
@@ -267,13 +267,13 @@ SKP_MUST_CHECK skp_err store_segment_has_snapshots(struct store *st, const char 
 /* One profiled segment of a task, as store_list_profiled_segments visits it. */
 struct store_profiled_segment {
     const char *segment_id;
-    bool has_object;           /* its SegmentObject was stored; else only snapshots arrived */
-    const char *trace_id;      /* "" without object */
-    const char *service;       /* the segment's, else the task's service ("" if unknown) */
-    const char *instance;      /* "" without object */
-    const char *endpoint;      /* store_segment_endpoint of the object; "" without object */
-    int64_t start_ms;          /* min span start; without object: time of the first dump */
-    int64_t end_ms;            /* max span end (>= start); without object: the last dump's */
+    bool has_object;                /* its SegmentObject was stored; else only snapshots arrived */
+    const char *trace_id;           /* "" without object */
+    const char *service;            /* the segment's, else the task's service ("" if unknown) */
+    const char *instance;           /* "" without object */
+    const char *endpoint;           /* store_segment_endpoint of the object; "" without object */
+    int64_t start_ms;               /* min span start; without object: time of the first dump */
+    int64_t end_ms;                 /* max span end (>= start); without object: the last dump's */
     const struct store_span *spans; /* as stored (span order kept); none without object */
     size_t n_spans;
 };
@@ -296,17 +296,16 @@ struct store_segment_key {
  * after without segment_id), SKP_EIO, SKP_ENOMEM, or the callback's error (the walk stops). */
 SKP_MUST_CHECK skp_err store_list_profiled_segments_page(struct store *st, const char *task_id,
                                                          const struct store_segment_key *after,
-                                                         size_t limit,
-                                                         store_profiled_segment_cb cb, void *ud,
-                                                         bool *more);
+                                                         size_t limit, store_profiled_segment_cb cb,
+                                                         void *ud, bool *more);
 
 /* What an export of one segment says about it (store_get_segment_info). */
 struct store_segment_info {
-    char *trace_id;            /* NULL when its SegmentObject was not stored */
-    char *endpoint;            /* the segment's endpoint, else its task's; NULL if neither */
-    int dump_period;           /* ms, of the task of its snapshots (lowest sequence); 0 if none */
-    bool has_window;           /* its SegmentObject was stored: the window below is known */
-    int64_t start_ms, end_ms;  /* its spans' window: earliest start, latest end */
+    char *trace_id;           /* NULL when its SegmentObject was not stored */
+    char *endpoint;           /* the segment's endpoint, else its task's; NULL if neither */
+    int dump_period;          /* ms, of the task of its snapshots (lowest sequence); 0 if none */
+    bool has_window;          /* its SegmentObject was stored: the window below is known */
+    int64_t start_ms, end_ms; /* its spans' window: earliest start, latest end */
 };
 /* Frees the strings of *i (not i itself). NULL ok. */
 void store_segment_info_cleanup(struct store_segment_info *i);
@@ -319,10 +318,10 @@ SKP_MUST_CHECK skp_err store_get_segment_info(struct store *st, const char *segm
 
 /* One stored snapshot as the analyzer reads it. */
 struct store_sample {
-    uint32_t segment;          /* store-local id of the segment (distinct segments differ) */
+    uint32_t segment; /* store-local id of the segment (distinct segments differ) */
     int32_t sequence;
     int64_t time_ms;
-    uint32_t stack;            /* store-local id of the de-duplicated stack */
+    uint32_t stack; /* store-local id of the de-duplicated stack */
 };
 /* Called once per snapshot, in order. It may call store_get_stack/store_get_frame; a nested
  * store_scan_* fails with SKP_ESTATE (the scan's statement is in use). */
@@ -330,9 +329,8 @@ typedef void (*store_sample_cb)(void *ud, const struct store_sample *s);
 
 /* Visits the snapshots of `segment_id` (any task) with lo_seq <= sequence <= hi_seq in
  * sequence order. */
-SKP_MUST_CHECK skp_err store_scan_segment(struct store *st, const char *segment_id,
-                                          int32_t lo_seq, int32_t hi_seq, store_sample_cb cb,
-                                          void *ud);
+SKP_MUST_CHECK skp_err store_scan_segment(struct store *st, const char *segment_id, int32_t lo_seq,
+                                          int32_t hi_seq, store_sample_cb cb, void *ud);
 /* min/max sequence of the segment's snapshots with from_ms <= time <= to_ms;
  * SKP_ENOTFOUND if there are none. */
 SKP_MUST_CHECK skp_err store_segment_seq_window(struct store *st, const char *segment_id,
@@ -351,15 +349,15 @@ SKP_MUST_CHECK skp_err store_get_frame(struct store *st, uint32_t frame, const c
 /* ---- endpoint statistics (rolled up per minute; endpoint_stats.c builds them) ---- */
 
 struct store_endpoint_minute {
-    uint64_t writer;           /* the process that rolled it up: each skyprofd (and each run
-                                * of it) writes its own rows, readers add them up */
+    uint64_t writer; /* the process that rolled it up: each skyprofd (and each run
+                      * of it) writes its own rows, readers add them up */
     const char *service;
     const char *instance;
     const char *endpoint;
-    int64_t minute_ms;         /* start of the minute */
+    int64_t minute_ms; /* start of the minute */
     uint64_t count;
     uint64_t errors;
-    const uint8_t *hist;       /* latency histogram, endpoint_stats' encoding (opaque here) */
+    const uint8_t *hist; /* latency histogram, endpoint_stats' encoding (opaque here) */
     size_t hist_len;
 };
 /* Stores (or replaces, per writer: a minute may be rolled up again after late requests)
@@ -388,14 +386,14 @@ SKP_MUST_CHECK skp_err store_purge_before(struct store *st, int64_t before_ms, u
 SKP_MUST_CHECK skp_err store_check(struct store *st, char *detail, size_t cap);
 
 struct store_stats {
-    uint64_t snapshots;        /* rows */
+    uint64_t snapshots; /* rows */
     uint64_t stacks;
     uint64_t frames;
     uint64_t segments;
     uint64_t tasks;
-    uint64_t file_bytes;       /* database + WAL size */
+    uint64_t file_bytes; /* database + WAL size */
     uint64_t commits;
-    uint64_t commit_ns_total;  /* time spent in COMMIT, for latency reporting */
+    uint64_t commit_ns_total; /* time spent in COMMIT, for latency reporting */
 };
 SKP_MUST_CHECK skp_err store_get_stats(struct store *st, struct store_stats *out);
 

@@ -26,8 +26,7 @@ typedef skp_err (*store_cont_policy_cb)(void *ud, const struct store_cont_policy
 
 /* Inserts or replaces the policy of `service`. Errors: SKP_EIO, SKP_ENOMEM. */
 SKP_MUST_CHECK skp_err store_cont_put_policy(struct store *st, const char *service,
-                                             const char *uuid, const char *json,
-                                             int64_t now_ms);
+                                             const char *uuid, const char *json, int64_t now_ms);
 /* Errors: SKP_ENOTFOUND (no policy), SKP_EIO. */
 SKP_MUST_CHECK skp_err store_cont_delete_policy(struct store *st, const char *service);
 /* Visits the policies (of `service` only unless NULL) by service name. Errors: SKP_EIO,
@@ -37,27 +36,27 @@ SKP_MUST_CHECK skp_err store_cont_list_policies(struct store *st, const char *se
 
 /* One cause of a trigger. */
 struct store_cont_cause {
-    const char *type;          /* monitor type name, e.g. ENDPOINT_P99_RESPONSE_TIME */
-    const char *uri;           /* NULL for single-value causes */
+    const char *type; /* monitor type name, e.g. ENDPOINT_P99_RESPONSE_TIME */
+    const char *uri;  /* NULL for single-value causes */
     bool uri_is_regex;
     double threshold;
     double current;
-    int64_t window_s;          /* the window judged (0 when the agent did not say) */
-    int64_t hits;              /* slots of the window at or above the threshold (0 = unknown) */
+    int64_t window_s; /* the window judged (0 when the agent did not say) */
+    int64_t hits;     /* slots of the window at or above the threshold (0 = unknown) */
 };
 
 /* One trigger (strings borrowed). */
 struct store_cont_trigger {
-    int64_t id;                /* set by the store */
+    int64_t id; /* set by the store */
     const char *service;
-    const char *instance;      /* NULL when not one instance */
-    const char *process;       /* agent-side triggers: the process name, else NULL */
+    const char *instance; /* NULL when not one instance */
+    const char *process;  /* agent-side triggers: the process name, else NULL */
     int64_t time_ms;
-    const char *target;        /* target type name */
-    const char *source;        /* "server" (skyprofd's evaluator) or "agent" */
-    const char *task_kind;     /* "trace", "pprof", "ebpf" or NULL (no task) */
-    const char *task_id;       /* NULL when no task was created */
-    const char *note;          /* why no task, or NULL */
+    const char *target;    /* target type name */
+    const char *source;    /* "server" (skyprofd's evaluator) or "agent" */
+    const char *task_kind; /* "trace", "pprof", "ebpf" or NULL (no task) */
+    const char *task_id;   /* NULL when no task was created */
+    const char *note;      /* why no task, or NULL */
     const struct store_cont_cause *causes;
     size_t n_causes;
 };

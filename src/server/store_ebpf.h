@@ -26,7 +26,7 @@ enum store_ebpf_kind {
 /* One registered process; strings borrowed (in: from the caller; out: from the row, valid during
  * the callback). labels: one per line; properties: "key\tvalue" lines. */
 struct store_ebpf_process {
-    const char *id;            /* sha256 hex, see collector_ebpf.c */
+    const char *id; /* sha256 hex, see collector_ebpf.c */
     const char *service;
     const char *instance;
     const char *process_name;
@@ -35,8 +35,8 @@ struct store_ebpf_process {
     const char *labels;
     const char *properties;
     const char *agent_id;
-    int64_t first_ms;          /* out only: first report */
-    int64_t last_ping_ms;      /* out only: last report or keepAlive */
+    int64_t first_ms;     /* out only: first report */
+    int64_t last_ping_ms; /* out only: last report or keepAlive */
 };
 
 /* One uploaded stack with its weight since the previous upload; strings borrowed. symbols: the
@@ -45,10 +45,10 @@ struct store_ebpf_stack {
     const char *task_id;
     const char *process_id;
     enum store_ebpf_kind kind;
-    int64_t time_ms;           /* the upload's currentTime */
+    int64_t time_ms; /* the upload's currentTime */
     const char *symbols;
-    int64_t count;             /* ON_CPU dumpCount, OFF_CPU switchCount */
-    int64_t duration_ns;       /* OFF_CPU duration, 0 for ON_CPU */
+    int64_t count;       /* ON_CPU dumpCount, OFF_CPU switchCount */
+    int64_t duration_ns; /* OFF_CPU duration, 0 for ON_CPU */
 };
 
 typedef skp_err (*store_ebpf_process_cb)(void *ud, const struct store_ebpf_process *p);
@@ -68,13 +68,12 @@ SKP_MUST_CHECK skp_err store_ebpf_touch_process(struct store *st, const char *id
 SKP_MUST_CHECK skp_err store_ebpf_list_processes(struct store *st, const char *service,
                                                  store_ebpf_process_cb cb, void *ud);
 /* Inserts n stacks in one transaction, received at now_ms. Errors: SKP_EIO, SKP_ENOMEM. */
-SKP_MUST_CHECK skp_err store_ebpf_insert_stacks(struct store *st,
-                                                const struct store_ebpf_stack *v, size_t n,
-                                                int64_t now_ms);
+SKP_MUST_CHECK skp_err store_ebpf_insert_stacks(struct store *st, const struct store_ebpf_stack *v,
+                                                size_t n, int64_t now_ms);
 /* The stacks of task `task_id` (and of `process_id` unless NULL) with time in [from_ms, to_ms],
  * summed per (process, kind, symbols): cb gets each sum once (time_ms = the latest upload).
  * Errors: SKP_EINVAL, SKP_EIO, SKP_ENOMEM, cb's. */
 SKP_MUST_CHECK skp_err store_ebpf_scan_task(struct store *st, const char *task_id,
-                                            const char *process_id, int64_t from_ms,
-                                            int64_t to_ms, store_ebpf_stack_cb cb, void *ud);
+                                            const char *process_id, int64_t from_ms, int64_t to_ms,
+                                            store_ebpf_stack_cb cb, void *ud);
 #endif

@@ -22,10 +22,10 @@
 #include "server/store_backend.h"
 
 /* Cache bounds: each cache is cleared when it reaches its bound (they only save lookups). */
-#define STORE_FRAME_CACHE_MAX (1u << 18)    /* signature → id entries (~262k frames) */
-#define STORE_STACK_POOL_MAX (1u << 22)     /* frame ids held by the stack cache (16 MB) */
-#define STORE_NAME_CACHE_MAX (1u << 16)     /* segment / task id strings → row ids */
-#define STORE_PAIR_CACHE_MAX (1u << 16)     /* (task, segment) pairs known to be recorded */
+#define STORE_FRAME_CACHE_MAX (1u << 18) /* signature → id entries (~262k frames) */
+#define STORE_STACK_POOL_MAX (1u << 22)  /* frame ids held by the stack cache (16 MB) */
+#define STORE_NAME_CACHE_MAX (1u << 16)  /* segment / task id strings → row ids */
+#define STORE_PAIR_CACHE_MAX (1u << 16)  /* (task, segment) pairs known to be recorded */
 #define STORE_BUSY_TIMEOUT_MS 5000
 #define STORE_MAX_FRAMES 4096 /* frames kept per stack (deeper stacks truncated at the leaf) */
 
@@ -68,14 +68,14 @@ struct sqlite_store {
     char *path;
     bool read_only;
     bool in_tx;
-    bool scanning;                   /* a store_scan_* is running its callback */
+    bool scanning; /* a store_scan_* is running its callback */
     sqlite3_stmt *stmts[STMT_COUNT];
 
     /* ingest caches (cleared on rollback and purge: they may name rows that no longer exist) */
-    struct skpx_strmap frame_ids;         /* signature → frames.id */
-    struct skpx_strmap seg_ids;           /* segment id → segids.id */
-    struct skpx_strmap task_keys;         /* task id → task_keys.id */
-    struct skpx_u64map task_segs;         /* (task key << 32 | seg) → 1 */
+    struct skpx_strmap frame_ids; /* signature → frames.id */
+    struct skpx_strmap seg_ids;   /* segment id → segids.id */
+    struct skpx_strmap task_keys; /* task id → task_keys.id */
+    struct skpx_u64map task_segs; /* (task key << 32 | seg) → 1 */
 
     /* stack cache, used by ingest (by hash) and by readers (by id) */
     struct store_stack_entry *stacks;
@@ -84,10 +84,10 @@ struct sqlite_store {
     size_t pool_len, pool_cap;
     /* hash → index in stacks (first entry with that hash) */
     struct skpx_u64map stack_by_hash;
-    struct skpx_u64map stack_by_id;       /* id → index in stacks */
+    struct skpx_u64map stack_by_id; /* id → index in stacks */
 
     /* read cache: frames.id → signature, kept until close (store_get_frame's contract) */
-    struct skpx_u64map frame_sig_idx;     /* id → index in frame_sigs */
+    struct skpx_u64map frame_sig_idx; /* id → index in frame_sigs */
     char **frame_sigs;
     size_t n_frame_sigs, cap_frame_sigs;
 
@@ -100,7 +100,7 @@ struct sqlite_store {
     /* stats */
     uint64_t commits;
     uint64_t commit_ns_total;
-    int64_t n_snapshots;             /* -1 until first counted */
+    int64_t n_snapshots; /* -1 until first counted */
 };
 
 /* Maps an SQLite result code to skp_err (SQLITE_NOMEM → ENOMEM, everything else → EIO) and

@@ -27,17 +27,17 @@ struct proc_task {
     char *id;
     enum proc_kind kind;
     char *service;
-    char **instances;          /* instance names the task was created for */
+    char **instances; /* instance names the task was created for */
     size_t n_instances;
-    bool all_live;             /* the request named none: `instances` are the live ones then */
-    char *events;              /* pprof: one event; async-profiler: comma-joined events */
-    int64_t duration_s;        /* sampling time (pprof: minutes x 60) */
-    int64_t dump_period;       /* pprof DumpPeriod (block: ns rate, mutex: fraction), else 0 */
+    bool all_live;       /* the request named none: `instances` are the live ones then */
+    char *events;        /* pprof: one event; async-profiler: comma-joined events */
+    int64_t duration_s;  /* sampling time (pprof: minutes x 60) */
+    int64_t dump_period; /* pprof DumpPeriod (block: ns rate, mutex: fraction), else 0 */
     /* our extension: samples per second asked of the agent, 0 = its default */
     int64_t sampling_hz;
-    char *exec_args;           /* async-profiler execArgs, NULL if none */
-    int64_t create_time;       /* ms epoch */
-    int64_t cancelled_ms;      /* when it was cancelled (no longer handed out); 0 = never */
+    char *exec_args;      /* async-profiler execArgs, NULL if none */
+    int64_t create_time;  /* ms epoch */
+    int64_t cancelled_ms; /* when it was cancelled (no longer handed out); 0 = never */
 };
 
 /* One log row (NOTIFIED, EXECUTION_FINISHED, ..._UPLOAD_FILE_TOO_LARGE_ERROR,
@@ -46,7 +46,7 @@ struct proc_log {
     char *instance;
     char *op;
     int64_t time_ms;
-    char *message;             /* NULL when the operation carries none */
+    char *message; /* NULL when the operation carries none */
 };
 
 /* One stored file (metadata; the bytes come from store_proc_get_file). */
@@ -68,8 +68,7 @@ void store_proc_files_free(struct proc_file *v, size_t n);
 SKP_MUST_CHECK skp_err store_proc_insert_task(struct store *st, const struct proc_task *t);
 /* Reads one task into *out (caller cleans up with store_proc_task_cleanup).
  * Errors: SKP_ENOTFOUND, SKP_EIO, SKP_ENOMEM. */
-SKP_MUST_CHECK skp_err store_proc_get_task(struct store *st, const char *id,
-                                           struct proc_task *out);
+SKP_MUST_CHECK skp_err store_proc_get_task(struct store *st, const char *id, struct proc_task *out);
 /* Tasks of `kind` (and of `service` unless NULL), newest first, at most `limit` (0 = 1000).
  * *out (n rows) freed with store_proc_tasks_free. Errors: SKP_EIO, SKP_ENOMEM. */
 SKP_MUST_CHECK skp_err store_proc_list_tasks(struct store *st, enum proc_kind kind,

@@ -240,15 +240,14 @@ skp_err store__migrate(struct sqlite_store *st, int target)
     if (err)
         return err;
     if (cur > latest) {
-        SKPX_ERROR("store: %s has schema v%d, newer than this build (v%d)", st->path, cur,
-                   latest);
+        SKPX_ERROR("store: %s has schema v%d, newer than this build (v%d)", st->path, cur, latest);
         return SKP_EIO;
     }
     if (cur >= target)
         return SKP_OK;
     if (st->read_only) {
-        SKPX_ERROR("store: %s has schema v%d, needs v%d, but is opened read-only", st->path,
-                   cur, target);
+        SKPX_ERROR("store: %s has schema v%d, needs v%d, but is opened read-only", st->path, cur,
+                   target);
         return SKP_EIO;
     }
     for (int v = cur + 1; v <= target; v++) {

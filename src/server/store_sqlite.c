@@ -138,7 +138,7 @@ skp_err store__commit(struct sqlite_store *st)
     int64_t t0 = skpx_mono_ns();
     err = store__step_done(st, s, "commit");
     if (err)
-        return err;     /* caller rolls back */
+        return err; /* caller rolls back */
     st->in_tx = false;
     st->commits++;
     st->commit_ns_total += (uint64_t)(skpx_mono_ns() - t0);
@@ -185,8 +185,8 @@ static skp_err configure(struct sqlite_store *st)
     if (err)
         return err;
     rc = sqlite3_step(s);
-    bool wal = rc == SQLITE_ROW &&
-               sqlite3_stricmp((const char *)sqlite3_column_text(s, 0), "wal") == 0;
+    bool wal =
+        rc == SQLITE_ROW && sqlite3_stricmp((const char *)sqlite3_column_text(s, 0), "wal") == 0;
     sqlite3_finalize(s);
     if (!wal) {
         SKPX_ERROR("store: cannot switch %s to WAL (sqlite %d: %s)", st->path, rc,

@@ -51,8 +51,7 @@ skp_err sqlite_store_ebpf_touch_process(struct store *base, const char *id, int6
     if (st->read_only)
         return SKP_EIO;
     sqlite3_stmt *s = NULL;
-    skp_err err = store__prepare(st, "UPDATE ebpf_processes SET last_ping_ms = ? WHERE id = ?",
-                                 &s);
+    skp_err err = store__prepare(st, "UPDATE ebpf_processes SET last_ping_ms = ? WHERE id = ?", &s);
     if (err)
         return err;
     sqlite3_bind_int64(s, 1, now_ms);

@@ -17,8 +17,8 @@ static skp_err insert_one(struct sqlite_store *st, const struct store_snapshot *
     const char *task_id = sn->task_id ? sn->task_id : "";
     /* A segment ages out from when we first received it, not from the agent's clock (a 1970 or
      * far-future snapshot time would otherwise purge it at once or never). */
-    skp_err err = store__segment_ref(st, seg_id, sn->received_ms ? sn->received_ms : sn->time_ms,
-                                     &seg);
+    skp_err err =
+        store__segment_ref(st, seg_id, sn->received_ms ? sn->received_ms : sn->time_ms, &seg);
     if (!err)
         err = store__task_key(st, task_id, true, &task);
     if (!err)
@@ -193,4 +193,3 @@ skp_err sqlite_store_scan_task(struct store *base, const char *task_id, store_sa
     sqlite3_bind_int64(s, 1, task);
     return run_scan(st, s, cb, ud);
 }
-

@@ -36,8 +36,8 @@ static skp_err step_done(struct sqlite_store *st, sqlite3_stmt *s, const char *w
 
 /* ---------------------------------------------------------------- tasks */
 
-#define TASK_COLS                                                                                \
-    "id, kind, service, all_live, events, duration_s, dump_period, sampling_hz, exec_args, "   \
+#define TASK_COLS                                                                                  \
+    "id, kind, service, all_live, events, duration_s, dump_period, sampling_hz, exec_args, "       \
     "create_time"
 /* What the reads select: the columns above, then the cancel time (0 = not cancelled). */
 #define TASK_READ_COLS TASK_COLS ", coalesce(cancelled_ms, 0)"
@@ -84,9 +84,8 @@ static skp_err read_task(sqlite3_stmt *s, struct proc_task *t)
     memset(t, 0, sizeof(*t));
     t->id = col_dup(s, 0);
     const unsigned char *kind = sqlite3_column_text(s, 1);
-    t->kind = kind && strcmp((const char *)kind, "async-profiler") == 0
-                  ? PROC_KIND_ASYNC_PROFILER
-                  : PROC_KIND_PPROF;
+    t->kind = kind && strcmp((const char *)kind, "async-profiler") == 0 ? PROC_KIND_ASYNC_PROFILER
+                                                                        : PROC_KIND_PPROF;
     t->service = col_dup(s, 2);
     t->all_live = sqlite3_column_int(s, 3) != 0;
     t->events = col_dup(s, 4);
@@ -110,8 +109,8 @@ skp_err sqlite_store_proc_insert_task(struct store *base, const struct proc_task
     if (err)
         return err;
     sqlite3_stmt *s = NULL;
-    err = store__prepare(st, "INSERT INTO proc_tasks(" TASK_COLS ") VALUES(?,?,?,?,?,?,?,?,?,?)",
-                         &s);
+    err =
+        store__prepare(st, "INSERT INTO proc_tasks(" TASK_COLS ") VALUES(?,?,?,?,?,?,?,?,?,?)", &s);
     if (err)
         goto out;
     sqlite3_bind_text(s, 1, t->id, -1, SQLITE_STATIC);
@@ -174,8 +173,7 @@ skp_err sqlite_store_proc_get_task(struct store *base, const char *id, struct pr
     struct sqlite_store *st = sqlite_store_of(base);
     memset(out, 0, sizeof(*out));
     sqlite3_stmt *s = NULL;
-    skp_err err =
-        store__prepare(st, "SELECT " TASK_READ_COLS " FROM proc_tasks WHERE id = ?", &s);
+    skp_err err = store__prepare(st, "SELECT " TASK_READ_COLS " FROM proc_tasks WHERE id = ?", &s);
     if (err)
         return err;
     sqlite3_bind_text(s, 1, id, -1, SQLITE_STATIC);

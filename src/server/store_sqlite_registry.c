@@ -13,7 +13,7 @@
 #include "server/utf8.h"
 
 #define TASK_COLUMNS                                                                               \
-    "id, service, endpoint, start_time, duration_min, min_duration_threshold, dump_period, "      \
+    "id, service, endpoint, start_time, duration_min, min_duration_threshold, dump_period, "       \
     "max_sampling_count, create_time"
 /* What the reads select: the columns above, then the cancel time (0 = not cancelled). */
 #define TASK_READ_COLUMNS TASK_COLUMNS ", coalesce(cancelled_ms, 0)"
@@ -240,8 +240,9 @@ skp_err sqlite_store_insert_task(struct store *base, const struct store_task *t)
     if (!t || !t->id || !t->service || !t->endpoint)
         return SKP_EINVAL;
     sqlite3_stmt *s = NULL;
-    skp_err err = store__prepare(st, "INSERT INTO tasks(" TASK_COLUMNS ") "
-                                     "VALUES(?, ?, ?, ?, ?, ?, ?, ?, ?)",
+    skp_err err = store__prepare(st,
+                                 "INSERT INTO tasks(" TASK_COLUMNS ") "
+                                 "VALUES(?, ?, ?, ?, ?, ?, ?, ?, ?)",
                                  &s);
     if (err)
         return err;
@@ -469,8 +470,7 @@ skp_err sqlite_store_add_task_log(struct store *base, const char *task_id, const
                                   const char *instance, enum store_task_op op, int64_t time_ms)
 {
     struct sqlite_store *st = sqlite_store_of(base);
-    if (!task_id || !instance ||
-        (op != STORE_TASK_NOTIFIED && op != STORE_TASK_EXECUTION_FINISHED))
+    if (!task_id || !instance || (op != STORE_TASK_NOTIFIED && op != STORE_TASK_EXECUTION_FINISHED))
         return SKP_EINVAL;
     sqlite3_stmt *s = NULL;
     skp_err err = store__prepare(st,
@@ -531,4 +531,3 @@ skp_err sqlite_store_list_task_logs(struct store *base, const char *task_id, sto
     sqlite3_finalize(s);
     return err;
 }
-

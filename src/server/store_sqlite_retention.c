@@ -159,4 +159,3 @@ skp_err sqlite_store_purge_before(struct store *base, int64_t before_ms, uint64_
         *n_deleted = n;
     return SKP_OK;
 }
-

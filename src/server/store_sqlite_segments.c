@@ -214,10 +214,10 @@ enum {
     LC_SPANS,
 };
 
-#define LISTING_SELECT                                                                         \
-    "SELECT l.segment_id, l.seg, l.task, l.start_ms, g.seg IS NOT NULL, g.trace_id, g.service, " \
-    "g.instance, g.endpoint, g.end_ms, g.spans "                                              \
-    "FROM task_keys tk JOIN segment_listing l ON l.task = tk.id "                             \
+#define LISTING_SELECT                                                                             \
+    "SELECT l.segment_id, l.seg, l.task, l.start_ms, g.seg IS NOT NULL, g.trace_id, g.service, "   \
+    "g.instance, g.endpoint, g.end_ms, g.spans "                                                   \
+    "FROM task_keys tk JOIN segment_listing l ON l.task = tk.id "                                  \
     "LEFT JOIN segments g ON g.seg = l.seg WHERE tk.task_id = ?1 "
 #define LISTING_ORDER "ORDER BY l.start_ms, l.segment_id LIMIT ?2"
 
@@ -299,8 +299,8 @@ skp_err sqlite_store_list_profiled_segments_page(struct store *base, const char 
 
     /* A row value comparison after the cursor: SQLite seeks the primary key to it. */
     err = store__prepare(st,
-                         after ? LISTING_SELECT "AND (l.start_ms, l.segment_id) > (?3, ?4) "
-                                 LISTING_ORDER
+                         after ? LISTING_SELECT
+                             "AND (l.start_ms, l.segment_id) > (?3, ?4) " LISTING_ORDER
                                : LISTING_SELECT LISTING_ORDER,
                          &s);
     if (err)

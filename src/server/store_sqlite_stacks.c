@@ -76,14 +76,13 @@ static skp_err name_ref(struct sqlite_store *st, struct skpx_strmap *cache, enum
 skp_err store__segment_ref(struct sqlite_store *st, const char *segment_id, int64_t first_ms,
                            uint32_t *out)
 {
-    return name_ref(st, &st->seg_ids, STMT_SEGID_GET, STMT_SEGID_INS, segment_id, true,
-                    first_ms, out);
+    return name_ref(st, &st->seg_ids, STMT_SEGID_GET, STMT_SEGID_INS, segment_id, true, first_ms,
+                    out);
 }
 
 skp_err store__segment_find(struct sqlite_store *st, const char *segment_id, uint32_t *out)
 {
-    return name_ref(st, &st->seg_ids, STMT_SEGID_GET, STMT_SEGID_INS, segment_id, false, 0,
-                    out);
+    return name_ref(st, &st->seg_ids, STMT_SEGID_GET, STMT_SEGID_INS, segment_id, false, 0, out);
 }
 
 skp_err store__task_key(struct sqlite_store *st, const char *task_id, bool create, uint32_t *out)
@@ -171,7 +170,7 @@ static const uint32_t *stack_cache_add(struct sqlite_store *st, uint32_t id, uin
         return NULL;
     if (!skpx_u64map_get(&st->stack_by_hash, hash, &dummy) &&
         skpx_u64map_put(&st->stack_by_hash, hash, idx) != SKP_OK) {
-        stack_cache_clear(st);  /* keep both indexes consistent */
+        stack_cache_clear(st); /* keep both indexes consistent */
         return NULL;
     }
     struct store_stack_entry *e = &st->stacks[idx];
@@ -282,8 +281,8 @@ skp_err sqlite_store_get_stack(struct store *base, uint32_t stack, const uint32_
         SKPX_ERROR("store: stack %u is corrupt", stack);
         return SKP_EIO;
     }
-    const uint32_t *cached = stack_cache_add(st, stack, skpx_hash_u32s(st->scratch_ids, cnt),
-                                             st->scratch_ids, cnt);
+    const uint32_t *cached =
+        stack_cache_add(st, stack, skpx_hash_u32s(st->scratch_ids, cnt), st->scratch_ids, cnt);
     *frames = cached ? cached : st->scratch_ids;
     *n = cnt;
     return SKP_OK;
@@ -325,4 +324,3 @@ skp_err sqlite_store_get_frame(struct store *base, uint32_t frame, const char **
     *sig = copy;
     return SKP_OK;
 }
-

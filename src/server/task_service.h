@@ -32,8 +32,8 @@
 /* A creation request as the API received it (borrowed strings; NULL service = missing). */
 struct task_request {
     const char *service;
-    const char *endpoint;      /* trimmed by task_create, as OAP's resolver does */
-    int64_t start_time;        /* ms epoch; <= 0 means "now" */
+    const char *endpoint; /* trimmed by task_create, as OAP's resolver does */
+    int64_t start_time;   /* ms epoch; <= 0 means "now" */
     int64_t duration_min;
     int64_t min_duration_threshold;
     int64_t dump_period;
@@ -64,8 +64,8 @@ bool task_make_id(int64_t create_time, const char *service, char *out, size_t ca
  * defaults to now_ms). On success *id_out is the new id (caller frees with skpx_free).
  * Errors: SKP_EINVAL (a rule refused it: *e says why), SKP_EEXIST (overlap: *e says so),
  * SKP_EIO (store failure), SKP_ENOMEM. */
-SKP_MUST_CHECK skp_err task_create(struct store *st, const struct task_request *r,
-                                   int64_t now_ms, struct task_error *e, char **id_out);
+SKP_MUST_CHECK skp_err task_create(struct store *st, const struct task_request *r, int64_t now_ms,
+                                   struct task_error *e, char **id_out);
 
 /* "pending" | "running" | "finished" for a task window [start, start+duration) at now_ms. */
 const char *task_status(int64_t start_time, int duration_min, int64_t now_ms);

@@ -19,15 +19,15 @@ static size_t seq_len(const unsigned char *s, size_t n)
     } else if (c >= 0xe0 && c <= 0xef) {
         len = 3;
         if (c == 0xe0)
-            lo = 0xa0;          /* no overlongs */
+            lo = 0xa0; /* no overlongs */
         else if (c == 0xed)
-            hi = 0x9f;          /* no surrogates */
+            hi = 0x9f; /* no surrogates */
     } else if (c >= 0xf0 && c <= 0xf4) {
         len = 4;
         if (c == 0xf0)
             lo = 0x90;
         else if (c == 0xf4)
-            hi = 0x8f;          /* <= U+10FFFF */
+            hi = 0x8f; /* <= U+10FFFF */
     } else {
         return 0;
     }

@@ -76,21 +76,21 @@
 
 /* State of the one call in flight. Reset at the start of every call. */
 struct call {
-    bool is_active;      /* callbacks for stream_id belong to this call */
+    bool is_active; /* callbacks for stream_id belong to this call */
     int32_t stream_id;
-    bool is_done;        /* remote END_STREAM, stream closed, or a local error */
+    bool is_done; /* remote END_STREAM, stream closed, or a local error */
     bool is_remote_closed;
     bool is_stream_closed;
-    bool is_reset;       /* closed by RST_STREAM before END_STREAM */
+    bool is_reset; /* closed by RST_STREAM before END_STREAM */
     uint32_t reset_code;
-    skp_err err;         /* first local error, SKP_OK if none */
+    skp_err err; /* first local error, SKP_OK if none */
     char err_msg[160];
     /* request source */
     skpx_grpc_next_cb next;
     skpx_grpc_next_resp_cb next_resp; /* gated calls (skpx_grpc_client_stream_gated) */
     void *next_ud;
     bool is_src_eof;
-    bool is_waiting;      /* gated source asked to wait for a response: data deferred */
+    bool is_waiting; /* gated source asked to wait for a response: data deferred */
     /* response */
     const ProtobufCMessageDescriptor *resp_desc;
     ProtobufCMessage *resp; /* owned until handed to the caller */
@@ -119,12 +119,12 @@ struct skpx_grpc_client {
     nghttp2_mem mem;
 
     /* connection */
-    int fd;               /* -1 when disconnected */
-    pid_t owner_pid;      /* process that opened fd */
+    int fd;          /* -1 when disconnected */
+    pid_t owner_pid; /* process that opened fd */
     nghttp2_session *sess;
-    bool is_broken;       /* I/O or protocol failure: unusable, close before the next call */
-    bool got_frame;       /* the peer sent at least one frame (it speaks HTTP/2) */
-    bool served_call;     /* at least one call on this connection got a grpc-status */
+    bool is_broken;   /* I/O or protocol failure: unusable, close before the next call */
+    bool got_frame;   /* the peer sent at least one frame (it speaks HTTP/2) */
+    bool served_call; /* at least one call on this connection got a grpc-status */
     bool got_goaway;
     int32_t goaway_last_stream_id;
     char conn_err[128];
@@ -136,8 +136,8 @@ struct skpx_grpc_client {
 
     /* buffers (kept across calls and connections) */
     uint8_t *out;
-    size_t out_off;       /* bytes of out already sent */
-    size_t out_len;       /* bytes of out filled */
+    size_t out_off; /* bytes of out already sent */
+    size_t out_len; /* bytes of out filled */
     size_t out_cap;
     uint8_t *stage;
     size_t stage_off;
@@ -470,8 +470,7 @@ static skp_err stage_packed(struct skpx_grpc_client *c, const ProtobufCMessage *
     return SKP_OK;
 }
 
-static skp_err message_size(const struct skpx_grpc_client *c, const ProtobufCMessage *m,
-                            size_t *n)
+static skp_err message_size(const struct skpx_grpc_client *c, const ProtobufCMessage *m, size_t *n)
 {
     *n = protobuf_c_message_get_packed_size(m);
     if (*n > c->max_msg || *n > UINT32_MAX)
@@ -600,8 +599,8 @@ static skp_err on_response_msg(void *ud, const uint8_t *msg, size_t len)
     return SKP_OK;
 }
 
-static int on_data_chunk(nghttp2_session *s, uint8_t flags, int32_t stream_id,
-                         const uint8_t *data, size_t len, void *ud)
+static int on_data_chunk(nghttp2_session *s, uint8_t flags, int32_t stream_id, const uint8_t *data,
+                         size_t len, void *ud)
 {
     (void)s;
     (void)flags;
@@ -636,8 +635,7 @@ static bool content_type_is_grpc(const uint8_t *v, size_t len)
 }
 
 static int on_header(nghttp2_session *s, const nghttp2_frame *frame, const uint8_t *name,
-                     size_t namelen, const uint8_t *value, size_t valuelen, uint8_t flags,
-                     void *ud)
+                     size_t namelen, const uint8_t *value, size_t valuelen, uint8_t flags, void *ud)
 {
     (void)s;
     (void)flags;
@@ -679,8 +677,8 @@ static int on_header(nghttp2_session *s, const nghttp2_frame *frame, const uint8
         k->has_grpc_status = true;
         k->grpc_status = st;
     } else if (name_is(name, namelen, "grpc-message")) {
-        skpx_pct_decode((const char *)value, valuelen, k->grpc_message,
-                        sizeof(k->grpc_message), NULL);
+        skpx_pct_decode((const char *)value, valuelen, k->grpc_message, sizeof(k->grpc_message),
+                        NULL);
     }
     return 0;
 }
@@ -980,8 +978,8 @@ static skp_err drive(struct skpx_grpc_client *c, int64_t deadline_ms)
             return SKP_EUNAVAILABLE;
         /* Loop again without waiting only if this round moved bytes (produced or sent): a
          * session that "wants to write" but yields nothing must not spin. */
-        bool can_write_more = progressed && out_pending(c) == 0 &&
-                              nghttp2_session_want_write(c->sess);
+        bool can_write_more =
+            progressed && out_pending(c) == 0 && nghttp2_session_want_write(c->sess);
         if (!can_write_more && out_pending(c) == 0 && !nghttp2_session_want_read(c->sess)) {
             conn_break(c, "HTTP/2 session ended by the server");
             return SKP_EUNAVAILABLE;
@@ -992,8 +990,7 @@ static skp_err drive(struct skpx_grpc_client *c, int64_t deadline_ms)
         struct pollfd pfd = {.fd = c->fd, .events = POLLIN};
         if (out_pending(c) > 0)
             pfd.events |= POLLOUT;
-        int rc = poll_hooked(c, &pfd,
-                             can_write_more ? 0 : (int)(left > 1000000 ? 1000000 : left));
+        int rc = poll_hooked(c, &pfd, can_write_more ? 0 : (int)(left > 1000000 ? 1000000 : left));
         if (rc < 0 && errno != EINTR) {
             char why[96];
             snprintf(why, sizeof(why), "poll failed: %s", strerror(errno));
@@ -1088,8 +1085,7 @@ static void buffers_trim(struct skpx_grpc_client *c)
 
 /* Step 1: resets the call slot for a new call and packs the request (if any) for sending. */
 static skp_err call_prepare(struct skpx_grpc_client *c, const ProtobufCMessage *req,
-                            skpx_grpc_next_cb next, skpx_grpc_next_resp_cb next_resp,
-                            void *next_ud,
+                            skpx_grpc_next_cb next, skpx_grpc_next_resp_cb next_resp, void *next_ud,
                             const ProtobufCMessageDescriptor *resp_desc, char *msg, size_t cap)
 {
     struct call *k = &c->call;
@@ -1123,9 +1119,7 @@ static skp_err call_submit(struct skpx_grpc_client *c, const char *path, int64_t
     int64_t left = deadline - skpx_mono_ms();
     skpx_grpc_timeout_format(left > 0 ? left : 1, tmo, sizeof(tmo));
 #define NV(n, v)                                                                                   \
-    {                                                                                              \
-        (uint8_t *)(n), (uint8_t *)(v), sizeof(n) - 1, strlen(v), NGHTTP2_NV_FLAG_NO_COPY_NAME     \
-    }
+    {(uint8_t *)(n), (uint8_t *)(v), sizeof(n) - 1, strlen(v), NGHTTP2_NV_FLAG_NO_COPY_NAME}
     nghttp2_nv nva[] = {
         NV(":method", "POST"),
         NV(":scheme", "http"),
@@ -1179,8 +1173,8 @@ static skp_err call_run(struct skpx_grpc_client *c, int64_t deadline, int timeou
     /* A stream that is still open (timeout, local error, early server status while we were
      * still sending) is cancelled; the RST_STREAM goes out now if the socket takes it. */
     if (!c->is_broken && !k->is_stream_closed) {
-        if (nghttp2_submit_rst_stream(c->sess, NGHTTP2_FLAG_NONE, k->stream_id,
-                                      NGHTTP2_CANCEL) == 0) {
+        if (nghttp2_submit_rst_stream(c->sess, NGHTTP2_FLAG_NONE, k->stream_id, NGHTTP2_CANCEL) ==
+            0) {
             produce(c);
             flush_some(c);
         }
@@ -1290,8 +1284,8 @@ skp_err skpx_grpc_client_new(const struct skpx_grpc_client_opts *opts,
             goto fail;
         }
     }
-    c->connect_timeout_ms = opts->connect_timeout_ms ? opts->connect_timeout_ms
-                                                     : DEFAULT_CONNECT_TIMEOUT_MS;
+    c->connect_timeout_ms =
+        opts->connect_timeout_ms ? opts->connect_timeout_ms : DEFAULT_CONNECT_TIMEOUT_MS;
     c->backoff_min_ms = opts->backoff_min_ms ? opts->backoff_min_ms : DEFAULT_BACKOFF_MIN_MS;
     c->backoff_max_ms = opts->backoff_max_ms ? opts->backoff_max_ms : DEFAULT_BACKOFF_MAX_MS;
     if (c->backoff_max_ms < c->backoff_min_ms)
@@ -1332,9 +1326,8 @@ void skpx_grpc_client_free(struct skpx_grpc_client *c)
 
 skp_err skpx_grpc_client_unary(struct skpx_grpc_client *c, const char *path,
                                const ProtobufCMessage *req,
-                               const ProtobufCMessageDescriptor *resp_desc,
-                               ProtobufCMessage **resp, int timeout_ms,
-                               struct skpx_grpc_result *res)
+                               const ProtobufCMessageDescriptor *resp_desc, ProtobufCMessage **resp,
+                               int timeout_ms, struct skpx_grpc_result *res)
 {
     if (resp)
         *resp = NULL;

@@ -27,11 +27,11 @@ struct skpx_grpc_client_opts {
     const char *target;
     /* value of the `authentication` metadata, NULL/"" = none (copied) */
     const char *authentication;
-    const char *user_agent;      /* NULL = "skyprof/<version>" (copied) */
-    int connect_timeout_ms;      /* 0 = 3000 */
-    int backoff_min_ms;          /* first retry delay after a failure, 0 = 500 */
-    int backoff_max_ms;          /* cap, 0 = 30000 */
-    size_t max_msg;              /* response size limit, 0 = SKPX_GRPC_DEFAULT_MAX_MSG */
+    const char *user_agent; /* NULL = "skyprof/<version>" (copied) */
+    int connect_timeout_ms; /* 0 = 3000 */
+    int backoff_min_ms;     /* first retry delay after a failure, 0 = 500 */
+    int backoff_max_ms;     /* cap, 0 = 30000 */
+    size_t max_msg;         /* response size limit, 0 = SKPX_GRPC_DEFAULT_MAX_MSG */
     /* Optional: called with true just before the client blocks in poll() (connect or call I/O
      * waits, never zero-timeout polls) and with false right after. The agent marks these waits
      * as safe points for fork (agent_thread.h). NULL = none. */
@@ -40,8 +40,8 @@ struct skpx_grpc_client_opts {
 
 /* Result details of the last call. */
 struct skpx_grpc_result {
-    int status;                  /* grpc-status from the server, or -1 when no status arrived */
-    char message[256];           /* decoded grpc-message or a transport error description */
+    int status;        /* grpc-status from the server, or -1 when no status arrived */
+    char message[256]; /* decoded grpc-message or a transport error description */
 };
 
 /* Creates a client; does not connect. Errors: SKP_EINVAL (bad target), SKP_ENOMEM. */
@@ -101,7 +101,7 @@ void skpx_grpc_client_disconnect(struct skpx_grpc_client *c);
 void skpx_grpc_client_reset_backoff(struct skpx_grpc_client *c);
 
 struct skpx_grpc_client_stats {
-    uint64_t connects;           /* successful connections */
+    uint64_t connects; /* successful connections */
     uint64_t connect_failures;
     uint64_t calls_ok;
     uint64_t calls_failed;

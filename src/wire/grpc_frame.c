@@ -54,8 +54,8 @@ static skp_err prefix_parse(struct skpx_grpc_reader *r, const uint8_t *p)
         return SKP_ENOTSUP;
     if (p[0] != 0)
         return SKP_EPROTO;
-    uint32_t len = ((uint32_t)p[1] << 24) | ((uint32_t)p[2] << 16) | ((uint32_t)p[3] << 8) |
-                   (uint32_t)p[4];
+    uint32_t len =
+        ((uint32_t)p[1] << 24) | ((uint32_t)p[2] << 16) | ((uint32_t)p[3] << 8) | (uint32_t)p[4];
     if ((size_t)len > r->max_msg)
         return SKP_ETOOBIG;
     r->msg_len = len;

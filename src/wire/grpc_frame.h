@@ -45,7 +45,7 @@ void skpx_grpc_prefix_write(uint8_t out[SKPX_GRPC_PREFIX_LEN], uint32_t len);
 typedef skp_err (*skpx_grpc_msg_cb)(void *ud, const uint8_t *msg, size_t len);
 
 struct skpx_grpc_reader {
-    size_t max_msg;     /* per-message maximum in bytes */
+    size_t max_msg; /* per-message maximum in bytes */
     uint8_t prefix[SKPX_GRPC_PREFIX_LEN];
     size_t prefix_have; /* bytes of the prefix received so far */
     uint32_t msg_len;   /* length of the message being assembled */

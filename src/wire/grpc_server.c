@@ -101,14 +101,14 @@
 struct conn;
 
 struct decode_arena {
-    uint8_t *base;     /* owned; retained across messages, allocated on first use */
+    uint8_t *base; /* owned; retained across messages, allocated on first use */
     size_t cap;
     size_t used;
     struct arena_extra *extra; /* owned; overflow blocks of the current message */
     size_t extra_bytes;
-    size_t total;      /* bytes handed out for the current message */
-    size_t limit;      /* max_decoded_bytes */
-    bool over;         /* the current message went past `limit` */
+    size_t total; /* bytes handed out for the current message */
+    size_t limit; /* max_decoded_bytes */
+    bool over;    /* the current message went past `limit` */
 };
 
 struct skpx_grpc_call {
@@ -116,30 +116,30 @@ struct skpx_grpc_call {
     struct skpx_grpc_call *prev, *next; /* conn->calls list */
     int32_t stream_id;
     const struct skpx_grpc_method *method; /* NULL until routed */
-    char *hdrs;           /* owned; "name\0value\0" pairs */
+    char *hdrs;                            /* owned; "name\0value\0" pairs */
     size_t hdrs_len;
     size_t hdrs_cap;
-    const char *path;     /* into hdrs once headers are complete */
+    const char *path; /* into hdrs once headers are complete */
     bool hdrs_too_big;
     bool headers_done;
-    bool user_visible;    /* on_start ran (or would have): on_close is owed */
-    bool remote_closed;   /* client half-closed */
-    bool finished;        /* skpx_grpc_call_finish (or an internal error) answered */
-    bool response_sent;   /* the frame carrying END_STREAM left */
-    bool closed;          /* on_close ran */
-    int status;           /* final status once finished */
+    bool user_visible;  /* on_start ran (or would have): on_close is owed */
+    bool remote_closed; /* client half-closed */
+    bool finished;      /* skpx_grpc_call_finish (or an internal error) answered */
+    bool response_sent; /* the frame carrying END_STREAM left */
+    bool closed;        /* on_close ran */
+    int status;         /* final status once finished */
     uint64_t n_msgs;
     struct skpx_grpc_reader reader;
-    uint8_t *resp;        /* owned; queued response messages (prefix + packed each) */
+    uint8_t *resp; /* owned; queued response messages (prefix + packed each) */
     size_t resp_len;
-    size_t resp_off;      /* next byte the data provider hands to nghttp2 */
+    size_t resp_off; /* next byte the data provider hands to nghttp2 */
     size_t resp_cap;
-    bool headers_sent;    /* response HEADERS submitted (by finish or by an early send) */
-    bool deferred;        /* the data provider returned DEFERRED: resume on new data */
-    char *status_msg;     /* owned; percent-encoded grpc-message or NULL */
-    void *data;           /* user slot */
-    int64_t last_rx_ms;   /* monotonic: last HEADERS/DATA of this stream */
-    size_t charged;       /* bytes counted against the server's memory budget */
+    bool headers_sent;  /* response HEADERS submitted (by finish or by an early send) */
+    bool deferred;      /* the data provider returned DEFERRED: resume on new data */
+    char *status_msg;   /* owned; percent-encoded grpc-message or NULL */
+    void *data;         /* user slot */
+    int64_t last_rx_ms; /* monotonic: last HEADERS/DATA of this stream */
+    size_t charged;     /* bytes counted against the server's memory budget */
 };
 
 struct conn {
@@ -156,16 +156,16 @@ struct conn {
     struct event *handshake_ev;
     struct skpx_grpc_call *calls;
     char peer[INET6_ADDRSTRLEN + 8];
-    bool in_io;        /* inside nghttp2_session_mem_recv/mem_send: do not flush or free */
-    bool dying;        /* being torn down: finish requests are ignored */
-    bool got_frame;    /* a valid frame arrived: the handshake is over */
-    bool proto_error;  /* counted once at teardown */
+    bool in_io;       /* inside nghttp2_session_mem_recv/mem_send: do not flush or free */
+    bool dying;       /* being torn down: finish requests are ignored */
+    bool got_frame;   /* a valid frame arrived: the handshake is over */
+    bool proto_error; /* counted once at teardown */
     bool close_queued;
-    size_t partial_bytes; /* assembly buffers of this connection's calls (sum of buf_cap) */
+    size_t partial_bytes;   /* assembly buffers of this connection's calls (sum of buf_cap) */
     bool close_after_write; /* fatal error: close once the output (GOAWAY) has drained */
     uint64_t bytes_in;
-    uint64_t peer_key;      /* skpx_peer_key of the peer; a slot in srv->peers is held */
-    int64_t last_rx_ms;     /* monotonic: last bytes received */
+    uint64_t peer_key;  /* skpx_peer_key of the peer; a slot in srv->peers is held */
+    int64_t last_rx_ms; /* monotonic: last bytes received */
 };
 
 struct skpx_grpc_server {
@@ -182,7 +182,7 @@ struct skpx_grpc_server {
     nghttp2_option *h2opt;
     struct skpx_grpc_server_stats stats;
     struct decode_arena arena;
-    uint8_t *rbuf; /* owned; GRPC_SERVER_READ_BUF bytes */
+    uint8_t *rbuf;                   /* owned; GRPC_SERVER_READ_BUF bytes */
     ProtobufCAllocator pb_allocator; /* allocates from `arena` */
     bool shutting_down;
     bool done_fired;
@@ -287,9 +287,9 @@ static void arena_cleanup(struct decode_arena *a)
 static void call_recharge(struct skpx_grpc_call *call, bool freeing)
 {
     struct skpx_grpc_server *srv = call->conn->srv;
-    size_t now = freeing ? 0
-                         : GRPC_SERVER_CALL_COST + call->hdrs_cap + call->reader.buf_cap +
-                               call->resp_cap;
+    size_t now =
+        freeing ? 0
+                : GRPC_SERVER_CALL_COST + call->hdrs_cap + call->reader.buf_cap + call->resp_cap;
     srv->stats.buffered_bytes -= call->charged;
     srv->stats.buffered_bytes += now;
     call->charged = now;
@@ -464,8 +464,8 @@ static void call_submit_headers(struct skpx_grpc_call *call)
     };
     nghttp2_data_provider prd = {.source.ptr = call, .read_callback = resp_read_cb};
     call->headers_sent = true;
-    int rv = nghttp2_submit_response(call->conn->session, call->stream_id, nva,
-                                     SKP_ARRAY_LEN(nva), &prd);
+    int rv = nghttp2_submit_response(call->conn->session, call->stream_id, nva, SKP_ARRAY_LEN(nva),
+                                     &prd);
     if (rv != 0) {
         SKPX_WARN("grpc-server: submit response failed on stream %d: %s", call->stream_id,
                   nghttp2_strerror(rv));
@@ -678,8 +678,7 @@ static skp_err on_grpc_message(void *ud, const uint8_t *raw, size_t len)
                 call_fail(call, SKPX_GRPC_RESOURCE_EXHAUSTED, "200",
                           "request message decodes into more memory than allowed");
             } else {
-                call_fail(call, SKPX_GRPC_INVALID_ARGUMENT, "200",
-                          "cannot decode request message");
+                call_fail(call, SKPX_GRPC_INVALID_ARGUMENT, "200", "cannot decode request message");
             }
             return SKP_ESTATE;
         }
@@ -1138,8 +1137,7 @@ static void listener_accept_cb(struct evconnlistener *l, evutil_socket_t fd, str
     if (srv->stats.connections_open >= srv->opts.max_connections || over_budget(srv)) {
         srv->stats.connections_refused += over_budget(srv) ? 0 : 1;
         srv->stats.budget_refused += over_budget(srv) ? 1 : 0;
-        skpx_log_limited(&refuse_lim, SKPX_LOG_WARN,
-                         "grpc-server: %s, refusing new connections",
+        skpx_log_limited(&refuse_lim, SKPX_LOG_WARN, "grpc-server: %s, refusing new connections",
                          over_budget(srv) ? "memory budget reached" : "connection limit reached");
         evutil_closesocket(fd);
         return;
@@ -1243,7 +1241,8 @@ static void listener_error_cb(struct evconnlistener *l, void *arg)
     if (e == EMFILE || e == ENFILE || e == ENOBUFS || e == ENOMEM) {
         skpx_log_limited(&lim, SKPX_LOG_WARN,
                          "grpc-server: accept failed: %s; accepting paused until a connection "
-                         "closes", evutil_socket_error_to_string(e));
+                         "closes",
+                         evutil_socket_error_to_string(e));
         pause_accept(srv);
         return;
     }
@@ -1497,8 +1496,8 @@ static void server_grace_cb(evutil_socket_t fd, short what, void *arg)
         event_active(srv->done_ev, EV_TIMEOUT, 0);
 }
 
-void skpx_grpc_server_shutdown(struct skpx_grpc_server *srv, int grace_ms,
-                               void (*done)(void *ud), void *ud)
+void skpx_grpc_server_shutdown(struct skpx_grpc_server *srv, int grace_ms, void (*done)(void *ud),
+                               void *ud)
 {
     if (!srv || srv->shutting_down)
         return;
@@ -1521,8 +1520,8 @@ void skpx_grpc_server_shutdown(struct skpx_grpc_server *srv, int grace_ms,
         /* Streams the peer opened after this point are refused; nghttp2 reports want_read ==
          * want_write == 0 once the last open stream ends, and conn_check_done closes. */
         nghttp2_submit_goaway(c->session, NGHTTP2_FLAG_NONE,
-                              nghttp2_session_get_last_proc_stream_id(c->session),
-                              NGHTTP2_NO_ERROR, NULL, 0);
+                              nghttp2_session_get_last_proc_stream_id(c->session), NGHTTP2_NO_ERROR,
+                              NULL, 0);
         conn_flush(c);
     }
 }

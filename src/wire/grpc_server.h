@@ -27,7 +27,7 @@ struct skpx_grpc_call;
 struct skpx_grpc_method {
     /* e.g. "/skywalking.v3.ProfileTask/collectSnapshot" (borrowed; must outlive the server) */
     const char *path;
-    bool client_streaming;    /* false: unary (exactly one request message required) */
+    bool client_streaming; /* false: unary (exactly one request message required) */
     /* Request decoder; NULL = raw mode (on_message gets msg == NULL and the raw bytes). */
     const ProtobufCMessageDescriptor *request_desc;
     /* Optional. Headers arrived. Return SKPX_GRPC_OK to accept, or a status to refuse the call
@@ -48,21 +48,21 @@ struct skpx_grpc_method {
 };
 
 struct skpx_grpc_server_opts {
-    size_t max_msg;                /* per-message limit, 0 = SKPX_GRPC_DEFAULT_MAX_MSG */
-    uint32_t window_bytes;         /* stream/connection window, 0 = 16 MiB */
+    size_t max_msg;                  /* per-message limit, 0 = SKPX_GRPC_DEFAULT_MAX_MSG */
+    uint32_t window_bytes;           /* stream/connection window, 0 = 16 MiB */
     uint32_t max_concurrent_streams; /* 0 = 1000 */
-    size_t max_connections;        /* 0 = 1024; further accepts are closed at once */
-    int handshake_timeout_ms;      /* preface + first frame must arrive within; 0 = 10000 */
-    size_t max_conns_per_peer;     /* connections from one IP address; 0 = 256 */
-    int idle_timeout_ms;           /* a connection with no open call and no frame for this long
-                                    * gets GOAWAY and is closed; 0 = 300000, < 0 = never */
-    int stream_idle_timeout_ms;    /* a call whose client sends nothing for this long (and has
-                                    * not half-closed) ends CANCELLED; 0 = 120000, < 0 = never */
-    size_t memory_budget;          /* server-wide bytes of buffered request data, headers,
-                                    * queued answers and open calls; beyond it new calls and
-                                    * growing messages get RESOURCE_EXHAUSTED; 0 = 256 MiB */
-    size_t max_decoded_bytes;      /* memory one request message may decode into; beyond it
-                                    * the call ends RESOURCE_EXHAUSTED; 0 = 64 MiB */
+    size_t max_connections;          /* 0 = 1024; further accepts are closed at once */
+    int handshake_timeout_ms;        /* preface + first frame must arrive within; 0 = 10000 */
+    size_t max_conns_per_peer;       /* connections from one IP address; 0 = 256 */
+    int idle_timeout_ms;             /* a connection with no open call and no frame for this long
+                                      * gets GOAWAY and is closed; 0 = 300000, < 0 = never */
+    int stream_idle_timeout_ms;      /* a call whose client sends nothing for this long (and has
+                                      * not half-closed) ends CANCELLED; 0 = 120000, < 0 = never */
+    size_t memory_budget;            /* server-wide bytes of buffered request data, headers,
+                                      * queued answers and open calls; beyond it new calls and
+                                      * growing messages get RESOURCE_EXHAUSTED; 0 = 256 MiB */
+    size_t max_decoded_bytes;        /* memory one request message may decode into; beyond it
+                                      * the call ends RESOURCE_EXHAUSTED; 0 = 64 MiB */
 };
 
 /* Creates a server on `base` (borrowed; must outlive the server). `opts` may be NULL.
@@ -81,8 +81,8 @@ SKP_MUST_CHECK skp_err skpx_grpc_server_listen(struct skpx_grpc_server *srv, con
 /* Graceful shutdown: stops accepting, sends GOAWAY, lets in-flight calls finish; `done` runs on
  * the loop once every connection is closed (or after `grace_ms`, when remaining connections are
  * dropped). */
-void skpx_grpc_server_shutdown(struct skpx_grpc_server *srv, int grace_ms,
-                               void (*done)(void *ud), void *ud);
+void skpx_grpc_server_shutdown(struct skpx_grpc_server *srv, int grace_ms, void (*done)(void *ud),
+                               void *ud);
 /* Closes everything at once and frees the server (on_close runs for open calls). NULL ok. */
 void skpx_grpc_server_free(struct skpx_grpc_server *srv);
 
@@ -91,16 +91,16 @@ struct skpx_grpc_server_stats {
     uint64_t connections_accepted;
     uint64_t connections_open;
     uint64_t calls_started;
-    uint64_t calls_failed;       /* finished with a non-OK status, incl. protocol errors */
+    uint64_t calls_failed; /* finished with a non-OK status, incl. protocol errors */
     uint64_t messages_received;
-    uint64_t protocol_errors;    /* connections closed for HTTP/2 or framing violations */
-    uint64_t connections_refused; /* over max_connections or max_conns_per_peer */
-    uint64_t accept_pauses;      /* accept() ran out of file descriptors: accepting paused */
-    uint64_t idle_closed;        /* connections closed by idle_timeout_ms */
+    uint64_t protocol_errors;        /* connections closed for HTTP/2 or framing violations */
+    uint64_t connections_refused;    /* over max_connections or max_conns_per_peer */
+    uint64_t accept_pauses;          /* accept() ran out of file descriptors: accepting paused */
+    uint64_t idle_closed;            /* connections closed by idle_timeout_ms */
     uint64_t streams_idle_cancelled; /* calls ended by stream_idle_timeout_ms */
-    uint64_t budget_refused;     /* calls refused or ended: memory_budget reached */
-    uint64_t decode_refused;     /* messages over max_decoded_bytes */
-    uint64_t buffered_bytes;     /* gauge: bytes counted against memory_budget now */
+    uint64_t budget_refused;         /* calls refused or ended: memory_budget reached */
+    uint64_t decode_refused;         /* messages over max_decoded_bytes */
+    uint64_t buffered_bytes;         /* gauge: bytes counted against memory_budget now */
 };
 void skpx_grpc_server_get_stats(const struct skpx_grpc_server *srv,
                                 struct skpx_grpc_server_stats *out);

@@ -16,12 +16,12 @@
 
 /* ---- byte-keyed interning map -------------------------------------------------------------- */
 struct pmap {
-    uint32_t *slots;   /* entry index + 1, 0 = empty; cap_slots is a power of two */
+    uint32_t *slots; /* entry index + 1, 0 = empty; cap_slots is a power of two */
     size_t cap_slots;
-    uint32_t *off;     /* per entry: key offset in arena */
-    uint32_t *len;     /* per entry: key length */
+    uint32_t *off; /* per entry: key offset in arena */
+    uint32_t *len; /* per entry: key length */
     uint32_t *hash;
-    size_t n, cap;     /* entries */
+    size_t n, cap; /* entries */
     uint8_t *arena;
     size_t arena_len, arena_cap;
 };
@@ -35,7 +35,7 @@ struct skpx_pprof {
     int64_t period;
     int64_t time_nanos, duration_nanos;
     struct pmap strs, funcs, locs, samples;
-    int64_t *values;   /* samples.n * n_types */
+    int64_t *values; /* samples.n * n_types */
     size_t values_cap;
     int64_t *comments;
     size_t n_comments, comments_cap;
@@ -229,8 +229,7 @@ void skpx_pprof_free(struct skpx_pprof *p)
     skpx_free(p);
 }
 
-skp_err skpx_pprof_set_period(struct skpx_pprof *p, const struct skpx_pprof_type *t,
-                              int64_t period)
+skp_err skpx_pprof_set_period(struct skpx_pprof *p, const struct skpx_pprof_type *t, int64_t period)
 {
     if (!p || !t)
         return SKP_EINVAL;
@@ -478,8 +477,15 @@ static size_t field_len_len(uint32_t field, size_t n)
 
 /* Profile / nested field numbers (public profile.proto). */
 enum {
-    PF_SAMPLE_TYPE = 1, PF_SAMPLE = 2, PF_LOCATION = 4, PF_FUNCTION = 5, PF_STRING_TABLE = 6,
-    PF_TIME_NANOS = 9, PF_DURATION_NANOS = 10, PF_PERIOD_TYPE = 11, PF_PERIOD = 12,
+    PF_SAMPLE_TYPE = 1,
+    PF_SAMPLE = 2,
+    PF_LOCATION = 4,
+    PF_FUNCTION = 5,
+    PF_STRING_TABLE = 6,
+    PF_TIME_NANOS = 9,
+    PF_DURATION_NANOS = 10,
+    PF_PERIOD_TYPE = 11,
+    PF_PERIOD = 12,
     PF_COMMENT = 13,
 };
 enum { VT_TYPE = 1, VT_UNIT = 2 };

@@ -38,28 +38,28 @@
 
 struct native_thread {
     struct skp__native_target target;
-    int slot;              /* engine slot, owned by this handle */
-    unsigned fork_gen;     /* g_src.fork_gen at attach: a parent's handle owns no slot in a child */
+    int slot;          /* engine slot, owned by this handle */
+    unsigned fork_gen; /* g_src.fork_gen at attach: a parent's handle owns no slot in a child */
     /* Round bookkeeping, under g_src.mu (the sampler side). */
-    uint32_t seq;          /* outstanding engine request, 0 = none */
-    int64_t req_ns;        /* when it was sent */
-    uint64_t req_pass;     /* g_src.pass it was sent in */
-    uint64_t pass;         /* last pass in which h was captured */
-    bool hot;              /* captured last period: prefetch it */
+    uint32_t seq;      /* outstanding engine request, 0 = none */
+    int64_t req_ns;    /* when it was sent */
+    uint64_t req_pass; /* g_src.pass it was sent in */
+    uint64_t pass;     /* last pass in which h was captured */
+    bool hot;          /* captured last period: prefetch it */
 };
 
 static struct native_source {
     pthread_mutex_t mu;
     _Atomic bool installed;
     struct native_thread *by_slot[SKP_NATIVE_MAX_TARGETS]; /* attached handles */
-    struct skp__symbolizer *sym; /* created on first symbolize */
-    uintptr_t *pcs;              /* SKP_NATIVE_MAX_FRAMES entries, created on first capture */
+    struct skp__symbolizer *sym;                           /* created on first symbolize */
+    uintptr_t *pcs; /* SKP_NATIVE_MAX_FRAMES entries, created on first capture */
     struct skp__symbolizer_stats sym_last; /* kept across destroy for skyprof_native_get_stats */
-    uint64_t pass;               /* sampler iterations seen: see start_round */
-    uint64_t prefetched;         /* requests sent ahead for other threads */
+    uint64_t pass;                         /* sampler iterations seen: see start_round */
+    uint64_t prefetched;                   /* requests sent ahead for other threads */
     uint64_t prefetch_used;
     _Atomic uint64_t refused_blocked; /* attaches refused: the thread blocks our signal */
-    unsigned fork_gen;           /* bumped in a fork()ed child */
+    unsigned fork_gen;                /* bumped in a fork()ed child */
 } g_src = {.mu = PTHREAD_MUTEX_INITIALIZER};
 
 static pthread_once_t g_src_atfork_once = PTHREAD_ONCE_INIT;

@@ -235,8 +235,7 @@ static void on_signal(int sig, siginfo_t *si, void *ucv)
         if (idx < SKP_NATIVE_MAX_TARGETS) {
             struct slot *sl = &g.slots[idx];
             uint32_t want = seq << 2 | PHASE_REQUESTED;
-            if (atomic_compare_exchange_strong_explicit(&sl->state, &want,
-                                                        seq << 2 | PHASE_RUNNING,
+            if (atomic_compare_exchange_strong_explicit(&sl->state, &want, seq << 2 | PHASE_RUNNING,
                                                         memory_order_acquire,
                                                         memory_order_relaxed)) {
                 walk_interrupted(sl, g_buf[idx], (const ucontext_t *)ucv);

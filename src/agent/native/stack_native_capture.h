@@ -53,8 +53,8 @@ struct skp__native_target {
 };
 
 struct skp__native_sample {
-    uintptr_t *pcs;     /* caller-owned, `cap` entries; filled innermost first: pcs[0] is the
-                           interrupted instruction, the others are return addresses */
+    uintptr_t *pcs; /* caller-owned, `cap` entries; filled innermost first: pcs[0] is the
+                       interrupted instruction, the others are return addresses */
     uint32_t cap;
     uint32_t n;         /* out */
     bool truncated;     /* out: the stack had (or may have had) more than cap frames */
@@ -74,22 +74,22 @@ enum skp__native_req_state {
 };
 
 struct skp__native_capture_stats {
-    uint64_t requested;         /* captures attempted */
-    uint64_t captured;          /* captures that returned frames */
+    uint64_t requested; /* captures attempted */
+    uint64_t captured;  /* captures that returned frames */
     /* the thread did not answer in time (blocked signal, descheduled) */
     uint64_t lost_timeout;
-    uint64_t lost_gone;         /* the thread no longer exists (ESRCH) */
-    uint64_t lost_busy;         /* a previous, abandoned handler run still owned the buffer */
-    uint64_t lost_send;         /* signal could not be sent for another reason */
-    uint64_t fp_walks;          /* loader interrupted: frame-pointer walk instead of libunwind */
-    uint64_t stale;             /* our signals delivered after their capture was given up */
-    uint64_t chained;           /* foreign signals forwarded to the host's handler */
-    uint64_t swallowed;         /* foreign signals with no host handler to forward to */
-    uint64_t handler_ns_total;  /* time spent walking in the handler, summed */
+    uint64_t lost_gone;        /* the thread no longer exists (ESRCH) */
+    uint64_t lost_busy;        /* a previous, abandoned handler run still owned the buffer */
+    uint64_t lost_send;        /* signal could not be sent for another reason */
+    uint64_t fp_walks;         /* loader interrupted: frame-pointer walk instead of libunwind */
+    uint64_t stale;            /* our signals delivered after their capture was given up */
+    uint64_t chained;          /* foreign signals forwarded to the host's handler */
+    uint64_t swallowed;        /* foreign signals with no host handler to forward to */
+    uint64_t handler_ns_total; /* time spent walking in the handler, summed */
     uint64_t handler_ns_max;
-    int signo;                  /* installed signal, 0 when not installed */
-    int mode;                   /* enum skp__native_signal_mode */
-    bool parked;                /* uninstall kept the handler (signals possibly still pending) */
+    int signo;   /* installed signal, 0 when not installed */
+    int mode;    /* enum skp__native_signal_mode */
+    bool parked; /* uninstall kept the handler (signals possibly still pending) */
     int slots_in_use;
 };
 

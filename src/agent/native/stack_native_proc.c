@@ -33,8 +33,8 @@ struct proc_strike {
 };
 
 static struct {
-    int slot;              /* engine slot, -1 = none */
-    uintptr_t *pcs;        /* SKP_NATIVE_MAX_FRAMES */
+    int slot;       /* engine slot, -1 = none */
+    uintptr_t *pcs; /* SKP_NATIVE_MAX_FRAMES */
     struct proc_strike strike[PROC_MUTE_MAX];
     int n_strike;
 } g_proc = {.slot = -1};

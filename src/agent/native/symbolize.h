@@ -26,12 +26,12 @@ struct skp__symbolizer;
 
 struct skp__symbolizer_stats {
     uint64_t lookups;
-    uint64_t hits;       /* answered from the cache (including cached "unknown") */
-    uint64_t misses;     /* resolved through libdw */
-    uint64_t refreshes;  /* module list re-read (dlopen/dlclose seen) */
-    uint64_t resets;     /* cache cleared (full, or a module was unloaded) */
-    uint64_t unknown;    /* lookups that produced no name */
-    uint32_t entries;    /* addresses cached now */
+    uint64_t hits;      /* answered from the cache (including cached "unknown") */
+    uint64_t misses;    /* resolved through libdw */
+    uint64_t refreshes; /* module list re-read (dlopen/dlclose seen) */
+    uint64_t resets;    /* cache cleared (full, or a module was unloaded) */
+    uint64_t unknown;   /* lookups that produced no name */
+    uint32_t entries;   /* addresses cached now */
     uint32_t cap;
 };
 

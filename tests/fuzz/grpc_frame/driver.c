@@ -18,7 +18,7 @@
 struct seen {
     const uint8_t *stream;
     size_t stream_len;
-    size_t pos;     /* bytes of the stream accounted for by delivered messages */
+    size_t pos; /* bytes of the stream accounted for by delivered messages */
     size_t max_msg;
 };
 
@@ -58,8 +58,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     if (!err)
         CHECK(skpx_grpc_reader_idle(&r) == (s.pos == s.stream_len));
     else
-        CHECK(err == SKP_ETOOBIG || err == SKP_ENOTSUP || err == SKP_EPROTO ||
-              err == SKP_ESTATE || err == SKP_ENOMEM);
+        CHECK(err == SKP_ETOOBIG || err == SKP_ENOTSUP || err == SKP_EPROTO || err == SKP_ESTATE ||
+              err == SKP_ENOMEM);
     skpx_grpc_reader_cleanup(&r);
     skpx_grpc_reader_cleanup(&r);
 

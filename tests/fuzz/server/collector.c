@@ -72,8 +72,8 @@ static ssize_t on_send(nghttp2_session *s, const uint8_t *d, size_t n, int flags
     return (ssize_t)n;
 }
 
-static ssize_t body_read(nghttp2_session *s, int32_t sid, uint8_t *buf, size_t cap,
-                         uint32_t *flags, nghttp2_data_source *src, void *ud)
+static ssize_t body_read(nghttp2_session *s, int32_t sid, uint8_t *buf, size_t cap, uint32_t *flags,
+                         nghttp2_data_source *src, void *ud)
 {
     (void)s;
     (void)sid;
@@ -92,7 +92,9 @@ static ssize_t body_read(nghttp2_session *s, int32_t sid, uint8_t *buf, size_t c
 }
 
 #define NV(n, v)                                                                                   \
-    {(uint8_t *)(n), (uint8_t *)(v), sizeof(n) - 1, strlen(v), NGHTTP2_NV_FLAG_NONE}
+    {                                                                                              \
+        (uint8_t *)(n), (uint8_t *)(v), sizeof(n) - 1, strlen(v), NGHTTP2_NV_FLAG_NONE             \
+    }
 
 static void dump(const uint8_t *p, size_t n)
 {
@@ -137,9 +139,12 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     nghttp2_session_callbacks_del(cb);
     FUZZ_CHECK(nghttp2_submit_settings(s, NGHTTP2_FLAG_NONE, NULL, 0) == 0);
     nghttp2_nv hdrs[] = {
-        NV(":method", "POST"),          NV(":scheme", "http"),
-        NV(":path", path),              NV(":authority", "127.0.0.1"),
-        NV("content-type", "application/grpc"), NV("te", "trailers"),
+        NV(":method", "POST"),
+        NV(":scheme", "http"),
+        NV(":path", path),
+        NV(":authority", "127.0.0.1"),
+        NV("content-type", "application/grpc"),
+        NV("te", "trailers"),
         NV("authentication", "token-x"),
     };
     size_t n_hdrs = sizeof(hdrs) / sizeof(hdrs[0]) - ((data[1] & 2) ? 0 : 1);

@@ -94,9 +94,8 @@ static void seed_tasks(void)
         {"/api/v1/profile/tasks",
          "{\"service\":\"shop\",\"endpointName\":\"GET:/items\",\"duration\":10,"
          "\"minDurationThreshold\":0,\"dumpPeriod\":10,\"maxSamplingCount\":5}"},
-        {"/api/v1/pprof/tasks",
-         "{\"service\":\"shop\",\"events\":[\"cpu\"],\"duration\":5,"
-         "\"serviceInstanceIds\":[\"i1\"]}"},
+        {"/api/v1/pprof/tasks", "{\"service\":\"shop\",\"events\":[\"cpu\"],\"duration\":5,"
+                                "\"serviceInstanceIds\":[\"i1\"]}"},
     };
     for (size_t i = 0; i < sizeof(bodies) / sizeof(bodies[0]); i++) {
         char req[1024];
@@ -255,7 +254,8 @@ void fuzz_server_grpc_exchange(const uint8_t *data, size_t len)
     struct skpx_grpc_server_stats st;
     if (getenv("SKP_FUZZ_VERBOSE")) {
         skpx_grpc_server_get_stats(S.grpc, &st);
-        fprintf(stderr, "\n[grpc: %llu calls, %llu failed, %llu messages, %llu protocol errors; "
+        fprintf(stderr,
+                "\n[grpc: %llu calls, %llu failed, %llu messages, %llu protocol errors; "
                 "%llu segments, %llu snapshots received]\n",
                 (unsigned long long)st.calls_started, (unsigned long long)st.calls_failed,
                 (unsigned long long)st.messages_received, (unsigned long long)st.protocol_errors,

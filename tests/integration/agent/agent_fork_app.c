@@ -64,7 +64,7 @@ static int wait_heartbeats(skyprof_agent *a, uint64_t n, int timeout_ms)
 #define CHECK(x)                                                                                   \
     do {                                                                                           \
         if (!(x)) {                                                                                \
-            printf("check failed: %s (line %d)\n", #x, __LINE__);                                 \
+            printf("check failed: %s (line %d)\n", #x, __LINE__);                                  \
             fflush(stdout);                                                                        \
             return 1;                                                                              \
         }                                                                                          \

@@ -58,7 +58,8 @@ int main(int argc, char **argv)
     }
     skpx_free(buf);
     if (e) {
-        fprintf(stderr, "error %d: %s\n", (int)e, e == SKP_EINVAL || e == SKP_ETOOBIG ? err.msg : "");
+        fprintf(stderr, "error %d: %s\n", (int)e,
+                e == SKP_EINVAL || e == SKP_ETOOBIG ? err.msg : "");
         return 1;
     }
     json_t *s = json_object();
@@ -69,14 +70,14 @@ int main(int argc, char **argv)
     json_t *ev = json_object();
     for (int k = 0; k < JFR_KIND_COUNT; k++)
         json_object_set_new(ev, jfr_kind_name((enum jfr_kind)k),
-                            json_pack("{s:I,s:I}", "events", (json_int_t)sum.n_events[k],
-                                      "weight", (json_int_t)sum.weight[k]));
+                            json_pack("{s:I,s:I}", "events", (json_int_t)sum.n_events[k], "weight",
+                                      (json_int_t)sum.weight[k]));
     json_object_set_new(s, "kinds", ev);
     json_t *th = json_array();
     for (size_t i = 0; i < sum.n_threads; i++)
-        json_array_append_new(th, json_pack("{s:s,s:I,s:I}", "name", sum.threads[i].name,
-                                            "events", (json_int_t)sum.threads[i].n_events,
-                                            "weight", (json_int_t)sum.threads[i].weight));
+        json_array_append_new(th, json_pack("{s:s,s:I,s:I}", "name", sum.threads[i].name, "events",
+                                            (json_int_t)sum.threads[i].n_events, "weight",
+                                            (json_int_t)sum.threads[i].weight));
     json_object_set_new(s, "threads", th);
     json_t *root = json_pack("{s:o,s:o}", "summary", s, "analysis", analysis_to_json(a));
     char *txt = json_dumps(root, JSON_COMPACT);

@@ -127,15 +127,24 @@ static struct skpx_grpc_client *make_client(const struct opts *o)
 static const char *err_name(skp_err e)
 {
     switch (e) {
-    case SKP_OK: return "OK";
-    case SKP_EINVAL: return "EINVAL";
-    case SKP_ENOMEM: return "ENOMEM";
-    case SKP_ETIMEDOUT: return "ETIMEDOUT";
-    case SKP_EUNAVAILABLE: return "EUNAVAILABLE";
-    case SKP_EPROTO: return "EPROTO";
-    case SKP_ETOOBIG: return "ETOOBIG";
-    case SKP_EGRPC: return "EGRPC";
-    default: return "EOTHER";
+    case SKP_OK:
+        return "OK";
+    case SKP_EINVAL:
+        return "EINVAL";
+    case SKP_ENOMEM:
+        return "ENOMEM";
+    case SKP_ETIMEDOUT:
+        return "ETIMEDOUT";
+    case SKP_EUNAVAILABLE:
+        return "EUNAVAILABLE";
+    case SKP_EPROTO:
+        return "EPROTO";
+    case SKP_ETOOBIG:
+        return "ETOOBIG";
+    case SKP_EGRPC:
+        return "EGRPC";
+    default:
+        return "EOTHER";
     }
 }
 
@@ -165,9 +174,9 @@ static skp_err do_query(struct skpx_grpc_client *c, const struct opts *o, const 
     q.lastcommandtime = LAST_COMMAND_TIME;
     ProtobufCMessage *resp = NULL;
     *fields_ok = false;
-    skp_err err = skpx_grpc_client_unary(c, o->path ? o->path : PATH_QUERY, &q.base,
-                                         &skywalking__v3__commands__descriptor, &resp,
-                                         timeout_ms, res);
+    skp_err err =
+        skpx_grpc_client_unary(c, o->path ? o->path : PATH_QUERY, &q.base,
+                               &skywalking__v3__commands__descriptor, &resp, timeout_ms, res);
     if (err)
         return err;
     Skywalking__V3__Commands *cmds = (Skywalking__V3__Commands *)resp;
@@ -230,7 +239,7 @@ static int cmd_unary(const struct opts *o)
 /* ---- client stream ---------------------------------------------------------------------- */
 
 struct snap_src {
-    long n_total;       /* messages to send; < 0 = until the call fails */
+    long n_total; /* messages to send; < 0 = until the call fails */
     long n_sent;
     long progress_every;
     uLong crc;
@@ -254,8 +263,8 @@ static int next_snapshot(void *ud, const ProtobufCMessage **msg)
     long i = s->n_sent;
     snprintf(s->seg, sizeof(s->seg), "seg-%ld", i / 10);
     for (int f = 0; f < N_FRAMES; f++)
-        snprintf(s->frames[f], sizeof(s->frames[f]), "com.example.svc.Layer%02d.handle%06ld(L.java:%d)",
-                 f, i % 1000000, f + 10);
+        snprintf(s->frames[f], sizeof(s->frames[f]),
+                 "com.example.svc.Layer%02d.handle%06ld(L.java:%d)", f, i % 1000000, f + 10);
     s->snap.tracesegmentid = s->seg;
     s->snap.time = LAST_COMMAND_TIME + i;
     s->snap.sequence = (int32_t)i;
@@ -352,9 +361,8 @@ static skp_err do_finish(struct skpx_grpc_client *c, const char *task, int timeo
     r.serviceinstance = "inst-1";
     r.taskid = (char *)task;
     ProtobufCMessage *resp = NULL;
-    skp_err err = skpx_grpc_client_unary(c, PATH_FINISH, &r.base,
-                                         &skywalking__v3__commands__descriptor, &resp,
-                                         timeout_ms, res);
+    skp_err err = skpx_grpc_client_unary(
+        c, PATH_FINISH, &r.base, &skywalking__v3__commands__descriptor, &resp, timeout_ms, res);
     if (!err)
         protobuf_c_message_free_unpacked(resp, NULL);
     return err;
@@ -429,9 +437,9 @@ static int cmd_killreconnect(const struct opts *o)
     ProtobufCMessage *resp = NULL;
     printf("streaming\n");
     fflush(stdout);
-    skp_err err = skpx_grpc_client_stream(c, PATH_SNAPSHOT, next_snapshot, src,
-                                          &skywalking__v3__commands__descriptor, &resp, 120000,
-                                          &res);
+    skp_err err =
+        skpx_grpc_client_stream(c, PATH_SNAPSHOT, next_snapshot, src,
+                                &skywalking__v3__commands__descriptor, &resp, 120000, &res);
     printf("stream_err=%s\nstream_message=%s\nstream_sent=%ld\n", err_name(err), res.message,
            src->n_sent);
     fflush(stdout);
@@ -645,8 +653,10 @@ int main(int argc, char **argv)
     struct opts o;
     setvbuf(stdout, NULL, _IOLBF, 0);
     if (parse_opts(argc, argv, &o) != 0) {
-        fprintf(stderr, "usage: %s unary|finish|stream|deadline|killreconnect|fork|perf <host:port> "
-                        "[options]\n", argv[0]);
+        fprintf(stderr,
+                "usage: %s unary|finish|stream|deadline|killreconnect|fork|perf <host:port> "
+                "[options]\n",
+                argv[0]);
         return 2;
     }
     if (!strcmp(o.cmd, "unary"))

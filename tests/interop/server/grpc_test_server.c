@@ -33,7 +33,7 @@ static int g_grace_ms = 10000;
 
 struct stream_state {
     uint64_t count;
-    uint64_t checksum; /* FNV-1a 64 over the fields of every message, see fnv_* below */
+    uint64_t checksum;   /* FNV-1a 64 over the fields of every message, see fnv_* below */
     struct event *timer; /* async finish */
     struct skpx_grpc_call *call;
     char service[256];
@@ -179,9 +179,18 @@ static void query_end(struct skpx_grpc_call *call, void *ud)
     char last[32];
     snprintf(last, sizeof(last), "%lld", (long long)st->last);
     const char *ua = skpx_grpc_call_metadata(call, "user-agent");
-    const char *kv[] = {"service", st->service, "serviceInstance", st->instance,
-                        "lastCommandTime", last, "path", skpx_grpc_call_path(call),
-                        "peer", skpx_grpc_call_peer(call), "user-agent", ua ? ua : ""};
+    const char *kv[] = {"service",
+                        st->service,
+                        "serviceInstance",
+                        st->instance,
+                        "lastCommandTime",
+                        last,
+                        "path",
+                        skpx_grpc_call_path(call),
+                        "peer",
+                        skpx_grpc_call_peer(call),
+                        "user-agent",
+                        ua ? ua : ""};
     finish_command(call, "Echo", kv, 6);
 }
 

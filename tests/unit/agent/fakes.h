@@ -26,15 +26,15 @@ void fake_clock_advance(struct fake_clock *c, int64_t ms);
 
 struct fake_call {
     char path[128];
-    uint8_t *req;           /* packed request (unary) */
+    uint8_t *req; /* packed request (unary) */
     size_t req_len;
-    int n_stream_msgs;      /* stream: messages pulled */
+    int n_stream_msgs; /* stream: messages pulled */
 };
 
 struct fake_transport {
     pthread_mutex_t mu;
-    bool down;              /* every call fails with SKP_EUNAVAILABLE */
-    int fail_next_streams;  /* streams fail after pulling their messages */
+    bool down;             /* every call fails with SKP_EUNAVAILABLE */
+    int fail_next_streams; /* streams fail after pulling their messages */
     uint64_t connects;
     struct fake_call calls[FAKE_CALLS_MAX];
     int n_calls;
@@ -67,8 +67,8 @@ void free_command(Skywalking__V3__Command *c);
 /* Fake stack source: string frames "f<depth-1-i>" innermost first, `depth` frames. */
 struct fake_source {
     _Atomic int depth;
-    _Atomic int fail;          /* capture returns -1 */
-    _Atomic int lose;          /* the next `lose` captures return SKYPROF_CAPTURE_LOST */
+    _Atomic int fail; /* capture returns -1 */
+    _Atomic int lose; /* the next `lose` captures return SKYPROF_CAPTURE_LOST */
     _Atomic int attaches;
     _Atomic int releases;
     _Atomic int captures;

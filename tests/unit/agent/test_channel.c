@@ -86,8 +86,8 @@ static void test_heartbeat_properties_every_10th(void **state)
     for (int i = 0; i < e->ft.n_calls; i++) {
         if (strcmp(e->ft.calls[i].path, SKP_PATH_PROPERTIES) != 0)
             continue;
-        Skywalking__V3__InstanceProperties *p = (void *)unpack_call(
-            e, i, &skywalking__v3__instance_properties__descriptor);
+        Skywalking__V3__InstanceProperties *p =
+            (void *)unpack_call(e, i, &skywalking__v3__instance_properties__descriptor);
         assert_string_equal(p->service, "svc");
         assert_string_equal(p->serviceinstance, "inst-1");
         int found = 0;
@@ -117,8 +117,8 @@ static int64_t last_poll_cursor(struct cenv *e)
     for (int i = e->ft.n_calls - 1; i >= 0; i--) {
         if (strcmp(e->ft.calls[i].path, SKP_PATH_GET_TASKS) != 0)
             continue;
-        Skywalking__V3__ProfileTaskCommandQuery *q = (void *)unpack_call(
-            e, i, &skywalking__v3__profile_task_command_query__descriptor);
+        Skywalking__V3__ProfileTaskCommandQuery *q =
+            (void *)unpack_call(e, i, &skywalking__v3__profile_task_command_query__descriptor);
         int64_t c = q->lastcommandtime;
         assert_string_equal(q->service, "svc");
         assert_string_equal(q->serviceinstance, "inst-1");
@@ -203,8 +203,8 @@ static void test_poll_cursor_task_lifecycle_snapshots(void **state)
     for (int i = 0; i < e->ft.n_calls; i++) {
         if (strcmp(e->ft.calls[i].path, SKP_PATH_TASK_FINISH) != 0)
             continue;
-        Skywalking__V3__ProfileTaskFinishReport *f = (void *)unpack_call(
-            e, i, &skywalking__v3__profile_task_finish_report__descriptor);
+        Skywalking__V3__ProfileTaskFinishReport *f =
+            (void *)unpack_call(e, i, &skywalking__v3__profile_task_finish_report__descriptor);
         assert_string_equal(f->taskid, "task-77");
         assert_string_equal(f->serviceinstance, "inst-1");
         protobuf_c_message_free_unpacked(&f->base, NULL);
@@ -228,8 +228,8 @@ static void test_backend_down(void **state)
     assert_true(skyprof_agent_task_active(e->a));
     /* requests keep working and the snapshot queue stays bounded */
     struct skp__profiling_ref r;
-    assert_true(skp__task_ctx_attempt(&e->a->hub->ctx, "/ep", "seg", skp__now_ms(&e->clock.clock),
-                                      1, &r));
+    assert_true(
+        skp__task_ctx_attempt(&e->a->hub->ctx, "/ep", "seg", skp__now_ms(&e->clock.clock), 1, &r));
     skp__sampler_stop(&e->a->sampler);
     fake_clock_advance(&e->clock, 1);
     for (int i = 0; i < 5000; i++)
@@ -271,7 +271,8 @@ static void test_segments_reported(void **state)
     conf->segment_limit = 100;
     assert_int_equal(skp__hub_publish(conf), SKP_OK);
 
-    struct skyprof_sw8 in = {1, "trace-xyz", "parent-seg", 3, "front", "front-1", "/home", "svc:80"};
+    struct skyprof_sw8 in = {1,       "trace-xyz", "parent-seg", 3,
+                             "front", "front-1",   "/home",      "svc:80"};
     char hdr[SKYPROF_SW8_MAX];
     assert_true(skyprof_sw8_format(&in, hdr, sizeof(hdr)) > 0);
     skyprof_span *entry = skyprof_entry_begin("/ep", hdr);

@@ -77,8 +77,8 @@ static void test_command_dedup_unknown_malformed(void **state)
     free_command(c);
 
     /* unknown command name: ignored, service continues */
-    Skywalking__V3__Command *u = make_task_command("sn-2", NULL, NULL, NULL, NULL, NULL, NULL,
-                                                   NULL, NULL);
+    Skywalking__V3__Command *u =
+        make_task_command("sn-2", NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL);
     free(u->command);
     u->command = strdup("EBPFProfilingTaskQuery");
     receive(&e, u);

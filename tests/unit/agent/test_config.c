@@ -60,13 +60,17 @@ static void test_config_defaults_env(void **state)
     assert_int_equal(skyprof_config_from_env(&c), SKP_EINVAL);
     assert_int_equal(c.max_parallel, 3);
     assert_string_equal(c.service, "billing");
-    const char *vars[] = {"SW_AGENT_NAME", "SW_AGENT_INSTANCE_NAME",
-                          "SW_AGENT_COLLECTOR_BACKEND_SERVICES", "SW_AGENT_AUTHENTICATION",
-                          "SW_AGENT_PROFILE_ACTIVE", "SW_AGENT_PROFILE_MAX_PARALLEL",
+    const char *vars[] = {"SW_AGENT_NAME",
+                          "SW_AGENT_INSTANCE_NAME",
+                          "SW_AGENT_COLLECTOR_BACKEND_SERVICES",
+                          "SW_AGENT_AUTHENTICATION",
+                          "SW_AGENT_PROFILE_ACTIVE",
+                          "SW_AGENT_PROFILE_MAX_PARALLEL",
                           "SW_AGENT_PROFILE_DUMP_MAX_STACK_DEPTH",
                           "SW_AGENT_PROFILE_SNAPSHOT_TRANSPORT_BUFFER_SIZE",
                           "SW_AGENT_COLLECTOR_GET_PROFILE_TASK_INTERVAL",
-                          "SW_AGENT_COLLECTOR_HEARTBEAT_PERIOD", "SKYPROF_MAX_PROFILING_MS",
+                          "SW_AGENT_COLLECTOR_HEARTBEAT_PERIOD",
+                          "SKYPROF_MAX_PROFILING_MS",
                           "SKYPROF_LOG_LEVEL"};
     for (size_t i = 0; i < sizeof(vars) / sizeof(vars[0]); i++)
         unsetenv(vars[i]);
@@ -97,8 +101,9 @@ static void test_config_collector_list(void **state)
     assert_string_equal(t[0], "a:1");
     assert_string_equal(t[1], "[::1]:2");
     assert_string_equal(t[2], "c.example:11800");
-    static const char *const bad[] = {"", ",", "a:1,", ",a:1", "a:1,,b:2", "a", "a:1,b",
-                                      "a:1, ,b:2", "1:1,2:2,3:3,4:4,5:5,6:6,7:7,8:8,9:9"};
+    static const char *const bad[] = {"",      ",",         "a:1,",
+                                      ",a:1",  "a:1,,b:2",  "a",
+                                      "a:1,b", "a:1, ,b:2", "1:1,2:2,3:3,4:4,5:5,6:6,7:7,8:8,9:9"};
     for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++)
         assert_int_equal(skp__transport_split_targets(bad[i], t, SKP_TRANSPORT_MAX_TARGETS), -1);
     assert_int_equal(skp__transport_split_targets("1:1,2:2,3:3,4:4,5:5,6:6,7:7,8:8", t,

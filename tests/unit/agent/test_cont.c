@@ -123,7 +123,8 @@ static void test_parse_refusals(void **state)
         "{\"Threshold\":\"5\"}}}}]",
         "[{\"ServiceName\":\"sh\\x\"}]",
         "[{\"ServiceName\":\"s\th\"}]",
-        "[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[]]]]]]]]]]]]]]]]]]]]]]]]",
+        "[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[]]]]]]]]]]]]]]]]]]]]]]"
+        "]]",
     };
     for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
         bool found = true;
@@ -134,7 +135,8 @@ static void test_parse_refusals(void **state)
     }
     /* 17 URIs: over the limit */
     char big[4096];
-    size_t n = (size_t)snprintf(big, sizeof(big), "[{\"ServiceName\":\"shop\",\"UUID\":\"u\","
+    size_t n = (size_t)snprintf(big, sizeof(big),
+                                "[{\"ServiceName\":\"shop\",\"UUID\":\"u\","
                                 "\"Profiling\":{\"ON_CPU\":{\"HTTP_ERROR_RATE\":{\"Threshold\":"
                                 "\"5\",\"Period\":1,\"Count\":1,\"URIList\":[");
     for (int i = 0; i < SKP_CONT_URIS_MAX + 1; i++)
@@ -144,9 +146,9 @@ static void test_parse_refusals(void **state)
     char why[160];
     assert_int_equal(parse(big, "shop", &found, why), SKP_EINVAL);
     assert_non_null(strstr(why, "too many URIs"));
-    assert_int_equal(skp__cont_policy_parse(big, SKP_CONT_JSON_MAX + 1, "shop", P, &found, why,
-                                            sizeof(why)),
-                     SKP_ETOOBIG);
+    assert_int_equal(
+        skp__cont_policy_parse(big, SKP_CONT_JSON_MAX + 1, "shop", P, &found, why, sizeof(why)),
+        SKP_ETOOBIG);
     /* not NUL-terminated: the length bounds the read */
     const char *ok = "[]garbage";
     assert_int_equal(skp__cont_policy_parse(ok, 2, "shop", P, &found, why, sizeof(why)), SKP_OK);
@@ -227,9 +229,9 @@ static void test_eval_http_per_uri(void **state)
     int n = 0;
     struct skp__cont_sample s = {0};
     for (int i = 0; i < 2; i++) {
-        skp__cont_eval_http(&e, 1, "/fast", 10, 0, 100);    /* 10 ms */
-        skp__cont_eval_http(&e, 2, "GET:/slow", 2, 0, 700); /* 350 ms, method prefix */
-        skp__cont_eval_http(&e, 3, "/api/users", 4, 1, 4);  /* 25 % errors */
+        skp__cont_eval_http(&e, 1, "/fast", 10, 0, 100);     /* 10 ms */
+        skp__cont_eval_http(&e, 2, "GET:/slow", 2, 0, 700);  /* 350 ms, method prefix */
+        skp__cont_eval_http(&e, 3, "/api/users", 4, 1, 4);   /* 25 % errors */
         skp__cont_eval_http(&e, 4, "/api/users/7", 4, 4, 4); /* the $ refuses it */
         skp__cont_eval_slot(&e, &s);
     }
@@ -318,12 +320,9 @@ static void test_http_counters(void **state)
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_parse_skywalking_shape),
-        cmocka_unit_test(test_parse_absent_removed),
-        cmocka_unit_test(test_parse_refusals),
-        cmocka_unit_test(test_eval_process_cpu),
-        cmocka_unit_test(test_eval_http_per_uri),
-        cmocka_unit_test(test_uri_matches),
+        cmocka_unit_test(test_parse_skywalking_shape), cmocka_unit_test(test_parse_absent_removed),
+        cmocka_unit_test(test_parse_refusals),         cmocka_unit_test(test_eval_process_cpu),
+        cmocka_unit_test(test_eval_http_per_uri),      cmocka_unit_test(test_uri_matches),
         cmocka_unit_test(test_http_counters),
     };
     return cmocka_run_group_tests(tests, setup, teardown);

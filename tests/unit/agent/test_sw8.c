@@ -16,7 +16,8 @@
 static void test_sw8_roundtrip(void **state)
 {
     (void)state;
-    struct skyprof_sw8 in = {1, "trace.1.2", "seg.3.4", 7, "svc", "inst@host", "/api/x", "10.0.0.1:80"};
+    struct skyprof_sw8 in = {1,     "trace.1.2", "seg.3.4", 7,
+                             "svc", "inst@host", "/api/x",  "10.0.0.1:80"};
     char buf[SKYPROF_SW8_MAX];
     int n = skyprof_sw8_format(&in, buf, sizeof(buf));
     assert_true(n > 0);
@@ -49,7 +50,7 @@ static void test_sw8_malformed(void **state)
     static const char *bad[] = {
         "",
         "1",
-        "1-dHJhY2U=-c2Vn-0-c3Zj-aW5zdA==-ZXA=",        /* 7 fields */
+        "1-dHJhY2U=-c2Vn-0-c3Zj-aW5zdA==-ZXA=",          /* 7 fields */
         "2-dHJhY2U=-c2Vn-0-c3Zj-aW5zdA==-ZXA=-cGVlcg==", /* sample flag */
         "1-dHJhY2U=-c2Vn-x-c3Zj-aW5zdA==-ZXA=-cGVlcg==", /* span id */
         "1-dHJhY2U=-c2Vn--c3Zj-aW5zdA==-ZXA=-cGVlcg==",  /* empty span id */
@@ -66,8 +67,8 @@ static void test_sw8_malformed(void **state)
         if (e == SKP_OK)
             fail_msg("accepted malformed sw8 #%zu: %s", i, bad[i]);
     }
-    assert_int_equal(skyprof_sw8_parse("1-dHJhY2U=-c2Vn-0-c3Zj-aW5zdA==-ZXA=-cGVlcg==", &out,
-                                       store, sizeof(store)),
+    assert_int_equal(skyprof_sw8_parse("1-dHJhY2U=-c2Vn-0-c3Zj-aW5zdA==-ZXA=-cGVlcg==", &out, store,
+                                       sizeof(store)),
                      SKP_OK);
     assert_string_equal(out.peer, "peer");
     char b64[16];

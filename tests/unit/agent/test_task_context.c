@@ -257,7 +257,7 @@ static void test_max_profiling_time(void **state)
     struct skp__profiling_ref r;
     int64_t t0 = skp__now_ms(&e->clock.clock);
     assert_true(skp__task_ctx_attempt(&e->ctx, "/ep", "seg", t0, 1, &r));
-    skp__sampler_run_once(&e->s, t0 + 10);  /* profiling starts at t0+10 */
+    skp__sampler_run_once(&e->s, t0 + 10); /* profiling starts at t0+10 */
     skp__sampler_run_once(&e->s, t0 + 1009);
     skp__sampler_run_once(&e->s, t0 + 1010); /* >= 1000 ms of profiling: stop */
     int32_t seqs[8];

@@ -37,17 +37,17 @@ static void test_validation_table(void **state)
         int dur, thr, period, max;
         bool ok;
     } cases[] = {
-        {"/a", 1, 0, 10, 1, true},   {"/a", 15, 0, 10, 9, true},  {"", 5, 0, 10, 5, false},
-        {"/a", 0, 0, 10, 5, false},  {"/a", 16, 0, 10, 5, false}, {"/a", 5, -1, 10, 5, false},
-        {"/a", 5, 0, 9, 5, false},   {"/a", 5, 0, 10, 0, false},  {"/a", 5, 0, 10, 10, false},
+        {"/a", 1, 0, 10, 1, true},       {"/a", 15, 0, 10, 9, true},  {"", 5, 0, 10, 5, false},
+        {"/a", 0, 0, 10, 5, false},      {"/a", 16, 0, 10, 5, false}, {"/a", 5, -1, 10, 5, false},
+        {"/a", 5, 0, 9, 5, false},       {"/a", 5, 0, 10, 0, false},  {"/a", 5, 0, 10, 10, false},
         {"/a", 5, 1000, 10000, 9, true},
     };
     struct skp__task_service ts;
     skp__task_service_init(&ts, 10);
     char reason[128];
     for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
-        struct skp__task t = mk("x", cases[i].ep, cases[i].dur, cases[i].thr, cases[i].period,
-                                cases[i].max, 1000);
+        struct skp__task t =
+            mk("x", cases[i].ep, cases[i].dur, cases[i].thr, cases[i].period, cases[i].max, 1000);
         skp_err e = skp__task_validate(&ts, &t, reason, sizeof(reason));
         if ((e == SKP_OK) != cases[i].ok)
             fail_msg("case %zu: expected %s, got %s (%s)", i, cases[i].ok ? "ok" : "reject",

@@ -27,16 +27,22 @@ static void escapes_controls_keeps_text(void **state)
     assert_string_equal(ESC("plain text /a/b.py:12"), "plain text /a/b.py:12");
     assert_string_equal(ESC("a\nb\rc\td"), "a\\nb\\rc\\td");
     assert_string_equal(ESC("\x1b[31mred\x1b[0m"), "\\x1b[31mred\\x1b[0m");
-    assert_string_equal(ESC("del\x7f" "bell\x07"), "del\\x7fbell\\x07");
+    assert_string_equal(ESC("del\x7f"
+                            "bell\x07"),
+                        "del\\x7fbell\\x07");
     assert_string_equal(ESC("nul\0after"), "nul\\x00after");
     /* valid UTF-8 passes; C1 controls (CSI = U+009B) and broken bytes do not */
     assert_string_equal(ESC("caf\xc3\xa9 \xe2\x82\xac \xf0\x9f\x98\x80"),
                         "caf\xc3\xa9 \xe2\x82\xac \xf0\x9f\x98\x80");
-    assert_string_equal(ESC("\xc2\x9b" "2J"), "\\u009b2J");
-    assert_string_equal(ESC("\x9b" "2J"), "\\x9b2J");
-    assert_string_equal(ESC("\xe2\x82"), "\\xe2\\x82");             /* truncated character */
-    assert_string_equal(ESC("\xc0\xaf"), "\\xc0\\xaf");             /* overlong '/' */
-    assert_string_equal(ESC("\xed\xa0\x80"), "\\xed\\xa0\\x80");    /* surrogate */
+    assert_string_equal(ESC("\xc2\x9b"
+                            "2J"),
+                        "\\u009b2J");
+    assert_string_equal(ESC("\x9b"
+                            "2J"),
+                        "\\x9b2J");
+    assert_string_equal(ESC("\xe2\x82"), "\\xe2\\x82");          /* truncated character */
+    assert_string_equal(ESC("\xc0\xaf"), "\\xc0\\xaf");          /* overlong '/' */
+    assert_string_equal(ESC("\xed\xa0\x80"), "\\xed\\xa0\\x80"); /* surrogate */
     assert_false(skpx_escape_needed("ok \xc3\xa9", 5));
     assert_true(skpx_escape_needed("a\nb", 3));
     assert_true(skpx_escape_needed("\xc2\x85", 2));
@@ -48,7 +54,10 @@ static void truncates_whole_escapes_only(void **state)
     (void)state;
     char out[6];
     /* "ab" fits, "\x1b" (4 bytes) does not fit in the 3 left with the NUL: stop before it */
-    assert_int_equal(skpx_escape_ctl("ab\x1b" "cd", 5, out, sizeof(out)), 2);
+    assert_int_equal(skpx_escape_ctl("ab\x1b"
+                                     "cd",
+                                     5, out, sizeof(out)),
+                     2);
     assert_string_equal(out, "ab");
     assert_int_equal(skpx_escape_ctl("\xc3\xa9\xc3\xa9\xc3\xa9", 6, out, sizeof(out)), 4);
     assert_int_equal(skpx_escape_ctl("x", 1, out, 1), 0);

@@ -141,9 +141,9 @@ static void bounds_length_and_output(void **state)
     assert_int_equal(strlen(out), (SKP_URI_REGEX_MAX / 2) * strlen("[^A-Za-z0-9_]"));
     /* a room too small is said, never overrun */
     char small[8];
-    assert_int_equal(skpx_uri_regex_translate("\\d\\d\\d", small, sizeof(small), &icase, err,
-                                              sizeof(err)),
-                     SKP_ETOOBIG);
+    assert_int_equal(
+        skpx_uri_regex_translate("\\d\\d\\d", small, sizeof(small), &icase, err, sizeof(err)),
+        SKP_ETOOBIG);
     assert_string_equal(small, "");
 }
 

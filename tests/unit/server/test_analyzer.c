@@ -373,8 +373,11 @@ static void alloc_faults_never_crash(void **state)
     add_worked_example(f->st, "t1", "s2");
     store_close(f->st);
     struct analyze_run run = {.f = f};
-    struct skp_alloc_fault_loop loop = {.body = analyze_body, .setup = analyze_setup,
-                                        .check = analyze_check, .ctx = &run, .max_runs = 4000};
+    struct skp_alloc_fault_loop loop = {.body = analyze_body,
+                                        .setup = analyze_setup,
+                                        .check = analyze_check,
+                                        .ctx = &run,
+                                        .max_runs = 4000};
     struct skp_alloc_fault_runs runs = skp_test_alloc_fault_loop(&loop);
     assert_true(runs.n_ok > 0 && runs.n_nomem > 0);
     f->st = tu_open(f->db.path);

@@ -36,10 +36,24 @@ static void test_defaults(void **state)
 static void test_flags(void **state)
 {
     (void)state;
-    char *argv[] = {"skyprofd", "--grpc-addr", "0.0.0.0:0", "--http-addr=127.0.0.1:9",
-                    "--db", "/tmp/x/y.db", "--auth-token", "sekret", "--api-token=api",
-                    "--retention-days", "0", "--log-level", "debug", "--web-root=/srv/ui",
-                    "--max-analyze-snapshots", "12000", "--help", "-V"};
+    char *argv[] = {"skyprofd",
+                    "--grpc-addr",
+                    "0.0.0.0:0",
+                    "--http-addr=127.0.0.1:9",
+                    "--db",
+                    "/tmp/x/y.db",
+                    "--auth-token",
+                    "sekret",
+                    "--api-token=api",
+                    "--retention-days",
+                    "0",
+                    "--log-level",
+                    "debug",
+                    "--web-root=/srv/ui",
+                    "--max-analyze-snapshots",
+                    "12000",
+                    "--help",
+                    "-V"};
     char err[CONFIG_ERR_MAX];
     struct config c;
     assert_int_equal(config_parse(&c, ARGC(argv), argv, NULL, err), SKP_OK);
@@ -99,7 +113,7 @@ struct bad {
     const char *a1;
     const char *a2;
     const char *env;
-    const char *expect;        /* substring of the error */
+    const char *expect; /* substring of the error */
 };
 
 static const struct bad bads[] = {
@@ -155,7 +169,7 @@ static void test_addr_valid(void **state)
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_defaults),   cmocka_unit_test(test_flags),
+        cmocka_unit_test(test_defaults),           cmocka_unit_test(test_flags),
         cmocka_unit_test(test_env_and_precedence), cmocka_unit_test(test_bad_values),
         cmocka_unit_test(test_addr_valid),
     };

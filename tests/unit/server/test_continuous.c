@@ -214,11 +214,11 @@ static void evaluator_error_rate_and_p99(void **state)
     (void)state;
     struct cont_eval *e;
     assert_int_equal(cont_eval_new(&k_prompt, &e), SKP_OK);
-    struct cont_policy p = make(
-        "svc", "{\"targets\":[{\"targetType\":\"PPROF_WALL\",\"checkItems\":[{\"type\":"
-               "\"ENDPOINT_ERROR_RATE\",\"threshold\":\"25.5\",\"period\":4,\"count\":2},"
-               "{\"type\":\"ENDPOINT_P99_RESPONSE_TIME\",\"threshold\":\"1000\",\"period\":4,"
-               "\"count\":4}]}]}");
+    struct cont_policy p =
+        make("svc", "{\"targets\":[{\"targetType\":\"PPROF_WALL\",\"checkItems\":[{\"type\":"
+                    "\"ENDPOINT_ERROR_RATE\",\"threshold\":\"25.5\",\"period\":4,\"count\":2},"
+                    "{\"type\":\"ENDPOINT_P99_RESPONSE_TIME\",\"threshold\":\"1000\",\"period\":4,"
+                    "\"count\":4}]}]}");
     assert_int_equal(cont_eval_set_policy(e, &p), SKP_OK);
     struct fired r = {0};
     /* 1 error in 4 = 25 %: below 25.5 */
@@ -230,8 +230,7 @@ static void evaluator_error_rate_and_p99(void **state)
     /* 2 in 4 = 50 % in two slots; p99 of 99 fast + 1 slow request is the slow one */
     for (int64_t s = 14; s < 16; s++)
         for (int i = 0; i < 100; i++)
-            cont_eval_record(e, "svc", "i", "/any", s * 1000, i == 0 ? 2000 : 10, i < 50,
-                             s * 1000);
+            cont_eval_record(e, "svc", "i", "/any", s * 1000, i == 0 ? 2000 : 10, i < 50, s * 1000);
     cont_eval_tick(e, 16000, on_fire, &r);
     assert_int_equal(r.n, 1);
     assert_int_equal(r.target, CONT_TARGET_PPROF_WALL);
@@ -270,9 +269,9 @@ static void evaluator_bounds(void **state)
     cont_eval_counters(e, &c);
     assert_int_equal(c.series, 3);
     /* a policy without server-side items is not evaluated */
-    struct cont_policy agent_only = make(
-        "svc", "{\"targets\":[{\"targetType\":\"ON_CPU\",\"checkItems\":[{\"type\":"
-               "\"PROCESS_CPU\",\"threshold\":\"1\",\"period\":2,\"count\":1}]}]}");
+    struct cont_policy agent_only =
+        make("svc", "{\"targets\":[{\"targetType\":\"ON_CPU\",\"checkItems\":[{\"type\":"
+                    "\"PROCESS_CPU\",\"threshold\":\"1\",\"period\":2,\"count\":1}]}]}");
     assert_int_equal(cont_eval_set_policy(e, &agent_only), SKP_OK);
     assert_null(cont_eval_policy_uuid(e, "svc"));
     cont_eval_counters(e, &c);
@@ -288,9 +287,10 @@ static void evaluator_late_segments(void **state)
     (void)state;
     struct cont_eval *e;
     assert_int_equal(cont_eval_new(NULL, &e), SKP_OK); /* 1 s slots, 3 s lateness: 3 open */
-    struct cont_policy p = make(
-        "svc", "{\"targets\":[{\"targetType\":\"TRACE\",\"checkItems\":[{\"type\":"
-               "\"ENDPOINT_AVG_RESPONSE_TIME\",\"threshold\":\"100\",\"period\":5,\"count\":3}]}]}");
+    struct cont_policy p =
+        make("svc",
+             "{\"targets\":[{\"targetType\":\"TRACE\",\"checkItems\":[{\"type\":"
+             "\"ENDPOINT_AVG_RESPONSE_TIME\",\"threshold\":\"100\",\"period\":5,\"count\":3}]}]}");
     assert_int_equal(cont_eval_set_policy(e, &p), SKP_OK);
     struct fired r = {0};
     /* slots 100..102 slow, all arriving in one batch at 102.9 s */

@@ -80,7 +80,7 @@ static void quantiles_within_1pct_of_sorted_reference(void **state)
         for (size_t i = 0; i < N; i++) {
             uint64_t r = rnd(&seed);
             if (dist == 0)
-                v[i] = r % 100000;                       /* uniform 0..100 s */
+                v[i] = r % 100000; /* uniform 0..100 s */
             else if (dist == 1)
                 v[i] = (uint64_t)1 << (r % 30) | (r >> 40) % 1000; /* log spread */
             else
@@ -156,15 +156,14 @@ static void counts_are_exact_per_endpoint_and_minute(void **state)
     for (int m = 0; m < 3; m++)
         for (int i = 0; i < 100; i++)
             assert_int_equal(endpoint_stats_record(es, "svc", i % 2 ? "i1" : "i2", "/a",
-                                                   t0 + (3 + m) * 60000 - 60000 + i * 100,
-                                                   10 + i, i % 10 == 0, now),
+                                                   t0 + (3 + m) * 60000 - 60000 + i * 100, 10 + i,
+                                                   i % 10 == 0, now),
                              SKP_OK);
     assert_int_equal(endpoint_stats_record(es, "svc", "i1", "/b", now - 1000, 7, false, now),
                      SKP_OK);
     assert_int_equal(endpoint_stats_record(es, "other", "i1", "/a", now, 7, false, now), SKP_OK);
     /* older than the window: dropped and counted */
-    assert_int_equal(endpoint_stats_record(es, "svc", "i1", "/a", now - 16 * 60000, 1, false,
-                                           now),
+    assert_int_equal(endpoint_stats_record(es, "svc", "i1", "/a", now - 16 * 60000, 1, false, now),
                      SKP_OK);
     struct seen s = {0};
     assert_int_equal(endpoint_stats_query(es, "svc", 900, now, seen_cb, &s), SKP_OK);
@@ -177,7 +176,7 @@ static void counts_are_exact_per_endpoint_and_minute(void **state)
     assert_int_equal(s.point_count[0][15 - 1 - 5 + 2], 100); /* minute t0+2min */
     assert_int_equal(s.point_count[0][15 - 1 - 5 + 4], 100);
     assert_int_equal(s.point_count[0][14], 0);
-    assert_within_1pct(s.p50[0], 59);  /* latencies 10..109, each minute the same */
+    assert_within_1pct(s.p50[0], 59); /* latencies 10..109, each minute the same */
     assert_within_1pct(s.p99[0], 108);
     assert_string_equal(s.ep[1], "/b");
     assert_int_equal(s.count[1], 1);
@@ -223,9 +222,8 @@ static void flush_hands_each_finished_minute_once(void **state)
     assert_int_equal(endpoint_stats_new(NULL, &es), SKP_OK);
     const int64_t t0 = 1700000000000 / 60000 * 60000;
     for (int i = 0; i < 50; i++)
-        assert_int_equal(endpoint_stats_record(es, "s", "i", "/e", t0 + i * 1000, i, false,
-                                               t0 + 60000),
-                         SKP_OK);
+        assert_int_equal(
+            endpoint_stats_record(es, "s", "i", "/e", t0 + i * 1000, i, false, t0 + 60000), SKP_OK);
     struct flushed f = {.fail = 1};
     /* the current minute (t0+1min) is not finished; t0's minute is, after the grace */
     assert_int_equal(endpoint_stats_flush(es, t0 + 60000 + 5000, 10000, flush_cb, &f), SKP_OK);
@@ -238,8 +236,7 @@ static void flush_hands_each_finished_minute_once(void **state)
     assert_int_equal(endpoint_stats_flush(es, t0 + 60000 + 20000, 10000, flush_cb, &f), SKP_OK);
     assert_int_equal(f.rows, 1); /* clean: not again */
     /* a late request of that minute makes it dirty again */
-    assert_int_equal(endpoint_stats_record(es, "s", "i", "/e", t0 + 59000, 3, false,
-                                           t0 + 70000),
+    assert_int_equal(endpoint_stats_record(es, "s", "i", "/e", t0 + 59000, 3, false, t0 + 70000),
                      SKP_OK);
     assert_int_equal(endpoint_stats_flush(es, t0 + 60000 + 20000, 10000, flush_cb, &f), SKP_OK);
     assert_int_equal(f.rows, 2);
@@ -261,9 +258,9 @@ static void memory_is_flat_after_the_window(void **state)
             int64_t t = t0 + m * 60000 + i * 30;
             char ep[16];
             snprintf(ep, sizeof(ep), "/e%d", i % 20);
-            assert_int_equal(endpoint_stats_record(es, "s", "i", ep, t, (int64_t)(rnd(&seed) % 5000),
-                                                   false, t),
-                             SKP_OK);
+            assert_int_equal(
+                endpoint_stats_record(es, "s", "i", ep, t, (int64_t)(rnd(&seed) % 5000), false, t),
+                SKP_OK);
         }
         struct endpoint_stats_counters k;
         endpoint_stats_counters(es, &k);

@@ -270,8 +270,8 @@ static void pprof_decodes_with_samples_and_labels(void **state)
         }
     }
     assert_int_equal(n_sample_types, 2);
-    assert_int_equal(n_samples, 5);          /* nodes with a self count */
-    assert_int_equal(sum_count, 8);          /* = snapshots */
+    assert_int_equal(n_samples, 5); /* nodes with a self count */
+    assert_int_equal(sum_count, 8); /* = snapshots */
     assert_int_equal(sum_ns, 8ull * 20 * 1000000);
     assert_int_equal(period, 20ull * 1000000);
     /* One function and one location per distinct code signature: A B C D X Y evil. */
@@ -483,7 +483,8 @@ static void readable_names_in_exports(void **state)
 
     render(EXPORT_HTML, &g_meta, &out, &len);
     s = as_string(out, len);
-    assert_non_null(strstr(s, "\"n\":\"\\/srv\\/app.py.handler: 50\",\"f\":\"handler\",\"l\":\"app.py:50\""));
+    assert_non_null(
+        strstr(s, "\"n\":\"\\/srv\\/app.py.handler: 50\",\"f\":\"handler\",\"l\":\"app.py:50\""));
     assert_non_null(strstr(s, "\"f\":\"method3\",\"l\":\"demo.c:42\""));
     assert_non_null(strstr(s, "function label(n)"));
     skpx_free(s);
@@ -524,7 +525,8 @@ static void html_comment_script_in_a_frame_cannot_blank_it(void **state)
 static void empty_analysis_renders(void **state)
 {
     (void)state;
-    struct analysis empty = {.tip = "Data not found", .trees = NULL, .n_trees = 0, .n_snapshots = 0};
+    struct analysis empty = {
+        .tip = "Data not found", .trees = NULL, .n_trees = 0, .n_snapshots = 0};
     for (int f = EXPORT_PPROF; f <= EXPORT_HTML; f++) {
         uint8_t *out;
         size_t len;
@@ -566,7 +568,8 @@ static void invalid_utf8_signature_is_replaced(void **state)
     struct analysis_node n[] = {{1, 0, "ok\xff\xfe-\xc3\xa9-\xed\xa0\x80", 0, 0, 2, NONE, NONE}};
     struct analysis_tree t = {n, 1};
     struct analysis a = {.trees = &t, .n_trees = 1, .n_snapshots = 2};
-    static const enum export_format fs[] = {EXPORT_SPEEDSCOPE, EXPORT_HTML, EXPORT_COLLAPSED, EXPORT_PPROF};
+    static const enum export_format fs[] = {EXPORT_SPEEDSCOPE, EXPORT_HTML, EXPORT_COLLAPSED,
+                                            EXPORT_PPROF};
     for (size_t i = 0; i < sizeof(fs) / sizeof(fs[0]); i++) {
         uint8_t *out;
         size_t len;
@@ -574,7 +577,10 @@ static void invalid_utf8_signature_is_replaced(void **state)
         if (fs[i] == EXPORT_SPEEDSCOPE || fs[i] == EXPORT_HTML) {
             char *s = as_string(out, len);
             /* Bad bytes become '?', the valid "é" stays (jansson escapes nothing by default). */
-            assert_non_null(strstr(s, "ok?" "?-\xc3\xa9-?" "?" "?"));
+            assert_non_null(strstr(s, "ok?"
+                                      "?-\xc3\xa9-?"
+                                      "?"
+                                      "?"));
             skpx_free(s);
         }
         skpx_free(out);

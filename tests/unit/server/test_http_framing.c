@@ -17,12 +17,12 @@
 #include "server/http_framing.h"
 
 struct outcome {
-    int n_heads;      /* HEAD_DONE events */
-    int n_done;       /* REQUEST_DONE events (requests with a body) */
-    int n_chunks;     /* CHUNK events */
+    int n_heads;            /* HEAD_DONE events */
+    int n_done;             /* REQUEST_DONE events (requests with a body) */
+    int n_chunks;           /* CHUNK events */
     uint64_t chunked_total; /* sum of chunk_len */
-    char out[512];    /* the input as the scanner left it (rewrites applied) */
-    int status;       /* 0 = no error */
+    char out[512];          /* the input as the scanner left it (rewrites applied) */
+    int status;             /* 0 = no error */
     uint64_t last_body;
     char authz[HTTP_FRAMING_AUTHZ_MAX + 1];
 };
@@ -80,15 +80,14 @@ static void test_good(void **state)
         {"PUT /x HTTP/1.1\r\nContent-Length: 3\r\n\r\nabcDELETE /x HTTP/1.1\r\n\r\n", 2, 1, 0, ""},
         {"HEAD /x?a=b HTTP/1.1\r\nX-Tab:\tv\r\n\r\n", 1, 0, 0, ""},
         /* chunked: body_len stays 0; one REQUEST_DONE after the trailer section */
-        {"POST /x HTTP/1.1\r\nTransfer-Encoding: chunked\r\n\r\n2\r\n{}\r\n0\r\n\r\n", 1, 1, 0,
-         ""},
+        {"POST /x HTTP/1.1\r\nTransfer-Encoding: chunked\r\n\r\n2\r\n{}\r\n0\r\n\r\n", 1, 1, 0, ""},
         {"POST /x HTTP/1.1\r\nTransfer-Encoding:  Chunked \t\r\n\r\n0\r\n\r\n", 1, 1, 0, ""},
         {"POST /x HTTP/1.1\r\nTransfer-Encoding: chunked\r\n\r\nA;n=v;m=\"q;x\"\r\n0123456789\r\n"
          "00000000000000f\r\nabcdefghijklmno\r\n0;last\r\nX-Sum: 1\r\nX-B: 2\r\n\r\n"
          "GET /y HTTP/1.1\r\n\r\n",
          2, 1, 0, ""},
-        {"PATCH /x HTTP/1.1\r\ntransfer-encoding: CHUNKED\r\n\r\n1\r\n\r\r\n1\r\n\n\r\n0\r\n\r\n", 1,
-         1, 0, ""},
+        {"PATCH /x HTTP/1.1\r\ntransfer-encoding: CHUNKED\r\n\r\n1\r\n\r\r\n1\r\n\n\r\n0\r\n\r\n",
+         1, 1, 0, ""},
     };
     for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
         for (size_t chunk = 1; chunk <= strlen(cases[i].in); chunk++) {
@@ -120,7 +119,8 @@ static void test_refused(void **state)
         {"POST / HTTP/1.1\r\nTransfer-Encoding: gzip\r\n\r\n0\r\n\r\n", 501},
         {"POST / HTTP/1.1\r\nTransfer-Encoding: gzip, chunked\r\n\r\n0\r\n\r\n", 501},
         {"POST / HTTP/1.1\r\nTransfer-Encoding: chunked, chunked\r\n\r\n0\r\n\r\n", 501},
-        {"POST / HTTP/1.1\r\nTransfer-Encoding: chunked\r\nTransfer-Encoding: chunked\r\n\r\n", 400},
+        {"POST / HTTP/1.1\r\nTransfer-Encoding: chunked\r\nTransfer-Encoding: chunked\r\n\r\n",
+         400},
         {"POST / HTTP/1.1\r\nTransfer-Encoding:\tchunked\r\n\r\n0\r\n\r\n", 400},
         {"POST / HTTP/1.0\r\nTransfer-Encoding: chunked\r\n\r\n0\r\n\r\n", 400},
         {"GET / HTTP/1.1\r\nTransfer-Encoding: chunked\r\n\r\n0\r\n\r\n", 400},
@@ -146,8 +146,7 @@ static void test_refused(void **state)
         {"POST / HTTP/1.1\r\nTransfer-Encoding: chunked\r\n\r\n0\r\nContent-Type: a/b\r\n\r\n",
          400},
         {"POST / HTTP/1.1\r\nTransfer-Encoding: chunked\r\n\r\n0\r\nhost: x\r\n\r\n", 400},
-        {"POST / HTTP/1.1\r\nTransfer-Encoding: chunked\r\n\r\n0\r\nAuthorization: x\r\n\r\n",
-         400},
+        {"POST / HTTP/1.1\r\nTransfer-Encoding: chunked\r\n\r\n0\r\nAuthorization: x\r\n\r\n", 400},
         {"POST / HTTP/1.1\r\nTransfer-Encoding: chunked\r\n\r\n0\r\nContent-Length: 5\r\n\r\n",
          400},
         {"POST / HTTP/1.1\r\nTransfer-Encoding: chunked\r\n\r\n0\r\nX: a\r\n b\r\n\r\n", 400},

@@ -147,8 +147,7 @@ static void table_matches_docs_api_md(void **state)
     }
     for (size_t i = 0; i < g_n_doc; i++) {
         if (!in_table(g_doc[i])) {
-            print_error("docs/api.md documents a route the server does not have: %s\n",
-                        g_doc[i]);
+            print_error("docs/api.md documents a route the server does not have: %s\n", g_doc[i]);
             missing++;
         }
     }

@@ -16,7 +16,7 @@
 #include "server/pprof_decode.h"
 #include "wire/pprof_encode.h"
 
-#define FRAME(f) {f, sizeof(f) - 1, "app.py", 6, 1}
+#define FRAME(f) ((struct skpx_pprof_frame){f, sizeof(f) - 1, "app.py", 6, 1})
 
 /* Encodes samples of stacks main>a, main>b and main>a again (a label keeps it a sample of its
  * own, so the analysis adds it to the stack it has already seen), with the values given. */

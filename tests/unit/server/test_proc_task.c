@@ -22,17 +22,22 @@ static const char *const k_ab[] = {"inst-a", "inst-b"};
 static struct proc_request req(const char *service, const char *const *events, size_t n_events,
                                int64_t duration, int64_t dump)
 {
-    struct proc_request r = {.service = service, .events = events, .n_events = n_events,
-                             .duration = duration, .dump_period = dump,
-                             .instances = k_ab, .n_instances = 2};
+    struct proc_request r = {.service = service,
+                             .events = events,
+                             .n_events = n_events,
+                             .duration = duration,
+                             .dump_period = dump,
+                             .instances = k_ab,
+                             .n_instances = 2};
     return r;
 }
 
 static void validation_order(void **state)
 {
     (void)state;
-    static const char *const cpu[] = {"cpu"}, *const block[] = {"block"}, *const two[] = {"cpu", "heap"},
-                             *const bad[] = {"itimer"}, *const heap[] = {"heap"};
+    static const char *const cpu[] = {"cpu"}, *const block[] = {"block"},
+                             *const two[] = {"cpu", "heap"}, *const bad[] = {"itimer"},
+                             *const heap[] = {"heap"};
     struct {
         struct proc_request r;
         const char *reason;
@@ -72,8 +77,10 @@ static void create_poll_progress(void **state)
     assert_int_equal(proc_task_create(f->st, PROC_KIND_PPROF, &r, T0, &e, &id), SKP_OK);
     /* Same event while the window is open: OAP's overlap text; another event is fine. */
     char *dup = NULL;
-    assert_int_equal(proc_task_create(f->st, PROC_KIND_PPROF, &r, T0 + 60000, &e, &dup), SKP_EEXIST);
-    assert_string_equal(e.reason, "current service already has monitor pprof task execute at this time");
+    assert_int_equal(proc_task_create(f->st, PROC_KIND_PPROF, &r, T0 + 60000, &e, &dup),
+                     SKP_EEXIST);
+    assert_string_equal(e.reason,
+                        "current service already has monitor pprof task execute at this time");
     assert_null(dup);
     struct proc_request r2 = req("svc", heap, 1, 0, 0);
     assert_int_equal(proc_task_create(f->st, PROC_KIND_PPROF, &r2, T0, &e, &id2), SKP_OK);
@@ -100,15 +107,17 @@ static void create_poll_progress(void **state)
     store_proc_task_cleanup(&t);
     assert_int_equal(store_proc_next_task(f->st, PROC_KIND_PPROF, "svc", "inst-z", -1, T0, 0, &t),
                      SKP_ENOTFOUND);
-    assert_int_equal(store_proc_next_task(f->st, PROC_KIND_PPROF, "svc", "inst-a", -1,
-                                          T0 + 3 * 60000, 0, &t),
-                     SKP_ENOTFOUND);
+    assert_int_equal(
+        store_proc_next_task(f->st, PROC_KIND_PPROF, "svc", "inst-a", -1, T0 + 3 * 60000, 0, &t),
+        SKP_ENOTFOUND);
 
     /* Logs -> progress; a file and its EXECUTION_FINISHED log are one transaction. */
-    assert_int_equal(store_proc_add_log(f->st, id, "inst-a", PROC_LOG_NOTIFIED, T0 + 1, NULL), SKP_OK);
-    assert_int_equal(store_proc_add_log(f->st, id, "inst-b", PROC_LOG_NOTIFIED, T0 + 2, NULL), SKP_OK);
-    assert_int_equal(store_proc_add_log(f->st, id, "inst-b", PROC_LOG_TASK_ERROR, T0 + 3, "no perf"),
+    assert_int_equal(store_proc_add_log(f->st, id, "inst-a", PROC_LOG_NOTIFIED, T0 + 1, NULL),
                      SKP_OK);
+    assert_int_equal(store_proc_add_log(f->st, id, "inst-b", PROC_LOG_NOTIFIED, T0 + 2, NULL),
+                     SKP_OK);
+    assert_int_equal(
+        store_proc_add_log(f->st, id, "inst-b", PROC_LOG_TASK_ERROR, T0 + 3, "no perf"), SKP_OK);
     static const uint8_t bytes[] = {1, 2, 3, 4, 5};
     int64_t fid = 0;
     assert_int_equal(store_proc_insert_file(f->st, id, "inst-a", T0 + 4, bytes, sizeof(bytes),

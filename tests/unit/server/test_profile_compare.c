@@ -27,6 +27,7 @@ static struct analysis_node g_fast[] = {
 };
 /* Slow run, 74 dumps: method3 sleeps 200 ms (24 = 20 self + 4), plus a frame the fast run
  * never had (gc under do_POST), and a second root (a thread the fast side lacks). */
+// clang-format off
 static struct analysis_node g_slow_t1[] = {
     {1, 0, "do_POST", 0, 0, 72, NONE, NONE},
     {2, 1, "method3", 0, 0, 24, NONE, NONE},
@@ -34,6 +35,7 @@ static struct analysis_node g_slow_t1[] = {
     {4, 2, "method2", 0, 0, 4, NONE, NONE},
     {5, 4, "method1", 0, 0, 2, NONE, NONE},
 };
+// clang-format on
 static struct analysis_node g_slow_t2[] = {
     {1, 0, "idle", 0, 0, 2, NONE, NONE},
 };

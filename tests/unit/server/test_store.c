@@ -97,7 +97,9 @@ static void insert_duplicates_and_order(void **state)
     struct fixture *f = *state;
     char *fr[] = {"main", "handle", "work"};
     struct store_snapshot v[] = {
-        {"t1", "s1", 1030, 3, fr, 3, 0}, {"t1", "s1", 1010, 1, fr, 3, 0}, {"t1", "s1", 1020, 2, fr, 2, 0},
+        {"t1", "s1", 1030, 3, fr, 3, 0},
+        {"t1", "s1", 1010, 1, fr, 3, 0},
+        {"t1", "s1", 1020, 2, fr, 2, 0},
         {"t1", "s1", 1000, 0, fr, 1, 0},
     };
     size_t dup = 99;
@@ -205,9 +207,15 @@ static void stacks_are_deduplicated(void **state)
 static void profiled_segment_listing(void **state)
 {
     struct fixture *f = *state;
-    struct store_task t = {.id = "task1", .service = "svc", .endpoint = "/orders",
-                           .start_time = 1000, .duration_min = 5, .min_duration_threshold = 0,
-                           .dump_period = 10, .max_sampling_count = 5, .create_time = 900};
+    struct store_task t = {.id = "task1",
+                           .service = "svc",
+                           .endpoint = "/orders",
+                           .start_time = 1000,
+                           .duration_min = 5,
+                           .min_duration_threshold = 0,
+                           .dump_period = 10,
+                           .max_sampling_count = 5,
+                           .create_time = 900};
     assert_int_equal(store_insert_task(f->st, &t), SKP_OK);
     /* s1: profiled, SegmentObject arrives; s2: profiled, no SegmentObject; s3: no seq 0;
      * s4: seq 0 but for another task */
@@ -219,8 +227,8 @@ static void profiled_segment_listing(void **state)
     assert_int_equal(tu_add(f->st, "task0", "s4", 0, 1600, "m,b"), SKP_OK);
 
     struct store_kv tags[] = {{"http.method", "GET"}};
-    struct store_span_ref refs[] = {{.trace_id = "trace-1", .parent_segment_id = "parent-seg",
-                                     .parent_span_id = 3}};
+    struct store_span_ref refs[] = {
+        {.trace_id = "trace-1", .parent_segment_id = "parent-seg", .parent_span_id = 3}};
     struct store_span entry = {0};
     entry.span_id = 0;
     entry.parent_span_id = -1;
@@ -328,9 +336,15 @@ static void profiled_segment_listing(void **state)
 static void segment_info_for_exports(void **state)
 {
     struct fixture *f = *state;
-    struct store_task t = {.id = "tk", .service = "svc", .endpoint = "/task-ep",
-                           .start_time = 1000, .duration_min = 5, .min_duration_threshold = 0,
-                           .dump_period = 37, .max_sampling_count = 5, .create_time = 900};
+    struct store_task t = {.id = "tk",
+                           .service = "svc",
+                           .endpoint = "/task-ep",
+                           .start_time = 1000,
+                           .duration_min = 5,
+                           .min_duration_threshold = 0,
+                           .dump_period = 37,
+                           .max_sampling_count = 5,
+                           .create_time = 900};
     assert_int_equal(store_insert_task(f->st, &t), SKP_OK);
     /* with: snapshots of tk and a SegmentObject; bare: snapshots of tk only; orphan: snapshots
      * of a task with no row; object: a SegmentObject only */
@@ -389,13 +403,18 @@ static void segment_info_for_exports(void **state)
 
 /* ---- tasks ---- */
 
-static void add_task(struct store *st, const char *id, const char *svc, int64_t start,
-                     int dur_min, int64_t create)
+static void add_task(struct store *st, const char *id, const char *svc, int64_t start, int dur_min,
+                     int64_t create)
 {
-    struct store_task t = {.id = (char *)id, .service = (char *)svc, .endpoint = "/e",
-                           .start_time = start, .duration_min = dur_min,
-                           .min_duration_threshold = 5, .dump_period = 10,
-                           .max_sampling_count = 3, .create_time = create};
+    struct store_task t = {.id = (char *)id,
+                           .service = (char *)svc,
+                           .endpoint = "/e",
+                           .start_time = start,
+                           .duration_min = dur_min,
+                           .min_duration_threshold = 5,
+                           .dump_period = 10,
+                           .max_sampling_count = 3,
+                           .create_time = create};
     assert_int_equal(store_insert_task(st, &t), SKP_OK);
 }
 
@@ -484,8 +503,7 @@ static void task_logs(void **state)
     assert_int_equal(store_add_task_log(f->st, "t", "svc", "i2", STORE_TASK_NOTIFIED, 1050),
                      SKP_OK);
     assert_int_equal(
-        store_add_task_log(f->st, "t", "svc", "i1", STORE_TASK_EXECUTION_FINISHED, 61000),
-        SKP_OK);
+        store_add_task_log(f->st, "t", "svc", "i1", STORE_TASK_EXECUTION_FINISHED, 61000), SKP_OK);
     /* the same event twice is stored once */
     assert_int_equal(store_add_task_log(f->st, "t", "svc", "i1", STORE_TASK_NOTIFIED, 1100),
                      SKP_OK);
@@ -566,8 +584,7 @@ static void purge_removes_old_data_and_orphans(void **state)
     const int64_t min = 60000;
     add_task(f->st, "old", "svc", 0, 1, 0);
     add_task(f->st, "new", "svc", 100 * min, 5, 100 * min);
-    assert_int_equal(store_add_task_log(f->st, "old", "svc", "i", STORE_TASK_NOTIFIED, 10),
-                     SKP_OK);
+    assert_int_equal(store_add_task_log(f->st, "old", "svc", "i", STORE_TASK_NOTIFIED, 10), SKP_OK);
     assert_int_equal(tu_add(f->st, "old", "s-old", 0, 1000, "main,old_only"), SKP_OK);
     assert_int_equal(tu_add(f->st, "old", "s-old", 1, 1010, "main,shared"), SKP_OK);
     assert_int_equal(tu_add(f->st, "new", "s-new", 0, 100 * min, "main,shared"), SKP_OK);
@@ -652,8 +669,7 @@ static void migrations_upgrade_and_reopen(void **state)
     assert_int_equal(scalar(f->st, "SELECT count(*) FROM snapshots"), 1);
 
     /* a database from a newer build is refused */
-    assert_int_equal(sqlite3_exec(store__db(f->st), "PRAGMA user_version = 999", NULL, NULL,
-                                  NULL),
+    assert_int_equal(sqlite3_exec(store__db(f->st), "PRAGMA user_version = 999", NULL, NULL, NULL),
                      SQLITE_OK);
     store_close(f->st);
     f->st = NULL;
@@ -725,12 +741,16 @@ static void segment_pages_keyset(void **state)
     assert_int_equal(store_open(f->db.path, &v7, &f->st), SKP_OK);
     add_task(f->st, "t", "svc", 1000, 10, 1);
     add_task(f->st, "other", "svc2", 1000, 10, 2);
-    struct store_span sp = {.span_id = 0, .parent_span_id = -1, .start_ms = 1100, .end_ms = 1300,
-                            .operation = "/e", .type = STORE_SPAN_ENTRY};
+    struct store_span sp = {.span_id = 0,
+                            .parent_span_id = -1,
+                            .start_ms = 1100,
+                            .end_ms = 1300,
+                            .operation = "/e",
+                            .type = STORE_SPAN_ENTRY};
     struct store_segment obj = {"s-obj", "tr", "svc", "i", &sp, 1};
     assert_int_equal(tu_add(f->st, "t", "s-obj", 0, 1200, "m"), SKP_OK);
     assert_int_equal(store_insert_segments(f->st, &obj, 1, 5000), SKP_OK);
-    assert_int_equal(tu_add(f->st, "t", "s-b", 0, 1100, "m"), SKP_OK);  /* ties s-obj's start */
+    assert_int_equal(tu_add(f->st, "t", "s-b", 0, 1100, "m"), SKP_OK); /* ties s-obj's start */
     assert_int_equal(tu_add(f->st, "t", "s-a", 0, 1050, "m"), SKP_OK);
     assert_int_equal(tu_add(f->st, "t", "s-late", 1, 1000, "m"), SKP_OK); /* no sequence 0 */
     assert_int_equal(tu_add(f->st, "other", "s-x", 0, 900, "m"), SKP_OK);
@@ -907,9 +927,9 @@ static void full_disk_rolls_back_whole_batch(void **state)
     assert_integrity(f->st);
 
     /* space comes back: the same batch now goes through, with no stale cached ids */
-    assert_int_equal(sqlite3_exec(store__db(f->st), "PRAGMA max_page_count = 1073741823", NULL,
-                                  NULL, NULL),
-                     SQLITE_OK);
+    assert_int_equal(
+        sqlite3_exec(store__db(f->st), "PRAGMA max_page_count = 1073741823", NULL, NULL, NULL),
+        SQLITE_OK);
     assert_int_equal(store_insert_snapshots(f->st, v, N, &dup), SKP_OK);
     assert_int_equal(scalar(f->st, "SELECT count(*) FROM snapshots"), N + 1);
     struct seen s = {0};
@@ -990,8 +1010,11 @@ static void alloc_fault_loop_over_insert_batch(void **state)
     }
     store_close(f->st);
     f->st = NULL;
-    struct skp_alloc_fault_loop loop = {.body = insert_body, .setup = insert_setup,
-                                        .check = insert_check, .ctx = &run, .max_runs = 4000};
+    struct skp_alloc_fault_loop loop = {.body = insert_body,
+                                        .setup = insert_setup,
+                                        .check = insert_check,
+                                        .ctx = &run,
+                                        .max_runs = 4000};
     struct skp_alloc_fault_runs runs = skp_test_alloc_fault_loop(&loop);
     assert_true(runs.n_nomem > 0);
     assert_true(runs.n_ok > 0);
@@ -1007,15 +1030,25 @@ static void utf8_validation_table(void **state)
         const char *s;
         bool valid;
     } cases[] = {
-        {"plain", true},          {"caf\xc3\xa9", true},    {"\xe2\x82\xac", true},
-        {"\xf0\x9f\x98\x80", true}, {"\xc3", false},          {"\xc0\xaf", false},
-        {"\xed\xa0\x80", false},  {"\xf4\x90\x80\x80", false}, {"\xff", false},
-        {"a\x80" "b", false},
+        {"plain", true},
+        {"caf\xc3\xa9", true},
+        {"\xe2\x82\xac", true},
+        {"\xf0\x9f\x98\x80", true},
+        {"\xc3", false},
+        {"\xc0\xaf", false},
+        {"\xed\xa0\x80", false},
+        {"\xf4\x90\x80\x80", false},
+        {"\xff", false},
+        {"a\x80"
+         "b",
+         false},
     };
     for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++)
         assert_int_equal(skp_utf8_valid(cases[i].s, strlen(cases[i].s)), cases[i].valid);
-    char *fixed = skp_utf8_sanitize("a\x80" "b\xc3");
-    assert_string_equal(fixed, "a\xef\xbf\xbd" "b\xef\xbf\xbd");
+    char *fixed = skp_utf8_sanitize("a\x80"
+                                    "b\xc3");
+    assert_string_equal(fixed, "a\xef\xbf\xbd"
+                               "b\xef\xbf\xbd");
     skpx_free(fixed);
 }
 
@@ -1160,8 +1193,7 @@ int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test_setup_teardown(insert_duplicates_and_order, setup, teardown),
-        cmocka_unit_test_setup_teardown(scan_task_orders_by_segment_and_sequence, setup,
-                                        teardown),
+        cmocka_unit_test_setup_teardown(scan_task_orders_by_segment_and_sequence, setup, teardown),
         cmocka_unit_test_setup_teardown(stacks_are_deduplicated, setup, teardown),
         cmocka_unit_test_setup_teardown(profiled_segment_listing, setup, teardown),
         cmocka_unit_test_setup_teardown(segment_info_for_exports, setup, teardown),

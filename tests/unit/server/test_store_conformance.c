@@ -31,8 +31,8 @@
 
 enum fault {
     FAULT_NONE,
-    FAULT_FULL,     /* the disk is full: large writes fail, small ones may pass */
-    FAULT_LOST,     /* the database refuses every write (connection lost / read-only) */
+    FAULT_FULL, /* the disk is full: large writes fail, small ones may pass */
+    FAULT_LOST, /* the database refuses every write (connection lost / read-only) */
 };
 
 struct backend {
@@ -332,10 +332,15 @@ static void stack_text(struct store *st, uint32_t stack, char *out, size_t cap)
 static struct store_task task(const char *id, const char *svc, const char *ep, int64_t start,
                               int dur_min, int64_t create)
 {
-    return (struct store_task){.id = (char *)id, .service = (char *)svc, .endpoint = (char *)ep,
-                               .start_time = start, .duration_min = dur_min,
-                               .min_duration_threshold = 5, .dump_period = 10,
-                               .max_sampling_count = 5, .create_time = create};
+    return (struct store_task){.id = (char *)id,
+                               .service = (char *)svc,
+                               .endpoint = (char *)ep,
+                               .start_time = start,
+                               .duration_min = dur_min,
+                               .min_duration_threshold = 5,
+                               .dump_period = 10,
+                               .max_sampling_count = 5,
+                               .create_time = create};
 }
 
 /* ---- tasks and logs ---- */
@@ -555,8 +560,9 @@ static void snapshots_dedup_and_order(void **state)
     char *fa[] = {"main", "a"};
     char *fb[] = {"main", "b"};
     struct store_snapshot v[] = {
-        {"t", "s2", 1020, 2, fa, 2, 0}, {"t", "s2", 1000, 0, fa, 2, 0}, {"t", "s1", 1010, 1, fb, 2, 0},
-        {"t", "s1", 1000, 0, fa, 2, 0}, {"t", "s2", 1010, 1, fb, 2, 0}, {"u", "s1", 1000, 0, fb, 2, 0},
+        {"t", "s2", 1020, 2, fa, 2, 0}, {"t", "s2", 1000, 0, fa, 2, 0},
+        {"t", "s1", 1010, 1, fb, 2, 0}, {"t", "s1", 1000, 0, fa, 2, 0},
+        {"t", "s2", 1010, 1, fb, 2, 0}, {"u", "s1", 1000, 0, fb, 2, 0},
     };
     size_t dup = 9;
     assert_int_equal(store_insert_snapshots(f->st, v, 6, &dup), SKP_OK);
@@ -566,8 +572,8 @@ static void snapshots_dedup_and_order(void **state)
     assert_int_equal(dup, 3);
     struct store_stats s = stats(f->st);
     assert_int_equal(s.snapshots, 6);
-    assert_int_equal(s.stacks, 2);  /* two distinct stacks */
-    assert_int_equal(s.frames, 3);  /* main, a, b */
+    assert_int_equal(s.stacks, 2); /* two distinct stacks */
+    assert_int_equal(s.frames, 3); /* main, a, b */
 
     struct samples sm = {0};
     assert_int_equal(store_scan_segment(f->st, "s2", 0, 100, sample_cb, &sm), SKP_OK);
@@ -578,7 +584,7 @@ static void snapshots_dedup_and_order(void **state)
     char txt[256];
     stack_text(f->st, sm.stack[0], txt, sizeof(txt));
     assert_string_equal(txt, "main,a");
-    assert_int_equal(sm.stack[0], sm.stack[2]);  /* same frames, same stack */
+    assert_int_equal(sm.stack[0], sm.stack[2]); /* same frames, same stack */
     assert_int_not_equal(sm.stack[0], sm.stack[1]);
 
     memset(&sm, 0, sizeof(sm));
@@ -684,18 +690,36 @@ static void segments(void **state)
     struct store_span_log logs[] = {{2011, data, 2}};
     struct store_span_ref refs[] = {{"trace-0", "parent", 3, true}};
     struct store_span spans[] = {
-        {.span_id = 1, .parent_span_id = 0, .start_ms = 2010, .end_ms = 2150,
-         .operation = "SELECT", .peer = "db:5432", .type = STORE_SPAN_EXIT,
-         .layer = STORE_LAYER_DATABASE, .is_error = true, .logs = logs, .n_logs = 1},
-        {.span_id = 0, .parent_span_id = -1, .start_ms = 2000, .end_ms = 2100,
-         .operation = "/orders", .type = STORE_SPAN_ENTRY, .layer = STORE_LAYER_HTTP,
-         .component_id = 49, .refs = refs, .n_refs = 1, .tags = tags, .n_tags = 1},
+        {.span_id = 1,
+         .parent_span_id = 0,
+         .start_ms = 2010,
+         .end_ms = 2150,
+         .operation = "SELECT",
+         .peer = "db:5432",
+         .type = STORE_SPAN_EXIT,
+         .layer = STORE_LAYER_DATABASE,
+         .is_error = true,
+         .logs = logs,
+         .n_logs = 1},
+        {.span_id = 0,
+         .parent_span_id = -1,
+         .start_ms = 2000,
+         .end_ms = 2100,
+         .operation = "/orders",
+         .type = STORE_SPAN_ENTRY,
+         .layer = STORE_LAYER_HTTP,
+         .component_id = 49,
+         .refs = refs,
+         .n_refs = 1,
+         .tags = tags,
+         .n_tags = 1},
     };
     struct store_segment full = {"full", "trace-1", "svc", "inst-1", spans, 2};
     assert_string_equal(store_segment_endpoint(&full), "/orders");
     struct store_segment local = {"early", "trace-2", "svc", "inst-1", spans, 1};
     assert_string_equal(store_segment_endpoint(&local), "SELECT"); /* no entry: first span */
-    struct store_segment none[] = {{"", "x", "svc", "i", NULL, 0}, {NULL, "x", "svc", "i", NULL, 0}};
+    struct store_segment none[] = {{"", "x", "svc", "i", NULL, 0},
+                                   {NULL, "x", "svc", "i", NULL, 0}};
 
     /* arrival order 1: snapshots first, then the segment */
     assert_int_equal(tu_add(f->st, "t", "full", 0, 2005, "m,a"), SKP_OK);
@@ -799,6 +823,7 @@ static void endpoint_minutes(void **state)
     if (store_list_endpoint_minutes(f->st, "svc", 0, 1, no_minute, NULL) == SKP_ENOTSUP)
         skip(); /* the backend has no endpoint statistics yet */
     const uint8_t h1[] = {7, 1}, h2[] = {9, 2, 1, 1};
+    // clang-format off
     struct store_endpoint_minute v[] = {
         {1, "svc", "i1", "/b", 120000, 3, 1, h1, 2},
         {1, "svc", "i1", "/a", 60000, 5, 0, h2, 4},
@@ -806,6 +831,7 @@ static void endpoint_minutes(void **state)
         {1, "svc", "i1", "/a", 0, 1, 0, NULL, 0},
         {1, "other", "i1", "/a", 60000, 9, 0, h1, 2},
     };
+    // clang-format on
     assert_int_equal(store_put_endpoint_minutes(f->st, v, 5), SKP_OK);
     /* writer 1 rolls /a's minute up again: its row is replaced, writer 2's kept */
     struct store_endpoint_minute again = {1, "svc", "i1", "/a", 60000, 6, 1, h2, 4};
@@ -846,11 +872,12 @@ static void retention(void **state)
     struct store_task cur = task("cur", "svc", "/e", 10 * day, 1, 10 * day);
     assert_int_equal(store_insert_task(f->st, &old), SKP_OK);
     assert_int_equal(store_insert_task(f->st, &cur), SKP_OK);
-    assert_int_equal(store_add_task_log(f->st, "old", "svc", "i", STORE_TASK_NOTIFIED, day), SKP_OK);
+    assert_int_equal(store_add_task_log(f->st, "old", "svc", "i", STORE_TASK_NOTIFIED, day),
+                     SKP_OK);
     assert_int_equal(tu_add(f->st, "old", "s-old", 0, day, "main,only_old"), SKP_OK);
     assert_int_equal(tu_add(f->st, "cur", "s-cur", 0, 10 * day, "main,kept"), SKP_OK);
-    struct store_span sp = {.start_ms = day, .end_ms = day + 5, .operation = "/e",
-                            .type = STORE_SPAN_ENTRY};
+    struct store_span sp = {
+        .start_ms = day, .end_ms = day + 5, .operation = "/e", .type = STORE_SPAN_ENTRY};
     struct store_segment sg = {"s-old", "tr", "svc", "i", &sp, 1};
     assert_int_equal(store_insert_segments(f->st, &sg, 1, day), SKP_OK);
 
@@ -883,11 +910,19 @@ static void retention(void **state)
     assert_string_equal(txt, "main,only_old");
 
     /* issue 15: age counts from when a segment was received, not from the agent's clock */
-    struct store_snapshot past = {.task_id = "cur", .segment_id = "s-1970", .time_ms = 5,
-                                  .sequence = 0, .frames = (char *const[]){"a"}, .n_frames = 1,
+    struct store_snapshot past = {.task_id = "cur",
+                                  .segment_id = "s-1970",
+                                  .time_ms = 5,
+                                  .sequence = 0,
+                                  .frames = (char *const[]){"a"},
+                                  .n_frames = 1,
                                   .received_ms = 20 * day};
-    struct store_snapshot future = {.task_id = "cur", .segment_id = "s-2500", .time_ms = INT64_MAX,
-                                    .sequence = 0, .frames = (char *const[]){"a"}, .n_frames = 1,
+    struct store_snapshot future = {.task_id = "cur",
+                                    .segment_id = "s-2500",
+                                    .time_ms = INT64_MAX,
+                                    .sequence = 0,
+                                    .frames = (char *const[]){"a"},
+                                    .n_frames = 1,
                                     .received_ms = 6 * day};
     size_t dup = 0;
     assert_int_equal(store_insert_snapshots(f->st, &past, 1, &dup), SKP_OK);
@@ -923,10 +958,18 @@ static void retention_of_triggers(void **state)
     if (store_cont_list_triggers(f->st, NULL, NULL, 1, count_trigger, &probe) == SKP_ENOTSUP)
         skip(); /* the backend has no continuous-profiling tables yet */
     const int64_t day = 86400000;
-    struct store_cont_cause c = {.type = "ENDPOINT_AVG_RESPONSE_TIME", .uri = "/e",
-                                 .threshold = 100, .current = 300, .window_s = 10, .hits = 3};
-    struct store_cont_trigger old = {.service = "svc", .time_ms = 1 * day, .target = "TRACE",
-                                     .source = "server", .causes = &c, .n_causes = 1};
+    struct store_cont_cause c = {.type = "ENDPOINT_AVG_RESPONSE_TIME",
+                                 .uri = "/e",
+                                 .threshold = 100,
+                                 .current = 300,
+                                 .window_s = 10,
+                                 .hits = 3};
+    struct store_cont_trigger old = {.service = "svc",
+                                     .time_ms = 1 * day,
+                                     .target = "TRACE",
+                                     .source = "server",
+                                     .causes = &c,
+                                     .n_causes = 1};
     struct store_cont_trigger cur = old;
     cur.time_ms = 10 * day;
     assert_int_equal(store_cont_insert_trigger(f->st, &old, NULL), SKP_OK);

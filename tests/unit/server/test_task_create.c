@@ -52,8 +52,8 @@ static int teardown(void **state)
     return 0;
 }
 
-static skp_err create(struct store *st, const char *svc, const char *ep, int64_t start,
-                      int dur, int64_t now, struct task_error *e, char **id)
+static skp_err create(struct store *st, const char *svc, const char *ep, int64_t start, int dur,
+                      int64_t now, struct task_error *e, char **id)
 {
     struct task_request r = {
         .service = svc,

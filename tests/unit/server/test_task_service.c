@@ -28,28 +28,82 @@ static struct task_request good(void)
 struct vcase {
     const char *name;
     void (*mutate)(struct task_request *r);
-    const char *reason;        /* NULL = valid */
+    const char *reason; /* NULL = valid */
     const char *field;
 };
 
-static void m_none(struct task_request *r) { (void)r; }
-static void m_service_null(struct task_request *r) { r->service = NULL; }
-static void m_service_empty(struct task_request *r) { r->service = ""; }
-static void m_endpoint_null(struct task_request *r) { r->endpoint = NULL; }
-static void m_endpoint_empty(struct task_request *r) { r->endpoint = ""; }
-static void m_endpoint_blank(struct task_request *r) { r->endpoint = "  \t "; }
-static void m_dur0(struct task_request *r) { r->duration_min = 0; }
-static void m_dur1(struct task_request *r) { r->duration_min = 1; }
-static void m_dur15(struct task_request *r) { r->duration_min = 15; }
-static void m_dur16(struct task_request *r) { r->duration_min = 16; }
-static void m_thr_neg(struct task_request *r) { r->min_duration_threshold = -1; }
-static void m_thr0(struct task_request *r) { r->min_duration_threshold = 0; }
-static void m_cnt0(struct task_request *r) { r->max_sampling_count = 0; }
-static void m_cnt1(struct task_request *r) { r->max_sampling_count = 1; }
-static void m_cnt9(struct task_request *r) { r->max_sampling_count = 9; }
-static void m_cnt10(struct task_request *r) { r->max_sampling_count = 10; }
-static void m_dump9(struct task_request *r) { r->dump_period = 9; }
-static void m_dump10(struct task_request *r) { r->dump_period = 10; }
+static void m_none(struct task_request *r)
+{
+    (void)r;
+}
+static void m_service_null(struct task_request *r)
+{
+    r->service = NULL;
+}
+static void m_service_empty(struct task_request *r)
+{
+    r->service = "";
+}
+static void m_endpoint_null(struct task_request *r)
+{
+    r->endpoint = NULL;
+}
+static void m_endpoint_empty(struct task_request *r)
+{
+    r->endpoint = "";
+}
+static void m_endpoint_blank(struct task_request *r)
+{
+    r->endpoint = "  \t ";
+}
+static void m_dur0(struct task_request *r)
+{
+    r->duration_min = 0;
+}
+static void m_dur1(struct task_request *r)
+{
+    r->duration_min = 1;
+}
+static void m_dur15(struct task_request *r)
+{
+    r->duration_min = 15;
+}
+static void m_dur16(struct task_request *r)
+{
+    r->duration_min = 16;
+}
+static void m_thr_neg(struct task_request *r)
+{
+    r->min_duration_threshold = -1;
+}
+static void m_thr0(struct task_request *r)
+{
+    r->min_duration_threshold = 0;
+}
+static void m_cnt0(struct task_request *r)
+{
+    r->max_sampling_count = 0;
+}
+static void m_cnt1(struct task_request *r)
+{
+    r->max_sampling_count = 1;
+}
+static void m_cnt9(struct task_request *r)
+{
+    r->max_sampling_count = 9;
+}
+static void m_cnt10(struct task_request *r)
+{
+    r->max_sampling_count = 10;
+}
+static void m_dump9(struct task_request *r)
+{
+    r->dump_period = 9;
+}
+static void m_dump10(struct task_request *r)
+{
+    r->dump_period = 10;
+}
 /* Order: several violations at once report OAP's first one. */
 static void m_all_bad(struct task_request *r)
 {
@@ -87,8 +141,14 @@ static void m_dump_and_cnt10(struct task_request *r)
     r->dump_period = 1;
     r->max_sampling_count = 10;
 }
-static void m_thr_huge(struct task_request *r) { r->min_duration_threshold = (int64_t)INT32_MAX + 1; }
-static void m_start_huge(struct task_request *r) { r->start_time = TASK_START_MAX_MS + 1; }
+static void m_thr_huge(struct task_request *r)
+{
+    r->min_duration_threshold = (int64_t)INT32_MAX + 1;
+}
+static void m_start_huge(struct task_request *r)
+{
+    r->start_time = TASK_START_MAX_MS + 1;
+}
 static void m_endpoint_long(struct task_request *r)
 {
     static char buf[TASK_ENDPOINT_MAX + 2];
@@ -115,8 +175,7 @@ static const struct vcase cases[] = {
     {"count 1", m_cnt1, NULL, NULL},
     {"count 9", m_cnt9, NULL, NULL},
     {"count 10", m_cnt10, "max sampling count must less than 10", "maxSamplingCount"},
-    {"dump 9", m_dump9, "dump period must be greater than or equals 10 milliseconds",
-     "dumpPeriod"},
+    {"dump 9", m_dump9, "dump period must be greater than or equals 10 milliseconds", "dumpPeriod"},
     {"dump 10", m_dump10, NULL, NULL},
     {"order: service first", m_all_bad, "service cannot be null", "service"},
     {"order: endpoint before duration", m_endpoint_and_dur, "endpoint name cannot be empty",

@@ -33,9 +33,9 @@
 /* ---- loopback peers --------------------------------------------------------------------- */
 
 enum peer_mode {
-    PEER_SILENT,      /* accept, never read or write, hold until stopped */
-    PEER_CLOSE,       /* accept and close at once */
-    PEER_READ_CLOSE,  /* accept, read a little, then close (the client is mid-write) */
+    PEER_SILENT,            /* accept, never read or write, hold until stopped */
+    PEER_CLOSE,             /* accept and close at once */
+    PEER_READ_CLOSE,        /* accept, read a little, then close (the client is mid-write) */
     PEER_OPEN_WINDOW_RESET, /* accept, open HTTP/2 flow control wide, read 256 KiB, reset */
 };
 
@@ -54,7 +54,8 @@ static void *peer_main(void *arg)
     int held[16];
     int n_held = 0;
     for (;;) {
-        struct pollfd pfd[2] = {{.fd = p->lfd, .events = POLLIN}, {.fd = p->stop_pipe[0], .events = POLLIN}};
+        struct pollfd pfd[2] = {{.fd = p->lfd, .events = POLLIN},
+                                {.fd = p->stop_pipe[0], .events = POLLIN}};
         if (poll(pfd, 2, -1) < 0 && errno != EINTR)
             break;
         if (pfd[1].revents)
@@ -71,8 +72,8 @@ static void *peer_main(void *arg)
             /* SETTINGS(INITIAL_WINDOW_SIZE = 2^31-1) + connection WINDOW_UPDATE: the client may
              * stream without waiting for us, so it is writing when the reset lands. */
             static const uint8_t frames[] = {
-                0, 0, 6, 4, 0, 0, 0, 0, 0, 0, 4, 0x7f, 0xff, 0xff, 0xff,
-                0, 0, 4, 8, 0, 0, 0, 0, 0, 0x7f, 0xff, 0x00, 0x00,
+                0,    0, 6, 4, 0, 0, 0, 0, 0, 0, 4,    0x7f, 0xff, 0xff,
+                0xff, 0, 0, 4, 8, 0, 0, 0, 0, 0, 0x7f, 0xff, 0x00, 0x00,
             };
             (void)send(fd, frames, sizeof(frames), MSG_NOSIGNAL);
             char buf[16384];
@@ -143,8 +144,8 @@ static struct skpx_grpc_client *client_for(int port, int backoff_min_ms)
 {
     char target[64];
     snprintf(target, sizeof(target), "127.0.0.1:%d", port);
-    struct skpx_grpc_client_opts o = {.target = target, .backoff_min_ms = backoff_min_ms,
-                                      .backoff_max_ms = backoff_min_ms * 4};
+    struct skpx_grpc_client_opts o = {
+        .target = target, .backoff_min_ms = backoff_min_ms, .backoff_max_ms = backoff_min_ms * 4};
     struct skpx_grpc_client *c = NULL;
     assert_int_equal(skpx_grpc_client_new(&o, &c), SKP_OK);
     assert_non_null(c);
@@ -157,9 +158,8 @@ static skp_err query(struct skpx_grpc_client *c, int timeout_ms, struct skpx_grp
     q.service = "svc";
     q.serviceinstance = "inst";
     ProtobufCMessage *resp = (ProtobufCMessage *)1;
-    skp_err err = skpx_grpc_client_unary(c, PATH_QUERY, &q.base,
-                                         &skywalking__v3__commands__descriptor, &resp,
-                                         timeout_ms, res);
+    skp_err err = skpx_grpc_client_unary(
+        c, PATH_QUERY, &q.base, &skywalking__v3__commands__descriptor, &resp, timeout_ms, res);
     if (err)
         assert_null(resp);
     else
@@ -173,8 +173,8 @@ static void test_bad_targets(void **state)
 {
     (void)state;
     static const char *bad[] = {
-        "", "nohostport", ":80", "host:", "host:0", "host:65536", "host:8o", "::1:80",
-        "[::1]80", "[::1]", "ho st:80", "host:123456", "user@host:80", "host/x:80",
+        "",       "nohostport", ":80",   "host:",    "host:0",      "host:65536",   "host:8o",
+        "::1:80", "[::1]80",    "[::1]", "ho st:80", "host:123456", "user@host:80", "host/x:80",
     };
     struct skpx_grpc_client *c = (struct skpx_grpc_client *)1;
     for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
@@ -214,11 +214,9 @@ static void test_bad_call_args(void **state)
     assert_int_equal(skpx_grpc_client_unary(c, PATH_QUERY, NULL, NULL, NULL, 100, &res),
                      SKP_EINVAL);
     assert_int_equal(skpx_grpc_client_unary(c, PATH_QUERY, &q.base,
-                                            &skywalking__v3__commands__descriptor, NULL, 100,
-                                            &res),
+                                            &skywalking__v3__commands__descriptor, NULL, 100, &res),
                      SKP_EINVAL);
-    assert_int_equal(skpx_grpc_client_stream(c, PATH_SNAPSHOT, NULL, NULL, NULL, &resp, 100,
-                                             NULL),
+    assert_int_equal(skpx_grpc_client_stream(c, PATH_SNAPSHOT, NULL, NULL, NULL, &resp, 100, NULL),
                      SKP_EINVAL);
     assert_null(resp);
     struct skpx_grpc_client_stats st;
@@ -292,7 +290,8 @@ static void test_connect_timeout(void **state)
     int lfd = listen_any(&port);
     assert_int_equal(listen(lfd, 0), 0);
     int fill[3];
-    struct sockaddr_in a = {.sin_family = AF_INET, .sin_port = htons((uint16_t)port),
+    struct sockaddr_in a = {.sin_family = AF_INET,
+                            .sin_port = htons((uint16_t)port),
                             .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
     for (int i = 0; i < 3; i++) {
         fill[i] = socket(AF_INET, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
@@ -302,8 +301,8 @@ static void test_connect_timeout(void **state)
     skpx_sleep_ns(100 * 1000000LL); /* let the queued handshakes settle */
     char target[64];
     snprintf(target, sizeof(target), "127.0.0.1:%d", port);
-    struct skpx_grpc_client_opts o = {.target = target, .connect_timeout_ms = 300,
-                                      .backoff_min_ms = 60000};
+    struct skpx_grpc_client_opts o = {
+        .target = target, .connect_timeout_ms = 300, .backoff_min_ms = 60000};
     struct skpx_grpc_client *c = NULL;
     assert_int_equal(skpx_grpc_client_new(&o, &c), SKP_OK);
     struct skpx_grpc_result res;
@@ -423,9 +422,9 @@ static void test_stream_to_peer_that_closes_no_sigpipe(void **state)
         src_init(&s);
         struct skpx_grpc_result res;
         ProtobufCMessage *resp = NULL;
-        skp_err err = skpx_grpc_client_stream(c, PATH_SNAPSHOT, next_snap, &s,
-                                              &skywalking__v3__commands__descriptor, &resp,
-                                              5000, &res);
+        skp_err err =
+            skpx_grpc_client_stream(c, PATH_SNAPSHOT, next_snap, &s,
+                                    &skywalking__v3__commands__descriptor, &resp, 5000, &res);
         assert_int_equal(err, SKP_EUNAVAILABLE);
         assert_null(resp);
         skpx_grpc_client_free(c);
@@ -447,9 +446,9 @@ static void test_stream_to_peer_that_resets_no_sigpipe(void **state)
         src_init(&s);
         struct skpx_grpc_result res;
         ProtobufCMessage *resp = NULL;
-        skp_err err = skpx_grpc_client_stream(c, PATH_SNAPSHOT, next_snap, &s,
-                                              &skywalking__v3__commands__descriptor, &resp,
-                                              10000, &res);
+        skp_err err =
+            skpx_grpc_client_stream(c, PATH_SNAPSHOT, next_snap, &s,
+                                    &skywalking__v3__commands__descriptor, &resp, 10000, &res);
         assert_int_equal(err, SKP_EUNAVAILABLE);
         assert_true(s.n_pulled > 200); /* it did stream past the default 64 KiB window */
         skpx_grpc_client_free(c);
@@ -469,8 +468,7 @@ static void test_stream_memory_bounded_when_peer_never_reads(void **state)
     struct skpx_grpc_result res;
     ProtobufCMessage *resp = NULL;
     skp_err err = skpx_grpc_client_stream(c, PATH_SNAPSHOT, next_snap, &s,
-                                          &skywalking__v3__commands__descriptor, &resp, 500,
-                                          &res);
+                                          &skywalking__v3__commands__descriptor, &resp, 500, &res);
     assert_int_equal(err, SKP_ETIMEDOUT);
     /* The peer never granted more than HTTP/2's default 64 KiB window, so only about that
      * much was pulled from the source, whatever the deadline. */
@@ -513,8 +511,8 @@ static skp_err client_new_body(void *ctx, long k)
 {
     (void)ctx;
     (void)k;
-    struct skpx_grpc_client_opts o = {.target = "127.0.0.1:1", .authentication = "tok",
-                                      .user_agent = "ua/1"};
+    struct skpx_grpc_client_opts o = {
+        .target = "127.0.0.1:1", .authentication = "tok", .user_agent = "ua/1"};
     struct skpx_grpc_client *c = NULL;
     skp_err err = skpx_grpc_client_new(&o, &c);
     if (err)
@@ -568,8 +566,11 @@ static void test_calls_survive_alloc_failures(void **state)
      * EUNAVAILABLE, never a crash or a leak. */
     struct refused_run run = {0};
     int hold = closed_port_fd(&run.port);
-    struct skp_alloc_fault_loop loop = {.body = refused_body, .setup = refused_setup,
-                                        .check = refused_check, .ctx = &run, .max_runs = 500,
+    struct skp_alloc_fault_loop loop = {.body = refused_body,
+                                        .setup = refused_setup,
+                                        .check = refused_check,
+                                        .ctx = &run,
+                                        .max_runs = 500,
                                         .other_errors = true};
     struct skp_alloc_fault_runs runs = skp_test_alloc_fault_loop(&loop);
     assert_true(runs.n_other > 0); /* the last run: refused, nothing failing */

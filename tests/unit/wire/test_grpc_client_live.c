@@ -245,8 +245,7 @@ static skp_err stream(struct skpx_grpc_client *c, long n, struct skpx_grpc_resul
     src_init(&s, n);
     ProtobufCMessage *resp = NULL;
     skp_err err = skpx_grpc_client_stream(c, PATH_SNAPSHOT, next_snap, &s,
-                                          &skywalking__v3__commands__descriptor, &resp, 30000,
-                                          res);
+                                          &skywalking__v3__commands__descriptor, &resp, 30000, res);
     if (!err) {
         char want[32];
         snprintf(want, sizeof(want), "%ld", n);
@@ -419,8 +418,7 @@ static skp_err sweep_body(void *ctx, long k)
 static void sweep_check(void *ctx, long k, skp_err err)
 {
     struct sweep_run *r = ctx;
-    assert_true(err == SKP_OK || err == SKP_ENOMEM || err == SKP_EUNAVAILABLE ||
-                err == SKP_EPROTO);
+    assert_true(err == SKP_OK || err == SKP_ENOMEM || err == SKP_EUNAVAILABLE || err == SKP_EPROTO);
     if (err) {
         /* The same client recovers once memory is back. */
         skpx_grpc_client_reset_backoff(r->c);
@@ -448,9 +446,12 @@ static void sweep_check(void *ctx, long k, skp_err err)
 static void fault_sweep(int port, pid_t server_pid, bool is_stream)
 {
     struct sweep_run run = {.port = port, .server_pid = server_pid, .is_stream = is_stream};
-    struct skp_alloc_fault_loop loop = {.body = sweep_body, .setup = sweep_setup,
-                                        .check = sweep_check, .ctx = &run,
-                                        .max_runs = N_FAULT_POINTS, .other_errors = true};
+    struct skp_alloc_fault_loop loop = {.body = sweep_body,
+                                        .setup = sweep_setup,
+                                        .check = sweep_check,
+                                        .ctx = &run,
+                                        .max_runs = N_FAULT_POINTS,
+                                        .other_errors = true};
     struct skp_alloc_fault_runs runs = skp_test_alloc_fault_loop(&loop);
     assert_true(runs.n_nomem + runs.n_other > 0);
 }

@@ -439,8 +439,8 @@ static void percent_truncation_and_invalid(void **state)
         const char *in;
         const char *out;
     } cases[] = {
-        {"%", "%"},       {"%4", "%4"},   {"%zz1", "%zz1"}, {"%41%4a", "AJ"},
-        {"x%2", "x%2"},   {"%%41", "%A"}, {"a%20b", "a b"},
+        {"%", "%"},     {"%4", "%4"},   {"%zz1", "%zz1"}, {"%41%4a", "AJ"},
+        {"x%2", "x%2"}, {"%%41", "%A"}, {"a%20b", "a b"},
     };
     for (size_t i = 0; i < SKP_ARRAY_LEN(cases); i++) {
         size_t m = skpx_pct_decode(cases[i].in, strlen(cases[i].in), dec, sizeof(dec), NULL);

@@ -138,8 +138,8 @@ static void tclient_open(struct tclient *c, uint16_t port)
     memset(c, 0, sizeof(*c));
     c->fd = socket(AF_INET, SOCK_STREAM, 0);
     assert_true(c->fd >= 0);
-    struct sockaddr_in sa = {.sin_family = AF_INET, .sin_port = htons(port),
-                             .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
+    struct sockaddr_in sa = {
+        .sin_family = AF_INET, .sin_port = htons(port), .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
     assert_int_equal(connect(c->fd, (struct sockaddr *)&sa, sizeof(sa)), 0);
     assert_int_equal(fcntl(c->fd, F_SETFL, O_NONBLOCK), 0);
     nghttp2_session_callbacks *cbs;
@@ -404,8 +404,8 @@ static void raw_mode_unary_answer(void **state)
     assert_int_equal(f.rec.last_close_status, SKPX_GRPC_OK);
     /* The answer: one message (the packed query "answer"). */
     assert_true(t->data_len > 5);
-    Skywalking__V3__ProfileTaskCommandQuery *q = skywalking__v3__profile_task_command_query__unpack(
-        NULL, t->data_len - 5, t->data + 5);
+    Skywalking__V3__ProfileTaskCommandQuery *q =
+        skywalking__v3__profile_task_command_query__unpack(NULL, t->data_len - 5, t->data + 5);
     assert_non_null(q);
     assert_string_equal(q->service, "answer");
     skywalking__v3__profile_task_command_query__free_unpacked(q, NULL);
@@ -600,7 +600,6 @@ static void partial_messages_bounded_per_connection(void **state)
     fixture_stop(&f);
 }
 
-
 /* Regression: the handshake timeout used to sit on the persistent read event, and libevent
  * re-arms such a timeout at every wakeup, so connections idle for that long were dropped. */
 static void idle_connection_outlives_handshake_timeout(void **state)
@@ -715,8 +714,11 @@ static void allocation_failures_during_calls(void **state)
     (void)state;
     struct call_run run;
     memset(&run, 0, sizeof(run));
-    struct skp_alloc_fault_loop loop = {.body = call_body, .setup = call_setup,
-                                        .check = call_check, .ctx = &run, .max_runs = 2000,
+    struct skp_alloc_fault_loop loop = {.body = call_body,
+                                        .setup = call_setup,
+                                        .check = call_check,
+                                        .ctx = &run,
+                                        .max_runs = 2000,
                                         .other_errors = true};
     struct skp_alloc_fault_runs runs = skp_test_alloc_fault_loop(&loop);
     /* Early k fail the call, late k leave it untouched: both paths were taken. */

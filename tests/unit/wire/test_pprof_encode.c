@@ -311,7 +311,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_merge_and_scan), cmocka_unit_test(test_budget),
         cmocka_unit_test(test_bad_args),       cmocka_unit_test(test_alloc_faults),
-        cmocka_unit_test(test_write_file), cmocka_unit_test(test_each),
+        cmocka_unit_test(test_write_file),     cmocka_unit_test(test_each),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

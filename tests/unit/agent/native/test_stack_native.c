@@ -64,7 +64,8 @@ NOINLINE static int level_c(int x)
 
 NOINLINE static int level_b(int x)
 {
-    g_b_call_line = __LINE__; int r = level_c(x + 1); // the call site whose line is checked
+    /* The call site whose line is checked: __LINE__ and the call share one line. */
+    int r = (g_b_call_line = __LINE__, level_c(x + 1));
     __asm__ volatile("" ::: "memory");
     return r + 1;
 }
@@ -407,7 +408,7 @@ static void round_prefetches_the_other_threads(void **state)
     struct skyprof_native_stats b;
     for (int i = 0; i < N; i++)
         start_target(&t[i], -1);
-    atomic_store(&g_stop, 0); /* start_target resets it; all three spin */
+    atomic_store(&g_stop, 0);        /* start_target resets it; all three spin */
     for (int it = 0; it < 2; it++) { /* first iteration: nobody is hot yet */
         for (int i = 0; i < N; i++)
             assert_chain_in_order(capture_and_symbolize(t[i].handle, 64, NULL));
@@ -834,8 +835,10 @@ static void sampling_a_thread_inside_dlopen(void **state)
     assert_true(skp__native_capture_has_loader_lock());
     assert_int_equal(d.failures, 0);
     assert_true(captures > 100);
-    fprintf(stderr, "  %d captures during %d dlopen/dlclose rounds, %llu inside the loader "
-            "(frame-pointer walk)\n", captures, d.rounds,
+    fprintf(stderr,
+            "  %d captures during %d dlopen/dlclose rounds, %llu inside the loader "
+            "(frame-pointer walk)\n",
+            captures, d.rounds,
             (unsigned long long)(after.loader_fallbacks - before.loader_fallbacks));
     src->destroy(NULL);
 }
@@ -942,9 +945,9 @@ static void fork_child_samples_again(void **state)
     assert_true(pid >= 0);
     if (pid == 0) {
         const struct skyprof_stack_source *src = skyprof_native_stack_source();
-        void *inherited = t.handle;        /* its thread does not exist in the child */
+        void *inherited = t.handle; /* its thread does not exist in the child */
         struct target_thread c;
-        start_target(&c, -1);             /* takes a slot in the child */
+        start_target(&c, -1);                 /* takes a slot in the child */
         src->thread_release(NULL, inherited); /* must not free the child's slot */
         int ok = 1;
         for (int i = 0; i < 20 && ok; i++) {

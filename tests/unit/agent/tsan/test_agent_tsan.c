@@ -22,7 +22,7 @@
 #define CHECK(x)                                                                                   \
     do {                                                                                           \
         if (!(x)) {                                                                                \
-            fprintf(stderr, "%s:%d: check failed: %s\n", __FILE__, __LINE__, #x);                \
+            fprintf(stderr, "%s:%d: check failed: %s\n", __FILE__, __LINE__, #x);                  \
             exit(1);                                                                               \
         }                                                                                          \
     } while (0)
@@ -111,7 +111,7 @@ static int src_capture(void *ud, void *h, int tid, struct skyprof_capture *out)
     out->n = 3;
     return 0;
 }
-static const struct skyprof_stack_source g_src = {"tsan", NULL, src_attach, src_capture,
+static const struct skyprof_stack_source g_src = {"tsan",      NULL, src_attach, src_capture,
                                                   src_release, NULL, NULL};
 
 /* --- request threads through the tracer, sampler thread, restarts ------------------------- */

@@ -1,5 +1,6 @@
 /* http_async_analyze.c - trees and downloads of an async-profiler task's uploaded JFR files, as
- * HTTP worker jobs (a file is up to --jfr-max-bytes; parsing stays off the event loop):
+ * HTTP worker jobs (a file is up to --jfr-max-bytes; parsing stays off the event loop; the
+ * analysis and download are http_proc_analyze.h's job with the JFR format below):
  *   GET /api/v1/async-profiler/tasks/{id}/analyze?eventType=&instances=a,b&thread=&granularity=
  *   GET /api/v1/async-profiler/tasks/{id}/download?format=pprof|collapsed|speedscope|html&(same)
  *   GET /api/v1/async-profiler/tasks/{id}/timeline?eventType=&instances=&buckets=
@@ -9,60 +10,61 @@
  * live; OAP's names accepted too); default: the tree of the task's first event. The chosen files
  * are parsed with one parser into one tree (jfr_tree.h); a file that does not parse is listed in
  * "errors" (with the parser's message) and the others still count. */
-#include <inttypes.h>
 #include <stdio.h>
-#include <stdlib.h>
 #include <string.h>
 
 #include "common/alloc.h"
 #include "server/analyzer.h"
-#include "server/export.h"
 #include "server/http_int.h"
 #include "server/http_pprof.h"
+#include "server/http_proc_analyze.h"
 #include "server/jfr_timeline.h"
 #include "server/jfr_tree.h"
-#include "server/store_proc.h"
 
-#define FILTER_MAX 65536
 #define THREAD_MAX 1024
 
+_Static_assert(sizeof(((struct jfr_error *)0)->msg) <= HTTP_PROC_WHY_MAX, "a parser's reason fits");
+
 struct ja_job {
-    struct http_job base;
-    char *task_id;
-    char *instances;  /* comma-separated filter, NULL = all */
-    char *thread;     /* NULL = all threads */
-    char *event_type; /* NULL = from the task's first event */
+    struct http_proc_job proc;
+    char *thread;  /* NULL = all threads */
+    bool has_kind; /* eventType given: `kind`, else the task's first event */
+    enum jfr_kind kind;
     bool without_lines;
-    bool download;
-    bool timeline;
     uint32_t buckets; /* timeline only */
     bool has_range;   /* from/to given */
     int64_t from_ms, to_ms;
-    bool readable_names; /* names=short (the default) */
-    enum export_format format;
 };
 
-/* Feeds one recording to a tree or a timeline. */
-typedef skp_err (*ja_add_cb)(void *ud, const uint8_t *buf, size_t len, struct jfr_error *err);
+/* The tree of one analysis, and what the parser saw on the way. */
+struct ja_acc {
+    struct jfr_tree *tree;
+    struct jfr_summary sum;
+    enum jfr_kind kind;
+};
 
-static skp_err add_to_tree(void *ud, const uint8_t *buf, size_t len, struct jfr_error *err)
+/* What a parse of one recording means for the job: a file that does not parse is left out (with
+ * the parser's message), running out of memory ends the job. */
+static skp_err file_verdict(skp_err err, const struct jfr_error *e, char *why, bool *bad_file)
 {
-    return jfr_tree_add_mem(ud, buf, len, err);
+    if (err && err != SKP_ENOMEM) {
+        *bad_file = true;
+        snprintf(why, HTTP_PROC_WHY_MAX, "%s", e->msg[0] ? e->msg : skp_strerror(err));
+    }
+    return err;
 }
 
-static skp_err add_to_timeline(void *ud, const uint8_t *buf, size_t len, struct jfr_error *err)
+static skp_err add_to_tree(void *acc, const uint8_t *buf, size_t len, char *why, bool *bad_file)
 {
-    return jfr_timeline_add_mem(ud, buf, len, err);
+    struct jfr_error e = {0};
+    skp_err err = jfr_tree_add_mem(((struct ja_acc *)acc)->tree, buf, len, &e);
+    return file_verdict(err, &e, why, bad_file);
 }
 
-static void ja_destroy(struct http_job *j)
+static skp_err add_to_timeline(void *tl, const uint8_t *buf, size_t len, char *why, bool *bad_file)
 {
-    struct ja_job *p = (struct ja_job *)j;
-    skpx_free(p->task_id);
-    skpx_free(p->instances);
-    skpx_free(p->thread);
-    skpx_free(p->event_type);
-    skpx_free(p);
+    struct jfr_error e = {0};
+    return file_verdict(jfr_timeline_add_mem(tl, buf, len, &e), &e, why, bad_file);
 }
 
 /* The tree a task's first event shows (CPU, WALL, CTIMER, ITIMER → execution). */
@@ -80,42 +82,10 @@ static enum jfr_kind default_kind(const char *events)
     return k;
 }
 
-static skp_err add_files(struct store *st, const struct ja_job *p, ja_add_cb add, void *ud,
-                         json_t *used, json_t *errors)
+/* The event kind job `p` shows for the task with `events`. */
+static enum jfr_kind job_kind(const struct ja_job *p, const char *events)
 {
-    struct proc_file *files = NULL;
-    size_t n = 0;
-    skp_err err = store_proc_list_files(st, p->task_id, &files, &n);
-    if (err)
-        return err;
-    for (size_t i = 0; i < n && !err; i++) {
-        if (!http_instance_chosen(p->instances, files[i].instance))
-            continue;
-        uint8_t *data = NULL;
-        size_t len = 0;
-        err = store_proc_get_file(st, p->task_id, files[i].id, &data, &len, NULL);
-        if (err)
-            break;
-        struct jfr_error why;
-        skp_err pe = add(ud, data, len, &why);
-        skpx_free(data);
-        if (pe == SKP_ENOMEM) {
-            err = pe;
-            break;
-        }
-        if (pe) {
-            json_array_append_new(errors,
-                                  json_pack("{s:I,s:s,s:s}", "fileId", (json_int_t)files[i].id,
-                                            "instanceName", files[i].instance, "error",
-                                            why.msg[0] ? why.msg : skp_strerror(pe)));
-            continue;
-        }
-        json_array_append_new(used, json_pack("{s:I,s:s,s:I}", "id", (json_int_t)files[i].id,
-                                              "instanceName", files[i].instance, "size",
-                                              (json_int_t)files[i].size_bytes));
-    }
-    store_proc_files_free(files, n);
-    return err;
+    return p->has_kind ? p->kind : default_kind(events);
 }
 
 static json_t *summary_json(const struct jfr_summary *s)
@@ -172,17 +142,22 @@ fail:
     return NULL;
 }
 
-static void timeline_run(struct http_job *j, struct store *st, const struct ja_job *p,
-                         const struct proc_task *t, enum jfr_kind kind)
+/* The timeline job's run (its own reply; the files are fed as the analysis feeds them). */
+static void timeline_run(struct http_job *j, struct store *st)
 {
+    struct ja_job *p = (struct ja_job *)j;
+    struct proc_task t = {0};
     struct jfr_timeline *tl = NULL;
     const struct jfr_timeline_view *v = NULL;
     json_t *used = json_array(), *errors = json_array(), *body = NULL;
+    if (!http_proc_load_task(&p->proc, st, &t))
+        goto out;
+    enum jfr_kind kind = job_kind(p, t.events);
     skp_err err = jfr_timeline_new(kind, &tl);
     if (!err && (!used || !errors))
         err = SKP_ENOMEM;
     if (!err)
-        err = add_files(st, p, add_to_timeline, tl, used, errors);
+        err = http_proc_add_files(st, &p->proc, add_to_timeline, tl, used, errors);
     if (!err)
         err = jfr_timeline_finish(tl, p->buckets, &v);
     if (!err && !(body = timeline_json(v)))
@@ -191,7 +166,7 @@ static void timeline_run(struct http_job *j, struct store *st, const struct ja_j
         http_job_set_store_error(j, err, "JFR timeline");
         goto out;
     }
-    json_object_set_new(body, "taskId", json_string(t->id));
+    json_object_set_new(body, "taskId", json_string(t.id));
     json_object_set_new(body, "eventType", json_string(jfr_kind_name(kind)));
     json_object_set_new(body, "unit", json_string(jfr_kind_unit(kind)));
     json_object_set_new(body, "files", used);
@@ -202,104 +177,70 @@ out:
     json_decref(used);
     json_decref(errors);
     jfr_timeline_free(tl);
+    store_proc_task_cleanup(&t);
 }
 
-static void ja_run(struct http_job *j, struct store *st)
+static skp_err ja_begin(const struct http_proc_job *j, const struct proc_task *t, void **out)
 {
-    struct ja_job *p = (struct ja_job *)j;
-    struct proc_task t = {0};
-    skp_err err = store_proc_get_task(st, p->task_id, &t);
-    if (!err && t.kind != PROC_KIND_ASYNC_PROFILER)
-        err = SKP_ENOTFOUND;
-    if (err) {
-        store_proc_task_cleanup(&t);
-        http_job_set_store_error(j, err, "async-profiler task");
-        return;
-    }
-    struct jfr_analyze_opts o = {.thread = p->thread,
+    const struct ja_job *p = (const struct ja_job *)j;
+    *out = NULL;
+    struct ja_acc *acc = skpx_calloc(1, sizeof(*acc));
+    if (!acc)
+        return SKP_ENOMEM;
+    acc->kind = job_kind(p, t->events);
+    struct jfr_analyze_opts o = {.kind = acc->kind,
+                                 .thread = p->thread,
                                  .without_lines = p->without_lines,
                                  .has_range = p->has_range,
                                  .from_ms = p->from_ms,
                                  .to_ms = p->to_ms};
-    o.kind = default_kind(t.events);
-    if (p->event_type && jfr_kind_parse(p->event_type, &o.kind)) {
-        http_job_set_error(j, 400,
-                           "unknown eventType (execution, native, alloc, lock, live, "
-                           "or CPU, WALL, CTIMER, ITIMER, ALLOC, LOCK)");
-        store_proc_task_cleanup(&t);
-        return;
-    }
-    if (p->timeline) {
-        timeline_run(j, st, p, &t, o.kind);
-        store_proc_task_cleanup(&t);
-        return;
-    }
-    struct jfr_summary sum;
-    memset(&sum, 0, sizeof(sum));
-    struct jfr_tree *tree = NULL;
-    struct analysis *a = NULL;
-    json_t *used = json_array(), *errors = json_array();
-    err = jfr_tree_new(&o, &sum, &tree);
-    if (!err && (!used || !errors))
-        err = SKP_ENOMEM;
-    if (!err)
-        err = add_files(st, p, add_to_tree, tree, used, errors);
-    if (!err)
-        err = jfr_tree_finish(tree, &a);
-    if (err == SKP_ETOOBIG) {
-        http_job_set_error(j, 413, "the merged JFR tree is too large");
-        goto out;
-    }
-    if (err) {
-        http_job_set_store_error(j, err, "JFR analysis");
-        goto out;
-    }
-    const char *kind = jfr_kind_name(o.kind);
-    if (p->download) {
-        char title[512];
-        snprintf(title, sizeof(title), "async-profiler task %.200s %.40s (%s%s%.100s)", t.id,
-                 t.events, kind, p->thread ? ", thread " : "", p->thread ? p->thread : "");
-        struct export_meta meta = {
-            .title = title,
-            .task_id = t.id,
-            .time_ms = t.create_time,
-            .value_type = kind,
-            .value_unit = o.kind == JFR_KIND_EXECUTION || o.kind == JFR_KIND_NATIVE
-                              ? "count"
-                              : jfr_kind_unit(o.kind),
-            .readable_names = p->readable_names,
-        };
-        uint8_t *buf = NULL;
-        size_t len = 0;
-        err = export_render(a, p->format, &meta, &buf, &len);
-        if (err) {
-            http_job_set_error(j, 500, "export failed: %s", skp_strerror(err));
-            goto out;
-        }
-        char fname[192];
-        http_async_filename(fname, sizeof(fname), t.id, kind, export_file_ext(p->format));
-        http_response_bytes(&j->res, 200, export_content_type(p->format), (char *)buf, len);
-        snprintf(j->res.disposition, sizeof(j->res.disposition), "attachment; filename=\"%s\"",
-                 fname);
-        goto out;
-    }
-    json_t *body = analysis_to_json(a);
-    json_t *sj = summary_json(&sum);
-    if (!body || !sj) {
-        json_decref(body);
-        json_decref(sj);
-        http_job_set_error(j, 500, "out of memory");
-        goto out;
-    }
+    *out = acc;
+    return jfr_tree_new(&o, &acc->sum, &acc->tree);
+}
+
+static skp_err ja_finish(void *acc, struct analysis **out)
+{
+    return jfr_tree_finish(((struct ja_acc *)acc)->tree, out);
+}
+
+static void ja_too_big(struct http_job *j)
+{
+    http_job_set_error(j, 413, "the merged JFR tree is too large");
+}
+
+static void ja_describe(void *acc, const struct http_proc_job *j, const struct proc_task *t,
+                        char *title, struct export_meta *meta, char *fname)
+{
+    const struct ja_job *p = (const struct ja_job *)j;
+    enum jfr_kind k = ((struct ja_acc *)acc)->kind;
+    const char *kind = jfr_kind_name(k);
+    snprintf(title, HTTP_PROC_TITLE_MAX, "async-profiler task %.200s %.40s (%s%s%.100s)", t->id,
+             t->events, kind, p->thread ? ", thread " : "", p->thread ? p->thread : "");
+    meta->title = title;
+    meta->task_id = t->id;
+    meta->time_ms = t->create_time;
+    meta->value_type = kind;
+    meta->value_unit = k == JFR_KIND_EXECUTION || k == JFR_KIND_NATIVE ? "count" : jfr_kind_unit(k);
+    http_async_filename(fname, HTTP_PROC_FNAME_MAX, t->id, kind, export_file_ext(j->format));
+}
+
+static skp_err ja_annotate(void *accp, const struct http_proc_job *j, const struct proc_task *t,
+                           const struct analysis *a, json_t *body)
+{
+    const struct ja_job *p = (const struct ja_job *)j;
+    const struct ja_acc *acc = accp;
+    json_t *sj = summary_json(&acc->sum);
+    if (!sj)
+        return SKP_ENOMEM;
     int64_t total = 0;
     for (size_t i = 0; i < a->n_trees; i++)
         total += (int64_t)a->trees[i].nodes[0].count;
-    json_object_set_new(body, "taskId", json_string(t.id));
-    json_object_set_new(body, "events", json_string(t.events));
-    json_object_set_new(body, "eventType", json_string(kind));
-    json_object_set_new(body, "unit", json_string(jfr_kind_unit(o.kind)));
-    if (sum.alloc_source)
-        json_object_set_new(body, "allocSource", json_string(sum.alloc_source));
+    json_object_set_new(body, "taskId", json_string(t->id));
+    json_object_set_new(body, "events", json_string(t->events));
+    json_object_set_new(body, "eventType", json_string(jfr_kind_name(acc->kind)));
+    json_object_set_new(body, "unit", json_string(jfr_kind_unit(acc->kind)));
+    if (acc->sum.alloc_source)
+        json_object_set_new(body, "allocSource", json_string(acc->sum.alloc_source));
     json_object_set_new(body, "thread", p->thread ? json_string(p->thread) : json_null());
     if (p->has_range) {
         json_object_set_new(body, "from", json_integer(p->from_ms));
@@ -309,35 +250,68 @@ static void ja_run(struct http_job *j, struct store *st)
     json_object_set_new(body, "samples", json_integer((json_int_t)a->n_snapshots));
     json_object_update(body, sj);
     json_decref(sj);
-    json_object_set_new(body, "files", used);
-    json_object_set_new(body, "errors", errors);
-    used = errors = NULL;
-    http_job_set_json(j, 200, body);
-out:
-    json_decref(used);
-    json_decref(errors);
-    analysis_free(a);
-    jfr_tree_free(tree);
-    jfr_summary_cleanup(&sum);
-    store_proc_task_cleanup(&t);
+    return SKP_OK;
+}
+
+static const char *ja_unit(void *acc)
+{
+    return jfr_kind_unit(((struct ja_acc *)acc)->kind);
+}
+
+static void ja_free(void *accp)
+{
+    struct ja_acc *acc = accp;
+    if (!acc)
+        return;
+    jfr_tree_free(acc->tree);
+    jfr_summary_cleanup(&acc->sum);
+    skpx_free(acc);
+}
+
+static void ja_job_cleanup(struct http_proc_job *j)
+{
+    skpx_free(((struct ja_job *)j)->thread);
+}
+
+static const struct http_proc_format jfr_format = {
+    .kind = PROC_KIND_ASYNC_PROFILER,
+    .task_what = "async-profiler task",
+    .analysis_what = "JFR analysis",
+    .file_sizes = true,
+    .begin = ja_begin,
+    .add = add_to_tree,
+    .finish = ja_finish,
+    .reply_too_big = ja_too_big,
+    .describe = ja_describe,
+    .annotate = ja_annotate,
+    .unit = ja_unit,
+    .free = ja_free,
+    .job_cleanup = ja_job_cleanup,
+};
+
+struct http_proc_job *http_jfr_job_new(const char *task_id, const char *inst,
+                                       const char *event_type, const char *thread, bool by_function)
+{
+    struct ja_job *p = skpx_calloc(1, sizeof(*p));
+    bool ok = p && http_proc_job_init(&p->proc, &jfr_format, task_id, inst) &&
+              (!thread || !*thread || (p->thread = skpx_strdup(thread)));
+    if (!ok) {
+        http_proc_job_free(p ? &p->proc : NULL);
+        return NULL;
+    }
+    p->has_kind = event_type && *event_type;
+    if (p->has_kind && jfr_kind_parse(event_type, &p->kind))
+        p->kind = JFR_KIND_EXECUTION;
+    p->without_lines = by_function;
+    return &p->proc;
 }
 
 static void dispatch(struct http_ctx *cx, const char *id, bool download, bool timeline)
 {
-    enum export_format f = EXPORT_JSON;
-    bool readable = true;
-    if (download) {
-        if (!http_query_names(cx, &readable))
-            return;
-        const char *s = http_query(cx, "format");
-        if (!s)
-            s = "pprof";
-        if (export_format_parse(s, &f) || f == EXPORT_JSON) {
-            http_reply_field_error(cx, 400, "format",
-                                   "format must be one of pprof, collapsed, speedscope, html");
-            return;
-        }
-    }
+    enum export_format f;
+    bool readable;
+    if (!http_proc_query_download(cx, download, &f, &readable))
+        return;
     const char *inst = http_query(cx, "instances");
     const char *type = http_query(cx, "eventType");
     const char *thread = http_query(cx, "thread");
@@ -349,10 +323,8 @@ static void dispatch(struct http_ctx *cx, const char *id, bool download, bool ti
                                "(or CPU, WALL, CTIMER, ITIMER, ALLOC, LOCK)");
         return;
     }
-    if (inst && strlen(inst) > FILTER_MAX) {
-        http_reply_field_error(cx, 400, "instances", "instances filter too long");
+    if (!http_proc_query_instances(cx, inst))
         return;
-    }
     if (thread && strlen(thread) > THREAD_MAX) {
         http_reply_field_error(cx, 400, "thread", "thread name too long");
         return;
@@ -380,29 +352,23 @@ static void dispatch(struct http_ctx *cx, const char *id, bool download, bool ti
         http_reply_field_error(cx, 400, "buckets", "buckets must be 1..2000");
         return;
     }
-    struct ja_job *p = skpx_calloc(1, sizeof(*p));
-    bool ok = p && (p->task_id = skpx_strdup(id)) &&
-              (!inst || !*inst || (p->instances = skpx_strdup(inst))) &&
-              (!thread || !*thread || (p->thread = skpx_strdup(thread))) &&
-              (!type || !*type || (p->event_type = skpx_strdup(type)));
-    if (!ok) {
-        if (p)
-            ja_destroy(&p->base);
+    struct http_proc_job *j =
+        http_jfr_job_new(id, inst, type, thread, gran && strcmp(gran, "functions") == 0);
+    if (!j) {
         http_reply_error(cx, 500, "out of memory");
         return;
     }
-    p->without_lines = gran && strcmp(gran, "functions") == 0;
-    p->download = download;
-    p->timeline = timeline;
+    j->download = download;
+    j->format = f;
+    j->readable_names = readable;
+    struct ja_job *p = (struct ja_job *)j;
     p->buckets = (uint32_t)buckets;
     p->has_range = has_from;
     p->from_ms = from;
     p->to_ms = to;
-    p->format = f;
-    p->readable_names = readable;
-    p->base.run = ja_run;
-    p->base.destroy = ja_destroy;
-    http_job_dispatch(cx, &p->base);
+    if (timeline)
+        j->base.run = timeline_run;
+    http_proc_job_dispatch(cx, j);
 }
 
 void http_async_analyze(struct http_ctx *cx, const char *id)

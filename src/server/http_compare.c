@@ -12,9 +12,8 @@
 #include "common/alloc.h"
 #include "server/analyzer.h"
 #include "server/http_int.h"
+#include "server/http_proc_analyze.h"
 #include "server/jfr_tree.h"
-#include "server/pprof_analyze.h"
-#include "server/pprof_decode.h"
 #include "server/profile_compare.h"
 #include "server/store_proc.h"
 #include "server/utf8.h"
@@ -140,103 +139,27 @@ static skp_err trace_side(struct store *st, const struct cmp_side *s, uint64_t m
     return s->has_range ? task_range(st, s, &o, out) : analyze_task(st, s->id, &o, out);
 }
 
-static skp_err pprof_side(struct store *st, const struct cmp_side *s, bool by_function,
-                          struct analysis **out, char *unit, size_t unit_len)
+/* A pprof or JFR task's merged tree, as its analyze route builds it (files that do not read are
+ * left out), and the unit of its values. */
+static skp_err proc_side(struct store *st, const struct cmp_side *s, bool by_function,
+                         struct analysis **out, char *unit, size_t unit_len)
 {
+    struct http_proc_job *j =
+        s->kind == CK_PPROF
+            ? http_pprof_job_new(s->id, s->instances, s->sample_type, by_function)
+            : http_jfr_job_new(s->id, s->instances, s->event_type, s->thread, by_function);
+    if (!j)
+        return SKP_ENOMEM;
     struct proc_task t = {0};
-    skp_err err = store_proc_get_task(st, s->id, &t);
-    if (!err && t.kind != PROC_KIND_PPROF)
-        err = SKP_ENOTFOUND;
+    void *acc = NULL;
+    skp_err err = http_proc_get_task(st, j->fmt, s->id, &t);
+    if (!err)
+        err = http_proc_analysis(st, j, &t, &acc, out, NULL, NULL);
+    if (!err)
+        snprintf(unit, unit_len, "%s", j->fmt->unit(acc));
+    j->fmt->free(acc);
     store_proc_task_cleanup(&t);
-    if (err)
-        return err;
-    struct pprof_analyze *an = NULL;
-    struct proc_file *files = NULL;
-    size_t n = 0;
-    err = pprof_analyze_new(s->sample_type, by_function, &an);
-    if (!err)
-        err = store_proc_list_files(st, s->id, &files, &n);
-    for (size_t i = 0; i < n && !err; i++) {
-        if (!http_instance_chosen(s->instances, files[i].instance))
-            continue;
-        uint8_t *data = NULL;
-        size_t len = 0;
-        err = store_proc_get_file(st, s->id, files[i].id, &data, &len, NULL);
-        if (err)
-            break;
-        struct pprof_profile *prof = NULL;
-        char why[PPROF_ERR_MAX];
-        skp_err de = pprof_decode(data, len, 0, &prof, why);
-        skpx_free(data);
-        if (de == SKP_ENOMEM)
-            err = de;
-        if (de)
-            continue; /* a file that does not decode is left out, as the analyze route does */
-        err = pprof_analyze_add(an, prof);
-        pprof_free(prof);
-    }
-    if (!err)
-        err = pprof_analyze_finish(an, out);
-    if (!err)
-        snprintf(unit, unit_len, "%s",
-                 pprof_analyze_unit(an)[0] ? pprof_analyze_unit(an) : "count");
-    store_proc_files_free(files, n);
-    pprof_analyze_free(an);
-    return err;
-}
-
-static skp_err jfr_side(struct store *st, const struct cmp_side *s, bool by_function,
-                        struct analysis **out, char *unit, size_t unit_len)
-{
-    struct proc_task t = {0};
-    skp_err err = store_proc_get_task(st, s->id, &t);
-    if (!err && t.kind != PROC_KIND_ASYNC_PROFILER)
-        err = SKP_ENOTFOUND;
-    if (err) {
-        store_proc_task_cleanup(&t);
-        return err;
-    }
-    enum jfr_kind kind = JFR_KIND_EXECUTION;
-    const char *ev = s->event_type;
-    char first[32] = "";
-    if (!ev && t.events) {
-        size_t k = strcspn(t.events, ",");
-        if (k < sizeof(first))
-            memcpy(first, t.events, k);
-        ev = first;
-    }
-    if (ev && *ev && jfr_kind_parse(ev, &kind))
-        kind = JFR_KIND_EXECUTION;
-    store_proc_task_cleanup(&t);
-    struct jfr_analyze_opts o = {.kind = kind, .thread = s->thread, .without_lines = by_function};
-    struct jfr_summary sum = {0};
-    struct jfr_tree *tree = NULL;
-    struct proc_file *files = NULL;
-    size_t n = 0;
-    err = jfr_tree_new(&o, &sum, &tree);
-    if (!err)
-        err = store_proc_list_files(st, s->id, &files, &n);
-    for (size_t i = 0; i < n && !err; i++) {
-        if (!http_instance_chosen(s->instances, files[i].instance))
-            continue;
-        uint8_t *data = NULL;
-        size_t len = 0;
-        err = store_proc_get_file(st, s->id, files[i].id, &data, &len, NULL);
-        if (err)
-            break;
-        struct jfr_error why;
-        skp_err pe = jfr_tree_add_mem(tree, data, len, &why);
-        skpx_free(data);
-        if (pe == SKP_ENOMEM)
-            err = pe; /* other parse errors: the file is left out, as the analyze route does */
-    }
-    if (!err)
-        err = jfr_tree_finish(tree, out);
-    if (!err)
-        snprintf(unit, unit_len, "%s", jfr_kind_unit(kind));
-    store_proc_files_free(files, n);
-    jfr_tree_free(tree);
-    jfr_summary_cleanup(&sum);
+    http_proc_job_free(j);
     return err;
 }
 
@@ -308,10 +231,8 @@ static void cmp_run(struct http_job *j, struct store *st)
     for (int i = 0; i < 2; i++) {
         const struct cmp_side *s = &c->side[i];
         skp_err err;
-        if (s->kind == CK_PPROF)
-            err = pprof_side(st, s, c->by_function, &a[i], units[i], sizeof(units[i]));
-        else if (s->kind == CK_JFR)
-            err = jfr_side(st, s, c->by_function, &a[i], units[i], sizeof(units[i]));
+        if (s->kind == CK_PPROF || s->kind == CK_JFR)
+            err = proc_side(st, s, c->by_function, &a[i], units[i], sizeof(units[i]));
         else
             err = trace_side(st, s, c->max_snapshots, &a[i]);
         if (err == SKP_ETOOBIG) {

@@ -157,7 +157,7 @@ skp_err attach__layout_from_runtime(struct attach_target *t, char *why, size_t c
 
 /* Reads the str object at `addr` as UTF-8 into a new NUL-terminated string of at most max bytes
  * (caller frees with skpx_free). NULL when it is not a compact str or cannot be read. */
-static char *read_str(struct attach_target *t, uintptr_t addr, size_t max)
+char *attach__read_str(struct attach_target *t, uintptr_t addr, size_t max)
 {
     const struct attach_pylayout *l = &t->layout;
     uint8_t hdr[128];
@@ -287,8 +287,8 @@ static struct code_entry *code_resolve(struct attach_target *t, uintptr_t code, 
      * entries, and the cache is emptied when fewer than that many slots are left. */
     if (t->n_codes >= ATTACH_CODE_CACHE_CAP - 1)
         return NULL;
-    char *qual = read_str(t, name, ATTACH_NAME_MAX);
-    char *file = read_str(t, filename, ATTACH_FILE_MAX);
+    char *qual = attach__read_str(t, name, ATTACH_NAME_MAX);
+    char *file = attach__read_str(t, filename, ATTACH_FILE_MAX);
     if (!qual || !file) {
         skpx_free(qual);
         skpx_free(file);
@@ -318,6 +318,31 @@ static struct code_entry *code_resolve(struct attach_target *t, uintptr_t code, 
     return e;
 }
 
+bool attach__code_frame(struct attach_target *t, uintptr_t code, uintptr_t instr,
+                        struct attach_frame *out)
+{
+    const struct attach_pylayout *l = &t->layout;
+    uint8_t hdr[ATTACH_COPY_MAX];
+    if (!plausible(code) || l->co_copy > sizeof(hdr) ||
+        !attach_remote_read(&t->mem, code, hdr, l->co_copy))
+        return false;
+    struct code_entry *e = code_resolve(t, code, hdr);
+    if (!e)
+        return false;
+    long long addr = (long long)instr - (long long)(code + l->co_code_start);
+    if (addr < -2 || addr > (1LL << 30))
+        addr = -1;
+    if (addr >= 0)
+        addr &= ~1LL;
+    out->name = e->qualname;
+    out->file = e->file;
+    out->native = false;
+    out->entry = false;
+    out->line =
+        skpx_py_linetable_line(e->table, e->table_len, e->firstlineno, addr < 0 ? -1 : (int)addr);
+    return true;
+}
+
 /* ---------------------------------------------------------------------------------------------
  * validation at open
  * ------------------------------------------------------------------------------------------- */
@@ -329,9 +354,9 @@ static bool layout_fits(const struct attach_pylayout *l)
     if (l->ts_copy > ATTACH_COPY_MAX || l->co_copy > ATTACH_COPY_MAX ||
         l->fr_copy > ATTACH_COPY_MAX || l->str_compact_size > 128 || l->bytes_data > 64)
         return false;
-    const size_t ts[] = {l->ts_next, l->ts_interp, l->ts_thread_id, l->ts_native_thread_id,
-                         l->ts_cframe, l->ts_current_frame, l->ts_datastack_chunk,
-                         l->ts_datastack_top};
+    const size_t ts[] = {
+        l->ts_next,   l->ts_interp,        l->ts_thread_id,       l->ts_native_thread_id,
+        l->ts_cframe, l->ts_current_frame, l->ts_datastack_chunk, l->ts_datastack_top};
     for (size_t i = 0; i < sizeof(ts) / sizeof(ts[0]); i++)
         if (ts[i] != ATTACH_NO_FIELD && ts[i] + p > l->ts_copy)
             return false;
@@ -339,8 +364,7 @@ static bool layout_fits(const struct attach_pylayout *l)
         l->fr_instr + p > l->fr_copy || l->fr_owner + 1 > l->fr_copy ||
         (l->fr_is_entry != ATTACH_NO_FIELD && l->fr_is_entry + 1 > l->fr_copy))
         return false;
-    const size_t co[] = {l->co_filename, l->co_name, l->co_qualname, l->co_linetable,
-                         l->obj_type};
+    const size_t co[] = {l->co_filename, l->co_name, l->co_qualname, l->co_linetable, l->obj_type};
     for (size_t i = 0; i < sizeof(co) / sizeof(co[0]); i++)
         if (co[i] != ATTACH_NO_FIELD && co[i] + p > l->co_copy)
             return false;
@@ -451,13 +475,13 @@ struct raw_frame {
     uintptr_t code;
     uintptr_t instr;
     int owner;
-    bool entry;                  /* first frame of a C-level evaluation */
+    bool entry; /* first frame of a C-level evaluation */
 };
 
 /* Walks one thread's frames from `frame` into raw[] (innermost first); returns the count, or -1
  * when the walk is torn. Sets *truncated when it stopped at the depth bound. */
-static int walk_frames(struct attach_target *t, uintptr_t frame, uintptr_t win_addr,
-                       size_t win_len, struct raw_frame *raw, size_t max, bool *truncated)
+static int walk_frames(struct attach_target *t, uintptr_t frame, uintptr_t win_addr, size_t win_len,
+                       struct raw_frame *raw, size_t max, bool *truncated)
 {
     const struct attach_pylayout *l = &t->layout;
     uint8_t one[ATTACH_COPY_MAX];
@@ -577,7 +601,7 @@ static bool sample_thread(struct attach_target *t, uintptr_t ts_addr, uintptr_t 
             frame = cframe_frame;
         }
         if (win_len && !ok[n_iov - 1])
-            win_len = 0;  /* chunk freed meanwhile: every frame is read on its own */
+            win_len = 0; /* chunk freed meanwhile: every frame is read on its own */
     }
 
     bool truncated = false;
@@ -621,7 +645,7 @@ static bool sample_thread(struct attach_target *t, uintptr_t ts_addr, uintptr_t 
             /* prev_instr (3.11/3.12) is the last instruction started; instr_ptr (3.13+) the
              * one being executed: both index the instruction the frame is at */
             if (addr < -2 || addr > (1LL << 30))
-                addr = -1;  /* torn instr pointer: report the first line rather than drop */
+                addr = -1; /* torn instr pointer: report the first line rather than drop */
             if (addr >= 0)
                 addr &= ~1LL;
             /* an incomplete frame (still in its prologue, 3.11/3.12) is not on the stack Python
@@ -695,7 +719,7 @@ skp_err attach_target_sample(struct attach_target *t, struct attach_sample *s, u
     s->n_frames = 0;
     s->n_torn = 0;
     if (t->n_codes + ATTACH_MAX_DEPTH * 4 > ATTACH_CODE_CACHE_CAP)
-        cache_clear(t);  /* between samples only: frames never point at a freed entry */
+        cache_clear(t); /* between samples only: frames never point at a freed entry */
     struct attach_stopper stop;
     bool stopped = false;
     if (flags & ATTACH_SAMPLE_BLOCKING)

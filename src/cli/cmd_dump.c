@@ -1,7 +1,8 @@
 /* cmd_dump.c - `skyprof dump --pid P [--json] [--blocking] [--native]`: every Python thread's
  * stack of a running process, read from outside it (src/attach), innermost frame first, like
  * py-spy dump; with --native every thread's native stack merged with its Python frames
- * (src/attach/native.h), also for a process without CPython. Talks to no server. */
+ * (src/attach/native.h), also for a process without CPython. After the threads, each unfinished
+ * asyncio task with its await chain (src/attach/pytasks.h). Talks to no server. */
 #include <getopt.h>
 #include <signal.h>
 #include <stdio.h>
@@ -10,6 +11,7 @@
 
 #include "attach/native.h"
 #include "attach/pyreader.h"
+#include "attach/pytasks.h"
 #include "cli/cli.h"
 #include "common/alloc.h"
 
@@ -25,7 +27,10 @@ static const char g_usage[] =
     "             frame that called it; works on processes without Python. Stops the threads\n"
     "             (ptrace) for the read, like --blocking.\n"
     "Needs ptrace access to the process (root, CAP_SYS_PTRACE, or same user with Yama\n"
-    "ptrace_scope 0); see docs/out-of-process.md.\n";
+    "ptrace_scope 0); see docs/out-of-process.md.\n"
+    "After the threads, every unfinished asyncio task (CPython 3.11) is shown with its await\n"
+    "chain: the coroutine it is suspended in first, down to the task's own coroutine, and what\n"
+    "the innermost one awaits.\n";
 
 struct dump_opts {
     long pid;
@@ -71,8 +76,70 @@ int cli_attach_exit(skp_err err)
     }
 }
 
-static json_t *sample_json(long pid, const struct attach_target *t,
-                           const struct attach_sample *s)
+static json_t *frame_json(const struct attach_frame *f)
+{
+    json_t *jf = json_object();
+    json_object_set_new(jf, "name", json_string(f->name));
+    json_object_set_new(jf, "file", json_string(f->file));
+    json_object_set_new(jf, "line", f->line >= 0 ? json_integer(f->line) : json_null());
+    json_object_set_new(jf, "native", json_boolean(f->native));
+    return jf;
+}
+
+static const char *task_state(const struct attach_task *k)
+{
+    return k->running ? "running" : k->not_started ? "pending, not started" : "pending";
+}
+
+static json_t *tasks_json(const struct attach_tasks *tk)
+{
+    json_t *tasks = json_array();
+    for (size_t i = 0; i < tk->n_tasks; i++) {
+        const struct attach_task *k = &tk->tasks[i];
+        json_t *jk = json_object();
+        json_object_set_new(jk, "name", json_string(k->name));
+        json_object_set_new(jk, "state", json_string(task_state(k)));
+        json_object_set_new(jk, "awaiting",
+                            k->awaiting[0] ? json_string(k->awaiting) : json_null());
+        json_object_set_new(jk, "truncated", json_boolean(k->truncated));
+        json_t *frames = json_array();
+        for (size_t f = 0; f < k->n_frames; f++)
+            json_array_append_new(frames, frame_json(&tk->frames[k->first_frame + f]));
+        json_object_set_new(jk, "frames", frames);
+        json_array_append_new(tasks, jk);
+    }
+    return tasks;
+}
+
+static void print_tasks(const struct attach_tasks *tk)
+{
+    for (size_t i = 0; i < tk->n_tasks; i++) {
+        const struct attach_task *k = &tk->tasks[i];
+        printf("\nTask %s (%s)%s\n", cli_safe(k->name), task_state(k),
+               k->truncated ? " [truncated]" : "");
+        if (k->awaiting[0])
+            printf("    awaiting %s\n", cli_safe(k->awaiting));
+        for (size_t f = 0; f < k->n_frames; f++) {
+            const struct attach_frame *fr = &tk->frames[k->first_frame + f];
+            if (fr->line >= 0)
+                printf("    %s (%s:%d)\n", cli_safe(fr->name), cli_safe(fr->file), fr->line);
+            else
+                printf("    %s (%s)\n", cli_safe(fr->name), cli_safe(fr->file));
+        }
+    }
+    if (tk->n_torn || tk->n_dropped)
+        printf("\n(%u asyncio task(s) could not be read consistently, %u not shown over the "
+               "limit of %d)\n",
+               tk->n_torn, tk->n_dropped, ATTACH_MAX_TASKS);
+}
+
+static int task_cmp(const void *a, const void *b)
+{
+    return strcmp(((const struct attach_task *)a)->name, ((const struct attach_task *)b)->name);
+}
+
+static json_t *sample_json(long pid, const struct attach_target *t, const struct attach_sample *s,
+                           const struct attach_tasks *tk)
 {
     json_t *root = json_object();
     json_object_set_new(root, "pid", json_integer(pid));
@@ -90,18 +157,17 @@ static json_t *sample_json(long pid, const struct attach_target *t,
         json_object_set_new(jt, "truncated", json_boolean(th->truncated));
         json_t *frames = json_array();
         for (size_t k = 0; k < th->n_frames; k++) {
-            const struct attach_frame *f = &s->frames[th->first_frame + k];
-            json_t *jf = json_object();
-            json_object_set_new(jf, "name", json_string(f->name));
-            json_object_set_new(jf, "file", json_string(f->file));
-            json_object_set_new(jf, "line", f->line >= 0 ? json_integer(f->line) : json_null());
-            json_object_set_new(jf, "native", json_boolean(f->native));
-            json_array_append_new(frames, jf);
+            json_array_append_new(frames, frame_json(&s->frames[th->first_frame + k]));
         }
         json_object_set_new(jt, "frames", frames);
         json_array_append_new(threads, jt);
     }
     json_object_set_new(root, "threads", threads);
+    if (tk && tk->supported && tk->has_asyncio) {
+        json_object_set_new(root, "tasks", tasks_json(tk));
+        json_object_set_new(root, "tasksTorn", json_integer(tk->n_torn));
+        json_object_set_new(root, "tasksDropped", json_integer(tk->n_dropped));
+    }
     return root;
 }
 
@@ -116,8 +182,7 @@ int cmd_dump(struct cli *c, int argc, char **argv)
         {NULL, 0, NULL, 0},
     };
     struct dump_opts o = {.pid = 0, .blocking = false, .native = false, .retries = 20};
-    int prc = cli_parse_options(c, argc, argv, ":hp:", longopts, g_usage, "dump", NULL, on_opt,
-                                &o);
+    int prc = cli_parse_options(c, argc, argv, ":hp:", longopts, g_usage, "dump", NULL, on_opt, &o);
     if (prc != CLI_PARSE_NEXT)
         return prc;
     if (!o.pid)
@@ -153,12 +218,25 @@ int cmd_dump(struct cli *c, int argc, char **argv)
         if (err || s->n_torn == 0)
             break;
     }
+    /* the asyncio tasks, read right after the threads (their frames borrow the same cache);
+     * a task torn by the running target is read again like a thread */
+    struct attach_tasks *tk = NULL;
+    if (!err && t) {
+        tk = skpx_xmalloc(sizeof(*tk));
+        for (long k = 0; k <= o.retries; k++) {
+            err = attach_target_tasks(t, tk);
+            if (err || tk->n_torn == 0)
+                break;
+        }
+        if (!err)
+            qsort(tk->tasks, tk->n_tasks, sizeof(tk->tasks[0]), task_cmp);
+    }
     int rc = CLI_EXIT_OK;
     if (err) {
         fprintf(stderr, "skyprof dump: cannot read process %ld: %s\n", o.pid, skp_strerror(err));
         rc = cli_attach_exit(err);
     } else if (c->json) {
-        json_t *j = sample_json(o.pid, t, s);
+        json_t *j = sample_json(o.pid, t, s, tk);
         cli_print_json(j);
         json_decref(j);
     } else {
@@ -183,7 +261,10 @@ int cmd_dump(struct cli *c, int argc, char **argv)
         if (s->n_torn)
             printf("\n(%u thread(s) could not be read consistently and are not shown)\n",
                    s->n_torn);
+        if (tk && tk->supported && tk->has_asyncio)
+            print_tasks(tk);
     }
+    skpx_free(tk);
     skpx_free(s);
     attach_native_close(nat);
     attach_target_close(t);

@@ -126,6 +126,63 @@ def t_dump_text_and_json(tmp):
         out, _ = wait_until(text_ok, 60, interval=0.05, what="text dump with c, b, a")
         assert "Python 3.11" in out and '"skp-sleeper"' in out, out
         assert re.search(r"Thread %d \(idle\) \"skp-sleeper\"" % sleeper_tid, out), out
+        # no asyncio in this process: no task block, no error
+        assert "tasks" not in j and "\nTask " not in out, out
+
+
+ASYNC_APP = os.path.join(APPS, "asyncio_tasks.py")
+
+
+def t_dump_asyncio_tasks(tmp):
+    ready = os.path.join(tmp, "tasks-ready")
+    proc = Proc([PY, ASYNC_APP, ready], name="asyncio_tasks")
+    try:
+        wait_until(lambda: os.path.exists(ready), 30, what="the tasks to reach their awaits")
+        pid = proc.pid
+        line = {m: marker_line(ASYNC_APP, m) for m in
+                ("LEAF_LINE", "FETCH_LINE", "CONSUMER_LINE", "WAITER_LINE", "JOINER_LINE",
+                 "MAIN_LINE")}
+        out, _ = ok("dump", "--pid", pid, "--json")
+        j = json.loads(out)
+        tasks = {t["name"]: t for t in j["tasks"]}
+        assert j["tasksTorn"] == 0 and j["tasksDropped"] == 0, j
+
+        def chain(name):
+            t = tasks[name]
+            return [(f["name"], os.path.basename(f["file"]), f["line"]) for f in t["frames"]]
+        app = os.path.basename(ASYNC_APP)
+        # innermost first: asyncio's own coroutine, then ours down to the task's coroutine
+        assert chain("fetcher")[1:] == [("leaf_sleep", app, line["LEAF_LINE"]),
+                                        ("fetch", app, line["FETCH_LINE"])], tasks["fetcher"]
+        assert chain("fetcher")[0][:2] == ("sleep", "tasks.py"), tasks["fetcher"]
+        assert [c[0] for c in chain("consumer")] == ["Queue.get", "consumer"], tasks["consumer"]
+        assert chain("consumer")[1] == ("consumer", app, line["CONSUMER_LINE"]), tasks["consumer"]
+        assert [c[0] for c in chain("waiter")] == ["Event.wait", "waiter"], tasks["waiter"]
+        assert chain("waiter")[1] == ("waiter", app, line["WAITER_LINE"]), tasks["waiter"]
+        assert chain("joiner") == [("joiner", app, line["JOINER_LINE"])], tasks["joiner"]
+        for name in ("fetcher", "consumer", "waiter"):
+            assert tasks[name]["state"] == "pending", tasks[name]
+            assert tasks[name]["awaiting"] == "_asyncio.Future", tasks[name]
+        assert tasks["joiner"]["awaiting"] == "Task fetcher", tasks["joiner"]
+        # the main task runs (its inner frames are on the thread's stack)
+        assert tasks["Task-1"]["state"] == "running", tasks["Task-1"]
+        assert chain("Task-1") == [("main", app, line["MAIN_LINE"])], tasks["Task-1"]
+        assert set(tasks) == {"Task-1", "fetcher", "consumer", "waiter", "joiner"}, tasks
+
+        text, _ = ok("dump", "--pid", pid)
+        block = text.split("\nTask fetcher (pending)\n", 1)
+        assert len(block) == 2, text
+        lines = [ln.strip() for ln in block[1].splitlines()[:4]]
+        assert lines[0] == "awaiting _asyncio.Future", text
+        assert lines[1].startswith("sleep (") and lines[2:] == [
+            "leaf_sleep (%s:%d)" % (ASYNC_APP, line["LEAF_LINE"]),
+            "fetch (%s:%d)" % (ASYNC_APP, line["FETCH_LINE"])], text
+        assert "\nTask joiner (pending)\n    awaiting Task fetcher\n" in text, text
+        assert "\nTask Task-1 (running)\n" in text, text
+        # the tasks come after the threads
+        assert text.index("\nThread %d " % pid) < text.index("\nTask "), text
+    finally:
+        proc.stop()
 
 
 def t_dump_blocking(tmp):
@@ -465,6 +522,7 @@ def main():
         os.chmod(tmp, 0o755)
         res.run("dump: c, b, a with exact lines; names, idle, GIL; json", t_dump_text_and_json, tmp)
         res.run("dump --blocking leaves the target running", t_dump_blocking, tmp)
+        res.run("dump: asyncio tasks with their await chains, in order", t_dump_asyncio_tasks, tmp)
         res.run("record 3 s at 100 Hz: c share within 5 points; idle excluded", t_record_share_matches, tmp)
         res.run("record --idle and every format", t_record_idle_and_formats, tmp)
         res.run("record --subprocesses: gunicorn -w 2 covers both workers", t_gunicorn_subprocesses, tmp)

@@ -5,7 +5,9 @@
  * attach_target_open_at + attach_target_sample. 3.13 and 3.14 runtimes carry a _Py_DebugOffsets
  * table with offsets that differ from any real build, so the reader can only pass by using the
  * table; 3.14 frames hold tagged references. Also: a wrong cookie, a free-threaded build and an
- * unknown version are refused with a clear reason. */
+ * unknown version are refused with a clear reason. And the raw-memory object readers of pydict.h
+ * (dicts: combined, general, split; managed instance attributes; sets; type names; ints) against
+ * CPython 3.11 objects laid out the same way, valid and corrupt. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -22,6 +24,7 @@
 #include <cmocka.h>
 
 #include "attach/pydebug_offsets.h"
+#include "attach/pydict.h"
 #include "attach/pylayout.h"
 #include "attach/pyreader.h"
 
@@ -64,7 +67,7 @@ static void *make_str(struct arena *a, const struct attach_pylayout *l, const ch
     uint8_t *o = alloc(a, l->str_compact_size + n + 1);
     memset(o, 0, l->str_compact_size);
     put_u64(o, l->str_length, n);
-    uint32_t state = (1u << 2) | (1u << 5) | (1u << 6);  /* kind 1, compact, ascii */
+    uint32_t state = (1u << 2) | (1u << 5) | (1u << 6); /* kind 1, compact, ascii */
     if (l->str_ready_bit >= 0)
         state |= 1u << l->str_ready_bit;
     memcpy(o + l->str_state, &state, sizeof(state));
@@ -76,8 +79,8 @@ static void *make_str(struct arena *a, const struct attach_pylayout *l, const ch
 static void *make_linetable(struct arena *a, const struct attach_pylayout *l)
 {
     static const uint8_t table[] = {
-        0x80 | (13 << 3) | 7, 2,   /* no columns, 8 units, line +1 (svarint 2) */
-        0x80 | (13 << 3) | 7, 4,   /* no columns, 8 units, line +2 (svarint 4) */
+        0x80 | (13 << 3) | 7, 2, /* no columns, 8 units, line +1 (svarint 2) */
+        0x80 | (13 << 3) | 7, 4, /* no columns, 8 units, line +2 (svarint 4) */
     };
     uint8_t *o = alloc(a, l->bytes_data + sizeof(table) + 1);
     memset(o, 0, l->bytes_data);
@@ -108,7 +111,7 @@ static void make_frame(const struct attach_pylayout *l, uint8_t *f, uint8_t *cod
     memset(f, 0, l->fr_copy);
     uintptr_t c = (uintptr_t)code;
     if (l->fr_code_tagged)
-        c |= 1;  /* a _PyStackRef with its deferred-reference tag bit */
+        c |= 1; /* a _PyStackRef with its deferred-reference tag bit */
     memcpy(f + l->fr_code, &c, sizeof(c));
     put_ptr(f, l->fr_previous, previous);
     put_ptr(f, l->fr_instr, code ? code + l->co_code_start + 2 * unit : NULL);
@@ -158,13 +161,13 @@ static void build(struct arena *a, const struct attach_pylayout *l, struct fixtu
     uint8_t *f1 = shim + step;
     uint8_t *f2 = f1 + step;
     int thread_owner = 0;
-    make_frame(l, f0, outer, 3, thread_owner, NULL);           /* unit 3 -> line 11 */
+    make_frame(l, f0, outer, 3, thread_owner, NULL); /* unit 3 -> line 11 */
     if (l->owner_cstack >= 0)
-        make_frame(l, shim, outer, 0, l->owner_cstack, f0);    /* skipped */
+        make_frame(l, shim, outer, 0, l->owner_cstack, f0); /* skipped */
     else
         shim = f0;
-    make_frame(l, f1, middle, 9, thread_owner, shim);          /* unit 9 -> line 24 */
-    make_frame(l, f2, inner, 12, thread_owner, f1);            /* unit 12 -> line 33 */
+    make_frame(l, f1, middle, 9, thread_owner, shim); /* unit 9 -> line 24 */
+    make_frame(l, f2, inner, 12, thread_owner, f1);   /* unit 12 -> line 33 */
     put_ptr(ts, l->ts_datastack_chunk, chunk);
     if (l->ts_datastack_top != ATTACH_NO_FIELD)
         put_ptr(ts, l->ts_datastack_top, f2 + l->fr_copy + 64);
@@ -207,7 +210,7 @@ static void spawn(struct child *c, struct arena *a, const struct attach_pylayout
     char ok = 0;
     assert_int_equal(read(p[0], &ok, 1), 1);
     close(p[0]);
-    memset(a->base, 0xA5, ARENA_BYTES);  /* from here on only the child has the fixture */
+    memset(a->base, 0xA5, ARENA_BYTES); /* from here on only the child has the fixture */
     c->pid = pid;
 }
 
@@ -235,7 +238,7 @@ static void check_sample(pid_t pid, uintptr_t runtime, const struct attach_pylay
     assert_string_equal(th->name, "skp-fixture");
     assert_int_equal(th->thread_id, 0x1234);
     assert_true(th->holds_gil);
-    assert_int_equal(th->n_frames, 3);  /* the shim frame is not shown */
+    assert_int_equal(th->n_frames, 3); /* the shim frame is not shown */
     static const struct {
         const char *name, *file;
         int line;
@@ -471,22 +474,230 @@ static void refusals(void **state)
     spawn(&c, &a, &l, &fx);
     struct attach_target *t = NULL;
     char why2[ATTACH_WHY_MAX] = "";
-    assert_int_equal(attach_target_open_at(c.pid, (uintptr_t)fx.runtime, NULL, &t, why2,
-                                           sizeof(why2)),
-                     SKP_EINVAL);
+    assert_int_equal(
+        attach_target_open_at(c.pid, (uintptr_t)fx.runtime, NULL, &t, why2, sizeof(why2)),
+        SKP_EINVAL);
     assert_null(t);
     assert_non_null(strstr(why2, "xdebugpy"));
     reap(&c);
     free(a.base);
 }
 
+/* ---------------------------------------------------------------------------------------------
+ * pydict.h against 3.11 objects
+ * ------------------------------------------------------------------------------------------- */
+
+/* A keys object of 2**log2 slots (1-byte indices) holding n entries of `kind` (0 general, 1
+ * unicode, 2 split); entry i gets key keys[i] and value values[i] (not for split). */
+static uint8_t *make_keys(struct arena *a, const struct attach_pyobj_layout *o, int kind,
+                          unsigned log2, size_t n, void *const *keys, void *const *values)
+{
+    size_t esize = kind == o->dk_kind_general ? o->dk_entry_general : o->dk_entry_unicode;
+    uint8_t *k = alloc(a, o->dk_indices + ((size_t)1 << log2) + n * esize);
+    memset(k, 0, o->dk_indices);
+    k[o->dk_log2_size] = (uint8_t)log2;
+    k[o->dk_log2_index_bytes] = (uint8_t)log2; /* 1-byte indices below 2**8 slots */
+    k[o->dk_kind] = (uint8_t)kind;
+    put_u64(k, o->dk_nentries, n);
+    memset(k + o->dk_indices, 0xff, (size_t)1 << log2); /* DKIX_EMPTY: never looked at */
+    uint8_t *e = k + o->dk_indices + ((size_t)1 << log2);
+    for (size_t i = 0; i < n; i++) {
+        uint8_t *ent = e + i * esize;
+        if (kind == o->dk_kind_general) {
+            put_u64(ent, 0, 1234 + i); /* me_hash */
+            put_ptr(ent, o->dke_general_key, keys[i]);
+            put_ptr(ent, o->dke_general_value, values[i]);
+        } else {
+            put_ptr(ent, o->dke_unicode_key, keys[i]);
+            put_ptr(ent, o->dke_unicode_value, kind == o->dk_kind_split ? NULL : values[i]);
+        }
+    }
+    return k;
+}
+
+static uint8_t *make_dict(struct arena *a, const struct attach_pyobj_layout *o, void *keys,
+                          void *values, size_t used)
+{
+    uint8_t *d = alloc(a, 64);
+    memset(d, 0, 64);
+    put_u64(d, o->dict_used, used);
+    put_ptr(d, o->dict_keys, keys);
+    put_ptr(d, o->dict_values, values);
+    return d;
+}
+
+struct objs311 {
+    uint8_t *combined, *general, *split_dict, *instance, *instance_dict, *set, *big, *small;
+    uint8_t *bad_width, *bad_count, *v[4];
+    void *type, *gamma;
+};
+
+static void build_objs311(struct arena *a, const struct attach_pylayout *pl,
+                          const struct attach_pyobj_layout *o, struct objs311 *x)
+{
+    for (int i = 0; i < 4; i++) {
+        x->v[i] = alloc(a, 32);
+        memset(x->v[i], 0, 32);
+    }
+    /* combined unicode dict: alpha, a deleted entry, gamma, and alpha set again after a delete */
+    void *alpha = make_str(a, pl, "alpha");
+    void *ck[] = {alpha, NULL, make_str(a, pl, "gamma"), make_str(a, pl, "alpha")};
+    void *cv[] = {NULL, NULL, x->v[2], x->v[0]};
+    x->combined = make_dict(a, o, make_keys(a, o, 1, 3, 4, ck, cv), NULL, 2);
+    x->gamma = ck[2];
+    /* general keys (an int key among strs) */
+    void *gk[] = {x->v[3], make_str(a, pl, "beta")};
+    void *gv[] = {x->v[0], x->v[1]};
+    x->general = make_dict(a, o, make_keys(a, o, o->dk_kind_general, 3, 2, gk, gv), NULL, 2);
+    /* a split dict: keys shared, values apart */
+    void *sk[] = {make_str(a, pl, "data"), make_str(a, pl, "_pending_removals")};
+    uint8_t *shared = make_keys(a, o, o->dk_kind_split, 3, 2, sk, NULL);
+    uint8_t *vals = alloc(a, 4 * sizeof(void *));
+    put_ptr(vals, 0, x->v[1]);
+    put_ptr(vals, sizeof(void *), x->v[2]);
+    x->split_dict = make_dict(a, o, shared, vals, 2);
+    /* an instance of a managed-dict class: values before the object, keys on the type */
+    x->type = alloc(a, 1024);
+    memset(x->type, 0, 1024);
+    put_u64(x->type, o->tp_flags, o->tpflag_managed_dict);
+    put_ptr(x->type, o->ht_cached_keys, shared);
+    const char *tname = "WeakSet";
+    char *name = alloc(a, 16);
+    memcpy(name, tname, strlen(tname) + 1);
+    put_ptr(x->type, o->tp_name, name);
+    uint8_t *pre = alloc(a, 64 + 32);
+    memset(pre, 0, 96);
+    x->instance = pre + 64;
+    put_ptr(x->instance, o->obj_type, x->type);
+    memcpy(x->instance + o->managed_values, &vals, sizeof(vals));
+    /* the same class, with a materialised instance dict instead */
+    pre = alloc(a, 64 + 32);
+    memset(pre, 0, 96);
+    x->instance_dict = pre + 64;
+    put_ptr(x->instance_dict, o->obj_type, x->type);
+    uint8_t *idict = x->combined;
+    memcpy(x->instance_dict + o->managed_dict, &idict, sizeof(idict));
+    /* a set of 8 slots: two keys, a deleted one (hash -1), empties */
+    x->set = alloc(a, 256);
+    memset(x->set, 0, 256);
+    uint8_t *table = alloc(a, 8 * o->set_entry);
+    memset(table, 0, 8 * o->set_entry);
+    put_ptr(table + 1 * o->set_entry, o->setentry_key, x->v[0]);
+    put_u64(table + 1 * o->set_entry, o->setentry_hash, 77);
+    put_ptr(table + 4 * o->set_entry, o->setentry_key, x->v[3]);
+    put_u64(table + 4 * o->set_entry, o->setentry_hash, (uint64_t)-1);
+    put_ptr(table + 6 * o->set_entry, o->setentry_key, x->v[2]);
+    put_u64(table + 6 * o->set_entry, o->setentry_hash, 5);
+    put_u64(x->set, o->set_mask, 7);
+    put_ptr(x->set, o->set_table, table);
+    /* ints: 2**40 + 5 (two 30-bit digits) and 7 */
+    x->big = alloc(a, 64);
+    memset(x->big, 0, 64);
+    put_u64(x->big, o->var_size, 2);
+    uint32_t d0 = 5, d1 = 1u << 10;
+    memcpy(x->big + o->long_digits, &d0, 4);
+    memcpy(x->big + o->long_digits + 4, &d1, 4);
+    x->small = alloc(a, 64);
+    memset(x->small, 0, 64);
+    put_u64(x->small, o->var_size, 1);
+    uint32_t d = 7;
+    memcpy(x->small + o->long_digits, &d, 4);
+    /* corrupt keys objects: an index width that does not follow from the size, and more
+     * entries than a table of that size can hold */
+    uint8_t *bw = make_keys(a, o, 1, 3, 1, ck + 2, cv + 2);
+    bw[o->dk_log2_index_bytes] = 5;
+    x->bad_width = make_dict(a, o, bw, NULL, 1);
+    uint8_t *bc = make_keys(a, o, 1, 3, 1, ck + 2, cv + 2);
+    put_u64(bc, o->dk_nentries, 6);
+    x->bad_count = make_dict(a, o, bc, NULL, 1);
+}
+
+static void pydict_311(void **state)
+{
+    (void)state;
+    const struct attach_pylayout *pl = attach_pylayout_py311();
+    const struct attach_pyobj_layout *o = attach_pyobj_layout_py311();
+    if (!pl || !o)
+        skip();
+    struct arena a;
+    new_arena(&a);
+    struct objs311 x;
+    build_objs311(&a, pl, o, &x);
+    struct fixture fx = {NULL, NULL};
+    struct child c;
+    spawn(&c, &a, pl, &fx);
+    struct attach_remote mem;
+    char why[256];
+    assert_int_equal(attach_remote_init(&mem, c.pid, (uintptr_t)x.combined, why, sizeof(why)),
+                     SKP_OK);
+    struct attach_pyobjs ob = {&mem, o, 0};
+    uintptr_t v = 0;
+    /* combined: the live alpha is the later entry */
+    assert_int_equal(attach_pydict_get(&ob, (uintptr_t)x.combined, "alpha", &v), SKP_OK);
+    assert_true(v == (uintptr_t)x.v[0]);
+    assert_int_equal(attach_pydict_get(&ob, (uintptr_t)x.combined, "gamma", &v), SKP_OK);
+    assert_true(v == (uintptr_t)x.v[2]);
+    assert_int_equal(attach_pydict_get(&ob, (uintptr_t)x.combined, "gam", &v), SKP_ENOTFOUND);
+    assert_int_equal(attach_pydict_get(&ob, (uintptr_t)x.combined, "delta", &v), SKP_ENOTFOUND);
+    uintptr_t keys[8], vals[8];
+    size_t n = 0;
+    assert_int_equal(attach_pydict_items(&ob, (uintptr_t)x.combined, keys, vals, 8, &n), SKP_OK);
+    assert_int_equal(n, 2);
+    assert_true(vals[0] == (uintptr_t)x.v[2] && vals[1] == (uintptr_t)x.v[0]);
+    /* general keys: a non-str key is skipped by get, listed by items */
+    assert_int_equal(attach_pydict_get(&ob, (uintptr_t)x.general, "beta", &v), SKP_OK);
+    assert_true(v == (uintptr_t)x.v[1]);
+    assert_int_equal(attach_pydict_items(&ob, (uintptr_t)x.general, keys, vals, 8, &n), SKP_OK);
+    assert_int_equal(n, 2);
+    assert_true(keys[0] == (uintptr_t)x.v[3] && vals[0] == (uintptr_t)x.v[0]);
+    assert_int_equal(attach_pydict_items(&ob, (uintptr_t)x.general, keys, vals, 1, &n), SKP_OK);
+    assert_int_equal(n, 1);
+    /* split */
+    assert_int_equal(attach_pydict_get(&ob, (uintptr_t)x.split_dict, "_pending_removals", &v),
+                     SKP_OK);
+    assert_true(v == (uintptr_t)x.v[2]);
+    /* managed attributes: values + the type's keys, or the instance dict */
+    assert_int_equal(attach_pyobj_getattr(&ob, (uintptr_t)x.instance, "data", &v), SKP_OK);
+    assert_true(v == (uintptr_t)x.v[1]);
+    assert_int_equal(attach_pyobj_getattr(&ob, (uintptr_t)x.instance, "nope", &v), SKP_ENOTFOUND);
+    assert_int_equal(attach_pyobj_getattr(&ob, (uintptr_t)x.instance_dict, "gamma", &v), SKP_OK);
+    assert_true(v == (uintptr_t)x.v[2]);
+    char name[ATTACH_TYPE_NAME_MAX];
+    assert_true(attach_pyobj_type_name(&ob, (uintptr_t)x.instance, name, sizeof(name)));
+    assert_string_equal(name, "WeakSet");
+    assert_true(attach_pyobj_is_a(&ob, (uintptr_t)x.instance, "WeakSet"));
+    assert_false(attach_pyobj_is_a(&ob, (uintptr_t)x.instance, "Weak"));
+    /* set: live keys in table order, the deleted slot left out */
+    assert_int_equal(attach_pyset_items(&ob, (uintptr_t)x.set, keys, 8, &n), SKP_OK);
+    assert_int_equal(n, 2);
+    assert_true(keys[0] == (uintptr_t)x.v[0] && keys[1] == (uintptr_t)x.v[2]);
+    /* ints, strs */
+    uint64_t iv = 0;
+    assert_true(attach_pylong_value(&ob, (uintptr_t)x.big, &iv));
+    assert_true(iv == ((uint64_t)1 << 40) + 5);
+    assert_true(attach_pylong_value(&ob, (uintptr_t)x.small, &iv) && iv == 7);
+    char sbuf[16];
+    assert_true(attach_pystr_ascii(&ob, (uintptr_t)x.gamma, sbuf, sizeof(sbuf)));
+    assert_string_equal(sbuf, "gamma");
+    assert_false(attach_pystr_ascii(&ob, (uintptr_t)x.gamma, sbuf, 5)); /* no room */
+    /* corrupt, unmapped and misaligned: refused, never a crash */
+    assert_int_equal(attach_pydict_get(&ob, (uintptr_t)x.bad_width, "gamma", &v), SKP_EINVAL);
+    assert_int_equal(attach_pydict_get(&ob, (uintptr_t)x.bad_count, "gamma", &v), SKP_EINVAL);
+    assert_int_equal(attach_pydict_get(&ob, 8, "gamma", &v), SKP_EINVAL);
+    assert_int_equal(attach_pydict_get(&ob, (uintptr_t)x.combined + 4, "gamma", &v), SKP_EINVAL);
+    assert_int_equal(attach_pyset_items(&ob, (uintptr_t)x.combined, keys, 8, &n), SKP_EINVAL);
+    assert_int_equal(attach_pydict_get(&ob, (uintptr_t)x.set, "alpha", &v), SKP_EINVAL);
+    reap(&c);
+    /* the child is gone: every read fails cleanly */
+    assert_int_equal(attach_pydict_get(&ob, (uintptr_t)x.combined, "alpha", &v), SKP_EINVAL);
+    free(a.base);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(fixture_312),
-        cmocka_unit_test(fixture_313),
-        cmocka_unit_test(fixture_314),
-        cmocka_unit_test(refusals),
+        cmocka_unit_test(fixture_312), cmocka_unit_test(fixture_313), cmocka_unit_test(fixture_314),
+        cmocka_unit_test(refusals),    cmocka_unit_test(pydict_311),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

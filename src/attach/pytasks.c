@@ -1,0 +1,347 @@
+/* pytasks.c - asyncio tasks and their await chains of another process (pytasks.h).
+ *
+ * Design. Finding the tasks costs a few dict lookups (sys.modules, two module dicts, the
+ * WeakSet's attributes) and one read of the set's table; each task then costs one read of the
+ * Task object, one of its name, and per coroutine of its chain one read of the coroutine's head
+ * with its frame header plus one of the awaited object's slot. Types are recognised by name
+ * (tp_name, read once per type object and remembered for the call): "coroutine" and
+ * "generator" continue a chain, "_asyncio.FutureIter" ends it on its future, anything else ends
+ * it on that object. The target keeps running: a task that finished or moved while being read
+ * fails a check and is counted as torn, never shown half-read. */
+#include "attach/pytasks.h"
+
+#include <errno.h>
+#include <signal.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "attach/pydict.h"
+#include "attach/pyreader_int.h"
+#include "common/alloc.h"
+
+/* Distinct type objects remembered per call (their names). */
+#define TYPE_CACHE 16
+/* Most weak references read from the task set (dead ones included). */
+#define TASK_REFS_MAX (ATTACH_MAX_TASKS * 4)
+
+enum kind { KIND_OTHER, KIND_CORO, KIND_FUTITER, KIND_TASK };
+
+struct type_entry {
+    uintptr_t type;
+    enum kind kind;
+    char name[ATTACH_TYPE_NAME_MAX];
+};
+
+struct ctx {
+    struct attach_target *t;
+    struct attach_pyobjs o;
+    const struct attach_pytask_layout *tl;
+    struct type_entry types[TYPE_CACHE];
+    size_t n_types;
+};
+
+static bool plausible(uintptr_t p)
+{
+    return p >= 4096 && p < ((uintptr_t)1 << 47) && (p & 7) == 0;
+}
+
+/* The kind of the object at `obj` (by its type's name, or a base's for Task subclasses), and
+ * that name into name_out when given. KIND_OTHER with an empty name when unreadable. */
+static enum kind kind_of(struct ctx *c, uintptr_t obj, const char **name_out)
+{
+    static const char *const unknown = "";
+    if (name_out)
+        *name_out = unknown;
+    uintptr_t type = 0;
+    if (!plausible(obj) ||
+        !attach_remote_read(&c->t->mem, obj + c->o.l->obj_type, &type, sizeof(type)) ||
+        !plausible(type))
+        return KIND_OTHER;
+    for (size_t i = 0; i < c->n_types; i++) {
+        if (c->types[i].type == type) {
+            if (name_out)
+                *name_out = c->types[i].name;
+            return c->types[i].kind;
+        }
+    }
+    struct type_entry e = {.type = type, .kind = KIND_OTHER};
+    if (!attach_pytype_name(&c->o, type, e.name, sizeof(e.name)))
+        return KIND_OTHER;
+    if (strcmp(e.name, "coroutine") == 0 || strcmp(e.name, "generator") == 0)
+        e.kind = KIND_CORO;
+    else if (strcmp(e.name, "_asyncio.FutureIter") == 0)
+        e.kind = KIND_FUTITER;
+    else if (attach_pyobj_is_a(&c->o, obj, "_asyncio.Task"))
+        e.kind = KIND_TASK;
+    if (c->n_types < TYPE_CACHE) {
+        c->types[c->n_types] = e;
+        if (name_out)
+            *name_out = c->types[c->n_types].name;
+        c->n_types++;
+    } else if (name_out) {
+        *name_out = e.kind == KIND_TASK ? "_asyncio.Task" : unknown;
+    }
+    return e.kind;
+}
+
+/* The Task's name (a str, or an int n meaning "Task-n") into buf. */
+static bool task_name(struct ctx *c, const uint8_t *task, char *buf, size_t cap)
+{
+    uintptr_t name = 0;
+    memcpy(&name, task + c->tl->task_name, sizeof(name));
+    char *s = attach__read_str(c->t, name, cap - 1);
+    if (s) {
+        snprintf(buf, cap, "%s", s);
+        skpx_free(s);
+        return true;
+    }
+    uint64_t n = 0;
+    if (attach_pylong_value(&c->o, name, &n)) {
+        snprintf(buf, cap, "Task-%llu", (unsigned long long)n);
+        return true;
+    }
+    return false;
+}
+
+/* Copies the Task at `addr`; false when it does not read or is not a Task. */
+static bool read_task(struct ctx *c, uintptr_t addr, uint8_t *task)
+{
+    return c->tl->task_copy <= ATTACH_COPY_MAX && kind_of(c, addr, NULL) == KIND_TASK &&
+           attach_remote_read(&c->t->mem, addr, task, c->tl->task_copy);
+}
+
+/* What the chain ends on: a future (through its iterator), a task, or another object. */
+static void describe_awaited(struct ctx *c, uintptr_t obj, char *buf, size_t cap)
+{
+    const char *name = NULL;
+    enum kind k = kind_of(c, obj, &name);
+    if (k == KIND_FUTITER) {
+        uintptr_t fut = 0;
+        if (!attach_remote_read(&c->t->mem, obj + c->tl->futiter_future, &fut, sizeof(fut)) ||
+            !plausible(fut)) {
+            snprintf(buf, cap, "%s", name);
+            return;
+        }
+        obj = fut;
+        k = kind_of(c, obj, &name);
+    }
+    uint8_t task[ATTACH_COPY_MAX];
+    char tname[ATTACH_TASK_NAME_MAX];
+    if (k == KIND_TASK && read_task(c, obj, task) && task_name(c, task, tname, sizeof(tname))) {
+        snprintf(buf, cap, "Task %s", tname);
+        return;
+    }
+    snprintf(buf, cap, "%s", name);
+}
+
+/* The chain of the task whose copy is `task` into out->frames (outermost first while walking,
+ * reversed at the end so it reads innermost first like a thread's stack). False when torn. */
+static bool task_chain(struct ctx *c, const uint8_t *task, struct attach_tasks *out,
+                       struct attach_task *at)
+{
+    const struct attach_pytask_layout *tl = c->tl;
+    const struct attach_pylayout *l = &c->t->layout;
+    uintptr_t cur = 0;
+    memcpy(&cur, task + tl->task_coro, sizeof(cur));
+    size_t first = out->n_frames;
+    size_t head_len = tl->gen_iframe + l->fr_copy;
+    uint8_t g[ATTACH_COPY_MAX * 2];
+    if (head_len > sizeof(g) || tl->fr_stacktop + sizeof(int) > l->fr_copy)
+        return false;
+    at->first_frame = first;
+    for (size_t depth = 0;; depth++) {
+        if (kind_of(c, cur, NULL) != KIND_CORO) {
+            if (depth == 0)
+                return false; /* a task's coroutine is one */
+            describe_awaited(c, cur, at->awaiting, sizeof(at->awaiting));
+            break;
+        }
+        if (depth >= ATTACH_TASK_DEPTH || out->n_frames >= ATTACH_TASK_FRAMES_MAX) {
+            at->truncated = true;
+            break;
+        }
+        if (!attach_remote_read(&c->t->mem, cur, g, head_len))
+            return false;
+        int state = (int)(int8_t)g[tl->gen_frame_state];
+        const uint8_t *fr = g + tl->gen_iframe;
+        uintptr_t code = 0;
+        uintptr_t instr = 0;
+        memcpy(&code, fr + l->fr_code, sizeof(code));
+        memcpy(&instr, fr + l->fr_instr, sizeof(instr));
+        if (state != tl->gen_state_suspended && state != tl->gen_state_executing &&
+            state != tl->gen_state_created)
+            return false; /* finished meanwhile */
+        if (!attach__code_frame(c->t, code, instr, &out->frames[out->n_frames]))
+            return false;
+        out->n_frames++;
+        if (state == tl->gen_state_executing) {
+            at->running = true; /* its inner frames are on its thread's stack */
+            break;
+        }
+        if (state == tl->gen_state_created) {
+            at->not_started = depth == 0;
+            break;
+        }
+        int top = 0;
+        memcpy(&top, fr + tl->fr_stacktop, sizeof(top));
+        uintptr_t awaited = 0;
+        if (top <= 0 || top > (1 << 20) ||
+            !attach_remote_read(&c->t->mem,
+                                cur + tl->gen_iframe + tl->fr_localsplus +
+                                    (size_t)(top - 1) * sizeof(uintptr_t),
+                                &awaited, sizeof(awaited)) ||
+            !plausible(awaited) || awaited == cur)
+            break; /* suspended on a plain yield: awaits nothing we can name */
+        cur = awaited;
+    }
+    at->n_frames = out->n_frames - first;
+    /* innermost first */
+    for (size_t i = 0, j = at->n_frames; i + 1 < j; i++, j--) {
+        struct attach_frame tmp = out->frames[first + i];
+        out->frames[first + i] = out->frames[first + j - 1];
+        out->frames[first + j - 1] = tmp;
+    }
+    return true;
+}
+
+/* Adds the tasks reachable from module `modname` (its _all_tasks WeakSet and _current_tasks
+ * dict) to addrs[] (deduplicated). Sets *found when the module has a task set. */
+static skp_err collect(struct ctx *c, uintptr_t modules, const char *modname, uintptr_t *addrs,
+                       size_t *n_addrs, uint32_t *dropped, bool *found)
+{
+    uintptr_t mod = 0;
+    skp_err err = attach_pydict_get(&c->o, modules, modname, &mod);
+    if (err == SKP_ENOTFOUND)
+        return SKP_OK;
+    if (err)
+        return err;
+    uintptr_t md = 0;
+    if (!attach_remote_read(&c->t->mem, mod + c->o.l->mod_dict, &md, sizeof(md)))
+        return SKP_EINVAL;
+    uintptr_t found_refs[TASK_REFS_MAX];
+    size_t n_found = 0;
+    uintptr_t ws = 0;
+    err = attach_pydict_get(&c->o, md, "_all_tasks", &ws);
+    if (!err) {
+        uintptr_t data = 0;
+        err = attach_pyobj_getattr(&c->o, ws, "data", &data);
+        if (!err)
+            err = attach_pyset_items(&c->o, data, found_refs, TASK_REFS_MAX, &n_found);
+        if (err)
+            return err;
+        *found = true;
+        /* the weak references' referents (None when the task died) */
+        for (size_t i = 0; i < n_found; i++) {
+            uintptr_t obj = 0;
+            if (!attach_remote_read(&c->t->mem, found_refs[i] + c->o.l->wr_object, &obj,
+                                    sizeof(obj)))
+                obj = 0;
+            found_refs[i] = obj;
+        }
+    } else if (err != SKP_ENOTFOUND) {
+        return err;
+    }
+    uintptr_t cur = 0;
+    if (attach_pydict_get(&c->o, md, "_current_tasks", &cur) == SKP_OK) {
+        uintptr_t running[64];
+        size_t n_running = 0;
+        if (attach_pydict_items(&c->o, cur, NULL, running, 64, &n_running) == SKP_OK)
+            for (size_t i = 0; i < n_running && n_found < TASK_REFS_MAX; i++)
+                found_refs[n_found++] = running[i];
+    }
+    for (size_t i = 0; i < n_found; i++) {
+        uintptr_t a = found_refs[i];
+        if (!plausible(a))
+            continue;
+        bool dup = false;
+        for (size_t k = 0; k < *n_addrs && !dup; k++)
+            dup = addrs[k] == a;
+        if (dup)
+            continue;
+        if (*n_addrs >= ATTACH_MAX_TASKS * 2) {
+            (*dropped)++;
+            continue;
+        }
+        addrs[(*n_addrs)++] = a;
+    }
+    return SKP_OK;
+}
+
+skp_err attach_target_tasks(struct attach_target *t, struct attach_tasks *out)
+{
+    out->supported = false;
+    out->has_asyncio = false;
+    out->n_tasks = 0;
+    out->n_frames = 0;
+    out->n_torn = 0;
+    out->n_dropped = 0;
+    if (t->layout.minor != 11)
+        return SKP_OK;
+    struct ctx *c = skpx_calloc(1, sizeof(*c));
+    uintptr_t *addrs = skpx_malloc(ATTACH_MAX_TASKS * 2 * sizeof(*addrs));
+    skp_err err = SKP_OK;
+    if (!c || !addrs) {
+        err = SKP_ENOMEM;
+        goto out;
+    }
+    c->t = t;
+    c->tl = attach_pytask_layout_py311();
+    c->o = (struct attach_pyobjs){&t->mem, attach_pyobj_layout_py311(), t->str_type};
+    if (!c->tl || !c->o.l)
+        goto out;
+    out->supported = true;
+
+    const struct attach_pylayout *l = &t->layout;
+    uintptr_t interp = 0;
+    if (!attach_remote_read(&t->mem, t->runtime + l->rt_interp_head, &interp, sizeof(interp))) {
+        err = kill(t->pid, 0) != 0 && errno == ESRCH ? SKP_ENOTFOUND : SKP_EIO;
+        goto out;
+    }
+    uintptr_t modules = 0;
+    if (!plausible(interp) ||
+        !attach_remote_read(&t->mem, interp + c->o.l->is_modules, &modules, sizeof(modules)) ||
+        !plausible(modules)) {
+        out->n_torn++;
+        goto out;
+    }
+    size_t n_addrs = 0;
+    /* the C module's set is the one its tasks register in; asyncio.tasks normally holds the
+     * same object, and its own when asyncio runs without _asyncio */
+    static const char *const mods[] = {"_asyncio", "asyncio.tasks"};
+    for (size_t m = 0; m < 2; m++) {
+        skp_err e =
+            collect(c, modules, mods[m], addrs, &n_addrs, &out->n_dropped, &out->has_asyncio);
+        if (e == SKP_ENOMEM) {
+            err = e;
+            goto out;
+        }
+        if (e)
+            out->n_torn++; /* the module or its set moved while we read */
+    }
+    for (size_t i = 0; i < n_addrs; i++) {
+        uint8_t task[ATTACH_COPY_MAX];
+        if (!read_task(c, addrs[i], task))
+            continue; /* a dead reference (None) or no C Task */
+        int state = 0;
+        memcpy(&state, task + c->tl->task_state, sizeof(state));
+        if (state != c->tl->fut_state_pending)
+            continue; /* done or cancelled: not listed */
+        if (out->n_tasks >= ATTACH_MAX_TASKS) {
+            out->n_dropped++;
+            continue;
+        }
+        struct attach_task *at = &out->tasks[out->n_tasks];
+        memset(at, 0, sizeof(*at));
+        size_t mark = out->n_frames;
+        if (!task_name(c, task, at->name, sizeof(at->name)) || !task_chain(c, task, out, at)) {
+            out->n_frames = mark;
+            out->n_torn++;
+            continue;
+        }
+        out->n_tasks++;
+    }
+out:
+    skpx_free(addrs);
+    skpx_free(c);
+    return err;
+}

@@ -550,13 +550,11 @@ skp_err cont_policy_from_stored(const char *service, const char *json, struct co
     const json_t *tc = json_object_get(j, "targetCheckers");
     const char *tk;
     json_t *tv;
-    json_object_foreach((json_t *)tc, tk, tv)
-    {
+    json_object_foreach((json_t *)tc, tk, tv) {
         json_t *items = json_array();
         const char *mk;
         json_t *mv;
-        json_object_foreach(tv, mk, mv)
-        {
+        json_object_foreach(tv, mk, mv) {
             json_t *c = json_deep_copy(mv);
             if (!c || json_object_set_new(c, "type", json_string(mk)) ||
                 json_array_append_new(items, c))

@@ -278,8 +278,7 @@ static bool opt_string(struct http_ctx *cx, json_t *sel, const char *side, const
     if (json_is_array(v) && strcmp(name, "instances") == 0) {
         size_t total = 0, i;
         json_t *e;
-        json_array_foreach(v, i, e)
-        {
+        json_array_foreach(v, i, e) {
             if (!json_is_string(e) || strchr(json_string_value(e), ',')) {
                 http_reply_field_error(cx, 400, field, "instances must be names without commas");
                 return false;
@@ -298,8 +297,7 @@ static bool opt_string(struct http_ctx *cx, json_t *sel, const char *side, const
             return false;
         }
         size_t at = 0;
-        json_array_foreach(v, i, e)
-        {
+        json_array_foreach(v, i, e) {
             size_t l = json_string_length(e);
             memcpy(s + at, json_string_value(e), l);
             at += l;

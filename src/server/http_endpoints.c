@@ -173,15 +173,13 @@ static size_t notified_instances(json_t *logs)
     size_t n = 0;
     size_t i, j;
     json_t *l, *m;
-    json_array_foreach(logs, i, l)
-    {
+    json_array_foreach(logs, i, l) {
         const char *op = json_string_value(json_object_get(l, "operationType"));
         const char *inst = json_string_value(json_object_get(l, "instanceName"));
         if (!op || !inst || strcmp(op, "NOTIFIED") != 0)
             continue;
         bool dup = false;
-        json_array_foreach(logs, j, m)
-        {
+        json_array_foreach(logs, j, m) {
             if (j >= i)
                 break;
             const char *op2 = json_string_value(json_object_get(m, "operationType"));

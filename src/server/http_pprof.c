@@ -41,8 +41,7 @@ static bool member_strs(struct http_ctx *cx, json_t *body, const char *name, con
     }
     size_t i;
     json_t *e;
-    json_array_foreach(v, i, e)
-    {
+    json_array_foreach(v, i, e) {
         if (!json_is_string(e) || strlen(json_string_value(e)) != json_string_length(e)) {
             snprintf(msg, sizeof(msg), "'%s' must be a list of strings", name);
             http_reply_field_error(cx, 400, name, msg);

@@ -35,7 +35,8 @@ static json_t *endpoint_names(const struct store_profiled_segment *seg)
         bool seen = json_string_length(ep) == 0;
         size_t j;
         json_t *nm;
-        json_array_foreach(names, j, nm) seen = seen || json_equal(nm, ep);
+        json_array_foreach(names, j, nm)
+            seen = seen || json_equal(nm, ep);
         if (seen)
             json_decref(ep);
         else if (json_array_append_new(names, ep) != 0)

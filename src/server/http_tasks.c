@@ -228,8 +228,7 @@ void http_tasks_list(struct http_ctx *cx)
     }
     size_t i;
     json_t *t;
-    json_array_foreach(list, i, t)
-    {
+    json_array_foreach(list, i, t) {
         err = http_task_decorate(cx, t);
         if (err) {
             json_decref(list);

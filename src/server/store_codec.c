@@ -59,8 +59,7 @@ static size_t kv_fill(const json_t *a, struct store_kv *kv)
 {
     size_t n = 0, i;
     json_t *e;
-    json_array_foreach(a, i, e)
-    {
+    json_array_foreach(a, i, e) {
         kv[n].key = member_str(e, "key");
         kv[n].value = member_str(e, "value");
         n++;
@@ -82,13 +81,13 @@ skp_err store_span_rows_parse(const char *segment_id, const char *text, struct s
     r->root = root;
     size_t n = json_array_size(root), n_refs = 0, n_kv = 0, n_logs = 0, i, j;
     json_t *sp, *e;
-    json_array_foreach(root, i, sp)
-    {
+    json_array_foreach(root, i, sp) {
         n_refs += json_array_size(json_object_get(sp, "refs"));
         n_kv += json_array_size(json_object_get(sp, "tags"));
         json_t *lg = json_object_get(sp, "logs");
         n_logs += json_array_size(lg);
-        json_array_foreach(lg, j, e) n_kv += json_array_size(json_object_get(e, "data"));
+        json_array_foreach(lg, j, e)
+            n_kv += json_array_size(json_object_get(e, "data"));
     }
     r->spans = n ? skpx_calloc(n, sizeof(*r->spans)) : NULL;
     r->refs = n_refs ? skpx_calloc(n_refs, sizeof(*r->refs)) : NULL;
@@ -99,8 +98,7 @@ skp_err store_span_rows_parse(const char *segment_id, const char *text, struct s
         return SKP_ENOMEM;
     }
     size_t at_ref = 0, at_kv = 0, at_log = 0;
-    json_array_foreach(root, i, sp)
-    {
+    json_array_foreach(root, i, sp) {
         struct store_span *o = &r->spans[i];
         o->span_id = (int32_t)json_integer_value(json_object_get(sp, "spanId"));
         o->parent_span_id = (int32_t)json_integer_value(json_object_get(sp, "parentSpanId"));
@@ -115,8 +113,7 @@ skp_err store_span_rows_parse(const char *segment_id, const char *text, struct s
         o->component_id = (int32_t)strtol(member_str(sp, "component"), NULL, 10);
         o->is_error = json_is_true(json_object_get(sp, "isError"));
         o->refs = r->refs + at_ref;
-        json_array_foreach(json_object_get(sp, "refs"), j, e)
-        {
+        json_array_foreach(json_object_get(sp, "refs"), j, e) {
             struct store_span_ref *rf = &r->refs[at_ref++];
             rf->trace_id = member_str(e, "traceId");
             rf->parent_segment_id = member_str(e, "parentSegmentId");
@@ -128,8 +125,7 @@ skp_err store_span_rows_parse(const char *segment_id, const char *text, struct s
         o->n_tags = kv_fill(json_object_get(sp, "tags"), r->kvs + at_kv);
         at_kv += o->n_tags;
         o->logs = r->logs + at_log;
-        json_array_foreach(json_object_get(sp, "logs"), j, e)
-        {
+        json_array_foreach(json_object_get(sp, "logs"), j, e) {
             struct store_span_log *lo = &r->logs[at_log++];
             lo->time_ms = json_integer_value(json_object_get(e, "time"));
             lo->data = r->kvs + at_kv;
@@ -200,8 +196,7 @@ skp_err store_props_parse(const char *text, struct store_props *out)
         return SKP_ENOMEM;
     const char *key;
     json_t *val;
-    json_object_foreach(props, key, val)
-    {
+    json_object_foreach(props, key, val) {
         if (out->n < n && json_is_string(val)) {
             out->kv[out->n].key = key;
             out->kv[out->n].value = json_string_value(val);

@@ -154,6 +154,11 @@ SKYPROF_API SKP_MUST_CHECK skp_err skyprof_config_validate(const struct skyprof_
  *   cap) and returns its length, or < 0 if unknown (the core then sends "0x<hex>"). The core
  *   caches results per address (bounded). Optional (required when capture yields addresses).
  *   destroy(ud) runs once when the agent stops or replaces the source. Optional.
+ *   capture_prepare(ud, handles, n) runs on the sampler thread at the start of one dump period,
+ *     before the captures of that period, with the handles it is about to capture in that order:
+ *     a source may read all of them in one batch then (e.g. Python's await chains). A hint only:
+ *     capture must also work without it, and a prepared handle may not be captured (its request
+ *     ended). The handles stay valid until the last capture of the period returns. Optional.
  * ---------------------------------------------------------------------------------------------- */
 /* capture() result: this sample was lost, the request stays sampled. */
 #define SKYPROF_CAPTURE_LOST (-2)
@@ -189,6 +194,7 @@ struct skyprof_stack_source {
     void (*thread_release)(void *ud, void *thread_handle);
     int (*symbolize)(void *ud, uint64_t addr, char *buf, size_t cap);
     void (*destroy)(void *ud);
+    void (*capture_prepare)(void *ud, void *const *thread_handles, size_t n);
 };
 
 /* ------------------------------------------------------------------------------------------------

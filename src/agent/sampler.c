@@ -60,16 +60,11 @@ void skp__sampler_cleanup(struct skp__sampler *s)
     s->scratch = NULL;
 }
 
-/* Captures one slot the sampler holds in CAPTURING. Returns false if sampling of this request
- * must stop (capture failed, budget spent). */
+/* Captures one slot the sampler holds in CAPTURING (its sampling budget already taken). Returns
+ * false if sampling of this request must stop (capture failed). */
 static bool capture_slot(struct skp__sampler *s, struct skp__slot *slot, int64_t now_ms)
 {
     struct skp__task_ctx *ctx = s->ctx;
-    if (slot->dump_seq == 0) {
-        /* SkyWalking consumes the budget at a segment's first dump; `>=` makes it exact. */
-        if (atomic_fetch_add(&ctx->total_started, 1) >= ctx->task.max_sampling_count)
-            return false;
-    }
     struct skyprof_capture cap = {
         .frames = s->frames,
         .cap = s->max_depth,
@@ -101,6 +96,29 @@ static bool capture_slot(struct skp__sampler *s, struct skp__slot *slot, int64_t
     return true;
 }
 
+/* Hands slot i (held in CAPTURING since claim `seq`) back in state `back`, or frees it when
+ * `keep` is false or the request ended meanwhile. */
+static void put_back(struct skp__task_ctx *ctx, int i, uint64_t seq, enum skp__slot_state back,
+                     bool keep)
+{
+    uint64_t expect = SKP_SLOT_WORD(seq, SKP_SLOT_CAPTURING);
+    if (keep &&
+        atomic_compare_exchange_strong(&ctx->slots[i].word, &expect, SKP_SLOT_WORD(seq, back)))
+        return;
+    skp__task_ctx_sampler_free(ctx, i, seq); /* stopped by us, or ended while captured */
+}
+
+/* A slot taken by the first pass of an iteration, to capture in the second. */
+struct due_slot {
+    int i;
+    uint64_t seq;
+};
+
+/* An iteration runs in two passes. The first takes every due slot into CAPTURING (promoting
+ * requests past the threshold, stopping those past profile.duration or out of budget); then the
+ * source is told which handles follow (capture_prepare: it may read them all in one batch), and
+ * the second pass captures them and hands each slot back. A request that ends meanwhile sees
+ * CAPTURING and leaves its slot to us (ENDED), as during a single capture. */
 void skp__sampler_run_once(struct skp__sampler *s, int64_t now_ms)
 {
     struct skp__task_ctx *ctx = s->ctx;
@@ -108,7 +126,12 @@ void skp__sampler_run_once(struct skp__sampler *s, int64_t now_ms)
     atomic_fetch_add_explicit(&s->runs, 1, memory_order_relaxed);
     atomic_fetch_add_explicit(&s->task_runs, 1, memory_order_relaxed);
     atomic_store_explicit(&s->task_last_ns, skpx_mono_ns(), memory_order_relaxed);
-    for (int i = 0; i < ctx->max_parallel; i++) {
+    struct due_slot due[SKYPROF_MAX_PARALLEL_CAP];
+    void *handles[SKYPROF_MAX_PARALLEL_CAP];
+    size_t n_due = 0;
+    int n_slots =
+        ctx->max_parallel < SKYPROF_MAX_PARALLEL_CAP ? ctx->max_parallel : SKYPROF_MAX_PARALLEL_CAP;
+    for (int i = 0; i < n_slots; i++) {
         struct skp__slot *slot = &ctx->slots[i];
         uint64_t w = atomic_load(&slot->word);
         enum skp__slot_state st = SKP_SLOT_STATE(w);
@@ -119,26 +142,35 @@ void skp__sampler_run_once(struct skp__sampler *s, int64_t now_ms)
         if (!atomic_compare_exchange_strong(&slot->word, &w,
                                             SKP_SLOT_WORD(seq, SKP_SLOT_CAPTURING)))
             continue;
-        enum skp__slot_state back = st;
-        bool keep = true;
         if (st == SKP_SLOT_PENDING) {
-            if (now_ms - slot->segment_start_ms > ctx->task.min_duration_threshold_ms) {
-                slot->profiling_start_ms = now_ms;
-                back = SKP_SLOT_PROFILING;
+            if (now_ms - slot->segment_start_ms <= ctx->task.min_duration_threshold_ms) {
+                put_back(ctx, i, seq, SKP_SLOT_PENDING, true);
+                continue;
             }
+            slot->profiling_start_ms = now_ms;
         }
-        if (back == SKP_SLOT_PROFILING) {
-            if (now_ms - slot->profiling_start_ms >= s->max_profiling_ms)
-                keep = false; /* SkyWalking profile.duration: stop sampling this request */
-            else if (!ctx->source.capture)
-                keep = true; /* no source installed: the slot is held, nothing captured */
-            else
-                keep = capture_slot(s, slot, now_ms);
-        }
-        uint64_t expect = SKP_SLOT_WORD(seq, SKP_SLOT_CAPTURING);
-        if (keep && atomic_compare_exchange_strong(&slot->word, &expect, SKP_SLOT_WORD(seq, back)))
+        if (now_ms - slot->profiling_start_ms >= s->max_profiling_ms) {
+            put_back(ctx, i, seq, SKP_SLOT_PROFILING, false); /* SkyWalking profile.duration */
             continue;
-        skp__task_ctx_sampler_free(ctx, i, seq); /* stopped by us, or ended while captured */
+        }
+        if (!ctx->source.capture) {
+            put_back(ctx, i, seq, SKP_SLOT_PROFILING, true); /* no source: held, not captured */
+            continue;
+        }
+        /* SkyWalking consumes the budget at a segment's first dump; `>=` makes it exact. */
+        if (slot->dump_seq == 0 &&
+            atomic_fetch_add(&ctx->total_started, 1) >= ctx->task.max_sampling_count) {
+            put_back(ctx, i, seq, SKP_SLOT_PROFILING, false);
+            continue;
+        }
+        due[n_due] = (struct due_slot){i, seq};
+        handles[n_due++] = slot->thread_handle;
+    }
+    if (n_due > 0 && ctx->source.capture_prepare)
+        ctx->source.capture_prepare(ctx->source.ud, handles, n_due);
+    for (size_t k = 0; k < n_due; k++) {
+        bool keep = capture_slot(s, &ctx->slots[due[k].i], now_ms);
+        put_back(ctx, due[k].i, due[k].seq, SKP_SLOT_PROFILING, keep);
     }
     pthread_mutex_unlock(&s->run_lock);
 }

@@ -196,13 +196,15 @@ static PyObject *reader_stats_dict(const struct skp__pyreader *r)
 {
     struct skp__pyreader_stats s;
     skp__pyreader_get_stats(r, &s);
-    return Py_BuildValue("{s:K,s:K,s:K,s:K,s:K,s:K,s:K,s:O,s:s}", "watched_hits",
+    return Py_BuildValue("{s:K,s:K,s:K,s:K,s:K,s:K,s:K,s:K,s:O,s:s}", "watched_hits",
                          (unsigned long long)s.watched_hits, "captures",
                          (unsigned long long)s.captures, "failures",
                          (unsigned long long)s.failures, "frames", (unsigned long long)s.frames,
                          "code_hits", (unsigned long long)s.code_hits, "code_misses",
                          (unsigned long long)s.code_misses, "syscalls",
-                         (unsigned long long)s.syscalls, "direct", s.direct ? Py_True : Py_False,
+                         (unsigned long long)s.syscalls, "region_syscalls",
+                         (unsigned long long)s.region_syscalls, "direct",
+                         s.direct ? Py_True : Py_False,
                          "layout", s.layout);
 }
 
@@ -984,8 +986,8 @@ static PyMethodDef methods[] = {
 
 static void on_fork_child(void)
 {
-    /* process_vm_readv must target the child's own pid from now on, before anything samples. */
-    (void)skp__safe_read_init();
+    /* safe reads must target the child's own memory from now on, before anything samples. */
+    skp__safe_read_after_fork_child();
     skp__codewatch_after_fork_child();
 }
 

@@ -88,10 +88,28 @@ static int py_capture(void *ud, void *handle, int tid, struct skyprof_capture *o
 {
     (void)tid;
     struct skp__pyhandle *h = handle;
-    if (!h->coro)
-        return skp__pyreader_capture(ud, &h->t, false, out);
-    struct skp__pytarget *worker = atomic_load(&h->n_delegated) > 0 ? &h->worker : NULL;
-    return skp__pyreader_capture_task(ud, &h->t, h->coro, worker, out);
+    int rc;
+    if (!h->coro) {
+        rc = skp__pyreader_capture(ud, &h->t, false, out);
+    } else {
+        struct skp__pytarget *worker = atomic_load(&h->n_delegated) > 0 ? &h->worker : NULL;
+        rc = skp__pyreader_capture_task(ud, &h->t, h->coro, worker, out);
+    }
+    skp__pyreader_capture_done(ud);
+    return rc;
+}
+
+/* The await chains of the asyncio requests about to be captured, in one batched read. */
+static void py_capture_prepare(void *ud, void *const *handles, size_t n)
+{
+    uintptr_t coros[SKYPROF_MAX_PARALLEL_CAP];
+    size_t n_coros = 0;
+    for (size_t i = 0; i < n && n_coros < SKYPROF_MAX_PARALLEL_CAP; i++) {
+        const struct skp__pyhandle *h = handles[i];
+        if (h && h->coro)
+            coros[n_coros++] = h->coro;
+    }
+    skp__pyreader_prepare_tasks(ud, coros, n_coros, n);
 }
 
 static void py_thread_release(void *ud, void *handle)
@@ -119,6 +137,7 @@ skp_err skp__pysource_init(struct skyprof_stack_source *src, bool force_portable
         .thread_release = py_thread_release,
         .symbolize = NULL,
         .destroy = py_destroy,
+        .capture_prepare = py_capture_prepare,
     };
     return SKP_OK;
 }

@@ -71,17 +71,35 @@ struct await_hint {
     uintptr_t term;
 };
 
-/* What a capture_task prefetched: chain link k is at r->await_buf + k * AWAIT_SLOT_BYTES. */
+/* Tasks and chain links one prepare reads in its batch (the links of the tasks after those fill
+ * it are read by their own captures). */
+#define PREP_TASKS_MAX 32
+#define PREP_LINKS_MAX 64
+
+/* What a capture_task prefetched, or a prepare for it: chain link k is at
+ * buf + k * AWAIT_SLOT_BYTES. */
 struct await_prefetch {
+    const uint8_t *buf;
     size_t n;
     uintptr_t addr[AWAIT_HINT_DEPTH];
     size_t got[AWAIT_HINT_DEPTH];
+};
+
+/* One task's share of a prepare's batch. */
+struct prepared_task {
+    uintptr_t coro;
+    bool taken;                /* used by its capture already */
+    struct await_prefetch p;   /* p.buf points into r->prep_buf */
 };
 
 struct skp__pyreader {
     const struct skp__pylayout *layout;   /* NULL: portable mode */
     struct await_hint *await_hints;       /* AWAIT_HINTS */
     uint8_t *await_buf;                   /* AWAIT_HINT_DEPTH * AWAIT_SLOT_BYTES */
+    struct prepared_task *prep;           /* PREP_TASKS_MAX: the last prepare's tasks */
+    uint8_t *prep_buf;                    /* PREP_LINKS_MAX * AWAIT_SLOT_BYTES */
+    size_t n_prep;
+    size_t prep_left;                     /* captures the prepared batch still serves */
     struct skp__pycode_cache cache;
     uint8_t *window;                      /* SKP_PY_WINDOW_MAX bytes */
     uint8_t *code_headers;                /* SKP_PY_MAX_CODES * CODE_COPY_MAX */
@@ -317,8 +335,10 @@ skp_err skp__pyreader_new(bool force_portable, struct skp__pyreader **out)
         r->code_index = skpx_calloc(SKP_PY_MAX_CODES * 2, sizeof(*r->code_index));
         r->await_hints = skpx_calloc(AWAIT_HINTS, sizeof(*r->await_hints));
         r->await_buf = skpx_malloc((size_t)AWAIT_HINT_DEPTH * AWAIT_SLOT_BYTES);
+        r->prep = skpx_calloc(PREP_TASKS_MAX, sizeof(*r->prep));
+        r->prep_buf = skpx_malloc((size_t)PREP_LINKS_MAX * AWAIT_SLOT_BYTES);
         if (!err && (!r->window || !r->code_headers || !r->codes || !r->raw || !r->code_index ||
-                     !r->await_hints || !r->await_buf))
+                     !r->await_hints || !r->await_buf || !r->prep || !r->prep_buf))
             err = SKP_ENOMEM;
     }
     if (err) {
@@ -341,6 +361,8 @@ void skp__pyreader_free(struct skp__pyreader *r)
     skpx_free(r->code_index);
     skpx_free(r->await_hints);
     skpx_free(r->await_buf);
+    skpx_free(r->prep);
+    skpx_free(r->prep_buf);
     skpx_free(r);
 }
 
@@ -365,6 +387,7 @@ void skp__pyreader_get_stats(const struct skp__pyreader *r, struct skp__pyreader
     out->watched_hits = r->watched_hits;
     out->code_misses = r->cache.misses;
     out->syscalls = skp__safe_read_calls();
+    out->region_syscalls = skp__safe_read_region_calls();
     out->direct = r->layout != NULL;
     out->layout = r->layout ? r->layout->name : "portable";
 }
@@ -919,20 +942,53 @@ static struct await_hint *await_hint_of(struct skp__pyreader *r, uintptr_t coro)
                            AWAIT_HINTS];
 }
 
+/* The links of the chain remembered for `coro` worth reading (the awaited future at its end is
+ * known, see struct await_hint): their number, 0 when none is remembered. */
+static size_t hinted_links(struct skp__pyreader *r, uintptr_t coro, const struct await_hint **out)
+{
+    const struct await_hint *h = await_hint_of(r, coro);
+    *out = h;
+    if (h->coro != coro || h->n == 0)
+        return 0;
+    size_t n = h->n < AWAIT_HINT_DEPTH ? h->n : AWAIT_HINT_DEPTH;
+    if (h->term && n > 0 && h->chain[n - 1] == h->term)
+        n--;
+    return n;
+}
+
+/* The prepared share of `coro` (taken: it serves one capture), or NULL. */
+static const struct prepared_task *take_prepared(struct skp__pyreader *r, uintptr_t coro)
+{
+    if (r->prep_left == 0)
+        return NULL;
+    for (size_t i = 0; i < r->n_prep; i++) {
+        struct prepared_task *pt = &r->prep[i];
+        if (pt->coro == coro && !pt->taken) {
+            pt->taken = true;
+            return pt->p.n > 0 ? pt : NULL;
+        }
+    }
+    return NULL;
+}
+
 /* Reads, in one batch, the heads of the coroutines the task of `coro` awaited through at its
- * previous capture (none when not remembered). */
+ * previous capture (none when not remembered), unless the sampler's prepare read them already. */
 static void prefetch_awaits(struct skp__pyreader *r, uintptr_t coro, struct await_prefetch *p)
 {
     const struct skp__pylayout *l = r->layout;
+    const struct prepared_task *pt = take_prepared(r, coro);
+    if (pt) {
+        *p = pt->p;
+        return;
+    }
+    p->buf = r->await_buf;
     p->n = 0;
-    const struct await_hint *h = await_hint_of(r, coro);
-    if (h->coro != coro || h->n == 0)
+    const struct await_hint *h;
+    size_t n = hinted_links(r, coro, &h);
+    if (n == 0)
         return;
     struct iovec loc[AWAIT_HINT_DEPTH];
     struct iovec rem[AWAIT_HINT_DEPTH];
-    size_t n = h->n < AWAIT_HINT_DEPTH ? h->n : AWAIT_HINT_DEPTH;
-    if (h->term && n > 0 && h->chain[n - 1] == h->term)
-        n--; /* the awaited future: known (see struct await_hint) */
     for (size_t k = 0; k < n; k++) {
         size_t len = l->gen_copy + AWAIT_PEEK_BYTES;
         loc[k] = (struct iovec){r->await_buf + k * AWAIT_SLOT_BYTES, len};
@@ -946,6 +1002,55 @@ static void prefetch_awaits(struct skp__pyreader *r, uintptr_t coro, struct awai
     p->n = got;
 }
 
+void skp__pyreader_prepare_tasks(struct skp__pyreader *r, const uintptr_t *coros, size_t n,
+                                 size_t n_captures)
+{
+    r->n_prep = 0;
+    r->prep_left = 0;
+    if (!r->layout)
+        return;
+    const struct skp__pylayout *l = r->layout;
+    size_t len = l->gen_copy + AWAIT_PEEK_BYTES;
+    struct iovec loc[PREP_LINKS_MAX];
+    struct iovec rem[PREP_LINKS_MAX];
+    size_t first[PREP_TASKS_MAX];
+    size_t n_iov = 0;
+    for (size_t i = 0; i < n && r->n_prep < PREP_TASKS_MAX; i++) {
+        const struct await_hint *h;
+        size_t k = hinted_links(r, coros[i], &h);
+        if (k == 0 || n_iov + k > PREP_LINKS_MAX)
+            continue;
+        struct prepared_task *pt = &r->prep[r->n_prep];
+        first[r->n_prep++] = n_iov;
+        pt->coro = coros[i];
+        pt->taken = false;
+        pt->p.buf = r->prep_buf + n_iov * AWAIT_SLOT_BYTES;
+        pt->p.n = k;
+        for (size_t j = 0; j < k; j++) {
+            loc[n_iov] = (struct iovec){r->prep_buf + n_iov * AWAIT_SLOT_BYTES, len};
+            rem[n_iov++] = (struct iovec){(void *)h->chain[j], len};
+            pt->p.addr[j] = h->chain[j];
+            pt->p.got[j] = len;
+        }
+    }
+    if (n_iov == 0)
+        return;
+    size_t got = skp__safe_readv(loc, rem, n_iov);
+    for (size_t i = 0; i < r->n_prep; i++) {
+        /* the kernel stops at the first pair that faulted: the tasks from there on read their
+         * own chain (a share cut short keeps the links read before the fault) */
+        struct prepared_task *pt = &r->prep[i];
+        pt->p.n = got <= first[i] ? 0 : got - first[i] < pt->p.n ? got - first[i] : pt->p.n;
+    }
+    r->prep_left = n_captures;
+}
+
+void skp__pyreader_capture_done(struct skp__pyreader *r)
+{
+    if (r->prep_left > 0 && --r->prep_left == 0)
+        r->n_prep = 0;
+}
+
 /* The head of the coroutine at `addr`, link `k` of the chain: from the prefetch when it read that
  * address there, else read into `g`. *out points at the bytes. Returns its frame state, or INT_MIN
  * when it is not a readable coroutine / generator. */
@@ -954,7 +1059,7 @@ static int gen_at(struct skp__pyreader *r, const struct await_prefetch *p, size_
 {
     const struct skp__pylayout *l = r->layout;
     if (p && k < p->n && p->addr[k] == addr) {
-        const uint8_t *b = r->await_buf + k * AWAIT_SLOT_BYTES;
+        const uint8_t *b = p->buf + k * AWAIT_SLOT_BYTES;
         uintptr_t type = load_ptr(b, l->obj_type);
         if (type != l->coro_type && type != l->gen_type)
             return INT_MIN;

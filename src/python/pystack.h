@@ -56,6 +56,7 @@ struct skp__pyreader_stats {
     uint64_t code_misses;
     uint64_t watched_hits;       /* code objects proven current by a watch (no read) */
     uint64_t syscalls;           /* process-wide safe_read syscalls so far */
+    uint64_t region_syscalls;    /* how many of them used the memfd region (safe_read.h) */
     bool direct;                 /* direct mode in use */
     const char *layout;          /* "3.11" or "portable" */
 };
@@ -93,6 +94,16 @@ int skp__pyreader_capture(struct skp__pyreader *r, struct skp__pytarget *t, bool
  * portable mode the thread's stack is captured instead. Returns 0 or < 0. */
 int skp__pyreader_capture_task(struct skp__pyreader *r, struct skp__pytarget *t, uintptr_t coro,
                                struct skp__pytarget *worker, struct skyprof_capture *out);
+
+/* The sampler is about to make `n_captures` captures with this reader, among them those of the
+ * asyncio tasks of `coros` (n of them): reads, in one batched safe read, the await chains they
+ * had at their last capture (as each capture_task would read its own), for those captures to use.
+ * The batch serves only the next n_captures captures (count them with skp__pyreader_capture_done)
+ * and is dropped by the next prepare. Sampler thread; no-op in portable mode. */
+void skp__pyreader_prepare_tasks(struct skp__pyreader *r, const uintptr_t *coros, size_t n,
+                                 size_t n_captures);
+/* Counts one capture made after a prepare (whatever it captured). */
+void skp__pyreader_capture_done(struct skp__pyreader *r);
 
 void skp__pyreader_get_stats(const struct skp__pyreader *r, struct skp__pyreader_stats *out);
 

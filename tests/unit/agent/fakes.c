@@ -266,6 +266,17 @@ static int fs_capture(void *ud, void *h, int tid, struct skyprof_capture *out)
     return 0;
 }
 
+static void fs_prepare(void *ud, void *const *handles, size_t n)
+{
+    struct fake_source *s = ud;
+    int mine = 0;
+    for (size_t i = 0; i < n; i++)
+        mine += handles[i] == s; /* the handles fs_attach gave */
+    atomic_fetch_add(&s->prepares, 1);
+    atomic_store(&s->prepared_n, mine == (int)n ? (int)n : -1);
+    atomic_store(&s->captures_at_prepare, atomic_load(&s->captures));
+}
+
 void fake_source_init(struct fake_source *s, int depth)
 {
     memset(s, 0, sizeof(*s));
@@ -276,6 +287,11 @@ void fake_source_init(struct fake_source *s, int depth)
 
 struct skyprof_stack_source fake_source_vtable(struct fake_source *s)
 {
-    struct skyprof_stack_source v = {"fake", s, fs_attach, fs_capture, fs_release, NULL, NULL};
+    struct skyprof_stack_source v = {.name = "fake",
+                                     .ud = s,
+                                     .thread_attach = fs_attach,
+                                     .capture = fs_capture,
+                                     .thread_release = fs_release,
+                                     .capture_prepare = fs_prepare};
     return v;
 }

@@ -74,6 +74,10 @@ struct fake_source {
     _Atomic int captures;
     _Atomic int capture_sleep_us;
     struct skp__profiling_ref *end_during_capture; /* the request ends while captured */
+    /* capture_prepare: calls, handles of the last call, captures done before it */
+    _Atomic int prepares;
+    _Atomic int prepared_n;
+    _Atomic int captures_at_prepare;
     char names[4096][12];
 };
 void fake_source_init(struct fake_source *s, int depth);

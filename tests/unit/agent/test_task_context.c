@@ -1,8 +1,9 @@
 /* test_task_context.c - task context slots and the sampler: parallel limit, endpoint match,
  * counter rollback, threshold from segment start, sampling budget (>=), sequence numbers,
  * immediate release at request end (also mid-capture), capture failure, max profiling time,
- * drift-free sampler thread; and a multi-threaded stress of attempt/release against the sampler
- * and task restarts (also built with ThreadSanitizer). */
+ * drift-free sampler thread, capture_prepare before each iteration's captures; and a
+ * multi-threaded stress of attempt/release against the sampler and task restarts (also built with
+ * ThreadSanitizer). */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -249,6 +250,53 @@ static void test_end_during_capture_and_failures(void **state)
     env_free(e);
 }
 
+/* One iteration first tells the source every handle it is about to capture (capture_prepare,
+ * once, before any capture), then captures them: not the requests below the threshold, nor
+ * those out of budget. A request that ends after the prepare is still captured once, then its
+ * slot is freed. */
+static void test_prepare_before_captures(void **state)
+{
+    (void)state;
+    struct env *e = env_new(5, 50, 3, 2); /* threshold 50 ms, max sampling count 3 */
+    struct skp__profiling_ref r[5];
+    int64_t t0 = skp__now_ms(&e->clock.clock);
+    for (int i = 0; i < 4; i++) {
+        char seg[16];
+        snprintf(seg, sizeof(seg), "seg-%d", i);
+        assert_true(skp__task_ctx_attempt(&e->ctx, "/ep", seg, i < 2 ? t0 : t0 + 40, 1, &r[i]));
+    }
+    skp__sampler_run_once(&e->s, t0 + 20); /* nobody past the threshold: no prepare */
+    assert_int_equal(atomic_load(&e->src.prepares), 0);
+    assert_int_equal(atomic_load(&e->src.captures), 0);
+    skp__sampler_run_once(&e->s, t0 + 60); /* seg-0 and seg-1 are due, seg-2/3 not yet */
+    assert_int_equal(atomic_load(&e->src.prepares), 1);
+    assert_int_equal(atomic_load(&e->src.prepared_n), 2);
+    assert_int_equal(atomic_load(&e->src.captures_at_prepare), 0);
+    assert_int_equal(atomic_load(&e->src.captures), 2);
+    /* all four due now; the budget (3) leaves room for one more first dump */
+    skp__sampler_run_once(&e->s, t0 + 100);
+    assert_int_equal(atomic_load(&e->src.prepares), 2);
+    assert_int_equal(atomic_load(&e->src.prepared_n), 3);
+    assert_int_equal(atomic_load(&e->src.captures_at_prepare), 2);
+    assert_int_equal(atomic_load(&e->src.captures), 5);
+    int32_t seqs[16];
+    char segs[16][64];
+    assert_int_equal(drain(e, seqs, segs, 16), 5);
+    /* seg-0 ends during the capture of the iteration it was prepared for: captured, freed */
+    e->src.end_during_capture = &r[0];
+    skp__sampler_run_once(&e->s, t0 + 110);
+    assert_int_equal(atomic_load(&e->src.prepared_n), 3);
+    assert_int_equal(drain(e, seqs, segs, 16), 3);
+    skp__sampler_run_once(&e->s, t0 + 120);
+    assert_int_equal(atomic_load(&e->src.prepared_n), 2);
+    assert_int_equal(drain(e, seqs, segs, 16), 2);
+    for (int i = 0; i < 4; i++)
+        skp__task_ctx_release(&r[i]);
+    assert_int_equal(skp__task_ctx_busy_slots(&e->ctx), 0);
+    assert_int_equal(atomic_load(&e->src.attaches), atomic_load(&e->src.releases));
+    env_free(e);
+}
+
 static void test_max_profiling_time(void **state)
 {
     (void)state;
@@ -422,6 +470,7 @@ int main(void)
         cmocka_unit_test(test_lost_sample_skips_dump),
         cmocka_unit_test(test_sampling_budget_exact),
         cmocka_unit_test(test_end_during_capture_and_failures),
+        cmocka_unit_test(test_prepare_before_captures),
         cmocka_unit_test(test_max_profiling_time),
         cmocka_unit_test(test_depth_truncation_in_sampler),
         cmocka_unit_test(test_sampler_thread_runs_and_stops),

@@ -1,12 +1,19 @@
 /* test_codecache.c - unit tests of the Python stack reader's C parts that need no interpreter:
  * the code cache (lookup, key validation, LRU eviction, ownership, allocation failure) and the
- * fault-free reader (process_vm_readv on ourselves: unmapped memory, partial batches). */
+ * fault-free reader (process_vm_readv on ourselves and the memfd region: unmapped memory, partial
+ * batches, fork, the region's fd closed and reused by the host). */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <string.h>
+#include <dirent.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
 #include <sys/mman.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <cmocka.h>
@@ -125,6 +132,156 @@ static void test_safe_read(void **state)
     assert_true(skp__safe_read_calls() >= 5);
 }
 
+/* Four readable pages with a known pattern, and one unmapped page after them. */
+static uint8_t *pattern_pages(long page)
+{
+    uint8_t *p = mmap(NULL, (size_t)page * 5, PROT_READ | PROT_WRITE,
+                      MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    assert_true(p != MAP_FAILED);
+    for (long i = 0; i < page * 4; i++)
+        p[i] = (uint8_t)(i * 7 + 3);
+    munmap(p + page * 4, (size_t)page);
+    return p;
+}
+
+/* A batch over enough pages goes through the memfd region, with the same results as
+ * process_vm_readv: every pair read, or the pairs before the first fault. */
+static void test_safe_read_region(void **state)
+{
+    (void)state;
+    assert_true(skp__safe_read_init());
+    long page = sysconf(_SC_PAGESIZE);
+    uint8_t *p = pattern_pages(page);
+    uint8_t d[4][200];
+    memset(d, 0, sizeof(d));
+    struct iovec loc[4] = {{d[0], 200}, {d[1], 200}, {d[2], 200}, {d[3], 200}};
+    struct iovec rem[4];
+    for (int i = 0; i < 4; i++)
+        rem[i] = (struct iovec){p + page * i + 100, 200};
+    uint64_t before = skp__safe_read_region_calls();
+    assert_int_equal(skp__safe_readv(loc, rem, 4), 4);
+    assert_int_equal(skp__safe_read_region_calls(), before + 1);
+    for (int i = 0; i < 4; i++)
+        assert_memory_equal(d[i], p + page * i + 100, 200);
+    /* a pair on the unmapped page: the ones before it are read, it and the rest are not */
+    memset(d, 0, sizeof(d));
+    rem[2] = (struct iovec){p + page * 4 + 8, 200};
+    assert_int_equal(skp__safe_readv(loc, rem, 4), 2);
+    assert_memory_equal(d[1], p + page + 100, 200);
+    assert_int_equal(skp__safe_read_region_calls(), before + 2);
+    /* a pair that starts readable and runs into the unmapped page is not read either */
+    rem[2] = (struct iovec){p + page * 4 - 50, 200};
+    assert_int_equal(skp__safe_readv(loc, rem, 4), 2);
+    /* the first pair faulting: nothing */
+    rem[0] = (struct iovec){p + page * 4, 8};
+    assert_int_equal(skp__safe_readv(loc, rem, 4), 0);
+    munmap(p, (size_t)page * 4);
+}
+
+/* The fd number of our memfd (from /proc/self/fd), or -1. */
+static int region_fd(void)
+{
+    DIR *d = opendir("/proc/self/fd");
+    assert_non_null(d);
+    int found = -1;
+    struct dirent *e;
+    while ((e = readdir(d))) {
+        char path[300];
+        char target[256];
+        snprintf(path, sizeof(path), "/proc/self/fd/%s", e->d_name);
+        ssize_t n = readlink(path, target, sizeof(target) - 1);
+        if (n <= 0)
+            continue;
+        target[n] = 0;
+        if (strstr(target, "memfd:skyprof-safe-read"))
+            found = atoi(e->d_name);
+    }
+    closedir(d);
+    return found;
+}
+
+/* A forked child drops the parent's memfd and makes its own: reads in the child and in the
+ * parent at the same time never see each other's bytes. */
+static void test_safe_read_region_fork(void **state)
+{
+    (void)state;
+    long page = sysconf(_SC_PAGESIZE);
+    uint8_t *p = pattern_pages(page);
+    struct iovec rem[3];
+    for (int i = 0; i < 3; i++)
+        rem[i] = (struct iovec){p + page * i, 64};
+    uint8_t d[3][64];
+    struct iovec loc[3] = {{d[0], 64}, {d[1], 64}, {d[2], 64}};
+    assert_int_equal(skp__safe_readv(loc, rem, 3), 3); /* the parent's region exists */
+    int parent_fd = region_fd();
+    assert_true(parent_fd >= 0);
+    pid_t pid = fork();
+    assert_true(pid >= 0);
+    if (pid == 0) {
+        skp__safe_read_after_fork_child();
+        int ok = region_fd() == -1; /* the parent's fd is closed in the child */
+        for (int i = 0; i < 3; i++)
+            p[page * i] = 0xA5; /* the child's copy of the pages differs from the parent's */
+        uint64_t rc0 = skp__safe_read_region_calls();
+        for (int k = 0; k < 2000 && ok; k++) {
+            memset(d, 0, sizeof(d));
+            ok = skp__safe_readv(loc, rem, 3) == 3 && d[0][0] == 0xA5 && d[2][0] == 0xA5;
+        }
+        ok = ok && skp__safe_read_region_calls() > rc0 && region_fd() >= 0;
+        _exit(ok ? 0 : 1);
+    }
+    bool same = true;
+    for (int k = 0; k < 2000; k++) {
+        memset(d, 0, sizeof(d));
+        same = same && skp__safe_readv(loc, rem, 3) == 3 && memcmp(d[0], p, 64) == 0;
+    }
+    int status = 0;
+    assert_int_equal(waitpid(pid, &status, 0), pid);
+    assert_true(WIFEXITED(status));
+    assert_int_equal(WEXITSTATUS(status), 0);
+    assert_true(same);
+    munmap(p, (size_t)page * 4);
+}
+
+/* The host closes our fd and opens a file of its own that gets the same number: the next batch
+ * never writes into that file; reads go on through process_vm_readv. Runs last: the region is
+ * off for good afterwards. */
+static void test_safe_read_region_fd_taken(void **state)
+{
+    (void)state;
+    long page = sysconf(_SC_PAGESIZE);
+    uint8_t *p = pattern_pages(page);
+    struct iovec rem[3];
+    for (int i = 0; i < 3; i++)
+        rem[i] = (struct iovec){p + page * i, 64};
+    uint8_t d[3][64];
+    struct iovec loc[3] = {{d[0], 64}, {d[1], 64}, {d[2], 64}};
+    assert_int_equal(skp__safe_readv(loc, rem, 3), 3);
+    int fd = region_fd();
+    assert_true(fd >= 0);
+    assert_int_equal(close(fd), 0);
+    char tmpl[] = "/tmp/skp_safe_read_XXXXXX";
+    int host = mkstemp(tmpl);
+    assert_true(host >= 0);
+    unlink(tmpl);
+    if (host != fd) { /* not the lowest free number here: put the file at our number */
+        assert_int_equal(dup2(host, fd), fd);
+        close(host);
+    }
+    uint64_t rc0 = skp__safe_read_region_calls();
+    memset(d, 0, sizeof(d));
+    assert_int_equal(skp__safe_readv(loc, rem, 3), 3);
+    assert_memory_equal(d[2], p + page * 2, 64);
+    assert_int_equal(skp__safe_read_region_calls(), rc0);
+    struct stat st;
+    assert_int_equal(fstat(fd, &st), 0);
+    assert_int_equal(st.st_size, 0); /* nothing written into the host's file */
+    assert_int_equal(skp__safe_readv(loc, rem, 3), 3);
+    assert_int_equal(skp__safe_read_region_calls(), rc0);
+    close(fd);
+    munmap(p, (size_t)page * 4);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -132,6 +289,9 @@ int main(void)
         cmocka_unit_test(test_lru_eviction_bounded),
         cmocka_unit_test(test_init_out_of_memory),
         cmocka_unit_test(test_safe_read),
+        cmocka_unit_test(test_safe_read_region),
+        cmocka_unit_test(test_safe_read_region_fork),
+        cmocka_unit_test(test_safe_read_region_fd_taken),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -10,6 +10,7 @@
 #include <string.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
+#include <sys/syscall.h>
 #include <sys/types.h>
 #include <unistd.h>
 
@@ -126,7 +127,9 @@ static ssize_t region_readv(const struct iovec *local, const struct iovec *remot
     atomic_fetch_add_explicit(&g_calls, 1, memory_order_relaxed);
     atomic_fetch_add_explicit(&g_region_calls, 1, memory_order_relaxed);
     do {
-        got = pwritev(g_region.fd, remote, (int)n, 0);
+        /* the raw syscall: a sanitizer's pwritev interceptor would check the bytes we read as if
+         * they were a buffer of ours (they are any object's, read past its end at times) */
+        got = syscall(SYS_pwritev, g_region.fd, remote, (unsigned long)n, 0UL, 0UL);
     } while (got < 0 && errno == EINTR);
     if (got < 0) {
         if (errno == EFAULT) {

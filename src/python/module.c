@@ -37,8 +37,8 @@ struct pymod_state {
      * serialized by hook_lock (taken only while the GIL is released, never the other way). */
     struct skp__pyreader *hook_reader;
     pthread_mutex_t hook_lock;
-    unsigned dump_next;                  /* round-robin replacement */
-    skyprof_agent *agent;                /* the agent this module started, or NULL */
+    unsigned dump_next;   /* round-robin replacement */
+    skyprof_agent *agent; /* the agent this module started, or NULL */
     bool source_direct;
 };
 
@@ -133,8 +133,8 @@ static PyObject *py_dump_stack(PyObject *module, PyObject *args, PyObject *kwarg
     int max_depth = SKYPROF_DEFAULT_MAX_STACK_DEPTH;
     int portable = 0;
     struct pymod_state *st = state_of(module);
-    if (!PyArg_ParseTupleAndKeywords(args, kwargs, "|Oip:dump_stack", kwlist, &tid_obj,
-                                     &max_depth, &portable))
+    if (!PyArg_ParseTupleAndKeywords(args, kwargs, "|Oip:dump_stack", kwlist, &tid_obj, &max_depth,
+                                     &portable))
         return NULL;
     if (max_depth < 1 || max_depth > SKYPROF_MAX_STACK_DEPTH_CAP) {
         PyErr_SetString(PyExc_ValueError, "max_depth out of range");
@@ -196,16 +196,14 @@ static PyObject *reader_stats_dict(const struct skp__pyreader *r)
 {
     struct skp__pyreader_stats s;
     skp__pyreader_get_stats(r, &s);
-    return Py_BuildValue("{s:K,s:K,s:K,s:K,s:K,s:K,s:K,s:K,s:O,s:s}", "watched_hits",
-                         (unsigned long long)s.watched_hits, "captures",
-                         (unsigned long long)s.captures, "failures",
-                         (unsigned long long)s.failures, "frames", (unsigned long long)s.frames,
-                         "code_hits", (unsigned long long)s.code_hits, "code_misses",
-                         (unsigned long long)s.code_misses, "syscalls",
-                         (unsigned long long)s.syscalls, "region_syscalls",
-                         (unsigned long long)s.region_syscalls, "direct",
-                         s.direct ? Py_True : Py_False,
-                         "layout", s.layout);
+    return Py_BuildValue(
+        "{s:K,s:K,s:K,s:K,s:K,s:K,s:K,s:K,s:O,s:s}", "watched_hits",
+        (unsigned long long)s.watched_hits, "captures", (unsigned long long)s.captures, "failures",
+        (unsigned long long)s.failures, "frames", (unsigned long long)s.frames, "code_hits",
+        (unsigned long long)s.code_hits, "code_misses", (unsigned long long)s.code_misses,
+        "syscalls", (unsigned long long)s.syscalls, "region_syscalls",
+        (unsigned long long)s.region_syscalls, "direct", s.direct ? Py_True : Py_False, "layout",
+        s.layout);
 }
 
 static PyObject *py_reader_info(PyObject *module, PyObject *unused)
@@ -214,7 +212,6 @@ static PyObject *py_reader_info(PyObject *module, PyObject *unused)
     struct skp__pyreader *r = lazy_reader(&state_of(module)->dump_reader, false);
     return r ? reader_stats_dict(r) : NULL;
 }
-
 
 /* ---------------------------------------------------------------------------------------------
  * test hooks: the sampler's path (heap target, capture without the GIL) driven from Python, and
@@ -292,15 +289,14 @@ static PyObject *py_capture_handle(PyObject *module, PyObject *args)
     if (!r)
         goto out;
     int rc = -1;
-    Py_BEGIN_ALLOW_THREADS
-    pthread_mutex_lock(&st->hook_lock);
+    Py_BEGIN_ALLOW_THREADS pthread_mutex_lock(&st->hook_lock);
     for (int i = 0; i < repeat; i++) {
         cap.scratch_len = 0;
         rc = skp__pyreader_capture(r, t, false, &cap);
     }
     pthread_mutex_unlock(&st->hook_lock);
-    Py_END_ALLOW_THREADS
-    if (rc < 0) {
+    Py_END_ALLOW_THREADS if (rc < 0)
+    {
         result = Py_NewRef(Py_None);
         goto out;
     }
@@ -311,7 +307,6 @@ out:
     capture_buf_free(&cap);
     return result;
 }
-
 
 /* _bench_capture(handle, n, max_depth=500) -> list[int]: nanoseconds of each of n captures made
  * back to back on this thread with the GIL released (the sampler's path), for benchmarks. */
@@ -342,8 +337,7 @@ static PyObject *py_bench_capture(PyObject *module, PyObject *args)
         goto out;
     }
     int failures = 0;
-    Py_BEGIN_ALLOW_THREADS
-    pthread_mutex_lock(&st->hook_lock);
+    Py_BEGIN_ALLOW_THREADS pthread_mutex_lock(&st->hook_lock);
     for (int i = 0; i < n; i++) {
         struct timespec a, b;
         clock_gettime(CLOCK_MONOTONIC, &a);
@@ -354,8 +348,8 @@ static PyObject *py_bench_capture(PyObject *module, PyObject *args)
         ns[i] = (int64_t)(b.tv_sec - a.tv_sec) * 1000000000 + (b.tv_nsec - a.tv_nsec);
     }
     pthread_mutex_unlock(&st->hook_lock);
-    Py_END_ALLOW_THREADS
-    if (failures) {
+    Py_END_ALLOW_THREADS if (failures)
+    {
         PyErr_Format(st->error, "%d captures failed", failures);
         goto out;
     }
@@ -382,8 +376,8 @@ static void stderr_sink(void *ud, enum skyprof_log_level level, const char *line
     (void)ud;
     static const char *names[] = {"ERROR", "WARN", "INFO", "DEBUG"};
     char buf[1200];
-    int n = snprintf(buf, sizeof(buf), "skyprof %s %s\n",
-                     (unsigned)level < 4 ? names[level] : "?", line);
+    int n = snprintf(buf, sizeof(buf), "skyprof %s %s\n", (unsigned)level < 4 ? names[level] : "?",
+                     line);
     if (n < 0)
         return;
     if ((size_t)n >= sizeof(buf))
@@ -411,23 +405,35 @@ static int copy_field(char *dst, size_t cap, PyObject *v, const char *name)
 
 static PyObject *py_start(PyObject *module, PyObject *args, PyObject *kwargs)
 {
-    static char *kwlist[] = {"service", "instance", "backend", "authentication",
-                             "poll_interval_ms", "heartbeat_period_ms", "max_parallel",
-                             "max_stack_depth", "snapshot_buffer_size", "profile_active",
-                             "log_level", "restart_in_child", "min_dump_period_ms",
-                             "report_segments", "portable", "max_profiling_ms", "language",
-                             "properties", NULL};
+    static char *kwlist[] = {"service",
+                             "instance",
+                             "backend",
+                             "authentication",
+                             "poll_interval_ms",
+                             "heartbeat_period_ms",
+                             "max_parallel",
+                             "max_stack_depth",
+                             "snapshot_buffer_size",
+                             "profile_active",
+                             "log_level",
+                             "restart_in_child",
+                             "min_dump_period_ms",
+                             "report_segments",
+                             "portable",
+                             "max_profiling_ms",
+                             "language",
+                             "properties",
+                             NULL};
     PyObject *service = NULL, *instance = NULL, *backend = NULL, *auth = NULL, *log_level = NULL;
     PyObject *language = NULL, *properties = NULL;
     long long poll_ms = -1, heartbeat_ms = -1, min_dump_ms = -1, max_prof_ms = -1;
     int max_parallel = -1, depth = -1, buffer = -1;
     int active = 1, restart_child = 1, report = 1, portable = 0;
     struct pymod_state *st = state_of(module);
-    if (!PyArg_ParseTupleAndKeywords(args, kwargs, "|OOOOLLiiipOpLppLOO:start", kwlist, &service,
-                                     &instance, &backend, &auth, &poll_ms, &heartbeat_ms,
-                                     &max_parallel, &depth, &buffer, &active, &log_level,
-                                     &restart_child, &min_dump_ms, &report, &portable,
-                                     &max_prof_ms, &language, &properties))
+    if (!PyArg_ParseTupleAndKeywords(
+            args, kwargs, "|OOOOLLiiipOpLppLOO:start", kwlist, &service, &instance, &backend, &auth,
+            &poll_ms, &heartbeat_ms, &max_parallel, &depth, &buffer, &active, &log_level,
+            &restart_child, &min_dump_ms, &report, &portable, &max_prof_ms, &language, &properties))
         return NULL;
     if (st->agent) {
         PyErr_SetString(st->error, "start: the agent is already running");
@@ -509,12 +515,10 @@ static PyObject *py_start(PyObject *module, PyObject *args, PyObject *kwargs)
     }
     bool direct = skp__pysource_is_direct(&src);
     skyprof_agent *agent = NULL;
-    Py_BEGIN_ALLOW_THREADS
-    err = skyprof_agent_start(&cfg, &src, &agent);
-    Py_END_ALLOW_THREADS
-    Py_XDECREF(props_seq);
+    Py_BEGIN_ALLOW_THREADS err = skyprof_agent_start(&cfg, &src, &agent);
+    Py_END_ALLOW_THREADS Py_XDECREF(props_seq);
     if (err) {
-        src.destroy(src.ud);  /* start failed: the agent did not take the source */
+        src.destroy(src.ud); /* start failed: the agent did not take the source */
         return raise_err(st, err, "start");
     }
     st->agent = agent;
@@ -539,10 +543,8 @@ static PyObject *py_stop(PyObject *module, PyObject *args, PyObject *kwargs)
     if (!agent)
         Py_RETURN_NONE;
     /* Releasing the GIL matters: the portable sampler may be waiting for it while we join. */
-    Py_BEGIN_ALLOW_THREADS
-    skyprof_agent_stop(agent, flush_ms < 0 ? 0 : flush_ms);
-    Py_END_ALLOW_THREADS
-    Py_RETURN_NONE;
+    Py_BEGIN_ALLOW_THREADS skyprof_agent_stop(agent, flush_ms < 0 ? 0 : flush_ms);
+    Py_END_ALLOW_THREADS Py_RETURN_NONE;
 }
 
 static PyObject *py_after_fork_child(PyObject *module, PyObject *unused)
@@ -554,17 +556,15 @@ static PyObject *py_after_fork_child(PyObject *module, PyObject *unused)
         Py_RETURN_NONE;
     skyprof_agent *cur = skyprof_agent_current();
     if (cur) {
-        st->agent = cur;  /* the core restarted it already (restart_in_child) */
+        st->agent = cur; /* the core restarted it already (restart_in_child) */
         Py_RETURN_TRUE;
     }
     skyprof_agent *fresh = NULL;
     skp_err err;
-    Py_BEGIN_ALLOW_THREADS
-    err = skyprof_agent_restart_after_fork(&fresh);
-    Py_END_ALLOW_THREADS
-    st->agent = fresh;
+    Py_BEGIN_ALLOW_THREADS err = skyprof_agent_restart_after_fork(&fresh);
+    Py_END_ALLOW_THREADS st->agent = fresh;
     if (err)
-        Py_RETURN_FALSE;  /* the child runs without an agent; never raise into the host */
+        Py_RETURN_FALSE; /* the child runs without an agent; never raise into the host */
     Py_RETURN_TRUE;
 }
 
@@ -843,15 +843,19 @@ static PyObject *py_segment_id(PyObject *module, PyObject *unused)
 
 static PyObject *py_add_task(PyObject *module, PyObject *args, PyObject *kwargs)
 {
-    static char *kwlist[] = {"endpoint", "duration_min", "min_duration_threshold_ms",
-                             "dump_period_ms", "max_sampling_count", "task_id", NULL};
-    struct skyprof_task_spec spec = {.duration_min = 1, .dump_period_ms = 10,
-                                     .max_sampling_count = 5};
+    static char *kwlist[] = {"endpoint",
+                             "duration_min",
+                             "min_duration_threshold_ms",
+                             "dump_period_ms",
+                             "max_sampling_count",
+                             "task_id",
+                             NULL};
+    struct skyprof_task_spec spec = {
+        .duration_min = 1, .dump_period_ms = 10, .max_sampling_count = 5};
     struct pymod_state *st = state_of(module);
     if (!PyArg_ParseTupleAndKeywords(args, kwargs, "s|iiiiz:add_task", kwlist, &spec.endpoint,
                                      &spec.duration_min, &spec.min_duration_threshold_ms,
-                                     &spec.dump_period_ms, &spec.max_sampling_count,
-                                     &spec.task_id))
+                                     &spec.dump_period_ms, &spec.max_sampling_count, &spec.task_id))
         return NULL;
     if (!st->agent)
         return raise_err(st, SKP_ESTATE, "add_task");
@@ -892,11 +896,8 @@ static PyObject *py_sample_now(PyObject *module, PyObject *unused)
         return raise_err(st, SKP_ESTATE, "sample_now");
     skp_err err;
     /* In portable mode the capture takes the GIL itself. */
-    Py_BEGIN_ALLOW_THREADS
-    err = skyprof_agent_sample_now(st->agent);
-    Py_END_ALLOW_THREADS
-    if (err)
-        return raise_err(st, err, "sample_now");
+    Py_BEGIN_ALLOW_THREADS err = skyprof_agent_sample_now(st->agent);
+    Py_END_ALLOW_THREADS if (err) return raise_err(st, err, "sample_now");
     Py_RETURN_NONE;
 }
 
@@ -1003,7 +1004,7 @@ static int mod_exec(PyObject *m)
         PyErr_SetString(PyExc_OSError, "pthread_mutex_init failed");
         return -1;
     }
-    static int atfork_done;  /* module init runs with the GIL: no race */
+    static int atfork_done; /* module init runs with the GIL: no race */
     if (!atfork_done) {
         atfork_done = 1;
         (void)pthread_atfork(NULL, NULL, on_fork_child);

@@ -12,11 +12,11 @@
 #include "python/pystack.h"
 
 struct skp__pyhandle {
-    struct skp__pytarget t;        /* the request's thread (the loop thread for a task) */
-    uintptr_t coro;                /* the request task's coroutine, 0 = a thread request */
+    struct skp__pytarget t; /* the request's thread (the loop thread for a task) */
+    uintptr_t coro;         /* the request task's coroutine, 0 = a thread request */
     atomic_int refs;
-    atomic_int n_delegated;        /* worker threads running work the request handed over */
-    struct skp__pytarget worker;   /* the last of them (valid while n_delegated > 0) */
+    atomic_int n_delegated;      /* worker threads running work the request handed over */
+    struct skp__pytarget worker; /* the last of them (valid while n_delegated > 0) */
 };
 
 /* Set by the binding around skyprof_entry_begin on this thread (GIL held). */

@@ -47,15 +47,15 @@ struct raw_frame {
     uintptr_t code;
     uintptr_t prev_instr;
     int owner;
-    int code_slot;               /* index into the capture's code list, -1 = unresolved */
+    int code_slot; /* index into the capture's code list, -1 = unresolved */
 };
 
 struct code_slot {
     uintptr_t addr;
     bool have_header;
-    bool used;                         /* referenced by a frame of this capture */
-    bool watched;                      /* entry proven current by its codewatch */
-    struct skp__pycode_entry *entry;   /* NULL: invalid code object */
+    bool used;                       /* referenced by a frame of this capture */
+    bool watched;                    /* entry proven current by its codewatch */
+    struct skp__pycode_entry *entry; /* NULL: invalid code object */
 };
 
 /* The coroutines of a task's await chain at its last capture, outermost (the task's) first, and
@@ -88,28 +88,28 @@ struct await_prefetch {
 /* One task's share of a prepare's batch. */
 struct prepared_task {
     uintptr_t coro;
-    bool taken;                /* used by its capture already */
-    struct await_prefetch p;   /* p.buf points into r->prep_buf */
+    bool taken;              /* used by its capture already */
+    struct await_prefetch p; /* p.buf points into r->prep_buf */
 };
 
 struct skp__pyreader {
-    const struct skp__pylayout *layout;   /* NULL: portable mode */
-    struct await_hint *await_hints;       /* AWAIT_HINTS */
-    uint8_t *await_buf;                   /* AWAIT_HINT_DEPTH * AWAIT_SLOT_BYTES */
-    struct prepared_task *prep;           /* PREP_TASKS_MAX: the last prepare's tasks */
-    uint8_t *prep_buf;                    /* PREP_LINKS_MAX * AWAIT_SLOT_BYTES */
+    const struct skp__pylayout *layout; /* NULL: portable mode */
+    struct await_hint *await_hints;     /* AWAIT_HINTS */
+    uint8_t *await_buf;                 /* AWAIT_HINT_DEPTH * AWAIT_SLOT_BYTES */
+    struct prepared_task *prep;         /* PREP_TASKS_MAX: the last prepare's tasks */
+    uint8_t *prep_buf;                  /* PREP_LINKS_MAX * AWAIT_SLOT_BYTES */
     size_t n_prep;
-    size_t prep_left;                     /* captures the prepared batch still serves */
+    size_t prep_left; /* captures the prepared batch still serves */
     struct skp__pycode_cache cache;
-    uint8_t *window;                      /* SKP_PY_WINDOW_MAX bytes */
-    uint8_t *code_headers;                /* SKP_PY_MAX_CODES * CODE_COPY_MAX */
-    struct code_slot *codes;              /* SKP_PY_MAX_CODES */
-    struct raw_frame *raw;                /* SKP_PY_MAX_WALK */
-    uint16_t *code_index;                 /* open addressing over codes, SKP_PY_MAX_CODES*2 */
+    uint8_t *window;         /* SKP_PY_WINDOW_MAX bytes */
+    uint8_t *code_headers;   /* SKP_PY_MAX_CODES * CODE_COPY_MAX */
+    struct code_slot *codes; /* SKP_PY_MAX_CODES */
+    struct raw_frame *raw;   /* SKP_PY_MAX_WALK */
+    uint16_t *code_index;    /* open addressing over codes, SKP_PY_MAX_CODES*2 */
     uint64_t captures, failures, frames;
-    uint64_t watched_hits;                /* code objects proven current without a read */
-    bool watch;                           /* codewatch enabled */
-    bool qualified;                       /* frames as "<co_qualname> (<file>:<line>)" */
+    uint64_t watched_hits; /* code objects proven current without a read */
+    bool watch;            /* codewatch enabled */
+    bool qualified;        /* frames as "<co_qualname> (<file>:<line>)" */
 };
 
 /* ---------------------------------------------------------------------------------------------
@@ -257,7 +257,7 @@ static bool read_str_utf8(const struct skp__pylayout *l, uintptr_t addr, char *b
             k = 2;
         } else if (cp < 0x10000) {
             if (cp >= 0xD800 && cp <= 0xDFFF)
-                cp = '?';  /* lone surrogate (surrogateescape'd bytes): not encodable */
+                cp = '?'; /* lone surrogate (surrogateescape'd bytes): not encodable */
             if (cp < 0x80) {
                 enc[0] = (uint8_t)cp;
                 k = 1;
@@ -277,7 +277,7 @@ static bool read_str_utf8(const struct skp__pylayout *l, uintptr_t addr, char *b
             return false;
         }
         if (*len + k > cap)
-            return true;  /* truncated label, still usable */
+            return true; /* truncated label, still usable */
         memcpy(buf + *len, enc, k);
         *len += k;
     }
@@ -317,10 +317,10 @@ skp_err skp__pyreader_new(bool force_portable, struct skp__pyreader **out)
     if (!r)
         return SKP_ENOMEM;
     const struct skp__pylayout *l = force_portable ? NULL : skp__pylayout_select();
-    if (l && (l->ts_copy > TS_COPY_MAX || l->co_copy > CODE_COPY_MAX ||
-              l->fr_size > FRAME_COPY_MAX || l->str_header_copy > STR_HEADER_MAX ||
-              l->gen_copy > GEN_COPY_MAX))
-        l = NULL;  /* a table bigger than our buffers: never guess, use the portable path */
+    if (l &&
+        (l->ts_copy > TS_COPY_MAX || l->co_copy > CODE_COPY_MAX || l->fr_size > FRAME_COPY_MAX ||
+         l->str_header_copy > STR_HEADER_MAX || l->gen_copy > GEN_COPY_MAX))
+        l = NULL; /* a table bigger than our buffers: never guess, use the portable path */
     if (l && !skp__safe_read_init())
         l = NULL;
     r->layout = l;
@@ -483,8 +483,10 @@ static void maybe_request_watch(struct skp__pyreader *r, struct skp__pycode_entr
     int64_t now = skpx_mono_ns();
     if (e->watch_slot >= 0 && now - e->watch_requested_ns < 2000000000LL)
         return;
-    struct skp__pylive_query q = {.code = e->key.code, .filename = e->key.filename,
-                                  .name = e->key.name, .linetable = e->key.linetable,
+    struct skp__pylive_query q = {.code = e->key.code,
+                                  .filename = e->key.filename,
+                                  .name = e->key.name,
+                                  .linetable = e->key.linetable,
                                   .firstlineno = e->key.firstlineno};
     skp__codewatch_request(&q, &e->watch_slot, &e->watch_gen);
     e->watch_requested_ns = now;
@@ -624,10 +626,10 @@ static struct spec_read read_speculative(struct skp__pyreader *r, struct skp__py
         size_t before = *n_codes_io;
         int slot = code_slot_of(r, n_codes_io, t->hint_codes[i]);
         if (slot < 0 || *n_codes_io == before)
-            continue;  /* table full or duplicate hint */
+            continue; /* table full or duplicate hint */
         struct skp__pycode_entry *we = watched_entry(r, t->hint_codes[i]);
         if (we) {
-            r->codes[slot].have_header = true;  /* proven current: nothing to read */
+            r->codes[slot].have_header = true; /* proven current: nothing to read */
             r->codes[slot].entry = we;
             r->codes[slot].watched = true;
             continue;
@@ -685,8 +687,8 @@ static int read_stack_copies(struct skp__pyreader *r, struct skp__pytarget *t, c
     if (!plausible_ptr(cframe))
         return -1;
     struct stack_window want = wanted_window(l, ts);
-    bool cframe_ok = spec.iov_cframe >= 0 && (size_t)spec.iov_cframe < spec.got &&
-                     t->hint_cframe == cframe;
+    bool cframe_ok =
+        spec.iov_cframe >= 0 && (size_t)spec.iov_cframe < spec.got && t->hint_cframe == cframe;
     bool window_ok = spec.iov_window >= 0 && (size_t)spec.iov_window < spec.got &&
                      t->hint_win_lo == want.lo && t->hint_win_lo + t->hint_win_len >= top;
     *have = window_ok ? (struct stack_window){t->hint_win_lo, t->hint_win_len}
@@ -741,9 +743,9 @@ static void walk_frames(struct skp__pyreader *r, const uint8_t *cf, struct stack
         if (addr >= have.lo && addr + l->fr_size <= have.lo + have.len) {
             fr = r->window + (addr - have.lo);
         } else if (skp__safe_read(addr, fr_tmp, l->fr_size)) {
-            fr = fr_tmp;  /* generator frame or an older chunk */
+            fr = fr_tmp; /* generator frame or an older chunk */
         } else {
-            break;        /* freed under us: the stack we have is what there is */
+            break; /* freed under us: the stack we have is what there is */
         }
         int owner = (int)(signed char)fr[l->fr_owner];
         uintptr_t code = load_ptr(fr, l->fr_code);
@@ -776,7 +778,7 @@ static int collect_thread(struct skp__pyreader *r, struct skp__pytarget *t, uint
     uint8_t cf[64];
     struct spec_read spec = read_speculative(r, t, ts, cf, n_codes_io);
     if (spec.got == 0)
-        return -1;  /* thread state unreadable: the thread is gone */
+        return -1; /* thread state unreadable: the thread is gone */
     struct stack_window have;
     if (read_stack_copies(r, t, ts, cf, spec, &have) < 0)
         return -1;
@@ -842,8 +844,8 @@ static void resolve_codes(struct skp__pyreader *r, struct skp__pytarget *t, size
         if (!cs->used)
             continue;
         if (!cs->watched) {
-            cs->entry = cs->addr ? resolve_code(r, cs->addr, r->code_headers + s * CODE_COPY_MAX)
-                                 : NULL;
+            cs->entry =
+                cs->addr ? resolve_code(r, cs->addr, r->code_headers + s * CODE_COPY_MAX) : NULL;
             if (cs->entry)
                 maybe_request_watch(r, cs->entry);
         }
@@ -866,12 +868,12 @@ static void format_frames(struct skp__pyreader *r, size_t n_raw, bool more, cons
     for (size_t i = 0; i < n_raw; i++) {
         struct raw_frame *rf = &r->raw[i];
         if (rf->code_slot < 0 || !r->codes[rf->code_slot].entry)
-            continue;  /* unreadable code object (freed while we read) */
+            continue; /* unreadable code object (freed while we read) */
         struct skp__pycode_entry *e = r->codes[rf->code_slot].entry;
         intptr_t units = ((intptr_t)rf->prev_instr - (intptr_t)(rf->code + l->co_code_start)) /
                          (intptr_t)l->code_unit_bytes;
         if (rf->owner != l->fr_owner_generator && units < e->firsttraceable)
-            continue;  /* incomplete frame: Python does not show it either */
+            continue; /* incomplete frame: Python does not show it either */
         if (units > INT32_MAX / 4 || units < -1)
             units = -1;
         int line = entry_line(l, e, (int)(units * (intptr_t)l->code_unit_bytes));
@@ -1054,8 +1056,8 @@ void skp__pyreader_capture_done(struct skp__pyreader *r)
 /* The head of the coroutine at `addr`, link `k` of the chain: from the prefetch when it read that
  * address there, else read into `g`. *out points at the bytes. Returns its frame state, or INT_MIN
  * when it is not a readable coroutine / generator. */
-static int gen_at(struct skp__pyreader *r, const struct await_prefetch *p, size_t k,
-                  uintptr_t addr, uint8_t *g, const uint8_t **out, size_t *got)
+static int gen_at(struct skp__pyreader *r, const struct await_prefetch *p, size_t k, uintptr_t addr,
+                  uint8_t *g, const uint8_t **out, size_t *got)
 {
     const struct skp__pylayout *l = r->layout;
     if (p && k < p->n && p->addr[k] == addr) {
@@ -1077,8 +1079,7 @@ static int gen_at(struct skp__pyreader *r, const struct await_prefetch *p, size_
  * from the prefetch `p` when it has them (NULL: none); the chain seen is remembered for the next
  * capture. Returns the number of frames added. */
 static size_t collect_awaits(struct skp__pyreader *r, uintptr_t coro,
-                             const struct await_prefetch *p, size_t *n_raw_io,
-                             size_t *n_codes_io)
+                             const struct await_prefetch *p, size_t *n_raw_io, size_t *n_codes_io)
 {
     const struct skp__pylayout *l = r->layout;
     uint8_t g_local[GEN_COPY_MAX + AWAIT_PEEK_BYTES];
@@ -1228,44 +1229,43 @@ static int capture_portable_locked(struct skp__pytarget *t, bool qualified,
         return -1;
     out->n = 0;
     out->truncated = false;
-    PyFrameObject *f = PyThreadState_GetFrame(target);   /* new reference or NULL */
+    PyFrameObject *f = PyThreadState_GetFrame(target); /* new reference or NULL */
     while (f) {
-        PyCodeObject *co = PyFrame_GetCode(f);           /* new reference */
+        PyCodeObject *co = PyFrame_GetCode(f); /* new reference */
         Py_ssize_t fn_len = 0;
         Py_ssize_t nm_len = 0;
         const char *fn = PyUnicode_AsUTF8AndSize(co->co_filename, &fn_len);
         const char *nm =
-            fn ? PyUnicode_AsUTF8AndSize(qualified ? co->co_qualname : co->co_name, &nm_len)
-               : NULL;
+            fn ? PyUnicode_AsUTF8AndSize(qualified ? co->co_qualname : co->co_name, &nm_len) : NULL;
         bool ok = true;
         if (!fn || !nm) {
             PyErr_Clear();
         } else if (qualified) {
             char label[SKP_PY_LABEL_MAX];
-            size_t len = (size_t)nm_len < SKP_PY_LABEL_MAX - 2 ? (size_t)nm_len
-                                                                : SKP_PY_LABEL_MAX - 2;
+            size_t len =
+                (size_t)nm_len < SKP_PY_LABEL_MAX - 2 ? (size_t)nm_len : SKP_PY_LABEL_MAX - 2;
             memcpy(label, nm, len);
             label[len++] = ' ';
             label[len++] = '(';
-            size_t flen = (size_t)fn_len < SKP_PY_LABEL_MAX - len ? (size_t)fn_len
-                                                                   : SKP_PY_LABEL_MAX - len;
+            size_t flen =
+                (size_t)fn_len < SKP_PY_LABEL_MAX - len ? (size_t)fn_len : SKP_PY_LABEL_MAX - len;
             memcpy(label + len, fn, flen);
             len += flen;
             ok = emit_frame(out, label, len, PyFrame_GetLineNumber(f), true);
         } else {
             char label[SKP_PY_LABEL_MAX];
-            size_t len = (size_t)fn_len < SKP_PY_LABEL_MAX - 1 ? (size_t)fn_len
-                                                                : SKP_PY_LABEL_MAX - 1;
+            size_t len =
+                (size_t)fn_len < SKP_PY_LABEL_MAX - 1 ? (size_t)fn_len : SKP_PY_LABEL_MAX - 1;
             memcpy(label, fn, len);
             label[len++] = '.';
-            size_t nlen = (size_t)nm_len < SKP_PY_LABEL_MAX - len ? (size_t)nm_len
-                                                                   : SKP_PY_LABEL_MAX - len;
+            size_t nlen =
+                (size_t)nm_len < SKP_PY_LABEL_MAX - len ? (size_t)nm_len : SKP_PY_LABEL_MAX - len;
             memcpy(label + len, nm, nlen);
             len += nlen;
             ok = emit_frame(out, label, len, PyFrame_GetLineNumber(f), false);
         }
         Py_DECREF(co);
-        PyFrameObject *back = PyFrame_GetBack(f);   /* new reference or NULL */
+        PyFrameObject *back = PyFrame_GetBack(f); /* new reference or NULL */
         Py_DECREF(f);
         f = back;
         if (!ok) {
@@ -1301,8 +1301,8 @@ int skp__pyreader_capture(struct skp__pyreader *r, struct skp__pytarget *t, bool
         r->failures++;
         return -1;
     }
-    int rc = r->layout ? capture_direct(r, t, out)
-                       : capture_portable(t, gil_held, r->qualified, out);
+    int rc =
+        r->layout ? capture_direct(r, t, out) : capture_portable(t, gil_held, r->qualified, out);
     if (rc < 0) {
         out->n = 0;
         r->failures++;

@@ -34,10 +34,10 @@
 
 /* One target thread: created on that thread (GIL held), then read from anywhere. */
 struct skp__pytarget {
-    uintptr_t tstate;            /* the thread's PyThreadState */
-    uintptr_t interp;            /* its interpreter (validation) */
-    unsigned long thread_id;     /* PyThread_get_thread_ident() of the thread (validation) */
-    unsigned long native_tid;    /* its kernel tid (validation: pthread ids are reused quickly) */
+    uintptr_t tstate;         /* the thread's PyThreadState */
+    uintptr_t interp;         /* its interpreter (validation) */
+    unsigned long thread_id;  /* PyThread_get_thread_ident() of the thread (validation) */
+    unsigned long native_tid; /* its kernel tid (validation: pthread ids are reused quickly) */
     /* speculation state, written by the capturing thread only */
     uintptr_t hint_cframe;
     uintptr_t hint_win_lo;
@@ -54,11 +54,11 @@ struct skp__pyreader_stats {
     uint64_t frames;
     uint64_t code_hits;
     uint64_t code_misses;
-    uint64_t watched_hits;       /* code objects proven current by a watch (no read) */
-    uint64_t syscalls;           /* process-wide safe_read syscalls so far */
-    uint64_t region_syscalls;    /* how many of them used the memfd region (safe_read.h) */
-    bool direct;                 /* direct mode in use */
-    const char *layout;          /* "3.11" or "portable" */
+    uint64_t watched_hits;    /* code objects proven current by a watch (no read) */
+    uint64_t syscalls;        /* process-wide safe_read syscalls so far */
+    uint64_t region_syscalls; /* how many of them used the memfd region (safe_read.h) */
+    bool direct;              /* direct mode in use */
+    const char *layout;       /* "3.11" or "portable" */
 };
 
 /* Creates a reader (GIL held: the mode is chosen from the running interpreter). `force_portable`

@@ -97,8 +97,7 @@ fail:
 static bool region_fd_ours(void)
 {
     struct stat st;
-    return fstat(g_region.fd, &st) == 0 && st.st_dev == g_region.dev &&
-           st.st_ino == g_region.ino;
+    return fstat(g_region.fd, &st) == 0 && st.st_dev == g_region.dev && st.st_ino == g_region.ino;
 }
 
 /* Switches the region off for good, forgetting the fd without closing it: it may name a file of

@@ -29,8 +29,8 @@ static char *dup_label(const char *s)
 
 static struct skp__pycode_key key_of(uintptr_t code)
 {
-    struct skp__pycode_key k = {.code = code, .filename = 0x1000, .name = 0x2000,
-                                .linetable = 0x3000, .firstlineno = 7};
+    struct skp__pycode_key k = {
+        .code = code, .filename = 0x1000, .name = 0x2000, .linetable = 0x3000, .firstlineno = 7};
     return k;
 }
 
@@ -60,7 +60,7 @@ static void test_find_insert_validate(void **state)
     assert_null(skp__pycode_cache_find(&c, &k2));
     assert_int_equal(skp__pycode_cache_count(&c), 1);
     skp__pycode_cache_cleanup(&c);
-    assert_int_equal(skpx_alloc_live_bytes(), before);  /* labels and tables freed */
+    assert_int_equal(skpx_alloc_live_bytes(), before); /* labels and tables freed */
 }
 
 static void test_lru_eviction_bounded(void **state)
@@ -89,7 +89,7 @@ static void test_lru_eviction_bounded(void **state)
     }
     assert_non_null(skp__pycode_cache_find(&c, &hot));
     skp__pycode_cache_cleanup(&c);
-    skp__pycode_cache_cleanup(&c);  /* idempotent */
+    skp__pycode_cache_cleanup(&c); /* idempotent */
     assert_int_equal(skpx_alloc_live_bytes(), before);
 }
 
@@ -112,11 +112,11 @@ static void test_safe_read(void **state)
     uint64_t dst[4] = {0};
     assert_true(skp__safe_read((uintptr_t)src, dst, sizeof(src)));
     assert_memory_equal(src, dst, sizeof(src));
-    /* unmapped memory: a clean failure, no fault */
+    /* inaccessible memory: a clean failure, no fault (PROT_NONE rather than unmapped: a later
+     * mapping, e.g. the memfd region's, could take an unmapped address) */
     long page = sysconf(_SC_PAGESIZE);
-    void *p = mmap(NULL, (size_t)page, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    void *p = mmap(NULL, (size_t)page, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
     assert_true(p != MAP_FAILED);
-    munmap(p, (size_t)page);
     assert_false(skp__safe_read((uintptr_t)p, dst, 8));
     assert_false(skp__safe_read(0, dst, 8));
     assert_false(skp__safe_read(8, dst, 8));
@@ -130,17 +130,18 @@ static void test_safe_read(void **state)
     assert_int_equal(skp__safe_readv(loc, rem, 3), 3);
     assert_int_equal(rb, 22);
     assert_true(skp__safe_read_calls() >= 5);
+    munmap(p, (size_t)page);
 }
 
-/* Four readable pages with a known pattern, and one unmapped page after them. */
+/* Four readable pages with a known pattern, and an inaccessible one after them. */
 static uint8_t *pattern_pages(long page)
 {
-    uint8_t *p = mmap(NULL, (size_t)page * 5, PROT_READ | PROT_WRITE,
-                      MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    uint8_t *p =
+        mmap(NULL, (size_t)page * 5, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
     assert_true(p != MAP_FAILED);
     for (long i = 0; i < page * 4; i++)
         p[i] = (uint8_t)(i * 7 + 3);
-    munmap(p + page * 4, (size_t)page);
+    assert_int_equal(mprotect(p + page * 4, (size_t)page, PROT_NONE), 0);
     return p;
 }
 
@@ -163,19 +164,19 @@ static void test_safe_read_region(void **state)
     assert_int_equal(skp__safe_read_region_calls(), before + 1);
     for (int i = 0; i < 4; i++)
         assert_memory_equal(d[i], p + page * i + 100, 200);
-    /* a pair on the unmapped page: the ones before it are read, it and the rest are not */
+    /* a pair on the inaccessible page: the ones before it are read, it and the rest are not */
     memset(d, 0, sizeof(d));
     rem[2] = (struct iovec){p + page * 4 + 8, 200};
     assert_int_equal(skp__safe_readv(loc, rem, 4), 2);
     assert_memory_equal(d[1], p + page + 100, 200);
     assert_int_equal(skp__safe_read_region_calls(), before + 2);
-    /* a pair that starts readable and runs into the unmapped page is not read either */
+    /* a pair that starts readable and runs into the inaccessible page is not read either */
     rem[2] = (struct iovec){p + page * 4 - 50, 200};
     assert_int_equal(skp__safe_readv(loc, rem, 4), 2);
     /* the first pair faulting: nothing */
     rem[0] = (struct iovec){p + page * 4, 8};
     assert_int_equal(skp__safe_readv(loc, rem, 4), 0);
-    munmap(p, (size_t)page * 4);
+    munmap(p, (size_t)page * 5);
 }
 
 /* The fd number of our memfd (from /proc/self/fd), or -1. */
@@ -240,7 +241,7 @@ static void test_safe_read_region_fork(void **state)
     assert_true(WIFEXITED(status));
     assert_int_equal(WEXITSTATUS(status), 0);
     assert_true(same);
-    munmap(p, (size_t)page * 4);
+    munmap(p, (size_t)page * 5);
 }
 
 /* The host closes our fd and opens a file of its own that gets the same number: the next batch
@@ -279,7 +280,7 @@ static void test_safe_read_region_fd_taken(void **state)
     assert_int_equal(skp__safe_readv(loc, rem, 3), 3);
     assert_int_equal(skp__safe_read_region_calls(), rc0);
     close(fd);
-    munmap(p, (size_t)page * 4);
+    munmap(p, (size_t)page * 5);
 }
 
 int main(void)

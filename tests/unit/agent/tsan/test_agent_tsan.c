@@ -111,15 +111,10 @@ static int src_capture(void *ud, void *h, int tid, struct skyprof_capture *out)
     out->n = 3;
     return 0;
 }
-<<<<<<< HEAD
-static const struct skyprof_stack_source g_src = {"tsan",      NULL, src_attach, src_capture,
-                                                  src_release, NULL, NULL};
-=======
 static const struct skyprof_stack_source g_src = {.name = "tsan",
                                                   .thread_attach = src_attach,
                                                   .capture = src_capture,
                                                   .thread_release = src_release};
->>>>>>> 1b9d366 (python agent: safe reads of several pages through a memfd (pwritev + its mapping, fd guarded by fstat) instead of process_vm_readv; sampler tells the source which handles it is about to capture (capture_prepare), the Python source reads all their await chains in one batch; bench_asyncio splits the per-period cost from the per-capture cost)
 
 /* --- request threads through the tracer, sampler thread, restarts ------------------------- */
 #define WORKERS 4

@@ -289,14 +289,15 @@ static PyObject *py_capture_handle(PyObject *module, PyObject *args)
     if (!r)
         goto out;
     int rc = -1;
-    Py_BEGIN_ALLOW_THREADS pthread_mutex_lock(&st->hook_lock);
+    Py_BEGIN_ALLOW_THREADS
+    pthread_mutex_lock(&st->hook_lock);
     for (int i = 0; i < repeat; i++) {
         cap.scratch_len = 0;
         rc = skp__pyreader_capture(r, t, false, &cap);
     }
     pthread_mutex_unlock(&st->hook_lock);
-    Py_END_ALLOW_THREADS if (rc < 0)
-    {
+    Py_END_ALLOW_THREADS
+    if (rc < 0) {
         result = Py_NewRef(Py_None);
         goto out;
     }
@@ -337,7 +338,8 @@ static PyObject *py_bench_capture(PyObject *module, PyObject *args)
         goto out;
     }
     int failures = 0;
-    Py_BEGIN_ALLOW_THREADS pthread_mutex_lock(&st->hook_lock);
+    Py_BEGIN_ALLOW_THREADS
+    pthread_mutex_lock(&st->hook_lock);
     for (int i = 0; i < n; i++) {
         struct timespec a, b;
         clock_gettime(CLOCK_MONOTONIC, &a);
@@ -348,8 +350,8 @@ static PyObject *py_bench_capture(PyObject *module, PyObject *args)
         ns[i] = (int64_t)(b.tv_sec - a.tv_sec) * 1000000000 + (b.tv_nsec - a.tv_nsec);
     }
     pthread_mutex_unlock(&st->hook_lock);
-    Py_END_ALLOW_THREADS if (failures)
-    {
+    Py_END_ALLOW_THREADS
+    if (failures) {
         PyErr_Format(st->error, "%d captures failed", failures);
         goto out;
     }
@@ -515,8 +517,10 @@ static PyObject *py_start(PyObject *module, PyObject *args, PyObject *kwargs)
     }
     bool direct = skp__pysource_is_direct(&src);
     skyprof_agent *agent = NULL;
-    Py_BEGIN_ALLOW_THREADS err = skyprof_agent_start(&cfg, &src, &agent);
-    Py_END_ALLOW_THREADS Py_XDECREF(props_seq);
+    Py_BEGIN_ALLOW_THREADS
+    err = skyprof_agent_start(&cfg, &src, &agent);
+    Py_END_ALLOW_THREADS
+    Py_XDECREF(props_seq);
     if (err) {
         src.destroy(src.ud); /* start failed: the agent did not take the source */
         return raise_err(st, err, "start");
@@ -543,8 +547,10 @@ static PyObject *py_stop(PyObject *module, PyObject *args, PyObject *kwargs)
     if (!agent)
         Py_RETURN_NONE;
     /* Releasing the GIL matters: the portable sampler may be waiting for it while we join. */
-    Py_BEGIN_ALLOW_THREADS skyprof_agent_stop(agent, flush_ms < 0 ? 0 : flush_ms);
-    Py_END_ALLOW_THREADS Py_RETURN_NONE;
+    Py_BEGIN_ALLOW_THREADS
+    skyprof_agent_stop(agent, flush_ms < 0 ? 0 : flush_ms);
+    Py_END_ALLOW_THREADS
+    Py_RETURN_NONE;
 }
 
 static PyObject *py_after_fork_child(PyObject *module, PyObject *unused)
@@ -561,8 +567,10 @@ static PyObject *py_after_fork_child(PyObject *module, PyObject *unused)
     }
     skyprof_agent *fresh = NULL;
     skp_err err;
-    Py_BEGIN_ALLOW_THREADS err = skyprof_agent_restart_after_fork(&fresh);
-    Py_END_ALLOW_THREADS st->agent = fresh;
+    Py_BEGIN_ALLOW_THREADS
+    err = skyprof_agent_restart_after_fork(&fresh);
+    Py_END_ALLOW_THREADS
+    st->agent = fresh;
     if (err)
         Py_RETURN_FALSE; /* the child runs without an agent; never raise into the host */
     Py_RETURN_TRUE;
@@ -896,8 +904,11 @@ static PyObject *py_sample_now(PyObject *module, PyObject *unused)
         return raise_err(st, SKP_ESTATE, "sample_now");
     skp_err err;
     /* In portable mode the capture takes the GIL itself. */
-    Py_BEGIN_ALLOW_THREADS err = skyprof_agent_sample_now(st->agent);
-    Py_END_ALLOW_THREADS if (err) return raise_err(st, err, "sample_now");
+    Py_BEGIN_ALLOW_THREADS
+    err = skyprof_agent_sample_now(st->agent);
+    Py_END_ALLOW_THREADS
+    if (err)
+        return raise_err(st, err, "sample_now");
     Py_RETURN_NONE;
 }
 

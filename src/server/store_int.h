@@ -128,6 +128,14 @@ SKP_MUST_CHECK skp_err store__each_row(struct sqlite_store *st, sqlite3_stmt *s,
                                        void *ud, const char *what);
 /* Steps a statement that returns no row, then resets it. */
 SKP_MUST_CHECK skp_err store__step_done(struct sqlite_store *st, sqlite3_stmt *s, const char *what);
+/* Binds row i of a batch to `s` (parameters from 1; borrowed values stay valid until the next
+ * row is bound). */
+typedef void (*store_bind_fn)(sqlite3_stmt *s, size_t i, const void *rows);
+/* Runs `sql` once for each of the n rows, after bind(s, i, rows), in one transaction; the first
+ * error rolls it back. Errors: the SQLite error of the statement, BEGIN, a row or COMMIT
+ * (logged with `what`). */
+SKP_MUST_CHECK skp_err store__insert_rows(struct sqlite_store *st, const char *sql, size_t n,
+                                          store_bind_fn bind, const void *rows, const char *what);
 /* Text of column i, "" when NULL. Borrowed from the statement's current row. */
 static inline const char *store__col_text(sqlite3_stmt *s, int i)
 {

@@ -431,6 +431,26 @@ skp_err pg__pipeline_tx(struct pg_store *st, const enum pg_stmt *ids,
     return SKP_OK;
 }
 
+skp_err pg__insert_rows(struct pg_store *st, const char *sql, size_t n, pg_bind_fn bind,
+                        const void *rows, const char *what)
+{
+    skp_err err = pg__ready(st);
+    if (err)
+        return err;
+    err = pg__begin(st);
+    for (size_t i = 0; i < n && !err; i++) {
+        struct pg_params p = {0};
+        bind(&p, i, rows);
+        PQclear(pg__exec(st, sql, &p, &err, what));
+        pgp_free(&p);
+    }
+    if (!err)
+        err = pg__commit(st);
+    if (err)
+        pg__rollback(st);
+    return err;
+}
+
 skp_err pg__cmd(struct pg_store *st, const char *sql, const char *what)
 {
     skp_err err = SKP_OK;

@@ -109,6 +109,26 @@ skp_err pg_store_ebpf_list_processes(struct store *base, const char *service,
     return err;
 }
 
+/* A batch of stacks and when it arrived. */
+struct stack_batch {
+    const struct store_ebpf_stack *v;
+    int64_t now_ms;
+};
+
+static void bind_stack(struct pg_params *p, size_t i, const void *rows)
+{
+    const struct stack_batch *b = rows;
+    const struct store_ebpf_stack *k = &b->v[i];
+    pgp_text(p, k->task_id ? k->task_id : "");
+    pgp_text(p, k->process_id ? k->process_id : "");
+    pgp_int(p, (int64_t)k->kind);
+    pgp_int(p, k->time_ms);
+    pgp_int(p, b->now_ms);
+    pgp_text(p, k->symbols ? k->symbols : "");
+    pgp_int(p, k->count);
+    pgp_int(p, k->duration_ns);
+}
+
 skp_err pg_store_ebpf_insert_stacks(struct store *base, const struct store_ebpf_stack *v, size_t n,
                                     int64_t now_ms)
 {
@@ -119,33 +139,12 @@ skp_err pg_store_ebpf_insert_stacks(struct store *base, const struct store_ebpf_
         return SKP_EINVAL;
     if (st->read_only)
         return SKP_EIO;
-    skp_err err = pg__ready(st);
-    if (err)
-        return err;
-    err = pg__begin(st);
-    for (size_t i = 0; i < n && !err; i++) {
-        struct pg_params q = {0};
-        pgp_text(&q, v[i].task_id ? v[i].task_id : "");
-        pgp_text(&q, v[i].process_id ? v[i].process_id : "");
-        pgp_int(&q, (int64_t)v[i].kind);
-        pgp_int(&q, v[i].time_ms);
-        pgp_int(&q, now_ms);
-        pgp_text(&q, v[i].symbols ? v[i].symbols : "");
-        pgp_int(&q, v[i].count);
-        pgp_int(&q, v[i].duration_ns);
-        PGresult *r = pg__exec(st,
-                               "INSERT INTO ebpf_stacks(task_id, process_id, kind, time_ms, "
-                               "received_ms, symbols, count, duration_ns) "
-                               "VALUES($1, $2, $3, $4, $5, $6, $7, $8)",
-                               &q, &err, "insert eBPF stack");
-        pgp_free(&q);
-        PQclear(r);
-    }
-    if (!err)
-        err = pg__commit(st);
-    if (err)
-        pg__rollback(st);
-    return err;
+    const struct stack_batch b = {v, now_ms};
+    return pg__insert_rows(st,
+                           "INSERT INTO ebpf_stacks(task_id, process_id, kind, time_ms, "
+                           "received_ms, symbols, count, duration_ns) "
+                           "VALUES($1, $2, $3, $4, $5, $6, $7, $8)",
+                           n, bind_stack, &b, "insert eBPF stack");
 }
 
 skp_err pg_store_ebpf_scan_task(struct store *base, const char *task_id, const char *process_id,

@@ -12,6 +12,19 @@
 #include "server/store_pg_features.h"
 #include "server/store_pg_int.h"
 
+static void bind_minute(struct pg_params *p, size_t i, const void *rows)
+{
+    const struct store_endpoint_minute *m = (const struct store_endpoint_minute *)rows + i;
+    pgp_text(p, m->service ? m->service : "");
+    pgp_text(p, m->endpoint ? m->endpoint : "");
+    pgp_text(p, m->instance ? m->instance : "");
+    pgp_int(p, m->minute_ms);
+    pgp_int(p, (int64_t)m->writer);
+    pgp_int(p, (int64_t)m->count);
+    pgp_int(p, (int64_t)m->errors);
+    pgp_owned(p, pg_bytea_hex(m->hist, m->hist_len));
+}
+
 skp_err pg_store_put_endpoint_minutes(struct store *base, const struct store_endpoint_minute *v,
                                       size_t n)
 {
@@ -22,38 +35,15 @@ skp_err pg_store_put_endpoint_minutes(struct store *base, const struct store_end
         return SKP_EINVAL;
     if (st->read_only)
         return SKP_EIO;
-    skp_err err = pg__ready(st);
-    if (err)
-        return err;
-    err = pg__begin(st);
-    for (size_t i = 0; i < n && !err; i++) {
-        struct pg_params p = {0};
-        pgp_text(&p, v[i].service ? v[i].service : "");
-        pgp_text(&p, v[i].endpoint ? v[i].endpoint : "");
-        pgp_text(&p, v[i].instance ? v[i].instance : "");
-        pgp_int(&p, v[i].minute_ms);
-        pgp_int(&p, (int64_t)v[i].writer);
-        pgp_int(&p, (int64_t)v[i].count);
-        pgp_int(&p, (int64_t)v[i].errors);
-        pgp_owned(&p, pg_bytea_hex(v[i].hist, v[i].hist_len));
-        PGresult *r =
-            pg__exec(st,
-                     "INSERT INTO endpoint_minutes(service, endpoint, instance, "
-                     "minute_ms, writer, count, errors, hist) "
-                     "VALUES($1, $2, $3, $4, $5, $6, $7, $8::bytea) "
-                     "ON CONFLICT (md5(service), md5(endpoint), md5(instance), minute_ms, writer) "
-                     "DO "
-                     "UPDATE SET count = excluded.count, errors = excluded.errors, "
-                     "hist = excluded.hist",
-                     &p, &err, "put endpoint minute");
-        PQclear(r);
-        pgp_free(&p);
-    }
-    if (!err)
-        err = pg__commit(st);
-    if (err)
-        pg__rollback(st);
-    return err;
+    return pg__insert_rows(
+        st,
+        "INSERT INTO endpoint_minutes(service, endpoint, instance, "
+        "minute_ms, writer, count, errors, hist) "
+        "VALUES($1, $2, $3, $4, $5, $6, $7, $8::bytea) "
+        "ON CONFLICT (md5(service), md5(endpoint), md5(instance), minute_ms, "
+        "writer) DO UPDATE SET count = excluded.count, errors = excluded.errors, "
+        "hist = excluded.hist",
+        n, bind_minute, v, "put endpoint minute");
 }
 
 skp_err pg_store_list_endpoint_minutes(struct store *base, const char *service, int64_t from_ms,

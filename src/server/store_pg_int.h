@@ -149,6 +149,13 @@ PGresult *pg__exec(struct pg_store *st, const char *sql, struct pg_params *p, sk
 /* The same through the prepared statement `id`. */
 PGresult *pg__execp(struct pg_store *st, enum pg_stmt id, struct pg_params *p, skp_err *err,
                     const char *what);
+/* Fills the parameters of row i of a batch. */
+typedef void (*pg_bind_fn)(struct pg_params *p, size_t i, const void *rows);
+/* Runs `sql` once for each of the n rows with the parameters bind(p, i, rows) gives, in one
+ * transaction; the first error rolls it back. Errors: pg__ready's, the server's (logged with
+ * `what`). */
+SKP_MUST_CHECK skp_err pg__insert_rows(struct pg_store *st, const char *sql, size_t n,
+                                       pg_bind_fn bind, const void *rows, const char *what);
 /* Runs sql (no parameters) and discards the result. */
 SKP_MUST_CHECK skp_err pg__cmd(struct pg_store *st, const char *sql, const char *what);
 /* BEGIN / COMMIT (timed) / ROLLBACK (also drops the ingest caches). */

@@ -117,6 +117,27 @@ skp_err store__step_done(struct sqlite_store *st, sqlite3_stmt *s, const char *w
     return SKP_OK;
 }
 
+skp_err store__insert_rows(struct sqlite_store *st, const char *sql, size_t n, store_bind_fn bind,
+                           const void *rows, const char *what)
+{
+    sqlite3_stmt *s = NULL;
+    skp_err err = store__prepare(st, sql, &s);
+    if (err)
+        return err;
+    err = store__begin(st);
+    for (size_t i = 0; i < n && !err; i++) {
+        sqlite3_reset(s);
+        bind(s, i, rows);
+        err = store__step_done(st, s, what);
+    }
+    if (!err)
+        err = store__commit(st);
+    if (err)
+        store__rollback(st);
+    sqlite3_finalize(s);
+    return err;
+}
+
 skp_err store__begin(struct sqlite_store *st)
 {
     skp_err err = SKP_OK;

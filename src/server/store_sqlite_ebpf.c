@@ -110,6 +110,26 @@ skp_err sqlite_store_ebpf_list_processes(struct store *base, const char *service
     return err;
 }
 
+/* A batch of stacks and when it arrived. */
+struct stack_batch {
+    const struct store_ebpf_stack *v;
+    int64_t now_ms;
+};
+
+static void bind_stack(sqlite3_stmt *s, size_t i, const void *rows)
+{
+    const struct stack_batch *b = rows;
+    const struct store_ebpf_stack *k = &b->v[i];
+    sqlite3_bind_text(s, 1, k->task_id ? k->task_id : "", -1, SQLITE_STATIC);
+    sqlite3_bind_text(s, 2, k->process_id ? k->process_id : "", -1, SQLITE_STATIC);
+    sqlite3_bind_int(s, 3, (int)k->kind);
+    sqlite3_bind_int64(s, 4, k->time_ms);
+    sqlite3_bind_int64(s, 5, b->now_ms);
+    sqlite3_bind_text(s, 6, k->symbols ? k->symbols : "", -1, SQLITE_STATIC);
+    sqlite3_bind_int64(s, 7, k->count);
+    sqlite3_bind_int64(s, 8, k->duration_ns);
+}
+
 skp_err sqlite_store_ebpf_insert_stacks(struct store *base, const struct store_ebpf_stack *v,
                                         size_t n, int64_t now_ms)
 {
@@ -120,33 +140,12 @@ skp_err sqlite_store_ebpf_insert_stacks(struct store *base, const struct store_e
         return SKP_EINVAL;
     if (st->read_only)
         return SKP_EIO;
-    sqlite3_stmt *s = NULL;
-    skp_err err = store__prepare(st,
-                                 "INSERT INTO ebpf_stacks(task_id, process_id, kind, time_ms, "
-                                 "received_ms, symbols, count, duration_ns) "
-                                 "VALUES(?, ?, ?, ?, ?, ?, ?, ?)",
-                                 &s);
-    if (err)
-        return err;
-    err = store__begin(st);
-    for (size_t i = 0; i < n && !err; i++) {
-        sqlite3_reset(s);
-        sqlite3_bind_text(s, 1, v[i].task_id ? v[i].task_id : "", -1, SQLITE_STATIC);
-        sqlite3_bind_text(s, 2, v[i].process_id ? v[i].process_id : "", -1, SQLITE_STATIC);
-        sqlite3_bind_int(s, 3, (int)v[i].kind);
-        sqlite3_bind_int64(s, 4, v[i].time_ms);
-        sqlite3_bind_int64(s, 5, now_ms);
-        sqlite3_bind_text(s, 6, v[i].symbols ? v[i].symbols : "", -1, SQLITE_STATIC);
-        sqlite3_bind_int64(s, 7, v[i].count);
-        sqlite3_bind_int64(s, 8, v[i].duration_ns);
-        err = store__step_done(st, s, "insert eBPF stack");
-    }
-    if (!err)
-        err = store__commit(st);
-    if (err)
-        store__rollback(st);
-    sqlite3_finalize(s);
-    return err;
+    const struct stack_batch b = {v, now_ms};
+    return store__insert_rows(st,
+                              "INSERT INTO ebpf_stacks(task_id, process_id, kind, time_ms, "
+                              "received_ms, symbols, count, duration_ns) "
+                              "VALUES(?, ?, ?, ?, ?, ?, ?, ?)",
+                              n, bind_stack, &b, "insert eBPF stack");
 }
 
 struct stack_visit {

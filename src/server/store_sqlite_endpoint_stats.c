@@ -5,6 +5,22 @@
 
 #include "server/store_int.h"
 
+static void bind_minute(sqlite3_stmt *s, size_t i, const void *rows)
+{
+    const struct store_endpoint_minute *m = (const struct store_endpoint_minute *)rows + i;
+    sqlite3_bind_text(s, 1, m->service ? m->service : "", -1, SQLITE_STATIC);
+    sqlite3_bind_text(s, 2, m->endpoint ? m->endpoint : "", -1, SQLITE_STATIC);
+    sqlite3_bind_text(s, 3, m->instance ? m->instance : "", -1, SQLITE_STATIC);
+    sqlite3_bind_int64(s, 4, m->minute_ms);
+    sqlite3_bind_int64(s, 5, (sqlite3_int64)m->count);
+    sqlite3_bind_int64(s, 6, (sqlite3_int64)m->errors);
+    if (m->hist_len)
+        sqlite3_bind_blob(s, 7, m->hist, (int)m->hist_len, SQLITE_STATIC);
+    else
+        sqlite3_bind_zeroblob(s, 7, 0);
+    sqlite3_bind_int64(s, 8, (sqlite3_int64)m->writer);
+}
+
 skp_err sqlite_store_put_endpoint_minutes(struct store *base, const struct store_endpoint_minute *v,
                                           size_t n)
 {
@@ -15,36 +31,11 @@ skp_err sqlite_store_put_endpoint_minutes(struct store *base, const struct store
         return SKP_EINVAL;
     if (st->read_only)
         return SKP_EIO;
-    sqlite3_stmt *s = NULL;
-    skp_err err = store__prepare(st,
-                                 "INSERT OR REPLACE INTO endpoint_minutes(service, endpoint, "
-                                 "instance, minute_ms, count, errors, hist, writer) "
-                                 "VALUES(?, ?, ?, ?, ?, ?, ?, ?)",
-                                 &s);
-    if (err)
-        return err;
-    err = store__begin(st);
-    for (size_t i = 0; i < n && !err; i++) {
-        sqlite3_reset(s);
-        sqlite3_bind_text(s, 1, v[i].service ? v[i].service : "", -1, SQLITE_STATIC);
-        sqlite3_bind_text(s, 2, v[i].endpoint ? v[i].endpoint : "", -1, SQLITE_STATIC);
-        sqlite3_bind_text(s, 3, v[i].instance ? v[i].instance : "", -1, SQLITE_STATIC);
-        sqlite3_bind_int64(s, 4, v[i].minute_ms);
-        sqlite3_bind_int64(s, 5, (sqlite3_int64)v[i].count);
-        sqlite3_bind_int64(s, 6, (sqlite3_int64)v[i].errors);
-        if (v[i].hist_len)
-            sqlite3_bind_blob(s, 7, v[i].hist, (int)v[i].hist_len, SQLITE_STATIC);
-        else
-            sqlite3_bind_zeroblob(s, 7, 0);
-        sqlite3_bind_int64(s, 8, (sqlite3_int64)v[i].writer);
-        err = store__step_done(st, s, "put endpoint minute");
-    }
-    if (!err)
-        err = store__commit(st);
-    if (err)
-        store__rollback(st);
-    sqlite3_finalize(s);
-    return err;
+    return store__insert_rows(st,
+                              "INSERT OR REPLACE INTO endpoint_minutes(service, endpoint, "
+                              "instance, minute_ms, count, errors, hist, writer) "
+                              "VALUES(?, ?, ?, ?, ?, ?, ?, ?)",
+                              n, bind_minute, v, "put endpoint minute");
 }
 
 struct minute_visit {

@@ -1,20 +1,19 @@
 #!/usr/bin/env bash
-# tools/format.sh - formats C files with clang-format (.clang-format, Debian clang-format-14) in
-# place and takes them off tools/format-pending.txt, the list of files written before the format
-# was enforced (ctest lint_format checks every other C file of src/, include/ and tests/).
+# tools/format.sh - formats C files in place with clang-format (.clang-format, Debian
+# clang-format-14). ctest lint_format (tools/lint.sh) checks that every C file of src/, include/
+# and tests/ is as clang-format writes it.
 # Usage: tools/format.sh FILE...   (paths relative to the source root)
+#        tools/format.sh --all     (every C file of src/, include/ and tests/)
 #        tools/format.sh --check   (what lint_format runs: list the files that differ)
 set -u
 root=$(cd "$(dirname "$0")/.." && pwd)
 cd "$root" || exit 2
 cf=$(command -v clang-format-14 || command -v clang-format) || {
     echo "clang-format-14 not installed (scripts/bootstrap installs it)"; exit 2; }
-pending=tools/format-pending.txt
 
-# C files under the enforced folders, minus the pending list.
+# The C files under the enforced folders.
 enforced() {
-    git ls-files 'src/*.c' 'src/*.h' 'include/*.h' 'tests/*.c' 'tests/*.h' 2>/dev/null |
-        grep -vxF -f <(grep -v '^#' "$pending")
+    git ls-files 'src/*.c' 'src/*.h' 'include/*.h' 'tests/*.c' 'tests/*.h' 2>/dev/null
 }
 
 if [ "${1:-}" = "--check" ]; then
@@ -25,8 +24,8 @@ if [ "${1:-}" = "--check" ]; then
     printf '%s' "$bad"
     exit 0
 fi
+[ "${1:-}" = "--all" ] && set -- $(enforced)
 [ $# -gt 0 ] || { sed -n '2,7p' "$0"; exit 2; }
 for f in "$@"; do
     "$cf" -i "$f" || exit 1
-    grep -vxF "$f" "$pending" > "$pending.tmp"; mv "$pending.tmp" "$pending"
 done

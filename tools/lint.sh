@@ -9,8 +9,7 @@
 #             common < attach < cli
 #   length    no line of src/ or include/ longer than 100 characters
 #   format    every C file of src/, include/ and tests/ is as clang-format-14 writes it
-#             (.clang-format), except the files still listed in tools/format-pending.txt;
-#             tools/format.sh FILE formats one
+#             (.clang-format); tools/format.sh FILE formats one
 #   faultloop the allocation-failure loop is written once (tests/harness/skp_alloc_faults.h):
 #             elsewhere skpx_alloc_fail_after takes only a fixed count (one chosen failure)
 # A line may opt out of `banned` with a comment containing "lint:allow" and the reason.
@@ -106,8 +105,12 @@ check_format() {
         return
     fi
     local bad
-    bad=$(tools/format.sh --check | sed 's/$/: differs from clang-format; run tools\/format.sh on it/')
-    result "C files as clang-format writes them (tools/format-pending.txt aside)" "$bad"
+    if ! bad=$(tools/format.sh --check); then
+        result "C files as clang-format writes them" "tools/format.sh --check failed"
+        return
+    fi
+    bad=$(printf '%s' "$bad" | sed 's/$/: differs from clang-format; run tools\/format.sh on it/')
+    result "C files as clang-format writes them" "$bad"
 }
 
 check_faultloop() {

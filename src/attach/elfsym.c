@@ -90,7 +90,7 @@ skp_err attach_elf_parse(const uint8_t *img, size_t len, const char *const *name
         return SKP_EINVAL;
 
     if (eh.e_shnum == 0)
-        return SKP_OK;  /* no sections (stripped of headers): nothing more to find */
+        return SKP_OK; /* no sections (stripped of headers): nothing more to find */
     if (eh.e_shentsize != sizeof(Elf64_Shdr) ||
         !in_image(len, eh.e_shoff, (uint64_t)eh.e_shnum * sizeof(Elf64_Shdr)) ||
         eh.e_shoff % 8 != 0 || eh.e_shstrndx >= eh.e_shnum)

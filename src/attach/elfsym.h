@@ -18,14 +18,14 @@
 #define ATTACH_ELF_NAMES_MAX 16
 
 struct attach_elf_section {
-    uint64_t addr, size;         /* link-time address; size 0 = absent */
+    uint64_t addr, size; /* link-time address; size 0 = absent */
 };
 
 struct attach_elf_info {
-    uint16_t e_type;             /* ET_EXEC or ET_DYN */
-    uint64_t load_vaddr;         /* p_vaddr - p_offset of the first PT_LOAD (page base) */
+    uint16_t e_type;     /* ET_EXEC or ET_DYN */
+    uint64_t load_vaddr; /* p_vaddr - p_offset of the first PT_LOAD (page base) */
     struct attach_elf_section pyruntime, data, bss;
-    uint64_t values[ATTACH_ELF_NAMES_MAX];   /* link-time value of names[i], 0 = not found */
+    uint64_t values[ATTACH_ELF_NAMES_MAX]; /* link-time value of names[i], 0 = not found */
     uint64_t sizes[ATTACH_ELF_NAMES_MAX];
 };
 

@@ -74,15 +74,15 @@ static bool parse_line(const char *s, const char *e, struct attach_map *m)
     if (!parse_hex(&p, e, &off))
         return false;
     skip_spaces(&p, e);
-    skip_field(&p, e);  /* dev */
+    skip_field(&p, e); /* dev */
     skip_spaces(&p, e);
-    skip_field(&p, e);  /* inode */
+    skip_field(&p, e); /* inode */
     skip_spaces(&p, e);
     size_t plen = (size_t)(e - p);
     while (plen && (p[plen - 1] == ' ' || p[plen - 1] == '\r'))
         plen--;
     if (plen >= ATTACH_MAP_PATH_MAX)
-        plen = 0;  /* too long to be used as a candidate; keep the range */
+        plen = 0; /* too long to be used as a candidate; keep the range */
     memcpy(m->path, p, plen);
     m->path[plen] = 0;
     m->start = (uintptr_t)start;
@@ -130,7 +130,7 @@ skp_err attach_maps_read(pid_t pid, struct attach_maps *out, char *why, size_t w
     if (fd < 0) {
         int e = errno;
         if (why && (e == EACCES || e == EPERM))
-            attach_remote_eperm_hint(pid, why, why_cap);  /* maps needs ptrace access too */
+            attach_remote_eperm_hint(pid, why, why_cap); /* maps needs ptrace access too */
         else if (why)
             snprintf(why, why_cap, "cannot open %s: %s", path, strerror(e));
         return e == ENOENT ? SKP_ENOTFOUND : SKP_EIO;

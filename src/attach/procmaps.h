@@ -22,11 +22,11 @@ struct attach_map {
     uintptr_t start, end;
     uint64_t offset;
     bool r, w, x;
-    char path[ATTACH_MAP_PATH_MAX];   /* "" for anonymous mappings */
+    char path[ATTACH_MAP_PATH_MAX]; /* "" for anonymous mappings */
 };
 
 struct attach_maps {
-    struct attach_map *maps;   /* owned; n entries in address order */
+    struct attach_map *maps; /* owned; n entries in address order */
     size_t n;
 };
 

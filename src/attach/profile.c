@@ -168,7 +168,7 @@ static uint32_t child_of(struct attach_profile *p, uint32_t parent, uint32_t lab
     *link = id;
     p->child_index[h] = id + 1;
     if (p->n_nodes * 2 > p->child_index_cap)
-        (void)child_rehash(p);  /* on failure the table works on, slower */
+        (void)child_rehash(p); /* on failure the table works on, slower */
     return id;
 }
 
@@ -176,14 +176,14 @@ void attach_profile_add(struct attach_profile *p, const char *const *labels, siz
 {
     uint32_t path[4096];
     if (n > sizeof(path) / sizeof(path[0]))
-        n = sizeof(path) / sizeof(path[0]);  /* deeper stacks keep their outermost frames */
+        n = sizeof(path) / sizeof(path[0]); /* deeper stacks keep their outermost frames */
     uint32_t node = 0;
     for (size_t i = 0; i < n; i++) {
         uint32_t id = label_id(p, labels[i]);
         uint32_t child = id == ATTACH_PROFILE_NONE ? id : child_of(p, node, id);
         if (child == ATTACH_PROFILE_NONE) {
             p->n_dropped++;
-            return;  /* nodes created so far keep count 0 for this sample */
+            return; /* nodes created so far keep count 0 for this sample */
         }
         path[i] = child;
         node = child;

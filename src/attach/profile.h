@@ -17,23 +17,23 @@
 #define ATTACH_PROFILE_NONE UINT32_MAX
 
 struct attach_pnode {
-    uint32_t label;              /* index into labels; node 0 (the virtual root) has none */
+    uint32_t label; /* index into labels; node 0 (the virtual root) has none */
     uint32_t parent;
-    uint32_t first_child, next_sibling;   /* ATTACH_PROFILE_NONE when none */
-    uint64_t count;              /* samples through this node */
+    uint32_t first_child, next_sibling; /* ATTACH_PROFILE_NONE when none */
+    uint64_t count;                     /* samples through this node */
 };
 
 struct attach_profile {
-    struct attach_pnode *nodes;  /* owned; nodes[0] is the virtual root */
+    struct attach_pnode *nodes; /* owned; nodes[0] is the virtual root */
     size_t n_nodes, cap_nodes;
-    char **labels;               /* owned, NUL-terminated */
+    char **labels; /* owned, NUL-terminated */
     size_t n_labels, cap_labels, label_bytes;
-    uint32_t *label_index;       /* open addressing over labels (hash -> id+1) */
+    uint32_t *label_index; /* open addressing over labels (hash -> id+1) */
     size_t label_index_cap;
-    uint32_t *child_index;       /* open addressing over (parent, label) -> node+1 */
+    uint32_t *child_index; /* open addressing over (parent, label) -> node+1 */
     size_t child_index_cap;
-    uint64_t n_samples;          /* stacks added */
-    uint64_t n_dropped;          /* stacks dropped because a bound was reached */
+    uint64_t n_samples; /* stacks added */
+    uint64_t n_dropped; /* stacks dropped because a bound was reached */
 };
 
 /* Creates an empty profile (release with attach_profile_cleanup). Errors: SKP_ENOMEM. */

@@ -11,17 +11,17 @@ static const struct attach_pylayout g_py312 = {
     .major = 3,
     .minor = 12,
 
-    .rt_interp_head = 40,        /* _PyRuntimeState.interpreters.head */
+    .rt_interp_head = 40, /* _PyRuntimeState.interpreters.head */
     .rt_gil_tstate = ATTACH_NO_FIELD,
 
     .is_next = 0,
-    .is_threads_head = 72,       /* PyInterpreterState.threads.head */
-    .is_gil_ptr = 384,           /* PyInterpreterState.ceval.gil */
+    .is_threads_head = 72, /* PyInterpreterState.threads.head */
+    .is_gil_ptr = 384,     /* PyInterpreterState.ceval.gil */
     .is_gil_inline = ATTACH_NO_FIELD,
-    .gil_locked = 16,            /* struct _gil_runtime_state.locked */
-    .gil_holder = 8,             /* struct _gil_runtime_state.last_holder */
+    .gil_locked = 16, /* struct _gil_runtime_state.locked */
+    .gil_holder = 8,  /* struct _gil_runtime_state.last_holder */
 
-    .ts_copy = 288,              /* sizeof(PyThreadState) */
+    .ts_copy = 288, /* sizeof(PyThreadState) */
     .ts_next = 8,
     .ts_interp = 16,
     .ts_thread_id = 136,
@@ -31,21 +31,21 @@ static const struct attach_pylayout g_py312 = {
     .cf_current_frame = 0,
     .ts_datastack_chunk = 232,
     .ts_datastack_top = 240,
-    .chunk_header = 24,          /* _PyStackChunk: previous, size, top */
+    .chunk_header = 24, /* _PyStackChunk: previous, size, top */
 
-    .fr_copy = 72,               /* offsetof(_PyInterpreterFrame, localsplus) */
-    .fr_code = 0,                /* f_code */
+    .fr_copy = 72, /* offsetof(_PyInterpreterFrame, localsplus) */
+    .fr_code = 0,  /* f_code */
     .fr_previous = 8,
-    .fr_instr = 56,              /* prev_instr */
+    .fr_instr = 56, /* prev_instr */
     .fr_owner = 70,
     .fr_is_entry = ATTACH_NO_FIELD, /* entry frames follow a shim frame */
     .fr_instr_is_prev = true,
     .fr_code_tagged = false,
     .owner_generator = 1,
-    .owner_cstack = 3,           /* FRAME_OWNED_BY_CSTACK */
+    .owner_cstack = 3, /* FRAME_OWNED_BY_CSTACK */
     .owner_max = 3,
 
-    .co_copy = 192,              /* up to co_code_adaptive */
+    .co_copy = 192, /* up to co_code_adaptive */
     .co_filename = 112,
     .co_name = 120,
     .co_qualname = 128,
@@ -58,9 +58,9 @@ static const struct attach_pylayout g_py312 = {
     .var_size = 16,
     .str_length = 16,
     .str_state = 32,
-    .str_ascii_size = 40,        /* sizeof(PyASCIIObject): no wstr since 3.12 */
+    .str_ascii_size = 40, /* sizeof(PyASCIIObject): no wstr since 3.12 */
     .str_compact_size = 56,
-    .str_ready_bit = -1,         /* every str is "ready" since 3.12 */
+    .str_ready_bit = -1, /* every str is "ready" since 3.12 */
     .bytes_data = 32,
     .free_threaded = false,
 };

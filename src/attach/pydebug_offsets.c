@@ -156,12 +156,35 @@ skp_err attach_pylayout_from_debug_offsets(const uint8_t *rt, size_t len,
     /* every offset used must be small: the copies made from them are bounded by ATTACH_COPY_MAX
      * (checked again when the target is validated) */
     const uint64_t used[] = {
-        f.interp_head, f.is_next, f.is_threads_head, f.gil_inline, f.gil_locked, f.gil_holder,
-        f.thread.next, f.thread.interp, f.thread.current_frame, f.thread.thread_id,
-        f.thread.native_thread_id, f.thread.datastack_chunk, f.fr_previous, f.fr_executable,
-        f.fr_instr, f.fr_owner, f.fr_localsplus, f.co_filename, f.co_name, f.co_qualname,
-        f.co_linetable, f.co_firstlineno, f.co_code_adaptive, f.ob_type, f.bytes_size,
-        f.bytes_sval, f.str_state, f.str_length, f.str_ascii_size,
+        f.interp_head,
+        f.is_next,
+        f.is_threads_head,
+        f.gil_inline,
+        f.gil_locked,
+        f.gil_holder,
+        f.thread.next,
+        f.thread.interp,
+        f.thread.current_frame,
+        f.thread.thread_id,
+        f.thread.native_thread_id,
+        f.thread.datastack_chunk,
+        f.fr_previous,
+        f.fr_executable,
+        f.fr_instr,
+        f.fr_owner,
+        f.fr_localsplus,
+        f.co_filename,
+        f.co_name,
+        f.co_qualname,
+        f.co_linetable,
+        f.co_firstlineno,
+        f.co_code_adaptive,
+        f.ob_type,
+        f.bytes_size,
+        f.bytes_sval,
+        f.str_state,
+        f.str_length,
+        f.str_ascii_size,
     };
     for (size_t i = 0; i < sizeof(used) / sizeof(used[0]); i++) {
         if (used[i] > ATTACH_DEBUG_OFFSET_MAX) {
@@ -188,9 +211,9 @@ skp_err attach_pylayout_from_debug_offsets(const uint8_t *rt, size_t len,
     l->gil_locked = (size_t)f.gil_locked;
     l->gil_holder = (size_t)f.gil_holder;
 
-    const uint64_t ts_fields[] = {f.thread.next, f.thread.interp, f.thread.current_frame,
-                                  f.thread.thread_id, f.thread.native_thread_id,
-                                  f.thread.datastack_chunk};
+    const uint64_t ts_fields[] = {
+        f.thread.next,      f.thread.interp,           f.thread.current_frame,
+        f.thread.thread_id, f.thread.native_thread_id, f.thread.datastack_chunk};
     l->ts_copy = (size_t)max_of(ts_fields, 6) + 8;
     l->ts_next = (size_t)f.thread.next;
     l->ts_interp = (size_t)f.thread.interp;

@@ -67,8 +67,8 @@ static uintptr_t scan_for_runtime(struct attach_target *t, uintptr_t lo, uintptr
 }
 
 /* Tries one image: on success fills t (runtime, layout, types, version) and returns SKP_OK. */
-static skp_err try_image(struct attach_target *t, const struct attach_maps *maps,
-                         const char *path, unsigned name_minor, char *why, size_t cap)
+static skp_err try_image(struct attach_target *t, const struct attach_maps *maps, const char *path,
+                         unsigned name_minor, char *why, size_t cap)
 {
     char fpath[ATTACH_MAP_PATH_MAX + 64];
     struct attach_elf_info info;
@@ -117,8 +117,7 @@ static skp_err try_image(struct attach_target *t, const struct attach_maps *maps
     snprintf(t->image, sizeof(t->image), "%s", path);
     t->code_type = info.values[SYM_CODE_TYPE] ? bias + (uintptr_t)info.values[SYM_CODE_TYPE] : 0;
     t->str_type = info.values[SYM_STR_TYPE] ? bias + (uintptr_t)info.values[SYM_STR_TYPE] : 0;
-    t->bytes_type =
-        info.values[SYM_BYTES_TYPE] ? bias + (uintptr_t)info.values[SYM_BYTES_TYPE] : 0;
+    t->bytes_type = info.values[SYM_BYTES_TYPE] ? bias + (uintptr_t)info.values[SYM_BYTES_TYPE] : 0;
 
     if (info.values[SYM_RUNTIME])
         t->runtime = bias + (uintptr_t)info.values[SYM_RUNTIME];
@@ -126,13 +125,15 @@ static skp_err try_image(struct attach_target *t, const struct attach_maps *maps
         t->runtime = bias + (uintptr_t)info.pyruntime.addr;
     else if (l && (info.data.size || info.bss.size)) {
         uintptr_t lo = info.data.size ? info.data.addr : info.bss.addr;
-        uintptr_t hi = info.bss.size ? info.bss.addr + info.bss.size
-                                     : info.data.addr + info.data.size;
+        uintptr_t hi =
+            info.bss.size ? info.bss.addr + info.bss.size : info.data.addr + info.data.size;
         t->runtime = scan_for_runtime(t, bias + lo, bias + hi);
     }
     if (!t->runtime) {
-        snprintf(why, cap, "%s: no _PyRuntime symbol, no .PyRuntime section and no runtime found "
-                           "in .data/.bss", path);
+        snprintf(why, cap,
+                 "%s: no _PyRuntime symbol, no .PyRuntime section and no runtime found "
+                 "in .data/.bss",
+                 path);
         return SKP_ENOTFOUND;
     }
     if (!l) {
@@ -177,8 +178,10 @@ skp_err attach_target_open(pid_t pid, struct attach_target **out, char *why, siz
 
     /* candidates: libpython first (the executable may be a launcher), then executables */
     err = SKP_ENOTFOUND;
-    snprintf(why, why_cap, "process %d does not run CPython (no libpython3.X or python3.X image "
-                           "in /proc/%d/maps)", (int)pid, (int)pid);
+    snprintf(why, why_cap,
+             "process %d does not run CPython (no libpython3.X or python3.X image "
+             "in /proc/%d/maps)",
+             (int)pid, (int)pid);
     for (int want = 2; want >= 1 && err; want--) {
         const char *seen = "";
         for (size_t i = 0; i < maps.n; i++) {

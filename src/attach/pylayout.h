@@ -21,56 +21,56 @@
 #define ATTACH_COPY_MAX 1024
 
 struct attach_pylayout {
-    char name[16];               /* "3.11" */
+    char name[16]; /* "3.11" */
     unsigned major, minor;
-    uint32_t version_hex;        /* PY_VERSION_HEX of the target when known, else 0 */
+    uint32_t version_hex; /* PY_VERSION_HEX of the target when known, else 0 */
 
     /* _PyRuntimeState */
-    size_t rt_interp_head;       /* interpreters.head */
-    size_t rt_gil_tstate;        /* 3.11: gilstate.tstate_current; else ATTACH_NO_FIELD */
+    size_t rt_interp_head; /* interpreters.head */
+    size_t rt_gil_tstate;  /* 3.11: gilstate.tstate_current; else ATTACH_NO_FIELD */
 
     /* PyInterpreterState */
     size_t is_next, is_threads_head;
-    size_t is_gil_ptr;           /* 3.12+: ceval.gil (pointer to the GIL state) */
-    size_t is_gil_inline;        /* 3.13+: _gil (the GIL state inside the interpreter) */
-    size_t gil_locked, gil_holder;   /* in the GIL state */
+    size_t is_gil_ptr;             /* 3.12+: ceval.gil (pointer to the GIL state) */
+    size_t is_gil_inline;          /* 3.13+: _gil (the GIL state inside the interpreter) */
+    size_t gil_locked, gil_holder; /* in the GIL state */
 
     /* PyThreadState */
-    size_t ts_copy;              /* bytes copied from a thread state's start */
+    size_t ts_copy; /* bytes copied from a thread state's start */
     size_t ts_next, ts_interp, ts_thread_id, ts_native_thread_id;
-    size_t ts_cframe;            /* 3.11/3.12: cframe (then cf_current_frame) */
-    size_t ts_current_frame;     /* 3.13+: current_frame directly */
+    size_t ts_cframe;        /* 3.11/3.12: cframe (then cf_current_frame) */
+    size_t ts_current_frame; /* 3.13+: current_frame directly */
     size_t cf_current_frame;
-    size_t ts_datastack_chunk, ts_datastack_top;   /* frames' arena (window read) */
-    size_t chunk_header;         /* bytes before the first frame in a data stack chunk */
+    size_t ts_datastack_chunk, ts_datastack_top; /* frames' arena (window read) */
+    size_t chunk_header; /* bytes before the first frame in a data stack chunk */
 
     /* _PyInterpreterFrame */
-    size_t fr_copy;              /* header bytes copied (up to localsplus) */
+    size_t fr_copy; /* header bytes copied (up to localsplus) */
     size_t fr_code, fr_previous, fr_instr, fr_owner;
-    size_t fr_is_entry;          /* 3.11: is_entry (first frame of a C-level evaluation); later
-                                    versions mark that with a shim frame: ATTACH_NO_FIELD */
-    bool fr_instr_is_prev;       /* 3.11/3.12: prev_instr (last executed); 3.13+: instr_ptr */
-    bool fr_code_tagged;         /* 3.14: f_executable is a _PyStackRef, low bits are tags */
-    int owner_generator;         /* generator frames are never "incomplete" */
-    int owner_cstack;            /* shim frames to skip; -1 when the version has none */
-    int owner_max;               /* owners are 0..owner_max */
+    size_t fr_is_entry;    /* 3.11: is_entry (first frame of a C-level evaluation); later
+                              versions mark that with a shim frame: ATTACH_NO_FIELD */
+    bool fr_instr_is_prev; /* 3.11/3.12: prev_instr (last executed); 3.13+: instr_ptr */
+    bool fr_code_tagged;   /* 3.14: f_executable is a _PyStackRef, low bits are tags */
+    int owner_generator;   /* generator frames are never "incomplete" */
+    int owner_cstack;      /* shim frames to skip; -1 when the version has none */
+    int owner_max;         /* owners are 0..owner_max */
 
     /* PyCodeObject */
     size_t co_copy;
     size_t co_filename, co_name, co_qualname, co_linetable, co_firstlineno;
-    size_t co_firsttraceable;    /* 3.11/3.12 _co_firsttraceable; else ATTACH_NO_FIELD */
-    size_t co_code_start;        /* co_code_adaptive */
+    size_t co_firsttraceable; /* 3.11/3.12 _co_firsttraceable; else ATTACH_NO_FIELD */
+    size_t co_code_start;     /* co_code_adaptive */
 
     /* any object, str and bytes */
-    size_t obj_type;             /* ob_type */
-    size_t var_size;             /* ob_size */
+    size_t obj_type; /* ob_type */
+    size_t var_size; /* ob_size */
     size_t str_length, str_state;
-    size_t str_ascii_size;       /* sizeof(PyASCIIObject): data of compact ASCII strs */
-    size_t str_compact_size;     /* sizeof(PyCompactUnicodeObject): other compact strs */
-    int str_ready_bit;           /* 3.11: bit of `ready` in state; -1 when gone */
-    size_t bytes_data;           /* ob_sval */
+    size_t str_ascii_size;   /* sizeof(PyASCIIObject): data of compact ASCII strs */
+    size_t str_compact_size; /* sizeof(PyCompactUnicodeObject): other compact strs */
+    int str_ready_bit;       /* 3.11: bit of `ready` in state; -1 when gone */
+    size_t bytes_data;       /* ob_sval */
 
-    bool free_threaded;          /* a free-threaded build (refused by the reader) */
+    bool free_threaded; /* a free-threaded build (refused by the reader) */
 };
 
 /* The 3.11 layout compiled from its headers; NULL when the build had no 3.11 headers. */

@@ -42,25 +42,25 @@ struct attach_target;
 /* A frame of a sample: strings borrowed from the target's code cache, valid until the next
  * attach_target_sample on the same target. */
 struct attach_frame {
-    const char *name;            /* co_qualname (NUL-terminated) */
-    const char *file;            /* co_filename */
-    int line;                    /* -1 when unknown */
-    bool native;                 /* a C frame (--native): name is the symbol, file the module */
-    bool entry;                  /* Python: the outermost frame of one C-level evaluation (one
-                                    _PyEval_EvalFrameDefault call); a thread's outermost frame
-                                    always is one. --native splices each evaluation's frames in
-                                    at its native eval frame. */
+    const char *name; /* co_qualname (NUL-terminated) */
+    const char *file; /* co_filename */
+    int line;         /* -1 when unknown */
+    bool native;      /* a C frame (--native): name is the symbol, file the module */
+    bool entry;       /* Python: the outermost frame of one C-level evaluation (one
+                         _PyEval_EvalFrameDefault call); a thread's outermost frame
+                         always is one. --native splices each evaluation's frames in
+                         at its native eval frame. */
 };
 
 struct attach_thread {
-    pid_t tid;                   /* native thread id (Linux TID), 0 when unknown */
-    uint64_t thread_id;          /* Python's threading.get_ident() */
-    char name[16];               /* /proc/PID/task/TID/comm */
-    bool running;                /* state R in /proc/PID/task/TID/stat */
+    pid_t tid;          /* native thread id (Linux TID), 0 when unknown */
+    uint64_t thread_id; /* Python's threading.get_ident() */
+    char name[16];      /* /proc/PID/task/TID/comm */
+    bool running;       /* state R in /proc/PID/task/TID/stat */
     bool holds_gil;
-    size_t first_frame;          /* index into the sample's frames, innermost first */
+    size_t first_frame; /* index into the sample's frames, innermost first */
     size_t n_frames;
-    bool truncated;              /* deeper than ATTACH_MAX_DEPTH or the frame budget */
+    bool truncated; /* deeper than ATTACH_MAX_DEPTH or the frame budget */
 };
 
 struct attach_sample {
@@ -68,11 +68,11 @@ struct attach_sample {
     size_t n_threads;
     struct attach_frame frames[ATTACH_MAX_FRAMES];
     size_t n_frames;
-    uint32_t n_torn;             /* threads left out because a read was torn */
+    uint32_t n_torn; /* threads left out because a read was torn */
 };
 
 enum {
-    ATTACH_SAMPLE_BLOCKING = 1,  /* stop every thread (PTRACE_SEIZE/INTERRUPT) while reading */
+    ATTACH_SAMPLE_BLOCKING = 1, /* stop every thread (PTRACE_SEIZE/INTERRUPT) while reading */
 };
 
 struct attach_stats {
@@ -94,8 +94,7 @@ SKP_MUST_CHECK skp_err attach_target_open(pid_t pid, struct attach_target **out,
  * "read the runtime's _Py_DebugOffsets" (3.13+). Same errors. */
 SKP_MUST_CHECK skp_err attach_target_open_at(pid_t pid, uintptr_t runtime,
                                              const struct attach_pylayout *layout,
-                                             struct attach_target **out, char *why,
-                                             size_t why_cap);
+                                             struct attach_target **out, char *why, size_t why_cap);
 
 /* Releases the target. NULL ok. */
 void attach_target_close(struct attach_target *t);

@@ -71,8 +71,7 @@ skp_err attach_remote_init(struct attach_remote *r, pid_t pid, uintptr_t probe_a
         return SKP_ENOTFOUND;
     }
     if (why)
-        snprintf(why, why_cap, "cannot read the memory of process %d: %s", (int)pid,
-                 strerror(e));
+        snprintf(why, why_cap, "cannot read the memory of process %d: %s", (int)pid, strerror(e));
     return SKP_EIO;
 }
 
@@ -120,7 +119,7 @@ size_t attach_remote_readv(struct attach_remote *r, const struct iovec *local,
         r->n_faults++;
         i++;
         if (got < 0 && (errno == ESRCH || errno == EPERM))
-            break;  /* the process is gone or access was revoked: nothing else will read */
+            break; /* the process is gone or access was revoked: nothing else will read */
     }
     return done;
 }

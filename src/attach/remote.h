@@ -21,9 +21,9 @@
 
 struct attach_remote {
     pid_t pid;
-    uint64_t n_syscalls;         /* process_vm_readv calls made */
-    uint64_t n_bytes;            /* bytes read */
-    uint64_t n_faults;           /* reads that came back short (unmapped, torn, freed) */
+    uint64_t n_syscalls; /* process_vm_readv calls made */
+    uint64_t n_bytes;    /* bytes read */
+    uint64_t n_faults;   /* reads that came back short (unmapped, torn, freed) */
 };
 
 /* Sets up `r` for `pid` and probes one read of `probe_addr` (any mapped address of the target,

@@ -27,7 +27,7 @@ skp_err attach_stopper_stop(struct attach_stopper *s, pid_t pid)
         pid_t tid = (pid_t)strtol(de->d_name, NULL, 10);
         if (ptrace(PTRACE_SEIZE, tid, NULL, NULL) != 0) {
             if (errno == ESRCH)
-                continue;  /* exited since readdir */
+                continue; /* exited since readdir */
             if (s->n == 0) {
                 err = SKP_EIO;
                 break;

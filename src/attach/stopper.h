@@ -14,7 +14,7 @@
 #define ATTACH_STOP_MAX_THREADS 1024
 
 struct attach_stopper {
-    pid_t tids[ATTACH_STOP_MAX_THREADS];   /* threads seized */
+    pid_t tids[ATTACH_STOP_MAX_THREADS]; /* threads seized */
     size_t n;
 };
 

@@ -102,8 +102,7 @@ void cli_json_make_safe(json_t *j)
     if (json_is_array(j)) {
         size_t i;
         json_t *v;
-        json_array_foreach(j, i, v)
-        {
+        json_array_foreach(j, i, v) {
             if (json_is_string(v) &&
                 skpx_escape_needed(json_string_value(v), json_string_length(v))) {
                 json_t *r = safe_string(json_string_value(v), json_string_length(v));
@@ -120,14 +119,12 @@ void cli_json_make_safe(json_t *j)
     const char *k;
     json_t *v;
     bool bad_key = false;
-    json_object_foreach(j, k, v)
-    {
+    json_object_foreach(j, k, v) {
         bad_key = bad_key || skpx_escape_needed(k, strlen(k));
     }
     if (bad_key) {
         json_t *copy = json_object();
-        json_object_foreach(j, k, v)
-        {
+        json_object_foreach(j, k, v) {
             char kb[CLI_SAFE_MAX];
             skpx_escape_ctl(k, strlen(k), kb, sizeof(kb));
             if (copy)
@@ -138,10 +135,8 @@ void cli_json_make_safe(json_t *j)
             json_object_update(j, copy);
         json_decref(copy);
     }
-    json_object_foreach(j, k, v)
-    {
-        if (json_is_string(v) &&
-            skpx_escape_needed(json_string_value(v), json_string_length(v))) {
+    json_object_foreach(j, k, v) {
+        if (json_is_string(v) && skpx_escape_needed(json_string_value(v), json_string_length(v))) {
             json_t *r = safe_string(json_string_value(v), json_string_length(v));
             json_object_set_new(j, k, r ? r : json_string(""));
         } else {
@@ -172,8 +167,9 @@ int cli_usage_error(const char *fmt, ...)
 static int report_transport(struct cli *c, skp_err err)
 {
     if (err == SKP_EUNAVAILABLE || err == SKP_ETIMEDOUT) {
-        fprintf(stderr, "skyprof: cannot connect to %s (%s); is skyprofd running? "
-                        "(set --server or SKYPROF_SERVER)\n",
+        fprintf(stderr,
+                "skyprof: cannot connect to %s (%s); is skyprofd running? "
+                "(set --server or SKYPROF_SERVER)\n",
                 c->server, err == SKP_ETIMEDOUT ? "timed out" : "connection failed");
         return CLI_EXIT_CONNECT;
     }
@@ -220,8 +216,7 @@ int cli_api_raw(struct cli *c, const char *method, const char *target, const cha
     return CLI_EXIT_OK;
 }
 
-int cli_api_json(struct cli *c, const char *method, const char *target, json_t *body,
-                 json_t **out)
+int cli_api_json(struct cli *c, const char *method, const char *target, json_t *body, json_t **out)
 {
     struct http_response r;
     char *text = NULL;

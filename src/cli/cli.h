@@ -15,11 +15,11 @@
 /* Exit codes (documented in docs/cli.md; never renumber). */
 enum cli_exit {
     CLI_EXIT_OK = 0,
-    CLI_EXIT_API = 1,          /* the server answered with an error (validation, 5xx, ...) */
-    CLI_EXIT_USAGE = 2,        /* bad command line */
-    CLI_EXIT_CONNECT = 3,      /* cannot reach the server */
-    CLI_EXIT_NOTFOUND = 4,     /* no such task / segment / service / process */
-    CLI_EXIT_ATTACH = 5,       /* cannot read a local process (permission, unsupported Python) */
+    CLI_EXIT_API = 1,      /* the server answered with an error (validation, 5xx, ...) */
+    CLI_EXIT_USAGE = 2,    /* bad command line */
+    CLI_EXIT_CONNECT = 3,  /* cannot reach the server */
+    CLI_EXIT_NOTFOUND = 4, /* no such task / segment / service / process */
+    CLI_EXIT_ATTACH = 5,   /* cannot read a local process (permission, unsupported Python) */
 };
 
 #define CLI_DEFAULT_SERVER "http://127.0.0.1:12800"
@@ -28,11 +28,11 @@ enum cli_exit {
 #define CLI_MAX_PAGES 1000
 
 struct cli {
-    const char *server;        /* URL as given */
+    const char *server; /* URL as given */
     struct http_url url;
-    const char *token;         /* NULL for none */
+    const char *token; /* NULL for none */
     int timeout_ms;
-    bool json;                 /* print raw JSON instead of tables */
+    bool json; /* print raw JSON instead of tables */
 };
 
 /* Every command: parses its own argv (argv[0] is the command name) and returns an exit code. */
@@ -67,16 +67,19 @@ enum {
     CLI_OPT_JSON,
     CLI_OPT_HELP,
 };
+// clang-format off
 #define CLI_GLOBAL_LONGOPTS                                                                        \
     {"server", required_argument, NULL, CLI_OPT_SERVER},                                           \
-        {"token", required_argument, NULL, CLI_OPT_TOKEN},                                         \
-        {"timeout", required_argument, NULL, CLI_OPT_TIMEOUT},                                     \
-        {"json", no_argument, NULL, CLI_OPT_JSON}, {"help", no_argument, NULL, 'h'}
+    {"token", required_argument, NULL, CLI_OPT_TOKEN},                                             \
+    {"timeout", required_argument, NULL, CLI_OPT_TIMEOUT},                                         \
+    {"json", no_argument, NULL, CLI_OPT_JSON},                                                     \
+    {"help", no_argument, NULL, 'h'}
+// clang-format on
 
 /* What a command's option callback returns, besides an exit code (>= 0) to stop with. */
 enum {
-    CLI_PARSE_NEXT = -1,       /* handled: go on (also cli_parse_options' "all parsed") */
-    CLI_PARSE_UNKNOWN = -2,    /* not an option of this command: report it as unknown */
+    CLI_PARSE_NEXT = -1,    /* handled: go on (also cli_parse_options' "all parsed") */
+    CLI_PARSE_UNKNOWN = -2, /* not an option of this command: report it as unknown */
 };
 /* Handles one command-specific option `opt` (getopt_long's value) with its argument `arg`. */
 typedef int (*cli_option_fn)(void *ud, int opt, const char *arg);
@@ -119,8 +122,7 @@ int cli_usage_error(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
  * *out receives it (caller json_decref's). Otherwise prints the reason on stderr and returns the
  * exit code: 3 when the server cannot be reached, 4 on 404, 1 on any other error (the
  * server's {"error"} or {"errorReason", "field"} is printed). */
-int cli_api_json(struct cli *c, const char *method, const char *target, json_t *body,
-                 json_t **out);
+int cli_api_json(struct cli *c, const char *method, const char *target, json_t *body, json_t **out);
 /* Same, but returns the raw body (for exports); *resp owns it on CLI_EXIT_OK. */
 int cli_api_raw(struct cli *c, const char *method, const char *target, const char *body,
                 struct http_response *resp);

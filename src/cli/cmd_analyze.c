@@ -27,8 +27,7 @@ static const char g_usage[] =
     "  -o FILE        write to FILE instead of stdout (required for pprof on a terminal)\n"
     "Global options --server, --token, --timeout, --json are accepted too.\n";
 
-static const char *const g_formats[] = {"tree", "json", "collapsed", "pprof", "speedscope",
-                                        "html"};
+static const char *const g_formats[] = {"tree", "json", "collapsed", "pprof", "speedscope", "html"};
 
 struct analyze_opts {
     const char *segment, *task, *format, *output;
@@ -101,7 +100,8 @@ int cmd_analyze(struct cli *c, int argc, char **argv)
         known |= strcmp(format, g_formats[i]) == 0;
     if (!known)
         return cli_usage_error("analyze: unknown format '%s' (tree, json, collapsed, pprof, "
-                               "speedscope, html)", format);
+                               "speedscope, html)",
+                               format);
     if (strcmp(format, "pprof") == 0 && !output && isatty(STDOUT_FILENO))
         return cli_usage_error("analyze: pprof output is binary; use -o FILE or redirect stdout");
 

@@ -86,9 +86,8 @@ static json_t *parse_selector(const char *arg, const char *which)
         cli_usage_error("compare: %s: @FROM..TO is for segment/task, #TYPE for pprof/jfr", which);
         return NULL;
     }
-    json_t *sel = json_pack("{s:s,s:s}", "kind", kind, strcmp(kind, "segment") == 0 ? "segmentId"
-                                                                                   : "taskId",
-                            id);
+    json_t *sel = json_pack("{s:s,s:s}", "kind", kind,
+                            strcmp(kind, "segment") == 0 ? "segmentId" : "taskId", id);
     if (!sel) {
         fprintf(stderr, "skyprof: out of memory\n");
         return NULL;
@@ -98,15 +97,15 @@ static json_t *parse_selector(const char *arg, const char *which)
         int64_t from = 0, to = 0;
         if (dots)
             *dots = '\0';
-        if (!dots || !cli_parse_time(range, &from) || !cli_parse_time(dots + 2, &to) ||
-            from > to) {
+        if (!dots || !cli_parse_time(range, &from) || !cli_parse_time(dots + 2, &to) || from > to) {
             cli_usage_error("compare: %s: expected @FROM..TO (ms since the epoch, FROM <= TO)",
                             which);
             json_decref(sel);
             return NULL;
         }
-        json_object_set_new(sel, "timeRange", json_pack("{s:I,s:I}", "start", (json_int_t)from,
-                                                        "end", (json_int_t)to));
+        json_object_set_new(
+            sel, "timeRange",
+            json_pack("{s:I,s:I}", "start", (json_int_t)from, "end", (json_int_t)to));
     }
     if (type && *type)
         json_object_set_new(sel, strcmp(kind, "pprof") == 0 ? "sampleType" : "eventType",
@@ -156,9 +155,9 @@ static void print_changes(json_t *doc)
 int cmd_compare(struct cli *c, int argc, char **argv)
 {
     static const struct option longopts[] = {CLI_GLOBAL_LONGOPTS,
-                                              {"limit", required_argument, NULL, 'n'},
-                                              {"granularity", required_argument, NULL, 'g'},
-                                              {NULL, 0, NULL, 0}};
+                                             {"limit", required_argument, NULL, 'n'},
+                                             {"granularity", required_argument, NULL, 'g'},
+                                             {NULL, 0, NULL, 0}};
     struct compare_opts o = {.limit = 20};
     int prc = cli_parse_options(c, argc, argv, ":hn:g:", longopts, g_usage, "compare", NULL,
                                 compare_option, &o);
@@ -172,8 +171,8 @@ int cmd_compare(struct cli *c, int argc, char **argv)
         json_decref(base);
         return CLI_EXIT_USAGE;
     }
-    json_t *body = json_pack("{s:o,s:o,s:I}", "base", base, "target", target, "limit",
-                             (json_int_t)o.limit);
+    json_t *body =
+        json_pack("{s:o,s:o,s:I}", "base", base, "target", target, "limit", (json_int_t)o.limit);
     if (body && o.granularity)
         json_object_set_new(body, "granularity", json_string(o.granularity));
     if (!body) {

@@ -15,7 +15,7 @@
 #include "common/alloc.h"
 
 #define API "/api/v1/async-profiler/tasks"
-#define MAX_LIST 64                /* --instance / --event occurrences */
+#define MAX_LIST 64 /* --instance / --event occurrences */
 #define TOP_FRAMES 25
 
 static const char g_usage[] =
@@ -252,15 +252,16 @@ static void print_top(json_t *res)
 
 static int do_analyze(struct cli *c, const char *id, const struct jfr_opts *o)
 {
-    static const char *const formats[] = {"top", "json", "collapsed", "pprof", "speedscope",
-                                          "html"};
+    static const char *const formats[] = {"top",   "json",       "collapsed",
+                                          "pprof", "speedscope", "html"};
     const char *format = o->format ? o->format : "top";
     bool known = false;
     for (size_t i = 0; i < sizeof(formats) / sizeof(formats[0]); i++)
         known |= strcmp(format, formats[i]) == 0;
     if (!known)
         return cli_usage_error("jfr analyze: unknown format '%s' (top, json, collapsed, pprof, "
-                               "speedscope, html)", format);
+                               "speedscope, html)",
+                               format);
     if (strcmp(format, "pprof") == 0 && !o->output && isatty(STDOUT_FILENO))
         return cli_usage_error("jfr analyze: pprof output is binary; use -o FILE or redirect");
     bool api_json = strcmp(format, "top") == 0 || strcmp(format, "json") == 0;

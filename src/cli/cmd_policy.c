@@ -62,8 +62,8 @@ static json_t *read_file_json(const char *path)
     json_error_t e;
     json_t *j = strcmp(path, "-") == 0 ? json_loadf(stdin, 0, &e) : json_load_file(path, 0, &e);
     if (!j)
-        fprintf(stderr, "skyprof: %s: %s (line %d)\n", strcmp(path, "-") ? path : "stdin",
-                e.text, e.line);
+        fprintf(stderr, "skyprof: %s: %s (line %d)\n", strcmp(path, "-") ? path : "stdin", e.text,
+                e.line);
     return j;
 }
 
@@ -137,7 +137,8 @@ static void print_policy(json_t *p)
             json_t *ul = json_object_get(it, "uriList");
             size_t u;
             json_t *uv;
-            json_array_foreach(ul, u, uv) printf("%s%s", u ? "," : "  uri ", json_string_value(uv));
+            json_array_foreach(ul, u, uv)
+                printf("%s%s", u ? "," : "  uri ", json_string_value(uv));
             if (*cli_json_str(it, "uriRegex"))
                 printf("  uri ~%s", cli_json_str(it, "uriRegex"));
             printf("\n");
@@ -155,16 +156,16 @@ static int policy_target(const char *service, char *out, size_t cap)
 
 int cmd_policy(struct cli *c, int argc, char **argv)
 {
-    static const struct option longopts[] = {CLI_GLOBAL_LONGOPTS,
-                                             {"file", required_argument, NULL, OPT_FILE},
-                                             {"execute", required_argument, NULL, OPT_EXECUTE},
-                                             {"silence", required_argument, NULL, OPT_SILENCE},
-                                             {"max-per-hour", required_argument, NULL,
-                                              OPT_PER_HOUR},
-                                             {NULL, 0, NULL, 0}};
+    static const struct option longopts[] = {
+        CLI_GLOBAL_LONGOPTS,
+        {"file", required_argument, NULL, OPT_FILE},
+        {"execute", required_argument, NULL, OPT_EXECUTE},
+        {"silence", required_argument, NULL, OPT_SILENCE},
+        {"max-per-hour", required_argument, NULL, OPT_PER_HOUR},
+        {NULL, 0, NULL, 0}};
     struct pol_opts o = {0};
-    int prc = cli_parse_options(c, argc, argv, ":h", longopts, g_usage, "policy", NULL, pol_opt,
-                                &o);
+    int prc =
+        cli_parse_options(c, argc, argv, ":h", longopts, g_usage, "policy", NULL, pol_opt, &o);
     if (prc != CLI_PARSE_NEXT)
         return prc;
     if (argc - optind < 1)
@@ -182,7 +183,8 @@ int cmd_policy(struct cli *c, int argc, char **argv)
         } else {
             size_t i;
             json_t *p;
-            json_array_foreach(json_object_get(out, "policies"), i, p) print_policy(p);
+            json_array_foreach(json_object_get(out, "policies"), i, p)
+                print_policy(p);
             if (json_array_size(json_object_get(out, "policies")) == 0)
                 printf("no policy\n");
         }
@@ -321,8 +323,9 @@ int cmd_triggers(struct cli *c, int argc, char **argv)
                 printf("    no task: %s\n", cli_json_str(t, "note"));
             size_t k;
             json_t *cz;
-            json_array_foreach(json_object_get(t, "causes"), k, cz) if (k > 0)
-                printf("    also %s\n", cli_json_str(cz, "text"));
+            json_array_foreach(json_object_get(t, "causes"), k, cz)
+                if (k > 0)
+                    printf("    also %s\n", cli_json_str(cz, "text"));
         }
     }
     json_decref(out);

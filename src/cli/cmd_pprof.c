@@ -160,8 +160,8 @@ static int pprof_list(struct cli *c, struct pprof_opts *o, int argc, char **argv
             json_array_foreach(json_object_get(t, "progress"), k, p)
                 up += strcmp(cli_json_str(p, "state"), "uploaded") == 0;
             printf("%-30s %-9s %-16s %-12s %4lld %-19s %zu/%zu\n", cli_json_str(t, "id"),
-                   cli_json_str(t, "status"), cli_json_str(t, "service"),
-                   cli_json_str(t, "events"), (long long)cli_json_int(t, "duration"),
+                   cli_json_str(t, "status"), cli_json_str(t, "service"), cli_json_str(t, "events"),
+                   (long long)cli_json_int(t, "duration"),
                    cli_fmt_time(cli_json_int(t, "createTime"), tb, sizeof(tb)), up,
                    json_array_size(json_object_get(t, "serviceInstanceIds")));
         }
@@ -299,7 +299,8 @@ int cmd_pprof(struct cli *c, int argc, char **argv)
         known = known || strcmp(sub, subs[i]) == 0;
     if (!known)
         return cli_usage_error("pprof: unknown subcommand '%s' (create, list, show, analyze, "
-                               "download)", sub);
+                               "download)",
+                               sub);
     struct pprof_opts *o = skpx_xcalloc(1, sizeof(*o));
     o->duration = 1;
     int rc = parse(c, argc, argv, o);

@@ -76,8 +76,7 @@ static int on_opt(void *ud, int opt, const char *arg)
     case 'd':
         o->duration_s = strtod(arg, &end);
         if (!end || *end || !(o->duration_s > 0) || o->duration_s > 86400)
-            return cli_usage_error("record: --duration wants seconds in (0, 86400], got '%s'",
-                                   arg);
+            return cli_usage_error("record: --duration wants seconds in (0, 86400], got '%s'", arg);
         return CLI_PARSE_NEXT;
     case 'r':
         o->rate_hz = strtol(arg, &end, 10);
@@ -134,9 +133,9 @@ static int64_t now_ns(void)
 
 struct followed {
     pid_t pid;
-    struct attach_target *t;     /* NULL: not (yet) a readable CPython */
-    struct attach_native *nat;   /* --native: its unwinder (t may be NULL: no CPython) */
-    int64_t retry_ns;            /* next attempt to open when t is NULL */
+    struct attach_target *t;   /* NULL: not (yet) a readable CPython */
+    struct attach_native *nat; /* --native: its unwinder (t may be NULL: no CPython) */
+    int64_t retry_ns;          /* next attempt to open when t is NULL */
     bool gone;
 };
 
@@ -146,7 +145,7 @@ struct recorder {
     size_t n_targets;
     struct attach_profile prof;
     struct attach_sample *sample;
-    char *label_buf;             /* ATTACH_MAX_DEPTH labels of RECORD_LABEL_MAX */
+    char *label_buf; /* ATTACH_MAX_DEPTH labels of RECORD_LABEL_MAX */
     const char **labels;
     uint64_t ticks, missed_ticks, torn, thread_samples;
 };
@@ -279,8 +278,8 @@ static struct analysis *to_analysis(const struct attach_profile *p, int period_m
             n->duration = (int64_t)pn->count * period_ms;
             n->duration_child_excluded =
                 (int64_t)(pn->count > child_sum ? pn->count - child_sum : 0) * period_ms;
-            n->first_child = pn->first_child == ATTACH_PROFILE_NONE ? UINT32_MAX
-                                                                    : index_of[pn->first_child];
+            n->first_child =
+                pn->first_child == ATTACH_PROFILE_NONE ? UINT32_MAX : index_of[pn->first_child];
             n->next_sibling = (i == 0 || pn->next_sibling == ATTACH_PROFILE_NONE)
                                   ? UINT32_MAX
                                   : index_of[pn->next_sibling];

@@ -27,8 +27,8 @@ static const char *profiled_segment(json_t *seg)
 int cmd_segments(struct cli *c, int argc, char **argv)
 {
     static const struct option longopts[] = {CLI_GLOBAL_LONGOPTS, {NULL, 0, NULL, 0}};
-    int prc = cli_parse_options(c, argc, argv, ":h", longopts, g_usage, "segments", NULL, NULL,
-                                NULL);
+    int prc =
+        cli_parse_options(c, argc, argv, ":h", longopts, g_usage, "segments", NULL, NULL, NULL);
     if (prc != CLI_PARSE_NEXT)
         return prc;
     if (optind != argc - 1)
@@ -57,8 +57,8 @@ int cmd_segments(struct cli *c, int argc, char **argv)
             const char *ep = json_string_value(json_array_get(eps, 0));
             size_t n_spans = json_array_size(json_object_get(s, "spans")), n_prof = 0, k;
             json_t *sp;
-            json_array_foreach(json_object_get(s, "spans"), k, sp) n_prof +=
-                json_is_true(json_object_get(sp, "profiled"));
+            json_array_foreach(json_object_get(s, "spans"), k, sp)
+                n_prof += json_is_true(json_object_get(sp, "profiled"));
             char prof[32];
             snprintf(prof, sizeof(prof), "%zu/%zu", n_prof, n_spans);
             printf("%-40s %-40s %-20s %-24s %-19s %6lldms %7s\n", profiled_segment(s),

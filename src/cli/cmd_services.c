@@ -15,8 +15,8 @@ static const char g_usage[] =
 int cmd_services(struct cli *c, int argc, char **argv)
 {
     static const struct option longopts[] = {CLI_GLOBAL_LONGOPTS, {NULL, 0, NULL, 0}};
-    int prc = cli_parse_options(c, argc, argv, ":h", longopts, g_usage, "services", NULL, NULL,
-                                NULL);
+    int prc =
+        cli_parse_options(c, argc, argv, ":h", longopts, g_usage, "services", NULL, NULL, NULL);
     if (prc != CLI_PARSE_NEXT)
         return prc;
     if (argc - optind > 1)

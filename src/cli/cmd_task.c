@@ -118,8 +118,10 @@ static int create_option(void *ud, int opt, const char *arg)
                          : opt == 't' ? &o->threshold
                          : opt == 'p' ? &o->period
                                       : &o->max_count;
-        const char *name = opt == 'd' ? "--duration" : opt == 't' ? "--threshold"
-                         : opt == 'p' ? "--dump-period" : "--max-sampling-count";
+        const char *name = opt == 'd'   ? "--duration"
+                           : opt == 't' ? "--threshold"
+                           : opt == 'p' ? "--dump-period"
+                                        : "--max-sampling-count";
         if (!cli_parse_int(arg, -1000000000LL, 1000000000LL, dst))
             return cli_usage_error("%s: expected an integer, got '%s'", name, arg);
         return CLI_PARSE_NEXT;
@@ -127,7 +129,8 @@ static int create_option(void *ud, int opt, const char *arg)
     case 'S':
         if (!cli_parse_time(arg, &o->start_ms))
             return cli_usage_error("--start: expected 'now', ms since the epoch or "
-                                   "'YYYY-MM-DD HH:MM[:SS]', got '%s'", arg);
+                                   "'YYYY-MM-DD HH:MM[:SS]', got '%s'",
+                                   arg);
         return CLI_PARSE_NEXT;
     default:
         return CLI_PARSE_UNKNOWN;
@@ -161,10 +164,10 @@ static int task_create(struct cli *c, int argc, char **argv)
     if (!service || !endpoint)
         return cli_usage_error("task create: --service and --endpoint are required");
 
-    json_t *body = json_pack("{s:s, s:s, s:I, s:I, s:I, s:I}", "service", service,
-                             "endpointName", endpoint, "duration", (json_int_t)duration,
-                             "minDurationThreshold", (json_int_t)threshold, "dumpPeriod",
-                             (json_int_t)period, "maxSamplingCount", (json_int_t)max_count);
+    json_t *body =
+        json_pack("{s:s, s:s, s:I, s:I, s:I, s:I}", "service", service, "endpointName", endpoint,
+                  "duration", (json_int_t)duration, "minDurationThreshold", (json_int_t)threshold,
+                  "dumpPeriod", (json_int_t)period, "maxSamplingCount", (json_int_t)max_count);
     if (!body)
         return cli_usage_error("task create: arguments must be UTF-8");
     if (start_ms > 0)
@@ -221,8 +224,8 @@ static int task_list(struct cli *c, int argc, char **argv)
         json_decref(tasks);
         return CLI_EXIT_OK;
     }
-    printf("%-28s %-9s %-16s %-24s %-19s %4s %7s %6s %3s\n", "ID", "STATUS", "SERVICE",
-           "ENDPOINT", "START", "MIN", "THRESH", "PERIOD", "MAX");
+    printf("%-28s %-9s %-16s %-24s %-19s %4s %7s %6s %3s\n", "ID", "STATUS", "SERVICE", "ENDPOINT",
+           "START", "MIN", "THRESH", "PERIOD", "MAX");
     size_t i;
     json_t *t;
     json_array_foreach(tasks, i, t) {
@@ -346,6 +349,5 @@ int cmd_task(struct cli *c, int argc, char **argv)
         return task_show_or_logs(c, argc, argv, true);
     if (strcmp(sub, "cancel") == 0)
         return task_cancel(c, argc, argv);
-    return cli_usage_error("task: unknown subcommand '%s' (create, list, show, logs, cancel)",
-                           sub);
+    return cli_usage_error("task: unknown subcommand '%s' (create, list, show, logs, cancel)", sub);
 }

@@ -131,8 +131,8 @@ static skp_err connect_any(const struct http_url *url, int64_t deadline_ms, int 
     if (getaddrinfo(url->host, url->port, &hints, &res) != 0)
         return SKP_EUNAVAILABLE;
     for (struct addrinfo *ai = res; ai; ai = ai->ai_next) {
-        int fd = socket(ai->ai_family, ai->ai_socktype | SOCK_CLOEXEC | SOCK_NONBLOCK,
-                        ai->ai_protocol);
+        int fd =
+            socket(ai->ai_family, ai->ai_socktype | SOCK_CLOEXEC | SOCK_NONBLOCK, ai->ai_protocol);
         if (fd < 0)
             continue;
         int rc = connect(fd, ai->ai_addr, ai->ai_addrlen);
@@ -311,8 +311,8 @@ skp_err http_request(const struct http_url *url, const char *method, const char 
     int n = snprintf(head, sizeof(head),
                      "%s %s%s HTTP/1.1\r\nHost: %s%s%s:%s\r\nUser-Agent: skyprof/%s\r\n"
                      "Accept: */*\r\nConnection: close\r\n",
-                     method, url->base, target, v6 ? "[" : "", url->host, v6 ? "]" : "",
-                     url->port, SKP_VERSION);
+                     method, url->base, target, v6 ? "[" : "", url->host, v6 ? "]" : "", url->port,
+                     SKP_VERSION);
     if (n < 0 || (size_t)n >= sizeof(head)) {
         err = SKP_EINVAL;
         goto out;

@@ -15,19 +15,19 @@
 #define CLI_HTTP_MAX_TARGET 4096
 
 struct http_url {
-    char host[256];            /* without brackets for IPv6 literals */
+    char host[256]; /* without brackets for IPv6 literals */
     char port[8];
-    char base[512];            /* path prefix without a trailing '/', "" for none */
+    char base[512]; /* path prefix without a trailing '/', "" for none */
 };
 
 /* Longest X-Next-Cursor kept (skyprofd's listing pages, docs/api.md). */
 #define HTTP_CLIENT_CURSOR_MAX 4096
 
 struct http_response {
-    int status;                /* e.g. 200 */
+    int status; /* e.g. 200 */
     char content_type[128];
     char next_cursor[HTTP_CLIENT_CURSOR_MAX]; /* X-Next-Cursor, "" when the listing is complete */
-    char *body;                /* owned, NUL-terminated (the NUL is not counted in body_len) */
+    char *body; /* owned, NUL-terminated (the NUL is not counted in body_len) */
     size_t body_len;
 };
 

@@ -59,21 +59,11 @@ static const struct {
     const char *name;
     cli_command_fn fn;
 } g_commands[] = {
-    {"task", cmd_task},
-    {"tasks", cmd_task},
-    {"segments", cmd_segments},
-    {"analyze", cmd_analyze},
-    {"compare", cmd_compare},
-    {"services", cmd_services},
-    {"endpoints", cmd_endpoints},
-    {"jfr", cmd_jfr},
-    {"pprof", cmd_pprof},
-    {"policy", cmd_policy},
-    {"triggers", cmd_triggers},
-    {"dump", cmd_dump},
-    {"record", cmd_record},
-    {"attach", cmd_attach},
-    {"top", cmd_top},
+    {"task", cmd_task},           {"tasks", cmd_task},        {"segments", cmd_segments},
+    {"analyze", cmd_analyze},     {"compare", cmd_compare},   {"services", cmd_services},
+    {"endpoints", cmd_endpoints}, {"jfr", cmd_jfr},           {"pprof", cmd_pprof},
+    {"policy", cmd_policy},       {"triggers", cmd_triggers}, {"dump", cmd_dump},
+    {"record", cmd_record},       {"attach", cmd_attach},     {"top", cmd_top},
 };
 
 int main(int argc, char **argv)

@@ -80,9 +80,17 @@ static int print_tree(FILE *out, json_t *elements, int width, int64_t self_cut)
     for (size_t i = 0; i < n; i++) {
         json_t *e = json_array_get(elements, i);
         const char *sig = json_string_value(json_object_get(e, "codeSignature"));
-        nodes[i] = (struct tnode){sig ? sig : "?", jint(e, "duration"),
-                                  jint(e, "durationChildExcluded"), jint(e, "count"), jint(e, "id"),
-                                  jint(e, "parentId"), SIZE_MAX, SIZE_MAX, SIZE_MAX, 0, false};
+        nodes[i] = (struct tnode){sig ? sig : "?",
+                                  jint(e, "duration"),
+                                  jint(e, "durationChildExcluded"),
+                                  jint(e, "count"),
+                                  jint(e, "id"),
+                                  jint(e, "parentId"),
+                                  SIZE_MAX,
+                                  SIZE_MAX,
+                                  SIZE_MAX,
+                                  0,
+                                  false};
         nodes[i].top = self_cut > 0 && nodes[i].self >= self_cut;
     }
     /* Link children in input order. Ids are 1..n per tree (BFS order), so a direct index finds
@@ -184,7 +192,8 @@ int tree_print(FILE *out, json_t *analysis, int width)
     size_t total = 0;
     size_t i;
     json_t *t;
-    json_array_foreach(trees, i, t) total += json_array_size(json_object_get(t, "elements"));
+    json_array_foreach(trees, i, t)
+        total += json_array_size(json_object_get(t, "elements"));
     int64_t cut = 0;
     if (total > 0) {
         int64_t *selfs = skpx_xcalloc(total, sizeof(*selfs));
@@ -192,8 +201,8 @@ int tree_print(FILE *out, json_t *analysis, int width)
         json_array_foreach(trees, i, t) {
             size_t j;
             json_t *e;
-            json_array_foreach(json_object_get(t, "elements"), j, e) selfs[k++] =
-                jint(e, "durationChildExcluded");
+            json_array_foreach(json_object_get(t, "elements"), j, e)
+                selfs[k++] = jint(e, "durationChildExcluded");
         }
         qsort(selfs, total, sizeof(*selfs), cmp_desc);
         size_t idx = total < TREE_PRINT_TOP_SLOW ? total - 1 : TREE_PRINT_TOP_SLOW - 1;

@@ -32,21 +32,21 @@ struct skp__pycode_key {
 
 struct skp__pycode_entry {
     struct skp__pycode_key key;
-    int firsttraceable;          /* first code unit at which a frame counts as complete */
-    char *label;                 /* owned; "<filename>.<name>", not NUL-terminated */
+    int firsttraceable; /* first code unit at which a frame counts as complete */
+    char *label;        /* owned; "<filename>.<name>", not NUL-terminated */
     uint32_t label_len;
-    uint8_t *table;              /* owned copy of co_linetable (NULL if too big/unreadable) */
+    uint8_t *table; /* owned copy of co_linetable (NULL if too big/unreadable) */
     uint32_t table_len;
-    int watch_slot;              /* codewatch slot, -1 = none requested */
+    int watch_slot; /* codewatch slot, -1 = none requested */
     uint16_t watch_gen;
-    int64_t watch_requested_ns;  /* when the watch was last requested */
-    int memo_addr;               /* last (addr -> line) lookup, -1 = none */
+    int64_t watch_requested_ns; /* when the watch was last requested */
+    int memo_addr;              /* last (addr -> line) lookup, -1 = none */
     int memo_line;
-    uint64_t used;               /* LRU stamp; 0 = empty way */
+    uint64_t used; /* LRU stamp; 0 = empty way */
 };
 
 struct skp__pycode_cache {
-    struct skp__pycode_entry *ways;  /* owned; SETS * WAYS entries */
+    struct skp__pycode_entry *ways; /* owned; SETS * WAYS entries */
     uint64_t clock;
     uint64_t hits, misses, evictions;
 };

@@ -23,13 +23,13 @@ struct request {
 };
 
 static _Atomic uint64_t g_watch[SKP_PY_WATCH_SLOTS];
-static int64_t g_requested_ns[SKP_PY_WATCH_SLOTS];   /* under g_lock; 0 = not requested */
+static int64_t g_requested_ns[SKP_PY_WATCH_SLOTS]; /* under g_lock; 0 = not requested */
 static pthread_mutex_t g_lock = PTHREAD_MUTEX_INITIALIZER;
-static struct request g_queue[SKP_PY_WATCH_QUEUE];   /* under g_lock */
-static size_t g_n_queue;                             /* under g_lock */
-static unsigned g_cursor;                            /* under g_lock */
+static struct request g_queue[SKP_PY_WATCH_QUEUE]; /* under g_lock */
+static size_t g_n_queue;                           /* under g_lock */
+static unsigned g_cursor;                          /* under g_lock */
 static _Atomic bool g_scheduled;
-static _Atomic Py_ssize_t g_index = -1;              /* co_extra index, -1 = off */
+static _Atomic Py_ssize_t g_index = -1; /* co_extra index, -1 = off */
 static const struct skp__pylayout *g_layout;
 
 static int64_t now_ns(void)
@@ -85,7 +85,7 @@ static int arm_pending(void *unused)
     g_layout->find_live_codes(want, n, found);
     for (size_t i = 0; i < n; i++) {
         if (!found[i])
-            continue;  /* not on a live frame now: its liveness is unknown, leave it unarmed */
+            continue; /* not on a live frame now: its liveness is unknown, leave it unarmed */
         uintptr_t token = ((uintptr_t)batch[i].gen << 16) | (uintptr_t)(batch[i].slot + 1);
         /* the object is alive (a live frame holds a reference) and the GIL is held */
         if (_PyCode_SetExtra((PyObject *)batch[i].q.code, index, (void *)token) < 0) {
@@ -133,9 +133,9 @@ void skp__codewatch_request(const struct skp__pylive_query *q, int *slot, uint16
             unsigned s = (g_cursor + probe) % SKP_PY_WATCH_SLOTS;
             uint64_t w = atomic_load(&g_watch[s]);
             if ((w & ADDR_MASK) != 0)
-                continue;  /* armed for a live code */
+                continue; /* armed for a live code */
             if (g_requested_ns[s] && now - g_requested_ns[s] < REQUEST_TIMEOUT_NS)
-                continue;  /* a request in flight */
+                continue; /* a request in flight */
             g_requested_ns[s] = now;
             g_cursor = s + 1;
             *slot = (int)s;

@@ -12,10 +12,10 @@
 
 /* Decoded header of a str object, from a copied prefix of the object. */
 struct skp__pystr_info {
-    size_t length;       /* code points */
-    size_t data_offset;  /* where the characters start, from the object's address */
-    int kind;            /* 1, 2 or 4 bytes per code point */
-    bool ok;             /* false: not a compact ready str (we do not read those) */
+    size_t length;      /* code points */
+    size_t data_offset; /* where the characters start, from the object's address */
+    int kind;           /* 1, 2 or 4 bytes per code point */
+    bool ok;            /* false: not a compact ready str (we do not read those) */
 };
 
 /* A code object looked for on live frames, with the fields it must still have (codewatch). */
@@ -26,7 +26,7 @@ struct skp__pylive_query {
 };
 
 struct skp__pylayout {
-    const char *name;            /* "3.11" */
+    const char *name; /* "3.11" */
     unsigned major, minor;
 
     /* PyThreadState: bytes to copy from its start, and the fields the walker needs */
@@ -39,14 +39,14 @@ struct skp__pylayout {
 
     /* _PyInterpreterFrame: header bytes (up to localsplus) and fields */
     size_t fr_size, fr_code, fr_previous, fr_prev_instr, fr_owner;
-    int fr_owner_max;            /* owners are 0..max */
-    int fr_owner_generator;      /* generator frames are never "incomplete" */
+    int fr_owner_max;       /* owners are 0..max */
+    int fr_owner_generator; /* generator frames are never "incomplete" */
 
     /* _PyInterpreterFrame: the value stack (an awaiting coroutine's awaitable is on its top) */
     size_t fr_stacktop, fr_localsplus;
 
     /* PyGenObject / PyCoroObject (same head): the frame lives inside the object */
-    size_t gen_copy;             /* bytes to copy: the head up to and with the frame header */
+    size_t gen_copy; /* bytes to copy: the head up to and with the frame header */
     size_t gen_frame_state, gen_iframe;
     int gen_state_executing, gen_state_suspended;
     uintptr_t coro_type, gen_type;
@@ -58,8 +58,8 @@ struct skp__pylayout {
     size_t code_unit_bytes;
 
     /* str and bytes objects */
-    size_t str_header_copy;      /* bytes to copy to decode a str header */
-    size_t obj_type;             /* offset of ob_type in any object */
+    size_t str_header_copy; /* bytes to copy to decode a str header */
+    size_t obj_type;        /* offset of ob_type in any object */
     size_t bytes_size, bytes_data;
 
     /* type objects of this process (same address space) */

@@ -236,8 +236,8 @@ static int emit_all(PyObject *list, bool tasks, skyprof_emit_cb emit, void *emit
             }
             /* "function (file:line)": the native layout, which keeps dots in qualified names;
              * no file: the bare text (the "(waiting)" mark of a suspended task) */
-            int w = *file ? snprintf(text + used, PYPROC_EVENT_TEXT_BYTES - used, "%s (%s:%ld)",
-                                     fn, file, line)
+            int w = *file ? snprintf(text + used, PYPROC_EVENT_TEXT_BYTES - used, "%s (%s:%ld)", fn,
+                                     file, line)
                           : snprintf(text + used, PYPROC_EVENT_TEXT_BYTES - used, "%s", fn);
             if (w < 0 || (size_t)w >= PYPROC_EVENT_TEXT_BYTES - used)
                 break;
@@ -302,8 +302,9 @@ static int run_lockwait(struct pyproc *pp, bool mutex, int64_t duration_ms,
     const struct skp__pylayout *l = skp__pylayout_select();
     PyGILState_Release(g);
     if (!l || !l->gil_size) {
-        snprintf(err, err_cap, "event %s needs the stack reader's layout of this CPython (%d.%d "
-                               "has none): waits for the GIL could not be told from lock waits",
+        snprintf(err, err_cap,
+                 "event %s needs the stack reader's layout of this CPython (%d.%d "
+                 "has none): waits for the GIL could not be told from lock waits",
                  mutex ? "mutex" : "block", PY_MAJOR_VERSION, PY_MINOR_VERSION);
         return -1;
     }
@@ -378,8 +379,9 @@ static int run_lockwait(struct pyproc *pp, bool mutex, int64_t duration_ms,
             next = now + period;
     }
     if (reads >= 10 && unreadable == reads) {
-        snprintf(err, err_cap, "event %s: no thread's /proc/self/task/TID/syscall could be read "
-                               "(kernel without it, or /proc not mounted)",
+        snprintf(err, err_cap,
+                 "event %s: no thread's /proc/self/task/TID/syscall could be read "
+                 "(kernel without it, or /proc not mounted)",
                  mutex ? "mutex" : "block");
         rc = -1;
     }

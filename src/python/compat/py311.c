@@ -46,10 +46,9 @@ static size_t py311_match_code(PyCodeObject *co, const struct skp__pylive_query 
     for (size_t i = 0; i < n; i++) {
         if (found[i] || q[i].code != (uintptr_t)co)
             continue;
-        found[i] = (uintptr_t)co->co_filename == q[i].filename &&
-                   (uintptr_t)co->co_name == q[i].name &&
-                   (uintptr_t)co->co_linetable == q[i].linetable &&
-                   co->co_firstlineno == q[i].firstlineno;
+        found[i] =
+            (uintptr_t)co->co_filename == q[i].filename && (uintptr_t)co->co_name == q[i].name &&
+            (uintptr_t)co->co_linetable == q[i].linetable && co->co_firstlineno == q[i].firstlineno;
         if (found[i])
             left--;
     }

@@ -46,7 +46,7 @@ static void maps_parse_lines(void **state)
     assert_string_equal(m.maps[3].path, "[vsyscall]");
     assert_int_equal(attach_maps_image_start(&m, "/usr/bin/python3.11"), 0x400000);
     assert_true(attach_maps_readable(&m, 0x400010, 16));
-    assert_false(attach_maps_readable(&m, 0x422ff8, 16));  /* crosses the end */
+    assert_false(attach_maps_readable(&m, 0x422ff8, 16)); /* crosses the end */
     assert_false(attach_maps_readable(&m, 0x500000, 1));
     attach_maps_cleanup(&m);
 }
@@ -130,14 +130,14 @@ static void elf_real_python(void **state)
     uint8_t *bad = malloc(len);
     memcpy(bad, img, len);
     uint64_t far = (uint64_t)len + 4096;
-    memcpy(bad + 0x28, &far, 8);  /* e_shoff */
+    memcpy(bad + 0x28, &far, 8); /* e_shoff */
     assert_int_equal(attach_elf_parse(bad, len, names, 4, &info), SKP_EINVAL);
-    memcpy(bad, "\x7f" "ELG", 4);
+    memcpy(bad, "\177ELG", 4);
     assert_int_equal(attach_elf_parse(bad, len, names, 4, &info), SKP_EINVAL);
     free(bad);
     free(img);
-    assert_int_not_equal(attach_elf_parse_file("/nonexistent/python", names, 1, &info, why,
-                                               sizeof(why)), SKP_OK);
+    assert_int_not_equal(
+        attach_elf_parse_file("/nonexistent/python", names, 1, &info, why, sizeof(why)), SKP_OK);
     assert_non_null(strstr(why, "/nonexistent/python"));
 }
 
@@ -150,6 +150,7 @@ static void linetable_decodes(void **state)
      *  - code 11 (one line, +1), 3 units, two column bytes
      *  - code 15 (no location), 1 unit
      *  - code 14 (long), 1 unit, delta -2 (svarint 5), end line delta, two column varints */
+    // clang-format off
     static const uint8_t table[] = {
         0x80 | (13 << 3) | 1, 6,
         0x80 | (10 << 3) | 0, 4, 9,
@@ -157,12 +158,12 @@ static void linetable_decodes(void **state)
         0x80 | (15 << 3) | 0,
         0x80 | (14 << 3) | 0, 5, 0, 1, 2,
     };
+    // clang-format on
     static const struct {
         int addr;
         int line;
     } cases[] = {
-        {-1, 100}, {0, 103}, {2, 103}, {4, 103}, {6, 104}, {10, 104}, {12, -1}, {14, 102},
-        {16, -1},
+        {-1, 100}, {0, 103}, {2, 103}, {4, 103}, {6, 104}, {10, 104}, {12, -1}, {14, 102}, {16, -1},
     };
     for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
         int got = skpx_py_linetable_line(table, sizeof(table), 100, cases[i].addr);
@@ -309,22 +310,26 @@ static void native_merge_rule(void **state)
     assert_true(attach_native_is_eval("_PyEval_EvalFrameDefault.cold"));
     assert_false(attach_native_is_eval("_PyEval_EvalFrameDefaultX"));
     assert_false(attach_native_is_eval("PyEval_EvalCode"));
-#define NF(n) {.name = n, .file = "m.so", .line = -1, .native = true}
-#define PF(n, e) {.name = n, .file = "a.py", .line = 1, .entry = e}
+#define NF(n) ((struct attach_frame){.name = n, .file = "m.so", .line = -1, .native = true})
+#define PF(n, e) ((struct attach_frame){.name = n, .file = "a.py", .line = 1, .entry = e})
     /* innermost first: eval#1 running cmp <- call glue <- ctypes closure <- qsort (C) <- call
      * glue <- eval#2 running caller and <module> <- startup */
-    const struct attach_frame native[] = {
-        NF("_PyEval_EvalFrameDefault"), NF("_PyFunction_Vectorcall"), NF("_CallPythonObject"),
-        NF("qsort_r"), NF("_PyObject_MakeTpCall"), NF("_PyEval_EvalFrameDefault"),
-        NF("Py_RunMain"), NF("__libc_start_main")};
+    const struct attach_frame native[] = {NF("_PyEval_EvalFrameDefault"),
+                                          NF("_PyFunction_Vectorcall"),
+                                          NF("_CallPythonObject"),
+                                          NF("qsort_r"),
+                                          NF("_PyObject_MakeTpCall"),
+                                          NF("_PyEval_EvalFrameDefault"),
+                                          NF("Py_RunMain"),
+                                          NF("__libc_start_main")};
     const bool is_eval[] = {true, false, false, false, false, true, false, false};
     const bool is_interp[] = {true, true, false, false, true, true, true, false};
     const struct attach_frame py[] = {PF("cmp", true), PF("caller", false), PF("<module>", true)};
     struct attach_frame out[16];
     bool trunc = true;
     size_t n = attach_native_merge(native, is_eval, is_interp, 8, py, 3, out, 16, &trunc);
-    const char *want[] = {"cmp", "_CallPythonObject", "qsort_r", "caller", "<module>",
-                          "__libc_start_main"};
+    const char *want[] = {"cmp",    "_CallPythonObject", "qsort_r",
+                          "caller", "<module>",          "__libc_start_main"};
     assert_int_equal(n, 6);
     assert_false(trunc);
     for (size_t i = 0; i < n; i++)
@@ -346,14 +351,10 @@ static void native_merge_rule(void **state)
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(maps_parse_lines),
-        cmocka_unit_test(maps_python_kind),
-        cmocka_unit_test(elf_real_python),
-        cmocka_unit_test(linetable_decodes),
-        cmocka_unit_test(profile_aggregates),
-        cmocka_unit_test(profile_survives_oom),
-        cmocka_unit_test(stat_ppid),
-        cmocka_unit_test(remote_readv_skips_a_fault),
+        cmocka_unit_test(maps_parse_lines),   cmocka_unit_test(maps_python_kind),
+        cmocka_unit_test(elf_real_python),    cmocka_unit_test(linetable_decodes),
+        cmocka_unit_test(profile_aggregates), cmocka_unit_test(profile_survives_oom),
+        cmocka_unit_test(stat_ppid),          cmocka_unit_test(remote_readv_skips_a_fault),
         cmocka_unit_test(native_merge_rule),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

@@ -17,6 +17,7 @@
 
 #include "attach/pydict.h"
 #include "attach/pyreader_int.h"
+#include "attach/rawmem.h"
 #include "common/alloc.h"
 
 /* Distinct type objects remembered per call (their names). */
@@ -40,11 +41,6 @@ struct ctx {
     size_t n_types;
 };
 
-static bool plausible(uintptr_t p)
-{
-    return p >= 4096 && p < ((uintptr_t)1 << 47) && (p & 7) == 0;
-}
-
 /* The kind of the object at `obj` (by its type's name, or a base's for Task subclasses), and
  * that name into name_out when given. KIND_OTHER with an empty name when unreadable. */
 static enum kind kind_of(struct ctx *c, uintptr_t obj, const char **name_out)
@@ -53,9 +49,9 @@ static enum kind kind_of(struct ctx *c, uintptr_t obj, const char **name_out)
     if (name_out)
         *name_out = unknown;
     uintptr_t type = 0;
-    if (!plausible(obj) ||
+    if (!attach_plausible(obj) ||
         !attach_remote_read(&c->t->mem, obj + c->o.l->obj_type, &type, sizeof(type)) ||
-        !plausible(type))
+        !attach_plausible(type))
         return KIND_OTHER;
     for (size_t i = 0; i < c->n_types; i++) {
         if (c->types[i].type == type) {
@@ -118,7 +114,7 @@ static void describe_awaited(struct ctx *c, uintptr_t obj, char *buf, size_t cap
     if (k == KIND_FUTITER) {
         uintptr_t fut = 0;
         if (!attach_remote_read(&c->t->mem, obj + c->tl->futiter_future, &fut, sizeof(fut)) ||
-            !plausible(fut)) {
+            !attach_plausible(fut)) {
             snprintf(buf, cap, "%s", name);
             return;
         }
@@ -190,7 +186,7 @@ static bool task_chain(struct ctx *c, const uint8_t *task, struct attach_tasks *
                                 cur + tl->gen_iframe + tl->fr_localsplus +
                                     (size_t)(top - 1) * sizeof(uintptr_t),
                                 &awaited, sizeof(awaited)) ||
-            !plausible(awaited) || awaited == cur)
+            !attach_plausible(awaited) || awaited == cur)
             break; /* suspended on a plain yield: awaits nothing we can name */
         cur = awaited;
     }
@@ -251,7 +247,7 @@ static skp_err collect(struct ctx *c, uintptr_t modules, const char *modname, ui
     }
     for (size_t i = 0; i < n_found; i++) {
         uintptr_t a = found_refs[i];
-        if (!plausible(a))
+        if (!attach_plausible(a))
             continue;
         bool dup = false;
         for (size_t k = 0; k < *n_addrs && !dup; k++)
@@ -298,9 +294,9 @@ skp_err attach_target_tasks(struct attach_target *t, struct attach_tasks *out)
         goto out;
     }
     uintptr_t modules = 0;
-    if (!plausible(interp) ||
+    if (!attach_plausible(interp) ||
         !attach_remote_read(&t->mem, interp + c->o.l->is_modules, &modules, sizeof(modules)) ||
-        !plausible(modules)) {
+        !attach_plausible(modules)) {
         out->n_torn++;
         goto out;
     }

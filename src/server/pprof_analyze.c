@@ -20,6 +20,7 @@
 #include "common/alloc.h"
 #include "common/grow.h"
 #include "common/map.h"
+#include "common/sat.h"
 
 /* Longest frame signature built (longer function or file names are cut). */
 #define FRAME_MAX PPROF_FRAME_MAX
@@ -135,13 +136,12 @@ void pprof_analyze_totals(const struct pprof_analyze *a, int64_t *total, uint64_
     *n_skipped = a->n_skipped;
 }
 
-/* Weights add up saturating at INT64_MAX: a hostile file's values (each up to INT64_MAX) must not
- * wrap a total or a node's count, which are reported as signed figures. */
-static uint64_t sat_add(uint64_t x, uint64_t y)
+/* Weights add up saturating at INT64_MAX (common/sat.h): a hostile file's values (each up to
+ * INT64_MAX) must not wrap a total or a node's count, which are reported as signed figures. Every
+ * weight is in [0, INT64_MAX], so the unsigned ones convert exactly. */
+static uint64_t add_weight(uint64_t x, uint64_t y)
 {
-    return y > (uint64_t)INT64_MAX - (x > (uint64_t)INT64_MAX ? (uint64_t)INT64_MAX : x)
-               ? (uint64_t)INT64_MAX
-               : x + y;
+    return (uint64_t)skpx_sat_add_i64((int64_t)x, (int64_t)y);
 }
 
 static skp_err frame_intern(struct pprof_analyze *a, const char *sig, uint32_t *id)
@@ -331,9 +331,9 @@ skp_err pprof_analyze_add(struct pprof_analyze *a, const struct pprof_profile *p
             const struct pprof_sample *os = &p->samples[o->first_sample];
             if (os->n_locs == s->n_locs &&
                 !memcmp(p->sample_locs + os->loc_off, locs, s->n_locs * sizeof(*locs))) {
-                o->value = sat_add(o->value, (uint64_t)v);
+                o->value = add_weight(o->value, (uint64_t)v);
                 o->samples++;
-                a->total = (int64_t)sat_add((uint64_t)a->total, (uint64_t)v);
+                a->total = skpx_sat_add_i64(a->total, v);
                 a->n_samples++;
                 continue;
             }
@@ -346,7 +346,7 @@ skp_err pprof_analyze_add(struct pprof_analyze *a, const struct pprof_profile *p
         if (!known && skpx_u64map_put(&a->stack_of, h, a->n_stacks + 1) != SKP_OK)
             return SKP_ENOMEM;
         a->n_stacks++;
-        a->total = (int64_t)sat_add((uint64_t)a->total, (uint64_t)v);
+        a->total = skpx_sat_add_i64(a->total, v);
         a->n_samples++;
     }
     /* Pass 2: each new distinct stack's path of frames, root first (locations are stored leaf
@@ -414,7 +414,7 @@ static skp_err build_tree(struct pprof_analyze *a)
         if (err)
             break;
         struct bnode *leaf = &a->nodes[at[st->len - 1]];
-        leaf->value = sat_add(leaf->value, st->value);
+        leaf->value = add_weight(leaf->value, st->value);
         leaf->samples += st->samples;
         prev = st;
     }
@@ -469,7 +469,7 @@ static skp_err layout(struct pprof_analyze *a, uint32_t lo, uint32_t hi, const u
      * inclusive and links the children in order of appearance. */
     for (size_t i = n; i-- > 1;) {
         uint32_t parent = t->nodes[i].parent_id - 1;
-        t->nodes[parent].count = sat_add(t->nodes[parent].count, t->nodes[i].count);
+        t->nodes[parent].count = add_weight(t->nodes[parent].count, t->nodes[i].count);
         t->nodes[i].next_sibling = t->nodes[parent].first_child;
         t->nodes[parent].first_child = (uint32_t)i;
     }

@@ -6,7 +6,8 @@ asyncio loop with 3 pending tasks:
 - block: wait_for_lock is the heaviest function by delay, and its delay share of the task
   matches the share of time the app itself measured waiting (perf_counter around the acquire)
   within 0.25; burn_cpu (which only competes for the GIL) has no visible share and hold_lock
-  (which sleeps holding the lock) nearly so; the Event wait (Condition.wait) is present; contentions are counted;
+  (which sleeps holding the lock) nearly so; the Event wait (Condition.wait) is present;
+  contentions are counted;
 - mutex: wait_for_lock again, the Event wait left out;
 - goroutine: beside the threads, each asyncio task is its own stack labelled task=<name> and
   task_state, with its await chain under a `(waiting)` leaf (consumer-task: Queue.get, get_item,
@@ -98,9 +99,9 @@ def main():
                 assert delay, text
                 heaviest = max(delay, key=delay.get)
                 assert heaviest == 'wait_for_lock', 'heaviest %s:\n%s' % (heaviest, text)
-                # burn_cpu only competes for the GIL, which is never counted; a rare sample of it in a
-                # futex that is not the GIL's (an allocator lock: 1 of 342 samples in one ASan run)
-                # is a real wait, so it may appear, but never with a visible share
+                # burn_cpu only competes for the GIL, which is never counted; a rare sample of it
+                # in a futex that is not the GIL's (1 of 342 samples in one ASan run) is a real
+                # wait, so it may appear, but never with a visible share
                 assert delay.get('burn_cpu', 0) < 0.02 * sum(delay.values()), text
                 # hold_lock sleeps holding the lock; it waits only when it comes back while
                 # wait_for_lock has the lock for its moment

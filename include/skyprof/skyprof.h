@@ -46,7 +46,7 @@ extern "C" {
 #define SKYPROF_DEFAULT_POLL_INTERVAL_MS 20000 /* collector.get_profile_task_interval */
 #define SKYPROF_DEFAULT_HEARTBEAT_MS 30000     /* collector.heartbeat_period */
 #define SKYPROF_DEFAULT_MAX_PARALLEL 5         /* profile.max_parallel */
-#define SKYPROF_MAX_PARALLEL_CAP 32            /* our hard cap on max_parallel */
+#define SKYPROF_MAX_PARALLEL_CAP 64            /* our hard cap on max_parallel */
 #define SKYPROF_DEFAULT_MAX_STACK_DEPTH 500    /* profile.dump_max_stack_depth */
 #define SKYPROF_MAX_STACK_DEPTH_CAP 4096
 /* Java's shipped agent.config default. Python's 50 is too small for its own sampler (it blocks

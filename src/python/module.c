@@ -52,6 +52,10 @@ static struct pymod_state *state_of(PyObject *module)
  * on failure. */
 static struct skp__pyreader *lazy_reader(struct skp__pyreader **slot, bool portable)
 {
+    /* A host thread may run in a child made without fork()'s handlers (a raw clone): a batch
+     * must never write into the parent (safe_read.h). Agent threads need no check: they start
+     * after the handlers ran. */
+    skp__safe_read_check_pid();
     if (!*slot && skp__pyreader_new(portable, slot) != SKP_OK) {
         *slot = NULL;
         PyErr_NoMemory();
@@ -201,8 +205,8 @@ static PyObject *reader_stats_dict(const struct skp__pyreader *r)
         (unsigned long long)s.watched_hits, "captures", (unsigned long long)s.captures, "failures",
         (unsigned long long)s.failures, "frames", (unsigned long long)s.frames, "code_hits",
         (unsigned long long)s.code_hits, "code_misses", (unsigned long long)s.code_misses,
-        "syscalls", (unsigned long long)s.syscalls, "region_syscalls",
-        (unsigned long long)s.region_syscalls, "direct", s.direct ? Py_True : Py_False, "layout",
+        "syscalls", (unsigned long long)s.syscalls, "bounce_syscalls",
+        (unsigned long long)s.bounce_syscalls, "direct", s.direct ? Py_True : Py_False, "layout",
         s.layout);
 }
 

@@ -64,6 +64,9 @@ struct await_hint {
     uintptr_t coro;
     uint32_t n;
     uintptr_t chain[AWAIT_HINT_DEPTH];
+    /* the value stack depth (stacktop) link k had: its next read takes the head and the locals
+     * and stack up to there, not a fixed peek (fewer cold cache lines of the host's objects) */
+    uint16_t top[AWAIT_HINT_DEPTH];
     /* the innermost coroutine's last instruction and the non-coroutine object it awaited there
      * (0: none): while it still awaits that object at that instruction, its stack holds the
      * object alive, so it is the same object, still no coroutine, and is not read again */
@@ -73,15 +76,15 @@ struct await_hint {
 
 /* Tasks and chain links one prepare reads in its batch (the links of the tasks after those fill
  * it are read by their own captures). */
-#define PREP_TASKS_MAX 32
-#define PREP_LINKS_MAX 64
+#define PREP_TASKS_MAX SKYPROF_MAX_PARALLEL_CAP
+#define PREP_LINKS_MAX SKP_PY_SAFE_READ_IOV_MAX
 
-/* What a capture_task prefetched, or a prepare for it: chain link k is at
- * buf + k * AWAIT_SLOT_BYTES. */
+/* What a capture_task prefetched, or a prepare for it: chain link k (address addr[k]) was read
+ * into at[k], got[k] bytes. The links of one batch are adjacent in memory: one destination. */
 struct await_prefetch {
-    const uint8_t *buf;
     size_t n;
     uintptr_t addr[AWAIT_HINT_DEPTH];
+    const uint8_t *at[AWAIT_HINT_DEPTH];
     size_t got[AWAIT_HINT_DEPTH];
 };
 
@@ -387,7 +390,7 @@ void skp__pyreader_get_stats(const struct skp__pyreader *r, struct skp__pyreader
     out->watched_hits = r->watched_hits;
     out->code_misses = r->cache.misses;
     out->syscalls = skp__safe_read_calls();
-    out->region_syscalls = skp__safe_read_region_calls();
+    out->bounce_syscalls = skp__safe_read_bounce_calls();
     out->direct = r->layout != NULL;
     out->layout = r->layout ? r->layout->name : "portable";
 }
@@ -973,17 +976,50 @@ static const struct prepared_task *take_prepared(struct skp__pyreader *r, uintpt
     return NULL;
 }
 
+/* Bytes worth reading of chain link k of hint h: the coroutine's head and frame header, and its
+ * locals and value stack up to the depth it had (the object it awaits is the top of that stack),
+ * plus two slots; the fixed peek when that depth is not known. */
+static size_t link_read_len(const struct skp__pylayout *l, const struct await_hint *h, size_t k)
+{
+    size_t peek = AWAIT_PEEK_BYTES;
+    if (h->top[k] > 0) {
+        size_t upto = l->gen_iframe + l->fr_localsplus + ((size_t)h->top[k] + 2) * sizeof(void *);
+        peek = upto > l->gen_copy ? upto - l->gen_copy : 0;
+        if (peek > AWAIT_PEEK_BYTES)
+            peek = AWAIT_PEEK_BYTES;
+    }
+    return l->gen_copy + peek;
+}
+
+/* Fills n_links links of hint h into p, their bytes adjacent from buf, as (loc, rem) pairs.
+ * Returns the bytes used. */
+static size_t plan_links(const struct skp__pylayout *l, const struct await_hint *h, size_t n_links,
+                         uint8_t *buf, struct await_prefetch *p, struct iovec *loc,
+                         struct iovec *rem)
+{
+    size_t used = 0;
+    for (size_t k = 0; k < n_links; k++) {
+        size_t len = link_read_len(l, h, k);
+        loc[k] = (struct iovec){buf + used, len};
+        rem[k] = (struct iovec){(void *)h->chain[k], len};
+        p->addr[k] = h->chain[k];
+        p->at[k] = buf + used;
+        p->got[k] = len;
+        used += len;
+    }
+    p->n = n_links;
+    return used;
+}
+
 /* Reads, in one batch, the heads of the coroutines the task of `coro` awaited through at its
  * previous capture (none when not remembered), unless the sampler's prepare read them already. */
 static void prefetch_awaits(struct skp__pyreader *r, uintptr_t coro, struct await_prefetch *p)
 {
-    const struct skp__pylayout *l = r->layout;
     const struct prepared_task *pt = take_prepared(r, coro);
     if (pt) {
         *p = pt->p;
         return;
     }
-    p->buf = r->await_buf;
     p->n = 0;
     const struct await_hint *h;
     size_t n = hinted_links(r, coro, &h);
@@ -991,17 +1027,8 @@ static void prefetch_awaits(struct skp__pyreader *r, uintptr_t coro, struct awai
         return;
     struct iovec loc[AWAIT_HINT_DEPTH];
     struct iovec rem[AWAIT_HINT_DEPTH];
-    for (size_t k = 0; k < n; k++) {
-        size_t len = l->gen_copy + AWAIT_PEEK_BYTES;
-        loc[k] = (struct iovec){r->await_buf + k * AWAIT_SLOT_BYTES, len};
-        rem[k] = (struct iovec){(void *)h->chain[k], len};
-    }
-    size_t got = skp__safe_readv(loc, rem, n);
-    for (size_t k = 0; k < got; k++) {
-        p->addr[k] = h->chain[k];
-        p->got[k] = l->gen_copy + AWAIT_PEEK_BYTES;
-    }
-    p->n = got;
+    (void)plan_links(r->layout, h, n, r->await_buf, p, loc, rem);
+    p->n = skp__safe_readv(loc, rem, n);
 }
 
 void skp__pyreader_prepare_tasks(struct skp__pyreader *r, const uintptr_t *coros, size_t n,
@@ -1012,28 +1039,23 @@ void skp__pyreader_prepare_tasks(struct skp__pyreader *r, const uintptr_t *coros
     if (!r->layout)
         return;
     const struct skp__pylayout *l = r->layout;
-    size_t len = l->gen_copy + AWAIT_PEEK_BYTES;
     struct iovec loc[PREP_LINKS_MAX];
     struct iovec rem[PREP_LINKS_MAX];
     size_t first[PREP_TASKS_MAX];
     size_t n_iov = 0;
+    size_t used = 0;
     for (size_t i = 0; i < n && r->n_prep < PREP_TASKS_MAX; i++) {
         const struct await_hint *h;
         size_t k = hinted_links(r, coros[i], &h);
-        if (k == 0 || n_iov + k > PREP_LINKS_MAX)
+        if (k == 0 || n_iov + k > PREP_LINKS_MAX ||
+            used + k * AWAIT_SLOT_BYTES > (size_t)PREP_LINKS_MAX * AWAIT_SLOT_BYTES)
             continue;
         struct prepared_task *pt = &r->prep[r->n_prep];
         first[r->n_prep++] = n_iov;
         pt->coro = coros[i];
         pt->taken = false;
-        pt->p.buf = r->prep_buf + n_iov * AWAIT_SLOT_BYTES;
-        pt->p.n = k;
-        for (size_t j = 0; j < k; j++) {
-            loc[n_iov] = (struct iovec){r->prep_buf + n_iov * AWAIT_SLOT_BYTES, len};
-            rem[n_iov++] = (struct iovec){(void *)h->chain[j], len};
-            pt->p.addr[j] = h->chain[j];
-            pt->p.got[j] = len;
-        }
+        used += plan_links(l, h, k, r->prep_buf + used, &pt->p, loc + n_iov, rem + n_iov);
+        n_iov += k;
     }
     if (n_iov == 0)
         return;
@@ -1061,7 +1083,7 @@ static int gen_at(struct skp__pyreader *r, const struct await_prefetch *p, size_
 {
     const struct skp__pylayout *l = r->layout;
     if (p && k < p->n && p->addr[k] == addr) {
-        const uint8_t *b = p->buf + k * AWAIT_SLOT_BYTES;
+        const uint8_t *b = p->at[k];
         uintptr_t type = load_ptr(b, l->obj_type);
         if (type != l->coro_type && type != l->gen_type)
             return INT_MIN;
@@ -1088,6 +1110,7 @@ static size_t collect_awaits(struct skp__pyreader *r, uintptr_t coro,
     uintptr_t code[AWAIT_DEPTH_MAX];
     uintptr_t prev_instr[AWAIT_DEPTH_MAX];
     uintptr_t link[AWAIT_DEPTH_MAX + 1];
+    uint16_t tops[AWAIT_DEPTH_MAX + 1] = {0}; /* each coroutine link's stacktop */
     size_t n = 0;
     size_t n_links = 0; /* the coroutines, and the object the innermost one awaits */
     uintptr_t cur = coro;
@@ -1110,6 +1133,7 @@ static size_t collect_awaits(struct skp__pyreader *r, uintptr_t coro,
         int top = load_int(fr, l->fr_stacktop);
         if (top <= 0 || top > (1 << 20))
             break;
+        tops[n_links - 1] = top < UINT16_MAX ? (uint16_t)top : 0;
         size_t off = l->gen_iframe + l->fr_localsplus + (size_t)(top - 1) * sizeof(void *);
         uintptr_t awaited = 0;
         if (off + sizeof(awaited) <= got)
@@ -1133,8 +1157,10 @@ static size_t collect_awaits(struct skp__pyreader *r, uintptr_t coro,
     }
     h->coro = coro;
     h->n = (uint32_t)(n_links < AWAIT_HINT_DEPTH ? n_links : AWAIT_HINT_DEPTH);
-    for (size_t k = 0; k < h->n; k++)
+    for (size_t k = 0; k < h->n; k++) {
         h->chain[k] = link[k];
+        h->top[k] = tops[k];
+    }
     h->term = h->n == n_links ? term : 0;
     h->term_instr = term_instr;
     size_t n_raw = *n_raw_io;

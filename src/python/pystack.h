@@ -56,7 +56,7 @@ struct skp__pyreader_stats {
     uint64_t code_misses;
     uint64_t watched_hits;    /* code objects proven current by a watch (no read) */
     uint64_t syscalls;        /* process-wide safe_read syscalls so far */
-    uint64_t region_syscalls; /* how many of them used the memfd region (safe_read.h) */
+    uint64_t bounce_syscalls; /* how many of them used the bounce buffer (safe_read.h) */
     bool direct;              /* direct mode in use */
     const char *layout;       /* "3.11" or "portable" */
 };

@@ -1,192 +1,143 @@
-/* safe_read.c - fault-free copies of our own memory: process_vm_readv on our own pid, or, for
- * batches spanning several pages, pwritev into a private memfd read back through its mapping.
- * See safe_read.h. */
+/* safe_read.c - fault-free copies of our own memory: process_vm_writev on our own pid into one
+ * contiguous destination (process_vm_readv where that is refused). See safe_read.h. */
 #include "python/safe_read.h"
 
 #include <errno.h>
-#include <fcntl.h>
 #include <pthread.h>
 #include <stdatomic.h>
 #include <string.h>
-#include <sys/mman.h>
-#include <sys/stat.h>
 #include <sys/syscall.h>
 #include <sys/types.h>
 #include <unistd.h>
 
+enum copy_mode {
+    MODE_NONE = 0,
+    MODE_WRITEV = 1, /* process_vm_writev: pins the destination only */
+    MODE_READV = 2,  /* process_vm_readv: pins every source page */
+};
+
 static _Atomic pid_t g_pid;
+static _Atomic int g_mode = MODE_WRITEV; /* until the probe says otherwise */
 static _Atomic uint64_t g_calls;
+static _Atomic uint64_t g_bounce_calls;
 
-/* The copy region: a memfd of SKP_PY_SAFE_READ_REGION_BYTES (size sealed), mapped read-only.
- * pwritev(fd, remote iovecs, 0) makes the kernel copy our memory with copy_from_user, which
- * returns a short count at the first fault instead of raising SIGSEGV, like process_vm_readv;
- * but it pins no pages, so its cost hardly grows with the pages a batch touches (process_vm_readv
- * pays about 0.8 us per page on our VM). The bytes are then read from the mapping.
- * The fd is the host's resource too: a host may close it (closerange after fork, daemonizing) and
- * reuse the number for its own file, so every write is preceded by an fstat proving the number
- * still names our memfd (same device and inode); a mismatch switches the region off for good
- * (the fd is no longer ours: never touched again). Created lazily by the first batch worth it; not
- * inherited across fork (MADV_DONTFORK; the child drops the fd and makes its own). One user at a
- * time: a thread that finds it busy uses process_vm_readv. */
+/* The destination of batches whose buffers are not adjacent (see safe_read.h). Page-aligned: the
+ * kernel pins the pages the batch's bytes land on, from the first. */
 static struct {
-    pthread_mutex_t mu; /* held across fstat, pwritev and the copy out */
-    int fd;             /* -1: none */
-    dev_t dev;
-    ino_t ino;
-    const uint8_t *map; /* SKP_PY_SAFE_READ_REGION_BYTES, PROT_READ, MAP_SHARED */
-    bool off;           /* creation failed or the fd was taken from us: never again */
-} g_region = {.mu = PTHREAD_MUTEX_INITIALIZER, .fd = -1};
+    pthread_mutex_t mu; /* held from the syscall to the end of the copy out */
+    _Alignas(4096) uint8_t buf[SKP_PY_SAFE_READ_BOUNCE_BYTES];
+} g_bounce = {.mu = PTHREAD_MUTEX_INITIALIZER};
 
-static _Atomic uint64_t g_region_calls;
+/* The raw syscalls: a sanitizer's interceptor would check the bytes we read as if they were a
+ * buffer of ours (they are any object's, read past its end at times). */
+static ssize_t writev_self(const struct iovec *src, size_t n_src, const struct iovec *dst,
+                           size_t n_dst)
+{
+    atomic_fetch_add_explicit(&g_calls, 1, memory_order_relaxed);
+    ssize_t got;
+    do {
+        got = syscall(SYS_process_vm_writev, atomic_load_explicit(&g_pid, memory_order_relaxed),
+                      src, (unsigned long)n_src, dst, (unsigned long)n_dst, 0UL);
+    } while (got < 0 && errno == EINTR);
+    return got;
+}
+
+static ssize_t readv_self(const struct iovec *local, const struct iovec *remote, size_t n)
+{
+    atomic_fetch_add_explicit(&g_calls, 1, memory_order_relaxed);
+    ssize_t got;
+    do {
+        got = syscall(SYS_process_vm_readv, atomic_load_explicit(&g_pid, memory_order_relaxed),
+                      local, (unsigned long)n, remote, (unsigned long)n, 0UL);
+    } while (got < 0 && errno == EINTR);
+    return got;
+}
 
 bool skp__safe_read_init(void)
 {
     atomic_store(&g_pid, getpid());
-    uint64_t probe_src = 0x5350u;
-    uint64_t probe_dst = 0;
-    if (!skp__safe_read((uintptr_t)&probe_src, &probe_dst, sizeof(probe_dst)))
-        return false;
-    return probe_dst == probe_src;
+    /* Probed with the calls themselves: the mode in use changes only once the probe is done. */
+    uint64_t src = 0x5350u;
+    uint64_t dst = 0;
+    struct iovec s = {.iov_base = &src, .iov_len = sizeof(src)};
+    struct iovec d = {.iov_base = &dst, .iov_len = sizeof(dst)};
+    int saved_errno = errno;
+    int mode = MODE_NONE;
+    if (writev_self(&s, 1, &d, 1) == (ssize_t)sizeof(dst) && dst == src)
+        mode = MODE_WRITEV;
+    else if (readv_self(&d, &s, 1) == (ssize_t)sizeof(dst) && dst == src)
+        mode = MODE_READV;
+    errno = saved_errno;
+    atomic_store(&g_mode, mode);
+    return mode != MODE_NONE;
 }
 
 void skp__safe_read_after_fork_child(void)
 {
-    /* Only this thread exists: the mutex may have been held by a thread that is gone. The
-     * mapping was not inherited (MADV_DONTFORK); the fd is the parent's memfd, still ours here
-     * (no host code ran in the child yet). */
-    pthread_mutex_init(&g_region.mu, NULL);
-    if (g_region.fd >= 0)
-        (void)close(g_region.fd);
-    g_region.fd = -1;
-    g_region.map = NULL;
+    /* Only this thread exists: the mutex may have been held by a thread that is gone. */
+    pthread_mutex_init(&g_bounce.mu, NULL);
     (void)skp__safe_read_init();
 }
 
-/* Creates the region (g_region.mu held). False when it cannot be made (then switched off). */
-static bool region_open(void)
+void skp__safe_read_check_pid(void)
 {
-    int fd = memfd_create("skyprof-safe-read", MFD_CLOEXEC | MFD_ALLOW_SEALING);
-    if (fd < 0)
-        goto fail;
-    struct stat st;
-    void *map = MAP_FAILED;
-    if (ftruncate(fd, SKP_PY_SAFE_READ_REGION_BYTES) != 0 ||
-        fcntl(fd, F_ADD_SEALS, F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_SEAL) != 0 ||
-        fstat(fd, &st) != 0)
-        goto fail_fd;
-    map = mmap(NULL, SKP_PY_SAFE_READ_REGION_BYTES, PROT_READ, MAP_SHARED, fd, 0);
-    if (map == MAP_FAILED)
-        goto fail_fd;
-    if (madvise(map, SKP_PY_SAFE_READ_REGION_BYTES, MADV_DONTFORK) != 0) {
-        munmap(map, SKP_PY_SAFE_READ_REGION_BYTES);
-        goto fail_fd;
-    }
-    g_region.fd = fd;
-    g_region.dev = st.st_dev;
-    g_region.ino = st.st_ino;
-    g_region.map = map;
-    return true;
-fail_fd:
-    (void)close(fd);
-fail:
-    g_region.off = true;
-    return false;
+    if (getpid() != atomic_load(&g_pid))
+        (void)skp__safe_read_init();
 }
 
-/* Whether g_region.fd still names our memfd (g_region.mu held). */
-static bool region_fd_ours(void)
+/* Copies the pairs through the bounce buffer. Returns the bytes copied (a prefix of the pairs, in
+ * order), or -2 when the buffer is busy. */
+static ssize_t bounce_readv(const struct iovec *local, const struct iovec *remote, size_t n,
+                            size_t total)
 {
-    struct stat st;
-    return fstat(g_region.fd, &st) == 0 && st.st_dev == g_region.dev && st.st_ino == g_region.ino;
-}
-
-/* Switches the region off for good, forgetting the fd without closing it: it may name a file of
- * the host's by now (g_region.mu held). */
-static void region_forget(void)
-{
-    munmap((void *)g_region.map, SKP_PY_SAFE_READ_REGION_BYTES);
-    g_region.map = NULL;
-    g_region.fd = -1;
-    g_region.off = true;
-}
-
-/* Copies the pairs through the region. Returns the bytes copied (a prefix of the pairs, in
- * order), or -1 when the region cannot be used now (the caller uses process_vm_readv). */
-static ssize_t region_readv(const struct iovec *local, const struct iovec *remote, size_t n)
-{
-    if (pthread_mutex_trylock(&g_region.mu) != 0)
-        return -1;
-    ssize_t got = -1;
-    if (g_region.off || (g_region.fd < 0 && !region_open()))
-        goto out;
-    if (!region_fd_ours()) {
-        region_forget(); /* closed by the host (and maybe reused): not ours any more */
-        goto out;
-    }
-    atomic_fetch_add_explicit(&g_calls, 1, memory_order_relaxed);
-    atomic_fetch_add_explicit(&g_region_calls, 1, memory_order_relaxed);
-    do {
-        /* the raw syscall: a sanitizer's pwritev interceptor would check the bytes we read as if
-         * they were a buffer of ours (they are any object's, read past its end at times) */
-        got = syscall(SYS_pwritev, g_region.fd, remote, (unsigned long)n, 0UL, 0UL);
-    } while (got < 0 && errno == EINTR);
-    if (got < 0) {
-        if (errno == EFAULT) {
-            got = 0; /* the first pair faulted */
-        } else {
-            region_forget(); /* unexpected: do not insist */
-            goto out;
-        }
-    }
-    size_t left = (size_t)got;
+    if (pthread_mutex_trylock(&g_bounce.mu) != 0)
+        return -2;
+    atomic_fetch_add_explicit(&g_bounce_calls, 1, memory_order_relaxed);
+    struct iovec dst = {.iov_base = g_bounce.buf, .iov_len = total};
+    ssize_t got = writev_self(remote, n, &dst, 1);
+    size_t left = got > 0 ? (size_t)got : 0;
     size_t off = 0;
     for (size_t i = 0; i < n && left > 0; i++) {
         size_t k = local[i].iov_len < left ? local[i].iov_len : left;
-        memcpy(local[i].iov_base, g_region.map + off, k);
+        memcpy(local[i].iov_base, g_bounce.buf + off, k);
         off += k;
         left -= k;
     }
-out:
-    pthread_mutex_unlock(&g_region.mu);
+    pthread_mutex_unlock(&g_bounce.mu);
     return got;
-}
-
-/* Pages the remote side of the pairs spans (a page shared by two pairs counts twice), or
- * SIZE_MAX when their bytes do not fit in the region. */
-static size_t batch_pages(const struct iovec *remote, size_t n)
-{
-    size_t pages = 0;
-    size_t total = 0;
-    for (size_t i = 0; i < n; i++) {
-        uintptr_t a = (uintptr_t)remote[i].iov_base;
-        size_t len = remote[i].iov_len;
-        if (len == 0)
-            continue;
-        if (len > SKP_PY_SAFE_READ_REGION_BYTES || a + len < a)
-            return SIZE_MAX;
-        total += len;
-        if (total > SKP_PY_SAFE_READ_REGION_BYTES)
-            return SIZE_MAX;
-        pages += ((a + len - 1) >> 12) - (a >> 12) + 1;
-    }
-    return pages;
 }
 
 static ssize_t readv_once(const struct iovec *local, const struct iovec *remote, size_t n)
 {
-    size_t pages = batch_pages(remote, n);
-    if (pages != SIZE_MAX && pages >= SKP_PY_SAFE_READ_REGION_MIN_PAGES) {
-        ssize_t got = region_readv(local, remote, n);
-        if (got >= 0)
+    int mode = atomic_load_explicit(&g_mode, memory_order_relaxed);
+    if (mode == MODE_READV)
+        return readv_self(local, remote, n);
+    if (mode != MODE_WRITEV) {
+        errno = ENOSYS;
+        return -1;
+    }
+    size_t total = 0;
+    bool adjacent = true;
+    for (size_t i = 0; i < n; i++) {
+        if (total + local[i].iov_len < total) {
+            errno = EINVAL;
+            return -1;
+        }
+        total += local[i].iov_len;
+        if (i > 0 && (const uint8_t *)local[i - 1].iov_base + local[i - 1].iov_len !=
+                         (const uint8_t *)local[i].iov_base)
+            adjacent = false;
+    }
+    if (adjacent) {
+        struct iovec dst = {.iov_base = local[0].iov_base, .iov_len = total};
+        return writev_self(remote, n, &dst, 1);
+    }
+    if (total <= SKP_PY_SAFE_READ_BOUNCE_BYTES) {
+        ssize_t got = bounce_readv(local, remote, n, total);
+        if (got != -2)
             return got;
     }
-    atomic_fetch_add_explicit(&g_calls, 1, memory_order_relaxed);
-    ssize_t got;
-    do {
-        got = process_vm_readv(atomic_load_explicit(&g_pid, memory_order_relaxed), local,
-                               (unsigned long)n, remote, (unsigned long)n, 0);
-    } while (got < 0 && errno == EINTR);
-    return got;
+    return writev_self(remote, n, local, n); /* one pinned destination per pair */
 }
 
 bool skp__safe_read(uintptr_t addr, void *dst, size_t n)
@@ -212,7 +163,7 @@ size_t skp__safe_readv(const struct iovec *local, const struct iovec *remote, si
     int saved_errno = errno;
     ssize_t got = readv_once(local, remote, n);
     errno = saved_errno;
-    /* Both paths stop at the first pair that faults and report the bytes copied before it. */
+    /* Every path stops at the first pair that faults and reports the bytes copied before it. */
     size_t left = got > 0 ? (size_t)got : 0;
     size_t full = 0;
     while (full < n && left >= remote[full].iov_len) {
@@ -227,7 +178,7 @@ uint64_t skp__safe_read_calls(void)
     return atomic_load_explicit(&g_calls, memory_order_relaxed);
 }
 
-uint64_t skp__safe_read_region_calls(void)
+uint64_t skp__safe_read_bounce_calls(void)
 {
-    return atomic_load_explicit(&g_region_calls, memory_order_relaxed);
+    return atomic_load_explicit(&g_bounce_calls, memory_order_relaxed);
 }

@@ -23,7 +23,8 @@
  * handler and signal-trampoline frames that are skipped. */
 #define SKP_NATIVE_MAX_FRAMES 4096
 #define SKP_NATIVE_SKIP_MAX 8
-/* Threads that can have a capture in flight at once (the public SKYPROF_MAX_PARALLEL_CAP). Each
+/* Threads that can have a capture in flight at once (below the public SKYPROF_MAX_PARALLEL_CAP:
+ * a request past it is not attached, so not sampled). Each
  * has a static buffer of SKP_NATIVE_MAX_FRAMES+SKIP entries (32 KiB of BSS, only the pages a
  * stack actually reaches become resident). */
 #define SKP_NATIVE_MAX_TARGETS 32

@@ -7,8 +7,6 @@
 #include <stddef.h>
 #include <stdint.h>
 #include <string.h>
-#include <dirent.h>
-#include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <sys/mman.h>
@@ -145,141 +143,106 @@ static uint8_t *pattern_pages(long page)
     return p;
 }
 
-/* A batch over enough pages goes through the memfd region, with the same results as
- * process_vm_readv: every pair read, or the pairs before the first fault. */
-static void test_safe_read_region(void **state)
+/* Reads the pairs of `rem` into `loc` and checks what came: `want` leading pairs complete, the
+ * bytes of the pairs after them left as they were (0). */
+static void check_readv(struct iovec *loc, const struct iovec *rem, size_t n, size_t want)
+{
+    for (size_t i = 0; i < n; i++)
+        memset(loc[i].iov_base, 0, loc[i].iov_len);
+    assert_int_equal(skp__safe_readv(loc, rem, n), want);
+    for (size_t i = 0; i < want; i++)
+        assert_memory_equal(loc[i].iov_base, rem[i].iov_base, rem[i].iov_len);
+}
+
+/* The three ways a batch is written (one adjacent destination, the bounce buffer, one pinned
+ * destination per pair for a batch larger than the bounce buffer) give the same results: every
+ * pair read, or the pairs before the first fault. */
+static void test_safe_read_paths(void **state)
 {
     (void)state;
     assert_true(skp__safe_read_init());
     long page = sysconf(_SC_PAGESIZE);
     uint8_t *p = pattern_pages(page);
-    uint8_t d[4][200];
-    memset(d, 0, sizeof(d));
-    struct iovec loc[4] = {{d[0], 200}, {d[1], 200}, {d[2], 200}, {d[3], 200}};
-    struct iovec rem[4];
-    for (int i = 0; i < 4; i++)
-        rem[i] = (struct iovec){p + page * i + 100, 200};
-    uint64_t before = skp__safe_read_region_calls();
-    assert_int_equal(skp__safe_readv(loc, rem, 4), 4);
-    assert_int_equal(skp__safe_read_region_calls(), before + 1);
-    for (int i = 0; i < 4; i++)
-        assert_memory_equal(d[i], p + page * i + 100, 200);
-    /* a pair on the inaccessible page: the ones before it are read, it and the rest are not */
-    memset(d, 0, sizeof(d));
-    rem[2] = (struct iovec){p + page * 4 + 8, 200};
-    assert_int_equal(skp__safe_readv(loc, rem, 4), 2);
-    assert_memory_equal(d[1], p + page + 100, 200);
-    assert_int_equal(skp__safe_read_region_calls(), before + 2);
-    /* a pair that starts readable and runs into the inaccessible page is not read either */
-    rem[2] = (struct iovec){p + page * 4 - 50, 200};
-    assert_int_equal(skp__safe_readv(loc, rem, 4), 2);
-    /* the first pair faulting: nothing */
-    rem[0] = (struct iovec){p + page * 4, 8};
-    assert_int_equal(skp__safe_readv(loc, rem, 4), 0);
+    size_t big = SKP_PY_SAFE_READ_BOUNCE_BYTES / 2 + 64; /* two of them: more than the buffer */
+    uint8_t *src_big = skpx_malloc(big * 2);
+    uint8_t *dst = skpx_malloc(big * 4);
+    assert_non_null(src_big);
+    assert_non_null(dst);
+    for (size_t i = 0; i < big * 2; i++)
+        src_big[i] = (uint8_t)(i * 13 + 1);
+    for (int layout = 0; layout < 2; layout++) {
+        /* layout 0: destinations adjacent, in order; 1: apart (the bounce buffer) */
+        size_t stride = layout == 0 ? 200 : 333;
+        struct iovec loc[4];
+        struct iovec rem[4];
+        for (int i = 0; i < 4; i++) {
+            loc[i] = (struct iovec){dst + stride * (size_t)i, 200};
+            rem[i] = (struct iovec){p + page * i + 100, 200};
+        }
+        uint64_t bounce0 = skp__safe_read_bounce_calls();
+        check_readv(loc, rem, 4, 4);
+        assert_int_equal(skp__safe_read_bounce_calls() - bounce0, layout == 0 ? 0 : 1);
+        /* a pair on the inaccessible page: the ones before it are read, it and the rest are not */
+        rem[2] = (struct iovec){p + page * 4 + 8, 200};
+        check_readv(loc, rem, 4, 2);
+        assert_true(((uint8_t *)loc[3].iov_base)[0] == 0);
+        /* a pair that starts readable and runs into the inaccessible page is not read either */
+        rem[2] = (struct iovec){p + page * 4 - 50, 200};
+        check_readv(loc, rem, 4, 2);
+        /* the first pair faulting: nothing */
+        rem[0] = (struct iovec){p + page * 4, 8};
+        check_readv(loc, rem, 4, 0);
+    }
+    /* larger than the bounce buffer, destinations apart: one destination per pair */
+    struct iovec loc[3] = {{dst, big}, {dst + big + 7, big}, {dst + 2 * big + 14, 8}};
+    struct iovec rem[3] = {{src_big, big}, {src_big + big, big}, {p + page * 4, 8}};
+    uint64_t bounce0 = skp__safe_read_bounce_calls();
+    check_readv(loc, rem, 2, 2);
+    check_readv(loc, rem, 3, 2); /* the third faults */
+    assert_int_equal(skp__safe_read_bounce_calls(), bounce0);
+    skpx_free(src_big);
+    skpx_free(dst);
     munmap(p, (size_t)page * 5);
 }
 
-/* The fd number of our memfd (from /proc/self/fd), or -1. */
-static int region_fd(void)
-{
-    DIR *d = opendir("/proc/self/fd");
-    assert_non_null(d);
-    int found = -1;
-    struct dirent *e;
-    while ((e = readdir(d))) {
-        char path[300];
-        char target[256];
-        snprintf(path, sizeof(path), "/proc/self/fd/%s", e->d_name);
-        ssize_t n = readlink(path, target, sizeof(target) - 1);
-        if (n <= 0)
-            continue;
-        target[n] = 0;
-        if (strstr(target, "memfd:skyprof-safe-read"))
-            found = atoi(e->d_name);
-    }
-    closedir(d);
-    return found;
-}
-
-/* A forked child drops the parent's memfd and makes its own: reads in the child and in the
- * parent at the same time never see each other's bytes. */
-static void test_safe_read_region_fork(void **state)
+/* A child made without fork()'s handlers (as by a raw clone) has the parent's pid cached: a read
+ * there would copy into the PARENT's memory. skp__safe_read_check_pid (what every host-thread
+ * entry calls) re-takes the pid: the child reads its own pages into its own buffer, and the
+ * parent's buffer at the same address is never written. */
+static void test_safe_read_check_pid_after_fork(void **state)
 {
     (void)state;
+    assert_true(skp__safe_read_init());
     long page = sysconf(_SC_PAGESIZE);
     uint8_t *p = pattern_pages(page);
-    struct iovec rem[3];
-    for (int i = 0; i < 3; i++)
-        rem[i] = (struct iovec){p + page * i, 64};
-    uint8_t d[3][64];
-    struct iovec loc[3] = {{d[0], 64}, {d[1], 64}, {d[2], 64}};
-    assert_int_equal(skp__safe_readv(loc, rem, 3), 3); /* the parent's region exists */
-    int parent_fd = region_fd();
-    assert_true(parent_fd >= 0);
-    pid_t pid = fork();
+    uint8_t *dst = mmap(NULL, (size_t)page, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1,
+                        0); /* shared: the parent sees what lands in it */
+    assert_true(dst != MAP_FAILED);
+    uint8_t *mine = skpx_malloc(64); /* private: the child's copy is its own */
+    assert_non_null(mine);
+    memset(mine, 0x11, 64);
+    pid_t pid = fork(); /* this test registers no fork handler: the child keeps the stale pid */
     assert_true(pid >= 0);
     if (pid == 0) {
-        skp__safe_read_after_fork_child();
-        int ok = region_fd() == -1; /* the parent's fd is closed in the child */
-        for (int i = 0; i < 3; i++)
-            p[page * i] = 0xA5; /* the child's copy of the pages differs from the parent's */
-        uint64_t rc0 = skp__safe_read_region_calls();
+        p[0] = 0xA5; /* the child's copy of the page differs from the parent's */
+        skp__safe_read_check_pid();
+        int ok = skp__safe_read((uintptr_t)p, mine, 64) && mine[0] == 0xA5 && mine[1] == p[1];
         for (int k = 0; k < 2000 && ok; k++) {
-            memset(d, 0, sizeof(d));
-            ok = skp__safe_readv(loc, rem, 3) == 3 && d[0][0] == 0xA5 && d[2][0] == 0xA5;
+            struct iovec loc[2] = {{dst, 32}, {dst + 100, 32}};
+            struct iovec rem[2] = {{p, 32}, {p + page, 32}};
+            ok = skp__safe_readv(loc, rem, 2) == 2 && dst[0] == 0xA5;
         }
-        ok = ok && skp__safe_read_region_calls() > rc0 && region_fd() >= 0;
         _exit(ok ? 0 : 1);
-    }
-    bool same = true;
-    for (int k = 0; k < 2000; k++) {
-        memset(d, 0, sizeof(d));
-        same = same && skp__safe_readv(loc, rem, 3) == 3 && memcmp(d[0], p, 64) == 0;
     }
     int status = 0;
     assert_int_equal(waitpid(pid, &status, 0), pid);
     assert_true(WIFEXITED(status));
     assert_int_equal(WEXITSTATUS(status), 0);
-    assert_true(same);
-    munmap(p, (size_t)page * 5);
-}
-
-/* The host closes our fd and opens a file of its own that gets the same number: the next batch
- * never writes into that file; reads go on through process_vm_readv. Runs last: the region is
- * off for good afterwards. */
-static void test_safe_read_region_fd_taken(void **state)
-{
-    (void)state;
-    long page = sysconf(_SC_PAGESIZE);
-    uint8_t *p = pattern_pages(page);
-    struct iovec rem[3];
-    for (int i = 0; i < 3; i++)
-        rem[i] = (struct iovec){p + page * i, 64};
-    uint8_t d[3][64];
-    struct iovec loc[3] = {{d[0], 64}, {d[1], 64}, {d[2], 64}};
-    assert_int_equal(skp__safe_readv(loc, rem, 3), 3);
-    int fd = region_fd();
-    assert_true(fd >= 0);
-    assert_int_equal(close(fd), 0);
-    char tmpl[] = "/tmp/skp_safe_read_XXXXXX";
-    int host = mkstemp(tmpl);
-    assert_true(host >= 0);
-    unlink(tmpl);
-    if (host != fd) { /* not the lowest free number here: put the file at our number */
-        assert_int_equal(dup2(host, fd), fd);
-        close(host);
-    }
-    uint64_t rc0 = skp__safe_read_region_calls();
-    memset(d, 0, sizeof(d));
-    assert_int_equal(skp__safe_readv(loc, rem, 3), 3);
-    assert_memory_equal(d[2], p + page * 2, 64);
-    assert_int_equal(skp__safe_read_region_calls(), rc0);
-    struct stat st;
-    assert_int_equal(fstat(fd, &st), 0);
-    assert_int_equal(st.st_size, 0); /* nothing written into the host's file */
-    assert_int_equal(skp__safe_readv(loc, rem, 3), 3);
-    assert_int_equal(skp__safe_read_region_calls(), rc0);
-    close(fd);
+    for (int i = 0; i < 64; i++)
+        assert_int_equal(mine[i], 0x11); /* the child never wrote into the parent */
+    assert_int_equal(p[0], 3);
+    skpx_free(mine);
+    munmap(dst, (size_t)page);
     munmap(p, (size_t)page * 5);
 }
 
@@ -290,9 +253,8 @@ int main(void)
         cmocka_unit_test(test_lru_eviction_bounded),
         cmocka_unit_test(test_init_out_of_memory),
         cmocka_unit_test(test_safe_read),
-        cmocka_unit_test(test_safe_read_region),
-        cmocka_unit_test(test_safe_read_region_fork),
-        cmocka_unit_test(test_safe_read_region_fd_taken),
+        cmocka_unit_test(test_safe_read_paths),
+        cmocka_unit_test(test_safe_read_check_pid_after_fork),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

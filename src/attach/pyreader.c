@@ -364,6 +364,15 @@ static bool layout_fits(const struct attach_pylayout *l)
     return l->chunk_header < 4096;
 }
 
+skp_err attach__main_interp(struct attach_target *t, uintptr_t *out)
+{
+    *out = 0;
+    if (attach_remote_read(&t->mem, t->runtime + t->layout.rt_interp_head, out, sizeof(*out)))
+        return SKP_OK;
+    *out = 0;
+    return kill(t->pid, 0) != 0 && errno == ESRCH ? SKP_ENOTFOUND : SKP_EIO;
+}
+
 skp_err attach__target_validate(struct attach_target *t, char *why, size_t cap)
 {
     const struct attach_pylayout *l = &t->layout;
@@ -384,7 +393,7 @@ skp_err attach__target_validate(struct attach_target *t, char *why, size_t cap)
         return SKP_ENOTSUP;
     }
     uintptr_t interp = 0;
-    if (!attach_remote_read(&t->mem, t->runtime + l->rt_interp_head, &interp, sizeof(interp))) {
+    if (attach__main_interp(t, &interp) != SKP_OK) {
         if (why)
             snprintf(why, cap, "cannot read _PyRuntime at 0x%lx in process %d",
                      (unsigned long)t->runtime, (int)t->pid);
@@ -717,10 +726,9 @@ skp_err attach_target_sample(struct attach_target *t, struct attach_sample *s, u
         goto out;
     }
     uintptr_t interp = 0;
-    if (!attach_remote_read(&t->mem, t->runtime + l->rt_interp_head, &interp, sizeof(interp))) {
-        err = kill(t->pid, 0) != 0 && errno == ESRCH ? SKP_ENOTFOUND : SKP_EIO;
+    err = attach__main_interp(t, &interp);
+    if (err)
         goto out;
-    }
     /* the main interpreter only: subinterpreters are rare and share no thread with it */
     uintptr_t ts = 0;
     if (!attach_plausible(interp) ||

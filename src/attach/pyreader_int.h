@@ -1,4 +1,5 @@
-/* pyreader_int.h - shared by pyreader.c and pyfind.c only: the target's private state. */
+/* pyreader_int.h - shared by pyreader.c, pyfind.c and pytasks.c only: the target's private
+ * state. */
 #ifndef SKP_ATTACH_PYREADER_INT_H
 #define SKP_ATTACH_PYREADER_INT_H
 
@@ -47,6 +48,10 @@ char *attach__read_str(struct attach_target *t, uintptr_t addr, size_t max);
 bool attach__code_frame(struct attach_target *t, uintptr_t code, uintptr_t instr,
                         struct attach_frame *out);
 
+/* Reads the address of the target's main interpreter (_PyRuntime.interpreters.head) into *out:
+ * not checked (0 while the runtime starts or ends; see attach_plausible). Errors: SKP_ENOTFOUND
+ * (the process exited), SKP_EIO (the runtime cannot be read). */
+SKP_MUST_CHECK skp_err attach__main_interp(struct attach_target *t, uintptr_t *out);
 /* Allocates the caches of a target. Errors: SKP_ENOMEM. */
 SKP_MUST_CHECK skp_err attach__target_alloc(struct attach_target **out);
 

@@ -287,12 +287,10 @@ skp_err attach_target_tasks(struct attach_target *t, struct attach_tasks *out)
         goto out;
     out->supported = true;
 
-    const struct attach_pylayout *l = &t->layout;
     uintptr_t interp = 0;
-    if (!attach_remote_read(&t->mem, t->runtime + l->rt_interp_head, &interp, sizeof(interp))) {
-        err = kill(t->pid, 0) != 0 && errno == ESRCH ? SKP_ENOTFOUND : SKP_EIO;
+    err = attach__main_interp(t, &interp);
+    if (err)
         goto out;
-    }
     uintptr_t modules = 0;
     if (!attach_plausible(interp) ||
         !attach_remote_read(&t->mem, interp + c->o.l->is_modules, &modules, sizeof(modules)) ||

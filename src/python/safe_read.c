@@ -107,15 +107,9 @@ static ssize_t bounce_readv(const struct iovec *local, const struct iovec *remot
     return got;
 }
 
-static ssize_t readv_once(const struct iovec *local, const struct iovec *remote, size_t n)
+/* One process_vm_writev batch into as few destination iovecs as possible. */
+static ssize_t writev_batch(const struct iovec *local, const struct iovec *remote, size_t n)
 {
-    int mode = atomic_load_explicit(&g_mode, memory_order_relaxed);
-    if (mode == MODE_READV)
-        return readv_self(local, remote, n);
-    if (mode != MODE_WRITEV) {
-        errno = ENOSYS;
-        return -1;
-    }
     size_t total = 0;
     bool adjacent = true;
     for (size_t i = 0; i < n; i++) {
@@ -138,6 +132,27 @@ static ssize_t readv_once(const struct iovec *local, const struct iovec *remote,
             return got;
     }
     return writev_self(remote, n, local, n); /* one pinned destination per pair */
+}
+
+/* A seccomp filter installed after our probe may refuse process_vm_writev (EPERM, or ENOSYS as
+ * some filters answer): the batch is retried with process_vm_readv, and when that works it is
+ * used from then on. */
+static ssize_t readv_once(const struct iovec *local, const struct iovec *remote, size_t n)
+{
+    int mode = atomic_load_explicit(&g_mode, memory_order_relaxed);
+    if (mode == MODE_READV)
+        return readv_self(local, remote, n);
+    if (mode != MODE_WRITEV) {
+        errno = ENOSYS;
+        return -1;
+    }
+    ssize_t got = writev_batch(local, remote, n);
+    if (got >= 0 || (errno != EPERM && errno != ENOSYS))
+        return got;
+    got = readv_self(local, remote, n);
+    if (got >= 0 || errno == EFAULT)
+        atomic_store(&g_mode, MODE_READV);
+    return got;
 }
 
 bool skp__safe_read(uintptr_t addr, void *dst, size_t n)

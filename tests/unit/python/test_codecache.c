@@ -9,7 +9,12 @@
 #include <string.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <errno.h>
+#include <linux/filter.h>
+#include <linux/seccomp.h>
 #include <sys/mman.h>
+#include <sys/prctl.h>
+#include <sys/syscall.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -246,6 +251,59 @@ static void test_safe_read_check_pid_after_fork(void **state)
     munmap(p, (size_t)page * 5);
 }
 
+/* Installs a seccomp filter on the calling thread answering EPERM to the listed syscalls. */
+static bool deny_syscalls(const long *nrs, size_t n)
+{
+    struct sock_filter prog[16];
+    size_t k = 0;
+    prog[k++] =
+        (struct sock_filter)BPF_STMT(BPF_LD | BPF_W | BPF_ABS, offsetof(struct seccomp_data, nr));
+    for (size_t i = 0; i < n; i++) {
+        prog[k++] = (struct sock_filter)BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, (uint32_t)nrs[i], 0, 1);
+        prog[k++] = (struct sock_filter)BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ERRNO | EPERM);
+    }
+    prog[k++] = (struct sock_filter)BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ALLOW);
+    struct sock_fprog fp = {.len = (unsigned short)k, .filter = prog};
+    return prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) == 0 &&
+           prctl(PR_SET_SECCOMP, SECCOMP_MODE_FILTER, &fp) == 0;
+}
+
+/* Runs `deny` syscalls refused from now on in a child (the filter stays with it); the child
+ * checks that reads still work (want_ok) or fail cleanly. */
+static void check_after_seccomp(const long *deny, size_t n_deny, bool want_ok)
+{
+    assert_true(skp__safe_read_init());
+    pid_t pid = fork();
+    assert_true(pid >= 0);
+    if (pid == 0) {
+        skp__safe_read_after_fork_child();
+        int ok = deny_syscalls(deny, n_deny);
+        uint64_t src[4] = {1, 2, 3, 4};
+        uint64_t dst[4] = {0};
+        for (int k = 0; k < 3 && ok; k++) {
+            memset(dst, 0, sizeof(dst));
+            bool got = skp__safe_read((uintptr_t)src, dst, sizeof(dst));
+            ok = want_ok ? got && memcmp(src, dst, sizeof(dst)) == 0 : !got;
+        }
+        _exit(ok ? 0 : 1);
+    }
+    int status = 0;
+    assert_int_equal(waitpid(pid, &status, 0), pid);
+    assert_true(WIFEXITED(status));
+    assert_int_equal(WEXITSTATUS(status), 0);
+}
+
+/* A seccomp filter installed after the probe: refusing process_vm_writev makes the reads go on
+ * through process_vm_readv; refusing both makes them fail (false), never crash. */
+static void test_safe_read_seccomp_later(void **state)
+{
+    (void)state;
+    const long writev_only[] = {SYS_process_vm_writev};
+    check_after_seccomp(writev_only, 1, true);
+    const long both[] = {SYS_process_vm_writev, SYS_process_vm_readv};
+    check_after_seccomp(both, 2, false);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -255,6 +313,7 @@ int main(void)
         cmocka_unit_test(test_safe_read),
         cmocka_unit_test(test_safe_read_paths),
         cmocka_unit_test(test_safe_read_check_pid_after_fork),
+        cmocka_unit_test(test_safe_read_seccomp_later),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

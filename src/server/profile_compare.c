@@ -12,6 +12,8 @@
 #include <string.h>
 
 #include "common/alloc.h"
+#include "common/buf.h"
+#include "common/frame_sig.h"
 #include "common/grow.h"
 #include "common/map.h"
 
@@ -20,7 +22,8 @@
 struct merger {
     struct compare_result *r;
     bool by_function;
-    struct skpx_strmap *names; /* by function: reduced name -> id (the result owns it) */
+    struct skpx_strmap *names; /* names made here -> id (the result owns it): reduced (by
+                                * function) and lambda-normalised signatures */
     char *buf;                 /* by function: the name being reduced */
     size_t buf_cap;
     size_t cap;
@@ -94,6 +97,42 @@ size_t compare_function_len(const char *sig, bool *close_paren)
     return n;
 }
 
+/* `text` (NUL-terminated) as a name owned by m->names (stable until compare_free). */
+static skp_err own_name(struct merger *m, const char *text, const char **out)
+{
+    uint32_t v;
+    if (skpx_strmap_find(m->names, text, &v, out))
+        return SKP_OK;
+    skp_err err = skpx_strmap_put(m->names, text, (uint32_t)m->names->n);
+    if (err)
+        return err;
+    skpx_strmap_find(m->names, text, &v, out);
+    return SKP_OK;
+}
+
+/* A JFR lambda frame names its hidden class with an id of the recording
+ * ("pkg.Outer$$Lambda$88+0x00007fb024007a08.846947180.run:-1"): the same lambda has another id
+ * in another recording, so it is matched by the name without it ("pkg.Outer$$Lambda.run:-1", what
+ * the UI shows, see frame_sig.h). Other signatures are left as they are. */
+static skp_err normalize_lambda(struct merger *m, const char *sig, const char **out)
+{
+    *out = sig;
+    if (!strstr(sig, "$$Lambda$"))
+        return SKP_OK;
+    size_t len = strlen(sig);
+    struct skpx_frame_sig f;
+    skpx_frame_sig_parse(sig, len, &f);
+    if (f.cut_len == 0)
+        return SKP_OK;
+    skp_err err = skpx_grow(&m->buf, &m->buf_cap, len + 1, 1, 256);
+    if (err)
+        return err;
+    memcpy(m->buf, sig, f.cut_off);
+    memcpy(m->buf + f.cut_off, sig + f.cut_off + f.cut_len, len - f.cut_off - f.cut_len);
+    m->buf[len - f.cut_len] = '\0';
+    return own_name(m, m->buf, out);
+}
+
 /* By function: the reduced name of `sig`, owned by m->names (stable until compare_free). */
 static skp_err reduce(struct merger *m, const char *sig, const char **out)
 {
@@ -106,22 +145,15 @@ static skp_err reduce(struct merger *m, const char *sig, const char **out)
     if (paren)
         m->buf[len++] = ')';
     m->buf[len] = '\0';
-    uint32_t v;
-    if (skpx_strmap_find(m->names, m->buf, &v, out))
-        return SKP_OK;
-    err = skpx_strmap_put(m->names, m->buf, (uint32_t)m->names->n);
-    if (err)
-        return err;
-    skpx_strmap_find(m->names, m->buf, &v, out);
-    return SKP_OK;
+    return own_name(m, m->buf, out);
 }
 
 /* The merged node for `sig` under `parent` (NONE = a root), created when missing. */
 static skp_err node_for(struct merger *m, uint32_t parent, const char *sig, uint32_t *out)
 {
     uint32_t sid;
-    skp_err err = SKP_OK;
-    if (m->by_function)
+    skp_err err = normalize_lambda(m, sig, &sig);
+    if (!err && m->by_function)
         err = reduce(m, sig, &sig);
     if (!err)
         err = intern(m, sig, &sid);
@@ -312,14 +344,12 @@ skp_err compare_analyses(const struct analysis *base, const struct analysis *tar
     m.r = skpx_calloc(1, sizeof(*m.r));
     if (!m.r)
         return SKP_ENOMEM;
-    if (by_function) {
-        m.names = skpx_calloc(1, sizeof(*m.names));
-        if (!m.names) {
-            skpx_free(m.r);
-            return SKP_ENOMEM;
-        }
-        m.r->_names = m.names;
+    m.names = skpx_calloc(1, sizeof(*m.names));
+    if (!m.names) {
+        skpx_free(m.r);
+        return SKP_ENOMEM;
     }
+    m.r->_names = m.names;
     skp_err err = add_side(&m, base, COMPARE_BASE);
     if (!err)
         err = add_side(&m, target, COMPARE_TARGET);

@@ -13,6 +13,10 @@
  * function" does ("file.py.f: 12" -> "file.py.f", "f (file.c:12)" -> "f (file.c)"), so the lines
  * of one function meet in one node; the reduced names are owned by the result.
  *
+ * A JFR lambda's hidden-class id ("Outer$$Lambda$88+0x7fb0.1", a new one in every recording) is
+ * cut before matching, so the same lambda meets itself across recordings; the node then carries
+ * the cut name ("Outer$$Lambda"), owned by the result too.
+ *
  * Bounded: the merged tree has at most the two inputs' node counts together. Pure, reentrant
  * (the HTTP worker runs it); the result borrows the inputs' signatures. */
 #ifndef SKP_SERVER_PROFILE_COMPARE_H
@@ -55,7 +59,7 @@ struct compare_result {
     int64_t total[2];               /* sum of each side's root weights */
     struct compare_change *changes; /* every distinct signature, largest change first */
     size_t n_changes;
-    void *_names; /* private: the reduced names (by function); compare_free frees */
+    void *_names; /* private: the names made by the merge; compare_free frees */
 };
 
 /* Merges `base` and `target` (borrowed; they must outlive *out, which points at their

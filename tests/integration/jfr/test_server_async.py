@@ -402,8 +402,9 @@ def t_compare(tid, tid2):
     if other:
         target_query["thread"] = other[0]
     diff = compare(b, target)
-    # (Whole-thread frames such as the thread's lambda change by a full 100 %: each side's
-    # lambda class has its own name.) The largest loss of self time is spinHot's.
+    # (Whole-thread frames such as the thread's lambda change by a full 100 %: the two threads
+    # run different lambdas. The same lambda in two recordings meets itself: its hidden-class id
+    # is cut, see test_profile_compare.) The largest loss of self time is spinHot's.
     by_sig = {c["codeSignature"]: c for c in diff["changes"]}
     hot = by_sig["JfrWorkload.spinHot"]
     assert hot["target"] == 0 and hot["baseShare"] > 0.3 and hot["delta"] == -hot["baseShare"], hot

@@ -257,6 +257,43 @@ static void by_function_merges_lines(void **state)
     compare_free(r);
 }
 
+/* A JFR lambda's hidden class gets a new id in each recording: the same lambda still meets
+ * itself (by line and by function), under the name without the id; other frames are untouched. */
+static void jfr_lambdas_match_across_recordings(void **state)
+{
+    (void)state;
+    struct analysis_node b[] = {
+        {1, 0, "com.acme.Shop.main:10", 0, 0, 10, NONE, NONE},
+        {2, 1, "com.acme.Shop$$Lambda$88+0x00007fb024007a08.846947180.run:3", 0, 0, 6, NONE, NONE},
+    };
+    struct analysis_node t[] = {
+        {1, 0, "com.acme.Shop.main:10", 0, 0, 10, NONE, NONE},
+        {2, 1, "com.acme.Shop$$Lambda$91+0x00007f0011c0ffee.12.run:3", 0, 0, 2, NONE, NONE},
+    };
+    struct analysis_tree bt = {b, 2}, tt = {t, 2};
+    struct analysis ab = {.trees = &bt, .n_trees = 1}, at = {.trees = &tt, .n_trees = 1};
+    for (int by_function = 0; by_function < 2; by_function++) {
+        struct compare_result *r = NULL;
+        assert_int_equal(compare_analyses(&ab, &at, by_function, &r), SKP_OK);
+        assert_int_equal(r->n_nodes, 2);
+        const struct compare_node *l =
+            find(r, by_function ? "com.acme.Shop.main/com.acme.Shop$$Lambda.run"
+                                : "com.acme.Shop.main:10/com.acme.Shop$$Lambda.run:3");
+        assert_non_null(l);
+        assert_int_equal(l->weight[COMPARE_BASE], 6);
+        assert_int_equal(l->weight[COMPARE_TARGET], 2);
+        compare_free(r);
+    }
+    /* "$$Lambda$" with no id after it is a plain name: kept as it is */
+    struct analysis_node plain[] = {{1, 0, "x.Y$$Lambda$.run:1", 0, 0, 1, NONE, NONE}};
+    struct analysis_tree pt = {plain, 1};
+    struct analysis ap = {.trees = &pt, .n_trees = 1};
+    struct compare_result *r = NULL;
+    assert_int_equal(compare_analyses(&ap, &ap, false, &r), SKP_OK);
+    assert_non_null(find(r, "x.Y$$Lambda$.run:1"));
+    compare_free(r);
+}
+
 static skp_err compare_body(void *ctx, long k)
 {
     (void)ctx;
@@ -289,6 +326,7 @@ int main(void)
         cmocka_unit_test(recursion_counts_once_per_stack),
         cmocka_unit_test(bad_trees_are_refused),
         cmocka_unit_test(by_function_merges_lines),
+        cmocka_unit_test(jfr_lambdas_match_across_recordings),
         cmocka_unit_test(allocation_failures),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

@@ -15,6 +15,7 @@
 #include "attach/profile.h"
 #include "attach/proctree.h"
 #include "attach/pyreader.h"
+#include "attach/pytasks.h"
 #include "cli/cli.h"
 #include "common/alloc.h"
 #include "server/analyzer.h"
@@ -23,7 +24,7 @@
 static const char g_usage[] =
     "Usage: skyprof record --pid PID -o FILE [--duration S] [--rate HZ] [--idle]\n"
     "                      [--subprocesses] [--format pprof|collapsed|speedscope|html]\n"
-    "                      [--blocking] [--native]\n"
+    "                      [--blocking] [--native] [--asyncio]\n"
     "Samples every Python thread of process PID RATE times a second (default 100) for S seconds\n"
     "(default 10; Ctrl-C stops early) and writes the profile to FILE. The format defaults to the\n"
     "file's extension (.pb.gz/.pprof, .txt/.collapsed, .json/.speedscope, .html), else pprof.\n"
@@ -36,6 +37,9 @@ static const char g_usage[] =
     "  --native         native (C/C++) frames too, merged with the Python frames (a C\n"
     "                   extension's frames under their Python caller; also for processes\n"
     "                   without Python); implies --blocking: every sample stops the threads\n"
+    "  --asyncio        also each suspended asyncio task's await chain (CPython 3.11), under\n"
+    "                   an '(asyncio task)' root frame and over a '(waiting)' leaf: where the\n"
+    "                   tasks wait; a running task is on its thread's stack already\n"
     "Frames read 'function (file:line)'. Needs ptrace access to the process; see\n"
     "docs/out-of-process.md.\n";
 
@@ -45,12 +49,14 @@ static const char g_usage[] =
 #define RECORD_RESCAN_NS 500000000LL
 /* Longest frame label ("name (file:line)"). */
 #define RECORD_LABEL_MAX (ATTACH_NAME_MAX + ATTACH_FILE_MAX + 32)
+/* The leaf of a suspended task's stack (as the Python agent marks a waiting request). */
+#define SKP_WAITING_LEAF "(waiting)"
 
 struct record_opts {
     long pid;
     double duration_s;
     long rate_hz;
-    bool idle, subprocesses, blocking, native;
+    bool idle, subprocesses, blocking, native, asyncio;
     const char *out;
     const char *format;
 };
@@ -94,6 +100,9 @@ static int on_opt(void *ud, int opt, const char *arg)
         return CLI_PARSE_NEXT;
     case 'N':
         o->native = true;
+        return CLI_PARSE_NEXT;
+    case 'A':
+        o->asyncio = true;
         return CLI_PARSE_NEXT;
     case 'o':
         o->out = arg;
@@ -145,9 +154,10 @@ struct recorder {
     size_t n_targets;
     struct attach_profile prof;
     struct attach_sample *sample;
-    char *label_buf; /* ATTACH_MAX_DEPTH labels of RECORD_LABEL_MAX */
+    struct attach_tasks *tasks; /* --asyncio */
+    char *label_buf;            /* ATTACH_MAX_DEPTH labels of RECORD_LABEL_MAX */
     const char **labels;
-    uint64_t ticks, missed_ticks, torn, thread_samples;
+    uint64_t ticks, missed_ticks, torn, thread_samples, task_samples, tasks_torn;
 };
 
 static struct followed *follow(struct recorder *r, pid_t pid)
@@ -182,29 +192,70 @@ static void open_pending(struct recorder *r, int64_t now)
     }
 }
 
+/* Appends the label of frame f to the stack being built (r->labels[*n]). */
+static void put_frame(struct recorder *r, size_t *n, const struct attach_frame *f)
+{
+    char *b = r->label_buf + *n * RECORD_LABEL_MAX;
+    if (f->line >= 0)
+        snprintf(b, RECORD_LABEL_MAX, "%s (%s:%d)", f->name, f->file, f->line);
+    else
+        snprintf(b, RECORD_LABEL_MAX, "%s (%s)", f->name, f->file);
+    r->labels[(*n)++] = b;
+}
+
+/* Appends a frame of plain text (a root or leaf marker). */
+static void put_text(struct recorder *r, size_t *n, const char *text)
+{
+    char *b = r->label_buf + *n * RECORD_LABEL_MAX;
+    snprintf(b, RECORD_LABEL_MAX, "%s", text);
+    r->labels[(*n)++] = b;
+}
+
+/* Starts a stack: the 'process PID' root with --subprocesses. Returns the labels used. */
+static size_t stack_begin(struct recorder *r, pid_t pid)
+{
+    size_t n = 0;
+    if (r->o.subprocesses) {
+        char root[32];
+        snprintf(root, sizeof(root), "process %d", (int)pid);
+        put_text(r, &n, root);
+    }
+    return n;
+}
+
 static void add_thread(struct recorder *r, pid_t pid, const struct attach_sample *s,
                        const struct attach_thread *th)
 {
-    size_t n = 0;
     size_t depth = th->n_frames < ATTACH_MAX_DEPTH ? th->n_frames : ATTACH_MAX_DEPTH - 1;
-    if (r->o.subprocesses) {
-        char *b = r->label_buf + n * RECORD_LABEL_MAX;
-        snprintf(b, RECORD_LABEL_MAX, "process %d", (int)pid);
-        r->labels[n++] = b;
-    }
+    size_t n = stack_begin(r, pid);
     /* frames are innermost first; the profile wants the outermost first */
-    for (size_t k = depth; k-- > 0;) {
-        const struct attach_frame *f = &s->frames[th->first_frame + k];
-        char *b = r->label_buf + n * RECORD_LABEL_MAX;
-        if (f->line >= 0)
-            snprintf(b, RECORD_LABEL_MAX, "%s (%s:%d)", f->name, f->file, f->line);
-        else
-            snprintf(b, RECORD_LABEL_MAX, "%s (%s)", f->name, f->file);
-        r->labels[n++] = b;
-    }
+    for (size_t k = depth; k-- > 0;)
+        put_frame(r, &n, &s->frames[th->first_frame + k]);
     if (n)
         attach_profile_add(&r->prof, r->labels, n);
     r->thread_samples++;
+}
+
+/* --asyncio: one stack per suspended task, its await chain outermost first between an
+ * '(asyncio task)' root and a '(waiting)' leaf (the shape the in-process agent gives a waiting
+ * request). Running tasks are left out: their frames are on their thread's stack. */
+static void add_tasks(struct recorder *r, pid_t pid, const struct attach_tasks *tk)
+{
+    r->tasks_torn += tk->n_torn;
+    for (size_t i = 0; i < tk->n_tasks; i++) {
+        const struct attach_task *t = &tk->tasks[i];
+        if (t->running || t->n_frames == 0)
+            continue;
+        size_t n = stack_begin(r, pid);
+        put_text(r, &n, "(asyncio task)");
+        size_t room = ATTACH_MAX_DEPTH - n - 1;
+        size_t depth = t->n_frames < room ? t->n_frames : room;
+        for (size_t k = depth; k-- > 0;)
+            put_frame(r, &n, &tk->frames[t->first_frame + k]);
+        put_text(r, &n, SKP_WAITING_LEAF);
+        attach_profile_add(&r->prof, r->labels, n);
+        r->task_samples++;
+    }
 }
 
 static void sample_all(struct recorder *r)
@@ -233,6 +284,9 @@ static void sample_all(struct recorder *r)
                 continue;
             add_thread(r, f->pid, r->sample, th);
         }
+        /* right after the sample: the tasks' frame strings share its code cache */
+        if (r->tasks && f->t && attach_target_tasks(f->t, r->tasks) == SKP_OK)
+            add_tasks(r, f->pid, r->tasks);
     }
 }
 
@@ -317,6 +371,7 @@ int cmd_record(struct cli *c, int argc, char **argv)
         {"subprocesses", no_argument, NULL, 's'},
         {"blocking", no_argument, NULL, 'b'},
         {"native", no_argument, NULL, 'N'},
+        {"asyncio", no_argument, NULL, 'A'},
         {"output", required_argument, NULL, 'o'},
         {"format", required_argument, NULL, 'f'},
         {NULL, 0, NULL, 0},
@@ -375,6 +430,8 @@ int cmd_record(struct cli *c, int argc, char **argv)
     r->sample = skpx_xmalloc(sizeof(*r->sample));
     r->label_buf = skpx_xmalloc((size_t)ATTACH_MAX_DEPTH * RECORD_LABEL_MAX);
     r->labels = skpx_xmalloc(ATTACH_MAX_DEPTH * sizeof(*r->labels));
+    if (r->o.asyncio)
+        r->tasks = skpx_xmalloc(sizeof(*r->tasks));
 
     struct sigaction sa;
     memset(&sa, 0, sizeof(sa));
@@ -427,8 +484,13 @@ int cmd_record(struct cli *c, int argc, char **argv)
             "skyprof record: %llu samples in %.2f s (%.1f Hz), %llu thread stacks from %zu "
             "process(es), %llu torn reads skipped, %llu ticks missed, %llu stacks dropped\n",
             (unsigned long long)r->ticks, secs, secs > 0 ? (double)r->ticks / secs : 0.0,
-            (unsigned long long)r->prof.n_samples, n_python, (unsigned long long)r->torn,
+            (unsigned long long)r->thread_samples, n_python, (unsigned long long)r->torn,
             (unsigned long long)r->missed_ticks, (unsigned long long)r->prof.n_dropped);
+    if (r->tasks)
+        fprintf(stderr,
+                "skyprof record: --asyncio: %llu stacks of suspended tasks, %llu torn task reads "
+                "skipped\n",
+                (unsigned long long)r->task_samples, (unsigned long long)r->tasks_torn);
 
     if (r->o.native) {
         struct attach_native_stats total = {0};
@@ -484,6 +546,7 @@ done:
     }
     attach_profile_cleanup(&r->prof);
     skpx_free(r->sample);
+    skpx_free(r->tasks);
     skpx_free(r->label_buf);
     skpx_free(r->labels);
     skpx_free(r);

@@ -185,6 +185,63 @@ def t_dump_asyncio_tasks(tmp):
         proc.stop()
 
 
+def t_record_asyncio(tmp):
+    """record --asyncio: every sample adds each suspended task's await chain (outermost first,
+    under '(asyncio task)', over '(waiting)'); the running main task is on its thread's stack;
+    without the flag no task stack is recorded."""
+    ready = os.path.join(tmp, "rec-tasks-ready")
+    proc = Proc([PY, ASYNC_APP, ready], name="asyncio_tasks_rec")
+    try:
+        wait_until(lambda: os.path.exists(ready), 30, what="the tasks to reach their awaits")
+        line = {m: marker_line(ASYNC_APP, m) for m in
+                ("LEAF_LINE", "FETCH_LINE", "CONSUMER_LINE", "WAITER_LINE", "JOINER_LINE",
+                 "SPIN_LINE")}
+        out_file = os.path.join(tmp, "rec-asyncio.txt")
+        _, err = ok("record", "--pid", proc.pid, "--asyncio", "--duration", 1, "--rate", 20,
+                    "--format", "collapsed", "-o", out_file)
+        ticks = int(re.search(r"(\d+) samples in", err).group(1))
+        m = re.search(r"--asyncio: (\d+) stacks of suspended tasks, (\d+) torn", err)
+        assert m and int(m.group(2)) == 0, err
+        counts = collapsed_counts(out_file)
+        app = ASYNC_APP
+
+        def task_count(*frames):
+            """Samples of the task stack whose frames (outermost first, asyncio's own after
+            ours matched by name) are these."""
+            total = 0
+            for st, n in counts.items():
+                parts = st.split(";")
+                if parts[0] != "(asyncio task)" or parts[-1] != "(waiting)":
+                    continue
+                body = parts[1:-1]
+                if len(body) == len(frames) and all(
+                        b == f or (f.endswith(" (") and b.startswith(f)) for b, f in zip(body, frames)):
+                    total += n
+            return total
+        expected = {
+            "fetcher": ("fetch (%s:%d)" % (app, line["FETCH_LINE"]),
+                        "leaf_sleep (%s:%d)" % (app, line["LEAF_LINE"]), "sleep ("),
+            "consumer": ("consumer (%s:%d)" % (app, line["CONSUMER_LINE"]), "Queue.get ("),
+            "waiter": ("waiter (%s:%d)" % (app, line["WAITER_LINE"]), "Event.wait ("),
+            "joiner": ("joiner (%s:%d)" % (app, line["JOINER_LINE"]),),
+        }
+        for name, frames in expected.items():
+            n = task_count(*frames)
+            assert ticks - 2 <= n <= ticks, (name, n, ticks, counts)
+        assert int(m.group(1)) == sum(n for st, n in counts.items()
+                                      if st.startswith("(asyncio task);")), (err, counts)
+        # the running main task: on the thread's stack, spinning, never as a task stack
+        assert any(st.endswith("spin (%s:%d)" % (app, line["SPIN_LINE"])) and
+                   not st.startswith("(asyncio task)") for st in counts), counts
+        plain = os.path.join(tmp, "rec-plain.txt")
+        _, err = ok("record", "--pid", proc.pid, "--duration", 0.5, "--rate", 20,
+                    "--format", "collapsed", "-o", plain)
+        assert not any(st.startswith("(asyncio task)") for st in collapsed_counts(plain)), plain
+        assert "--asyncio" not in err, err
+    finally:
+        proc.stop()
+
+
 def t_dump_blocking(tmp):
     with Spin(tmp) as s:
         pid = s.proc.pid
@@ -523,6 +580,7 @@ def main():
         res.run("dump: c, b, a with exact lines; names, idle, GIL; json", t_dump_text_and_json, tmp)
         res.run("dump --blocking leaves the target running", t_dump_blocking, tmp)
         res.run("dump: asyncio tasks with their await chains, in order", t_dump_asyncio_tasks, tmp)
+        res.run("record --asyncio: suspended tasks' await chains", t_record_asyncio, tmp)
         res.run("record 3 s at 100 Hz: c share within 5 points; idle excluded", t_record_share_matches, tmp)
         res.run("record --idle and every format", t_record_idle_and_formats, tmp)
         res.run("record --subprocesses: gunicorn -w 2 covers both workers", t_gunicorn_subprocesses, tmp)

@@ -13,6 +13,7 @@
 #include <zlib.h>
 
 #include "common/alloc.h"
+#include "common/map.h"
 
 /* ---- byte-keyed interning map -------------------------------------------------------------- */
 struct pmap {
@@ -39,16 +40,19 @@ struct skpx_pprof {
     size_t values_cap;
     int64_t *comments;
     size_t n_comments, comments_cap;
+    int64_t default_type; /* string id of the default sample type, 0 = none */
+    size_t max_frames;    /* SKPX_PPROF_MAX_FRAMES unless set_max_frames raised it */
+    uint8_t *big_key;     /* sample-key scratch for stacks deeper than SKPX_PPROF_MAX_FRAMES */
 };
 
+/* Bytes of a sample key with n_frames frames and the most labels. */
+#define KEY_BYTES(n_frames) (8 * (2 + (size_t)(n_frames) + 4 * SKPX_PPROF_MAX_LABELS))
+
+/* common/map.h's hash (eight bytes per step: sample keys are 8 bytes per frame), cut to the
+ * 32 bits an entry keeps. */
 static uint32_t hash_bytes(const void *k, size_t n)
 {
-    const uint8_t *p = k;
-    uint32_t h = 2166136261u; /* FNV-1a */
-    for (size_t i = 0; i < n; i++) {
-        h ^= p[i];
-        h *= 16777619u;
-    }
+    uint32_t h = (uint32_t)skpx_hash_bytes(k, n);
     return h ? h : 1;
 }
 
@@ -201,6 +205,7 @@ skp_err skpx_pprof_new(const struct skpx_pprof_type *types, size_t n_types, size
     p->max_bytes = max_bytes;
     p->bytes = sizeof(*p);
     p->n_types = n_types;
+    p->max_frames = SKPX_PPROF_MAX_FRAMES;
     int64_t empty;
     skp_err err = intern(p, "", 0, &empty); /* string 0 must be "" */
     for (size_t i = 0; !err && i < n_types; i++) {
@@ -226,6 +231,7 @@ void skpx_pprof_free(struct skpx_pprof *p)
     pmap_cleanup(&p->samples);
     skpx_free(p->values);
     skpx_free(p->comments);
+    skpx_free(p->big_key);
     skpx_free(p);
 }
 
@@ -247,6 +253,37 @@ void skpx_pprof_set_time(struct skpx_pprof *p, int64_t time_nanos, int64_t durat
         return;
     p->time_nanos = time_nanos;
     p->duration_nanos = duration_nanos;
+}
+
+skp_err skpx_pprof_set_default_type(struct skpx_pprof *p, const char *type)
+{
+    if (!p || !type)
+        return SKP_EINVAL;
+    size_t n = strlen(type);
+    for (size_t t = 0; t < p->n_types; t++) {
+        int64_t id = p->type_str[t][0];
+        if (p->strs.len[id] == n && memcmp(p->strs.arena + p->strs.off[id], type, n) == 0) {
+            p->default_type = id;
+            return SKP_OK;
+        }
+    }
+    return SKP_EINVAL;
+}
+
+skp_err skpx_pprof_set_max_frames(struct skpx_pprof *p, size_t max_frames)
+{
+    if (!p || max_frames < p->max_frames || max_frames > SKPX_PPROF_MAX_FRAMES_LIMIT)
+        return SKP_EINVAL;
+    if (max_frames == p->max_frames)
+        return SKP_OK;
+    size_t old = p->big_key ? KEY_BYTES(p->max_frames) : 0;
+    void *k = p->big_key;
+    skp_err err = grow_array(p, &k, 1, old, KEY_BYTES(max_frames));
+    if (err)
+        return err;
+    p->big_key = k;
+    p->max_frames = max_frames;
+    return SKP_OK;
 }
 
 skp_err skpx_pprof_add_comment(struct skpx_pprof *p, const char *text)
@@ -275,35 +312,54 @@ static size_t put_u64(uint8_t *b, uint64_t v)
     return sizeof(v);
 }
 
-skp_err skpx_pprof_add(struct skpx_pprof *p, const struct skpx_pprof_frame *frames, size_t n_frames,
-                       const int64_t *values, const struct skpx_pprof_label *labels,
-                       size_t n_labels)
+skp_err skpx_pprof_location(struct skpx_pprof *p, const struct skpx_pprof_frame *f, uint64_t *id)
 {
-    if (!p || (!frames && n_frames) || !values || (!labels && n_labels) ||
+    if (!p || !f || !id)
+        return SKP_EINVAL;
+    int64_t fk[2];
+    skp_err err = intern(p, f->func, f->func_len, &fk[0]);
+    if (!err)
+        err = intern(p, f->file, f->file_len, &fk[1]);
+    size_t fidx = 0, lidx = 0;
+    bool added;
+    if (!err)
+        err = pmap_get(p, &p->funcs, fk, sizeof(fk), true, &fidx, &added);
+    int64_t lk[2] = {(int64_t)fidx + 1, f->line};
+    if (!err)
+        err = pmap_get(p, &p->locs, lk, sizeof(lk), true, &lidx, &added);
+    if (!err)
+        *id = (uint64_t)lidx + 1;
+    return err; /* on failure strings/functions added so far stay: harmless, counted */
+}
+
+/* skpx_pprof_add and skpx_pprof_add_ids: the stack is `frames` or, when NULL, `ids`. */
+static skp_err add_sample(struct skpx_pprof *p, const struct skpx_pprof_frame *frames,
+                          const uint64_t *ids, size_t n_frames, const int64_t *values,
+                          const struct skpx_pprof_label *labels, size_t n_labels)
+{
+    if (!p || (!frames && !ids && n_frames) || !values || (!labels && n_labels) ||
         n_labels > SKPX_PPROF_MAX_LABELS)
         return SKP_EINVAL;
-    if (n_frames > SKPX_PPROF_MAX_FRAMES)
-        n_frames = SKPX_PPROF_MAX_FRAMES; /* leaf first: the innermost are the first ones */
-    /* Sample key: n_frames, location ids..., n_labels, (key, str, num, unit) per label. */
-    uint8_t key[8 * (2 + SKPX_PPROF_MAX_FRAMES + 4 * SKPX_PPROF_MAX_LABELS)];
+    if (n_frames > p->max_frames)
+        n_frames = p->max_frames; /* leaf first: the innermost are the first ones */
+    /* Sample key: n_frames, location ids..., n_labels, (key, str, num, unit) per label. On the
+     * stack unless the stack is deeper than the default cap (then the builder's scratch). */
+    uint8_t stack_key[KEY_BYTES(SKPX_PPROF_MAX_FRAMES)];
+    uint8_t *key = n_frames > SKPX_PPROF_MAX_FRAMES ? p->big_key : stack_key;
     size_t k = put_u64(key, n_frames);
     skp_err err = SKP_OK;
     for (size_t i = 0; i < n_frames; i++) {
-        const struct skpx_pprof_frame *f = &frames[i];
-        int64_t fk[2];
-        err = intern(p, f->func, f->func_len, &fk[0]);
-        if (!err)
-            err = intern(p, f->file, f->file_len, &fk[1]);
-        size_t fidx = 0, lidx = 0;
-        bool added;
-        if (!err)
-            err = pmap_get(p, &p->funcs, fk, sizeof(fk), true, &fidx, &added);
-        int64_t lk[2] = {(int64_t)fidx + 1, f->line};
-        if (!err)
-            err = pmap_get(p, &p->locs, lk, sizeof(lk), true, &lidx, &added);
-        if (err)
-            return err; /* strings/functions/locations added so far stay: harmless, counted */
-        k += put_u64(key + k, (uint64_t)lidx + 1);
+        uint64_t lid;
+        if (frames) {
+            err = skpx_pprof_location(p, &frames[i], &lid);
+            if (err)
+                return err; /* locations added so far stay: harmless, counted */
+        } else {
+            lid = ids[i];
+            if (lid == 0 || lid > p->locs.n)
+                return SKP_EINVAL;
+        }
+        k += put_u64(key + k, lid);
     }
     k += put_u64(key + k, n_labels);
     for (size_t i = 0; i < n_labels; i++) {
@@ -344,6 +400,26 @@ skp_err skpx_pprof_add(struct skpx_pprof *p, const struct skpx_pprof_frame *fram
     for (size_t t = 0; t < p->n_types; t++)
         v[t] = added ? values[t] : v[t] + values[t];
     return SKP_OK;
+}
+
+skp_err skpx_pprof_add(struct skpx_pprof *p, const struct skpx_pprof_frame *frames, size_t n_frames,
+                       const int64_t *values, const struct skpx_pprof_label *labels,
+                       size_t n_labels)
+{
+    if (!frames && n_frames)
+        return SKP_EINVAL;
+    static const struct skpx_pprof_frame none;
+    return add_sample(p, frames ? frames : &none, NULL, n_frames, values, labels, n_labels);
+}
+
+skp_err skpx_pprof_add_ids(struct skpx_pprof *p, const uint64_t *ids, size_t n_ids,
+                           const int64_t *values, const struct skpx_pprof_label *labels,
+                           size_t n_labels)
+{
+    if (!ids && n_ids)
+        return SKP_EINVAL;
+    static const uint64_t none;
+    return add_sample(p, NULL, ids ? ids : &none, n_ids, values, labels, n_labels);
 }
 
 static void str_of(const struct skpx_pprof *p, int64_t id, const char **s, size_t *n)
@@ -487,6 +563,7 @@ enum {
     PF_PERIOD_TYPE = 11,
     PF_PERIOD = 12,
     PF_COMMENT = 13,
+    PF_DEFAULT_SAMPLE_TYPE = 14,
 };
 enum { VT_TYPE = 1, VT_UNIT = 2 };
 enum { SM_LOCATION_ID = 1, SM_VALUE = 2, SM_LABEL = 3 };
@@ -673,6 +750,8 @@ skp_err skpx_pprof_encode(const struct skpx_pprof *p, bool gzip, uint8_t **out, 
         ob_field_varint(&o, PF_PERIOD, (uint64_t)p->period);
     for (size_t i = 0; i < p->n_comments; i++)
         ob_field_varint(&o, PF_COMMENT, (uint64_t)p->comments[i]);
+    if (p->default_type)
+        ob_field_varint(&o, PF_DEFAULT_SAMPLE_TYPE, (uint64_t)p->default_type);
     if (o.failed) {
         skpx_free(o.b);
         return SKP_ENOMEM;

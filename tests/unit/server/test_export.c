@@ -368,6 +368,163 @@ static void pprof_lines_of_a_function_share_it(void **state)
     skpx_free(gz);
 }
 
+/* The profile's top-level scalars and its string table, and per sample the number of frames,
+ * the values and the labels (key, value) as strings. */
+struct pp_top {
+    uint64_t field_count[16];
+    uint64_t scalar[16]; /* last value of each varint field */
+    uint64_t period_type[2];
+    const char *str[8200];
+    size_t str_len[8200];
+    size_t n_str;
+    size_t n_samples;
+    size_t depth[16];
+    uint64_t values[16][2];
+    size_t n_values[16];
+    uint64_t label[16][8][2];
+    size_t n_label[16];
+};
+
+static void pp_read(const uint8_t *raw, size_t len, struct pp_top *o)
+{
+    memset(o, 0, sizeof(*o));
+    struct pb r = {raw, raw + len}, sub, sub2;
+    uint32_t field, wire;
+    uint64_t val;
+    while (pb_next(&r, &field, &wire, &val, &sub)) {
+        assert_true(field < 16);
+        o->field_count[field]++;
+        if (wire == 0)
+            o->scalar[field] = val;
+        if (field == 6) {
+            assert_true(o->n_str < 8200);
+            o->str[o->n_str] = (const char *)sub.p;
+            o->str_len[o->n_str++] = (size_t)(sub.end - sub.p);
+        } else if (field == 11) {
+            while (pb_next(&sub, &field, &wire, &val, &sub2))
+                o->period_type[field - 1] = val;
+        } else if (field == 2 && o->n_samples < 16) {
+            size_t s = o->n_samples++;
+            while (pb_next(&sub, &field, &wire, &val, &sub2)) {
+                if (field == 1) {
+                    while (sub2.p < sub2.end) {
+                        pb_varint(&sub2);
+                        o->depth[s]++;
+                    }
+                } else if (field == 2) {
+                    while (sub2.p < sub2.end && o->n_values[s] < 2)
+                        o->values[s][o->n_values[s]++] = pb_varint(&sub2);
+                } else if (field == 3 && o->n_label[s] < 8) {
+                    struct pb lab = sub2, unused;
+                    uint32_t lf, lw;
+                    uint64_t lv;
+                    while (pb_next(&lab, &lf, &lw, &lv, &unused))
+                        if (lf == 1 || lf == 2)
+                            o->label[s][o->n_label[s]][lf - 1] = lv;
+                    o->n_label[s]++;
+                }
+            }
+        }
+    }
+}
+
+static bool pp_str_is(const struct pp_top *o, uint64_t i, const char *lit)
+{
+    return i < o->n_str && o->str_len[i] == strlen(lit) && memcmp(o->str[i], lit, strlen(lit)) == 0;
+}
+
+/* The documented header: default sample type "samples", period type wall/nanoseconds, time =
+ * the window start, duration = snapshots x period, the title as a comment, and the fourth label
+ * task_id on every sample. */
+static void pprof_header_labels_and_time(void **state)
+{
+    (void)state;
+    uint8_t *gz;
+    size_t gz_len, len;
+    render(EXPORT_PPROF, &g_meta, &gz, &gz_len);
+    uint8_t *raw = gunzip(gz, gz_len, &len);
+    static struct pp_top o;
+    pp_read(raw, len, &o);
+    assert_int_equal(o.field_count[1], 2);
+    assert_true(pp_str_is(&o, o.scalar[14], "samples"));
+    assert_true(pp_str_is(&o, o.period_type[0], "wall"));
+    assert_true(pp_str_is(&o, o.period_type[1], "nanoseconds"));
+    assert_int_equal(o.scalar[12], 20ull * 1000000);
+    assert_int_equal(o.scalar[9], 1700000000000ull * 1000000);
+    assert_int_equal(o.scalar[10], 8ull * 20 * 1000000);
+    assert_int_equal(o.field_count[13], 1);
+    assert_true(pp_str_is(&o, o.scalar[13], "task t1 /orders"));
+    assert_int_equal(o.n_samples, 5);
+    for (size_t s = 0; s < o.n_samples; s++) {
+        assert_int_equal(o.n_label[s], 4);
+        assert_true(pp_str_is(&o, o.label[s][3][0], "task_id"));
+        assert_true(pp_str_is(&o, o.label[s][3][1], "t1"));
+        assert_int_equal(o.values[s][1], o.values[s][0] * 20 * 1000000);
+    }
+    skpx_free(raw);
+    skpx_free(gz);
+}
+
+/* Value mode (process profiles): one sample type, the meta's, values = self counts as they are,
+ * period 1 of that type, no default type and no duration. */
+static void pprof_value_mode_has_one_type(void **state)
+{
+    (void)state;
+    struct export_meta m = g_meta;
+    m.value_type = "alloc_space";
+    m.value_unit = "bytes";
+    uint8_t *gz;
+    size_t gz_len, len;
+    render(EXPORT_PPROF, &m, &gz, &gz_len);
+    uint8_t *raw = gunzip(gz, gz_len, &len);
+    static struct pp_top o;
+    pp_read(raw, len, &o);
+    assert_int_equal(o.field_count[1], 1);
+    assert_int_equal(o.field_count[14], 0);
+    assert_int_equal(o.field_count[10], 0);
+    assert_true(pp_str_is(&o, o.period_type[0], "alloc_space"));
+    assert_true(pp_str_is(&o, o.period_type[1], "bytes"));
+    assert_int_equal(o.scalar[12], 1);
+    uint64_t sum = 0;
+    for (size_t s = 0; s < o.n_samples; s++) {
+        assert_int_equal(o.n_values[s], 1);
+        sum += o.values[s][0];
+    }
+    assert_int_equal(sum, 8);
+    skpx_free(raw);
+    skpx_free(gz);
+}
+
+/* A stack deeper than the wire builder's default 1,024 frames keeps every frame (stored stacks
+ * hold up to 4,096). */
+static void pprof_deep_stack_is_whole(void **state)
+{
+    (void)state;
+    enum { DEEP = 3000 };
+    struct analysis_node *n = skpx_xcalloc(DEEP, sizeof(*n));
+    static char sigs[DEEP][24];
+    for (uint32_t i = 0; i < DEEP; i++) {
+        snprintf(sigs[i], sizeof(sigs[i]), "f%u (deep.c:%u)", i, i + 1);
+        n[i] =
+            (struct analysis_node){i + 1, i, sigs[i], 0, 0, 1, i + 1 < DEEP ? i + 1 : NONE, NONE};
+    }
+    struct analysis_tree t = {n, DEEP};
+    struct analysis a = {.trees = &t, .n_trees = 1, .n_snapshots = 1};
+    uint8_t *gz;
+    size_t gz_len, len;
+    assert_int_equal(export_render(&a, EXPORT_PPROF, &g_meta, &gz, &gz_len), SKP_OK);
+    uint8_t *raw = gunzip(gz, gz_len, &len);
+    static struct pp_top o;
+    pp_read(raw, len, &o);
+    assert_int_equal(o.n_samples, 1);
+    assert_int_equal(o.depth[0], DEEP);
+    assert_int_equal(o.field_count[4], DEEP); /* locations */
+    assert_int_equal(o.field_count[5], DEEP); /* functions */
+    skpx_free(raw);
+    skpx_free(gz);
+    skpx_free(n);
+}
+
 static void speedscope_has_schema_fields(void **state)
 {
     (void)state;
@@ -625,6 +782,9 @@ int main(void)
         cmocka_unit_test(html_is_self_contained),
         cmocka_unit_test(collapsed_frames_never_end_in_a_count),
         cmocka_unit_test(pprof_lines_of_a_function_share_it),
+        cmocka_unit_test(pprof_header_labels_and_time),
+        cmocka_unit_test(pprof_value_mode_has_one_type),
+        cmocka_unit_test(pprof_deep_stack_is_whole),
         cmocka_unit_test(html_comment_script_in_a_frame_cannot_blank_it),
         cmocka_unit_test(readable_names_in_exports),
         cmocka_unit_test(empty_analysis_renders),

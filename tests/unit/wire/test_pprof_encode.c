@@ -306,12 +306,148 @@ static void test_each(void **state)
     skpx_pprof_free(p);
 }
 
+/* The value of the last top-level varint field `field` of a raw profile (0 when absent), and
+ * string `id` of its table. */
+static uint64_t top_varint(const uint8_t *b, size_t n, unsigned field)
+{
+    uint64_t tag, v, last = 0;
+    for (size_t i = 0; i < n;) {
+        assert_true(rd_varint(b, n, &i, &tag));
+        assert_true(rd_varint(b, n, &i, &v));
+        if ((tag & 7) == 2)
+            i += v;
+        else if ((tag >> 3) == field)
+            last = v;
+    }
+    return last;
+}
+
+static bool top_string_is(const uint8_t *b, size_t n, uint64_t id, const char *want)
+{
+    uint64_t tag, v, k = 0;
+    for (size_t i = 0; i < n;) {
+        assert_true(rd_varint(b, n, &i, &tag));
+        assert_true(rd_varint(b, n, &i, &v));
+        if ((tag & 7) != 2)
+            continue;
+        if ((tag >> 3) == 6 && k++ == id)
+            return v == strlen(want) && memcmp(b + i, want, v) == 0;
+        i += v;
+    }
+    return false;
+}
+
+/* Location ids of the first sample of a raw profile. */
+static size_t first_sample_depth(const uint8_t *b, size_t n)
+{
+    uint64_t tag, v;
+    for (size_t i = 0; i < n;) {
+        assert_true(rd_varint(b, n, &i, &tag));
+        assert_true(rd_varint(b, n, &i, &v));
+        if ((tag & 7) != 2)
+            continue;
+        if ((tag >> 3) == 2) {
+            size_t j = i, end = i + v, depth = 0;
+            while (j < end) {
+                uint64_t t2, l2, id;
+                assert_true(rd_varint(b, end, &j, &t2));
+                assert_true(rd_varint(b, end, &j, &l2));
+                if ((t2 >> 3) == 1) {
+                    for (size_t e = j + l2; j < e; depth++)
+                        assert_true(rd_varint(b, e, &j, &id));
+                } else {
+                    j += l2;
+                }
+            }
+            return depth;
+        }
+        i += v;
+    }
+    return 0;
+}
+
+/* default_sample_type names one of the builder's types; samples added by location id merge
+ * with the same stack added by frames; a raised frame cap keeps deep stacks whole. */
+static void test_default_type_ids_and_deep(void **state)
+{
+    (void)state;
+    struct skpx_pprof *p = NULL;
+    assert_int_equal(skpx_pprof_new(TYPES, 2, 1 << 20, &p), SKP_OK);
+    assert_int_equal(skpx_pprof_set_default_type(p, "wall"), SKP_EINVAL);
+    assert_int_equal(skpx_pprof_set_default_type(p, NULL), SKP_EINVAL);
+    assert_int_equal(skpx_pprof_set_default_type(p, "samples"), SKP_OK);
+    assert_int_equal(skpx_pprof_set_default_type(p, "cpu"), SKP_OK);
+
+    struct skpx_pprof_frame st[2] = {fr("burn", "a.py", 3), fr("main", "a.py", 9)};
+    uint64_t ids[2];
+    assert_int_equal(skpx_pprof_location(p, &st[0], &ids[0]), SKP_OK);
+    assert_int_equal(skpx_pprof_location(p, &st[1], &ids[1]), SKP_OK);
+    assert_int_equal(ids[0], 1);
+    assert_int_equal(ids[1], 2);
+    int64_t v[2] = {1, 10};
+    assert_int_equal(skpx_pprof_add_ids(p, ids, 2, v, NULL, 0), SKP_OK);
+    assert_int_equal(skpx_pprof_add(p, st, 2, v, NULL, 0), SKP_OK);
+    assert_int_equal(skpx_pprof_n_samples(p), 1);
+    uint64_t bad[1] = {3};
+    assert_int_equal(skpx_pprof_add_ids(p, bad, 1, v, NULL, 0), SKP_EINVAL);
+    bad[0] = 0;
+    assert_int_equal(skpx_pprof_add_ids(p, bad, 1, v, NULL, 0), SKP_EINVAL);
+    assert_int_equal(skpx_pprof_add_ids(p, NULL, 1, v, NULL, 0), SKP_EINVAL);
+    assert_int_equal(skpx_pprof_location(p, NULL, &ids[0]), SKP_EINVAL);
+
+    /* Frame cap: only raised, at most the limit; deep stacks then keep every frame. */
+    assert_int_equal(skpx_pprof_set_max_frames(p, SKPX_PPROF_MAX_FRAMES - 1), SKP_EINVAL);
+    assert_int_equal(skpx_pprof_set_max_frames(p, SKPX_PPROF_MAX_FRAMES_LIMIT + 1), SKP_EINVAL);
+    assert_int_equal(skpx_pprof_set_max_frames(p, 2000), SKP_OK);
+    assert_int_equal(skpx_pprof_set_max_frames(p, 3000), SKP_OK);
+    assert_int_equal(skpx_pprof_set_max_frames(p, 2500), SKP_EINVAL);
+    static struct skpx_pprof_frame deep[3100];
+    for (size_t i = 0; i < 3100; i++)
+        deep[i] = fr("f", "x.c", (int64_t)i + 1);
+    assert_int_equal(skpx_pprof_add(p, deep, 3100, v, NULL, 0), SKP_OK);
+    /* Read back: the innermost SKPX_PPROF_MAX_FRAMES of them. */
+    struct skpx_pprof_frame *scratch = skpx_calloc(SKPX_PPROF_MAX_FRAMES, sizeof(*scratch));
+    assert_non_null(scratch);
+    size_t nf = 0;
+    const int64_t *vals = NULL;
+    assert_true(skpx_pprof_sample(p, 1, scratch, &nf, &vals));
+    assert_int_equal(nf, SKPX_PPROF_MAX_FRAMES);
+    assert_int_equal(scratch[0].line, 1);
+    skpx_free(scratch);
+
+    uint8_t *raw = NULL;
+    size_t raw_len = 0;
+    assert_int_equal(skpx_pprof_encode(p, false, &raw, &raw_len), SKP_OK);
+    assert_true(top_string_is(raw, raw_len, top_varint(raw, raw_len, 14), "cpu"));
+    skpx_pprof_free(p);
+    skpx_free(raw);
+
+    /* The deep sample alone: 3000 location ids in the encoded sample. */
+    assert_int_equal(skpx_pprof_new(TYPES, 2, 1 << 20, &p), SKP_OK);
+    assert_int_equal(skpx_pprof_set_max_frames(p, 3000), SKP_OK);
+    assert_int_equal(skpx_pprof_add(p, deep, 3100, v, NULL, 0), SKP_OK);
+    assert_int_equal(skpx_pprof_encode(p, false, &raw, &raw_len), SKP_OK);
+    assert_int_equal(first_sample_depth(raw, raw_len), 3000);
+    assert_int_equal(top_varint(raw, raw_len, 14), 0); /* no default type set */
+    skpx_free(raw);
+    skpx_pprof_free(p);
+
+    /* The deep-key scratch counts against the budget. */
+    assert_int_equal(skpx_pprof_new(TYPES, 1, 8192, &p), SKP_OK);
+    assert_int_equal(skpx_pprof_set_max_frames(p, 4096), SKP_EFULL);
+    skpx_pprof_free(p);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_merge_and_scan), cmocka_unit_test(test_budget),
-        cmocka_unit_test(test_bad_args),       cmocka_unit_test(test_alloc_faults),
-        cmocka_unit_test(test_write_file),     cmocka_unit_test(test_each),
+        cmocka_unit_test(test_merge_and_scan),
+        cmocka_unit_test(test_budget),
+        cmocka_unit_test(test_bad_args),
+        cmocka_unit_test(test_alloc_faults),
+        cmocka_unit_test(test_write_file),
+        cmocka_unit_test(test_each),
+        cmocka_unit_test(test_default_type_ids_and_deep),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

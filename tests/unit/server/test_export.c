@@ -433,18 +433,27 @@ static bool pp_str_is(const struct pp_top *o, uint64_t i, const char *lit)
     return i < o->n_str && o->str_len[i] == strlen(lit) && memcmp(o->str[i], lit, strlen(lit)) == 0;
 }
 
+/* Renders `a` as pprof with `m`, gunzipped and read into *o; returns the raw profile (o's
+ * strings point into it; caller frees). */
+static uint8_t *pp_render(const struct analysis *a, const struct export_meta *m, struct pp_top *o)
+{
+    uint8_t *gz;
+    size_t gz_len, len;
+    assert_int_equal(export_render(a, EXPORT_PPROF, m, &gz, &gz_len), SKP_OK);
+    uint8_t *raw = gunzip(gz, gz_len, &len);
+    skpx_free(gz);
+    pp_read(raw, len, o);
+    return raw;
+}
+
 /* The documented header: default sample type "samples", period type wall/nanoseconds, time =
  * the window start, duration = snapshots x period, the title as a comment, and the fourth label
  * task_id on every sample. */
 static void pprof_header_labels_and_time(void **state)
 {
     (void)state;
-    uint8_t *gz;
-    size_t gz_len, len;
-    render(EXPORT_PPROF, &g_meta, &gz, &gz_len);
-    uint8_t *raw = gunzip(gz, gz_len, &len);
     static struct pp_top o;
-    pp_read(raw, len, &o);
+    uint8_t *raw = pp_render(&g_an, &g_meta, &o);
     assert_int_equal(o.field_count[1], 2);
     assert_true(pp_str_is(&o, o.scalar[14], "samples"));
     assert_true(pp_str_is(&o, o.period_type[0], "wall"));
@@ -462,7 +471,6 @@ static void pprof_header_labels_and_time(void **state)
         assert_int_equal(o.values[s][1], o.values[s][0] * 20 * 1000000);
     }
     skpx_free(raw);
-    skpx_free(gz);
 }
 
 /* Value mode (process profiles): one sample type, the meta's, values = self counts as they are,
@@ -473,12 +481,8 @@ static void pprof_value_mode_has_one_type(void **state)
     struct export_meta m = g_meta;
     m.value_type = "alloc_space";
     m.value_unit = "bytes";
-    uint8_t *gz;
-    size_t gz_len, len;
-    render(EXPORT_PPROF, &m, &gz, &gz_len);
-    uint8_t *raw = gunzip(gz, gz_len, &len);
     static struct pp_top o;
-    pp_read(raw, len, &o);
+    uint8_t *raw = pp_render(&g_an, &m, &o);
     assert_int_equal(o.field_count[1], 1);
     assert_int_equal(o.field_count[14], 0);
     assert_int_equal(o.field_count[10], 0);
@@ -492,7 +496,6 @@ static void pprof_value_mode_has_one_type(void **state)
     }
     assert_int_equal(sum, 8);
     skpx_free(raw);
-    skpx_free(gz);
 }
 
 /* A stack deeper than the wire builder's default 1,024 frames keeps every frame (stored stacks
@@ -510,18 +513,13 @@ static void pprof_deep_stack_is_whole(void **state)
     }
     struct analysis_tree t = {n, DEEP};
     struct analysis a = {.trees = &t, .n_trees = 1, .n_snapshots = 1};
-    uint8_t *gz;
-    size_t gz_len, len;
-    assert_int_equal(export_render(&a, EXPORT_PPROF, &g_meta, &gz, &gz_len), SKP_OK);
-    uint8_t *raw = gunzip(gz, gz_len, &len);
     static struct pp_top o;
-    pp_read(raw, len, &o);
+    uint8_t *raw = pp_render(&a, &g_meta, &o);
     assert_int_equal(o.n_samples, 1);
     assert_int_equal(o.depth[0], DEEP);
     assert_int_equal(o.field_count[4], DEEP); /* locations */
     assert_int_equal(o.field_count[5], DEEP); /* functions */
     skpx_free(raw);
-    skpx_free(gz);
     skpx_free(n);
 }
 

@@ -264,6 +264,11 @@ static const char *const k_sql[PGS_COUNT] = {
     [PGS_SEGMENT_INS] = "INSERT INTO segments(seg, trace_id, service, instance, endpoint, "
                         "start_ms, end_ms, received_ms, spans) "
                         "VALUES($1, $2, $3, $4, $5, $6, $7, $8, $9) ON CONFLICT DO NOTHING",
+    /* Before a batch's snapshots: the segids rows of its snapshots of sequence 0, FOR KEY
+     * SHARE in id order, as the segment_listing trigger of each such snapshot will (schema
+     * step 3), so that two batches never lock them in orders that wait in a cycle. */
+    [PGS_LISTING_LOCK] = "SELECT 1 FROM segids WHERE id = ANY($1::bigint[]) ORDER BY id "
+                         "FOR KEY SHARE",
 };
 
 static skp_err result_error(struct pg_store *st, const PGresult *r, const char *what)

@@ -110,24 +110,30 @@ static bool partitions_known(struct pg_store *st, const struct pg_ref_req *v, si
     return true;
 }
 
-/* The batch's two statements' parameters: the new (task, segment) links (*n_links of them)
- * and the snapshots, as arrays. */
+/* The parameters of a batch's statements: the new (task, segment) links (*n_links of them),
+ * the snapshots, and the segments of its snapshots of sequence 0 (*n_first of them: their
+ * segids rows are locked first, PGS_LISTING_LOCK), as arrays. */
+struct batch_params {
+    struct pg_params links, snaps, lock;
+    size_t n_links, n_first;
+};
+
 static void batch_params(struct pg_store *st, const struct store_snapshot *v,
-                         const struct pg_ref_req *refs, size_t n, struct pg_params *links,
-                         struct pg_params *snaps, size_t *n_links)
+                         const struct pg_ref_req *refs, size_t n, struct batch_params *b)
 {
-    struct pg_buf ls = {0}, lt = {0};
+    struct pg_buf ls = {0}, lt = {0}, first = {0};
     struct pg_buf c[6] = {{0}};
     uint64_t one;
-    *n_links = 0;
+    b->n_links = b->n_first = 0;
     pgb_putc(&ls, '{');
     pgb_putc(&lt, '{');
+    pgb_putc(&first, '{');
     for (int k = 0; k < 6; k++)
         pgb_putc(&c[k], '{');
     for (size_t i = 0; i < n; i++) {
         uint64_t pair = (uint64_t)refs[i].task << 32 | refs[i].seg;
         if (!skpx_u64map_get(&st->task_segs, pair, &one)) {
-            if ((*n_links)++) {
+            if (b->n_links++) {
                 pgb_putc(&lt, ',');
                 pgb_putc(&ls, ',');
             }
@@ -141,15 +147,47 @@ static void batch_params(struct pg_store *st, const struct store_snapshot *v,
                 pgb_putc(&c[k], ',');
             pgb_int(&c[k], vals[k]);
         }
+        if (v[i].sequence == 0) {
+            if (b->n_first++)
+                pgb_putc(&first, ',');
+            pgb_int(&first, refs[i].seg);
+        }
     }
     pgb_putc(&ls, '}');
     pgb_putc(&lt, '}');
+    pgb_putc(&first, '}');
     for (int k = 0; k < 6; k++)
         pgb_putc(&c[k], '}');
-    pgp_owned(links, pgb_take(&lt));
-    pgp_owned(links, pgb_take(&ls));
+    pgp_owned(&b->links, pgb_take(&lt));
+    pgp_owned(&b->links, pgb_take(&ls));
     for (int k = 0; k < 6; k++)
-        pgp_owned(snaps, pgb_take(&c[k]));
+        pgp_owned(&b->snaps, pgb_take(&c[k]));
+    pgp_owned(&b->lock, pgb_take(&first));
+}
+
+static void batch_params_free(struct batch_params *b)
+{
+    pgp_free(&b->links);
+    pgp_free(&b->snaps);
+    pgp_free(&b->lock);
+}
+
+/* The batch's statements in the order they run: links, the lock of its first dumps' segments,
+ * snapshots (the last: its row count is the batch's). Returns how many. */
+static size_t batch_statements(struct batch_params *b, enum pg_stmt *ids, struct pg_params **params)
+{
+    size_t k = 0;
+    if (b->n_links) {
+        ids[k] = PGS_TASKSEG_INS;
+        params[k++] = &b->links;
+    }
+    if (b->n_first) {
+        ids[k] = PGS_LISTING_LOCK;
+        params[k++] = &b->lock;
+    }
+    ids[k] = PGS_SNAP_INS;
+    params[k++] = &b->snaps;
+    return k;
 }
 
 /* The batch's rows inside its transaction; *inserted gets the new snapshots' count. */
@@ -166,22 +204,18 @@ static skp_err write_batch(struct pg_store *st, const struct store_snapshot *v,
         *retry = true; /* made outside the transaction: the caller rolls back and retries */
         return SKP_EIO;
     }
-    struct pg_params links = {0}, snaps = {0};
-    size_t n_links = 0;
-    batch_params(st, v, refs, n, &links, &snaps, &n_links);
-    PGresult *r = NULL;
-    if (n_links) {
-        r = pg__execp(st, PGS_TASKSEG_INS, &links, &err, "insert task segments");
-        PQclear(r);
-    }
-    if (!err) {
-        r = pg__execp(st, PGS_SNAP_INS, &snaps, &err, "insert snapshots");
-        if (r)
+    struct batch_params b = {0};
+    batch_params(st, v, refs, n, &b);
+    enum pg_stmt ids[3];
+    struct pg_params *params[3];
+    size_t k = batch_statements(&b, ids, params);
+    for (size_t i = 0; i < k && !err; i++) {
+        PGresult *r = pg__execp(st, ids[i], params[i], &err, "batch");
+        if (r && ids[i] == PGS_SNAP_INS)
             *inserted = (size_t)strtoull(PQcmdTuples(r), NULL, 10);
         PQclear(r);
     }
-    pgp_free(&links);
-    pgp_free(&snaps);
+    batch_params_free(&b);
     return err;
 }
 
@@ -193,15 +227,13 @@ static skp_err fast_batch(struct pg_store *st, const struct store_snapshot *v,
 {
     if (st->epoch < 0 || !pg__resolve_cached(st, refs, n) || !partitions_known(st, refs, n))
         return SKP_ESTATE;
-    struct pg_params links = {0}, snaps = {0};
-    size_t n_links = 0;
-    batch_params(st, v, refs, n, &links, &snaps, &n_links);
-    enum pg_stmt ids[2] = {PGS_TASKSEG_INS, PGS_SNAP_INS};
-    struct pg_params *params[2] = {&links, &snaps};
-    skp_err err = n_links ? pg__pipeline_tx(st, ids, params, 2, inserted)
-                          : pg__pipeline_tx(st, ids + 1, params + 1, 1, inserted);
-    pgp_free(&links);
-    pgp_free(&snaps);
+    struct batch_params b = {0};
+    batch_params(st, v, refs, n, &b);
+    enum pg_stmt ids[3];
+    struct pg_params *params[3];
+    size_t k = batch_statements(&b, ids, params);
+    skp_err err = pg__pipeline_tx(st, ids, params, k, inserted);
+    batch_params_free(&b);
     if (err && (pg__retryable(st) || strcmp(st->sqlstate, "23514") == 0) &&
         PQstatus(st->conn) == CONNECTION_OK)
         err = SKP_ESTATE; /* worth the full path */

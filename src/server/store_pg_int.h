@@ -7,7 +7,8 @@
  *   store_pg_refs.c       segment / task ids → numbers, de-duplicated frames and stacks
  *                         (batch upserts safe under concurrent collectors), stack and frame reads
  *   store_pg_ingest.c     snapshot ingest (day partitions made on demand) and the analyzer's scans
- *   store_pg_segments.c   segments, the profiled-segment listing (keyset), segment info
+ *   store_pg_segments.c   segments, the profiled-segment listing (keyset pages of the
+ *                         segment_listing table, kept by triggers), segment info
  *   store_pg_retention.c  store_purge_before (drops whole day partitions)
  * A feature's tables go in a store_pg_<feature>.c of their own, whose functions are members of
  * pg_store_ops (store_pg.c) and whose migration step is appended to store_pg_schema.c.
@@ -37,6 +38,9 @@
 #define PG_BACKOFF_MIN_MS 100
 #define PG_BACKOFF_MAX_MS 5000
 #define PG_MAX_PARAMS 16
+/* Characters of a segment id in segment_listing's key (its id_head column, schema step 3): a
+ * btree entry holds ~2.7 kB, 256 characters of UTF-8 at most 1 kB. */
+#define PG_LISTING_HEAD_SQL "256"
 
 /* Prepared statements: prepared on a connection at first use (a bit in pg_store.prepared),
  * again after a reconnect. */
@@ -49,6 +53,7 @@ enum pg_stmt {
     PGS_TASKSEG_INS,
     PGS_SEGMENT_INS,
     PGS_EPOCH_CHECK,
+    PGS_LISTING_LOCK,
     PGS_COUNT
 };
 
@@ -182,6 +187,12 @@ static inline bool pg__null(const PGresult *r, int row, int col)
 {
     return PQgetisnull(r, row, col) != 0;
 }
+
+/* ---- the profiled-segment listing (store_pg_segments.c) ---- */
+/* A page's query: $1 task id, $2 limit (NULL: all); the second with the cursor after it, $3
+ * start, $4 segment id. Exposed for the test that checks their plan. */
+extern const char pg__page_sql_first[];
+extern const char pg__page_sql_after[];
 
 /* ---- schema (store_pg_schema.c) ---- */
 /* Migrates to `target` (0 = latest) in one transaction under an advisory lock, so collectors

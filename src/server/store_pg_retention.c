@@ -1,9 +1,11 @@
 /* store_pg_retention.c - PostgreSQL backend: store_purge_before. Snapshot partitions whose
  * whole day is older than the cut are dropped (their rows counted first); the partition holding
  * the cut loses its older rows by DELETE, as do the other tables (segments, links, ids, tasks,
- * logs, then stacks and frames nothing refers to any more). One transaction. Feature tables
- * add their DELETE to k_purge_features (store_pg_<feature>.c owns the table, this list its
- * retention). */
+ * logs, then stacks and frames nothing refers to any more). One transaction. The segment
+ * listing follows by triggers (store_pg_schema.c step 3; not counted, as SQLite's): its rows
+ * go with their segids rows, and a SegmentObject purged before its dumps moves its rows back
+ * to the first dump's time. Feature tables add their DELETE to k_purge_features
+ * (store_pg_<feature>.c owns the table, this list its retention). */
 #include "server/store_pg_int.h"
 
 #include <inttypes.h>

@@ -129,6 +129,79 @@ static const struct pg_migration k_steps[] = {
         "CREATE INDEX ebpf_stacks_by_task ON ebpf_stacks(task_id, time_ms);"
         "CREATE INDEX ebpf_stacks_by_received ON ebpf_stacks(received_ms);",
     },
+    {
+        /* SQLite's step 8 (store_schema.c): one row per profiled (task, segment) - a snapshot
+         * of sequence 0 arrived for it - whose start is the SegmentObject's start when that is
+         * stored, else the first dump's time: the listing's order, so a page is one range scan
+         * of segment_listing_by_start (store_pg_segments.c). id_head is the segment id's first
+         * PG_LISTING_HEAD_SQL characters (a btree entry holds ~2.7 kB, ids are unbounded):
+         * rows of equal (start, head) - in practice none - are put in full-id order by an
+         * incremental sort of just those.
+         *
+         * Kept by triggers, as SQLite's, so that every writer keeps it (a collector of an
+         * older build still running after a newer one migrated, too). Snapshots are dropped by
+         * whole partitions, which fires no trigger: rows go with their segids row instead (the
+         * same retention clock, first_ms). Several collectors: a SegmentObject stored while
+         * another collector stores its segment's first dump must not leave the row at the
+         * dump's time - each trigger locks the segment's segids row first (KEY SHARE against
+         * UPDATE), and its next statement sees what the other committed. The ingest takes
+         * those locks for a whole batch beforehand, in id order (store_pg_ingest.c,
+         * store_pg_segments.c), so two batches never wait for each other in a cycle. */
+        "keyset listing of a task's profiled segments: segment_listing keyed by (task, start, "
+        "segment id), kept by triggers",
+        "CREATE TABLE segment_listing(seg bigint NOT NULL, task bigint NOT NULL,"
+        "  start_ms bigint NOT NULL, id_head text COLLATE \"C\" NOT NULL,"
+        "  PRIMARY KEY(seg, task));"
+        "CREATE INDEX segment_listing_by_start ON segment_listing(task, start_ms, id_head);"
+        "INSERT INTO segment_listing(seg, task, start_ms, id_head) "
+        "  SELECT ts.seg, ts.task, coalesce(g.start_ms, z.time),"
+        "  left(si.segment_id, " PG_LISTING_HEAD_SQL ") "
+        "  FROM task_segments ts JOIN segids si ON si.id = ts.seg "
+        "  JOIN snapshots z ON z.seg = ts.seg AND z.seq = 0 AND z.task = ts.task "
+        "   AND z.first_ms = si.first_ms "
+        "  LEFT JOIN segments g ON g.seg = ts.seg;"
+        "ANALYZE segment_listing;"
+        /* a first dump (a duplicate one is not inserted: no trigger) */
+        "CREATE FUNCTION skp_listing_snap() RETURNS trigger LANGUAGE plpgsql AS $$BEGIN"
+        "  PERFORM 1 FROM segids WHERE id = NEW.seg FOR KEY SHARE;"
+        "  INSERT INTO segment_listing(seg, task, start_ms, id_head)"
+        "    SELECT NEW.seg, NEW.task,"
+        "      coalesce((SELECT start_ms FROM segments WHERE seg = NEW.seg), NEW.time),"
+        "      left(si.segment_id, " PG_LISTING_HEAD_SQL ") FROM segids si WHERE si.id = NEW.seg"
+        "  ON CONFLICT DO NOTHING;"
+        "  RETURN NULL;"
+        "END$$;"
+        "CREATE TRIGGER segment_listing_snap AFTER INSERT ON snapshots FOR EACH ROW"
+        "  WHEN (NEW.seq = 0) EXECUTE FUNCTION skp_listing_snap();"
+        /* a SegmentObject moves its segment's rows to its start */
+        "CREATE FUNCTION skp_listing_object() RETURNS trigger LANGUAGE plpgsql AS $$BEGIN"
+        "  PERFORM 1 FROM segids WHERE id = NEW.seg FOR UPDATE;"
+        "  UPDATE segment_listing SET start_ms = NEW.start_ms"
+        "    WHERE seg = NEW.seg AND start_ms <> NEW.start_ms;"
+        "  RETURN NULL;"
+        "END$$;"
+        "CREATE TRIGGER segment_listing_object AFTER INSERT ON segments FOR EACH ROW"
+        "  EXECUTE FUNCTION skp_listing_object();"
+        /* retention may drop a SegmentObject before its segment's snapshots: back to the first
+         * dump's time (rows whose dumps went too are deleted with their segids row) */
+        "CREATE FUNCTION skp_listing_unobject() RETURNS trigger LANGUAGE plpgsql AS $$BEGIN"
+        "  UPDATE segment_listing l SET start_ms = z.time FROM gone g, segids si, snapshots z"
+        "    WHERE l.seg = g.seg AND si.id = l.seg AND z.seg = l.seg AND z.task = l.task"
+        "    AND z.seq = 0 AND z.first_ms = si.first_ms AND l.start_ms <> z.time;"
+        "  RETURN NULL;"
+        "END$$;"
+        "CREATE TRIGGER segment_listing_unobject AFTER DELETE ON segments"
+        "  REFERENCING OLD TABLE AS gone FOR EACH STATEMENT"
+        "  EXECUTE FUNCTION skp_listing_unobject();"
+        /* a purged segment leaves the listing */
+        "CREATE FUNCTION skp_listing_unseg() RETURNS trigger LANGUAGE plpgsql AS $$BEGIN"
+        "  DELETE FROM segment_listing l USING gone g WHERE l.seg = g.id;"
+        "  RETURN NULL;"
+        "END$$;"
+        "CREATE TRIGGER segment_listing_unseg AFTER DELETE ON segids"
+        "  REFERENCING OLD TABLE AS gone FOR EACH STATEMENT"
+        "  EXECUTE FUNCTION skp_listing_unseg();",
+    },
 };
 
 int pg_schema_version(void)

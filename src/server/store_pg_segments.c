@@ -1,7 +1,7 @@
 /* store_pg_segments.c - PostgreSQL backend: trace segments, the profiled-segment listing of a
- * task (one query per page: keyset on (start, segment id), the order of the SQLite backend,
- * byte order of ids), and store_get_segment_info. Spans are kept as the shared JSON text
- * (store_codec.h). */
+ * task (one range scan of segment_listing per page: keyset on (start, segment id), the order of
+ * the SQLite backend, byte order of ids), and store_get_segment_info. Spans are kept as the
+ * shared JSON text (store_codec.h). */
 #include "server/store_pg_int.h"
 
 #include <inttypes.h>
@@ -54,6 +54,36 @@ static skp_err insert_segment(struct pg_store *st, const struct store_segment *s
     return err;
 }
 
+/* The segments' ids as an array literal (owned; NULL: out of memory). */
+static char *seg_array(const struct pg_ref_req *refs, size_t n)
+{
+    struct pg_buf arr = {0};
+    pgb_putc(&arr, '{');
+    for (size_t i = 0; i < n; i++) {
+        if (i)
+            pgb_putc(&arr, ',');
+        pgb_int(&arr, refs[i].seg);
+    }
+    pgb_putc(&arr, '}');
+    return pgb_take(&arr);
+}
+
+/* The segids rows of the segments about to be stored, FOR UPDATE in id order, as the
+ * segment_listing trigger of each SegmentObject will (schema step 3), so that two batches
+ * never lock them in orders that wait in a cycle. `segs`: seg_array's. */
+static skp_err listing_lock(struct pg_store *st, const char *segs)
+{
+    struct pg_params p = {0};
+    pgp_text(&p, segs);
+    skp_err err = SKP_OK;
+    PQclear(pg__exec(st,
+                     "SELECT 1 FROM segids WHERE id = ANY($1::bigint[]) "
+                     "ORDER BY id FOR UPDATE",
+                     &p, &err, "lock listed segments"));
+    pgp_free(&p);
+    return err;
+}
+
 skp_err pg_store_insert_segments(struct store *base, const struct store_segment *v, size_t n,
                                  int64_t received_ms)
 {
@@ -86,12 +116,18 @@ skp_err pg_store_insert_segments(struct store *base, const struct store_segment 
         err = pg__batch_epoch(st);
         if (!err)
             err = pg__resolve(st, refs, k);
+        char *segs = err ? NULL : seg_array(refs, k);
+        if (!err && !segs)
+            err = SKP_ENOMEM;
+        if (!err)
+            err = listing_lock(st, segs);
         size_t j = 0;
         for (size_t i = 0; i < n && !err; i++) {
             if (!v[i].segment_id || !v[i].segment_id[0] || (v[i].n_spans && !v[i].spans))
                 continue;
             err = insert_segment(st, &v[i], refs[j++].seg, received_ms);
         }
+        skpx_free(segs);
         if (!err)
             err = pg__commit(st);
         if (!err)
@@ -191,27 +227,32 @@ skp_err pg_store_list_profiled_segments(struct store *base, const char *task_id,
     return pg_store_list_profiled_segments_page(base, task_id, NULL, 0, cb, ud, NULL);
 }
 
-/* The listed segments of a task: (task, segment) links with a snapshot of sequence 0, keyed
- * by (start, id): the SegmentObject's start, else the first dump's time; the end of a segment
- * without object is its last dump's time. */
-static const char k_page_sql[] =
-    "WITH l AS (SELECT si.segment_id, ts.seg, ts.task, si.first_ms, g.seg IS NOT NULL AS obj, "
-    "  COALESCE(g.start_ms, z.time) AS start_ms "
-    "  FROM task_keys tk JOIN task_segments ts ON ts.task = tk.id "
-    "  JOIN segids si ON si.id = ts.seg "
-    "  JOIN snapshots z ON z.seg = ts.seg AND z.task = ts.task AND z.seq = 0 "
-    "   AND z.first_ms = si.first_ms "
-    "  LEFT JOIN segments g ON g.seg = ts.seg "
-    "  WHERE md5(tk.task_id) = md5($1) AND tk.task_id = $1) "
-    "SELECT l.segment_id, l.obj, l.start_ms, "
-    "  (SELECT time FROM snapshots sn WHERE sn.seg = l.seg AND sn.task = l.task AND "
-    "   sn.first_ms = l.first_ms ORDER BY sn.seq DESC LIMIT 1), "
-    "  g.trace_id, g.service, g.instance, g.endpoint, g.start_ms, g.end_ms, g.spans, "
-    "  (SELECT service FROM tasks WHERE id = $1) "
-    "FROM l LEFT JOIN segments g ON g.seg = l.seg "
-    "WHERE $2::bigint IS NULL OR (l.start_ms, l.segment_id COLLATE \"C\") > "
-    "  ($2::bigint, $3::text COLLATE \"C\") "
-    "ORDER BY l.start_ms, l.segment_id COLLATE \"C\" LIMIT $4";
+/* A page is one range scan of segment_listing_by_start (schema step 3): (task, start, id head)
+ * in the listing's order, from the cursor on, then the page's rows' segids, SegmentObjects and
+ * last dumps by primary key - so a page reads its own rows (plus one that tells whether more
+ * follow), whatever the size of the task. Full ids order rows of equal (start, id head) by an
+ * incremental sort of those alone. The end of a segment without object is its last dump's
+ * time (that segment's keys in its partition's primary key, backwards). $1 task id, $2 limit
+ * (NULL: all), $3/$4 the cursor's start and segment id. */
+#define PAGE_SELECT                                                                                \
+    "SELECT si.segment_id, g.seg IS NOT NULL, l.start_ms, "                                        \
+    "  CASE WHEN g.seg IS NULL THEN (SELECT sn.time FROM snapshots sn WHERE sn.seg = l.seg AND "   \
+    "   sn.task = l.task AND sn.first_ms = si.first_ms ORDER BY sn.seq DESC LIMIT 1) END, "        \
+    "  g.trace_id, g.service, g.instance, g.endpoint, g.start_ms, g.end_ms, g.spans, "             \
+    "  (SELECT service FROM tasks WHERE id = $1) "                                                 \
+    "FROM segment_listing l JOIN segids si ON si.id = l.seg "                                      \
+    "LEFT JOIN segments g ON g.seg = l.seg "                                                       \
+    "WHERE l.task = (SELECT id FROM task_keys WHERE md5(task_id) = md5($1) AND task_id = $1) "
+#define PAGE_ORDER "ORDER BY l.start_ms, l.id_head, si.segment_id COLLATE \"C\" LIMIT $2"
+/* The cursor: the range scan starts at (start, head of the id); the full id's comparison
+ * drops the rows of equal head up to it. */
+#define PAGE_AFTER                                                                                 \
+    "AND (l.start_ms, l.id_head) >= ($3::bigint, left($4::text, " PG_LISTING_HEAD_SQL ")) "        \
+    "AND (l.start_ms, l.id_head, si.segment_id COLLATE \"C\") > "                                  \
+    "($3::bigint, left($4::text, " PG_LISTING_HEAD_SQL "), $4::text COLLATE \"C\") "
+
+const char pg__page_sql_first[] = PAGE_SELECT PAGE_ORDER;
+const char pg__page_sql_after[] = PAGE_SELECT PAGE_AFTER PAGE_ORDER;
 
 static skp_err visit_row(const PGresult *r, int i, store_profiled_segment_cb cb, void *ud)
 {
@@ -257,25 +298,23 @@ skp_err pg_store_list_profiled_segments_page(struct store *base, const char *tas
     struct pg_store *st = pg_store_of(base);
     if (more)
         *more = false;
-    if (!task_id || !cb)
+    if (!task_id || !cb || (after && !after->segment_id))
         return SKP_EINVAL;
     skp_err err = pg__ready(st);
     if (err)
         return err;
     struct pg_params p = {0};
     pgp_text(&p, task_id);
-    if (after) {
-        pgp_int(&p, after->start_ms);
-        pgp_text(&p, after->segment_id ? after->segment_id : "");
-    } else {
-        pgp_text(&p, NULL);
-        pgp_text(&p, NULL);
-    }
-    if (limit)
+    if (limit && limit < (size_t)INT64_MAX)
         pgp_int(&p, (int64_t)limit + 1); /* one more tells whether segments remain */
     else
         pgp_text(&p, NULL); /* LIMIT NULL: all */
-    PGresult *r = pg__exec(st, k_page_sql, &p, &err, "list profiled segments");
+    if (after) {
+        pgp_int(&p, after->start_ms);
+        pgp_text(&p, after->segment_id);
+    }
+    PGresult *r = pg__exec(st, after ? pg__page_sql_after : pg__page_sql_first, &p, &err,
+                           "list profiled segments");
     pgp_free(&p);
     if (!r)
         return err;

@@ -785,6 +785,392 @@ static void segments(void **state)
     assert_false(has); /* a stored segment without snapshots */
 }
 
+/* ---- keyset pages of the profiled-segment listing (SQLite schema v8, PostgreSQL step 3) ---- */
+
+struct page_seen {
+    size_t n;
+    char id[MAXR][32];
+    int64_t start[MAXR], end[MAXR];
+    bool has_object[MAXR];
+};
+
+static skp_err page_cb(void *ud, const struct store_profiled_segment *s)
+{
+    struct page_seen *v = ud;
+    assert_true(v->n < MAXR);
+    snprintf(v->id[v->n], sizeof(v->id[0]), "%s", s->segment_id);
+    v->start[v->n] = s->start_ms;
+    v->end[v->n] = s->end_ms;
+    v->has_object[v->n] = s->has_object;
+    v->n++;
+    return SKP_OK;
+}
+
+/* Walks the listing of `task` in pages of `limit`, following the last row's key as the HTTP
+ * cursor does; *all gets every row. Returns the number of pages. */
+static int walk_pages(struct store *st, const char *task, size_t limit, struct page_seen *all)
+{
+    memset(all, 0, sizeof(*all));
+    struct store_segment_key key = {0};
+    char last[32] = "";
+    int pages = 0;
+    for (bool more = true; more;) {
+        struct page_seen pg = {0};
+        assert_int_equal(store_list_profiled_segments_page(st, task, pages ? &key : NULL, limit,
+                                                           page_cb, &pg, &more),
+                         SKP_OK);
+        assert_true(pg.n <= limit);
+        assert_true(!more || pg.n == limit);
+        for (size_t i = 0; i < pg.n; i++) {
+            assert_true(all->n < MAXR);
+            memcpy(all->id[all->n], pg.id[i], sizeof(pg.id[i]));
+            all->start[all->n] = pg.start[i];
+            all->end[all->n] = pg.end[i];
+            all->has_object[all->n] = pg.has_object[i];
+            all->n++;
+        }
+        pages++;
+        if (pg.n) {
+            snprintf(last, sizeof(last), "%s", pg.id[pg.n - 1]);
+            key.start_ms = pg.start[pg.n - 1];
+            key.segment_id = last;
+        }
+        assert_true(pages < 100);
+    }
+    return pages;
+}
+
+static struct store_segment one_span_segment(const char *id, struct store_span *sp, int64_t start)
+{
+    *sp = (struct store_span){.span_id = 0,
+                              .parent_span_id = -1,
+                              .start_ms = start,
+                              .end_ms = start + 200,
+                              .operation = "/e",
+                              .type = STORE_SPAN_ENTRY};
+    return (struct store_segment){id, "tr", "svc", "i", sp, 1};
+}
+
+/* Pages in (start, segment id) order whatever the arrival order; a SegmentObject arriving
+ * after the dumps moves its segment to its own start; retention takes rows away. */
+static void segment_pages(void **state)
+{
+    struct cf *f = *state;
+    struct store_task t = task("t", "svc", "/e", 1000, 10, 1000);
+    struct store_task o = task("other", "svc2", "/e", 1000, 10, 1001);
+    assert_int_equal(store_insert_task(f->st, &t), SKP_OK);
+    assert_int_equal(store_insert_task(f->st, &o), SKP_OK);
+    struct store_span sp;
+    struct store_segment obj = one_span_segment("s-obj", &sp, 1100);
+    assert_int_equal(tu_add(f->st, "t", "s-obj", 0, 1200, "m"), SKP_OK);
+    assert_int_equal(store_insert_segments(f->st, &obj, 1, 5000), SKP_OK); /* moves to 1100 */
+    assert_int_equal(tu_add(f->st, "t", "s-b", 0, 1100, "m"), SKP_OK);     /* ties s-obj's start */
+    assert_int_equal(tu_add(f->st, "t", "s-a", 0, 1050, "m"), SKP_OK);
+    assert_int_equal(tu_add(f->st, "t", "s-a", 4, 1090, "m"), SKP_OK);
+    assert_int_equal(tu_add(f->st, "t", "s-late", 1, 1000, "m"), SKP_OK); /* no sequence 0 */
+    assert_int_equal(tu_add(f->st, "other", "s-x", 0, 900, "m"), SKP_OK);
+    assert_int_equal(tu_add(f->st, "t", "s-c", 0, 1400, "m"), SKP_OK);
+    assert_int_equal(tu_add(f->st, "t", "s-c", 0, 1400, "m"), SKP_OK); /* resent: ignored */
+    struct store_segment early = one_span_segment("s-early", &sp, 1000);
+    assert_int_equal(store_insert_segments(f->st, &early, 1, 5000), SKP_OK);
+    assert_int_equal(tu_add(f->st, "t", "s-early", 0, 1500, "m"), SKP_OK); /* object's start */
+    assert_int_equal(tu_add(f->st, "t", "s-d", 0, 1600, "m"), SKP_OK);
+    /* received before the dumps' segment was first seen (another collector's clock): retention
+     * below takes this object and keeps the dumps */
+    struct store_segment d = one_span_segment("s-d", &sp, 1001);
+    assert_int_equal(store_insert_segments(f->st, &d, 1, 1000), SKP_OK); /* moves s-d to 1001 */
+
+    static const char *const want[] = {"s-early", "s-d", "s-a", "s-b", "s-obj", "s-c"};
+    static const int64_t want_start[] = {1000, 1001, 1050, 1100, 1100, 1400};
+    struct page_seen all;
+    assert_int_equal(store_list_profiled_segments_page(f->st, "t", NULL, 0, page_cb,
+                                                       memset(&all, 0, sizeof(all)), NULL),
+                     SKP_OK);
+    assert_int_equal(all.n, 6);
+    for (size_t limit = 1; limit <= 7; limit++) {
+        int pages = walk_pages(f->st, "t", limit, &all);
+        assert_int_equal(pages, (int)((6 + limit - 1) / limit));
+        assert_int_equal(all.n, 6);
+        for (size_t i = 0; i < 6; i++) {
+            assert_string_equal(all.id[i], want[i]);
+            assert_int_equal(all.start[i], want_start[i]);
+        }
+    }
+    assert_true(all.has_object[0] && all.has_object[1] && !all.has_object[2]);
+    assert_int_equal(all.end[2], 1090); /* s-a: its last dump */
+    /* A cursor between rows, and one past the end. */
+    struct store_segment_key key = {1100, "s-b"};
+    struct page_seen pg = {0};
+    bool more = true;
+    assert_int_equal(store_list_profiled_segments_page(f->st, "t", &key, 10, page_cb, &pg, &more),
+                     SKP_OK);
+    assert_int_equal(pg.n, 2);
+    assert_string_equal(pg.id[0], "s-obj");
+    assert_false(more);
+    key = (struct store_segment_key){5000, "z"};
+    memset(&pg, 0, sizeof(pg));
+    assert_int_equal(store_list_profiled_segments_page(f->st, "t", &key, 10, page_cb, &pg, &more),
+                     SKP_OK);
+    assert_int_equal(pg.n, 0);
+    key.segment_id = NULL;
+    assert_int_equal(store_list_profiled_segments_page(f->st, "t", &key, 10, page_cb, &pg, &more),
+                     SKP_EINVAL);
+    assert_int_equal(walk_pages(f->st, "other", 3, &pg), 1);
+    assert_int_equal(pg.n, 1);
+    assert_int_equal(walk_pages(f->st, "nothing", 3, &pg), 1);
+    assert_int_equal(pg.n, 0);
+
+    /* Retention at 1060: s-a's dumps go (first seen at 1050), and s-d's SegmentObject
+     * (received at 1000), not its dumps (first seen at 1600): s-d falls back to its first
+     * dump's time. */
+    uint64_t n_del = 0;
+    assert_int_equal(store_purge_before(f->st, 1060, &n_del), SKP_OK);
+    static const char *const kept[] = {"s-early", "s-b", "s-obj", "s-c", "s-d"};
+    static const int64_t kept_start[] = {1000, 1100, 1100, 1400, 1600};
+    assert_int_equal(walk_pages(f->st, "t", 2, &all), 3);
+    assert_int_equal(all.n, 5);
+    for (size_t i = 0; i < 5; i++) {
+        assert_string_equal(all.id[i], kept[i]);
+        assert_int_equal(all.start[i], kept_start[i]);
+    }
+    assert_false(all.has_object[4]);
+    /* Everything purged: nothing listed. */
+    assert_int_equal(store_purge_before(f->st, INT64_MAX, &n_del), SKP_OK);
+    assert_int_equal(walk_pages(f->st, "t", 2, &all), 1);
+    assert_int_equal(all.n, 0);
+    assert_int_equal(walk_pages(f->st, "other", 2, &all), 1);
+    assert_int_equal(all.n, 0);
+}
+
+/* ---- the listing while collectors write dumps and SegmentObjects at once (shared) ---- */
+
+#define RACE_SEGS 240
+#define RACE_BATCH 8
+
+struct race_writer {
+    const char *target;
+    pthread_barrier_t *round; /* both writers start each batch together */
+    skp_err err;
+};
+
+/* Sends the sequence-0 dumps of every segment, a batch per round, from its own store. */
+static void *race_dumps_main(void *arg)
+{
+    struct race_writer *w = arg;
+    struct store *st = NULL;
+    w->err = store_open(w->target, NULL, &st);
+    char ids[RACE_BATCH][32];
+    char *frames[] = {"main"};
+    for (int lo = 0; lo < RACE_SEGS; lo += RACE_BATCH) {
+        struct store_snapshot s[RACE_BATCH];
+        for (int k = 0; k < RACE_BATCH; k++) {
+            snprintf(ids[k], sizeof(ids[k]), "race-%04d", lo + k);
+            s[k] = (struct store_snapshot){.task_id = "t",
+                                           .segment_id = ids[k],
+                                           .time_ms = 100000 + lo + k,
+                                           .sequence = 0,
+                                           .frames = frames,
+                                           .n_frames = 1};
+        }
+        pthread_barrier_wait(w->round);
+        size_t dup = 0;
+        if (!w->err)
+            w->err = store_insert_snapshots(st, s, RACE_BATCH, &dup);
+    }
+    store_close(st);
+    return NULL;
+}
+
+static void listing_under_racing_writers(void **state)
+{
+    struct cf *f = *state;
+    if (!g_be->shared)
+        skip();
+    struct store_task t = task("t", "svc", "/e", 1000, 10, 1000);
+    assert_int_equal(store_insert_task(f->st, &t), SKP_OK);
+    /* the segments are known already (a later dump came first): their ids are not created
+     * by the racing batches, whose creation would make one wait for the other */
+    for (int i = 0; i < RACE_SEGS; i++) {
+        char id[32];
+        snprintf(id, sizeof(id), "race-%04d", i);
+        assert_int_equal(tu_add(f->st, "t", id, 5, 100500 + i, "main"), SKP_OK);
+    }
+    pthread_barrier_t round;
+    assert_int_equal(pthread_barrier_init(&round, NULL, 2), 0);
+    struct race_writer w = {f->target, &round, SKP_OK};
+    pthread_t th;
+    assert_int_equal(pthread_create(&th, NULL, race_dumps_main, &w), 0);
+    /* meanwhile this collector stores the same segments' SegmentObjects, each batch in the
+     * other order (locks taken in the order of the rows would wait in a cycle) */
+    struct store_span sp[RACE_BATCH];
+    char ids[RACE_BATCH][32];
+    for (int lo = 0; lo < RACE_SEGS; lo += RACE_BATCH) {
+        struct store_segment g[RACE_BATCH];
+        for (int k = 0; k < RACE_BATCH; k++) {
+            int i = lo + RACE_BATCH - 1 - k;
+            snprintf(ids[k], sizeof(ids[k]), "race-%04d", i);
+            g[k] = one_span_segment(ids[k], &sp[k], 50000 + i);
+        }
+        pthread_barrier_wait(&round);
+        assert_int_equal(store_insert_segments(f->st, g, RACE_BATCH, 200000), SKP_OK);
+    }
+    assert_int_equal(pthread_join(th, NULL), 0);
+    pthread_barrier_destroy(&round);
+    assert_int_equal(w.err, SKP_OK);
+    /* every segment listed once, at its SegmentObject's start, whichever came first */
+    struct store_segment_key key = {0};
+    char last[32] = "";
+    int seen = 0;
+    for (bool more = true; more;) {
+        struct page_seen pg = {0};
+        assert_int_equal(store_list_profiled_segments_page(f->st, "t", seen ? &key : NULL, MAXR,
+                                                           page_cb, &pg, &more),
+                         SKP_OK);
+        for (size_t i = 0; i < pg.n; i++, seen++) {
+            char want[32];
+            snprintf(want, sizeof(want), "race-%04d", seen);
+            assert_string_equal(pg.id[i], want);
+            assert_true(pg.has_object[i]);
+            assert_int_equal(pg.start[i], 50000 + seen);
+        }
+        if (pg.n) {
+            snprintf(last, sizeof(last), "%s", pg.id[pg.n - 1]);
+            key = (struct store_segment_key){pg.start[pg.n - 1], last};
+        }
+    }
+    assert_int_equal(seen, RACE_SEGS);
+}
+
+/* ---- PostgreSQL: the listing's migration, and a page is a range scan of its index ---- */
+
+/* The text of EXPLAIN (ANALYZE) of a page query, one line per plan node or detail. */
+static char *pg_explain(struct store *st, const char *sql, const char *const *params, int n)
+{
+    char q[4096];
+    snprintf(q, sizeof(q), "EXPLAIN (ANALYZE, COSTS OFF, TIMING OFF, SUMMARY OFF) %s", sql);
+    PGresult *r = PQexecParams(pg_store_of(st)->conn, q, n, NULL, params, NULL, NULL, 0);
+    assert_int_equal(PQresultStatus(r), PGRES_TUPLES_OK);
+    size_t cap = 1, len = 0;
+    for (int i = 0; i < PQntuples(r); i++)
+        cap += strlen(PQgetvalue(r, i, 0)) + 1;
+    char *out = skpx_malloc(cap);
+    out[0] = '\0';
+    for (int i = 0; i < PQntuples(r); i++)
+        len += (size_t)snprintf(out + len, cap - len, "%s\n", PQgetvalue(r, i, 0));
+    PQclear(r);
+    if (getenv("SKP_TEST_PLAN"))
+        fprintf(stderr, "%s", out);
+    return out;
+}
+
+/* Checks a page's plan: a range scan of segment_listing_by_start reading about a page of rows
+ * (not the task's thousands), no Sort of the rows (an incremental one is fine: it sorts rows of
+ * equal (start, id head)), no scan of the table. */
+static void assert_page_plan(const char *plan, int max_rows)
+{
+    const char *scan = strstr(plan, "Index Scan using segment_listing_by_start on segment_listing");
+    if (!scan)
+        fprintf(stderr, "%s", plan);
+    assert_non_null(scan);
+    const char *rows = strstr(scan, "actual rows=");
+    assert_non_null(rows);
+    int n = atoi(rows + 12);
+    if (n > max_rows)
+        fprintf(stderr, "%s", plan);
+    assert_true(n >= 1 && n <= max_rows);
+    assert_null(strstr(plan, "Seq Scan on segment_listing"));
+    for (const char *line = plan; *line;) {
+        const char *node = line;
+        while (*node == ' ')
+            node++;
+        if (strncmp(node, "SubPlan", 7) == 0)
+            break; /* a segment without SegmentObject: its last dump, among its own dumps */
+        if (strncmp(node, "->  ", 4) == 0)
+            node += 4;
+        if (strncmp(node, "Sort (", 6) == 0)
+            fprintf(stderr, "%s", plan);
+        assert_false(strncmp(node, "Sort (", 6) == 0);
+        const char *nl = strchr(line, '\n');
+        line = nl ? nl + 1 : line + strlen(line);
+    }
+}
+
+static void pg_listing_migration_and_plan(void **state)
+{
+    struct cf *f = *state;
+    if (strcmp(g_be->name, "pg") != 0)
+        skip();
+    /* Data written by schema step 2 (no segment_listing yet): step 3 lists it. */
+    store_close(f->st);
+    PGconn *c = pg_admin(f->target);
+    pg_admin_exec(c, "DROP SCHEMA public CASCADE; CREATE SCHEMA public");
+    PQfinish(c);
+    struct store_opts v2 = {.schema_version_max = 2};
+    assert_int_equal(store_open(f->target, &v2, &f->st), SKP_OK);
+    struct store_task t = task("t", "svc", "/e", 1000, 10, 1000);
+    assert_int_equal(store_insert_task(f->st, &t), SKP_OK);
+    struct store_span sp;
+    struct store_segment obj = one_span_segment("s-obj", &sp, 1100);
+    assert_int_equal(tu_add(f->st, "t", "s-obj", 0, 1200, "m"), SKP_OK);
+    assert_int_equal(store_insert_segments(f->st, &obj, 1, 5000), SKP_OK);
+    assert_int_equal(tu_add(f->st, "t", "s-b", 0, 1150, "m"), SKP_OK);
+    assert_int_equal(tu_add(f->st, "t", "s-a", 1, 1050, "m"), SKP_OK); /* no sequence 0 */
+    cf_reopen(f);
+    struct page_seen all;
+    assert_int_equal(walk_pages(f->st, "t", 1, &all), 2);
+    assert_int_equal(all.n, 2);
+    assert_string_equal(all.id[0], "s-obj");
+    assert_int_equal(all.start[0], 1100);
+    assert_string_equal(all.id[1], "s-b");
+    assert_int_equal(all.start[1], 1150);
+
+    /* 3,000 segments of one task (and 500 of another): page 1 and a page deep inside read
+     * about a page of the index each. */
+    struct store_task t2 = task("big", "svc", "/e", 1000, 10, 2000);
+    assert_int_equal(store_insert_task(f->st, &t2), SKP_OK);
+    enum { BIG = 3000, BATCH = 500 };
+    char(*ids)[32] = skpx_calloc(BATCH, sizeof(*ids));
+    struct store_snapshot *s = skpx_calloc(BATCH, sizeof(*s));
+    char *frames[] = {"main"};
+    for (int lo = 0; lo < BIG + 500; lo += BATCH) {
+        for (int k = 0; k < BATCH; k++) {
+            snprintf(ids[k], sizeof(ids[k]), "big-%05d", lo + k);
+            s[k] = (struct store_snapshot){.task_id = lo < BIG ? "big" : "t",
+                                           .segment_id = ids[k],
+                                           .time_ms = 10000 + (lo + k) / 2, /* ties by twos */
+                                           .sequence = 0,
+                                           .frames = frames,
+                                           .n_frames = 1};
+        }
+        size_t dup = 0;
+        assert_int_equal(store_insert_snapshots(f->st, s, BATCH, &dup), SKP_OK);
+    }
+    skpx_free(ids);
+    skpx_free(s);
+    c = pg_admin(f->target);
+    pg_admin_exec(c, "ANALYZE");
+    PQfinish(c);
+    const char *first[] = {"big", "11"};
+    char *plan = pg_explain(f->st, pg__page_sql_first, first, 2);
+    assert_page_plan(plan, 14);
+    skpx_free(plan);
+    const char *after[] = {"big", "11", "11000", "big-02001"};
+    plan = pg_explain(f->st, pg__page_sql_after, after, 4);
+    assert_page_plan(plan, 14);
+    skpx_free(plan);
+    /* the same page through the store */
+    struct store_segment_key key = {11000, "big-02001"};
+    struct page_seen pg = {0};
+    bool more = false;
+    assert_int_equal(store_list_profiled_segments_page(f->st, "big", &key, 10, page_cb, &pg, &more),
+                     SKP_OK);
+    assert_int_equal(pg.n, 10);
+    assert_true(more);
+    assert_string_equal(pg.id[0], "big-02002");
+    assert_int_equal(pg.start[0], 11001);
+    assert_string_equal(pg.id[9], "big-02011");
+}
+
 /* ---- endpoint minutes ---- */
 
 struct minutes_seen {
@@ -1316,6 +1702,9 @@ int main(int argc, char **argv)
         cmocka_unit_test_setup_teardown(services_and_instances, cf_setup, cf_teardown),
         cmocka_unit_test_setup_teardown(snapshots_dedup_and_order, cf_setup, cf_teardown),
         cmocka_unit_test_setup_teardown(segments, cf_setup, cf_teardown),
+        cmocka_unit_test_setup_teardown(segment_pages, cf_setup, cf_teardown),
+        cmocka_unit_test_setup_teardown(listing_under_racing_writers, cf_setup, cf_teardown),
+        cmocka_unit_test_setup_teardown(pg_listing_migration_and_plan, cf_setup, cf_teardown),
         cmocka_unit_test_setup_teardown(endpoint_minutes, cf_setup, cf_teardown),
         cmocka_unit_test_setup_teardown(retention, cf_setup, cf_teardown),
         cmocka_unit_test_setup_teardown(retention_of_triggers, cf_setup, cf_teardown),

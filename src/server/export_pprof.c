@@ -119,8 +119,8 @@ struct pprof_ctx {
 
 /* Adds an upper bound of the builder memory `path[depth]` may need: its function name and file
  * (at most its signature's bytes), its function and location entries, and its sample's key
- * (8 bytes per frame, count and label words) and values (counted for every node: cheaper than
- * finding the self counts twice). */
+ * (varints: at most 8 bytes per frame, count and label word) and values (counted for every
+ * node: cheaper than finding the self counts twice). */
 static skp_err size_visit(void *ud, const struct analysis_tree *t,
                           const struct analysis_node *const *path, size_t depth)
 {

@@ -3,10 +3,10 @@
  *
  * Design: four interning maps of one kind (struct pmap: open addressing over byte keys stored in
  * one arena): strings (id = index into the string table, 0 = ""), functions (key: name id, file
- * id), locations (key: function id, line) and samples (key: location ids, label triples). A
- * sample's values live in a parallel int64 array. Every byte the maps hold is counted in
- * p->bytes against p->max_bytes before it is allocated, so a full builder refuses new entries
- * while merging into existing samples keeps working. */
+ * id), locations (key: function id, line) and samples (key: varints of the location ids and
+ * label words, see put_key_word). A sample's values live in a parallel int64 array. Every byte
+ * the maps hold is counted in p->bytes against p->max_bytes before it is allocated, so a full
+ * builder refuses new entries while merging into existing samples keeps working. */
 #include "wire/pprof_encode.h"
 
 #include <string.h>
@@ -45,10 +45,11 @@ struct skpx_pprof {
     uint8_t *big_key;     /* sample-key scratch for stacks deeper than SKPX_PPROF_MAX_FRAMES */
 };
 
-/* Bytes of a sample key with n_frames frames and the most labels. */
-#define KEY_BYTES(n_frames) (8 * (2 + (size_t)(n_frames) + 4 * SKPX_PPROF_MAX_LABELS))
+/* Most bytes of a sample key with n_frames frames and the most labels (varints of at most 10
+ * bytes, see put_key_word). */
+#define KEY_BYTES(n_frames) (10 * (2 + (size_t)(n_frames) + 4 * SKPX_PPROF_MAX_LABELS))
 
-/* common/map.h's hash (eight bytes per step: sample keys are 8 bytes per frame), cut to the
+/* common/map.h's hash (eight bytes per step: sample keys run to hundreds of bytes), cut to the
  * 32 bits an entry keeps. */
 static uint32_t hash_bytes(const void *k, size_t n)
 {
@@ -305,11 +306,35 @@ skp_err skpx_pprof_add_comment(struct skpx_pprof *p, const char *text)
     return SKP_OK;
 }
 
-/* Little-endian packing of key parts (keys are compared as bytes only). */
-static size_t put_u64(uint8_t *b, uint64_t v)
+/* A sample key is a run of protobuf varints: n_frames, the location ids, n_labels, then per
+ * label its key's string id, its string's id + 1 (0 for a numeric label), its number and its
+ * unit's string id. The words are read back in order only (get_key_word), so the run is
+ * unambiguous and keys compare as bytes; the location ids are already the packed field the
+ * encoder writes. Small ids take one or two bytes, where fixed words took eight. */
+static size_t put_key_word(uint8_t *b, uint64_t v)
 {
-    memcpy(b, &v, sizeof(v));
-    return sizeof(v);
+    size_t n = 0;
+    while (v >= 0x80) {
+        b[n++] = (uint8_t)(v | 0x80);
+        v >>= 7;
+    }
+    b[n++] = (uint8_t)v;
+    return n;
+}
+
+/* Reads the next word of a key written by put_key_word. */
+static uint64_t get_key_word(const uint8_t **k)
+{
+    uint64_t v = 0;
+    unsigned shift = 0;
+    while (**k & 0x80) {
+        v |= (uint64_t)(**k & 0x7f) << shift;
+        shift += 7;
+        (*k)++;
+    }
+    v |= (uint64_t) * *k << shift;
+    (*k)++;
+    return v;
 }
 
 skp_err skpx_pprof_location(struct skpx_pprof *p, const struct skpx_pprof_frame *f, uint64_t *id)
@@ -346,7 +371,7 @@ static skp_err add_sample(struct skpx_pprof *p, const struct skpx_pprof_frame *f
      * stack unless the stack is deeper than the default cap (then the builder's scratch). */
     uint8_t stack_key[KEY_BYTES(SKPX_PPROF_MAX_FRAMES)];
     uint8_t *key = n_frames > SKPX_PPROF_MAX_FRAMES ? p->big_key : stack_key;
-    size_t k = put_u64(key, n_frames);
+    size_t k = put_key_word(key, n_frames);
     skp_err err = SKP_OK;
     for (size_t i = 0; i < n_frames; i++) {
         uint64_t lid;
@@ -359,9 +384,9 @@ static skp_err add_sample(struct skpx_pprof *p, const struct skpx_pprof_frame *f
             if (lid == 0 || lid > p->locs.n)
                 return SKP_EINVAL;
         }
-        k += put_u64(key + k, lid);
+        k += put_key_word(key + k, lid);
     }
-    k += put_u64(key + k, n_labels);
+    k += put_key_word(key + k, n_labels);
     for (size_t i = 0; i < n_labels; i++) {
         int64_t kid, sid = 0, uid = 0;
         err = intern_cstr(p, labels[i].key, &kid);
@@ -371,10 +396,10 @@ static skp_err add_sample(struct skpx_pprof *p, const struct skpx_pprof_frame *f
             err = intern_cstr(p, labels[i].num_unit, &uid);
         if (err)
             return err;
-        k += put_u64(key + k, (uint64_t)kid);
-        k += put_u64(key + k, (uint64_t)(labels[i].str ? sid : -1));
-        k += put_u64(key + k, (uint64_t)(labels[i].str ? 0 : labels[i].num));
-        k += put_u64(key + k, (uint64_t)uid);
+        k += put_key_word(key + k, (uint64_t)kid);
+        k += put_key_word(key + k, labels[i].str ? (uint64_t)sid + 1 : 0);
+        k += put_key_word(key + k, labels[i].str ? 0 : (uint64_t)labels[i].num);
+        k += put_key_word(key + k, (uint64_t)uid);
     }
     size_t sidx;
     bool added = false;
@@ -433,13 +458,12 @@ bool skpx_pprof_sample(const struct skpx_pprof *p, size_t s, struct skpx_pprof_f
 {
     if (!p || !scratch || s >= p->samples.n)
         return false;
-    uint64_t nf;
-    memcpy(&nf, p->samples.arena + p->samples.off[s], sizeof(nf));
+    const uint8_t *k = p->samples.arena + p->samples.off[s];
+    uint64_t nf = get_key_word(&k);
     if (nf > SKPX_PPROF_MAX_FRAMES)
         nf = SKPX_PPROF_MAX_FRAMES;
     for (size_t i = 0; i < nf; i++) {
-        uint64_t lid;
-        memcpy(&lid, p->samples.arena + p->samples.off[s] + 8 * (1 + i), sizeof(lid));
+        uint64_t lid = get_key_word(&k);
         int64_t lk[2], fk[2];
         memcpy(lk, p->locs.arena + p->locs.off[lid - 1], sizeof(lk));
         memcpy(fk, p->funcs.arena + p->funcs.off[lk[0] - 1], sizeof(fk));
@@ -582,37 +606,32 @@ static void ob_value_type(struct obuf *o, uint32_t field, const int64_t vt[2])
     ob_field_varint(o, VT_UNIT, (uint64_t)vt[1]);
 }
 
-static uint64_t key_u64(const uint8_t *b, size_t i)
-{
-    uint64_t v;
-    memcpy(&v, b + 8 * i, sizeof(v));
-    return v;
-}
-
 static void ob_sample(struct obuf *o, const struct skpx_pprof *p, size_t s)
 {
-    const uint8_t *key = p->samples.arena + p->samples.off[s];
-    size_t nf = (size_t)key_u64(key, 0);
-    size_t ids_len = 0;
+    const uint8_t *k = p->samples.arena + p->samples.off[s];
+    size_t nf = (size_t)get_key_word(&k);
+    const uint8_t *ids = k; /* the ids' varints: the packed location_id field as it is */
     for (size_t i = 0; i < nf; i++)
-        ids_len += varint_len(key_u64(key, 1 + i));
+        (void)get_key_word(&k);
+    size_t ids_len = (size_t)(k - ids);
     const int64_t *v = &p->values[s * p->n_types];
     size_t vals_len = 0;
     for (size_t t = 0; t < p->n_types; t++)
         vals_len += varint_len((uint64_t)v[t]);
-    size_t nl = (size_t)key_u64(key, 1 + nf);
+    size_t nl = (size_t)get_key_word(&k);
+    uint64_t lw[SKPX_PPROF_MAX_LABELS][4]; /* key id, string id + 1 or 0, number, unit id */
     size_t lab_len[SKPX_PPROF_MAX_LABELS];
     size_t n = field_len_len(SM_LOCATION_ID, ids_len) + field_len_len(SM_VALUE, vals_len);
     for (size_t l = 0; l < nl; l++) {
-        size_t base = 2 + nf + 4 * l;
-        int64_t sid = (int64_t)key_u64(key, base + 1);
-        lab_len[l] = field_varint_len(LB_KEY, key_u64(key, base));
-        if (sid >= 0) {
-            lab_len[l] += field_varint_len(LB_STR, (uint64_t)sid);
+        for (size_t w = 0; w < 4; w++)
+            lw[l][w] = get_key_word(&k);
+        lab_len[l] = field_varint_len(LB_KEY, lw[l][0]);
+        if (lw[l][1]) {
+            lab_len[l] += field_varint_len(LB_STR, lw[l][1] - 1);
         } else {
-            lab_len[l] += field_varint_len(LB_NUM, key_u64(key, base + 2));
-            if (key_u64(key, base + 3))
-                lab_len[l] += field_varint_len(LB_NUM_UNIT, key_u64(key, base + 3));
+            lab_len[l] += field_varint_len(LB_NUM, lw[l][2]);
+            if (lw[l][3])
+                lab_len[l] += field_varint_len(LB_NUM_UNIT, lw[l][3]);
         }
         n += field_len_len(SM_LABEL, lab_len[l]);
     }
@@ -620,24 +639,21 @@ static void ob_sample(struct obuf *o, const struct skpx_pprof *p, size_t s)
     ob_varint(o, n);
     ob_tag(o, SM_LOCATION_ID, WT_LEN);
     ob_varint(o, ids_len);
-    for (size_t i = 0; i < nf; i++)
-        ob_varint(o, key_u64(key, 1 + i));
+    ob_put(o, ids, ids_len);
     ob_tag(o, SM_VALUE, WT_LEN);
     ob_varint(o, vals_len);
     for (size_t t = 0; t < p->n_types; t++)
         ob_varint(o, (uint64_t)v[t]);
     for (size_t l = 0; l < nl; l++) {
-        size_t base = 2 + nf + 4 * l;
-        int64_t sid = (int64_t)key_u64(key, base + 1);
         ob_tag(o, SM_LABEL, WT_LEN);
         ob_varint(o, lab_len[l]);
-        ob_field_varint(o, LB_KEY, key_u64(key, base));
-        if (sid >= 0) {
-            ob_field_varint(o, LB_STR, (uint64_t)sid);
+        ob_field_varint(o, LB_KEY, lw[l][0]);
+        if (lw[l][1]) {
+            ob_field_varint(o, LB_STR, lw[l][1] - 1);
         } else {
-            ob_field_varint(o, LB_NUM, key_u64(key, base + 2));
-            if (key_u64(key, base + 3))
-                ob_field_varint(o, LB_NUM_UNIT, key_u64(key, base + 3));
+            ob_field_varint(o, LB_NUM, lw[l][2]);
+            if (lw[l][3])
+                ob_field_varint(o, LB_NUM_UNIT, lw[l][3]);
         }
     }
 }

@@ -414,10 +414,22 @@ static void test_default_type_ids_and_deep(void **state)
     assert_int_equal(nf, SKPX_PPROF_MAX_FRAMES);
     assert_int_equal(scratch[0].line, 1);
     skpx_free(scratch);
+    /* Keys are varints: a string label and a numeric one of the same key stay apart, a negative
+     * number (ten bytes) round-trips, and the same labels again merge. */
+    struct skpx_pprof_label ls = {.key = "k", .str = "1"};
+    struct skpx_pprof_label ln = {.key = "k", .num = -5, .num_unit = "bytes"};
+    assert_int_equal(skpx_pprof_add(p, st, 2, v, &ls, 1), SKP_OK);
+    assert_int_equal(skpx_pprof_add(p, st, 2, v, &ln, 1), SKP_OK);
+    assert_int_equal(skpx_pprof_add(p, st, 2, v, &ln, 1), SKP_OK);
+    assert_int_equal(skpx_pprof_n_samples(p), 4);
 
     uint8_t *raw = NULL;
     size_t raw_len = 0;
     assert_int_equal(skpx_pprof_encode(p, false, &raw, &raw_len), SKP_OK);
+    unsigned c[16];
+    scan_top(raw, raw_len, c);
+    assert_int_equal(c[2], 4);
+    assert_true(contains(raw, raw_len, "\x18\xfb\xff\xff\xff\xff\xff\xff\xff\xff\x01"));
     assert_true(top_string_is(raw, raw_len, top_varint(raw, raw_len, 14), "cpu"));
     skpx_pprof_free(p);
     skpx_free(raw);

@@ -134,9 +134,10 @@ static const struct pg_migration k_steps[] = {
          * of sequence 0 arrived for it - whose start is the SegmentObject's start when that is
          * stored, else the first dump's time: the listing's order, so a page is one range scan
          * of segment_listing_by_start (store_pg_segments.c). id_head is the segment id's first
-         * PG_LISTING_HEAD_SQL characters (a btree entry holds ~2.7 kB, ids are unbounded):
-         * rows of equal (start, head) - in practice none - are put in full-id order by an
-         * incremental sort of just those.
+         * PG_LISTING_HEAD_SQL characters (a btree entry holds ~2.7 kB, ids are unbounded); the
+         * index ends with seg, so the index alone gives the order: rows of equal (start, head)
+         * - ids longer than that sharing their head, in practice none - are in arrival order
+         * (SQLite: by the rest of the id).
          *
          * Kept by triggers, as SQLite's, so that every writer keeps it (a collector of an
          * older build still running after a newer one migrated, too). Snapshots are dropped by
@@ -152,7 +153,7 @@ static const struct pg_migration k_steps[] = {
         "CREATE TABLE segment_listing(seg bigint NOT NULL, task bigint NOT NULL,"
         "  start_ms bigint NOT NULL, id_head text COLLATE \"C\" NOT NULL,"
         "  PRIMARY KEY(seg, task));"
-        "CREATE INDEX segment_listing_by_start ON segment_listing(task, start_ms, id_head);"
+        "CREATE INDEX segment_listing_by_start ON segment_listing(task, start_ms, id_head, seg);"
         "INSERT INTO segment_listing(seg, task, start_ms, id_head) "
         "  SELECT ts.seg, ts.task, coalesce(g.start_ms, z.time),"
         "  left(si.segment_id, " PG_LISTING_HEAD_SQL ") "

@@ -227,13 +227,16 @@ skp_err pg_store_list_profiled_segments(struct store *base, const char *task_id,
     return pg_store_list_profiled_segments_page(base, task_id, NULL, 0, cb, ud, NULL);
 }
 
-/* A page is one range scan of segment_listing_by_start (schema step 3): (task, start, id head)
- * in the listing's order, from the cursor on, then the page's rows' segids, SegmentObjects and
- * last dumps by primary key - so a page reads its own rows (plus one that tells whether more
- * follow), whatever the size of the task. Full ids order rows of equal (start, id head) by an
- * incremental sort of those alone. The end of a segment without object is its last dump's
- * time (that segment's keys in its partition's primary key, backwards). $1 task id, $2 limit
- * (NULL: all), $3/$4 the cursor's start and segment id. */
+/* A page is one range scan of segment_listing_by_start (schema step 3) - (task, start, id head,
+ * seg): the listing's order, from the cursor on - then the page's rows' segids, SegmentObjects
+ * and last dumps by primary key. So a page reads its own rows (plus one that tells whether more
+ * follow), whatever the size of the task, and nothing sorts them: the plan cannot depend on
+ * estimates (all of a task's segments may share one start). Rows of equal (start, id head) -
+ * ids longer than PG_LISTING_HEAD_SQL characters sharing their head - follow in seg order; the
+ * cursor finds its own row's seg by its id (gone: past every row of its (start, head)). The end
+ * of a segment without object is its last dump's time (that segment's keys in its partition's
+ * primary key, backwards). $1 task id, $2 limit (NULL: all), $3/$4 the cursor's start and
+ * segment id. */
 #define PAGE_SELECT                                                                                \
     "SELECT si.segment_id, g.seg IS NOT NULL, l.start_ms, "                                        \
     "  CASE WHEN g.seg IS NULL THEN (SELECT sn.time FROM snapshots sn WHERE sn.seg = l.seg AND "   \
@@ -243,13 +246,11 @@ skp_err pg_store_list_profiled_segments(struct store *base, const char *task_id,
     "FROM segment_listing l JOIN segids si ON si.id = l.seg "                                      \
     "LEFT JOIN segments g ON g.seg = l.seg "                                                       \
     "WHERE l.task = (SELECT id FROM task_keys WHERE md5(task_id) = md5($1) AND task_id = $1) "
-#define PAGE_ORDER "ORDER BY l.start_ms, l.id_head, si.segment_id COLLATE \"C\" LIMIT $2"
-/* The cursor: the range scan starts at (start, head of the id); the full id's comparison
- * drops the rows of equal head up to it. */
+#define PAGE_ORDER "ORDER BY l.start_ms, l.id_head, l.seg LIMIT $2"
 #define PAGE_AFTER                                                                                 \
-    "AND (l.start_ms, l.id_head) >= ($3::bigint, left($4::text, " PG_LISTING_HEAD_SQL ")) "        \
-    "AND (l.start_ms, l.id_head, si.segment_id COLLATE \"C\") > "                                  \
-    "($3::bigint, left($4::text, " PG_LISTING_HEAD_SQL "), $4::text COLLATE \"C\") "
+    "AND (l.start_ms, l.id_head, l.seg) > ($3::bigint, left($4::text, " PG_LISTING_HEAD_SQL "), "  \
+    "  coalesce((SELECT id FROM segids WHERE md5(segment_id) = md5($4) AND segment_id = $4), "     \
+    "  9223372036854775807)) "
 
 const char pg__page_sql_first[] = PAGE_SELECT PAGE_ORDER;
 const char pg__page_sql_after[] = PAGE_SELECT PAGE_AFTER PAGE_ORDER;

@@ -311,7 +311,7 @@ skp_err skpx_pprof_add_comment(struct skpx_pprof *p, const char *text)
  * unit's string id. The words are read back in order only (get_key_word), so the run is
  * unambiguous and keys compare as bytes; the location ids are already the packed field the
  * encoder writes. Small ids take one or two bytes, where fixed words took eight. */
-static size_t put_key_word(uint8_t *b, uint64_t v)
+static size_t put_key_word(uint8_t *b, uint64_t v) /* also the encoder's varint writer */
 {
     size_t n = 0;
     while (v >= 0x80) {
@@ -541,15 +541,7 @@ static size_t varint_len(uint64_t v)
 static void ob_varint(struct obuf *o, uint64_t v)
 {
     uint8_t t[10];
-    size_t n = 0;
-    do {
-        t[n] = (uint8_t)(v & 0x7f);
-        v >>= 7;
-        if (v)
-            t[n] |= 0x80;
-        n++;
-    } while (v);
-    ob_put(o, t, n);
+    ob_put(o, t, put_key_word(t, v));
 }
 
 enum { WT_VARINT = 0, WT_LEN = 2 };

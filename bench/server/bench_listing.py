@@ -15,6 +15,9 @@ Before this change one GET …/segments answered every segment at once on the ev
 --before: a skyprofd binary of an earlier commit. The data is then loaded by it, the page
 timings taken with it, and the same database reopened by this build (which migrates it) for
 the same timings: before and after in one run.
+PostgreSQL: with SKP_TEST_DB=pg in the environment skyprofd's database is a fresh PostgreSQL
+one (tests/harness: the server of SKP_PG_DIR, e.g. one of `pgserver.py start DIR`, or a private
+server the harness starts and stops); --before then reopens the same database.
 The machine's load average is printed: under load, latency figures are the scheduler's too."""
 import argparse
 import json

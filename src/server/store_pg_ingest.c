@@ -210,7 +210,10 @@ static skp_err write_batch(struct pg_store *st, const struct store_snapshot *v,
     struct pg_params *params[3];
     size_t k = batch_statements(&b, ids, params);
     for (size_t i = 0; i < k && !err; i++) {
-        PGresult *r = pg__execp(st, ids[i], params[i], &err, "batch");
+        const char *what = ids[i] == PGS_TASKSEG_INS    ? "insert task segments"
+                           : ids[i] == PGS_LISTING_LOCK ? "lock listed segments"
+                                                        : "insert snapshots";
+        PGresult *r = pg__execp(st, ids[i], params[i], &err, what);
         if (r && ids[i] == PGS_SNAP_INS)
             *inserted = (size_t)strtoull(PQcmdTuples(r), NULL, 10);
         PQclear(r);

@@ -28,29 +28,32 @@ static struct {
     _Alignas(4096) uint8_t buf[SKP_PY_SAFE_READ_BOUNCE_BYTES];
 } g_bounce = {.mu = PTHREAD_MUTEX_INITIALIZER};
 
-/* The raw syscalls: a sanitizer's interceptor would check the bytes we read as if they were a
- * buffer of ours (they are any object's, read past its end at times). */
-static ssize_t writev_self(const struct iovec *src, size_t n_src, const struct iovec *dst,
-                           size_t n_dst)
+/* process_vm_readv / process_vm_writev (nr) on our own pid, as raw syscalls: a sanitizer's
+ * interceptor would check the bytes we read as if they were a buffer of ours (they are any
+ * object's, read past its end at times). Both take the calling side's iovecs first. */
+static ssize_t vm_self(long nr, const struct iovec *mine, size_t n_mine, const struct iovec *other,
+                       size_t n_other)
 {
     atomic_fetch_add_explicit(&g_calls, 1, memory_order_relaxed);
     ssize_t got;
     do {
-        got = syscall(SYS_process_vm_writev, atomic_load_explicit(&g_pid, memory_order_relaxed),
-                      src, (unsigned long)n_src, dst, (unsigned long)n_dst, 0UL);
+        got = syscall(nr, atomic_load_explicit(&g_pid, memory_order_relaxed), mine,
+                      (unsigned long)n_mine, other, (unsigned long)n_other, 0UL);
     } while (got < 0 && errno == EINTR);
     return got;
 }
 
+/* Copies the memory of `src` (the memory to read) into `dst` (ours): only dst's pages pinned. */
+static ssize_t writev_self(const struct iovec *src, size_t n_src, const struct iovec *dst,
+                           size_t n_dst)
+{
+    return vm_self(SYS_process_vm_writev, src, n_src, dst, n_dst);
+}
+
+/* Copies `remote` (the memory to read) into `local`: every source page pinned. */
 static ssize_t readv_self(const struct iovec *local, const struct iovec *remote, size_t n)
 {
-    atomic_fetch_add_explicit(&g_calls, 1, memory_order_relaxed);
-    ssize_t got;
-    do {
-        got = syscall(SYS_process_vm_readv, atomic_load_explicit(&g_pid, memory_order_relaxed),
-                      local, (unsigned long)n, remote, (unsigned long)n, 0UL);
-    } while (got < 0 && errno == EINTR);
-    return got;
+    return vm_self(SYS_process_vm_readv, local, n, remote, n);
 }
 
 bool skp__safe_read_init(void)

@@ -21,6 +21,7 @@ costs whatever it samples (wake-up, the batched read's syscall) from what each c
 is evaluated at 5,000 captures/s (50 x 100). Agent CPU: the agent's threads (skp-*, from
 /proc/self/task/*/schedstat) in % of one core. Each phase runs --rounds times (default 3) and the
 median is kept. "reads": the stack reader's copying syscalls (src/python/safe_read.h)."""
+import argparse
 import os
 import shutil
 import sqlite3
@@ -115,20 +116,21 @@ asyncio.run(main())
 '''
 
 
-def run_child(secs, mode, rows, backend):
+def run_child(secs, mode, backend):
+    """Runs one phase in a fresh child; returns its figures (the child's line for `mode`)."""
     env = dict(os.environ, SW_AGENT_PROFILE_MAX_PARALLEL='16', SKYPROF_MIN_DUMP_PERIOD_MS='10',
                SW_AGENT_LOGGING_LEVEL='ERROR')
     out = subprocess.run([sys.executable, '-c', CHILD, secs, mode, backend], env=env,
-                         capture_output=True,
-                         text=True, timeout=float(secs) * 4 + 60)
+                         capture_output=True, text=True, timeout=float(secs) * 4 + 60)
     sys.stdout.write(out.stdout)
     if out.returncode != 0:
         sys.stderr.write(out.stderr[-3000:])
         sys.exit(1)
     for line in out.stdout.splitlines():
         parts = line.split()
-        rows[parts[0]] = {k: float(v) for k, v in (p.split('=') for p in parts[1:])
-                          if not k.startswith('skp-')}
+        if parts and parts[0] == mode:
+            return {k: float(v) for k, v in (p.split('=') for p in parts[1:])}
+    sys.exit('no figures from the %s child:\n%s' % (mode, out.stdout))
 
 
 def snapshots_stored(db):
@@ -155,12 +157,11 @@ def fit(points):
 
 
 def main():
-    args = [a for a in sys.argv[1:] if not a.startswith('--')]
-    secs = args[0] if args else '10'
-    rounds = 3
-    if '--rounds' in sys.argv:
-        rounds = int(sys.argv[sys.argv.index('--rounds') + 1])
-        args = [a for a in args if a != str(rounds)]
+    ap = argparse.ArgumentParser()
+    ap.add_argument('secs', nargs='?', default='10', help='seconds per phase')
+    ap.add_argument('--rounds', type=int, default=3, help='runs of each phase (median kept)')
+    opts = ap.parse_args()
+    secs, rounds = opts.secs, opts.rounds
     modes = ['no_task', 'idle'] + ['sampled=%d' % k for k in (1, 3, 6, 9)]
     runs = {m: [] for m in modes}
     tmp = tempfile.mkdtemp(prefix='skp-bench-asyncio-')
@@ -168,9 +169,7 @@ def main():
     try:
         for _ in range(rounds):
             for m in modes:  # interleaved: a slow minute of the VM hits every mode alike
-                rows = {}
-                run_child(secs, m, rows, server.grpc_target)
-                runs[m].append(rows[m])
+                runs[m].append(run_child(secs, m, server.grpc_target))
         sent = snapshots_stored(server.db)
     finally:
         server.stop()

@@ -50,7 +50,7 @@ static const char g_usage[] =
 /* Longest frame label ("name (file:line)"). */
 #define RECORD_LABEL_MAX (ATTACH_NAME_MAX + ATTACH_FILE_MAX + 32)
 /* The leaf of a suspended task's stack (as the Python agent marks a waiting request). */
-#define SKP_WAITING_LEAF "(waiting)"
+#define RECORD_WAITING_LEAF "(waiting)"
 
 struct record_opts {
     long pid;
@@ -252,7 +252,7 @@ static void add_tasks(struct recorder *r, pid_t pid, const struct attach_tasks *
         size_t depth = t->n_frames < room ? t->n_frames : room;
         for (size_t k = depth; k-- > 0;)
             put_frame(r, &n, &tk->frames[t->first_frame + k]);
-        put_text(r, &n, SKP_WAITING_LEAF);
+        put_text(r, &n, RECORD_WAITING_LEAF);
         attach_profile_add(&r->prof, r->labels, n);
         r->task_samples++;
     }

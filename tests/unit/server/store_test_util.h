@@ -112,4 +112,62 @@ static inline skp_err tu_add(struct store *st, const char *task, const char *seg
     return store_insert_snapshots(st, &s, 1, &dup);
 }
 
+/* Keyset pages of the profiled-segment listing, walked as the HTTP cursor walks them (the
+ * store tests of both backends). Needs <cmocka.h> included before this header. */
+#define TU_PAGE_ROWS 64
+
+struct page_seen {
+    size_t n;
+    char id[TU_PAGE_ROWS][32];
+    int64_t start[TU_PAGE_ROWS], end[TU_PAGE_ROWS];
+    bool has_object[TU_PAGE_ROWS];
+};
+
+static inline skp_err page_cb(void *ud, const struct store_profiled_segment *s)
+{
+    struct page_seen *v = ud;
+    assert_true(v->n < TU_PAGE_ROWS);
+    snprintf(v->id[v->n], sizeof(v->id[0]), "%s", s->segment_id);
+    v->start[v->n] = s->start_ms;
+    v->end[v->n] = s->end_ms;
+    v->has_object[v->n] = s->has_object;
+    v->n++;
+    return SKP_OK;
+}
+
+/* Walks the listing of `task` in pages of `limit`, following the last row's key as the HTTP
+ * cursor does; *all gets every row. Returns the number of pages. */
+static inline int walk_pages(struct store *st, const char *task, size_t limit,
+                             struct page_seen *all)
+{
+    memset(all, 0, sizeof(*all));
+    struct store_segment_key key = {0};
+    char last[32] = "";
+    int pages = 0;
+    for (bool more = true; more;) {
+        struct page_seen pg = {0};
+        assert_int_equal(store_list_profiled_segments_page(st, task, pages ? &key : NULL, limit,
+                                                           page_cb, &pg, &more),
+                         SKP_OK);
+        assert_true(pg.n <= limit);
+        assert_true(!more || pg.n == limit);
+        for (size_t i = 0; i < pg.n; i++) {
+            assert_true(all->n < TU_PAGE_ROWS);
+            memcpy(all->id[all->n], pg.id[i], sizeof(pg.id[i]));
+            all->start[all->n] = pg.start[i];
+            all->end[all->n] = pg.end[i];
+            all->has_object[all->n] = pg.has_object[i];
+            all->n++;
+        }
+        pages++;
+        if (pg.n) {
+            snprintf(last, sizeof(last), "%s", pg.id[pg.n - 1]);
+            key.start_ms = pg.start[pg.n - 1];
+            key.segment_id = last;
+        }
+        assert_true(pages < 100);
+    }
+    return pages;
+}
+
 #endif

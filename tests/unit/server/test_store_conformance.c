@@ -787,59 +787,6 @@ static void segments(void **state)
 
 /* ---- keyset pages of the profiled-segment listing (SQLite schema v8, PostgreSQL step 3) ---- */
 
-struct page_seen {
-    size_t n;
-    char id[MAXR][32];
-    int64_t start[MAXR], end[MAXR];
-    bool has_object[MAXR];
-};
-
-static skp_err page_cb(void *ud, const struct store_profiled_segment *s)
-{
-    struct page_seen *v = ud;
-    assert_true(v->n < MAXR);
-    snprintf(v->id[v->n], sizeof(v->id[0]), "%s", s->segment_id);
-    v->start[v->n] = s->start_ms;
-    v->end[v->n] = s->end_ms;
-    v->has_object[v->n] = s->has_object;
-    v->n++;
-    return SKP_OK;
-}
-
-/* Walks the listing of `task` in pages of `limit`, following the last row's key as the HTTP
- * cursor does; *all gets every row. Returns the number of pages. */
-static int walk_pages(struct store *st, const char *task, size_t limit, struct page_seen *all)
-{
-    memset(all, 0, sizeof(*all));
-    struct store_segment_key key = {0};
-    char last[32] = "";
-    int pages = 0;
-    for (bool more = true; more;) {
-        struct page_seen pg = {0};
-        assert_int_equal(store_list_profiled_segments_page(st, task, pages ? &key : NULL, limit,
-                                                           page_cb, &pg, &more),
-                         SKP_OK);
-        assert_true(pg.n <= limit);
-        assert_true(!more || pg.n == limit);
-        for (size_t i = 0; i < pg.n; i++) {
-            assert_true(all->n < MAXR);
-            memcpy(all->id[all->n], pg.id[i], sizeof(pg.id[i]));
-            all->start[all->n] = pg.start[i];
-            all->end[all->n] = pg.end[i];
-            all->has_object[all->n] = pg.has_object[i];
-            all->n++;
-        }
-        pages++;
-        if (pg.n) {
-            snprintf(last, sizeof(last), "%s", pg.id[pg.n - 1]);
-            key.start_ms = pg.start[pg.n - 1];
-            key.segment_id = last;
-        }
-        assert_true(pages < 100);
-    }
-    return pages;
-}
-
 static struct store_segment one_span_segment(const char *id, struct store_span *sp, int64_t start)
 {
     *sp = (struct store_span){.span_id = 0,

@@ -13,6 +13,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "common/varint.h"
 #include "common/alloc.h"
 #include "common/map.h"
 
@@ -141,31 +142,6 @@ void es_hist_cleanup(struct es_hist *h)
     memset(h, 0, sizeof(*h));
 }
 
-static size_t put_varint(uint8_t *out, uint64_t v)
-{
-    size_t n = 0;
-    while (v >= 0x80) {
-        out[n++] = (uint8_t)(v | 0x80);
-        v >>= 7;
-    }
-    out[n++] = (uint8_t)v;
-    return n;
-}
-
-static bool get_varint(const uint8_t *b, size_t len, size_t *at, uint64_t *v)
-{
-    *v = 0;
-    for (int shift = 0; shift < 64; shift += 7) {
-        if (*at >= len)
-            return false;
-        uint8_t c = b[(*at)++];
-        *v |= (uint64_t)(c & 0x7f) << shift;
-        if (!(c & 0x80))
-            return true;
-    }
-    return false;
-}
-
 size_t es_hist_encoded_max(const struct es_hist *h)
 {
     return (size_t)h->n * 8;
@@ -176,8 +152,8 @@ size_t es_hist_encode(const struct es_hist *h, uint8_t *out)
     size_t len = 0;
     uint16_t prev = 0;
     for (uint32_t i = 0; i < h->n; i++) {
-        len += put_varint(out + len, (uint64_t)(h->b[i].idx - prev));
-        len += put_varint(out + len, h->b[i].n);
+        len += skpx_varint_put(out + len, (uint64_t)(h->b[i].idx - prev));
+        len += skpx_varint_put(out + len, h->b[i].n);
         prev = h->b[i].idx;
     }
     return len;
@@ -191,7 +167,7 @@ skp_err es_hist_decode(const uint8_t *b, size_t len, struct es_hist *h)
     bool first = true;
     while (at < len) {
         uint64_t d, n;
-        if (!get_varint(b, len, &at, &d) || !get_varint(b, len, &at, &n))
+        if (!skpx_varint_get(b, len, &at, &d) || !skpx_varint_get(b, len, &at, &n))
             goto bad;
         if ((!first && d == 0) || d >= ES_HIST_BUCKETS || n == 0 || n > UINT32_MAX)
             goto bad;

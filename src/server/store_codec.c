@@ -6,6 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "common/varint.h"
 #include "common/alloc.h"
 #include "common/err.h"
 #include "common/log.h"
@@ -219,14 +220,8 @@ void store_props_cleanup(struct store_props *p)
 size_t store_encode_ids(const uint32_t *ids, size_t n, uint8_t *buf)
 {
     size_t len = 0;
-    for (size_t i = 0; i < n; i++) {
-        uint32_t v = ids[i];
-        while (v >= 0x80) {
-            buf[len++] = (uint8_t)(v | 0x80);
-            v >>= 7;
-        }
-        buf[len++] = (uint8_t)v;
-    }
+    for (size_t i = 0; i < n; i++)
+        len += skpx_varint_put(buf + len, ids[i]);
     return len;
 }
 

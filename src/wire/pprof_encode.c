@@ -4,7 +4,7 @@
  * Design: four interning maps of one kind (struct pmap: open addressing over byte keys stored in
  * one arena): strings (id = index into the string table, 0 = ""), functions (key: name id, file
  * id), locations (key: function id, line) and samples (key: varints of the location ids and
- * label words, see put_key_word). A sample's values live in a parallel int64 array. Every byte
+ * label words, see skpx_varint_put). A sample's values live in a parallel int64 array. Every byte
  * the maps hold is counted in p->bytes against p->max_bytes before it is allocated, so a full
  * builder refuses new entries while merging into existing samples keeps working. */
 #include "wire/pprof_encode.h"
@@ -12,6 +12,7 @@
 #include <string.h>
 #include <zlib.h>
 
+#include "common/varint.h"
 #include "common/alloc.h"
 #include "common/map.h"
 
@@ -46,7 +47,7 @@ struct skpx_pprof {
 };
 
 /* Most bytes of a sample key with n_frames frames and the most labels (varints of at most 10
- * bytes, see put_key_word). */
+ * bytes, see skpx_varint_put). */
 #define KEY_BYTES(n_frames) (10 * (2 + (size_t)(n_frames) + 4 * SKPX_PPROF_MAX_LABELS))
 
 /* common/map.h's hash (eight bytes per step: sample keys run to hundreds of bytes), cut to the
@@ -310,19 +311,9 @@ skp_err skpx_pprof_add_comment(struct skpx_pprof *p, const char *text)
  * label its key's string id, its string's id + 1 (0 for a numeric label), its number and its
  * unit's string id. The words are read back in order only (get_key_word), so the run is
  * unambiguous and keys compare as bytes; the location ids are already the packed field the
- * encoder writes. Small ids take one or two bytes, where fixed words took eight. */
-static size_t put_key_word(uint8_t *b, uint64_t v) /* also the encoder's varint writer */
-{
-    size_t n = 0;
-    while (v >= 0x80) {
-        b[n++] = (uint8_t)(v | 0x80);
-        v >>= 7;
-    }
-    b[n++] = (uint8_t)v;
-    return n;
-}
-
-/* Reads the next word of a key written by put_key_word. */
+ * encoder writes. Small ids take one or two bytes, where fixed words took eight.
+ * get_key_word reads the next word of a key written by skpx_varint_put (keys are ours: no
+ * bound needed). */
 static uint64_t get_key_word(const uint8_t **k)
 {
     uint64_t v = 0;
@@ -371,7 +362,7 @@ static skp_err add_sample(struct skpx_pprof *p, const struct skpx_pprof_frame *f
      * stack unless the stack is deeper than the default cap (then the builder's scratch). */
     uint8_t stack_key[KEY_BYTES(SKPX_PPROF_MAX_FRAMES)];
     uint8_t *key = n_frames > SKPX_PPROF_MAX_FRAMES ? p->big_key : stack_key;
-    size_t k = put_key_word(key, n_frames);
+    size_t k = skpx_varint_put(key, n_frames);
     skp_err err = SKP_OK;
     for (size_t i = 0; i < n_frames; i++) {
         uint64_t lid;
@@ -384,9 +375,9 @@ static skp_err add_sample(struct skpx_pprof *p, const struct skpx_pprof_frame *f
             if (lid == 0 || lid > p->locs.n)
                 return SKP_EINVAL;
         }
-        k += put_key_word(key + k, lid);
+        k += skpx_varint_put(key + k, lid);
     }
-    k += put_key_word(key + k, n_labels);
+    k += skpx_varint_put(key + k, n_labels);
     for (size_t i = 0; i < n_labels; i++) {
         int64_t kid, sid = 0, uid = 0;
         err = intern_cstr(p, labels[i].key, &kid);
@@ -396,10 +387,10 @@ static skp_err add_sample(struct skpx_pprof *p, const struct skpx_pprof_frame *f
             err = intern_cstr(p, labels[i].num_unit, &uid);
         if (err)
             return err;
-        k += put_key_word(key + k, (uint64_t)kid);
-        k += put_key_word(key + k, labels[i].str ? (uint64_t)sid + 1 : 0);
-        k += put_key_word(key + k, labels[i].str ? 0 : (uint64_t)labels[i].num);
-        k += put_key_word(key + k, (uint64_t)uid);
+        k += skpx_varint_put(key + k, (uint64_t)kid);
+        k += skpx_varint_put(key + k, labels[i].str ? (uint64_t)sid + 1 : 0);
+        k += skpx_varint_put(key + k, labels[i].str ? 0 : (uint64_t)labels[i].num);
+        k += skpx_varint_put(key + k, (uint64_t)uid);
     }
     size_t sidx;
     bool added = false;
@@ -541,7 +532,7 @@ static size_t varint_len(uint64_t v)
 static void ob_varint(struct obuf *o, uint64_t v)
 {
     uint8_t t[10];
-    ob_put(o, t, put_key_word(t, v));
+    ob_put(o, t, skpx_varint_put(t, v));
 }
 
 enum { WT_VARINT = 0, WT_LEN = 2 };

@@ -6,7 +6,9 @@
 #   symbols   libskyprof.so exports only skyprof_* and skp_strerror (nm -D)
 #   headers   every header under src/ and include/ compiles on its own
 #   layers    no include of a higher layer: common < wire < {agent < python, server, cli},
-#             common < attach < cli
+#             common < attach < cli; inside src/server the folders' rules (src/server/README.md):
+#             formats/ includes nothing of the server, store/ only formats/, the backends'
+#             folders only store/ (and not each other), nothing below http/ includes http/
 #   length    no line of src/ or include/ longer than 100 characters
 #   format    every C file of src/, include/ and tests/ is as clang-format-14 writes it
 #             (.clang-format); tools/format.sh FILE formats one
@@ -88,6 +90,17 @@ server agent|cli|python|attach
 cli agent|python
 attach agent|server|cli|python
 python server|cli|attach
+server/formats server/(analysis|collector|continuous|export|http|stats|store|tasks)
+server/store server/(analysis|collector|continuous|export|http|stats|tasks)
+server/analysis server/(collector|continuous|export|http|stats|tasks|store/sqlite|store/postgres)
+server/export server/(collector|continuous|http|stats|tasks|store/sqlite|store/postgres)
+server/stats server/(analysis|collector|continuous|export|http|tasks|store/sqlite|store/postgres)
+server/tasks server/(analysis|collector|continuous|export|http|stats|store/sqlite|store/postgres)
+server/continuous server/(collector|export|http|store/sqlite|store/postgres)
+server/collector server/(http|export|store/sqlite|store/postgres)
+server/http server/(store/sqlite|store/postgres)
+server/store/sqlite server/store/postgres
+server/store/postgres server/store/sqlite
 LAYERS
     result "no include of a higher layer" "${bad%$'\n'}"
 }

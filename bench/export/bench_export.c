@@ -8,7 +8,7 @@
 
 #include "common/alloc.h"
 #include "common/clock.h"
-#include "server/export.h"
+#include "server/export/export.h"
 
 #define BENCH_SIGS 2000
 #define BENCH_MAX_DEPTH 60

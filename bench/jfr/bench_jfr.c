@@ -12,7 +12,7 @@
 #include <time.h>
 
 #include "common/alloc.h"
-#include "server/jfr_tree.h"
+#include "server/analysis/jfr_tree.h"
 
 static double now_s(void)
 {

@@ -14,9 +14,9 @@
 #include <zlib.h>
 
 #include "common/alloc.h"
-#include "server/analyzer.h"
-#include "server/pprof_analyze.h"
-#include "server/pprof_decode.h"
+#include "server/analysis/analyzer.h"
+#include "server/analysis/pprof_analyze.h"
+#include "server/formats/pprof_decode.h"
 
 #define N_FUNCS 20000
 #define N_THREADS 64

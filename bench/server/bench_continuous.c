@@ -12,7 +12,7 @@
 #include <stdlib.h>
 #include <time.h>
 
-#include "server/continuous_eval.h"
+#include "server/continuous/continuous_eval.h"
 
 static int64_t cpu_ns(void)
 {

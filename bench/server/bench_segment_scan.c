@@ -8,7 +8,7 @@
 #include "common/Common.pb-c.h"
 #include "common/clock.h"
 #include "language-agent/Tracing.pb-c.h"
-#include "server/segment_scan.h"
+#include "server/formats/segment_scan.h"
 
 int main(int argc, char **argv)
 {

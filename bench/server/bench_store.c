@@ -23,8 +23,8 @@
 
 #include "common/alloc.h"
 #include "common/clock.h"
-#include "server/analyzer.h"
-#include "server/store.h"
+#include "server/analysis/analyzer.h"
+#include "server/store/store.h"
 
 #define N_FRAMES 500
 #define N_STACKS 200

@@ -18,8 +18,8 @@
 #include "attach/pytasks.h"
 #include "cli/cli.h"
 #include "common/alloc.h"
-#include "server/analyzer.h"
-#include "server/export.h"
+#include "server/analysis/analyzer.h"
+#include "server/export/export.h"
 
 static const char g_usage[] =
     "Usage: skyprof record --pid PID -o FILE [--duration S] [--rate HZ] [--idle]\n"

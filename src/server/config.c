@@ -11,8 +11,8 @@
 #include "common/alloc.h"
 #include "common/err.h"
 #include "common/log.h"
-#include "server/http_guard.h"
-#include "server/segment_keep.h"
+#include "server/http/http_guard.h"
+#include "server/stats/segment_keep.h"
 
 enum opt_kind { OPT_STR, OPT_DAYS, OPT_LEVEL, OPT_U64, OPT_ADDR, OPT_GRACE };
 

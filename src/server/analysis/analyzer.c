@@ -10,7 +10,7 @@
  * single pass: each node remembers the (segment, sequence, time) of the last sample that
  * reached it; a sample with the same segment and the next sequence extends the run and adds
  * its time step, which sums to Σ(last.time − first.time) over runs without per-node lists. */
-#include "server/analyzer.h"
+#include "server/analysis/analyzer.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -21,7 +21,7 @@
 #include "common/grow.h"
 #include "common/map.h"
 #include "common/sat.h"
-#include "server/utf8.h"
+#include "server/formats/utf8.h"
 
 #define NO_NODE UINT32_MAX
 #define PATH_LEN_BITS 24 /* memo value = offset << 24 | length (STORE_MAX_FRAMES fits) */

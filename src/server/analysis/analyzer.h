@@ -13,7 +13,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "server/store.h"
+#include "server/store/store.h"
 #include "skyprof/skp_err.h"
 
 struct analyze_query {

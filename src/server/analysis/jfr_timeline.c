@@ -6,14 +6,14 @@
  * samples by (thread, bucket, leaf) and reads each thread's buckets as runs of that order: the
  * longest leaf run of a bucket is its cell's frame. Thread order and the thread cap come from
  * each thread's total weight. */
-#include "server/jfr_timeline.h"
+#include "server/analysis/jfr_timeline.h"
 
 #include <stdlib.h>
 #include <string.h>
 
 #include "common/alloc.h"
 #include "common/map.h"
-#include "server/jfr_int.h"
+#include "server/formats/jfr_int.h"
 
 #define NO_THREAD "(unknown thread)"
 #define NO_STACK "[no stack trace]"

@@ -10,7 +10,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "server/jfr.h"
+#include "server/formats/jfr.h"
 #include "skyprof/skp_err.h"
 
 #define JFR_TIMELINE_MAX_THREADS 64u

@@ -9,13 +9,13 @@
  * to two separate tries, because a recording with both would count the same bytes twice; the
  * TLAB trie wins when it has any weight (it sees every TLAB, the other only a throttled
  * sample). */
-#include "server/jfr_tree.h"
+#include "server/analysis/jfr_tree.h"
 
 #include <stdlib.h>
 #include <string.h>
 
 #include "common/alloc.h"
-#include "server/jfr_int.h"
+#include "server/formats/jfr_int.h"
 
 #define ROOT_MAIN 0u
 #define ROOT_TLAB 1u

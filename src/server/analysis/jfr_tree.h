@@ -10,8 +10,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "server/analyzer.h"
-#include "server/jfr.h"
+#include "server/analysis/analyzer.h"
+#include "server/formats/jfr.h"
 #include "skyprof/skp_err.h"
 
 #define JFR_SUMMARY_MAX_THREADS 1000u /* the busiest threads; the rest are counted only */

@@ -10,7 +10,7 @@
  * It then lays each root's subtree out breadth-first into its own analysis_tree and makes the
  * values inclusive in one backward pass. (Issue 10: 30 MiB of pprof with 2.3 M tree nodes went
  * from 2.3 s to the figures in docs/performance.md.) */
-#include "server/pprof_analyze.h"
+#include "server/analysis/pprof_analyze.h"
 
 #include <inttypes.h>
 #include <stdio.h>

@@ -14,8 +14,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "server/analyzer.h"
-#include "server/pprof_decode.h"
+#include "server/analysis/analyzer.h"
+#include "server/formats/pprof_decode.h"
 
 /* Tree nodes one analysis may build (each ~40 bytes while building). */
 #define PPROF_ANALYZE_MAX_NODES (4u * 1024 * 1024)

@@ -5,7 +5,7 @@
  * (parent index + 1) << 32 | signature id in a u64 map, so merging is linear in the inputs' nodes
  * whatever the fan-out. The change list walks the merged tree depth first with a per-signature
  * "on the current stack" counter, so a recursive frame's inclusive weight is counted once. */
-#include "server/profile_compare.h"
+#include "server/analysis/profile_compare.h"
 
 #include <math.h>
 #include <stdlib.h>

@@ -26,7 +26,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "server/analyzer.h"
+#include "server/analysis/analyzer.h"
 #include "skyprof/skp_err.h"
 
 /* Side indexes of the arrays below. */

@@ -1,6 +1,6 @@
 /* collector.c - registration, authentication and helpers shared by the gRPC handlers. */
-#include "server/collector.h"
-#include "server/collector_ebpf.h"
+#include "server/collector/collector.h"
+#include "server/collector/collector_ebpf.h"
 
 #include <inttypes.h>
 #include <stdio.h>

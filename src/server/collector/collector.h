@@ -11,8 +11,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "server/metrics.h"
-#include "server/store.h"
+#include "server/stats/metrics.h"
+#include "server/store/store.h"
 #include "skyprof/skp_err.h"
 #include "wire/grpc_server.h"
 

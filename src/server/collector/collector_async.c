@@ -6,9 +6,9 @@
  * to the shared process-profiling service (collector_proc.h, collector_proc_service.c). Runs on
  * the server loop. */
 #include "profile/AsyncProfiler.pb-c.h"
-#include "server/collector.h"
-#include "server/collector_proc.h"
-#include "server/proc_task_async.h"
+#include "server/collector/collector.h"
+#include "server/collector/collector_proc.h"
+#include "server/tasks/proc_task_async.h"
 
 PROC_SERVICE_READERS(Skywalking__V10__AsyncProfilerTaskCommandQuery,
                      Skywalking__V10__AsyncProfilerData,

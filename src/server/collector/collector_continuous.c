@@ -13,10 +13,10 @@
 #include "common/alloc.h"
 #include "common/log.h"
 #include "ebpf/profiling/ContinuousProfiling.pb-c.h"
-#include "server/collector.h"
-#include "server/continuous_eval.h"
-#include "server/continuous_trigger.h"
-#include "server/store_continuous.h"
+#include "server/collector/collector.h"
+#include "server/continuous/continuous_eval.h"
+#include "server/continuous/continuous_trigger.h"
+#include "server/store/store_continuous.h"
 
 #define PATHS(method)                                                                              \
     "/skywalking.v3.ContinuousProfilingService/" method, "/ContinuousProfilingService/" method

@@ -4,7 +4,7 @@
  * a feature off for good on UNIMPLEMENTED and logs errors for other failures (spec §1.3, §8).
  * Messages are not decoded (raw mode) and only counted. */
 #include "common/log.h"
-#include "server/collector.h"
+#include "server/collector/collector.h"
 
 static int drop_on_message(struct skpx_grpc_call *call, void *ud, const ProtobufCMessage *msg,
                            const uint8_t *raw, size_t raw_len)

@@ -10,7 +10,7 @@
  *                                       stream (bounded) and stored in one transaction when the
  *                                       client half-closes; answered after the commit.
  * Runs on the server's event loop only. */
-#include "server/collector_ebpf.h"
+#include "server/collector/collector_ebpf.h"
 
 #include <openssl/sha.h>
 #include <stdio.h>
@@ -20,8 +20,8 @@
 #include "common/log.h"
 #include "ebpf/profiling/Process.pb-c.h"
 #include "ebpf/profiling/Profile.pb-c.h"
-#include "server/collector.h"
-#include "server/store_ebpf.h"
+#include "server/collector/collector.h"
+#include "server/store/store_ebpf.h"
 
 #define PROC_PATHS(m) "/skywalking.v3.EBPFProcessService/" m, "/EBPFProcessService/" m
 #define PROF_PATHS(m) "/skywalking.v3.EBPFProfilingService/" m, "/EBPFProfilingService/" m

@@ -6,7 +6,7 @@
 
 #include <stdbool.h>
 
-#include "server/collector.h"
+#include "server/collector/collector.h"
 
 /* A process id: sha256 in hex and a NUL. */
 #define COLLECTOR_EBPF_ID_HEX 65

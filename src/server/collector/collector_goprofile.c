@@ -15,9 +15,9 @@
 #include "common/clock.h"
 #include "common/log.h"
 #include "profile/Profile.pb-c.h"
-#include "server/collector.h"
-#include "server/pprof_analyze.h"
-#include "server/pprof_decode.h"
+#include "server/collector/collector.h"
+#include "server/analysis/pprof_analyze.h"
+#include "server/formats/pprof_decode.h"
 
 /* Snapshots one sample may stand for (its count value); more are capped. */
 #define GOPROFILE_MAX_REPEAT 100

@@ -5,7 +5,7 @@
 #include "common/alloc.h"
 #include "common/log.h"
 #include "management/Management.pb-c.h"
-#include "server/collector.h"
+#include "server/collector/collector.h"
 
 #define PATHS(method) "/skywalking.v3.ManagementService/" method, "/ManagementService/" method
 /* Properties kept per instance; agents send a dozen. */

@@ -4,9 +4,9 @@
  * only describes the service's messages to the shared process-profiling service
  * (collector_proc.h, collector_proc_service.c). Runs on the server loop. */
 #include "profile/Pprof.pb-c.h"
-#include "server/collector.h"
-#include "server/collector_proc.h"
-#include "server/proc_task.h"
+#include "server/collector/collector.h"
+#include "server/collector/collector_proc.h"
+#include "server/tasks/proc_task.h"
 
 PROC_SERVICE_READERS(Skywalking__V10__PprofTaskCommandQuery, Skywalking__V10__PprofData,
                      SKYWALKING__V10__PPROF_DATA__RESULT_ERROR_MESSAGE,

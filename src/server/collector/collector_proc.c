@@ -1,6 +1,6 @@
 /* collector_proc.c - the metadata-first chunked upload of process-profile files (see
  * collector_proc.h). One `struct upload` per call, in the call's data slot. */
-#include "server/collector_proc.h"
+#include "server/collector/collector_proc.h"
 
 #include <inttypes.h>
 #include <stdio.h>
@@ -9,7 +9,7 @@
 #include "common/alloc.h"
 #include "common/clock.h"
 #include "common/log.h"
-#include "server/proc_task.h"
+#include "server/tasks/proc_task.h"
 
 struct upload {
     struct collector *c;

@@ -20,8 +20,8 @@
 #include <stdint.h>
 
 #include "common/Command.pb-c.h"
-#include "server/collector.h"
-#include "server/store_proc.h"
+#include "server/collector/collector.h"
+#include "server/store/store_proc.h"
 
 /* All process-profile uploads in flight may hold this many bytes together; more are refused
  * with RESOURCE_EXHAUSTED (the agent retries later). */

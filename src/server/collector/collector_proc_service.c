@@ -2,7 +2,7 @@
  * poll, unary, and `collect` on the shared upload collector, for whatever `struct proc_service`
  * describes. Each method's ud is the service's slot in struct collector (c->proc_ud[kind]).
  * Runs on the server loop. */
-#include "server/collector_proc.h"
+#include "server/collector/collector_proc.h"
 
 #include <assert.h>
 #include <inttypes.h>
@@ -11,7 +11,7 @@
 
 #include "common/alloc.h"
 #include "common/log.h"
-#include "server/proc_task.h"
+#include "server/tasks/proc_task.h"
 
 static_assert(PROC_KIND_PPROF < 2 && PROC_KIND_ASYNC_PROFILER < 2,
               "struct collector's proc_ud holds one slot per enum proc_kind");

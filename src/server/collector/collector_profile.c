@@ -15,8 +15,8 @@
 #include "common/clock.h"
 #include "common/log.h"
 #include "profile/Profile.pb-c.h"
-#include "server/collector.h"
-#include "server/task_service.h"
+#include "server/collector/collector.h"
+#include "server/tasks/task_service.h"
 
 #define PATHS(method) "/skywalking.v3.ProfileTask/" method, "/ProfileTask/" method
 /* Arena chunk size for copied snapshot strings. */

@@ -20,10 +20,10 @@
 #include <event2/event.h>
 
 #include "language-agent/Tracing.pb-c.h"
-#include "server/collector.h"
-#include "server/endpoint_stats.h"
-#include "server/segment_keep.h"
-#include "server/segment_scan.h"
+#include "server/collector/collector.h"
+#include "server/stats/endpoint_stats.h"
+#include "server/stats/segment_keep.h"
+#include "server/formats/segment_scan.h"
 
 #define PATHS(method)                                                                              \
     "/skywalking.v3.TraceSegmentReportService/" method, "/TraceSegmentReportService/" method

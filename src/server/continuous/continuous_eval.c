@@ -2,7 +2,7 @@
  * continuous_eval.h). Per service with a policy: its flattened server-side items, one series per
  * tracked endpoint (an open slot accumulating, a ring of closed slot values as long as the
  * largest period), and the quiet time and recent trigger times of the service. */
-#include "server/continuous_eval.h"
+#include "server/continuous/continuous_eval.h"
 
 #include <math.h>
 #include <string.h>
@@ -10,7 +10,7 @@
 #include "common/alloc.h"
 #include "common/grow.h"
 #include "common/map.h"
-#include "server/endpoint_stats.h"
+#include "server/stats/endpoint_stats.h"
 
 #define NEG_MARK UINT32_MAX /* endpoint → "matches no item" */
 #define MAX_FLAT_ITEMS 64   /* items of one policy (6 targets x 9 types < 64) */

@@ -22,7 +22,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "server/continuous_policy.h"
+#include "server/continuous/continuous_policy.h"
 #include "skyprof/skp_err.h"
 
 #define CONT_EVAL_MAX_SERIES 20000

@@ -1,6 +1,6 @@
 /* continuous_policy.c - continuous-profiling policies: the model, validation with OAP's texts and
  * our additions, the three JSON shapes and the SHA-512 uuid (see continuous_policy.h). */
-#include "server/continuous_policy.h"
+#include "server/continuous/continuous_policy.h"
 
 #include <errno.h>
 #include <math.h>

@@ -1,6 +1,6 @@
 /* continuous_trigger.c - a firing policy becomes a task and a stored trigger (see
  * continuous_trigger.h). */
-#include "server/continuous_trigger.h"
+#include "server/continuous/continuous_trigger.h"
 
 #include <inttypes.h>
 #include <math.h>
@@ -9,8 +9,8 @@
 
 #include "common/alloc.h"
 #include "common/log.h"
-#include "server/proc_task.h"
-#include "server/task_service.h"
+#include "server/tasks/proc_task.h"
+#include "server/tasks/task_service.h"
 
 #define TRACE_DUMP_PERIOD_MS 10
 #define TRACE_MAX_SAMPLING 5

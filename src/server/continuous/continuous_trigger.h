@@ -28,8 +28,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "server/continuous_policy.h"
-#include "server/store_continuous.h"
+#include "server/continuous/continuous_policy.h"
+#include "server/store/store_continuous.h"
 #include "skyprof/skp_err.h"
 
 struct cont_trigger_req {

@@ -3,14 +3,14 @@
  * The formats themselves live in export_pprof.c, export_collapsed.c, export_speedscope.c and
  * export_html.c; EXPORT_JSON reuses the analyzer's own serialisation so it is byte-for-byte
  * what the HTTP API returns. Pure functions, single-threaded. */
-#include "server/export.h"
+#include "server/export/export.h"
 
 #include <stdio.h>
 #include <string.h>
 
 #include "common/alloc.h"
 #include "common/grow.h"
-#include "server/export_int.h"
+#include "server/export/export_int.h"
 
 static const struct {
     const char *name;

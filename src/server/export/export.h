@@ -10,7 +10,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "server/analyzer.h"
+#include "server/analysis/analyzer.h"
 #include "skyprof/skp_err.h"
 
 enum export_format {

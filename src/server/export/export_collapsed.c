@@ -5,7 +5,7 @@
  * Frames are rewritten so no tool mistakes a part of one for a count (see
  * export_put_collapsed_frame). With export_meta.readable_names each frame is first given its
  * readable name (py-spy's "do_POST (seed_app.py:44)", common/frame_sig.h). */
-#include "server/export_int.h"
+#include "server/export/export_int.h"
 
 #include <stdbool.h>
 #include <string.h>

@@ -7,7 +7,7 @@
  * the share of parent and total; clicking zooms; a search box highlights matching frames.
  * The embedded JSON is written with every '/', '<', '>' and '&' escaped (\/, \u003c, ...), so no
  * "</script>", "<!--" or "<script" in a frame name can end the block or change how it parses. */
-#include "server/export_int.h"
+#include "server/export/export_int.h"
 
 #include <jansson.h>
 #include <string.h>

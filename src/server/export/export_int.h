@@ -13,7 +13,7 @@
 
 #include "common/buf.h"
 #include "common/map.h"
-#include "server/export.h"
+#include "server/export/export.h"
 
 /* Largest export we render: an analysis capped at a few hundred thousand nodes renders to far
  * less; anything larger is a bug or an abuse and fails with SKP_ETOOBIG instead of exhausting

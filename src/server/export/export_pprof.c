@@ -15,7 +15,7 @@
  * a sample first needs it, and samples are added by location ids. The builder's byte budget is
  * sized from the trees (an upper bound of what they can need) with a cap; a profile past it
  * fails with SKP_ETOOBIG. */
-#include "server/export_int.h"
+#include "server/export/export_int.h"
 
 #include <stdbool.h>
 #include <stdlib.h>

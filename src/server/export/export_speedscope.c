@@ -7,7 +7,7 @@
  * the file (or Java package) and line go in speedscope's own fields (common/frame_sig.h);
  * otherwise the name is the full signature. Built with jansson; the output is the compact JSON
  * text. */
-#include "server/export_int.h"
+#include "server/export/export_int.h"
 
 #include <jansson.h>
 #include <string.h>

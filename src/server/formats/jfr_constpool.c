@@ -7,7 +7,7 @@
  * Values are not decoded here: the index records where each constant's value starts, and the
  * parser decodes a constant only when an event refers to it (most are never needed). A key
  * defined again in an older event keeps the newest definition. */
-#include "server/jfr_int.h"
+#include "server/formats/jfr_int.h"
 
 #include <string.h>
 

@@ -12,7 +12,7 @@
 #include <stdint.h>
 
 #include "common/map.h"
-#include "server/jfr.h"
+#include "server/formats/jfr.h"
 
 #define JFR_HEADER_BYTES 68u
 #define JFR_MAX_TYPES 65536u /* a JDK 17 chunk declares ~200 */

@@ -7,7 +7,7 @@
  * Layout (after the event's size and type id 0): start time, duration, metadata id, string
  * count, strings; then the root element: name index, attribute count, (key index, value
  * index) pairs, child count, children (each a name index then an element). */
-#include "server/jfr_int.h"
+#include "server/formats/jfr_int.h"
 
 #include <stdlib.h>
 #include <string.h>

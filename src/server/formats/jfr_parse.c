@@ -7,7 +7,7 @@
  * Method, class and thread names are cached per chunk too (keys are chunk-local). Interned
  * strings live in blocks owned by the parser until jfr_parser_free, which is what lets the
  * callback keep pointers (the tree builder compares frames by pointer). */
-#include "server/jfr.h"
+#include "server/formats/jfr.h"
 
 #include <stdarg.h>
 #include <stdio.h>
@@ -15,7 +15,7 @@
 #include <strings.h>
 
 #include "common/alloc.h"
-#include "server/jfr_int.h"
+#include "server/formats/jfr_int.h"
 
 #define JFR_NAME_MAX 1024 /* longer names are cut (UTF-8 safe enough for display) */
 #define INTERN_BLOCK (64u << 10)

@@ -4,7 +4,7 @@
  *
  * A JFR varint carries 7 bits per byte, low bits first, with the high bit meaning "more"; the
  * ninth byte, if reached, carries 8 bits, so any 64-bit value fits in at most 9 bytes. */
-#include "server/jfr_int.h"
+#include "server/formats/jfr_int.h"
 
 #include <stdarg.h>
 #include <stdio.h>

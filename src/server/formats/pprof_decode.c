@@ -5,7 +5,7 @@
  * arrays; string indices and ids are resolved after pass 2, when every table is known
  * (protobuf allows any field order: the string table usually comes last). Ids map to indices
  * directly when they are dense and 1-based (what Go writes), else through a sorted id table. */
-#include "server/pprof_decode.h"
+#include "server/formats/pprof_decode.h"
 
 #include <stdarg.h>
 #include <stdbool.h>

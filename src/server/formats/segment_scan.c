@@ -3,7 +3,7 @@
  * SpanObject {3 startTime, 4 endTime, 6 operationName, 8 spanType, 11 isError}; every other
  * field is skipped by its wire type. Every read is bounds-checked against the enclosing
  * message's end. */
-#include "server/segment_scan.h"
+#include "server/formats/segment_scan.h"
 
 #include <string.h>
 

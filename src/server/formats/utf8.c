@@ -1,5 +1,5 @@
 /* utf8.c - UTF-8 validation and repair (RFC 3629 well-formedness, table 3-7 of Unicode). */
-#include "server/utf8.h"
+#include "server/formats/utf8.h"
 
 #include <stdint.h>
 #include <string.h>

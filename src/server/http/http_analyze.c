@@ -5,8 +5,8 @@
 #include <string.h>
 
 #include "common/alloc.h"
-#include "server/analyzer.h"
-#include "server/http_int.h"
+#include "server/analysis/analyzer.h"
+#include "server/http/http_int.h"
 
 enum analyze_kind { AK_QUERIES, AK_TASK, AK_SEGMENT };
 

@@ -2,7 +2,7 @@
  * limits and JSON reply helpers. Route handlers live in http_tasks.c, http_analyze.c,
  * http_services.c, http_export.c and http_static.c. Every request is answered on the loop
  * thread before the callback returns. */
-#include "server/http_api.h"
+#include "server/http/http_api.h"
 
 #include <arpa/inet.h>
 #include <errno.h>
@@ -24,8 +24,8 @@
 #include "common/log.h"
 #include "common/pct.h"
 #include "server/config.h"
-#include "server/http_conn.h"
-#include "server/http_int.h"
+#include "server/http/http_conn.h"
+#include "server/http/http_int.h"
 
 /* evhttp refuses bodies above this on its own (413 before we see them); between
  * HTTP_BODY_MAX and this we answer with a JSON 413 ourselves. */

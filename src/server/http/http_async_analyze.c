@@ -14,12 +14,12 @@
 #include <string.h>
 
 #include "common/alloc.h"
-#include "server/analyzer.h"
-#include "server/http_int.h"
-#include "server/http_pprof.h"
-#include "server/http_proc_analyze.h"
-#include "server/jfr_timeline.h"
-#include "server/jfr_tree.h"
+#include "server/analysis/analyzer.h"
+#include "server/http/http_int.h"
+#include "server/http/http_pprof.h"
+#include "server/http/http_proc_analyze.h"
+#include "server/analysis/jfr_timeline.h"
+#include "server/analysis/jfr_tree.h"
 
 #define THREAD_MAX 1024
 

@@ -8,10 +8,10 @@
 #include <inttypes.h>
 
 #include "common/log.h"
-#include "server/http_int.h"
-#include "server/http_pprof.h"
-#include "server/proc_task.h"
-#include "server/store_proc.h"
+#include "server/http/http_int.h"
+#include "server/http/http_pprof.h"
+#include "server/tasks/proc_task.h"
+#include "server/store/store_proc.h"
 
 static void reply_cancelled(struct http_ctx *cx, const char *kind, const char *id, skp_err err,
                             int64_t now)

@@ -10,13 +10,13 @@
 #include <string.h>
 
 #include "common/alloc.h"
-#include "server/analyzer.h"
-#include "server/http_int.h"
-#include "server/http_proc_analyze.h"
-#include "server/jfr_tree.h"
-#include "server/profile_compare.h"
-#include "server/store_proc.h"
-#include "server/utf8.h"
+#include "server/analysis/analyzer.h"
+#include "server/http/http_int.h"
+#include "server/http/http_proc_analyze.h"
+#include "server/analysis/jfr_tree.h"
+#include "server/analysis/profile_compare.h"
+#include "server/store/store_proc.h"
+#include "server/formats/utf8.h"
 
 /* Changes listed by default and at most. */
 #define COMPARE_DEFAULT_LIMIT 20

@@ -17,7 +17,7 @@
  * answer has been written (evhttp's on-complete callback, set on every request by http_api.c
  * through http_conns_request_begin). The guard counts the bytes added to and removed from the
  * input to know where K starts in the buffer. */
-#include "server/http_conn.h"
+#include "server/http/http_conn.h"
 
 #include <arpa/inet.h>
 #include <errno.h>

@@ -19,8 +19,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "server/http_framing.h"
-#include "server/metrics.h"
+#include "server/http/http_framing.h"
+#include "server/stats/metrics.h"
 #include "skyprof/skp_err.h"
 
 struct event_base;

@@ -6,11 +6,11 @@
 #include <math.h>
 #include <string.h>
 
-#include "server/continuous_eval.h"
-#include "server/continuous_policy.h"
-#include "server/continuous_trigger.h"
-#include "server/http_int.h"
-#include "server/store_continuous.h"
+#include "server/continuous/continuous_eval.h"
+#include "server/continuous/continuous_policy.h"
+#include "server/continuous/continuous_trigger.h"
+#include "server/http/http_int.h"
+#include "server/store/store_continuous.h"
 
 static void reply_reason(struct http_ctx *cx, int code, const char *reason)
 {

@@ -6,21 +6,21 @@
  * (pprof_decode + pprof_analyze), so these tasks get the same trees, totals and exports as pprof
  * tasks. Sample types: ON_CPU "samples/count" (dumpCount); OFF_CPU "switches/count"
  * (switchCount) and "off_cpu/nanoseconds" (duration, the default). A symbol is one frame. */
-#include "server/http_ebpf.h"
+#include "server/http/http_ebpf.h"
 
 #include <inttypes.h>
 #include <stdio.h>
 #include <string.h>
 
 #include "common/alloc.h"
-#include "server/analyzer.h"
-#include "server/export.h"
-#include "server/http_int.h"
-#include "server/http_worker.h"
-#include "server/pprof_analyze.h"
-#include "server/pprof_decode.h"
-#include "server/store_ebpf.h"
-#include "server/utf8.h"
+#include "server/analysis/analyzer.h"
+#include "server/export/export.h"
+#include "server/http/http_int.h"
+#include "server/http/http_worker.h"
+#include "server/analysis/pprof_analyze.h"
+#include "server/formats/pprof_decode.h"
+#include "server/store/store_ebpf.h"
+#include "server/formats/utf8.h"
 #include "wire/pprof_encode.h"
 
 /* Memory budget of the profile built from one task's stacks. */

@@ -2,9 +2,9 @@
  * endpoint request count, error count and rate, p50/p90/p99 latency over the window, and one
  * point per minute (count, errors, p50, p99) for the UI's sparklines. Read from the collector's
  * in-memory statistics (endpoint_stats.h). Runs on the loop. */
-#include "server/endpoint_stats.h"
-#include "server/http_int.h"
-#include "server/utf8.h"
+#include "server/stats/endpoint_stats.h"
+#include "server/http/http_int.h"
+#include "server/formats/utf8.h"
 
 #define STATS_DEFAULT_WINDOW_S 900
 

@@ -11,9 +11,9 @@
 #include <string.h>
 
 #include "common/alloc.h"
-#include "server/endpoint_stats.h"
-#include "server/http_int.h"
-#include "server/utf8.h"
+#include "server/stats/endpoint_stats.h"
+#include "server/http/http_int.h"
+#include "server/formats/utf8.h"
 
 #define ENDPOINTS_MAX 1000       /* endpoints one listing collects (more: dropped) */
 #define REASON_ENDPOINTS_SHOWN 5 /* endpoints named in a task's statusReason */

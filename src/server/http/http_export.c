@@ -7,9 +7,9 @@
 
 #include "common/alloc.h"
 #include "common/grow.h"
-#include "server/analyzer.h"
-#include "server/export.h"
-#include "server/http_int.h"
+#include "server/analysis/analyzer.h"
+#include "server/export/export.h"
+#include "server/http/http_int.h"
 
 /* A filename for Content-Disposition: "skyprof-<id>.<ext>", with every byte outside
  * [A-Za-z0-9._-] replaced so no header injection or path trick is possible. */

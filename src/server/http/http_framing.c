@@ -9,7 +9,7 @@
  * rule errs on refusing: evhttp is lenient (bare LF, folding, first-of-two Content-Length, blank
  * lines between chunks, `0x` and signs in chunk sizes), and any input two parsers could frame
  * differently is refused before evhttp sees it. */
-#include "server/http_framing.h"
+#include "server/http/http_framing.h"
 
 #include <string.h>
 

@@ -2,7 +2,7 @@
  * Design: the checks are pure functions over header values, so they are unit-tested without a
  * server; http_api.c calls the Host check for every request and http_routes.c the others for
  * every mutating route it dispatches. */
-#include "server/http_guard.h"
+#include "server/http/http_guard.h"
 
 #include <arpa/inet.h>
 #include <stdio.h>

@@ -13,11 +13,11 @@
 #include <stdint.h>
 
 #include "common/log.h"
-#include "server/analyzer.h"
-#include "server/http_api.h"
-#include "server/http_guard.h"
-#include "server/http_worker.h"
-#include "server/store.h"
+#include "server/analysis/analyzer.h"
+#include "server/http/http_api.h"
+#include "server/http/http_guard.h"
+#include "server/http/http_worker.h"
+#include "server/store/store.h"
 
 /* Path segments a route may have (/api/v1/profile/segments/{id}/export has six). */
 #define HTTP_MAX_SEGMENTS 8

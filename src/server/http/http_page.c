@@ -4,7 +4,7 @@
  * and stops one row past the limit (that row's existence is the "more" answer). The segments
  * listing pushes the skip and the limit into the store (store_list_profiled_segments_page), so
  * a page builds only its own rows' spans. */
-#include "server/http_page.h"
+#include "server/http/http_page.h"
 
 #include <errno.h>
 #include <inttypes.h>

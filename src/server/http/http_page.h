@@ -11,7 +11,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "server/http_int.h"
+#include "server/http/http_int.h"
 
 /* Longest cursor accepted or produced (hex of the key parts). */
 #define HTTP_CURSOR_MAX 4096

@@ -11,9 +11,9 @@
 
 #include "common/alloc.h"
 #include "common/log.h"
-#include "server/http_int.h"
-#include "server/http_pprof.h"
-#include "server/proc_task.h"
+#include "server/http/http_int.h"
+#include "server/http/http_pprof.h"
+#include "server/tasks/proc_task.h"
 
 /* Reads a JSON array of strings, or one string, into a borrowed vector (max entries). Replies
  * 400 and returns false when malformed. */

@@ -7,12 +7,12 @@
 #include <string.h>
 
 #include "common/alloc.h"
-#include "server/analyzer.h"
-#include "server/http_int.h"
-#include "server/http_pprof.h"
-#include "server/http_proc_analyze.h"
-#include "server/pprof_analyze.h"
-#include "server/pprof_decode.h"
+#include "server/analysis/analyzer.h"
+#include "server/http/http_int.h"
+#include "server/http/http_pprof.h"
+#include "server/http/http_proc_analyze.h"
+#include "server/analysis/pprof_analyze.h"
+#include "server/formats/pprof_decode.h"
 
 _Static_assert(PPROF_ERR_MAX <= HTTP_PROC_WHY_MAX, "a decoder's reason fits");
 

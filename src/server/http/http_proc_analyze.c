@@ -2,14 +2,14 @@
  * profiling task", pprof and JFR alike; the format's parts come from its struct
  * http_proc_format (http_proc_analyze.h). Files are read from the store one at a time, so a
  * job holds at most one file's bytes besides the format's accumulator. */
-#include "server/http_proc_analyze.h"
+#include "server/http/http_proc_analyze.h"
 
 #include <stdio.h>
 #include <string.h>
 
 #include "common/alloc.h"
-#include "server/analyzer.h"
-#include "server/http_int.h"
+#include "server/analysis/analyzer.h"
+#include "server/http/http_int.h"
 
 bool http_proc_query_download(struct http_ctx *cx, bool download, enum export_format *format,
                               bool *readable)

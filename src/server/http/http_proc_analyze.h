@@ -15,9 +15,9 @@
 
 #include <jansson.h>
 
-#include "server/export.h"
-#include "server/http_worker.h"
-#include "server/store_proc.h"
+#include "server/export/export.h"
+#include "server/http/http_worker.h"
+#include "server/store/store_proc.h"
 #include "skyprof/skp_err.h"
 
 struct analysis;

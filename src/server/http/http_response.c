@@ -13,7 +13,7 @@
 
 #include "common/alloc.h"
 #include "common/log.h"
-#include "server/http_int.h"
+#include "server/http/http_int.h"
 
 static const char g_oom_json[] = "{\"error\":\"out of memory\"}";
 

@@ -7,9 +7,9 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "server/http_ebpf.h"
-#include "server/http_int.h"
-#include "server/http_pprof.h"
+#include "server/http/http_ebpf.h"
+#include "server/http/http_int.h"
+#include "server/http/http_pprof.h"
 
 const struct http_route http_routes[] = {
     {HTTP_M_GET, "/healthz", .h0 = http_healthz},

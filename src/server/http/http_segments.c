@@ -5,9 +5,9 @@
 #include <string.h>
 
 #include "common/sat.h"
-#include "server/http_int.h"
-#include "server/span_json.h"
-#include "server/utf8.h"
+#include "server/http/http_int.h"
+#include "server/store/span_json.h"
+#include "server/formats/utf8.h"
 
 /* The API's span: the stored shape plus "profiled" (this listing holds profiled segments). */
 static json_t *span_json(const struct store_profiled_segment *seg, const struct store_span *sp)

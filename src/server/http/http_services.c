@@ -3,9 +3,9 @@
 #include <string.h>
 
 #include "common/alloc.h"
-#include "server/http_int.h"
-#include "server/http_page.h"
-#include "server/utf8.h"
+#include "server/http/http_int.h"
+#include "server/http/http_page.h"
+#include "server/formats/utf8.h"
 
 static json_t *str_or_null(const char *s)
 {

@@ -14,7 +14,7 @@
 #include <unistd.h>
 
 #include "common/alloc.h"
-#include "server/http_int.h"
+#include "server/http/http_int.h"
 
 static const struct {
     const char *ext;

@@ -8,10 +8,10 @@
 
 #include "common/alloc.h"
 #include "common/log.h"
-#include "server/http_int.h"
-#include "server/http_page.h"
-#include "server/task_service.h"
-#include "server/utf8.h"
+#include "server/http/http_int.h"
+#include "server/http/http_page.h"
+#include "server/tasks/task_service.h"
+#include "server/formats/utf8.h"
 
 skp_err http_task_decorate(struct http_ctx *cx, json_t *task)
 {

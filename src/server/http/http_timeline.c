@@ -8,8 +8,8 @@
 
 #include "common/alloc.h"
 #include "common/map.h"
-#include "server/http_int.h"
-#include "server/utf8.h"
+#include "server/http/http_int.h"
+#include "server/formats/utf8.h"
 
 #define TIMELINE_MAX_SNAPSHOTS 200000u
 

@@ -1,7 +1,7 @@
 /* http_worker.c - the HTTP API's worker thread for analyses and exports (see http_worker.h).
  * Lock order: only `mu`; no libevent or store call is made while holding it. The worker wakes
  * the loop through a pipe, so libevent needs no threading support. */
-#include "server/http_worker.h"
+#include "server/http/http_worker.h"
 
 #include <errno.h>
 #include <event2/event.h>
@@ -16,7 +16,7 @@
 
 #include "common/alloc.h"
 #include "common/log.h"
-#include "server/http_int.h"
+#include "server/http/http_int.h"
 
 struct http_worker {
     pthread_t thread;

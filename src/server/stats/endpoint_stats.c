@@ -7,7 +7,7 @@
  * keeps its allocation), so memory is flat once the window has passed; a minute slot is
  * reused only window+1 minutes later, long after the flush rolled it up into the store.
  * Single-threaded. */
-#include "server/endpoint_stats.h"
+#include "server/stats/endpoint_stats.h"
 
 #include <stdio.h>
 #include <stdlib.h>

@@ -1,5 +1,5 @@
 /* metrics.c - Prometheus text rendering of skyprofd's counters (see metrics.h). */
-#include "server/metrics.h"
+#include "server/stats/metrics.h"
 
 #include <fcntl.h>
 #include <inttypes.h>

@@ -6,7 +6,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "server/store.h"
+#include "server/store/store.h"
 #include "skyprof/skp_err.h"
 #include "wire/grpc_server.h"
 

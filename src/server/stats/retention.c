@@ -1,6 +1,6 @@
 /* retention.c - periodic purge of old profiling data (see retention.h). A failed purge (e.g. a
  * read-only database) is logged and retried at the next period; it never stops the server. */
-#include "server/retention.h"
+#include "server/stats/retention.h"
 
 #include <event2/event.h>
 #include <inttypes.h>

@@ -5,8 +5,8 @@
 
 #include <stdint.h>
 
-#include "server/metrics.h"
-#include "server/store.h"
+#include "server/stats/metrics.h"
+#include "server/store/store.h"
 #include "skyprof/skp_err.h"
 
 struct event_base;

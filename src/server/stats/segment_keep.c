@@ -5,7 +5,7 @@
  * collision costs a miss, never a wrong segment). Recently profiled segment ids are two
  * hash sets (current and previous generation), rotated every grace period: an id is
  * remembered for one to two grace periods. Single-threaded. */
-#include "server/segment_keep.h"
+#include "server/stats/segment_keep.h"
 
 #include <stdlib.h>
 #include <string.h>

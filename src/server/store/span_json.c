@@ -1,13 +1,13 @@
 /* span_json.c - SkyWalking's span in JSON, one builder for the store and the API (span_json.h).
  * "component" is the agent's numeric component id as a string: the id -> name table
  * (component-libraries.yml) is not part of skyprof. */
-#include "server/span_json.h"
+#include "server/store/span_json.h"
 
 #include <stdio.h>
 #include <string.h>
 
 #include "common/err.h"
-#include "server/utf8.h"
+#include "server/formats/utf8.h"
 
 static const char *const k_type_names[] = {"Entry", "Exit", "Local", "Unknown"};
 static const char *const k_layer_names[] = {"Unknown", "Database", "RPCFramework", "Http",

@@ -8,7 +8,7 @@
 #include <jansson.h>
 #include <stddef.h>
 
-#include "server/store.h"
+#include "server/store/store.h"
 
 /* "Entry", "Exit", "Local"; "Unknown" for anything else. */
 const char *span_json_type_name(enum store_span_type t);

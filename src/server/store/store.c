@@ -1,7 +1,7 @@
 /* store.c - the public store_* functions: store_open picks a backend from its argument, every
  * other function forwards through the store's ops table (store_backend.h). Also the pure
  * helpers of store.h and the feature headers (row cleanup), which do not depend on a backend. */
-#include "server/store.h"
+#include "server/store/store.h"
 
 #include <stdio.h>
 #include <string.h>
@@ -9,9 +9,9 @@
 
 #include "common/alloc.h"
 #include "common/log.h"
-#include "server/store_backend.h"
-#include "server/store_int.h"
-#include "server/store_pg_int.h"
+#include "server/store/store_backend.h"
+#include "server/store/sqlite/store_int.h"
+#include "server/store/postgres/store_pg_int.h"
 
 static const char *str_or_empty(const char *s)
 {

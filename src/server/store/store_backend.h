@@ -27,10 +27,10 @@
 #ifndef SKP_SERVER_STORE_BACKEND_H
 #define SKP_SERVER_STORE_BACKEND_H
 
-#include "server/store.h"
-#include "server/store_continuous.h"
-#include "server/store_ebpf.h"
-#include "server/store_proc.h"
+#include "server/store/store.h"
+#include "server/store/store_continuous.h"
+#include "server/store/store_ebpf.h"
+#include "server/store/store_proc.h"
 
 struct store_backend_ops {
     const char *name; /* "sqlite", "postgresql": for logs and /metrics */

@@ -1,5 +1,5 @@
 /* store_codec.c - the column formats both store backends share (store_codec.h). */
-#include "server/store_codec.h"
+#include "server/store/store_codec.h"
 
 #include <jansson.h>
 #include <stdio.h>
@@ -10,8 +10,8 @@
 #include "common/alloc.h"
 #include "common/err.h"
 #include "common/log.h"
-#include "server/span_json.h"
-#include "server/utf8.h"
+#include "server/store/span_json.h"
+#include "server/formats/utf8.h"
 
 /* ---- spans: struct store_span <-> JSON text ---- */
 

@@ -8,7 +8,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "server/store.h"
+#include "server/store/store.h"
 
 /* Compact JSON text of a segment's spans; caller frees with skpx_free. NULL on ENOMEM. */
 char *store_spans_to_text(const struct store_segment *seg, size_t *len);

@@ -12,7 +12,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "server/store.h"
+#include "server/store/store.h"
 #include "skyprof/skp_err.h"
 
 /* A policy row (strings borrowed from the store during the callback). */

@@ -14,7 +14,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "server/store.h"
+#include "server/store/store.h"
 #include "skyprof/skp_err.h"
 
 /* Stack kinds (EBPFProfilingData's profiling oneof). */

@@ -13,7 +13,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "server/store.h"
+#include "server/store/store.h"
 #include "skyprof/skp_err.h"
 
 /* What kind of agent task it is; stored as the text names below. */

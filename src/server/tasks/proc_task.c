@@ -1,5 +1,5 @@
 /* proc_task.c - process-profiling task rules (see proc_task.h). */
-#include "server/proc_task.h"
+#include "server/tasks/proc_task.h"
 
 #include <inttypes.h>
 #include <stdio.h>
@@ -7,8 +7,8 @@
 
 #include "common/alloc.h"
 #include "common/log.h"
-#include "server/proc_task_async.h"
-#include "server/task_service.h"
+#include "server/tasks/proc_task_async.h"
+#include "server/tasks/task_service.h"
 
 /* OAP's texts (PprofMutationService), verbatim so users find SkyWalking's documentation. */
 #define R_SERVICE "service cannot be null"

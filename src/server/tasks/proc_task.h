@@ -24,7 +24,7 @@
 #include <stdint.h>
 
 #include "common/Command.pb-c.h"
-#include "server/store_proc.h"
+#include "server/store/store_proc.h"
 #include "skyprof/skp_err.h"
 
 /* OAP's pprof limit on sampling durations. */

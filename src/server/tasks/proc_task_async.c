@@ -1,5 +1,5 @@
 /* proc_task_async.c - async-profiler task rules (see proc_task_async.h). */
-#include "server/proc_task_async.h"
+#include "server/tasks/proc_task_async.h"
 
 #include <ctype.h>
 #include <inttypes.h>
@@ -7,7 +7,7 @@
 #include <string.h>
 #include <strings.h>
 
-#include "server/task_service.h"
+#include "server/tasks/task_service.h"
 
 /* OAP's texts (AsyncProfilerMutationService), verbatim. */
 #define R_SERVICE "service cannot be null"

@@ -9,7 +9,7 @@
 #include <stddef.h>
 
 #include "common/Command.pb-c.h"
-#include "server/proc_task.h"
+#include "server/tasks/proc_task.h"
 
 /* Longest execArgs accepted (async-profiler options such as "interval=10ms,jstackdepth=2048"). */
 #define PROC_ASYNC_EXEC_ARGS_MAX 512

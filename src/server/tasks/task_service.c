@@ -1,5 +1,5 @@
 /* task_service.c - profile task creation rules and command building (see task_service.h). */
-#include "server/task_service.h"
+#include "server/tasks/task_service.h"
 
 #include <errno.h>
 #include <inttypes.h>

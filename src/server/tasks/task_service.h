@@ -11,7 +11,7 @@
 #include <stdint.h>
 
 #include "common/Command.pb-c.h"
-#include "server/store.h"
+#include "server/store/store.h"
 #include "skyprof/skp_err.h"
 
 /* OAP's ProfileConstants. */

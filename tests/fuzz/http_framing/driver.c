@@ -1,4 +1,4 @@
-/* Fuzz target of the strict HTTP/1.1 request framing scanner (src/server/http_framing.c): any
+/* Fuzz target of the strict HTTP/1.1 request framing scanner (src/server/http/http_framing.c): any
  * byte stream is framed without reading outside the input, every call makes progress or reports
  * an event, an error is final, and the events do not depend on how the stream was split into
  * reads (the first input byte picks a split size): whole, in chunks and byte by byte agree, and
@@ -9,7 +9,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "server/http_framing.h"
+#include "server/http/http_framing.h"
 
 #define CHECK(c)                                                                                   \
     do {                                                                                           \

@@ -1,4 +1,4 @@
-/* libFuzzer target for the JFR parser (src/server/jfr_*.c): any bytes, as an uploaded
+/* libFuzzer target for the JFR parser (src/server/formats/jfr_*.c): any bytes, as an uploaded
  * recording. The parse must end in SKP_OK or an error with a message, within bounded memory
  * and time; every frame, class and thread string handed to the callback is read so ASan sees
  * a dangling or unterminated one. The same bytes then go through the per-thread timeline
@@ -8,8 +8,8 @@
 #include <stdint.h>
 #include <string.h>
 
-#include "server/jfr.h"
-#include "server/jfr_timeline.h"
+#include "server/formats/jfr.h"
+#include "server/analysis/jfr_timeline.h"
 
 static skp_err touch(void *ctx, const struct jfr_sample *s)
 {

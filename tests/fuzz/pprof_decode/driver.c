@@ -1,13 +1,13 @@
-/* driver.c - libFuzzer target for the pprof decoder (src/server/pprof_decode.c) and the
- * analysis that walks what it decodes (src/server/pprof_analyze.c): any input must give a
+/* driver.c - libFuzzer target for the pprof decoder (src/server/formats/pprof_decode.c) and the
+ * analysis that walks what it decodes (src/server/analysis/pprof_analyze.c): any input must give a
  * profile or a clean error, within bounded memory, and every decoded profile must analyse for
  * each of its sample types without touching memory outside the tables. */
 #include <stddef.h>
 #include <stdint.h>
 
-#include "server/analyzer.h"
-#include "server/pprof_analyze.h"
-#include "server/pprof_decode.h"
+#include "server/analysis/analyzer.h"
+#include "server/analysis/pprof_analyze.h"
+#include "server/formats/pprof_decode.h"
 
 /* Keeps one input's memory small enough for the fuzzer's RSS limit. */
 #define FUZZ_MAX_DECODED ((size_t)64 * 1024 * 1024)

@@ -1,4 +1,4 @@
-/* Fuzz target of segment_scan (src/server/segment_scan.c). Oracle: protobuf-c's full decoder.
+/* Fuzz target of segment_scan (src/server/formats/segment_scan.c). Oracle: protobuf-c's full decoder.
  * Whenever protobuf-c accepts the input, the scanner must accept it too and agree on every
  * field it reads; whatever it accepts, its slices must lie inside the input. */
 #include <stdint.h>
@@ -6,7 +6,7 @@
 #include <string.h>
 
 #include "language-agent/Tracing.pb-c.h"
-#include "server/segment_scan.h"
+#include "server/formats/segment_scan.h"
 
 #define CHECK(c)                                                                                   \
     do {                                                                                           \

@@ -19,11 +19,11 @@
 #include <unistd.h>
 
 #include "common/log.h"
-#include "server/collector.h"
-#include "server/http_int.h"
-#include "server/metrics.h"
-#include "server/segment_keep.h"
-#include "server/store.h"
+#include "server/collector/collector.h"
+#include "server/http/http_int.h"
+#include "server/stats/metrics.h"
+#include "server/stats/segment_keep.h"
+#include "server/store/store.h"
 #include "wire/grpc_server.h"
 
 /* An exchange that has not settled by then is a hang (the server's own timeouts are longer). */

@@ -8,7 +8,7 @@
 #include <string.h>
 
 #include "common/alloc.h"
-#include "server/jfr_tree.h"
+#include "server/analysis/jfr_tree.h"
 
 static uint8_t *slurp(const char *path, size_t *len)
 {

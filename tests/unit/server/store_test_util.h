@@ -9,7 +9,7 @@
 #include <unistd.h>
 
 #include "common/alloc.h"
-#include "server/store.h"
+#include "server/store/store.h"
 
 #define TU_MAX_FRAMES 64
 

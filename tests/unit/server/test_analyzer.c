@@ -1,4 +1,4 @@
-/* Unit tests for src/server/analyzer.c over a real SQLite store: the spec's worked example
+/* Unit tests for src/server/analysis/analyzer.c over a real SQLite store: the spec's worked example
  * (§5.6), per-segment sequences, de-duplication of overlapping windows, sequence windows,
  * runs and gaps, empty stacks, several roots, the snapshot cap and its tip, JSON shape. */
 #include <setjmp.h>
@@ -9,7 +9,7 @@
 #include <cmocka.h>
 
 #include "common/sat.h"
-#include "server/analyzer.h"
+#include "server/analysis/analyzer.h"
 #include "harness/skp_alloc_faults.h"
 #include "store_test_util.h"
 

@@ -12,8 +12,8 @@
 #include <cmocka.h>
 
 #include "common/alloc.h"
-#include "server/continuous_eval.h"
-#include "server/continuous_policy.h"
+#include "server/continuous/continuous_eval.h"
+#include "server/continuous/continuous_policy.h"
 
 static struct cont_policy make(const char *service, const char *json)
 {

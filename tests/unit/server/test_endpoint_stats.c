@@ -12,7 +12,7 @@
 #include <cmocka.h>
 
 #include "common/alloc.h"
-#include "server/endpoint_stats.h"
+#include "server/stats/endpoint_stats.h"
 
 static int cmp_u64(const void *a, const void *b)
 {

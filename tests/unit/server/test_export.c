@@ -1,4 +1,4 @@
-/* Unit tests for src/server/export*.c on hand-built analyses: the collapsed lines and their
+/* Unit tests for src/server/export/ on hand-built analyses: the collapsed lines and their
  * totals, the pprof message (gunzipped and decoded here field by field), the speedscope schema
  * fields, the HTML file's embedded data and lack of external references, format names,
  * malformed trees and allocation failures. */
@@ -16,8 +16,8 @@
 
 #include "common/alloc.h"
 #include "harness/skp_alloc_faults.h"
-#include "server/export.h"
-#include "server/export_int.h"
+#include "server/export/export.h"
+#include "server/export/export_int.h"
 
 #define NONE UINT32_MAX
 

@@ -14,7 +14,7 @@
 
 #include <cmocka.h>
 
-#include "server/http_framing.h"
+#include "server/http/http_framing.h"
 
 struct outcome {
     int n_heads;            /* HEAD_DONE events */

@@ -1,4 +1,4 @@
-/* Unit tests for src/server/http_guard.c: which Host headers are served (DNS rebinding), which
+/* Unit tests for src/server/http/http_guard.c: which Host headers are served (DNS rebinding), which
  * Origins may mutate (CSRF), the Content-Type rule, and --allowed-origins parsing. */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -8,7 +8,7 @@
 
 #include <cmocka.h>
 
-#include "server/http_guard.h"
+#include "server/http/http_guard.h"
 
 static struct http_guard g;
 

@@ -1,4 +1,4 @@
-/* Unit tests for src/server/http_routes.c: the pattern matcher, and the route table against
+/* Unit tests for src/server/http/http_routes.c: the pattern matcher, and the route table against
  * docs/api.md in both directions (every route documented, every documented route served). */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -9,7 +9,7 @@
 
 #include <cmocka.h>
 
-#include "server/http_int.h"
+#include "server/http/http_int.h"
 
 #ifndef SKP_SOURCE_DIR
 #error "SKP_SOURCE_DIR must name the source tree (for docs/api.md)"

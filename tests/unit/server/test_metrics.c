@@ -11,7 +11,7 @@
 #include <cmocka.h>
 
 #include "common/alloc.h"
-#include "server/metrics.h"
+#include "server/stats/metrics.h"
 
 static void test_render(void **state)
 {

@@ -1,4 +1,4 @@
-/* Unit tests for src/server/pprof_analyze.c on profiles written by our pprof encoder and read by
+/* Unit tests for src/server/analysis/pprof_analyze.c on profiles written by our pprof encoder and read by
  * our decoder: values weigh the tree (not sample counts), and weights that would pass INT64_MAX
  * (a hostile upload: each value may be INT64_MAX) stop there instead of wrapping - the fuzz
  * target found the signed overflow of the total. */
@@ -11,9 +11,9 @@
 #include <cmocka.h>
 
 #include "common/alloc.h"
-#include "server/analyzer.h"
-#include "server/pprof_analyze.h"
-#include "server/pprof_decode.h"
+#include "server/analysis/analyzer.h"
+#include "server/analysis/pprof_analyze.h"
+#include "server/formats/pprof_decode.h"
 #include "wire/pprof_encode.h"
 
 #define FRAME(f) ((struct skpx_pprof_frame){f, sizeof(f) - 1, "app.py", 6, 1})

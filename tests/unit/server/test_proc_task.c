@@ -1,4 +1,4 @@
-/* test_proc_task.c - process-profiling tasks (src/server/proc_task.c, store_sqlite_proc.c):
+/* test_proc_task.c - process-profiling tasks (src/server/tasks/proc_task.c, store_sqlite_proc.c):
  * OAP's validation order and texts plus ours, creation with all-live instances, the overlap rule
  * per event, next-task selection (cursor, instance list, expired window), logs -> per-instance
  * progress, files (transactional with their log), retention through store_purge_before, and the
@@ -11,8 +11,8 @@
 #include <cmocka.h>
 
 #include "common/log.h"
-#include "server/proc_task.h"
-#include "server/store_proc.h"
+#include "server/tasks/proc_task.h"
+#include "server/store/store_proc.h"
 #include "store_test_util.h"
 
 #define T0 INT64_C(1796208570000)

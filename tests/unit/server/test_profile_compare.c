@@ -1,4 +1,4 @@
-/* Unit tests for src/server/profile_compare.c on hand-built analyses: nodes matched by path,
+/* Unit tests for src/server/analysis/profile_compare.c on hand-built analyses: nodes matched by path,
  * shares normalised by each side's total (sides of different lengths), nodes present on one side
  * only, self weights, recursion counted once per stack in the change list, its order, bad input
  * and allocation failures. */
@@ -13,7 +13,7 @@
 
 #include "common/alloc.h"
 #include "harness/skp_alloc_faults.h"
-#include "server/profile_compare.h"
+#include "server/analysis/profile_compare.h"
 
 #define NONE UINT32_MAX
 #define EPS 1e-9

@@ -1,4 +1,4 @@
-/* Unit tests for the SQLite store (src/server/store_*.c): snapshots (duplicates, order, stack
+/* Unit tests for the SQLite store (src/server/store/): snapshots (duplicates, order, stack
  * de-duplication), segments, the profiled-segment listing and segment info, tasks and logs,
  * services and instances, retention, migrations, read-only and full-disk failures, allocation
  * faults. */
@@ -11,10 +11,10 @@
 #include <sqlite3.h>
 #include <sys/wait.h>
 
-#include "server/analyzer.h"
-#include "server/http_int.h"
-#include "server/store_int.h"
-#include "server/utf8.h"
+#include "server/analysis/analyzer.h"
+#include "server/http/http_int.h"
+#include "server/store/sqlite/store_int.h"
+#include "server/formats/utf8.h"
 #include "harness/skp_alloc_faults.h"
 #include "store_test_util.h"
 

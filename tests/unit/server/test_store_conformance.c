@@ -21,10 +21,10 @@
 
 #include "common/err.h"
 #include "common/log.h"
-#include "server/analyzer.h"
-#include "server/store_continuous.h"
-#include "server/store_int.h"
-#include "server/store_pg_int.h"
+#include "server/analysis/analyzer.h"
+#include "server/store/store_continuous.h"
+#include "server/store/sqlite/store_int.h"
+#include "server/store/postgres/store_pg_int.h"
 #include "store_test_util.h"
 
 /* ---- backend adapters ---- */

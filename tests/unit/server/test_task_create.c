@@ -13,7 +13,7 @@
 #include <cmocka.h>
 
 #include "common/alloc.h"
-#include "server/task_service.h"
+#include "server/tasks/task_service.h"
 
 #define MIN 60000
 #define NOW INT64_C(1700000000000)

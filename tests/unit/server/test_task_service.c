@@ -9,7 +9,7 @@
 
 #include <cmocka.h>
 
-#include "server/task_service.h"
+#include "server/tasks/task_service.h"
 
 static struct task_request good(void)
 {

@@ -3,8 +3,8 @@
  * reconnect with backoff, parameters, prepared statements, transactions, error mapping,
  * open/close, check, stats and the ops table. The other parts are listed in store_pg_int.h.
  * Single-threaded: one connection per store object. */
-#include "server/store_pg_int.h"
-#include "server/store_pg_features.h"
+#include "server/store/postgres/store_pg_int.h"
+#include "server/store/postgres/store_pg_features.h"
 
 #include <inttypes.h>
 #include <stdio.h>
@@ -15,7 +15,7 @@
 #include "common/clock.h"
 #include "common/err.h"
 #include "common/log.h"
-#include "server/utf8.h"
+#include "server/formats/utf8.h"
 
 /* ---- parameters ---- */
 

@@ -1,5 +1,5 @@
 /* store_pg_bytea.c - bytea hex text in and out (see store_pg_bytea.h). */
-#include "server/store_pg_bytea.h"
+#include "server/store/postgres/store_pg_bytea.h"
 
 #include <string.h>
 

@@ -2,7 +2,7 @@
  * continuous_triggers and continuous_trigger_causes (the feature step of store_pg_schema.c).
  * A trigger and its causes are one transaction; trigger ids come from a sequence, so collectors
  * sharing the database never hand out the same id. */
-#include "server/store_continuous.h"
+#include "server/store/store_continuous.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -10,8 +10,8 @@
 
 #include "common/alloc.h"
 #include "common/grow.h"
-#include "server/store_pg_features.h"
-#include "server/store_pg_int.h"
+#include "server/store/postgres/store_pg_features.h"
+#include "server/store/postgres/store_pg_int.h"
 
 #define CONT_LIST_DEFAULT 1000
 

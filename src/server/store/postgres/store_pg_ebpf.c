@@ -2,12 +2,12 @@
  * (the feature step of store_pg_schema.c). As in the SQLite backend, stacks are kept as uploaded
  * (one row per stack per upload, symbols as text) and summed by the scan. A process report
  * arriving at two collectors at once is one upsert on its id: the first report time is kept. */
-#include "server/store_ebpf.h"
+#include "server/store/store_ebpf.h"
 
 #include <string.h>
 
-#include "server/store_pg_features.h"
-#include "server/store_pg_int.h"
+#include "server/store/postgres/store_pg_features.h"
+#include "server/store/postgres/store_pg_int.h"
 
 skp_err pg_store_ebpf_upsert_process(struct store *base, const struct store_ebpf_process *p,
                                      int64_t now_ms)

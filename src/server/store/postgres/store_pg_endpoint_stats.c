@@ -3,14 +3,14 @@
  * One row per (service, endpoint, instance, minute, writer): every skyprofd writes its own rows
  * (its writer number), so collectors sharing the database never overwrite each other's minutes
  * and readers add them up. A minute rolled up again by the same writer replaces its row. */
-#include "server/store.h"
+#include "server/store/store.h"
 
 #include <string.h>
 
 #include "common/alloc.h"
-#include "server/store_pg_bytea.h"
-#include "server/store_pg_features.h"
-#include "server/store_pg_int.h"
+#include "server/store/postgres/store_pg_bytea.h"
+#include "server/store/postgres/store_pg_features.h"
+#include "server/store/postgres/store_pg_int.h"
 
 static void bind_minute(struct pg_params *p, size_t i, const void *rows)
 {

@@ -6,10 +6,10 @@
 #ifndef SKP_SERVER_STORE_PG_FEATURES_H
 #define SKP_SERVER_STORE_PG_FEATURES_H
 
-#include "server/store.h"
-#include "server/store_continuous.h"
-#include "server/store_ebpf.h"
-#include "server/store_proc.h"
+#include "server/store/store.h"
+#include "server/store/store_continuous.h"
+#include "server/store/store_ebpf.h"
+#include "server/store/store_proc.h"
 
 SKP_MUST_CHECK skp_err pg_store_put_endpoint_minutes(struct store *base,
                                                      const struct store_endpoint_minute *v,

@@ -12,7 +12,7 @@
  * Scans run a cursor in a read transaction and fetch PG_SCAN_CHUNK rows at a time; the stacks
  * of a chunk (and their frames) are loaded in bulk before its callbacks, which may call
  * store_get_stack / store_get_frame between fetches. */
-#include "server/store_pg_int.h"
+#include "server/store/postgres/store_pg_int.h"
 
 #include <inttypes.h>
 #include <stdio.h>

@@ -26,8 +26,8 @@
 #include <stdint.h>
 
 #include "common/map.h"
-#include "server/store.h"
-#include "server/store_backend.h"
+#include "server/store/store.h"
+#include "server/store/store_backend.h"
 
 #define PG_FRAME_CACHE_MAX (1u << 18) /* signature → id entries */
 #define PG_STACK_POOL_MAX (1u << 22)  /* frame ids held by the stack cache (16 MB) */

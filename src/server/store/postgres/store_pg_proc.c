@@ -3,15 +3,15 @@
  * bytea row written in the transaction that logs its upload, so it is stored with its
  * EXECUTION_FINISHED log or not at all. A second NOTIFIED of a task and instance, from any
  * collector, is ignored by a partial unique index (ON CONFLICT DO NOTHING). */
-#include "server/store_proc.h"
+#include "server/store/store_proc.h"
 
 #include <string.h>
 
 #include "common/alloc.h"
 #include "common/grow.h"
-#include "server/store_pg_bytea.h"
-#include "server/store_pg_features.h"
-#include "server/store_pg_int.h"
+#include "server/store/postgres/store_pg_bytea.h"
+#include "server/store/postgres/store_pg_features.h"
+#include "server/store/postgres/store_pg_int.h"
 
 #define PROC_LIST_DEFAULT 1000
 

@@ -9,7 +9,7 @@
  * it, and no id is handed out for a row that was not written. Every batch inserts in the same
  * table order (segments, tasks, frames, stacks) and in sorted order within a table, so two
  * batches never wait on each other in a cycle. */
-#include "server/store_pg_int.h"
+#include "server/store/postgres/store_pg_int.h"
 
 #include <stdio.h>
 #include <string.h>
@@ -18,8 +18,8 @@
 #include "common/grow.h"
 #include "common/hex.h"
 #include "common/log.h"
-#include "server/store_codec.h"
-#include "server/utf8.h"
+#include "server/store/store_codec.h"
+#include "server/formats/utf8.h"
 
 /* ---- small helpers ---- */
 

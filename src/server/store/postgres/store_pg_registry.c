@@ -1,7 +1,7 @@
 /* store_pg_registry.c - PostgreSQL backend: services and instances (registered by agents),
  * profile tasks (with the service task lock that makes the overlap rule hold across
  * collectors) and their logs. Properties use the shared JSON text (store_codec.h). */
-#include "server/store_pg_int.h"
+#include "server/store/postgres/store_pg_int.h"
 
 #include <inttypes.h>
 #include <stdio.h>
@@ -10,7 +10,7 @@
 #include "common/alloc.h"
 #include "common/grow.h"
 #include "common/log.h"
-#include "server/store_codec.h"
+#include "server/store/store_codec.h"
 
 #define TASK_COLUMNS                                                                               \
     "id, service, endpoint, start_time, duration_min, min_duration_threshold, dump_period, "       \

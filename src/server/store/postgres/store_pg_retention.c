@@ -6,7 +6,7 @@
  * go with their segids rows, and a SegmentObject purged before its dumps moves its rows back
  * to the first dump's time. Feature tables add their DELETE to k_purge_features
  * (store_pg_<feature>.c owns the table, this list its retention). */
-#include "server/store_pg_int.h"
+#include "server/store/postgres/store_pg_int.h"
 
 #include <inttypes.h>
 #include <stdio.h>
@@ -16,7 +16,7 @@
 #include "common/alloc.h"
 #include "common/err.h"
 #include "common/log.h"
-#include "server/store_codec.h"
+#include "server/store/store_codec.h"
 
 /* The cut is $1 (ms). Order matters: snapshots go first (partitions, then the boundary). */
 static const char *const k_purge[] = {

@@ -10,7 +10,7 @@
  *   - snapshots are partitioned by day of their segment's first receive time (first_ms, the
  *     retention clock), partitions snapshots_d<day> made on demand (store_pg_ingest.c);
  *   - instance rows are keyed by (service id, name) without an id of their own. */
-#include "server/store_pg_int.h"
+#include "server/store/postgres/store_pg_int.h"
 
 #include <inttypes.h>
 #include <stdio.h>

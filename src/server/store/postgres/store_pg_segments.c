@@ -2,7 +2,7 @@
  * task (one range scan of segment_listing per page: keyset on (start, segment id), the order of
  * the SQLite backend, byte order of ids), and store_get_segment_info. Spans are kept as the
  * shared JSON text (store_codec.h). */
-#include "server/store_pg_int.h"
+#include "server/store/postgres/store_pg_int.h"
 
 #include <inttypes.h>
 #include <stdio.h>
@@ -10,7 +10,7 @@
 
 #include "common/alloc.h"
 #include "common/log.h"
-#include "server/store_codec.h"
+#include "server/store/store_codec.h"
 
 static const char *str_or_empty(const char *s)
 {

@@ -18,8 +18,8 @@
 
 #include "common/grow.h"
 #include "common/map.h"
-#include "server/store.h"
-#include "server/store_backend.h"
+#include "server/store/store.h"
+#include "server/store/store_backend.h"
 
 /* Cache bounds: each cache is cleared when it reaches its bound (they only save lookups). */
 #define STORE_FRAME_CACHE_MAX (1u << 18) /* signature → id entries (~262k frames) */

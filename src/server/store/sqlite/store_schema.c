@@ -3,7 +3,7 @@
  * transaction together with the user_version bump and a row in schema_migrations, so a
  * failed step leaves the database at the previous version. Steps are append-only: never edit
  * a released step, add a new one (docs/internals/store.md). */
-#include "server/store_int.h"
+#include "server/store/sqlite/store_int.h"
 
 #include <stdio.h>
 

@@ -7,7 +7,7 @@
  * through bounded in-memory caches, so a batch of repetitive stacks costs one small row per
  * snapshot. Ingest caches are dropped whenever a transaction rolls back, because they may
  * name rows that were never committed. Single-threaded (one store per thread). */
-#include "server/store.h"
+#include "server/store/store.h"
 
 #include <stdio.h>
 #include <string.h>
@@ -17,7 +17,7 @@
 #include "common/clock.h"
 #include "common/err.h"
 #include "common/log.h"
-#include "server/store_int.h"
+#include "server/store/sqlite/store_int.h"
 
 static const char *const k_sql[STMT_COUNT] = {
     [STMT_BEGIN] = "BEGIN IMMEDIATE",

@@ -1,12 +1,12 @@
 /* store_sqlite_continuous.c - SQLite tables of continuous profiling (see store_continuous.h):
  * continuous_policies, continuous_triggers and continuous_trigger_causes (schema step 5). */
-#include "server/store_continuous.h"
+#include "server/store/store_continuous.h"
 
 #include <string.h>
 
 #include "common/alloc.h"
 #include "common/grow.h"
-#include "server/store_int.h"
+#include "server/store/sqlite/store_int.h"
 
 #define CONT_LIST_DEFAULT 1000
 

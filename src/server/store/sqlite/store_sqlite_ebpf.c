@@ -3,9 +3,9 @@
  * scan: a triggered task is short (minutes) and holds few distinct stacks per upload, so the
  * de-duplicated frames/stacks tables of trace snapshots are not worth their cost here.
  * Single-threaded, like the rest of the store. */
-#include "server/store_ebpf.h"
+#include "server/store/store_ebpf.h"
 
-#include "server/store_int.h"
+#include "server/store/sqlite/store_int.h"
 
 skp_err sqlite_store_ebpf_upsert_process(struct store *base, const struct store_ebpf_process *p,
                                          int64_t now_ms)

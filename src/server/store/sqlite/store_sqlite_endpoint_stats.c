@@ -1,9 +1,9 @@
 /* store_sqlite_endpoint_stats.c - SQLite backend: the per-minute endpoint statistics rolled up
  * by endpoint_stats.c (table endpoint_minutes, schema v3). One row per (service, endpoint,
  * instance, minute); a minute rolled up again replaces its row. Single-threaded. */
-#include "server/store.h"
+#include "server/store/store.h"
 
-#include "server/store_int.h"
+#include "server/store/sqlite/store_int.h"
 
 static void bind_minute(sqlite3_stmt *s, size_t i, const void *rows)
 {

@@ -1,12 +1,12 @@
 /* store_sqlite_ingest.c - SQLite backend: snapshot ingest (one transaction per acknowledged
  * batch, duplicates ignored by primary key) and the analyzer's scans. Single-threaded. */
-#include "server/store.h"
+#include "server/store/store.h"
 
 #include <string.h>
 
 #include "common/alloc.h"
 #include "common/log.h"
-#include "server/store_int.h"
+#include "server/store/sqlite/store_int.h"
 
 /* ---- snapshots ---- */
 

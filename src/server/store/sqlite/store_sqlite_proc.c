@@ -2,14 +2,14 @@
  * proc_task_instances, proc_task_logs, proc_files (schema step 3 in store_schema.c). Files are
  * BLOB rows; a 30 MiB file is one row, written in the transaction that logs its upload, so a
  * file is either stored with its EXECUTION_FINISHED log or not at all. */
-#include "server/store_proc.h"
+#include "server/store/store_proc.h"
 
 #include <string.h>
 
 #include "common/alloc.h"
 #include "common/grow.h"
 #include "common/log.h"
-#include "server/store_int.h"
+#include "server/store/sqlite/store_int.h"
 
 #define PROC_LIST_DEFAULT 1000
 

@@ -1,16 +1,16 @@
 /* store_sqlite_registry.c - SQLite backend: services and instances (registered by agents),
  * profile tasks and their logs. Instance properties are kept as a JSON object text (the
  * backend's own column format, read back into rows here). Single-threaded. */
-#include "server/store.h"
+#include "server/store/store.h"
 
 #include <stdio.h>
 #include <string.h>
 
 #include "common/alloc.h"
 #include "common/log.h"
-#include "server/store_codec.h"
-#include "server/store_int.h"
-#include "server/utf8.h"
+#include "server/store/store_codec.h"
+#include "server/store/sqlite/store_int.h"
+#include "server/formats/utf8.h"
 
 #define TASK_COLUMNS                                                                               \
     "id, service, endpoint, start_time, duration_min, min_duration_threshold, dump_period, "       \

@@ -1,13 +1,13 @@
 /* store_sqlite_retention.c - SQLite backend: store_purge_before. Retention works per segment
  * (a segment's snapshots, task links and SegmentObject go together), then drops tasks, logs,
  * and the stacks and frames nothing refers to any more. One transaction. */
-#include "server/store.h"
+#include "server/store/store.h"
 
 #include "common/alloc.h"
 #include "common/err.h"
 #include "common/log.h"
-#include "server/store_codec.h"
-#include "server/store_int.h"
+#include "server/store/store_codec.h"
+#include "server/store/sqlite/store_int.h"
 
 /* ---- retention ---- */
 

@@ -3,7 +3,7 @@
  * id, service, instance, endpoint, start/end) plus its spans as one compact JSON text (the
  * backend's column format since schema v1, see docs/internals/store.md), written from and read
  * back into struct store_span rows here. Single-threaded, like the rest of the store. */
-#include "server/store.h"
+#include "server/store/store.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -12,9 +12,9 @@
 #include "common/alloc.h"
 #include "common/err.h"
 #include "common/log.h"
-#include "server/store_codec.h"
-#include "server/store_int.h"
-#include "server/utf8.h"
+#include "server/store/store_codec.h"
+#include "server/store/sqlite/store_int.h"
+#include "server/formats/utf8.h"
 
 static const char *str_or_empty(const char *s)
 {

@@ -1,15 +1,15 @@
 /* store_sqlite_stacks.c - SQLite backend: name → id references (segment and task ids become
  * small integers) and de-duplicated frames and stacks, through the bounded caches of
  * struct store (store_int.h). Single-threaded. */
-#include "server/store.h"
+#include "server/store/store.h"
 
 #include <string.h>
 
 #include "common/alloc.h"
 #include "common/log.h"
-#include "server/store_codec.h"
-#include "server/store_int.h"
-#include "server/utf8.h"
+#include "server/store/store_codec.h"
+#include "server/store/sqlite/store_int.h"
+#include "server/formats/utf8.h"
 
 /* ---- name → id references (segments, task keys) ---- */
 

@@ -11,7 +11,7 @@
 #include "common/sat.h"
 #include "server/analysis/analyzer.h"
 #include "harness/skp_alloc_faults.h"
-#include "store_test_util.h"
+#include "../store/store_test_util.h"
 
 struct expect_node {
     uint32_t id;

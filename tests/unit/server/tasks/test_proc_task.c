@@ -13,7 +13,7 @@
 #include "common/log.h"
 #include "server/tasks/proc_task.h"
 #include "server/store/store_proc.h"
-#include "store_test_util.h"
+#include "../store/store_test_util.h"
 
 #define T0 INT64_C(1796208570000)
 

@@ -202,11 +202,12 @@ def parse_tree(out):
 
 
 def t_analyze_tree():
-    want = [("A", 40, 0, 5, 0), ("B", 40, 30, 5, 1), ("C", 10, 10, 3, 2), ("D", 0, 0, 1, 2)]
+    # per-interval durations: each of the 5 dumps stands for 10 ms
+    want = [("A", 50, 0, 5, 0), ("B", 50, 10, 5, 1), ("C", 30, 30, 3, 2), ("D", 10, 10, 1, 2)]
     out = ok("analyze", "--segment", "seg-A")
     assert out.splitlines()[0].split() == ["DURATION(ms)", "SELF(ms)", "COUNT", "STACK"], out
     assert parse_tree(out) == want, out
-    assert "B\n" in out and re.search(r"^\s+40\s+30\*", out, re.M), out    # top self durations starred
+    assert "B\n" in out and re.search(r"^\s+30\s+30\*", out, re.M), out    # top self durations starred
     out = ok("analyze", "--segment", "seg-A", "--from", str(T0), "--to", str(T0 + 1040))
     assert parse_tree(out) == want, out
     # A window holding only the first two dumps: A, B, C with count 2.

@@ -1,15 +1,24 @@
-/* analyzer.c - stored snapshots → stack trees (spec §5.6, with OAP's cross-segment defects
- * fixed). Single-threaded; all memory is per call.
+/* analyzer.c - stored snapshots → stack trees (spec §5.6's tree, with OAP's cross-segment
+ * defects fixed and its duration estimate replaced, docs/accuracy.md). Single-threaded; all
+ * memory is per call.
  *
  * Design: samples are (segment, sequence, time, stack id). They are sorted by (segment,
  * sequence) and de-duplicated on that pair, so overlapping query windows count once and two
  * segments with equal sequence numbers stay apart. The trie is built once per distinct stack
  * id (the root→leaf node path is memoised), grouped into one tree per root frame, children
- * found through a (parent, frame) hash. Frame ids are unique per signature in the store, so
- * matching children by frame id is matching by signature. Durations are computed in the same
- * single pass: each node remembers the (segment, sequence, time) of the last sample that
- * reached it; a sample with the same segment and the next sequence extends the run and adds
- * its time step, which sums to Σ(last.time − first.time) over runs without per-node lists. */
+ * found through a (parent, key) hash. A key is a frame id (frame ids are unique per signature in
+ * the store, so matching children by frame id is matching by signature) or, by function, the id
+ * of the frame's function name (the signature without its line, interned here).
+ *
+ * Durations: the samples of one segment are folded together once its last sample is known.
+ * Its typical period is the median step between dumps of consecutive sequence numbers; a
+ * sample's interval is the step to the segment's next sample when that dump is the next
+ * sequence and the step is at most twice the typical period, else the typical period (or the
+ * step when shorter): a missing or late dump does not hand its time to the sample before it.
+ * The last sample gets the typical period. Every node on the sample's path gets the interval;
+ * a node is on a path once, so a recursive function's frames are separate nodes each counted
+ * once. Self durations (duration − children's) then equal the intervals of the samples whose
+ * leaf the node is. The old estimate (OAP's runs) stays selectable for bench/accuracy. */
 #include "server/analysis/analyzer.h"
 
 #include <stdio.h>
@@ -34,12 +43,13 @@ struct sample {
 };
 
 struct work_node {
-    uint32_t frame;
+    uint32_t key; /* frame id, or function id when by function */
     uint32_t parent;
     uint32_t first_child, last_child, next_sibling;
     uint32_t out; /* index in the output tree (flatten) */
     uint64_t count;
     int64_t duration;
+    /* OAP's runs (ANALYZE_EST_OAP_RUNS only) */
     int64_t last_time;
     uint32_t last_seg;
     int32_t last_seq;
@@ -49,18 +59,34 @@ struct work_node {
 struct actx {
     struct store *st;
     skp_err err; /* first failure inside a scan callback */
+    bool by_function;
+    enum analyze_estimator est;
     struct sample *samples;
     size_t n_samples, cap_samples;
 
     struct work_node *nodes;
     size_t n_nodes, cap_nodes;
-    struct skpx_u64map root_by_frame; /* frame id → root node */
-    struct skpx_u64map child_of;      /* parent node << 32 | frame id → child node */
-    uint32_t *roots;                  /* root nodes in first-seen order */
+    struct skpx_u64map root_by_key; /* key → root node */
+    struct skpx_u64map child_of;    /* parent node << 32 | key → child node */
+    uint32_t *roots;                /* root nodes in first-seen order */
     size_t n_roots, cap_roots;
     struct skpx_u64map path_by_stack; /* stack id → offset << 24 | length in paths */
     uint32_t *paths;
     size_t n_paths, cap_paths;
+    /* by function */
+    struct skpx_u64map func_of_frame; /* frame id → function id */
+    struct skpx_strmap func_ids;      /* function name → id (owns the names) */
+    const char **func_names;          /* id → the map's copy of the name */
+    size_t cap_func_names;
+    uint32_t *frame_copy; /* a stack's frames, copied before looking signatures up */
+    size_t cap_frame_copy;
+    char *name_buf;
+    size_t cap_name_buf;
+    /* intervals */
+    int64_t *steps; /* one segment's steps between consecutive dumps (median) */
+    size_t cap_steps;
+    struct skpx_u64map period_of_seg; /* segment → its task's dump period, the fallback */
+    int64_t cur_period;               /* the fallback of the segments being scanned */
 
     uint64_t used; /* samples folded with a non-empty stack */
     /* streaming (stream_cb) */
@@ -74,11 +100,36 @@ static void actx_cleanup(struct actx *c)
 {
     skpx_free(c->samples);
     skpx_free(c->nodes);
-    skpx_u64map_cleanup(&c->root_by_frame);
+    skpx_u64map_cleanup(&c->root_by_key);
     skpx_u64map_cleanup(&c->child_of);
     skpx_free(c->roots);
     skpx_u64map_cleanup(&c->path_by_stack);
     skpx_free(c->paths);
+    skpx_u64map_cleanup(&c->func_of_frame);
+    skpx_strmap_cleanup(&c->func_ids);
+    skpx_free(c->func_names);
+    skpx_free(c->frame_copy);
+    skpx_free(c->name_buf);
+    skpx_free(c->steps);
+    skpx_u64map_cleanup(&c->period_of_seg);
+}
+
+static void actx_init(struct actx *c, struct store *st, const struct analyze_opts *opts)
+{
+    *c = (struct actx){.st = st};
+    if (opts) {
+        c->max = opts->max_snapshots;
+        c->by_function = opts->by_function;
+        c->est = opts->estimator;
+    }
+}
+
+static skp_err note_period(struct actx *c, uint32_t seg)
+{
+    uint64_t v;
+    if (c->cur_period <= 0 || skpx_u64map_get(&c->period_of_seg, seg, &v))
+        return SKP_OK;
+    return skpx_u64map_put(&c->period_of_seg, seg, (uint64_t)c->cur_period);
 }
 
 static void collect_cb(void *ud, const struct store_sample *s)
@@ -90,6 +141,7 @@ static void collect_cb(void *ud, const struct store_sample *s)
         c->err = SKP_ENOMEM;
         return;
     }
+    c->err = note_period(c, s->segment);
     c->samples[c->n_samples++] = (struct sample){
         .seg = s->segment, .seq = s->sequence, .time = s->time_ms, .stack = s->stack};
 }
@@ -121,20 +173,20 @@ static void sort_dedupe(struct actx *c)
     c->n_samples = w;
 }
 
-static skp_err new_node(struct actx *c, uint32_t frame, uint32_t parent, uint32_t *out)
+static skp_err new_node(struct actx *c, uint32_t key, uint32_t parent, uint32_t *out)
 {
     if (c->n_nodes >= NO_NODE - 1)
         return SKP_ENOMEM;
     if (skpx_grow(&c->nodes, &c->cap_nodes, c->n_nodes + 1, sizeof(*c->nodes), 64))
         return SKP_ENOMEM;
     uint32_t idx = (uint32_t)c->n_nodes;
-    c->nodes[idx] = (struct work_node){.frame = frame,
+    c->nodes[idx] = (struct work_node){.key = key,
                                        .parent = parent,
                                        .first_child = NO_NODE,
                                        .last_child = NO_NODE,
                                        .next_sibling = NO_NODE};
     if (parent != NO_NODE) {
-        skp_err err = skpx_u64map_put(&c->child_of, (uint64_t)parent << 32 | frame, idx);
+        skp_err err = skpx_u64map_put(&c->child_of, (uint64_t)parent << 32 | key, idx);
         if (err)
             return err;
         struct work_node *p = &c->nodes[parent];
@@ -149,6 +201,107 @@ static skp_err new_node(struct actx *c, uint32_t frame, uint32_t parent, uint32_
     return SKP_OK;
 }
 
+static bool is_digit(char c)
+{
+    return c >= '0' && c <= '9';
+}
+
+size_t analysis_function_len(const char *sig, bool *close_paren)
+{
+    size_t n = strlen(sig);
+    *close_paren = false;
+    /* "<name>: 12" / "<name>:12" (Python, Java): the name ends before the spaces and colon */
+    size_t i = n;
+    while (i > 0 && is_digit(sig[i - 1]))
+        i--;
+    if (i < n && i > 0) {
+        size_t c = i;
+        while (c > 0 && sig[c - 1] == ' ')
+            c--;
+        if (c > 0 && sig[c - 1] == ':') {
+            size_t e = c - 1;
+            while (e > 0 && sig[e - 1] == ' ')
+                e--;
+            if (e > 0)
+                return e;
+        }
+    }
+    /* "<name> (<file>:12)" (native, Go): drop ":12" inside the last parentheses */
+    if (n > 2 && sig[n - 1] == ')') {
+        size_t j = n - 1;
+        while (j > 0 && is_digit(sig[j - 1]))
+            j--;
+        if (j < n - 1 && j > 0 && sig[j - 1] == ':') {
+            size_t k = j - 1;
+            while (k > 0 && sig[k - 1] != '(' && sig[k - 1] != ')')
+                k--;
+            if (k > 0 && sig[k - 1] == '(') {
+                *close_paren = true;
+                return j - 1;
+            }
+        }
+    }
+    return n;
+}
+
+/* By function: the id of the function `frame` belongs to (its signature without the line,
+ * analysis_function_len's rule, also the compare page's and the web UI's frames.js). */
+static skp_err function_key(struct actx *c, uint32_t frame, uint32_t *key)
+{
+    uint64_t v;
+    if (skpx_u64map_get(&c->func_of_frame, frame, &v)) {
+        *key = (uint32_t)v;
+        return SKP_OK;
+    }
+    const char *sig = NULL;
+    skp_err err = store_get_frame(c->st, frame, &sig);
+    if (err)
+        return err;
+    bool paren;
+    size_t len = analysis_function_len(sig, &paren);
+    if (skpx_grow(&c->name_buf, &c->cap_name_buf, len + 2, 1, 256))
+        return SKP_ENOMEM;
+    memcpy(c->name_buf, sig, len);
+    if (paren)
+        c->name_buf[len++] = ')';
+    c->name_buf[len] = '\0';
+    uint32_t id;
+    if (!skpx_strmap_get(&c->func_ids, c->name_buf, &id)) {
+        if (c->func_ids.n >= NO_NODE - 1)
+            return SKP_ENOMEM;
+        id = (uint32_t)c->func_ids.n;
+        err = skpx_grow(&c->func_names, &c->cap_func_names, (size_t)id + 1, sizeof(*c->func_names),
+                        64);
+        if (!err)
+            err = skpx_strmap_put(&c->func_ids, c->name_buf, id);
+        if (err)
+            return err;
+        (void)skpx_strmap_find(&c->func_ids, c->name_buf, &id, &c->func_names[id]);
+    }
+    *key = id;
+    return skpx_u64map_put(&c->func_of_frame, frame, id);
+}
+
+/* The keys of a stack's frames: the frame ids, or (by function) their function ids in
+ * c->frame_copy. */
+static skp_err stack_keys(struct actx *c, uint32_t stack, const uint32_t **keys, size_t *n)
+{
+    skp_err err = store_get_stack(c->st, stack, keys, n);
+    if (err || !c->by_function || *n == 0)
+        return err;
+    /* store_get_frame invalidates the store's frames: copy them first */
+    if (skpx_grow(&c->frame_copy, &c->cap_frame_copy, *n, sizeof(*c->frame_copy), 64))
+        return SKP_ENOMEM;
+    memcpy(c->frame_copy, *keys, *n * sizeof(*c->frame_copy));
+    for (size_t i = 0; i < *n; i++) {
+        err = function_key(c, c->frame_copy[i], &c->frame_copy[i]);
+        if (err)
+            return err;
+    }
+    *keys = c->frame_copy;
+    return SKP_OK;
+}
+
 /* Returns (building it on first use) the node path root→leaf of `stack`. */
 static skp_err stack_path(struct actx *c, uint32_t stack, const uint32_t **path, size_t *len)
 {
@@ -158,9 +311,9 @@ static skp_err stack_path(struct actx *c, uint32_t stack, const uint32_t **path,
         *path = c->paths + (memo >> PATH_LEN_BITS);
         return SKP_OK;
     }
-    const uint32_t *frames = NULL;
+    const uint32_t *keys = NULL;
     size_t n = 0;
-    skp_err err = store_get_stack(c->st, stack, &frames, &n);
+    skp_err err = stack_keys(c, stack, &keys, &n);
     if (err)
         return err;
     if (n >= (1u << PATH_LEN_BITS))
@@ -170,15 +323,15 @@ static skp_err stack_path(struct actx *c, uint32_t stack, const uint32_t **path,
     size_t off = c->n_paths;
     uint32_t *p = c->paths + off;
     if (n > 0) {
-        /* `frames` stays valid: nothing below calls into the store */
+        /* `keys` stays valid: nothing below calls into the store */
         uint64_t v;
         uint32_t cur;
-        if (skpx_u64map_get(&c->root_by_frame, frames[0], &v)) {
+        if (skpx_u64map_get(&c->root_by_key, keys[0], &v)) {
             cur = (uint32_t)v;
         } else {
-            err = new_node(c, frames[0], NO_NODE, &cur);
+            err = new_node(c, keys[0], NO_NODE, &cur);
             if (!err)
-                err = skpx_u64map_put(&c->root_by_frame, frames[0], cur);
+                err = skpx_u64map_put(&c->root_by_key, keys[0], cur);
             if (!err)
                 err = skpx_grow(&c->roots, &c->cap_roots, c->n_roots + 1, sizeof(*c->roots), 64);
             if (err)
@@ -187,10 +340,10 @@ static skp_err stack_path(struct actx *c, uint32_t stack, const uint32_t **path,
         }
         p[0] = cur;
         for (size_t d = 1; d < n; d++) {
-            if (skpx_u64map_get(&c->child_of, (uint64_t)cur << 32 | frames[d], &v)) {
+            if (skpx_u64map_get(&c->child_of, (uint64_t)cur << 32 | keys[d], &v)) {
                 cur = (uint32_t)v;
             } else {
-                err = new_node(c, frames[d], cur, &cur);
+                err = new_node(c, keys[d], cur, &cur);
                 if (err)
                     return err;
             }
@@ -206,9 +359,23 @@ static skp_err stack_path(struct actx *c, uint32_t stack, const uint32_t **path,
     return SKP_OK;
 }
 
-/* Folds one sample into the trie: counts and run durations. Samples must arrive in
- * (segment, sequence) order without repeats. Counts non-empty stacks in c->used. */
-static skp_err fold(struct actx *c, const struct sample *s)
+/* OAP's estimate: a sample with the same segment and the next sequence as the last sample that
+ * reached a node extends the node's run by its time step, which sums to Σ(last.time −
+ * first.time) over runs. Samples must arrive in (segment, sequence) order without repeats. */
+static void fold_runs(struct work_node *nd, const struct sample *s)
+{
+    if (nd->has_last && nd->last_seg == s->seg && nd->last_seq != INT32_MAX &&
+        nd->last_seq + 1 == s->seq)
+        nd->duration = skpx_sat_add_i64(nd->duration, skpx_sat_sub_i64(s->time, nd->last_time));
+    nd->has_last = true;
+    nd->last_seg = s->seg;
+    nd->last_seq = s->seq;
+    nd->last_time = s->time;
+}
+
+/* Folds one sample into the trie: its count and either its interval (intervals) or its run
+ * step (OAP). Counts non-empty stacks in c->used. */
+static skp_err fold(struct actx *c, const struct sample *s, int64_t interval)
 {
     const uint32_t *path = NULL;
     size_t len = 0;
@@ -216,24 +383,97 @@ static skp_err fold(struct actx *c, const struct sample *s)
     if (err)
         return err;
     if (len == 0)
-        return SKP_OK; /* empty stacks are dropped, as in OAP */
+        return SKP_OK; /* empty stacks are dropped, as in OAP (their time goes to nothing) */
     c->used++;
     for (size_t d = 0; d < len; d++) {
         struct work_node *nd = &c->nodes[path[d]];
         nd->count++;
-        if (nd->has_last && nd->last_seg == s->seg && nd->last_seq != INT32_MAX &&
-            nd->last_seq + 1 == s->seq)
-            nd->duration = skpx_sat_add_i64(nd->duration, skpx_sat_sub_i64(s->time, nd->last_time));
-        nd->has_last = true;
-        nd->last_seg = s->seg;
-        nd->last_seq = s->seq;
-        nd->last_time = s->time;
+        if (c->est == ANALYZE_EST_OAP_RUNS)
+            fold_runs(nd, s);
+        else
+            nd->duration = skpx_sat_add_i64(nd->duration, interval);
     }
     return SKP_OK;
 }
 
-/* Whole-task and whole-segment scans arrive ordered by (segment, sequence), so they are folded
- * as they stream by: memory stays O(trie + distinct stacks) whatever the task's size. */
+static int cmp_i64(const void *a, const void *b)
+{
+    int64_t x = *(const int64_t *)a, y = *(const int64_t *)b;
+    return (x > y) - (x < y);
+}
+
+static bool next_in_sequence(const struct sample *a, const struct sample *b)
+{
+    return a->seq != INT32_MAX && a->seq + 1 == b->seq;
+}
+
+/* The segment's typical dump period: the median positive step between dumps of consecutive
+ * sequences; without one, its task's dump period (0 when unknown). */
+static skp_err typical_period(struct actx *c, const struct sample *s, size_t n, int64_t *out)
+{
+    size_t k = 0;
+    if (n > 1 && skpx_grow(&c->steps, &c->cap_steps, n - 1, sizeof(*c->steps), 64))
+        return SKP_ENOMEM;
+    for (size_t i = 0; i + 1 < n; i++) {
+        int64_t step = skpx_sat_sub_i64(s[i + 1].time, s[i].time);
+        if (next_in_sequence(&s[i], &s[i + 1]) && step > 0)
+            c->steps[k++] = step;
+    }
+    if (k > 0) {
+        qsort(c->steps, k, sizeof(*c->steps), cmp_i64);
+        *out = c->steps[k / 2];
+        return SKP_OK;
+    }
+    uint64_t v = 0;
+    *out = n > 0 && skpx_u64map_get(&c->period_of_seg, s[0].seg, &v) ? (int64_t)v : c->cur_period;
+    return SKP_OK;
+}
+
+/* The interval sample s[i] stands for (file comment). */
+static int64_t interval_of(const struct sample *s, size_t n, size_t i, int64_t period)
+{
+    if (i + 1 >= n)
+        return period;
+    int64_t step = skpx_sat_sub_i64(s[i + 1].time, s[i].time);
+    if (step < 0)
+        return period; /* the agent's clock went back */
+    bool whole = next_in_sequence(&s[i], &s[i + 1]) &&
+                 (period <= 0 || step <= skpx_sat_add_i64(period, period));
+    if (whole)
+        return step;
+    return step < period ? step : period;
+}
+
+/* Folds the samples of one segment (ordered by sequence, no repeats). */
+static skp_err fold_segment(struct actx *c, const struct sample *s, size_t n)
+{
+    int64_t period = 0;
+    skp_err err = SKP_OK;
+    if (c->est != ANALYZE_EST_OAP_RUNS)
+        err = typical_period(c, s, n, &period);
+    for (size_t i = 0; i < n && !err; i++)
+        err = fold(c, &s[i], c->est == ANALYZE_EST_OAP_RUNS ? 0 : interval_of(s, n, i, period));
+    return err;
+}
+
+/* Folds c->samples (ordered by (segment, sequence), no repeats) one segment at a time. */
+static skp_err fold_all(struct actx *c)
+{
+    size_t lo = 0;
+    skp_err err = SKP_OK;
+    for (size_t i = 1; i <= c->n_samples && !err; i++) {
+        if (i == c->n_samples || c->samples[i].seg != c->samples[lo].seg) {
+            err = fold_segment(c, c->samples + lo, i - lo);
+            lo = i;
+        }
+    }
+    c->n_samples = 0;
+    return err;
+}
+
+/* Whole-task and whole-segment scans arrive ordered by (segment, sequence): each segment's
+ * samples are buffered and folded when the next segment starts (or the scan ends), so memory
+ * stays O(trie + distinct stacks + one segment's dumps) whatever the task's size. */
 static void stream_cb(void *ud, const struct store_sample *ss)
 {
     struct actx *c = ud;
@@ -255,12 +495,18 @@ static void stream_cb(void *ud, const struct store_sample *ss)
     c->found++;
     if (c->max && c->found > c->max)
         return; /* beyond the cap: counted for the tip only */
-    c->err = fold(c, &s);
+    if (c->n_samples > 0 && c->samples[0].seg != s.seg)
+        c->err = fold_all(c);
+    if (!c->err &&
+        skpx_grow(&c->samples, &c->cap_samples, c->n_samples + 1, sizeof(*c->samples), 64))
+        c->err = SKP_ENOMEM;
+    if (!c->err)
+        c->samples[c->n_samples++] = s;
 }
 
 /* Signatures are copied into one arena block owned by the analysis. */
 struct sig_ref {
-    uint32_t frame;
+    uint32_t key;
     const char *sig; /* store-owned until copied */
     size_t off;
 };
@@ -298,30 +544,36 @@ static void sig_table_cleanup(struct sig_table *t)
     skpx_free(t->arena);
 }
 
-static const char *sig_of(const struct sig_table *t, uint32_t frame)
+static const char *sig_of(const struct sig_table *t, uint32_t key)
 {
     uint64_t v = 0;
-    (void)skpx_u64map_get(&t->idx, frame, &v);
+    (void)skpx_u64map_get(&t->idx, key, &v);
     return t->arena + t->refs[v].off;
 }
 
-/* Step 1: distinct frames → signatures (borrowed from the store's cache, then copied). */
+/* Step 1: distinct keys → signatures (borrowed from the store's cache or the function names,
+ * then copied). */
 static skp_err collect_signatures(struct actx *c, struct sig_table *t)
 {
     size_t total = 0;
     for (size_t i = 0; i < c->n_nodes; i++) {
         uint64_t v;
-        if (skpx_u64map_get(&t->idx, c->nodes[i].frame, &v))
+        uint32_t key = c->nodes[i].key;
+        if (skpx_u64map_get(&t->idx, key, &v))
             continue;
         const char *sig = NULL;
-        skp_err err = store_get_frame(c->st, c->nodes[i].frame, &sig);
+        skp_err err = SKP_OK;
+        if (c->by_function)
+            sig = c->func_names[key];
+        else
+            err = store_get_frame(c->st, key, &sig);
         if (err)
             return err;
         if (skpx_grow(&t->refs, &t->cap_refs, t->n_refs + 1, sizeof(*t->refs), 64))
             return SKP_ENOMEM;
-        t->refs[t->n_refs] = (struct sig_ref){.frame = c->nodes[i].frame, .sig = sig, .off = total};
+        t->refs[t->n_refs] = (struct sig_ref){.key = key, .sig = sig, .off = total};
         total += strlen(sig) + 1;
-        err = skpx_u64map_put(&t->idx, c->nodes[i].frame, t->n_refs);
+        err = skpx_u64map_put(&t->idx, key, t->n_refs);
         if (err)
             return err;
         t->n_refs++;
@@ -344,7 +596,7 @@ static skp_err order_roots(struct actx *c, const struct sig_table *t, struct roo
     for (size_t i = 0; i < c->n_roots; i++)
         order[i] = (struct root_order){.node = c->roots[i],
                                        .count = c->nodes[c->roots[i]].count,
-                                       .sig = sig_of(t, c->nodes[c->roots[i]].frame),
+                                       .sig = sig_of(t, c->nodes[c->roots[i]].key),
                                        .first_seen = i};
     qsort(order, c->n_roots, sizeof(*order), cmp_roots);
     return SKP_OK;
@@ -377,7 +629,7 @@ static skp_err emit_tree(struct actx *c, const struct sig_table *t, uint32_t roo
             children = skpx_sat_add_i64(children, c->nodes[ch].duration);
         o->id = (uint32_t)i + 1;
         o->parent_id = w->parent == NO_NODE ? 0 : c->nodes[w->parent].out + 1;
-        o->code_signature = sig_of(t, w->frame);
+        o->code_signature = sig_of(t, w->key);
         o->duration = w->duration;
         o->duration_child_excluded = skpx_sat_sub_i64(w->duration, children);
         o->count = w->count;
@@ -461,17 +713,39 @@ out:
     return SKP_OK;
 }
 
+/* The dump period of the task of a segment's snapshots (0 when unknown): the interval of a
+ * segment whose own dumps show no period (a single dump). */
+static skp_err segment_period(struct store *st, const char *segment_id, int64_t *out)
+{
+    struct store_segment_info info = {0};
+    skp_err err = store_get_segment_info(st, segment_id, &info);
+    *out = !err && info.dump_period > 0 ? info.dump_period : 0;
+    store_segment_info_cleanup(&info);
+    return err == SKP_ENOTFOUND ? SKP_OK : err;
+}
+
+static skp_err task_period(struct store *st, const char *task_id, int64_t *out)
+{
+    struct store_task t = {0};
+    skp_err err = store_get_task(st, task_id, &t);
+    *out = !err && t.dump_period > 0 ? t.dump_period : 0;
+    store_task_cleanup(&t);
+    return err == SKP_ENOTFOUND ? SKP_OK : err;
+}
+
 skp_err analyze_segments(struct store *st, const struct analyze_query *q, size_t n,
                          const struct analyze_opts *opts, struct analysis **out)
 {
     *out = NULL;
     if (!st || (n && !q))
         return SKP_EINVAL;
-    uint64_t max = opts ? opts->max_snapshots : 0;
-    struct actx c = {.st = st};
+    struct actx c;
+    actx_init(&c, st, opts);
+    uint64_t max = c.max;
     uint64_t found = 0, budget = max;
     bool any = false, capped = false;
     skp_err err = SKP_OK;
+    const char *last_id = NULL;
     for (size_t i = 0; i < n; i++) {
         if (!q[i].segment_id)
             continue;
@@ -499,15 +773,19 @@ skp_err analyze_segments(struct store *st, const struct analyze_query *q, size_t
             }
             budget -= window;
         }
-        err = store_scan_segment(st, q[i].segment_id, lo, hi, collect_cb, &c);
+        if (!last_id || strcmp(last_id, q[i].segment_id) != 0) {
+            err = segment_period(st, q[i].segment_id, &c.cur_period);
+            last_id = q[i].segment_id;
+        }
+        if (!err)
+            err = store_scan_segment(st, q[i].segment_id, lo, hi, collect_cb, &c);
         if (!err)
             err = c.err;
         if (err)
             goto out;
     }
     sort_dedupe(&c);
-    for (size_t i = 0; i < c.n_samples && !err; i++)
-        err = fold(&c, &c.samples[i]);
+    err = fold_all(&c);
     if (!err)
         err = build_result(&c, found, max, capped, any, out);
 out:
@@ -517,6 +795,9 @@ out:
 
 static skp_err streamed_result(struct actx *c, struct analysis **out)
 {
+    skp_err err = fold_all(c);
+    if (err)
+        return err;
     bool capped = c->max && c->found > c->max;
     return build_result(c, c->found, c->max, capped, c->found > 0, out);
 }
@@ -527,8 +808,11 @@ skp_err analyze_task(struct store *st, const char *task_id, const struct analyze
     *out = NULL;
     if (!st || !task_id)
         return SKP_EINVAL;
-    struct actx c = {.st = st, .max = opts ? opts->max_snapshots : 0};
-    skp_err err = store_scan_task(st, task_id, stream_cb, &c);
+    struct actx c;
+    actx_init(&c, st, opts);
+    skp_err err = task_period(st, task_id, &c.cur_period);
+    if (!err)
+        err = store_scan_task(st, task_id, stream_cb, &c);
     if (!err)
         err = c.err;
     if (!err)
@@ -543,8 +827,11 @@ skp_err analyze_segment_all(struct store *st, const char *segment_id,
     *out = NULL;
     if (!st || !segment_id)
         return SKP_EINVAL;
-    struct actx c = {.st = st, .max = opts ? opts->max_snapshots : 0};
-    skp_err err = store_scan_segment(st, segment_id, INT32_MIN, INT32_MAX, stream_cb, &c);
+    struct actx c;
+    actx_init(&c, st, opts);
+    skp_err err = segment_period(st, segment_id, &c.cur_period);
+    if (!err)
+        err = store_scan_segment(st, segment_id, INT32_MIN, INT32_MAX, stream_cb, &c);
     if (!err)
         err = c.err;
     if (!err)

@@ -1,7 +1,11 @@
-/* analyzer.h - turns stored snapshots into stack trees (SkyWalking's ProfileAnalyzer, spec §5.6)
- * with OAP's defects fixed: sequences are per segment (runs never join snapshots of different
- * segments, de-duplication is by (segment, sequence)), and the snapshot cap is configurable
- * (0 = none; default none) with OAP's `tip` when it applies.
+/* analyzer.h - turns stored snapshots into stack trees: SkyWalking's ProfileAnalyzer tree (spec
+ * §5.6: one trie per root frame, BFS ids, OAP's tip and snapshot cap) with its defects fixed:
+ * sequences are per segment (de-duplication is by (segment, sequence)), the snapshot cap is
+ * configurable (0 = none; default none), and durations are estimated per dump interval rather
+ * than from runs of consecutive dumps (docs/accuracy.md): every dump stands for the time to the
+ * next dump of its segment (capped where a dump is missing), every frame of its stack gets that
+ * interval and the leaf gets it as self time. Frames are lines (the stored signatures) or, with
+ * by_function, functions (the signature without its line, analysis_function_len).
  *
  * The result is a plain tree (struct analysis) that the HTTP API serialises to
  * {tip, trees:[{elements:[{id,parentId,codeSignature,duration,durationChildExcluded,count}]}]}
@@ -10,6 +14,7 @@
 #define SKP_SERVER_ANALYZER_H
 
 #include <jansson.h>
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -22,8 +27,19 @@ struct analyze_query {
     int64_t end_ms;   /* inclusive */
 };
 
+/* How durations are estimated. */
+enum analyze_estimator {
+    ANALYZE_EST_INTERVALS = 0, /* the product's: each dump's interval goes to its whole stack */
+    ANALYZE_EST_OAP_RUNS = 1,  /* OAP's runs of consecutive dumps (spec §5.6 step 9), kept for
+                                * bench/accuracy's old-vs-new comparison only */
+};
+
+/* Zero-initialised = no cap, lines, intervals. */
 struct analyze_opts {
     uint64_t max_snapshots; /* 0 = unlimited */
+    bool by_function;       /* frames are functions: lines of a function merged before the
+                             * tree is built, durations computed on that tree */
+    enum analyze_estimator estimator;
 };
 
 /* One node; trees are stored flat in BFS order, ids 1..n per tree, root parent_id 0. */
@@ -62,6 +78,11 @@ SKP_MUST_CHECK skp_err analyze_task(struct store *st, const char *task_id,
 /* Analyses a segment's whole life (all its snapshots). */
 SKP_MUST_CHECK skp_err analyze_segment_all(struct store *st, const char *segment_id,
                                            const struct analyze_opts *opts, struct analysis **out);
+/* The function a code signature names: its length in `sig` and whether ")" follows it (the
+ * native form "f (file.c:12)" -> the first 9 bytes + ")"; "file.py.f: 12" -> "file.py.f"). The
+ * one rule of function granularity for trace analyses and compare; the web UI's frames.js
+ * functionOf is its twin. Pure. */
+size_t analysis_function_len(const char *sig, bool *close_paren);
 /* Frees tip, every trees[i].nodes, trees, _arena and a itself (all skpx-allocated, so a
  * hand-built analysis can be freed too). NULL ok. */
 void analysis_free(struct analysis *a);

@@ -54,47 +54,9 @@ static skp_err intern(struct merger *m, const char *sig, uint32_t *id)
     return SKP_OK;
 }
 
-static bool is_digit(char c)
-{
-    return c >= '0' && c <= '9';
-}
-
 size_t compare_function_len(const char *sig, bool *close_paren)
 {
-    size_t n = strlen(sig);
-    *close_paren = false;
-    /* "<name>: 12" / "<name>:12" (Python, Java): the name ends before the spaces and colon */
-    size_t i = n;
-    while (i > 0 && is_digit(sig[i - 1]))
-        i--;
-    if (i < n && i > 0) {
-        size_t c = i;
-        while (c > 0 && sig[c - 1] == ' ')
-            c--;
-        if (c > 0 && sig[c - 1] == ':') {
-            size_t e = c - 1;
-            while (e > 0 && sig[e - 1] == ' ')
-                e--;
-            if (e > 0)
-                return e;
-        }
-    }
-    /* "<name> (<file>:12)" (native, Go): drop ":12" inside the last parentheses */
-    if (n > 2 && sig[n - 1] == ')') {
-        size_t j = n - 1;
-        while (j > 0 && is_digit(sig[j - 1]))
-            j--;
-        if (j < n - 1 && j > 0 && sig[j - 1] == ':') {
-            size_t k = j - 1;
-            while (k > 0 && sig[k - 1] != '(' && sig[k - 1] != ')')
-                k--;
-            if (k > 0 && sig[k - 1] == '(') {
-                *close_paren = true;
-                return j - 1;
-            }
-        }
-    }
-    return n;
+    return analysis_function_len(sig, close_paren); /* one rule for every trace analysis */
 }
 
 /* `text` (NUL-terminated) as a name owned by m->names (stable until compare_free). */

@@ -70,8 +70,7 @@ struct compare_result {
 SKP_MUST_CHECK skp_err compare_analyses(const struct analysis *base, const struct analysis *target,
                                         bool by_function, struct compare_result **out);
 
-/* The function a signature names: its length in `sig` and whether ")" follows it (native form:
- * "f (file.c:12)" -> the first 9 bytes + ")"). Pure. */
+/* The function a signature names (analysis_function_len, analyzer.h: the one rule). Pure. */
 size_t compare_function_len(const char *sig, bool *close_paren);
 
 /* Share of a node on one side: weight / total (0 when the total is 0). Pure. */

@@ -215,7 +215,7 @@ def check_example_tree(an):
     assert int(A["parentId"]) == 0 and int(B["parentId"]) == int(A["id"]), els
     assert int(C["parentId"]) == int(B["id"]) and int(D["parentId"]) == int(B["id"]), els
     got = {k: (int(v["count"]), int(v["duration"]), int(v["durationChildExcluded"])) for k, v in e.items()}
-    assert got == {"A": (5, 40, 0), "B": (5, 40, 30), "C": (3, 10, 10), "D": (1, 0, 0)}, got
+    assert got == {"A": (5, 50, 0), "B": (5, 50, 10), "C": (3, 30, 30), "D": (1, 10, 10)}, got
 
 
 def t_snapshots_segments_analyze_finish():

@@ -167,7 +167,7 @@ def t_out_of_order():
     st, an = S.json("GET", "/api/v1/profile/segments/seg-ooo/analyze", expect=200)
     e = by_sig(an["trees"][0])
     got = {k: (int(v["count"]), int(v["duration"]), int(v["durationChildExcluded"])) for k, v in e.items()}
-    assert got == {"A": (5, 40, 0), "B": (5, 40, 30), "C": (3, 10, 10), "D": (1, 0, 0)}, got
+    assert got == {"A": (5, 50, 0), "B": (5, 50, 10), "C": (3, 30, 30), "D": (1, 10, 10)}, got
 
 
 def t_empty_stream():

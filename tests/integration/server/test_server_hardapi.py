@@ -54,8 +54,9 @@ def t_extreme_agent_times(S):
     assert seg and seg[0]["start"] == I64_MIN and seg[0]["duration"] == I64_MAX, seg
     st, a = S.json("GET", "/api/v1/profile/tasks/%s/analyze" % tid, expect=200)
     root = [e for e in a["trees"][0]["elements"] if e["codeSignature"] == "A"][0]
-    # MAX - MIN clamps to MAX, then MIN - MAX clamps to MIN: MAX + MIN = -1, never a wrap
-    assert int(root["duration"]) == -1, root
+    # steps MAX - MIN clamp to MAX; the step back (MIN - MAX) gets the typical period (MAX):
+    # every sum saturates at MAX, never a wrap
+    assert int(root["duration"]) == I64_MAX, root
     b = [e for e in a["trees"][0]["elements"] if e["codeSignature"] == "B"][0]
     assert int(b["duration"]) == I64_MAX, b
     st, a = S.json("GET", "/api/v1/profile/segments/seg-x/analyze", expect=200)

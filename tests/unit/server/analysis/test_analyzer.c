@@ -1,10 +1,15 @@
 /* Unit tests for src/server/analysis/analyzer.c over a real SQLite store: the spec's worked example
- * (§5.6), per-segment sequences, de-duplication of overlapping windows, sequence windows,
- * runs and gaps, empty stacks, several roots, the snapshot cap and its tip, JSON shape. */
+ * (§5.6) with per-interval durations, per-segment sequences, de-duplication of overlapping
+ * windows, sequence windows, missing and late dumps, empty stacks, several roots, the snapshot
+ * cap and its tip, JSON shape; line-changing loops and alternating functions whose truth is known
+ * by construction (and OAP's run estimate, still selectable for bench/accuracy, getting them
+ * wrong); function granularity; recursion. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <stdio.h>
+#include <string.h>
 
 #include <cmocka.h>
 
@@ -46,11 +51,13 @@ static void add_worked_example(struct store *st, const char *task, const char *s
     assert_int_equal(tu_add(st, task, seg, 4, 1040, "A,B,C"), SKP_OK);
 }
 
+/* Every dump stands for 10 ms (the last one for the typical period, 10 ms). OAP's runs gave
+ * A 40, B 40 (self 30), C 10, D 0. */
 static const struct expect_node k_worked[] = {
-    {1, 0, "A", 5, 40, 0},
-    {2, 1, "B", 5, 40, 30},
-    {3, 2, "C", 3, 10, 10},
-    {4, 2, "D", 1, 0, 0},
+    {1, 0, "A", 5, 50, 0},
+    {2, 1, "B", 5, 50, 10},
+    {3, 2, "C", 3, 30, 30},
+    {4, 2, "D", 1, 10, 10},
 };
 
 static void worked_example_exact(void **state)
@@ -94,9 +101,9 @@ static void segments_keep_their_own_sequences(void **state)
     struct analysis *a = NULL;
     assert_int_equal(analyze_task(f->st, "t", NULL, &a), SKP_OK);
     const struct expect_node e[] = {
-        {1, 0, "A", 6, 40, 0},
-        {2, 1, "B", 3, 20, 20},
-        {3, 1, "C", 3, 20, 20},
+        {1, 0, "A", 6, 60, 0},
+        {2, 1, "B", 3, 30, 30},
+        {3, 1, "C", 3, 30, 30},
     };
     assert_int_equal(a->n_trees, 1);
     check_tree(&a->trees[0], e, 3);
@@ -112,14 +119,14 @@ static void segments_keep_their_own_sequences(void **state)
 static void runs_never_join_across_segments(void **state)
 {
     struct fixture *f = *state;
-    /* s1 has seq 0,1; s2 has seq 2,3 far later: joining them would give 4010 */
+    /* s1 has seq 0,1; s2 has seq 2,3 far later: joining them would give the 4 s between */
     assert_int_equal(tu_add(f->st, "t", "s1", 0, 1000, "A"), SKP_OK);
     assert_int_equal(tu_add(f->st, "t", "s1", 1, 1010, "A"), SKP_OK);
     assert_int_equal(tu_add(f->st, "t", "s2", 2, 5000, "A"), SKP_OK);
     assert_int_equal(tu_add(f->st, "t", "s2", 3, 5010, "A"), SKP_OK);
     struct analysis *a = NULL;
     assert_int_equal(analyze_task(f->st, "t", NULL, &a), SKP_OK);
-    const struct expect_node e[] = {{1, 0, "A", 4, 20, 20}};
+    const struct expect_node e[] = {{1, 0, "A", 4, 40, 40}};
     check_tree(&a->trees[0], e, 1);
     analysis_free(a);
 }
@@ -152,13 +159,14 @@ static void window_by_time_then_fetch_by_sequence(void **state)
     struct analyze_query q = {"s1", 1005, 1035};
     struct analysis *a = NULL;
     assert_int_equal(analyze_segments(f->st, &q, 1, NULL, &a), SKP_OK);
-    /* seq 1..3 all used (count 3), run 1-2-3 = (9000-1010) + (1030-9000) = 20 */
-    const struct expect_node e[] = {{1, 0, "A", 3, 20, 0}, {2, 1, "B", 3, 20, 20}};
+    /* seq 1..3 all used (count 3). The only forward step, 1010 -> 9000, is the typical period
+     * of this (absurd) clock; the step back gets that period too: 3 x 7990 */
+    const struct expect_node e[] = {{1, 0, "A", 3, 23970, 0}, {2, 1, "B", 3, 23970, 23970}};
     check_tree(&a->trees[0], e, 2);
     analysis_free(a);
 }
 
-static void gaps_end_runs(void **state)
+static void missing_dump_is_capped(void **state)
 {
     struct fixture *f = *state;
     assert_int_equal(tu_add(f->st, "t", "s1", 0, 0, "A,B"), SKP_OK);
@@ -169,9 +177,16 @@ static void gaps_end_runs(void **state)
     assert_int_equal(tu_add(f->st, "t", "s1", 5, 50, "A,B"), SKP_OK);
     struct analysis *a = NULL;
     assert_int_equal(analyze_segment_all(f->st, "s1", NULL, &a), SKP_OK);
-    /* A: runs 0-1 (10), 3-5 (20) = 30; B: runs 0-1 (10), 3 (0), 5 (0) = 10 */
-    const struct expect_node e[] = {{1, 0, "A", 5, 30, 20}, {2, 1, "B", 4, 10, 10}};
+    /* typical period 10; seq 1 stands for 10 ms, not the 20 up to seq 3 (the lost dump's stack
+     * is unknown): A 5 x 10, B 4 x 10 (seq 0, 1, 3, 5), A's self = seq 4 */
+    const struct expect_node e[] = {{1, 0, "A", 5, 50, 10}, {2, 1, "B", 4, 40, 40}};
     check_tree(&a->trees[0], e, 2);
+    analysis_free(a);
+    /* OAP's runs: A 0-1 (10), 3-5 (20) = 30; B 0-1 (10), 3 (0), 5 (0) = 10 */
+    struct analyze_opts old = {.estimator = ANALYZE_EST_OAP_RUNS};
+    assert_int_equal(analyze_segment_all(f->st, "s1", &old, &a), SKP_OK);
+    const struct expect_node e_old[] = {{1, 0, "A", 5, 30, 20}, {2, 1, "B", 4, 10, 10}};
+    check_tree(&a->trees[0], e_old, 2);
     analysis_free(a);
 }
 
@@ -184,8 +199,8 @@ static void empty_stacks_dropped(void **state)
     struct analysis *a = NULL;
     assert_int_equal(analyze_segment_all(f->st, "s1", NULL, &a), SKP_OK);
     assert_int_equal(a->n_snapshots, 2);
-    /* the empty dump at seq 1 is dropped, so seq 0 and 2 are isolated: duration 0 */
-    const struct expect_node e[] = {{1, 0, "A", 2, 0, 0}, {2, 1, "B", 2, 0, 0}};
+    /* the empty dump at seq 1 is dropped, but still ends seq 0's interval: 10 + 10 */
+    const struct expect_node e[] = {{1, 0, "A", 2, 20, 0}, {2, 1, "B", 2, 20, 20}};
     check_tree(&a->trees[0], e, 2);
     analysis_free(a);
 }
@@ -202,8 +217,8 @@ static void several_roots_several_trees(void **state)
     assert_int_equal(a->n_trees, 2);
     /* sorted by total count: A (3) before X (1); ids restart at 1 in each tree */
     const struct expect_node ea[] = {
-        {1, 0, "A", 3, 20, 10}, {2, 1, "B", 2, 10, 10}, {3, 1, "C", 1, 0, 0}};
-    const struct expect_node ex[] = {{1, 0, "X", 1, 0, 0}, {2, 1, "Y", 1, 0, 0}};
+        {1, 0, "A", 3, 30, 0}, {2, 1, "B", 2, 20, 20}, {3, 1, "C", 1, 10, 10}};
+    const struct expect_node ex[] = {{1, 0, "X", 1, 10, 0}, {2, 1, "Y", 1, 10, 10}};
     check_tree(&a->trees[0], ea, 3);
     check_tree(&a->trees[1], ex, 2);
     analysis_free(a);
@@ -220,8 +235,8 @@ static void bfs_ids_and_first_seen_children(void **state)
     /* BFS: A1; B2 C3 (first seen order); D4 E5 under B; B6 under C (same signature, other
      * parent = other node) */
     const struct expect_node e[] = {
-        {1, 0, "A", 3, 20, 20}, {2, 1, "B", 2, 0, 0}, {3, 1, "C", 1, 0, 0},
-        {4, 2, "D", 1, 0, 0},   {5, 2, "E", 1, 0, 0}, {6, 3, "B", 1, 0, 0},
+        {1, 0, "A", 3, 30, 0},  {2, 1, "B", 2, 20, 0},  {3, 1, "C", 1, 10, 0},
+        {4, 2, "D", 1, 10, 10}, {5, 2, "E", 1, 10, 10}, {6, 3, "B", 1, 10, 10},
     };
     check_tree(&a->trees[0], e, 6);
     analysis_free(a);
@@ -239,7 +254,7 @@ static void cap_sets_oap_tip(void **state)
     assert_string_equal(a->tip, "Out of snapshot analyze limit, 10 snapshots found, but analysis "
                                 "first 4 snapshots only.");
     assert_int_equal(a->n_snapshots, 4);
-    const struct expect_node e[] = {{1, 0, "A", 4, 30, 0}, {2, 1, "B", 4, 30, 30}};
+    const struct expect_node e[] = {{1, 0, "A", 4, 40, 0}, {2, 1, "B", 4, 40, 40}};
     check_tree(&a->trees[0], e, 2);
     analysis_free(a);
 
@@ -306,8 +321,8 @@ static void json_shape(void **state)
     assert_int_equal(json_integer_value(json_object_get(b, "id")), 2);
     assert_int_equal(json_integer_value(json_object_get(b, "parentId")), 1);
     assert_string_equal(json_string_value(json_object_get(b, "codeSignature")), "B");
-    assert_int_equal(json_integer_value(json_object_get(b, "duration")), 40);
-    assert_int_equal(json_integer_value(json_object_get(b, "durationChildExcluded")), 30);
+    assert_int_equal(json_integer_value(json_object_get(b, "duration")), 50);
+    assert_int_equal(json_integer_value(json_object_get(b, "durationChildExcluded")), 10);
     assert_int_equal(json_integer_value(json_object_get(b, "count")), 5);
     json_decref(j);
 }
@@ -341,9 +356,9 @@ static void analyze_setup(void *ctx, long k)
 
 static skp_err analyze_body(void *ctx, long k)
 {
-    (void)k;
     struct analyze_run *r = ctx;
-    return analyze_task(r->f->st, "t1", NULL, &r->a);
+    struct analyze_opts o = {.by_function = (k & 1) != 0}; /* both paths; same tree here */
+    return analyze_task(r->f->st, "t1", &o, &r->a);
 }
 
 static void analyze_check(void *ctx, long k, skp_err err)
@@ -356,7 +371,7 @@ static void analyze_check(void *ctx, long k, skp_err err)
         assert_int_equal(a->n_snapshots, 10);
         assert_int_equal(a->n_trees, 1);
         assert_int_equal(a->trees[0].nodes[0].count, 10);
-        assert_int_equal(a->trees[0].nodes[0].duration, 80);
+        assert_int_equal(a->trees[0].nodes[0].duration, 100);
         assert_string_equal(a->trees[0].nodes[3].code_signature, "D");
     } else {
         assert_null(a);
@@ -394,7 +409,7 @@ static void streamed_scans_cap_and_dedupe(void **state)
     struct analysis *a = NULL;
     assert_int_equal(analyze_segment_all(f->st, "s1", NULL, &a), SKP_OK);
     assert_int_equal(a->n_snapshots, 6);
-    const struct expect_node e[] = {{1, 0, "A", 6, 50, 0}, {2, 1, "B", 6, 50, 50}};
+    const struct expect_node e[] = {{1, 0, "A", 6, 60, 0}, {2, 1, "B", 6, 60, 60}};
     check_tree(&a->trees[0], e, 2);
     analysis_free(a);
     struct analyze_opts o = {.max_snapshots = 5};
@@ -402,7 +417,7 @@ static void streamed_scans_cap_and_dedupe(void **state)
     assert_string_equal(a->tip, "Out of snapshot analyze limit, 6 snapshots found, but analysis "
                                 "first 5 snapshots only.");
     assert_int_equal(a->n_snapshots, 5);
-    assert_int_equal(a->trees[0].nodes[0].duration, 40);
+    assert_int_equal(a->trees[0].nodes[0].duration, 50);
     analysis_free(a);
     o.max_snapshots = 6;
     assert_int_equal(analyze_task(f->st, "t2", &o, &a), SKP_OK);
@@ -412,8 +427,8 @@ static void streamed_scans_cap_and_dedupe(void **state)
 }
 
 /* Issue 15, finding 12: agent clocks at the ends of int64. Consecutive dumps at INT64_MIN and
- * INT64_MAX made `time - last_time` overflow (UBSan aborted; release said duration -1); the
- * durations now saturate at INT64_MAX, and self = duration - children saturates too. */
+ * INT64_MAX made `time - last_time` overflow (UBSan aborted; release said duration -1); steps,
+ * periods and durations saturate at INT64_MAX, and self = duration - children saturates too. */
 static void extreme_times_saturate(void **state)
 {
     struct fixture *f = *state;
@@ -426,11 +441,12 @@ static void extreme_times_saturate(void **state)
     assert_int_equal(a->n_trees, 1);
     const struct analysis_node *n = a->trees[0].nodes;
     assert_int_equal(a->trees[0].n_nodes, 2);
-    /* A: steps MAX - MIN -> MAX, MIN - MAX -> MIN, MAX - MIN -> MAX (each clamped), summed
-     * with clamping: MAX, -1, MAX - 1. B (sequences 0..2): MAX, -1. A's self: MAX - 1 - (-1). */
-    assert_int_equal(n[0].duration, INT64_MAX - 1);
-    assert_int_equal(n[0].duration_child_excluded, INT64_MAX);
-    assert_int_equal(n[1].duration, -1);
+    /* steps MAX - MIN -> MAX, MIN - MAX -> MIN (the clock went back: the typical period, MAX),
+     * MAX - MIN -> MAX: every interval is MAX, every sum saturates; A's self = MAX - MAX. */
+    assert_int_equal(n[0].duration, INT64_MAX);
+    assert_int_equal(n[0].duration_child_excluded, 0);
+    assert_int_equal(n[1].duration, INT64_MAX);
+    assert_int_equal(n[1].duration_child_excluded, INT64_MAX);
     assert_int_equal(n[1].count, 3);
     analysis_free(a);
 
@@ -445,6 +461,228 @@ static void extreme_times_saturate(void **state)
     assert_int_equal(analyze_task(f->st, "t2", NULL, &a), SKP_OK);
     assert_int_equal(a->trees[0].nodes[0].duration, INT64_MAX);
     assert_int_equal(a->trees[0].nodes[0].duration_child_excluded, INT64_MAX);
+    analysis_free(a);
+}
+
+/* The node of `sig` under `parent_id` (0 = a root) in tree t; fails the test when missing. */
+static const struct analysis_node *find_node(const struct analysis_tree *t, uint32_t parent_id,
+                                             const char *sig)
+{
+    for (size_t i = 0; i < t->n_nodes; i++)
+        if (t->nodes[i].parent_id == parent_id && strcmp(t->nodes[i].code_signature, sig) == 0)
+            return &t->nodes[i];
+    fail_msg("no node %s under %u", sig, parent_id);
+    return NULL;
+}
+
+/* A handler calls work(), which runs a loop whose line changes on every dump for 300 ms
+ * (30 dumps, 10 ms apart) and then sleeps 200 ms. Truth: work 500, the loop 300, the sleep 200,
+ * work's own line nothing. OAP's runs lose the loop's time to work's line. */
+static void add_loop_workload(struct store *st, const char *seg)
+{
+    static const char *const loop[] = {
+        "app.py.handler: 5,app.py.work: 12,app.py.cpu_loop: 20",
+        "app.py.handler: 5,app.py.work: 12,app.py.cpu_loop: 21",
+        "app.py.handler: 5,app.py.work: 12,app.py.cpu_loop: 22",
+    };
+    int seq = 0;
+    for (int i = 0; i < 30; i++, seq++)
+        assert_int_equal(tu_add(st, "t", seg, seq, 1000 + 10 * seq, loop[i % 3]), SKP_OK);
+    for (int i = 0; i < 20; i++, seq++)
+        assert_int_equal(tu_add(st, "t", seg, seq, 1000 + 10 * seq,
+                                "app.py.handler: 5,app.py.work: 13,app.py.sleeper: 30"),
+                         SKP_OK);
+}
+
+static void line_changing_loop_truth(void **state)
+{
+    struct fixture *f = *state;
+    add_loop_workload(f->st, "s1");
+    struct analysis *a = NULL;
+    assert_int_equal(analyze_segment_all(f->st, "s1", NULL, &a), SKP_OK);
+    const struct analysis_tree *t = &a->trees[0];
+    const struct analysis_node *h = find_node(t, 0, "app.py.handler: 5");
+    const struct analysis_node *w12 = find_node(t, h->id, "app.py.work: 12");
+    const struct analysis_node *w13 = find_node(t, h->id, "app.py.work: 13");
+    assert_int_equal(h->duration, 500);
+    assert_int_equal(w12->duration, 300);
+    assert_int_equal(w12->duration_child_excluded, 0);
+    assert_int_equal(w13->duration, 200);
+    assert_int_equal(w13->duration_child_excluded, 0);
+    for (int line = 20; line <= 22; line++) {
+        char sig[64];
+        snprintf(sig, sizeof(sig), "app.py.cpu_loop: %d", line);
+        const struct analysis_node *l = find_node(t, w12->id, sig);
+        assert_int_equal(l->count, 10);
+        assert_int_equal(l->duration, 100);
+        assert_int_equal(l->duration_child_excluded, 100);
+    }
+    assert_int_equal(find_node(t, w13->id, "app.py.sleeper: 30")->duration, 200);
+    analysis_free(a);
+
+    /* OAP's runs: each loop line is an isolated dump (0 ms), work's line keeps 290 ms as self */
+    struct analyze_opts old = {.estimator = ANALYZE_EST_OAP_RUNS};
+    assert_int_equal(analyze_segment_all(f->st, "s1", &old, &a), SKP_OK);
+    t = &a->trees[0];
+    h = find_node(t, 0, "app.py.handler: 5");
+    w12 = find_node(t, h->id, "app.py.work: 12");
+    assert_int_equal(w12->duration, 290);
+    assert_int_equal(w12->duration_child_excluded, 290);
+    assert_int_equal(find_node(t, w12->id, "app.py.cpu_loop: 20")->duration, 0);
+    analysis_free(a);
+}
+
+/* By function: the loop's lines are one node, work's two lines another; durations computed on
+ * that tree (not sums of the line nodes' numbers). Native signatures keep their file. */
+static void function_granularity(void **state)
+{
+    struct fixture *f = *state;
+    add_loop_workload(f->st, "s1");
+    for (int i = 0; i < 4; i++)
+        assert_int_equal(tu_add(f->st, "t", "s2", i, 5000 + 10 * i,
+                                i % 2 ? "main (demo.c:40),spin (demo.c:12)"
+                                      : "main (demo.c:41),spin (demo.c:13)"),
+                         SKP_OK);
+    struct analyze_opts o = {.by_function = true};
+    struct analysis *a = NULL;
+    assert_int_equal(analyze_segment_all(f->st, "s1", &o, &a), SKP_OK);
+    const struct expect_node e[] = {
+        {1, 0, "app.py.handler", 50, 500, 0},
+        {2, 1, "app.py.work", 50, 500, 0},
+        {3, 2, "app.py.cpu_loop", 30, 300, 300},
+        {4, 2, "app.py.sleeper", 20, 200, 200},
+    };
+    assert_int_equal(a->n_trees, 1);
+    check_tree(&a->trees[0], e, 4);
+    analysis_free(a);
+
+    /* OAP's runs on the function tree: the loop is one run now (290), the sleep too (190) */
+    o.estimator = ANALYZE_EST_OAP_RUNS;
+    assert_int_equal(analyze_segment_all(f->st, "s1", &o, &a), SKP_OK);
+    assert_int_equal(a->trees[0].nodes[2].duration, 290);
+    analysis_free(a);
+
+    o.estimator = ANALYZE_EST_INTERVALS;
+    assert_int_equal(analyze_segment_all(f->st, "s2", &o, &a), SKP_OK);
+    const struct expect_node en[] = {
+        {1, 0, "main (demo.c)", 4, 40, 0},
+        {2, 1, "spin (demo.c)", 4, 40, 40},
+    };
+    check_tree(&a->trees[0], en, 2);
+    analysis_free(a);
+}
+
+/* f() alternates g() and h(), each 1 ms at a time, dumped every 10 ms at a phase that makes
+ * the dumps alternate irregularly: g on 6 of 10 dumps, in runs that OAP's estimate splits. */
+static void alternating_functions_truth(void **state)
+{
+    struct fixture *f = *state;
+    static const char pattern[] = "gghgghghgh"; /* g 6, h 4 per 10 dumps */
+    for (int i = 0; i < 40; i++)
+        assert_int_equal(tu_add(f->st, "t", "s1", i, 2000 + 10 * i,
+                                pattern[i % 10] == 'g' ? "m.py.do_GET: 3,m.py.f: 8,m.py.g: 14"
+                                                       : "m.py.do_GET: 3,m.py.f: 9,m.py.h: 18"),
+                         SKP_OK);
+    struct analyze_opts o = {.by_function = true};
+    struct analysis *a = NULL;
+    assert_int_equal(analyze_segment_all(f->st, "s1", &o, &a), SKP_OK);
+    const struct expect_node e[] = {
+        {1, 0, "m.py.do_GET", 40, 400, 0},
+        {2, 1, "m.py.f", 40, 400, 0},
+        {3, 2, "m.py.g", 24, 240, 240},
+        {4, 2, "m.py.h", 16, 160, 160},
+    };
+    check_tree(&a->trees[0], e, 4);
+    analysis_free(a);
+    /* OAP's runs undercount both and hand the rest to do_GET's and f's own lines */
+    o.estimator = ANALYZE_EST_OAP_RUNS;
+    assert_int_equal(analyze_segment_all(f->st, "s1", &o, &a), SKP_OK);
+    assert_true(a->trees[0].nodes[2].duration < 200);
+    assert_true(a->trees[0].nodes[3].duration < 100);
+    assert_true(a->trees[0].nodes[1].duration_child_excluded > 100);
+    analysis_free(a);
+}
+
+/* A dump that comes far later than the segment's period (the sampler was starved, or the
+ * request left the sampler's slots) stands for one period, not the whole gap. */
+static void late_dump_is_capped(void **state)
+{
+    struct fixture *f = *state;
+    int64_t t[] = {0, 10, 20, 30, 250, 260, 270};
+    for (int i = 0; i < 7; i++)
+        assert_int_equal(tu_add(f->st, "t", "s1", i, t[i], i == 3 ? "A,B" : "A"), SKP_OK);
+    struct analysis *a = NULL;
+    assert_int_equal(analyze_segment_all(f->st, "s1", NULL, &a), SKP_OK);
+    /* B's dump (seq 3) is followed 220 ms later: it stands for 10 ms */
+    const struct expect_node e[] = {{1, 0, "A", 7, 70, 60}, {2, 1, "B", 1, 10, 10}};
+    check_tree(&a->trees[0], e, 2);
+    analysis_free(a);
+    /* a step up to twice the period is taken whole (the sampler's jitter) */
+    assert_int_equal(tu_add(f->st, "t", "s2", 0, 0, "A"), SKP_OK);
+    assert_int_equal(tu_add(f->st, "t", "s2", 1, 10, "A"), SKP_OK);
+    assert_int_equal(tu_add(f->st, "t", "s2", 2, 20, "A,B"), SKP_OK);
+    assert_int_equal(tu_add(f->st, "t", "s2", 3, 40, "A"), SKP_OK);
+    assert_int_equal(tu_add(f->st, "t", "s2", 4, 50, "A"), SKP_OK);
+    assert_int_equal(analyze_segment_all(f->st, "s2", NULL, &a), SKP_OK);
+    const struct expect_node e2[] = {{1, 0, "A", 5, 60, 40}, {2, 1, "B", 1, 20, 20}};
+    check_tree(&a->trees[0], e2, 2);
+    analysis_free(a);
+}
+
+/* A segment with a single dump has no period of its own: it stands for its task's dump period
+ * (20 ms here), in every analysis route. */
+static void single_dump_gets_task_period(void **state)
+{
+    struct fixture *f = *state;
+    struct store_task t = {.id = "tp",
+                           .service = "svc",
+                           .endpoint = "/e",
+                           .start_time = 1000,
+                           .duration_min = 5,
+                           .dump_period = 20,
+                           .max_sampling_count = 5,
+                           .create_time = 900};
+    assert_int_equal(store_insert_task(f->st, &t), SKP_OK);
+    assert_int_equal(tu_add(f->st, "tp", "s1", 0, 1500, "A,B"), SKP_OK);
+    struct analysis *a = NULL;
+    const struct expect_node e[] = {{1, 0, "A", 1, 20, 0}, {2, 1, "B", 1, 20, 20}};
+    assert_int_equal(analyze_segment_all(f->st, "s1", NULL, &a), SKP_OK);
+    check_tree(&a->trees[0], e, 2);
+    analysis_free(a);
+    assert_int_equal(analyze_task(f->st, "tp", NULL, &a), SKP_OK);
+    check_tree(&a->trees[0], e, 2);
+    analysis_free(a);
+    struct analyze_query q = {"s1", 0, 5000};
+    assert_int_equal(analyze_segments(f->st, &q, 1, NULL, &a), SKP_OK);
+    check_tree(&a->trees[0], e, 2);
+    analysis_free(a);
+    /* without a known task: 0 (nothing to go by) */
+    assert_int_equal(tu_add(f->st, "unknown", "s9", 0, 1500, "X"), SKP_OK);
+    assert_int_equal(analyze_segment_all(f->st, "s9", NULL, &a), SKP_OK);
+    assert_int_equal(a->trees[0].nodes[0].duration, 0);
+    assert_int_equal(a->trees[0].nodes[0].count, 1);
+    analysis_free(a);
+}
+
+/* A recursive function: each level is its own node (a node is on a stack's path once), so
+ * every level gets each dump's interval once; by function the levels stay apart too. */
+static void recursion_counted_once_per_node(void **state)
+{
+    struct fixture *f = *state;
+    for (int i = 0; i < 5; i++)
+        assert_int_equal(
+            tu_add(f->st, "t", "s1", i, 10 * i,
+                   i < 3 ? "r.py.fib: 3,r.py.fib: 5,r.py.fib: 5" : "r.py.fib: 3,r.py.fib: 6"),
+            SKP_OK);
+    struct analyze_opts o = {.by_function = true};
+    struct analysis *a = NULL;
+    assert_int_equal(analyze_segment_all(f->st, "s1", &o, &a), SKP_OK);
+    const struct expect_node e[] = {
+        {1, 0, "r.py.fib", 5, 50, 0},
+        {2, 1, "r.py.fib", 5, 50, 20},
+        {3, 2, "r.py.fib", 3, 30, 30},
+    };
+    check_tree(&a->trees[0], e, 3);
     analysis_free(a);
 }
 
@@ -468,7 +706,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(runs_never_join_across_segments, setup, teardown),
         cmocka_unit_test_setup_teardown(overlapping_windows_counted_once, setup, teardown),
         cmocka_unit_test_setup_teardown(window_by_time_then_fetch_by_sequence, setup, teardown),
-        cmocka_unit_test_setup_teardown(gaps_end_runs, setup, teardown),
+        cmocka_unit_test_setup_teardown(missing_dump_is_capped, setup, teardown),
         cmocka_unit_test_setup_teardown(empty_stacks_dropped, setup, teardown),
         cmocka_unit_test_setup_teardown(several_roots_several_trees, setup, teardown),
         cmocka_unit_test_setup_teardown(bfs_ids_and_first_seen_children, setup, teardown),
@@ -479,6 +717,12 @@ int main(void)
         cmocka_unit_test_setup_teardown(alloc_faults_never_crash, setup, teardown),
         cmocka_unit_test_setup_teardown(streamed_scans_cap_and_dedupe, setup, teardown),
         cmocka_unit_test_setup_teardown(extreme_times_saturate, setup, teardown),
+        cmocka_unit_test_setup_teardown(line_changing_loop_truth, setup, teardown),
+        cmocka_unit_test_setup_teardown(function_granularity, setup, teardown),
+        cmocka_unit_test_setup_teardown(alternating_functions_truth, setup, teardown),
+        cmocka_unit_test_setup_teardown(late_dump_is_capped, setup, teardown),
+        cmocka_unit_test_setup_teardown(single_dump_gets_task_period, setup, teardown),
+        cmocka_unit_test_setup_teardown(recursion_counted_once_per_node, setup, teardown),
         cmocka_unit_test(saturating_helpers),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

@@ -468,11 +468,22 @@ try {
     if (!(folded < before && unfolded === before)) throw new Error(`toggle: ${before} ${folded} ${unfolded}`);
   });
 
-  await step('group by function merges per-line frames', async () => {
+  await step('group by function shows the server\'s tree built on functions', async () => {
+    // The durations of a function are computed by the server on the function tree
+    // (?granularity=functions), not summed from the line rows.
+    const resp = page.waitForResponse((r) => r.url().includes('granularity=functions'), { timeout: 15000 });
     await page.check('#group-by-function');
-    const names = await treeNames();
-    if (!names.some((n) => groupedName.test(n))) throw new Error('grouped: ' + names.join(' | '));
+    const doc = await (await resp).json();
+    await page.waitForFunction((src) => [...document.querySelectorAll('.analysis-card .tree-box .stack-tree tr.node td.sig .code')]
+      .some((e) => new RegExp(src).test(e.dataset.sig)), groupedName.source, { timeout: 15000 });
+    const rows = await page.$$eval('.analysis-card .tree-box .stack-tree tr.node', (rs) => rs.map((r) =>
+      [r.querySelector('.code').dataset.sig, Number(r.querySelectorAll('td.num')[0].textContent)]));
+    const served = doc.trees.flatMap((t) => t.elements).filter((e) => groupedName.test(e.codeSignature)).map((e) => Number(e.duration));
+    const shown = rows.filter(([s]) => groupedName.test(s)).map(([, d]) => d);
+    if (!shown.length || !shown.every((d) => served.includes(d))) throw new Error('grouped durations ' + JSON.stringify(shown) + ' vs server ' + JSON.stringify(served));
     await page.uncheck('#group-by-function');
+    await page.waitForFunction((src) => ![...document.querySelectorAll('.analysis-card .tree-box .stack-tree tr.node td.sig .code')]
+      .some((e) => new RegExp(src).test(e.dataset.sig)), groupedName.source, { timeout: 15000 });
   });
 
   await step('export links download pprof (gzip) and a self-contained HTML flame graph', async () => {

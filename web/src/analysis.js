@@ -1,7 +1,9 @@
 // analysis.js - one analysis shown as stack tree + flame graph, the view every profile page uses
 // (trace-profiling tasks and segments, process profiles). Around the two views:
 //   - "Group by function" (merges a function's lines) and "Hide agent frames" (on by default:
-//     skyprof's instrumentation frames folded into their caller, frames.js) switches;
+//     skyprof's instrumentation frames folded into their caller, frames.js) switches; trace
+//     analyses (opts.fetchByFunction) ask the server for the tree built on functions, whose
+//     durations are computed on that tree; weight-only analyses merge client-side (exact);
 //   - a search box that highlights matching frames in both views and reports their share
 //     ("do_POST: 89 % of samples");
 //   - a details pane for the selected frame (click a tree label or a flame box): its readable
@@ -35,6 +37,7 @@ export function setHashParams(upd) {
 }
 
 // opts: {weightOnly: rows carry weights only (self = weight - children's), unit: weight's name ("dump count", "nanoseconds"...), columns: tree headers,
+//        fetchByFunction: () => Promise of the same analysis at function granularity (trace analyses),
 //        title: first column header, controls: extra elements for the toolbar,
 //        prelude: elements shown above the views (labels, exports)}
 // Returns {destroy()}; the caller calls it when the view goes away.
@@ -57,10 +60,17 @@ export function analysisView(card, analysis, opts = {}) {
   let selected = null;
   let focused = initial.get('focus') || '';
 
-  const current = () => {
-    let t = buildTrees(analysis);
+  // The server's function-granularity analysis, fetched when first needed.
+  let byFunction = null;
+  const grouped = () => {
+    if (!byFunction) byFunction = opts.fetchByFunction().catch((e) => { byFunction = null; throw e; });
+    return byFunction;
+  };
+  const current = async () => {
+    const serverGroups = group.checked && opts.fetchByFunction;
+    let t = buildTrees(serverGroups ? await grouped() : analysis);
     if (agent.checked) t = foldAgentFrames(t);
-    if (group.checked) t = groupByFunction(t);
+    if (group.checked && !serverGroups) t = groupByFunction(t);
     return t;
   };
 
@@ -120,9 +130,20 @@ export function analysisView(card, analysis, opts = {}) {
     if (callees.length) treeTable(calleesBox, callees, { columns: opts.columns, title: 'Callee' });
   }
 
-  function render() {
+  let renders = 0;
+  let destroyed = false;
+  async function render() {
+    const mine = ++renders;
+    let next;
+    try {
+      next = await current();
+    } catch (e) {
+      if (mine === renders) fill(treeBox, h('p', { class: 'error' }, 'Analysis by function failed: ' + e.message));
+      return;
+    }
+    if (mine !== renders || destroyed) return; // a later switch won, or the view is gone
     if (flame) flame.destroy();
-    trees = current();
+    trees = next;
     table = treeTable(treeBox, trees, { columns: opts.columns, title: opts.title, onSelect: select });
     flame = flameGraph(flameBox, trees, { search: false, unit: opts.unit, onSelect: select });
     setHashParams({ group: group.checked ? '1' : null, agent: agent.checked ? null : '0' });
@@ -173,6 +194,7 @@ export function analysisView(card, analysis, opts = {}) {
   if (!empty) render();
   return {
     destroy() {
+      destroyed = true;
       document.removeEventListener('keydown', onKey);
       if (flame) flame.destroy();
     },

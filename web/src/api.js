@@ -80,9 +80,10 @@ export const api = {
   segments: (id) => callAll('/api/v1/profile/tasks/' + enc(id) + '/segments?limit=1000'),
   createTask: (req) => call('POST', '/api/v1/profile/tasks', req),
   cancelTask: (id) => call('POST', '/api/v1/profile/tasks/' + enc(id) + '/cancel', {}),
-  analyze: (queries) => call('POST', '/api/v1/profile/analyze', queries),
-  analyzeTask: (id) => call('GET', '/api/v1/profile/tasks/' + enc(id) + '/analyze'),
-  analyzeSegment: (seg) => call('GET', '/api/v1/profile/segments/' + enc(seg) + '/analyze'),
+  // params: {granularity: 'functions'} for the tree built on functions (docs/api.md "Analysis")
+  analyze: (queries, params) => call('POST', '/api/v1/profile/analyze' + qs(params), queries),
+  analyzeTask: (id, params) => call('GET', '/api/v1/profile/tasks/' + enc(id) + '/analyze' + qs(params)),
+  analyzeSegment: (seg, params) => call('GET', '/api/v1/profile/segments/' + enc(seg) + '/analyze' + qs(params)),
 };
 
 // Process profiles (pprof and async-profiler/JFR tasks): kind is 'pprof' or 'async'.

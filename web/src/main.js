@@ -477,7 +477,7 @@ async function tasksPage(gen, taskId, opts) {
   if (opts.taskAnalysis) {
     const card = h('section', { class: 'card analysis-card' });
     right.append(card);
-    await runAnalysis(gen, card, 'Whole task ' + taskId, () => api.analyzeTask(taskId), (f) => taskExportUrl(taskId, f));
+    await runAnalysis(gen, card, 'Whole task ' + taskId, (p) => api.analyzeTask(taskId, p), (f) => taskExportUrl(taskId, f));
     return;
   }
   if (opts.segment) await segmentView(gen, right, taskId, groups, opts);
@@ -504,7 +504,7 @@ async function segmentView(gen, right, taskId, groups, opts) {
     tlCard(), resultCard);
     addTimeline(gen, right.querySelector('.timeline-card'), opts.segment, [], resultCard);
     await runAnalysis(gen, resultCard, 'Segment ' + opts.segment + ' · all dumps',
-      () => api.analyzeSegment(opts.segment), (f) => segmentExportUrl(opts.segment, f));
+      (p) => api.analyzeSegment(opts.segment, p), (f) => segmentExportUrl(opts.segment, f));
     return;
   }
   let selected = spans.find((s) => spanKey(s) === opts.span) ||
@@ -575,7 +575,7 @@ async function segmentView(gen, right, taskId, groups, opts) {
       resultCard.replaceChildren(h('h2', null, 'Profile'), h('p', { class: 'tip' }, 'The child spans cover the whole span: nothing left to analyse.'));
       return;
     }
-    await runAnalysis(gen, resultCard, label, () => api.analyze(queries), (f) => segmentExportUrl(seg, f, s0, e0),
+    await runAnalysis(gen, resultCard, label, (p) => api.analyze(queries, p), (f) => segmentExportUrl(seg, f, s0, e0),
       mode === 'exclude' ? '(exports cover the span\'s whole time range)' : '');
   };
   analyzeBtn.addEventListener('click', () => { run().catch(showError); });
@@ -595,17 +595,20 @@ async function addTimeline(gen, card, seg, spans, resultCard) {
   views.push(timelineView(box, doc, spans, (a, b) => {
     const all = a === null;
     runAnalysis(gen, resultCard, all ? `Segment ${seg} · all dumps` : `Segment ${seg} · ${a}–${b} ms (brushed on the timeline)`,
-      () => (all ? api.analyzeSegment(seg) : api.analyze([{ segmentId: seg, timeRange: { start: a, end: b } }])),
+      (p) => (all ? api.analyzeSegment(seg, p) : api.analyze([{ segmentId: seg, timeRange: { start: a, end: b } }], p)),
       (f) => (all ? segmentExportUrl(seg, f) : segmentExportUrl(seg, f, a, b))).catch(showError);
   }));
 }
 
+// fetcher(params) fetches the analysis; params {granularity: 'functions'} gives the tree built on
+// functions, which "Group by function" shows (durations computed on it by the server).
 async function runAnalysis(gen, card, label, fetcher, exportUrl, exportNote) {
   card.replaceChildren(h('h2', null, 'Profile'), h('p', { class: 'muted' }, 'Analyzing…'));
   const analysis = await fetcher();
   if (gen !== generation) return;
   flames.forEach((f) => f.destroy());
   flames = [analysisView(card, analysis, {
+    fetchByFunction: () => fetcher({ granularity: 'functions' }),
     prelude: [h('p', { class: 'muted analysis-label' }, label),
       analysis.tip ? h('p', { class: 'tip', id: 'analysis-tip' }, analysis.tip) : null,
       exportLinks(exportUrl, exportNote)],

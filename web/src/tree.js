@@ -31,11 +31,11 @@ export function buildTrees(analysis) {
 // functionOf lives with the other signature rules in frames.js.
 export { functionOf };
 
-// Merges siblings that name the same function (after functionOf) into one node, recursively.
-// The merged node's count and duration are the sums of its parts (siblings hold disjoint sets
-// of snapshots, so counts add up exactly; durations add the parts' runs, which can miss at
-// most one dump period per change of line inside one function); self duration is recomputed
-// as duration minus the merged children's durations.
+// Merges siblings that name the same function (after functionOf) into one node, recursively:
+// "Group by function" of weight-only analyses (process profiles), where a merged node's count
+// is exactly the sum of its parts' (siblings hold disjoint sets of samples). Trace analyses are
+// grouped by the server instead (?granularity=functions), which computes durations on the
+// function tree. Self is recomputed as duration minus the merged children's durations.
 export function groupByFunction(nodes) {
   const merge = (list) => {
     const byName = new Map();

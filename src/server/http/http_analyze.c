@@ -1,6 +1,7 @@
 /* http_analyze.c - analysis routes: POST /api/v1/profile/analyze (the UI's segment time
  * windows, OAP's getSegmentsProfileAnalyze), a task's whole data, a segment's whole life or
- * (?window=span) its spans' window.
+ * (?window=span) its spans' window. Each takes ?granularity=lines (default) or functions (the
+ * tree built on functions, durations computed on it: analyzer.h).
  * Input is validated on the loop; the analysis itself runs as a worker job (http_worker.h). */
 #include <string.h>
 
@@ -17,6 +18,7 @@ struct analyze_job {
     struct analyze_query *q; /* AK_QUERIES; segment ids owned */
     size_t n;
     bool span_window; /* AK_SEGMENT: the spans' window, not the whole life */
+    bool by_function;
     uint64_t max_snapshots;
 };
 
@@ -33,7 +35,7 @@ static void analyze_destroy(struct http_job *j)
 static void analyze_run(struct http_job *j, struct store *st)
 {
     struct analyze_job *a = (struct analyze_job *)j;
-    struct analyze_opts o = {.max_snapshots = a->max_snapshots};
+    struct analyze_opts o = {.max_snapshots = a->max_snapshots, .by_function = a->by_function};
     struct analysis *res = NULL;
     skp_err err;
     if (a->kind == AK_TASK) {
@@ -58,6 +60,18 @@ static void analyze_run(struct http_job *j, struct store *st)
     json_t *doc = analysis_to_json(res);
     analysis_free(res);
     http_job_set_json(j, 200, doc);
+}
+
+/* ?granularity=lines|functions (absent = lines); false after a 400 reply. */
+static bool query_granularity(struct http_ctx *cx, bool *by_function)
+{
+    const char *g = http_query(cx, "granularity");
+    *by_function = g && strcmp(g, "functions") == 0;
+    if (g && !*by_function && strcmp(g, "lines") != 0) {
+        http_reply_field_error(cx, 400, "granularity", "granularity must be lines or functions");
+        return false;
+    }
+    return true;
 }
 
 static struct analyze_job *job_new(struct http_ctx *cx, enum analyze_kind kind, const char *id)
@@ -99,6 +113,9 @@ static void bad_query(struct http_ctx *cx, const char *msg, const char *field, s
 
 void http_analyze_post(struct http_ctx *cx)
 {
+    bool by_function;
+    if (!query_granularity(cx, &by_function))
+        return;
     json_t *body = http_read_json(cx);
     struct analyze_job *a = NULL;
     if (!body)
@@ -119,8 +136,10 @@ void http_analyze_post(struct http_ctx *cx)
         goto out;
     }
     a = job_new(cx, AK_QUERIES, NULL);
-    if (a)
+    if (a) {
+        a->by_function = by_function;
         a->q = skpx_calloc(n, sizeof(*a->q));
+    }
     if (!a || !a->q) {
         http_reply_error(cx, 500, "out of memory");
         goto out;
@@ -163,12 +182,16 @@ out:
 static void dispatch_simple(struct http_ctx *cx, enum analyze_kind kind, const char *id,
                             bool span_window)
 {
+    bool by_function;
+    if (!query_granularity(cx, &by_function))
+        return;
     struct analyze_job *a = job_new(cx, kind, id);
     if (!a) {
         http_reply_error(cx, 500, "out of memory");
         return;
     }
     a->span_window = span_window;
+    a->by_function = by_function;
     http_job_dispatch(cx, &a->base);
 }
 

@@ -329,6 +329,8 @@ int main(int argc, char **argv)
         err = collector_continuous_start(&col, d.base, slot, check);
     }
     if (!err)
+        err = collector_goprofile_start(&col, d.base);
+    if (!err)
         err = skpx_grpc_server_new(d.base, &go, &d.grpc);
     if (!err)
         err = collector_register(&col, d.grpc);
@@ -399,6 +401,7 @@ out:
     retention_stop(ret);
     http_api_free(d.http);
     skpx_grpc_server_free(d.grpc);
+    collector_goprofile_stop(&col);
     collector_segments_stop(&col);
     collector_continuous_stop(&col);
     if (d.sig_term)

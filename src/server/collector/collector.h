@@ -37,6 +37,7 @@ struct collector_segs;
 struct collector_cont;
 struct cont_eval;
 struct proc_service;
+struct goprof_worker;
 
 /* The ud of a process-profiling service's methods (collector_proc_service.c). */
 struct collector_proc_ud {
@@ -63,6 +64,8 @@ struct collector {
     struct collector_segs *segs;
     /* Continuous profiling (collector_continuous.c), set by collector_continuous_start. */
     struct collector_cont *cont;
+    /* goProfileReport's decode worker (collector_goprofile_start; NULL = inline). */
+    struct goprof_worker *goprof;
     /* Process-profiling services by enum proc_kind (internal). */
     struct collector_proc_ud proc_ud[2];
 };
@@ -93,7 +96,19 @@ SKP_MUST_CHECK skp_err collector_tracing_register(struct collector *c,
 SKP_MUST_CHECK skp_err collector_drop_register(struct collector *c, struct skpx_grpc_server *srv);
 SKP_MUST_CHECK skp_err collector_pprof_register(struct collector *c, struct skpx_grpc_server *srv);
 /* ProfileTask.goProfileReport handlers (collector_goprofile.c), registered by
- * collector_profile_register. */
+ * collector_profile_register. Limits of one uploaded file: */
+#define GOPROFILE_MAX_DECODED ((size_t)64 << 20)        /* decompressed bytes */
+#define GOPROFILE_MAX_DECODE_MEMORY ((size_t)128 << 20) /* decoder memory (pprof_limits) */
+#define GOPROFILE_MAX_ROWS 200000                       /* snapshot rows (and samples) */
+#define GOPROFILE_MAX_FRAME_BYTES (64u << 20)           /* frame strings of those rows */
+#define GOPROFILE_MAX_SEGMENTS 65536                    /* segments (more are skipped) */
+#define GOPROFILE_MAX_REPEAT 100                        /* rows one sample's count makes */
+#define GOPROFILE_QUEUE_MAX 8 /* files waiting for or in the decode worker */
+/* Starts the decode worker thread of goProfileReport on `base` (without it files are decoded
+ * inline). Errors: SKP_ENOMEM, SKP_EIO. */
+SKP_MUST_CHECK skp_err collector_goprofile_start(struct collector *c, struct event_base *base);
+/* Stops the worker; files not yet stored are dropped (their calls fail). NULL-safe. */
+void collector_goprofile_stop(struct collector *c);
 int collector_goprofile_on_message(struct skpx_grpc_call *call, void *ud,
                                    const ProtobufCMessage *msg, const uint8_t *raw, size_t raw_len);
 void collector_goprofile_on_end(struct skpx_grpc_call *call, void *ud);

@@ -1,37 +1,93 @@
 /* collector_goprofile.c - ProfileTask.goProfileReport (spec §1.1): a Go agent's trace profiling
  * sends one pprof file in chunks (GoProfileData: taskId, payload, isLast) whose samples carry
  * the labels segment_id (and trace_id, span_id). We reassemble the file (bounded by
- * --pprof-max-bytes), decode it, and turn each labelled sample into thread snapshots of trace
- * task `taskId` for its segment, so the existing segment views and analyses show it: frames
- * "function (file:line)" root first, one snapshot per sample count (at most
- * GOPROFILE_MAX_REPEAT), sequences 0.. per segment in file order, times from the profile's start
- * one period apart. Samples without a segment_id are counted and skipped. The Commands answer
- * comes after the snapshots committed (a durable ack, as collectSnapshot). Loop thread only. */
+ * --pprof-max-bytes and the upload budget), then decode it and turn each labelled sample into
+ * thread snapshots of trace task `taskId` for its segment, so the existing segment views and
+ * analyses show it: frames "function (file:line)" root first, one snapshot per sample count (at
+ * most GOPROFILE_MAX_REPEAT, the rows share the sample's frames), sequences 0.. per segment in
+ * file order, times from the profile's start one period apart. Samples without a segment_id
+ * are counted and skipped.
+ *
+ * Hostile input (issue 25): the task id must name a stored trace task (else NOT_FOUND); the
+ * decode and the building of the rows run on a worker thread of their own (a bounded queue,
+ * GOPROFILE_QUEUE_MAX files; more get RESOURCE_EXHAUSTED), under the decoder's limits
+ * (decompressed size checked while inflating, memory of the tables, samples); one file yields
+ * at most GOPROFILE_MAX_ROWS rows and GOPROFILE_MAX_FRAME_BYTES of frame strings, else it is
+ * refused whole before anything is stored; the rows' memory is charged to the upload budget;
+ * segments are found through a hash index. The rows are written back on the loop,
+ * GOPROFILE_BATCH per loop turn (one transaction each), and the Commands answer comes after the
+ * last committed (a durable ack, as collectSnapshot). Refusals are counted in
+ * skyprof_goprofile_refused_total.
+ *
+ * Without collector_goprofile_start (tests, fuzz drivers) the same steps run inline on the
+ * calling thread. */
+#include <errno.h>
+#include <event2/event.h>
+#include <fcntl.h>
 #include <inttypes.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "common/alloc.h"
 #include "common/clock.h"
 #include "common/log.h"
+#include "common/map.h"
+#include "common/sat.h"
 #include "profile/Profile.pb-c.h"
-#include "server/collector/collector.h"
 #include "server/analysis/pprof_analyze.h"
+#include "server/collector/collector.h"
+#include "server/collector/collector_proc.h"
 #include "server/formats/pprof_decode.h"
 
-/* Snapshots one sample may stand for (its count value); more are capped. */
-#define GOPROFILE_MAX_REPEAT 100
-/* Snapshots written per transaction. */
+/* Snapshots written per transaction (and per loop turn). */
 #define GOPROFILE_BATCH 1000
-/* Distinct segments one file may carry. */
-#define GOPROFILE_MAX_SEGMENTS 65536
 
-struct goprof_call {
+struct goprof_call;
+
+/* One file: its bytes (charged to c->upload_bytes), then the rows the worker built. */
+struct goprof_job {
+    struct goprof_job *next;
+    struct collector *c;
+    struct goprof_call *g; /* NULL once the call closed */
     char *task_id;
     uint8_t *buf;
-    size_t len, cap;
-    int status; /* first failure, SKPX_GRPC_OK otherwise */
+    size_t len, cap; /* cap charged to c->upload_bytes while buf lives */
+    /* Worker results. */
+    int status; /* SKPX_GRPC_OK or the refusal */
     char message[200];
+    struct store_snapshot *snaps;
+    size_t n_snaps, n_stored;
+    char **frames;    /* all rows' frames, root first per row */
+    char *arena;      /* frame strings and segment ids */
+    size_t row_bytes; /* charged to c->upload_bytes once back on the loop */
+    uint64_t skipped, n_segs, stored, dup;
+};
+
+struct goprof_call {
+    struct skpx_grpc_call *call; /* NULL once closed */
+    struct collector *c;
+    struct goprof_job *cur; /* the file being received */
+    size_t n_jobs;          /* files handed over and not done */
+    size_t refs;            /* n_jobs + handlers running; freed at 0 once closed */
+    bool ended;             /* the client half-closed */
+    bool finished;          /* the call was answered */
+};
+
+struct goprof_worker {
+    struct event_base *base;
+    pthread_t thread;
+    bool started;
+    pthread_mutex_t mu;
+    pthread_cond_t cv;
+    struct goprof_job *todo_head, *todo_tail, *done_head, *done_tail; /* under mu */
+    struct goprof_job *storing_head, *storing_tail;                   /* loop only */
+    size_t n_queued; /* todo + running + done + storing (loop only) */
+    struct event *store_ev;
+    bool stopping;
+    int wake[2];
+    struct event *wake_ev;
 };
 
 static uint64_t max_bytes(const struct collector *c)
@@ -39,74 +95,145 @@ static uint64_t max_bytes(const struct collector *c)
     return c->pprof_max_bytes ? c->pprof_max_bytes : 30u * 1024 * 1024;
 }
 
-static void goprof_free(struct collector *c, struct goprof_call *g)
+static void job_free(struct goprof_job *j)
 {
-    if (!g)
+    if (!j)
         return;
-    c->upload_bytes -= g->cap;
-    skpx_free(g->buf);
-    skpx_free(g->task_id);
-    skpx_free(g);
+    j->c->upload_bytes -= j->cap + j->row_bytes;
+    skpx_free(j->buf);
+    skpx_free(j->task_id);
+    skpx_free(j->snaps);
+    skpx_free(j->frames);
+    skpx_free(j->arena);
+    skpx_free(j);
 }
 
-struct seg_seq {
-    char *segment; /* borrowed from the profile's strings */
+static void refused(struct collector *c)
+{
+    c->metrics->goprofile_refused++;
+}
+
+/* ---------------------------------------------------------------- rows (worker thread) */
+
+struct seg_state {
+    size_t seg_off; /* the segment id in the arena */
     int32_t next_seq;
+    int64_t next_time;
 };
 
-/* Stores the n snapshots of `batch`, whose frames are still offsets into `arena` (n_frames of
- * them in `frames`, snapshot k's first at frame_off[k]): made pointers now that the arena stopped
- * moving for this batch. Adds the stored ones to *stored and the metrics. Returns SKPX_GRPC_OK,
- * or the status with the reason in msg. */
-static int store_batch(struct collector *c, struct store_snapshot *batch, size_t n, char **frames,
-                       size_t n_frames, char *arena, const size_t *frame_off, uint64_t *stored,
-                       char *msg, size_t msg_cap)
+struct row_builder {
+    struct goprof_job *j;
+    size_t cap_snaps, n_frames, cap_frames, arena_len, arena_cap;
+    size_t *frame_off; /* per row: its first frame in j->frames */
+    size_t *seg_off;   /* per row: its segment id in the arena */
+};
+
+/* Copies s into the arena (frames hold offsets until the end: the arena may move). */
+static skp_err arena_add(struct row_builder *b, const char *s, size_t *off)
 {
-    for (size_t k = 0; k < n_frames; k++)
-        frames[k] = arena + (uintptr_t)frames[k];
-    for (size_t k = 0; k < n; k++)
-        batch[k].frames = frames + frame_off[k];
-    size_t dup = 0;
-    skp_err err = store_insert_snapshots(c->store, batch, n, &dup);
-    if (err) {
-        snprintf(msg, msg_cap, "skyprofd: snapshots not stored: %s", skp_strerror(err));
-        return err == SKP_ENOMEM ? SKPX_GRPC_RESOURCE_EXHAUSTED : SKPX_GRPC_UNAVAILABLE;
+    size_t n = strlen(s) + 1;
+    if (b->arena_len + n > GOPROFILE_MAX_FRAME_BYTES)
+        return SKP_ETOOBIG;
+    if (b->arena_len + n > b->arena_cap) {
+        size_t nc = b->arena_cap ? b->arena_cap * 2 : 65536;
+        while (nc < b->arena_len + n)
+            nc *= 2;
+        char *na = skpx_realloc(b->j->arena, nc);
+        if (!na)
+            return SKP_ENOMEM;
+        b->j->arena = na;
+        b->arena_cap = nc;
     }
-    *stored += n - dup;
-    c->metrics->snapshots_stored += n - dup;
-    c->metrics->snapshots_duplicate += dup;
-    return SKPX_GRPC_OK;
+    memcpy(b->j->arena + b->arena_len, s, n);
+    *off = b->arena_len;
+    b->arena_len += n;
+    return SKP_OK;
 }
 
-/* Writes the snapshots of one decoded file. Returns a gRPC status. */
-static int store_profile(struct collector *c, const char *task_id, const struct pprof_profile *p,
-                         char *msg, size_t msg_cap)
+/* Appends the frames of sample s, root first; *first and *n give their range. */
+static skp_err add_frames(struct row_builder *b, const struct pprof_profile *p,
+                          const struct pprof_sample *s, size_t *first, size_t *n)
+{
+    *first = b->n_frames;
+    for (uint32_t k = s->n_locs; k-- > 0;) {
+        const struct pprof_location *l = &p->locations[p->sample_locs[s->loc_off + k]];
+        uint32_t nl = l->n_lines ? l->n_lines : 1;
+        for (uint32_t li = 0; li < nl; li++) {
+            char sig[PPROF_FRAME_MAX];
+            const struct pprof_line *ln =
+                l->n_lines ? &p->lines[l->line_off + l->n_lines - 1 - li] : NULL;
+            pprof_frame_signature(p, l, ln, false, sig);
+            if (b->n_frames == b->cap_frames) {
+                size_t nc = b->cap_frames ? b->cap_frames * 2 : 4096;
+                char **nf = skpx_realloc(b->j->frames, nc * sizeof(*nf));
+                if (!nf)
+                    return SKP_ENOMEM;
+                b->j->frames = nf;
+                b->cap_frames = nc;
+            }
+            size_t off;
+            skp_err err = arena_add(b, sig, &off);
+            if (err)
+                return err;
+            b->j->frames[b->n_frames++] = (char *)(uintptr_t)off;
+        }
+    }
+    *n = b->n_frames - *first;
+    return SKP_OK;
+}
+
+static skp_err add_row(struct row_builder *b, const struct seg_state *ss, size_t first,
+                       size_t n_frames, int32_t seq, int64_t time_ms)
+{
+    struct goprof_job *j = b->j;
+    if (j->n_snaps == GOPROFILE_MAX_ROWS)
+        return SKP_ETOOBIG;
+    if (j->n_snaps == b->cap_snaps) {
+        size_t nc = b->cap_snaps ? b->cap_snaps * 2 : 1024;
+        struct store_snapshot *ns = skpx_realloc(j->snaps, nc * sizeof(*ns));
+        if (ns)
+            j->snaps = ns;
+        size_t *nf = skpx_realloc(b->frame_off, nc * sizeof(*nf));
+        if (nf)
+            b->frame_off = nf;
+        size_t *nsg = skpx_realloc(b->seg_off, nc * sizeof(*nsg));
+        if (nsg)
+            b->seg_off = nsg;
+        if (!ns || !nf || !nsg)
+            return SKP_ENOMEM;
+        b->cap_snaps = nc;
+    }
+    struct store_snapshot *sn = &j->snaps[j->n_snaps];
+    memset(sn, 0, sizeof(*sn));
+    sn->task_id = j->task_id;
+    sn->sequence = seq;
+    sn->time_ms = time_ms;
+    sn->n_frames = n_frames;
+    b->frame_off[j->n_snaps] = first;
+    b->seg_off[j->n_snaps] = ss->seg_off;
+    j->n_snaps++;
+    return SKP_OK;
+}
+
+/* The rows of one decoded file into j (see the file comment). SKP_ETOOBIG past the budgets. */
+static skp_err build_rows(struct goprof_job *j, const struct pprof_profile *p, int64_t now_ms)
 {
     int count_idx = pprof_sample_type_index(p, "samples");
     if (count_idx < 0)
         count_idx = 0;
-    int64_t t0 = p->time_nanos > 0 ? p->time_nanos / 1000000 : collector_now(c);
+    int64_t t0 = p->time_nanos > 0 ? p->time_nanos / 1000000 : now_ms;
     int64_t step =
         p->period > 0 && p->period_type.unit && !strcmp(p->period_type.unit, "nanoseconds")
             ? p->period / 1000000
             : 10;
     if (step <= 0)
         step = 1;
-    struct store_snapshot *batch = skpx_calloc(GOPROFILE_BATCH, sizeof(*batch));
-    struct seg_seq *segs = skpx_calloc(64, sizeof(*segs));
-    size_t n_segs = 0, cap_segs = 64, n = 0;
-    char **frames = NULL, *arena = NULL;
-    size_t n_frames = 0, cap_frames = 0, arena_len = 0, arena_cap = 0;
-    uint64_t skipped = 0, stored = 0;
-    int st = SKPX_GRPC_OK;
-    /* Frame strings of a batch live in `arena` (offsets in `frames` until the flush, since the
-     * arena may move); each snapshot's frames are a range of `frames`. */
-    size_t *snap_frame_off = skpx_calloc(GOPROFILE_BATCH, sizeof(*snap_frame_off));
-    if (!batch || !segs || !snap_frame_off) {
-        st = SKPX_GRPC_RESOURCE_EXHAUSTED;
-        goto out;
-    }
-    for (size_t si = 0; si < p->n_samples && st == SKPX_GRPC_OK; si++) {
+    struct row_builder b = {.j = j};
+    struct skpx_strmap index = {0}; /* segment id -> segs[] */
+    struct seg_state *segs = NULL;
+    size_t n_segs = 0, cap_segs = 0;
+    skp_err err = SKP_OK;
+    for (size_t si = 0; si < p->n_samples && !err; si++) {
         const struct pprof_sample *s = &p->samples[si];
         const char *seg = NULL;
         for (uint32_t k = 0; k < s->n_labels; k++) {
@@ -115,132 +242,488 @@ static int store_profile(struct collector *c, const char *task_id, const struct 
                 seg = l->str;
         }
         if (!seg) {
-            skipped++;
+            j->skipped++;
             continue;
         }
-        struct seg_seq *ss = NULL;
-        for (size_t k = 0; k < n_segs && !ss; k++)
-            if (!strcmp(segs[k].segment, seg))
-                ss = &segs[k];
-        if (!ss) {
+        uint32_t at;
+        if (!skpx_strmap_get(&index, seg, &at)) {
             if (n_segs == GOPROFILE_MAX_SEGMENTS) {
-                skipped++;
+                j->skipped++;
                 continue;
             }
             if (n_segs == cap_segs) {
-                struct seg_seq *ns = skpx_realloc(segs, cap_segs * 2 * sizeof(*ns));
+                size_t nc = cap_segs ? cap_segs * 2 : 64;
+                struct seg_state *ns = skpx_realloc(segs, nc * sizeof(*ns));
                 if (!ns) {
-                    st = SKPX_GRPC_RESOURCE_EXHAUSTED;
+                    err = SKP_ENOMEM;
                     break;
                 }
                 segs = ns;
-                cap_segs *= 2;
+                cap_segs = nc;
             }
-            ss = &segs[n_segs++];
-            ss->segment = (char *)seg;
-            ss->next_seq = 0;
-        }
-        int64_t repeat =
-            p->n_sample_types ? p->values[si * p->n_sample_types + (size_t)count_idx] : 1;
-        if (repeat <= 0)
-            repeat = 1;
-        if (repeat > GOPROFILE_MAX_REPEAT)
-            repeat = GOPROFILE_MAX_REPEAT;
-        for (int64_t r = 0; r < repeat && st == SKPX_GRPC_OK; r++) {
-            size_t first = n_frames;
-            for (uint32_t k = s->n_locs; k-- > 0 && st == SKPX_GRPC_OK;) {
-                const struct pprof_location *l = &p->locations[p->sample_locs[s->loc_off + k]];
-                uint32_t nl = l->n_lines ? l->n_lines : 1;
-                for (uint32_t li = 0; li < nl; li++) {
-                    char sig[PPROF_FRAME_MAX];
-                    const struct pprof_line *ln =
-                        l->n_lines ? &p->lines[l->line_off + l->n_lines - 1 - li] : NULL;
-                    pprof_frame_signature(p, l, ln, false, sig);
-                    size_t sl = strlen(sig) + 1;
-                    if (n_frames == cap_frames) {
-                        size_t nc = cap_frames ? cap_frames * 2 : 4096;
-                        char **nf = skpx_realloc(frames, nc * sizeof(*nf));
-                        if (!nf) {
-                            st = SKPX_GRPC_RESOURCE_EXHAUSTED;
-                            break;
-                        }
-                        frames = nf;
-                        cap_frames = nc;
-                    }
-                    if (arena_len + sl > arena_cap) {
-                        size_t nc = arena_cap ? arena_cap * 2 : 65536;
-                        while (nc < arena_len + sl)
-                            nc *= 2;
-                        char *na = skpx_realloc(arena, nc);
-                        if (!na) {
-                            st = SKPX_GRPC_RESOURCE_EXHAUSTED;
-                            break;
-                        }
-                        arena = na;
-                        arena_cap = nc;
-                    }
-                    memcpy(arena + arena_len, sig, sl);
-                    frames[n_frames++] = (char *)(uintptr_t)arena_len;
-                    arena_len += sl;
-                }
-            }
-            if (st != SKPX_GRPC_OK)
+            at = (uint32_t)n_segs;
+            segs[at] = (struct seg_state){.next_time = t0};
+            err = arena_add(&b, seg, &segs[at].seg_off);
+            if (!err)
+                err = skpx_strmap_put(&index, seg, at);
+            if (err)
                 break;
-            struct store_snapshot *sn = &batch[n];
-            sn->task_id = task_id;
-            sn->segment_id = ss->segment;
-            sn->sequence = ss->next_seq;
-            sn->time_ms = t0 + (int64_t)ss->next_seq * step;
-            sn->received_ms = collector_now(c);
+            n_segs++;
+        }
+        struct seg_state *ss = &segs[at];
+        int64_t w = p->n_sample_types ? p->values[si * p->n_sample_types + (size_t)count_idx] : 1;
+        if (w <= 0)
+            w = 1;
+        if (w > GOPROFILE_MAX_REPEAT)
+            w = GOPROFILE_MAX_REPEAT;
+        size_t first = 0, nf = 0;
+        err = add_frames(&b, p, s, &first, &nf);
+        /* The repeated rows share the sample's frames. */
+        for (int64_t r = 0; r < w && !err; r++) {
+            err = add_row(&b, ss, first, nf, ss->next_seq, ss->next_time);
             ss->next_seq++;
-            sn->n_frames = n_frames - first;
-            snap_frame_off[n] = first;
-            n++;
-            if (n == GOPROFILE_BATCH || (si + 1 == p->n_samples && r + 1 == repeat)) {
-                st = store_batch(c, batch, n, frames, n_frames, arena, snap_frame_off, &stored, msg,
-                                 msg_cap);
-                if (st != SKPX_GRPC_OK)
-                    break;
-                n = 0;
-                n_frames = 0;
-                arena_len = 0;
-            }
+            ss->next_time = skpx_sat_add_i64(ss->next_time, step);
         }
     }
-    /* A batch cut short by skipped trailing samples. */
-    if (st == SKPX_GRPC_OK && n > 0)
-        st = store_batch(c, batch, n, frames, n_frames, arena, snap_frame_off, &stored, msg,
-                         msg_cap);
-    SKPX_INFO("goProfileReport task %s: %" PRIu64 " snapshot(s) of %zu segment(s) stored, %" PRIu64
-              " sample(s) without segment_id skipped",
-              task_id, stored, n_segs, skipped);
-out:
-    skpx_free(snap_frame_off);
-    skpx_free(batch);
+    if (!err) {
+        /* The arena stopped moving: offsets become pointers. */
+        for (size_t k = 0; k < b.n_frames; k++)
+            j->frames[k] = j->arena + (uintptr_t)j->frames[k];
+        for (size_t r = 0; r < j->n_snaps; r++) {
+            j->snaps[r].frames = j->frames + b.frame_off[r];
+            j->snaps[r].segment_id = j->arena + b.seg_off[r];
+        }
+        j->n_segs = n_segs;
+        j->row_bytes =
+            b.cap_snaps * sizeof(*j->snaps) + b.cap_frames * sizeof(char *) + b.arena_cap;
+    }
+    skpx_strmap_cleanup(&index);
     skpx_free(segs);
-    skpx_free(frames);
-    skpx_free(arena);
-    return st;
+    skpx_free(b.frame_off);
+    skpx_free(b.seg_off);
+    return err;
 }
 
-/* Decodes and stores the file gathered so far, then empties the buffer. */
-static int finish_file(struct collector *c, struct goprof_call *g)
+/* Decodes j's file and builds its rows; frees the file's bytes (still charged until the job is
+ * back on the loop). Sets j->status and j->message. Any thread. */
+static void job_run(struct goprof_job *j, int64_t now_ms)
 {
-    if (!g->task_id || g->len == 0)
-        return SKPX_GRPC_OK;
     struct pprof_profile *p = NULL;
     char why[PPROF_ERR_MAX];
-    skp_err err = pprof_decode(g->buf, g->len, 0, &p, why);
-    g->len = 0;
+    struct pprof_limits lim = {.max_decoded = GOPROFILE_MAX_DECODED,
+                               .max_memory = GOPROFILE_MAX_DECODE_MEMORY,
+                               .max_samples = GOPROFILE_MAX_ROWS};
+    skp_err err = pprof_decode_limited(j->buf, j->len, &lim, &p, why);
+    skpx_free(j->buf);
+    j->buf = NULL;
     if (err) {
-        static struct skpx_log_limit lim;
-        skpx_log_limited(&lim, SKPX_LOG_WARN, "goProfileReport task %s: %s", g->task_id, why);
-        snprintf(g->message, sizeof(g->message), "skyprofd: %s", why);
-        return err == SKP_ENOMEM ? SKPX_GRPC_RESOURCE_EXHAUSTED : SKPX_GRPC_INVALID_ARGUMENT;
+        snprintf(j->message, sizeof(j->message), "skyprofd: %s", why);
+        j->status = err == SKP_EINVAL ? SKPX_GRPC_INVALID_ARGUMENT : SKPX_GRPC_RESOURCE_EXHAUSTED;
+        return;
     }
-    int st = store_profile(c, g->task_id, p, g->message, sizeof(g->message));
+    err = build_rows(j, p, now_ms);
     pprof_free(p);
-    return st;
+    if (err == SKP_ETOOBIG) {
+        snprintf(j->message, sizeof(j->message),
+                 "skyprofd: goProfileReport file over %u rows or %u bytes of frames",
+                 (unsigned)GOPROFILE_MAX_ROWS, (unsigned)GOPROFILE_MAX_FRAME_BYTES);
+        j->status = SKPX_GRPC_RESOURCE_EXHAUSTED;
+    } else if (err) {
+        snprintf(j->message, sizeof(j->message), "skyprofd: out of memory");
+        j->status = SKPX_GRPC_RESOURCE_EXHAUSTED;
+    }
+    if (err) {
+        skpx_free(j->snaps);
+        skpx_free(j->frames);
+        skpx_free(j->arena);
+        j->snaps = NULL;
+        j->frames = NULL;
+        j->arena = NULL;
+        j->n_snaps = 0;
+        j->row_bytes = 0;
+    }
+}
+
+/* ---------------------------------------------------------------- calls (loop thread) */
+
+static void call_unref(struct goprof_call *g)
+{
+    if (--g->refs == 0 && !g->call) {
+        job_free(g->cur);
+        skpx_free(g);
+    }
+}
+
+/* Answers the call with a failure once (on_close may run from within). */
+static void call_fail(struct goprof_call *g, int status, const char *msg)
+{
+    if (g->finished || !g->call)
+        return;
+    g->finished = true;
+    skpx_grpc_call_finish(g->call, NULL, status, msg);
+}
+
+static void call_maybe_done(struct goprof_call *g)
+{
+    if (g->finished || !g->call || !g->ended || g->n_jobs)
+        return;
+    g->finished = true;
+    skpx_grpc_call_finish(g->call, collector_empty_commands(), SKPX_GRPC_OK, NULL);
+}
+
+/* Stores up to GOPROFILE_BATCH of j's rows in one transaction. Returns true when j is done. */
+static bool store_step(struct goprof_job *j)
+{
+    struct collector *c = j->c;
+    if (j->status != SKPX_GRPC_OK || !j->g || !j->g->call)
+        return true; /* failed, or nobody waits for the ack: stop writing */
+    size_t n = j->n_snaps - j->n_stored;
+    if (n > GOPROFILE_BATCH)
+        n = GOPROFILE_BATCH;
+    if (n) {
+        int64_t now = collector_now(c);
+        for (size_t k = 0; k < n; k++)
+            j->snaps[j->n_stored + k].received_ms = now;
+        size_t dup = 0;
+        skp_err err = store_insert_snapshots(c->store, j->snaps + j->n_stored, n, &dup);
+        if (err) {
+            snprintf(j->message, sizeof(j->message), "skyprofd: snapshots not stored: %s",
+                     skp_strerror(err));
+            j->status = err == SKP_ENOMEM ? SKPX_GRPC_RESOURCE_EXHAUSTED : SKPX_GRPC_UNAVAILABLE;
+            return true;
+        }
+        c->metrics->snapshots_stored += n - dup;
+        c->metrics->snapshots_duplicate += dup;
+        c->metrics->snapshot_batches++;
+        j->stored += n - dup;
+        j->n_stored += n;
+    }
+    if (j->n_stored < j->n_snaps)
+        return false;
+    SKPX_INFO("goProfileReport task %s: %" PRIu64 " snapshot(s) of %" PRIu64
+              " segment(s) stored, %" PRIu64 " sample(s) without segment_id skipped",
+              j->task_id, j->stored, j->n_segs, j->skipped);
+    return true;
+}
+
+/* j came back from the worker (or ran inline): charge its rows to the upload budget. */
+static void job_returned(struct goprof_job *j)
+{
+    struct collector *c = j->c;
+    if (j->status == SKPX_GRPC_RESOURCE_EXHAUSTED)
+        refused(c);
+    if (j->status != SKPX_GRPC_OK)
+        return;
+    if (c->upload_bytes + j->row_bytes > COLLECTOR_UPLOAD_BUDGET_BYTES) {
+        snprintf(j->message, sizeof(j->message), "skyprofd: upload budget exhausted");
+        j->status = SKPX_GRPC_RESOURCE_EXHAUSTED;
+        j->row_bytes = 0;
+        refused(c);
+        return;
+    }
+    c->upload_bytes += j->row_bytes;
+}
+
+/* j is over: answers or fails its call, frees j. */
+static void job_done(struct goprof_job *j)
+{
+    struct goprof_call *g = j->g;
+    int status = j->status;
+    char msg[sizeof(j->message)];
+    memcpy(msg, j->message, sizeof(msg));
+    if (status != SKPX_GRPC_OK && status != SKPX_GRPC_RESOURCE_EXHAUSTED) {
+        static struct skpx_log_limit lim;
+        skpx_log_limited(&lim, SKPX_LOG_WARN, "goProfileReport task %s: %s", j->task_id, msg);
+    }
+    j->g = NULL;
+    job_free(j);
+    if (!g)
+        return;
+    g->n_jobs--; /* the job's reference is dropped last */
+    if (status != SKPX_GRPC_OK)
+        call_fail(g, status, msg[0] ? msg : NULL);
+    else
+        call_maybe_done(g);
+    call_unref(g);
+}
+
+/* ---------------------------------------------------------------- worker */
+
+static void push(struct goprof_job **head, struct goprof_job **tail, struct goprof_job *j)
+{
+    j->next = NULL;
+    if (*tail)
+        (*tail)->next = j;
+    else
+        *head = j;
+    *tail = j;
+}
+
+static struct goprof_job *pop(struct goprof_job **head, struct goprof_job **tail)
+{
+    struct goprof_job *j = *head;
+    if (j) {
+        *head = j->next;
+        if (!*head)
+            *tail = NULL;
+        j->next = NULL;
+    }
+    return j;
+}
+
+static void *worker_main(void *ud)
+{
+    struct goprof_worker *w = ud;
+    pthread_mutex_lock(&w->mu);
+    for (;;) {
+        while (!w->todo_head && !w->stopping)
+            pthread_cond_wait(&w->cv, &w->mu);
+        if (w->stopping)
+            break;
+        struct goprof_job *j = pop(&w->todo_head, &w->todo_tail);
+        pthread_mutex_unlock(&w->mu);
+        job_run(j, collector_now(j->c));
+        pthread_mutex_lock(&w->mu);
+        push(&w->done_head, &w->done_tail, j);
+        char b = 1;
+        ssize_t rc = write(w->wake[1], &b, 1); /* non-blocking: a full pipe is already awake */
+        (void)rc;
+    }
+    pthread_mutex_unlock(&w->mu);
+    return NULL;
+}
+
+/* Loop: writes one batch of the first storing job per turn, so ingestion and the HTTP API run
+ * between batches. */
+static void on_store(evutil_socket_t fd, short what, void *ud)
+{
+    (void)fd;
+    (void)what;
+    struct goprof_worker *w = ud;
+    struct goprof_job *j = w->storing_head;
+    if (!j)
+        return;
+    if (store_step(j)) {
+        pop(&w->storing_head, &w->storing_tail);
+        w->n_queued--;
+        job_done(j);
+    }
+    if (w->storing_head)
+        event_active(w->store_ev, EV_TIMEOUT, 0);
+}
+
+static void on_wake(evutil_socket_t fd, short what, void *ud)
+{
+    (void)what;
+    struct goprof_worker *w = ud;
+    char b[64];
+    while (read(fd, b, sizeof(b)) > 0) {
+    }
+    pthread_mutex_lock(&w->mu);
+    struct goprof_job *done = w->done_head;
+    w->done_head = w->done_tail = NULL;
+    pthread_mutex_unlock(&w->mu);
+    while (done) {
+        struct goprof_job *j = done;
+        done = j->next;
+        job_returned(j);
+        push(&w->storing_head, &w->storing_tail, j);
+    }
+    if (w->storing_head)
+        event_active(w->store_ev, EV_TIMEOUT, 0);
+}
+
+skp_err collector_goprofile_start(struct collector *c, struct event_base *base)
+{
+    struct goprof_worker *w = skpx_calloc(1, sizeof(*w));
+    if (!w)
+        return SKP_ENOMEM;
+    w->base = base;
+    w->wake[0] = w->wake[1] = -1;
+    pthread_mutex_init(&w->mu, NULL);
+    pthread_cond_init(&w->cv, NULL);
+    skp_err err = SKP_OK;
+    if (pipe2(w->wake, O_CLOEXEC | O_NONBLOCK) != 0)
+        err = SKP_EIO;
+    if (!err) {
+        w->wake_ev = event_new(base, w->wake[0], EV_READ | EV_PERSIST, on_wake, w);
+        w->store_ev = event_new(base, -1, 0, on_store, w);
+        if (!w->wake_ev || !w->store_ev || event_add(w->wake_ev, NULL) != 0)
+            err = SKP_ENOMEM;
+    }
+    if (!err) {
+        if (pthread_create(&w->thread, NULL, worker_main, w) != 0)
+            err = SKP_EIO;
+        else
+            w->started = true;
+    }
+    c->goprof = w;
+    if (err)
+        collector_goprofile_stop(c);
+    return err;
+}
+
+void collector_goprofile_stop(struct collector *c)
+{
+    struct goprof_worker *w = c->goprof;
+    if (!w)
+        return;
+    if (w->started) {
+        pthread_mutex_lock(&w->mu);
+        w->stopping = true;
+        pthread_cond_signal(&w->cv);
+        pthread_mutex_unlock(&w->mu);
+        pthread_join(w->thread, NULL);
+    }
+    c->goprof = NULL;
+    struct goprof_job **lists[] = {&w->todo_head, &w->done_head, &w->storing_head};
+    for (size_t i = 0; i < 3; i++) {
+        while (*lists[i]) {
+            struct goprof_job *j = *lists[i];
+            *lists[i] = j->next;
+            if (j->status == SKPX_GRPC_OK) {
+                j->status = SKPX_GRPC_UNAVAILABLE;
+                snprintf(j->message, sizeof(j->message), "skyprofd: shutting down");
+            }
+            job_done(j);
+        }
+    }
+    if (w->wake_ev)
+        event_free(w->wake_ev);
+    if (w->store_ev)
+        event_free(w->store_ev);
+    if (w->wake[0] >= 0)
+        close(w->wake[0]);
+    if (w->wake[1] >= 0)
+        close(w->wake[1]);
+    pthread_cond_destroy(&w->cv);
+    pthread_mutex_destroy(&w->mu);
+    skpx_free(w);
+}
+
+/* Hands j (a complete file) over: to the worker, or inline without one. Keeps a reference of
+ * g for j. */
+static void submit(struct goprof_call *g, struct goprof_job *j)
+{
+    struct collector *c = g->c;
+    if (j->len == 0) {
+        job_free(j);
+        return;
+    }
+    j->g = g;
+    g->n_jobs++;
+    g->refs++;
+    struct goprof_worker *w = c->goprof;
+    if (!w) {
+        job_run(j, collector_now(c));
+        job_returned(j);
+        while (!store_step(j)) {
+        }
+        job_done(j);
+        return;
+    }
+    if (w->n_queued >= GOPROFILE_QUEUE_MAX) {
+        snprintf(j->message, sizeof(j->message), "skyprofd: %u pprof files queued, retry later",
+                 (unsigned)GOPROFILE_QUEUE_MAX);
+        j->status = SKPX_GRPC_RESOURCE_EXHAUSTED;
+        refused(c);
+        job_done(j);
+        return;
+    }
+    w->n_queued++;
+    pthread_mutex_lock(&w->mu);
+    push(&w->todo_head, &w->todo_tail, j);
+    pthread_cond_signal(&w->cv);
+    pthread_mutex_unlock(&w->mu);
+}
+
+/* A new file of task `tid`: the task must be a stored trace task. Returns SKPX_GRPC_OK or the
+ * status with the reason in msg. */
+static int new_file(struct goprof_call *g, const char *tid, char *msg, size_t msg_cap)
+{
+    struct collector *c = g->c;
+    struct store_task t;
+    memset(&t, 0, sizeof(t));
+    skp_err err = store_get_task(c->store, tid, &t);
+    store_task_cleanup(&t);
+    if (err == SKP_ENOTFOUND) {
+        refused(c);
+        snprintf(msg, msg_cap, "skyprofd: no trace profiling task %.120s", tid);
+        return SKPX_GRPC_NOT_FOUND;
+    }
+    if (err) {
+        snprintf(msg, msg_cap, "skyprofd: task lookup failed: %s", skp_strerror(err));
+        return SKPX_GRPC_UNAVAILABLE;
+    }
+    struct goprof_job *j = skpx_calloc(1, sizeof(*j));
+    if (!j || !(j->task_id = skpx_strdup(tid))) {
+        skpx_free(j);
+        return SKPX_GRPC_RESOURCE_EXHAUSTED;
+    }
+    j->c = c;
+    g->cur = j;
+    return SKPX_GRPC_OK;
+}
+
+/* Appends a payload to the current file. */
+static int append(struct goprof_call *g, const uint8_t *data, size_t n, char *msg, size_t cap)
+{
+    struct collector *c = g->c;
+    struct goprof_job *j = g->cur;
+    if ((uint64_t)j->len + n > max_bytes(c)) {
+        refused(c);
+        snprintf(msg, cap, "skyprofd: pprof file larger than %" PRIu64 " bytes", max_bytes(c));
+        return SKPX_GRPC_RESOURCE_EXHAUSTED;
+    }
+    if (j->len + n > j->cap) {
+        size_t nc = j->cap ? j->cap * 2 : 1u << 16;
+        while (nc < j->len + n)
+            nc *= 2;
+        if (c->upload_bytes - j->cap + nc > COLLECTOR_UPLOAD_BUDGET_BYTES) {
+            refused(c);
+            snprintf(msg, cap, "skyprofd: upload budget exhausted");
+            return SKPX_GRPC_RESOURCE_EXHAUSTED;
+        }
+        uint8_t *nb = skpx_realloc(j->buf, nc);
+        if (!nb)
+            return SKPX_GRPC_RESOURCE_EXHAUSTED;
+        c->upload_bytes += nc - j->cap;
+        j->buf = nb;
+        j->cap = nc;
+    }
+    memcpy(j->buf + j->len, data, n);
+    j->len += n;
+    return SKPX_GRPC_OK;
+}
+
+static int on_message(struct goprof_call *g, const Skywalking__V3__GoProfileData *d, char *msg,
+                      size_t msg_cap)
+{
+    const char *tid = d->taskid ? d->taskid : "";
+    if (!g->cur || strcmp(g->cur->task_id, tid) != 0) {
+        /* A new task id starts a new file (the previous one had no isLast). */
+        if (g->cur) {
+            struct goprof_job *prev = g->cur;
+            g->cur = NULL;
+            submit(g, prev);
+            if (g->finished)
+                return SKPX_GRPC_OK;
+        }
+        int st = new_file(g, tid, msg, msg_cap);
+        if (st != SKPX_GRPC_OK)
+            return st;
+    }
+    if (d->payload.len) {
+        int st = append(g, d->payload.data, d->payload.len, msg, msg_cap);
+        if (st != SKPX_GRPC_OK)
+            return st;
+    }
+    if (d->islast) {
+        struct goprof_job *j = g->cur;
+        g->cur = NULL;
+        submit(g, j);
+    }
+    return SKPX_GRPC_OK;
 }
 
 int collector_goprofile_on_message(struct skpx_grpc_call *call, void *ud,
@@ -248,72 +731,56 @@ int collector_goprofile_on_message(struct skpx_grpc_call *call, void *ud,
 {
     (void)raw;
     (void)raw_len;
-    struct collector *c = ud;
-    const Skywalking__V3__GoProfileData *d = (const void *)msg;
     struct goprof_call *g = skpx_grpc_call_get_data(call);
     if (!g) {
         g = skpx_calloc(1, sizeof(*g));
         if (!g)
             return SKPX_GRPC_RESOURCE_EXHAUSTED;
+        g->call = call;
+        g->c = ud;
         skpx_grpc_call_set_data(call, g);
     }
-    const char *tid = d->taskid ? d->taskid : "";
-    if (!g->task_id || strcmp(g->task_id, tid) != 0) {
-        /* A new task id starts a new file (the previous one had no isLast). */
-        int st = finish_file(c, g);
-        if (st != SKPX_GRPC_OK) {
-            skpx_grpc_call_finish(call, NULL, st, g->message[0] ? g->message : NULL);
-            return SKPX_GRPC_OK;
-        }
-        skpx_free(g->task_id);
-        g->task_id = skpx_strdup(tid);
-        if (!g->task_id)
-            return SKPX_GRPC_RESOURCE_EXHAUSTED;
-    }
-    size_t n = d->payload.len;
-    if (n) {
-        if ((uint64_t)g->len + n > max_bytes(c))
-            return SKPX_GRPC_RESOURCE_EXHAUSTED;
-        if (g->len + n > g->cap) {
-            size_t nc = g->cap ? g->cap * 2 : 1u << 20;
-            while (nc < g->len + n)
-                nc *= 2;
-            if (c->upload_bytes - g->cap + nc > (256u << 20))
-                return SKPX_GRPC_RESOURCE_EXHAUSTED;
-            uint8_t *nb = skpx_realloc(g->buf, nc);
-            if (!nb)
-                return SKPX_GRPC_RESOURCE_EXHAUSTED;
-            c->upload_bytes += nc - g->cap;
-            g->buf = nb;
-            g->cap = nc;
-        }
-        memcpy(g->buf + g->len, d->payload.data, n);
-        g->len += n;
-    }
-    if (d->islast) {
-        int st = finish_file(c, g);
-        if (st != SKPX_GRPC_OK)
-            skpx_grpc_call_finish(call, NULL, st, g->message[0] ? g->message : NULL);
-    }
+    if (g->finished)
+        return SKPX_GRPC_OK; /* answered already: the rest is ignored */
+    char why[200] = "";
+    g->refs++;
+    int st = on_message(g, (const void *)msg, why, sizeof(why));
+    if (st != SKPX_GRPC_OK)
+        call_fail(g, st, why[0] ? why : NULL);
+    call_unref(g);
     return SKPX_GRPC_OK;
 }
 
 void collector_goprofile_on_end(struct skpx_grpc_call *call, void *ud)
 {
-    struct collector *c = ud;
     struct goprof_call *g = skpx_grpc_call_get_data(call);
-    int st = g ? finish_file(c, g) : SKPX_GRPC_OK;
-    if (st != SKPX_GRPC_OK) {
-        skpx_grpc_call_finish(call, NULL, st, g->message[0] ? g->message : NULL);
+    if (!g) {
+        skpx_grpc_call_finish(call, collector_empty_commands(), SKPX_GRPC_OK, NULL);
         return;
     }
-    skpx_grpc_call_finish(call, collector_empty_commands(), SKPX_GRPC_OK, NULL);
+    (void)ud;
+    g->refs++;
+    g->ended = true;
+    if (g->cur && !g->finished) {
+        struct goprof_job *j = g->cur;
+        g->cur = NULL;
+        submit(g, j);
+    }
+    call_maybe_done(g);
+    call_unref(g);
 }
 
 void collector_goprofile_on_close(struct skpx_grpc_call *call, void *ud, int status)
 {
+    (void)ud;
     (void)status;
     struct goprof_call *g = skpx_grpc_call_get_data(call);
     skpx_grpc_call_set_data(call, NULL);
-    goprof_free(ud, g);
+    if (!g)
+        return;
+    g->call = NULL;
+    job_free(g->cur);
+    g->cur = NULL;
+    if (g->refs == 0)
+        skpx_free(g);
 }

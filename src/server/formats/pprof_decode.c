@@ -891,27 +891,79 @@ static void *alloc_n(size_t n, size_t size, bool *ok)
     return v;
 }
 
+static uint64_t refusals;
+
+uint64_t pprof_decode_refusals(void)
+{
+    return __atomic_load_n(&refusals, __ATOMIC_RELAXED);
+}
+
+/* The memory the tables of pass 1's counts take, with the inflated buffer (n bytes) still held:
+ * every array pprof_decode and resolve allocate, the string block and its table. Saturates. */
+static size_t decode_memory(const struct dec *d, size_t n)
+{
+    const struct {
+        size_t count, each;
+    } t[] = {
+        {d->n_types, sizeof(struct pprof_value_type) + 2 * sizeof(int64_t)},
+        {d->n_samples, sizeof(struct pprof_sample) + sizeof(size_t)},
+        {d->n_values, sizeof(int64_t)},
+        {d->n_locs_ids, sizeof(uint32_t) + sizeof(uint64_t)},
+        {d->n_labels, sizeof(struct pprof_label) + 4 * sizeof(int64_t)},
+        {d->n_locations, sizeof(struct pprof_location) + 3 * sizeof(uint64_t)},
+        {d->n_lines, sizeof(struct pprof_line) + sizeof(uint64_t)},
+        {d->n_funcs, sizeof(struct pprof_function) + 3 * sizeof(int64_t) + 2 * sizeof(uint64_t)},
+        {d->n_maps, sizeof(struct pprof_mapping) + 2 * sizeof(int64_t) + 2 * sizeof(uint64_t)},
+        {d->n_strings, 2 * sizeof(uint32_t) + sizeof(char *) + 1},
+    };
+    size_t total = n * 2; /* the inflated bytes + the string block (at most as long) */
+    if (total < n)
+        return SIZE_MAX;
+    for (size_t i = 0; i < sizeof(t) / sizeof(t[0]); i++) {
+        if (t[i].count > SIZE_MAX / t[i].each || total > SIZE_MAX - t[i].count * t[i].each)
+            return SIZE_MAX;
+        total += t[i].count * t[i].each;
+    }
+    return total;
+}
+
+static skp_err refuse(char *errbuf, const char *fmt, size_t limit)
+{
+    __atomic_add_fetch(&refusals, 1, __ATOMIC_RELAXED);
+    if (errbuf)
+        snprintf(errbuf, PPROF_ERR_MAX, fmt, limit);
+    return SKP_ETOOBIG;
+}
+
 skp_err pprof_decode(const uint8_t *data, size_t len, size_t max_decoded,
                      struct pprof_profile **out, char *errbuf)
+{
+    struct pprof_limits lim = {.max_decoded = max_decoded};
+    return pprof_decode_limited(data, len, &lim, out, errbuf);
+}
+
+skp_err pprof_decode_limited(const uint8_t *data, size_t len, const struct pprof_limits *lim,
+                             struct pprof_profile **out, char *errbuf)
 {
     *out = NULL;
     if (errbuf)
         errbuf[0] = '\0';
-    if (!max_decoded)
-        max_decoded = PPROF_DEFAULT_MAX_DECODED;
+    size_t max_decoded = lim && lim->max_decoded ? lim->max_decoded : PPROF_DEFAULT_MAX_DECODED;
+    size_t max_memory = lim && lim->max_memory ? lim->max_memory : PPROF_DEFAULT_MAX_MEMORY;
+    size_t max_samples = lim ? lim->max_samples : 0;
     uint8_t *inflated = NULL;
     const uint8_t *buf = data;
     size_t n = len;
     skp_err err = SKP_OK;
     if (len >= 2 && data[0] == 0x1f && data[1] == 0x8b) {
         err = inflate_all(data, len, max_decoded, &inflated, &n, errbuf);
+        if (err == SKP_ETOOBIG)
+            __atomic_add_fetch(&refusals, 1, __ATOMIC_RELAXED);
         if (err)
             return err;
         buf = inflated;
     } else if (len > max_decoded) {
-        if (errbuf)
-            snprintf(errbuf, PPROF_ERR_MAX, "pprof larger than %zu bytes", max_decoded);
-        return SKP_ETOOBIG;
+        return refuse(errbuf, "pprof larger than %zu bytes", max_decoded);
     }
     if (n > UINT32_MAX) {
         skpx_free(inflated);
@@ -929,6 +981,17 @@ skp_err pprof_decode(const uint8_t *data, size_t len, size_t max_decoded,
     err = pass_count(&d, buf, n);
     if (err)
         goto out;
+    if (max_samples && d.n_samples > max_samples) {
+        err = refuse(errbuf, "pprof has more than %zu samples", max_samples);
+        goto out;
+    }
+    size_t need = decode_memory(&d, n);
+    if (need > max_memory) {
+        err =
+            refuse(errbuf, "pprof would take more than %zu bytes of memory to decode", max_memory);
+        goto out;
+    }
+    p->mem_bytes = need - n;
     bool ok = true;
     p->sample_types = alloc_n(d.n_types, sizeof(*p->sample_types), &ok);
     p->samples = alloc_n(d.n_samples, sizeof(*p->samples), &ok);

@@ -4,11 +4,13 @@
  * sample labels. Hand-written protobuf field reader: no generated code, unknown fields skipped,
  * every length checked against the buffer, every index checked against its table; a corrupt
  * file gives SKP_EINVAL and a one-line reason, never a crash or an unbounded allocation
- * (memory is a small multiple of the decompressed size, itself capped by the caller).
+ * (the decompressed size is capped while inflating, and the memory the decoded tables will take
+ * is computed from the counts of a first pass and refused above a budget before any table is
+ * allocated: a gzip bomb or a file of millions of empty samples costs a bounded amount).
  *
  * The decoded profile owns one block holding NUL-terminated copies of the strings; all
- * `const char *` fields point into it. Pure and reentrant (no global state): the analysis runs
- * it on the HTTP worker thread. */
+ * `const char *` fields point into it. Reentrant (its only shared state is an atomic count of
+ * refusals): the analysis runs it on the HTTP worker thread, goProfileReport on its own. */
 #ifndef SKP_SERVER_PPROF_DECODE_H
 #define SKP_SERVER_PPROF_DECODE_H
 
@@ -17,9 +19,13 @@
 
 #include "skyprof/skp_err.h"
 
-/* Default cap on the decompressed size (a 30 MiB gzip upload of a typical profile inflates
- * 3-10x); callers may pass a smaller one. */
-#define PPROF_DEFAULT_MAX_DECODED ((size_t)512 * 1024 * 1024)
+/* Default cap on the decompressed size, checked while inflating (a typical Go profile inflates
+ * 3-10x and is far below it); callers may pass a smaller one. */
+#define PPROF_DEFAULT_MAX_DECODED ((size_t)64 * 1024 * 1024)
+/* Default cap on the memory one decode may hold at once: the inflated bytes plus every decoded
+ * table and the string block (pprof_decode_memory). Tables of small entries can take 30x their
+ * encoded size, so this, not the decompressed size, is what bounds a hostile file. */
+#define PPROF_DEFAULT_MAX_MEMORY ((size_t)192 * 1024 * 1024)
 /* Room for a decode error message. */
 #define PPROF_ERR_MAX 160
 /* A location index meaning "none". */
@@ -99,6 +105,7 @@ struct pprof_profile {
     int64_t time_nanos;
     int64_t duration_nanos;
     int default_sample_type; /* index into sample_types, -1 if unset */
+    size_t mem_bytes;        /* memory the decoded profile holds (tables + strings) */
     char *_strings;          /* private: the string block */
     char **_string_table;    /* private: string index -> string */
 };
@@ -107,9 +114,22 @@ struct pprof_profile {
  * frees with pprof_free). max_decoded caps the inflated size (0 = PPROF_DEFAULT_MAX_DECODED).
  * `errbuf` (PPROF_ERR_MAX bytes, may be NULL) gets the reason of a failure.
  * Errors: SKP_EINVAL (corrupt or not a profile), SKP_ETOOBIG (over max_decoded), SKP_ENOMEM.
- * Thread-safe (no shared state). */
+ * Thread-safe. */
 SKP_MUST_CHECK skp_err pprof_decode(const uint8_t *data, size_t len, size_t max_decoded,
                                     struct pprof_profile **out, char *errbuf);
+/* Limits of one decode; a 0 field takes its default (PPROF_DEFAULT_*). */
+struct pprof_limits {
+    size_t max_decoded; /* decompressed bytes */
+    size_t max_memory;  /* inflated bytes + decoded tables + strings held at once */
+    size_t max_samples; /* samples (0 = no cap besides max_memory) */
+};
+/* pprof_decode with every limit given. Over a limit: SKP_ETOOBIG with the limit in errbuf,
+ * counted in pprof_decode_refusals(). */
+SKP_MUST_CHECK skp_err pprof_decode_limited(const uint8_t *data, size_t len,
+                                            const struct pprof_limits *lim,
+                                            struct pprof_profile **out, char *errbuf);
+/* Decodes refused for a limit since the process started (any thread; for /metrics). */
+uint64_t pprof_decode_refusals(void);
 /* NULL ok. */
 void pprof_free(struct pprof_profile *p);
 

@@ -11,6 +11,7 @@
 #include "common/alloc.h"
 #include "common/buf.h"
 #include "common/clock.h"
+#include "server/formats/pprof_decode.h"
 
 /* The rendered text is a few KB; this cap only guards against a runaway loop. */
 #define METRICS_TEXT_MAX (1u << 20)
@@ -81,6 +82,21 @@ skp_err metrics_render(const struct metrics *m, const struct skpx_grpc_server_st
             "Trace segments refused: more spans than --max-segment-spans, or decoding past "
             "--max-decoded-bytes.",
             m->segments_refused);
+    counter(&b, "skyprof_goprofile_refused_total",
+            "goProfileReport files refused: unknown task, over a size, row or memory budget, "
+            "or the decode queue full.",
+            m->goprofile_refused);
+    counter(&b, "skyprof_pprof_decode_refused_total",
+            "pprof decodes refused for a limit (decompressed size, decoder memory, samples).",
+            pprof_decode_refusals());
+    counter(&b, "skyprof_names_refused_total",
+            "API requests refused with 400 because a name was not UTF-8.", m->names_refused);
+    counter(&b, "skyprof_policies_refused_total",
+            "Continuous-profiling policy writes refused: --max-policies reached.",
+            m->policies_refused);
+    counter(&b, "skyprof_endpoints_untracked_total",
+            "Endpoint statistics not kept: --max-endpoints-per-service reached.",
+            m->endpoints_untracked);
     counter(&b, "skyprof_segments_dropped_total",
             "Trace segments not stored by the keep policy (their statistics are kept).",
             m->segments_dropped);

@@ -9,8 +9,11 @@
 #include "server/analysis/pprof_analyze.h"
 #include "server/formats/pprof_decode.h"
 
-/* Keeps one input's memory small enough for the fuzzer's RSS limit. */
-#define FUZZ_MAX_DECODED ((size_t)64 * 1024 * 1024)
+/* Keeps one input's memory small enough for the fuzzer's RSS limit: the decompressed size and
+ * the decoder's memory limits are on (issue 25), as in goProfileReport and the analyses. */
+#define FUZZ_MAX_DECODED ((size_t)16 * 1024 * 1024)
+#define FUZZ_MAX_MEMORY ((size_t)64 * 1024 * 1024)
+#define FUZZ_MAX_SAMPLES 200000
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 
@@ -18,7 +21,10 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
     struct pprof_profile *p = NULL;
     char why[PPROF_ERR_MAX];
-    if (pprof_decode(data, size, FUZZ_MAX_DECODED, &p, why) != SKP_OK)
+    const struct pprof_limits lim = {.max_decoded = FUZZ_MAX_DECODED,
+                                     .max_memory = FUZZ_MAX_MEMORY,
+                                     .max_samples = FUZZ_MAX_SAMPLES};
+    if (pprof_decode_limited(data, size, &lim, &p, why) != SKP_OK)
         return 0;
     for (size_t t = 0; t <= p->n_sample_types; t++) {
         struct pprof_analyze *an = NULL;

@@ -77,6 +77,16 @@ static void open_store(void)
     struct keep_policy kp = {0};
     FUZZ_CHECK(keep_policy_parse("profiled", &kp) == SKP_OK);
     FUZZ_CHECK(collector_segments_start(&S.col, NULL, &kp) == SKP_OK);
+    /* goProfileReport needs a stored trace task: the seeds' task id "1". */
+    struct store_task t = {.id = "1",
+                           .service = "shop",
+                           .endpoint = "GET:/items",
+                           .start_time = 1700000000000,
+                           .duration_min = 10,
+                           .dump_period = 10,
+                           .max_sampling_count = 5,
+                           .create_time = 1700000000000};
+    FUZZ_CHECK(store_insert_task(S.st, &t) == SKP_OK);
 }
 
 static void close_store(void)

@@ -1,0 +1,148 @@
+"""skyprofd under hostile input (issue 25), end to end against the real daemon: goProfileReport
+refuses unknown task ids, refuses files over its row budget (a few KB of gzip made 10 M rows) and files whose decoded tables would exceed the decoder's
+memory limit (a small gzip of millions of empty samples), each counted in /metrics, and the
+server keeps answering afterwards.
+"""
+import gzip
+import os
+import sys
+import urllib.parse
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+
+import grpc  # noqa: E402
+
+from skp_harness import Results, tempdir  # noqa: E402
+from skyprofd_util import Command_pb2, Profile_pb2, Skyprofd  # noqa: E402
+from pprof_util import Profile, f_bytes  # noqa: E402
+
+S = None
+R = Results()
+GOPROF = "/skywalking.v3.ProfileTask/goProfileReport"
+
+
+def go_report(tid, data, chunk=65536, timeout=60):
+    call = S.channel().stream_unary(
+        GOPROF, request_serializer=lambda m: m.SerializeToString(),
+        response_deserializer=Command_pb2.Commands.FromString)
+    chunks = [data[i:i + chunk] for i in range(0, len(data), chunk)] or [b""]
+    msgs = [Profile_pb2.GoProfileData(taskId=tid, payload=c, isLast=(i == len(chunks) - 1))
+            for i, c in enumerate(chunks)]
+    return call(iter(msgs), timeout=timeout)
+
+
+def expect_code(code, fn, *args, **kw):
+    try:
+        fn(*args, **kw)
+    except grpc.RpcError as e:
+        assert e.code() == code, (e.code(), e.details())
+        return e.details()
+    raise AssertionError("expected %s" % code)
+
+
+def refused():
+    return S.metric("skyprof_goprofile_refused_total")
+
+
+def stored():
+    return S.metric("skyprof_snapshots_stored_total")
+
+
+def one_sample(count, segment="seg-w"):
+    p = Profile([("samples", "count"), ("cpu", "nanoseconds")], ("cpu", "nanoseconds"), 10000000)
+    f = p.function(1, "main.work", "w.go")
+    loc = p.location(1, [(f, 3)])
+    p.sample([loc], [count, count * 10000000], [("segment_id", segment)])
+    return p
+
+
+def task(service):
+    st, doc = S.create_task(service, "/hostile", duration=5)
+    assert st == 201, doc
+    return doc["id"]
+
+
+def t_unknown_task():
+    before = refused()
+    details = expect_code(grpc.StatusCode.NOT_FOUND, go_report, "1_bm9wZQ==.1", one_sample(1).gz())
+    assert "no trace profiling task" in details, details
+    assert refused() == before + 1
+
+
+def t_rows_share_frames():
+    """A sample's count is rows (at most 100), as the trace analysis needs; they share frames."""
+    tid = task("svc-weight")
+    before = stored()
+    go_report(tid, one_sample(100).gz())
+    assert stored() == before + 100, (before, stored())
+    st, an = S.json("GET", "/api/v1/profile/segments/seg-w/analyze", expect=200)
+    cnt = {e["codeSignature"]: int(e["count"]) for t in an["trees"] for e in t["elements"]}
+    assert cnt == {"main.work (w.go:3)": 100}, cnt
+
+
+def t_row_budget():
+    """150,000 samples of count 100: 15 M rows before, now refused whole (over 200,000 rows)."""
+    tid = task("svc-rows")
+    p = Profile([("samples", "count")], ("cpu", "nanoseconds"), 10000000)
+    f = p.function(1, "main.spin", "s.go")
+    loc = p.location(1, [(f, 1)])
+    for i in range(150000):
+        p.sample([loc], [100], [("segment_id", "seg-r%d" % (i % 1000))])
+    data = p.gz()
+    before, rows_before = refused(), stored()
+    details = expect_code(grpc.StatusCode.RESOURCE_EXHAUSTED, go_report, tid, data)
+    assert "rows" in details, details
+    assert refused() == before + 1
+    assert stored() == rows_before  # nothing of it stored
+
+
+def t_memory_bomb():
+    """A few KB of gzip holding 20 M empty samples: decoded tables of ~500 MB before; now the
+    decoder refuses before allocating them."""
+    tid = task("svc-bomb")
+    raw = f_bytes(2, b"") * 20000000
+    data = gzip.compress(raw, 9)
+    assert len(data) < 200000
+    before = refused()
+    dec_before = S.metric("skyprof_pprof_decode_refused_total")
+    details = expect_code(grpc.StatusCode.RESOURCE_EXHAUSTED, go_report, tid, data)
+    assert "memory" in details or "samples" in details, details
+    assert refused() == before + 1
+    assert S.metric("skyprof_pprof_decode_refused_total") == dec_before + 1
+
+
+def t_inflate_bomb():
+    """Inflates past the 64 MiB decompressed-size limit: stopped while inflating."""
+    tid = task("svc-inflate")
+    data = gzip.compress(b"\0" * (80 << 20), 9)
+    details = expect_code(grpc.StatusCode.RESOURCE_EXHAUSTED, go_report, tid, data)
+    assert "inflates to more than" in details, details
+
+
+def t_still_serving():
+    st, _, _ = S.http("GET", "/healthz")
+    assert st == 200
+    tid = task("svc-after")
+    go_report(tid, one_sample(1, "seg-after").gz())
+    st, segs = S.json("GET", "/api/v1/profile/tasks/%s/segments" % urllib.parse.quote(tid, safe=""), expect=200)
+    assert [s["segmentId"] for s in segs] == ["seg-after"], segs
+
+
+def main():
+    global S
+    with tempdir() as d:
+        S = Skyprofd(os.path.join(d, "data"))
+        try:
+            R.run("goProfileReport: unknown task refused", t_unknown_task)
+            R.run("goProfileReport: a count is rows", t_rows_share_frames)
+            R.run("goProfileReport: row budget", t_row_budget)
+            R.run("goProfileReport: decoder memory bomb", t_memory_bomb)
+            R.run("goProfileReport: inflate bomb", t_inflate_bomb)
+            R.run("still serving", t_still_serving)
+        finally:
+            S.stop()
+    R.finish()
+
+
+if __name__ == "__main__":
+    main()

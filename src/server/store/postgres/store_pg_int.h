@@ -28,6 +28,7 @@
 #include "common/map.h"
 #include "server/store/store.h"
 #include "server/store/store_backend.h"
+#include "server/store/store_rows.h"
 
 #define PG_FRAME_CACHE_MAX (1u << 18) /* signature → id entries */
 #define PG_STACK_POOL_MAX (1u << 22)  /* frame ids held by the stack cache (16 MB) */
@@ -154,6 +155,9 @@ PGresult *pg__exec(struct pg_store *st, const char *sql, struct pg_params *p, sk
 /* The same through the prepared statement `id`. */
 PGresult *pg__execp(struct pg_store *st, enum pg_stmt id, struct pg_params *p, skp_err *err,
                     const char *what);
+/* pg__exec, then pgp_free(p) (p may be NULL): the call most statements make. */
+PGresult *pg__query(struct pg_store *st, const char *sql, struct pg_params *p, skp_err *err,
+                    const char *what);
 /* Fills the parameters of row i of a batch. */
 typedef void (*pg_bind_fn)(struct pg_params *p, size_t i, const void *rows);
 /* Runs `sql` once for each of the n rows with the parameters bind(p, i, rows) gives, in one
@@ -187,6 +191,19 @@ static inline bool pg__null(const PGresult *r, int row, int col)
 {
     return PQgetisnull(r, row, col) != 0;
 }
+
+/* ---- rows (store_pg_rows.c), by their description (store_rows.h) ---- */
+/* Adds the bound columns of row as parameters, in the description's order. */
+void pgp_row(struct pg_params *p, const struct store_row_desc *d, const void *row);
+/* Reads columns col0.. of result row i into out (d's struct, zeroed first). own: texts and blobs
+ * are copied (freed by d->cleanup; on an error nothing is left to free); else borrowed from r
+ * until PQclear (a blob is decoded in place: a borrowed row is read once).
+ * Errors: SKP_ENOMEM, SKP_EPROTO (a bytea not in hex form). */
+SKP_MUST_CHECK skp_err pg__read_row(PGresult *r, int i, int col0, const struct store_row_desc *d,
+                                    void *out, bool own);
+/* Every row of r, owned, as one array (*out: skpx_free, each row d->cleanup; NULL when none). */
+SKP_MUST_CHECK skp_err pg__read_rows(PGresult *r, const struct store_row_desc *d, void **out,
+                                     size_t *n);
 
 /* ---- the profiled-segment listing (store_pg_segments.c) ---- */
 /* A page's query: $1 task id, $2 limit (NULL: all); the second with the cursor after it, $3

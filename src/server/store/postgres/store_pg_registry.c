@@ -12,12 +12,6 @@
 #include "common/log.h"
 #include "server/store/store_codec.h"
 
-#define TASK_COLUMNS                                                                               \
-    "id, service, endpoint, start_time, duration_min, min_duration_threshold, dump_period, "       \
-    "max_sampling_count, create_time"
-/* What the reads select: the columns above, then the cancel time (0 = not cancelled). */
-#define TASK_READ_COLUMNS TASK_COLUMNS ", coalesce(cancelled_ms, 0)"
-
 /* ---- services and instances ---- */
 
 /* Registers service + instance in one statement (each collector may do it at once: upserts). */
@@ -148,26 +142,6 @@ skp_err pg_store_list_instances(struct store *base, const char *service, store_i
 
 /* ---- tasks ---- */
 
-static skp_err task_from_row(const PGresult *r, int i, struct store_task *t)
-{
-    memset(t, 0, sizeof(*t));
-    t->id = skpx_strdup(pg__txt(r, i, 0));
-    t->service = skpx_strdup(pg__txt(r, i, 1));
-    t->endpoint = skpx_strdup(pg__txt(r, i, 2));
-    t->start_time = pg__i64(r, i, 3);
-    t->duration_min = (int)pg__i64(r, i, 4);
-    t->min_duration_threshold = (int)pg__i64(r, i, 5);
-    t->dump_period = (int)pg__i64(r, i, 6);
-    t->max_sampling_count = (int)pg__i64(r, i, 7);
-    t->create_time = pg__i64(r, i, 8);
-    t->cancelled_ms = pg__i64(r, i, 9);
-    if (!t->id || !t->service || !t->endpoint) {
-        store_task_cleanup(t);
-        return SKP_ENOMEM;
-    }
-    return SKP_OK;
-}
-
 skp_err pg_store_insert_task(struct store *base, const struct store_task *t)
 {
     struct pg_store *st = pg_store_of(base);
@@ -177,22 +151,13 @@ skp_err pg_store_insert_task(struct store *base, const struct store_task *t)
     if (err)
         return err;
     struct pg_params p = {0};
-    pgp_text(&p, t->id);
-    pgp_text(&p, t->service);
-    pgp_text(&p, t->endpoint);
-    pgp_int(&p, t->start_time);
-    pgp_int(&p, t->duration_min);
-    pgp_int(&p, t->min_duration_threshold);
-    pgp_int(&p, t->dump_period);
-    pgp_int(&p, t->max_sampling_count);
-    pgp_int(&p, t->create_time);
+    pgp_row(&p, &store_task_row, t);
     /* DO NOTHING, not an error: a taken id must not abort the caller's transaction (the task
      * lock), task_create tries the next id. */
-    PGresult *r = pg__exec(st,
-                           "INSERT INTO tasks(" TASK_COLUMNS ") "
-                           "VALUES($1, $2, $3, $4, $5, $6, $7, $8, $9) ON CONFLICT DO NOTHING",
-                           &p, &err, "insert task");
-    pgp_free(&p);
+    PGresult *r = pg__query(st,
+                            "INSERT INTO tasks(" STORE_TASK_COLS ") "
+                            "VALUES(" STORE_TASK_PG ") ON CONFLICT DO NOTHING",
+                            &p, &err, "insert task");
     if (!r)
         return err;
     bool inserted = strcmp(PQcmdTuples(r), "1") == 0;
@@ -213,7 +178,7 @@ static skp_err one_task(struct pg_store *st, const char *sql, struct pg_params *
     PGresult *r = pg__exec(st, sql, p, &err, "read task");
     if (!r)
         return err;
-    err = PQntuples(r) ? task_from_row(r, 0, out) : SKP_ENOTFOUND;
+    err = PQntuples(r) ? pg__read_row(r, 0, 0, &store_task_row, out, true) : SKP_ENOTFOUND;
     PQclear(r);
     return err;
 }
@@ -225,8 +190,8 @@ skp_err pg_store_get_task(struct store *base, const char *id, struct store_task 
         return SKP_EINVAL;
     struct pg_params p = {0};
     pgp_text(&p, id);
-    skp_err err = one_task(pg_store_of(base),
-                           "SELECT " TASK_READ_COLUMNS " FROM tasks WHERE id = $1", &p, out);
+    skp_err err =
+        one_task(pg_store_of(base), "SELECT " STORE_TASK_READ " FROM tasks WHERE id = $1", &p, out);
     pgp_free(&p);
     return err;
 }
@@ -241,7 +206,7 @@ skp_err pg_store_latest_task_before(struct store *base, const char *service, int
     pgp_text(&p, service);
     pgp_int(&p, start_before);
     skp_err err = one_task(pg_store_of(base),
-                           "SELECT " TASK_READ_COLUMNS " FROM tasks WHERE service = $1 AND "
+                           "SELECT " STORE_TASK_READ " FROM tasks WHERE service = $1 AND "
                            "start_time <= $2 ORDER BY start_time DESC, create_time DESC LIMIT 1",
                            &p, out);
     pgp_free(&p);
@@ -263,34 +228,18 @@ skp_err pg_store_tasks_for_agent(struct store *base, const char *service, int64_
     pgp_text(&p, service);
     pgp_int(&p, after_create_time);
     pgp_int(&p, now_ms);
-    PGresult *r = pg__exec(st,
-                           "SELECT " TASK_READ_COLUMNS " FROM tasks WHERE service = $1 AND "
-                           "create_time > $2 AND start_time + duration_min * 60000::bigint > $3 "
-                           "AND cancelled_ms IS NULL ORDER BY create_time, id COLLATE \"C\"",
-                           &p, &err, "tasks for agent");
-    pgp_free(&p);
+    PGresult *r = pg__query(st,
+                            "SELECT " STORE_TASK_READ " FROM tasks WHERE service = $1 AND "
+                            "create_time > $2 AND start_time + duration_min * 60000::bigint > $3 "
+                            "AND cancelled_ms IS NULL ORDER BY create_time, id COLLATE \"C\"",
+                            &p, &err, "tasks for agent");
     if (!r)
         return err;
-    int n = PQntuples(r);
-    struct store_task *v = n ? skpx_calloc((size_t)n, sizeof(*v)) : NULL;
-    if (n && !v)
-        err = SKP_ENOMEM;
-    size_t k = 0;
-    for (int i = 0; i < n && !err; i++) {
-        err = task_from_row(r, i, &v[k]);
-        if (!err)
-            k++;
-    }
+    void *v = NULL;
+    err = pg__read_rows(r, &store_task_row, &v, n_out);
     PQclear(r);
-    if (err) {
-        for (size_t i = 0; i < k; i++)
-            store_task_cleanup(&v[i]);
-        skpx_free(v);
-        return err;
-    }
     *out = v;
-    *n_out = k;
-    return SKP_OK;
+    return err;
 }
 
 skp_err pg_store_list_tasks(struct store *base, const char *service, const char *endpoint,
@@ -306,7 +255,7 @@ skp_err pg_store_list_tasks(struct store *base, const char *service, const char 
     pgp_text(&p, service);
     pgp_text(&p, endpoint);
     PGresult *r = pg__exec(st,
-                           "SELECT " TASK_READ_COLUMNS " FROM tasks WHERE "
+                           "SELECT " STORE_TASK_READ " FROM tasks WHERE "
                            "($1::text IS NULL OR service = $1) AND "
                            "($2::text IS NULL OR endpoint = $2) "
                            "ORDER BY start_time DESC, create_time DESC, id COLLATE \"C\" DESC",
@@ -315,19 +264,10 @@ skp_err pg_store_list_tasks(struct store *base, const char *service, const char 
     if (!r)
         return err;
     for (int i = 0; i < PQntuples(r) && !err; i++) {
-        struct store_task t = {
-            .id = (char *)pg__txt(r, i, 0),
-            .service = (char *)pg__txt(r, i, 1),
-            .endpoint = (char *)pg__txt(r, i, 2),
-            .start_time = pg__i64(r, i, 3),
-            .duration_min = (int)pg__i64(r, i, 4),
-            .min_duration_threshold = (int)pg__i64(r, i, 5),
-            .dump_period = (int)pg__i64(r, i, 6),
-            .max_sampling_count = (int)pg__i64(r, i, 7),
-            .create_time = pg__i64(r, i, 8),
-            .cancelled_ms = pg__i64(r, i, 9),
-        };
-        err = cb(ud, &t);
+        struct store_task t;
+        err = pg__read_row(r, i, 0, &store_task_row, &t, false);
+        if (!err)
+            err = cb(ud, &t);
     }
     PQclear(r);
     return err;

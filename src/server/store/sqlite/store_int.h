@@ -20,6 +20,7 @@
 #include "common/map.h"
 #include "server/store/store.h"
 #include "server/store/store_backend.h"
+#include "server/store/store_rows.h"
 
 /* Cache bounds: each cache is cleared when it reaches its bound (they only save lookups). */
 #define STORE_FRAME_CACHE_MAX (1u << 18) /* signature → id entries (~262k frames) */
@@ -147,6 +148,21 @@ static inline const char *store__col_text_or_null(sqlite3_stmt *s, int i)
 {
     return sqlite3_column_type(s, i) == SQLITE_NULL ? NULL : store__col_text(s, i);
 }
+
+/* ---- rows (store_sqlite_rows.c), by their description (store_rows.h) ---- */
+/* Binds the bound columns of row from parameter `first` on; returns the next parameter's index.
+ * Texts and blobs are bound SQLITE_STATIC: row must outlive the step. */
+int store__bind_row(sqlite3_stmt *s, int first, const struct store_row_desc *d, const void *row);
+/* Reads columns col0.. of the statement's current row into out (d's struct, zeroed first).
+ * own: texts and blobs are copied (freed by d->cleanup; on SKP_ENOMEM nothing is left to free);
+ * else borrowed from the statement until its next step. */
+SKP_MUST_CHECK skp_err store__read_row(sqlite3_stmt *s, int col0, const struct store_row_desc *d,
+                                       void *out, bool own);
+/* Steps s to its end, every row owned in one array (*out: skpx_free, each row d->cleanup;
+ * NULL when none). Errors: SKP_ENOMEM, the SQLite error (logged with `what`). */
+SKP_MUST_CHECK skp_err store__read_rows(struct sqlite_store *st, sqlite3_stmt *s,
+                                        const struct store_row_desc *d, void **out, size_t *n,
+                                        const char *what);
 
 /* Segment id string → segids.id, creating the row (with first_ms) inside the current
  * transaction when missing. */

@@ -12,12 +12,6 @@
 #include "server/store/sqlite/store_int.h"
 #include "server/formats/utf8.h"
 
-#define TASK_COLUMNS                                                                               \
-    "id, service, endpoint, start_time, duration_min, min_duration_threshold, dump_period, "       \
-    "max_sampling_count, create_time"
-/* What the reads select: the columns above, then the cancel time (0 = not cancelled). */
-#define TASK_READ_COLUMNS TASK_COLUMNS ", coalesce(cancelled_ms, 0)"
-
 /* ---- services and instances ---- */
 
 static skp_err service_ref(struct sqlite_store *st, const char *service, const char *layer,
@@ -214,26 +208,6 @@ skp_err sqlite_store_list_instances(struct store *base, const char *service, sto
 
 /* ---- tasks ---- */
 
-static skp_err task_from_row(sqlite3_stmt *s, struct store_task *t)
-{
-    memset(t, 0, sizeof(*t));
-    t->id = skpx_strdup(store__col_text(s, 0));
-    t->service = skpx_strdup(store__col_text(s, 1));
-    t->endpoint = skpx_strdup(store__col_text(s, 2));
-    t->start_time = sqlite3_column_int64(s, 3);
-    t->duration_min = sqlite3_column_int(s, 4);
-    t->min_duration_threshold = sqlite3_column_int(s, 5);
-    t->dump_period = sqlite3_column_int(s, 6);
-    t->max_sampling_count = sqlite3_column_int(s, 7);
-    t->create_time = sqlite3_column_int64(s, 8);
-    t->cancelled_ms = sqlite3_column_int64(s, 9);
-    if (!t->id || !t->service || !t->endpoint) {
-        store_task_cleanup(t);
-        return SKP_ENOMEM;
-    }
-    return SKP_OK;
-}
-
 skp_err sqlite_store_insert_task(struct store *base, const struct store_task *t)
 {
     struct sqlite_store *st = sqlite_store_of(base);
@@ -241,20 +215,12 @@ skp_err sqlite_store_insert_task(struct store *base, const struct store_task *t)
         return SKP_EINVAL;
     sqlite3_stmt *s = NULL;
     skp_err err = store__prepare(st,
-                                 "INSERT INTO tasks(" TASK_COLUMNS ") "
-                                 "VALUES(?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                                 "INSERT INTO tasks(" STORE_TASK_COLS ") "
+                                 "VALUES(" STORE_TASK_SQ ")",
                                  &s);
     if (err)
         return err;
-    sqlite3_bind_text(s, 1, t->id, -1, SQLITE_STATIC);
-    sqlite3_bind_text(s, 2, t->service, -1, SQLITE_STATIC);
-    sqlite3_bind_text(s, 3, t->endpoint, -1, SQLITE_STATIC);
-    sqlite3_bind_int64(s, 4, t->start_time);
-    sqlite3_bind_int(s, 5, t->duration_min);
-    sqlite3_bind_int(s, 6, t->min_duration_threshold);
-    sqlite3_bind_int(s, 7, t->dump_period);
-    sqlite3_bind_int(s, 8, t->max_sampling_count);
-    sqlite3_bind_int64(s, 9, t->create_time);
+    store__bind_row(s, 1, &store_task_row, t);
     int rc = sqlite3_step(s);
     if ((rc & 0xff) == SQLITE_CONSTRAINT)
         err = SKP_EEXIST;
@@ -272,7 +238,7 @@ static skp_err one_task(struct sqlite_store *st, sqlite3_stmt *s, struct store_t
     int rc = sqlite3_step(s);
     skp_err err;
     if (rc == SQLITE_ROW)
-        err = task_from_row(s, out);
+        err = store__read_row(s, 0, &store_task_row, out, true);
     else if (rc == SQLITE_DONE)
         err = SKP_ENOTFOUND;
     else
@@ -288,7 +254,7 @@ skp_err sqlite_store_get_task(struct store *base, const char *id, struct store_t
     if (!id)
         return SKP_EINVAL;
     sqlite3_stmt *s = NULL;
-    skp_err err = store__prepare(st, "SELECT " TASK_READ_COLUMNS " FROM tasks WHERE id = ?", &s);
+    skp_err err = store__prepare(st, "SELECT " STORE_TASK_READ " FROM tasks WHERE id = ?", &s);
     if (err)
         return err;
     sqlite3_bind_text(s, 1, id, -1, SQLITE_STATIC);
@@ -304,7 +270,7 @@ skp_err sqlite_store_latest_task_before(struct store *base, const char *service,
         return SKP_EINVAL;
     sqlite3_stmt *s = NULL;
     skp_err err = store__prepare(st,
-                                 "SELECT " TASK_READ_COLUMNS " FROM tasks WHERE service = ? AND "
+                                 "SELECT " STORE_TASK_READ " FROM tasks WHERE service = ? AND "
                                  "start_time <= ? ORDER BY start_time DESC, create_time DESC "
                                  "LIMIT 1",
                                  &s);
@@ -313,22 +279,6 @@ skp_err sqlite_store_latest_task_before(struct store *base, const char *service,
     sqlite3_bind_text(s, 1, service, -1, SQLITE_STATIC);
     sqlite3_bind_int64(s, 2, start_before);
     return one_task(st, s, out);
-}
-
-struct task_vec {
-    struct store_task *v;
-    size_t n, cap;
-};
-
-static skp_err push_task_row(void *ud, sqlite3_stmt *s)
-{
-    struct task_vec *tv = ud;
-    if (skpx_grow(&tv->v, &tv->cap, tv->n + 1, sizeof(*tv->v), 4))
-        return SKP_ENOMEM;
-    skp_err err = task_from_row(s, &tv->v[tv->n]);
-    if (!err)
-        tv->n++;
-    return err;
 }
 
 skp_err sqlite_store_tasks_for_agent(struct store *base, const char *service,
@@ -341,9 +291,8 @@ skp_err sqlite_store_tasks_for_agent(struct store *base, const char *service,
     if (!service)
         return SKP_EINVAL;
     sqlite3_stmt *s = NULL;
-    struct task_vec tv = {0};
     skp_err err = store__prepare(st,
-                                 "SELECT " TASK_READ_COLUMNS " FROM tasks WHERE service = ? AND "
+                                 "SELECT " STORE_TASK_READ " FROM tasks WHERE service = ? AND "
                                  "create_time > ? AND start_time + duration_min * 60000 > ? "
                                  "AND cancelled_ms IS NULL "
                                  "ORDER BY create_time, id",
@@ -353,17 +302,11 @@ skp_err sqlite_store_tasks_for_agent(struct store *base, const char *service,
     sqlite3_bind_text(s, 1, service, -1, SQLITE_STATIC);
     sqlite3_bind_int64(s, 2, after_create_time);
     sqlite3_bind_int64(s, 3, now_ms);
-    err = store__each_row(st, s, push_task_row, &tv, "tasks for agent");
+    void *v = NULL;
+    err = store__read_rows(st, s, &store_task_row, &v, n_out, "tasks for agent");
     sqlite3_finalize(s);
-    if (err) {
-        for (size_t i = 0; i < tv.n; i++)
-            store_task_cleanup(&tv.v[i]);
-        skpx_free(tv.v);
-        return err;
-    }
-    *out = tv.v;
-    *n_out = tv.n;
-    return SKP_OK;
+    *out = v;
+    return err;
 }
 
 struct task_visit {
@@ -374,19 +317,9 @@ struct task_visit {
 static skp_err task_row(void *ud, sqlite3_stmt *s)
 {
     const struct task_visit *v = ud;
-    struct store_task t = {
-        .id = (char *)store__col_text(s, 0),
-        .service = (char *)store__col_text(s, 1),
-        .endpoint = (char *)store__col_text(s, 2),
-        .start_time = sqlite3_column_int64(s, 3),
-        .duration_min = sqlite3_column_int(s, 4),
-        .min_duration_threshold = sqlite3_column_int(s, 5),
-        .dump_period = sqlite3_column_int(s, 6),
-        .max_sampling_count = sqlite3_column_int(s, 7),
-        .create_time = sqlite3_column_int64(s, 8),
-        .cancelled_ms = sqlite3_column_int64(s, 9),
-    };
-    return v->cb(v->ud, &t);
+    struct store_task t;
+    skp_err err = store__read_row(s, 0, &store_task_row, &t, false);
+    return err ? err : v->cb(v->ud, &t);
 }
 
 skp_err sqlite_store_list_tasks(struct store *base, const char *service, const char *endpoint,
@@ -397,7 +330,7 @@ skp_err sqlite_store_list_tasks(struct store *base, const char *service, const c
         return SKP_EINVAL;
     sqlite3_stmt *s = NULL;
     skp_err err = store__prepare(st,
-                                 "SELECT " TASK_READ_COLUMNS " FROM tasks WHERE "
+                                 "SELECT " STORE_TASK_READ " FROM tasks WHERE "
                                  "(?1 IS NULL OR service = ?1) AND (?2 IS NULL OR endpoint = ?2) "
                                  "ORDER BY start_time DESC, create_time DESC, id DESC",
                                  &s);

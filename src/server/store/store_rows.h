@@ -1,0 +1,89 @@
+/* store_rows.h - one description per stored row type: its columns (name, type, and the field of
+ * the C struct each one comes from), from which both backends bind an insert's parameters
+ * (store__bind_row in SQLite, pgp_row in PostgreSQL) and read a select's columns into the
+ * struct (store__read_row, pg__read_row). The SQL stays written out in each backend; it names
+ * the columns and their placeholders through the lists below (<ROW>_COLS, the SELECT list
+ * <ROW>_READ, the VALUES lists <ROW>_SQ for SQLite and <ROW>_PG for PostgreSQL), so adding a
+ * column is: the struct's field, its line in the description (store_rows.c) and in the lists
+ * here, and each backend's schema step.
+ *
+ * A description lists the columns in the order the SQL writes them. Columns marked
+ * STORE_COL_READ come after the written ones and are only read (a select's computed value,
+ * e.g. coalesce(cancelled_ms, 0)); the others are the insert's parameters, in order.
+ * tests/unit/server/store/test_store_rows.c checks that every list below names the columns of
+ * its description.
+ *
+ * Pure data and pure functions: no thread or store state. */
+#ifndef SKP_SERVER_STORE_ROWS_H
+#define SKP_SERVER_STORE_ROWS_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+enum store_col_type {
+    STORE_COL_TEXT,  /* const char * (NULL: SQL NULL, or "" with STORE_COL_EMPTY) */
+    STORE_COL_INT64, /* int64_t or uint64_t (stored as its 64 bits) */
+    STORE_COL_INT32, /* int32_t, int or an enum stored as its number */
+    STORE_COL_BOOL,  /* bool: SQLite 0/1, PostgreSQL boolean */
+    STORE_COL_BLOB,  /* const uint8_t * with its size_t length at len_off; PostgreSQL bytea */
+    STORE_COL_NAME,  /* an enum stored as its name: names[value] */
+};
+
+#define STORE_COL_EMPTY 1u    /* a NULL text is written as "" (a NOT NULL column) */
+#define STORE_COL_NULLABLE 2u /* read: SQL NULL gives a NULL pointer (else "") */
+#define STORE_COL_READ 4u     /* only read (a select's expression), never bound */
+
+struct store_col {
+    const char *name; /* as the SQL writes it */
+    enum store_col_type type;
+    unsigned flags;
+    size_t off;               /* of the field in the row's struct */
+    size_t len_off;           /* STORE_COL_BLOB: of its length field */
+    const char *const *names; /* STORE_COL_NAME: value → name; unknown names read as 0 */
+    int n_names;
+};
+
+struct store_row_desc {
+    const char *what; /* for logs */
+    size_t size;      /* of the row's struct */
+    /* Frees what an owned read allocated (NULL: nothing to free). */
+    void (*cleanup)(void *row);
+    const struct store_col *cols;
+    size_t n_cols;
+};
+
+/* The columns bound by an insert (those without STORE_COL_READ). */
+size_t store_row_n_bound(const struct store_row_desc *d);
+/* The field of column c in row (a pointer of the field's own type, by the column's type). */
+static inline void *store_col_field(const struct store_col *c, void *row)
+{
+    return (char *)row + c->off;
+}
+static inline const void *store_col_cfield(const struct store_col *c, const void *row)
+{
+    return (const char *)row + c->off;
+}
+/* The value of an integer-like column (INT32, INT64, BOOL, NAME) of row. */
+int64_t store_col_int(const struct store_col *c, const void *row);
+/* Sets an integer-like column of row. */
+void store_col_set_int(const struct store_col *c, void *row, int64_t v);
+/* The name of a STORE_COL_NAME value (names[0] when out of range). */
+const char *store_col_name_of(const struct store_col *c, int64_t v);
+/* The value of a STORE_COL_NAME name (0 when unknown). */
+int64_t store_col_value_of(const struct store_col *c, const char *name);
+/* A text column's value as it is written (NULL, or "" for STORE_COL_EMPTY). */
+const char *store_col_text(const struct store_col *c, const void *row);
+
+/* ---- the row types ---- */
+
+/* Profile tasks (store.h struct store_task), table tasks. */
+#define STORE_TASK_COLS                                                                            \
+    "id, service, endpoint, start_time, duration_min, min_duration_threshold, dump_period, "       \
+    "max_sampling_count, create_time"
+#define STORE_TASK_READ STORE_TASK_COLS ", coalesce(cancelled_ms, 0)"
+#define STORE_TASK_SQ "?, ?, ?, ?, ?, ?, ?, ?, ?"
+#define STORE_TASK_PG "$1, $2, $3, $4, $5, $6, $7, $8, $9"
+extern const struct store_row_desc store_task_row;
+
+#endif

@@ -79,9 +79,70 @@ def _watch_task(native, endpoint):
                   'requests had that name; endpoints seen: %s' % (ep, WATCH_REQUESTS, seen))
 
 
-def begin(endpoint, sw8=None, component=None, layer=None, tags=None, peer=None, coro=None):
-    """Opens an entry span (a new segment when the thread has none). Returns a handle or None.
-    ``coro``: the coroutine of the asyncio task the request runs in (see async_begin)."""
+# One segment per request, whatever layers see it: a request can pass through a hand-made
+# middleware (SkyprofWSGIMiddleware / SkyprofASGIMiddleware, skyprof.entry) AND a framework plugin
+# installed automatically (Flask inside the WSGI middleware, Starlette inside the ASGI one). The
+# first layer opens the request's entry span; every inner layer finds it and opens nothing (no
+# second segment, no second entry span, no second profiling slot). An inner framework plugin only
+# gives the span its component when the outer layer had the generic one (General 7000), so the
+# span reads as the framework's whichever layer opened it. The endpoint name stays the outer
+# layer's: the profiling slot was taken under that name.
+def _adopt(span, had, component, layer):
+    """Gives the open entry span `span` (component `had`) the inner layer's component. Returns
+    the component the span has after."""
+    if component is None or component == COMPONENT_PYTHON or had != COMPONENT_PYTHON:
+        return had
+    _native.native.span_set_component(span, component, layer if layer is not None else -1)
+    return component
+
+
+def _nested(component, layer):
+    """True when the calling code runs inside a request whose entry span is open already: an
+    asyncio request of this context (current_request), or the thread's open segment. Adopts the
+    inner layer's component into that span where it can (see above)."""
+    req = current_request.get()
+    if req is not None and req.span is not None:
+        if req.thread == threading.get_ident():
+            native = _native.native
+            prev = native.context_swap(req.ctx)
+            try:
+                req.component = _adopt(req.span, req.component, component, layer)
+            finally:
+                native.context_swap(prev)
+        return True  # a worker thread of the request: its segment is the request's
+    native = _native.native
+    seg = native.current_segment_id()
+    if seg is None:
+        return False
+    outer = getattr(_tls, 'outer', None)
+    if outer is not None and outer[0] == seg:
+        _tls.outer = (seg, outer[1], _adopt(outer[1], outer[2], component, layer))
+    return True
+
+
+def begin(endpoint, sw8=None, component=None, layer=None, tags=None, peer=None):
+    """Opens the entry span of a request served by the calling thread (a new segment). Returns a
+    handle, or None: tracing is off, or the caller runs inside a request whose entry span is open
+    already (an outer middleware's or framework's: see _nested), which then stays the only one."""
+    if not enabled():
+        return None
+    try:
+        if _nested(component, layer):
+            return None
+        span = _begin(endpoint, sw8, component, layer, tags, peer)
+        if span is not None:
+            _tls.outer = (_native.native.current_segment_id(), span,
+                          component if component is not None else COMPONENT_PYTHON)
+        return span
+    except Exception as e:  # never into user code
+        _disable('entry_begin', e)
+        return None
+
+
+def _begin(endpoint, sw8=None, component=None, layer=None, tags=None, peer=None, coro=None):
+    """Opens an entry span in the current context (a new segment when it has none). Returns a
+    handle or None. ``coro``: the coroutine of the asyncio task the request runs in (see
+    async_begin)."""
     if not enabled():
         return None
     try:
@@ -365,24 +426,28 @@ class AsyncRequest:
     calls swap the context in and out, so requests interleaved on one loop never share a
     segment. ``handle``: the request's sampling handle while a task samples it, else None."""
 
-    __slots__ = ('ctx', 'span', 'handle', 'token', 'thread', 'req_token')
+    __slots__ = ('ctx', 'span', 'handle', 'token', 'thread', 'req_token', 'component')
 
-    def __init__(self, ctx, span, handle, token):
+    def __init__(self, ctx, span, handle, token, component):
         self.ctx = ctx
         self.span = span
         self.handle = handle
         self.token = token
         self.thread = threading.get_ident()
         self.req_token = None
+        self.component = component
 
 
 def async_begin(endpoint, sw8=None, component=None, layer=None, tags=None, peer=None):
     """Opens the entry span of a request served by the running asyncio task. Returns an
-    AsyncRequest or None. While a profile task samples it, samples follow the task: its running
-    stack when it runs, its await chain (marked waiting) when suspended."""
+    AsyncRequest or None (also when an outer layer opened the request's span already: _nested).
+    While a profile task samples it, samples follow the task: its running stack when it runs, its
+    await chain (marked waiting, or ready) when suspended."""
     if not enabled():
         return None
     try:
+        if _nested(component, layer):
+            return None
         import asyncio  # already imported by the caller's loop
         native = _native.native
         ctx = native.context_new()
@@ -395,7 +460,7 @@ def async_begin(endpoint, sw8=None, component=None, layer=None, tags=None, peer=
                 coro = task.get_coro() if task is not None else None
                 if coro is not None and not asyncio.iscoroutine(coro):
                     coro = None
-            span = begin(endpoint, sw8, component, layer, tags, peer, coro=coro)
+            span = _begin(endpoint, sw8, component, layer, tags, peer, coro=coro)
             if coro is not None:
                 handle = native.take_handle()
         finally:
@@ -403,7 +468,8 @@ def async_begin(endpoint, sw8=None, component=None, layer=None, tags=None, peer=
         if span is None:
             return None
         token = current_handle.set(handle) if handle is not None else None
-        req = AsyncRequest(ctx, span, handle, token)
+        req = AsyncRequest(ctx, span, handle, token,
+                           component if component is not None else COMPONENT_PYTHON)
         req.req_token = current_request.set(req)
         return req
     except Exception as e:  # never into user code

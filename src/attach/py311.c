@@ -21,6 +21,7 @@
 #include "internal/pycore_moduleobject.h"
 #include "internal/pycore_object.h"
 #include "internal/pycore_runtime.h"
+#include "structmember.h"
 
 static struct attach_pylayout g_py311;
 
@@ -186,6 +187,12 @@ const struct attach_pytask_layout *attach_pytask_layout_py311(void)
     l->task_fut_waiter = offsetof(struct py311_task, fut_waiter);
     l->fut_state_pending = 0;
     l->futiter_future = offsetof(struct py311_future_iter, future);
+    l->co_localsplusnames = offsetof(PyCodeObject, co_localsplusnames);
+    l->tuple_items = offsetof(PyTupleObject, ob_item);
+    l->tp_dict = offsetof(PyTypeObject, tp_dict);
+    l->memberdescr_member = offsetof(PyMemberDescrObject, d_member);
+    l->memberdef_offset = offsetof(PyMemberDef, offset);
+    l->float_value = offsetof(PyFloatObject, ob_fval);
     return l;
 }
 

@@ -14,6 +14,7 @@
 #include <signal.h>
 #include <stdio.h>
 #include <string.h>
+#include <time.h>
 
 #include "attach/pydict.h"
 #include "attach/pyreader_int.h"
@@ -25,7 +26,7 @@
 /* Most weak references read from the task set (dead ones included). */
 #define TASK_REFS_MAX (ATTACH_MAX_TASKS * 4)
 
-enum kind { KIND_OTHER, KIND_CORO, KIND_FUTITER, KIND_TASK };
+enum kind { KIND_OTHER, KIND_CORO, KIND_FUTITER, KIND_TASK, KIND_FUTURE };
 
 struct type_entry {
     uintptr_t type;
@@ -39,6 +40,13 @@ struct ctx {
     const struct attach_pytask_layout *tl;
     struct type_entry types[TYPE_CACHE];
     size_t n_types;
+    /* ready vs waiting (pytasks.h), found on first use in this call: asyncio.sleep's code
+     * object and its local `h`'s slot (-1: not found), TimerHandle's type and `_when` offset */
+    uintptr_t sleep_code;
+    int sleep_h;
+    uintptr_t timer_type;
+    size_t timer_when;
+    double now_s; /* CLOCK_MONOTONIC when the tasks are read (the loop's clock) */
 };
 
 /* The kind of the object at `obj` (by its type's name, or a base's for Task subclasses), and
@@ -69,6 +77,8 @@ static enum kind kind_of(struct ctx *c, uintptr_t obj, const char **name_out)
         e.kind = KIND_FUTITER;
     else if (attach_pyobj_is_a(&c->o, obj, "_asyncio.Task"))
         e.kind = KIND_TASK;
+    else if (attach_pyobj_is_a(&c->o, obj, "_asyncio.Future"))
+        e.kind = KIND_FUTURE;
     if (c->n_types < TYPE_CACHE) {
         c->types[c->n_types] = e;
         if (name_out)
@@ -130,6 +140,118 @@ static void describe_awaited(struct ctx *c, uintptr_t obj, char *buf, size_t cap
     snprintf(buf, cap, "%s", name);
 }
 
+/* True when the C future or task at `fut` is done (its state is not PENDING). */
+static bool future_done(struct ctx *c, uintptr_t fut)
+{
+    enum kind k = kind_of(c, fut, NULL);
+    int state = 0;
+    return (k == KIND_TASK || k == KIND_FUTURE) &&
+           attach_remote_read(&c->t->mem, fut + c->tl->task_state, &state, sizeof(state)) &&
+           state != c->tl->fut_state_pending;
+}
+
+/* The slot of the local `h` in frames of the code object `code` (asyncio.sleep's), or -1. */
+static int sleep_h_slot(struct ctx *c, uintptr_t code)
+{
+    if (code == c->sleep_code)
+        return c->sleep_h;
+    c->sleep_code = code;
+    c->sleep_h = -1;
+    uintptr_t names = 0;
+    int64_t n = 0;
+    uintptr_t items[32];
+    if (!attach_remote_read(&c->t->mem, code + c->tl->co_localsplusnames, &names, sizeof(names)) ||
+        !attach_plausible(names) ||
+        !attach_remote_read(&c->t->mem, names + c->o.l->var_size, &n, sizeof(n)) || n <= 0 ||
+        n > 32 ||
+        !attach_remote_read(&c->t->mem, names + c->tl->tuple_items, items,
+                            (size_t)n * sizeof(uintptr_t)))
+        return -1;
+    for (int64_t i = 0; i < n; i++) {
+        char buf[4];
+        if (attach_pystr_ascii(&c->o, items[i], buf, sizeof(buf)) && strcmp(buf, "h") == 0) {
+            c->sleep_h = (int)i;
+            break;
+        }
+    }
+    return c->sleep_h;
+}
+
+/* The deadline (TimerHandle._when, in the loop's clock) of the timer at `h` into *when. The
+ * `_when` slot's offset comes from the class's member descriptor (read once per call). */
+static bool timer_deadline(struct ctx *c, uintptr_t h, double *when)
+{
+    uintptr_t type = 0;
+    if (!attach_plausible(h) ||
+        !attach_remote_read(&c->t->mem, h + c->o.l->obj_type, &type, sizeof(type)) ||
+        !attach_plausible(type))
+        return false;
+    if (type != c->timer_type) {
+        char name[ATTACH_TYPE_NAME_MAX];
+        const char *dname = NULL;
+        uintptr_t dict = 0, descr = 0, def = 0;
+        int64_t off = 0;
+        if (!attach_pytype_name(&c->o, type, name, sizeof(name)) ||
+            strcmp(name, "TimerHandle") != 0 ||
+            !attach_remote_read(&c->t->mem, type + c->tl->tp_dict, &dict, sizeof(dict)) ||
+            attach_pydict_get(&c->o, dict, "_when", &descr) != SKP_OK)
+            return false;
+        (void)kind_of(c, descr, &dname);
+        if (strcmp(dname, "member_descriptor") != 0 ||
+            !attach_remote_read(&c->t->mem, descr + c->tl->memberdescr_member, &def, sizeof(def)) ||
+            !attach_plausible(def) ||
+            !attach_remote_read(&c->t->mem, def + c->tl->memberdef_offset, &off, sizeof(off)) ||
+            off < 16 || off > 4096 || (off & 7) != 0)
+            return false;
+        c->timer_type = type;
+        c->timer_when = (size_t)off;
+    }
+    uintptr_t f = 0;
+    const char *fname = NULL;
+    if (!attach_remote_read(&c->t->mem, h + c->timer_when, &f, sizeof(f)))
+        return false;
+    kind_of(c, f, &fname);
+    return strcmp(fname, "float") == 0 &&
+           attach_remote_read(&c->t->mem, f + c->tl->float_value, when, sizeof(*when));
+}
+
+/* Does the frame belong to asyncio.sleep (qualified name "sleep" in asyncio/tasks.py)? */
+static bool is_asyncio_sleep(const struct attach_frame *f)
+{
+    static const char suffix[] = "/asyncio/tasks.py";
+    size_t n = strlen(f->file);
+    return strcmp(f->name, "sleep") == 0 && n >= sizeof(suffix) - 1 &&
+           strcmp(f->file + n - (sizeof(suffix) - 1), suffix) == 0;
+}
+
+/* The rule of pytasks.h, for a task that is not running whose chain has been read: `inner` is
+ * the innermost suspended coroutine (0: none), its frame `inner_frame`, code `inner_code`. */
+static bool task_ready(struct ctx *c, const uint8_t *task, const struct attach_task *at,
+                       uintptr_t inner, uintptr_t inner_code,
+                       const struct attach_frame *inner_frame)
+{
+    const struct attach_pytask_layout *tl = c->tl;
+    if (at->not_started)
+        return true; /* its first step is queued */
+    uintptr_t waiter = 0;
+    memcpy(&waiter, task + tl->task_fut_waiter, sizeof(waiter));
+    if (!waiter)
+        return true; /* a bare yield: the step is queued (call_soon) */
+    if (future_done(c, waiter))
+        return true; /* the future's callbacks queued the wakeup */
+    if (!inner || !inner_frame || !is_asyncio_sleep(inner_frame))
+        return false;
+    int slot = sleep_h_slot(c, inner_code);
+    uintptr_t h = 0;
+    double when = 0;
+    return slot >= 0 &&
+           attach_remote_read(&c->t->mem,
+                              inner + tl->gen_iframe + tl->fr_localsplus +
+                                  (size_t)slot * sizeof(uintptr_t),
+                              &h, sizeof(h)) &&
+           timer_deadline(c, h, &when) && c->now_s >= when;
+}
+
 /* The chain of the task whose copy is `task` into out->frames (outermost first while walking,
  * reversed at the end so it reads innermost first like a thread's stack). False when torn. */
 static bool task_chain(struct ctx *c, const uint8_t *task, struct attach_tasks *out,
@@ -145,6 +267,9 @@ static bool task_chain(struct ctx *c, const uint8_t *task, struct attach_tasks *
     if (head_len > sizeof(g) || tl->fr_stacktop + sizeof(int) > l->fr_copy)
         return false;
     at->first_frame = first;
+    uintptr_t inner = 0; /* the innermost suspended coroutine, its code and frame */
+    uintptr_t inner_code = 0;
+    size_t inner_frame = SIZE_MAX;
     for (size_t depth = 0;; depth++) {
         if (kind_of(c, cur, NULL) != KIND_CORO) {
             if (depth == 0)
@@ -178,6 +303,9 @@ static bool task_chain(struct ctx *c, const uint8_t *task, struct attach_tasks *
             at->not_started = depth == 0;
             break;
         }
+        inner = cur;
+        inner_code = code;
+        inner_frame = out->n_frames - 1;
         int top = 0;
         memcpy(&top, fr + tl->fr_stacktop, sizeof(top));
         uintptr_t awaited = 0;
@@ -191,6 +319,9 @@ static bool task_chain(struct ctx *c, const uint8_t *task, struct attach_tasks *
         cur = awaited;
     }
     at->n_frames = out->n_frames - first;
+    if (!at->running)
+        at->ready = task_ready(c, task, at, inner, inner_code,
+                               inner_frame != SIZE_MAX ? &out->frames[inner_frame] : NULL);
     /* innermost first */
     for (size_t i = 0, j = at->n_frames; i + 1 < j; i++, j--) {
         struct attach_frame tmp = out->frames[first + i];
@@ -282,6 +413,10 @@ skp_err attach_target_tasks(struct attach_target *t, struct attach_tasks *out)
     }
     c->t = t;
     c->tl = attach_pytask_layout_py311();
+    c->sleep_h = -1;
+    struct timespec now;
+    clock_gettime(CLOCK_MONOTONIC, &now);
+    c->now_s = (double)now.tv_sec + (double)now.tv_nsec / 1e9;
     c->o = (struct attach_pyobjs){&t->mem, attach_pyobj_layout_py311(), t->str_type};
     if (!c->tl || !c->o.l)
         goto out;

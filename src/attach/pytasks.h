@@ -41,6 +41,10 @@ struct attach_pytask_layout {
     int fut_state_pending;
     /* _asyncio.FutureIter (what `await future` suspends on): the future */
     size_t futiter_future;
+    /* ready vs waiting (asyncio.sleep's timer): a code object's local names, a tuple's items,
+     * a type's dict, a member descriptor's PyMemberDef and its offset, a float's value */
+    size_t co_localsplusnames, tuple_items, tp_dict, memberdescr_member, memberdef_offset;
+    size_t float_value;
 };
 
 /* The 3.11 layout; NULL when the build had no 3.11 headers. */
@@ -50,7 +54,8 @@ struct attach_task {
     char name[ATTACH_TASK_NAME_MAX]; /* Task.get_name() */
     bool running;                    /* its coroutine is executing now (see its thread's stack) */
     bool not_started;                /* created, its coroutine has not run yet */
-    size_t first_frame;              /* into attach_tasks.frames: the chain, innermost first */
+    bool ready;         /* not running but ready to run: the loop is busy elsewhere (see below) */
+    size_t first_frame; /* into attach_tasks.frames: the chain, innermost first */
     size_t n_frames;
     char awaiting[ATTACH_TASK_AWAIT_MAX]; /* what the innermost coroutine awaits: "Task NAME",
                                                a type name ("_asyncio.Future"), or "" */
@@ -67,6 +72,13 @@ struct attach_tasks {
     uint32_t n_torn;    /* tasks left out: a read did not validate */
     uint32_t n_dropped; /* tasks beyond ATTACH_MAX_TASKS */
 };
+
+/* A task is READY (its next step is due, only the event loop has not got to it: it runs other
+ * code) when it has not started (its first step is queued), or it is suspended with no future
+ * to wait for (a bare yield: `asyncio.sleep(0)` queued its step), or the future it waits for
+ * (Task._fut_waiter) is done (its callbacks queued the step), or it waits in asyncio.sleep whose
+ * timer's deadline (TimerHandle._when, the loop's CLOCK_MONOTONIC) has passed. Otherwise it is
+ * WAITING. The in-process agent applies the same rule (src/python/pyasync.h). */
 
 /* Lists the unfinished asyncio tasks of the target's main interpreter into *out
  * (caller-provided; big: allocate it), each with its await chain. A process that never imported

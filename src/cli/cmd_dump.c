@@ -13,6 +13,7 @@
 #include "attach/pyreader.h"
 #include "attach/pytasks.h"
 #include "cli/cli.h"
+#include "cli/cli_pid.h"
 #include "common/alloc.h"
 
 static const char g_usage[] =
@@ -30,7 +31,8 @@ static const char g_usage[] =
     "ptrace_scope 0); see docs/out-of-process.md.\n"
     "After the threads, every unfinished asyncio task (CPython 3.11) is shown with its await\n"
     "chain: the coroutine it is suspended in first, down to the task's own coroutine, and what\n"
-    "the innermost one awaits.\n";
+    "the innermost one awaits; one that is not running but ready to run (its wakeup is due,\n"
+    "the event loop runs other code) is marked 'ready'.\n";
 
 struct dump_opts {
     long pid;
@@ -44,8 +46,7 @@ static int on_opt(void *ud, int opt, const char *arg)
     char *end = NULL;
     switch (opt) {
     case 'p':
-        o->pid = strtol(arg, &end, 10);
-        if (!end || *end || o->pid <= 0)
+        if (!cli_parse_pid(arg, &o->pid))
             return cli_usage_error("dump: --pid wants a process id, got '%s'", arg);
         return CLI_PARSE_NEXT;
     case 'b':
@@ -91,6 +92,12 @@ static const char *task_state(const struct attach_task *k)
     return k->running ? "running" : k->not_started ? "pending, not started" : "pending";
 }
 
+/* The text after the state: a task that is not running but ready to run (pytasks.h). */
+static const char *task_ready_note(const struct attach_task *k)
+{
+    return k->ready ? ", ready: the loop runs other code" : "";
+}
+
 static json_t *tasks_json(const struct attach_tasks *tk)
 {
     json_t *tasks = json_array();
@@ -99,6 +106,7 @@ static json_t *tasks_json(const struct attach_tasks *tk)
         json_t *jk = json_object();
         json_object_set_new(jk, "name", json_string(k->name));
         json_object_set_new(jk, "state", json_string(task_state(k)));
+        json_object_set_new(jk, "ready", json_boolean(k->ready));
         json_object_set_new(jk, "awaiting",
                             k->awaiting[0] ? json_string(k->awaiting) : json_null());
         json_object_set_new(jk, "truncated", json_boolean(k->truncated));
@@ -115,7 +123,7 @@ static void print_tasks(const struct attach_tasks *tk)
 {
     for (size_t i = 0; i < tk->n_tasks; i++) {
         const struct attach_task *k = &tk->tasks[i];
-        printf("\nTask %s (%s)%s\n", cli_safe(k->name), task_state(k),
+        printf("\nTask %s (%s%s)%s\n", cli_safe(k->name), task_state(k), task_ready_note(k),
                k->truncated ? " [truncated]" : "");
         if (k->awaiting[0])
             printf("    awaiting %s\n", cli_safe(k->awaiting));

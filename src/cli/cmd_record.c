@@ -17,6 +17,7 @@
 #include "attach/pyreader.h"
 #include "attach/pytasks.h"
 #include "cli/cli.h"
+#include "cli/cli_pid.h"
 #include "common/alloc.h"
 #include "server/analysis/analyzer.h"
 #include "server/export/export.h"
@@ -38,8 +39,10 @@ static const char g_usage[] =
     "                   extension's frames under their Python caller; also for processes\n"
     "                   without Python); implies --blocking: every sample stops the threads\n"
     "  --asyncio        also each suspended asyncio task's await chain (CPython 3.11), under\n"
-    "                   an '(asyncio task)' root frame and over a '(waiting)' leaf: where the\n"
-    "                   tasks wait; a running task is on its thread's stack already\n"
+    "                   an '(asyncio task)' root frame and over a '(waiting)' leaf (it waits\n"
+    "                   for I/O, a timer, another task) or a '(ready, loop busy)' leaf (it\n"
+    "                   could run, the event loop runs other code); a running task is on its\n"
+    "                   thread's stack already\n"
     "Frames read 'function (file:line)'. Needs ptrace access to the process; see\n"
     "docs/out-of-process.md.\n";
 
@@ -49,8 +52,10 @@ static const char g_usage[] =
 #define RECORD_RESCAN_NS 500000000LL
 /* Longest frame label ("name (file:line)"). */
 #define RECORD_LABEL_MAX (ATTACH_NAME_MAX + ATTACH_FILE_MAX + 32)
-/* The leaf of a suspended task's stack (as the Python agent marks a waiting request). */
+/* The leaf of a suspended task's stack (as the Python agent marks a waiting request), and of a
+ * task that is ready to run while the loop runs other code (pytasks.h: the rule). */
 #define RECORD_WAITING_LEAF "(waiting)"
+#define RECORD_READY_LEAF "(ready, loop busy)"
 
 struct record_opts {
     long pid;
@@ -75,8 +80,7 @@ static int on_opt(void *ud, int opt, const char *arg)
     char *end = NULL;
     switch (opt) {
     case 'p':
-        o->pid = strtol(arg, &end, 10);
-        if (!end || *end || o->pid <= 0)
+        if (!cli_parse_pid(arg, &o->pid))
             return cli_usage_error("record: --pid wants a process id, got '%s'", arg);
         return CLI_PARSE_NEXT;
     case 'd':
@@ -237,8 +241,9 @@ static void add_thread(struct recorder *r, pid_t pid, const struct attach_sample
 }
 
 /* --asyncio: one stack per suspended task, its await chain outermost first between an
- * '(asyncio task)' root and a '(waiting)' leaf (the shape the in-process agent gives a waiting
- * request). Running tasks are left out: their frames are on their thread's stack. */
+ * '(asyncio task)' root and a '(waiting)' or '(ready, loop busy)' leaf (the shape the in-process
+ * agent gives a suspended request). Running tasks are left out: their frames are on their
+ * thread's stack. */
 static void add_tasks(struct recorder *r, pid_t pid, const struct attach_tasks *tk)
 {
     r->tasks_torn += tk->n_torn;
@@ -252,7 +257,7 @@ static void add_tasks(struct recorder *r, pid_t pid, const struct attach_tasks *
         size_t depth = t->n_frames < room ? t->n_frames : room;
         for (size_t k = depth; k-- > 0;)
             put_frame(r, &n, &tk->frames[t->first_frame + k]);
-        put_text(r, &n, RECORD_WAITING_LEAF);
+        put_text(r, &n, t->ready ? RECORD_READY_LEAF : RECORD_WAITING_LEAF);
         attach_profile_add(&r->prof, r->labels, n);
         r->task_samples++;
     }

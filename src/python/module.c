@@ -19,6 +19,7 @@
 #include "python/pystack.h"
 #include "python/safe_read.h"
 #include "python/pyproc.h"
+#include "python/pyasync.h"
 #include "python/pysource.h"
 #include "skyprof/skyprof.h"
 
@@ -641,6 +642,7 @@ static PyObject *py_entry_begin(PyObject *module, PyObject *const *args, Py_ssiz
             PyErr_SetString(PyExc_TypeError, "entry_begin: coro must be a coroutine");
             return NULL;
         }
+        skp__pyasync_init(); /* once: asyncio's offsets, for ready vs waiting */
         skp__pysource_set_pending_coro((uintptr_t)args[2]);
         skyprof_span *span = skyprof_entry_begin(endpoint, sw8);
         skp__pysource_set_pending_coro(0);

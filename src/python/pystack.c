@@ -22,6 +22,7 @@
 #include "common/clock.h"
 #include "python/codecache.h"
 #include "python/codewatch.h"
+#include "python/pyasync.h"
 #include "python/pylayout.h"
 #include "python/safe_read.h"
 
@@ -72,6 +73,8 @@ struct await_hint {
      * object alive, so it is the same object, still no coroutine, and is not read again */
     uintptr_t term_instr;
     uintptr_t term;
+    /* what the last readiness test of this task found behind the chain's end (pyasync.h) */
+    struct skp__pyasync_memo memo;
 };
 
 /* Tasks and chain links one prepare reads in its batch (the links of the tasks after those fill
@@ -1095,13 +1098,30 @@ static int gen_at(struct skp__pyreader *r, const struct await_prefetch *p, size_
     return read_gen(l, addr, g, got);
 }
 
+/* asyncio.sleep's local `h` (its TimerHandle) from the copy `g` (got bytes) of the sleep
+ * coroutine at `cur`, or 0. */
+static uintptr_t sleep_timer(const struct skp__pylayout *l, const struct skp__pyasync *pa,
+                             uintptr_t cur, const uint8_t *g, size_t got)
+{
+    size_t off = l->gen_iframe + l->fr_localsplus + pa->sleep_h_slot * sizeof(void *);
+    uintptr_t h = 0;
+    if (off + sizeof(h) <= got)
+        h = load_ptr(g, off);
+    else if (!skp__safe_read(cur + off, &h, sizeof(h)))
+        h = 0;
+    return h;
+}
+
 /* Appends to r->raw, innermost first, the await chain of the suspended coroutine at `coro`: its
  * frame, then the frame of the coroutine it awaits (the top of its value stack), and so on down
  * to the innermost suspended coroutine (which awaits a future or another object). Links come
  * from the prefetch `p` when it has them (NULL: none); the chain seen is remembered for the next
- * capture. Returns the number of frames added. */
+ * capture. When `end` is given (asyncio's offsets `pa` known), it gets what the readiness test
+ * needs: the innermost coroutine's code, the object it awaits, its sleep timer. Returns the
+ * number of frames added. */
 static size_t collect_awaits(struct skp__pyreader *r, uintptr_t coro,
-                             const struct await_prefetch *p, size_t *n_raw_io, size_t *n_codes_io)
+                             const struct await_prefetch *p, size_t *n_raw_io, size_t *n_codes_io,
+                             const struct skp__pyasync *pa, struct skp__pyasync_chain *end)
 {
     const struct skp__pylayout *l = r->layout;
     uint8_t g_local[GEN_COPY_MAX + AWAIT_PEEK_BYTES];
@@ -1130,6 +1150,8 @@ static size_t collect_awaits(struct skp__pyreader *r, uintptr_t coro,
         if (!plausible_ptr(code[n]))
             break;
         n++;
+        if (end)
+            end->timer = code[n - 1] == pa->sleep_code ? sleep_timer(l, pa, cur, g, got) : 0;
         int top = load_int(fr, l->fr_stacktop);
         if (top <= 0 || top > (1 << 20))
             break;
@@ -1154,6 +1176,12 @@ static size_t collect_awaits(struct skp__pyreader *r, uintptr_t coro,
         /* ended on an object that is no coroutine (a future): remember it with its await site */
         term = link[n];
         term_instr = prev_instr[n - 1];
+    }
+    if (h->coro != coro)
+        memset(&h->memo, 0, sizeof(h->memo)); /* another task's guesses */
+    if (end) {
+        end->innermost_code = n > 0 ? code[n - 1] : 0;
+        end->awaited = n > 0 && n_links == n + 1 ? link[n] : 0;
     }
     h->coro = coro;
     h->n = (uint32_t)(n_links < AWAIT_HINT_DEPTH ? n_links : AWAIT_HINT_DEPTH);
@@ -1207,7 +1235,7 @@ int skp__pyreader_capture_task(struct skp__pyreader *r, struct skp__pytarget *t,
     if (worker && state == l->gen_state_suspended &&
         collect_thread(r, worker, 0, &n_raw, &n_codes, &more, &found, out->cap) == 0) {
         /* handed to a worker thread: its stack on top of the request's await chain */
-        (void)collect_awaits(r, coro, &pref, &n_raw, &n_codes);
+        (void)collect_awaits(r, coro, &pref, &n_raw, &n_codes, NULL, NULL);
         finish_capture(r, worker, n_raw, n_codes, more, NULL, out);
         return 0;
     }
@@ -1225,8 +1253,15 @@ int skp__pyreader_capture_task(struct skp__pyreader *r, struct skp__pytarget *t,
         finish_capture(r, t, n_raw, n_codes, more, NULL, out);
         return 0;
     }
-    if (state == l->gen_state_suspended && collect_awaits(r, coro, &pref, &n_raw, &n_codes) > 0) {
-        finish_capture(r, t, n_raw, n_codes, false, SKP_PY_WAITING_MARK, out);
+    const struct skp__pyasync *pa = skp__pyasync_get();
+    struct skp__pyasync_chain end = {0, 0, 0};
+    if (state == l->gen_state_suspended &&
+        collect_awaits(r, coro, &pref, &n_raw, &n_codes, pa, pa ? &end : NULL) > 0) {
+        /* ready (its wakeup is due, the loop runs something else) or waiting: pyasync.h */
+        bool ready = pa && skp__pyasync_is_ready(pa, &end, &await_hint_of(r, coro)->memo,
+                                                 (double)skpx_mono_ns() / 1e9);
+        finish_capture(r, t, n_raw, n_codes, false, ready ? SKP_PY_READY_MARK : SKP_PY_WAITING_MARK,
+                       out);
         return 0;
     }
     r->failures++;

@@ -1,0 +1,266 @@
+"""Ground truth, asyncio (issue 23, item 6): time a task spends READY to run while the event loop
+runs other code is shown under a `(ready, loop busy)` leaf, apart from the `(waiting)` leaf of
+time spent waiting (I/O, a timer).
+
+The workload (truth_asyncio_app.py, aiohttp under `python -m skyprof run`): rounds of three
+concurrent requests, the `starved` one sleeping while the `burner` spins on the loop (its timer
+falls due mid-spin), the `io` one waiting on a delayed peer (this test's TCP server) whose answer
+comes after the spin. Each request reports the times it spent waiting, ready and running,
+measured with perf_counter around its awaits. Checked, per role over all rounds, within 10 % of
+that truth (a time whose truth is about zero: under 2 dump periods per request):
+- in-process: the Python agent's trace profile (a task on /round, 10 ms dumps), the durations of
+  the `(waiting)` and `(ready, loop busy)` leaves under the role's function in each request's
+  analysis, and the role's spin (running) in burn_cpu;
+- out-of-process: `skyprof record --asyncio` of the same process during the same rounds, the
+  samples of each role's task stacks ending in each leaf times the recorder's real period.
+Before this leaf existed the starved request's ready time was all `(waiting)`: the check of its
+ready time fails on the old reader."""
+import json
+import os
+import re
+import signal
+import socket
+import sys
+import threading
+import time
+import urllib.request
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, os.path.join(HERE, '..', 'python'))
+
+from skp_harness import Proc, Results, build_path, listening_port, tempdir, wait_until  # noqa: E402
+from skp_pyagent import Server, function_of, python_env, tree_nodes  # noqa: E402
+
+SERVICE = 'truth-asyncio'
+ROUNDS = 2
+PERIOD_MS = 10
+PEER_DELAY_S = 0.9
+TOL = 0.10
+ZERO_MS = 2 * PERIOD_MS  # per request, for a truth of about zero
+WAITING = '(waiting)'
+READY = '(ready, loop busy)'
+ROLE_FUNC = {'starved': 'starved_sleep', 'burner': 'burner', 'io': 'io_wait'}
+
+
+class DelayedPeer:
+    """Answers each line after PEER_DELAY_S (a slow backend: the io request's real I/O)."""
+
+    def __init__(self):
+        self.sock = socket.socket()
+        self.sock.bind(('127.0.0.1', 0))
+        self.sock.listen(16)
+        self.port = self.sock.getsockname()[1]
+        threading.Thread(target=self._accept, daemon=True).start()
+
+    def _accept(self):
+        while True:
+            try:
+                conn, _ = self.sock.accept()
+            except OSError:
+                return
+            threading.Thread(target=self._serve, args=(conn,), daemon=True).start()
+
+    def _serve(self, conn):
+        with conn:
+            f = conn.makefile('rb')
+            f.readline()
+            time.sleep(PEER_DELAY_S)  # the workload's known I/O latency
+            conn.sendall(b'pong\n')
+
+    def close(self):
+        self.sock.close()
+
+
+def get(port, path, timeout=60):
+    with urllib.request.urlopen('http://127.0.0.1:%d%s' % (port, path), timeout=timeout) as r:
+        return json.loads(r.read().decode())
+
+
+def run_round(port, r):
+    out = {}
+
+    def one(role):
+        out[role] = get(port, '/round?r=%s&role=%s' % (r, role))
+    threads = [threading.Thread(target=one, args=(role,)) for role in ('starved', 'burner', 'io')]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(60)
+    assert len(out) == 3, out
+    return out
+
+
+def leaves_under(nodes, func):
+    """{leaf: total duration ms} of the `(waiting)` / `(ready, loop busy)` leaves below the
+    outermost nodes of function `func` (any line)."""
+    by_id = {n['id']: n for n in nodes}
+    got = {WAITING: 0, READY: 0}
+    for n in nodes:
+        if n['codeSignature'] not in got:
+            continue
+        p = by_id.get(n['parentId'])
+        while p is not None:
+            if function_of(p['codeSignature']).endswith('.' + func):
+                got[n['codeSignature']] += n['duration']
+                break
+            p = by_id.get(p['parentId'])
+    return got
+
+
+def running_in(nodes, func):
+    """Total duration (ms) of the outermost nodes of `func`."""
+    by_id = {n['id']: n for n in nodes}
+    total = 0
+    for n in nodes:
+        if not function_of(n['codeSignature']).endswith('.' + func):
+            continue
+        p = by_id.get(n['parentId'])
+        if p is None or not function_of(p['codeSignature']).endswith('.' + func):
+            total += n['duration']
+    return total
+
+
+def check(what, got_ms, truth_ms, n_requests, report):
+    """got within TOL of truth (about-zero truths: under ZERO_MS per request)."""
+    zero = truth_ms < ZERO_MS * n_requests
+    ok = got_ms <= ZERO_MS * n_requests if zero else abs(got_ms - truth_ms) <= TOL * truth_ms
+    report.append('%-34s shown %7.1f ms  truth %7.1f ms  %s' % (what, got_ms, truth_ms,
+                                                                'ok' if ok else 'WRONG'))
+    return ok
+
+
+def parse_record(text_path, stderr):
+    """{(role, leaf): samples} of the task stacks of the collapsed file, and the real period (s)
+    from the recorder's summary line."""
+    m = re.search(r'(\d+) samples in ([0-9.]+) s', stderr)
+    assert m, stderr[-2000:]
+    period = float(m.group(2)) / int(m.group(1))
+    counts = {}
+    with open(text_path) as f:
+        for line in f:
+            stack, _, n = line.rstrip('\n').rpartition(' ')
+            frames = stack.split(';')
+            if not frames or frames[0] != '(asyncio task)' or frames[-1] not in (WAITING, READY):
+                continue
+            for role, func in ROLE_FUNC.items():
+                if any(fr.startswith(func + ' (') for fr in frames):
+                    key = (role, frames[-1])
+                    counts[key] = counts.get(key, 0) + int(n)
+    return counts, period
+
+
+def t_truth(srv, tmp):
+    peer = DelayedPeer()
+    env = python_env({'SW_AGENT_NAME': SERVICE, 'SW_AGENT_COLLECTOR_BACKEND_SERVICES': srv.backend,
+                      'SW_AGENT_COLLECTOR_GET_PROFILE_TASK_INTERVAL': '1',
+                      'PEER_PORT': str(peer.port), 'PYTHONDONTWRITEBYTECODE': '1'})
+    app = Proc([sys.executable, '-m', 'skyprof', 'run', os.path.join(HERE, 'truth_asyncio_app.py')],
+               env=env, name='truth_asyncio_app')
+    rec = None
+    try:
+        port = listening_port(app)
+        task = srv.create_task(SERVICE, '/round', duration=1, threshold=0, period=PERIOD_MS,
+                               max_count=9)
+        srv.wait_notified(task)
+        # the agent activates the task a moment after NOTIFIED: probe until one is profiled
+        for attempt in range(10):
+            run_round(port, 'probe%d' % attempt)
+            try:  # a profiled probe takes slots: wait for its segments before probing again
+                wait_until(lambda: [s for s in srv.segments(task) if s.get('spans')], 5,
+                           interval=0.2, what='a profiled probe')
+                break
+            except TimeoutError:
+                continue
+        else:
+            raise AssertionError('no probe request was profiled')
+        out_path = os.path.join(tmp, 'record.txt')
+        rec = Proc([build_path('src', 'cli', 'skyprof'), 'record', '--pid', str(app.pid),
+                    '--asyncio', '--rate', '100', '--duration', '120', '--format', 'collapsed',
+                    '-o', out_path], name='record')
+        wait_until(lambda: 'skyprof record: process' in rec.output() or not rec.alive(), 30,
+                   what='record sampling')
+        assert rec.alive(), rec.output()
+        truths = []
+        rounds_start_ms = time.time() * 1000  # the probes' segments all started before
+        for r in range(ROUNDS):
+            truths.append(run_round(port, 'r%d' % r))
+        rec.signal(signal.SIGINT)
+        wait_until(lambda: not rec.alive(), 60, interval=0.1, what='record written')
+        assert rec.p.returncode == 0, rec.output()
+        truth = {role: {k: 1000 * sum(t[role][k] for t in truths)
+                        for k in ('waiting', 'ready', 'running')} for role in ROLE_FUNC}
+        print('truth (ms, %d rounds): %s' % (ROUNDS, truth))
+
+        # in-process: each round's 3 requests profiled, their leaves summed per role
+        try:
+            segs = wait_until(lambda: (lambda s: s if len(s) >= 3 * ROUNDS else None)(
+                [x for x in srv.segments(task)
+                 if x.get('spans') and x['start'] >= rounds_start_ms]),
+                30, interval=0.3, what='%d profiled round segments' % (3 * ROUNDS))
+        except TimeoutError:
+            print('rounds from %d; segments: %s' % (rounds_start_ms, [
+                (x['start'], x['duration'], bool(x.get('spans'))) for x in srv.segments(task)]))
+            raise
+        shown = {role: {WAITING: 0, READY: 0, 'running': 0, 'n': 0} for role in ROLE_FUNC}
+        for seg in segs:
+            nodes = tree_nodes(srv.analyze(seg['segmentId'], seg['start'],
+                                           seg['start'] + seg['duration']))
+            sigs = {function_of(n['codeSignature']) for n in nodes}
+            role = [ro for ro, fn in ROLE_FUNC.items() if any(s.endswith('.' + fn) for s in sigs)]
+            assert len(role) == 1, (role, sorted(sigs))
+            role = role[0]
+            lv = leaves_under(nodes, ROLE_FUNC[role])
+            shown[role][WAITING] += lv[WAITING]
+            shown[role][READY] += lv[READY]
+            shown[role]['running'] += running_in(nodes, 'burn_cpu')
+            shown[role]['n'] += 1
+        assert all(v['n'] == ROUNDS for v in shown.values()), shown
+        report = ['in-process agent (trace analysis):']
+        ok = True
+        for role in ROLE_FUNC:
+            s, t = shown[role], truth[role]
+            ok &= check('%s (waiting)' % role, s[WAITING], t['waiting'], ROUNDS, report)
+            ok &= check('%s (ready, loop busy)' % role, s[READY], t['ready'], ROUNDS, report)
+        ok &= check('burner burn_cpu (running)', shown['burner']['running'],
+                    truth['burner']['running'], ROUNDS, report)
+
+        # out-of-process: the recorder's task stacks of the same rounds
+        counts, period = parse_record(out_path, rec.output())
+        report.append('skyprof record --asyncio (real period %.2f ms):' % (period * 1000))
+        for role in ROLE_FUNC:
+            t = truth[role]
+            ok &= check('%s (waiting)' % role, 1000 * period * counts.get((role, WAITING), 0),
+                        t['waiting'], ROUNDS, report)
+            ok &= check('%s (ready, loop busy)' % role,
+                        1000 * period * counts.get((role, READY), 0), t['ready'], ROUNDS, report)
+        print('\n'.join(report))
+        assert ok, '\n'.join(report)
+    except BaseException:
+        sys.stdout.write('---- app ----\n%s\n' % app.output()[-4000:])
+        if rec is not None:
+            sys.stdout.write('---- record ----\n%s\n' % rec.output()[-2000:])
+        raise
+    finally:
+        if rec is not None:
+            rec.kill9()
+        app.stop()
+        peer.close()
+        out = app.output()
+        assert 'Traceback' not in out, out[-4000:]
+        assert 'ERROR: AddressSanitizer' not in out and 'runtime error:' not in out, out[-3000:]
+
+
+def main():
+    r = Results()
+    with tempdir() as tmp:
+        srv = Server(tmp)
+        try:
+            r.run('asyncio_ready_vs_waiting', t_truth, srv, tmp)
+        finally:
+            srv.stop()
+        r.run('server_sanitizer_clean', srv.check_clean)
+    r.finish()
+
+
+if __name__ == '__main__':
+    main()

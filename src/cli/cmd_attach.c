@@ -18,6 +18,7 @@
 #include "attach/pyreader.h"
 #include "cli/attach_source.h"
 #include "cli/cli.h"
+#include "cli/cli_pid.h"
 #include "skyprof/skyprof.h"
 
 static const char g_usage[] =
@@ -51,11 +52,9 @@ static void on_signal(int sig)
 static int on_opt(void *ud, int opt, const char *arg)
 {
     struct attach_opts *o = ud;
-    char *end = NULL;
     switch (opt) {
     case 'p':
-        o->pid = strtol(arg, &end, 10);
-        if (!end || *end || o->pid <= 0)
+        if (!cli_parse_pid(arg, &o->pid))
             return cli_usage_error("attach: --pid wants a process id, got '%s'", arg);
         return CLI_PARSE_NEXT;
     case 's':

@@ -22,6 +22,7 @@
 
 #include "attach/pyreader.h"
 #include "cli/cli.h"
+#include "cli/cli_pid.h"
 #include "common/alloc.h"
 
 static const char g_usage[] =
@@ -87,8 +88,7 @@ static int on_opt(void *ud, int opt, const char *arg)
     char *end = NULL;
     switch (opt) {
     case 'p':
-        o->pid = strtol(arg, &end, 10);
-        if (!end || *end || o->pid <= 0)
+        if (!cli_parse_pid(arg, &o->pid))
             return cli_usage_error("top: --pid wants a process id, got '%s'", arg);
         return CLI_PARSE_NEXT;
     case 'r':

@@ -271,6 +271,16 @@ int cli_api_json(struct cli *c, const char *method, const char *target, json_t *
     return CLI_EXIT_OK;
 }
 
+int cli_no_data(const char *what, json_t *analysis, const char *hint)
+{
+    const char *tip = cli_json_str(analysis, "tip");
+    fprintf(stderr, "skyprof: no profile data for %s%s%s\n", cli_safe(what), *tip ? ": " : "",
+            cli_safe(tip));
+    if (hint)
+        fprintf(stderr, "skyprof: %s\n", hint);
+    return CLI_EXIT_NODATA;
+}
+
 int cli_write_out(const char *path, const char *data, size_t len)
 {
     FILE *f = path ? fopen(path, "wb") : stdout;

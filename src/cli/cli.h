@@ -20,6 +20,7 @@ enum cli_exit {
     CLI_EXIT_CONNECT = 3,  /* cannot reach the server */
     CLI_EXIT_NOTFOUND = 4, /* no such task / segment / service / process */
     CLI_EXIT_ATTACH = 5,   /* cannot read a local process (permission, unsupported Python) */
+    CLI_EXIT_NODATA = 6,   /* nothing yet: no profile data to analyse, no instance took a task */
 };
 
 #define CLI_DEFAULT_SERVER "http://127.0.0.1:12800"
@@ -48,6 +49,7 @@ int cmd_jfr(struct cli *c, int argc, char **argv);
 int cmd_pprof(struct cli *c, int argc, char **argv);
 int cmd_policy(struct cli *c, int argc, char **argv);   /* cmd_policy.c */
 int cmd_triggers(struct cli *c, int argc, char **argv); /* cmd_policy.c */
+int cmd_ebpf(struct cli *c, int argc, char **argv);     /* cmd_ebpf.c */
 /* Out-of-process commands (src/attach): read a local process, talk to no server. */
 int cmd_dump(struct cli *c, int argc, char **argv);
 int cmd_record(struct cli *c, int argc, char **argv);
@@ -126,6 +128,10 @@ int cli_api_json(struct cli *c, const char *method, const char *target, json_t *
 /* Same, but returns the raw body (for exports); *resp owns it on CLI_EXIT_OK. */
 int cli_api_raw(struct cli *c, const char *method, const char *target, const char *body,
                 struct http_response *resp);
+
+/* Says on stderr that there is nothing to show: "skyprof: no profile data for WHAT[: the
+ * server's tip]", then `hint` (NULL: none) on a line of its own; returns CLI_EXIT_NODATA. */
+int cli_no_data(const char *what, json_t *analysis, const char *hint);
 
 /* Formats ms since the epoch as local "YYYY-MM-DD HH:MM:SS" into buf (>= 24 bytes); "-" for
  * <= 0. */

@@ -8,6 +8,7 @@
 #include <getopt.h>
 #include <stdio.h>
 #include <string.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "cli/cli.h"
@@ -16,7 +17,7 @@
 
 static const char g_usage[] =
     "Usage: skyprof analyze (--segment ID [--whole | --from MS --to MS] | --task ID)\n"
-    "                       [--format FORMAT] [-o FILE]\n"
+    "                       [--format FORMAT] [-o FILE] [--all-frames] [--wait S]\n"
     "  --segment ID   analyse one profiled segment over its spans' window (as the web UI does)\n"
     "  --whole        ...over the segment's whole life (every dump, also after the request)\n"
     "  --from/--to    ...over this window (ms since the epoch, inclusive)\n"
@@ -25,6 +26,9 @@ static const char g_usage[] =
     "                 json (the API's analysis), collapsed, pprof (gzipped profile.proto),\n"
     "                 speedscope, html (self-contained flame graph)\n"
     "  -o FILE        write to FILE instead of stdout (required for pprof on a terminal)\n"
+    "  --all-frames   tree: also show the agent's and the runner's (runpy) frames\n"
+    "  --wait S       no data yet: ask again every second, up to S seconds\n"
+    "Exits 6 with a sentence on stderr (and writes no file) when there is no profile data.\n"
     "Global options --server, --token, --timeout, --json are accepted too.\n";
 
 static const char *const g_formats[] = {"tree", "json", "collapsed", "pprof", "speedscope", "html"};
@@ -32,7 +36,8 @@ static const char *const g_formats[] = {"tree", "json", "collapsed", "pprof", "s
 struct analyze_opts {
     const char *segment, *task, *format, *output;
     int64_t from, to;
-    bool whole;
+    bool whole, all_frames;
+    long long wait_s;
 };
 
 static int analyze_option(void *ud, int opt, const char *arg)
@@ -54,6 +59,13 @@ static int analyze_option(void *ud, int opt, const char *arg)
     case 'W':
         o->whole = true;
         return CLI_PARSE_NEXT;
+    case 'A':
+        o->all_frames = true;
+        return CLI_PARSE_NEXT;
+    case 'w':
+        if (!cli_parse_int(arg, 0, 3600, &o->wait_s))
+            return cli_usage_error("--wait: expected seconds (0-3600), got '%s'", arg);
+        return CLI_PARSE_NEXT;
     case 'f':
         o->format = arg;
         return CLI_PARSE_NEXT;
@@ -74,6 +86,8 @@ int cmd_analyze(struct cli *c, int argc, char **argv)
         {"from", required_argument, NULL, 'F'},
         {"to", required_argument, NULL, 'T'},
         {"whole", no_argument, NULL, 'W'},
+        {"all-frames", no_argument, NULL, 'A'},
+        {"wait", required_argument, NULL, 'w'},
         {"format", required_argument, NULL, 'f'},
         {"output", required_argument, NULL, 'o'},
         {NULL, 0, NULL, 0},
@@ -89,6 +103,10 @@ int cmd_analyze(struct cli *c, int argc, char **argv)
         return cli_usage_error("analyze: unexpected argument '%s'", argv[optind]);
     if (!segment == !task)
         return cli_usage_error("analyze: give exactly one of --segment ID or --task ID");
+    if ((segment && !*segment) || (task && !*task))
+        return cli_usage_error("analyze: --%s got an empty id ('skyprof %s' lists them)",
+                               segment ? "segment" : "task",
+                               segment ? "segments TASK" : "task list");
     if (task && (from >= 0 || to >= 0 || o.whole))
         return cli_usage_error("analyze: --from/--to/--whole apply to --segment only");
     if (o.whole && (from >= 0 || to >= 0))
@@ -119,9 +137,13 @@ int cmd_analyze(struct cli *c, int argc, char **argv)
 
     bool tree = strcmp(format, "tree") == 0;
     bool json_fmt = strcmp(format, "json") == 0 || (tree && c->json);
-    if (tree || json_fmt) {
-        json_t *res = NULL;
-        int rc;
+    /* The analysis first, whatever the format: with no data there is nothing to write, and
+     * the user gets a sentence and exit code 6 instead of an empty tree or file. */
+    json_t *res = NULL;
+    int rc;
+    struct timespec t0;
+    clock_gettime(CLOCK_MONOTONIC, &t0);
+    for (;;) {
         if (windowed) {
             json_t *q = json_pack("[{s:s, s:{s:I, s:I}}]", "segmentId", segment, "timeRange",
                                   "start", (json_int_t)from, "end", (json_int_t)to);
@@ -130,29 +152,61 @@ int cmd_analyze(struct cli *c, int argc, char **argv)
             rc = cli_api_json(c, "POST", "/api/v1/profile/analyze", q, &res);
             json_decref(q);
         } else {
-            strcat(target, segment && !o.whole ? "/analyze?window=span" : "/analyze");
-            rc = cli_api_json(c, "GET", target, NULL, &res);
+            char an[CLI_HTTP_MAX_TARGET + 32];
+            snprintf(an, sizeof(an), "%s%s", target,
+                     segment && !o.whole ? "/analyze?window=span" : "/analyze");
+            rc = cli_api_json(c, "GET", an, NULL, &res);
         }
         if (rc)
             return rc;
-        if (json_fmt) {
-            size_t len = json_dumpb(res, NULL, 0, JSON_INDENT(2));
-            char *text = skpx_xmalloc(len + 2);
-            if (json_dumpb(res, text, len, JSON_INDENT(2)) != len)
-                len = 0;
-            text[len++] = '\n';
-            json_decref(res);
-            rc = cli_write_out(output, text, len);
-            skpx_free(text);
-            return rc;
-        }
+        /* --wait S: no data yet (the agent reports a request's snapshots after it): ask again
+         * every second until there is some or S seconds passed. */
+        struct timespec now;
+        clock_gettime(CLOCK_MONOTONIC, &now);
+        if (tree_print_has_data(res) || now.tv_sec - t0.tv_sec >= o.wait_s)
+            break;
+        json_decref(res);
+        res = NULL;
+        struct timespec nap = {.tv_sec = 1, .tv_nsec = 0};
+        nanosleep(&nap, NULL);
+    }
+    bool has_data = tree_print_has_data(res);
+    if (json_fmt) {
+        size_t len = json_dumpb(res, NULL, 0, JSON_INDENT(2));
+        char *text = skpx_xmalloc(len + 2);
+        if (json_dumpb(res, text, len, JSON_INDENT(2)) != len)
+            len = 0;
+        text[len++] = '\n';
+        rc = cli_write_out(output, text, len);
+        skpx_free(text);
+    }
+    if (!has_data) {
+        char what[160];
+        snprintf(what, sizeof(what), "%s %.120s", segment ? "segment" : "task",
+                 segment ? segment : task);
+        rc = cli_no_data(what, res,
+                         segment ? "'skyprof segments TASK' lists the profiled segments"
+                                 : "agents profile only requests to the task's endpoint that "
+                                   "start after they fetched the task (they poll every 20 s by "
+                                   "default; 'skyprof task create --wait' waits for it); "
+                                   "'skyprof task show ID' says why a finished task has none");
+        json_decref(res);
+        return rc;
+    }
+    if (json_fmt) {
+        json_decref(res);
+        return rc;
+    }
+    if (tree) {
         FILE *f = output ? fopen(output, "w") : stdout;
         if (!f) {
             fprintf(stderr, "skyprof: cannot write %s: %s\n", output, strerror(errno));
             json_decref(res);
             return CLI_EXIT_USAGE;
         }
-        int bad = tree_print(f, res, output ? 160 : cli_term_width());
+        struct tree_print_opts topts = {.width = output ? 160 : cli_term_width(),
+                                        .all_frames = o.all_frames};
+        int bad = tree_print(f, res, &topts);
         if (output)
             fclose(f);
         json_decref(res);
@@ -162,6 +216,7 @@ int cmd_analyze(struct cli *c, int argc, char **argv)
         }
         return CLI_EXIT_OK;
     }
+    json_decref(res);
 
     /* Export formats. */
     size_t n = strlen(target);
@@ -172,7 +227,7 @@ int cmd_analyze(struct cli *c, int argc, char **argv)
         snprintf(target + n, sizeof(target) - n, "/export?format=%s%s", format,
                  segment && !o.whole ? "&window=span" : "");
     struct http_response r;
-    int rc = cli_api_raw(c, "GET", target, NULL, &r);
+    rc = cli_api_raw(c, "GET", target, NULL, &r);
     if (rc)
         return rc;
     rc = cli_write_out(output, r.body, r.body_len);

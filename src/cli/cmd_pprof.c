@@ -27,6 +27,7 @@ static const char g_pprof_usage[] =
     "  skyprof pprof list [--service S]\n"
     "  skyprof pprof show ID\n"
     "  skyprof pprof analyze ID [--sample-type T] [--instances A,B] [--functions]\n"
+    "                           [--all-frames]   (exit 6 when the task has no data yet)\n"
     "  skyprof pprof download ID [--file FILE_ID | --format pprof|collapsed|speedscope|html]\n"
     "                            [--sample-type T] [--instances A,B] [--functions] [-o OUT]\n"
     "Global options --server, --token, --timeout, --json are accepted too.\n";
@@ -36,7 +37,7 @@ struct pprof_opts {
     const char *inst[PPROF_CLI_MAX_INSTANCES];
     size_t n_inst;
     long long duration, dump_period, sampling_rate;
-    bool functions;
+    bool functions, all_frames;
 };
 
 static int pprof_option(void *ud, int opt, const char *arg)
@@ -72,6 +73,9 @@ static int pprof_option(void *ud, int opt, const char *arg)
     case 'g':
         o->functions = true;
         break;
+    case 'A':
+        o->all_frames = true;
+        break;
     case 'd':
     case 'p':
     case 'r': {
@@ -104,6 +108,7 @@ static int parse(struct cli *c, int argc, char **argv, struct pprof_opts *o)
         {"file", required_argument, NULL, 'F'},
         {"output", required_argument, NULL, 'o'},
         {"functions", no_argument, NULL, 'g'},
+        {"all-frames", no_argument, NULL, 'A'},
         {NULL, 0, NULL, 0},
     };
     return cli_parse_options(c, argc, argv, ":ho:", longopts, g_pprof_usage, "pprof", argv[0],
@@ -231,8 +236,18 @@ static int pprof_analyze(struct cli *c, struct pprof_opts *o, int argc, char **a
         return rc;
     if (c->json) {
         cli_print_json(a);
+        rc = tree_print_has_data(a) ? CLI_EXIT_OK : CLI_EXIT_NODATA;
         json_decref(a);
-        return CLI_EXIT_OK;
+        return rc;
+    }
+    if (!tree_print_has_data(a)) {
+        char what[160];
+        snprintf(what, sizeof(what), "pprof task %.120s", argv[optind]);
+        rc = cli_no_data(what, a,
+                         "'skyprof pprof show ID' shows each instance's progress (an instance "
+                         "uploads when its sampling time is over)");
+        json_decref(a);
+        return rc;
     }
     printf("sample type %s (%s), total %lld over %lld sample(s) from %zu file(s); types:",
            cli_json_str(a, "sampleType"), cli_json_str(a, "unit"),
@@ -242,13 +257,17 @@ static int pprof_analyze(struct cli *c, struct pprof_opts *o, int argc, char **a
     json_t *v;
     json_array_foreach(json_object_get(a, "sampleTypes"), i, v)
         printf(" %s", json_string_value(v));
-    printf("\n(columns: value, self value, value again as the tree's count; in %s)\n",
+    printf("\n(columns: total and self value in %s; the count column repeats the total)\n",
            cli_json_str(a, "unit"));
     json_array_foreach(json_object_get(a, "errors"), i, v)
         fprintf(stderr, "skyprof: file %lld of %s left out: %s\n",
                 (long long)cli_json_int(v, "fileId"), cli_json_str(v, "instanceName"),
                 cli_json_str(v, "error"));
-    int bad = tree_print(stdout, a, cli_term_width());
+    struct tree_print_opts topts = {.width = cli_term_width(),
+                                    .unit = *cli_json_str(a, "unit") ? cli_json_str(a, "unit")
+                                                                     : "count",
+                                    .all_frames = o->all_frames};
+    int bad = tree_print(stdout, a, &topts);
     json_decref(a);
     if (bad) {
         fprintf(stderr, "skyprof: the server's analysis has an unexpected shape\n");

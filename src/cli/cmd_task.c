@@ -3,6 +3,7 @@
 #include <getopt.h>
 #include <stdio.h>
 #include <string.h>
+#include <time.h>
 
 #include "cli/cli.h"
 
@@ -15,6 +16,10 @@ static const char g_task_usage[] =
     "      --max-sampling-count N    segments to profile per instance, 1-9 (default 5)\n"
     "      --start TIME              'now' (default), ms since the epoch, or local\n"
     "                                'YYYY-MM-DD HH:MM[:SS]'\n"
+    "      --wait                    after printing the id, wait until an instance of the\n"
+    "                                service fetched the task (agents poll every 20 s by\n"
+    "                                default); exit 6 with the instances seen if none did\n"
+    "      --wait-timeout S          how long --wait waits, seconds (default 60)\n"
     "  skyprof task list [--service S] [--endpoint E]\n"
     "  skyprof task show ID\n"
     "  skyprof task logs ID\n"
@@ -94,8 +99,9 @@ static void print_logs(json_t *logs)
 
 struct create_opts {
     const char *service, *endpoint;
-    long long duration, threshold, period, max_count;
+    long long duration, threshold, period, max_count, wait_s;
     int64_t start_ms;
+    bool wait;
 };
 
 static int create_option(void *ud, int opt, const char *arg)
@@ -126,6 +132,14 @@ static int create_option(void *ud, int opt, const char *arg)
             return cli_usage_error("%s: expected an integer, got '%s'", name, arg);
         return CLI_PARSE_NEXT;
     }
+    case 'w':
+        o->wait = true;
+        return CLI_PARSE_NEXT;
+    case 'W':
+        if (!cli_parse_int(arg, 1, 3600, &o->wait_s))
+            return cli_usage_error("--wait-timeout: expected seconds (1-3600), got '%s'", arg);
+        o->wait = true;
+        return CLI_PARSE_NEXT;
     case 'S':
         if (!cli_parse_time(arg, &o->start_ms))
             return cli_usage_error("--start: expected 'now', ms since the epoch or "
@@ -134,6 +148,98 @@ static int create_option(void *ud, int opt, const char *arg)
         return CLI_PARSE_NEXT;
     default:
         return CLI_PARSE_UNKNOWN;
+    }
+}
+
+static int64_t now_ms(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+/* GET /api/v1/profile/tasks/{id}[suffix]. */
+static int get_task_thing(struct cli *c, const char *id, const char *suffix, json_t **out);
+
+/* After the timeout of --wait: which instances of `service` the server knows and when each was
+ * last heard of, and how often agents poll. Returns CLI_EXIT_NODATA. */
+static int wait_timed_out(struct cli *c, const char *id, const char *service, long long secs)
+{
+    fprintf(stderr, "skyprof: no instance of %s fetched task %s within %lld s\n", cli_safe(service),
+            cli_safe(id), secs);
+    char target[CLI_HTTP_MAX_TARGET] = "/api/v1/services/";
+    json_t *inst = NULL;
+    if (http_path_escape(target, sizeof(target) - 16, service)) {
+        strcat(target, "/instances");
+        struct http_response r;
+        /* A plain request: a 404 (service never seen) is an answer here, not an error. */
+        if (http_request(&c->url, "GET", target, c->token, NULL, 0, c->timeout_ms, &r) == SKP_OK) {
+            if (r.status == 200)
+                inst = json_loadb(r.body, r.body_len, 0, NULL);
+            http_response_cleanup(&r);
+        }
+    }
+    if (json_array_size(inst) == 0) {
+        fprintf(stderr,
+                "skyprof: no instance of %s has registered with this server: is the agent "
+                "running with SW_AGENT_NAME=%s and SW_AGENT_COLLECTOR_BACKEND_SERVICES pointing "
+                "at skyprofd's gRPC address (default 127.0.0.1:11800)?\n",
+                cli_safe(service), cli_safe(service));
+    } else {
+        fprintf(stderr, "skyprof: instances of %s this server knows:\n", cli_safe(service));
+        struct timespec ts;
+        clock_gettime(CLOCK_REALTIME, &ts);
+        int64_t wall = (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+        size_t i;
+        json_t *in;
+        json_array_foreach(inst, i, in) {
+            int64_t hb = cli_json_int(in, "lastHeartbeat");
+            fprintf(stderr, "  %-40s last heartbeat %lld s ago\n",
+                    cli_safe(cli_json_str(in, "name")),
+                    hb > 0 ? (long long)((wall - hb) / 1000) : -1LL);
+        }
+        fprintf(stderr,
+                "skyprof: agents fetch tasks every SW_AGENT_COLLECTOR_GET_PROFILE_TASK_INTERVAL "
+                "seconds (20 by default); an instance whose heartbeat is old is gone. The task "
+                "stays active: 'skyprof task logs %s' shows when an instance fetches it.\n",
+                cli_safe(id));
+    }
+    json_decref(inst);
+    return CLI_EXIT_NODATA;
+}
+
+/* --wait: polls the task's logs twice a second until an instance logged NOTIFIED. */
+static int wait_notified(struct cli *c, const char *id, const char *service, const char *endpoint,
+                         long long secs)
+{
+    fprintf(stderr,
+            "skyprof: waiting up to %lld s for an instance of %s to fetch the task (agents poll "
+            "every 20 s by default)\n",
+            secs, cli_safe(service));
+    int64_t deadline = now_ms() + secs * 1000;
+    for (;;) {
+        json_t *logs = NULL;
+        int rc = get_task_thing(c, id, "/logs", &logs);
+        if (rc)
+            return rc;
+        size_t i;
+        json_t *l;
+        json_array_foreach(logs, i, l) {
+            if (strcmp(cli_json_str(l, "operationType"), "NOTIFIED") != 0)
+                continue;
+            fprintf(stderr,
+                    "skyprof: %s fetched the task; requests to %s that start from now on are "
+                    "profiled\n",
+                    cli_json_str(l, "instanceName"), cli_safe(endpoint));
+            json_decref(logs);
+            return CLI_EXIT_OK;
+        }
+        json_decref(logs);
+        int64_t left = deadline - now_ms();
+        if (left <= 0)
+            return wait_timed_out(c, id, service, secs);
+        struct timespec nap = {.tv_sec = 0, .tv_nsec = (left < 500 ? left : 500) * 1000000L};
+        nanosleep(&nap, NULL);
     }
 }
 
@@ -148,9 +254,12 @@ static int task_create(struct cli *c, int argc, char **argv)
         {"dump-period", required_argument, NULL, 'p'},
         {"max-sampling-count", required_argument, NULL, 'm'},
         {"start", required_argument, NULL, 'S'},
+        {"wait", no_argument, NULL, 'w'},
+        {"wait-timeout", required_argument, NULL, 'W'},
         {NULL, 0, NULL, 0},
     };
-    struct create_opts o = {.duration = 5, .threshold = 0, .period = 10, .max_count = 5};
+    struct create_opts o = {
+        .duration = 5, .threshold = 0, .period = 10, .max_count = 5, .wait_s = 60};
     int prc = cli_parse_options(c, argc, argv, ":h", longopts, g_task_usage, "task", "create",
                                 create_option, &o);
     if (prc != CLI_PARSE_NEXT)
@@ -182,8 +291,11 @@ static int task_create(struct cli *c, int argc, char **argv)
     } else {
         printf("%s\n", cli_json_str(res, "id"));
     }
+    fflush(stdout);
+    if (o.wait && *cli_json_str(res, "id"))
+        rc = wait_notified(c, cli_json_str(res, "id"), service, endpoint, o.wait_s);
     json_decref(res);
-    return CLI_EXIT_OK;
+    return rc;
 }
 
 static int task_list(struct cli *c, int argc, char **argv)

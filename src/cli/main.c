@@ -1,5 +1,5 @@
 /* main.c - `skyprof`, the command-line client of skyprofd's HTTP API: global options, then one
- * command (task, segments, analyze, services). Exit codes are listed in cli.h and docs/cli.md. */
+ * command (every one is listed in --help). Exit codes are listed in cli.h and docs/cli.md. */
 #include <getopt.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -10,38 +10,54 @@
 static const char g_usage[] =
     "Usage: skyprof [--server URL] [--token TOKEN] [--timeout S] [--json] COMMAND [ARGS]\n"
     "\n"
-    "Commands:\n"
+    "Trace profiling (profile tasks on one endpoint):\n"
     "  task create --service S --endpoint E [--duration MIN] [--threshold MS]\n"
     "              [--dump-period MS] [--max-sampling-count N] [--start TIME]\n"
-    "                               create a profile task (prints its id)\n"
+    "              [--wait [--wait-timeout S]]\n"
+    "                               create a profile task (prints its id); --wait returns\n"
+    "                               once an instance of S fetched it\n"
     "  task list [--service S] [--endpoint E]   list tasks with their status\n"
     "  task show ID                 one task with its logs\n"
     "  task logs ID                 a task's logs, grouped by instance\n"
+    "  task cancel ID               end a task now\n"
     "  segments TASK                the sampled segments of a task\n"
-    "  analyze (--segment ID [--from MS --to MS] | --task ID)\n"
+    "  analyze (--segment ID [--whole | --from MS --to MS] | --task ID) [--all-frames]\n"
     "          [--format tree|json|collapsed|pprof|speedscope|html] [-o FILE]\n"
     "                               stack tree / flame graph data of a segment or task\n"
+    "  compare [--limit N] [--granularity lines|functions] BASE TARGET\n"
+    "                               the frames whose share changed most between two profiles\n"
     "  services [NAME]              services, or the instances of service NAME\n"
     "  endpoints SERVICE            endpoint names seen in SERVICE's segments\n"
-    "  jfr create|list|show|analyze|file ...\n"
-    "                               Java async-profiler tasks and their JFR trees\n"
+    "\n"
+    "Process profiling:\n"
     "  pprof create --service S --event E [--instance I]... [--duration MIN]\n"
     "               [--dump-period N] [--sampling-rate HZ]\n"
     "                               create a process-profiling task (prints its id)\n"
     "  pprof list [--service S] | pprof show ID\n"
     "                               process tasks, per-instance progress and files\n"
-    "  pprof analyze ID [--sample-type T] [--instances A,B] [--functions]\n"
+    "  pprof analyze ID [--sample-type T] [--instances A,B] [--functions] [--all-frames]\n"
     "  pprof download ID [--file N | --format pprof|collapsed|speedscope|html] [-o FILE]\n"
+    "  jfr create|list|show|analyze|file ...\n"
+    "                               Java async-profiler tasks and their JFR trees\n"
+    "\n"
+    "Continuous profiling:\n"
     "  policy set SERVICE (--file F | TARGET:TYPE:THRESHOLD:PERIOD:COUNT[:URI]...)\n"
     "             [--execute S] [--silence S] [--max-per-hour N]\n"
     "  policy get|delete SERVICE | policy list\n"
     "                               continuous-profiling policies\n"
-    "  triggers [--service S] [--task ID]   what started profiling by itself, and why\n"
+    "  triggers [--service S] [--task ID] [--limit N]\n"
+    "                               what started profiling by itself, and why\n"
+    "  ebpf list [--service S] | ebpf show ID | ebpf analyze ID | ebpf download ID\n"
+    "       | ebpf processes       profiles agents started by a policy (ON_CPU, OFF_CPU)\n"
     "\n"
-    "Out-of-process (a local process, no agent inside it, no server):\n"
+    "Out-of-process (a local Python process, no agent inside it):\n"
     "  dump --pid P [--json]        every Python thread's stack now\n"
     "  record --pid P [--duration S] [--rate HZ] [--idle] [--subprocesses] -o FILE\n"
     "         [--format pprof|collapsed|speedscope|html]   sample it into a profile\n"
+    "  top --pid P [--rate HZ] [--idle] [--once N]\n"
+    "                               its hottest functions, refreshed every second\n"
+    "  attach --pid P --service NAME [--backend HOST:PORT] [--instance NAME]\n"
+    "                               serve its process-profiling tasks to skyprofd or OAP\n"
     "\n"
     "Global options (also accepted after the command):\n"
     "  --server URL    skyprofd's HTTP address (default $SKYPROF_SERVER or " CLI_DEFAULT_SERVER
@@ -52,7 +68,8 @@ static const char g_usage[] =
     "  --help, --version\n"
     "\n"
     "Exit codes: 0 ok, 1 server/API error, 2 usage error, 3 cannot connect, 4 not found,\n"
-    "5 cannot read the process (permission, unsupported Python).\n"
+    "5 cannot read the process (permission, unsupported Python), 6 no data yet (nothing\n"
+    "profiled to analyse; task create --wait: no instance fetched the task in time).\n"
     "Run 'skyprof COMMAND --help' for a command's options.\n";
 
 static const struct {
@@ -64,6 +81,7 @@ static const struct {
     {"endpoints", cmd_endpoints}, {"jfr", cmd_jfr},           {"pprof", cmd_pprof},
     {"policy", cmd_policy},       {"triggers", cmd_triggers}, {"dump", cmd_dump},
     {"record", cmd_record},       {"attach", cmd_attach},     {"top", cmd_top},
+    {"ebpf", cmd_ebpf},
 };
 
 int main(int argc, char **argv)

@@ -216,8 +216,9 @@ def t_analyze_tree():
     out = ok("analyze", "--task", TID)
     names = [r[0] for r in parse_tree(out)]
     assert sorted(names) == ["A", "B", "C", "D", "X", "Y"], out
-    out = ok("analyze", "--segment", "no-such-segment")
-    assert "Data not found" in out or "no profile data" in out, out
+    # No data: a sentence on stderr and exit code 6 (issue 26), nothing on stdout.
+    out, err = expect_rc(6, "analyze", "--segment", "no-such-segment")
+    assert "no profile data for segment no-such-segment: Data not found" in err and not out, err
 
 
 def t_analyze_span_window():

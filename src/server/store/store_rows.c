@@ -4,11 +4,14 @@
 
 #include <string.h>
 
+#include "common/alloc.h"
 #include "server/store/store.h"
+#include "server/store/store_proc.h"
 
 /* Integer columns are read and written through their width: enums stored as numbers are int. */
 _Static_assert(sizeof(int) == sizeof(int32_t), "STORE_COL_INT32 holds int fields");
 _Static_assert(sizeof(enum store_task_op) == sizeof(int32_t), "enums are int");
+_Static_assert(sizeof(enum proc_kind) == sizeof(int32_t), "enums are int");
 
 size_t store_row_n_bound(const struct store_row_desc *d)
 {
@@ -81,6 +84,23 @@ const char *store_col_text(const struct store_col *c, const void *row)
     return s || !(c->flags & STORE_COL_EMPTY) ? s : "";
 }
 
+void store_row_cleanup(const struct store_row_desc *d, void *row)
+{
+    if (d->cleanup) {
+        d->cleanup(row);
+    } else {
+        for (size_t i = 0; i < d->n_cols; i++) {
+            const struct store_col *c = &d->cols[i];
+            if (c->type != STORE_COL_TEXT && c->type != STORE_COL_BLOB)
+                continue;
+            void *v;
+            memcpy(&v, store_col_cfield(c, row), sizeof(v));
+            skpx_free(v);
+        }
+    }
+    memset(row, 0, d->size);
+}
+
 /* ---- the descriptions ---- */
 
 #define COL(st, field, ty, fl)                                                                     \
@@ -96,11 +116,6 @@ const char *store_col_text(const struct store_col *c, const void *row)
         what, sizeof(st), cleanup, cols, sizeof(cols) / sizeof(cols[0])                            \
     }
 
-static void task_cleanup(void *row)
-{
-    store_task_cleanup(row);
-}
-
 static const struct store_col task_cols[] = {
     COL(struct store_task, id, STORE_COL_TEXT, 0),
     COL(struct store_task, service, STORE_COL_TEXT, 0),
@@ -114,5 +129,53 @@ static const struct store_col task_cols[] = {
     COL_AS("coalesce(cancelled_ms, 0)", struct store_task, cancelled_ms, STORE_COL_INT64,
            STORE_COL_READ),
 };
-const struct store_row_desc store_task_row =
-    DESC("task", struct store_task, task_cleanup, task_cols);
+const struct store_row_desc store_task_row = DESC("task", struct store_task, NULL, task_cols);
+
+static void proc_task_cleanup(void *row)
+{
+    store_proc_task_cleanup(row);
+}
+
+static const char *const proc_kinds[] = {"pprof", "async-profiler"};
+static const struct store_col proc_task_cols[] = {
+    COL(struct proc_task, id, STORE_COL_TEXT, 0),
+    {"kind", STORE_COL_NAME, 0, offsetof(struct proc_task, kind), 0, proc_kinds, 2},
+    COL(struct proc_task, service, STORE_COL_TEXT, 0),
+    COL(struct proc_task, all_live, STORE_COL_BOOL, 0),
+    COL(struct proc_task, events, STORE_COL_TEXT, 0),
+    COL(struct proc_task, duration_s, STORE_COL_INT64, 0),
+    COL(struct proc_task, dump_period, STORE_COL_INT64, 0),
+    COL(struct proc_task, sampling_hz, STORE_COL_INT64, 0),
+    COL(struct proc_task, exec_args, STORE_COL_TEXT, STORE_COL_NULLABLE),
+    COL(struct proc_task, create_time, STORE_COL_INT64, 0),
+    COL_AS("coalesce(cancelled_ms, 0)", struct proc_task, cancelled_ms, STORE_COL_INT64,
+           STORE_COL_READ),
+};
+const struct store_row_desc store_proc_task_row =
+    DESC("process task", struct proc_task, proc_task_cleanup, proc_task_cols);
+
+static const struct store_col proc_log_cols[] = {
+    COL(struct proc_log, instance, STORE_COL_TEXT, 0),
+    COL(struct proc_log, op, STORE_COL_TEXT, 0),
+    COL_AS("time", struct proc_log, time_ms, STORE_COL_INT64, 0),
+    COL(struct proc_log, message, STORE_COL_TEXT, STORE_COL_NULLABLE),
+};
+const struct store_row_desc store_proc_log_row =
+    DESC("process task log", struct proc_log, NULL, proc_log_cols);
+
+static const struct store_col proc_file_cols[] = {
+    COL(struct proc_file, id, STORE_COL_INT64, STORE_COL_READ),
+    COL(struct proc_file, instance, STORE_COL_TEXT, 0),
+    COL_AS("time", struct proc_file, time_ms, STORE_COL_INT64, 0),
+    COL_AS("size", struct proc_file, size_bytes, STORE_COL_INT64, 0),
+};
+const struct store_row_desc store_proc_file_row =
+    DESC("process file", struct proc_file, NULL, proc_file_cols);
+
+struct name_row {
+    char *name;
+};
+static const struct store_col name_cols[] = {
+    COL(struct name_row, name, STORE_COL_TEXT, 0),
+};
+const struct store_row_desc store_name_row = DESC("name", struct name_row, NULL, name_cols);

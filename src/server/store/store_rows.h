@@ -7,9 +7,9 @@
  * column is: the struct's field, its line in the description (store_rows.c) and in the lists
  * here, and each backend's schema step.
  *
- * A description lists the columns in the order the SQL writes them. Columns marked
- * STORE_COL_READ come after the written ones and are only read (a select's computed value,
- * e.g. coalesce(cancelled_ms, 0)); the others are the insert's parameters, in order.
+ * A description lists the columns in the order a SELECT reads them. Columns marked
+ * STORE_COL_READ are only read (a select's computed value, e.g. coalesce(cancelled_ms, 0), or
+ * a key the database assigns); the others are the insert's parameters, in order.
  * tests/unit/server/store/test_store_rows.c checks that every list below names the columns of
  * its description.
  *
@@ -47,12 +47,14 @@ struct store_col {
 struct store_row_desc {
     const char *what; /* for logs */
     size_t size;      /* of the row's struct */
-    /* Frees what an owned read allocated (NULL: nothing to free). */
+    /* Frees what an owned read allocated (NULL: the text and blob columns). */
     void (*cleanup)(void *row);
     const struct store_col *cols;
     size_t n_cols;
 };
 
+/* Frees an owned row's texts and blobs (d->cleanup when set); the row is zeroed. */
+void store_row_cleanup(const struct store_row_desc *d, void *row);
 /* The columns bound by an insert (those without STORE_COL_READ). */
 size_t store_row_n_bound(const struct store_row_desc *d);
 /* The field of column c in row (a pointer of the field's own type, by the column's type). */
@@ -85,5 +87,33 @@ const char *store_col_text(const struct store_col *c, const void *row);
 #define STORE_TASK_SQ "?, ?, ?, ?, ?, ?, ?, ?, ?"
 #define STORE_TASK_PG "$1, $2, $3, $4, $5, $6, $7, $8, $9"
 extern const struct store_row_desc store_task_row;
+
+/* Process-profiling tasks (store_proc.h struct proc_task; its instances are rows of their own),
+ * table proc_tasks. */
+#define STORE_PROC_TASK_COLS                                                                       \
+    "id, kind, service, all_live, events, duration_s, dump_period, sampling_hz, exec_args, "       \
+    "create_time"
+#define STORE_PROC_TASK_READ STORE_PROC_TASK_COLS ", coalesce(cancelled_ms, 0)"
+#define STORE_PROC_TASK_SQ "?, ?, ?, ?, ?, ?, ?, ?, ?, ?"
+#define STORE_PROC_TASK_PG "$1, $2, $3, $4, $5, $6, $7, $8, $9, $10"
+extern const struct store_row_desc store_proc_task_row;
+
+/* A process task's log (struct proc_log), table proc_task_logs (its task_id is bound after). */
+#define STORE_PROC_LOG_COLS "instance, op, time, message"
+#define STORE_PROC_LOG_READ STORE_PROC_LOG_COLS
+#define STORE_PROC_LOG_SQ "?, ?, ?, ?"
+#define STORE_PROC_LOG_PG "$1, $2, $3, $4"
+extern const struct store_row_desc store_proc_log_row;
+
+/* An uploaded file's metadata (struct proc_file), table proc_files (task_id and data bound
+ * after). */
+#define STORE_PROC_FILE_COLS "instance, time, size"
+#define STORE_PROC_FILE_READ "id, " STORE_PROC_FILE_COLS
+#define STORE_PROC_FILE_SQ "?, ?, ?"
+#define STORE_PROC_FILE_PG "$1, $2, $3"
+extern const struct store_row_desc store_proc_file_row;
+
+/* One text column read as an array of strings (char **: a row is one char *). */
+extern const struct store_row_desc store_name_row;
 
 #endif

@@ -20,65 +20,22 @@ static const char *kind_name(enum proc_kind k)
     return k == PROC_KIND_ASYNC_PROFILER ? "async-profiler" : "pprof";
 }
 
-static char *dup_or_null(const PGresult *r, int row, int col)
-{
-    return pg__null(r, row, col) ? NULL : skpx_strdup(pg__txt(r, row, col));
-}
-
-#define TASK_COLS                                                                                  \
-    "id, kind, service, all_live, events, duration_s, dump_period, sampling_hz, exec_args, "       \
-    "create_time"
-#define TASK_READ_COLS TASK_COLS ", coalesce(cancelled_ms, 0)"
-
-static skp_err read_task(const PGresult *r, int i, struct proc_task *t)
-{
-    memset(t, 0, sizeof(*t));
-    t->id = skpx_strdup(pg__txt(r, i, 0));
-    t->kind = strcmp(pg__txt(r, i, 1), "async-profiler") == 0 ? PROC_KIND_ASYNC_PROFILER
-                                                              : PROC_KIND_PPROF;
-    t->service = skpx_strdup(pg__txt(r, i, 2));
-    t->all_live = pg__txt(r, i, 3)[0] == 't';
-    t->events = skpx_strdup(pg__txt(r, i, 4));
-    t->duration_s = pg__i64(r, i, 5);
-    t->dump_period = pg__i64(r, i, 6);
-    t->sampling_hz = pg__i64(r, i, 7);
-    t->exec_args = dup_or_null(r, i, 8);
-    t->create_time = pg__i64(r, i, 9);
-    t->cancelled_ms = pg__i64(r, i, 10);
-    if (!t->id || !t->service || !t->events || (!pg__null(r, i, 8) && !t->exec_args)) {
-        store_proc_task_cleanup(t);
-        return SKP_ENOMEM;
-    }
-    return SKP_OK;
-}
-
 /* Fills t->instances from proc_task_instances. */
 static skp_err load_instances(struct pg_store *st, struct proc_task *t)
 {
     struct pg_params p = {0};
     pgp_text(&p, t->id);
     skp_err err = SKP_OK;
-    PGresult *r = pg__exec(st,
-                           "SELECT instance FROM proc_task_instances WHERE task_id = $1 "
-                           "ORDER BY instance COLLATE \"C\"",
-                           &p, &err, "proc task instances");
-    pgp_free(&p);
+    PGresult *r = pg__query(st,
+                            "SELECT instance FROM proc_task_instances WHERE task_id = $1 "
+                            "ORDER BY instance COLLATE \"C\"",
+                            &p, &err, "proc task instances");
     if (!r)
         return err;
-    int n = PQntuples(r);
-    if (n > 0) {
-        t->instances = skpx_calloc((size_t)n, sizeof(char *));
-        if (!t->instances)
-            err = SKP_ENOMEM;
-        for (int i = 0; i < n && !err; i++) {
-            t->instances[i] = skpx_strdup(pg__txt(r, i, 0));
-            if (!t->instances[i])
-                err = SKP_ENOMEM;
-            else
-                t->n_instances++;
-        }
-    }
+    void *v = NULL;
+    err = pg__read_rows(r, &store_name_row, &v, &t->n_instances);
     PQclear(r);
+    t->instances = v;
     return err;
 }
 
@@ -92,21 +49,11 @@ skp_err pg_store_proc_insert_task(struct store *base, const struct proc_task *t)
     if (err)
         return err;
     struct pg_params p = {0};
-    pgp_text(&p, t->id);
-    pgp_text(&p, kind_name(t->kind));
-    pgp_text(&p, t->service);
-    pgp_text(&p, t->all_live ? "true" : "false");
-    pgp_text(&p, t->events);
-    pgp_int(&p, t->duration_s);
-    pgp_int(&p, t->dump_period);
-    pgp_int(&p, t->sampling_hz);
-    pgp_text(&p, t->exec_args);
-    pgp_int(&p, t->create_time);
-    PGresult *r = pg__exec(st,
-                           "INSERT INTO proc_tasks(" TASK_COLS ") "
-                           "VALUES($1, $2, $3, $4, $5, $6, $7, $8, $9, $10)",
-                           &p, &err, "insert proc task");
-    pgp_free(&p);
+    pgp_row(&p, &store_proc_task_row, t);
+    PGresult *r = pg__query(st,
+                            "INSERT INTO proc_tasks(" STORE_PROC_TASK_COLS ") "
+                            "VALUES(" STORE_PROC_TASK_PG ")",
+                            &p, &err, "insert proc task");
     PQclear(r);
     for (size_t i = 0; i < t->n_instances && !err; i++) {
         struct pg_params q = {0};
@@ -131,14 +78,13 @@ static skp_err one_task(struct pg_store *st, const char *sql, struct pg_params *
                         struct proc_task *out)
 {
     skp_err err = SKP_OK;
-    PGresult *r = pg__exec(st, sql, p, &err, "read proc task");
-    pgp_free(p);
+    PGresult *r = pg__query(st, sql, p, &err, "read proc task");
     if (!r)
         return err;
     if (PQntuples(r) == 0)
         err = SKP_ENOTFOUND;
     else
-        err = read_task(r, 0, out);
+        err = pg__read_row(r, 0, 0, &store_proc_task_row, out, true);
     PQclear(r);
     if (!err) {
         err = load_instances(st, out);
@@ -157,7 +103,7 @@ skp_err pg_store_proc_get_task(struct store *base, const char *id, struct proc_t
         return err;
     struct pg_params p = {0};
     pgp_text(&p, id);
-    return one_task(st, "SELECT " TASK_READ_COLS " FROM proc_tasks WHERE id = $1", &p, out);
+    return one_task(st, "SELECT " STORE_PROC_TASK_READ " FROM proc_tasks WHERE id = $1", &p, out);
 }
 
 skp_err pg_store_proc_latest_task(struct store *base, enum proc_kind kind, const char *service,
@@ -173,7 +119,7 @@ skp_err pg_store_proc_latest_task(struct store *base, enum proc_kind kind, const
     pgp_text(&p, service);
     pgp_text(&p, events);
     return one_task(st,
-                    "SELECT " TASK_READ_COLS " FROM proc_tasks WHERE kind = $1 AND "
+                    "SELECT " STORE_PROC_TASK_READ " FROM proc_tasks WHERE kind = $1 AND "
                     "service = $2 AND events = $3 ORDER BY create_time DESC LIMIT 1",
                     &p, out);
 }
@@ -195,7 +141,7 @@ skp_err pg_store_proc_next_task(struct store *base, enum proc_kind kind, const c
     pgp_int(&p, now_ms);
     pgp_text(&p, instance);
     return one_task(st,
-                    "SELECT " TASK_READ_COLS " FROM proc_tasks t WHERE kind = $1 AND "
+                    "SELECT " STORE_PROC_TASK_READ " FROM proc_tasks t WHERE kind = $1 AND "
                     "service = $2 AND create_time > $3 AND "
                     "create_time + duration_s * 1000 + $4 >= $5 AND cancelled_ms IS NULL AND "
                     "EXISTS(SELECT 1 FROM proc_task_instances i WHERE i.task_id = t.id AND "
@@ -216,32 +162,25 @@ skp_err pg_store_proc_list_tasks(struct store *base, enum proc_kind kind, const 
     pgp_text(&p, kind_name(kind));
     pgp_text(&p, service);
     pgp_int(&p, (int64_t)(limit ? limit : PROC_LIST_DEFAULT));
-    PGresult *r = pg__exec(st,
-                           "SELECT " TASK_READ_COLS " FROM proc_tasks WHERE kind = $1 AND "
-                           "($2::text IS NULL OR service = $2) "
-                           "ORDER BY create_time DESC, id DESC LIMIT $3",
-                           &p, &err, "list proc tasks");
-    pgp_free(&p);
+    PGresult *r = pg__query(st,
+                            "SELECT " STORE_PROC_TASK_READ " FROM proc_tasks WHERE kind = $1 AND "
+                            "($2::text IS NULL OR service = $2) "
+                            "ORDER BY create_time DESC, id DESC LIMIT $3",
+                            &p, &err, "list proc tasks");
     if (!r)
         return err;
-    size_t rows = (size_t)PQntuples(r);
-    struct proc_task *v = rows ? skpx_calloc(rows, sizeof(*v)) : NULL;
+    void *v = NULL;
     size_t got = 0;
-    if (rows && !v)
-        err = SKP_ENOMEM;
-    for (size_t i = 0; i < rows && !err; i++) {
-        err = read_task(r, (int)i, &v[i]);
-        if (!err)
-            got++;
-    }
+    err = pg__read_rows(r, &store_proc_task_row, &v, &got);
     PQclear(r);
+    struct proc_task *tasks = v;
     for (size_t i = 0; i < got && !err; i++)
-        err = load_instances(st, &v[i]);
+        err = load_instances(st, &tasks[i]);
     if (err) {
-        store_proc_tasks_free(v, got);
+        store_proc_tasks_free(tasks, got);
         return err;
     }
-    *out = v;
+    *out = tasks;
     *n = got;
     return SKP_OK;
 }
@@ -258,34 +197,18 @@ skp_err pg_store_proc_live_instances(struct store *base, const char *service, in
     struct pg_params p = {0};
     pgp_text(&p, service);
     pgp_int(&p, since_ms);
-    PGresult *r = pg__exec(st,
-                           "SELECT i.name FROM instances i JOIN services v ON "
-                           "v.id = i.service_id WHERE v.name = $1 AND i.last_seen >= $2 "
-                           "ORDER BY i.name COLLATE \"C\"",
-                           &p, &err, "live instances");
-    pgp_free(&p);
+    PGresult *r = pg__query(st,
+                            "SELECT i.name FROM instances i JOIN services v ON "
+                            "v.id = i.service_id WHERE v.name = $1 AND i.last_seen >= $2 "
+                            "ORDER BY i.name COLLATE \"C\"",
+                            &p, &err, "live instances");
     if (!r)
         return err;
-    size_t rows = (size_t)PQntuples(r);
-    char **v = rows ? skpx_calloc(rows, sizeof(*v)) : NULL;
-    size_t got = 0;
-    if (rows && !v)
-        err = SKP_ENOMEM;
-    for (size_t i = 0; i < rows && !err; i++) {
-        v[i] = skpx_strdup(pg__txt(r, (int)i, 0));
-        if (!v[i])
-            err = SKP_ENOMEM;
-        else
-            got++;
-    }
+    void *v = NULL;
+    err = pg__read_rows(r, &store_name_row, &v, n);
     PQclear(r);
-    if (err) {
-        store_proc_names_free(v, got);
-        return err;
-    }
     *out = v;
-    *n = got;
-    return SKP_OK;
+    return err;
 }
 
 /* ---------------------------------------------------------------- logs */
@@ -293,18 +216,15 @@ skp_err pg_store_proc_live_instances(struct store *base, const char *service, in
 static skp_err insert_log(struct pg_store *st, const char *task_id, const char *instance,
                           const char *op, int64_t time_ms, const char *message)
 {
+    const struct proc_log l = {(char *)instance, (char *)op, time_ms, (char *)message};
     struct pg_params p = {0};
+    pgp_row(&p, &store_proc_log_row, &l);
     pgp_text(&p, task_id);
-    pgp_text(&p, instance);
-    pgp_text(&p, op);
-    pgp_int(&p, time_ms);
-    pgp_text(&p, message);
     skp_err err = SKP_OK;
-    PGresult *r = pg__exec(st,
-                           "INSERT INTO proc_task_logs(task_id, instance, op, time, message) "
-                           "VALUES($1, $2, $3, $4, $5) ON CONFLICT DO NOTHING",
-                           &p, &err, "insert proc task log");
-    pgp_free(&p);
+    PGresult *r = pg__query(st,
+                            "INSERT INTO proc_task_logs(" STORE_PROC_LOG_COLS ", task_id) "
+                            "VALUES(" STORE_PROC_LOG_PG ", $5) ON CONFLICT DO NOTHING",
+                            &p, &err, "insert proc task log");
     PQclear(r);
     return err;
 }
@@ -322,11 +242,10 @@ skp_err pg_store_proc_cancel_task(struct store *base, const char *id, int64_t no
     pgp_text(&p, id);
     pgp_int(&p, now_ms);
     pgp_int(&p, grace_ms);
-    PGresult *r = pg__exec(st,
-                           "UPDATE proc_tasks SET cancelled_ms = $2 WHERE id = $1 AND "
-                           "cancelled_ms IS NULL AND create_time + duration_s * 1000 + $3 >= $2",
-                           &p, &err, "cancel process task");
-    pgp_free(&p);
+    PGresult *r = pg__query(st,
+                            "UPDATE proc_tasks SET cancelled_ms = $2 WHERE id = $1 AND "
+                            "cancelled_ms IS NULL AND create_time + duration_s * 1000 + $3 >= $2",
+                            &p, &err, "cancel process task");
     if (!r)
         return err;
     bool changed = strcmp(PQcmdTuples(r), "1") == 0;
@@ -360,36 +279,17 @@ skp_err pg_store_proc_list_logs(struct store *base, const char *task_id, struct 
         return err;
     struct pg_params p = {0};
     pgp_text(&p, task_id);
-    PGresult *r = pg__exec(st,
-                           "SELECT instance, op, time, message FROM proc_task_logs WHERE "
-                           "task_id = $1 ORDER BY time, id",
-                           &p, &err, "list proc task logs");
-    pgp_free(&p);
+    PGresult *r = pg__query(st,
+                            "SELECT " STORE_PROC_LOG_READ " FROM proc_task_logs WHERE "
+                            "task_id = $1 ORDER BY time, id",
+                            &p, &err, "list proc task logs");
     if (!r)
         return err;
-    size_t rows = (size_t)PQntuples(r);
-    struct proc_log *v = rows ? skpx_calloc(rows, sizeof(*v)) : NULL;
-    size_t got = 0;
-    if (rows && !v)
-        err = SKP_ENOMEM;
-    for (size_t i = 0; i < rows && !err; i++) {
-        struct proc_log *l = &v[i];
-        l->instance = skpx_strdup(pg__txt(r, (int)i, 0));
-        l->op = skpx_strdup(pg__txt(r, (int)i, 1));
-        l->time_ms = pg__i64(r, (int)i, 2);
-        l->message = dup_or_null(r, (int)i, 3);
-        got++;
-        if (!l->instance || !l->op || (!pg__null(r, (int)i, 3) && !l->message))
-            err = SKP_ENOMEM;
-    }
+    void *v = NULL;
+    err = pg__read_rows(r, &store_proc_log_row, &v, n);
     PQclear(r);
-    if (err) {
-        store_proc_logs_free(v, got);
-        return err;
-    }
     *out = v;
-    *n = got;
-    return SKP_OK;
+    return err;
 }
 
 /* ---------------------------------------------------------------- files */
@@ -407,17 +307,15 @@ skp_err pg_store_proc_insert_file(struct store *base, const char *task_id, const
     err = pg__begin(st);
     if (err)
         return err;
+    const struct proc_file f = {0, (char *)instance, time_ms, (int64_t)len};
     struct pg_params p = {0};
+    pgp_row(&p, &store_proc_file_row, &f);
     pgp_text(&p, task_id);
-    pgp_text(&p, instance);
-    pgp_int(&p, time_ms);
-    pgp_int(&p, (int64_t)len);
     pgp_owned(&p, pg_bytea_hex(data, len));
-    PGresult *r = pg__exec(st,
-                           "INSERT INTO proc_files(task_id, instance, time, size, data) "
-                           "VALUES($1, $2, $3, $4, $5::bytea) RETURNING id",
-                           &p, &err, "insert proc file");
-    pgp_free(&p);
+    PGresult *r = pg__query(st,
+                            "INSERT INTO proc_files(" STORE_PROC_FILE_COLS ", task_id, data) "
+                            "VALUES(" STORE_PROC_FILE_PG ", $4, $5::bytea) RETURNING id",
+                            &p, &err, "insert proc file");
     int64_t id = 0;
     if (r && PQntuples(r) == 1)
         id = pg__i64(r, 0, 0);
@@ -448,36 +346,17 @@ skp_err pg_store_proc_list_files(struct store *base, const char *task_id, struct
         return err;
     struct pg_params p = {0};
     pgp_text(&p, task_id);
-    PGresult *r = pg__exec(st,
-                           "SELECT id, instance, time, size FROM proc_files WHERE task_id = $1 "
-                           "ORDER BY id",
-                           &p, &err, "list proc files");
-    pgp_free(&p);
+    PGresult *r = pg__query(st,
+                            "SELECT " STORE_PROC_FILE_READ " FROM proc_files WHERE task_id = $1 "
+                            "ORDER BY id",
+                            &p, &err, "list proc files");
     if (!r)
         return err;
-    size_t rows = (size_t)PQntuples(r);
-    struct proc_file *v = rows ? skpx_calloc(rows, sizeof(*v)) : NULL;
-    size_t got = 0;
-    if (rows && !v)
-        err = SKP_ENOMEM;
-    for (size_t i = 0; i < rows && !err; i++) {
-        struct proc_file *f = &v[i];
-        f->id = pg__i64(r, (int)i, 0);
-        f->instance = skpx_strdup(pg__txt(r, (int)i, 1));
-        f->time_ms = pg__i64(r, (int)i, 2);
-        f->size_bytes = pg__i64(r, (int)i, 3);
-        got++;
-        if (!f->instance)
-            err = SKP_ENOMEM;
-    }
+    void *v = NULL;
+    err = pg__read_rows(r, &store_proc_file_row, &v, n);
     PQclear(r);
-    if (err) {
-        store_proc_files_free(v, got);
-        return err;
-    }
     *out = v;
-    *n = got;
-    return SKP_OK;
+    return err;
 }
 
 skp_err pg_store_proc_get_file(struct store *base, const char *task_id, int64_t id, uint8_t **data,
@@ -494,11 +373,10 @@ skp_err pg_store_proc_get_file(struct store *base, const char *task_id, int64_t 
     struct pg_params p = {0};
     pgp_int(&p, id);
     pgp_text(&p, task_id);
-    PGresult *r = pg__exec(st,
-                           "SELECT data, instance FROM proc_files WHERE id = $1 AND "
-                           "task_id = $2",
-                           &p, &err, "read proc file");
-    pgp_free(&p);
+    PGresult *r = pg__query(st,
+                            "SELECT data, instance FROM proc_files WHERE id = $1 AND "
+                            "task_id = $2",
+                            &p, &err, "read proc file");
     if (!r)
         return err;
     if (PQntuples(r) == 0) {

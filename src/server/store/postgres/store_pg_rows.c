@@ -92,8 +92,8 @@ skp_err pg__read_row(PGresult *r, int i, int col0, const struct store_row_desc *
             break;
         }
     }
-    if (err && own && d->cleanup)
-        d->cleanup(out);
+    if (err && own)
+        store_row_cleanup(d, out);
     return err;
 }
 
@@ -112,8 +112,8 @@ skp_err pg__read_rows(PGresult *r, const struct store_row_desc *d, void **out, s
     for (; got < rows && !err; got++)
         err = pg__read_row(r, (int)got, 0, d, v + got * d->size, true);
     if (err) {
-        for (size_t i = 0; i + 1 < got && d->cleanup; i++)
-            d->cleanup(v + i * d->size);
+        for (size_t i = 0; i + 1 < got; i++)
+            store_row_cleanup(d, v + i * d->size);
         skpx_free(v);
         return err;
     }

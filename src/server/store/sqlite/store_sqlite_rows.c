@@ -93,8 +93,8 @@ skp_err store__read_row(sqlite3_stmt *s, int col0, const struct store_row_desc *
             break;
         }
     }
-    if (err && own && d->cleanup)
-        d->cleanup(out);
+    if (err && own)
+        store_row_cleanup(d, out);
     return err;
 }
 
@@ -121,8 +121,8 @@ skp_err store__read_rows(struct sqlite_store *st, sqlite3_stmt *s, const struct 
     struct rows_acc a = {d, NULL, 0, 0};
     skp_err err = store__each_row(st, s, push_row, &a, what);
     if (err) {
-        for (size_t i = 0; i < a.n && d->cleanup; i++)
-            d->cleanup(a.v + i * d->size);
+        for (size_t i = 0; i < a.n; i++)
+            store_row_cleanup(d, a.v + i * d->size);
         skpx_free(a.v);
         *out = NULL;
         *n = 0;

@@ -34,6 +34,9 @@ struct list {
     }
 static const struct list lists[] = {
     LIST(store_task_row, STORE_TASK),
+    LIST(store_proc_task_row, STORE_PROC_TASK),
+    LIST(store_proc_log_row, STORE_PROC_LOG),
+    LIST(store_proc_file_row, STORE_PROC_FILE),
 };
 
 /* "a, b, c" of the columns (bound_only: those an insert binds). */

@@ -6,12 +6,14 @@
 
 #include "common/alloc.h"
 #include "server/store/store.h"
+#include "server/store/store_ebpf.h"
 #include "server/store/store_proc.h"
 
 /* Integer columns are read and written through their width: enums stored as numbers are int. */
 _Static_assert(sizeof(int) == sizeof(int32_t), "STORE_COL_INT32 holds int fields");
 _Static_assert(sizeof(enum store_task_op) == sizeof(int32_t), "enums are int");
 _Static_assert(sizeof(enum proc_kind) == sizeof(int32_t), "enums are int");
+_Static_assert(sizeof(enum store_ebpf_kind) == sizeof(int32_t), "enums are int");
 
 size_t store_row_n_bound(const struct store_row_desc *d)
 {
@@ -179,3 +181,59 @@ static const struct store_col name_cols[] = {
     COL(struct name_row, name, STORE_COL_TEXT, 0),
 };
 const struct store_row_desc store_name_row = DESC("name", struct name_row, NULL, name_cols);
+
+#define TEXT_EMPTY(st, field) COL(st, field, STORE_COL_TEXT, STORE_COL_EMPTY)
+
+static const struct store_col ebpf_process_cols[] = {
+    TEXT_EMPTY(struct store_ebpf_process, id),
+    TEXT_EMPTY(struct store_ebpf_process, service),
+    TEXT_EMPTY(struct store_ebpf_process, instance),
+    TEXT_EMPTY(struct store_ebpf_process, process_name),
+    TEXT_EMPTY(struct store_ebpf_process, layer),
+    COL(struct store_ebpf_process, pid, STORE_COL_INT32, 0),
+    TEXT_EMPTY(struct store_ebpf_process, labels),
+    TEXT_EMPTY(struct store_ebpf_process, properties),
+    TEXT_EMPTY(struct store_ebpf_process, agent_id),
+    COL(struct store_ebpf_process, first_ms, STORE_COL_INT64, 0),
+    COL(struct store_ebpf_process, last_ping_ms, STORE_COL_INT64, 0),
+};
+const struct store_row_desc store_ebpf_process_row =
+    DESC("eBPF process", struct store_ebpf_process, NULL, ebpf_process_cols);
+
+static const struct store_col ebpf_stack_cols[] = {
+    TEXT_EMPTY(struct store_ebpf_stack, task_id),
+    TEXT_EMPTY(struct store_ebpf_stack, process_id),
+    COL(struct store_ebpf_stack, kind, STORE_COL_INT32, 0),
+    COL(struct store_ebpf_stack, time_ms, STORE_COL_INT64, 0),
+    TEXT_EMPTY(struct store_ebpf_stack, symbols),
+    COL(struct store_ebpf_stack, count, STORE_COL_INT64, 0),
+    COL(struct store_ebpf_stack, duration_ns, STORE_COL_INT64, 0),
+};
+const struct store_row_desc store_ebpf_stack_row =
+    DESC("eBPF stack", struct store_ebpf_stack, NULL, ebpf_stack_cols);
+
+#define READ_AS(name, st, field, ty) COL_AS(name, st, field, ty, STORE_COL_READ)
+static const struct store_col ebpf_sum_cols[] = {
+    READ_AS("process_id", struct store_ebpf_stack, process_id, STORE_COL_TEXT),
+    READ_AS("kind", struct store_ebpf_stack, kind, STORE_COL_INT32),
+    READ_AS("symbols", struct store_ebpf_stack, symbols, STORE_COL_TEXT),
+    READ_AS("SUM(count)", struct store_ebpf_stack, count, STORE_COL_INT64),
+    READ_AS("SUM(duration_ns)", struct store_ebpf_stack, duration_ns, STORE_COL_INT64),
+    READ_AS("MAX(time_ms)", struct store_ebpf_stack, time_ms, STORE_COL_INT64),
+};
+const struct store_row_desc store_ebpf_sum_row =
+    DESC("eBPF stack sum", struct store_ebpf_stack, NULL, ebpf_sum_cols);
+
+static const struct store_col endpoint_minute_cols[] = {
+    TEXT_EMPTY(struct store_endpoint_minute, service),
+    TEXT_EMPTY(struct store_endpoint_minute, endpoint),
+    TEXT_EMPTY(struct store_endpoint_minute, instance),
+    COL(struct store_endpoint_minute, minute_ms, STORE_COL_INT64, 0),
+    COL(struct store_endpoint_minute, count, STORE_COL_INT64, 0),
+    COL(struct store_endpoint_minute, errors, STORE_COL_INT64, 0),
+    {"hist", STORE_COL_BLOB, 0, offsetof(struct store_endpoint_minute, hist),
+     offsetof(struct store_endpoint_minute, hist_len), NULL, 0},
+    COL(struct store_endpoint_minute, writer, STORE_COL_INT64, 0),
+};
+const struct store_row_desc store_endpoint_minute_row =
+    DESC("endpoint minute", struct store_endpoint_minute, NULL, endpoint_minute_cols);

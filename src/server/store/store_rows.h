@@ -116,4 +116,30 @@ extern const struct store_row_desc store_proc_file_row;
 /* One text column read as an array of strings (char **: a row is one char *). */
 extern const struct store_row_desc store_name_row;
 
+/* eBPF processes (store_ebpf.h struct store_ebpf_process), table ebpf_processes. */
+#define STORE_EBPF_PROCESS_COLS                                                                    \
+    "id, service, instance, process_name, layer, pid, labels, properties, agent_id, first_ms, "    \
+    "last_ping_ms"
+#define STORE_EBPF_PROCESS_READ STORE_EBPF_PROCESS_COLS
+#define STORE_EBPF_PROCESS_SQ "?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?"
+#define STORE_EBPF_PROCESS_PG "$1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11"
+extern const struct store_row_desc store_ebpf_process_row;
+
+/* eBPF stacks as uploaded (struct store_ebpf_stack), table ebpf_stacks (received_ms bound
+ * after); a scan reads their sums per (process, kind, symbols) through store_ebpf_sum_row. */
+#define STORE_EBPF_STACK_COLS "task_id, process_id, kind, time_ms, symbols, count, duration_ns"
+#define STORE_EBPF_STACK_SQ "?, ?, ?, ?, ?, ?, ?"
+#define STORE_EBPF_STACK_PG "$1, $2, $3, $4, $5, $6, $7"
+extern const struct store_row_desc store_ebpf_stack_row;
+#define STORE_EBPF_SUM_READ "process_id, kind, symbols, SUM(count), SUM(duration_ns), MAX(time_ms)"
+extern const struct store_row_desc store_ebpf_sum_row;
+
+/* Endpoint statistics minutes (store.h struct store_endpoint_minute), table endpoint_minutes. */
+#define STORE_ENDPOINT_MINUTE_COLS                                                                 \
+    "service, endpoint, instance, minute_ms, count, errors, hist, writer"
+#define STORE_ENDPOINT_MINUTE_READ STORE_ENDPOINT_MINUTE_COLS
+#define STORE_ENDPOINT_MINUTE_SQ "?, ?, ?, ?, ?, ?, ?, ?"
+#define STORE_ENDPOINT_MINUTE_PG "$1, $2, $3, $4, $5, $6, $7, $8"
+extern const struct store_row_desc store_endpoint_minute_row;
+
 #endif

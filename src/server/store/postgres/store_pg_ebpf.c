@@ -20,27 +20,19 @@ skp_err pg_store_ebpf_upsert_process(struct store *base, const struct store_ebpf
     skp_err err = pg__ready(st);
     if (err)
         return err;
+    struct store_ebpf_process row = *p;
+    row.first_ms = row.last_ping_ms = now_ms;
     struct pg_params q = {0};
-    const char *txt[] = {p->id, p->service, p->instance, p->process_name, p->layer};
-    for (int i = 0; i < 5; i++)
-        pgp_text(&q, txt[i] ? txt[i] : "");
-    pgp_int(&q, p->pid);
-    pgp_text(&q, p->labels ? p->labels : "");
-    pgp_text(&q, p->properties ? p->properties : "");
-    pgp_text(&q, p->agent_id ? p->agent_id : "");
-    pgp_int(&q, now_ms);
-    PGresult *r = pg__exec(
-        st,
-        "INSERT INTO ebpf_processes(id, service, instance, process_name, layer, pid, labels, "
-        "properties, agent_id, first_ms, last_ping_ms) "
-        "VALUES($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $10) "
-        "ON CONFLICT (id) DO UPDATE SET service = excluded.service, "
-        "instance = excluded.instance, process_name = excluded.process_name, "
-        "layer = excluded.layer, pid = excluded.pid, labels = excluded.labels, "
-        "properties = excluded.properties, agent_id = excluded.agent_id, "
-        "last_ping_ms = excluded.last_ping_ms",
-        &q, &err, "upsert eBPF process");
-    pgp_free(&q);
+    pgp_row(&q, &store_ebpf_process_row, &row);
+    PGresult *r = pg__query(st,
+                            "INSERT INTO ebpf_processes(" STORE_EBPF_PROCESS_COLS ") "
+                            "VALUES(" STORE_EBPF_PROCESS_PG ") "
+                            "ON CONFLICT (id) DO UPDATE SET service = excluded.service, "
+                            "instance = excluded.instance, process_name = excluded.process_name, "
+                            "layer = excluded.layer, pid = excluded.pid, labels = excluded.labels, "
+                            "properties = excluded.properties, agent_id = excluded.agent_id, "
+                            "last_ping_ms = excluded.last_ping_ms",
+                            &q, &err, "upsert eBPF process");
     PQclear(r);
     return err;
 }
@@ -59,9 +51,8 @@ skp_err pg_store_ebpf_touch_process(struct store *base, const char *id, int64_t 
     struct pg_params q = {0};
     pgp_int(&q, now_ms);
     pgp_text(&q, id);
-    PGresult *r = pg__exec(st, "UPDATE ebpf_processes SET last_ping_ms = $1 WHERE id = $2", &q,
-                           &err, "touch eBPF process");
-    pgp_free(&q);
+    PGresult *r = pg__query(st, "UPDATE ebpf_processes SET last_ping_ms = $1 WHERE id = $2", &q,
+                            &err, "touch eBPF process");
     if (r)
         *found = strcmp(PQcmdTuples(r), "0") != 0;
     PQclear(r);
@@ -79,31 +70,19 @@ skp_err pg_store_ebpf_list_processes(struct store *base, const char *service,
         return err;
     struct pg_params q = {0};
     pgp_text(&q, service);
-    PGresult *r = pg__exec(st,
-                           "SELECT id, service, instance, process_name, layer, pid, labels, "
-                           "properties, agent_id, first_ms, last_ping_ms FROM ebpf_processes "
-                           "WHERE $1::text IS NULL OR service = $1 "
-                           "ORDER BY service COLLATE \"C\", instance COLLATE \"C\", "
-                           "process_name COLLATE \"C\", id COLLATE \"C\"",
-                           &q, &err, "list eBPF processes");
-    pgp_free(&q);
+    PGresult *r = pg__query(st,
+                            "SELECT " STORE_EBPF_PROCESS_READ " FROM ebpf_processes "
+                            "WHERE $1::text IS NULL OR service = $1 "
+                            "ORDER BY service COLLATE \"C\", instance COLLATE \"C\", "
+                            "process_name COLLATE \"C\", id COLLATE \"C\"",
+                            &q, &err, "list eBPF processes");
     if (!r)
         return err;
     for (int i = 0; i < PQntuples(r) && !err; i++) {
-        struct store_ebpf_process p = {
-            .id = pg__txt(r, i, 0),
-            .service = pg__txt(r, i, 1),
-            .instance = pg__txt(r, i, 2),
-            .process_name = pg__txt(r, i, 3),
-            .layer = pg__txt(r, i, 4),
-            .pid = (int32_t)pg__i64(r, i, 5),
-            .labels = pg__txt(r, i, 6),
-            .properties = pg__txt(r, i, 7),
-            .agent_id = pg__txt(r, i, 8),
-            .first_ms = pg__i64(r, i, 9),
-            .last_ping_ms = pg__i64(r, i, 10),
-        };
-        err = cb(ud, &p);
+        struct store_ebpf_process p;
+        err = pg__read_row(r, i, 0, &store_ebpf_process_row, &p, false);
+        if (!err)
+            err = cb(ud, &p);
     }
     PQclear(r);
     return err;
@@ -119,14 +98,8 @@ static void bind_stack(struct pg_params *p, size_t i, const void *rows)
 {
     const struct stack_batch *b = rows;
     const struct store_ebpf_stack *k = &b->v[i];
-    pgp_text(p, k->task_id ? k->task_id : "");
-    pgp_text(p, k->process_id ? k->process_id : "");
-    pgp_int(p, (int64_t)k->kind);
-    pgp_int(p, k->time_ms);
+    pgp_row(p, &store_ebpf_stack_row, k);
     pgp_int(p, b->now_ms);
-    pgp_text(p, k->symbols ? k->symbols : "");
-    pgp_int(p, k->count);
-    pgp_int(p, k->duration_ns);
 }
 
 skp_err pg_store_ebpf_insert_stacks(struct store *base, const struct store_ebpf_stack *v, size_t n,
@@ -141,9 +114,8 @@ skp_err pg_store_ebpf_insert_stacks(struct store *base, const struct store_ebpf_
         return SKP_EIO;
     const struct stack_batch b = {v, now_ms};
     return pg__insert_rows(st,
-                           "INSERT INTO ebpf_stacks(task_id, process_id, kind, time_ms, "
-                           "received_ms, symbols, count, duration_ns) "
-                           "VALUES($1, $2, $3, $4, $5, $6, $7, $8)",
+                           "INSERT INTO ebpf_stacks(" STORE_EBPF_STACK_COLS ", received_ms) "
+                           "VALUES(" STORE_EBPF_STACK_PG ", $8)",
                            n, bind_stack, &b, "insert eBPF stack");
 }
 
@@ -163,27 +135,21 @@ skp_err pg_store_ebpf_scan_task(struct store *base, const char *task_id, const c
     pgp_int(&q, to_ms);
     /* ORDER BY with COLLATE "C": the same byte order as SQLite's, whatever the database's
      * collation. */
-    PGresult *r = pg__exec(st,
-                           "SELECT process_id, kind, symbols, SUM(count), SUM(duration_ns), "
-                           "MAX(time_ms) FROM ebpf_stacks WHERE task_id = $1 AND "
-                           "($2::text IS NULL OR process_id = $2) AND time_ms >= $3 AND "
-                           "time_ms <= $4 GROUP BY process_id, kind, symbols "
-                           "ORDER BY process_id COLLATE \"C\", kind, symbols COLLATE \"C\"",
-                           &q, &err, "scan eBPF stacks");
-    pgp_free(&q);
+    PGresult *r =
+        pg__query(st,
+                  "SELECT " STORE_EBPF_SUM_READ " FROM ebpf_stacks WHERE task_id = $1 AND "
+                  "($2::text IS NULL OR process_id = $2) AND time_ms >= $3 AND "
+                  "time_ms <= $4 GROUP BY process_id, kind, symbols "
+                  "ORDER BY process_id COLLATE \"C\", kind, symbols COLLATE \"C\"",
+                  &q, &err, "scan eBPF stacks");
     if (!r)
         return err;
     for (int i = 0; i < PQntuples(r) && !err; i++) {
-        struct store_ebpf_stack k = {
-            .task_id = task_id,
-            .process_id = pg__txt(r, i, 0),
-            .kind = (enum store_ebpf_kind)pg__i64(r, i, 1),
-            .symbols = pg__txt(r, i, 2),
-            .count = pg__i64(r, i, 3),
-            .duration_ns = pg__i64(r, i, 4),
-            .time_ms = pg__i64(r, i, 5),
-        };
-        err = cb(ud, &k);
+        struct store_ebpf_stack k;
+        err = pg__read_row(r, i, 0, &store_ebpf_sum_row, &k, false);
+        k.task_id = task_id;
+        if (!err)
+            err = cb(ud, &k);
     }
     PQclear(r);
     return err;

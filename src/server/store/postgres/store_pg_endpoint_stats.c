@@ -7,22 +7,13 @@
 
 #include <string.h>
 
-#include "common/alloc.h"
-#include "server/store/postgres/store_pg_bytea.h"
 #include "server/store/postgres/store_pg_features.h"
 #include "server/store/postgres/store_pg_int.h"
 
 static void bind_minute(struct pg_params *p, size_t i, const void *rows)
 {
     const struct store_endpoint_minute *m = (const struct store_endpoint_minute *)rows + i;
-    pgp_text(p, m->service ? m->service : "");
-    pgp_text(p, m->endpoint ? m->endpoint : "");
-    pgp_text(p, m->instance ? m->instance : "");
-    pgp_int(p, m->minute_ms);
-    pgp_int(p, (int64_t)m->writer);
-    pgp_int(p, (int64_t)m->count);
-    pgp_int(p, (int64_t)m->errors);
-    pgp_owned(p, pg_bytea_hex(m->hist, m->hist_len));
+    pgp_row(p, &store_endpoint_minute_row, m);
 }
 
 skp_err pg_store_put_endpoint_minutes(struct store *base, const struct store_endpoint_minute *v,
@@ -37,9 +28,8 @@ skp_err pg_store_put_endpoint_minutes(struct store *base, const struct store_end
         return SKP_EIO;
     return pg__insert_rows(
         st,
-        "INSERT INTO endpoint_minutes(service, endpoint, instance, "
-        "minute_ms, writer, count, errors, hist) "
-        "VALUES($1, $2, $3, $4, $5, $6, $7, $8::bytea) "
+        "INSERT INTO endpoint_minutes(" STORE_ENDPOINT_MINUTE_COLS ") "
+        "VALUES(" STORE_ENDPOINT_MINUTE_PG ") "
         "ON CONFLICT (md5(service), md5(endpoint), md5(instance), minute_ms, "
         "writer) DO UPDATE SET count = excluded.count, errors = excluded.errors, "
         "hist = excluded.hist",
@@ -60,35 +50,18 @@ skp_err pg_store_list_endpoint_minutes(struct store *base, const char *service, 
     pgp_int(&p, from_ms);
     pgp_int(&p, to_ms);
     PGresult *r =
-        pg__exec(st,
-                 "SELECT service, endpoint, instance, minute_ms, count, errors, hist, "
-                 "writer FROM endpoint_minutes WHERE md5(service) = md5($1) AND service = $1 AND "
-                 "minute_ms >= $2 AND minute_ms < $3 "
-                 "ORDER BY endpoint COLLATE \"C\", instance COLLATE \"C\", minute_ms, writer",
-                 &p, &err, "list endpoint minutes");
-    pgp_free(&p);
+        pg__query(st,
+                  "SELECT " STORE_ENDPOINT_MINUTE_READ " FROM endpoint_minutes WHERE "
+                  "md5(service) = md5($1) AND service = $1 AND minute_ms >= $2 AND minute_ms < $3 "
+                  "ORDER BY endpoint COLLATE \"C\", instance COLLATE \"C\", minute_ms, writer",
+                  &p, &err, "list endpoint minutes");
     if (!r)
         return err;
-    int rows = PQntuples(r);
-    for (int i = 0; i < rows && !err; i++) {
-        uint8_t *hist = NULL;
-        size_t hist_len = 0;
-        err = pg_bytea_decode(pg__txt(r, i, 6), &hist, &hist_len);
-        if (err)
-            break;
-        struct store_endpoint_minute m = {
-            .service = pg__txt(r, i, 0),
-            .endpoint = pg__txt(r, i, 1),
-            .instance = pg__txt(r, i, 2),
-            .minute_ms = pg__i64(r, i, 3),
-            .count = (uint64_t)pg__i64(r, i, 4),
-            .errors = (uint64_t)pg__i64(r, i, 5),
-            .hist = hist,
-            .hist_len = hist_len,
-            .writer = (uint64_t)pg__i64(r, i, 7),
-        };
-        err = cb(ud, &m);
-        skpx_free(hist);
+    for (int i = 0; i < PQntuples(r) && !err; i++) {
+        struct store_endpoint_minute m;
+        err = pg__read_row(r, i, 0, &store_endpoint_minute_row, &m, false);
+        if (!err)
+            err = cb(ud, &m);
     }
     PQclear(r);
     return err;

@@ -18,8 +18,8 @@ skp_err sqlite_store_ebpf_upsert_process(struct store *base, const struct store_
     sqlite3_stmt *s = NULL;
     skp_err err = store__prepare(
         st,
-        "INSERT INTO ebpf_processes(id, service, instance, process_name, layer, pid, labels, "
-        "properties, agent_id, first_ms, last_ping_ms) VALUES(?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) "
+        "INSERT INTO ebpf_processes(" STORE_EBPF_PROCESS_COLS ") "
+        "VALUES(" STORE_EBPF_PROCESS_SQ ") "
         "ON CONFLICT(id) DO UPDATE SET service = excluded.service, instance = excluded.instance, "
         "process_name = excluded.process_name, layer = excluded.layer, pid = excluded.pid, "
         "labels = excluded.labels, properties = excluded.properties, "
@@ -27,15 +27,9 @@ skp_err sqlite_store_ebpf_upsert_process(struct store *base, const struct store_
         &s);
     if (err)
         return err;
-    const char *txt[] = {p->id, p->service, p->instance, p->process_name, p->layer};
-    for (int i = 0; i < 5; i++)
-        sqlite3_bind_text(s, i + 1, txt[i] ? txt[i] : "", -1, SQLITE_STATIC);
-    sqlite3_bind_int(s, 6, p->pid);
-    sqlite3_bind_text(s, 7, p->labels ? p->labels : "", -1, SQLITE_STATIC);
-    sqlite3_bind_text(s, 8, p->properties ? p->properties : "", -1, SQLITE_STATIC);
-    sqlite3_bind_text(s, 9, p->agent_id ? p->agent_id : "", -1, SQLITE_STATIC);
-    sqlite3_bind_int64(s, 10, now_ms);
-    sqlite3_bind_int64(s, 11, now_ms);
+    struct store_ebpf_process row = *p;
+    row.first_ms = row.last_ping_ms = now_ms;
+    store__bind_row(s, 1, &store_ebpf_process_row, &row);
     err = store__step_done(st, s, "upsert eBPF process");
     sqlite3_finalize(s);
     return err;
@@ -71,20 +65,9 @@ struct proc_visit {
 static skp_err process_row(void *ud, sqlite3_stmt *s)
 {
     const struct proc_visit *v = ud;
-    struct store_ebpf_process p = {
-        .id = store__col_text(s, 0),
-        .service = store__col_text(s, 1),
-        .instance = store__col_text(s, 2),
-        .process_name = store__col_text(s, 3),
-        .layer = store__col_text(s, 4),
-        .pid = sqlite3_column_int(s, 5),
-        .labels = store__col_text(s, 6),
-        .properties = store__col_text(s, 7),
-        .agent_id = store__col_text(s, 8),
-        .first_ms = sqlite3_column_int64(s, 9),
-        .last_ping_ms = sqlite3_column_int64(s, 10),
-    };
-    return v->cb(v->ud, &p);
+    struct store_ebpf_process p;
+    skp_err err = store__read_row(s, 0, &store_ebpf_process_row, &p, false);
+    return err ? err : v->cb(v->ud, &p);
 }
 
 skp_err sqlite_store_ebpf_list_processes(struct store *base, const char *service,
@@ -95,8 +78,7 @@ skp_err sqlite_store_ebpf_list_processes(struct store *base, const char *service
         return SKP_EINVAL;
     sqlite3_stmt *s = NULL;
     skp_err err = store__prepare(st,
-                                 "SELECT id, service, instance, process_name, layer, pid, labels, "
-                                 "properties, agent_id, first_ms, last_ping_ms FROM "
+                                 "SELECT " STORE_EBPF_PROCESS_READ " FROM "
                                  "ebpf_processes WHERE ?1 IS NULL OR service = ?1 "
                                  "ORDER BY service, instance, process_name, id",
                                  &s);
@@ -120,14 +102,7 @@ static void bind_stack(sqlite3_stmt *s, size_t i, const void *rows)
 {
     const struct stack_batch *b = rows;
     const struct store_ebpf_stack *k = &b->v[i];
-    sqlite3_bind_text(s, 1, k->task_id ? k->task_id : "", -1, SQLITE_STATIC);
-    sqlite3_bind_text(s, 2, k->process_id ? k->process_id : "", -1, SQLITE_STATIC);
-    sqlite3_bind_int(s, 3, (int)k->kind);
-    sqlite3_bind_int64(s, 4, k->time_ms);
-    sqlite3_bind_int64(s, 5, b->now_ms);
-    sqlite3_bind_text(s, 6, k->symbols ? k->symbols : "", -1, SQLITE_STATIC);
-    sqlite3_bind_int64(s, 7, k->count);
-    sqlite3_bind_int64(s, 8, k->duration_ns);
+    sqlite3_bind_int64(s, store__bind_row(s, 1, &store_ebpf_stack_row, k), b->now_ms);
 }
 
 skp_err sqlite_store_ebpf_insert_stacks(struct store *base, const struct store_ebpf_stack *v,
@@ -142,9 +117,8 @@ skp_err sqlite_store_ebpf_insert_stacks(struct store *base, const struct store_e
         return SKP_EIO;
     const struct stack_batch b = {v, now_ms};
     return store__insert_rows(st,
-                              "INSERT INTO ebpf_stacks(task_id, process_id, kind, time_ms, "
-                              "received_ms, symbols, count, duration_ns) "
-                              "VALUES(?, ?, ?, ?, ?, ?, ?, ?)",
+                              "INSERT INTO ebpf_stacks(" STORE_EBPF_STACK_COLS ", received_ms) "
+                              "VALUES(" STORE_EBPF_STACK_SQ ", ?)",
                               n, bind_stack, &b, "insert eBPF stack");
 }
 
@@ -157,16 +131,10 @@ struct stack_visit {
 static skp_err stack_row(void *ud, sqlite3_stmt *s)
 {
     const struct stack_visit *v = ud;
-    struct store_ebpf_stack k = {
-        .task_id = v->task_id,
-        .process_id = store__col_text(s, 0),
-        .kind = (enum store_ebpf_kind)sqlite3_column_int(s, 1),
-        .symbols = store__col_text(s, 2),
-        .count = sqlite3_column_int64(s, 3),
-        .duration_ns = sqlite3_column_int64(s, 4),
-        .time_ms = sqlite3_column_int64(s, 5),
-    };
-    return v->cb(v->ud, &k);
+    struct store_ebpf_stack k;
+    skp_err err = store__read_row(s, 0, &store_ebpf_sum_row, &k, false);
+    k.task_id = v->task_id;
+    return err ? err : v->cb(v->ud, &k);
 }
 
 skp_err sqlite_store_ebpf_scan_task(struct store *base, const char *task_id, const char *process_id,
@@ -178,8 +146,7 @@ skp_err sqlite_store_ebpf_scan_task(struct store *base, const char *task_id, con
         return SKP_EINVAL;
     sqlite3_stmt *s = NULL;
     skp_err err = store__prepare(st,
-                                 "SELECT process_id, kind, symbols, SUM(count), "
-                                 "SUM(duration_ns), MAX(time_ms) FROM ebpf_stacks "
+                                 "SELECT " STORE_EBPF_SUM_READ " FROM ebpf_stacks "
                                  "WHERE task_id = ?1 AND (?2 IS NULL OR process_id = ?2) AND "
                                  "time_ms >= ?3 AND time_ms <= ?4 "
                                  "GROUP BY process_id, kind, symbols ORDER BY 1, 2, 3",

@@ -8,17 +8,7 @@
 static void bind_minute(sqlite3_stmt *s, size_t i, const void *rows)
 {
     const struct store_endpoint_minute *m = (const struct store_endpoint_minute *)rows + i;
-    sqlite3_bind_text(s, 1, m->service ? m->service : "", -1, SQLITE_STATIC);
-    sqlite3_bind_text(s, 2, m->endpoint ? m->endpoint : "", -1, SQLITE_STATIC);
-    sqlite3_bind_text(s, 3, m->instance ? m->instance : "", -1, SQLITE_STATIC);
-    sqlite3_bind_int64(s, 4, m->minute_ms);
-    sqlite3_bind_int64(s, 5, (sqlite3_int64)m->count);
-    sqlite3_bind_int64(s, 6, (sqlite3_int64)m->errors);
-    if (m->hist_len)
-        sqlite3_bind_blob(s, 7, m->hist, (int)m->hist_len, SQLITE_STATIC);
-    else
-        sqlite3_bind_zeroblob(s, 7, 0);
-    sqlite3_bind_int64(s, 8, (sqlite3_int64)m->writer);
+    store__bind_row(s, 1, &store_endpoint_minute_row, m);
 }
 
 skp_err sqlite_store_put_endpoint_minutes(struct store *base, const struct store_endpoint_minute *v,
@@ -32,9 +22,8 @@ skp_err sqlite_store_put_endpoint_minutes(struct store *base, const struct store
     if (st->read_only)
         return SKP_EIO;
     return store__insert_rows(st,
-                              "INSERT OR REPLACE INTO endpoint_minutes(service, endpoint, "
-                              "instance, minute_ms, count, errors, hist, writer) "
-                              "VALUES(?, ?, ?, ?, ?, ?, ?, ?)",
+                              "INSERT OR REPLACE INTO endpoint_minutes(" STORE_ENDPOINT_MINUTE_COLS
+                              ") VALUES(" STORE_ENDPOINT_MINUTE_SQ ")",
                               n, bind_minute, v, "put endpoint minute");
 }
 
@@ -46,18 +35,9 @@ struct minute_visit {
 static skp_err minute_row(void *ud, sqlite3_stmt *s)
 {
     const struct minute_visit *v = ud;
-    struct store_endpoint_minute m = {
-        .service = store__col_text(s, 0),
-        .endpoint = store__col_text(s, 1),
-        .instance = store__col_text(s, 2),
-        .minute_ms = sqlite3_column_int64(s, 3),
-        .count = (uint64_t)sqlite3_column_int64(s, 4),
-        .errors = (uint64_t)sqlite3_column_int64(s, 5),
-        .hist = sqlite3_column_blob(s, 6),
-        .hist_len = (size_t)sqlite3_column_bytes(s, 6),
-        .writer = (uint64_t)sqlite3_column_int64(s, 7),
-    };
-    return v->cb(v->ud, &m);
+    struct store_endpoint_minute m;
+    skp_err err = store__read_row(s, 0, &store_endpoint_minute_row, &m, false);
+    return err ? err : v->cb(v->ud, &m);
 }
 
 skp_err sqlite_store_list_endpoint_minutes(struct store *base, const char *service, int64_t from_ms,
@@ -68,8 +48,8 @@ skp_err sqlite_store_list_endpoint_minutes(struct store *base, const char *servi
         return SKP_EINVAL;
     sqlite3_stmt *s = NULL;
     skp_err err = store__prepare(st,
-                                 "SELECT service, endpoint, instance, minute_ms, count, errors, "
-                                 "hist, writer FROM endpoint_minutes WHERE service = ? AND "
+                                 "SELECT " STORE_ENDPOINT_MINUTE_READ " FROM endpoint_minutes "
+                                 "WHERE service = ? AND "
                                  "minute_ms >= ? AND minute_ms < ? "
                                  "ORDER BY endpoint, instance, minute_ms, writer",
                                  &s);

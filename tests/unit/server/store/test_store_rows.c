@@ -37,6 +37,11 @@ static const struct list lists[] = {
     LIST(store_proc_task_row, STORE_PROC_TASK),
     LIST(store_proc_log_row, STORE_PROC_LOG),
     LIST(store_proc_file_row, STORE_PROC_FILE),
+    LIST(store_ebpf_process_row, STORE_EBPF_PROCESS),
+    {&store_ebpf_stack_row, STORE_EBPF_STACK_COLS, STORE_EBPF_STACK_COLS, STORE_EBPF_STACK_SQ,
+     STORE_EBPF_STACK_PG},
+    {&store_ebpf_sum_row, "", STORE_EBPF_SUM_READ, "", ""},
+    LIST(store_endpoint_minute_row, STORE_ENDPOINT_MINUTE),
 };
 
 /* "a, b, c" of the columns (bound_only: those an insert binds). */
@@ -64,6 +69,7 @@ static void test_lists_name_the_columns(void **state)
         assert_string_equal(buf, l->read);
         size_t n = store_row_n_bound(l->d);
         size_t len = 0;
+        buf[0] = '\0';
         for (size_t k = 0; k < n; k++)
             len += (size_t)snprintf(buf + len, sizeof(buf) - len, "%s?", k ? ", " : "");
         assert_string_equal(buf, l->sq);

@@ -13,6 +13,7 @@
 #include <string.h>
 
 #include "common/alloc.h"
+#include "common/hex.h"
 
 /* ---- cursors ---- */
 
@@ -36,22 +37,13 @@ bool http_cursor_encode(char *out, size_t cap, const char *const *parts, size_t 
     return true;
 }
 
-static int hexval(char c)
-{
-    if (c >= '0' && c <= '9')
-        return c - '0';
-    if (c >= 'a' && c <= 'f')
-        return c - 'a' + 10;
-    return -1;
-}
-
 static bool cursor_decode(const char *in, struct http_page *pg)
 {
     size_t n = strlen(in);
     if (n == 0 || n % 2 || n / 2 >= sizeof(pg->buf))
         return false;
     for (size_t i = 0; i < n / 2; i++) {
-        int hi = hexval(in[2 * i]), lo = hexval(in[2 * i + 1]);
+        int hi = skpx_hex_value(in[2 * i]), lo = skpx_hex_value(in[2 * i + 1]);
         if (hi < 0 || lo < 0)
             return false;
         pg->buf[i] = (char)(hi << 4 | lo);

@@ -12,6 +12,7 @@
 #include <string.h>
 
 #include "common/alloc.h"
+#include "common/sat.h"
 #include "common/buf.h"
 #include "common/frame_sig.h"
 #include "common/grow.h"
@@ -183,9 +184,10 @@ static skp_err add_side(struct merger *m, const struct analysis *a, int side)
             if (err)
                 break;
             map[an->id - 1] = idx;
-            m->r->nodes[idx].weight[side] += (int64_t)an->count;
+            int64_t w = an->count > (uint64_t)INT64_MAX ? INT64_MAX : (int64_t)an->count;
+            m->r->nodes[idx].weight[side] = skpx_sat_add_i64(m->r->nodes[idx].weight[side], w);
             if (parent == NONE)
-                m->r->total[side] += (int64_t)an->count;
+                m->r->total[side] = skpx_sat_add_i64(m->r->total[side], w);
         }
     }
     skpx_free(map);
@@ -241,7 +243,8 @@ static skp_err build_changes(struct merger *m)
             next[i] = first[p];
             first[p] = (uint32_t)i;
             for (int s = 0; s < 2; s++)
-                r->nodes[p].self[s] -= r->nodes[i].weight[s];
+                r->nodes[p].self[s] =
+                    skpx_sat_sub_i64(r->nodes[p].self[s], r->nodes[i].weight[s]);
         }
     }
     for (size_t i = 0; i < n; i++)
@@ -263,8 +266,8 @@ static skp_err build_changes(struct merger *m)
             struct compare_change *c = &r->changes[sid];
             for (int s = 0; s < 2; s++) {
                 if (on_stack[sid] == 0)
-                    c->weight[s] += nd->weight[s];
-                c->self[s] += nd->self[s];
+                    c->weight[s] = skpx_sat_add_i64(c->weight[s], nd->weight[s]);
+                c->self[s] = skpx_sat_add_i64(c->self[s], nd->self[s]);
             }
             on_stack[sid]++;
             stack[depth++] = cur;

@@ -145,3 +145,13 @@ bool http_guard_is_json(const char *ct)
         ct++;
     return *ct == '\0' || *ct == ';';
 }
+
+int http_guard_mutation(const struct http_guard *g, const char *content_type, size_t body_len,
+                        const char *origin, const char *host)
+{
+    if ((body_len > 0 || content_type) && !http_guard_is_json(content_type))
+        return 415;
+    if (!http_guard_origin_ok(g, origin, host))
+        return 403;
+    return 0;
+}

@@ -3,10 +3,12 @@
  *     so a DNS-rebinding page (evil.example resolving to 127.0.0.1) cannot read or change
  *     anything. Accepted: IP literals, names without a dot (localhost, the machine's short
  *     name), *.localhost, the host of --http-addr, and the hosts of --allowed-origins;
- *   - mutating routes (POST) need `Content-Type: application/json` (415 otherwise: a form or a
- *     no-cors text/plain POST from another site is refused, and a cross-site JSON POST needs a
- *     CORS preflight we never grant) and, when the browser sends an Origin, an Origin equal to
- *     http(s)://<Host> or listed in --allowed-origins (403 otherwise);
+ *   - mutating requests (every method but GET: POST, PUT, DELETE alike, http_guard_mutation)
+ *     need `Content-Type: application/json` when they carry a body or any Content-Type (415
+ *     otherwise: a form or a no-cors text/plain POST from another site is refused, and a
+ *     cross-site JSON request needs a CORS preflight we never grant) and, when the browser
+ *     sends an Origin, an Origin equal to http(s)://<Host> or listed in --allowed-origins (403
+ *     otherwise);
  *   - every response carries X-Frame-Options: DENY; the UI's pages a Content-Security-Policy
  *     that allows assets from this server only.
  * Loop thread only (the list is read-only after http_guard_init). */
@@ -46,5 +48,11 @@ bool http_guard_host_ok(const struct http_guard *g, const char *host);
 bool http_guard_origin_ok(const struct http_guard *g, const char *origin, const char *host);
 /* True if the Content-Type (NULL = none) is application/json, with parameters or not. Pure. */
 bool http_guard_is_json(const char *content_type);
+/* The one check of every mutating request, whatever its method: 0 if it may proceed, else the
+ * status to refuse it with (415: a body or a Content-Type that is not JSON; 403: a foreign
+ * Origin). A request without body and without Content-Type (a DELETE) needs only the Origin
+ * check. Pure. */
+int http_guard_mutation(const struct http_guard *g, const char *content_type, size_t body_len,
+                        const char *origin, const char *host);
 
 #endif

@@ -4,9 +4,11 @@
  * GET is. docs/api.md documents exactly this table (tests/unit/server/test_http_routes.c
  * checks both directions), so a new route is one row here plus its section there.
  * Loop thread only. */
+#include <event2/buffer.h>
 #include <stdio.h>
 #include <string.h>
 
+#include "server/formats/utf8.h"
 #include "server/http/http_ebpf.h"
 #include "server/http/http_int.h"
 #include "server/http/http_pprof.h"
@@ -115,19 +117,23 @@ void http_method_not_allowed(struct http_ctx *cx, unsigned allowed)
     http_reply_error(cx, 405, "method not allowed (allowed: %s)", allow);
 }
 
-/* CSRF checks of a mutating route (http_guard.h); replies 415/403 and returns false if refused. */
+/* CSRF checks of a mutating route, one for every method (http_guard_mutation); replies 415/403
+ * and returns false if refused. */
 static bool mutation_allowed(struct http_ctx *cx)
 {
     struct evkeyvalq *in = evhttp_request_get_input_headers(cx->req);
-    if (!http_guard_is_json(evhttp_find_header(in, "Content-Type"))) {
+    const char *origin = evhttp_find_header(in, "Origin");
+    int code = http_guard_mutation(&cx->api->guard, evhttp_find_header(in, "Content-Type"),
+                                   evbuffer_get_length(evhttp_request_get_input_buffer(cx->req)),
+                                   origin, evhttp_find_header(in, "Host"));
+    if (code == 415) {
         cx->api->metrics->http_guard_refused++;
         http_reply_error(cx, 415,
                          "a request that changes something needs Content-Type: "
                          "application/json");
         return false;
     }
-    const char *origin = evhttp_find_header(in, "Origin");
-    if (!http_guard_origin_ok(&cx->api->guard, origin, evhttp_find_header(in, "Host"))) {
+    if (code) {
         cx->api->metrics->http_guard_refused++;
         http_reply_error(cx, 403,
                          "cross-site request refused: Origin '%s' is not this server "
@@ -152,8 +158,15 @@ void http_route(struct http_ctx *cx)
             allowed |= r->methods;
             continue;
         }
-        if (want == HTTP_M_POST && !mutation_allowed(cx))
+        if (want != HTTP_M_GET && !mutation_allowed(cx))
             return;
+        for (size_t k = 0; k < n_caps; k++) {
+            if (!skp_utf8_valid(caps[k], strlen(caps[k]))) {
+                cx->api->metrics->names_refused++;
+                http_reply_error(cx, 400, "a name in the path is not UTF-8");
+                return;
+            }
+        }
         if (r->h2 && n_caps == 2)
             r->h2(cx, caps[0], caps[1]);
         else if (r->h1 && n_caps == 1)

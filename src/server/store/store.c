@@ -3,11 +3,14 @@
  * helpers of store.h and the feature headers (row cleanup), which do not depend on a backend. */
 #include "server/store/store.h"
 
+#include <ctype.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <string.h>
 #include <strings.h>
 
 #include "common/alloc.h"
+#include "common/hex.h"
 #include "common/log.h"
 #include "server/store/store_backend.h"
 #include "server/store/sqlite/store_int.h"
@@ -33,11 +36,20 @@ bool store_target_is_file(const char *target)
     return store_backend_for(target) == STORE_BACKEND_SQLITE;
 }
 
+static void mask_userinfo(char *out, size_t cap);
+static void mask_query(char *out, size_t cap);
+
 void store_target_shown(const char *target, char *out, size_t cap)
 {
     snprintf(out, cap, "%s", target ? target : "");
     if (store_target_is_file(target))
         return;
+    mask_query(out, cap);
+    mask_userinfo(out, cap);
+}
+
+static void mask_userinfo(char *out, size_t cap)
+{
     /* scheme://user:password@host... : the password is what lies between the first ':' after
      * the scheme and the '@' that ends the user info (before any '/') */
     char *auth = strstr(out, "://");
@@ -58,6 +70,56 @@ void store_target_shown(const char *target, char *out, size_t cap)
     memmove(colon + 4, at, tail);
     memcpy(colon + 1, "***", 3);
     out[cap - 1] = '\0';
+}
+
+/* True if the URL query key k[0..n) names a secret once percent-decoded (libpq decodes keys):
+ * password, sslpassword, or any other key holding "password". */
+static bool secret_key(const char *k, size_t n)
+{
+    char d[64];
+    size_t m = 0;
+    for (size_t i = 0; i < n && m + 1 < sizeof(d); i++) {
+        int hi = -1, lo = -1;
+        if (k[i] == '%' && i + 2 < n) {
+            hi = skpx_hex_value(k[i + 1]);
+            lo = skpx_hex_value(k[i + 2]);
+        }
+        if (hi >= 0 && lo >= 0) {
+            d[m++] = (char)tolower(hi << 4 | lo);
+            i += 2;
+        } else {
+            d[m++] = (char)tolower((unsigned char)k[i]);
+        }
+    }
+    d[m] = '\0';
+    return strstr(d, "password") != NULL;
+}
+
+/* Replaces the value of every secret query parameter of the URL in out (a NUL-terminated string
+ * in cap bytes) with "***"; what no longer fits is cut. */
+static void mask_query(char *out, size_t cap)
+{
+    char *p = strchr(out, '?');
+    while (p && *p) {
+        char *key = p + 1;
+        char *end = key + strcspn(key, "&");
+        char *eq = memchr(key, '=', (size_t)(end - key));
+        if (eq && secret_key(key, (size_t)(eq - key))) {
+            size_t at = (size_t)(eq + 1 - out); /* where "***" goes */
+            size_t tail = strlen(end) + 1;      /* with the NUL */
+            if (at + 3 >= cap) {
+                out[at < cap ? at : cap - 1] = '\0';
+                return;
+            }
+            if (at + 3 + tail > cap)
+                tail = cap - (at + 3);
+            memmove(out + at + 3, end, tail);
+            memcpy(out + at, "***", 3);
+            out[cap - 1] = '\0';
+            end = out + at + 3;
+        }
+        p = *end ? end : NULL;
+    }
 }
 
 skp_err store_open(const char *path, const struct store_opts *opts, struct store **out)

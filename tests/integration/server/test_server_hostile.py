@@ -4,7 +4,9 @@ memory limit (a small gzip of millions of empty samples), each counted in /metri
 server keeps answering afterwards.
 """
 import gzip
+import json
 import os
+import sqlite3
 import sys
 import urllib.parse
 
@@ -128,6 +130,52 @@ def t_still_serving():
     assert [s["segmentId"] for s in segs] == ["seg-after"], segs
 
 
+POLICY = {"targets": [{"targetType": "ON_CPU", "checkItems": [
+    {"type": "PROCESS_CPU", "threshold": "50", "period": 10, "count": 3}]}]}
+
+
+def t_non_utf8_names(d):
+    """A name that is not UTF-8 is refused at the API edge (it used to be stored, and the
+    policy list answered 500 from then on); a row stored before does not break the list."""
+    before = S.metric("skyprof_names_refused_total")
+    st, _, body = S.http("PUT", "/api/v1/continuous/policies/%ff%fe", json.dumps(POLICY),
+                         {"Content-Type": "application/json"})
+    assert st == 400 and b"UTF-8" in body, (st, body)
+    st, _, body = S.http("GET", "/api/v1/services/%ff/endpoints/stats")
+    assert st == 400, (st, body)
+    assert S.metric("skyprof_names_refused_total") == before + 2
+    st, doc = S.json("PUT", "/api/v1/continuous/policies/good-svc", POLICY)
+    assert st == 200, doc
+    # A row written by an older skyprofd.
+    db = sqlite3.connect(os.path.join(d, "data", "skyprof.db"), timeout=30)
+    db.execute("INSERT INTO continuous_policies VALUES (CAST(? AS TEXT), 'u', ?, 1)",
+               (b"\xff\xfe", db.execute("SELECT json FROM continuous_policies").fetchone()[0]))
+    db.commit()
+    db.close()
+    st, doc = S.json("GET", "/api/v1/continuous/policies", expect=200)
+    assert [p["service"] for p in doc["policies"]] == ["good-svc"], doc
+
+
+def t_one_guard_for_every_method():
+    """PUT and DELETE on the policy routes skipped the Content-Type and Origin checks POST has."""
+    st, doc = S.json("PUT", "/api/v1/continuous/policies/guard-svc", POLICY)
+    assert st == 200, doc
+    before = S.metric("skyprof_http_guard_refused_total")
+    st, _, body = S.http("PUT", "/api/v1/continuous/policies/guard-svc", json.dumps(POLICY),
+                         {"Content-Type": "text/plain"})
+    assert st == 415, (st, body)
+    st, _, body = S.http("PUT", "/api/v1/continuous/policies/guard-svc", json.dumps(POLICY),
+                         {"Content-Type": "application/json", "Origin": "http://evil.example"})
+    assert st == 403, (st, body)
+    st, _, body = S.http("DELETE", "/api/v1/continuous/policies/guard-svc", None,
+                         {"Origin": "http://evil.example"})
+    assert st == 403, (st, body)
+    assert S.metric("skyprof_http_guard_refused_total") == before + 3
+    S.json("GET", "/api/v1/continuous/policies/guard-svc", expect=200)  # still there
+    st, _, body = S.http("DELETE", "/api/v1/continuous/policies/guard-svc")  # the CLI's DELETE
+    assert st == 200, (st, body)
+
+
 def main():
     global S
     with tempdir() as d:
@@ -138,6 +186,8 @@ def main():
             R.run("goProfileReport: row budget", t_row_budget)
             R.run("goProfileReport: decoder memory bomb", t_memory_bomb)
             R.run("goProfileReport: inflate bomb", t_inflate_bomb)
+            R.run("names that are not UTF-8", t_non_utf8_names, d)
+            R.run("one guard for every mutating method", t_one_guard_for_every_method)
             R.run("still serving", t_still_serving)
         finally:
             S.stop()

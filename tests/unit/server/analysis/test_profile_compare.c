@@ -130,6 +130,32 @@ static void shares_are_normalised_by_each_total(void **state)
     compare_free(r);
 }
 
+/* Counts past INT64_MAX (pprof values are weights, each up to INT64_MAX; issue 25 #5 answered
+ * base.total = -2 and every share 0): totals and weights stop at INT64_MAX, shares stay true. */
+static void overflowing_counts_saturate(void **state)
+{
+    (void)state;
+    struct analysis_node huge[] = {
+        {1, 0, "a", 0, 0, UINT64_MAX, NONE, NONE},
+        {2, 1, "b", 0, 0, UINT64_MAX, NONE, NONE},
+    };
+    struct analysis_node huge2[] = {
+        {1, 0, "a", 0, 0, (uint64_t)INT64_MAX, NONE, NONE},
+    };
+    struct analysis_tree ht[] = {{huge, 2}, {huge2, 1}};
+    struct analysis ah = {.trees = ht, .n_trees = 2};
+    struct compare_result *r = NULL;
+    assert_int_equal(compare_analyses(&ah, &g_a_fast, false, &r), SKP_OK);
+    assert_int_equal(r->total[COMPARE_BASE], INT64_MAX);
+    const struct compare_node *a = find(r, "a");
+    assert_int_equal(a->weight[COMPARE_BASE], INT64_MAX);
+    assert_true(fabs(compare_share(r, a, COMPARE_BASE) - 1.0) < EPS);
+    const struct compare_change *b = change(r, "b");
+    assert_true(fabs(b->share[COMPARE_BASE] - 1.0) < EPS);
+    assert_true(b->self[COMPARE_BASE] >= 0);
+    compare_free(r);
+}
+
 static void one_side_nodes_are_kept(void **state)
 {
     (void)state;
@@ -321,6 +347,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(merged_tree_keeps_both_weights),
         cmocka_unit_test(shares_are_normalised_by_each_total),
+        cmocka_unit_test(overflowing_counts_saturate),
         cmocka_unit_test(one_side_nodes_are_kept),
         cmocka_unit_test(largest_change_first),
         cmocka_unit_test(recursion_counts_once_per_stack),

@@ -83,12 +83,38 @@ static void origins_and_content_types(void **state)
     assert_false(http_guard_is_json("multipart/form-data; boundary=x"));
 }
 
+/* Issue 25 #11: PUT and DELETE skipped the checks POST had. One verdict for every method. */
+static void one_guard_for_every_mutation(void **state)
+{
+    (void)state;
+    char why[256];
+    const char *h = "127.0.0.1:12800";
+    assert_int_equal(http_guard_init(&g, h, NULL, why, sizeof(why)), SKP_OK);
+    /* A JSON body from the same origin or from no browser: allowed. */
+    assert_int_equal(http_guard_mutation(&g, "application/json", 10, NULL, h), 0);
+    assert_int_equal(http_guard_mutation(&g, "application/json", 10,
+                                         "http://"
+                                         "127.0.0.1:12800",
+                                         h),
+                     0);
+    /* A body that is not JSON (a form, text/plain), or none declared: 415. */
+    assert_int_equal(http_guard_mutation(&g, "text/plain", 10, NULL, h), 415);
+    assert_int_equal(http_guard_mutation(&g, NULL, 10, NULL, h), 415);
+    assert_int_equal(http_guard_mutation(&g, "application/x-www-form-urlencoded", 0, NULL, h), 415);
+    /* No body and no Content-Type (a DELETE): only the Origin decides. */
+    assert_int_equal(http_guard_mutation(&g, NULL, 0, NULL, h), 0);
+    assert_int_equal(http_guard_mutation(&g, NULL, 0, "http://evil.example", h), 403);
+    assert_int_equal(http_guard_mutation(&g, "application/json", 2, "http://evil.example", h), 403);
+    assert_int_equal(http_guard_mutation(&g, NULL, 0, "null", h), 403);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(hosts),
         cmocka_unit_test(allowed_origins),
         cmocka_unit_test(origins_and_content_types),
+        cmocka_unit_test(one_guard_for_every_mutation),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -3,6 +3,8 @@
  * over its whole life with --whole (agents may keep sampling a thread after its request
  * ended), or over --from/--to. The tree is printed as a terminal tree or fetched in an export
  * format from the server's export endpoints (the server renders pprof/collapsed/speedscope/html).
+ * --functions asks for the tree built on functions (?granularity=functions: durations computed
+ * by the server on that tree, docs/accuracy.md).
  */
 #include <errno.h>
 #include <getopt.h>
@@ -17,7 +19,7 @@
 
 static const char g_usage[] =
     "Usage: skyprof analyze (--segment ID [--whole | --from MS --to MS] | --task ID)\n"
-    "                       [--format FORMAT] [-o FILE] [--all-frames] [--wait S]\n"
+    "                       [--format FORMAT] [-o FILE] [--functions] [--all-frames] [--wait S]\n"
     "  --segment ID   analyse one profiled segment over its spans' window (as the web UI does)\n"
     "  --whole        ...over the segment's whole life (every dump, also after the request)\n"
     "  --from/--to    ...over this window (ms since the epoch, inclusive)\n"
@@ -26,6 +28,8 @@ static const char g_usage[] =
     "                 json (the API's analysis), collapsed, pprof (gzipped profile.proto),\n"
     "                 speedscope, html (self-contained flame graph)\n"
     "  -o FILE        write to FILE instead of stdout (required for pprof on a terminal)\n"
+    "  --functions    tree, json: frames are functions (a function's lines merged, durations\n"
+    "                 computed on that tree)\n"
     "  --all-frames   tree: also show the agent's and the runner's (runpy) frames\n"
     "  --wait S       no data yet: ask again every second, up to S seconds\n"
     "Exits 6 with a sentence on stderr (and writes no file) when there is no profile data.\n"
@@ -36,7 +40,7 @@ static const char *const g_formats[] = {"tree", "json", "collapsed", "pprof", "s
 struct analyze_opts {
     const char *segment, *task, *format, *output;
     int64_t from, to;
-    bool whole, all_frames;
+    bool whole, all_frames, functions;
     long long wait_s;
 };
 
@@ -61,6 +65,9 @@ static int analyze_option(void *ud, int opt, const char *arg)
         return CLI_PARSE_NEXT;
     case 'A':
         o->all_frames = true;
+        return CLI_PARSE_NEXT;
+    case 'U':
+        o->functions = true;
         return CLI_PARSE_NEXT;
     case 'w':
         if (!cli_parse_int(arg, 0, 3600, &o->wait_s))
@@ -87,6 +94,7 @@ int cmd_analyze(struct cli *c, int argc, char **argv)
         {"to", required_argument, NULL, 'T'},
         {"whole", no_argument, NULL, 'W'},
         {"all-frames", no_argument, NULL, 'A'},
+        {"functions", no_argument, NULL, 'U'},
         {"wait", required_argument, NULL, 'w'},
         {"format", required_argument, NULL, 'f'},
         {"output", required_argument, NULL, 'o'},
@@ -120,6 +128,8 @@ int cmd_analyze(struct cli *c, int argc, char **argv)
         return cli_usage_error("analyze: unknown format '%s' (tree, json, collapsed, pprof, "
                                "speedscope, html)",
                                format);
+    if (o.functions && strcmp(format, "tree") != 0 && strcmp(format, "json") != 0)
+        return cli_usage_error("analyze: --functions applies to --format tree and json");
     if (strcmp(format, "pprof") == 0 && !output && isatty(STDOUT_FILENO))
         return cli_usage_error("analyze: pprof output is binary; use -o FILE or redirect stdout");
 
@@ -149,12 +159,18 @@ int cmd_analyze(struct cli *c, int argc, char **argv)
                                   "start", (json_int_t)from, "end", (json_int_t)to);
             if (!q)
                 return cli_usage_error("analyze: --segment must be UTF-8");
-            rc = cli_api_json(c, "POST", "/api/v1/profile/analyze", q, &res);
+            rc = cli_api_json(c, "POST",
+                              o.functions ? "/api/v1/profile/analyze?granularity=functions"
+                                          : "/api/v1/profile/analyze",
+                              q, &res);
             json_decref(q);
         } else {
-            char an[CLI_HTTP_MAX_TARGET + 32];
-            snprintf(an, sizeof(an), "%s%s", target,
-                     segment && !o.whole ? "/analyze?window=span" : "/analyze");
+            char an[CLI_HTTP_MAX_TARGET + 64];
+            snprintf(an, sizeof(an), "%s%s%s", target,
+                     segment && !o.whole ? "/analyze?window=span" : "/analyze",
+                     !o.functions          ? ""
+                     : segment && !o.whole ? "&granularity=functions"
+                                           : "?granularity=functions");
             rc = cli_api_json(c, "GET", an, NULL, &res);
         }
         if (rc)

@@ -255,6 +255,29 @@ def t_analyze_span_window():
     expect_rc(2, "analyze", "--segment", "seg-C", "--whole", "--from", str(t1))
 
 
+def t_analyze_functions():
+    # A loop whose line changes on every dump (3 dumps) under work(), then a sleep (2 dumps):
+    # --functions gives one node per function, durations computed on that tree.
+    tid = ok("task", "create", "--service", "svc-fn", "--endpoint", "/fn", "--duration", "5",
+             "--dump-period", "10").strip()
+    t1 = T0 + 20000
+    stacks = [["app.py.work: 12", "app.py.loop: %d" % (20 + s)] for s in range(3)]
+    stacks += [["app.py.work: 13", "app.py.nap: 30"]] * 2
+    S.snapshots([snap(tid, "seg-F", s, st, t1 + s * 10) for s, st in enumerate(stacks)])
+    doc = json.loads(ok("analyze", "--segment", "seg-F", "--whole", "--functions", "--format", "json"))
+    got = {e["codeSignature"]: (e["count"], e["duration"], e["durationChildExcluded"])
+           for t in doc["trees"] for e in t["elements"]}
+    assert got == {"app.py.work": (5, 50, 0), "app.py.loop": (3, 30, 30), "app.py.nap": (2, 20, 20)}, got
+    win = json.loads(ok("analyze", "--segment", "seg-F", "--from", str(t1), "--to", str(t1 + 40),
+                        "--functions", "--json"))
+    assert win["trees"] == doc["trees"], (win, doc)
+    lines = json.loads(ok("analyze", "--segment", "seg-F", "--whole", "--format", "json"))
+    # two roots (work: 12 and work: 13), 3 loop lines, nap
+    assert sum(len(t["elements"]) for t in lines["trees"]) == 6, lines
+    assert len(parse_tree(ok("analyze", "--task", tid, "--functions"))) == 3
+    expect_rc(2, "analyze", "--segment", "seg-F", "--functions", "--format", "collapsed")
+
+
 def t_analyze_json():
     doc = json.loads(ok("analyze", "--segment", "seg-A", "--format", "json"))
     st, api = S.json("GET", "/api/v1/profile/segments/seg-A/analyze", expect=200)
@@ -371,6 +394,7 @@ def main():
             res.run("segments", t_segments)
             res.run("analyze: tree", t_analyze_tree)
             res.run("analyze: json", t_analyze_json)
+            res.run("analyze: --functions", t_analyze_functions)
             res.run("export: collapsed totals", t_export_collapsed, tmp)
             res.run("export: pprof decoded by pprof-format", t_export_pprof, tmp)
             res.run("export: speedscope schema fields", t_export_speedscope, tmp)

@@ -322,8 +322,7 @@ static void forget_inherited(skyprof_agent *a)
     if (a->tr.destroy)
         a->tr.destroy(a->tr.ud);
     skp__ring_cleanup(&a->snaps.ring);
-    skpx_free(a->sampler.frames);
-    skpx_free(a->sampler.scratch);
+    skp__sampler_forget(&a->sampler); /* frames, scratch, held dumps */
     skp__symcache_cleanup(&a->sym);
     skpx_free(a->proc.file); /* the parent's skp-proc does not exist here; its source moves on */
     skpx_free(a->props);

@@ -24,6 +24,13 @@
 /* Bytes of all snapshots queued but not yet sent: bounds memory when the backend is down even
  * with deep stacks (4500 snapshots x 500 frames would otherwise be unbounded in practice). */
 #define SKP_SNAPSHOT_QUEUE_BYTES_MAX (16u << 20)
+/* Dumps held per slot for a request under its task's min-duration threshold (sampler.h): a hold
+ * has room for threshold / period + 3 dumps, at most this many (20 s of a 10 ms period; a longer
+ * threshold keeps its earliest and latest dumps, see skp__snapshot_hold). */
+#define SKP_HOLD_DUMPS_MAX 2048
+/* Bytes of held dumps, all slots together (each slot gets an equal share): 5 slots of 1.6 MiB
+ * hold ~600 Python dumps of 30 frames each, 6 s of a 10 ms period. */
+#define SKP_HOLD_BYTES_MAX (8u << 20)
 /* Text scratch a stack source may fill per capture (500 frames x ~128 bytes). */
 #define SKP_CAPTURE_SCRATCH_BYTES (64u << 10)
 /* Symbolized addresses kept (each entry ~100 bytes): a few MB at most, cleared when full. */

@@ -1,4 +1,5 @@
-/* snapshot.c - snapshot blocks and their bounded queue (see snapshot.h). */
+/* snapshot.c - snapshot blocks, their bounded queue and the holds of thresholded requests (see
+ * snapshot.h). */
 #include "agent/snapshot.h"
 
 #include <string.h>
@@ -94,4 +95,105 @@ struct skp__snapshot *skp__snapshot_queue_pop(struct skp__snapshot_queue *q)
     if (s)
         atomic_fetch_sub(&q->bytes, s->bytes);
     return s;
+}
+
+/* --- holds ----------------------------------------------------------------------------------- */
+void skp__snapshot_hold_init(struct skp__snapshot_hold *h, struct skp__snapshot **ents,
+                             uint32_t cap, size_t max_bytes)
+{
+    memset(h, 0, sizeof(*h));
+    h->ents = ents;
+    h->cap = cap < 2 ? 2 : cap;
+    h->max_bytes = max_bytes;
+}
+
+uint32_t skp__snapshot_hold_count(const struct skp__snapshot_hold *h)
+{
+    return h->n_head + h->ring_n;
+}
+
+static struct skp__snapshot **ring_at(struct skp__snapshot_hold *h, uint32_t k)
+{
+    uint32_t ring_cap = h->cap - h->n_head;
+    return &h->ents[h->n_head + (h->ring_first + k) % ring_cap];
+}
+
+uint32_t skp__snapshot_hold_add(struct skp__snapshot_hold *h, struct skp__snapshot *s)
+{
+    if (!h->ringing) {
+        /* the first dump always stays (sequence 0 marks a profiled segment); then the head
+         * takes up to half the count and half the bytes */
+        bool fits = h->n_head == 0 ? s->bytes <= h->max_bytes
+                                   : h->n_head < h->cap - h->cap / 2 &&
+                                         h->bytes + s->bytes <= h->max_bytes / 2;
+        if (fits) {
+            h->ents[h->n_head++] = s;
+            h->bytes += s->bytes;
+            return 0;
+        }
+        h->ringing = true;
+        h->ring_first = 0;
+        h->ring_n = 0;
+    }
+    uint32_t ring_cap = h->cap - h->n_head;
+    uint32_t dropped = 0;
+    while (h->ring_n > 0 && (h->ring_n == ring_cap || h->bytes + s->bytes > h->max_bytes)) {
+        struct skp__snapshot **oldest = ring_at(h, 0);
+        h->bytes -= (*oldest)->bytes;
+        skp__snapshot_free(*oldest);
+        *oldest = NULL;
+        h->ring_first = (h->ring_first + 1) % ring_cap;
+        h->ring_n--;
+        dropped++;
+    }
+    if (ring_cap == 0 || h->bytes + s->bytes > h->max_bytes) {
+        skp__snapshot_free(s); /* larger than what the head leaves */
+        return dropped + 1;
+    }
+    *ring_at(h, h->ring_n) = s;
+    h->ring_n++;
+    h->bytes += s->bytes;
+    return dropped;
+}
+
+static void hold_reset(struct skp__snapshot_hold *h)
+{
+    h->n_head = 0;
+    h->ringing = false;
+    h->ring_first = 0;
+    h->ring_n = 0;
+    h->bytes = 0;
+}
+
+uint32_t skp__snapshot_hold_flush(struct skp__snapshot_hold *h, struct skp__snapshot_queue *q)
+{
+    uint32_t n = 0;
+    for (uint32_t i = 0; i < h->n_head; i++, n++) {
+        (void)skp__snapshot_queue_push(q, h->ents[i]);
+        h->ents[i] = NULL;
+    }
+    for (uint32_t k = 0; k < h->ring_n; k++, n++) {
+        struct skp__snapshot **e = ring_at(h, k);
+        (void)skp__snapshot_queue_push(q, *e);
+        *e = NULL;
+    }
+    hold_reset(h);
+    return n;
+}
+
+uint32_t skp__snapshot_hold_discard(struct skp__snapshot_hold *h)
+{
+    uint32_t n = 0;
+    for (uint32_t i = 0; i < h->n_head; i++, n++) {
+        skp__snapshot_free(h->ents[i]);
+        h->ents[i] = NULL;
+    }
+    for (uint32_t k = 0; k < h->ring_n; k++, n++) {
+        struct skp__snapshot **e = ring_at(h, k);
+        skp__snapshot_free(*e);
+        *e = NULL;
+    }
+    hold_reset(h);
+    h->owner = 0;
+    return n;
 }

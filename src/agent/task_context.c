@@ -112,6 +112,7 @@ bool skp__task_ctx_attempt(struct skp__task_ctx *ctx, const char *endpoint, cons
         s->segment_start_ms = segment_start_ms;
         s->tid = tid;
         s->dump_seq = 0;
+        s->budget_taken = false;
         s->profiling_start_ms = 0;
         s->thread_handle = NULL;
         if (ctx->source.thread_attach) {

@@ -5,8 +5,9 @@
  * request thread may keep a pointer to its slot across task and agent restarts. Each slot has one
  * atomic word = (claim sequence << 8) | state; every transition is a CAS on it, and the sequence
  * (bumped on each claim) makes a stale owner's CAS fail after its slot was recycled.
- *   FREE -> CLAIMED (request, at entry_begin) -> PENDING (published) -> PROFILING (sampler, after
- *   the threshold) <-> CAPTURING (sampler, during one capture);
+ *   FREE -> CLAIMED (request, at entry_begin) -> PENDING (published; under a threshold the
+ *   sampler captures it into a hold, sampler.h) -> PROFILING (sampler, after the threshold)
+ *   <-> CAPTURING (sampler, during one capture, from PENDING or PROFILING);
  *   request end: PENDING/PROFILING -> RELEASING -> FREE, or CAPTURING -> ENDED (the sampler then
  *   releases when its capture returns); the sampler frees slots it stops itself (thread gone,
  *   max profiling time, sampling budget spent); task stop frees every slot.
@@ -45,9 +46,10 @@ struct skp__slot {
     int64_t segment_start_ms;
     int tid;
     void *thread_handle;
-    /* sampler-owned */
+    /* sampler-owned (reset by the claimant) */
     int64_t profiling_start_ms;
-    int32_t dump_seq;
+    int32_t dump_seq;  /* next sequence number (held dumps use them too) */
+    bool budget_taken; /* this request counts in total_started */
 };
 
 struct skp__task_ctx {

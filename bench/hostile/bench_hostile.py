@@ -1,0 +1,164 @@
+"""skyprofd under hostile uploads (issue 25): for each case a fresh skyprofd (SQLite in a temporary
+folder) gets one hostile goProfileReport upload for a real trace task while a client polls
+/healthz every 10 ms; printed per case and binary: the largest /healthz latency while the upload
+was handled (the event loop's stall), the process's peak RSS (VmHWM), the upload's answer and
+its time, and the snapshot rows it stored. Targets: no stall above 100 ms, no case above
+256 MiB.
+
+Cases:
+  rows       100,000 samples of count 100 in a 3 KB gzip: 10 M snapshot rows before
+  tables     20 M empty samples in a 40 KB gzip: decoded tables of ~0.5 GB before
+  inflate    a 520 KB gzip inflating to 512 MiB of zeros
+  segments   150,000 distinct segment ids (a linear segment lookup before)
+  normal     an ordinary file: 2,000 samples of 20 segments (the price of the worker)
+
+    PYTHONPATH=build/release/pystubs:tests/harness /usr/bin/python3 bench/hostile/bench_hostile.py \
+        [--build build/release] [--before OLD_SKYPROFD] [--cases rows,tables,...]
+--before: a skyprofd binary of an earlier commit (e.g. built in a `git worktree` of the commit
+before issue 25's changes): both binaries run each case, printed side by side.
+The machine's load average is printed: under load, latency figures are the scheduler's too."""
+import argparse
+import gzip
+import os
+import sys
+import tempfile
+import threading
+import time
+import http.client
+
+import skp_harness  # noqa: E402,F401
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "tests",
+                                "integration", "server"))
+from skyprofd_util import Command_pb2, Profile_pb2, Skyprofd  # noqa: E402
+from pprof_util import Profile, f_bytes  # noqa: E402
+
+GOPROF = "/skywalking.v3.ProfileTask/goProfileReport"
+
+
+def case_rows():
+    p = Profile([("samples", "count")], ("cpu", "nanoseconds"), 10000000)
+    f = p.function(1, "main.spin", "s.go")
+    loc = p.location(1, [(f, 1)])
+    for i in range(100000):
+        p.sample([loc], [100], [("segment_id", "seg-%d" % (i % 10))])
+    return p.gz()
+
+
+def case_tables():
+    return gzip.compress(f_bytes(2, b"") * 20000000, 9)
+
+
+def case_inflate():
+    return gzip.compress(b"\0" * (512 << 20), 9)
+
+
+def case_segments():
+    p = Profile([("samples", "count")], ("cpu", "nanoseconds"), 10000000)
+    f = p.function(1, "main.spin", "s.go")
+    loc = p.location(1, [(f, 1)])
+    for i in range(150000):
+        p.sample([loc], [1], [("segment_id", "seg-%d" % i)])
+    return p.gz()
+
+
+def case_normal():
+    p = Profile([("samples", "count"), ("cpu", "nanoseconds")], ("cpu", "nanoseconds"), 10000000)
+    fs = [p.function(i + 1, "main.f%d" % i, "f.go") for i in range(30)]
+    locs = [p.location(i + 1, [(fs[i], 10 + i)]) for i in range(30)]
+    for i in range(2000):
+        stack = [locs[(i + k) % 30] for k in range(8)]
+        p.sample(stack, [3, 30000000], [("segment_id", "seg-%d" % (i % 20))])
+    return p.gz()
+
+
+CASES = {"rows": case_rows, "tables": case_tables, "inflate": case_inflate,
+         "segments": case_segments, "normal": case_normal}
+
+
+def vm_hwm(pid):
+    with open("/proc/%d/status" % pid) as f:
+        for line in f:
+            if line.startswith("VmHWM:"):
+                return int(line.split()[1]) * 1024
+    return 0
+
+
+class Poller(threading.Thread):
+    def __init__(self, port):
+        super().__init__(daemon=True)
+        self.port, self.stop, self.max_ms, self.n = port, False, 0.0, 0
+
+    def run(self):
+        """A new connection per probe (a stalled loop may close a kept-alive one): the time
+        counted is connect + request + answer."""
+        while not self.stop:
+            t = time.monotonic()
+            c = http.client.HTTPConnection("127.0.0.1", self.port, timeout=300)
+            try:
+                c.request("GET", "/healthz")
+                c.getresponse().read()
+            except OSError:
+                pass  # counted as the time it took to fail
+            finally:
+                c.close()
+            self.max_ms = max(self.max_ms, (time.monotonic() - t) * 1000)
+            self.n += 1
+            time.sleep(0.01)
+
+
+def run_case(binary, name, data):
+    skp_harness.SKYPROFD = binary
+    with tempfile.TemporaryDirectory(prefix="skp-hostile-") as d:
+        S = Skyprofd(d, log_level="warn")
+        try:
+            st, doc = S.create_task("svc-hostile", "/h", duration=5)
+            assert st == 201, doc
+            tid = doc["id"]
+            rss0 = vm_hwm(S.pid)
+            call = S.channel().stream_unary(
+                GOPROF, request_serializer=lambda m: m.SerializeToString(),
+                response_deserializer=Command_pb2.Commands.FromString)
+            chunks = [data[i:i + 65536] for i in range(0, len(data), 65536)]
+            msgs = [Profile_pb2.GoProfileData(taskId=tid, payload=c, isLast=i == len(chunks) - 1)
+                    for i, c in enumerate(chunks)]
+            poll = Poller(S.http_port)
+            poll.start()
+            t = time.monotonic()
+            try:
+                call(iter(msgs), timeout=600)
+                answer = "OK"
+            except Exception as e:  # grpc.RpcError
+                answer = e.code().name if hasattr(e, "code") else type(e).__name__
+            took = time.monotonic() - t
+            time.sleep(0.05)
+            poll.stop = True
+            poll.join()
+            rows = S.metric("skyprof_snapshots_stored_total") or 0
+            return {"stall_ms": poll.max_ms, "rss": max(vm_hwm(S.pid), rss0), "answer": answer,
+                    "s": took, "rows": int(rows)}
+        finally:
+            S.stop()
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--build", default=skp_harness.BUILD_DIR)
+    ap.add_argument("--before", default=None, help="skyprofd binary of an earlier commit")
+    ap.add_argument("--cases", default=",".join(CASES))
+    a = ap.parse_args()
+    after = os.path.abspath(os.path.join(a.build, "src", "server", "skyprofd"))
+    bins = ([("before", os.path.abspath(a.before))] if a.before else []) + [("after", after)]
+    print("load average: %.2f %.2f %.2f" % os.getloadavg())
+    print("%-9s %-7s %8s %10s %9s %7s %-20s" % ("case", "build", "bytes", "stall ms", "peak MiB",
+                                                 "time s", "answer (rows stored)"))
+    for name in a.cases.split(","):
+        data = CASES[name]()
+        for label, binary in bins:
+            r = run_case(binary, name, data)
+            print("%-9s %-7s %8d %10.0f %9.0f %7.2f %s (%d)" % (
+                name, label, len(data), r["stall_ms"], r["rss"] / 1048576.0, r["s"], r["answer"],
+                r["rows"]), flush=True)
+
+
+if __name__ == "__main__":
+    main()

@@ -38,7 +38,7 @@ try {
 
   await S.step('validation beside the fields (OAP\'s texts), Save disabled until fixed', async () => {
     await page.fill(`${row} .f-count`, '30');
-    await waitFor(async () => (await errorOf('count')) === 'count must be small than period', 5000, 'count error');
+    await waitFor(async () => (await errorOf('count')) === 'count must be equal to or smaller than period', 5000, 'count error');
     if (!(await page.$eval('.save-policy', (b) => b.disabled))) throw new Error('save enabled');
     await page.fill(`${row} .f-count`, '3');
     await page.fill(`${row} .f-threshold`, 'fast');

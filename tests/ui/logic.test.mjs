@@ -191,9 +191,9 @@ test('continuous: item rules in OAP order with its texts', () => {
   const it = (o) => ({ type: 'ENDPOINT_AVG_RESPONSE_TIME', threshold: '200', period: 10, count: 3, uris: '', ...o });
   assert.equal(itemError(it()), null);
   assert.equal(itemError(it({ threshold: '200.5' })), null);
-  assert.deepEqual(itemError(it({ period: 0 })), { field: 'period', msg: 'period must bigger than zero' });
+  assert.deepEqual(itemError(it({ period: 0 })), { field: 'period', msg: 'period must be bigger than zero' });
   assert.deepEqual(itemError(it({ count: 0 })), { field: 'count', msg: 'count must bigger than zero' });
-  assert.deepEqual(itemError(it({ count: 11 })), { field: 'count', msg: 'count must be small than period' });
+  assert.deepEqual(itemError(it({ count: 11 })), { field: 'count', msg: 'count must be equal to or smaller than period' });
   assert.deepEqual(itemError(it({ threshold: 'x' })), { field: 'threshold', msg: 'parsing threshold error' });
   assert.deepEqual(itemError(it({ type: 'PROCESS_CPU', threshold: '101' })),
     { field: 'threshold', msg: 'the process CPU percent should in [0-100]' });

@@ -32,9 +32,9 @@ export function unitOf(type) {
 export function itemError(item) {
   const period = Number(item.period);
   const count = Number(item.count);
-  if (!Number.isInteger(period) || period <= 0) return { field: 'period', msg: 'period must bigger than zero' };
+  if (!Number.isInteger(period) || period <= 0) return { field: 'period', msg: 'period must be bigger than zero' };
   if (!Number.isInteger(count) || count <= 0) return { field: 'count', msg: 'count must bigger than zero' };
-  if (count > period) return { field: 'count', msg: 'count must be small than period' };
+  if (count > period) return { field: 'count', msg: 'count must be equal to or smaller than period' };
   const t = String(item.threshold ?? '').trim();
   const v = t === '' ? NaN : Number(t);
   if (!Number.isFinite(v)) return { field: 'threshold', msg: 'parsing threshold error' };

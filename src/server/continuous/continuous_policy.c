@@ -229,12 +229,12 @@ static skp_err item_from_input(const json_t *ji, struct cont_item *it, const cha
     if (!int_field(ji, "count", &it->count, &present))
         FAIL("check %s error: count must be an integer", where);
     if (it->period_s <= 0)
-        FAIL("check %s error: period must bigger than zero", where);
+        FAIL("check %s error: period must be bigger than zero", where);
     /* OAP tests count < 0; a count of 0 would fire on an empty window, so 0 is refused too. */
     if (it->count <= 0)
         FAIL("check %s error: count must bigger than zero", where);
     if (it->count > it->period_s)
-        FAIL("check %s error: count must be small than period", where);
+        FAIL("check %s error: count must be equal to or smaller than period", where);
     const json_t *jt = json_object_get(ji, "threshold");
     char num[64];
     const char *ts = NULL;

@@ -104,10 +104,10 @@ const char *cont_monitor_unit(enum cont_monitor m);
 
 /* Builds *out for `service` from the input JSON `in` (borrowed), validating in OAP's order with
  * its texts ("contains multiple same target type: X", "contains multiple same monitor type X in
- * Y", "check X in Y error: <item error>", item errors "period must bigger than zero", "count must
- * bigger than zero", "count must be small than period", "parsing threshold error" and the
- * per-type threshold texts) and then ours. On SKP_EINVAL, reason (cap bytes) holds the text.
- * Errors: SKP_EINVAL, SKP_ENOMEM. */
+ * Y", "check X in Y error: <item error>", item errors "period must be bigger than zero",
+ * "count must bigger than zero", "count must be equal to or smaller than period", "parsing
+ * threshold error" and the per-type threshold texts) and then ours. On SKP_EINVAL, reason (cap
+ * bytes) holds the text. Errors: SKP_EINVAL, SKP_ENOMEM. */
 SKP_MUST_CHECK skp_err cont_policy_from_input(const char *service, const json_t *in,
                                               struct cont_policy *out, char *reason, size_t cap);
 /* Rebuilds a policy from its stored JSON (as written by cont_policy_from_input). Errors:

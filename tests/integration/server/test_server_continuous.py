@@ -61,11 +61,11 @@ def t_validation():
         (policy(("OFF_CPU", [item("PROCESS_CPU"), item("PROCESS_CPU")])),
          "contains multiple same monitor type PROCESS_CPU in OFF_CPU"),
         (policy(("ON_CPU", [item("PROCESS_CPU", period=0)])),
-         "check PROCESS_CPU in ON_CPU error: period must bigger than zero"),
+         "check PROCESS_CPU in ON_CPU error: period must be bigger than zero"),
         (policy(("ON_CPU", [item("PROCESS_CPU", count=0)])),
          "check PROCESS_CPU in ON_CPU error: count must bigger than zero"),
         (policy(("ON_CPU", [item("PROCESS_CPU", period=3, count=4)])),
-         "check PROCESS_CPU in ON_CPU error: count must be small than period"),
+         "check PROCESS_CPU in ON_CPU error: count must be equal to or smaller than period"),
         (policy(("ON_CPU", [item("PROCESS_CPU", threshold="abc")])),
          "check PROCESS_CPU in ON_CPU error: parsing threshold error"),
         (policy(("ON_CPU", [item("PROCESS_CPU", threshold="")])),
@@ -382,7 +382,7 @@ def t_cli():
     out, _ = cli("policy", "list")
     assert "policy of cli-svc" in out, out
     _, err = cli("policy", "set", "cli-svc", "TRACE:ENDPOINT_AVG_RESPONSE_TIME:1:3:4", expect=1)
-    assert "check ENDPOINT_AVG_RESPONSE_TIME in TRACE error: count must be small than period" in err, err
+    assert "check ENDPOINT_AVG_RESPONSE_TIME in TRACE error: count must be equal to or smaller than period" in err, err
     _, err = cli("policy", "set", "cli-svc", "TRACE:oops", expect=2)
     out, _ = cli("triggers", "--service", "ev-svc")
     assert "TRACE" in out and "triggered by ENDPOINT_AVG_RESPONSE_TIME of /slow" in out and "task " in out, out

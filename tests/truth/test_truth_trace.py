@@ -67,6 +67,26 @@ def named(suffix):
     return lambda sig: sig.endswith(suffix)
 
 
+def settled_analysis(srv, seg, timeout=20):
+    """The segment's analysis once its snapshots are in: the dump count covers 80 % of the
+    request at the dump period, or has not grown for 2 s (a starved sampler took fewer; the
+    checks then say what that cost)."""
+    need = max(1, int(seg['duration'] * 0.8 / PERIOD))
+    deadline = time.monotonic() + timeout
+    last, since = -1, time.monotonic()
+    while True:
+        a = analyze_functions(srv, seg['segmentId'])
+        n = sum(t['elements'][0]['count'] for t in a.get('trees') or [] if t['elements'])
+        now = time.monotonic()
+        if n != last:
+            last, since = n, now
+        if n >= need or (n > 0 and now - since >= 2.0) or now > deadline:
+            if n < need:
+                print('  segment %s: %d dumps for %d ms' % (seg['segmentId'], n, seg['duration']))
+            return a
+        time.sleep(0.2)
+
+
 class Profiled:
     """Requests sent one at a time with their own trace ids until `want` were profiled; keeps
     each profiled request's truth (or None) and its segment's function-granularity analysis."""
@@ -88,13 +108,7 @@ class Profiled:
             except TimeoutError:
                 continue  # not profiled (the task was not active yet): send another
             seen.add(seg['segmentId'])
-            # the snapshots may trail the segment: wait until the dump count covers the request
-            need = max(1, int(seg['duration'] * 0.8 / PERIOD))
-            a = wait_until(lambda: (lambda a: a if sum(
-                n['count'] for t in a.get('trees') or [] for n in t['elements'][:1]) >= need
-                else None)(analyze_functions(srv, seg['segmentId'])), 20, interval=0.2,
-                what='dumps of ' + seg['segmentId'])
-            self.items.append((truth, seg, a))
+            self.items.append((truth, seg, settled_analysis(srv, seg)))
             if len(self.items) == want:
                 return
         raise AssertionError('only %d of %d requests profiled' % (len(self.items), want))

@@ -103,6 +103,22 @@ void store_row_cleanup(const struct store_row_desc *d, void *row)
     memset(row, 0, d->size);
 }
 
+/* ---- visits ---- */
+
+#define VISIT(kind, type)                                                                          \
+    skp_err store_visit_##kind(const struct store_visit *v, const void *row)                       \
+    {                                                                                              \
+        return v->cb.kind(v->ud, (const type *)row);                                               \
+    }
+VISIT(task, struct store_task)
+VISIT(task_log, struct store_task_log)
+VISIT(service, struct store_service_row)
+VISIT(endpoint_minute, struct store_endpoint_minute)
+VISIT(ebpf_process, struct store_ebpf_process)
+VISIT(ebpf_stack, struct store_ebpf_stack)
+VISIT(cont_policy, struct store_cont_policy_row)
+VISIT(cont_trigger, struct store_cont_trigger)
+
 /* ---- the descriptions ---- */
 
 #define COL(st, field, ty, fl)                                                                     \
@@ -132,6 +148,26 @@ static const struct store_col task_cols[] = {
            STORE_COL_READ),
 };
 const struct store_row_desc store_task_row = DESC("task", struct store_task, NULL, task_cols);
+
+static const struct store_col task_log_cols[] = {
+    COL(struct store_task_log, task_id, STORE_COL_TEXT, 0),
+    COL(struct store_task_log, instance, STORE_COL_TEXT, 0),
+    COL(struct store_task_log, op, STORE_COL_INT32, 0),
+    COL_AS("time", struct store_task_log, time_ms, STORE_COL_INT64, 0),
+};
+const struct store_row_desc store_task_log_row =
+    DESC("task log", struct store_task_log, NULL, task_log_cols);
+
+static const struct store_col service_cols[] = {
+    COL_AS("s.name", struct store_service_row, name, STORE_COL_TEXT, STORE_COL_READ),
+    COL_AS("s.layer", struct store_service_row, layer, STORE_COL_TEXT,
+           STORE_COL_READ | STORE_COL_NULLABLE),
+    COL_AS("s.last_seen", struct store_service_row, last_seen_ms, STORE_COL_INT64, STORE_COL_READ),
+    COL_AS("(SELECT count(*) FROM instances i WHERE i.service_id = s.id)", struct store_service_row,
+           n_instances, STORE_COL_INT64, STORE_COL_READ),
+};
+const struct store_row_desc store_service_row =
+    DESC("service", struct store_service_row, NULL, service_cols);
 
 static void proc_task_cleanup(void *row)
 {

@@ -21,6 +21,10 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "server/store/store.h"
+#include "server/store/store_continuous.h"
+#include "server/store/store_ebpf.h"
+
 enum store_col_type {
     STORE_COL_TEXT,  /* const char * (NULL: SQL NULL, or "" with STORE_COL_EMPTY) */
     STORE_COL_INT64, /* int64_t or uint64_t (stored as its 64 bits) */
@@ -43,6 +47,9 @@ struct store_col {
     const char *const *names; /* STORE_COL_NAME: value → name; unknown names read as 0 */
     int n_names;
 };
+
+/* The largest row struct a description may describe (a visit reads into a buffer this big). */
+#define STORE_ROW_MAX 256
 
 struct store_row_desc {
     const char *what; /* for logs */
@@ -77,6 +84,35 @@ int64_t store_col_value_of(const struct store_col *c, const char *name);
 /* A text column's value as it is written (NULL, or "" for STORE_COL_EMPTY). */
 const char *store_col_text(const struct store_col *c, const void *row);
 
+/* ---- visiting rows: store.h's typed callbacks behind one signature ---- */
+
+/* A listing's callback with its user data; call(v, row) calls it with a row of its type. Made
+ * with STORE_VISIT(kind, cb, ud), kind one of the union's members. */
+struct store_visit {
+    skp_err (*call)(const struct store_visit *v, const void *row);
+    union {
+        store_task_cb task;
+        store_task_log_cb task_log;
+        store_service_cb service;
+        store_endpoint_minute_cb endpoint_minute;
+        store_ebpf_process_cb ebpf_process;
+        store_ebpf_stack_cb ebpf_stack;
+        store_cont_policy_cb cont_policy;
+        store_cont_trigger_cb cont_trigger;
+    } cb;
+    void *ud;
+};
+#define STORE_VISIT(kind, fn, data)                                                                \
+    ((const struct store_visit){store_visit_##kind, {.kind = (fn)}, (data)})
+skp_err store_visit_task(const struct store_visit *v, const void *row);
+skp_err store_visit_task_log(const struct store_visit *v, const void *row);
+skp_err store_visit_service(const struct store_visit *v, const void *row);
+skp_err store_visit_endpoint_minute(const struct store_visit *v, const void *row);
+skp_err store_visit_ebpf_process(const struct store_visit *v, const void *row);
+skp_err store_visit_ebpf_stack(const struct store_visit *v, const void *row);
+skp_err store_visit_cont_policy(const struct store_visit *v, const void *row);
+skp_err store_visit_cont_trigger(const struct store_visit *v, const void *row);
+
 /* ---- the row types ---- */
 
 /* Profile tasks (store.h struct store_task), table tasks. */
@@ -87,6 +123,19 @@ const char *store_col_text(const struct store_col *c, const void *row);
 #define STORE_TASK_SQ "?, ?, ?, ?, ?, ?, ?, ?, ?"
 #define STORE_TASK_PG "$1, $2, $3, $4, $5, $6, $7, $8, $9"
 extern const struct store_row_desc store_task_row;
+
+/* A task's log rows (store.h struct store_task_log), table task_logs (service bound after). */
+#define STORE_TASK_LOG_COLS "task_id, instance, op, time"
+#define STORE_TASK_LOG_READ STORE_TASK_LOG_COLS
+#define STORE_TASK_LOG_SQ "?, ?, ?, ?"
+#define STORE_TASK_LOG_PG "$1, $2, $3, $4"
+extern const struct store_row_desc store_task_log_row;
+
+/* The services listing (store.h struct store_service_row), read from services s. */
+#define STORE_SERVICE_READ                                                                         \
+    "s.name, s.layer, s.last_seen, "                                                               \
+    "(SELECT count(*) FROM instances i WHERE i.service_id = s.id)"
+extern const struct store_row_desc store_service_row;
 
 /* Process-profiling tasks (store_proc.h struct proc_task; its instances are rows of their own),
  * table proc_tasks. */

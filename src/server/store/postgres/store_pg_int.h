@@ -155,7 +155,8 @@ PGresult *pg__exec(struct pg_store *st, const char *sql, struct pg_params *p, sk
 /* The same through the prepared statement `id`. */
 PGresult *pg__execp(struct pg_store *st, enum pg_stmt id, struct pg_params *p, skp_err *err,
                     const char *what);
-/* pg__exec, then pgp_free(p) (p may be NULL): the call most statements make. */
+/* pg__exec, then pgp_free(p) (p may be NULL): the call most statements make. Outside a
+ * transaction it starts with pg__ready (a lost connection is reset, or SKP_EIO at once). */
 PGresult *pg__query(struct pg_store *st, const char *sql, struct pg_params *p, skp_err *err,
                     const char *what);
 /* Fills the parameters of row i of a batch. */
@@ -204,6 +205,15 @@ SKP_MUST_CHECK skp_err pg__read_row(PGresult *r, int i, int col0, const struct s
 /* Every row of r, owned, as one array (*out: skpx_free, each row d->cleanup; NULL when none). */
 SKP_MUST_CHECK skp_err pg__read_rows(PGresult *r, const struct store_row_desc *d, void **out,
                                      size_t *n);
+/* pg__query, then its rows as pg__read_rows gives them. Errors: pg__query's, pg__read_rows'. */
+SKP_MUST_CHECK skp_err pg__query_rows(struct pg_store *st, const char *sql, struct pg_params *p,
+                                      const struct store_row_desc *d, void **out, size_t *n,
+                                      const char *what);
+/* pg__query, then each row read by d (borrowed) and handed to v; the first error stops the walk
+ * and is returned. Errors: pg__query's, v's, SKP_ENOMEM. */
+SKP_MUST_CHECK skp_err pg__query_each(struct pg_store *st, const char *sql, struct pg_params *p,
+                                      const struct store_row_desc *d, const struct store_visit *v,
+                                      const char *what);
 
 /* ---- the profiled-segment listing (store_pg_segments.c) ---- */
 /* A page's query: $1 task id, $2 limit (NULL: all); the second with the cursor after it, $3

@@ -72,30 +72,12 @@ skp_err pg_store_touch_instance(struct store *base, const char *service, const c
 
 skp_err pg_store_list_services(struct store *base, store_service_cb cb, void *ud)
 {
-    struct pg_store *st = pg_store_of(base);
     if (!cb)
         return SKP_EINVAL;
-    skp_err err = pg__ready(st);
-    if (err)
-        return err;
-    PGresult *r = pg__exec(st,
-                           "SELECT s.name, s.layer, s.last_seen, "
-                           "(SELECT count(*) FROM instances i WHERE i.service_id = s.id) "
-                           "FROM services s ORDER BY s.name COLLATE \"C\"",
-                           NULL, &err, "list services");
-    if (!r)
-        return err;
-    for (int i = 0; i < PQntuples(r) && !err; i++) {
-        struct store_service_row row = {
-            .name = pg__txt(r, i, 0),
-            .layer = pg__null(r, i, 1) ? NULL : pg__txt(r, i, 1),
-            .last_seen_ms = pg__i64(r, i, 2),
-            .n_instances = pg__i64(r, i, 3),
-        };
-        err = cb(ud, &row);
-    }
-    PQclear(r);
-    return err;
+    return pg__query_each(pg_store_of(base),
+                          "SELECT " STORE_SERVICE_READ " FROM services s "
+                          "ORDER BY s.name COLLATE \"C\"",
+                          NULL, &store_service_row, &STORE_VISIT(service, cb, ud), "list services");
 }
 
 skp_err pg_store_list_instances(struct store *base, const char *service, store_instance_cb cb,
@@ -216,28 +198,21 @@ skp_err pg_store_latest_task_before(struct store *base, const char *service, int
 skp_err pg_store_tasks_for_agent(struct store *base, const char *service, int64_t after_create_time,
                                  int64_t now_ms, struct store_task **out, size_t *n_out)
 {
-    struct pg_store *st = pg_store_of(base);
     *out = NULL;
     *n_out = 0;
     if (!service)
         return SKP_EINVAL;
-    skp_err err = pg__ready(st);
-    if (err)
-        return err;
     struct pg_params p = {0};
     pgp_text(&p, service);
     pgp_int(&p, after_create_time);
     pgp_int(&p, now_ms);
-    PGresult *r = pg__query(st,
-                            "SELECT " STORE_TASK_READ " FROM tasks WHERE service = $1 AND "
-                            "create_time > $2 AND start_time + duration_min * 60000::bigint > $3 "
-                            "AND cancelled_ms IS NULL ORDER BY create_time, id COLLATE \"C\"",
-                            &p, &err, "tasks for agent");
-    if (!r)
-        return err;
     void *v = NULL;
-    err = pg__read_rows(r, &store_task_row, &v, n_out);
-    PQclear(r);
+    skp_err err = pg__query_rows(pg_store_of(base),
+                                 "SELECT " STORE_TASK_READ " FROM tasks WHERE service = $1 AND "
+                                 "create_time > $2 AND start_time + duration_min * 60000::bigint "
+                                 "> $3 AND cancelled_ms IS NULL "
+                                 "ORDER BY create_time, id COLLATE \"C\"",
+                                 &p, &store_task_row, &v, n_out, "tasks for agent");
     *out = v;
     return err;
 }
@@ -245,32 +220,17 @@ skp_err pg_store_tasks_for_agent(struct store *base, const char *service, int64_
 skp_err pg_store_list_tasks(struct store *base, const char *service, const char *endpoint,
                             store_task_cb cb, void *ud)
 {
-    struct pg_store *st = pg_store_of(base);
     if (!cb)
         return SKP_EINVAL;
-    skp_err err = pg__ready(st);
-    if (err)
-        return err;
     struct pg_params p = {0};
     pgp_text(&p, service);
     pgp_text(&p, endpoint);
-    PGresult *r = pg__exec(st,
-                           "SELECT " STORE_TASK_READ " FROM tasks WHERE "
-                           "($1::text IS NULL OR service = $1) AND "
-                           "($2::text IS NULL OR endpoint = $2) "
-                           "ORDER BY start_time DESC, create_time DESC, id COLLATE \"C\" DESC",
-                           &p, &err, "list tasks");
-    pgp_free(&p);
-    if (!r)
-        return err;
-    for (int i = 0; i < PQntuples(r) && !err; i++) {
-        struct store_task t;
-        err = pg__read_row(r, i, 0, &store_task_row, &t, false);
-        if (!err)
-            err = cb(ud, &t);
-    }
-    PQclear(r);
-    return err;
+    return pg__query_each(pg_store_of(base),
+                          "SELECT " STORE_TASK_READ " FROM tasks WHERE "
+                          "($1::text IS NULL OR service = $1) AND "
+                          "($2::text IS NULL OR endpoint = $2) "
+                          "ORDER BY start_time DESC, create_time DESC, id COLLATE \"C\" DESC",
+                          &p, &store_task_row, &STORE_VISIT(task, cb, ud), "list tasks");
 }
 
 skp_err pg_store_cancel_task(struct store *base, const char *id, int64_t now_ms)
@@ -352,22 +312,16 @@ skp_err pg_store_add_task_log(struct store *base, const char *task_id, const cha
     struct pg_store *st = pg_store_of(base);
     if (!task_id || !instance || (op != STORE_TASK_NOTIFIED && op != STORE_TASK_EXECUTION_FINISHED))
         return SKP_EINVAL;
-    skp_err err = pg__ready(st);
-    if (err)
-        return err;
+    const struct store_task_log l = {task_id, instance, op, time_ms};
     struct pg_params p = {0};
-    pgp_text(&p, task_id);
-    pgp_text(&p, instance);
-    pgp_int(&p, (int64_t)op);
-    pgp_int(&p, time_ms);
+    pgp_row(&p, &store_task_log_row, &l);
     pgp_text(&p, service);
     /* the first (task, instance, op) row is kept, whichever collector wrote it */
-    PGresult *r = pg__exec(st,
-                           "INSERT INTO task_logs(task_id, instance, op, time, service) "
-                           "VALUES($1, $2, $3, $4, $5) ON CONFLICT DO NOTHING",
-                           &p, &err, "add task log");
-    pgp_free(&p);
-    PQclear(r);
+    skp_err err = SKP_OK;
+    PQclear(pg__query(st,
+                      "INSERT INTO task_logs(" STORE_TASK_LOG_COLS ", service) "
+                      "VALUES(" STORE_TASK_LOG_PG ", $5) ON CONFLICT DO NOTHING",
+                      &p, &err, "add task log"));
     if (!err)
         st->commits++;
     return err;
@@ -376,30 +330,13 @@ skp_err pg_store_add_task_log(struct store *base, const char *task_id, const cha
 skp_err pg_store_list_task_logs(struct store *base, const char *task_id, store_task_log_cb cb,
                                 void *ud)
 {
-    struct pg_store *st = pg_store_of(base);
     if (!task_id || !cb)
         return SKP_EINVAL;
-    skp_err err = pg__ready(st);
-    if (err)
-        return err;
     struct pg_params p = {0};
     pgp_text(&p, task_id);
-    PGresult *r = pg__exec(st,
-                           "SELECT instance, op, time FROM task_logs WHERE task_id = $1 "
-                           "ORDER BY time, op, instance COLLATE \"C\"",
-                           &p, &err, "list task logs");
-    pgp_free(&p);
-    if (!r)
-        return err;
-    for (int i = 0; i < PQntuples(r) && !err; i++) {
-        struct store_task_log l = {
-            .task_id = task_id,
-            .instance = pg__txt(r, i, 0),
-            .op = (enum store_task_op)pg__i64(r, i, 1),
-            .time_ms = pg__i64(r, i, 2),
-        };
-        err = cb(ud, &l);
-    }
-    PQclear(r);
-    return err;
+    return pg__query_each(pg_store_of(base),
+                          "SELECT " STORE_TASK_LOG_READ " FROM task_logs WHERE task_id = $1 "
+                          "ORDER BY time, op, instance COLLATE \"C\"",
+                          &p, &store_task_log_row, &STORE_VISIT(task_log, cb, ud),
+                          "list task logs");
 }

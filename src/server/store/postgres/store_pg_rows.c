@@ -1,5 +1,6 @@
 /* store_pg_rows.c - PostgreSQL side of the row descriptions (store_rows.h): one function binds
  * a row's columns as text parameters, one reads a result row's text values into the struct. */
+#include <stddef.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -125,8 +126,46 @@ skp_err pg__read_rows(PGresult *r, const struct store_row_desc *d, void **out, s
 PGresult *pg__query(struct pg_store *st, const char *sql, struct pg_params *p, skp_err *err,
                     const char *what)
 {
-    PGresult *r = pg__exec(st, sql, p, err, what);
+    PGresult *r = NULL;
+    if (!st->in_tx)
+        *err = pg__ready(st);
+    if (st->in_tx || !*err)
+        r = pg__exec(st, sql, p, err, what);
     if (p)
         pgp_free(p);
     return r;
+}
+
+skp_err pg__query_rows(struct pg_store *st, const char *sql, struct pg_params *p,
+                       const struct store_row_desc *d, void **out, size_t *n, const char *what)
+{
+    *out = NULL;
+    *n = 0;
+    skp_err err = SKP_OK;
+    PGresult *r = pg__query(st, sql, p, &err, what);
+    if (!r)
+        return err;
+    err = pg__read_rows(r, d, out, n);
+    PQclear(r);
+    return err;
+}
+
+skp_err pg__query_each(struct pg_store *st, const char *sql, struct pg_params *p,
+                       const struct store_row_desc *d, const struct store_visit *v,
+                       const char *what)
+{
+    _Alignas(max_align_t) char row[STORE_ROW_MAX];
+    skp_err err = SKP_OK;
+    PGresult *r = pg__query(st, sql, p, &err, what);
+    if (!r)
+        return err;
+    if (d->size > sizeof(row))
+        err = SKP_EINVAL;
+    for (int i = 0; i < PQntuples(r) && !err; i++) {
+        err = pg__read_row(r, i, 0, d, row, false);
+        if (!err)
+            err = v->call(v, row);
+    }
+    PQclear(r);
+    return err;
 }

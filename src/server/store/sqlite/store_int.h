@@ -159,10 +159,15 @@ int store__bind_row(sqlite3_stmt *s, int first, const struct store_row_desc *d, 
 SKP_MUST_CHECK skp_err store__read_row(sqlite3_stmt *s, int col0, const struct store_row_desc *d,
                                        void *out, bool own);
 /* Steps s to its end, every row owned in one array (*out: skpx_free, each row d->cleanup;
- * NULL when none). Errors: SKP_ENOMEM, the SQLite error (logged with `what`). */
+ * NULL when none), and finalizes s. Errors: SKP_ENOMEM, the SQLite error (logged with `what`). */
 SKP_MUST_CHECK skp_err store__read_rows(struct sqlite_store *st, sqlite3_stmt *s,
                                         const struct store_row_desc *d, void **out, size_t *n,
                                         const char *what);
+/* Steps s to its end, each row read by d (borrowed) and handed to v; the first error stops the
+ * walk and is returned. Finalizes s. Errors: v's, SKP_ENOMEM, the SQLite error. */
+SKP_MUST_CHECK skp_err store__visit_rows(struct sqlite_store *st, sqlite3_stmt *s,
+                                         const struct store_row_desc *d,
+                                         const struct store_visit *v, const char *what);
 
 /* Segment id string → segids.id, creating the row (with first_ms) inside the current
  * transaction when missing. */

@@ -40,7 +40,6 @@ static skp_err load_instances(struct sqlite_store *st, struct proc_task *t)
     sqlite3_bind_text(s, 1, t->id, -1, SQLITE_STATIC);
     void *v = NULL;
     err = store__read_rows(st, s, &store_name_row, &v, &t->n_instances, "proc task instances");
-    sqlite3_finalize(s);
     t->instances = v;
     return err;
 }
@@ -182,7 +181,6 @@ skp_err sqlite_store_proc_list_tasks(struct store *base, enum proc_kind kind, co
     void *v = NULL;
     size_t got = 0;
     err = store__read_rows(st, s, &store_proc_task_row, &v, &got, "list proc tasks");
-    sqlite3_finalize(s);
     struct proc_task *tasks = v;
     for (size_t i = 0; !err && i < got; i++)
         err = load_instances(st, &tasks[i]);
@@ -213,7 +211,6 @@ skp_err sqlite_store_proc_live_instances(struct store *base, const char *service
     sqlite3_bind_int64(s, 2, since_ms);
     void *v = NULL;
     err = store__read_rows(st, s, &store_name_row, &v, n, "live instances");
-    sqlite3_finalize(s);
     *out = v;
     return err;
 }
@@ -291,7 +288,6 @@ skp_err sqlite_store_proc_list_logs(struct store *base, const char *task_id, str
     sqlite3_bind_text(s, 1, task_id, -1, SQLITE_STATIC);
     void *v = NULL;
     err = store__read_rows(st, s, &store_proc_log_row, &v, n, "list proc task logs");
-    sqlite3_finalize(s);
     *out = v;
     return err;
 }
@@ -353,7 +349,6 @@ skp_err sqlite_store_proc_list_files(struct store *base, const char *task_id,
     sqlite3_bind_text(s, 1, task_id, -1, SQLITE_STATIC);
     void *v = NULL;
     err = store__read_rows(st, s, &store_proc_file_row, &v, n, "list proc files");
-    sqlite3_finalize(s);
     *out = v;
     return err;
 }

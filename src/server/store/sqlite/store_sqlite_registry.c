@@ -111,40 +111,18 @@ skp_err sqlite_store_touch_instance(struct store *base, const char *service, con
     return upsert(st, service, instance, NULL, NULL, NULL, now_ms);
 }
 
-struct service_visit {
-    store_service_cb cb;
-    void *ud;
-};
-
-static skp_err service_row(void *ud, sqlite3_stmt *s)
-{
-    const struct service_visit *v = ud;
-    struct store_service_row r = {
-        .name = store__col_text(s, 0),
-        .layer = store__col_text_or_null(s, 1),
-        .last_seen_ms = sqlite3_column_int64(s, 2),
-        .n_instances = sqlite3_column_int64(s, 3),
-    };
-    return v->cb(v->ud, &r);
-}
-
 skp_err sqlite_store_list_services(struct store *base, store_service_cb cb, void *ud)
 {
     struct sqlite_store *st = sqlite_store_of(base);
     if (!cb)
         return SKP_EINVAL;
     sqlite3_stmt *s = NULL;
-    skp_err err = store__prepare(st,
-                                 "SELECT s.name, s.layer, s.last_seen, "
-                                 "(SELECT count(*) FROM instances i WHERE i.service_id = s.id) "
-                                 "FROM services s ORDER BY s.name",
-                                 &s);
+    skp_err err =
+        store__prepare(st, "SELECT " STORE_SERVICE_READ " FROM services s ORDER BY s.name", &s);
     if (err)
         return err;
-    struct service_visit v = {cb, ud};
-    err = store__each_row(st, s, service_row, &v, "list services");
-    sqlite3_finalize(s);
-    return err;
+    return store__visit_rows(st, s, &store_service_row, &STORE_VISIT(service, cb, ud),
+                             "list services");
 }
 
 struct instance_visit {
@@ -304,22 +282,8 @@ skp_err sqlite_store_tasks_for_agent(struct store *base, const char *service,
     sqlite3_bind_int64(s, 3, now_ms);
     void *v = NULL;
     err = store__read_rows(st, s, &store_task_row, &v, n_out, "tasks for agent");
-    sqlite3_finalize(s);
     *out = v;
     return err;
-}
-
-struct task_visit {
-    store_task_cb cb;
-    void *ud;
-};
-
-static skp_err task_row(void *ud, sqlite3_stmt *s)
-{
-    const struct task_visit *v = ud;
-    struct store_task t;
-    skp_err err = store__read_row(s, 0, &store_task_row, &t, false);
-    return err ? err : v->cb(v->ud, &t);
 }
 
 skp_err sqlite_store_list_tasks(struct store *base, const char *service, const char *endpoint,
@@ -340,10 +304,7 @@ skp_err sqlite_store_list_tasks(struct store *base, const char *service, const c
         sqlite3_bind_text(s, 1, service, -1, SQLITE_STATIC);
     if (endpoint)
         sqlite3_bind_text(s, 2, endpoint, -1, SQLITE_STATIC);
-    struct task_visit v = {cb, ud};
-    err = store__each_row(st, s, task_row, &v, "list tasks");
-    sqlite3_finalize(s);
-    return err;
+    return store__visit_rows(st, s, &store_task_row, &STORE_VISIT(task, cb, ud), "list tasks");
 }
 
 skp_err sqlite_store_cancel_task(struct store *base, const char *id, int64_t now_ms)
@@ -407,17 +368,15 @@ skp_err sqlite_store_add_task_log(struct store *base, const char *task_id, const
         return SKP_EINVAL;
     sqlite3_stmt *s = NULL;
     skp_err err = store__prepare(st,
-                                 "INSERT OR IGNORE INTO task_logs(task_id, instance, op, time, "
-                                 "service) VALUES(?, ?, ?, ?, ?)",
+                                 "INSERT OR IGNORE INTO task_logs(" STORE_TASK_LOG_COLS
+                                 ", service) VALUES(" STORE_TASK_LOG_SQ ", ?)",
                                  &s);
     if (err)
         return err;
-    sqlite3_bind_text(s, 1, task_id, -1, SQLITE_STATIC);
-    sqlite3_bind_text(s, 2, instance, -1, SQLITE_STATIC);
-    sqlite3_bind_int(s, 3, (int)op);
-    sqlite3_bind_int64(s, 4, time_ms);
+    const struct store_task_log l = {task_id, instance, op, time_ms};
+    int k = store__bind_row(s, 1, &store_task_log_row, &l);
     if (service)
-        sqlite3_bind_text(s, 5, service, -1, SQLITE_STATIC);
+        sqlite3_bind_text(s, k, service, -1, SQLITE_STATIC);
     int rc = sqlite3_step(s);
     if (rc != SQLITE_DONE)
         err = store__sqlerr(st, rc, "add task log");
@@ -425,24 +384,6 @@ skp_err sqlite_store_add_task_log(struct store *base, const char *task_id, const
         st->commits++;
     sqlite3_finalize(s);
     return err;
-}
-
-struct task_log_visit {
-    const char *task_id;
-    store_task_log_cb cb;
-    void *ud;
-};
-
-static skp_err task_log_row(void *ud, sqlite3_stmt *s)
-{
-    const struct task_log_visit *v = ud;
-    struct store_task_log l = {
-        .task_id = v->task_id,
-        .instance = store__col_text(s, 0),
-        .op = (enum store_task_op)sqlite3_column_int(s, 1),
-        .time_ms = sqlite3_column_int64(s, 2),
-    };
-    return v->cb(v->ud, &l);
 }
 
 skp_err sqlite_store_list_task_logs(struct store *base, const char *task_id, store_task_log_cb cb,
@@ -453,14 +394,12 @@ skp_err sqlite_store_list_task_logs(struct store *base, const char *task_id, sto
         return SKP_EINVAL;
     sqlite3_stmt *s = NULL;
     skp_err err = store__prepare(st,
-                                 "SELECT instance, op, time FROM task_logs WHERE task_id = ? "
-                                 "ORDER BY time, op, instance",
+                                 "SELECT " STORE_TASK_LOG_READ " FROM task_logs "
+                                 "WHERE task_id = ? ORDER BY time, op, instance",
                                  &s);
     if (err)
         return err;
     sqlite3_bind_text(s, 1, task_id, -1, SQLITE_STATIC);
-    struct task_log_visit v = {task_id, cb, ud};
-    err = store__each_row(st, s, task_log_row, &v, "list task logs");
-    sqlite3_finalize(s);
-    return err;
+    return store__visit_rows(st, s, &store_task_log_row, &STORE_VISIT(task_log, cb, ud),
+                             "list task logs");
 }

@@ -1,5 +1,6 @@
 /* store_sqlite_rows.c - SQLite side of the row descriptions (store_rows.h): one function binds
  * a row's columns as a statement's parameters, one reads a result row into the struct. */
+#include <stddef.h>
 #include <string.h>
 
 #include "common/alloc.h"
@@ -120,6 +121,7 @@ skp_err store__read_rows(struct sqlite_store *st, sqlite3_stmt *s, const struct 
 {
     struct rows_acc a = {d, NULL, 0, 0};
     skp_err err = store__each_row(st, s, push_row, &a, what);
+    sqlite3_finalize(s);
     if (err) {
         for (size_t i = 0; i < a.n; i++)
             store_row_cleanup(d, a.v + i * d->size);
@@ -131,4 +133,30 @@ skp_err store__read_rows(struct sqlite_store *st, sqlite3_stmt *s, const struct 
     *out = a.v;
     *n = a.n;
     return SKP_OK;
+}
+
+struct visit_acc {
+    const struct store_row_desc *d;
+    const struct store_visit *v;
+    void *row;
+};
+
+static skp_err visit_row(void *ud, sqlite3_stmt *s)
+{
+    const struct visit_acc *a = ud;
+    skp_err err = store__read_row(s, 0, a->d, a->row, false);
+    return err ? err : a->v->call(a->v, a->row);
+}
+
+skp_err store__visit_rows(struct sqlite_store *st, sqlite3_stmt *s, const struct store_row_desc *d,
+                          const struct store_visit *v, const char *what)
+{
+    _Alignas(max_align_t) char row[STORE_ROW_MAX];
+    skp_err err = SKP_EINVAL;
+    if (d->size <= sizeof(row)) {
+        struct visit_acc a = {d, v, row};
+        err = store__each_row(st, s, visit_row, &a, what);
+    }
+    sqlite3_finalize(s);
+    return err;
 }

@@ -121,6 +121,14 @@ static int pprof_create(struct cli *c, struct pprof_opts *o, int argc, char **ar
         return cli_usage_error("pprof create: unexpected argument '%s'", argv[optind]);
     if (!o->service || !o->event)
         return cli_usage_error("pprof create: --service and --event are required");
+    /* The server answers a timed event's zero duration with OAP's "duration cannot be
+     * negative"; say what is wrong instead. */
+    static const char *const timed[] = {"cpu", "wall", "block", "mutex"};
+    for (size_t i = 0; i < sizeof(timed) / sizeof(timed[0]); i++)
+        if (strcmp(o->event, timed[i]) == 0 && o->duration < 1)
+            return cli_usage_error("pprof create: --duration is the sampling time of %s in "
+                                   "minutes: 1 to 15 (got %lld)",
+                                   o->event, o->duration);
     json_t *inst = json_array();
     for (size_t i = 0; inst && i < o->n_inst; i++)
         json_array_append_new(inst, json_string(o->inst[i]));

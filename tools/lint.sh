@@ -99,6 +99,7 @@ server/tasks server/(analysis|collector|continuous|export|http|stats|store/sqlit
 server/continuous server/(collector|export|http|store/sqlite|store/postgres)
 server/collector server/(http|export|store/sqlite|store/postgres)
 server/http server/(store/sqlite|store/postgres)
+server/graphql server/(http|collector|export|store/sqlite|store/postgres)
 server/store/sqlite server/store/postgres
 server/store/postgres server/store/sqlite
 LAYERS

@@ -166,6 +166,7 @@ void http_services_instances(struct http_ctx *cx, const char *name);
 void http_endpoint_stats(struct http_ctx *cx, const char *service);
 void http_services_endpoints(struct http_ctx *cx, const char *name); /* http_endpoints.c */
 void http_static_serve(struct http_ctx *cx);
+void http_graphql_post(struct http_ctx *cx); /* http_graphql.c: SkyWalking's query protocol */
 /* http_continuous.c: policies (GET/PUT/DELETE by service), their list, the evaluator's values,
  * triggers; and the trigger of a task added to its JSON ("triggeredBy", "trigger"). */
 void http_continuous_list(struct http_ctx *cx);

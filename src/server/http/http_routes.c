@@ -56,6 +56,7 @@ const struct http_route http_routes[] = {
      .h1 = http_continuous_policy},
     {HTTP_M_GET, "/api/v1/continuous/policies/{service}/values", .h1 = http_continuous_values},
     {HTTP_M_GET, "/api/v1/profile/triggers", .h0 = http_triggers_list},
+    {HTTP_M_POST, "/graphql", .h0 = http_graphql_post},
 };
 const size_t http_n_routes = sizeof(http_routes) / sizeof(http_routes[0]);
 

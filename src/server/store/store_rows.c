@@ -250,6 +250,7 @@ const struct store_row_desc store_ebpf_stack_row =
 
 #define READ_AS(name, st, field, ty) COL_AS(name, st, field, ty, STORE_COL_READ)
 static const struct store_col ebpf_sum_cols[] = {
+    READ_AS("task_id", struct store_ebpf_stack, task_id, STORE_COL_TEXT),
     READ_AS("process_id", struct store_ebpf_stack, process_id, STORE_COL_TEXT),
     READ_AS("kind", struct store_ebpf_stack, kind, STORE_COL_INT32),
     READ_AS("symbols", struct store_ebpf_stack, symbols, STORE_COL_TEXT),

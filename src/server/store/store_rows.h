@@ -180,7 +180,8 @@ extern const struct store_row_desc store_ebpf_process_row;
 #define STORE_EBPF_STACK_SQ "?, ?, ?, ?, ?, ?, ?"
 #define STORE_EBPF_STACK_PG "$1, $2, $3, $4, $5, $6, $7"
 extern const struct store_row_desc store_ebpf_stack_row;
-#define STORE_EBPF_SUM_READ "process_id, kind, symbols, SUM(count), SUM(duration_ns), MAX(time_ms)"
+#define STORE_EBPF_SUM_READ                                                                        \
+    "task_id, process_id, kind, symbols, SUM(count), SUM(duration_ns), MAX(time_ms)"
 extern const struct store_row_desc store_ebpf_sum_row;
 
 /* Endpoint statistics minutes (store.h struct store_endpoint_minute), table endpoint_minutes. */

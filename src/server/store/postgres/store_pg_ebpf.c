@@ -17,9 +17,7 @@ skp_err pg_store_ebpf_upsert_process(struct store *base, const struct store_ebpf
         return SKP_EINVAL;
     if (st->read_only)
         return SKP_EIO;
-    skp_err err = pg__ready(st);
-    if (err)
-        return err;
+    skp_err err = SKP_OK;
     struct store_ebpf_process row = *p;
     row.first_ms = row.last_ping_ms = now_ms;
     struct pg_params q = {0};
@@ -45,9 +43,7 @@ skp_err pg_store_ebpf_touch_process(struct store *base, const char *id, int64_t 
         return SKP_EINVAL;
     if (st->read_only)
         return SKP_EIO;
-    skp_err err = pg__ready(st);
-    if (err)
-        return err;
+    skp_err err = SKP_OK;
     struct pg_params q = {0};
     pgp_int(&q, now_ms);
     pgp_text(&q, id);
@@ -62,30 +58,17 @@ skp_err pg_store_ebpf_touch_process(struct store *base, const char *id, int64_t 
 skp_err pg_store_ebpf_list_processes(struct store *base, const char *service,
                                      store_ebpf_process_cb cb, void *ud)
 {
-    struct pg_store *st = pg_store_of(base);
     if (!cb)
         return SKP_EINVAL;
-    skp_err err = pg__ready(st);
-    if (err)
-        return err;
     struct pg_params q = {0};
     pgp_text(&q, service);
-    PGresult *r = pg__query(st,
-                            "SELECT " STORE_EBPF_PROCESS_READ " FROM ebpf_processes "
-                            "WHERE $1::text IS NULL OR service = $1 "
-                            "ORDER BY service COLLATE \"C\", instance COLLATE \"C\", "
-                            "process_name COLLATE \"C\", id COLLATE \"C\"",
-                            &q, &err, "list eBPF processes");
-    if (!r)
-        return err;
-    for (int i = 0; i < PQntuples(r) && !err; i++) {
-        struct store_ebpf_process p;
-        err = pg__read_row(r, i, 0, &store_ebpf_process_row, &p, false);
-        if (!err)
-            err = cb(ud, &p);
-    }
-    PQclear(r);
-    return err;
+    return pg__query_each(pg_store_of(base),
+                          "SELECT " STORE_EBPF_PROCESS_READ " FROM ebpf_processes "
+                          "WHERE $1::text IS NULL OR service = $1 "
+                          "ORDER BY service COLLATE \"C\", instance COLLATE \"C\", "
+                          "process_name COLLATE \"C\", id COLLATE \"C\"",
+                          &q, &store_ebpf_process_row, &STORE_VISIT(ebpf_process, cb, ud),
+                          "list eBPF processes");
 }
 
 /* A batch of stacks and when it arrived. */
@@ -122,12 +105,8 @@ skp_err pg_store_ebpf_insert_stacks(struct store *base, const struct store_ebpf_
 skp_err pg_store_ebpf_scan_task(struct store *base, const char *task_id, const char *process_id,
                                 int64_t from_ms, int64_t to_ms, store_ebpf_stack_cb cb, void *ud)
 {
-    struct pg_store *st = pg_store_of(base);
     if (!task_id || !cb)
         return SKP_EINVAL;
-    skp_err err = pg__ready(st);
-    if (err)
-        return err;
     struct pg_params q = {0};
     pgp_text(&q, task_id);
     pgp_text(&q, process_id);
@@ -135,22 +114,11 @@ skp_err pg_store_ebpf_scan_task(struct store *base, const char *task_id, const c
     pgp_int(&q, to_ms);
     /* ORDER BY with COLLATE "C": the same byte order as SQLite's, whatever the database's
      * collation. */
-    PGresult *r =
-        pg__query(st,
-                  "SELECT " STORE_EBPF_SUM_READ " FROM ebpf_stacks WHERE task_id = $1 AND "
-                  "($2::text IS NULL OR process_id = $2) AND time_ms >= $3 AND "
-                  "time_ms <= $4 GROUP BY process_id, kind, symbols "
-                  "ORDER BY process_id COLLATE \"C\", kind, symbols COLLATE \"C\"",
-                  &q, &err, "scan eBPF stacks");
-    if (!r)
-        return err;
-    for (int i = 0; i < PQntuples(r) && !err; i++) {
-        struct store_ebpf_stack k;
-        err = pg__read_row(r, i, 0, &store_ebpf_sum_row, &k, false);
-        k.task_id = task_id;
-        if (!err)
-            err = cb(ud, &k);
-    }
-    PQclear(r);
-    return err;
+    return pg__query_each(pg_store_of(base),
+                          "SELECT " STORE_EBPF_SUM_READ " FROM ebpf_stacks WHERE task_id = $1 "
+                          "AND ($2::text IS NULL OR process_id = $2) AND time_ms >= $3 AND "
+                          "time_ms <= $4 GROUP BY task_id, process_id, kind, symbols "
+                          "ORDER BY process_id COLLATE \"C\", kind, symbols COLLATE \"C\"",
+                          &q, &store_ebpf_sum_row, &STORE_VISIT(ebpf_stack, cb, ud),
+                          "scan eBPF stacks");
 }

@@ -39,30 +39,17 @@ skp_err pg_store_put_endpoint_minutes(struct store *base, const struct store_end
 skp_err pg_store_list_endpoint_minutes(struct store *base, const char *service, int64_t from_ms,
                                        int64_t to_ms, store_endpoint_minute_cb cb, void *ud)
 {
-    struct pg_store *st = pg_store_of(base);
     if (!service || !cb)
         return SKP_EINVAL;
-    skp_err err = pg__ready(st);
-    if (err)
-        return err;
     struct pg_params p = {0};
     pgp_text(&p, service);
     pgp_int(&p, from_ms);
     pgp_int(&p, to_ms);
-    PGresult *r =
-        pg__query(st,
-                  "SELECT " STORE_ENDPOINT_MINUTE_READ " FROM endpoint_minutes WHERE "
-                  "md5(service) = md5($1) AND service = $1 AND minute_ms >= $2 AND minute_ms < $3 "
-                  "ORDER BY endpoint COLLATE \"C\", instance COLLATE \"C\", minute_ms, writer",
-                  &p, &err, "list endpoint minutes");
-    if (!r)
-        return err;
-    for (int i = 0; i < PQntuples(r) && !err; i++) {
-        struct store_endpoint_minute m;
-        err = pg__read_row(r, i, 0, &store_endpoint_minute_row, &m, false);
-        if (!err)
-            err = cb(ud, &m);
-    }
-    PQclear(r);
-    return err;
+    return pg__query_each(
+        pg_store_of(base),
+        "SELECT " STORE_ENDPOINT_MINUTE_READ " FROM endpoint_minutes WHERE "
+        "md5(service) = md5($1) AND service = $1 AND minute_ms >= $2 AND minute_ms < $3 "
+        "ORDER BY endpoint COLLATE \"C\", instance COLLATE \"C\", minute_ms, writer",
+        &p, &store_endpoint_minute_row, &STORE_VISIT(endpoint_minute, cb, ud),
+        "list endpoint minutes");
 }

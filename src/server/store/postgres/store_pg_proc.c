@@ -26,15 +26,11 @@ static skp_err load_instances(struct pg_store *st, struct proc_task *t)
     struct pg_params p = {0};
     pgp_text(&p, t->id);
     skp_err err = SKP_OK;
-    PGresult *r = pg__query(st,
-                            "SELECT instance FROM proc_task_instances WHERE task_id = $1 "
-                            "ORDER BY instance COLLATE \"C\"",
-                            &p, &err, "proc task instances");
-    if (!r)
-        return err;
     void *v = NULL;
-    err = pg__read_rows(r, &store_name_row, &v, &t->n_instances);
-    PQclear(r);
+    err = pg__query_rows(st,
+                         "SELECT instance FROM proc_task_instances WHERE task_id = $1 "
+                         "ORDER BY instance COLLATE \"C\"",
+                         &p, &store_name_row, &v, &t->n_instances, "proc task instances");
     t->instances = v;
     return err;
 }
@@ -191,22 +187,16 @@ skp_err pg_store_proc_live_instances(struct store *base, const char *service, in
     struct pg_store *st = pg_store_of(base);
     *out = NULL;
     *n = 0;
-    skp_err err = pg__ready(st);
-    if (err)
-        return err;
+    skp_err err = SKP_OK;
     struct pg_params p = {0};
     pgp_text(&p, service);
     pgp_int(&p, since_ms);
-    PGresult *r = pg__query(st,
-                            "SELECT i.name FROM instances i JOIN services v ON "
-                            "v.id = i.service_id WHERE v.name = $1 AND i.last_seen >= $2 "
-                            "ORDER BY i.name COLLATE \"C\"",
-                            &p, &err, "live instances");
-    if (!r)
-        return err;
     void *v = NULL;
-    err = pg__read_rows(r, &store_name_row, &v, n);
-    PQclear(r);
+    err = pg__query_rows(st,
+                         "SELECT i.name FROM instances i JOIN services v ON "
+                         "v.id = i.service_id WHERE v.name = $1 AND i.last_seen >= $2 "
+                         "ORDER BY i.name COLLATE \"C\"",
+                         &p, &store_name_row, &v, n, "live instances");
     *out = v;
     return err;
 }
@@ -274,20 +264,14 @@ skp_err pg_store_proc_list_logs(struct store *base, const char *task_id, struct 
     struct pg_store *st = pg_store_of(base);
     *out = NULL;
     *n = 0;
-    skp_err err = pg__ready(st);
-    if (err)
-        return err;
+    skp_err err = SKP_OK;
     struct pg_params p = {0};
     pgp_text(&p, task_id);
-    PGresult *r = pg__query(st,
-                            "SELECT " STORE_PROC_LOG_READ " FROM proc_task_logs WHERE "
-                            "task_id = $1 ORDER BY time, id",
-                            &p, &err, "list proc task logs");
-    if (!r)
-        return err;
     void *v = NULL;
-    err = pg__read_rows(r, &store_proc_log_row, &v, n);
-    PQclear(r);
+    err = pg__query_rows(st,
+                         "SELECT " STORE_PROC_LOG_READ " FROM proc_task_logs WHERE "
+                         "task_id = $1 ORDER BY time, id",
+                         &p, &store_proc_log_row, &v, n, "list proc task logs");
     *out = v;
     return err;
 }
@@ -341,20 +325,14 @@ skp_err pg_store_proc_list_files(struct store *base, const char *task_id, struct
     struct pg_store *st = pg_store_of(base);
     *out = NULL;
     *n = 0;
-    skp_err err = pg__ready(st);
-    if (err)
-        return err;
+    skp_err err = SKP_OK;
     struct pg_params p = {0};
     pgp_text(&p, task_id);
-    PGresult *r = pg__query(st,
-                            "SELECT " STORE_PROC_FILE_READ " FROM proc_files WHERE task_id = $1 "
-                            "ORDER BY id",
-                            &p, &err, "list proc files");
-    if (!r)
-        return err;
     void *v = NULL;
-    err = pg__read_rows(r, &store_proc_file_row, &v, n);
-    PQclear(r);
+    err = pg__query_rows(st,
+                         "SELECT " STORE_PROC_FILE_READ " FROM proc_files WHERE task_id = $1 "
+                         "ORDER BY id",
+                         &p, &store_proc_file_row, &v, n, "list proc files");
     *out = v;
     return err;
 }
@@ -367,9 +345,7 @@ skp_err pg_store_proc_get_file(struct store *base, const char *task_id, int64_t 
     *len = 0;
     if (instance_out)
         *instance_out = NULL;
-    skp_err err = pg__ready(st);
-    if (err)
-        return err;
+    skp_err err = SKP_OK;
     struct pg_params p = {0};
     pgp_int(&p, id);
     pgp_text(&p, task_id);

@@ -57,19 +57,6 @@ skp_err sqlite_store_ebpf_touch_process(struct store *base, const char *id, int6
     return err;
 }
 
-struct proc_visit {
-    store_ebpf_process_cb cb;
-    void *ud;
-};
-
-static skp_err process_row(void *ud, sqlite3_stmt *s)
-{
-    const struct proc_visit *v = ud;
-    struct store_ebpf_process p;
-    skp_err err = store__read_row(s, 0, &store_ebpf_process_row, &p, false);
-    return err ? err : v->cb(v->ud, &p);
-}
-
 skp_err sqlite_store_ebpf_list_processes(struct store *base, const char *service,
                                          store_ebpf_process_cb cb, void *ud)
 {
@@ -86,10 +73,8 @@ skp_err sqlite_store_ebpf_list_processes(struct store *base, const char *service
         return err;
     if (service)
         sqlite3_bind_text(s, 1, service, -1, SQLITE_STATIC);
-    struct proc_visit v = {cb, ud};
-    err = store__each_row(st, s, process_row, &v, "list eBPF processes");
-    sqlite3_finalize(s);
-    return err;
+    return store__visit_rows(st, s, &store_ebpf_process_row, &STORE_VISIT(ebpf_process, cb, ud),
+                             "list eBPF processes");
 }
 
 /* A batch of stacks and when it arrived. */
@@ -122,21 +107,6 @@ skp_err sqlite_store_ebpf_insert_stacks(struct store *base, const struct store_e
                               n, bind_stack, &b, "insert eBPF stack");
 }
 
-struct stack_visit {
-    store_ebpf_stack_cb cb;
-    void *ud;
-    const char *task_id;
-};
-
-static skp_err stack_row(void *ud, sqlite3_stmt *s)
-{
-    const struct stack_visit *v = ud;
-    struct store_ebpf_stack k;
-    skp_err err = store__read_row(s, 0, &store_ebpf_sum_row, &k, false);
-    k.task_id = v->task_id;
-    return err ? err : v->cb(v->ud, &k);
-}
-
 skp_err sqlite_store_ebpf_scan_task(struct store *base, const char *task_id, const char *process_id,
                                     int64_t from_ms, int64_t to_ms, store_ebpf_stack_cb cb,
                                     void *ud)
@@ -149,7 +119,8 @@ skp_err sqlite_store_ebpf_scan_task(struct store *base, const char *task_id, con
                                  "SELECT " STORE_EBPF_SUM_READ " FROM ebpf_stacks "
                                  "WHERE task_id = ?1 AND (?2 IS NULL OR process_id = ?2) AND "
                                  "time_ms >= ?3 AND time_ms <= ?4 "
-                                 "GROUP BY process_id, kind, symbols ORDER BY 1, 2, 3",
+                                 "GROUP BY task_id, process_id, kind, symbols "
+                                 "ORDER BY process_id, kind, symbols",
                                  &s);
     if (err)
         return err;
@@ -158,8 +129,6 @@ skp_err sqlite_store_ebpf_scan_task(struct store *base, const char *task_id, con
         sqlite3_bind_text(s, 2, process_id, -1, SQLITE_STATIC);
     sqlite3_bind_int64(s, 3, from_ms);
     sqlite3_bind_int64(s, 4, to_ms);
-    struct stack_visit v = {cb, ud, task_id};
-    err = store__each_row(st, s, stack_row, &v, "scan eBPF stacks");
-    sqlite3_finalize(s);
-    return err;
+    return store__visit_rows(st, s, &store_ebpf_sum_row, &STORE_VISIT(ebpf_stack, cb, ud),
+                             "scan eBPF stacks");
 }

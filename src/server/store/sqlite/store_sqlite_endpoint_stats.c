@@ -27,19 +27,6 @@ skp_err sqlite_store_put_endpoint_minutes(struct store *base, const struct store
                               n, bind_minute, v, "put endpoint minute");
 }
 
-struct minute_visit {
-    store_endpoint_minute_cb cb;
-    void *ud;
-};
-
-static skp_err minute_row(void *ud, sqlite3_stmt *s)
-{
-    const struct minute_visit *v = ud;
-    struct store_endpoint_minute m;
-    skp_err err = store__read_row(s, 0, &store_endpoint_minute_row, &m, false);
-    return err ? err : v->cb(v->ud, &m);
-}
-
 skp_err sqlite_store_list_endpoint_minutes(struct store *base, const char *service, int64_t from_ms,
                                            int64_t to_ms, store_endpoint_minute_cb cb, void *ud)
 {
@@ -58,8 +45,6 @@ skp_err sqlite_store_list_endpoint_minutes(struct store *base, const char *servi
     sqlite3_bind_text(s, 1, service, -1, SQLITE_STATIC);
     sqlite3_bind_int64(s, 2, from_ms);
     sqlite3_bind_int64(s, 3, to_ms);
-    struct minute_visit v = {cb, ud};
-    err = store__each_row(st, s, minute_row, &v, "list endpoint minutes");
-    sqlite3_finalize(s);
-    return err;
+    return store__visit_rows(st, s, &store_endpoint_minute_row,
+                             &STORE_VISIT(endpoint_minute, cb, ud), "list endpoint minutes");
 }

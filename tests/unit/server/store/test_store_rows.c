@@ -37,6 +37,8 @@ static const struct list lists[] = {
     LIST(store_proc_task_row, STORE_PROC_TASK),
     LIST(store_proc_log_row, STORE_PROC_LOG),
     LIST(store_proc_file_row, STORE_PROC_FILE),
+    LIST(store_task_log_row, STORE_TASK_LOG),
+    {&store_service_row, "", STORE_SERVICE_READ, "", ""},
     LIST(store_ebpf_process_row, STORE_EBPF_PROCESS),
     {&store_ebpf_stack_row, STORE_EBPF_STACK_COLS, STORE_EBPF_STACK_COLS, STORE_EBPF_STACK_SQ,
      STORE_EBPF_STACK_PG},

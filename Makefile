@@ -12,7 +12,7 @@ FUZZ_JOBS ?= 1
 FUZZ_TEST_SECONDS ?= 30
 
 .PHONY: all bootstrap release asan fuzz-build test test-release test-asan test-fuzz fuzz demo bench \
-	install clean
+	install deb wheel clean
 
 all: release
 
@@ -62,8 +62,19 @@ demo: release
 bench: release
 	scripts/bench
 
+# Installed binaries find lib/libskyprof.so.0 relative to themselves ($ORIGIN/../lib): any PREFIX.
 install: release
 	cmake --install $(RELEASE) --prefix $(PREFIX)
+
+# Debian package of skyprofd, the CLI, libskyprof and the UI with skyprofd.service (packaging/deb,
+# docs/deploy.md): build/packages/skyprof_<version>_<arch>.deb. dpkg-deb only, no network.
+deb: release
+	packaging/deb/build-deb.sh $(RELEASE) build/packages
+
+# The Python agent as a wheel for the system CPython 3.11 (Debian's pip/setuptools, no PyPI):
+# build/packages/skyprof-<version>-cp311-cp311-linux_<arch>.whl; pip install it into a venv.
+wheel: bootstrap
+	packaging/build-wheel.sh build/packages
 
 clean:
 	rm -rf build

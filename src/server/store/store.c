@@ -217,15 +217,31 @@ skp_err store_list_task_logs(struct store *st, const char *task_id, store_task_l
     return st->ops->list_task_logs(st, task_id, cb, ud);
 }
 
+/* What every batch write answers before its backend sees it: true with *err SKP_OK for an empty
+ * batch, SKP_EINVAL for rows missing, SKP_EIO on a read-only store; false: write it. */
+static bool batch_answered(const struct store *st, const void *v, size_t n, skp_err *err)
+{
+    *err = n == 0 ? SKP_OK : !v ? SKP_EINVAL : st->read_only ? SKP_EIO : SKP_OK;
+    return n == 0 || *err != SKP_OK;
+}
+
 skp_err store_insert_snapshots(struct store *st, const struct store_snapshot *v, size_t n,
                                size_t *n_dup)
 {
+    if (n_dup)
+        *n_dup = 0;
+    skp_err err;
+    if (batch_answered(st, v, n, &err))
+        return err;
     return st->ops->insert_snapshots(st, v, n, n_dup);
 }
 
 skp_err store_insert_segments(struct store *st, const struct store_segment *v, size_t n,
                               int64_t received_ms)
 {
+    skp_err err;
+    if (batch_answered(st, v, n, &err))
+        return err;
     return st->ops->insert_segments(st, v, n, received_ms);
 }
 
@@ -283,8 +299,11 @@ skp_err store_get_frame(struct store *st, uint32_t frame, const char **sig)
 skp_err store_put_endpoint_minutes(struct store *st, const struct store_endpoint_minute *v,
                                    size_t n)
 {
+    skp_err err;
     if (!st->ops->put_endpoint_minutes)
         return SKP_ENOTSUP;
+    if (batch_answered(st, v, n, &err))
+        return err;
     return st->ops->put_endpoint_minutes(st, v, n);
 }
 
@@ -471,8 +490,11 @@ skp_err store_ebpf_list_processes(struct store *st, const char *service, store_e
 skp_err store_ebpf_insert_stacks(struct store *st, const struct store_ebpf_stack *v, size_t n,
                                  int64_t now_ms)
 {
+    skp_err err;
     if (!st->ops->ebpf_insert_stacks)
         return SKP_ENOTSUP;
+    if (batch_answered(st, v, n, &err))
+        return err;
     return st->ops->ebpf_insert_stacks(st, v, n, now_ms);
 }
 

@@ -134,6 +134,7 @@ struct store_backend_ops {
 /* Every store object starts with this (see above). */
 struct store {
     const struct store_backend_ops *ops;
+    bool read_only; /* opened with store_opts.read_only: every write answers SKP_EIO */
 };
 
 enum store_backend_kind {

@@ -187,9 +187,9 @@ static skp_err session_setup(struct pg_store *st)
 {
     PQsetNoticeProcessor(st->conn, notice_quiet, NULL);
     return pg__cmd(st,
-                   st->read_only ? "SET client_min_messages = warning; SET jit = off; "
-                                   "SET default_transaction_read_only = on"
-                                 : "SET client_min_messages = warning; SET jit = off",
+                   st->base.read_only ? "SET client_min_messages = warning; SET jit = off; "
+                                        "SET default_transaction_read_only = on"
+                                      : "SET client_min_messages = warning; SET jit = off",
                    "session setup");
 }
 
@@ -548,7 +548,7 @@ skp_err pg_store_open(const char *url, const struct store_opts *opts, struct sto
     st->base.ops = &pg_store_ops;
     st->n_snapshots = -1;
     st->epoch = -1;
-    st->read_only = opts && opts->read_only;
+    st->base.read_only = opts && opts->read_only;
     st->url = skpx_strdup(url);
     size_t cap = strlen(url) + 8;
     st->shown = skpx_malloc(cap);

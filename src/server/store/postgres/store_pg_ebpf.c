@@ -15,7 +15,7 @@ skp_err pg_store_ebpf_upsert_process(struct store *base, const struct store_ebpf
     struct pg_store *st = pg_store_of(base);
     if (!p || !p->id || !p->id[0])
         return SKP_EINVAL;
-    if (st->read_only)
+    if (st->base.read_only)
         return SKP_EIO;
     skp_err err = SKP_OK;
     struct store_ebpf_process row = *p;
@@ -41,7 +41,7 @@ skp_err pg_store_ebpf_touch_process(struct store *base, const char *id, int64_t 
     *found = false;
     if (!id)
         return SKP_EINVAL;
-    if (st->read_only)
+    if (st->base.read_only)
         return SKP_EIO;
     skp_err err = SKP_OK;
     struct pg_params q = {0};
@@ -89,12 +89,6 @@ skp_err pg_store_ebpf_insert_stacks(struct store *base, const struct store_ebpf_
                                     int64_t now_ms)
 {
     struct pg_store *st = pg_store_of(base);
-    if (n == 0)
-        return SKP_OK;
-    if (!v)
-        return SKP_EINVAL;
-    if (st->read_only)
-        return SKP_EIO;
     const struct stack_batch b = {v, now_ms};
     return pg__insert_rows(st,
                            "INSERT INTO ebpf_stacks(" STORE_EBPF_STACK_COLS ", received_ms) "

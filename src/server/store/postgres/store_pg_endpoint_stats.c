@@ -20,12 +20,6 @@ skp_err pg_store_put_endpoint_minutes(struct store *base, const struct store_end
                                       size_t n)
 {
     struct pg_store *st = pg_store_of(base);
-    if (n == 0)
-        return SKP_OK;
-    if (!v)
-        return SKP_EINVAL;
-    if (st->read_only)
-        return SKP_EIO;
     return pg__insert_rows(
         st,
         "INSERT INTO endpoint_minutes(" STORE_ENDPOINT_MINUTE_COLS ") "

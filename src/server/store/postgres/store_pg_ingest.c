@@ -259,14 +259,6 @@ skp_err pg_store_insert_snapshots(struct store *base, const struct store_snapsho
                                   size_t *n_dup)
 {
     struct pg_store *st = pg_store_of(base);
-    if (n_dup)
-        *n_dup = 0;
-    if (n == 0)
-        return SKP_OK;
-    if (!v)
-        return SKP_EINVAL;
-    if (st->read_only)
-        return SKP_EIO;
     skp_err err = pg__ready(st);
     if (err)
         return err;

@@ -70,7 +70,6 @@ struct pg_store {
     PGconn *conn;
     char *url;   /* owned: what store_open got (reconnects use it) */
     char *shown; /* owned: the URL without its password, for logs */
-    bool read_only;
     bool in_tx;
     bool scanning;     /* a scan is running its callback */
     uint64_t prepared; /* bit i: statement i is prepared on this connection */

@@ -179,7 +179,7 @@ skp_err pg_store_purge_before(struct store *base, int64_t before_ms, uint64_t *n
     uint64_t n = 0, n_snaps = 0;
     if (n_deleted)
         *n_deleted = 0;
-    if (st->read_only)
+    if (st->base.read_only)
         return SKP_EIO;
     skp_err err = pg__ready(st);
     if (!err)

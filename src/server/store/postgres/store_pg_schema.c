@@ -248,7 +248,7 @@ skp_err pg__migrate(struct pg_store *st, int target)
     snprintf(lock, sizeof(lock), "SELECT pg_advisory_xact_lock(%" PRId64 ")",
              (int64_t)PG_LOCK_SCHEMA);
     err = pg__cmd(st, lock, "schema lock");
-    if (!err && !st->read_only)
+    if (!err && !st->base.read_only)
         err = pg__cmd(st,
                       "CREATE TABLE IF NOT EXISTS skp_schema_version(version int PRIMARY KEY,"
                       "  applied_ms bigint NOT NULL, description text NOT NULL)",
@@ -266,7 +266,7 @@ skp_err pg__migrate(struct pg_store *st, int target)
         err = SKP_EIO;
         goto fail;
     }
-    if (cur < target && st->read_only) {
+    if (cur < target && st->base.read_only) {
         SKPX_ERROR("store: %s has schema v%d, needs v%d, but is opened read-only", st->shown, cur,
                    target);
         err = SKP_EIO;

@@ -88,12 +88,6 @@ skp_err pg_store_insert_segments(struct store *base, const struct store_segment 
                                  int64_t received_ms)
 {
     struct pg_store *st = pg_store_of(base);
-    if (n == 0)
-        return SKP_OK;
-    if (!v)
-        return SKP_EINVAL;
-    if (st->read_only)
-        return SKP_EIO;
     skp_err err = pg__ready(st);
     if (err)
         return err;

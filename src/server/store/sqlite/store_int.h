@@ -67,7 +67,6 @@ struct sqlite_store {
     struct store base; /* first member: the backend ops (store_backend.h) */
     sqlite3 *db;
     char *path;
-    bool read_only;
     bool in_tx;
     bool scanning; /* a store_scan_* is running its callback */
     sqlite3_stmt *stmts[STMT_COUNT];

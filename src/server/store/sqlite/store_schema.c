@@ -245,7 +245,7 @@ skp_err store__migrate(struct sqlite_store *st, int target)
     }
     if (cur >= target)
         return SKP_OK;
-    if (st->read_only) {
+    if (st->base.read_only) {
         SKPX_ERROR("store: %s has schema v%d, needs v%d, but is opened read-only", st->path, cur,
                    target);
         return SKP_EIO;

@@ -199,7 +199,7 @@ static skp_err configure(struct sqlite_store *st)
     int rc = sqlite3_busy_timeout(st->db, STORE_BUSY_TIMEOUT_MS);
     if (rc != SQLITE_OK)
         return store__sqlerr(st, rc, "busy_timeout");
-    if (st->read_only)
+    if (st->base.read_only)
         return store__exec(st, "PRAGMA query_only = 1");
     sqlite3_stmt *s = NULL;
     skp_err err = store__prepare(st, "PRAGMA journal_mode = WAL", &s);
@@ -228,13 +228,14 @@ skp_err sqlite_store_open(const char *path, const struct store_opts *opts, struc
         return SKP_ENOMEM;
     st->base.ops = &sqlite_store_ops;
     st->n_snapshots = -1;
-    st->read_only = opts && opts->read_only;
+    st->base.read_only = opts && opts->read_only;
     st->path = skpx_strdup(path);
     if (!st->path) {
         err = SKP_ENOMEM;
         goto out;
     }
-    int flags = st->read_only ? SQLITE_OPEN_READONLY : SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE;
+    int flags =
+        st->base.read_only ? SQLITE_OPEN_READONLY : SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE;
     int rc = sqlite3_open_v2(path, &st->db, flags | SQLITE_OPEN_NOMUTEX, NULL);
     if (rc != SQLITE_OK) {
         err = store__sqlerr(st, rc, "open");
@@ -296,7 +297,7 @@ void sqlite_store_close(struct store *base)
     for (int i = 0; i < STMT_COUNT; i++)
         sqlite3_finalize(st->stmts[i]);
     if (st->db) {
-        if (!st->read_only && sqlite3_get_autocommit(st->db))
+        if (!st->base.read_only && sqlite3_get_autocommit(st->db))
             (void)sqlite3_wal_checkpoint_v2(st->db, NULL, SQLITE_CHECKPOINT_TRUNCATE, NULL, NULL);
         sqlite3_close_v2(st->db);
     }

@@ -13,7 +13,7 @@ skp_err sqlite_store_ebpf_upsert_process(struct store *base, const struct store_
     struct sqlite_store *st = sqlite_store_of(base);
     if (!p || !p->id || !p->id[0])
         return SKP_EINVAL;
-    if (st->read_only)
+    if (st->base.read_only)
         return SKP_EIO;
     sqlite3_stmt *s = NULL;
     skp_err err = store__prepare(
@@ -42,7 +42,7 @@ skp_err sqlite_store_ebpf_touch_process(struct store *base, const char *id, int6
     *found = false;
     if (!id)
         return SKP_EINVAL;
-    if (st->read_only)
+    if (st->base.read_only)
         return SKP_EIO;
     sqlite3_stmt *s = NULL;
     skp_err err = store__prepare(st, "UPDATE ebpf_processes SET last_ping_ms = ? WHERE id = ?", &s);
@@ -94,12 +94,6 @@ skp_err sqlite_store_ebpf_insert_stacks(struct store *base, const struct store_e
                                         size_t n, int64_t now_ms)
 {
     struct sqlite_store *st = sqlite_store_of(base);
-    if (n == 0)
-        return SKP_OK;
-    if (!v)
-        return SKP_EINVAL;
-    if (st->read_only)
-        return SKP_EIO;
     const struct stack_batch b = {v, now_ms};
     return store__insert_rows(st,
                               "INSERT INTO ebpf_stacks(" STORE_EBPF_STACK_COLS ", received_ms) "

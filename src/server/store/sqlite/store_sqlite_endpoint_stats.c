@@ -15,12 +15,6 @@ skp_err sqlite_store_put_endpoint_minutes(struct store *base, const struct store
                                           size_t n)
 {
     struct sqlite_store *st = sqlite_store_of(base);
-    if (n == 0)
-        return SKP_OK;
-    if (!v)
-        return SKP_EINVAL;
-    if (st->read_only)
-        return SKP_EIO;
     return store__insert_rows(st,
                               "INSERT OR REPLACE INTO endpoint_minutes(" STORE_ENDPOINT_MINUTE_COLS
                               ") VALUES(" STORE_ENDPOINT_MINUTE_SQ ")",

@@ -63,12 +63,6 @@ skp_err sqlite_store_insert_snapshots(struct store *base, const struct store_sna
 {
     struct sqlite_store *st = sqlite_store_of(base);
     size_t dups = 0;
-    if (n_dup)
-        *n_dup = 0;
-    if (n == 0)
-        return SKP_OK;
-    if (st->read_only)
-        return SKP_EIO;
     skp_err err = store__begin(st);
     if (err)
         return err;

@@ -139,7 +139,7 @@ skp_err sqlite_store_purge_before(struct store *base, int64_t before_ms, uint64_
     uint64_t n = 0;
     if (n_deleted)
         *n_deleted = 0;
-    if (st->read_only)
+    if (st->base.read_only)
         return SKP_EIO;
     skp_err err = store__begin(st);
     if (err)

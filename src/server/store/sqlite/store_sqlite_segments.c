@@ -69,12 +69,6 @@ skp_err sqlite_store_insert_segments(struct store *base, const struct store_segm
                                      int64_t received_ms)
 {
     struct sqlite_store *st = sqlite_store_of(base);
-    if (n == 0)
-        return SKP_OK;
-    if (!v)
-        return SKP_EINVAL;
-    if (st->read_only)
-        return SKP_EIO;
     skp_err err = store__begin(st);
     if (err)
         return err;

@@ -25,6 +25,7 @@
 #include "common/pct.h"
 #include "server/config.h"
 #include "server/http/http_conn.h"
+#include "server/graphql/graphql.h"
 #include "server/http/http_int.h"
 
 /* evhttp refuses bodies above this on its own (413 before we see them); between
@@ -186,6 +187,14 @@ void http_metrics(struct http_ctx *cx)
                        &len)) {
         http_reply_error(cx, 500, "out of memory");
         return;
+    }
+    char gql[1024]; /* the GraphQL door's counters (server/graphql/graphql.h) */
+    size_t gql_len = graphql_metrics_text(gql, sizeof(gql));
+    char *all = skpx_realloc(text, len + gql_len + 1);
+    if (all) {
+        memcpy(all + len, gql, gql_len);
+        text = all;
+        len += gql_len;
     }
     http_reply_bytes(cx, 200, "text/plain; version=0.0.4; charset=utf-8", text, len, NULL, NULL);
     skpx_free(text);

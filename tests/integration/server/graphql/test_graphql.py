@@ -1,0 +1,302 @@
+"""POST /graphql (issue 24): SkyWalking's query protocol against a real, seeded skyprofd.
+Debian's python3-graphql-core validates our schema text (src/server/graphql/schema.graphqls),
+the queries SkyWalking's UI sends (ui_queries.py, written from the protocol and the spec) against
+it, and skyprofd's answers against it (graphql-core re-executes each query over our answer and
+must find the same data with no type error). Also: ids as OAP makes them, the analysis equal to
+the HTTP API's, errors in GraphQL's shape with locations, the limits and their counters,
+introspection rebuilding the same schema, the spec's field list against the schema."""
+import base64
+import json
+import os
+import re
+import sys
+import time
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, HERE)
+sys.path.insert(0, os.path.dirname(HERE))
+
+import graphql  # noqa: E402  (Debian python3-graphql-core)
+from graphql.utils.introspection_query import introspection_query  # noqa: E402
+
+import ui_queries as UI  # noqa: E402
+from skp_harness import Results, tempdir  # noqa: E402
+from skyprofd_util import V3, Skyprofd, Common_pb2, Management_pb2, Tracing_pb2, snap  # noqa: E402
+
+R = Results()
+SRC = os.environ.get("SKP_SOURCE_DIR", os.path.join(HERE, "..", "..", "..", ".."))
+SCHEMA_TEXT = open(os.path.join(SRC, "src/server/graphql/schema.graphqls")).read()
+SCHEMA = graphql.build_ast_schema(graphql.parse(SCHEMA_TEXT))
+# graphql-core 2 leaves a custom scalar of SDL without coercion: Long is a 64-bit integer
+# (OAP's), which also accepts its decimal text as input.
+_LONG = SCHEMA.get_type("Long")
+_LONG.serialize = lambda v: v if isinstance(v, int) and not isinstance(v, bool) else None
+_LONG.parse_value = lambda v: int(v)
+_LONG.parse_literal = lambda ast: int(ast.value) if hasattr(ast, "value") else None
+# The spec beside the checkout (shared/spec), when present.
+SPEC = os.path.join(SRC, "..", "shared", "spec", "skywalking-query-protocol.md")
+SERVICE = "shop-api"
+SID = base64.b64encode(SERVICE.encode()).decode() + ".1"
+
+
+def b64(s):
+    return base64.b64encode(s.encode()).decode()
+
+
+def post(S, query, variables=None, op=None, headers=None):
+    body = {"query": query, "variables": variables or {}}
+    if op:
+        body["operationName"] = op
+    st, doc = S.json("POST", "/graphql", body, headers)
+    assert st == 200, (st, doc)
+    return doc
+
+
+def alias_resolver(next_, root, info, **args):
+    """graphql-core resolves every field from our answer by its response key."""
+    return root.get(info.path[-1]) if isinstance(root, dict) else None
+
+
+def check(S, name, q, variables, allow_errors=False):
+    """Validates the query against the schema, runs it on skyprofd, and checks the answer
+    against the schema by re-executing the query over it. Returns the data."""
+    doc = graphql.parse(q)
+    errs = graphql.validate(SCHEMA, doc)
+    assert not errs, (name, [e.message for e in errs])
+    ans = post(S, q, variables)
+    if not allow_errors:
+        assert "errors" not in ans, (name, ans)
+    data = ans["data"]
+    assert data is not None, (name, ans)
+    res = graphql.graphql(SCHEMA, q, root=data, variables=variables, middleware=[alias_resolver])
+    assert not res.errors, (name, [str(e) for e in res.errors], data)
+    assert json.loads(json.dumps(res.data)) == data, (name, res.data, data)
+    return data
+
+
+def seed(S, now):
+    """A service with an instance, a task created through GraphQL, two profiled segments with
+    their snapshots and SegmentObjects, a NOTIFIED log."""
+    S.unary(V3 + "ManagementService/reportInstanceProperties", Management_pb2.InstanceProperties(
+        service=SERVICE, serviceInstance="inst-1",
+        properties=[Common_pb2.KeyStringValuePair(key="language", value="python"),
+                    Common_pb2.KeyStringValuePair(key="hostname", value="box")]))
+    data = check(S, "createProfileTask", *UI.create_task({
+        "serviceId": SID, "endpointName": "/pay", "duration": 5, "minDurationThreshold": 0,
+        "dumpPeriod": 10, "maxSamplingCount": 5}))
+    tid = data["task"]["id"]
+    assert data["task"]["errorReason"] is None and tid.endswith("_" + SID), data
+    S.query(SERVICE, "inst-1")  # the agent polls: NOTIFIED
+    segs = []
+    for k, (sid, dur) in enumerate([("seg-a", 40), ("seg-b", 25)]):
+        t0 = now + k * 100
+        frames = [["main", "handle", "pay"], ["main", "handle", "db"], ["main", "handle", "pay"],
+                  ["main", "handle"]]
+        S.snapshots([snap(tid, sid, i, f, t0 + i * 10) for i, f in enumerate(frames)])
+        S.stream(V3 + "TraceSegmentReportService/collect", [Tracing_pb2.SegmentObject(
+            traceId="trace-" + sid, traceSegmentId=sid, service=SERVICE, serviceInstance="inst-1",
+            spans=[Tracing_pb2.SpanObject(spanId=0, parentSpanId=-1, startTime=t0,
+                                          endTime=t0 + dur, operationName="/pay",
+                                          spanType=Tracing_pb2.Entry, isError=(sid == "seg-b"),
+                                          componentId=7002)])])
+        segs.append((sid, t0, t0 + dur))
+    return tid, segs
+
+
+def t_schema_text(d):
+    """The schema text is valid SDL (graphql-core builds it) and holds the trace-profiling
+    fields with the protocol's types."""
+    q = SCHEMA.get_query_type().fields
+    assert str(q["getSegmentsProfileAnalyze"].type) == "ProfileAnalyzation!"
+    assert str(q["getProfileTaskSegments"].args["taskID"].type) == "ID!"
+    assert str(q["listServices"].type) == "[Service!]!"
+    m = SCHEMA.get_mutation_type().fields
+    assert str(m["createProfileTask"].args["creationRequest"].type) == "ProfileTaskCreationRequest"
+
+
+# Fields of the spec's lists that skyprofd does not serve yet (issue 24 left open): they must be
+# absent from the schema (a client gets a validation error, never made-up data).
+NOT_SERVED = {
+    "queryEBPFProfilingTasks", "queryEBPFProfilingSchedules", "analysisEBPFProfilingResult",
+    "queryPrepareCreateEBPFProfilingTaskData", "createEBPFProfilingFixedTimeTask",
+    "queryContinuousProfilingServiceTargets", "queryContinuousProfilingMonitoringInstances",
+    "setContinuousProfilingPolicy", "queryAsyncProfilerTaskList",
+    "queryAsyncProfilerTaskProgress", "queryAsyncProfilerAnalyze", "createAsyncProfilerTask",
+    "queryPprofTaskList", "queryPprofTaskProgress", "queryPprofAnalyze", "createPprofTask",
+}
+
+
+def t_spec_fields(d):
+    """Every top-level field the spec lists (page load, dashboards, each profiling view) is a
+    field of our schema's Query or Mutation, or one of NOT_SERVED, which the schema lacks."""
+    if not os.path.exists(SPEC):
+        print("  (skipped: %s not found)" % SPEC)
+        return
+    text = open(SPEC).read()
+    start = text.index("## Sent on every page load")
+    end = text.index("## Shapes that matter")
+    names = set(re.findall(r"`([a-z][A-Za-z0-9]+)`", text[start:end]))
+    names -= {"configuration"}  # a member of the templates' shape, not a field of Query
+    ours = set(SCHEMA.get_query_type().fields) | set(SCHEMA.get_mutation_type().fields)
+    unknown = sorted(n for n in names if n not in ours and n not in NOT_SERVED)
+    assert not unknown, unknown
+    assert not (NOT_SERVED & ours), NOT_SERVED & ours
+    assert names - NOT_SERVED == names & ours and len(names & ours) >= 12, sorted(names & ours)
+
+
+def t_ui_flow(d):
+    now = int(time.time() * 1000)
+    with Skyprofd(d, "--log-level", "warn") as S:
+        tid, segs = seed(S, now)
+        for name, (q, v) in UI.PAGE_LOAD.items():
+            data = check(S, name, q, v)
+        data = check(S, "templates", *UI.PAGE_LOAD["templates"])
+        confs = [json.loads(t["configuration"]) for t in data["getAllTemplates"]]
+        general = [c for c in confs if c["layer"] == "GENERAL"]
+        assert len(general) == 1 and general[0]["entity"] == "Service", confs
+        tabs = general[0]["children"][0]["children"]
+        assert sorted(t["children"][0]["type"] for t in tabs) == sorted(
+            ["Profile", "Ebpf", "ContinuousProfiling", "AsyncProfiling", "Pprof"]), tabs
+        assert check(S, "layers", *UI.PAGE_LOAD["layers"])["layers"] == ["GENERAL"]
+        data = check(S, "services", *UI.services("GENERAL"))
+        assert data["services"] == [{"id": SID, "value": SERVICE, "label": SERVICE, "group": "",
+                                     "layers": ["GENERAL"], "normal": True,
+                                     "shortName": SERVICE}], data
+        assert check(S, "services-other-layer", *UI.services("MESH"))["services"] == []
+        assert check(S, "service", *UI.service(SID))["service"]["value"] == SERVICE
+        assert check(S, "unknown service", *UI.service(b64("nobody") + ".1"))["service"] is None
+        dur = {"start": "2026-01-01 0000", "end": "2026-01-01 0015", "step": "MINUTE"}
+        pods = check(S, "instances", *UI.instances(SID, dur))["pods"]
+        inst_id = SID + "_" + b64("inst-1")
+        assert [(p["id"], p["value"], p["language"]) for p in pods] == [
+            (inst_id, "inst-1", "PYTHON")], pods
+        assert {"name": "hostname", "value": "box"} in pods[0]["attributes"], pods
+        eps = check(S, "endpoints", *UI.endpoints(SID, "", dur))["pods"]
+        ep_id = SID + "_" + b64("/pay")
+        assert {"id": ep_id, "value": "/pay", "label": "/pay"} in eps, eps
+        assert check(S, "endpoints-keyword", *UI.endpoints(SID, "zzz", dur))["pods"] == []
+        info = check(S, "endpoint", *UI.endpoint_info(ep_id))["endpoint"]
+        assert info == {"id": ep_id, "value": "/pay", "label": "/pay", "serviceId": SID,
+                        "serviceName": SERVICE}, info
+        # the trace-profiling view: first with serviceId "", then the service's
+        for sid in ("", SID):
+            tl = check(S, "taskList", *UI.task_list(sid, ""))["taskList"]
+            assert [t["id"] for t in tl] == [tid], tl
+            assert tl[0]["serviceId"] == SID and tl[0]["endpointName"] == "/pay", tl
+            assert [(lg["instanceId"], lg["operationType"]) for lg in tl[0]["logs"]] == [
+                (inst_id, "NOTIFIED")], tl
+        assert check(S, "taskList-other", *UI.task_list(b64("x") + ".1", ""))["taskList"] == []
+        sl = check(S, "segments", *UI.task_segments(tid))["segmentList"]
+        assert [s["spans"][0]["segmentId"] for s in sl] == ["seg-a", "seg-b"], sl
+        for s, (sid, t0, t1) in zip(sl, segs):
+            assert s["traceId"] == "trace-" + sid and s["instanceId"] == inst_id, s
+            assert s["start"] == str(t0) and s["duration"] == t1 - t0, s
+            assert s["endpointNames"] == ["/pay"] and s["spans"][0]["profiled"] is True, s
+            assert s["spans"][0]["type"] == "Entry" and s["spans"][0]["component"] == "7002", s
+        queries = [{"segmentId": sid, "timeRange": {"start": t0, "end": t1}}
+                   for sid, t0, t1 in segs]
+        an = check(S, "analyze", *UI.analyze(queries))["analyze"]
+        st, http_an = S.json("POST", "/api/v1/profile/analyze", queries, expect=200)
+        # the same analysis through both doors: ids as strings, root parentId "0"
+        assert len(an["trees"]) == len(http_an["trees"]) == 1, (an, http_an)
+        for el, hel in zip(an["trees"][0]["elements"], http_an["trees"][0]["elements"]):
+            assert el["id"] == str(hel["id"]) and el["parentId"] == str(hel["parentId"]), el
+            for k in ("codeSignature", "duration", "durationChildExcluded", "count"):
+                assert el[k] == hel[k], (k, el, hel)
+        assert an["trees"][0]["elements"][0]["parentId"] == "0"
+        assert an["trees"][0]["elements"][0]["codeSignature"] == "main"
+        logs = check(S, "logs", *UI.task_logs(tid))["taskLogs"]
+        assert [lg["instanceName"] for lg in logs] == ["inst-1"], logs
+        assert check(S, "logs-unknown", *UI.task_logs("nope"))["taskLogs"] == []
+        cond = {"serviceId": SID, "traceState": "ALL", "queryOrder": "BY_DURATION",
+                "paging": {"pageNum": 1, "pageSize": 20}}
+        tr = check(S, "traces", *UI.basic_traces(cond))["data"]["traces"]
+        assert [(t["key"], t["duration"], t["isError"]) for t in tr] == [
+            ("seg-a", 40, False), ("seg-b", 25, True)], tr
+        cond["traceState"] = "ERROR"
+        tr = check(S, "traces-error", *UI.basic_traces(cond))["data"]["traces"]
+        assert [t["traceIds"] for t in tr] == [["trace-seg-b"]], tr
+        spans = check(S, "trace", *UI.trace("trace-seg-a"))["trace"]["spans"]
+        assert [(s["segmentId"], s["traceId"]) for s in spans] == [("seg-a", "trace-seg-a")]
+        assert check(S, "trace-unknown", *UI.trace("none"))["trace"]["spans"] == []
+        # a rejected task: OAP's reason, no id
+        bad = check(S, "createProfileTask-bad", *UI.create_task({
+            "serviceId": SID, "endpointName": "/pay", "duration": 99, "minDurationThreshold": 0,
+            "dumpPeriod": 10, "maxSamplingCount": 5}))["task"]
+        assert bad["id"] is None and bad["errorReason"], bad
+
+
+def t_errors_and_limits(d):
+    with Skyprofd(d, "--log-level", "warn") as S:
+        ans = post(S, "query {\n  getTimeInfo { timezone }\n  nope\n}")
+        assert "data" not in ans, ans
+        assert ans["errors"] == [{"message": 'Cannot query field "nope" on type "Query".',
+                                  "locations": [{"line": 3, "column": 3}]}], ans
+        ans = post(S, "{ getTimeInfo { ")
+        assert ans["errors"][0]["locations"] == [{"line": 1, "column": 17}], ans
+        ans = post(S, "query q($id: String!) { getService(serviceId: $id) { id } }")
+        assert "was not provided" in ans["errors"][0]["message"], ans
+        ans = post(S, "query { listServices(layer: 5) { id } }")
+        assert "invalid value" in ans["errors"][0]["message"], ans
+        # fragments, inline fragments, directives, __typename
+        q = ("query Q($skip: Boolean = true) { ...F ... on Query { v2: version } "
+             "t: getTimeInfo @skip(if: $skip) { timezone } __typename }\n"
+             "fragment F on Query { version l: listLayers @include(if: false) }")
+        ans = post(S, q)
+        assert ans == {"data": {"version": ans["data"]["version"], "v2": ans["data"]["version"],
+                                "__typename": "Query"}}, ans
+        # several operations: the name picks one
+        ans = post(S, "query A { version } query B { listLayers }", op="B")
+        assert ans == {"data": {"listLayers": []}}, ans
+        ans = post(S, "query A { version } query B { listLayers }")
+        assert "operation name" in ans["errors"][0]["message"], ans
+        # limits, counted in /metrics
+        before = S.metric('skyprof_graphql_refused_total{limit="depth"}')
+        deep = "{ getTimeInfo " + "{ timezone " * 40 + "}" * 41
+        ans = post(S, deep)
+        assert "deeper than" in ans["errors"][0]["message"], ans
+        assert S.metric('skyprof_graphql_refused_total{limit="depth"}') == before + 1
+        ans = post(S, "{ version }" + " " * 70000)
+        assert "longer than" in ans["errors"][0]["message"], ans
+        assert S.metric('skyprof_graphql_refused_total{limit="query_bytes"}') == 1
+        bomb = ("query { ...F0 }\n" + "".join(
+            "fragment F%d on Query { version ...F%d ...F%d }\n" % (i, i + 1, i + 1)
+            for i in range(20)) + "fragment F20 on Query { version }")
+        ans = post(S, bomb)
+        assert "more than" in ans["errors"][0]["message"], ans
+        assert S.metric('skyprof_graphql_refused_total{limit="fields"}') == 1
+        # the HTTP API's guards: a mutation needs JSON
+        st, _, _ = S.http("POST", "/graphql", "query=x", {"Content-Type": "text/plain"})
+        assert st == 415, st
+        st, doc = S.json("POST", "/graphql", {"nope": 1})
+        assert st == 400, doc
+
+
+def t_introspection(d):
+    """graphql-core's own introspection query against skyprofd rebuilds our schema."""
+    with Skyprofd(d, "--log-level", "warn") as S:
+        ans = post(S, introspection_query)
+        assert "errors" not in ans, ans["errors"][:3]
+        client = graphql.build_client_schema(ans["data"])
+        assert graphql.print_schema(client) == graphql.print_schema(SCHEMA)
+        ans = post(S, '{ __type(name: "ProfileTask") { name kind fields { name } } }')
+        t = ans["data"]["__type"]
+        assert t["kind"] == "OBJECT" and "logs" in [f["name"] for f in t["fields"]], t
+
+
+def t_token(d):
+    """With --api-token, /graphql needs the token like every POST of the HTTP API."""
+    with Skyprofd(d, "--log-level", "warn", "--api-token", "s3cret") as S:
+        st, _, _ = S.http("POST", "/graphql", json.dumps({"query": "{ version }"}),
+                          {"Content-Type": "application/json"})
+        assert st == 401, st
+        ans = post(S, "{ version }", headers={"Authorization": "Bearer s3cret"})
+        assert ans["data"]["version"].startswith("skyprofd"), ans
+
+
+for name, fn in [("schema_text", t_schema_text), ("spec_fields", t_spec_fields),
+                 ("ui_flow", t_ui_flow), ("errors_and_limits", t_errors_and_limits),
+                 ("introspection", t_introspection), ("token", t_token)]:
+    with tempdir() as d:
+        R.run(name, fn, d)
+R.finish()

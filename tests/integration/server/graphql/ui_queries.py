@@ -1,0 +1,132 @@
+"""The GraphQL operations SkyWalking's UI (booster-ui 10.2) sends on page load and in the
+trace-profiling view, written for skyprof's tests from the protocol's schema and
+shared/spec/skywalking-query-protocol.md (aliases, named operations, variables of scalar, enum,
+input-object and list types, as the UI writes them). Each entry: name -> (query, variables)."""
+
+PAGE_LOAD = {
+    "queryOAPTimeInfo": ("query queryOAPTimeInfo {\n  getTimeInfo {\n    timezone\n"
+                         "    currentTimestamp\n  }\n}", {}),
+    "version": ("query version { version }", {}),
+    "menuItems": ("query menuItems { getMenuItems { title icon layer activate description "
+                  "documentLink i18nKey subItems { title icon layer activate description "
+                  "documentLink i18nKey } } }", {}),
+    "MetricsTTL": ("query MetricsTTL {getMetricsTTL { minute hour day coldMinute coldHour "
+                   "coldDay }}", {}),
+    "RecordsTTL": ("query RecordsTTL {getRecordsTTL { normal trace zipkinTrace log "
+                   "browserErrorLog coldNormal coldTrace coldZipkinTrace coldLog "
+                   "coldBrowserErrorLog }}", {}),
+    "hasQueryTracesV2Support": ("query hasQueryTracesV2Support { hasQueryTracesV2Support }", {}),
+    "templates": ("query templates {\n    getAllTemplates {\n      id,\n      configuration,\n"
+                  "    }\n  }", {}),
+    "layers": ("query listLayers {\n    layers: listLayers\n  }", {}),
+}
+
+
+def services(layer):
+    return ("query queryServices($layer: String!) {\n  services: listServices(layer: $layer) {\n"
+            "    id\n    value: name\n    label: name\n    group\n    layers\n    normal\n"
+            "    shortName\n  }\n  }", {"layer": layer})
+
+
+def service(service_id):
+    return ("query queryService($serviceId: String!) {\n  service: getService(serviceId: "
+            "$serviceId) {\n    id\n    value: name\n    label: name\n    group\n    layers\n"
+            "    normal\n  }\n  }", {"serviceId": service_id})
+
+
+def instances(service_id, duration):
+    return ("query queryInstances($serviceId: ID!, $duration: Duration!) {\n  pods: "
+            "listInstances(duration: $duration, serviceId: $serviceId) {\n    id\n    value: "
+            "name\n    label: name\n    language\n    instanceUUID\n    attributes {\n      name\n"
+            "      value\n    }\n  }\n  }", {"serviceId": service_id, "duration": duration})
+
+
+def endpoints(service_id, keyword, duration, limit=20):
+    return ("query queryEndpoints($serviceId: ID!, $keyword: String!, $duration: Duration, "
+            "$limit: Int!) {\n  pods: findEndpoint(serviceId: $serviceId, keyword: $keyword, "
+            "limit: $limit, duration: $duration) {\n    id\n    value: name\n     label: name\n"
+            "    }\n}", {"serviceId": service_id, "keyword": keyword, "duration": duration,
+                         "limit": limit})
+
+
+def endpoint_info(endpoint_id):
+    return ("query queryEndpoint($endpointId: ID!) {\n  endpoint: getEndpointInfo(endpointId: "
+            "$endpointId) {\n    id\n    value: name\n    label: name\n    serviceId\n"
+            "    serviceName\n  }\n  }", {"endpointId": endpoint_id})
+
+
+def create_task(request):
+    return ("mutation createProfileTask($creationRequest: ProfileTaskCreationRequest) {\n  task: "
+            "createProfileTask(creationRequest: $creationRequest) {\n    id\n    errorReason\n"
+            "  }\n  }", {"creationRequest": request})
+
+
+def task_list(service_id, endpoint_name):
+    return ("query getProfileTaskList($endpointName: String, $serviceId: ID) {\n  taskList: "
+            "getProfileTaskList(endpointName: $endpointName, serviceId: $serviceId) {\n"
+            "    serviceId\n    endpointName\n    startTime\n    duration\n"
+            "    minDurationThreshold\n    dumpPeriod\n    maxSamplingCount\n    id\n    logs {\n"
+            "      id\n      instanceId\n      instanceName\n      operationType\n"
+            "      operationTime\n    }\n  }\n  }",
+            {"serviceId": service_id, "endpointName": endpoint_name})
+
+
+def task_segments(task_id):
+    return ("query getProfileTaskSegmentList($taskID: ID!) {\n  segmentList: "
+            "getProfileTaskSegments(taskID: $taskID) {\n    traceId\n    instanceId\n"
+            "    instanceName\n    endpointNames\n    duration\n    start\n    spans {\n"
+            "      spanId\n      parentSpanId\n      segmentId\n      refs {\n        traceId\n"
+            "        parentSegmentId\n        parentSpanId\n        type\n      }\n"
+            "      serviceCode\n      serviceInstanceName\n      startTime\n      endTime\n"
+            "      endpointName\n      type\n      peer\n      component\n      isError\n"
+            "      layer\n      tags {\n        key value\n      }\n      logs {\n        time\n"
+            "        data {\n          key\n          value\n        }\n      }\n"
+            "      profiled\n    }\n  }\n  }", {"taskID": task_id})
+
+
+def analyze(queries):
+    return ("query getProfileAnalyze($queries: [SegmentProfileAnalyzeQuery!]!) {\n  analyze: "
+            "getSegmentsProfileAnalyze(queries: $queries) {\n    tip\n    trees {\n"
+            "      elements {\n        id\n        parentId\n        codeSignature\n"
+            "        duration\n        durationChildExcluded\n        count\n      }\n    }\n"
+            "  }\n  }", {"queries": queries})
+
+
+def task_logs(task_id):
+    return ("query profileTaskLogs($taskID: String) {\n  taskLogs: getProfileTaskLogs(taskID: "
+            "$taskID) {\n    id\n    instanceId\n    instanceName\n    operationTime\n"
+            "    operationType\n  }\n  }", {"taskID": task_id})
+
+
+def basic_traces(condition):
+    return ("query queryTraces($condition: TraceQueryCondition) {\n  data: "
+            "queryBasicTraces(condition: $condition) {\n    traces {\n      key: segmentId\n"
+            "      endpointNames\n      duration\n      start\n      isError\n      traceIds\n"
+            "    }\n  }}", {"condition": condition})
+
+
+def trace(trace_id):
+    return ("query queryTrace($traceId: ID!) {\n  trace: queryTrace(traceId: $traceId) {\n"
+            "    spans {\n      traceId\n      segmentId\n      spanId\n      parentSpanId\n"
+            "      refs {\n        traceId\n        parentSegmentId\n        parentSpanId\n"
+            "        type\n      }\n      serviceCode\n      serviceInstanceName\n"
+            "      startTime\n      endTime\n      endpointName\n      type\n      peer\n"
+            "      component\n      isError\n      layer\n      tags {\n        key\n"
+            "        value\n      }\n      logs {\n        time\n        data {\n          key\n"
+            "          value\n        }\n      }\n      attachedEvents {\n        startTime {\n"
+            "          seconds\n          nanos\n        }\n        event\n        endTime {\n"
+            "          seconds\n          nanos\n        }\n        tags {\n          key\n"
+            "          value\n        }\n        summary {\n          key\n          value\n"
+            "        }\n      }\n    }\n  }\n  }", {"traceId": trace_id})
+
+
+def template_change(kind, setting):
+    field = {"add": "addTemplate", "change": "changeTemplate"}[kind]
+    typ = {"add": "NewDashboardSetting!", "change": "DashboardSetting!"}[kind]
+    return ("mutation %sTemplate($setting: %s) {\n  %s(setting: $setting) {\n        id\n"
+            "        status\n        message\n    }}" % (kind, typ, field), {"setting": setting})
+
+
+def template_disable(template_id):
+    return ("mutation removeTemplate($id: String!) {\n  disableTemplate(id: $id) {\n        id\n"
+            "        status\n        message\n    }}", {"id": template_id})

@@ -16,6 +16,8 @@
  * (agent.span_limit_per_segment); 10000 leaves room for raised settings while a segment of
  * empty 2-byte spans can no longer make the daemon decode millions of them. */
 #define CONFIG_DEFAULT_MAX_SEGMENT_SPANS 10000
+/* Continuous-profiling policies skyprofd holds (one per service). */
+#define CONFIG_DEFAULT_MAX_POLICIES 1000
 /* Memory one gRPC message (and one trace segment) may decode into: a 4 MiB message of ordinary
  * content decodes into a few times its size; millions of empty sub-messages into gigabytes. */
 #define CONFIG_DEFAULT_MAX_DECODED_BYTES (64u * 1024 * 1024)
@@ -45,6 +47,7 @@ struct config {
     uint64_t jfr_max_bytes;     /* --jfr-max-bytes: largest JFR (async-profiler) upload accepted */
     char *keep_segments;        /* --keep-segments: none|profiled|sampled:N|all (NULL = profiled) */
     uint64_t max_segment_spans; /* --max-segment-spans; 0 = CONFIG_DEFAULT_MAX_SEGMENT_SPANS */
+    uint64_t max_policies;      /* --max-policies; 0 = CONFIG_DEFAULT_MAX_POLICIES */
     int keep_grace_s;           /* --keep-grace-s; 0 = the default */
     /* Connection and memory limits (issue 15; docs/server.md "Limits"). 0 = the default. */
     uint64_t grpc_max_connections;        /* --grpc-max-connections (default: from RLIMIT_NOFILE) */

@@ -388,7 +388,7 @@ skp_err collector_continuous_start(struct collector *c, struct event_base *base,
     c->cont = skpx_calloc(1, sizeof(*c->cont));
     if (!c->cont)
         return SKP_ENOMEM;
-    struct cont_eval_opts o = {.slot_ms = slot_ms};
+    struct cont_eval_opts o = {.slot_ms = slot_ms, .max_policies = c->max_policies};
     skp_err err = cont_eval_new(&o, &c->cont->eval);
     if (!err)
         err = store_cont_list_policies(c->store, NULL, load_policy, c->cont->eval);

@@ -62,10 +62,13 @@ struct cont_eval {
     int64_t slot_ms;
     int64_t horizon; /* open slots per series: lateness / slot_ms */
     size_t max_series;
+    size_t max_policies;
     size_t total_series;
     struct svc **svcs;
     size_t n_svcs, cap_svcs;
     struct skpx_strmap by_name; /* service → svcs index */
+    struct skpx_strmap held;    /* service → 1 while it has a policy (any kind), 0 once removed */
+    size_t n_held;              /* services with a policy, for max_policies */
     struct cont_eval_counters ctr;
 };
 
@@ -76,6 +79,7 @@ skp_err cont_eval_new(const struct cont_eval_opts *opts, struct cont_eval **out)
         return SKP_ENOMEM;
     e->slot_ms = opts && opts->slot_ms > 0 ? opts->slot_ms : 1000;
     e->max_series = opts && opts->max_series ? opts->max_series : CONT_EVAL_MAX_SERIES;
+    e->max_policies = opts && opts->max_policies ? opts->max_policies : CONT_EVAL_MAX_POLICIES;
     int64_t late = opts && opts->lateness_ms > 0 ? opts->lateness_ms : CONT_EVAL_LATENESS_MS;
     e->horizon = (late + e->slot_ms - 1) / e->slot_ms;
     if (e->horizon < 1)
@@ -126,6 +130,7 @@ void cont_eval_free(struct cont_eval *e)
     }
     skpx_free(e->svcs);
     skpx_strmap_cleanup(&e->by_name);
+    skpx_strmap_cleanup(&e->held);
     skpx_free(e);
 }
 
@@ -185,6 +190,11 @@ skp_err cont_eval_set_policy(struct cont_eval *e, struct cont_policy *p)
     struct cont_policy pol = *p;
     memset(p, 0, sizeof(*p));
     uint32_t idx;
+    if (!skpx_strmap_get(&e->held, pol.service, &idx) || idx == 0) {
+        if (skpx_strmap_put(&e->held, pol.service, 1) != SKP_OK)
+            goto oom;
+        e->n_held++;
+    }
     struct svc *v = NULL;
     if (skpx_strmap_get(&e->by_name, pol.service, &idx)) {
         v = e->svcs[idx];
@@ -244,8 +254,18 @@ oom:
     return SKP_ENOMEM;
 }
 
+bool cont_eval_policy_room(const struct cont_eval *e, const char *service)
+{
+    uint32_t held = 0;
+    return (skpx_strmap_get(&e->held, service, &held) && held) || e->n_held < e->max_policies;
+}
+
 void cont_eval_remove_policy(struct cont_eval *e, const char *service)
 {
+    uint32_t held = 0;
+    if (skpx_strmap_get(&e->held, service, &held) && held &&
+        skpx_strmap_put(&e->held, service, 0) == SKP_OK) /* replaces: no allocation */
+        e->n_held--;
     struct svc *v = find_svc(e, service);
     if (!v)
         return;

@@ -26,6 +26,8 @@
 #include "skyprof/skp_err.h"
 
 #define CONT_EVAL_MAX_SERIES 20000
+/* Policies held (one per service); a new service's beyond it is refused (cont_eval_policy_room). */
+#define CONT_EVAL_MAX_POLICIES 1000
 #define CONT_EVAL_MAX_NEG 10000
 #define CONT_EVAL_MAX_CAUSES 8
 #define CONT_EVAL_MAX_INSTANCES 16 /* instances remembered per endpoint (for PPROF targets) */
@@ -39,6 +41,7 @@ struct cont_eval;
 struct cont_eval_opts {
     int64_t slot_ms;     /* 0 = 1000 */
     size_t max_series;   /* 0 = CONT_EVAL_MAX_SERIES */
+    size_t max_policies; /* 0 = CONT_EVAL_MAX_POLICIES */
     int64_t lateness_ms; /* 0 = CONT_EVAL_LATENESS_MS */
 };
 
@@ -86,6 +89,8 @@ void cont_eval_free(struct cont_eval *e);
  * cleaned up). */
 SKP_MUST_CHECK skp_err cont_eval_set_policy(struct cont_eval *e, struct cont_policy *p);
 void cont_eval_remove_policy(struct cont_eval *e, const char *service);
+/* True if `service` may set a policy: it has one already, or fewer than max_policies are held. */
+bool cont_eval_policy_room(const struct cont_eval *e, const char *service);
 /* The uuid of the service's installed policy, NULL if none. */
 const char *cont_eval_policy_uuid(const struct cont_eval *e, const char *service);
 

@@ -104,6 +104,14 @@ static void policy_put(struct http_ctx *cx, const char *service)
         http_reply_error(cx, 500, "out of memory");
         return;
     }
+    if (cx->api->cont_eval && !cont_eval_policy_room(cx->api->cont_eval, service)) {
+        cont_policy_cleanup(&p);
+        cx->api->metrics->policies_refused++;
+        reply_reason(cx, 409,
+                     "too many continuous-profiling policies: remove one or raise "
+                     "skyprofd --max-policies");
+        return;
+    }
     err = store_cont_put_policy(cx->api->store, service, p.uuid, p.json, http_now(cx->api));
     if (err) {
         cont_policy_cleanup(&p);

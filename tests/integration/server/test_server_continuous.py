@@ -118,9 +118,12 @@ def t_validation():
                                                 uriRegex="^/api/.*")])))
     thr = {i["type"]: i["threshold"] for t in doc["targets"] for i in t["checkItems"]}
     assert thr == {"PROCESS_CPU": "75.5", "SYSTEM_LOAD": "2.25", "ENDPOINT_P90_RESPONSE_TIME": "199.9"}, doc
-    # malformed JSON body
-    st, _, data = S.http("PUT", "/api/v1/continuous/policies/val-svc", body="{not json")
+    # malformed JSON body (declared JSON: a PUT passes the same guard as a POST, issue 25)
+    st, _, data = S.http("PUT", "/api/v1/continuous/policies/val-svc", body="{not json",
+                         headers={"Content-Type": "application/json"})
     assert st == 400, data
+    st, _, data = S.http("PUT", "/api/v1/continuous/policies/val-svc", body="{not json")
+    assert st == 415, data
     S.json("DELETE", "/api/v1/continuous/policies/val-svc", expect=200)
 
 

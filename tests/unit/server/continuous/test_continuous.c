@@ -209,6 +209,40 @@ static void evaluator_cap_survives_edit_and_restart(void **state)
     cont_eval_free(e);
 }
 
+/* Issue 25 #3: nothing bounded the number of policies (100k took 500 MB and a 53 s restart). */
+static void policies_are_capped(void **state)
+{
+    (void)state;
+    static const char *const k_pol =
+        "{\"targets\":[{\"targetType\":\"TRACE\",\"checkItems\":[{\"type\":"
+        "\"ENDPOINT_AVG_RESPONSE_TIME\",\"threshold\":\"100\",\"period\":3,\"count\":1}]}]}";
+    struct cont_eval_opts o = k_prompt;
+    o.max_policies = 2;
+    struct cont_eval *e;
+    assert_int_equal(cont_eval_new(&o, &e), SKP_OK);
+    assert_true(cont_eval_policy_room(e, "a"));
+    struct cont_policy p = make("a", k_pol);
+    assert_int_equal(cont_eval_set_policy(e, &p), SKP_OK);
+    p = make("b", k_pol);
+    assert_int_equal(cont_eval_set_policy(e, &p), SKP_OK);
+    assert_false(cont_eval_policy_room(e, "c")); /* a third service: refused */
+    assert_true(cont_eval_policy_room(e, "a"));  /* an edit of a held one: fine */
+    cont_eval_remove_policy(e, "b");
+    assert_true(cont_eval_policy_room(e, "c"));
+    cont_eval_free(e);
+    /* The default cap. */
+    assert_int_equal(cont_eval_new(&k_prompt, &e), SKP_OK);
+    for (int i = 0; i < CONT_EVAL_MAX_POLICIES; i++) {
+        char name[32];
+        snprintf(name, sizeof(name), "svc-%d", i);
+        assert_true(cont_eval_policy_room(e, name));
+        p = make(name, k_pol);
+        assert_int_equal(cont_eval_set_policy(e, &p), SKP_OK);
+    }
+    assert_false(cont_eval_policy_room(e, "one-more"));
+    cont_eval_free(e);
+}
+
 static void evaluator_error_rate_and_p99(void **state)
 {
     (void)state;
@@ -316,6 +350,7 @@ int main(void)
         cmocka_unit_test(policy_stored_round_trip),
         cmocka_unit_test(evaluator_count_of_period),
         cmocka_unit_test(evaluator_cap_survives_edit_and_restart),
+        cmocka_unit_test(policies_are_capped),
         cmocka_unit_test(evaluator_error_rate_and_p99),
         cmocka_unit_test(evaluator_bounds),
         cmocka_unit_test(evaluator_late_segments),

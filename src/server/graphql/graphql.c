@@ -188,7 +188,7 @@ static int b64_val(char c)
  * text holds a NUL byte. */
 static char *b64_decode(const char *s, size_t n)
 {
-    if (n % 4 || n / 4 * 3 > GRAPHQL_ID_MAX)
+    if (n == 0 || n % 4 || n / 4 * 3 > GRAPHQL_ID_MAX)
         return NULL;
     char *out = skpx_malloc(n / 4 * 3 + 1);
     size_t o = 0;

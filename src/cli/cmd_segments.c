@@ -3,13 +3,15 @@
 #include <getopt.h>
 #include <stdio.h>
 #include <string.h>
+#include <time.h>
 
 #include "cli/cli.h"
 
 static const char g_usage[] =
-    "Usage: skyprof segments TASK_ID\n"
+    "Usage: skyprof segments TASK_ID [--wait S]\n"
     "Lists the trace segments sampled by a task: segment id (profiled), trace id, instance,\n"
     "endpoint, start time, duration and how many of its spans are profiled.\n"
+    "  --wait S   none yet: ask again every second for up to S seconds (then exit 6)\n"
     "Global options --server, --token, --timeout, --json are accepted too.\n";
 
 /* The id of the first profiled span's segment, else the group's own segmentId. */
@@ -24,11 +26,22 @@ static const char *profiled_segment(json_t *seg)
     return cli_json_str(seg, "segmentId");
 }
 
+static int segments_option(void *ud, int opt, const char *arg)
+{
+    if (opt != 'w')
+        return CLI_PARSE_UNKNOWN;
+    if (!cli_parse_int(arg, 0, 3600, ud))
+        return cli_usage_error("--wait: expected seconds (0-3600), got '%s'", arg);
+    return CLI_PARSE_NEXT;
+}
+
 int cmd_segments(struct cli *c, int argc, char **argv)
 {
-    static const struct option longopts[] = {CLI_GLOBAL_LONGOPTS, {NULL, 0, NULL, 0}};
-    int prc =
-        cli_parse_options(c, argc, argv, ":h", longopts, g_usage, "segments", NULL, NULL, NULL);
+    static const struct option longopts[] = {
+        CLI_GLOBAL_LONGOPTS, {"wait", required_argument, NULL, 'w'}, {NULL, 0, NULL, 0}};
+    long long wait_s = -1;
+    int prc = cli_parse_options(c, argc, argv, ":h", longopts, g_usage, "segments", NULL,
+                                segments_option, &wait_s);
     if (prc != CLI_PARSE_NEXT)
         return prc;
     if (optind != argc - 1)
@@ -39,9 +52,28 @@ int cmd_segments(struct cli *c, int argc, char **argv)
         return cli_usage_error("task id too long");
     strcat(target, "/segments");
     json_t *segs = NULL;
-    int rc = cli_api_json(c, "GET", target, NULL, &segs);
-    if (rc)
-        return rc;
+    int rc;
+    struct timespec t0, now;
+    clock_gettime(CLOCK_MONOTONIC, &t0);
+    for (;;) {
+        rc = cli_api_json(c, "GET", target, NULL, &segs);
+        if (rc)
+            return rc;
+        clock_gettime(CLOCK_MONOTONIC, &now);
+        /* --wait S: an agent reports a segment when its request ended; ask again until then. */
+        if (json_array_size(segs) > 0 || now.tv_sec - t0.tv_sec >= (wait_s > 0 ? wait_s : 0))
+            break;
+        json_decref(segs);
+        segs = NULL;
+        struct timespec nap = {.tv_sec = 1, .tv_nsec = 0};
+        nanosleep(&nap, NULL);
+    }
+    if (wait_s >= 0 && json_array_size(segs) == 0) {
+        fprintf(stderr, "skyprof: no sampled segment of task %s within %lld s\n",
+                cli_safe(argv[optind]), wait_s);
+        json_decref(segs);
+        return CLI_EXIT_NODATA;
+    }
     if (c->json) {
         cli_print_json(segs);
     } else if (json_array_size(segs) == 0) {

@@ -24,6 +24,7 @@
 #include "common/log.h"
 #include "common/pct.h"
 #include "server/config.h"
+#include "server/formats/utf8.h"
 #include "server/http/http_conn.h"
 #include "server/graphql/graphql.h"
 #include "server/http/http_int.h"
@@ -170,6 +171,23 @@ void http_healthz(struct http_ctx *cx)
             json_pack("{s:s, s:s}", "status", "database corrupt", "database", cx->api->db_problem));
         return;
     }
+    /* A database server may be down or changed under us: ask it (one short query; while the
+     * store backs off between reconnects it answers at once). SQLite's file is checked at start
+     * (its check reads the whole file). */
+    char detail[256] = "";
+    if (cx->api->db_remote && store_check(cx->api->store, detail, sizeof(detail)) != SKP_OK) {
+        http_reply_json(cx, 503,
+                        json_pack("{s:s, s:o}", "status", "database unavailable", "database",
+                                  skp_json_str(detail[0] ? detail : "unreachable")));
+        return;
+    }
+    http_reply_json(cx, 200, json_pack("{s:s}", "status", "ok"));
+}
+
+/* The process runs and its loop answers: nothing else is asked (for liveness probes, which
+ * restart the process; /healthz says whether it can do its work). */
+void http_livez(struct http_ctx *cx)
+{
     http_reply_json(cx, 200, json_pack("{s:s}", "status", "ok"));
 }
 
@@ -296,6 +314,7 @@ skp_err http_api_new(struct event_base *base, const struct http_api_opts *o, str
         goto oom;
     if (o->web_root && !(h->web_root = skpx_strdup(o->web_root)))
         goto oom;
+    h->db_remote = o->db_path && !store_target_is_file(o->db_path);
     if (o->db_problem && o->db_problem[0] && !(h->db_problem = skpx_strdup(o->db_problem)))
         goto oom;
     evhttp_set_max_body_size(h->http, HTTP_BODY_HARD_MAX);

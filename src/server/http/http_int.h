@@ -43,7 +43,8 @@ struct http_api {
     struct cont_eval *cont_eval;           /* borrowed; NULL = none */
     struct http_guard guard;               /* Host/Origin policy (http_guard.h) */
     char *db_problem;                      /* the start-up integrity check's finding; NULL = fine */
-    struct http_conns *conns;              /* owned; the connection guard (http_conn.c) */
+    bool db_remote;           /* a database server (PostgreSQL): /healthz asks it (store_check) */
+    struct http_conns *conns; /* owned; the connection guard (http_conn.c) */
 };
 
 struct http_ctx {
@@ -144,6 +145,7 @@ void http_method_not_allowed(struct http_ctx *cx, unsigned allowed);
 /* Route handlers (http_api.c: healthz, metrics; http_tasks.c, http_analyze.c, http_services.c,
  * http_export.c, http_static.c). Each replies exactly once. */
 void http_healthz(struct http_ctx *cx);
+void http_livez(struct http_ctx *cx);
 void http_metrics(struct http_ctx *cx);
 void http_tasks_create(struct http_ctx *cx);
 void http_tasks_list(struct http_ctx *cx);

@@ -15,6 +15,7 @@
 
 const struct http_route http_routes[] = {
     {HTTP_M_GET, "/healthz", .h0 = http_healthz},
+    {HTTP_M_GET, "/livez", .h0 = http_livez},
     {HTTP_M_GET, "/metrics", .h0 = http_metrics},
     {HTTP_M_GET, "/api/v1/profile/tasks", .h0 = http_tasks_list},
     {HTTP_M_POST, "/api/v1/profile/tasks", .h0 = http_tasks_create},

@@ -237,7 +237,14 @@ static void print_top(json_t *res)
            cli_json_str(res, "eventType"), json_array_size(json_object_get(res, "files")),
            *thread ? ", thread " : "", thread, total, cli_json_str(res, "unit"),
            cli_json_int(res, "samples"));
-    printf("%7s %16s  %s\n", "SELF%", "SELF", "FRAME");
+    /* The self column's unit in its header, as the API names it (samples, bytes, ns). */
+    const char *unit = cli_json_str(res, "unit");
+    char self_h[48];
+    snprintf(self_h, sizeof(self_h), "SELF(%.32s)",
+             strcmp(unit, "nanoseconds") == 0 ? "ns"
+             : *unit                          ? unit
+                                              : "count");
+    printf("%7s %16s  %s\n", "SELF%", self_h, "FRAME");
     for (size_t i = 0; i < n && i < TOP_FRAMES && v[i].self > 0; i++)
         printf("%6.2f%% %16" PRId64 "  %s\n", total ? 100.0 * (double)v[i].self / (double)total : 0,
                v[i].self, v[i].sig);

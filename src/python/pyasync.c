@@ -6,7 +6,7 @@
  * one and 1 on a cancelled one (fut_state's PENDING, CANCELLED, FINISHED); the FutureIter's future
  * is the pointer field that holds the future it was made from; the `_when` slot's offset comes
  * from its member descriptor. A probe that does not find all of them leaves readiness off. The
- * sampler's side reads only through the safe read, in at most two batches. */
+ * sampler's side, which needs no interpreter, is pyasync_rule.c. */
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
 
@@ -16,8 +16,6 @@
 
 #include <stdatomic.h>
 #include <string.h>
-
-#include "python/safe_read.h"
 
 static struct skp__pyasync g_async;
 static _Atomic(const struct skp__pyasync *) g_published;
@@ -198,101 +196,4 @@ void skp__pyasync_init(void)
         return;
     g_async = a;
     atomic_store_explicit(&g_published, &g_async, memory_order_release);
-}
-
-/* The reads of one batch: a word each, adjacent in `v` (one destination for the kernel). */
-struct batch {
-    struct iovec loc[8];
-    struct iovec rem[8];
-    uint64_t v[8];
-    size_t n;
-};
-
-static size_t add(struct batch *b, uintptr_t addr, size_t len)
-{
-    size_t i = b->n++;
-    b->v[i] = 0;
-    b->loc[i] = (struct iovec){&b->v[i], len};
-    b->rem[i] = (struct iovec){(void *)addr, len};
-    return i;
-}
-
-static bool plausible(uintptr_t p)
-{
-    return p >= 4096 && p < ((uintptr_t)1 << 47) && (p & (sizeof(void *) - 1)) == 0;
-}
-
-bool skp__pyasync_is_ready(const struct skp__pyasync *a, const struct skp__pyasync_chain *c,
-                           struct skp__pyasync_memo *memo, double now_s)
-{
-    if (!a || !c)
-        return false;
-    if (c->innermost_code && c->innermost_code == a->sleep0_code)
-        return true; /* a bare yield: the task's next step is queued already */
-    bool has_it = plausible(c->awaited);
-    bool has_timer = plausible(c->timer);
-    if (!has_it && !has_timer)
-        return false;
-    /* First batch: the awaited object's type and future, the timer's type and `_when`, and the
-     * state and value behind them as the last capture found them (a guess checked below). */
-    struct batch b = {.n = 0};
-    size_t it_type = 0, it_fut = 0, tm_type = 0, tm_when = 0;
-    size_t g_state = SIZE_MAX, g_ftype = SIZE_MAX, g_fval = SIZE_MAX;
-    if (has_it) {
-        it_type = add(&b, c->awaited + a->obj_type, sizeof(uintptr_t));
-        it_fut = add(&b, c->awaited + a->futiter_future, sizeof(uintptr_t));
-    }
-    if (has_timer) {
-        tm_type = add(&b, c->timer + a->obj_type, sizeof(uintptr_t));
-        tm_when = add(&b, c->timer + a->timer_when, sizeof(uintptr_t));
-    }
-    if (has_it && plausible(memo->future))
-        g_state = add(&b, memo->future + a->fut_state, sizeof(int));
-    if (has_timer && plausible(memo->when_obj)) {
-        g_ftype = add(&b, memo->when_obj + a->obj_type, sizeof(uintptr_t));
-        g_fval = add(&b, memo->when_obj + a->float_value, sizeof(double));
-    }
-    size_t got = skp__safe_readv(b.loc, b.rem, b.n);
-    /* the kernel stops at the first fault: a guess that faulted is read again below */
-    uintptr_t future = 0;
-    uintptr_t when_obj = 0;
-    if (has_it && got > it_fut && b.v[it_type] == a->futiter_type)
-        future = (uintptr_t)b.v[it_fut];
-    if (has_timer && got > tm_when && b.v[tm_type] == a->timer_type)
-        when_obj = (uintptr_t)b.v[tm_when];
-    bool state_ok = false, when_ok = false;
-    int state = 0;
-    double when = 0;
-    if (future && future == memo->future && g_state != SIZE_MAX && got > g_state) {
-        memcpy(&state, &b.v[g_state], sizeof(state));
-        state_ok = true;
-    }
-    if (when_obj && when_obj == memo->when_obj && g_fval != SIZE_MAX && got > g_fval &&
-        b.v[g_ftype] == a->float_type) {
-        memcpy(&when, &b.v[g_fval], sizeof(when));
-        when_ok = true;
-    }
-    /* Second batch: what the guess missed. */
-    struct batch b2 = {.n = 0};
-    size_t s_state = SIZE_MAX, s_ftype = SIZE_MAX, s_fval = SIZE_MAX;
-    if (plausible(future) && !state_ok)
-        s_state = add(&b2, future + a->fut_state, sizeof(int));
-    if (plausible(when_obj) && !when_ok) {
-        s_ftype = add(&b2, when_obj + a->obj_type, sizeof(uintptr_t));
-        s_fval = add(&b2, when_obj + a->float_value, sizeof(double));
-    }
-    size_t got2 = b2.n ? skp__safe_readv(b2.loc, b2.rem, b2.n) : 0;
-    if (s_state != SIZE_MAX && got2 > s_state) {
-        memcpy(&state, &b2.v[s_state], sizeof(state));
-        state_ok = true;
-    }
-    if (s_fval != SIZE_MAX && got2 > s_fval && b2.v[s_ftype] == a->float_type) {
-        memcpy(&when, &b2.v[s_fval], sizeof(when));
-        when_ok = true;
-    }
-    memo->future = future;
-    memo->when_obj = when_obj;
-    if (state_ok && state != a->fut_pending)
-        return true;                 /* done: its callbacks queued the task's wakeup */
-    return when_ok && now_s >= when; /* the sleep's timer is due: the loop has not got to it */
 }

@@ -24,6 +24,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <sys/uio.h>
 
 /* The leaf frame text of a suspended task that is ready to run (pystack.h has "(waiting)"). */
 #define SKP_PY_READY_MARK "(ready, loop busy)"
@@ -60,20 +61,40 @@ struct skp__pyasync_chain {
     uintptr_t timer;          /* asyncio.sleep's local `h` when innermost is sleep, else 0 */
 };
 
-/* The addresses the previous capture of one task found behind its chain's end (the future of
- * the FutureIter, the float of the timer's `_when`): read speculatively in the same batch as the
- * chain's end, so a capture whose chain still ends on them costs one syscall. Per task,
- * caller-owned; zero for a new task. A stale guess only costs a second read. */
+/* What the previous test of one task found: the chain's end (the awaited object, the sleep's
+ * timer) and behind it (the future of the FutureIter, the float of the timer's `_when`). The next
+ * test reads its words at these addresses speculatively: ahead of the capture, in the sampler's
+ * batch of await chains (skp__pyasync_plan: no syscall of its own), or in its own first batch.
+ * Per task, caller-owned; zero for a new task. A stale guess only costs another read. */
 struct skp__pyasync_memo {
-    uintptr_t future;
-    uintptr_t when_obj;
+    uintptr_t awaited, timer;
+    uintptr_t future, when_obj;
 };
 
+/* The words of a test read ahead (skp__pyasync_plan), at the addresses of `at`. */
+#define SKP_PYASYNC_WORDS 7
+struct skp__pyasync_ahead {
+    struct skp__pyasync_memo at;
+    const uint8_t *v;              /* the words (8 bytes each, any alignment), in plan order */
+    int8_t idx[SKP_PYASYNC_WORDS]; /* each word's index in v, -1 = not planned */
+    size_t n_read;                 /* leading words of v read completely (set by the caller) */
+};
+
+/* Plans the reads of the next test of the task whose memo is `memo`: at most SKP_PYASYNC_WORDS
+ * (local, remote) pairs of one 8-byte word each into loc/rem, their destinations `words`
+ * (adjacent). Fills *ah but n_read (0 until the caller's batch ran). Returns the pairs planned
+ * (0: nothing worth reading ahead). Sampler thread. */
+size_t skp__pyasync_plan(const struct skp__pyasync *a, const struct skp__pyasync_memo *memo,
+                         uint8_t *words, struct iovec *loc, struct iovec *rem,
+                         struct skp__pyasync_ahead *ah);
+
 /* True when the chain's task is ready to run (the rule above). `now_s` = CLOCK_MONOTONIC in
- * seconds. Reads through the safe read only (an object freed meanwhile gives "waiting"; at most
- * two batched reads, one when *memo guessed right), updates *memo. Sampler thread, no GIL, hot
- * path. NULL `a` gives false. */
+ * seconds. `ah` (NULL ok): the words read ahead for it; when the chain still ends where they
+ * were read, the test makes no read. Otherwise it reads through the safe read only (an object
+ * freed meanwhile gives "waiting"; at most two batched reads, one when *memo guessed right).
+ * Updates *memo. Sampler thread, no GIL, hot path. NULL `a` gives false. */
 bool skp__pyasync_is_ready(const struct skp__pyasync *a, const struct skp__pyasync_chain *c,
-                           struct skp__pyasync_memo *memo, double now_s);
+                           struct skp__pyasync_memo *memo, const struct skp__pyasync_ahead *ah,
+                           double now_s);
 
 #endif

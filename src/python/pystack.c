@@ -96,6 +96,8 @@ struct prepared_task {
     uintptr_t coro;
     bool taken;              /* used by its capture already */
     struct await_prefetch p; /* p.buf points into r->prep_buf */
+    bool has_ready;          /* `ready` holds the words of its readiness test, read ahead */
+    struct skp__pyasync_ahead ready;
 };
 
 struct skp__pyreader {
@@ -1015,12 +1017,16 @@ static size_t plan_links(const struct skp__pylayout *l, const struct await_hint 
 }
 
 /* Reads, in one batch, the heads of the coroutines the task of `coro` awaited through at its
- * previous capture (none when not remembered), unless the sampler's prepare read them already. */
-static void prefetch_awaits(struct skp__pyreader *r, uintptr_t coro, struct await_prefetch *p)
+ * previous capture (none when not remembered), unless the sampler's prepare read them already;
+ * *ah = the words of its readiness test the prepare read too (NULL: none). */
+static void prefetch_awaits(struct skp__pyreader *r, uintptr_t coro, struct await_prefetch *p,
+                            const struct skp__pyasync_ahead **ah)
 {
     const struct prepared_task *pt = take_prepared(r, coro);
+    *ah = NULL;
     if (pt) {
         *p = pt->p;
+        *ah = pt->has_ready ? &pt->ready : NULL;
         return;
     }
     p->n = 0;
@@ -1057,17 +1063,42 @@ void skp__pyreader_prepare_tasks(struct skp__pyreader *r, const uintptr_t *coros
         first[r->n_prep++] = n_iov;
         pt->coro = coros[i];
         pt->taken = false;
+        pt->has_ready = false;
         used += plan_links(l, h, k, r->prep_buf + used, &pt->p, loc + n_iov, rem + n_iov);
         n_iov += k;
     }
     if (n_iov == 0)
         return;
+    /* The words of the tasks' readiness tests (pyasync.h) at the end of the batch, after every
+     * link: one of them faulting (a guess at a freed object) cuts no chain short. */
+    size_t ready_first[PREP_TASKS_MAX];
+    size_t ready_n[PREP_TASKS_MAX];
+    const struct skp__pyasync *pa = skp__pyasync_get();
+    for (size_t i = 0; i < r->n_prep; i++) {
+        struct prepared_task *pt = &r->prep[i];
+        const struct await_hint *h = await_hint_of(r, pt->coro);
+        ready_n[i] = 0;
+        size_t bytes = SKP_PYASYNC_WORDS * sizeof(uint64_t);
+        if (!pa || h->coro != pt->coro || n_iov + SKP_PYASYNC_WORDS > PREP_LINKS_MAX ||
+            used + bytes > (size_t)PREP_LINKS_MAX * AWAIT_SLOT_BYTES)
+            continue;
+        ready_first[i] = n_iov;
+        ready_n[i] = skp__pyasync_plan(pa, &h->memo, r->prep_buf + used, loc + n_iov, rem + n_iov,
+                                       &pt->ready);
+        pt->has_ready = ready_n[i] > 0;
+        n_iov += ready_n[i];
+        used += ready_n[i] * sizeof(uint64_t);
+    }
     size_t got = skp__safe_readv(loc, rem, n_iov);
     for (size_t i = 0; i < r->n_prep; i++) {
         /* the kernel stops at the first pair that faulted: the tasks from there on read their
          * own chain (a share cut short keeps the links read before the fault) */
         struct prepared_task *pt = &r->prep[i];
         pt->p.n = got <= first[i] ? 0 : got - first[i] < pt->p.n ? got - first[i] : pt->p.n;
+        if (pt->has_ready)
+            pt->ready.n_read = got <= ready_first[i]               ? 0
+                               : got - ready_first[i] < ready_n[i] ? got - ready_first[i]
+                                                                   : ready_n[i];
     }
     r->prep_left = n_captures;
 }
@@ -1224,7 +1255,8 @@ int skp__pyreader_capture_task(struct skp__pyreader *r, struct skp__pytarget *t,
     const uint8_t *g = NULL;
     size_t got = 0;
     struct await_prefetch pref;
-    prefetch_awaits(r, coro, &pref);
+    const struct skp__pyasync_ahead *ahead = NULL;
+    prefetch_awaits(r, coro, &pref, &ahead);
     int state = gen_at(r, &pref, 0, coro, g_local, &g, &got);
     (void)g;
     size_t n_raw = 0;
@@ -1258,7 +1290,7 @@ int skp__pyreader_capture_task(struct skp__pyreader *r, struct skp__pytarget *t,
     if (state == l->gen_state_suspended &&
         collect_awaits(r, coro, &pref, &n_raw, &n_codes, pa, pa ? &end : NULL) > 0) {
         /* ready (its wakeup is due, the loop runs something else) or waiting: pyasync.h */
-        bool ready = pa && skp__pyasync_is_ready(pa, &end, &await_hint_of(r, coro)->memo,
+        bool ready = pa && skp__pyasync_is_ready(pa, &end, &await_hint_of(r, coro)->memo, ahead,
                                                  (double)skpx_mono_ns() / 1e9);
         finish_capture(r, t, n_raw, n_codes, false, ready ? SKP_PY_READY_MARK : SKP_PY_WAITING_MARK,
                        out);

@@ -5,11 +5,15 @@
  * what the HTTP API returns. Pure functions, single-threaded. */
 #include "server/export/export.h"
 
+#include <stdbool.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <string.h>
 
 #include "common/alloc.h"
 #include "common/grow.h"
+#include "common/map.h"
+#include "common/sat.h"
 #include "server/export/export_int.h"
 
 static const struct {
@@ -159,15 +163,314 @@ int export_period_ms(const struct export_meta *meta)
     return EXPORT_DEFAULT_DUMP_PERIOD_MS;
 }
 
+/* ---- deep stacks (issue 25 #10) ----
+ * A stack deeper than EXPORT_MAX_DEPTH used to come out empty: the walk stopped at that depth,
+ * where every node's self count is 0 (its children hold the samples). Such trees are rebuilt
+ * first: a sample whose stack has d > EXPORT_MAX_DEPTH frames keeps its innermost
+ * EXPORT_MAX_DEPTH - 1 frames under a root marker "(truncated N frames)" (N = the outer frames
+ * cut off); shallower samples keep their stacks. Counts and durations are the samples' own
+ * (self) values summed up each rebuilt path, so totals do not change. */
+
+#define NO_IDX UINT32_MAX
+
+/* The deepest path of t (frames), or 0 for a malformed tree (the walk reports it). */
+static size_t tree_depth(const struct analysis_tree *t, uint32_t **stack, size_t *cap)
+{
+    size_t top = 0, deepest = 0, visited = 0;
+    if (t->n_nodes == 0 || !t->nodes)
+        return 0;
+    if (skpx_grow(stack, cap, 1, sizeof(**stack), 64))
+        return 0;
+    (*stack)[top++] = 0; /* the index of the node whose subtree is next; depth = position */
+    /* Iterative DFS keeping the path: stack[i] is the node at depth i. */
+    for (;;) {
+        if (++visited > t->n_nodes)
+            return 0;
+        if (top > deepest)
+            deepest = top;
+        const struct analysis_node *n = &t->nodes[(*stack)[top - 1]];
+        if (n->first_child != NO_IDX) {
+            if (n->first_child >= t->n_nodes || skpx_grow(stack, cap, top + 1, sizeof(**stack), 64))
+                return 0;
+            (*stack)[top++] = n->first_child;
+            continue;
+        }
+        for (;;) {
+            if (top == 1)
+                return deepest;
+            uint32_t sib = t->nodes[(*stack)[top - 1]].next_sibling;
+            if (sib != NO_IDX) {
+                if (sib >= t->n_nodes)
+                    return 0;
+                (*stack)[top - 1] = sib;
+                break;
+            }
+            top--;
+        }
+    }
+}
+
+struct rebuilt {
+    struct analysis_node *nodes; /* one pool for every rebuilt tree */
+    size_t n, cap;
+    struct skpx_strmap sig_ids; /* signature -> id (for child lookups) */
+    struct skpx_u64map child;   /* (parent + 1) << 32 | sig id -> pool index */
+    char **markers;             /* owned "(truncated N frames)" strings */
+    size_t n_markers, cap_markers;
+    uint32_t *last_child; /* pool index -> its last child, for appending siblings */
+    size_t cap_last;
+};
+
+static skp_err pool_child(struct rebuilt *r, uint32_t parent, const char *sig, uint32_t *out)
+{
+    uint32_t sid;
+    const char *stored = NULL;
+    if (!skpx_strmap_find(&r->sig_ids, sig, &sid, &stored)) {
+        sid = (uint32_t)r->sig_ids.n;
+        skp_err err = skpx_strmap_put(&r->sig_ids, sig, sid);
+        if (err)
+            return err;
+        if (!skpx_strmap_find(&r->sig_ids, sig, &sid, &stored))
+            return SKP_ENOMEM;
+    }
+    uint64_t key = ((uint64_t)(parent == NO_IDX ? 0 : parent + 1) << 32) | sid, v;
+    if (skpx_u64map_get(&r->child, key, &v)) {
+        *out = (uint32_t)v;
+        return SKP_OK;
+    }
+    if (r->n >= NO_IDX - 1 || skpx_grow(&r->nodes, &r->cap, r->n + 1, sizeof(*r->nodes), 256) ||
+        skpx_grow(&r->last_child, &r->cap_last, r->n + 1, sizeof(*r->last_child), 256))
+        return SKP_ENOMEM;
+    uint32_t idx = (uint32_t)r->n++;
+    r->nodes[idx] = (struct analysis_node){.parent_id = parent, /* pool index until the end */
+                                           .code_signature = stored,
+                                           .first_child = NO_IDX,
+                                           .next_sibling = NO_IDX};
+    r->last_child[idx] = NO_IDX;
+    if (parent != NO_IDX) {
+        if (r->last_child[parent] == NO_IDX)
+            r->nodes[parent].first_child = idx;
+        else
+            r->nodes[r->last_child[parent]].next_sibling = idx;
+        r->last_child[parent] = idx;
+    }
+    skp_err err = skpx_u64map_put(&r->child, key, idx);
+    if (err)
+        return err;
+    *out = idx;
+    return SKP_OK;
+}
+
+static const char *marker(struct rebuilt *r, size_t cut)
+{
+    char text[48];
+    snprintf(text, sizeof(text), "(truncated %zu frames)", cut);
+    for (size_t i = 0; i < r->n_markers; i++)
+        if (strcmp(r->markers[i], text) == 0)
+            return r->markers[i];
+    if (skpx_grow(&r->markers, &r->cap_markers, r->n_markers + 1, sizeof(*r->markers), 8))
+        return NULL;
+    char *m = skpx_strdup(text);
+    if (m)
+        r->markers[r->n_markers++] = m;
+    return m;
+}
+
+/* Adds the sample values of path[0..depth] (node pointers) along its rebuilt path. */
+static skp_err add_stack(struct rebuilt *r, const struct analysis_node *const *path, size_t depth,
+                         uint64_t self, int64_t self_ms)
+{
+    size_t frames = depth + 1, first = 0;
+    uint32_t at = NO_IDX;
+    skp_err err = SKP_OK;
+    if (frames > EXPORT_MAX_DEPTH) {
+        first = frames - (EXPORT_MAX_DEPTH - 1);
+        const char *m = marker(r, first);
+        err = m ? pool_child(r, NO_IDX, m, &at) : SKP_ENOMEM;
+    }
+    for (size_t i = first; i <= depth && !err; i++)
+        err = pool_child(r, at, path[i]->code_signature ? path[i]->code_signature : "", &at);
+    if (err)
+        return err;
+    r->nodes[at].duration_child_excluded =
+        skpx_sat_add_i64(r->nodes[at].duration_child_excluded, self_ms);
+    for (uint32_t k = at; k != NO_IDX; k = r->nodes[k].parent_id) {
+        r->nodes[k].count = r->nodes[k].count + self < self ? UINT64_MAX : r->nodes[k].count + self;
+        r->nodes[k].duration = skpx_sat_add_i64(r->nodes[k].duration, self_ms);
+    }
+    return SKP_OK;
+}
+
+static void rebuilt_cleanup(struct rebuilt *r)
+{
+    skpx_free(r->nodes);
+    skpx_free(r->last_child);
+    skpx_strmap_cleanup(&r->sig_ids);
+    skpx_u64map_cleanup(&r->child);
+    for (size_t i = 0; i < r->n_markers; i++)
+        skpx_free(r->markers[i]);
+    skpx_free(r->markers);
+}
+
+/* Copies the pool's tree under `root` into t (nodes in pre-order, ids 1.., the walk's links). */
+static skp_err pool_tree(const struct rebuilt *r, uint32_t root, struct analysis_tree *t,
+                         uint32_t *map)
+{
+    size_t n = 0;
+    uint32_t cur = root;
+    /* Pre-order numbering: map[pool index] = position in t. */
+    for (;;) {
+        map[cur] = (uint32_t)n++;
+        if (r->nodes[cur].first_child != NO_IDX) {
+            cur = r->nodes[cur].first_child;
+            continue;
+        }
+        while (cur != root && r->nodes[cur].next_sibling == NO_IDX)
+            cur = r->nodes[cur].parent_id;
+        if (cur == root)
+            break;
+        cur = r->nodes[cur].next_sibling;
+    }
+    t->nodes = skpx_calloc(n, sizeof(*t->nodes));
+    if (!t->nodes)
+        return SKP_ENOMEM;
+    t->n_nodes = n;
+    cur = root;
+    for (;;) {
+        const struct analysis_node *src = &r->nodes[cur];
+        struct analysis_node *d = &t->nodes[map[cur]];
+        *d = *src;
+        d->id = map[cur] + 1;
+        d->parent_id = cur == root ? 0 : map[src->parent_id] + 1;
+        d->first_child = src->first_child == NO_IDX ? NO_IDX : map[src->first_child];
+        d->next_sibling =
+            cur == root || src->next_sibling == NO_IDX ? NO_IDX : map[src->next_sibling];
+        if (src->first_child != NO_IDX) {
+            cur = src->first_child;
+            continue;
+        }
+        while (cur != root && r->nodes[cur].next_sibling == NO_IDX)
+            cur = r->nodes[cur].parent_id;
+        if (cur == root)
+            break;
+        cur = r->nodes[cur].next_sibling;
+    }
+    return SKP_OK;
+}
+
+/* The walk's callback that feeds add_stack with every node's own samples. */
+static skp_err rebuild_visit(void *ud, const struct analysis_tree *t,
+                             const struct analysis_node *const *path, size_t depth)
+{
+    struct rebuilt *r = ud;
+    const struct analysis_node *n = path[depth];
+    uint64_t self = export_node_self_count(t, n);
+    int64_t self_ms = n->duration_child_excluded > 0 ? n->duration_child_excluded : 0;
+    if (self == 0 && self_ms == 0)
+        return SKP_OK;
+    return add_stack(r, path, depth, self, self_ms);
+}
+
+static skp_err walk_depth(const struct analysis *a, size_t max_depth, export_visit_cb cb, void *ud);
+
+/* *out: a copy of `a` whose trees are at most EXPORT_MAX_DEPTH deep (see above), or NULL when
+ * `a` is already. Free with truncated_free. */
+static skp_err truncate_deep(const struct analysis *a, struct analysis **out)
+{
+    *out = NULL;
+    uint32_t *stack = NULL;
+    size_t cap = 0;
+    bool deep = false;
+    for (size_t i = 0; i < a->n_trees && !deep; i++)
+        deep = tree_depth(&a->trees[i], &stack, &cap) > EXPORT_MAX_DEPTH;
+    skpx_free(stack);
+    if (!deep)
+        return SKP_OK;
+    struct rebuilt r = {0};
+    skp_err err = walk_depth(a, SIZE_MAX, rebuild_visit, &r);
+    struct analysis *c = NULL;
+    uint32_t *map = NULL;
+    size_t n_roots = 0;
+    for (size_t i = 0; i < r.n; i++)
+        n_roots += r.nodes[i].parent_id == NO_IDX;
+    if (!err) {
+        c = skpx_calloc(1, sizeof(*c));
+        map = skpx_calloc(r.n ? r.n : 1, sizeof(*map));
+        if (c)
+            c->trees = skpx_calloc(n_roots ? n_roots : 1, sizeof(*c->trees));
+        if (!c || !map || !c->trees)
+            err = SKP_ENOMEM;
+    }
+    for (size_t i = 0; i < r.n && !err; i++)
+        if (r.nodes[i].parent_id == NO_IDX)
+            err = pool_tree(&r, (uint32_t)i, &c->trees[c->n_trees++], map);
+    skpx_free(map);
+    if (!err) {
+        /* The strings now live in the pool's maps: hand them over through _arena. */
+        struct rebuilt *keep = skpx_malloc(sizeof(*keep));
+        if (!keep) {
+            err = SKP_ENOMEM;
+        } else {
+            skpx_free(r.nodes);
+            skpx_free(r.last_child);
+            skpx_u64map_cleanup(&r.child);
+            memset(&r.child, 0, sizeof(r.child));
+            r.nodes = NULL;
+            r.last_child = NULL;
+            *keep = r;
+            c->_arena = keep;
+            c->n_snapshots = a->n_snapshots;
+            *out = c;
+            return SKP_OK;
+        }
+    }
+    rebuilt_cleanup(&r);
+    if (c) {
+        for (size_t i = 0; i < c->n_trees; i++)
+            skpx_free(c->trees[i].nodes);
+        skpx_free(c->trees);
+        skpx_free(c);
+    }
+    return err;
+}
+
+static void truncated_free(struct analysis *c)
+{
+    if (!c)
+        return;
+    for (size_t i = 0; i < c->n_trees; i++)
+        skpx_free(c->trees[i].nodes);
+    skpx_free(c->trees);
+    if (c->_arena) {
+        rebuilt_cleanup(c->_arena);
+        skpx_free(c->_arena);
+    }
+    skpx_free(c);
+}
+
 skp_err export_walk(const struct analysis *a, export_visit_cb cb, void *ud)
+{
+    if (!a || a->n_trees == 0)
+        return SKP_OK;
+    struct analysis *cut = NULL;
+    skp_err err = truncate_deep(a, &cut);
+    if (err)
+        return err;
+    err = walk_depth(cut ? cut : a, EXPORT_MAX_DEPTH, cb, ud);
+    truncated_free(cut);
+    return err;
+}
+
+/* The walk itself: nodes deeper than max_depth are not entered (SIZE_MAX: all). */
+static skp_err walk_depth(const struct analysis *a, size_t max_depth, export_visit_cb cb, void *ud)
 {
     skp_err err = SKP_OK;
     const struct analysis_node **path = NULL;
+    size_t path_cap = 0;
 
     if (!a || a->n_trees == 0)
         return SKP_OK;
-    path = skpx_calloc(EXPORT_MAX_DEPTH, sizeof(*path));
-    if (!path)
+    if (skpx_grow(&path, &path_cap, 64, sizeof(*path), 64))
         return SKP_ENOMEM;
     for (size_t ti = 0; ti < a->n_trees; ti++) {
         const struct analysis_tree *t = &a->trees[ti];
@@ -185,9 +488,13 @@ skp_err export_walk(const struct analysis *a, export_visit_cb cb, void *ud)
             if (err)
                 goto out;
             const struct analysis_node *n = path[depth];
-            if (n->first_child != UINT32_MAX && depth + 1 < EXPORT_MAX_DEPTH) {
+            if (n->first_child != UINT32_MAX && depth + 1 < max_depth) {
                 if (n->first_child >= t->n_nodes) {
                     err = SKP_EINVAL;
+                    goto out;
+                }
+                if (skpx_grow(&path, &path_cap, depth + 2, sizeof(*path), 64)) {
+                    err = SKP_ENOMEM;
                     goto out;
                 }
                 path[++depth] = &t->nodes[n->first_child];

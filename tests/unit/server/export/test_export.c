@@ -523,6 +523,67 @@ static void pprof_deep_stack_is_whole(void **state)
     skpx_free(n);
 }
 
+/* Issue 25 #10: a stack deeper than 4,096 frames came out empty in every export. Now its outer
+ * frames are cut under a "(truncated N frames)" root: one chain of 5,000 frames (1 sample at the
+ * leaf) beside a shallow sample of its first 2 frames. */
+static void deep_stacks_are_truncated_with_a_marker(void **state)
+{
+    (void)state;
+    enum { DEEP = 5000 };
+    struct analysis_node *n = skpx_xcalloc(DEEP + 1, sizeof(*n));
+    static char sigs[DEEP][24];
+    for (uint32_t i = 0; i < DEEP; i++) {
+        snprintf(sigs[i], sizeof(sigs[i]), "f%u", i);
+        /* f0 holds both samples, the others the deep one */
+        n[i] = (struct analysis_node){
+            i + 1, i, sigs[i], 0, 0, i == 0 ? 2 : 1, i + 1 < DEEP ? i + 1 : NONE, NONE};
+    }
+    /* f0's second child: "shallow", after the chain's f1 */
+    n[DEEP] = (struct analysis_node){DEEP + 1, 1, "shallow", 0, 0, 1, NONE, NONE};
+    n[0].count = 2;
+    n[1].next_sibling = DEEP;
+    struct analysis_tree t = {n, DEEP + 1};
+    struct analysis a = {.trees = &t, .n_trees = 1, .n_snapshots = 2};
+    uint8_t *out;
+    size_t len;
+    assert_int_equal(export_render(&a, EXPORT_COLLAPSED, NULL, &out, &len), SKP_OK);
+    char *s = as_string(out, len);
+    /* 5,000 frames: the outer 905 cut, the marker + the innermost 4,095 kept. */
+    assert_non_null(strstr(s, "f0;shallow 1\n"));
+    char *deep = strstr(s, "(truncated 905 frames);f905;f906;");
+    assert_non_null(deep);
+    assert_non_null(strstr(deep, ";f4998;f4999 1\n"));
+    size_t semis = 0;
+    for (char *p = deep; *p && *p != '\n'; p++)
+        semis += *p == ';';
+    assert_int_equal(semis + 1, 4096);
+    skpx_free(s);
+    skpx_free(out);
+    /* pprof: two samples, the deep one 4,096 frames whose root is the marker. */
+    static struct pp_top o;
+    uint8_t *raw = pp_render(&a, &g_meta, &o);
+    assert_int_equal(o.n_samples, 2);
+    assert_true((o.depth[0] == 4096 && o.depth[1] == 2) || (o.depth[0] == 2 && o.depth[1] == 4096));
+    bool found = false;
+    for (size_t i = 0; i < o.n_str; i++)
+        found =
+            found || (o.str_len[i] == 22 && memcmp(o.str[i], "(truncated 905 frames)", 22) == 0);
+    assert_true(found);
+    skpx_free(raw);
+    /* speedscope and HTML carry the marker too (they were empty). */
+    for (int f = EXPORT_SPEEDSCOPE; f <= EXPORT_HTML; f++) {
+        if (f == EXPORT_COLLAPSED)
+            continue;
+        assert_int_equal(export_render(&a, (enum export_format)f, &g_meta, &out, &len), SKP_OK);
+        s = as_string(out, len);
+        assert_non_null(strstr(s, "(truncated 905 frames)"));
+        assert_non_null(strstr(s, "f4999"));
+        skpx_free(s);
+        skpx_free(out);
+    }
+    skpx_free(n);
+}
+
 static void speedscope_has_schema_fields(void **state)
 {
     (void)state;
@@ -783,6 +844,7 @@ int main(void)
         cmocka_unit_test(pprof_header_labels_and_time),
         cmocka_unit_test(pprof_value_mode_has_one_type),
         cmocka_unit_test(pprof_deep_stack_is_whole),
+        cmocka_unit_test(deep_stacks_are_truncated_with_a_marker),
         cmocka_unit_test(html_comment_script_in_a_frame_cannot_blank_it),
         cmocka_unit_test(readable_names_in_exports),
         cmocka_unit_test(empty_analysis_renders),

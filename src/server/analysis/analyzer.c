@@ -85,8 +85,14 @@ struct actx {
     /* intervals */
     int64_t *steps; /* one segment's steps between consecutive dumps (median) */
     size_t cap_steps;
-    struct skpx_u64map period_of_seg; /* segment → its task's dump period, the fallback */
-    int64_t cur_period;               /* the fallback of the segments being scanned */
+    /* the fallback period of a segment without steps of its own, looked up when needed (after
+     * the scans: no store call inside a scan callback) */
+    const struct analyze_query *queries; /* analyze_segments: the queries... */
+    struct skpx_u64map query_of_seg;     /* ...segment → index of a query that scanned it */
+    size_t cur_query;                    /* the query being scanned */
+    bool scan_started;                   /* its first sample was seen */
+    const char *segment_id;              /* analyze_segment_all: the segment */
+    int64_t task_period;                 /* analyze_task: the task's dump period (0 = none) */
 
     uint64_t used; /* samples folded with a non-empty stack */
     /* streaming (stream_cb) */
@@ -111,7 +117,7 @@ static void actx_cleanup(struct actx *c)
     skpx_free(c->frame_copy);
     skpx_free(c->name_buf);
     skpx_free(c->steps);
-    skpx_u64map_cleanup(&c->period_of_seg);
+    skpx_u64map_cleanup(&c->query_of_seg);
 }
 
 static void actx_init(struct actx *c, struct store *st, const struct analyze_opts *opts)
@@ -124,12 +130,16 @@ static void actx_init(struct actx *c, struct store *st, const struct analyze_opt
     }
 }
 
-static skp_err note_period(struct actx *c, uint32_t seg)
+/* Notes the query that scanned a segment (all samples of one scan are of one segment). */
+static skp_err note_query(struct actx *c, uint32_t seg)
 {
     uint64_t v;
-    if (c->cur_period <= 0 || skpx_u64map_get(&c->period_of_seg, seg, &v))
+    if (c->scan_started)
         return SKP_OK;
-    return skpx_u64map_put(&c->period_of_seg, seg, (uint64_t)c->cur_period);
+    c->scan_started = true;
+    if (skpx_u64map_get(&c->query_of_seg, seg, &v))
+        return SKP_OK;
+    return skpx_u64map_put(&c->query_of_seg, seg, c->cur_query);
 }
 
 static void collect_cb(void *ud, const struct store_sample *s)
@@ -141,7 +151,7 @@ static void collect_cb(void *ud, const struct store_sample *s)
         c->err = SKP_ENOMEM;
         return;
     }
-    c->err = note_period(c, s->segment);
+    c->err = note_query(c, s->segment);
     c->samples[c->n_samples++] = (struct sample){
         .seg = s->segment, .seq = s->sequence, .time = s->time_ms, .stack = s->stack};
 }
@@ -396,15 +406,64 @@ static skp_err fold(struct actx *c, const struct sample *s, int64_t interval)
     return SKP_OK;
 }
 
-static int cmp_i64(const void *a, const void *b)
+/* The k-th smallest of v[0..n) (k < n), reordering v: quickselect, linear on average. */
+static int64_t kth_smallest(int64_t *v, size_t n, size_t k)
 {
-    int64_t x = *(const int64_t *)a, y = *(const int64_t *)b;
-    return (x > y) - (x < y);
+    size_t lo = 0, hi = n - 1;
+    while (lo < hi) {
+        int64_t pivot = v[lo + (hi - lo) / 2];
+        size_t i = lo, j = hi;
+        while (i <= j) {
+            while (v[i] < pivot)
+                i++;
+            while (v[j] > pivot)
+                j--;
+            if (i <= j) {
+                int64_t t = v[i];
+                v[i] = v[j];
+                v[j] = t;
+                i++;
+                if (j == 0)
+                    break;
+                j--;
+            }
+        }
+        if (k <= j)
+            hi = j;
+        else if (k >= i)
+            lo = i;
+        else
+            return v[k];
+    }
+    return v[k];
 }
 
 static bool next_in_sequence(const struct sample *a, const struct sample *b)
 {
     return a->seq != INT32_MAX && a->seq + 1 == b->seq;
+}
+
+/* The dump period of the task of a segment's snapshots (0 when unknown). */
+static skp_err segment_period(struct store *st, const char *segment_id, int64_t *out)
+{
+    struct store_segment_info info = {0};
+    skp_err err = store_get_segment_info(st, segment_id, &info);
+    *out = !err && info.dump_period > 0 ? info.dump_period : 0;
+    store_segment_info_cleanup(&info);
+    return err == SKP_ENOTFOUND ? SKP_OK : err;
+}
+
+/* The fallback period of local segment `seg`: its task's dump period. */
+static skp_err fallback_period(struct actx *c, uint32_t seg, int64_t *out)
+{
+    uint64_t v;
+    *out = 0;
+    if (c->queries && skpx_u64map_get(&c->query_of_seg, seg, &v))
+        return segment_period(c->st, c->queries[v].segment_id, out);
+    if (c->segment_id)
+        return segment_period(c->st, c->segment_id, out);
+    *out = c->task_period;
+    return SKP_OK;
 }
 
 /* The segment's typical dump period: the median positive step between dumps of consecutive
@@ -420,13 +479,10 @@ static skp_err typical_period(struct actx *c, const struct sample *s, size_t n, 
             c->steps[k++] = step;
     }
     if (k > 0) {
-        qsort(c->steps, k, sizeof(*c->steps), cmp_i64);
-        *out = c->steps[k / 2];
+        *out = kth_smallest(c->steps, k, k / 2);
         return SKP_OK;
     }
-    uint64_t v = 0;
-    *out = n > 0 && skpx_u64map_get(&c->period_of_seg, s[0].seg, &v) ? (int64_t)v : c->cur_period;
-    return SKP_OK;
+    return n > 0 ? fallback_period(c, s[0].seg, out) : SKP_OK;
 }
 
 /* The interval sample s[i] stands for (file comment). */
@@ -713,17 +769,6 @@ out:
     return SKP_OK;
 }
 
-/* The dump period of the task of a segment's snapshots (0 when unknown): the interval of a
- * segment whose own dumps show no period (a single dump). */
-static skp_err segment_period(struct store *st, const char *segment_id, int64_t *out)
-{
-    struct store_segment_info info = {0};
-    skp_err err = store_get_segment_info(st, segment_id, &info);
-    *out = !err && info.dump_period > 0 ? info.dump_period : 0;
-    store_segment_info_cleanup(&info);
-    return err == SKP_ENOTFOUND ? SKP_OK : err;
-}
-
 static skp_err task_period(struct store *st, const char *task_id, int64_t *out)
 {
     struct store_task t = {0};
@@ -745,7 +790,7 @@ skp_err analyze_segments(struct store *st, const struct analyze_query *q, size_t
     uint64_t found = 0, budget = max;
     bool any = false, capped = false;
     skp_err err = SKP_OK;
-    const char *last_id = NULL;
+    c.queries = q;
     for (size_t i = 0; i < n; i++) {
         if (!q[i].segment_id)
             continue;
@@ -773,12 +818,9 @@ skp_err analyze_segments(struct store *st, const struct analyze_query *q, size_t
             }
             budget -= window;
         }
-        if (!last_id || strcmp(last_id, q[i].segment_id) != 0) {
-            err = segment_period(st, q[i].segment_id, &c.cur_period);
-            last_id = q[i].segment_id;
-        }
-        if (!err)
-            err = store_scan_segment(st, q[i].segment_id, lo, hi, collect_cb, &c);
+        c.cur_query = i;
+        c.scan_started = false;
+        err = store_scan_segment(st, q[i].segment_id, lo, hi, collect_cb, &c);
         if (!err)
             err = c.err;
         if (err)
@@ -810,7 +852,7 @@ skp_err analyze_task(struct store *st, const char *task_id, const struct analyze
         return SKP_EINVAL;
     struct actx c;
     actx_init(&c, st, opts);
-    skp_err err = task_period(st, task_id, &c.cur_period);
+    skp_err err = task_period(st, task_id, &c.task_period);
     if (!err)
         err = store_scan_task(st, task_id, stream_cb, &c);
     if (!err)
@@ -829,9 +871,8 @@ skp_err analyze_segment_all(struct store *st, const char *segment_id,
         return SKP_EINVAL;
     struct actx c;
     actx_init(&c, st, opts);
-    skp_err err = segment_period(st, segment_id, &c.cur_period);
-    if (!err)
-        err = store_scan_segment(st, segment_id, INT32_MIN, INT32_MAX, stream_cb, &c);
+    c.segment_id = segment_id; /* one segment: folded after the scan (streamed_result) */
+    skp_err err = store_scan_segment(st, segment_id, INT32_MIN, INT32_MAX, stream_cb, &c);
     if (!err)
         err = c.err;
     if (!err)

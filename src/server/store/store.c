@@ -453,7 +453,10 @@ skp_err store_cont_insert_trigger(struct store *st, const struct store_cont_trig
 {
     if (!st->ops->cont_insert_trigger)
         return SKP_ENOTSUP;
-    return st->ops->cont_insert_trigger(st, t, id_out);
+    struct store_cont_trigger row = *t;
+    if (!row.source)
+        row.source = "server";
+    return st->ops->cont_insert_trigger(st, &row, id_out);
 }
 
 skp_err store_cont_list_triggers(struct store *st, const char *service, const char *task_id,

@@ -66,6 +66,18 @@ void store_col_set_int(const struct store_col *c, void *row, int64_t v)
     }
 }
 
+double store_col_double(const struct store_col *c, const void *row)
+{
+    double v;
+    memcpy(&v, store_col_cfield(c, row), sizeof(v));
+    return v;
+}
+
+void store_col_set_double(const struct store_col *c, void *row, double v)
+{
+    memcpy(store_col_field(c, row), &v, sizeof(v));
+}
+
 const char *store_col_name_of(const struct store_col *c, int64_t v)
 {
     return v >= 0 && v < c->n_names ? c->names[v] : c->names[0];
@@ -274,3 +286,40 @@ static const struct store_col endpoint_minute_cols[] = {
 };
 const struct store_row_desc store_endpoint_minute_row =
     DESC("endpoint minute", struct store_endpoint_minute, NULL, endpoint_minute_cols);
+
+static const struct store_col cont_policy_cols[] = {
+    COL(struct store_cont_policy_row, service, STORE_COL_TEXT, 0),
+    COL(struct store_cont_policy_row, uuid, STORE_COL_TEXT, 0),
+    COL(struct store_cont_policy_row, json, STORE_COL_TEXT, 0),
+    COL(struct store_cont_policy_row, updated_ms, STORE_COL_INT64, 0),
+};
+const struct store_row_desc store_cont_policy_row =
+    DESC("continuous policy", struct store_cont_policy_row, NULL, cont_policy_cols);
+
+#define TEXT_NULLABLE(st, field) COL(st, field, STORE_COL_TEXT, STORE_COL_NULLABLE)
+static const struct store_col cont_trigger_cols[] = {
+    COL(struct store_cont_trigger, id, STORE_COL_INT64, STORE_COL_READ),
+    COL(struct store_cont_trigger, service, STORE_COL_TEXT, 0),
+    TEXT_NULLABLE(struct store_cont_trigger, instance),
+    TEXT_NULLABLE(struct store_cont_trigger, process),
+    COL(struct store_cont_trigger, time_ms, STORE_COL_INT64, 0),
+    TEXT_EMPTY(struct store_cont_trigger, target),
+    COL(struct store_cont_trigger, source, STORE_COL_TEXT, 0),
+    TEXT_NULLABLE(struct store_cont_trigger, task_kind),
+    TEXT_NULLABLE(struct store_cont_trigger, task_id),
+    TEXT_NULLABLE(struct store_cont_trigger, note),
+};
+const struct store_row_desc store_cont_trigger_row =
+    DESC("continuous trigger", struct store_cont_trigger, NULL, cont_trigger_cols);
+
+static const struct store_col cont_cause_cols[] = {
+    TEXT_EMPTY(struct store_cont_cause, type),
+    TEXT_NULLABLE(struct store_cont_cause, uri),
+    COL(struct store_cont_cause, uri_is_regex, STORE_COL_BOOL, 0),
+    COL(struct store_cont_cause, threshold, STORE_COL_DOUBLE, 0),
+    COL(struct store_cont_cause, current, STORE_COL_DOUBLE, 0),
+    COL(struct store_cont_cause, window_s, STORE_COL_INT64, 0),
+    COL(struct store_cont_cause, hits, STORE_COL_INT64, 0),
+};
+const struct store_row_desc store_cont_cause_row =
+    DESC("continuous trigger cause", struct store_cont_cause, NULL, cont_cause_cols);

@@ -26,12 +26,13 @@
 #include "server/store/store_ebpf.h"
 
 enum store_col_type {
-    STORE_COL_TEXT,  /* const char * (NULL: SQL NULL, or "" with STORE_COL_EMPTY) */
-    STORE_COL_INT64, /* int64_t or uint64_t (stored as its 64 bits) */
-    STORE_COL_INT32, /* int32_t, int or an enum stored as its number */
-    STORE_COL_BOOL,  /* bool: SQLite 0/1, PostgreSQL boolean */
-    STORE_COL_BLOB,  /* const uint8_t * with its size_t length at len_off; PostgreSQL bytea */
-    STORE_COL_NAME,  /* an enum stored as its name: names[value] */
+    STORE_COL_TEXT,   /* const char * (NULL: SQL NULL, or "" with STORE_COL_EMPTY) */
+    STORE_COL_INT64,  /* int64_t or uint64_t (stored as its 64 bits) */
+    STORE_COL_INT32,  /* int32_t, int or an enum stored as its number */
+    STORE_COL_BOOL,   /* bool: SQLite 0/1, PostgreSQL boolean */
+    STORE_COL_DOUBLE, /* double: SQLite REAL, PostgreSQL double precision (%.17g text) */
+    STORE_COL_BLOB,   /* const uint8_t * with its size_t length at len_off; PostgreSQL bytea */
+    STORE_COL_NAME,   /* an enum stored as its name: names[value] */
 };
 
 #define STORE_COL_EMPTY 1u    /* a NULL text is written as "" (a NOT NULL column) */
@@ -77,6 +78,9 @@ static inline const void *store_col_cfield(const struct store_col *c, const void
 int64_t store_col_int(const struct store_col *c, const void *row);
 /* Sets an integer-like column of row. */
 void store_col_set_int(const struct store_col *c, void *row, int64_t v);
+/* A STORE_COL_DOUBLE column's value / setter. */
+double store_col_double(const struct store_col *c, const void *row);
+void store_col_set_double(const struct store_col *c, void *row, double v);
 /* The name of a STORE_COL_NAME value (names[0] when out of range). */
 const char *store_col_name_of(const struct store_col *c, int64_t v);
 /* The value of a STORE_COL_NAME name (0 when unknown). */
@@ -191,5 +195,30 @@ extern const struct store_row_desc store_ebpf_sum_row;
 #define STORE_ENDPOINT_MINUTE_SQ "?, ?, ?, ?, ?, ?, ?, ?"
 #define STORE_ENDPOINT_MINUTE_PG "$1, $2, $3, $4, $5, $6, $7, $8"
 extern const struct store_row_desc store_endpoint_minute_row;
+
+/* Continuous-profiling policies (store_continuous.h struct store_cont_policy_row), table
+ * continuous_policies. */
+#define STORE_CONT_POLICY_COLS "service, uuid, json, updated_ms"
+#define STORE_CONT_POLICY_READ STORE_CONT_POLICY_COLS
+#define STORE_CONT_POLICY_SQ "?, ?, ?, ?"
+#define STORE_CONT_POLICY_PG "$1, $2, $3, $4"
+extern const struct store_row_desc store_cont_policy_row;
+
+/* Continuous-profiling triggers (struct store_cont_trigger without its causes), table
+ * continuous_triggers (id assigned by the database). */
+#define STORE_CONT_TRIGGER_COLS                                                                    \
+    "service, instance, process, time_ms, target, source, task_kind, task_id, note"
+#define STORE_CONT_TRIGGER_READ "id, " STORE_CONT_TRIGGER_COLS
+#define STORE_CONT_TRIGGER_SQ "?, ?, ?, ?, ?, ?, ?, ?, ?"
+#define STORE_CONT_TRIGGER_PG "$1, $2, $3, $4, $5, $6, $7, $8, $9"
+extern const struct store_row_desc store_cont_trigger_row;
+
+/* A trigger's causes (struct store_cont_cause), table continuous_trigger_causes (trigger_id and
+ * seq bound after). */
+#define STORE_CONT_CAUSE_COLS "type, uri, uri_is_regex, threshold, current, window_s, hits"
+#define STORE_CONT_CAUSE_READ STORE_CONT_CAUSE_COLS
+#define STORE_CONT_CAUSE_SQ "?, ?, ?, ?, ?, ?, ?"
+#define STORE_CONT_CAUSE_PG "$1, $2, $3, $4, $5, $6, $7"
+extern const struct store_row_desc store_cont_cause_row;
 
 #endif

@@ -1,6 +1,7 @@
 /* store_pg_rows.c - PostgreSQL side of the row descriptions (store_rows.h): one function binds
  * a row's columns as text parameters, one reads a result row's text values into the struct. */
 #include <stddef.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -24,6 +25,12 @@ void pgp_row(struct pg_params *p, const struct store_row_desc *d, const void *ro
         case STORE_COL_NAME:
             pgp_text(p, store_col_name_of(c, store_col_int(c, row)));
             break;
+        case STORE_COL_DOUBLE: {
+            char num[40];
+            snprintf(num, sizeof(num), "%.17g", store_col_double(c, row));
+            pgp_owned(p, skpx_strdup(num));
+            break;
+        }
         case STORE_COL_BLOB: {
             const uint8_t *b;
             size_t len;
@@ -87,6 +94,9 @@ skp_err pg__read_row(PGresult *r, int i, int col0, const struct store_row_desc *
             break;
         case STORE_COL_NAME:
             store_col_set_int(c, out, store_col_value_of(c, pg__txt(r, i, col)));
+            break;
+        case STORE_COL_DOUBLE:
+            store_col_set_double(c, out, strtod(pg__txt(r, i, col), NULL));
             break;
         default:
             store_col_set_int(c, out, pg__i64(r, i, col));

@@ -26,6 +26,9 @@ int store__bind_row(sqlite3_stmt *s, int first, const struct store_row_desc *d, 
         case STORE_COL_NAME:
             sqlite3_bind_text(s, k, store_col_name_of(c, store_col_int(c, row)), -1, SQLITE_STATIC);
             break;
+        case STORE_COL_DOUBLE:
+            sqlite3_bind_double(s, k, store_col_double(c, row));
+            break;
         case STORE_COL_BLOB: {
             const uint8_t *b;
             size_t len;
@@ -88,6 +91,9 @@ skp_err store__read_row(sqlite3_stmt *s, int col0, const struct store_row_desc *
             break;
         case STORE_COL_NAME:
             store_col_set_int(c, out, store_col_value_of(c, store__col_text(s, col)));
+            break;
+        case STORE_COL_DOUBLE:
+            store_col_set_double(c, out, sqlite3_column_double(s, col));
             break;
         default:
             store_col_set_int(c, out, sqlite3_column_int64(s, col));

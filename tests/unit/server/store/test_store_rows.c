@@ -44,6 +44,9 @@ static const struct list lists[] = {
      STORE_EBPF_STACK_PG},
     {&store_ebpf_sum_row, "", STORE_EBPF_SUM_READ, "", ""},
     LIST(store_endpoint_minute_row, STORE_ENDPOINT_MINUTE),
+    LIST(store_cont_policy_row, STORE_CONT_POLICY),
+    LIST(store_cont_trigger_row, STORE_CONT_TRIGGER),
+    LIST(store_cont_cause_row, STORE_CONT_CAUSE),
 };
 
 /* "a, b, c" of the columns (bound_only: those an insert binds). */
@@ -94,6 +97,7 @@ struct every {
     int kind;
     const uint8_t *blob;
     size_t blob_len;
+    double ratio;
     int64_t computed; /* read only */
 };
 
@@ -108,6 +112,7 @@ static const struct store_col every_cols[] = {
     {"kind", STORE_COL_NAME, 0, offsetof(struct every, kind), 0, kinds, 3},
     {"blob", STORE_COL_BLOB, 0, offsetof(struct every, blob), offsetof(struct every, blob_len),
      NULL, 0},
+    {"ratio", STORE_COL_DOUBLE, 0, offsetof(struct every, ratio), 0, NULL, 0},
     {"big + 1", STORE_COL_INT64, STORE_COL_READ, offsetof(struct every, computed), 0, NULL, 0},
 };
 
@@ -145,12 +150,13 @@ static void assert_same(const struct every *got, const struct every *want)
     assert_int_equal(got->blob_len, want->blob_len);
     if (want->blob_len)
         assert_memory_equal(got->blob, want->blob, want->blob_len);
+    assert_true(got->ratio == want->ratio); /* exact: %.17g round-trips a double */
     assert_int_equal(got->computed, want->big + 1);
 }
 
 static const struct every rows[] = {
-    {"héllo", "there", "e", INT64_MIN + 1, -7, true, 2, bytes, sizeof(bytes), 0},
-    {"", NULL, NULL, INT64_MAX - 1, INT32_MAX, false, 0, NULL, 0, 0},
+    {"héllo", "there", "e", INT64_MIN + 1, -7, true, 2, bytes, sizeof(bytes), 0.1, 0},
+    {"", NULL, NULL, INT64_MAX - 1, INT32_MAX, false, 0, NULL, 0, -1.0 / 3.0, 0},
 };
 
 static void test_sqlite_bind_and_read(void **state)
@@ -161,26 +167,26 @@ static void test_sqlite_bind_and_read(void **state)
     assert_int_equal(sqlite3_exec(db,
                                   "CREATE TABLE t(text TEXT NOT NULL, maybe TEXT, empty TEXT NOT "
                                   "NULL, big INTEGER, small INTEGER, flag INTEGER, kind TEXT, "
-                                  "blob BLOB NOT NULL)",
+                                  "blob BLOB NOT NULL, ratio REAL)",
                                   NULL, NULL, NULL),
                      SQLITE_OK);
     sqlite3_stmt *ins = NULL;
     assert_int_equal(sqlite3_prepare_v2(db,
                                         "INSERT INTO t(text, maybe, empty, big, small, flag, "
-                                        "kind, blob) VALUES(?, ?, ?, ?, ?, ?, ?, ?)",
+                                        "kind, blob, ratio) VALUES(?, ?, ?, ?, ?, ?, ?, ?, ?)",
                                         -1, &ins, NULL),
                      SQLITE_OK);
     /* the same statement, rebound: a NULL after a value must be bound NULL again */
     for (size_t i = 0; i < 2; i++) {
         sqlite3_reset(ins);
-        assert_int_equal(store__bind_row(ins, 1, &every_row, &rows[i]), 9);
+        assert_int_equal(store__bind_row(ins, 1, &every_row, &rows[i]), 10);
         assert_int_equal(sqlite3_step(ins), SQLITE_DONE);
     }
     sqlite3_finalize(ins);
     sqlite3_stmt *sel = NULL;
     assert_int_equal(sqlite3_prepare_v2(db,
                                         "SELECT 42, text, maybe, empty, big, small, flag, kind, "
-                                        "blob, big + 1 FROM t ORDER BY rowid",
+                                        "blob, ratio, big + 1 FROM t ORDER BY rowid",
                                         -1, &sel, NULL),
                      SQLITE_OK);
     for (size_t i = 0; i < 2; i++) {
@@ -204,19 +210,19 @@ static void test_pg_bind_and_read(void **state)
         struct pg_params p = {0};
         pgp_row(&p, &every_row, &rows[i]);
         assert_true(pgp_ok(&p));
-        assert_int_equal(p.n, 8);
+        assert_int_equal(p.n, 9);
         /* a result of the values the server would send back for them */
         PGresult *r = PQmakeEmptyPGresult(NULL, PGRES_TUPLES_OK);
-        PGresAttDesc att[9];
+        PGresAttDesc att[10];
         memset(att, 0, sizeof(att));
-        for (int k = 0; k < 9; k++)
+        for (int k = 0; k < 10; k++)
             att[k].name = (char *)"c";
-        assert_true(PQsetResultAttrs(r, 9, att));
+        assert_true(PQsetResultAttrs(r, 10, att));
         char big1[32];
         snprintf(big1, sizeof(big1), "%" PRId64, rows[i].big + 1);
-        const char *vals[9] = {p.v[0], p.v[1], p.v[2], p.v[3], p.v[4], rows[i].flag ? "t" : "f",
-                               p.v[6], p.v[7], big1};
-        for (int k = 0; k < 9; k++)
+        const char *vals[10] = {p.v[0], p.v[1], p.v[2], p.v[3], p.v[4], rows[i].flag ? "t" : "f",
+                                p.v[6], p.v[7], p.v[8], big1};
+        for (int k = 0; k < 10; k++)
             assert_true(PQsetvalue(r, 0, k, (char *)vals[k], vals[k] ? (int)strlen(vals[k]) : -1));
         assert_string_equal(p.v[5], rows[i].flag ? "true" : "false");
         assert_string_equal(p.v[6], kinds[rows[i].kind]);

@@ -15,7 +15,7 @@ import sys
 import threading
 import time
 
-from skp_harness import Proc, Results, SANITIZE, build_path, tempdir, wait_until
+from skp_harness import Proc, Results, SANITIZE, build_path, listening_port, tempdir, wait_until
 
 CLI = os.environ.get("SKP_CLI") or build_path("src", "cli", "skyprof")
 HERE = os.path.dirname(os.path.abspath(__file__))
@@ -452,8 +452,7 @@ def t_native_c_demo(tmp):
                 name="demo_service")
     stop = threading.Event()
     try:
-        port = int(wait_until(lambda: re.search(r"listening on 127\.0\.0\.1:(\d+)",
-                                                demo.output()), 30, what="demo port").group(1))
+        port = listening_port(demo, "demo_service:", 30)
 
         def load():
             while not stop.is_set():

@@ -7,7 +7,7 @@
 // range's frames (method3 without method2/method1, which run after its 200 ms). Screenshots go to
 // $SKP_OUT. Prints "N passed, N failed".
 import path from 'node:path';
-import { session, waitFor, need } from './uilib.mjs';
+import { listeningPort, need, session, waitFor } from './uilib.mjs';
 
 const S = session('compare');
 const WEB_DIST = need('SKP_WEB_DIST');
@@ -31,11 +31,7 @@ function demo(instance, method3Ms) {
     SW_AGENT_COLLECTOR_BACKEND_SERVICES: `127.0.0.1:${ports.grpc}`,
     SW_AGENT_COLLECTOR_GET_PROFILE_TASK_INTERVAL: '1',
   });
-  return waitFor(() => {
-    const m = /demo_service: listening on [0-9.]+:(\d+)/.exec(d.out);
-    if (d.exitCode !== null) throw new Error(instance + ' exited:\n' + d.out);
-    return m ? +m[1] : null;
-  }, 30000, instance + ' port');
+  return listeningPort(d, 'demo_service:', 30000);
 }
 
 const browser = await S.chromium(1280, 1000);

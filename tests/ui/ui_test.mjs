@@ -14,11 +14,10 @@ import { createRequire } from 'node:module';
 import os from 'node:os';
 import path from 'node:path';
 import { frameLabel } from '../../web/src/frames.js';
+import { harnessPorts, listeningPort, skyprofdCommand, waitFor } from './uilib.mjs';
 
 const env = process.env;
 const need = (k) => { if (!env[k]) { console.error(`missing env ${k}`); process.exit(2); } return env[k]; };
-const HARNESS = path.join(path.dirname(new URL(import.meta.url).pathname), '..', 'harness',
-  'skp_harness.py');
 const WEB_DIST = need('SKP_WEB_DIST');
 const WEB_DIR = need('SKP_WEB_DIR');
 const OUT = need('SKP_OUT');
@@ -41,19 +40,6 @@ function start(name, cmd, args, extraEnv, stdin = 'ignore') {
   p.stderr.on('data', (d) => { p.out += d; });
   procs.push(p);
   return p;
-}
-
-async function waitFor(pred, timeoutMs, what) {
-  const end = Date.now() + timeoutMs;
-  let last;
-  while (Date.now() < end) {
-    try {
-      const v = await pred();
-      if (v) return v;
-    } catch (e) { last = e; }
-    await new Promise((r) => setTimeout(r, 100));
-  }
-  throw new Error(`timed out waiting for ${what}${last ? ' (last error: ' + last.message + ')' : ''}`);
 }
 
 async function step(name, fn) {
@@ -88,13 +74,8 @@ async function stopAll() {
 // ---- the system under test ----
 // skyprofd through the tests' one launcher (tests/harness/skp_harness.py start_skyprofd), which
 // prints its ports as one JSON line and copies skyprofd's output to stderr when it stops.
-const srv = start('skyprofd', env.SKP_PYTHON || '/usr/bin/python3', [HARNESS, 'skyprofd', tmp,
-  '--web-root', WEB_DIST, '--api-token', API_TOKEN], {}, 'pipe');
-const ports = await waitFor(() => {
-  const m = /^(\{"grpc".*\})$/m.exec(srv.out);
-  if (srv.exitCode !== null) throw new Error('skyprofd exited:\n' + srv.out);
-  return m ? JSON.parse(m[1]) : null;
-}, 90000, 'skyprofd ports from the harness');
+const ports = await harnessPorts(start(...skyprofdCommand(tmp, '--web-root', WEB_DIST,
+  '--api-token', API_TOKEN)));
 const BASE = `http://127.0.0.1:${ports.http}`;
 
 let SERVICE;
@@ -114,11 +95,7 @@ if (MODE === 'demo') {
     SW_AGENT_COLLECTOR_BACKEND_SERVICES: `127.0.0.1:${ports.grpc}`,
     SW_AGENT_COLLECTOR_GET_PROFILE_TASK_INTERVAL: '1',
   });
-  demoPort = await waitFor(() => {
-    const m = /demo_service: listening on [0-9.]+:(\d+)/.exec(demo.out);
-    if (demo.exitCode !== null) throw new Error('demo_service exited:\n' + demo.out);
-    return m ? +m[1] : null;
-  }, 30000, 'demo_service port');
+  demoPort = await listeningPort(demo, 'demo_service:', 30000);
   // Sampling is statistical: one request spends 60 ms in method3 (20 of them in method1) and
   // ~500 ms elsewhere, so only frames seen in every profiled request are required.
   expectInclude = [/^handle_seed_request \(/, /^method3 \(/];
@@ -143,11 +120,7 @@ if (MODE === 'demo') {
       SW_AGENT_COLLECTOR_GET_PROFILE_TASK_INTERVAL: '1',
       ...preload,
     });
-  demoPort = await waitFor(() => {
-    const m = /seed_app: listening on [0-9.]+:(\d+)/.exec(app.out);
-    if (app.exitCode !== null) throw new Error('seed_app exited:\n' + app.out);
-    return m ? +m[1] : null;
-  }, 60000, 'seed_app port');
+  demoPort = await listeningPort(app, 'seed_app:', 60000);
   // do_POST calls method3() at line 43 (method3, line 28 -> method2 -> method1), then sleeps
   // 0.5 s at line 44: most dumps are "do_POST  seed_app.py:44".
   // (method3 by any of its lines: 28 is its own 20 ms, 29 the 40 ms in method2 below it.)

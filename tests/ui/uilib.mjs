@@ -42,15 +42,7 @@ export function session(name) {
   };
 
   // skyprofd through tests/harness/skp_harness.py; resolves to {grpc, http} ports.
-  s.skyprofd = async (...extra) => {
-    const srv = s.start('skyprofd', env.SKP_PYTHON || '/usr/bin/python3',
-      [path.join(HERE, '..', 'harness', 'skp_harness.py'), 'skyprofd', tmp, ...extra], {}, 'pipe');
-    return waitFor(() => {
-      const m = /^(\{"grpc".*\})$/m.exec(srv.out);
-      if (srv.exitCode !== null) throw new Error('skyprofd exited:\n' + srv.out);
-      return m ? JSON.parse(m[1]) : null;
-    }, 90000, 'skyprofd ports from the harness');
-  };
+  s.skyprofd = async (...extra) => harnessPorts(s.start(...skyprofdCommand(tmp, ...extra)));
 
   s.chromium = async (width = 1280, height = 900) => {
     const require = createRequire(path.join(need('SKP_WEB_DIR'), 'package.json'));
@@ -102,4 +94,31 @@ export async function waitFor(pred, timeoutMs, what) {
     await new Promise((r) => setTimeout(r, 100));
   }
   throw new Error(`timed out waiting for ${what}${last ? ' (last error: ' + last.message + ')' : ''}`);
+}
+
+// The browser tests' skyprofd launcher: the harness's (tests/harness/skp_harness.py skyprofd,
+// its start_skyprofd) with its database in dir. Returns start()'s arguments; harnessPorts(proc)
+// then resolves to the {grpc, http} ports the harness prints as one JSON line.
+export const HARNESS = path.join(HERE, '..', 'harness', 'skp_harness.py');
+export function skyprofdCommand(dir, ...extra) {
+  return ['skyprofd', env.SKP_PYTHON || '/usr/bin/python3', [HARNESS, 'skyprofd', dir, ...extra], {},
+    'pipe'];
+}
+export function harnessPorts(srv) {
+  return waitFor(() => {
+    const m = /^(\{"grpc".*\})$/m.exec(srv.out);
+    if (srv.exitCode !== null) throw new Error('skyprofd exited:\n' + srv.out);
+    return m ? JSON.parse(m[1]) : null;
+  }, 90000, 'skyprofd ports from the harness');
+}
+
+// The port a child announced as '<label> listening on <host>:<port>' (every process the tests
+// start on port 0 does; skp_harness.py listening_port reads the same line).
+export function listeningPort(p, label, timeoutMs) {
+  const rx = new RegExp(`${label.replace(/[.*+?^${}()|[\]\\]/g, '\\$&')} listening on [0-9.]+:(\\d+)`);
+  return waitFor(() => {
+    const m = rx.exec(p.out);
+    if (p.exitCode !== null) throw new Error(`${p.name} exited:\n${p.out}`);
+    return m ? +m[1] : null;
+  }, timeoutMs, `${p.name} port`);
 }

@@ -1,13 +1,17 @@
-/* graphql_templates.c - dashboards (ui-configuration.graphqls): skyprofd's default dashboards,
- * written for skyprofd, one Service dashboard per layer of the registered services (GENERAL
- * always) holding the five profiling widgets of SkyWalking's UI in tabs: trace profiling, eBPF,
- * continuous profiling, async-profiler and pprof. */
+/* graphql_templates.c - dashboards (ui-configuration.graphqls): the dashboards users save from
+ * SkyWalking's UI, in the store (store_templates.h), and skyprofd's default dashboards, written
+ * for skyprofd: one Service dashboard per layer of the registered services (GENERAL always)
+ * holding the five profiling widgets of SkyWalking's UI in tabs (trace profiling, eBPF,
+ * continuous profiling, async-profiler, pprof). A stored row with a default's id (the user
+ * changed or disabled it) replaces that default. */
 #include <stdio.h>
 #include <string.h>
+#include <sys/random.h>
 
 #include "common/alloc.h"
 #include "server/formats/utf8.h"
 #include "server/graphql/graphql.h"
+#include "server/store/store_templates.h"
 
 /* The default dashboards' name and the prefix of their ids. */
 #define TEMPLATE_DEFAULT_NAME "skyprof-profiling"
@@ -96,55 +100,198 @@ static skp_err defaults(struct gql_call *c, json_t *out)
     return err;
 }
 
+static skp_err stored_row(void *ud, const struct store_template_row *r)
+{
+    json_t *o = json_pack("{s:o,s:o,s:b}", "id", skp_json_str(r->id), "configuration",
+                          skp_json_str(r->configuration), "disabled", (int)r->disabled);
+    return o && json_array_append_new(ud, o) == 0 ? SKP_OK : SKP_ENOMEM;
+}
+
+/* Every template, stored ones (disabled ones flagged) first then the defaults not stored. */
+static skp_err all_templates(struct gql_call *c, json_t **out)
+{
+    struct graphql_ctx *x = c->ctx;
+    json_t *stored = json_array(), *defs = json_array();
+    skp_err err = stored && defs ? store_list_templates(x->store, stored_row, stored) : SKP_ENOMEM;
+    if (err && err != SKP_ENOMEM)
+        snprintf(c->error, sizeof(c->error), "dashboards could not be read: %s", skp_strerror(err));
+    if (!err)
+        err = defaults(c, defs);
+    size_t i, k;
+    json_t *d, *t;
+    json_array_foreach(defs, i, d) {
+        bool replaced = false;
+        json_array_foreach(stored, k, t)
+            replaced = replaced || json_equal(json_object_get(t, "id"), json_object_get(d, "id"));
+        if (!err && !replaced && json_array_append(stored, d) != 0)
+            err = SKP_ENOMEM;
+    }
+    json_decref(defs);
+    if (err) {
+        json_decref(stored);
+        return err;
+    }
+    *out = stored;
+    return SKP_OK;
+}
+
 static skp_err r_all_templates(struct gql_call *c, json_t **out)
 {
-    json_t *a = json_array();
-    skp_err err = a ? defaults(c, a) : SKP_ENOMEM;
-    if (err) {
+    json_t *all = NULL;
+    skp_err err = all_templates(c, &all);
+    json_t *a = err ? NULL : json_array();
+    size_t i;
+    json_t *t;
+    json_array_foreach(all, i, t)
+        if (a && !json_is_true(json_object_get(t, "disabled")) && json_array_append(a, t) != 0)
+            err = SKP_ENOMEM;
+    json_decref(all);
+    if (err || !a) {
         json_decref(a);
-        return err;
+        return err ? err : SKP_ENOMEM;
     }
     *out = a;
     return SKP_OK;
 }
 
-static skp_err r_template(struct gql_call *c, json_t **out)
+/* The template `id` (a new reference) or NULL; disabled ones count when with_disabled. */
+static skp_err find_template(struct gql_call *c, const char *id, bool with_disabled, json_t **found)
 {
-    const char *id = json_string_value(json_object_get(c->args, "id"));
     json_t *all = NULL;
-    skp_err err = r_all_templates(c, &all);
-    if (err)
-        return err;
+    *found = NULL;
+    skp_err err = all_templates(c, &all);
     size_t i;
     json_t *t;
-    *out = NULL;
     json_array_foreach(all, i, t)
-        if (!*out && strcmp(json_string_value(json_object_get(t, "id")), id) == 0)
-            *out = json_incref(t);
+        if (!*found && strcmp(json_string_value(json_object_get(t, "id")), id) == 0 &&
+            (with_disabled || !json_is_true(json_object_get(t, "disabled"))))
+            *found = json_incref(t);
     json_decref(all);
-    if (!*out)
-        *out = json_null();
+    return err;
+}
+
+static skp_err r_template(struct gql_call *c, json_t **out)
+{
+    json_t *t = NULL;
+    skp_err err = find_template(c, json_string_value(json_object_get(c->args, "id")), false, &t);
+    if (err)
+        return err;
+    if (t)
+        json_object_del(t, "disabled");
+    *out = t ? t : json_null();
     return SKP_OK;
 }
 
-/* Dashboards are not stored yet: a change is refused with a status the UI shows. */
-static skp_err r_refuse_change(struct gql_call *c, json_t **out)
+static skp_err change_status(json_t **out, const char *id, bool ok, const char *message)
+{
+    *out =
+        json_pack("{s:o,s:b,s:s?}", "id", skp_json_str(id), "status", (int)ok, "message", message);
+    return *out ? SKP_OK : SKP_ENOMEM;
+}
+
+/* A configuration must be a JSON object (the UI's dashboard); NULL when it is, else why not. */
+static const char *bad_configuration(const char *conf)
+{
+    json_error_t e;
+    json_t *j = conf ? json_loads(conf, 0, &e) : NULL;
+    bool ok = json_is_object(j);
+    json_decref(j);
+    if (conf && strlen(conf) > STORE_TEMPLATE_MAX_BYTES)
+        return "the configuration is too large";
+    return ok ? NULL : "the configuration must be a JSON object";
+}
+
+static bool writable(struct gql_call *c)
+{
+    struct graphql_ctx *x = c->ctx;
+    if (!x->can_write)
+        snprintf(c->error, sizeof(c->error), "mutations run on the server's loop only");
+    return x->can_write;
+}
+
+static skp_err put(struct gql_call *c, const char *id, const char *conf, json_t **out)
+{
+    struct graphql_ctx *x = c->ctx;
+    skp_err err = store_put_template(x->store, id, conf, x->now_ms);
+    if (err) {
+        snprintf(c->error, sizeof(c->error), "the dashboard could not be stored: %s",
+                 skp_strerror(err));
+        return err;
+    }
+    return change_status(out, id, true, NULL);
+}
+
+static skp_err r_add_template(struct gql_call *c, json_t **out)
+{
+    const char *conf =
+        json_string_value(json_object_get(json_object_get(c->args, "setting"), "configuration"));
+    const char *why = bad_configuration(conf);
+    if (!writable(c))
+        return SKP_ESTATE;
+    if (why)
+        return change_status(out, "", false, why);
+    /* a random id, as OAP gives new templates UUIDs */
+    uint8_t r[16];
+    if (getrandom(r, sizeof(r), 0) != (ssize_t)sizeof(r))
+        return SKP_EIO;
+    char id[40];
+    snprintf(id, sizeof(id), "%02x%02x%02x%02x-%02x%02x-%02x%02x-%02x%02x-%02x%02x%02x%02x%02x%02x",
+             r[0], r[1], r[2], r[3], r[4], r[5], (r[6] & 0x0f) | 0x40, r[7], (r[8] & 0x3f) | 0x80,
+             r[9], r[10], r[11], r[12], r[13], r[14], r[15]);
+    return put(c, id, conf, out);
+}
+
+static skp_err r_change_template(struct gql_call *c, json_t **out)
 {
     json_t *setting = json_object_get(c->args, "setting");
     const char *id = json_string_value(json_object_get(setting, "id"));
-    if (!id)
-        id = json_string_value(json_object_get(c->args, "id"));
-    *out = json_pack("{s:s,s:b,s:s}", "id", id ? id : "", "status", 0, "message",
-                     "skyprofd keeps its default dashboards only: changes are not stored");
-    return *out ? SKP_OK : SKP_ENOMEM;
+    const char *conf = json_string_value(json_object_get(setting, "configuration"));
+    const char *why = bad_configuration(conf);
+    if (!writable(c))
+        return SKP_ESTATE;
+    if (why)
+        return change_status(out, id, false, why);
+    json_t *t = NULL;
+    skp_err err = find_template(c, id, false, &t);
+    json_decref(t);
+    if (err)
+        return err;
+    if (!t)
+        return change_status(out, id, false, "no such dashboard");
+    return put(c, id, conf, out);
+}
+
+static skp_err r_disable_template(struct gql_call *c, json_t **out)
+{
+    struct graphql_ctx *x = c->ctx;
+    const char *id = json_string_value(json_object_get(c->args, "id"));
+    if (!writable(c))
+        return SKP_ESTATE;
+    json_t *t = NULL;
+    skp_err err = find_template(c, id, false, &t);
+    if (!err && t) {
+        /* a default that was never stored is stored first, so disabling it sticks */
+        err = store_put_template(x->store, id,
+                                 json_string_value(json_object_get(t, "configuration")), x->now_ms);
+        if (!err)
+            err = store_disable_template(x->store, id, x->now_ms);
+        if (err)
+            snprintf(c->error, sizeof(c->error), "the dashboard could not be disabled: %s",
+                     skp_strerror(err));
+    }
+    bool found = t != NULL;
+    json_decref(t);
+    if (err)
+        return err;
+    return change_status(out, id, found, found ? NULL : "no such dashboard");
 }
 
 const struct gql_resolver graphql_template_resolvers[] = {
     {"Query", "getAllTemplates", r_all_templates},
     {"Query", "getTemplate", r_template},
-    {"Mutation", "addTemplate", r_refuse_change},
-    {"Mutation", "changeTemplate", r_refuse_change},
-    {"Mutation", "disableTemplate", r_refuse_change},
+    {"Mutation", "addTemplate", r_add_template},
+    {"Mutation", "changeTemplate", r_change_template},
+    {"Mutation", "disableTemplate", r_disable_template},
 };
 const size_t graphql_n_template_resolvers =
     sizeof(graphql_template_resolvers) / sizeof(graphql_template_resolvers[0]);

@@ -31,6 +31,7 @@
 #include "server/store/store_continuous.h"
 #include "server/store/store_ebpf.h"
 #include "server/store/store_proc.h"
+#include "server/store/store_templates.h"
 
 struct store_backend_ops {
     const char *name; /* "sqlite", "postgresql": for logs and /metrics */
@@ -129,6 +130,11 @@ struct store_backend_ops {
                                   int64_t now_ms);
     skp_err (*ebpf_scan_task)(struct store *st, const char *task_id, const char *process_id,
                               int64_t from_ms, int64_t to_ms, store_ebpf_stack_cb cb, void *ud);
+    /* store_templates.h (dispatched by store_templates.c) */
+    skp_err (*put_template)(struct store *st, const char *id, const char *configuration,
+                            int64_t now_ms);
+    skp_err (*disable_template)(struct store *st, const char *id, int64_t now_ms);
+    skp_err (*list_templates)(struct store *st, store_template_cb cb, void *ud);
 };
 
 /* Every store object starts with this (see above). */

@@ -714,4 +714,7 @@ const struct store_backend_ops pg_store_ops = {
     .ebpf_list_processes = pg_store_ebpf_list_processes,
     .ebpf_insert_stacks = pg_store_ebpf_insert_stacks,
     .ebpf_scan_task = pg_store_ebpf_scan_task,
+    .put_template = pg_store_put_template,
+    .disable_template = pg_store_disable_template,
+    .list_templates = pg_store_list_templates,
 };

@@ -203,6 +203,11 @@ static const struct pg_migration k_steps[] = {
         "  REFERENCING OLD TABLE AS gone FOR EACH STATEMENT"
         "  EXECUTE FUNCTION skp_listing_unseg();",
     },
+    {
+        "dashboards of SkyWalking's UI (GraphQL templates)",
+        "CREATE TABLE ui_templates(id text PRIMARY KEY, configuration text NOT NULL,"
+        "  disabled boolean NOT NULL DEFAULT false, updated_ms bigint NOT NULL);",
+    },
 };
 
 int pg_schema_version(void)

@@ -168,6 +168,11 @@ static const struct migration k_migrations[] = {
         "    start_ms) WHERE seg = OLD.seg;"
         "END;",
     },
+    {
+        "dashboards of SkyWalking's UI (GraphQL templates)",
+        "CREATE TABLE ui_templates(id TEXT PRIMARY KEY, configuration TEXT NOT NULL,"
+        "  disabled INTEGER NOT NULL DEFAULT 0, updated_ms INTEGER NOT NULL);",
+    },
 };
 
 int store_schema_version(void)

@@ -451,4 +451,7 @@ const struct store_backend_ops sqlite_store_ops = {
     .ebpf_list_processes = sqlite_store_ebpf_list_processes,
     .ebpf_insert_stacks = sqlite_store_ebpf_insert_stacks,
     .ebpf_scan_task = sqlite_store_ebpf_scan_task,
+    .put_template = sqlite_store_put_template,
+    .disable_template = sqlite_store_disable_template,
+    .list_templates = sqlite_store_list_templates,
 };

@@ -284,6 +284,34 @@ def t_introspection(d):
         assert t["kind"] == "OBJECT" and "logs" in [f["name"] for f in t["fields"]], t
 
 
+def t_templates(d):
+    """Dashboards saved from the UI are stored (and outlive a restart); a default one can be
+    changed and disabled; bad configurations and unknown ids get status false."""
+    conf = json.dumps({"layer": "GENERAL", "entity": "Service", "name": "mine", "isRoot": False,
+                       "children": []})
+    with Skyprofd(d, "--log-level", "warn") as S:
+        added = check(S, "add", *UI.template_change("add", {"configuration": conf}))["addTemplate"]
+        assert added["status"] is True and re.match(r"^[0-9a-f-]{36}$", added["id"]), added
+        bad = check(S, "add-bad", *UI.template_change("add", {"configuration": "[1]"}))
+        assert bad["addTemplate"]["status"] is False, bad
+        conf2 = conf.replace("mine", "mine2")
+        ch = check(S, "change", *UI.template_change("change", {"id": added["id"],
+                                                               "configuration": conf2}))
+        assert ch["changeTemplate"] == {"id": added["id"], "status": True, "message": None}, ch
+        nope = check(S, "change-unknown", *UI.template_change("change", {
+            "id": "nope", "configuration": conf2}))["changeTemplate"]
+        assert nope["status"] is False and nope["message"] == "no such dashboard", nope
+        off = check(S, "disable-default", *UI.template_disable("skyprof-default-GENERAL"))
+        assert off["disableTemplate"]["status"] is True, off
+    with Skyprofd(d, "--log-level", "warn") as S:
+        all_ = check(S, "templates", *UI.PAGE_LOAD["templates"])["getAllTemplates"]
+        assert [(t["id"], json.loads(t["configuration"])["name"]) for t in all_] == [
+            (added["id"], "mine2")], all_
+        q = 'query($id: String!) { getTemplate(id: $id) { id configuration } }'
+        assert check(S, "get", q, {"id": added["id"]})["getTemplate"]["id"] == added["id"]
+        assert check(S, "get-disabled", q, {"id": "skyprof-default-GENERAL"})["getTemplate"] is None
+
+
 def t_token(d):
     """With --api-token, /graphql needs the token like every POST of the HTTP API."""
     with Skyprofd(d, "--log-level", "warn", "--api-token", "s3cret") as S:
@@ -296,7 +324,8 @@ def t_token(d):
 
 for name, fn in [("schema_text", t_schema_text), ("spec_fields", t_spec_fields),
                  ("ui_flow", t_ui_flow), ("errors_and_limits", t_errors_and_limits),
-                 ("introspection", t_introspection), ("token", t_token)]:
+                 ("introspection", t_introspection), ("templates", t_templates),
+                 ("token", t_token)]:
     with tempdir() as d:
         R.run(name, fn, d)
 R.finish()

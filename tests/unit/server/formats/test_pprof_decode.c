@@ -141,7 +141,7 @@ static void ordinary_profile_decodes(void **state)
     const struct skpx_pprof_type type = {"cpu", "nanoseconds"};
     struct skpx_pprof *b = NULL;
     assert_int_equal(skpx_pprof_new(&type, 1, 1 << 20, &b), SKP_OK);
-    const struct skpx_pprof_frame st[] = {{"a", 1, "a.py", 4, 1}, {"main", 4, "m.py", 6, 1}};
+    const struct skpx_pprof_frame st[] = {{"a", 1, "a.py", 4, 1}, {"main", 4, "m.py", 4, 1}};
     int64_t v = 7;
     assert_int_equal(skpx_pprof_add(b, st, 2, &v, NULL, 0), SKP_OK);
     uint8_t *bytes = NULL;

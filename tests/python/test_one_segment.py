@@ -6,7 +6,8 @@ framework or server automatically as well:
 - Flask's wsgi_app in SkyprofWSGIMiddleware, on Flask's dev server and under gunicorn;
 - Django's WSGI application in SkyprofWSGIMiddleware under gunicorn;
 - a plain WSGI app in SkyprofWSGIMiddleware on werkzeug's dev server (run_wsgi instrumented);
-- an http.server handler (do_GET instrumented) that also opens `skyprof.entry` itself.
+- an http.server handler (do_GET instrumented) and an aiohttp handler (its server instrumented)
+  that also open `skyprof.entry` themselves.
 For each, against a real skyprofd: N requests give exactly N segments (the endpoint's count in
 the endpoint statistics grows by N, never 2N), each segment has one entry span with the
 framework's component (the General 7000 of the outer middleware adopts the inner framework's),
@@ -35,6 +36,7 @@ CASES = [
                               'wrapped_apps:wsgi_django'], {'WRAPPED': 'django'}, '/slow', 7004),
     ('wsgi_plain_werkzeug', ['wrapped_apps.py'], {}, '/slow', 7000),
     ('entry_http_server', ['entry_http.py'], {}, '/slow', 7000),
+    ('entry_aiohttp', ['entry_aiohttp.py'], {}, '/slow', 7008),
 ]
 
 

@@ -6,6 +6,7 @@
 
 #include "common/alloc.h"
 #include "server/store/store.h"
+#include "server/store/store_codec.h"
 #include "server/store/store_ebpf.h"
 #include "server/store/store_proc.h"
 
@@ -323,3 +324,50 @@ static const struct store_col cont_cause_cols[] = {
 };
 const struct store_row_desc store_cont_cause_row =
     DESC("continuous trigger cause", struct store_cont_cause, NULL, cont_cause_cols);
+
+static const struct store_col segment_cols[] = {
+    COL(struct store_segment_row, seg, STORE_COL_INT64, 0),
+    TEXT_EMPTY(struct store_segment_row, trace_id),
+    TEXT_EMPTY(struct store_segment_row, service),
+    TEXT_EMPTY(struct store_segment_row, instance),
+    TEXT_EMPTY(struct store_segment_row, endpoint),
+    COL(struct store_segment_row, start_ms, STORE_COL_INT64, 0),
+    COL(struct store_segment_row, end_ms, STORE_COL_INT64, 0),
+    COL(struct store_segment_row, received_ms, STORE_COL_INT64, 0),
+    COL(struct store_segment_row, spans, STORE_COL_TEXT, 0),
+};
+const struct store_row_desc store_segment_row =
+    DESC("segment", struct store_segment_row, NULL, segment_cols);
+
+bool store_segment_storable(const struct store_segment *seg)
+{
+    return seg->segment_id && seg->segment_id[0] && (seg->n_spans == 0 || seg->spans);
+}
+
+skp_err store_segment_row_of(const struct store_segment *seg, int64_t received_ms,
+                             struct store_segment_row *out)
+{
+    int64_t start = INT64_MAX, end = INT64_MIN;
+    for (size_t i = 0; i < seg->n_spans; i++) {
+        if (seg->spans[i].start_ms < start)
+            start = seg->spans[i].start_ms;
+        if (seg->spans[i].end_ms > end)
+            end = seg->spans[i].end_ms;
+    }
+    if (seg->n_spans == 0)
+        start = end = received_ms;
+    if (end < start)
+        end = start;
+    size_t len = 0;
+    *out = (struct store_segment_row){
+        .trace_id = seg->trace_id,
+        .service = seg->service,
+        .instance = seg->instance,
+        .endpoint = store_segment_endpoint(seg),
+        .start_ms = start,
+        .end_ms = end,
+        .received_ms = received_ms,
+        .spans = store_spans_to_text(seg, &len),
+    };
+    return out->spans ? SKP_OK : SKP_ENOMEM;
+}

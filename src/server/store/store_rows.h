@@ -221,4 +221,29 @@ extern const struct store_row_desc store_cont_trigger_row;
 #define STORE_CONT_CAUSE_PG "$1, $2, $3, $4, $5, $6, $7"
 extern const struct store_row_desc store_cont_cause_row;
 
+/* A trace segment as its row stores it (table segments): the span window and the spans as the
+ * shared JSON text (store_codec.h), made by store_segment_row_of. */
+struct store_segment_row {
+    int64_t seg; /* its segids id (set by the backend) */
+    const char *trace_id;
+    const char *service;
+    const char *instance;
+    const char *endpoint;
+    int64_t start_ms, end_ms; /* earliest span start, latest end (received_ms without spans) */
+    int64_t received_ms;
+    char *spans; /* owned: skpx_free */
+};
+#define STORE_SEGMENT_COLS                                                                         \
+    "seg, trace_id, service, instance, endpoint, start_ms, end_ms, received_ms, spans"
+#define STORE_SEGMENT_READ STORE_SEGMENT_COLS
+#define STORE_SEGMENT_SQ "?, ?, ?, ?, ?, ?, ?, ?, ?"
+#define STORE_SEGMENT_PG "$1, $2, $3, $4, $5, $6, $7, $8, $9"
+extern const struct store_row_desc store_segment_row;
+/* Whether a segment can be stored (an id to key it by, spans when it counts some): others are
+ * skipped (the collector counts malformed input). */
+bool store_segment_storable(const struct store_segment *seg);
+/* The row of seg received at received_ms (out->seg 0). Errors: SKP_ENOMEM. */
+SKP_MUST_CHECK skp_err store_segment_row_of(const struct store_segment *seg, int64_t received_ms,
+                                            struct store_segment_row *out);
+
 #endif

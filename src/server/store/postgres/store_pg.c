@@ -261,9 +261,8 @@ static const char *const k_sql[PGS_COUNT] = {
      * a moved epoch divides by zero (22012): the batch's cached ids may name purged rows. */
     [PGS_EPOCH_CHECK] = "SELECT 1 / (CASE WHEN epoch = $1 THEN 1 ELSE 0 END) "
                         "FROM skp_purge_epoch FOR SHARE",
-    [PGS_SEGMENT_INS] = "INSERT INTO segments(seg, trace_id, service, instance, endpoint, "
-                        "start_ms, end_ms, received_ms, spans) "
-                        "VALUES($1, $2, $3, $4, $5, $6, $7, $8, $9) ON CONFLICT DO NOTHING",
+    [PGS_SEGMENT_INS] = "INSERT INTO segments(" STORE_SEGMENT_COLS ") "
+                        "VALUES(" STORE_SEGMENT_PG ") ON CONFLICT DO NOTHING",
     /* Before a batch's snapshots: the segids rows of its snapshots of sequence 0, FOR KEY
      * SHARE in id order, as the segment_listing trigger of each such snapshot will (schema
      * step 3), so that two batches never lock them in orders that wait in a cycle. */

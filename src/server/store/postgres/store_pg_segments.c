@@ -12,45 +12,21 @@
 #include "common/log.h"
 #include "server/store/store_codec.h"
 
-static const char *str_or_empty(const char *s)
-{
-    return s ? s : "";
-}
-
 /* ---- ingest ---- */
 
 static skp_err insert_segment(struct pg_store *st, const struct store_segment *seg, uint32_t ref,
                               int64_t received_ms)
 {
-    int64_t start = INT64_MAX, end = INT64_MIN;
-    for (size_t i = 0; i < seg->n_spans; i++) {
-        if (seg->spans[i].start_ms < start)
-            start = seg->spans[i].start_ms;
-        if (seg->spans[i].end_ms > end)
-            end = seg->spans[i].end_ms;
-    }
-    if (seg->n_spans == 0)
-        start = end = received_ms;
-    if (end < start)
-        end = start;
-    size_t len = 0;
-    char *text = store_spans_to_text(seg, &len);
-    if (!text)
-        return SKP_ENOMEM;
+    struct store_segment_row row;
+    skp_err err = store_segment_row_of(seg, received_ms, &row);
+    if (err)
+        return err;
+    row.seg = ref;
     struct pg_params p = {0};
-    pgp_int(&p, ref);
-    pgp_text(&p, str_or_empty(seg->trace_id));
-    pgp_text(&p, str_or_empty(seg->service));
-    pgp_text(&p, str_or_empty(seg->instance));
-    pgp_text(&p, str_or_empty(store_segment_endpoint(seg)));
-    pgp_int(&p, start);
-    pgp_int(&p, end);
-    pgp_int(&p, received_ms);
-    pgp_owned(&p, text);
-    skp_err err = SKP_OK;
-    PGresult *r = pg__execp(st, PGS_SEGMENT_INS, &p, &err, "insert segment");
+    pgp_row(&p, &store_segment_row, &row); /* texts borrowed until the statement ran */
+    PQclear(pg__execp(st, PGS_SEGMENT_INS, &p, &err, "insert segment"));
     pgp_free(&p);
-    PQclear(r);
+    skpx_free(row.spans);
     return err;
 }
 
@@ -96,7 +72,7 @@ skp_err pg_store_insert_segments(struct store *base, const struct store_segment 
         return SKP_ENOMEM;
     size_t k = 0;
     for (size_t i = 0; i < n; i++) {
-        if (!v[i].segment_id || !v[i].segment_id[0] || (v[i].n_spans && !v[i].spans))
+        if (!store_segment_storable(&v[i]))
             continue; /* nothing to key it by; the collector counts malformed input */
         refs[k].segment_id = v[i].segment_id;
         refs[k].first_ms = received_ms; /* the retention clock */
@@ -117,7 +93,7 @@ skp_err pg_store_insert_segments(struct store *base, const struct store_segment 
             err = listing_lock(st, segs);
         size_t j = 0;
         for (size_t i = 0; i < n && !err; i++) {
-            if (!v[i].segment_id || !v[i].segment_id[0] || (v[i].n_spans && !v[i].spans))
+            if (!store_segment_storable(&v[i]))
                 continue;
             err = insert_segment(st, &v[i], refs[j++].seg, received_ms);
         }

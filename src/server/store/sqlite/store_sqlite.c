@@ -43,9 +43,8 @@ static const char *const k_sql[STMT_COUNT] = {
     [STMT_SCAN_TASK] = "SELECT sn.seg, sn.seq, sn.time, sn.stack FROM task_segments ts "
                        "JOIN snapshots sn ON sn.seg = ts.seg AND sn.task = ts.task "
                        "WHERE ts.task = ? ORDER BY ts.seg, sn.seq",
-    [STMT_SEGMENT_INS] = "INSERT OR IGNORE INTO segments(seg, trace_id, service, instance, "
-                         "endpoint, start_ms, end_ms, received_ms, spans) "
-                         "VALUES(?, ?, ?, ?, ?, ?, ?, ?, ?)",
+    [STMT_SEGMENT_INS] = "INSERT OR IGNORE INTO segments(" STORE_SEGMENT_COLS ") "
+                         "VALUES(" STORE_SEGMENT_SQ ")",
     [STMT_SEG_RANGE] = "SELECT (SELECT time FROM snapshots WHERE seg = ?1 AND seq = 0 "
                        "AND task = ?2), (SELECT time FROM snapshots WHERE seg = ?1 AND "
                        "task = ?2 ORDER BY seq DESC LIMIT 1)",

@@ -16,52 +16,25 @@
 #include "server/store/sqlite/store_int.h"
 #include "server/formats/utf8.h"
 
-static const char *str_or_empty(const char *s)
-{
-    return s ? s : "";
-}
-
 /* ---- ingest ---- */
 
 /* Stores one segment inside the open transaction. */
 static skp_err insert_segment(struct sqlite_store *st, const struct store_segment *seg,
                               int64_t received_ms)
 {
-    skp_err err = SKP_OK;
-    int64_t start = INT64_MAX, end = INT64_MIN;
-    for (size_t i = 0; i < seg->n_spans; i++) {
-        if (seg->spans[i].start_ms < start)
-            start = seg->spans[i].start_ms;
-        if (seg->spans[i].end_ms > end)
-            end = seg->spans[i].end_ms;
-    }
-    if (seg->n_spans == 0)
-        start = end = received_ms;
-    if (end < start)
-        end = start;
-    size_t len = 0;
-    char *text = store_spans_to_text(seg, &len);
-    if (!text)
-        return SKP_ENOMEM;
+    struct store_segment_row row;
+    skp_err err = store_segment_row_of(seg, received_ms, &row);
+    if (err)
+        return err;
     uint32_t ref = 0;
     err = store__segment_ref(st, seg->segment_id, received_ms, &ref); /* retention clock */
-    if (err)
-        goto out;
-    sqlite3_stmt *s = store__stmt(st, STMT_SEGMENT_INS, &err);
-    if (!s)
-        goto out;
-    sqlite3_bind_int64(s, 1, ref);
-    sqlite3_bind_text(s, 2, str_or_empty(seg->trace_id), -1, SQLITE_STATIC);
-    sqlite3_bind_text(s, 3, str_or_empty(seg->service), -1, SQLITE_STATIC);
-    sqlite3_bind_text(s, 4, str_or_empty(seg->instance), -1, SQLITE_STATIC);
-    sqlite3_bind_text(s, 5, str_or_empty(store_segment_endpoint(seg)), -1, SQLITE_STATIC);
-    sqlite3_bind_int64(s, 6, start);
-    sqlite3_bind_int64(s, 7, end);
-    sqlite3_bind_int64(s, 8, received_ms);
-    sqlite3_bind_text(s, 9, text, (int)len, SQLITE_STATIC);
-    err = store__step_done(st, s, "insert segment");
-out:
-    skpx_free(text);
+    row.seg = ref;
+    sqlite3_stmt *s = err ? NULL : store__stmt(st, STMT_SEGMENT_INS, &err);
+    if (s) {
+        store__bind_row(s, 1, &store_segment_row, &row);
+        err = store__step_done(st, s, "insert segment");
+    }
+    skpx_free(row.spans);
     return err;
 }
 
@@ -73,8 +46,8 @@ skp_err sqlite_store_insert_segments(struct store *base, const struct store_segm
     if (err)
         return err;
     for (size_t i = 0; i < n; i++) {
-        if (!v[i].segment_id || !v[i].segment_id[0] || (v[i].n_spans && !v[i].spans))
-            continue; /* nothing to key it by; the collector counts malformed input */
+        if (!store_segment_storable(&v[i]))
+            continue;
         err = insert_segment(st, &v[i], received_ms);
         if (err)
             goto fail;

@@ -47,6 +47,7 @@ static const struct list lists[] = {
     LIST(store_cont_policy_row, STORE_CONT_POLICY),
     LIST(store_cont_trigger_row, STORE_CONT_TRIGGER),
     LIST(store_cont_cause_row, STORE_CONT_CAUSE),
+    LIST(store_segment_row, STORE_SEGMENT),
 };
 
 /* "a, b, c" of the columns (bound_only: those an insert binds). */

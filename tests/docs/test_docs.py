@@ -11,7 +11,8 @@ pipefail`: a failing command fails the block; variables carry from block to bloc
                 service "provider", POST / on 127.0.0.1:9090, the Python agent inside)
 The session runs where a reader of a fresh clone would stand: a directory holding the
 repository's examples/, python/, scripts/, docs/, web/ and build/release (this test's build
-directory), with `skyprof` and `skyprofd` on PATH, /usr/bin's python3, and `make` standing in
+directory), with `skyprof` and `skyprofd` on PATH, /usr/bin's python3 (in the ASan build with
+libasan preloaded, as tests/python runs it), and `make` standing in
 for the build already made (only `make release` is accepted). Each page gets a network
 namespace of its own (unshare), so the documented default ports are free and nothing leaks out;
 agents poll for tasks every second (SW_AGENT_COLLECTOR_GET_PROFILE_TASK_INTERVAL=1) instead of
@@ -27,7 +28,7 @@ import signal
 import subprocess
 import sys
 
-from skp_harness import BUILD_DIR, SOURCE_DIR, Results, tempdir
+from skp_harness import BUILD_DIR, SANITIZE, SOURCE_DIR, Results, tempdir
 
 R = Results()
 PAGES = ["README.md"] + sorted("docs/" + f for f in os.listdir(os.path.join(SOURCE_DIR, "docs"))
@@ -152,6 +153,16 @@ def sandbox(tmp):
                 "{ echo \"make (docs test): only 'make release' runs here, not '$t'\" >&2; exit 2; }; done\n"
                 "echo 'make (docs test): build/release is already built'\n")
     os.chmod(os.path.join(binp, "make"), 0o755)
+    if SANITIZE:
+        # The ASan build's extension is instrumented: its interpreter runs with libasan first,
+        # as tests/python does (CPython keeps objects alive at exit: no leak check).
+        asan = subprocess.run(["cc", "-print-file-name=libasan.so"], capture_output=True,
+                              text=True).stdout.strip()
+        with open(os.path.join(binp, "python3"), "w") as f:
+            f.write("#!/bin/sh\n# docs test, ASan build: the instrumented extension needs libasan\n"
+                    "LD_PRELOAD=%s ASAN_OPTIONS=detect_leaks=0 PYTHONMALLOC=malloc "
+                    "exec /usr/bin/python3 \"$@\"\n" % asan)
+        os.chmod(os.path.join(binp, "python3"), 0o755)
     return work, binp
 
 

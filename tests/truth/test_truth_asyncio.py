@@ -13,7 +13,9 @@ the machine let the sampler sample at its period (see the checks):
   the `(waiting)` and `(ready, loop busy)` leaves under the role's function in each request's
   analysis, and the role's spin (running) in burn_cpu;
 - out-of-process: `skyprof record --asyncio` of the same process during the same rounds, the
-  samples of each role's task stacks ending in each leaf times the recorder's real period.
+  samples of each role's task stacks ending in each leaf times the recorder's real period; and
+  `skyprof dump --json` run again and again during one more round shows the starved task ready
+  (mid-spin) and waiting (asleep), the io task waiting.
 Before this leaf existed the starved request's ready time was all `(waiting)`: the check of its
 ready time fails on the old reader."""
 import json
@@ -150,6 +152,47 @@ def parse_record(text_path, stderr):
     return counts, period
 
 
+class Dumps:
+    """`skyprof dump --json` of the app, again and again while a round runs: each task's state by
+    role (the role's function in its await chain)."""
+
+    def __init__(self, pid):
+        self.pid = pid
+        self.docs = []
+        self.n = 0
+        self.done = threading.Event()
+
+    def _run(self):
+        import subprocess
+        while not self.done.is_set():
+            out = subprocess.run([build_path('src', 'cli', 'skyprof'), 'dump', '--pid',
+                                  str(self.pid), '--json'], capture_output=True, text=True,
+                                 timeout=60)
+            if out.returncode == 0:
+                self.docs.append(json.loads(out.stdout))
+            self.n += 1
+
+    def start(self):
+        self.thread = threading.Thread(target=self._run, daemon=True)
+        self.thread.start()
+
+    def stop(self):
+        self.done.set()
+        self.thread.join(90)
+
+    def states(self):
+        seen = set()
+        for doc in self.docs:
+            for t in doc.get('tasks') or []:
+                names = {f['name'] for f in t['frames']}
+                for role, func in ROLE_FUNC.items():
+                    if func in names:
+                        state = ('running' if t['state'] == 'running' else
+                                 'ready' if t.get('ready') else 'waiting')
+                        seen.add((role, state))
+        return seen
+
+
 def t_truth(srv, tmp):
     peer = DelayedPeer()
     env = python_env({'SW_AGENT_NAME': SERVICE, 'SW_AGENT_COLLECTOR_BACKEND_SERVICES': srv.backend,
@@ -187,6 +230,15 @@ def t_truth(srv, tmp):
             truths.append(run_round(port, 'r%d' % r))
         rec.signal(signal.SIGINT)
         wait_until(lambda: not rec.alive(), 60, interval=0.1, what='record written')
+        # more rounds (the task's budget is spent: not profiled) under repeated dumps, until one
+        # dump fell in the starved task's ready window (0.3 s a round) and one outside it
+        dumps = Dumps(app.pid)
+        dumps.start()
+        for r in range(4):
+            run_round(port, 'dump%d' % r)
+            if {('starved', 'ready'), ('starved', 'waiting')} <= dumps.states():
+                break
+        dumps.stop()
         assert rec.p.returncode == 0, rec.output()
         truth = {role: {k: 1000 * sum(t[role][k] for t in truths)
                         for k in ('waiting', 'ready', 'running')} for role in ROLE_FUNC}
@@ -265,7 +317,13 @@ def t_truth(srv, tmp):
                 ok &= check('%s (ready, loop busy)' % role,
                             1000 * period * counts.get((role, READY), 0), t['ready'], ROUNDS,
                             report)
+        # `skyprof dump` during a round: the starved task is seen ready (mid-spin) and waiting
+        # (asleep), the io task waiting
+        seen = dumps.states()
+        report.append('skyprof dump during a round (%d dumps): %s' % (dumps.n, sorted(seen)))
         print('\n'.join(report))
+        assert ('starved', 'ready') in seen and ('starved', 'waiting') in seen, seen
+        assert ('io', 'waiting') in seen, seen
         assert ok, '\n'.join(report)
     except BaseException:
         sys.stdout.write('---- app ----\n%s\n' % app.output()[-4000:])

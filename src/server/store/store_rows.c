@@ -116,6 +116,97 @@ void store_row_cleanup(const struct store_row_desc *d, void *row)
     memset(row, 0, d->size);
 }
 
+/* ---- bind and read ---- */
+
+void store_row_bind(const struct store_row_desc *d, const void *row,
+                    const struct store_row_sink *sink)
+{
+    for (size_t i = 0; i < d->n_cols; i++) {
+        const struct store_col *c = &d->cols[i];
+        if (c->flags & STORE_COL_READ)
+            continue;
+        switch (c->type) {
+        case STORE_COL_TEXT:
+            sink->text(sink->ctx, store_col_text(c, row));
+            break;
+        case STORE_COL_NAME:
+            sink->text(sink->ctx, store_col_name_of(c, store_col_int(c, row)));
+            break;
+        case STORE_COL_BOOL:
+            sink->boolean(sink->ctx, store_col_int(c, row) != 0);
+            break;
+        case STORE_COL_DOUBLE:
+            sink->dbl(sink->ctx, store_col_double(c, row));
+            break;
+        case STORE_COL_BLOB: {
+            const uint8_t *b;
+            size_t len;
+            memcpy(&b, store_col_cfield(c, row), sizeof(b));
+            memcpy(&len, (const char *)row + c->len_off, sizeof(len));
+            sink->blob(sink->ctx, b, len);
+            break;
+        }
+        default:
+            sink->int64(sink->ctx, store_col_int(c, row));
+            break;
+        }
+    }
+}
+
+/* A text or blob column's value into its field (and length field). */
+static skp_err read_bytes(const struct store_col *c, const struct store_row_src *src, int col,
+                          void *out, bool own)
+{
+    if ((c->flags & STORE_COL_NULLABLE) && src->is_null(src->ctx, col))
+        return SKP_OK; /* the field stays NULL */
+    if (c->type == STORE_COL_TEXT) {
+        const char *v = src->text(src->ctx, col);
+        const char *t = own ? skpx_strdup(v) : v;
+        memcpy(store_col_field(c, out), &t, sizeof(t));
+        return t ? SKP_OK : SKP_ENOMEM;
+    }
+    const uint8_t *b = NULL;
+    size_t len = 0;
+    skp_err err = src->blob(src->ctx, col, own, &b, &len);
+    if (err)
+        return err;
+    memcpy(store_col_field(c, out), &b, sizeof(b));
+    memcpy((char *)out + c->len_off, &len, sizeof(len));
+    return SKP_OK;
+}
+
+skp_err store_row_read(const struct store_row_desc *d, const struct store_row_src *src, int col0,
+                       void *out, bool own)
+{
+    memset(out, 0, d->size);
+    skp_err err = SKP_OK;
+    for (size_t k = 0; k < d->n_cols && !err; k++) {
+        const struct store_col *c = &d->cols[k];
+        int col = col0 + (int)k;
+        switch (c->type) {
+        case STORE_COL_TEXT:
+        case STORE_COL_BLOB:
+            err = read_bytes(c, src, col, out, own);
+            break;
+        case STORE_COL_NAME:
+            store_col_set_int(c, out, store_col_value_of(c, src->text(src->ctx, col)));
+            break;
+        case STORE_COL_BOOL:
+            store_col_set_int(c, out, src->boolean(src->ctx, col));
+            break;
+        case STORE_COL_DOUBLE:
+            store_col_set_double(c, out, src->dbl(src->ctx, col));
+            break;
+        default:
+            store_col_set_int(c, out, src->int64(src->ctx, col));
+            break;
+        }
+    }
+    if (err && own)
+        store_row_cleanup(d, out);
+    return err;
+}
+
 /* ---- visits ---- */
 
 #define VISIT(kind, type)                                                                          \

@@ -88,6 +88,39 @@ int64_t store_col_value_of(const struct store_col *c, const char *name);
 /* A text column's value as it is written (NULL, or "" for STORE_COL_EMPTY). */
 const char *store_col_text(const struct store_col *c, const void *row);
 
+/* ---- binding and reading by a description (each backend gives its own value functions) ---- */
+
+/* Where store_row_bind puts an insert's parameters, in order. */
+struct store_row_sink {
+    void *ctx;
+    void (*text)(void *ctx, const char *s); /* NULL: SQL NULL */
+    void (*int64)(void *ctx, int64_t v);
+    void (*dbl)(void *ctx, double v);
+    void (*boolean)(void *ctx, bool v);
+    void (*blob)(void *ctx, const uint8_t *p, size_t n);
+};
+/* Hands the bound columns of row to the sink, in the description's order. */
+void store_row_bind(const struct store_row_desc *d, const void *row,
+                    const struct store_row_sink *sink);
+
+/* Where store_row_read takes one result row's values from (col: the result's column). */
+struct store_row_src {
+    void *ctx;
+    bool (*is_null)(void *ctx, int col);
+    const char *(*text)(void *ctx, int col); /* "" for NULL; borrowed */
+    int64_t (*int64)(void *ctx, int col);
+    double (*dbl)(void *ctx, int col);
+    bool (*boolean)(void *ctx, int col);
+    /* The bytes of a blob: borrowed, or (own) a skpx_malloc'd copy that is never NULL.
+     * Errors: SKP_ENOMEM, SKP_EPROTO (a value that is no blob). */
+    skp_err (*blob)(void *ctx, int col, bool own, const uint8_t **p, size_t *n);
+};
+/* Reads columns col0.. into out (d's struct, zeroed first). own: texts and blobs are copies
+ * (store_row_cleanup frees them; on an error nothing is left to free), else borrowed from the
+ * source. Errors: SKP_ENOMEM, the source's blob errors. */
+skp_err store_row_read(const struct store_row_desc *d, const struct store_row_src *src, int col0,
+                       void *out, bool own);
+
 /* ---- visiting rows: store.h's typed callbacks behind one signature ---- */
 
 /* A listing's callback with its user data; call(v, row) calls it with a row of its type. Made

@@ -9,103 +9,98 @@
 #include "server/store/postgres/store_pg_bytea.h"
 #include "server/store/postgres/store_pg_int.h"
 
-void pgp_row(struct pg_params *p, const struct store_row_desc *d, const void *row)
+/* ---- parameters: text values ---- */
+
+static void put_text(void *ctx, const char *v)
 {
-    for (size_t i = 0; i < d->n_cols; i++) {
-        const struct store_col *c = &d->cols[i];
-        if (c->flags & STORE_COL_READ)
-            continue;
-        switch (c->type) {
-        case STORE_COL_TEXT:
-            pgp_text(p, store_col_text(c, row));
-            break;
-        case STORE_COL_BOOL:
-            pgp_text(p, store_col_int(c, row) ? "true" : "false");
-            break;
-        case STORE_COL_NAME:
-            pgp_text(p, store_col_name_of(c, store_col_int(c, row)));
-            break;
-        case STORE_COL_DOUBLE: {
-            char num[40];
-            snprintf(num, sizeof(num), "%.17g", store_col_double(c, row));
-            pgp_owned(p, skpx_strdup(num));
-            break;
-        }
-        case STORE_COL_BLOB: {
-            const uint8_t *b;
-            size_t len;
-            memcpy(&b, store_col_cfield(c, row), sizeof(b));
-            memcpy(&len, (const char *)row + c->len_off, sizeof(len));
-            pgp_owned(p, pg_bytea_hex(b, len));
-            break;
-        }
-        default:
-            pgp_int(p, store_col_int(c, row));
-            break;
-        }
-    }
+    pgp_text(ctx, v);
 }
 
-/* A text or blob column's value: borrowed from r, or copied when own. */
-static skp_err read_bytes(PGresult *r, int i, int col, const struct store_col *c, void *out,
-                          bool own)
+static void put_int64(void *ctx, int64_t v)
 {
-    void *f = store_col_field(c, out);
-    if (pg__null(r, i, col) && (c->flags & STORE_COL_NULLABLE))
-        return SKP_OK; /* the field stays NULL */
-    char *v = PQgetvalue(r, i, col);
-    if (c->type == STORE_COL_TEXT) {
-        char *t = own ? skpx_strdup(v) : v;
-        memcpy(f, &t, sizeof(t));
-        return t ? SKP_OK : SKP_ENOMEM;
-    }
-    uint8_t *b = NULL;
-    size_t len = 0;
-    if (own) {
-        skp_err err = pg_bytea_decode(v, &b, &len);
-        if (err)
-            return err;
-    } else {
-        len = pg__unhex(v); /* in place: a borrowed row is read once */
-        if (len == SIZE_MAX)
-            return SKP_EPROTO;
-        b = (uint8_t *)v;
-    }
-    memcpy(f, &b, sizeof(b));
-    memcpy((char *)out + c->len_off, &len, sizeof(len));
+    pgp_int(ctx, v);
+}
+
+static void put_double(void *ctx, double v)
+{
+    char num[40];
+    snprintf(num, sizeof(num), "%.17g", v); /* enough digits to read back the same double */
+    pgp_owned(ctx, skpx_strdup(num));
+}
+
+static void put_bool(void *ctx, bool v)
+{
+    pgp_text(ctx, v ? "true" : "false");
+}
+
+static void put_blob(void *ctx, const uint8_t *p, size_t n)
+{
+    pgp_owned(ctx, pg_bytea_hex(p, n));
+}
+
+void pgp_row(struct pg_params *p, const struct store_row_desc *d, const void *row)
+{
+    const struct store_row_sink sink = {p, put_text, put_int64, put_double, put_bool, put_blob};
+    store_row_bind(d, row, &sink);
+}
+
+/* ---- results: text values of one row ---- */
+
+struct result_row {
+    PGresult *r;
+    int i;
+};
+
+static bool val_null(void *ctx, int col)
+{
+    const struct result_row *x = ctx;
+    return pg__null(x->r, x->i, col);
+}
+
+static const char *val_text(void *ctx, int col)
+{
+    const struct result_row *x = ctx;
+    return pg__txt(x->r, x->i, col);
+}
+
+static int64_t val_int64(void *ctx, int col)
+{
+    const struct result_row *x = ctx;
+    return pg__i64(x->r, x->i, col);
+}
+
+static double val_double(void *ctx, int col)
+{
+    return strtod(val_text(ctx, col), NULL);
+}
+
+static bool val_bool(void *ctx, int col)
+{
+    return val_text(ctx, col)[0] == 't';
+}
+
+/* A bytea in hex text: decoded into a copy (own), else in place (a borrowed row is read once). */
+static skp_err val_blob(void *ctx, int col, bool own, const uint8_t **p, size_t *n)
+{
+    const struct result_row *x = ctx;
+    char *v = PQgetvalue(x->r, x->i, col);
+    if (own)
+        return pg_bytea_decode(v, (uint8_t **)p, n);
+    size_t len = pg__unhex(v);
+    if (len == SIZE_MAX)
+        return SKP_EPROTO;
+    *p = (const uint8_t *)v;
+    *n = len;
     return SKP_OK;
 }
 
 skp_err pg__read_row(PGresult *r, int i, int col0, const struct store_row_desc *d, void *out,
                      bool own)
 {
-    memset(out, 0, d->size);
-    skp_err err = SKP_OK;
-    for (size_t k = 0; k < d->n_cols && !err; k++) {
-        const struct store_col *c = &d->cols[k];
-        int col = col0 + (int)k;
-        switch (c->type) {
-        case STORE_COL_TEXT:
-        case STORE_COL_BLOB:
-            err = read_bytes(r, i, col, c, out, own);
-            break;
-        case STORE_COL_BOOL:
-            store_col_set_int(c, out, pg__txt(r, i, col)[0] == 't');
-            break;
-        case STORE_COL_NAME:
-            store_col_set_int(c, out, store_col_value_of(c, pg__txt(r, i, col)));
-            break;
-        case STORE_COL_DOUBLE:
-            store_col_set_double(c, out, strtod(pg__txt(r, i, col), NULL));
-            break;
-        default:
-            store_col_set_int(c, out, pg__i64(r, i, col));
-            break;
-        }
-    }
-    if (err && own)
-        store_row_cleanup(d, out);
-    return err;
+    struct result_row x = {r, i};
+    const struct store_row_src src = {&x,         val_null, val_text, val_int64,
+                                      val_double, val_bool, val_blob};
+    return store_row_read(d, &src, col0, out, own);
 }
 
 skp_err pg__read_rows(PGresult *r, const struct store_row_desc *d, void **out, size_t *n)

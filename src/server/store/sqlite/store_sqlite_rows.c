@@ -7,102 +7,109 @@
 #include "common/grow.h"
 #include "server/store/sqlite/store_int.h"
 
-int store__bind_row(sqlite3_stmt *s, int first, const struct store_row_desc *d, const void *row)
+/* ---- parameters ---- */
+
+struct bind_ctx {
+    sqlite3_stmt *s;
+    int k; /* the next parameter */
+};
+
+static void bind_text(void *ctx, const char *v)
 {
-    int k = first;
-    for (size_t i = 0; i < d->n_cols; i++) {
-        const struct store_col *c = &d->cols[i];
-        if (c->flags & STORE_COL_READ)
-            continue;
-        switch (c->type) {
-        case STORE_COL_TEXT: {
-            const char *t = store_col_text(c, row);
-            if (t)
-                sqlite3_bind_text(s, k, t, -1, SQLITE_STATIC);
-            else
-                sqlite3_bind_null(s, k);
-            break;
-        }
-        case STORE_COL_NAME:
-            sqlite3_bind_text(s, k, store_col_name_of(c, store_col_int(c, row)), -1, SQLITE_STATIC);
-            break;
-        case STORE_COL_DOUBLE:
-            sqlite3_bind_double(s, k, store_col_double(c, row));
-            break;
-        case STORE_COL_BLOB: {
-            const uint8_t *b;
-            size_t len;
-            memcpy(&b, store_col_cfield(c, row), sizeof(b));
-            memcpy(&len, (const char *)row + c->len_off, sizeof(len));
-            if (len)
-                sqlite3_bind_blob64(s, k, b, len, SQLITE_STATIC);
-            else
-                sqlite3_bind_zeroblob(s, k, 0);
-            break;
-        }
-        default:
-            sqlite3_bind_int64(s, k, store_col_int(c, row));
-            break;
-        }
-        k++;
-    }
-    return k;
+    struct bind_ctx *b = ctx;
+    int k = b->k++;
+    if (v)
+        sqlite3_bind_text(b->s, k, v, -1, SQLITE_STATIC);
+    else
+        sqlite3_bind_null(b->s, k);
 }
 
-/* A text or blob column's value: borrowed from the statement's row, or copied when own. */
-static skp_err read_bytes(sqlite3_stmt *s, int col, const struct store_col *c, void *out, bool own)
+static void bind_int64(void *ctx, int64_t v)
 {
-    void *f = store_col_field(c, out);
-    if (sqlite3_column_type(s, col) == SQLITE_NULL && (c->flags & STORE_COL_NULLABLE))
-        return SKP_OK; /* the field stays NULL */
-    if (c->type == STORE_COL_TEXT) {
-        const char *v = store__col_text(s, col);
-        const char *t = own ? skpx_strdup(v) : v;
-        memcpy(f, &t, sizeof(t));
-        return t ? SKP_OK : SKP_ENOMEM;
-    }
-    const void *b = sqlite3_column_blob(s, col);
-    size_t len = (size_t)sqlite3_column_bytes(s, col);
+    struct bind_ctx *b = ctx;
+    sqlite3_bind_int64(b->s, b->k++, v);
+}
+
+static void bind_double(void *ctx, double v)
+{
+    struct bind_ctx *b = ctx;
+    sqlite3_bind_double(b->s, b->k++, v);
+}
+
+static void bind_bool(void *ctx, bool v)
+{
+    bind_int64(ctx, v ? 1 : 0);
+}
+
+static void bind_blob(void *ctx, const uint8_t *p, size_t n)
+{
+    struct bind_ctx *b = ctx;
+    int k = b->k++;
+    if (n) /* an empty blob, not NULL */
+        sqlite3_bind_blob64(b->s, k, p, n, SQLITE_STATIC);
+    else
+        sqlite3_bind_zeroblob(b->s, k, 0);
+}
+
+int store__bind_row(sqlite3_stmt *s, int first, const struct store_row_desc *d, const void *row)
+{
+    struct bind_ctx b = {s, first};
+    const struct store_row_sink sink = {&b,          bind_text, bind_int64,
+                                        bind_double, bind_bool, bind_blob};
+    store_row_bind(d, row, &sink);
+    return b.k;
+}
+
+/* ---- results ---- */
+
+static bool col_null(void *ctx, int col)
+{
+    return sqlite3_column_type(ctx, col) == SQLITE_NULL;
+}
+
+static const char *col_text(void *ctx, int col)
+{
+    return store__col_text(ctx, col);
+}
+
+static int64_t col_int64(void *ctx, int col)
+{
+    return sqlite3_column_int64(ctx, col);
+}
+
+static double col_double(void *ctx, int col)
+{
+    return sqlite3_column_double(ctx, col);
+}
+
+static bool col_bool(void *ctx, int col)
+{
+    return sqlite3_column_int64(ctx, col) != 0;
+}
+
+static skp_err col_blob(void *ctx, int col, bool own, const uint8_t **p, size_t *n)
+{
+    const uint8_t *b = sqlite3_column_blob(ctx, col);
+    size_t len = (size_t)sqlite3_column_bytes(ctx, col);
     if (own) {
-        void *copy = skpx_malloc(len ? len : 1);
+        uint8_t *copy = skpx_malloc(len ? len : 1);
         if (!copy)
             return SKP_ENOMEM;
         if (len)
             memcpy(copy, b, len);
         b = copy;
     }
-    memcpy(f, &b, sizeof(b));
-    memcpy((char *)out + c->len_off, &len, sizeof(len));
+    *p = b;
+    *n = len;
     return SKP_OK;
 }
 
 skp_err store__read_row(sqlite3_stmt *s, int col0, const struct store_row_desc *d, void *out,
                         bool own)
 {
-    memset(out, 0, d->size);
-    skp_err err = SKP_OK;
-    for (size_t k = 0; k < d->n_cols && !err; k++) {
-        const struct store_col *c = &d->cols[k];
-        int col = col0 + (int)k;
-        switch (c->type) {
-        case STORE_COL_TEXT:
-        case STORE_COL_BLOB:
-            err = read_bytes(s, col, c, out, own);
-            break;
-        case STORE_COL_NAME:
-            store_col_set_int(c, out, store_col_value_of(c, store__col_text(s, col)));
-            break;
-        case STORE_COL_DOUBLE:
-            store_col_set_double(c, out, sqlite3_column_double(s, col));
-            break;
-        default:
-            store_col_set_int(c, out, sqlite3_column_int64(s, col));
-            break;
-        }
-    }
-    if (err && own)
-        store_row_cleanup(d, out);
-    return err;
+    const struct store_row_src src = {s,          col_null, col_text, col_int64,
+                                      col_double, col_bool, col_blob};
+    return store_row_read(d, &src, col0, out, own);
 }
 
 struct rows_acc {

@@ -6,7 +6,9 @@
 ``asyncio_tasks`` lists every unfinished task of every event loop (asyncio's own registry of
 tasks, read under the GIL it already holds: the dump is one short look, like the thread list) with
 its await chain: for a suspended task the coroutine it runs, the one that awaits, ... down to the
-innermost suspended coroutine, under a ``(waiting)`` leaf (the mark the per-request sampler uses);
+innermost suspended coroutine, under a ``(waiting)`` leaf, or ``(ready, loop busy)`` when it could
+run and only its loop, running other code, has not resumed it (the marks the per-request sampler
+uses);
 for the task its loop is running right now, its thread's frames from the innermost one up to the
 task's coroutine.
 
@@ -37,8 +39,10 @@ MAX_FILES = 512
 MAX_AWAIT_FRAMES = 64
 # asyncio tasks a dump lists at most (the GIL is held meanwhile: about 30 us a task at load 23).
 MAX_TASKS = 1000
-# The leaf of a suspended task's chain (pystack.h's SKP_PY_WAITING_MARK).
+# The leaf of a suspended task's chain (pystack.h's SKP_PY_WAITING_MARK), and of one that is
+# ready to run while its loop runs other code (pyasync.h's SKP_PY_READY_MARK).
 WAITING_MARK = '(waiting)'
+READY_MARK = '(ready, loop busy)'
 
 _lock = threading.Lock()
 _state = {'started_by_us': False}
@@ -194,10 +198,33 @@ def _await_chain(coro):
     return frames, started
 
 
+def _task_ready(task, chain):
+    """The rule of src/python/pyasync.h, read with the GIL, for a suspended task that started:
+    no future to wait for (a bare yield queued its step), a done one (its callbacks queued the
+    wakeup), or the timer of the asyncio.sleep it is in past its deadline (the loop has not got
+    to it: it runs other code)."""
+    try:
+        waiter = task._fut_waiter
+    except AttributeError:  # not asyncio's Task: no rule
+        return False
+    try:
+        if waiter is None or waiter.done():
+            return True
+        tasks_mod = sys.modules.get('asyncio.tasks')
+        sleep = getattr(getattr(tasks_mod, 'sleep', None), '__code__', None)
+        inner = chain[-1]
+        if sleep is None or inner.f_code is not sleep:
+            return False
+        when = getattr(inner.f_locals.get('h'), 'when', None)
+        return when is not None and task.get_loop().time() >= when()
+    except Exception:
+        return False
+
+
 def asyncio_tasks(event=None):
     """[(frames innermost first as [(qualname, filename, line)], task name, state, thread name,
-    thread native id)] for every unfinished asyncio task, state 'running', 'waiting' or
-    'created'. At most MAX_TASKS tasks."""
+    thread native id)] for every unfinished asyncio task, state 'running', 'waiting', 'ready' (not
+    running, ready to run: the loop runs other code) or 'created'. At most MAX_TASKS tasks."""
     tasks_mod = sys.modules.get('asyncio.tasks')
     if tasks_mod is None:
         return []
@@ -245,9 +272,10 @@ def asyncio_tasks(event=None):
             if f is None:  # the coroutine is not on its thread's stack: its own frame only
                 frames = [_frame_entry(outer)]
         else:
-            state = 'waiting' if started else 'created'
+            ready = started and _task_ready(task, chain)
+            state = 'created' if not started else 'ready' if ready else 'waiting'
             frames = [_frame_entry(f) for f in reversed(chain)]
-            frames.insert(0, (WAITING_MARK, '', 0))
+            frames.insert(0, (READY_MARK if ready else WAITING_MARK, '', 0))
         out.append((frames, name[:200], state, str(thread_name)[:47], int(native)))
     return out
 

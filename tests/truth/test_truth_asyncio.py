@@ -340,8 +340,46 @@ def t_truth(srv, tmp):
         assert 'ERROR: AddressSanitizer' not in out and 'runtime error:' not in out, out[-3000:]
 
 
+def t_goroutine_dump():
+    """The Python agent's thread dump (pprof `goroutine`: skyprof.process_profile.asyncio_tasks)
+    marks the same way: a task whose sleep ended while its loop spins is `ready` under the
+    `(ready, loop busy)` leaf, one still asleep `waiting` under `(waiting)`."""
+    import asyncio
+    from skyprof import process_profile
+    got = {}
+
+    async def napper():
+        await asyncio.sleep(0.05)
+
+    async def sleeper():
+        await asyncio.sleep(3600)
+
+    async def main():
+        nap = asyncio.create_task(napper(), name='napper')
+        slp = asyncio.create_task(sleeper(), name='sleeper')
+        await asyncio.sleep(0.01)  # both asleep
+        t_end = time.monotonic() + 0.1  # napper's deadline passes while the loop spins
+        done = threading.Event()
+
+        def look():
+            while time.monotonic() < t_end:
+                time.sleep(0.01)
+            got['tasks'] = process_profile.asyncio_tasks()
+            done.set()
+        threading.Thread(target=look).start()
+        while not done.is_set():  # the loop's thread busy: nothing else runs on it
+            pass
+        slp.cancel()
+        await nap
+    asyncio.run(main())
+    by_name = {name: (state, frames[0][0]) for frames, name, state, _, _ in got['tasks']}
+    assert by_name.get('napper') == ('ready', READY), by_name
+    assert by_name.get('sleeper') == ('waiting', WAITING), by_name
+
+
 def main():
     r = Results()
+    r.run('goroutine_dump_ready_vs_waiting', t_goroutine_dump)
     with tempdir() as tmp:
         srv = Server(tmp)
         try:

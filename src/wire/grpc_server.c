@@ -134,12 +134,13 @@ struct skpx_grpc_call {
     size_t resp_len;
     size_t resp_off; /* next byte the data provider hands to nghttp2 */
     size_t resp_cap;
-    bool headers_sent;  /* response HEADERS submitted (by finish or by an early send) */
-    bool deferred;      /* the data provider returned DEFERRED: resume on new data */
-    char *status_msg;   /* owned; percent-encoded grpc-message or NULL */
-    void *data;         /* user slot */
-    int64_t last_rx_ms; /* monotonic: last HEADERS/DATA of this stream */
-    size_t charged;     /* bytes counted against the server's memory budget */
+    bool headers_sent;    /* response HEADERS submitted (by finish or by an early send) */
+    bool deferred;        /* the data provider returned DEFERRED: resume on new data */
+    char *status_msg;     /* owned; percent-encoded grpc-message or NULL */
+    void *data;           /* user slot */
+    int64_t last_rx_ms;   /* monotonic: last HEADERS/DATA of this stream */
+    size_t charged;       /* bytes counted against the server's memory budget */
+    size_t handler_bytes; /* per-call buffers the handler charged (skpx_grpc_call_charge) */
 };
 
 struct conn {
@@ -287,9 +288,9 @@ static void arena_cleanup(struct decode_arena *a)
 static void call_recharge(struct skpx_grpc_call *call, bool freeing)
 {
     struct skpx_grpc_server *srv = call->conn->srv;
-    size_t now =
-        freeing ? 0
-                : GRPC_SERVER_CALL_COST + call->hdrs_cap + call->reader.buf_cap + call->resp_cap;
+    size_t now = freeing ? 0
+                         : GRPC_SERVER_CALL_COST + call->hdrs_cap + call->reader.buf_cap +
+                               call->resp_cap + call->handler_bytes;
     srv->stats.buffered_bytes -= call->charged;
     srv->stats.buffered_bytes += now;
     call->charged = now;
@@ -298,6 +299,17 @@ static void call_recharge(struct skpx_grpc_call *call, bool freeing)
 static bool over_budget(const struct skpx_grpc_server *srv)
 {
     return srv->stats.buffered_bytes > srv->opts.memory_budget;
+}
+
+bool skpx_grpc_call_charge(struct skpx_grpc_call *call, int64_t delta)
+{
+    if (delta < 0 && (uint64_t)-delta > call->handler_bytes)
+        call->handler_bytes = 0;
+    else
+        call->handler_bytes = (size_t)((int64_t)call->handler_bytes + delta);
+    if (call->charged) /* 0 only once call_free released it: nothing to re-count */
+        call_recharge(call, false);
+    return !over_budget(call->conn->srv);
 }
 
 static struct skpx_grpc_call *call_new(struct conn *c, int32_t stream_id)

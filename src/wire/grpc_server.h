@@ -114,6 +114,12 @@ const char *skpx_grpc_call_path(const struct skpx_grpc_call *call);
 const char *skpx_grpc_call_metadata(const struct skpx_grpc_call *call, const char *name);
 /* Peer address "ip:port" (borrowed). */
 const char *skpx_grpc_call_peer(const struct skpx_grpc_call *call);
+/* Charges (delta > 0) or gives back (delta < 0) memory the handler holds for this call (its
+ * per-stream buffers) against the server's memory budget, so --grpc-memory-budget covers them:
+ * while the budget is exceeded new calls are refused with RESOURCE_EXHAUSTED. What is charged is
+ * released when the call closes at the latest. Returns false if the budget is now exceeded (the
+ * handler may end this call too). */
+bool skpx_grpc_call_charge(struct skpx_grpc_call *call, int64_t delta);
 /* Per-call user data slot. */
 void skpx_grpc_call_set_data(struct skpx_grpc_call *call, void *data);
 void *skpx_grpc_call_get_data(const struct skpx_grpc_call *call);

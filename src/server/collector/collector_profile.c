@@ -152,12 +152,15 @@ struct arena_chunk {
     struct arena_chunk *next;
     size_t used;
     size_t cap;
+    size_t hw; /* most bytes ever used: what is charged to the gRPC memory budget */
     char data[];
 };
 
 struct snap_call {
     struct collector *c;
-    struct arena_chunk *chunks; /* newest first */
+    struct skpx_grpc_call *call; /* its buffers are charged to the gRPC memory budget */
+    size_t batch_charged;        /* pages of `batch` used so far (charged) */
+    struct arena_chunk *chunks;  /* newest first */
     size_t arena_bytes;
     struct store_snapshot *batch; /* COLLECTOR_SNAPSHOT_BATCH entries */
     size_t n;
@@ -173,6 +176,10 @@ static void *arena_alloc(struct snap_call *s, size_t n, size_t align)
         size_t off = (ch->used + align - 1) & ~(align - 1);
         if (off + n <= ch->cap) {
             ch->used = off + n;
+            if (ch->used > ch->hw) {
+                skpx_grpc_call_charge(s->call, (int64_t)(ch->used - ch->hw));
+                ch->hw = ch->used;
+            }
             return ch->data + off;
         }
     }
@@ -188,6 +195,8 @@ static void *arena_alloc(struct snap_call *s, size_t n, size_t align)
     s->c->metrics->snapshot_buffer_bytes = s->c->buffered_bytes;
     size_t off = ((uintptr_t)ch->data % align) ? align - (uintptr_t)ch->data % align : 0;
     ch->used = off + n;
+    ch->hw = ch->used;
+    skpx_grpc_call_charge(s->call, (int64_t)ch->hw);
     return ch->data + off;
 }
 
@@ -200,6 +209,7 @@ static void arena_reset(struct snap_call *s, bool keep_one)
         ch = ch->next;
     while (ch) {
         struct arena_chunk *next = ch->next;
+        skpx_grpc_call_charge(s->call, -(int64_t)ch->hw);
         skpx_free(ch);
         ch = next;
     }
@@ -295,6 +305,7 @@ static struct snap_call *snap_call_get(struct skpx_grpc_call *call, struct colle
         skpx_free(s);
         return NULL;
     }
+    s->call = call;
     skpx_grpc_call_set_data(call, s);
     return s;
 }
@@ -354,6 +365,11 @@ static int snap_on_message(struct skpx_grpc_call *call, void *ud, const Protobuf
     sn->frames = frames;
     sn->n_frames = n_frames;
     s->n++;
+    size_t used = (s->n * sizeof(*s->batch) + 4095) & ~(size_t)4095; /* pages touched */
+    if (used > s->batch_charged) {
+        skpx_grpc_call_charge(s->call, (int64_t)(used - s->batch_charged));
+        s->batch_charged = used;
+    }
     if (s->n >= COLLECTOR_SNAPSHOT_BATCH || s->arena_bytes >= COLLECTOR_SNAPSHOT_BATCH_BYTES ||
         c->buffered_bytes > COLLECTOR_BUFFER_BUDGET_BYTES)
         return snap_flush(s);

@@ -7,6 +7,7 @@ import gzip
 import json
 import os
 import sqlite3
+import time
 import sys
 import urllib.parse
 
@@ -197,6 +198,40 @@ def t_policy_cap(d):
         P.stop()
 
 
+def t_stream_buffers_charged():
+    """Open snapshot streams hold their per-stream buffers (the batch of snapshots, the frame
+    arena) outside the gRPC server: they were not charged to --grpc-memory-budget (4 KiB per open
+    call was), so many streams pinned far more than the budget. Now each stream's used buffers
+    count in skyprof_grpc_buffered_bytes: 100 streams of one snapshot hold at least 8 KiB each."""
+    import socket
+    import struct
+    import h2raw
+    msg = Profile_pb2.ThreadSnapshot(
+        taskId="t-streams", traceSegmentId="seg-s", time=1, sequence=0,
+        stack=Profile_pb2.ThreadStack(codeSignatures=["f (a.py:1)"])).SerializeToString()
+    data = b"\x00" + struct.pack(">I", len(msg)) + msg
+    blk = h2raw.grpc_headers("/skywalking.v3.ProfileTask/collectSnapshot")
+    received = S.metric("skyprof_snapshots_received_total") or 0
+    before = S.metric("skyprof_grpc_buffered_bytes") or 0
+    s = socket.create_connection(("127.0.0.1", S.grpc_port))
+    try:
+        h2raw.handshake(s)
+        s.sendall(b"".join(h2raw.frame(h2raw.HEADERS, h2raw.END_HEADERS, 1 + 2 * i, blk) +
+                           h2raw.frame(h2raw.DATA, 0, 1 + 2 * i, data) for i in range(100)))
+        deadline = time.monotonic() + 30
+        while (S.metric("skyprof_snapshots_received_total") or 0) < received + 100:
+            assert time.monotonic() < deadline, "the 100 snapshots did not arrive"
+            time.sleep(0.05)
+        held = (S.metric("skyprof_grpc_buffered_bytes") or 0) - before
+        assert held >= 100 * 8192, held
+    finally:
+        s.close()
+    deadline = time.monotonic() + 30
+    while (S.metric("skyprof_grpc_buffered_bytes") or 0) > before:
+        assert time.monotonic() < deadline, "the streams' buffers were not given back"
+        time.sleep(0.05)
+
+
 def main():
     global S
     with tempdir() as d:
@@ -210,6 +245,7 @@ def main():
             R.run("names that are not UTF-8", t_non_utf8_names, d)
             R.run("one guard for every mutating method", t_one_guard_for_every_method)
             R.run("policy cap", t_policy_cap, d)
+            R.run("per-stream buffers charged to the gRPC budget", t_stream_buffers_charged)
             R.run("still serving", t_still_serving)
         finally:
             S.stop()

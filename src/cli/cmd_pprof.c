@@ -4,6 +4,7 @@
 #include <getopt.h>
 #include <stdio.h>
 #include <string.h>
+#include <time.h>
 
 #include "cli/cli.h"
 #include "cli/proc_task_cmd.h"
@@ -27,7 +28,8 @@ static const char g_pprof_usage[] =
     "  skyprof pprof list [--service S]\n"
     "  skyprof pprof show ID\n"
     "  skyprof pprof analyze ID [--sample-type T] [--instances A,B] [--functions]\n"
-    "                           [--all-frames]   (exit 6 when the task has no data yet)\n"
+    "                           [--all-frames] [--wait S]\n"
+    "      exit 6 while no instance uploaded a file; --wait S asks again every second first\n"
     "  skyprof pprof download ID [--file FILE_ID | --format pprof|collapsed|speedscope|html]\n"
     "                            [--sample-type T] [--instances A,B] [--functions] [-o OUT]\n"
     "Global options --server, --token, --timeout, --json are accepted too.\n";
@@ -36,7 +38,7 @@ struct pprof_opts {
     const char *service, *event, *sample_type, *instances, *format, *output, *file;
     const char *inst[PPROF_CLI_MAX_INSTANCES];
     size_t n_inst;
-    long long duration, dump_period, sampling_rate;
+    long long duration, dump_period, sampling_rate, wait_s;
     bool functions, all_frames;
 };
 
@@ -76,6 +78,10 @@ static int pprof_option(void *ud, int opt, const char *arg)
     case 'A':
         o->all_frames = true;
         break;
+    case 'w':
+        if (!cli_parse_int(arg, 0, 3600, &o->wait_s))
+            return cli_usage_error("--wait: expected seconds (0-3600), got '%s'", arg);
+        break;
     case 'd':
     case 'p':
     case 'r': {
@@ -109,6 +115,7 @@ static int parse(struct cli *c, int argc, char **argv, struct pprof_opts *o)
         {"output", required_argument, NULL, 'o'},
         {"functions", no_argument, NULL, 'g'},
         {"all-frames", no_argument, NULL, 'A'},
+        {"wait", required_argument, NULL, 'w'},
         {NULL, 0, NULL, 0},
     };
     return cli_parse_options(c, argc, argv, ":ho:", longopts, g_pprof_usage, "pprof", argv[0],
@@ -239,9 +246,23 @@ static int pprof_analyze(struct cli *c, struct pprof_opts *o, int argc, char **a
         !filters(target, sizeof(target), o))
         return cli_usage_error("arguments too long");
     json_t *a = NULL;
-    int rc = cli_api_json(c, "GET", target, NULL, &a);
-    if (rc)
-        return rc;
+    int rc;
+    struct timespec t0, now;
+    clock_gettime(CLOCK_MONOTONIC, &t0);
+    for (;;) {
+        rc = cli_api_json(c, "GET", target, NULL, &a);
+        if (rc)
+            return rc;
+        /* --wait S: no file yet (an instance uploads once its sampling is over): ask again
+         * every second until there is one or S seconds passed. */
+        clock_gettime(CLOCK_MONOTONIC, &now);
+        if (tree_print_has_data(a) || now.tv_sec - t0.tv_sec >= o->wait_s)
+            break;
+        json_decref(a);
+        a = NULL;
+        struct timespec nap = {.tv_sec = 1, .tv_nsec = 0};
+        nanosleep(&nap, NULL);
+    }
     if (c->json) {
         cli_print_json(a);
         rc = tree_print_has_data(a) ? CLI_EXIT_OK : CLI_EXIT_NODATA;

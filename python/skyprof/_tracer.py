@@ -110,13 +110,11 @@ def _nested(component, layer):
             finally:
                 native.context_swap(prev)
         return True  # a worker thread of the request: its segment is the request's
-    native = _native.native
-    seg = native.current_segment_id()
-    if seg is None:
+    if not _native.native.segment_open():
         return False
-    outer = getattr(_tls, 'outer', None)
-    if outer is not None and outer[0] == seg:
-        _tls.outer = (seg, outer[1], _adopt(outer[1], outer[2], component, layer))
+    outer = getattr(_tls, 'outer', None)  # [span, component] of the request begin() opened
+    if outer is not None:
+        outer[1] = _adopt(outer[0], outer[1], component, layer)
     return True
 
 
@@ -130,9 +128,8 @@ def begin(endpoint, sw8=None, component=None, layer=None, tags=None, peer=None):
         if _nested(component, layer):
             return None
         span = _begin(endpoint, sw8, component, layer, tags, peer)
-        if span is not None:
-            _tls.outer = (_native.native.current_segment_id(), span,
-                          component if component is not None else COMPONENT_PYTHON)
+        _tls.outer = [span, component if component is not None else COMPONENT_PYTHON] \
+            if span is not None else None
         return span
     except Exception as e:  # never into user code
         _disable('entry_begin', e)
@@ -323,6 +320,9 @@ def end(span):
     if span is None:
         return
     try:
+        outer = getattr(_tls, 'outer', None)
+        if outer is not None and outer[0] == span:
+            _tls.outer = None  # the thread's request ends: nothing to adopt into any more
         _native.native.entry_end(span)
     except Exception as e:
         _disable('entry_end', e)

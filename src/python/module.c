@@ -855,6 +855,15 @@ static PyObject *py_segment_id(PyObject *module, PyObject *unused)
     return str_or_none(skyprof_current_segment_id());
 }
 
+/* segment_open(): whether the current context has an open segment (what current_segment_id tells
+ * without making its string: asked by every entry of the Python tracer). */
+static PyObject *py_segment_open(PyObject *module, PyObject *unused)
+{
+    (void)module;
+    (void)unused;
+    return PyBool_FromLong(skyprof_current_segment_id() != NULL);
+}
+
 static PyObject *py_add_task(PyObject *module, PyObject *args, PyObject *kwargs)
 {
     static char *kwlist[] = {"endpoint",
@@ -993,6 +1002,7 @@ static PyMethodDef methods[] = {
     {"sw8_inject", py_sw8_inject, METH_NOARGS, "Outgoing sw8 header value."},
     {"current_trace_id", py_trace_id, METH_NOARGS, "Trace id of the open segment."},
     {"current_segment_id", py_segment_id, METH_NOARGS, "Segment id of the open segment."},
+    {"segment_open", py_segment_open, METH_NOARGS, "Whether a segment is open."},
     {"add_task", (PyCFunction)(void (*)(void))py_add_task, METH_VARARGS | METH_KEYWORDS,
      "Add a local profile task."},
     {"task_active", py_task_active, METH_NOARGS, "A task is active."},

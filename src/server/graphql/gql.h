@@ -105,6 +105,14 @@ json_t *gql_execute(const struct gql_schema *s, struct gql_doc *d, const char *o
                     const json_t *variables, void *ctx, const struct gql_limits *l,
                     enum gql_refusal *refused);
 
+/* The same, with the answer as compact JSON text (written as it is completed, no tree): *text
+ * is skpx-allocated (caller frees with skpx_free), NUL-terminated, *len its length.
+ * Errors: SKP_ENOMEM (nothing to answer). */
+SKP_MUST_CHECK skp_err gql_execute_text(const struct gql_schema *s, struct gql_doc *d,
+                                        const char *op_name, const json_t *variables, void *ctx,
+                                        const struct gql_limits *l, enum gql_refusal *refused,
+                                        char **text, size_t *len);
+
 /* A GraphQL answer holding one error without location ({"errors":[{"message": msg}]}). */
 json_t *gql_error_answer(const char *msg);
 

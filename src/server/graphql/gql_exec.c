@@ -16,7 +16,11 @@
 #include <string.h>
 
 #include "common/alloc.h"
+#include "common/buf.h"
 #include "server/graphql/gql_int.h"
+
+/* Deepest response path an error reports (deeper ones are cut; the depth limit is lower). */
+#define GQL_PATH_MAX 128
 
 struct exec {
     const struct gql_schema *s;
@@ -26,7 +30,15 @@ struct exec {
     void *ctx;
     const struct gql_limits *l;
     json_t *errors;
-    json_t *path; /* response path of the field being completed */
+    /* response path of the value being completed: keys and list indexes, built into JSON only
+     * for an error (the hot path of a large list must not allocate per element) */
+    struct path_el {
+        const char *key; /* NULL: index */
+        size_t index;
+    } path[GQL_PATH_MAX];
+    size_t n_path;
+    struct skpx_buf out; /* the answer's "data" as JSON text, bounded by max_answer_bytes */
+    bool wrote_null;     /* the last completed value was null (non-null checks) */
     size_t answer_bytes;
     size_t n_fields; /* validation: fields visited with fragments expanded */
     enum gql_refusal refused;
@@ -50,8 +62,13 @@ static void add_error(struct exec *x, int line, int col, bool with_path, const c
         return;
     if (line > 0)
         json_object_set_new(e, "locations", json_pack("[{s:i,s:i}]", "line", line, "column", col));
-    if (with_path && x->path)
-        json_object_set_new(e, "path", json_deep_copy(x->path));
+    if (with_path) {
+        json_t *p = json_array();
+        for (size_t i = 0; p && i < x->n_path && i < GQL_PATH_MAX; i++)
+            json_array_append_new(p, x->path[i].key ? json_string(x->path[i].key)
+                                                    : json_integer((json_int_t)x->path[i].index));
+        json_object_set_new(e, "path", p);
+    }
     json_array_append_new(x->errors, e);
 }
 
@@ -721,13 +738,16 @@ static bool validate_sels(struct exec *x, const struct gql_type *t, const struct
 
 /* ---- execution ---- */
 
-/* One response key and the field selections merged under it. */
+/* One response key, its field (NULL: __typename) and the field selections merged under it. */
 struct collected {
     const char *key;
+    const struct gql_field *field;
     const struct gql_sel *first;
     const struct gql_sel **sels;
     size_t n, cap;
 };
+/* The fields one selection set yields for one object type: computed once per object, or once
+ * per list for all its items (the hot path of a flame graph's thousands of elements). */
 struct collection {
     struct collected *v;
     size_t n, cap;
@@ -738,6 +758,7 @@ static void collection_free(struct collection *c)
     for (size_t i = 0; i < c->n; i++)
         skpx_free(c->v[i].sels);
     skpx_free(c->v);
+    memset(c, 0, sizeof(*c));
 }
 
 static bool collect(struct exec *x, const struct gql_type *t, const struct gql_sel *sels,
@@ -770,6 +791,7 @@ static bool collect(struct exec *x, const struct gql_type *t, const struct gql_s
                 memset(e, 0, sizeof(*e));
                 e->key = key;
                 e->first = s;
+                e->field = strcmp(s->name, "__typename") == 0 ? NULL : lookup_field(x, t, s->name);
             }
             if (e->n == e->cap) {
                 size_t cap = e->cap ? e->cap * 2 : 2;
@@ -801,163 +823,263 @@ static bool collect(struct exec *x, const struct gql_type *t, const struct gql_s
     return true;
 }
 
-static bool count_bytes(struct exec *x, size_t n)
+/* The collection of the sub-selections of every selection merged in `e` on type t. */
+static bool collect_sub(struct exec *x, const struct gql_type *t, const struct collected *e,
+                        struct collection *c, int depth)
 {
-    x->answer_bytes += n;
-    if (x->answer_bytes <= x->l->max_answer_bytes)
+    for (size_t i = 0; i < e->n; i++)
+        if (e->sels[i]->sels && !collect(x, t, e->sels[i]->sels, c, depth))
+            return false;
+    return true;
+}
+
+static void path_push(struct exec *x, const char *key, size_t index)
+{
+    if (x->n_path < GQL_PATH_MAX)
+        x->path[x->n_path] = (struct path_el){key, index};
+    x->n_path++;
+}
+
+/* The answer's text went past its limit (or memory ran out): stop everything. */
+static bool out_ok(struct exec *x)
+{
+    if (!x->out.err)
         return true;
     if (!x->stop) {
         x->stop = true;
-        x->refused = GQL_REFUSED_ANSWER;
-        add_error(x, 0, 0, false, "the answer is larger than %zu bytes", x->l->max_answer_bytes);
+        if (x->out.err == SKP_ETOOBIG) {
+            x->refused = GQL_REFUSED_ANSWER;
+            add_error(x, 0, 0, false, "the answer is larger than %zu bytes",
+                      x->l->max_answer_bytes);
+        } else {
+            add_error(x, 0, 0, false, "out of memory");
+        }
     }
     return false;
 }
 
-static json_t *exec_sels(struct exec *x, const struct gql_type *t, const json_t *source,
-                         const struct gql_sel *const *sels, size_t n_sels, int depth);
-
-/* Sentinel for "null because of an error": propagates through non-null positions. */
-#define FAILED NULL
-
-static json_t *complete_scalar(struct exec *x, const struct gql_type *t, const json_t *v,
-                               const struct gql_sel *at)
+/* Drops what was written after `mark` (a value being replaced by null or by its parent's). */
+static void out_truncate(struct exec *x, size_t mark)
 {
-    const char *n = t->name;
-    json_t *out = NULL;
-    if (strcmp(n, "String") == 0 || strcmp(n, "ID") == 0) {
-        if (json_is_string(v)) {
-            out = json_incref((json_t *)v);
-        } else if (json_is_integer(v)) {
-            char b[24];
-            snprintf(b, sizeof(b), "%" JSON_INTEGER_FORMAT, json_integer_value(v));
-            out = json_string(b);
-        } else if (json_is_boolean(v) && n[0] == 'S') {
-            out = json_string(json_is_true(v) ? "true" : "false");
-        }
-    } else if (strcmp(n, "Int") == 0 || strcmp(n, "Long") == 0) {
-        int64_t i;
-        bool is_int = n[0] == 'I';
-        if (json_is_integer(v)) {
-            out = json_incref((json_t *)v);
-        } else if (json_is_real(v) && json_real_value(v) == floor(json_real_value(v)) &&
-                   fabs(json_real_value(v)) < 9.0e15) {
-            out = json_integer((json_int_t)json_real_value(v));
-        } else if (json_is_string(v) &&
-                   parse_i64(json_string_value(v), json_string_length(v), &i)) {
-            out = json_integer((json_int_t)i);
-        }
-        if (out && is_int &&
-            (json_integer_value(out) > INT32_MAX || json_integer_value(out) < INT32_MIN)) {
-            json_decref(out);
-            out = NULL;
-        }
-    } else if (strcmp(n, "Float") == 0) {
-        if (json_is_number(v))
-            out = json_incref((json_t *)v);
-    } else if (strcmp(n, "Boolean") == 0) {
-        if (json_is_boolean(v))
-            out = json_incref((json_t *)v);
-    } else {
-        out = json_incref((json_t *)v);
+    if (x->out.len > mark) {
+        x->out.len = mark;
+        x->out.data[mark] = '\0';
     }
-    if (!out) {
-        add_error(x, at->line, at->col, true, "%s cannot represent the resolved value", n);
-        return FAILED;
-    }
-    count_bytes(x, json_is_string(out) ? json_string_length(out) + 2 : 12);
-    return out;
 }
 
-static json_t *complete(struct exec *x, const struct gql_tref *t, const json_t *v,
-                        const struct gql_sel *const *sels, size_t n_sels, int depth)
+/* A JSON string: quotes, backslashes and control bytes escaped; the text is UTF-8 already
+ * (jansson's strings and the document's names are). */
+static void put_string(struct skpx_buf *b, const char *s, size_t n)
+{
+    static const char hex[] = "0123456789abcdef";
+    skpx_buf_putc(b, '"');
+    size_t run = 0;
+    for (size_t i = 0; i < n; i++) {
+        unsigned char c = (unsigned char)s[i];
+        if (c >= 0x20 && c != '"' && c != '\\')
+            continue;
+        skpx_buf_put(b, s + run, i - run);
+        run = i + 1;
+        char esc[7] = {'\\', (char)c, 0};
+        if (c == '\n')
+            esc[1] = 'n';
+        else if (c == '\t')
+            esc[1] = 't';
+        else if (c == '\r')
+            esc[1] = 'r';
+        else if (c < 0x20)
+            memcpy(esc, (char[]){'\\', 'u', '0', '0', hex[c >> 4], hex[c & 15], 0}, 7);
+        skpx_buf_puts(b, esc);
+    }
+    skpx_buf_put(b, s + run, n - run);
+    skpx_buf_putc(b, '"');
+}
+
+static void put_json(struct skpx_buf *b, const json_t *v)
+{
+    if (json_is_string(v)) {
+        put_string(b, json_string_value(v), json_string_length(v));
+    } else if (json_is_integer(v)) {
+        skpx_buf_printf(b, "%" JSON_INTEGER_FORMAT, json_integer_value(v));
+    } else if (json_is_true(v)) {
+        skpx_buf_puts(b, "true");
+    } else if (json_is_false(v)) {
+        skpx_buf_puts(b, "false");
+    } else if (json_is_null(v)) {
+        skpx_buf_puts(b, "null");
+    } else {
+        char tmp[64];
+        size_t n = json_dumpb(v, tmp, sizeof(tmp), JSON_ENCODE_ANY | JSON_COMPACT);
+        if (n && n <= sizeof(tmp))
+            skpx_buf_put(b, tmp, n);
+        else
+            skpx_buf_puts(b, "null"); /* a custom scalar's object: not in our schemas */
+    }
+}
+
+static bool exec_object(struct exec *x, const struct gql_type *t, const json_t *source,
+                        const struct collection *c, int depth);
+
+static bool complete_scalar(struct exec *x, const struct gql_type *t, const json_t *v,
+                            const struct gql_sel *at)
+{
+    struct skpx_buf *b = &x->out;
+    int64_t i;
+    bool ok = true;
+    switch (t->scalar) {
+    case GQL_S_STRING:
+    case GQL_S_ID:
+        if (json_is_string(v))
+            put_string(b, json_string_value(v), json_string_length(v));
+        else if (json_is_integer(v))
+            skpx_buf_printf(b, "\"%" JSON_INTEGER_FORMAT "\"", json_integer_value(v));
+        else if (json_is_boolean(v) && t->scalar == GQL_S_STRING)
+            skpx_buf_puts(b, json_is_true(v) ? "\"true\"" : "\"false\"");
+        else
+            ok = false;
+        break;
+    case GQL_S_INT:
+    case GQL_S_LONG:
+        if (json_is_integer(v))
+            i = json_integer_value(v);
+        else if (json_is_real(v) && json_real_value(v) == floor(json_real_value(v)) &&
+                 fabs(json_real_value(v)) < 9.0e15)
+            i = (int64_t)json_real_value(v);
+        else if (!json_is_string(v) || !parse_i64(json_string_value(v), json_string_length(v), &i))
+            ok = false;
+        if (ok && t->scalar == GQL_S_INT && (i > INT32_MAX || i < INT32_MIN))
+            ok = false;
+        if (ok)
+            skpx_buf_printf(b, "%" PRId64, i);
+        break;
+    case GQL_S_FLOAT:
+        ok = json_is_number(v);
+        if (ok)
+            put_json(b, v);
+        break;
+    case GQL_S_BOOLEAN:
+        ok = json_is_boolean(v);
+        if (ok)
+            put_json(b, v);
+        break;
+    default:
+        put_json(b, v);
+        break;
+    }
+    if (!ok) {
+        add_error(x, at->line, at->col, true, "%s cannot represent the resolved value", t->name);
+        return false;
+    }
+    return out_ok(x);
+}
+
+/* Writes value v of type t selected by e; `pre` (may be NULL) is the collection of e's
+ * sub-selections on t's object type when the caller computed it already. Returns false when
+ * the value is an error that nulls its parent (its text is then dropped by the caller). */
+static bool complete(struct exec *x, const struct gql_tref *t, const json_t *v,
+                     const struct collected *e, int depth, const struct collection *pre)
 {
     if (x->stop)
-        return FAILED;
+        return false;
+    x->wrote_null = false;
     if (t->kind == GQL_TR_NON_NULL) {
-        json_t *r = complete(x, t->of, v, sels, n_sels, depth);
-        if (r && json_is_null(r)) {
-            json_decref(r);
-            add_error(x, sels[0]->line, sels[0]->col, true,
+        if (!complete(x, t->of, v, e, depth, pre))
+            return false;
+        if (x->wrote_null) {
+            add_error(x, e->first->line, e->first->col, true,
                       "Cannot return null for non-nullable field.");
-            return FAILED;
+            return false;
         }
-        return r;
+        return true;
     }
     if (!v || json_is_null(v)) {
-        count_bytes(x, 4);
-        return json_null();
+        skpx_buf_puts(&x->out, "null");
+        x->wrote_null = true;
+        return out_ok(x);
     }
     if (t->kind == GQL_TR_LIST) {
         if (!json_is_array(v)) {
-            add_error(x, sels[0]->line, sels[0]->col, true,
+            add_error(x, e->first->line, e->first->col, true,
                       "Expected a list for a field of list type.");
-            return FAILED;
+            return false;
         }
-        json_t *a = json_array();
-        if (!a)
-            return FAILED;
+        struct collection own = {0};
+        const struct gql_type *it = gql_tref_named(t->of);
+        if (!pre && it->kind == GQL_K_OBJECT) {
+            if (!collect_sub(x, it, e, &own, depth)) {
+                collection_free(&own);
+                return false;
+            }
+            pre = &own;
+        }
+        size_t start = x->out.len;
+        bool ok = true;
+        skpx_buf_putc(&x->out, '[');
         size_t i;
-        json_t *e;
-        json_array_foreach((json_t *)v, i, e) {
-            json_array_append_new(x->path, json_integer((json_int_t)i));
-            json_t *c = complete(x, t->of, e, sels, n_sels, depth + 1);
-            json_array_remove(x->path, json_array_size(x->path) - 1);
-            if (!c) {
-                /* an error in a non-null item makes the whole list null */
-                json_decref(a);
-                return t->of->kind == GQL_TR_NON_NULL ? FAILED : json_null();
-            }
-            if (json_array_append_new(a, c) != 0) {
-                json_decref(a);
-                return FAILED;
-            }
-            count_bytes(x, 1);
+        json_t *item;
+        json_array_foreach((json_t *)v, i, item) {
+            if (i)
+                skpx_buf_putc(&x->out, ',');
+            path_push(x, NULL, i);
+            ok = complete(x, t->of, item, e, depth + 1, pre);
+            x->n_path--;
+            if (!ok)
+                break;
         }
-        return a;
+        collection_free(&own);
+        if (!ok) {
+            /* an error in a non-null item makes the whole list null */
+            if (x->stop || t->of->kind == GQL_TR_NON_NULL)
+                return false;
+            out_truncate(x, start);
+            skpx_buf_puts(&x->out, "null");
+            x->wrote_null = true;
+            return out_ok(x);
+        }
+        skpx_buf_putc(&x->out, ']');
+        x->wrote_null = false;
+        return out_ok(x);
     }
     const struct gql_type *nt = t->resolved;
     switch (nt->kind) {
     case GQL_K_SCALAR:
-        return complete_scalar(x, nt, v, sels[0]);
+        return complete_scalar(x, nt, v, e->first);
     case GQL_K_ENUM:
         if (!json_is_string(v) || !enum_has(nt, json_string_value(v))) {
-            add_error(x, sels[0]->line, sels[0]->col, true,
+            add_error(x, e->first->line, e->first->col, true,
                       "Enum \"%s\" cannot represent the resolved value.", nt->name);
-            return FAILED;
+            return false;
         }
-        count_bytes(x, json_string_length(v) + 2);
-        return json_incref((json_t *)v);
+        put_string(&x->out, json_string_value(v), json_string_length(v));
+        return out_ok(x);
     case GQL_K_OBJECT: {
-        /* the sub-selections of every merged field selection */
-        const struct gql_sel *subs[64];
-        size_t n = 0;
-        for (size_t i = 0; i < n_sels && n < 64; i++)
-            if (sels[i]->sels)
-                subs[n++] = sels[i]->sels;
-        return exec_sels(x, nt, v, subs, n, depth + 1);
+        if (pre)
+            return exec_object(x, nt, v, pre, depth + 1);
+        struct collection own = {0};
+        bool ok = collect_sub(x, nt, e, &own, depth) && exec_object(x, nt, v, &own, depth + 1);
+        collection_free(&own);
+        return ok;
     }
     default:
-        return FAILED;
+        return false;
     }
 }
 
-static json_t *resolve_field(struct exec *x, const struct gql_type *t, const json_t *source,
-                             const struct collected *e, int depth)
+/* Resolves and writes one field's value; false: null the parent (the text is dropped). */
+static bool resolve_field(struct exec *x, const struct gql_type *t, const json_t *source,
+                          const struct collected *e, int depth)
 {
     const struct gql_sel *s = e->first;
-    if (strcmp(s->name, "__typename") == 0) {
-        count_bytes(x, strlen(t->name) + 2);
-        return json_string(t->name);
+    const struct gql_field *f = e->field;
+    if (!f) {
+        put_string(&x->out, t->name, strlen(t->name)); /* __typename */
+        return out_ok(x);
     }
-    const struct gql_field *f = lookup_field(x, t, s->name);
-    if (!f)
-        return FAILED; /* validated before */
     json_t *value = NULL;
     if (f->resolve) {
         json_t *args = field_args(x, f, s);
         if (!args)
-            return f->type->kind == GQL_TR_NON_NULL ? FAILED : json_null();
+            return false;
         struct gql_call c = {
             .ctx = x->ctx, .schema = x->s, .args = args, .source = source, .field = f->name};
         skp_err err = f->resolve(&c, &value);
@@ -965,48 +1087,42 @@ static json_t *resolve_field(struct exec *x, const struct gql_type *t, const jso
         if (err) {
             json_decref(value);
             add_error(x, s->line, s->col, true, "%s", c.error[0] ? c.error : skp_strerror(err));
-            return f->type->kind == GQL_TR_NON_NULL ? FAILED : json_null();
+            return false;
         }
     } else {
         value = json_incref(json_object_get(source, f->name));
     }
-    json_t *r = complete(x, f->type, value, e->sels, e->n, depth);
+    bool ok = complete(x, f->type, value, e, depth, NULL);
     json_decref(value);
-    return r;
+    return ok;
 }
 
-static json_t *exec_sels(struct exec *x, const struct gql_type *t, const json_t *source,
-                         const struct gql_sel *const *sels, size_t n_sels, int depth)
+static bool exec_object(struct exec *x, const struct gql_type *t, const json_t *source,
+                        const struct collection *c, int depth)
 {
-    struct collection c = {0};
-    json_t *obj = json_object();
-    bool failed = !obj;
-    for (size_t i = 0; i < n_sels && !failed; i++)
-        failed = !collect(x, t, sels[i], &c, depth);
-    for (size_t i = 0; i < c.n && !failed && !x->stop; i++) {
-        struct collected *e = &c.v[i];
-        json_array_append_new(x->path, json_string(e->key));
-        json_t *r = resolve_field(x, t, source, e, depth);
-        json_array_remove(x->path, json_array_size(x->path) - 1);
-        count_bytes(x, strlen(e->key) + 4);
-        if (!r) {
-            const struct gql_field *f = lookup_field(x, t, e->first->name);
-            if (f && f->type->kind != GQL_TR_NON_NULL) {
-                r = json_null(); /* the error stops at this nullable field */
-            } else {
-                failed = true;
-                break;
-            }
+    skpx_buf_putc(&x->out, '{');
+    for (size_t i = 0; i < c->n && !x->stop; i++) {
+        const struct collected *e = &c->v[i];
+        if (i)
+            skpx_buf_putc(&x->out, ',');
+        put_string(&x->out, e->key, strlen(e->key));
+        skpx_buf_putc(&x->out, ':');
+        size_t mark = x->out.len;
+        path_push(x, e->key, 0);
+        bool ok = resolve_field(x, t, source, e, depth);
+        x->n_path--;
+        if (!ok) {
+            if (x->stop || !e->field || e->field->type->kind == GQL_TR_NON_NULL)
+                return false;
+            out_truncate(x, mark); /* the error stops at this nullable field */
+            skpx_buf_puts(&x->out, "null");
         }
-        if (json_object_set_new(obj, e->key, r) != 0)
-            failed = true;
+        if (!out_ok(x))
+            return false;
     }
-    collection_free(&c);
-    if (failed || x->stop) {
-        json_decref(obj);
-        return FAILED;
-    }
-    return obj;
+    skpx_buf_putc(&x->out, '}');
+    x->wrote_null = false;
+    return !x->stop && out_ok(x);
 }
 
 static const struct gql_op *pick_op(struct exec *x, const char *op_name)
@@ -1032,58 +1148,91 @@ static const struct gql_op *pick_op(struct exec *x, const char *op_name)
     return x->d->ops;
 }
 
-json_t *gql_execute(const struct gql_schema *s, struct gql_doc *d, const char *op_name,
-                    const json_t *variables, void *ctx, const struct gql_limits *l,
-                    enum gql_refusal *refused)
+/* Appends ,"errors":[...] (the errors so far) to the buffer; false when out of memory. */
+static bool put_errors(struct skpx_buf *b, const json_t *errors)
+{
+    size_t n = json_dumpb(errors, NULL, 0, JSON_COMPACT);
+    char *t = n ? skpx_malloc(n) : NULL;
+    if (!t)
+        return false;
+    json_dumpb(errors, t, n, JSON_COMPACT);
+    skpx_buf_puts(b, "\"errors\":");
+    skpx_buf_put(b, t, n);
+    skpx_free(t);
+    return true;
+}
+
+skp_err gql_execute_text(const struct gql_schema *s, struct gql_doc *d, const char *op_name,
+                         const json_t *variables, void *ctx, const struct gql_limits *l,
+                         enum gql_refusal *refused, char **text, size_t *len)
 {
     struct exec x = {.s = s, .d = d, .ctx = ctx, .l = l};
-    json_t *answer = NULL;
+    struct skpx_buf ans;
+    skp_err err = SKP_ENOMEM;
+    *text = NULL;
+    *len = 0;
+    /* the data's text has the limit; the envelope and the errors get room beyond it */
+    skpx_buf_init(&x.out, l->max_answer_bytes);
+    skpx_buf_init(&ans, l->max_answer_bytes + 1024u * 1024u);
     x.errors = json_array();
     x.vars = json_object();
-    x.path = json_array();
-    if (!x.errors || !x.vars || !x.path)
+    if (!x.errors || !x.vars)
         goto out;
+    bool run = false;
     x.op = pick_op(&x, op_name);
-    if (!x.op)
-        goto errors_only;
-    const struct gql_type *root = x.op->kind == GQL_OP_QUERY      ? s->query
+    const struct gql_type *root = !x.op                           ? NULL
+                                  : x.op->kind == GQL_OP_QUERY    ? s->query
                                   : x.op->kind == GQL_OP_MUTATION ? s->mutation
                                                                   : NULL;
-    if (!root) {
+    if (x.op && !root)
         add_error(&x, x.op->line, x.op->col, false, "Schema is not configured for %s.",
                   x.op->kind == GQL_OP_MUTATION ? "mutations" : "subscriptions");
-        goto errors_only;
-    }
-    if (variables && !json_is_object(variables)) {
+    if (root && variables && !json_is_object(variables))
         add_error(&x, 0, 0, false, "Variables must be provided as an object.");
-        goto errors_only;
-    }
-    for (const struct gql_frag *f = d->frags; f; f = f->next)
+    for (const struct gql_frag *f = d->frags; root && f; f = f->next)
         for (const struct gql_frag *g = f->next; g; g = g->next)
             if (strcmp(f->name, g->name) == 0)
                 add_error(&x, g->line, g->col, false,
                           "There can be only one fragment named \"%s\".", g->name);
-    if (json_array_size(x.errors) || !coerce_variables(&x, variables))
-        goto errors_only;
-    if (!validate_sels(&x, root, x.op->sels, 1) || json_array_size(x.errors))
-        goto errors_only;
-    const struct gql_sel *top[1] = {x.op->sels};
-    json_t *data = exec_sels(&x, root, NULL, top, 1, 1);
-    if (x.refused == GQL_REFUSED_ANSWER) {
-        json_decref(data);
-        data = NULL;
+    if (root && !json_array_size(x.errors) && coerce_variables(&x, variables) &&
+        validate_sels(&x, root, x.op->sels, 1) && !json_array_size(x.errors))
+        run = true;
+    skpx_buf_putc(&ans, '{');
+    if (run) {
+        struct collection top = {0};
+        bool ok = collect(&x, root, x.op->sels, &top, 1) && exec_object(&x, root, NULL, &top, 1);
+        collection_free(&top);
+        skpx_buf_puts(&ans, "\"data\":");
+        if (ok && !x.out.err)
+            skpx_buf_put(&ans, x.out.data, x.out.len);
+        else
+            skpx_buf_puts(&ans, "null");
+        if (json_array_size(x.errors))
+            skpx_buf_putc(&ans, ',');
     }
-    answer = json_pack("{s:o}", "data", data ? data : json_null());
-    if (answer && json_array_size(x.errors))
-        json_object_set(answer, "errors", x.errors);
-    goto out;
-errors_only:
-    answer = json_pack("{s:O}", "errors", x.errors);
+    if (json_array_size(x.errors) && !put_errors(&ans, x.errors))
+        goto out;
+    skpx_buf_putc(&ans, '}');
+    err = skpx_buf_take(&ans, (uint8_t **)text, len);
 out:
     if (refused)
         *refused = x.refused;
+    skpx_buf_cleanup(&x.out);
+    skpx_buf_cleanup(&ans);
     json_decref(x.errors);
     json_decref(x.vars);
-    json_decref(x.path);
-    return answer;
+    return err;
+}
+
+json_t *gql_execute(const struct gql_schema *s, struct gql_doc *d, const char *op_name,
+                    const json_t *variables, void *ctx, const struct gql_limits *l,
+                    enum gql_refusal *refused)
+{
+    char *text = NULL;
+    size_t len = 0;
+    if (gql_execute_text(s, d, op_name, variables, ctx, l, refused, &text, &len) != SKP_OK)
+        return NULL;
+    json_t *j = json_loadb(text, len, 0, NULL);
+    skpx_free(text);
+    return j;
 }

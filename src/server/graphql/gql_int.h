@@ -180,8 +180,19 @@ struct gql_enum_value {
     const char *name;
     struct gql_enum_value *next;
 };
+/* Built-in scalars, found once at link time (the executor's hot path switches on them). */
+enum gql_scalar {
+    GQL_S_CUSTOM = 0,
+    GQL_S_INT,
+    GQL_S_FLOAT,
+    GQL_S_STRING,
+    GQL_S_BOOLEAN,
+    GQL_S_ID,
+    GQL_S_LONG, /* OAP's 64-bit integer scalar */
+};
 struct gql_type {
     enum gql_type_kind kind;
+    enum gql_scalar scalar; /* SCALAR types */
     const char *name;
     const char *desc;
     struct gql_field *fields; /* OBJECT fields, INPUT members */

@@ -290,7 +290,11 @@ static bool link_tref(struct gql_schema *s, struct gql_tref *t, bool input, char
 
 static bool link(struct gql_schema *s, char *err, size_t cap)
 {
+    static const char *const scalars[] = {"", "Int", "Float", "String", "Boolean", "ID", "Long"};
     for (struct gql_type *t = s->types; t; t = t->next) {
+        for (size_t i = 1; t->kind == GQL_K_SCALAR && i < sizeof(scalars) / sizeof(scalars[0]); i++)
+            if (strcmp(t->name, scalars[i]) == 0)
+                t->scalar = (enum gql_scalar)i;
         for (struct gql_field *f = t->fields; f; f = f->next) {
             char where[160];
             snprintf(where, sizeof(where), "%s.%s", t->name, f->name);

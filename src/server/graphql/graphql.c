@@ -77,16 +77,21 @@ bool graphql_needs_worker(const struct gql_doc *d)
     return false;
 }
 
-json_t *graphql_execute(struct gql_doc *d, const char *op_name, const json_t *variables,
+skp_err graphql_execute(struct gql_doc *d, const char *op_name, const json_t *variables,
                         struct graphql_ctx *ctx, const struct gql_limits *l,
-                        enum gql_refusal *refused)
+                        enum gql_refusal *refused, char **text, size_t *len)
 {
     const struct gql_schema *s = graphql_schema();
     if (refused)
         *refused = GQL_REFUSED_NONE;
-    if (!s)
-        return gql_error_answer("the GraphQL schema is not available (see the server log)");
-    return gql_execute(s, d, op_name, variables, ctx, l, refused);
+    if (s)
+        return gql_execute_text(s, d, op_name, variables, ctx, l, refused, text, len);
+    static const char k_none[] =
+        "{\"errors\":[{\"message\":\"the GraphQL schema is not available (see the server "
+        "log)\"}]}";
+    *text = skpx_strdup(k_none);
+    *len = sizeof(k_none) - 1;
+    return *text ? SKP_OK : SKP_ENOMEM;
 }
 
 void graphql_count(enum gql_refusal r)

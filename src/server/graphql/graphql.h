@@ -55,10 +55,12 @@ SKP_MUST_CHECK skp_err graphql_schema_new(struct gql_schema **out, char *err, si
  * listings, trace scans): the request then runs on the worker. */
 bool graphql_needs_worker(const struct gql_doc *d);
 
-/* Runs `op_name` of `d` against skyprofd's schema; see gql_execute. */
-json_t *graphql_execute(struct gql_doc *d, const char *op_name, const json_t *variables,
-                        struct graphql_ctx *ctx, const struct gql_limits *l,
-                        enum gql_refusal *refused);
+/* Runs `op_name` of `d` against skyprofd's schema; see gql_execute_text (*text: the answer's
+ * JSON text, caller frees with skpx_free). Errors: SKP_ENOMEM. */
+SKP_MUST_CHECK skp_err graphql_execute(struct gql_doc *d, const char *op_name,
+                                       const json_t *variables, struct graphql_ctx *ctx,
+                                       const struct gql_limits *l, enum gql_refusal *refused,
+                                       char **text, size_t *len);
 
 /* Requests refused per limit and answered per kind, for /metrics. */
 struct graphql_counters {

@@ -39,9 +39,14 @@ static void job_run(struct http_job *j, struct store *st)
     struct gql_limits l;
     enum gql_refusal refused;
     graphql_limits(&l);
-    json_t *answer = graphql_execute(g->doc, g->op_name, g->vars, &ctx, &l, &refused);
+    char *text = NULL;
+    size_t len = 0;
+    skp_err err = graphql_execute(g->doc, g->op_name, g->vars, &ctx, &l, &refused, &text, &len);
     graphql_count(refused);
-    http_job_set_json(j, 200, answer);
+    if (err)
+        http_job_set_error(j, 500, "out of memory");
+    else
+        http_response_bytes(&j->res, 200, "application/json", text, len);
 }
 
 void http_graphql_post(struct http_ctx *cx)
@@ -89,10 +94,16 @@ void http_graphql_post(struct http_ctx *cx)
                                   .retention_days = graphql_retention_days(),
                                   .max_analyze_snapshots = cx->api->max_analyze_snapshots,
                                   .can_write = true};
-        json_t *answer = graphql_execute(doc, op_name, vars, &ctx, &l, &refused);
+        char *text = NULL;
+        size_t len = 0;
+        err = graphql_execute(doc, op_name, vars, &ctx, &l, &refused, &text, &len);
         graphql_count(refused);
         gql_doc_free(doc);
-        http_reply_json(cx, 200, answer);
+        if (err)
+            http_reply_error(cx, 500, "out of memory");
+        else
+            http_reply_bytes(cx, 200, "application/json", text, len, NULL, NULL);
+        skpx_free(text);
         goto out;
     }
     g = skpx_calloc(1, sizeof(*g));

@@ -204,8 +204,8 @@ struct skyprof_stack_source {
  * process task runs), never on a host thread and never concurrently with itself.
  *   list_threads(ud, out, cap): fills out[0..cap) with the threads to sample (agent threads
  *     excluded) and returns their number (< 0: cannot list). `handle` is the source's; it stays
- *     valid until the next list_threads or end call. Called at the task start and about once per
- *     second while it runs.
+ *     valid until the next list_threads or end call. Called at every sampling round of cpu and
+ *     wall events (so threads that live between two rounds are found): keep it cheap.
  *   capture(ud, handle, tid, out): the stack of one listed thread, with the stack source's
  *     contract (innermost first; string frames "<file>.<function>: <line>" or "<function> (<file>:
  *     <line>)", or addresses resolved with symbolize). Returns 0, SKYPROF_CAPTURE_LOST (skip this
@@ -274,6 +274,11 @@ struct skyprof_proc_source {
      * process. Runs on the channel thread, possibly while another callback runs on skp-proc:
      * it must touch no state the others use. Returns 0, or < 0 when unreadable. */
     int (*process_usage)(void *ud, int64_t *cpu_ns, int *n_threads);
+    /* true when capture never disturbs the thread (it reads memory, sends no signal): cpu events
+     * may then capture a thread that ran during the round although it sleeps now (a Python
+     * thread waiting for the GIL is still where it ran). false: only threads in state R are
+     * captured (a sleeping one is never signalled). */
+    bool capture_any_state;
 };
 
 /* ------------------------------------------------------------------------------------------------

@@ -3,12 +3,23 @@
  * Design. One task at a time: the executor starts skp-proc, which samples into one pprof
  * builder (src/wire/pprof_encode.h) whose byte budget bounds the task's memory whatever its
  * length, encodes the gzip file, marks the runner DONE and exits; the channel thread uploads and
- * joins. Events:
- *   cpu        every period, each listed thread whose CPU clock (clock_gettime on the thread's
- *              CPU-time clock, no signal) advanced by at least a quarter of the period and
- *              whose kernel state is R (running or runnable) is captured and weighted by that
- *              CPU time: sleeping threads are never signalled;
- *   wall       every period, every listed thread, weighted by the period;
+ * joins. The source lists its threads at every round (cpu, wall), so a thread that lives shorter
+ * than a second is found as soon as a round sees it. Events:
+ *   cpu        every period, the CPU clock of every thread of the process (clock_gettime on the
+ *              thread's CPU-time clock, no signal) and of the process go through the CPU
+ *              accounting (cpu_acct.h): a listed thread whose pending CPU reached a quarter of
+ *              the period (a whole period when it accrued slowly over many rounds) is captured
+ *              and the sample carries that CPU (half of it on the thread's previous stack when
+ *              that was read a round or two ago and differs: the thread moved from one to the
+ *              other meanwhile); a thread not running now gives it to its recent last stack
+ *              (its CPU came before it blocked), else it is captured when the source captures
+ *              harmlessly (no signal: Python), else its CPU waits for a stack; a thread new
+ *              since the last round is read at once. Threads that ended between rounds get the
+ *              process CPU no live thread accounts for, on their last stack; unlisted threads
+ *              (the agent's own, threads without frames of the source's language) count under
+ *              one synthetic frame. So the profile holds the CPU the process used in the window,
+ *              and sleeping threads are never signalled;
+ *   wall       every period, every listed thread, weighted by the time since the previous round;
  *   goroutine  a thread dump: every thread once, at once, then the source's extra goroutines
  *              (its run_event for "goroutine": Python's asyncio tasks, labelled task/task_state);
  *   others     the source's run_event (Python: heap/allocs from tracemalloc), else an
@@ -16,6 +27,7 @@
  * Samples carry the labels thread_name and thread_id. */
 #include "agent/proc_task.h"
 
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <inttypes.h>
@@ -27,6 +39,7 @@
 
 #include "agent/agent_thread.h"
 #include "agent/config.h"
+#include "common/cpu_acct.h"
 #include "common/alloc.h"
 #include "common/clock.h"
 #include "common/log.h"
@@ -38,6 +51,9 @@
 #define SYM_TEXT_MAX 200
 /* Text room for string frames of one capture. */
 #define CAPTURE_SCRATCH_BYTES (64u << 10)
+/* How many rounds old a thread's last stack may be to take the CPU it used while no round saw
+ * it running (older: a thread that can be read without a signal is read again). */
+#define SKP_PROC_LAST_STACK_ROUNDS 2
 /* Symbolized text of one stack's address frames. */
 #define SYMTEXT_BYTES (128u << 10)
 
@@ -281,11 +297,21 @@ struct proc_run {
     struct skpx_pprof_frame *pf;
     struct sym_entry *sym; /* lazily, address frames only */
     char *symtext;         /* SYMTEXT_BYTES, address frames only */
+    uint64_t *ids;         /* SKPX_PPROF_MAX_FRAMES location ids of the stack being added */
     struct skyprof_proc_thread threads[SKP_PROC_THREADS_MAX];
-    int64_t cpu_last[SKP_PROC_THREADS_MAX];
     int n_threads;
+    struct listed_tid {
+        int tid;
+        int idx;
+    } by_tid[SKP_PROC_THREADS_MAX]; /* the listed threads sorted by tid */
+    struct skpx_acct acct;          /* cpu: the CPU accounting */
+    DIR *task_dir;                  /* cpu, threads of this process: /proc/self/task */
     uint64_t samples, dropped, lost;
     uint64_t ticks, ticks_expected; /* sampling rounds done / asked for (cpu, wall) */
+    int64_t carried_ns;             /* cpu: CPU put on a thread's last stack */
+    int64_t synthetic_ns;           /* cpu: CPU under a synthetic frame */
+    int64_t pending_end_ns;         /* cpu: CPU left out (pending on live threads at the end) */
+    uint64_t untracked;             /* cpu: threads beyond the accounting's table */
     bool budget_noted;
 };
 
@@ -306,47 +332,9 @@ static void sym_text(struct proc_run *p, uint64_t addr, char *dst, size_t cap)
     }
 }
 
-/* Adds one captured stack (innermost first) with values; counts drops. Address frames are
- * symbolized into p->symtext (stable until the add interned them). */
-static void add_stack(struct proc_run *p, const struct skyprof_capture *c, const int64_t *values,
-                      const struct skyprof_proc_thread *t, bool emitted)
+/* Counts the result of one add into the profile. */
+static void count_add(struct proc_run *p, skp_err err)
 {
-    size_t n = c->n < SKPX_PPROF_MAX_FRAMES ? c->n : SKPX_PPROF_MAX_FRAMES;
-    size_t used = 0;
-    for (size_t i = 0; i < n; i++) {
-        const struct skyprof_frame *f = &c->frames[i];
-        const char *s;
-        size_t len;
-        if (f->kind == SKYPROF_FRAME_ADDR) {
-            if (!p->sym)
-                p->sym = skpx_calloc(SYM_CACHE_ENTRIES, sizeof(*p->sym));
-            if (!p->symtext)
-                p->symtext = skpx_malloc(SYMTEXT_BYTES);
-            if (!p->symtext || SYMTEXT_BYTES - used < SYM_TEXT_MAX) {
-                n = i; /* no room: keep the innermost frames */
-                break;
-            }
-            char *dst = p->symtext + used;
-            sym_text(p, f->addr, dst, SYM_TEXT_MAX);
-            s = dst;
-            len = strlen(dst);
-            used += len + 1;
-        } else {
-            s = f->str ? f->str : "";
-            len = f->str ? f->len : 0;
-        }
-        struct skpx_pprof_frame *o = &p->pf[i];
-        skp__proc_split_frame(s, len, &o->func, &o->func_len, &o->file, &o->file_len, &o->line);
-    }
-    struct skpx_pprof_label lab[4] = {{.key = "thread_name", .str = t ? t->name : "?"},
-                                      {.key = "thread_id", .num = t ? t->tid : 0}};
-    size_t n_lab = 2;
-    if (emitted && t && t->task) { /* a source's extra goroutine (asyncio task) */
-        lab[n_lab++] = (struct skpx_pprof_label){.key = "task", .str = t->task};
-        if (t->task_state)
-            lab[n_lab++] = (struct skpx_pprof_label){.key = "task_state", .str = t->task_state};
-    }
-    skp_err err = skpx_pprof_add(p->prof, p->pf, n, values, lab, n_lab);
     if (err) {
         p->dropped++;
         if (err == SKP_EFULL && !p->budget_noted) {
@@ -358,6 +346,74 @@ static void add_stack(struct proc_run *p, const struct skyprof_capture *c, const
     } else {
         p->samples++;
     }
+}
+
+/* Resolves a captured stack (innermost first) into location ids in p->ids; returns how many.
+ * Address frames are symbolized into p->symtext. *err is set when the budget is full. */
+static size_t stack_ids(struct proc_run *p, const struct skyprof_capture *c, skp_err *err)
+{
+    size_t n = c->n < SKPX_PPROF_MAX_FRAMES ? c->n : SKPX_PPROF_MAX_FRAMES;
+    size_t used = 0;
+    *err = SKP_OK;
+    for (size_t i = 0; i < n; i++) {
+        const struct skyprof_frame *f = &c->frames[i];
+        const char *s;
+        size_t len;
+        if (f->kind == SKYPROF_FRAME_ADDR) {
+            if (!p->sym)
+                p->sym = skpx_calloc(SYM_CACHE_ENTRIES, sizeof(*p->sym));
+            if (!p->symtext)
+                p->symtext = skpx_malloc(SYMTEXT_BYTES);
+            if (!p->symtext || SYMTEXT_BYTES - used < SYM_TEXT_MAX)
+                return i; /* no room: keep the innermost frames */
+            char *dst = p->symtext + used;
+            sym_text(p, f->addr, dst, SYM_TEXT_MAX);
+            s = dst;
+            len = strlen(dst);
+            used += len + 1;
+        } else {
+            s = f->str ? f->str : "";
+            len = f->str ? f->len : 0;
+        }
+        struct skpx_pprof_frame o;
+        skp__proc_split_frame(s, len, &o.func, &o.func_len, &o.file, &o.file_len, &o.line);
+        *err = skpx_pprof_location(p->prof, &o, &p->ids[i]);
+        if (*err)
+            return 0;
+    }
+    return n;
+}
+
+/* Adds a sample of stack ids[0..n) for thread t (labels thread_name, thread_id, and an emitted
+ * goroutine's task labels); counts drops. */
+static void add_ids(struct proc_run *p, const uint64_t *ids, size_t n, const int64_t *values,
+                    const struct skyprof_proc_thread *t, bool emitted)
+{
+    struct skpx_pprof_label lab[4] = {{.key = "thread_name", .str = t ? t->name : "?"},
+                                      {.key = "thread_id", .num = t ? t->tid : 0}};
+    size_t n_lab = 2;
+    if (emitted && t && t->task) { /* a source's extra goroutine (asyncio task) */
+        lab[n_lab++] = (struct skpx_pprof_label){.key = "task", .str = t->task};
+        if (t->task_state)
+            lab[n_lab++] = (struct skpx_pprof_label){.key = "task_state", .str = t->task_state};
+    }
+    count_add(p, skpx_pprof_add_ids(p->prof, ids, n, values, lab, n_lab));
+}
+
+/* Adds one captured stack (innermost first) with values; counts drops. Returns the number of
+ * location ids of the stack left in p->ids (0 when it was dropped). */
+static size_t add_stack(struct proc_run *p, const struct skyprof_capture *c, const int64_t *values,
+                        const struct skyprof_proc_thread *t, bool emitted)
+{
+    skp_err err;
+    size_t n = stack_ids(p, c, &err);
+    if (err) {
+        count_add(p, err);
+        return 0;
+    }
+    uint64_t before = p->dropped;
+    add_ids(p, p->ids, n, values, t, emitted);
+    return p->dropped == before ? n : 0;
 }
 
 static int capture_one(struct proc_run *p, const struct skyprof_proc_thread *t,
@@ -420,26 +476,33 @@ static int64_t listed_cpu_ns(struct proc_run *p, int tid, char *state)
     return thread_cpu_ns(tid);
 }
 
+static int by_tid_cmp(const void *x, const void *y)
+{
+    int a = ((const struct listed_tid *)x)->tid;
+    int b = ((const struct listed_tid *)y)->tid;
+    return (a > b) - (a < b);
+}
+
+/* Lists the source's threads (every round: a thread that lives between two listings would never
+ * be sampled otherwise) and indexes them by tid. */
 static void relist(struct proc_run *p)
 {
-    struct skyprof_proc_thread old[SKP_PROC_THREADS_MAX];
-    int64_t old_cpu[SKP_PROC_THREADS_MAX];
-    int n_old = p->n_threads;
-    memcpy(old, p->threads, sizeof(old[0]) * (size_t)n_old);
-    memcpy(old_cpu, p->cpu_last, sizeof(old_cpu[0]) * (size_t)n_old);
     int n = p->src.list_threads(p->src.ud, p->threads, SKP_PROC_THREADS_MAX);
     p->n_threads = n < 0 ? 0 : (n > SKP_PROC_THREADS_MAX ? SKP_PROC_THREADS_MAX : n);
     for (int i = 0; i < p->n_threads; i++) {
         p->threads[i].name[sizeof(p->threads[i].name) - 1] = '\0';
-        p->cpu_last[i] = -1;
-        for (int j = 0; j < n_old; j++)
-            if (old[j].tid == p->threads[i].tid) {
-                p->cpu_last[i] = old_cpu[j];
-                break;
-            }
-        if (p->cpu_last[i] < 0)
-            p->cpu_last[i] = listed_cpu_ns(p, p->threads[i].tid, NULL);
+        p->by_tid[i] = (struct listed_tid){p->threads[i].tid, i};
     }
+    qsort(p->by_tid, (size_t)p->n_threads, sizeof(p->by_tid[0]), by_tid_cmp);
+}
+
+/* Index in p->threads of the listed thread `tid`, or -1. */
+static int listed_index(const struct proc_run *p, int tid)
+{
+    struct listed_tid key = {tid, 0};
+    const struct listed_tid *hit =
+        bsearch(&key, p->by_tid, (size_t)p->n_threads, sizeof(key), by_tid_cmp);
+    return hit ? hit->idx : -1;
 }
 
 /* Waits until deadline_ns or stop. Returns true when asked to stop. */
@@ -453,57 +516,237 @@ static bool wait_until(struct skp__proc_runner *r, int64_t deadline_ns)
     return s;
 }
 
-static void run_sampling(struct proc_run *p, bool cpu, int64_t period_ns, int64_t duration_ms)
+/* ---- cpu: accounting ----------------------------------------------------------------------- */
+/* The process's consumed CPU time: the source's (another process) or this process's clock. */
+static int64_t process_cpu_ns(struct proc_run *p)
+{
+    if (p->src.process_usage) {
+        int64_t ns = -1;
+        int n = 0;
+        return p->src.process_usage(p->src.ud, &ns, &n) == 0 ? ns : -1;
+    }
+    struct timespec ts;
+    if (clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts) != 0)
+        return -1;
+    return (int64_t)ts.tv_sec * 1000000000LL + ts.tv_nsec;
+}
+
+static void read_comm(int tid, char *out, size_t cap)
+{
+    char path[64];
+    snprintf(path, sizeof(path), "/proc/self/task/%d/comm", tid);
+    out[0] = '\0';
+    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    if (fd < 0)
+        return;
+    ssize_t n = read(fd, out, cap - 1);
+    close(fd);
+    out[n > 0 ? n : 0] = '\0';
+    out[strcspn(out, "\n")] = '\0';
+}
+
+/* A sample of one synthetic frame (CPU no captured stack can carry), labelled with the thread
+ * when there is one. */
+static void add_synthetic(struct proc_run *p, const char *frame, int64_t ns,
+                          const struct skpx_acct_thread *t)
+{
+    struct skpx_pprof_frame f = {
+        .func = frame, .func_len = strlen(frame), .file = "", .file_len = 0, .line = 0};
+    uint64_t id = 0;
+    skp_err err = skpx_pprof_location(p->prof, &f, &id);
+    if (err) {
+        count_add(p, err);
+        return;
+    }
+    struct skyprof_proc_thread th = {.tid = t ? t->tid : 0};
+    snprintf(th.name, sizeof(th.name), "%s", t ? t->name : "?");
+    int64_t v[2] = {0, ns};
+    add_ids(p, &id, 1, v, &th, false);
+    p->synthetic_ns += ns;
+}
+
+/* CPU of an unlisted thread: the agent's own threads, or threads the source has no stack for. */
+static void add_unlisted(struct proc_run *p, struct skpx_acct_thread *t, int64_t ns)
+{
+    bool agent = strncmp(t->name, "skp-", 4) == 0;
+    add_synthetic(p, agent ? SKP_PROC_FRAME_AGENT : SKP_PROC_FRAME_UNSAMPLED, ns, t);
+}
+
+/* CPU on the last stack of a listed thread (labels as its samples). */
+static void add_to_last(struct proc_run *p, struct skpx_acct_thread *t, int64_t ns)
+{
+    struct skyprof_proc_thread th = {.tid = t->tid};
+    snprintf(th.name, sizeof(th.name), "%s", t->name);
+    int64_t v[2] = {0, ns};
+    add_ids(p, t->ids, t->n_ids, v, &th, false);
+    p->carried_ns += ns;
+}
+
+/* skpx_acct_give_cb: CPU of a thread that ended (t) or that no thread could be given (t NULL). */
+static void give_cpu(void *ud, struct skpx_acct_thread *t, int64_t ns)
+{
+    struct proc_run *p = ud;
+    if (!t)
+        add_synthetic(p, SKP_PROC_FRAME_ENDED, ns, NULL);
+    else if (!t->listed)
+        add_unlisted(p, t, ns);
+    else if (t->n_ids)
+        add_to_last(p, t, ns);
+    else
+        add_synthetic(p, SKP_PROC_FRAME_UNSEEN, ns, t);
+}
+
+/* Captures listed thread t (index i) for its pending CPU when it is due (see the file comment). */
+static void account_listed(struct proc_run *p, struct skpx_acct_thread *t, int i, char state,
+                           int64_t period_ns, int64_t min_cpu)
+{
+    struct skyprof_proc_thread *th = &p->threads[i];
+    snprintf(t->name, sizeof(t->name), "%s", th->name);
+    int64_t pending = t->seen_ns - t->done_ns;
+    /* CPU that accrued slowly over many rounds (a mostly idle thread waking up) waits for a
+     * whole period: a thread that merely woke up is not "on CPU". A thread new since the last
+     * round that ran is read at once: it may end before the next round, and the CPU it spends
+     * until then needs a stack. */
+    bool fresh = t->is_new && t->delta_ns > 0;
+    if (pending < (t->delta_ns >= min_cpu ? min_cpu : period_ns) && !fresh)
+        return;
+    if (!p->src.thread_cpu)
+        state = thread_state(t->tid);
+    /* Not running now: the CPU it used since the last round came before it blocked, where it
+     * ran then (a thread that burned, then wrote its answer and waits for the GIL or the
+     * socket): its last stack, when a recent round read one. */
+    bool recent = t->n_ids && t->round - t->ids_round <= SKP_PROC_LAST_STACK_ROUNDS;
+    if (state != 'R' && (recent || (t->n_ids && !p->src.capture_any_state))) {
+        add_to_last(p, t, skpx_acct_take(t));
+        return;
+    }
+    if (state != 'R' && !p->src.capture_any_state)
+        return; /* never signal a sleeping thread: the CPU waits for a stack */
+    struct skyprof_capture c;
+    if (capture_one(p, th, &c) != 0) {
+        p->lost++;
+        return;
+    }
+    skp_err err;
+    size_t n = stack_ids(p, &c, &err);
+    (void)skpx_acct_take(t); /* in the profile, or counted as dropped */
+    if (err) {
+        count_add(p, err);
+        return;
+    }
+    /* Running now at another stack than a recent round read: the CPU in between was spent on
+     * the way from one to the other; half of it goes to each. */
+    int64_t to_last = 0;
+    if (recent && (t->n_ids != n || memcmp(t->ids, p->ids, n * sizeof(*p->ids)) != 0)) {
+        to_last = pending / 2;
+        add_to_last(p, t, to_last);
+    }
+    int64_t v[2] = {1, pending - to_last};
+    add_ids(p, p->ids, n, v, th, false);
+    if (skpx_acct_set_ids(t, p->ids, n) != SKP_OK)
+        p->lost++;
+}
+
+/* One cpu round: every thread's clock, the listed ones captured when due, the ended ones given
+ * their CPU. */
+static void round_cpu(struct proc_run *p, int64_t now, int64_t period_ns, int64_t min_cpu)
+{
+    skpx_acct_round_begin(&p->acct, now, process_cpu_ns(p));
+    relist(p);
+    int n_all = 0;
+    struct dirent *e = NULL;
+    if (p->task_dir)
+        rewinddir(p->task_dir);
+    for (;;) {
+        int tid;
+        if (p->task_dir) { /* every thread of this process, listed or not */
+            e = readdir(p->task_dir);
+            if (!e)
+                break;
+            if (e->d_name[0] < '0' || e->d_name[0] > '9')
+                continue;
+            tid = (int)strtol(e->d_name, NULL, 10);
+        } else { /* another process's source: its listed threads */
+            if (n_all >= p->n_threads)
+                break;
+            tid = p->threads[n_all].tid;
+        }
+        n_all++;
+        int i = listed_index(p, tid);
+        char state = '?';
+        int64_t ns = listed_cpu_ns(p, tid, p->src.thread_cpu ? &state : NULL);
+        struct skpx_acct_thread *t = ns < 0 ? NULL : skpx_acct_observe(&p->acct, tid, ns, i >= 0);
+        if (!t)
+            continue; /* gone, or not tracked (its CPU ends in the balance) */
+        if (i >= 0) {
+            account_listed(p, t, i, state, period_ns, min_cpu);
+            continue;
+        }
+        if (t->listed)
+            continue; /* listed before, missing from this listing: its CPU waits */
+        if (t->is_new)
+            read_comm(tid, t->name, sizeof(t->name));
+        if (t->seen_ns - t->done_ns >= period_ns)
+            add_unlisted(p, t, skpx_acct_take(t));
+    }
+    skpx_acct_round_end(&p->acct, give_cpu, p);
+}
+
+static void round_wall(struct proc_run *p, int64_t weight)
 {
     struct skyprof_capture c;
+    relist(p);
+    for (int i = 0; i < p->n_threads; i++) {
+        if (capture_one(p, &p->threads[i], &c) != 0) {
+            p->lost++;
+            continue;
+        }
+        int64_t v[2] = {1, weight};
+        (void)add_stack(p, &c, v, &p->threads[i], false);
+    }
+}
+
+static void run_sampling(struct proc_run *p, bool cpu, int64_t period_ns, int64_t duration_ms)
+{
     int64_t start = skpx_mono_ns();
     int64_t end = start + duration_ms * MS_NS;
-    int64_t next_list = start + SKP_PROC_RELIST_MS * MS_NS;
     /* A thread that merely woke up (a few hundred us of CPU) is not "on CPU". */
     int64_t min_cpu = period_ns / 4;
-    relist(p);
+    if (cpu) {
+        if (skpx_acct_init(&p->acct) != SKP_OK) {
+            p->lost++;
+            return;
+        }
+        if (!p->src.thread_cpu)
+            p->task_dir = opendir("/proc/self/task");
+        round_cpu(p, start, period_ns, min_cpu); /* the baseline */
+    }
     p->ticks_expected = (uint64_t)(duration_ms * MS_NS / period_ns);
     int64_t next = start + period_ns;
+    int64_t prev = start;
     while (!wait_until(p->r, next)) {
         int64_t now = skpx_mono_ns();
         if (now >= end)
             break;
         p->ticks++;
-        if (now >= next_list) {
-            relist(p);
-            next_list = now + SKP_PROC_RELIST_MS * MS_NS;
-        }
-        for (int i = 0; i < p->n_threads; i++) {
-            struct skyprof_proc_thread *t = &p->threads[i];
-            int64_t weight = period_ns;
-            if (cpu) {
-                char state = '?';
-                int64_t ns = listed_cpu_ns(p, t->tid, p->src.thread_cpu ? &state : NULL);
-                if (ns < 0)
-                    continue; /* gone; dropped at the next listing */
-                int64_t d = p->cpu_last[i] >= 0 ? ns - p->cpu_last[i] : 0;
-                p->cpu_last[i] = ns;
-                if (d < min_cpu)
-                    continue; /* off CPU for this period: never signalled */
-                /* Ran during the period but sleeps now: its stack is not where the CPU went. */
-                if (!p->src.thread_cpu)
-                    state = thread_state(t->tid);
-                if (state != 'R')
-                    continue;
-                weight = d;
-            }
-            int rc = capture_one(p, t, &c);
-            if (rc != 0) {
-                p->lost++;
-                continue;
-            }
-            int64_t v[2] = {1, weight};
-            add_stack(p, &c, v, t, false);
-        }
+        if (cpu)
+            round_cpu(p, now, period_ns, min_cpu);
+        else
+            round_wall(p, now - prev < 4 * period_ns ? now - prev : 4 * period_ns);
+        prev = now;
         /* Fixed-rate schedule; after a long stall skip the missed ticks instead of bursting. */
         next += period_ns;
         if (next < now)
             next = now + period_ns;
+    }
+    if (cpu) {
+        skpx_acct_finish(&p->acct, give_cpu, p);
+        p->pending_end_ns = p->acct.pending_end;
+        p->untracked = p->acct.untracked;
+        skpx_acct_cleanup(&p->acct);
+        if (p->task_dir)
+            closedir(p->task_dir);
+        p->task_dir = NULL;
     }
 }
 
@@ -620,6 +863,14 @@ static bool run_task(struct proc_run *p, char *error, size_t ecap)
              p->src.name ? p->src.name : "", ev, p->samples, p->dropped, p->lost, p->ticks,
              p->ticks_expected);
     err = skpx_pprof_add_comment(p->prof, note);
+    if (cpu && !err) {
+        snprintf(note, sizeof(note),
+                 "cpu accounting: %.3f s on a thread's last stack, %.3f s under synthetic "
+                 "frames, %.3f s left out (pending at the end), %" PRIu64 " threads untracked",
+                 (double)p->carried_ns / 1e9, (double)p->synthetic_ns / 1e9,
+                 (double)p->pending_end_ns / 1e9, p->untracked);
+        err = skpx_pprof_add_comment(p->prof, note);
+    }
     (void)err; /* a full budget only loses the comment */
     return true;
 }
@@ -642,8 +893,9 @@ static void *proc_main(void *arg)
         p->frames = skpx_calloc(r->max_depth, sizeof(*p->frames));
         p->scratch = skpx_malloc(CAPTURE_SCRATCH_BYTES);
         p->pf = skpx_calloc(SKPX_PPROF_MAX_FRAMES, sizeof(*p->pf));
+        p->ids = skpx_calloc(SKPX_PPROF_MAX_FRAMES, sizeof(*p->ids));
     }
-    if (!p || !p->frames || !p->scratch || !p->pf) {
+    if (!p || !p->frames || !p->scratch || !p->pf || !p->ids) {
         snprintf(error, sizeof(error), "out of memory starting the task");
     } else if (run_task(p, error, sizeof(error))) {
         builder_bytes = skpx_pprof_bytes(p->prof);
@@ -663,6 +915,7 @@ static void *proc_main(void *arg)
         skpx_free(p->frames);
         skpx_free(p->scratch);
         skpx_free(p->pf);
+        skpx_free(p->ids);
         skpx_free(p->sym);
         skpx_free(p->symtext);
     }

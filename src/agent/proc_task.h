@@ -39,8 +39,13 @@
 /* How long an instant-by-Go's-rules event runs when it needs a window here (Python heap/allocs
  * from tracemalloc see only what is allocated while they run). */
 #define SKP_PROC_WINDOW_DEFAULT_MS 10000
-/* Thread list refresh period while a task runs. */
-#define SKP_PROC_RELIST_MS 1000
+/* Synthetic frames of cpu profiles (CPU no captured stack carries; proc_task.c): the agent's
+ * own threads; threads the source has no stack for; a thread that ended before any sample of it;
+ * CPU of threads that ended between rounds that no thread could be given. */
+#define SKP_PROC_FRAME_AGENT "(skyprof agent)"
+#define SKP_PROC_FRAME_UNSAMPLED "(thread not sampled)"
+#define SKP_PROC_FRAME_UNSEEN "(thread ended before its first sample)"
+#define SKP_PROC_FRAME_ENDED "(threads ended between samples)"
 #define SKP_PROC_EVENT_MAX 24
 
 struct skp__proc_spec {

@@ -174,6 +174,23 @@ static uint32_t child_of(struct attach_profile *p, uint32_t parent, uint32_t lab
 
 void attach_profile_add(struct attach_profile *p, const char *const *labels, size_t n)
 {
+    (void)attach_profile_add_n(p, labels, n, 1);
+}
+
+void attach_profile_add_at(struct attach_profile *p, uint32_t node, uint64_t count)
+{
+    if (node == ATTACH_PROFILE_NONE || node == 0 || node >= p->n_nodes)
+        return;
+    for (size_t guard = 0; node != ATTACH_PROFILE_NONE && guard <= p->n_nodes; guard++) {
+        p->nodes[node].count += count;
+        node = node == 0 ? ATTACH_PROFILE_NONE : p->nodes[node].parent;
+    }
+    p->n_samples += count;
+}
+
+uint32_t attach_profile_add_n(struct attach_profile *p, const char *const *labels, size_t n,
+                              uint64_t count)
+{
     uint32_t path[4096];
     if (n > sizeof(path) / sizeof(path[0]))
         n = sizeof(path) / sizeof(path[0]); /* deeper stacks keep their outermost frames */
@@ -183,13 +200,14 @@ void attach_profile_add(struct attach_profile *p, const char *const *labels, siz
         uint32_t child = id == ATTACH_PROFILE_NONE ? id : child_of(p, node, id);
         if (child == ATTACH_PROFILE_NONE) {
             p->n_dropped++;
-            return; /* nodes created so far keep count 0 for this sample */
+            return ATTACH_PROFILE_NONE; /* nodes created so far keep count 0 for this sample */
         }
         path[i] = child;
         node = child;
     }
-    p->nodes[0].count++;
+    p->nodes[0].count += count;
     for (size_t i = 0; i < n; i++)
-        p->nodes[path[i]].count++;
-    p->n_samples++;
+        p->nodes[path[i]].count += count;
+    p->n_samples += count;
+    return n ? node : ATTACH_PROFILE_NONE;
 }

@@ -44,5 +44,13 @@ void attach_profile_cleanup(struct attach_profile *p);
  * borrowed, copied when new). A stack that does not fit the bounds (or meets an allocation
  * failure) is dropped and counted in n_dropped; frames past the 4096th are left out. */
 void attach_profile_add(struct attach_profile *p, const char *const *labels, size_t n);
+/* The same with `count` samples at once (count > 0); returns the stack's innermost node (to add
+ * more to the same stack with attach_profile_add_at), or ATTACH_PROFILE_NONE when it was dropped
+ * (or n is 0). */
+uint32_t attach_profile_add_n(struct attach_profile *p, const char *const *labels, size_t n,
+                              uint64_t count);
+/* Adds `count` samples to the stack that ends at `node` (a node attach_profile_add_n returned):
+ * every node from it to the root. NONE or an unknown node: nothing. */
+void attach_profile_add_at(struct attach_profile *p, uint32_t node, uint64_t count);
 
 #endif

@@ -3,6 +3,7 @@
  * same exporters skyprofd uses (server/export*.c are format-only: they render a hand-built
  * struct analysis). Optionally follows the process's descendants (--subprocesses).
  * Single-threaded: one loop sleeps to absolute deadlines and reads every followed process. */
+#include <dirent.h>
 #include <errno.h>
 #include <getopt.h>
 #include <signal.h>
@@ -10,6 +11,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <unistd.h>
 
 #include "attach/native.h"
 #include "attach/profile.h"
@@ -19,6 +21,7 @@
 #include "cli/cli.h"
 #include "cli/cli_pid.h"
 #include "common/alloc.h"
+#include "common/cpu_acct.h"
 #include "server/analysis/analyzer.h"
 #include "server/export/export.h"
 
@@ -29,8 +32,10 @@ static const char g_usage[] =
     "Samples every Python thread of process PID RATE times a second (default 100) for S seconds\n"
     "(default 10; Ctrl-C stops early) and writes the profile to FILE. The format defaults to the\n"
     "file's extension (.pb.gz/.pprof, .txt/.collapsed, .json/.speedscope, .html), else pprof.\n"
-    "  --idle           also count threads that are not running (sleeping, waiting on I/O or\n"
-    "                   a lock); by default only threads in state R are sampled\n"
+    "  --idle           a wall-clock profile: every thread at every tick, running or not\n"
+    "                   (sleeping, waiting on I/O or a lock); by default the profile is the\n"
+    "                   CPU each thread used (its CPU clock), on the stacks it used it in,\n"
+    "                   threads that lived between two ticks included\n"
     "  --subprocesses   also sample the process's descendants, including those that start\n"
     "                   during the recording (gunicorn/uWSGI workers, multiprocessing); each\n"
     "                   process's stacks sit under a 'process PID' root frame\n"
@@ -52,6 +57,13 @@ static const char g_usage[] =
 #define RECORD_RESCAN_NS 500000000LL
 /* Longest frame label ("name (file:line)"). */
 #define RECORD_LABEL_MAX (ATTACH_NAME_MAX + ATTACH_FILE_MAX + 32)
+/* The frames of CPU no Python stack carries: threads that ended before the recording read a
+ * stack of them; threads without Python frames (a C library's, a runtime's). */
+#define RECORD_ENDED_FRAME "(threads ended between samples)"
+#define RECORD_UNSAMPLED_FRAME "(thread without Python frames)"
+/* How many ticks old a thread's last stack may be to take the CPU it used while no tick saw it
+ * running. */
+#define RECORD_LAST_STACK_TICKS 2
 /* The leaf of a suspended task's stack (as the Python agent marks a waiting request), and of a
  * task that is ready to run while the loop runs other code (pytasks.h: the rule). */
 #define RECORD_WAITING_LEAF "(waiting)"
@@ -150,6 +162,9 @@ struct followed {
     struct attach_native *nat; /* --native: its unwinder (t may be NULL: no CPython) */
     int64_t retry_ns;          /* next attempt to open when t is NULL */
     bool gone;
+    /* CPU accounting (without --idle): allocated at the process's first round */
+    struct skpx_acct *acct;
+    int64_t given_frac; /* CPU given to ended threads, not yet a whole period */
 };
 
 struct recorder {
@@ -162,6 +177,7 @@ struct recorder {
     char *label_buf;            /* ATTACH_MAX_DEPTH labels of RECORD_LABEL_MAX */
     const char **labels;
     uint64_t ticks, missed_ticks, torn, thread_samples, task_samples, tasks_torn;
+    int64_t cpu_sampled_ns, cpu_given_ns, cpu_left_ns; /* CPU accounting (without --idle) */
 };
 
 static struct followed *follow(struct recorder *r, pid_t pid)
@@ -227,17 +243,201 @@ static size_t stack_begin(struct recorder *r, pid_t pid)
     return n;
 }
 
-static void add_thread(struct recorder *r, pid_t pid, const struct attach_sample *s,
-                       const struct attach_thread *th)
+/* Adds `count` samples (0: only the nodes, for CPU the thread spends later) of the thread's
+ * stack; returns its innermost node or ATTACH_PROFILE_NONE. */
+static uint32_t add_thread(struct recorder *r, pid_t pid, const struct attach_sample *s,
+                           const struct attach_thread *th, uint64_t count)
 {
     size_t depth = th->n_frames < ATTACH_MAX_DEPTH ? th->n_frames : ATTACH_MAX_DEPTH - 1;
     size_t n = stack_begin(r, pid);
     /* frames are innermost first; the profile wants the outermost first */
     for (size_t k = depth; k-- > 0;)
         put_frame(r, &n, &s->frames[th->first_frame + k]);
-    if (n)
-        attach_profile_add(&r->prof, r->labels, n);
     r->thread_samples++;
+    return n ? attach_profile_add_n(&r->prof, r->labels, n, count) : ATTACH_PROFILE_NONE;
+}
+
+/* ---- CPU accounting (common/cpu_acct.h), the default without --idle --------------------------
+ * Every tick each Python thread's CPU clock (/proc/PID/task/TID/schedstat, ns) and the
+ * process's (/proc/PID/stat utime + stime, which counts ended threads too) go through the
+ * accounting; a thread's CPU becomes samples in whole periods (a sample stands for one period of
+ * CPU, so count x period is CPU time), the rest waiting for the next tick. Where they go: a
+ * thread running now, to the stack read now (half to the stack a recent tick read when it
+ * differs: it moved from one to the other meanwhile); a thread not running now, to the stack a
+ * recent tick read (its CPU came before it blocked: a handler that burned, then waits in its
+ * write), else to the stack read now (reading disturbs nothing). Threads that ended between
+ * ticks get, on their last stack, the process CPU no live thread accounts for. */
+
+/* Reads a small /proc file into buf (NUL-terminated); false when it cannot be read. */
+static bool read_small(const char *path, char *buf, size_t cap)
+{
+    FILE *fp = fopen(path, "re");
+    if (!fp)
+        return false;
+    size_t n = fread(buf, 1, cap - 1, fp);
+    fclose(fp);
+    buf[n] = '\0';
+    return n > 0;
+}
+
+/* utime + stime of a /proc .../stat line in ns, or -1. */
+static int64_t stat_cpu_ns(const char *buf)
+{
+    const char *rp = strrchr(buf, ')'); /* the name may hold spaces and parentheses */
+    if (!rp)
+        return -1;
+    unsigned long long ut = 0, st = 0;
+    /* after ") ": state(3) ppid pgrp session tty_nr tpgid flags minflt cminflt majflt cmajflt
+     * utime(14) stime(15) */
+    if (sscanf(rp + 1, " %*c %*d %*d %*d %*d %*d %*u %*u %*u %*u %*u %llu %llu", &ut, &st) != 2)
+        return -1;
+    long hz = sysconf(_SC_CLK_TCK);
+    return (int64_t)(ut + st) * (1000000000LL / (hz > 0 ? hz : 100));
+}
+
+static int64_t process_cpu_ns(pid_t pid)
+{
+    char path[64];
+    char buf[1024];
+    snprintf(path, sizeof(path), "/proc/%d/stat", (int)pid);
+    return read_small(path, buf, sizeof(buf)) ? stat_cpu_ns(buf) : -1;
+}
+
+static int64_t thread_cpu_ns(pid_t pid, pid_t tid)
+{
+    char path[96];
+    char buf[1024];
+    snprintf(path, sizeof(path), "/proc/%d/task/%d/schedstat", (int)pid, (int)tid);
+    unsigned long long ns = 0;
+    if (read_small(path, buf, sizeof(buf)) && sscanf(buf, "%llu", &ns) == 1)
+        return (int64_t)ns;
+    /* no schedstat (a kernel without CONFIG_SCHED_INFO): clock ticks */
+    snprintf(path, sizeof(path), "/proc/%d/task/%d/stat", (int)pid, (int)tid);
+    return read_small(path, buf, sizeof(buf)) ? stat_cpu_ns(buf) : -1;
+}
+
+struct give_ctx {
+    struct recorder *r;
+    struct followed *f;
+    int64_t period_ns;
+};
+
+/* skpx_acct_give_cb: CPU of an ended thread (on its last stack) or of no thread. */
+static void give_cpu(void *ud, struct skpx_acct_thread *t, int64_t ns)
+{
+    struct give_ctx *g = ud;
+    g->f->given_frac += ns;
+    uint64_t k = (uint64_t)(g->f->given_frac / g->period_ns);
+    if (!k)
+        return;
+    g->f->given_frac -= (int64_t)k * g->period_ns;
+    g->r->cpu_given_ns += (int64_t)k * g->period_ns;
+    if (t && t->n_ids) {
+        attach_profile_add_at(&g->r->prof, (uint32_t)t->ids[0], k);
+        return;
+    }
+    size_t n = stack_begin(g->r, g->f->pid);
+    put_text(g->r, &n, RECORD_ENDED_FRAME);
+    (void)attach_profile_add_n(&g->r->prof, g->r->labels, n, k);
+}
+
+/* A thread's pending CPU as samples of its stack: the stack read now when it runs, else the
+ * stack a recent tick read (its CPU came before it blocked; see above). */
+static void account_thread(struct recorder *r, struct followed *f, const struct attach_sample *s,
+                           const struct attach_thread *th, struct skpx_acct_thread *t,
+                           int64_t period)
+{
+    int64_t pending = t->seen_ns - t->done_ns;
+    if (t->delta_ns < period / 4 && pending < period && !(t->is_new && t->delta_ns > 0))
+        return; /* off CPU since the last tick (a new thread that ran is read at once) */
+    uint64_t count = (uint64_t)(pending / period);
+    t->done_ns += (int64_t)count * period;
+    r->cpu_sampled_ns += (int64_t)count * period;
+    bool recent = t->n_ids && t->round - t->ids_round <= RECORD_LAST_STACK_TICKS;
+    if (!th->running && recent) {
+        attach_profile_add_at(&r->prof, (uint32_t)t->ids[0], count);
+        return;
+    }
+    uint32_t leaf = add_thread(r, f->pid, s, th, 0);
+    /* Running now at another stack than a recent tick read: the CPU in between was spent
+     * somewhere on the way from one to the other; half of it goes to each (an odd sample to
+     * either in turn). */
+    uint64_t to_prev = 0;
+    if (recent && leaf != (uint32_t)t->ids[0]) {
+        to_prev = (count + (t->ids_round & 1)) / 2;
+        attach_profile_add_at(&r->prof, (uint32_t)t->ids[0], to_prev);
+    }
+    attach_profile_add_at(&r->prof, leaf, count - to_prev);
+    uint64_t id = leaf;
+    if (leaf != ATTACH_PROFILE_NONE && skpx_acct_set_ids(t, &id, 1) != SKP_OK)
+        t->n_ids = 0;
+}
+
+static void cpu_round(struct recorder *r, struct followed *f, const struct attach_sample *s)
+{
+    int64_t period = 1000000000LL / r->o.rate_hz;
+    if (!f->acct) {
+        f->acct = skpx_calloc(1, sizeof(*f->acct));
+        if (f->acct && skpx_acct_init(f->acct) != SKP_OK) {
+            skpx_free(f->acct);
+            f->acct = NULL;
+        }
+        if (!f->acct)
+            return;
+    }
+    skpx_acct_round_begin(f->acct, now_ns(), process_cpu_ns(f->pid));
+    for (size_t k = 0; k < s->n_threads; k++) {
+        const struct attach_thread *th = &s->threads[k];
+        /* a thread state without frames: one made for a thread that has not started (it carries
+         * its parent's ids), or a thread between two evaluations; nothing to put CPU on */
+        if (th->tid <= 0 || th->n_frames == 0)
+            continue;
+        int64_t ns = thread_cpu_ns(f->pid, th->tid);
+        struct skpx_acct_thread *t = ns < 0 ? NULL : skpx_acct_observe(f->acct, th->tid, ns, true);
+        if (t)
+            account_thread(r, f, s, th, t, period);
+    }
+    /* Every other thread the kernel still has: not ended (a torn read, a thread state already
+     * gone while its thread exits, a thread without Python frames). */
+    char path[64];
+    snprintf(path, sizeof(path), "/proc/%d/task", (int)f->pid);
+    DIR *d = opendir(path);
+    struct dirent *e;
+    while (d && (e = readdir(d)) != NULL) {
+        if (e->d_name[0] < '0' || e->d_name[0] > '9')
+            continue;
+        pid_t tid = (pid_t)strtol(e->d_name, NULL, 10);
+        int64_t ns = thread_cpu_ns(f->pid, tid);
+        struct skpx_acct_thread *t = ns < 0 ? NULL : skpx_acct_observe(f->acct, tid, ns, false);
+        if (!t || t->listed || t->seen_ns - t->done_ns < period)
+            continue; /* a Python thread's CPU waits for a stack of it */
+        uint64_t count = (uint64_t)((t->seen_ns - t->done_ns) / period);
+        t->done_ns += (int64_t)count * period;
+        r->cpu_sampled_ns += (int64_t)count * period;
+        size_t n = stack_begin(r, f->pid);
+        put_text(r, &n, RECORD_UNSAMPLED_FRAME);
+        (void)attach_profile_add_n(&r->prof, r->labels, n, count);
+    }
+    if (d)
+        closedir(d);
+    struct give_ctx g = {r, f, period};
+    skpx_acct_round_end(f->acct, give_cpu, &g);
+}
+
+/* The end of the recording: what the accounting still holds goes into the profile. */
+static void cpu_finish(struct recorder *r)
+{
+    for (size_t i = 0; i < r->n_targets; i++) {
+        struct followed *f = &r->targets[i];
+        if (!f->acct)
+            continue;
+        struct give_ctx g = {r, f, 1000000000LL / r->o.rate_hz};
+        skpx_acct_finish(f->acct, give_cpu, &g);
+        r->cpu_left_ns += f->acct->pending_end + f->given_frac;
+        skpx_acct_cleanup(f->acct);
+        skpx_free(f->acct);
+        f->acct = NULL;
+    }
 }
 
 /* --asyncio: one stack per suspended task, its await chain outermost first between an
@@ -283,11 +483,11 @@ static void sample_all(struct recorder *r)
         if (err)
             continue;
         r->torn += r->sample->n_torn;
-        for (size_t k = 0; k < r->sample->n_threads; k++) {
-            const struct attach_thread *th = &r->sample->threads[k];
-            if (!r->o.idle && !th->running)
-                continue;
-            add_thread(r, f->pid, r->sample, th);
+        if (r->o.idle) {
+            for (size_t k = 0; k < r->sample->n_threads; k++)
+                (void)add_thread(r, f->pid, r->sample, &r->sample->threads[k], 1);
+        } else {
+            cpu_round(r, f, r->sample);
         }
         /* right after the sample: the tasks' frame strings share its code cache */
         if (r->tasks && f->t && attach_target_tasks(f->t, r->tasks) == SKP_OK)
@@ -295,27 +495,36 @@ static void sample_all(struct recorder *r)
     }
 }
 
-/* Call tree -> struct analysis (one tree per outermost frame, nodes in BFS order). */
+/* The first sibling from c on (c included) that holds samples: nodes with none were made for the
+ * CPU a thread might spend later (cpu_round) and are left out of the output. */
+static uint32_t live_from(const struct attach_profile *p, uint32_t c)
+{
+    while (c != ATTACH_PROFILE_NONE && p->nodes[c].count == 0)
+        c = p->nodes[c].next_sibling;
+    return c;
+}
+
+/* Call tree -> struct analysis (one tree per outermost frame with samples, nodes in BFS order). */
 static struct analysis *to_analysis(const struct attach_profile *p, int period_ms)
 {
     struct analysis *a = skpx_xcalloc(1, sizeof(*a));
     size_t n_roots = 0;
-    for (uint32_t c = p->nodes[0].first_child; c != ATTACH_PROFILE_NONE;
-         c = p->nodes[c].next_sibling)
+    for (uint32_t c = live_from(p, p->nodes[0].first_child); c != ATTACH_PROFILE_NONE;
+         c = live_from(p, p->nodes[c].next_sibling))
         n_roots++;
     a->trees = skpx_xcalloc(n_roots ? n_roots : 1, sizeof(*a->trees));
     a->n_snapshots = p->n_samples;
     uint32_t *queue = skpx_xmalloc(p->n_nodes * sizeof(uint32_t));
     uint32_t *index_of = skpx_xmalloc(p->n_nodes * sizeof(uint32_t));
-    for (uint32_t root = p->nodes[0].first_child; root != ATTACH_PROFILE_NONE;
-         root = p->nodes[root].next_sibling) {
+    for (uint32_t root = live_from(p, p->nodes[0].first_child); root != ATTACH_PROFILE_NONE;
+         root = live_from(p, p->nodes[root].next_sibling)) {
         size_t head = 0;
         size_t tail = 0;
         queue[tail++] = root;
         while (head < tail) {
             uint32_t v = queue[head++];
-            for (uint32_t c = p->nodes[v].first_child; c != ATTACH_PROFILE_NONE;
-                 c = p->nodes[c].next_sibling)
+            for (uint32_t c = live_from(p, p->nodes[v].first_child); c != ATTACH_PROFILE_NONE;
+                 c = live_from(p, p->nodes[c].next_sibling))
                 queue[tail++] = c;
         }
         struct analysis_tree *t = &a->trees[a->n_trees++];
@@ -330,6 +539,8 @@ static struct analysis *to_analysis(const struct attach_profile *p, int period_m
             for (uint32_t c = pn->first_child; c != ATTACH_PROFILE_NONE;
                  c = p->nodes[c].next_sibling)
                 child_sum += p->nodes[c].count;
+            uint32_t first = live_from(p, pn->first_child);
+            uint32_t next = live_from(p, pn->next_sibling);
             n->id = (uint32_t)i + 1;
             n->parent_id = i == 0 ? 0 : index_of[pn->parent] + 1;
             n->code_signature = p->labels[pn->label];
@@ -337,11 +548,8 @@ static struct analysis *to_analysis(const struct attach_profile *p, int period_m
             n->duration = (int64_t)pn->count * period_ms;
             n->duration_child_excluded =
                 (int64_t)(pn->count > child_sum ? pn->count - child_sum : 0) * period_ms;
-            n->first_child =
-                pn->first_child == ATTACH_PROFILE_NONE ? UINT32_MAX : index_of[pn->first_child];
-            n->next_sibling = (i == 0 || pn->next_sibling == ATTACH_PROFILE_NONE)
-                                  ? UINT32_MAX
-                                  : index_of[pn->next_sibling];
+            n->first_child = first == ATTACH_PROFILE_NONE ? UINT32_MAX : index_of[first];
+            n->next_sibling = (i == 0 || next == ATTACH_PROFILE_NONE) ? UINT32_MAX : index_of[next];
         }
     }
     skpx_free(queue);
@@ -481,6 +689,13 @@ int cmd_record(struct cli *c, int argc, char **argv)
         while (clock_nanosleep(CLOCK_MONOTONIC, TIMER_ABSTIME, &ts, NULL) == EINTR && !g_stop) {
         }
     }
+    int64_t stop_wall_ms = (int64_t)time(NULL) * 1000;
+    {
+        struct timespec w;
+        clock_gettime(CLOCK_REALTIME, &w);
+        stop_wall_ms = (int64_t)w.tv_sec * 1000 + w.tv_nsec / 1000000;
+    }
+    cpu_finish(r);
     double secs = (double)(now_ns() - start) / 1e9;
     size_t n_python = 0;
     for (size_t i = 0; i < r->n_targets; i++)
@@ -491,6 +706,15 @@ int cmd_record(struct cli *c, int argc, char **argv)
             (unsigned long long)r->ticks, secs, secs > 0 ? (double)r->ticks / secs : 0.0,
             (unsigned long long)r->thread_samples, n_python, (unsigned long long)r->torn,
             (unsigned long long)r->missed_ticks, (unsigned long long)r->prof.n_dropped);
+    if (!r->o.idle)
+        fprintf(stderr,
+                "skyprof record: CPU %.3f s from %lld to %lld (epoch ms): %.3f s on thread "
+                "stacks read at ticks, %.3f s of threads that ended between ticks, %.3f s left "
+                "out (less than a period per thread)\n",
+                (double)(r->cpu_sampled_ns + r->cpu_given_ns) / 1e9,
+                (long long)((int64_t)wall.tv_sec * 1000 + wall.tv_nsec / 1000000),
+                (long long)stop_wall_ms, (double)r->cpu_sampled_ns / 1e9,
+                (double)r->cpu_given_ns / 1e9, (double)r->cpu_left_ns / 1e9);
     if (r->tasks)
         fprintf(stderr,
                 "skyprof record: --asyncio: %llu stacks of suspended tasks, %llu torn task reads "
@@ -546,6 +770,9 @@ int cmd_record(struct cli *c, int argc, char **argv)
         fprintf(stderr, "skyprof record: wrote %s (%s, %zu bytes)\n", r->o.out, fmt_name, len);
 done:
     for (size_t i = 0; i < r->n_targets; i++) {
+        if (r->targets[i].acct)
+            skpx_acct_cleanup(r->targets[i].acct);
+        skpx_free(r->targets[i].acct);
         attach_native_close(r->targets[i].nat);
         attach_target_close(r->targets[i].t);
     }

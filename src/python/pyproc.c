@@ -8,9 +8,13 @@
  * since the previous round; `mutex` leaves out the waits for events (Condition.wait, join, an
  * idle pool worker), which `block` keeps.
  *
- * Threading: every callback runs on skp-proc. list_threads takes the GIL briefly (about once a
- * second) to enumerate thread states, names (threading._active) and kernel ids; capture never
- * takes it in direct mode. run_event takes the GIL only to start and to finish the Python side
+ * Threading: every callback runs on skp-proc. list_threads runs at every sampling round: in
+ * direct mode it walks the interpreter's thread-state list WITHOUT the GIL (one safe read per
+ * thread state, torn reads end the walk, thread states that have not run Python yet are left
+ * out), so a thread that lives a few milliseconds is found by the next round; about once a
+ * second it takes the GIL briefly instead, for the names (threading._active). A thread keeps its
+ * handle (and the reader's speculation hints) from one listing to the next. capture never takes
+ * the GIL in direct mode. run_event takes the GIL only to start and to finish the Python side
  * and waits for the window WITHOUT it. The reader is created at the first listing of a task and
  * freed at its end, so an idle agent holds none of its memory. Refuses to touch the interpreter
  * while it is finalizing. */
@@ -19,14 +23,19 @@
 
 #include "python/pyproc.h"
 
+#include <stddef.h>
 #include <stdio.h>
 #include <string.h>
+#include <sys/syscall.h>
 #include <time.h>
+#include <unistd.h>
 
 #include "common/alloc.h"
+#include "common/err.h"
 #include "python/pylayout.h"
 #include "python/pystack.h"
 #include "python/pywait.h"
+#include "python/safe_read.h"
 
 /* Stacks a heap/allocs event reports at most (largest first, chosen by the Python side), and
  * asyncio tasks a thread dump reports at most (process_profile.MAX_TASKS is lower). */
@@ -43,10 +52,31 @@
  * turn one sample into seconds of waiting). */
 #define PYPROC_LOCK_MAX_WEIGHT_NS (1000LL * 1000 * 1000)
 
+/* How often the listing takes the GIL for the threads' names (the other listings walk the
+ * thread states without it). */
+#define PYPROC_NAMES_NS (1000LL * 1000 * 1000)
+
+/* A listed thread: its target (the handle) and name, kept across listings. */
+struct pyslot {
+    struct skp__pytarget t;
+    char name[48];
+    uint32_t round; /* the listing that last saw it; 0 = free */
+};
+
+/* A thread state read by one listing. */
+struct pyts {
+    uintptr_t tstate, interp;
+    unsigned long ident, native;
+};
+
 struct pyproc {
     bool force_portable;
-    struct skp__pyreader *reader;  /* per task */
-    struct skp__pytarget *targets; /* SKP_PYPROC_THREADS_MAX, per task */
+    struct skp__pyreader *reader; /* per task */
+    struct pyslot *slots;         /* SKP_PYPROC_THREADS_MAX, per task */
+    struct pyts *seen;            /* SKP_PYPROC_THREADS_MAX, scratch of one listing */
+    PyInterpreterState *interp;   /* the main interpreter, set by the first listing */
+    int64_t names_at;             /* monotonic ns of the last listing with the GIL */
+    uint32_t round;
 };
 
 static bool interpreter_usable(void)
@@ -54,23 +84,103 @@ static bool interpreter_usable(void)
     return Py_IsInitialized() && !_Py_IsFinalizing();
 }
 
-static int pp_list(void *ud, struct skyprof_proc_thread *out, int cap)
+static int64_t mono_ns(void)
 {
-    struct pyproc *pp = ud;
-    if (!interpreter_usable())
-        return -1;
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (int64_t)ts.tv_sec * 1000000000LL + ts.tv_nsec;
+}
+
+/* A free slot (cleared) for the new thread state `s`, or NULL when every slot is taken. */
+static struct pyslot *slot_for(struct pyproc *pp, const struct pyts *s)
+{
+    for (int i = 0; i < SKP_PYPROC_THREADS_MAX; i++) {
+        struct pyslot *sl = &pp->slots[i];
+        if (sl->round)
+            continue;
+        memset(sl, 0, sizeof(*sl));
+        sl->t.tstate = s->tstate;
+        sl->t.interp = s->interp;
+        sl->t.thread_id = s->ident;
+        sl->t.native_tid = s->native;
+        snprintf(sl->name, sizeof(sl->name), "Thread-%lu", s->ident);
+        return sl;
+    }
+    return NULL;
+}
+
+/* Fills out[] from the thread states of this listing (pp->seen[0..n)): a thread keeps its slot,
+ * new ones take the slots no longer seen. Returns the number listed. */
+static int publish(struct pyproc *pp, int n, struct skyprof_proc_thread *out, int cap)
+{
+    struct pyslot *got[SKP_PYPROC_THREADS_MAX];
+    for (int i = 0; i < n; i++) { /* first keep the known threads' slots */
+        got[i] = NULL;
+        for (int k = 0; k < SKP_PYPROC_THREADS_MAX; k++) {
+            struct pyslot *sl = &pp->slots[k];
+            if (sl->round && sl->t.tstate == pp->seen[i].tstate &&
+                sl->t.thread_id == pp->seen[i].ident && sl->t.native_tid == pp->seen[i].native) {
+                sl->round = pp->round;
+                got[i] = sl;
+                break;
+            }
+        }
+    }
+    for (int k = 0; k < SKP_PYPROC_THREADS_MAX; k++) /* the others have ended */
+        if (pp->slots[k].round != pp->round)
+            pp->slots[k].round = 0;
+    int m = 0;
+    for (int i = 0; i < n && m < cap; i++) {
+        struct pyslot *sl = got[i] ? got[i] : slot_for(pp, &pp->seen[i]);
+        if (!sl)
+            continue;
+        sl->round = pp->round;
+        out[m].tid = (int)sl->t.native_tid;
+        out[m].handle = &sl->t;
+        snprintf(out[m].name, sizeof(out[m].name), "%s", sl->name);
+        m++;
+    }
+    return m;
+}
+
+/* Bytes of a PyThreadState the walk copies: up to its last field it reads. */
+#define TS_FIELD_END(f) (offsetof(PyThreadState, f) + sizeof(((PyThreadState *)0)->f))
+#define TS_MAX2(a, b) ((a) > (b) ? (a) : (b))
+#define TS_COPY                                                                                    \
+    TS_MAX2(TS_MAX2(TS_FIELD_END(next), TS_FIELD_END(interp)),                                     \
+            TS_MAX2(TS_MAX2(TS_FIELD_END(thread_id), TS_FIELD_END(native_thread_id)),              \
+                    TS_FIELD_END(datastack_chunk)))
+
+/* Lists the thread states WITHOUT the GIL into pp->seen (direct mode only: safe reads). A torn
+ * list (a thread state freed under us) ends the walk: the next round sees the rest. */
+static int walk_nogil(struct pyproc *pp)
+{
+    unsigned long me = (unsigned long)syscall(SYS_gettid);
+    uintptr_t ts = (uintptr_t)PyInterpreterState_ThreadHead(pp->interp); /* a plain load */
+    int n = 0;
+    for (int k = 0; ts && k < 4 * SKP_PYPROC_THREADS_MAX && n < SKP_PYPROC_THREADS_MAX; k++) {
+        union {
+            PyThreadState ts;
+            unsigned char raw[TS_COPY];
+        } c;
+        if ((ts & (sizeof(void *) - 1)) || !skp__safe_read(ts, &c, TS_COPY) ||
+            c.ts.interp != pp->interp)
+            break;
+        /* No data stack yet: a thread state made for a thread that has not started (it still
+         * carries its parent's ids) or that never ran Python: nothing to capture. */
+        if (c.ts.datastack_chunk && c.ts.native_thread_id != me)
+            pp->seen[n++] =
+                (struct pyts){ts, (uintptr_t)pp->interp, c.ts.thread_id, c.ts.native_thread_id};
+        ts = (uintptr_t)c.ts.next;
+    }
+    return n;
+}
+
+/* The listing with the GIL: thread states, names (threading._active). */
+static int list_with_gil(struct pyproc *pp, struct skyprof_proc_thread *out, int cap)
+{
     PyGILState_STATE g = PyGILState_Ensure();
     int n = 0;
-    if (!pp->reader && skp__pyreader_new(pp->force_portable, &pp->reader) != SKP_OK)
-        pp->reader = NULL;
-    if (pp->reader)
-        skp__pyreader_set_qualified(pp->reader); /* pprof functions: co_qualname */
-    if (!pp->targets)
-        pp->targets = skpx_calloc(SKP_PYPROC_THREADS_MAX, sizeof(*pp->targets));
-    if (!pp->reader || !pp->targets)
-        goto out;
-    if (cap > SKP_PYPROC_THREADS_MAX)
-        cap = SKP_PYPROC_THREADS_MAX;
     PyThreadState *me = PyThreadState_Get();
     PyObject *active = NULL;
     PyObject *name_key = PyUnicode_FromString("threading");
@@ -81,34 +191,67 @@ static int pp_list(void *ud, struct skyprof_proc_thread *out, int cap)
     if (!active)
         PyErr_Clear();
     PyInterpreterState *interp = PyThreadState_GetInterpreter(me);
-    for (PyThreadState *ts = PyInterpreterState_ThreadHead(interp); ts && n < cap;
-         ts = PyThreadState_Next(ts)) {
-        if (ts == me)
-            continue; /* skp-proc's own temporary thread state */
-        if (skp__pytarget_init_ident(&pp->targets[n], ts->thread_id) != SKP_OK)
-            continue;
-        out[n].tid = (int)ts->native_thread_id;
-        out[n].handle = &pp->targets[n];
-        snprintf(out[n].name, sizeof(out[n].name), "Thread-%lu", ts->thread_id);
-        if (active && PyDict_Check(active)) {
-            PyObject *key = PyLong_FromUnsignedLong(ts->thread_id);
-            PyObject *th = key ? PyDict_GetItemWithError(active, key) : NULL; /* borrowed */
-            Py_XDECREF(key);
-            PyObject *nm = th ? PyObject_GetAttrString(th, "name") : NULL;
-            const char *s = nm && PyUnicode_Check(nm) ? PyUnicode_AsUTF8(nm) : NULL;
-            if (s)
-                snprintf(out[n].name, sizeof(out[n].name), "%s", s);
-            Py_XDECREF(nm);
-            PyErr_Clear();
+    pp->interp = interp;
+    for (PyThreadState *ts = PyInterpreterState_ThreadHead(interp);
+         ts && n < SKP_PYPROC_THREADS_MAX; ts = PyThreadState_Next(ts)) {
+        if (ts == me || !ts->datastack_chunk)
+            continue; /* skp-proc's own temporary thread state; one that never ran Python */
+        pp->seen[n++] =
+            (struct pyts){(uintptr_t)ts, (uintptr_t)interp, ts->thread_id, ts->native_thread_id};
+    }
+    n = publish(pp, n, out, cap);
+    for (int i = 0; i < n && active && PyDict_Check(active); i++) {
+        struct pyslot *sl = SKP_CONTAINER_OF(out[i].handle, struct pyslot, t);
+        PyObject *key = PyLong_FromUnsignedLong(sl->t.thread_id);
+        PyObject *th = key ? PyDict_GetItemWithError(active, key) : NULL; /* borrowed */
+        Py_XDECREF(key);
+        PyObject *nm = th ? PyObject_GetAttrString(th, "name") : NULL;
+        const char *s = nm && PyUnicode_Check(nm) ? PyUnicode_AsUTF8(nm) : NULL;
+        if (s) {
+            snprintf(sl->name, sizeof(sl->name), "%s", s);
+            snprintf(out[i].name, sizeof(out[i].name), "%s", s);
         }
-        n++;
+        Py_XDECREF(nm);
+        PyErr_Clear();
     }
     Py_XDECREF(active);
     Py_XDECREF(threading);
-out:
     PyErr_Clear();
     PyGILState_Release(g);
     return n;
+}
+
+static int pp_list(void *ud, struct skyprof_proc_thread *out, int cap)
+{
+    struct pyproc *pp = ud;
+    if (!interpreter_usable())
+        return -1;
+    if (cap > SKP_PYPROC_THREADS_MAX)
+        cap = SKP_PYPROC_THREADS_MAX;
+    if (!pp->slots)
+        pp->slots = skpx_calloc(SKP_PYPROC_THREADS_MAX, sizeof(*pp->slots));
+    if (!pp->seen)
+        pp->seen = skpx_calloc(SKP_PYPROC_THREADS_MAX, sizeof(*pp->seen));
+    if (!pp->slots || !pp->seen)
+        return 0;
+    if (++pp->round == 0)
+        pp->round = 1;
+    int64_t now = mono_ns();
+    if (pp->reader && pp->interp && skp__pyreader_is_direct(pp->reader) &&
+        now - pp->names_at < PYPROC_NAMES_NS)
+        return publish(pp, walk_nogil(pp), out, cap);
+    if (!pp->reader) {
+        PyGILState_STATE g = PyGILState_Ensure();
+        if (skp__pyreader_new(pp->force_portable, &pp->reader) != SKP_OK)
+            pp->reader = NULL;
+        if (pp->reader)
+            skp__pyreader_set_qualified(pp->reader); /* pprof functions: co_qualname */
+        PyGILState_Release(g);
+        if (!pp->reader)
+            return 0;
+    }
+    pp->names_at = now;
+    return list_with_gil(pp, out, cap);
 }
 
 static int pp_capture(void *ud, void *handle, int tid, struct skyprof_capture *out)
@@ -253,13 +396,6 @@ static int emit_all(PyObject *list, bool tasks, skyprof_emit_cb emit, void *emit
     }
     skpx_free(text);
     return 0;
-}
-
-static int64_t mono_ns(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (int64_t)ts.tv_sec * 1000000000LL + ts.tv_nsec;
 }
 
 /* Per listed thread: was it waiting for a lock at the previous round, and on which futex word
@@ -463,8 +599,12 @@ static void pp_end(void *ud)
     struct pyproc *pp = ud;
     skp__pyreader_free(pp->reader); /* no GIL needed */
     pp->reader = NULL;
-    skpx_free(pp->targets);
-    pp->targets = NULL;
+    skpx_free(pp->slots);
+    pp->slots = NULL;
+    skpx_free(pp->seen);
+    pp->seen = NULL;
+    pp->interp = NULL;
+    pp->names_at = 0;
 }
 
 static void pp_destroy(void *ud)
@@ -488,6 +628,7 @@ skp_err skp__pyproc_init(struct skyprof_proc_source *src, bool force_portable)
         .run_event = pp_run_event,
         .end = pp_end,
         .destroy = pp_destroy,
+        .capture_any_state = true, /* direct or portable, a capture only reads */
     };
     return SKP_OK;
 }

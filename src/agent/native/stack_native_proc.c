@@ -1,6 +1,7 @@
 /* stack_native_proc.c - the native PROCESS source (skyprof_native_proc_source): whole-process
  * sampling for PprofTask's cpu, wall and thread-dump events in C/C++ services. Threads come from
- * /proc/self/task (agent threads, named "skp-*", are left out); each is captured with the native
+ * /proc/self/task at every sampling round (agent threads, named "skp-*", are left out; names are
+ * read once per new thread and again about once a second); each is captured with the native
  * stack source's signal engine through one engine slot held for the task. A thread that does not
  * answer in PROC_CAPTURE_TIMEOUT_NS PROC_MUTE_STRIKES times in a row (it blocks the signal, or is
  * stopped) is not signalled again during that task; one late answer (a loaded machine that did not
@@ -27,9 +28,19 @@
 /* Timeouts in a row after which a thread is not signalled again during the task. */
 #define PROC_MUTE_STRIKES 3
 
+/* Thread names remembered between listings (the listing runs at every round). */
+#define PROC_NAMES_MAX 256
+/* How often every remembered name is read again (a thread may rename itself after it starts). */
+#define PROC_NAMES_REFRESH 100
+
 struct proc_strike {
     int tid;
     int strikes; /* timeouts in a row; PROC_MUTE_STRIKES = muted */
+};
+
+struct proc_name {
+    int tid;
+    char name[48];
 };
 
 static struct {
@@ -37,6 +48,10 @@ static struct {
     uintptr_t *pcs; /* SKP_NATIVE_MAX_FRAMES */
     struct proc_strike strike[PROC_MUTE_MAX];
     int n_strike;
+    DIR *task_dir;           /* /proc/self/task while a task runs */
+    struct proc_name *names; /* PROC_NAMES_MAX, the last listing's threads */
+    int n_names;
+    unsigned listings;
 } g_proc = {.slot = -1};
 
 static struct proc_strike *find_strike(int tid)
@@ -92,13 +107,34 @@ static void read_comm(int tid, char *out, size_t cap)
         *nl = '\0';
 }
 
+/* The name of tid from the previous listing (prev[0..n_prev), sorted by tid as readdir gives
+ * them, *at advancing), or NULL. */
+static const char *known_name(const struct proc_name *prev, int n_prev, int *at, int tid)
+{
+    while (*at < n_prev && prev[*at].tid < tid)
+        (*at)++;
+    return *at < n_prev && prev[*at].tid == tid ? prev[*at].name : NULL;
+}
+
 static int proc_list(void *ud, struct skyprof_proc_thread *out, int cap)
 {
     (void)ud;
-    DIR *d = opendir("/proc/self/task");
+    /* kept open for the task (O_CLOEXEC): a listing per round is one getdents, not four calls */
+    if (!g_proc.task_dir)
+        g_proc.task_dir = opendir("/proc/self/task");
+    DIR *d = g_proc.task_dir;
     if (!d)
         return -1;
-    int n = 0;
+    rewinddir(d);
+    if (!g_proc.names)
+        g_proc.names = skpx_calloc(2 * PROC_NAMES_MAX, sizeof(*g_proc.names));
+    /* names[0..MAX) hold the previous listing, names[MAX..2 MAX) the new one */
+    struct proc_name *prev = g_proc.names;
+    struct proc_name *cur = g_proc.names ? g_proc.names + PROC_NAMES_MAX : NULL;
+    bool refresh = g_proc.listings++ % PROC_NAMES_REFRESH == 0;
+    int n = 0, n_cur = 0, at = 0;
+    bool sorted = true;
+    int last_tid = 0;
     struct dirent *e;
     while (n < cap && (e = readdir(d)) != NULL) {
         if (e->d_name[0] < '0' || e->d_name[0] > '9')
@@ -106,14 +142,29 @@ static int proc_list(void *ud, struct skyprof_proc_thread *out, int cap)
         int tid = (int)strtol(e->d_name, NULL, 10);
         if (tid <= 0 || is_muted(tid))
             continue;
-        read_comm(tid, out[n].name, sizeof(out[n].name));
+        sorted = sorted && tid > last_tid;
+        last_tid = tid;
+        const char *known =
+            prev && !refresh && sorted ? known_name(prev, g_proc.n_names, &at, tid) : NULL;
+        if (known)
+            snprintf(out[n].name, sizeof(out[n].name), "%s", known);
+        else
+            read_comm(tid, out[n].name, sizeof(out[n].name));
+        if (cur && n_cur < PROC_NAMES_MAX && sorted) {
+            cur[n_cur].tid = tid;
+            snprintf(cur[n_cur].name, sizeof(cur[n_cur].name), "%s", out[n].name);
+            n_cur++;
+        }
         if (strncmp(out[n].name, "skp-", 4) == 0)
             continue; /* the agent's own threads */
         out[n].tid = tid;
         out[n].handle = NULL;
         n++;
     }
-    closedir(d);
+    if (cur) {
+        memcpy(prev, cur, sizeof(*cur) * (size_t)n_cur);
+        g_proc.n_names = n_cur;
+    }
     return n;
 }
 
@@ -178,6 +229,13 @@ static void proc_end(void *ud)
     skpx_free(g_proc.pcs);
     g_proc.pcs = NULL;
     g_proc.n_strike = 0;
+    skpx_free(g_proc.names);
+    g_proc.names = NULL;
+    if (g_proc.task_dir)
+        closedir(g_proc.task_dir);
+    g_proc.task_dir = NULL;
+    g_proc.n_names = 0;
+    g_proc.listings = 0;
 }
 
 static const struct skyprof_proc_source g_native_proc = {

@@ -162,6 +162,12 @@ SKP_MUST_CHECK skp_err store__read_row(sqlite3_stmt *s, int col0, const struct s
 SKP_MUST_CHECK skp_err store__read_rows(struct sqlite_store *st, sqlite3_stmt *s,
                                         const struct store_row_desc *d, void **out, size_t *n,
                                         const char *what);
+/* Prepares sql, binds row from parameter 1 on, runs it once. *rowid (may be NULL) gets the new
+ * row's id. Errors: SKP_EEXIST (a constraint refused the row), the SQLite error (logged with
+ * `what`). */
+SKP_MUST_CHECK skp_err store__insert_row(struct sqlite_store *st, const char *sql,
+                                         const struct store_row_desc *d, const void *row,
+                                         int64_t *rowid, const char *what);
 /* Steps s to its end, each row read by d (borrowed) and handed to v; the first error stops the
  * walk and is returned. Finalizes s. Errors: v's, SKP_ENOMEM, the SQLite error. */
 SKP_MUST_CHECK skp_err store__visit_rows(struct sqlite_store *st, sqlite3_stmt *s,

@@ -13,20 +13,11 @@
 skp_err sqlite_store_cont_put_policy(struct store *base, const char *service, const char *uuid,
                                      const char *json, int64_t now_ms)
 {
-    struct sqlite_store *st = sqlite_store_of(base);
-    sqlite3_stmt *s = NULL;
-    skp_err err =
-        store__prepare(st,
-                       "INSERT OR REPLACE INTO continuous_policies(" STORE_CONT_POLICY_COLS
-                       ") VALUES(" STORE_CONT_POLICY_SQ ")",
-                       &s);
-    if (err)
-        return err;
     const struct store_cont_policy_row row = {service, uuid, json, now_ms};
-    store__bind_row(s, 1, &store_cont_policy_row, &row);
-    err = store__step_done(st, s, "put continuous policy");
-    sqlite3_finalize(s);
-    return err;
+    return store__insert_row(sqlite_store_of(base),
+                             "INSERT OR REPLACE INTO continuous_policies(" STORE_CONT_POLICY_COLS
+                             ") VALUES(" STORE_CONT_POLICY_SQ ")",
+                             &store_cont_policy_row, &row, NULL, "put continuous policy");
 }
 
 skp_err sqlite_store_cont_delete_policy(struct store *base, const char *service)
@@ -95,19 +86,13 @@ skp_err sqlite_store_cont_insert_trigger(struct store *base, const struct store_
     skp_err err = store__begin(st);
     if (err)
         return err;
-    sqlite3_stmt *s = NULL;
-    err = store__prepare(st,
-                         "INSERT INTO continuous_triggers(" STORE_CONT_TRIGGER_COLS ")"
-                         " VALUES(" STORE_CONT_TRIGGER_SQ ")",
-                         &s);
+    int64_t id = 0;
+    err = store__insert_row(st,
+                            "INSERT INTO continuous_triggers(" STORE_CONT_TRIGGER_COLS ")"
+                            " VALUES(" STORE_CONT_TRIGGER_SQ ")",
+                            &store_cont_trigger_row, t, &id, "insert continuous trigger");
     if (err)
         goto out;
-    store__bind_row(s, 1, &store_cont_trigger_row, t);
-    err = store__step_done(st, s, "insert continuous trigger");
-    sqlite3_finalize(s);
-    if (err)
-        goto out;
-    int64_t id = sqlite3_last_insert_rowid(st->db);
     err = insert_causes(st, id, t);
     if (err)
         goto out;

@@ -15,8 +15,9 @@ skp_err sqlite_store_ebpf_upsert_process(struct store *base, const struct store_
         return SKP_EINVAL;
     if (st->base.read_only)
         return SKP_EIO;
-    sqlite3_stmt *s = NULL;
-    skp_err err = store__prepare(
+    struct store_ebpf_process row = *p;
+    row.first_ms = row.last_ping_ms = now_ms;
+    return store__insert_row(
         st,
         "INSERT INTO ebpf_processes(" STORE_EBPF_PROCESS_COLS ") "
         "VALUES(" STORE_EBPF_PROCESS_SQ ") "
@@ -24,15 +25,7 @@ skp_err sqlite_store_ebpf_upsert_process(struct store *base, const struct store_
         "process_name = excluded.process_name, layer = excluded.layer, pid = excluded.pid, "
         "labels = excluded.labels, properties = excluded.properties, "
         "agent_id = excluded.agent_id, last_ping_ms = excluded.last_ping_ms",
-        &s);
-    if (err)
-        return err;
-    struct store_ebpf_process row = *p;
-    row.first_ms = row.last_ping_ms = now_ms;
-    store__bind_row(s, 1, &store_ebpf_process_row, &row);
-    err = store__step_done(st, s, "upsert eBPF process");
-    sqlite3_finalize(s);
-    return err;
+        &store_ebpf_process_row, &row, NULL, "upsert eBPF process");
 }
 
 skp_err sqlite_store_ebpf_touch_process(struct store *base, const char *id, int64_t now_ms,

@@ -50,19 +50,13 @@ skp_err sqlite_store_proc_insert_task(struct store *base, const struct proc_task
     skp_err err = store__begin(st);
     if (err)
         return err;
+    err = store__insert_row(st,
+                            "INSERT INTO proc_tasks(" STORE_PROC_TASK_COLS ") "
+                            "VALUES(" STORE_PROC_TASK_SQ ")",
+                            &store_proc_task_row, t, NULL, "insert proc task");
+    if (err)
+        goto out;
     sqlite3_stmt *s = NULL;
-    err = store__prepare(st,
-                         "INSERT INTO proc_tasks(" STORE_PROC_TASK_COLS ") "
-                         "VALUES(" STORE_PROC_TASK_SQ ")",
-                         &s);
-    if (err)
-        goto out;
-    store__bind_row(s, 1, &store_proc_task_row, t);
-    err = step_done(st, s, "insert proc task");
-    sqlite3_finalize(s);
-    s = NULL;
-    if (err)
-        goto out;
     err = store__prepare(
         st, "INSERT OR IGNORE INTO proc_task_instances(task_id, instance) VALUES(?, ?)", &s);
     if (err)

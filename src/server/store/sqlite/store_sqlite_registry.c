@@ -191,22 +191,12 @@ skp_err sqlite_store_insert_task(struct store *base, const struct store_task *t)
     struct sqlite_store *st = sqlite_store_of(base);
     if (!t || !t->id || !t->service || !t->endpoint)
         return SKP_EINVAL;
-    sqlite3_stmt *s = NULL;
-    skp_err err = store__prepare(st,
-                                 "INSERT INTO tasks(" STORE_TASK_COLS ") "
-                                 "VALUES(" STORE_TASK_SQ ")",
-                                 &s);
-    if (err)
-        return err;
-    store__bind_row(s, 1, &store_task_row, t);
-    int rc = sqlite3_step(s);
-    if ((rc & 0xff) == SQLITE_CONSTRAINT)
-        err = SKP_EEXIST;
-    else if (rc != SQLITE_DONE)
-        err = store__sqlerr(st, rc, "insert task");
-    else
+    skp_err err = store__insert_row(st,
+                                    "INSERT INTO tasks(" STORE_TASK_COLS ") "
+                                    "VALUES(" STORE_TASK_SQ ")",
+                                    &store_task_row, t, NULL, "insert task");
+    if (!err)
         st->commits++;
-    sqlite3_finalize(s);
     return err;
 }
 

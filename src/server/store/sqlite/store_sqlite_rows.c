@@ -173,3 +173,22 @@ skp_err store__visit_rows(struct sqlite_store *st, sqlite3_stmt *s, const struct
     sqlite3_finalize(s);
     return err;
 }
+
+skp_err store__insert_row(struct sqlite_store *st, const char *sql, const struct store_row_desc *d,
+                          const void *row, int64_t *rowid, const char *what)
+{
+    sqlite3_stmt *s = NULL;
+    skp_err err = store__prepare(st, sql, &s);
+    if (err)
+        return err;
+    store__bind_row(s, 1, d, row);
+    int rc = sqlite3_step(s);
+    if ((rc & 0xff) == SQLITE_CONSTRAINT) /* extended codes (e.g. _PRIMARYKEY) included */
+        err = SKP_EEXIST;
+    else if (rc != SQLITE_DONE)
+        err = store__sqlerr(st, rc, what);
+    else if (rowid)
+        *rowid = sqlite3_last_insert_rowid(st->db);
+    sqlite3_finalize(s);
+    return err;
+}

@@ -474,7 +474,9 @@ skp_err collector_segments_start(struct collector *c, struct event_base *base,
         goto fail;
     /* start time and pid: distinct for every run and every daemon sharing a database */
     c->segs->writer = (uint64_t)skpx_now_ms() << 20 ^ (uint64_t)getpid();
-    err = endpoint_stats_new(NULL, &c->stats);
+    const struct endpoint_stats_opts eo = {.max_endpoints_per_service =
+                                               c->max_endpoints_per_service};
+    err = endpoint_stats_new(&eo, &c->stats);
     if (!err)
         err = segment_keep_new(p, &c->keep);
     if (err)

@@ -25,6 +25,7 @@
 #include "common/pct.h"
 #include "server/config.h"
 #include "server/formats/utf8.h"
+#include "server/stats/endpoint_stats.h"
 #include "server/http/http_conn.h"
 #include "server/graphql/graphql.h"
 #include "server/http/http_int.h"
@@ -196,6 +197,11 @@ void http_metrics(struct http_ctx *cx)
     struct skpx_grpc_server_stats gs;
     struct store_stats ss;
     bool have_store = store_get_stats(cx->api->store, &ss) == SKP_OK;
+    if (cx->api->endpoint_stats) {
+        struct endpoint_stats_counters ec;
+        endpoint_stats_counters(cx->api->endpoint_stats, &ec);
+        cx->api->metrics->endpoints_untracked = ec.dropped_endpoints;
+    }
     if (cx->api->grpc)
         skpx_grpc_server_get_stats(cx->api->grpc, &gs);
     char *text = NULL;

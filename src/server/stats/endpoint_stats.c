@@ -214,7 +214,10 @@ struct endpoint_stats {
     size_t max_keys;
     size_t bucket_budget; /* buckets that may still be created */
     size_t max_buckets;
-    struct skpx_strmap keys; /* key → index in entries */
+    struct skpx_strmap keys;  /* key → index in entries */
+    size_t max_eps;           /* endpoints per service */
+    struct skpx_strmap eps;   /* (service, endpoint) seen → 1 */
+    struct skpx_strmap n_eps; /* service → its endpoints in eps */
     struct es_entry *entries;
     size_t n_entries, cap_entries;
     char *scratch; /* key buffer */
@@ -234,6 +237,8 @@ skp_err endpoint_stats_new(const struct endpoint_stats_opts *opts, struct endpoi
     es->n_min_slots = (size_t)es->window_min + 1;
     es->max_keys = o.max_keys ? o.max_keys : ES_DEFAULT_MAX_KEYS;
     es->max_buckets = o.max_buckets ? o.max_buckets : ES_DEFAULT_MAX_BUCKETS;
+    es->max_eps = o.max_endpoints_per_service ? o.max_endpoints_per_service
+                                              : ES_DEFAULT_MAX_ENDPOINTS_PER_SERVICE;
     es->bucket_budget = es->max_buckets;
     es->scratch = skpx_malloc(3 * (ES_NAME_MAX + 24));
     if (!es->scratch) {
@@ -259,6 +264,8 @@ void endpoint_stats_free(struct endpoint_stats *es)
     }
     skpx_free(es->entries);
     skpx_strmap_cleanup(&es->keys);
+    skpx_strmap_cleanup(&es->eps);
+    skpx_strmap_cleanup(&es->n_eps);
     skpx_free(es->scratch);
     skpx_free(es);
 }
@@ -300,6 +307,18 @@ static skp_err entry_find(struct endpoint_stats *es, const char *svc, const char
     }
     if (es->n_entries >= es->max_keys)
         return SKP_EFULL;
+    /* A new endpoint of the service (not only a new instance of a known one): within the cap? */
+    uint32_t seen, n_eps = 0;
+    const char *pair = make_key(es, svc, "", ep);
+    if (!skpx_strmap_get(&es->eps, pair, &seen)) {
+        (void)skpx_strmap_get(&es->n_eps, svc, &n_eps);
+        if (n_eps >= es->max_eps)
+            return SKP_ETOOBIG;
+        if (skpx_strmap_put(&es->eps, pair, 1) != SKP_OK ||
+            skpx_strmap_put(&es->n_eps, svc, n_eps + 1) != SKP_OK)
+            return SKP_ENOMEM;
+    }
+    key = make_key(es, svc, inst, ep);
     if (es->n_entries == es->cap_entries) {
         size_t ncap = es->cap_entries ? es->cap_entries * 2 : 64;
         struct es_entry *ne = skpx_realloc(es->entries, ncap * sizeof(*ne));
@@ -378,7 +397,8 @@ skp_err endpoint_stats_record(struct endpoint_stats *es, const char *service, co
                              endpoint ? endpoint : "", &e);
     if (err) {
         es->ctr.dropped_keys++;
-        return err == SKP_EFULL ? SKP_OK : err;
+        es->ctr.dropped_endpoints += err == SKP_ETOOBIG;
+        return err == SKP_EFULL || err == SKP_ETOOBIG ? SKP_OK : err;
     }
     struct es_minute *m = minute_slot(es, e, minute);
     if (!m) {
@@ -438,8 +458,18 @@ static int cmp_entry_ptr(const void *a, const void *b)
 skp_err endpoint_stats_query(struct endpoint_stats *es, const char *service, int window_s,
                              int64_t now_ms, es_summary_cb cb, void *ud)
 {
+    return endpoint_stats_query_page(es, service, window_s, now_ms, NULL, 0, cb, ud, NULL);
+}
+
+skp_err endpoint_stats_query_page(struct endpoint_stats *es, const char *service, int window_s,
+                                  int64_t now_ms, const char *after, size_t limit, es_summary_cb cb,
+                                  void *ud, bool *more)
+{
+    if (more)
+        *more = false;
     if (!service || !cb || window_s <= 0)
         return SKP_EINVAL;
+    size_t sent = 0;
     int n_min = (window_s + 59) / 60;
     if (n_min > es->window_min)
         n_min = es->window_min;
@@ -459,7 +489,15 @@ skp_err endpoint_stats_query(struct endpoint_stats *es, const char *service, int
         if (strcmp(es->entries[i].service, service) == 0)
             sel[n++] = &es->entries[i];
     qsort(sel, n, sizeof(*sel), cmp_entry_ptr);
-    for (size_t i = 0; i < n && !err;) {
+    size_t i0 = 0;
+    while (after && i0 < n && strcmp(sel[i0]->endpoint, after) <= 0)
+        i0++;
+    for (size_t i = i0; i < n && !err;) {
+        if (limit && sent == limit) {
+            if (more)
+                *more = true;
+            break;
+        }
         size_t j = i;
         struct es_summary s = {
             .endpoint = sel[i]->endpoint, .points = pts, .n_points = (size_t)n_min};
@@ -505,6 +543,7 @@ skp_err endpoint_stats_query(struct endpoint_stats *es, const char *service, int
         s.p90_ms = es_hist_quantile(&all, 0.90);
         s.p99_ms = es_hist_quantile(&all, 0.99);
         err = cb(ud, &s);
+        sent++;
     }
 out:
     if (ph)

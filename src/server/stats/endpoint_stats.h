@@ -26,6 +26,10 @@
 /* Distinct (service, instance, endpoint) keys kept; more are dropped and counted. 100,000
  * keys take about 200 MB at full per-minute histograms, well above what one service sends. */
 #define ES_DEFAULT_MAX_KEYS 100000
+/* Distinct endpoints tracked per service (all instances together); requests of a service's
+ * further endpoints are not tracked, and counted (issue 25: 100k endpoints of one service made
+ * a 111 MB listing). */
+#define ES_DEFAULT_MAX_ENDPOINTS_PER_SERVICE 1000
 /* Histogram buckets (8 bytes each) of all slots together: 64 MB. */
 #define ES_DEFAULT_MAX_BUCKETS (8u << 20)
 
@@ -69,16 +73,18 @@ SKP_MUST_CHECK skp_err es_hist_decode(const uint8_t *b, size_t len, struct es_hi
 struct endpoint_stats;
 
 struct endpoint_stats_opts {
-    int window_min;     /* 0 = ES_DEFAULT_WINDOW_MIN */
-    size_t max_keys;    /* 0 = ES_DEFAULT_MAX_KEYS */
-    size_t max_buckets; /* 0 = ES_DEFAULT_MAX_BUCKETS */
+    int window_min;                   /* 0 = ES_DEFAULT_WINDOW_MIN */
+    size_t max_keys;                  /* 0 = ES_DEFAULT_MAX_KEYS */
+    size_t max_buckets;               /* 0 = ES_DEFAULT_MAX_BUCKETS */
+    size_t max_endpoints_per_service; /* 0 = ES_DEFAULT_MAX_ENDPOINTS_PER_SERVICE */
 };
 
 struct endpoint_stats_counters {
     uint64_t recorded;
-    uint64_t dropped_late;    /* older than the window */
-    uint64_t dropped_keys;    /* key limit reached */
-    uint64_t dropped_buckets; /* counted, but its latency not kept (bucket budget) */
+    uint64_t dropped_late;      /* older than the window */
+    uint64_t dropped_keys;      /* key limit reached */
+    uint64_t dropped_endpoints; /* a service's endpoint limit reached (part of dropped_keys) */
+    uint64_t dropped_buckets;   /* counted, but its latency not kept (bucket budget) */
     size_t keys;
     size_t buckets; /* histogram buckets held */
     size_t bytes;   /* memory held (approximate) */
@@ -122,6 +128,13 @@ typedef skp_err (*es_summary_cb)(void *ud, const struct es_summary *s);
 SKP_MUST_CHECK skp_err endpoint_stats_query(struct endpoint_stats *es, const char *service,
                                             int window_s, int64_t now_ms, es_summary_cb cb,
                                             void *ud);
+/* One page of endpoint_stats_query: the endpoints whose name sorts after `after` (NULL = from
+ * the first), at most `limit` of them (0 = all); *more (may be NULL) says whether endpoints
+ * follow the page. */
+SKP_MUST_CHECK skp_err endpoint_stats_query_page(struct endpoint_stats *es, const char *service,
+                                                 int window_s, int64_t now_ms, const char *after,
+                                                 size_t limit, es_summary_cb cb, void *ud,
+                                                 bool *more);
 /* Requests per second of the last `seconds` (<= ES_SECOND_SLOTS) whole seconds. */
 void endpoint_stats_rate(struct endpoint_stats *es, const char *service, const char *endpoint,
                          int seconds, int64_t now_ms, uint64_t *count, uint64_t *errors);

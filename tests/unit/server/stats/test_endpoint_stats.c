@@ -308,6 +308,69 @@ static void bounds_drop_and_count(void **state)
     endpoint_stats_free(es);
 }
 
+struct names {
+    char name[8][16];
+    size_t n;
+};
+
+static skp_err names_cb(void *ud, const struct es_summary *s)
+{
+    struct names *n = ud;
+    if (n->n < 8)
+        snprintf(n->name[n->n], sizeof(n->name[0]), "%s", s->endpoint);
+    n->n++;
+    return SKP_OK;
+}
+
+/* Issue 25 #3: a service's endpoints were unbounded (100k made a 111 MB listing built on the
+ * loop). Now at most max_endpoints_per_service per service (other instances of a known endpoint
+ * and other services still count), and a listing comes in pages. */
+static void endpoints_per_service_capped_and_paged(void **state)
+{
+    (void)state;
+    struct endpoint_stats *es = NULL;
+    struct endpoint_stats_opts o = {.max_endpoints_per_service = 3};
+    assert_int_equal(endpoint_stats_new(&o, &es), SKP_OK);
+    const int64_t now = 1700000000000;
+    for (int i = 0; i < 6; i++) {
+        char ep[16];
+        snprintf(ep, sizeof(ep), "/e%d", i);
+        assert_int_equal(endpoint_stats_record(es, "s", "i1", ep, now, 5, false, now), SKP_OK);
+        assert_int_equal(endpoint_stats_record(es, "s", "i2", ep, now, 5, false, now), SKP_OK);
+    }
+    assert_int_equal(endpoint_stats_record(es, "other", "i1", "/e5", now, 5, false, now), SKP_OK);
+    struct endpoint_stats_counters k;
+    endpoint_stats_counters(es, &k);
+    assert_int_equal(k.keys, 3 * 2 + 1);          /* /e0../e2 on both instances + other's */
+    assert_int_equal(k.dropped_endpoints, 3 * 2); /* /e3../e5 of s, each instance */
+    struct names n = {0};
+    bool more = true;
+    assert_int_equal(endpoint_stats_query_page(es, "s", 60, now, NULL, 2, names_cb, &n, &more),
+                     SKP_OK);
+    assert_int_equal(n.n, 2);
+    assert_string_equal(n.name[0], "/e0");
+    assert_string_equal(n.name[1], "/e1");
+    assert_true(more);
+    memset(&n, 0, sizeof(n));
+    assert_int_equal(endpoint_stats_query_page(es, "s", 60, now, "/e1", 2, names_cb, &n, &more),
+                     SKP_OK);
+    assert_int_equal(n.n, 1);
+    assert_string_equal(n.name[0], "/e2");
+    assert_false(more);
+    endpoint_stats_free(es);
+    /* The default cap. */
+    assert_int_equal(endpoint_stats_new(NULL, &es), SKP_OK);
+    for (int i = 0; i < ES_DEFAULT_MAX_ENDPOINTS_PER_SERVICE + 10; i++) {
+        char ep[16];
+        snprintf(ep, sizeof(ep), "/d%d", i);
+        assert_int_equal(endpoint_stats_record(es, "s", "i", ep, now, 5, false, now), SKP_OK);
+    }
+    endpoint_stats_counters(es, &k);
+    assert_int_equal(k.keys, ES_DEFAULT_MAX_ENDPOINTS_PER_SERVICE);
+    assert_int_equal(k.dropped_endpoints, 10);
+    endpoint_stats_free(es);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -318,6 +381,7 @@ int main(void)
         cmocka_unit_test(flush_hands_each_finished_minute_once),
         cmocka_unit_test(memory_is_flat_after_the_window),
         cmocka_unit_test(bounds_drop_and_count),
+        cmocka_unit_test(endpoints_per_service_capped_and_paged),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -339,6 +339,30 @@ static void test_hold_lost_failed_budget_stop(void **state)
     env_free(e);
 }
 
+/* A forked child's copy of the sampler frees its holds with their dumps, its frames and scratch,
+ * without its locks (ASan's leak check sees anything left). */
+static void test_forget_frees_holds(void **state)
+{
+    (void)state;
+    struct env *e = env_new(2, 100, 9, 3);
+    struct skp__profiling_ref r;
+    int64_t t0 = skp__now_ms(&e->clock.clock);
+    assert_true(skp__task_ctx_attempt(&e->ctx, "/ep", "seg", t0, 1, &r));
+    skp__sampler_run_once(&e->s, t0 + 10);
+    skp__sampler_run_once(&e->s, t0 + 20);
+    assert_int_equal(skp__snapshot_hold_count(&e->s.holds[0]), 2);
+    skp__sampler_forget(&e->s);
+    assert_null(e->s.holds);
+    assert_null(e->s.frames);
+    skp__task_ctx_release(&r);
+    skp__task_ctx_stop(&e->ctx);
+    skp__snapshot_queue_cleanup(&e->q);
+    /* the locks of a forgotten sampler are left alone (a child never uses them) */
+    pthread_mutex_destroy(&e->s.run_lock);
+    pthread_mutex_destroy(&e->s.mu);
+    pthread_cond_destroy(&e->s.cv);
+}
+
 /* No hold without a threshold, and a threshold larger than the cap is bounded. */
 static void test_hold_sizes(void **state)
 {
@@ -661,6 +685,7 @@ int main(void)
         cmocka_unit_test(test_hold_overflow_counted),
         cmocka_unit_test(test_hold_lost_failed_budget_stop),
         cmocka_unit_test(test_hold_sizes),
+        cmocka_unit_test(test_forget_frees_holds),
         cmocka_unit_test(test_lost_sample_skips_dump),
         cmocka_unit_test(test_sampling_budget_exact),
         cmocka_unit_test(test_end_during_capture_and_failures),

@@ -279,7 +279,9 @@ def record_share(s, tmp, attempt):
     counts = collapsed_counts(out_file)
     total = sum(counts.values())
     in_c = sum(n for st, n in counts.items() if st.split(";")[-1].startswith("c ("))
-    assert total >= 100, (total, err)  # 3 s at 100 Hz; a loaded machine misses ticks
+    # a sample per 10 ms of CPU the target used (its one busy thread gets less than 3 s of CPU
+    # on a loaded machine), attributed at each of the ~300 ticks
+    assert total >= 30, (total, err)
     assert re.search(r"(\d+) samples in ([\d.]+) s", err), err
     # idle threads are not in the profile without --idle
     assert not any("sleeper (" in st for st in counts), counts

@@ -31,6 +31,7 @@ static const struct opt opts[] = {
     {"--auth-token", "SKYPROF_AUTH_TOKEN", OPT_STR, OFF(auth_token)},
     {"--api-token", "SKYPROF_API_TOKEN", OPT_STR, OFF(api_token)},
     {"--web-root", "SKYPROF_WEB_ROOT", OPT_STR, OFF(web_root)},
+    {"--ui-root", "SKYPROF_UI_ROOT", OPT_STR, OFF(web_root)}, /* SkyWalking's UI: same field */
     {"--retention-days", "SKYPROF_RETENTION_DAYS", OPT_DAYS, OFF(retention_days)},
     {"--log-level", "SKYPROF_LOG_LEVEL", OPT_LEVEL, OFF(log_level)},
     {"--max-analyze-snapshots", "SKYPROF_MAX_ANALYZE_SNAPSHOTS", OPT_U64,
@@ -41,8 +42,6 @@ static const struct opt opts[] = {
     {"--jfr-max-bytes", "SKYPROF_JFR_MAX_BYTES", OPT_U64, OFF(jfr_max_bytes)},
     {"--max-segment-spans", "SKYPROF_MAX_SEGMENT_SPANS", OPT_U64, OFF(max_segment_spans)},
     {"--max-policies", "SKYPROF_MAX_POLICIES", OPT_U64, OFF(max_policies)},
-    {"--max-endpoints-per-service", "SKYPROF_MAX_ENDPOINTS_PER_SERVICE", OPT_U64,
-     OFF(max_endpoints)},
     {"--grpc-max-connections", "SKYPROF_GRPC_MAX_CONNECTIONS", OPT_U64, OFF(grpc_max_connections)},
     {"--http-max-connections", "SKYPROF_HTTP_MAX_CONNECTIONS", OPT_U64, OFF(http_max_connections)},
     {"--max-conns-per-peer", "SKYPROF_MAX_CONNS_PER_PEER", OPT_U64, OFF(max_conns_per_peer)},
@@ -58,6 +57,8 @@ static const struct opt opts[] = {
     {"--continuous-check-interval-ms", "SKYPROF_CONTINUOUS_CHECK_INTERVAL_MS", OPT_U64,
      OFF(continuous_check_ms)},
     {"--allowed-origins", "SKYPROF_ALLOWED_ORIGINS", OPT_STR, OFF(allowed_origins)},
+    {"--graphql-max-answer-bytes", "SKYPROF_GRAPHQL_MAX_ANSWER_BYTES", OPT_U64,
+     OFF(graphql_max_answer_bytes)},
 };
 #undef OFF
 
@@ -80,6 +81,9 @@ static const char usage[] =
     "  --log-level LEVEL              error|warn|info|debug (default info)\n"
     "  --web-root DIR                 UI assets (default: build tree web/dist, else "
     "PREFIX/share/skyprof/web)\n"
+    "  --ui-root DIR                  serve a built SkyWalking UI (booster-ui dist/) instead\n"
+    "                                 of skyprof's, beside POST /graphql\n"
+    "  --graphql-max-answer-bytes N   largest GraphQL answer (default 67108864 = 64 MiB)\n"
     "  --max-analyze-snapshots N      cap on snapshots per analysis (default 0 = unlimited)\n"
     "  --pprof-max-bytes N            largest process-profile file an agent may upload\n"
     "                                 (default 31457280 = 30 MiB, at most 1 GiB)\n"
@@ -92,8 +96,6 @@ static const char usage[] =
     "                                 RESOURCE_EXHAUSTED before decoding (default 10000)\n"
     "  --max-policies N               continuous-profiling policies held; a new service's\n"
     "                                 policy beyond them is refused with 409 (default 1000)\n"
-    "  --max-endpoints-per-service N  endpoints whose statistics are kept per service; more are\n"
-    "                                 not tracked (default 1000)\n"
     "  --grpc-max-connections N       open gRPC connections (default 3/4 of the fd limit)\n"
     "  --http-max-connections N       open HTTP connections (default 1/4 of the fd limit)\n"
     "  --max-conns-per-peer N         connections from one IP per listener (default 256)\n"
@@ -185,7 +187,9 @@ static skp_err apply(struct config *cfg, const struct opt *o, const char *val, c
         }
         /* fall through */
     case OPT_STR: {
-        if (o->kind == OPT_STR && (!strcmp(o->flag, "--db") || !strcmp(o->flag, "--web-root")) &&
+        if (o->kind == OPT_STR &&
+            (!strcmp(o->flag, "--db") || !strcmp(o->flag, "--web-root") ||
+             !strcmp(o->flag, "--ui-root")) &&
             !*val) {
             snprintf(err, CONFIG_ERR_MAX, "%s: empty path", origin);
             return SKP_EINVAL;

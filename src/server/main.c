@@ -23,6 +23,7 @@
 #include "common/log.h"
 #include "server/collector/collector.h"
 #include "server/config.h"
+#include "server/graphql/graphql.h"
 #include "server/stats/segment_keep.h"
 #include "server/http/http_api.h"
 #include "server/stats/metrics.h"
@@ -264,8 +265,7 @@ int main(int argc, char **argv)
             cfg.max_segment_spans ? cfg.max_segment_spans : CONFIG_DEFAULT_MAX_SEGMENT_SPANS,
         .max_decoded_bytes =
             cfg.max_decoded_bytes ? cfg.max_decoded_bytes : CONFIG_DEFAULT_MAX_DECODED_BYTES,
-        .max_policies = cfg.max_policies ? cfg.max_policies : CONFIG_DEFAULT_MAX_POLICIES,
-        .max_endpoints_per_service = (size_t)cfg.max_endpoints};
+        .max_policies = cfg.max_policies ? cfg.max_policies : CONFIG_DEFAULT_MAX_POLICIES};
 
     char db_shown[512]; /* a URL's password stays out of the log */
     store_target_shown(cfg.db_path, db_shown, sizeof(db_shown));
@@ -365,6 +365,8 @@ int main(int argc, char **argv)
         .allowed_origins = cfg.allowed_origins,
         .db_problem = db_problem,
     };
+    graphql_set_max_answer_bytes(cfg.graphql_max_answer_bytes);
+    graphql_set_retention_days(cfg.retention_days);
     err = http_api_new(d.base, &ho, &d.http);
     if (!err)
         err = http_api_listen(d.http, cfg.http_addr, &http_port);

@@ -312,6 +312,29 @@ def t_templates(d):
         assert check(S, "get-disabled", q, {"id": "skyprof-default-GENERAL"})["getTemplate"] is None
 
 
+def t_ui_root(d):
+    """--ui-root serves a built SkyWalking UI beside /graphql: its files, and index.html for the
+    UI's deep links (history routing)."""
+    ui = os.path.join(d, "dist")
+    os.makedirs(os.path.join(ui, "static", "js"))
+    with open(os.path.join(ui, "index.html"), "w") as f:
+        f.write("<!doctype html><title>SkyWalking</title>")
+    with open(os.path.join(ui, "static", "js", "app-1a2b.js"), "w") as f:
+        f.write("console.log(1)")
+    with Skyprofd(d, "--log-level", "warn", "--ui-root", ui,
+                  "--graphql-max-answer-bytes", "200") as S:
+        for path in ("/", "/dashboard/GENERAL/Service/%s/skyprof-profiling" % SID):
+            st, hdrs, body = S.http("GET", path)
+            assert st == 200 and b"SkyWalking" in body, (path, st, body[:100])
+        st, hdrs, body = S.http("GET", "/static/js/app-1a2b.js")
+        assert st == 200 and body == b"console.log(1)", (st, body)
+        assert post(S, "{ version }")["data"]["version"].startswith("skyprofd")
+        # --graphql-max-answer-bytes: the introspection of every type is far larger
+        ans = post(S, "{ __schema { types { name fields { name } } } }")
+        assert ans["data"] is None and "larger than 200 bytes" in ans["errors"][0]["message"], ans
+        assert S.metric('skyprof_graphql_refused_total{limit="answer_bytes"}') == 1
+
+
 def t_token(d):
     """With --api-token, /graphql needs the token like every POST of the HTTP API."""
     with Skyprofd(d, "--log-level", "warn", "--api-token", "s3cret") as S:
@@ -325,7 +348,7 @@ def t_token(d):
 for name, fn in [("schema_text", t_schema_text), ("spec_fields", t_spec_fields),
                  ("ui_flow", t_ui_flow), ("errors_and_limits", t_errors_and_limits),
                  ("introspection", t_introspection), ("templates", t_templates),
-                 ("token", t_token)]:
+                 ("ui_root", t_ui_root), ("token", t_token)]:
     with tempdir() as d:
         R.run(name, fn, d)
 R.finish()

@@ -243,8 +243,7 @@ static skp_err build_changes(struct merger *m)
             next[i] = first[p];
             first[p] = (uint32_t)i;
             for (int s = 0; s < 2; s++)
-                r->nodes[p].self[s] =
-                    skpx_sat_sub_i64(r->nodes[p].self[s], r->nodes[i].weight[s]);
+                r->nodes[p].self[s] = skpx_sat_sub_i64(r->nodes[p].self[s], r->nodes[i].weight[s]);
         }
     }
     for (size_t i = 0; i < n; i++)

@@ -155,16 +155,19 @@ def main():
         print('  round %d: %s' % (r + 1, '  '.join(
             '%s %.0f' % (m, res[m][-1]['rate_cpu']) for m, _, _ in modes)))
         sys.stdout.flush()
-    print('\n  %-6s %14s %22s %14s %12s' % ('mode', 'units/cpu-s', 'vs none (paired median)',
+    print('\n  %-8s %14s %22s %14s %12s' % ('mode', 'units/cpu-s', 'vs none (paired median)',
                                             'agent CPU', 'captured/s'))
     for m, _, _ in modes:
         v = statistics.median(x['rate_cpu'] for x in res[m])
         paired = statistics.median(x['rate_cpu'] / y['rate_cpu']
                                    for x, y in zip(res[m], res['none']))
         agent = statistics.median(100.0 * x['agent_cpu_s'] / x['cpu_s'] for x in res[m])
+        agent_s = statistics.median(x['agent_cpu_s'] / a.seconds for x in res[m])
         cap = statistics.median(x.get('captured', 0) for x in res[m]) / a.seconds
-        print('  %-6s %14.0f %21.2f%% %13.3f%% %12.0f' % (m, v, 100.0 * paired, agent, cap))
-    print('  (agent CPU: the skp-* threads\' CPU time, from schedstat, in % of the process\'s)')
+        print('  %-8s %14.0f %21.2f%% %13.3f%% %12.0f %10.2f ms/s' % (
+            m, v, 100.0 * paired, agent, cap, 1000.0 * agent_s))
+    print('  (agent CPU: the skp-* threads\' CPU time, from schedstat, in % of the process\'s and'
+          ' in ms per second of the phase)')
     print('  load average at end: %s' % loadavg())
 
 

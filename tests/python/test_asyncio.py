@@ -69,22 +69,23 @@ def analyze(srv, seg):
     return tree_nodes(srv.analyze(seg['segmentId'], seg['start'], seg['start'] + seg['duration']))
 
 
-def waiting_under(nodes, func_suffix, leaf=WAITING):
-    """Duration of the `leaf` leaves ("(waiting)") below the outermost nodes of a function."""
-    by_parent = {}
-    for n in nodes:
-        by_parent.setdefault(n['parentId'], []).append(n)
-    by_id = {n['id']: n for n in nodes}
+def waiting_under(srv, seg, func_suffix, leaf=WAITING):
+    """Duration of the `leaf` leaves ("(waiting)") below the outermost nodes of a function, tree
+    by tree (node ids are per tree: merged, a leaf would find another tree's parent)."""
+    a = srv.analyze(seg['segmentId'], seg['start'], seg['start'] + seg['duration'])
     total = 0
-    for n in nodes:
-        if n['codeSignature'] != leaf:
-            continue
-        p = by_id.get(n['parentId'])
-        while p is not None:
-            if function_of(p['codeSignature']).endswith(func_suffix):
-                total += n['duration']
-                break
-            p = by_id.get(p['parentId'])
+    for t in a.get('trees') or []:
+        nodes = t.get('elements') or []
+        by_id = {n['id']: n for n in nodes}
+        for n in nodes:
+            if n['codeSignature'] != leaf:
+                continue
+            p = by_id.get(n['parentId'])
+            while p is not None:
+                if function_of(p['codeSignature']).endswith(func_suffix):
+                    total += n['duration']
+                    break
+                p = by_id.get(p['parentId'])
     return total
 
 
@@ -116,8 +117,8 @@ def t_overlap(srv, app):
         for seg in new:
             nodes = analyze(srv, seg)
             wait_total, _, _ = function_totals(nodes, '.wait_a')
-            waiting = waiting_under(nodes, '.wait_a')
-            ready = waiting_under(nodes, '.wait_a', READY)
+            waiting = waiting_under(srv, seg, '.wait_a')
+            ready = waiting_under(srv, seg, '.wait_a', READY)
             burn_total, _, _ = function_totals(nodes, '.burn_b')
             select = sum(n['duration'] for n in nodes if '.select' in n['codeSignature'])
             report.append((seg['segmentId'], wait_total, waiting, ready, burn_total, select))

@@ -93,33 +93,36 @@ def run_round(port, r):
     return out
 
 
-def leaves_under(nodes, func):
+def leaves_under(trees, func):
     """{leaf: total duration ms} of the `(waiting)` / `(ready, loop busy)` leaves below the
-    outermost nodes of function `func` (any line)."""
-    by_id = {n['id']: n for n in nodes}
+    outermost nodes of function `func` (any line), over the analysis' trees (node ids are per
+    tree)."""
     got = {WAITING: 0, READY: 0}
-    for n in nodes:
-        if n['codeSignature'] not in got:
-            continue
-        p = by_id.get(n['parentId'])
-        while p is not None:
-            if function_of(p['codeSignature']).endswith('.' + func):
-                got[n['codeSignature']] += n['duration']
-                break
-            p = by_id.get(p['parentId'])
+    for nodes in trees:
+        by_id = {n['id']: n for n in nodes}
+        for n in nodes:
+            if n['codeSignature'] not in got:
+                continue
+            p = by_id.get(n['parentId'])
+            while p is not None:
+                if function_of(p['codeSignature']).endswith('.' + func):
+                    got[n['codeSignature']] += n['duration']
+                    break
+                p = by_id.get(p['parentId'])
     return got
 
 
-def running_in(nodes, func):
-    """Total duration (ms) of the outermost nodes of `func`."""
-    by_id = {n['id']: n for n in nodes}
+def running_in(trees, func):
+    """Total duration (ms) of the outermost nodes of `func`, over the analysis' trees."""
     total = 0
-    for n in nodes:
-        if not function_of(n['codeSignature']).endswith('.' + func):
-            continue
-        p = by_id.get(n['parentId'])
-        if p is None or not function_of(p['codeSignature']).endswith('.' + func):
-            total += n['duration']
+    for nodes in trees:
+        by_id = {n['id']: n for n in nodes}
+        for n in nodes:
+            if not function_of(n['codeSignature']).endswith('.' + func):
+                continue
+            p = by_id.get(n['parentId'])
+            if p is None or not function_of(p['codeSignature']).endswith('.' + func):
+                total += n['duration']
     return total
 
 
@@ -258,19 +261,25 @@ def t_truth(srv, tmp):
         # requests in start order), its leaves, and whether the sampler kept its period
         by_role = {role: [] for role in ROLE_FUNC}
         for seg in sorted(segs, key=lambda x: x['start']):
-            nodes = tree_nodes(srv.analyze(seg['segmentId'], seg['start'],
-                                           seg['start'] + seg['duration']))
+            analysis = srv.analyze(seg['segmentId'], seg['start'],
+                                   seg['start'] + seg['duration'])
+            nodes = tree_nodes(analysis)
+            trees = [t.get('elements') or [] for t in analysis.get('trees') or []]
             sigs = {function_of(n['codeSignature']) for n in nodes}
             role = [ro for ro, fn in ROLE_FUNC.items() if any(s.endswith('.' + fn) for s in sigs)]
             assert len(role) == 1, (role, sorted(sigs))
             role = role[0]
-            lv = leaves_under(nodes, ROLE_FUNC[role])
+            lv = leaves_under(trees, ROLE_FUNC[role])
             times = [d['time'] for d in srv.api(
                 'GET', '/api/v1/profile/segments/%s/timeline' % seg['segmentId'])['snapshots']]
             step = max((b - a for a, b in zip(times, times[1:])), default=0)
             by_role[role].append({WAITING: lv[WAITING], READY: lv[READY],
-                                  'running': running_in(nodes, 'burn_cpu'), 'step': step,
-                                  'truth': truths[len(by_role[role])][role]})
+                                  'running': running_in(trees, 'burn_cpu'), 'step': step,
+                                  'truth': truths[len(by_role[role])][role],
+                                  'tree': [(n['id'], n['parentId'], n['codeSignature'][-60:],
+                                            n['duration'], n['count']) for n in nodes],
+                                  'dumps': (len(times), seg['start'], times[:1], times[-1:],
+                                            seg['duration'])})
         assert all(len(v) == ROUNDS for v in by_role.values()), by_role
         # The rule's leaves exist whatever the machine's load: the starved request is shown
         # ready (the old reader showed that time as waiting) and waiting.
@@ -290,8 +299,12 @@ def t_truth(srv, tmp):
             n = len(clean)
             tw = 1000 * sum(x['truth']['waiting'] for x in clean)
             tr = 1000 * sum(x['truth']['ready'] for x in clean)
-            ok &= check('%s (waiting) x%d' % (role, n), sum(x[WAITING] for x in clean), tw, n,
-                        report)
+            good = check('%s (waiting) x%d' % (role, n), sum(x[WAITING] for x in clean), tw, n,
+                         report)
+            if not good:  # what the requests' trees showed instead
+                for x in clean:
+                    report.append('  dumps %s tree %s' % (x['dumps'], x['tree']))
+            ok &= good
             ok &= check('%s (ready, loop busy) x%d' % (role, n), sum(x[READY] for x in clean), tr,
                         n, report)
             if role == 'burner':

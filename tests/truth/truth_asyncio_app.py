@@ -4,8 +4,9 @@ arriving together; every time below is measured here with perf_counter and retur
 - role `starved` (B): `await asyncio.sleep(SLEEP_S)` in starved_sleep: its timer falls due
   while the burner spins on the loop, so B is WAITING for SLEEP_S, then READY (its wakeup due,
   the loop busy) until the spin ends;
-- role `burner` (C): waits until B sleeps, sleeps BURN_DELAY_S more (waiting, the loop idle),
-  then spins BURN_S on the loop thread in burn_cpu (running: neither waiting nor ready);
+- role `burner` (C): waits until B sleeps, sleeps BURN_DELAY_S more (waiting, the loop idle;
+  ready for the time it resumed late), then spins BURN_S on the loop thread in burn_cpu
+  (running: neither waiting nor ready);
 - role `io` (A): waits until B sleeps, then sends a line to the delayed peer (the test's TCP
   server, answering after its delay) and awaits the answer in io_wait: WAITING on real I/O, the
   answer arriving after the spin ended, when the loop is idle (ready for ~0).
@@ -52,10 +53,14 @@ def burn_cpu():
 async def burner(b_sleeping):
     t0 = time.perf_counter()
     await b_sleeping.wait()
+    ts = time.perf_counter()
     await asyncio.sleep(BURN_DELAY_S)
     t1 = time.perf_counter()
     spun = burn_cpu()
-    return {'waiting': t1 - t0, 'ready': 0.0, 'running': spun}
+    # the sleep's end is due at ts + BURN_DELAY_S: after that the task was ready (the loop busy
+    # with the other requests' own code, usually for no measurable time)
+    late = max(0.0, t1 - ts - BURN_DELAY_S)
+    return {'waiting': t1 - t0 - late, 'ready': late, 'running': spun}
 
 
 async def io_wait(b_sleeping, peer_port):

@@ -139,7 +139,9 @@ def main():
             srv.stop()
         tool = build_path('bench', 'accuracy', 'bench_accuracy_analyze')
         res = subprocess.run([tool, srv.skyprofd.db] + [r[3] for r in rec], capture_output=True,
-                             text=True, check=True)
+                             text=True)
+        if res.returncode != 0:
+            raise SystemExit('bench_accuracy_analyze failed:\n' + res.stderr[-3000:])
         analyses = {}
         for line in res.stdout.splitlines():
             d = json.loads(line)

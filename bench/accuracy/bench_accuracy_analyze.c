@@ -1,6 +1,6 @@
 /* bench_accuracy_analyze.c - the old and the new trace analysis of the same stored dumps, for
  * bench_accuracy.py. Usage: bench_accuracy_analyze DB SEGMENT_ID...
- * Opens the SQLite store DB read-only and prints, per segment, one JSON line
+ * Opens the SQLite store DB and prints, per segment, one JSON line
  *   {"segment": ID, "old_lines": A, "new_lines": A, "old_functions": A, "new_functions": A}
  * where each A is the API's analysis ({tip, trees}) of the segment over its spans' window (the
  * web UI's default, GET .../analyze?window=span; the whole life when its spans are unknown),
@@ -157,9 +157,8 @@ int main(int argc, char **argv)
         fprintf(stderr, "usage: %s DB SEGMENT_ID... | --speed DIR [SEGMENTS]\n", argv[0]);
         return 2;
     }
-    struct store_opts so = {.read_only = true};
-    struct store *st = NULL;
-    if (store_open(argv[1], &so, &st)) {
+    struct store *st = NULL; /* read-write: a store of an older schema is migrated first */
+    if (store_open(argv[1], NULL, &st)) {
         fprintf(stderr, "cannot open %s\n", argv[1]);
         return 1;
     }

@@ -19,17 +19,27 @@ static _Atomic int g_retention_days = -1;
 
 skp_err graphql_schema_new(struct gql_schema **out, char *err, size_t cap)
 {
-    size_t n =
-        graphql_n_meta_resolvers + graphql_n_profile_resolvers + graphql_n_template_resolvers;
+    static const struct {
+        const struct gql_resolver *v;
+        const size_t *n;
+    } tables[] = {
+        {graphql_meta_resolvers, &graphql_n_meta_resolvers},
+        {graphql_profile_resolvers, &graphql_n_profile_resolvers},
+        {graphql_template_resolvers, &graphql_n_template_resolvers},
+        {graphql_pprof_resolvers, &graphql_n_pprof_resolvers},
+    };
+    size_t n = 0;
+    for (size_t i = 0; i < sizeof(tables) / sizeof(tables[0]); i++)
+        n += *tables[i].n;
     struct gql_resolver *all = skpx_calloc(n, sizeof(*all));
     *out = NULL;
     if (!all)
         return SKP_ENOMEM;
-    memcpy(all, graphql_meta_resolvers, graphql_n_meta_resolvers * sizeof(*all));
-    memcpy(all + graphql_n_meta_resolvers, graphql_profile_resolvers,
-           graphql_n_profile_resolvers * sizeof(*all));
-    memcpy(all + graphql_n_meta_resolvers + graphql_n_profile_resolvers, graphql_template_resolvers,
-           graphql_n_template_resolvers * sizeof(*all));
+    n = 0;
+    for (size_t i = 0; i < sizeof(tables) / sizeof(tables[0]); i++) {
+        memcpy(all + n, tables[i].v, *tables[i].n * sizeof(*all));
+        n += *tables[i].n;
+    }
     skp_err rc =
         gql_schema_new(graphql_schema_text, strlen(graphql_schema_text), all, n, err, cap, out);
     skpx_free(all);
@@ -51,7 +61,7 @@ const struct gql_schema *graphql_schema(void)
 
 /* Fields whose resolvers read much; they run on the worker. */
 static const char *const k_heavy[] = {"getSegmentsProfileAnalyze", "getProfileTaskSegments",
-                                      "queryBasicTraces", "queryTrace"};
+                                      "queryBasicTraces", "queryTrace", "queryPprofAnalyze"};
 
 static bool sels_heavy(const struct gql_sel *s, int depth)
 {

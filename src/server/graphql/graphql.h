@@ -97,5 +97,7 @@ extern const struct gql_resolver graphql_profile_resolvers[];
 extern const size_t graphql_n_profile_resolvers;
 extern const struct gql_resolver graphql_template_resolvers[];
 extern const size_t graphql_n_template_resolvers;
+extern const struct gql_resolver graphql_pprof_resolvers[]; /* graphql_pprof.c */
+extern const size_t graphql_n_pprof_resolvers;
 
 #endif

@@ -122,7 +122,6 @@ NOT_SERVED = {
     "queryContinuousProfilingServiceTargets", "queryContinuousProfilingMonitoringInstances",
     "setContinuousProfilingPolicy", "queryAsyncProfilerTaskList",
     "queryAsyncProfilerTaskProgress", "queryAsyncProfilerAnalyze", "createAsyncProfilerTask",
-    "queryPprofTaskList", "queryPprofTaskProgress", "queryPprofAnalyze", "createPprofTask",
 }
 
 
@@ -335,6 +334,59 @@ def t_ui_root(d):
         assert S.metric('skyprof_graphql_refused_total{limit="answer_bytes"}') == 1
 
 
+def t_pprof(d):
+    """The Pprof widget's calls: a task created through GraphQL for a named instance, the
+    agent's poll (NOTIFIED) and upload (gRPC PprofTask), then list, progress and the analysis,
+    which equals the HTTP API's tree (total = inclusive, self = self value, roots "-1")."""
+    from profile import Pprof_pb2
+    from pprof_util import sample_profile
+    svc = "go-svc"
+    sid = b64(svc) + ".1"
+    iid = sid + "_" + b64("inst-p")
+    with Skyprofd(d, "--log-level", "warn") as S:
+        S.unary(V3 + "ManagementService/reportInstanceProperties",
+                Management_pb2.InstanceProperties(service=svc, serviceInstance="inst-p"))
+        task = check(S, "pprof-create", *UI.pprof_create({
+            "serviceId": sid, "serviceInstanceIds": [iid], "duration": 1, "events": "CPU"}))["task"]
+        assert task["code"] == "SUCCESS" and task["errorReason"] is None, task
+        tid = task["id"]
+        bad = check(S, "pprof-create-bad", *UI.pprof_create({
+            "serviceId": sid, "serviceInstanceIds": [iid], "duration": 99, "events": "CPU"}))
+        assert bad["task"]["code"] == "ARGUMENT_ERROR" and bad["task"]["errorReason"], bad
+        V10 = "/skywalking.v10.PprofTask/"
+        S.unary(V10 + "getPprofTaskCommands", Pprof_pb2.PprofTaskCommandQuery(
+            service=svc, serviceInstance="inst-p", lastCommandTime=-1))
+        data = sample_profile().gz()
+
+        def msgs():
+            yield Pprof_pb2.PprofData(metadata=Pprof_pb2.PprofMetaData(
+                service=svc, serviceInstance="inst-p", taskId=tid,
+                type=Pprof_pb2.PPROF_PROFILING_SUCCESS, contentSize=len(data)))
+            yield Pprof_pb2.PprofData(content=data)
+        call = S.channel().stream_stream(
+            V10 + "collect", request_serializer=lambda m: m.SerializeToString(),
+            response_deserializer=Pprof_pb2.PprofCollectionResponse.FromString)
+        list(call(msgs(), timeout=60))
+        tasks = check(S, "pprof-list", *UI.pprof_list({"serviceId": sid, "limit": 10}))
+        tasks = tasks["taskListResult"]["tasks"]
+        assert [(t["id"], t["events"], t["serviceInstanceIds"], t["duration"]) for t in tasks] == [
+            (tid, "CPU", [iid], 1)], tasks
+        prog = check(S, "pprof-progress", *UI.pprof_progress(tid))["taskLogs"]
+        assert prog["successInstanceIds"] == [iid] and prog["errorInstanceIds"] == [], prog
+        assert [lg["operationType"] for lg in prog["logs"]] == ["NOTIFIED", "EXECUTION_FINISHED"]
+        an = check(S, "pprof-analyze", *UI.pprof_analyze({"taskId": tid, "instanceIds": [iid]}))
+        els = an["analysisResult"]["tree"]["elements"]
+        st, http_an = S.json("GET", "/api/v1/pprof/tasks/%s/analyze" % tid, expect=200)
+        want = {e["codeSignature"]: (int(e["duration"]), int(e["durationChildExcluded"]))
+                for t in http_an["trees"] for e in t["elements"]}
+        got = {e["symbol"]: (e["dumpCount"], e["self"]) for e in els}
+        assert got == want and got["main (app.go:5)"] == (40000000, 0), (got, want)
+        assert [e["parentId"] for e in els if e["symbol"] == "main (app.go:5)"] == ["-1"], els
+        none = check(S, "pprof-analyze-other", *UI.pprof_analyze({
+            "taskId": tid, "instanceIds": [sid + "_" + b64("other")]}))
+        assert none["analysisResult"]["tree"]["elements"] == [], none
+
+
 def t_token(d):
     """With --api-token, /graphql needs the token like every POST of the HTTP API."""
     with Skyprofd(d, "--log-level", "warn", "--api-token", "s3cret") as S:
@@ -348,7 +400,7 @@ def t_token(d):
 for name, fn in [("schema_text", t_schema_text), ("spec_fields", t_spec_fields),
                  ("ui_flow", t_ui_flow), ("errors_and_limits", t_errors_and_limits),
                  ("introspection", t_introspection), ("templates", t_templates),
-                 ("ui_root", t_ui_root), ("token", t_token)]:
+                 ("ui_root", t_ui_root), ("pprof", t_pprof), ("token", t_token)]:
     with tempdir() as d:
         R.run(name, fn, d)
 R.finish()

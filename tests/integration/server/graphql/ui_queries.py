@@ -130,3 +130,30 @@ def template_change(kind, setting):
 def template_disable(template_id):
     return ("mutation removeTemplate($id: String!) {\n  disableTemplate(id: $id) {\n        id\n"
             "        status\n        message\n    }}", {"id": template_id})
+
+
+def pprof_create(request):
+    return ("mutation createPprofTask($request: PprofTaskCreationRequest!) {\n  task: "
+            "createPprofTask(pprofTaskCreationRequest: $request) {\n    id\n    errorReason\n"
+            "    code\n  }\n}", {"request": request})
+
+
+def pprof_list(request):
+    return ("query getPprofTaskList($request: PprofTaskListRequest!) {\n  taskListResult: "
+            "queryPprofTaskList(request: $request) {\n    errorReason\n    tasks {\n      id\n"
+            "      serviceId\n      serviceInstanceIds\n      createTime\n      events\n"
+            "      duration\n      dumpPeriod\n    }\n  }\n}", {"request": request})
+
+
+def pprof_progress(task_id):
+    return ("query getPprofTaskLogs($taskId: String!) {\n  taskLogs: queryPprofTaskProgress("
+            "taskId: $taskId) {\n    logs {\n      id\n      instanceId\n      instanceName\n"
+            "      operationType\n      operationTime\n    }\n    errorInstanceIds\n"
+            "    successInstanceIds\n  }\n}", {"taskId": task_id})
+
+
+def pprof_analyze(request):
+    return ("query getPprofAnalyze($request: PprofAnalyzationRequest!) {\n  analysisResult: "
+            "queryPprofAnalyze(request: $request) {\n    tree {\n      elements {\n        id\n"
+            "        parentId\n        symbol: codeSignature\n        dumpCount: total\n"
+            "        self\n      }\n    }\n  }\n}", {"request": request})

@@ -1,0 +1,329 @@
+/* graphql_pprof.c - resolvers of pprof.graphqls (SkyWalking's Pprof widget): tasks through the
+ * process-task rules (tasks/proc_task.h, OAP's validation texts), their list and per-instance
+ * progress from store_proc.h, and the analysis of the uploaded files with the pprof decoder and
+ * analyzer the HTTP API's /api/v1/pprof/tasks/{id}/analyze uses (formats/pprof_decode.h,
+ * analysis/pprof_analyze.h), shaped as the protocol's single tree (roots' parentId "-1",
+ * total = inclusive value, self = self value). */
+#include <stdio.h>
+#include <string.h>
+
+#include "common/alloc.h"
+#include "server/analysis/pprof_analyze.h"
+#include "server/formats/pprof_decode.h"
+#include "server/formats/utf8.h"
+#include "server/graphql/graphql.h"
+#include "server/store/store_proc.h"
+#include "server/tasks/proc_task.h"
+
+/* The protocol's event names and ours. */
+static const char *const k_events[][2] = {
+    {"CPU", "cpu"},       {"HEAP", "heap"},           {"BLOCK", "block"},
+    {"MUTEX", "mutex"},   {"GOROUTINE", "goroutine"}, {"THREADCREATE", "threadcreate"},
+    {"ALLOCS", "allocs"},
+};
+
+static const char *event_of(const char *name, int from, int to)
+{
+    for (size_t i = 0; name && i < sizeof(k_events) / sizeof(k_events[0]); i++)
+        if (strcmp(k_events[i][from], name) == 0)
+            return k_events[i][to];
+    return NULL;
+}
+
+static skp_err oom_or(json_t **out)
+{
+    return *out ? SKP_OK : SKP_ENOMEM;
+}
+
+static skp_err r_create(struct gql_call *c, json_t **out)
+{
+    struct graphql_ctx *x = c->ctx;
+    json_t *r = json_object_get(c->args, "pprofTaskCreationRequest");
+    if (!x->can_write) {
+        snprintf(c->error, sizeof(c->error), "mutations run on the server's loop only");
+        return SKP_ESTATE;
+    }
+    char *service = graphql_service_of(json_string_value(json_object_get(r, "serviceId")));
+    json_t *ids = json_object_get(r, "serviceInstanceIds");
+    size_t n = json_array_size(ids);
+    char **names = skpx_calloc(n ? n : 1, sizeof(*names));
+    const char *ev = event_of(json_string_value(json_object_get(r, "events")), 0, 1);
+    skp_err err = names ? SKP_OK : SKP_ENOMEM;
+    const char *bad = NULL;
+    for (size_t i = 0; !err && i < n && !bad; i++) {
+        char *svc = NULL;
+        if (!graphql_split_child(json_string_value(json_array_get(ids, i)), &svc, &names[i]) ||
+            !service || strcmp(svc, service) != 0)
+            bad = "serviceInstanceIds must be instances of the service";
+        skpx_free(svc);
+    }
+    if (!service)
+        bad = "serviceId is not a service id";
+    struct proc_request req = {
+        .service = service,
+        .instances = (const char *const *)names,
+        .n_instances = n,
+        .events = &ev,
+        .n_events = ev ? 1 : 0,
+        .duration = json_integer_value(json_object_get(r, "duration")),
+        .dump_period = json_integer_value(json_object_get(r, "dumpPeriod")),
+    };
+    struct proc_error e = {0};
+    char *id = NULL;
+    if (!err && !bad)
+        err = proc_task_create(x->store, PROC_KIND_PPROF, &req, x->now_ms, &e, &id);
+    for (size_t i = 0; names && i < n; i++)
+        skpx_free(names[i]);
+    skpx_free(names);
+    skpx_free(service);
+    if (bad || ((err == SKP_EINVAL || err == SKP_EEXIST) && e.reason)) {
+        *out = json_pack("{s:s,s:s,s:n}", "code",
+                         err == SKP_EEXIST ? "ALREADY_PROFILING_ERROR" : "ARGUMENT_ERROR",
+                         "errorReason", bad ? bad : e.reason, "id");
+        return oom_or(out);
+    }
+    if (err) {
+        snprintf(c->error, sizeof(c->error), "the task could not be stored: %s", skp_strerror(err));
+        return err;
+    }
+    *out = json_pack("{s:s,s:n,s:s}", "code", "SUCCESS", "errorReason", "id", id);
+    skpx_free(id);
+    return oom_or(out);
+}
+
+static json_t *task_json(const struct proc_task *t)
+{
+    char sid[GRAPHQL_ID_MAX], iid[GRAPHQL_ID_MAX];
+    const char *ev = event_of(t->events, 1, 0);
+    if (!ev || !graphql_service_id(t->service, sid, sizeof(sid)))
+        return json_null(); /* an event of ours the protocol cannot name (wall) */
+    json_t *inst = json_array();
+    for (size_t i = 0; inst && i < t->n_instances; i++)
+        if (graphql_child_id(t->service, t->instances[i], iid, sizeof(iid)) &&
+            json_array_append_new(inst, json_string(iid)) != 0) {
+            json_decref(inst);
+            inst = NULL;
+        }
+    return inst ? json_pack("{s:o,s:s,s:o,s:I,s:s,s:I,s:I}", "id", skp_json_str(t->id), "serviceId",
+                            sid, "serviceInstanceIds", inst, "createTime",
+                            (json_int_t)t->create_time, "events", ev, "duration",
+                            (json_int_t)(t->duration_s / 60), "dumpPeriod",
+                            (json_int_t)t->dump_period)
+                : NULL;
+}
+
+static skp_err r_list(struct gql_call *c, json_t **out)
+{
+    struct graphql_ctx *x = c->ctx;
+    json_t *r = json_object_get(c->args, "request");
+    json_int_t limit = json_integer_value(json_object_get(r, "limit"));
+    char *service = graphql_service_of(json_string_value(json_object_get(r, "serviceId")));
+    struct proc_task *v = NULL;
+    size_t n = 0;
+    json_t *tasks = json_array();
+    skp_err err =
+        service && tasks
+            ? store_proc_list_tasks(
+                  x->store, PROC_KIND_PPROF, service,
+                  limit > 0 && limit < GRAPHQL_LIST_MAX ? (size_t)limit : GRAPHQL_LIST_MAX, &v, &n)
+            : SKP_OK;
+    for (size_t i = 0; !err && i < n; i++) {
+        json_t *t = task_json(&v[i]);
+        if (!t)
+            err = SKP_ENOMEM;
+        else if (json_is_null(t))
+            json_decref(t);
+        else if (json_array_append_new(tasks, t) != 0)
+            err = SKP_ENOMEM;
+    }
+    store_proc_tasks_free(v, n);
+    if (err) {
+        json_decref(tasks);
+        skpx_free(service);
+        snprintf(c->error, sizeof(c->error), "pprof tasks could not be read: %s",
+                 skp_strerror(err));
+        return err;
+    }
+    *out = service ? json_pack("{s:n,s:o}", "errorReason", "tasks", tasks)
+                   : json_pack("{s:s,s:o}", "errorReason", "serviceId is not a service id", "tasks",
+                               tasks);
+    skpx_free(service);
+    return oom_or(out);
+}
+
+/* The protocol's log operation of ours (UPLOAD_INCOMPLETE, ours, is an execution error). */
+static const char *log_op(const char *op)
+{
+    static const char *const known[] = {PROC_LOG_NOTIFIED, PROC_LOG_FINISHED,
+                                        PROC_LOG_PPROF_TOO_LARGE, PROC_LOG_TASK_ERROR};
+    for (size_t i = 0; i < sizeof(known) / sizeof(known[0]); i++)
+        if (strcmp(op, known[i]) == 0)
+            return known[i];
+    return PROC_LOG_TASK_ERROR;
+}
+
+static skp_err r_progress(struct gql_call *c, json_t **out)
+{
+    struct graphql_ctx *x = c->ctx;
+    const char *id = json_string_value(json_object_get(c->args, "taskId"));
+    struct proc_task t = {0};
+    struct proc_log *logs = NULL;
+    size_t n_logs = 0;
+    skp_err err = store_proc_get_task(x->store, id, &t);
+    if (err == SKP_ENOTFOUND || (!err && t.kind != PROC_KIND_PPROF)) {
+        store_proc_task_cleanup(&t);
+        *out = json_pack("{s:[],s:[],s:[]}", "logs", "errorInstanceIds", "successInstanceIds");
+        return oom_or(out);
+    }
+    if (!err)
+        err = store_proc_list_logs(x->store, id, &logs, &n_logs);
+    json_t *jl = json_array(), *ok = json_array(), *bad = json_array();
+    if (!err && (!jl || !ok || !bad))
+        err = SKP_ENOMEM;
+    for (size_t i = 0; !err && i < n_logs; i++) {
+        char iid[GRAPHQL_ID_MAX] = "", lid[512];
+        graphql_child_id(t.service, logs[i].instance, iid, sizeof(iid));
+        snprintf(lid, sizeof(lid), "%s_%s_%s_%lld", id, logs[i].instance, logs[i].op,
+                 (long long)logs[i].time_ms);
+        json_t *l = json_pack("{s:o,s:s,s:o,s:s,s:I}", "id", skp_json_str(lid), "instanceId", iid,
+                              "instanceName", skp_json_str(logs[i].instance), "operationType",
+                              log_op(logs[i].op), "operationTime", (json_int_t)logs[i].time_ms);
+        if (!l || json_array_append_new(jl, l) != 0)
+            err = SKP_ENOMEM;
+    }
+    struct proc_progress *pr = err ? NULL : skpx_calloc(PROC_MAX_INSTANCES, sizeof(*pr));
+    size_t n_pr = 0;
+    if (!err && !pr)
+        err = SKP_ENOMEM;
+    if (!err)
+        proc_task_progress(&t, logs, n_logs, pr, PROC_MAX_INSTANCES, &n_pr);
+    for (size_t i = 0; !err && i < n_pr; i++) {
+        char iid[GRAPHQL_ID_MAX];
+        if (!graphql_child_id(t.service, pr[i].instance, iid, sizeof(iid)))
+            continue;
+        json_t *to = pr[i].failed_ms ? bad : pr[i].uploaded_ms ? ok : NULL;
+        if (to && json_array_append_new(to, json_string(iid)) != 0)
+            err = SKP_ENOMEM;
+    }
+    skpx_free(pr);
+    store_proc_logs_free(logs, n_logs);
+    store_proc_task_cleanup(&t);
+    if (err) {
+        json_decref(jl);
+        json_decref(ok);
+        json_decref(bad);
+        snprintf(c->error, sizeof(c->error), "the task's progress could not be read: %s",
+                 skp_strerror(err));
+        return err;
+    }
+    *out =
+        json_pack("{s:o,s:o,s:o}", "logs", jl, "errorInstanceIds", bad, "successInstanceIds", ok);
+    return oom_or(out);
+}
+
+/* Whether `inst` is one of the request's instance ids (none: every instance). */
+static bool chosen(const json_t *ids, const char *service, const char *inst)
+{
+    char iid[GRAPHQL_ID_MAX];
+    if (json_array_size(ids) == 0)
+        return true;
+    if (!graphql_child_id(service, inst, iid, sizeof(iid)))
+        return false;
+    size_t i;
+    json_t *v;
+    json_array_foreach(ids, i, v)
+        if (json_is_string(v) && strcmp(json_string_value(v), iid) == 0)
+            return true;
+    return false;
+}
+
+/* The analysis's trees as the protocol's one tree: ids renumbered across trees, roots "-1". */
+static json_t *tree_json(const struct analysis *a)
+{
+    json_t *els = json_array();
+    uint64_t base = 0;
+    for (size_t k = 0; els && k < a->n_trees; k++) {
+        const struct analysis_tree *t = &a->trees[k];
+        for (size_t i = 0; i < t->n_nodes; i++) {
+            const struct analysis_node *nd = &t->nodes[i];
+            char id[24], parent[24];
+            snprintf(id, sizeof(id), "%llu", (unsigned long long)(base + nd->id));
+            if (nd->parent_id)
+                snprintf(parent, sizeof(parent), "%llu",
+                         (unsigned long long)(base + nd->parent_id));
+            else
+                snprintf(parent, sizeof(parent), "-1");
+            json_t *e =
+                json_pack("{s:s,s:s,s:o,s:I,s:I}", "id", id, "parentId", parent, "codeSignature",
+                          skp_json_str(nd->code_signature), "total", (json_int_t)nd->count, "self",
+                          (json_int_t)nd->duration_child_excluded);
+            if (!e || json_array_append_new(els, e) != 0) {
+                json_decref(els);
+                return NULL;
+            }
+        }
+        base += t->n_nodes;
+    }
+    return els ? json_pack("{s:{s:o}}", "tree", "elements", els) : NULL;
+}
+
+static skp_err r_analyze(struct gql_call *c, json_t **out)
+{
+    struct graphql_ctx *x = c->ctx;
+    json_t *r = json_object_get(c->args, "request");
+    const char *id = json_string_value(json_object_get(r, "taskId"));
+    json_t *ids = json_object_get(r, "instanceIds");
+    struct proc_task t = {0};
+    struct proc_file *files = NULL;
+    size_t n = 0;
+    struct pprof_analyze *an = NULL;
+    struct analysis *res = NULL;
+    skp_err err = store_proc_get_task(x->store, id, &t);
+    if (err == SKP_ENOTFOUND || (!err && t.kind != PROC_KIND_PPROF)) {
+        store_proc_task_cleanup(&t);
+        *out = json_pack("{s:n}", "tree");
+        return oom_or(out);
+    }
+    if (!err)
+        err = store_proc_list_files(x->store, id, &files, &n);
+    if (!err)
+        err = pprof_analyze_new(NULL, false, &an);
+    for (size_t i = 0; !err && i < n; i++) {
+        if (!chosen(ids, t.service, files[i].instance))
+            continue;
+        uint8_t *data = NULL;
+        size_t len = 0;
+        err = store_proc_get_file(x->store, id, files[i].id, &data, &len, NULL);
+        struct pprof_profile *prof = NULL;
+        char why[256] = "";
+        skp_err derr = err ? err : pprof_decode(data, len, 0, &prof, why);
+        skpx_free(data);
+        if (!err && derr == SKP_ENOMEM)
+            err = derr;
+        if (!err && !derr) /* a file that does not decode is left out, as the HTTP API does */
+            err = pprof_analyze_add(an, prof);
+        pprof_free(prof);
+    }
+    if (!err)
+        err = pprof_analyze_finish(an, &res);
+    pprof_analyze_free(an);
+    store_proc_files_free(files, n);
+    store_proc_task_cleanup(&t);
+    if (!err) {
+        *out = tree_json(res);
+        err = *out ? SKP_OK : SKP_ENOMEM;
+    }
+    analysis_free(res);
+    if (err)
+        snprintf(c->error, sizeof(c->error), "the pprof analysis failed: %s", skp_strerror(err));
+    return err;
+}
+
+const struct gql_resolver graphql_pprof_resolvers[] = {
+    {"Mutation", "createPprofTask", r_create},
+    {"Query", "queryPprofTaskList", r_list},
+    {"Query", "queryPprofTaskProgress", r_progress},
+    {"Query", "queryPprofAnalyze", r_analyze},
+};
+const size_t graphql_n_pprof_resolvers =
+    sizeof(graphql_pprof_resolvers) / sizeof(graphql_pprof_resolvers[0]);

@@ -11,6 +11,7 @@
 #include "server/continuous/continuous_trigger.h"
 #include "server/formats/utf8.h"
 #include "server/http/http_int.h"
+#include "server/http/http_page.h"
 #include "server/store/store_continuous.h"
 
 static void reply_reason(struct http_ctx *cx, int code, const char *reason)
@@ -21,11 +22,21 @@ static void reply_reason(struct http_ctx *cx, int code, const char *reason)
 struct policies_acc {
     json_t *list;
     skp_err err;
+    const char *after; /* the cursor: list services after it (NULL = from the first) */
+    size_t limit;      /* 0 = all */
+    bool more;         /* a row past the page was seen */
+    char last[1024];   /* the last service listed, for X-Next-Cursor */
 };
 
 static skp_err policy_push(void *ud, const struct store_cont_policy_row *r)
 {
     struct policies_acc *a = ud;
+    if (a->after && strcmp(r->service, a->after) <= 0)
+        return SKP_OK; /* before the page */
+    if (a->limit && json_array_size(a->list) == a->limit) {
+        a->more = true;
+        return SKP_OK;
+    }
     if (!skp_utf8_valid(r->service, strlen(r->service))) {
         /* Stored before names were checked at the API edge (issue 25): not listed, so one
          * such row cannot fail the whole list. */
@@ -48,12 +59,26 @@ static skp_err policy_push(void *ud, const struct store_cont_policy_row *r)
         json_decref(j);
         j = NULL;
     }
+    snprintf(a->last, sizeof(a->last), "%s", r->service);
     return http_push_json(a->list, j);
 }
 
+/* Pages of the policy list (issue 25): the default holds every policy under the default
+ * --max-policies, so the UI reads one page; larger caps page. */
+#define POLICIES_PAGE_DEFAULT 1000
+#define POLICIES_PAGE_MAX 1000
+
 void http_continuous_list(struct http_ctx *cx)
 {
-    struct policies_acc a = {.list = json_array()};
+    struct http_page pg;
+    if (!http_page_parse(cx, POLICIES_PAGE_DEFAULT, POLICIES_PAGE_MAX, &pg))
+        return;
+    if (pg.has_cursor && pg.n_parts != 1) {
+        http_reply_field_error(cx, 400, "cursor", "not a cursor of this listing");
+        return;
+    }
+    struct policies_acc a = {
+        .list = json_array(), .after = pg.has_cursor ? pg.part[0] : NULL, .limit = pg.limit};
     if (!a.list) {
         http_reply_error(cx, 500, "out of memory");
         return;
@@ -64,6 +89,10 @@ void http_continuous_list(struct http_ctx *cx)
         http_reply_store_error(cx, err, "policies");
         return;
     }
+    char cursor[HTTP_CURSOR_MAX];
+    const char *parts[1] = {a.last};
+    if (a.more && http_cursor_encode(cursor, sizeof(cursor), parts, 1))
+        http_page_set_next(cx, cursor);
     http_reply_json(cx, 200, json_pack("{s:o}", "policies", a.list));
 }
 

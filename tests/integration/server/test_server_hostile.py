@@ -194,6 +194,16 @@ def t_policy_cap(d):
         assert st == 200, doc
         st, doc = P.json("PUT", "/api/v1/continuous/policies/cap-c", POLICY)
         assert st == 200, doc
+        # The list comes in pages (limit, cursor, X-Next-Cursor).
+        st, h, body = P.http("GET", "/api/v1/continuous/policies?limit=1")
+        assert st == 200 and [p["service"] for p in json.loads(body)["policies"]] == ["cap-a"]
+        cur = h.get("x-next-cursor")
+        assert cur, h
+        st, h, body = P.http("GET", "/api/v1/continuous/policies?limit=1&cursor=" + cur)
+        assert st == 200 and [p["service"] for p in json.loads(body)["policies"]] == ["cap-c"]
+        assert "x-next-cursor" not in h, h
+        st, doc = P.json("GET", "/api/v1/continuous/policies", expect=200)
+        assert [p["service"] for p in doc["policies"]] == ["cap-a", "cap-c"], doc
     finally:
         P.stop()
 

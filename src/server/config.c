@@ -42,6 +42,8 @@ static const struct opt opts[] = {
     {"--jfr-max-bytes", "SKYPROF_JFR_MAX_BYTES", OPT_U64, OFF(jfr_max_bytes)},
     {"--max-segment-spans", "SKYPROF_MAX_SEGMENT_SPANS", OPT_U64, OFF(max_segment_spans)},
     {"--max-policies", "SKYPROF_MAX_POLICIES", OPT_U64, OFF(max_policies)},
+    {"--max-endpoints-per-service", "SKYPROF_MAX_ENDPOINTS_PER_SERVICE", OPT_U64,
+     OFF(max_endpoints)},
     {"--grpc-max-connections", "SKYPROF_GRPC_MAX_CONNECTIONS", OPT_U64, OFF(grpc_max_connections)},
     {"--http-max-connections", "SKYPROF_HTTP_MAX_CONNECTIONS", OPT_U64, OFF(http_max_connections)},
     {"--max-conns-per-peer", "SKYPROF_MAX_CONNS_PER_PEER", OPT_U64, OFF(max_conns_per_peer)},
@@ -96,6 +98,8 @@ static const char usage[] =
     "                                 RESOURCE_EXHAUSTED before decoding (default 10000)\n"
     "  --max-policies N               continuous-profiling policies held; a new service's\n"
     "                                 policy beyond them is refused with 409 (default 1000)\n"
+    "  --max-endpoints-per-service N  endpoints whose statistics are kept per service; more are\n"
+    "                                 not tracked (default 1000)\n"
     "  --grpc-max-connections N       open gRPC connections (default 3/4 of the fd limit)\n"
     "  --http-max-connections N       open HTTP connections (default 1/4 of the fd limit)\n"
     "  --max-conns-per-peer N         connections from one IP per listener (default 256)\n"

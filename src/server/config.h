@@ -48,6 +48,7 @@ struct config {
     char *keep_segments;        /* --keep-segments: none|profiled|sampled:N|all (NULL = profiled) */
     uint64_t max_segment_spans; /* --max-segment-spans; 0 = CONFIG_DEFAULT_MAX_SEGMENT_SPANS */
     uint64_t max_policies;      /* --max-policies; 0 = CONFIG_DEFAULT_MAX_POLICIES */
+    uint64_t max_endpoints;     /* --max-endpoints-per-service; 0 = endpoint_stats.h's default */
     int keep_grace_s;           /* --keep-grace-s; 0 = the default */
     /* Connection and memory limits (issue 15; docs/server.md "Limits"). 0 = the default. */
     uint64_t grpc_max_connections;        /* --grpc-max-connections (default: from RLIMIT_NOFILE) */

@@ -265,7 +265,8 @@ int main(int argc, char **argv)
             cfg.max_segment_spans ? cfg.max_segment_spans : CONFIG_DEFAULT_MAX_SEGMENT_SPANS,
         .max_decoded_bytes =
             cfg.max_decoded_bytes ? cfg.max_decoded_bytes : CONFIG_DEFAULT_MAX_DECODED_BYTES,
-        .max_policies = cfg.max_policies ? cfg.max_policies : CONFIG_DEFAULT_MAX_POLICIES};
+        .max_policies = cfg.max_policies ? cfg.max_policies : CONFIG_DEFAULT_MAX_POLICIES,
+        .max_endpoints_per_service = (size_t)cfg.max_endpoints};
 
     char db_shown[512]; /* a URL's password stays out of the log */
     store_target_shown(cfg.db_path, db_shown, sizeof(db_shown));

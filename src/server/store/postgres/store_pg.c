@@ -438,10 +438,7 @@ skp_err pg__pipeline_tx(struct pg_store *st, const enum pg_stmt *ids,
 skp_err pg__insert_rows(struct pg_store *st, const char *sql, size_t n, pg_bind_fn bind,
                         const void *rows, const char *what)
 {
-    skp_err err = pg__ready(st);
-    if (err)
-        return err;
-    err = pg__begin(st);
+    skp_err err = pg__begin(st);
     for (size_t i = 0; i < n && !err; i++) {
         struct pg_params p = {0};
         bind(&p, i, rows);
@@ -465,7 +462,9 @@ skp_err pg__cmd(struct pg_store *st, const char *sql, const char *what)
 
 skp_err pg__begin(struct pg_store *st)
 {
-    skp_err err = pg__cmd(st, "BEGIN", "begin");
+    skp_err err = pg__ready(st);
+    if (!err)
+        err = pg__cmd(st, "BEGIN", "begin");
     if (!err)
         st->in_tx = true;
     return err;

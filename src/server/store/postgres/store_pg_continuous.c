@@ -62,10 +62,7 @@ skp_err pg_store_cont_insert_trigger(struct store *base, const struct store_cont
     struct pg_store *st = pg_store_of(base);
     if (id_out)
         *id_out = 0;
-    skp_err err = pg__ready(st);
-    if (err)
-        return err;
-    err = pg__begin(st);
+    skp_err err = pg__begin(st);
     if (err)
         return err;
     struct pg_params p = {0};

@@ -167,7 +167,7 @@ SKP_MUST_CHECK skp_err pg__insert_rows(struct pg_store *st, const char *sql, siz
                                        pg_bind_fn bind, const void *rows, const char *what);
 /* Runs sql (no parameters) and discards the result. */
 SKP_MUST_CHECK skp_err pg__cmd(struct pg_store *st, const char *sql, const char *what);
-/* BEGIN / COMMIT (timed) / ROLLBACK (also drops the ingest caches). */
+/* BEGIN (after pg__ready) / COMMIT (timed) / ROLLBACK (also drops the ingest caches). */
 SKP_MUST_CHECK skp_err pg__begin(struct pg_store *st);
 SKP_MUST_CHECK skp_err pg__commit(struct pg_store *st);
 void pg__rollback(struct pg_store *st);

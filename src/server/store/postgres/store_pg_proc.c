@@ -38,10 +38,7 @@ static skp_err load_instances(struct pg_store *st, struct proc_task *t)
 skp_err pg_store_proc_insert_task(struct store *base, const struct proc_task *t)
 {
     struct pg_store *st = pg_store_of(base);
-    skp_err err = pg__ready(st);
-    if (err)
-        return err;
-    err = pg__begin(st);
+    skp_err err = pg__begin(st);
     if (err)
         return err;
     struct pg_params p = {0};
@@ -285,10 +282,7 @@ skp_err pg_store_proc_insert_file(struct store *base, const char *task_id, const
     struct pg_store *st = pg_store_of(base);
     if (id_out)
         *id_out = 0;
-    skp_err err = pg__ready(st);
-    if (err)
-        return err;
-    err = pg__begin(st);
+    skp_err err = pg__begin(st);
     if (err)
         return err;
     const struct proc_file f = {0, (char *)instance, time_ms, (int64_t)len};

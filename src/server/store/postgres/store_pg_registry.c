@@ -270,9 +270,7 @@ skp_err pg_store_tasks_lock(struct store *base, const char *service)
         return SKP_EINVAL;
     if (st->in_tx)
         return SKP_ESTATE;
-    skp_err err = pg__ready(st);
-    if (!err)
-        err = pg__begin(st);
+    skp_err err = pg__begin(st);
     if (err)
         return err;
     struct pg_params p = {0};

@@ -181,9 +181,7 @@ skp_err pg_store_purge_before(struct store *base, int64_t before_ms, uint64_t *n
         *n_deleted = 0;
     if (st->base.read_only)
         return SKP_EIO;
-    skp_err err = pg__ready(st);
-    if (!err)
-        err = pg__begin(st);
+    skp_err err = pg__begin(st);
     if (err)
         return err;
     /* Batches of every collector hold this row FOR SHARE: the update waits for the running

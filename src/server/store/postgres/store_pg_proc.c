@@ -182,18 +182,15 @@ skp_err pg_store_proc_live_instances(struct store *base, const char *service, in
                                      char ***out, size_t *n)
 {
     struct pg_store *st = pg_store_of(base);
-    *out = NULL;
-    *n = 0;
-    skp_err err = SKP_OK;
     struct pg_params p = {0};
     pgp_text(&p, service);
     pgp_int(&p, since_ms);
     void *v = NULL;
-    err = pg__query_rows(st,
-                         "SELECT i.name FROM instances i JOIN services v ON "
-                         "v.id = i.service_id WHERE v.name = $1 AND i.last_seen >= $2 "
-                         "ORDER BY i.name COLLATE \"C\"",
-                         &p, &store_name_row, &v, n, "live instances");
+    skp_err err = pg__query_rows(st,
+                                 "SELECT i.name FROM instances i JOIN services v ON "
+                                 "v.id = i.service_id WHERE v.name = $1 AND i.last_seen >= $2 "
+                                 "ORDER BY i.name COLLATE \"C\"",
+                                 &p, &store_name_row, &v, n, "live instances");
     *out = v;
     return err;
 }
@@ -259,16 +256,13 @@ skp_err pg_store_proc_list_logs(struct store *base, const char *task_id, struct 
                                 size_t *n)
 {
     struct pg_store *st = pg_store_of(base);
-    *out = NULL;
-    *n = 0;
-    skp_err err = SKP_OK;
     struct pg_params p = {0};
     pgp_text(&p, task_id);
     void *v = NULL;
-    err = pg__query_rows(st,
-                         "SELECT " STORE_PROC_LOG_READ " FROM proc_task_logs WHERE "
-                         "task_id = $1 ORDER BY time, id",
-                         &p, &store_proc_log_row, &v, n, "list proc task logs");
+    skp_err err = pg__query_rows(st,
+                                 "SELECT " STORE_PROC_LOG_READ " FROM proc_task_logs WHERE "
+                                 "task_id = $1 ORDER BY time, id",
+                                 &p, &store_proc_log_row, &v, n, "list proc task logs");
     *out = v;
     return err;
 }
@@ -317,16 +311,14 @@ skp_err pg_store_proc_list_files(struct store *base, const char *task_id, struct
                                  size_t *n)
 {
     struct pg_store *st = pg_store_of(base);
-    *out = NULL;
-    *n = 0;
-    skp_err err = SKP_OK;
     struct pg_params p = {0};
     pgp_text(&p, task_id);
     void *v = NULL;
-    err = pg__query_rows(st,
-                         "SELECT " STORE_PROC_FILE_READ " FROM proc_files WHERE task_id = $1 "
-                         "ORDER BY id",
-                         &p, &store_proc_file_row, &v, n, "list proc files");
+    skp_err err =
+        pg__query_rows(st,
+                       "SELECT " STORE_PROC_FILE_READ " FROM proc_files WHERE task_id = $1 "
+                       "ORDER BY id",
+                       &p, &store_proc_file_row, &v, n, "list proc files");
     *out = v;
     return err;
 }

@@ -14,6 +14,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 
 #include "common/alloc.h"
 #include "common/buf.h"
@@ -462,6 +463,27 @@ static json_t *apply_defaults(struct exec *x, const struct gql_tref *t, json_t *
     return v;
 }
 
+/* SkyWalking's UI 10.2 asks the async-profiler progress with {"taskID": ...} where its query
+ * declares $taskId: a declared variable that was not given takes the one given variable whose
+ * name differs only in case, when the operation declares no variable of that name (so a
+ * well-formed request never changes meaning). NULL if there is none. */
+static json_t *variable_by_case(const struct exec *x, const json_t *given, const char *name)
+{
+    const char *k;
+    json_t *v, *found = NULL;
+    json_object_foreach((json_t *)given, k, v) {
+        if (strcasecmp(k, name) != 0)
+            continue;
+        for (const struct gql_vardef *vd = x->op->vars; vd; vd = vd->next)
+            if (strcmp(vd->name, k) == 0)
+                return NULL;
+        if (found)
+            return NULL; /* two candidates: none */
+        found = v;
+    }
+    return found;
+}
+
 static bool coerce_variables(struct exec *x, const json_t *given)
 {
     bool ok = true;
@@ -477,6 +499,8 @@ static bool coerce_variables(struct exec *x, const json_t *given)
         }
         struct cerr ce = {{0}};
         json_t *v = given ? json_object_get(given, vd->name) : NULL;
+        if (!v && given)
+            v = variable_by_case(x, given, vd->name);
         json_t *c = NULL;
         if (v) {
             c = coerce_json(x->s, vd->type, v, &ce, 0);

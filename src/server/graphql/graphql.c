@@ -61,7 +61,8 @@ const struct gql_schema *graphql_schema(void)
 
 /* Fields whose resolvers read much; they run on the worker. */
 static const char *const k_heavy[] = {"getSegmentsProfileAnalyze", "getProfileTaskSegments",
-                                      "queryBasicTraces", "queryTrace", "queryPprofAnalyze"};
+                                      "queryBasicTraces",          "queryTrace",
+                                      "queryPprofAnalyze",         "queryAsyncProfilerAnalyze"};
 
 static bool sels_heavy(const struct gql_sel *s, int depth)
 {

@@ -1,19 +1,22 @@
-/* graphql_pprof.c - resolvers of pprof.graphqls (SkyWalking's Pprof widget): tasks through the
- * process-task rules (tasks/proc_task.h, OAP's validation texts), their list and per-instance
- * progress from store_proc.h, and the analysis of the uploaded files with the pprof decoder and
- * analyzer the HTTP API's /api/v1/pprof/tasks/{id}/analyze uses (formats/pprof_decode.h,
- * analysis/pprof_analyze.h), shaped as the protocol's single tree (roots' parentId "-1",
+/* graphql_pprof.c - resolvers of pprof.graphqls and async-profiler.graphqls (SkyWalking's Pprof
+ * and Async Profiling widgets): tasks through the process-task rules (tasks/proc_task.h,
+ * proc_task_async.h: OAP's validation texts), their list and per-instance progress from
+ * store_proc.h, and the analysis of the uploaded files with the decoders and analyzers the HTTP
+ * API's /api/v1/pprof and /api/v1/async-profiler analyze routes use (pprof_decode.h +
+ * pprof_analyze.h, jfr_tree.h), shaped as the protocol's single tree (roots' parentId "-1",
  * total = inclusive value, self = self value). */
 #include <stdio.h>
 #include <string.h>
 
 #include "common/alloc.h"
+#include "server/analysis/jfr_tree.h"
 #include "server/analysis/pprof_analyze.h"
 #include "server/formats/pprof_decode.h"
 #include "server/formats/utf8.h"
 #include "server/graphql/graphql.h"
 #include "server/store/store_proc.h"
 #include "server/tasks/proc_task.h"
+#include "server/tasks/proc_task_async.h"
 
 /* The protocol's event names and ours. */
 static const char *const k_events[][2] = {
@@ -152,17 +155,19 @@ static skp_err r_list(struct gql_call *c, json_t **out)
 }
 
 /* The protocol's log operation of ours (UPLOAD_INCOMPLETE, ours, is an execution error). */
-static const char *log_op(const char *op)
+static const char *log_op(const char *op, enum proc_kind kind)
 {
-    static const char *const known[] = {PROC_LOG_NOTIFIED, PROC_LOG_FINISHED,
-                                        PROC_LOG_PPROF_TOO_LARGE, PROC_LOG_TASK_ERROR};
+    const char *const known[] = {PROC_LOG_NOTIFIED, PROC_LOG_FINISHED,
+                                 kind == PROC_KIND_PPROF ? PROC_LOG_PPROF_TOO_LARGE
+                                                         : PROC_LOG_JFR_TOO_LARGE,
+                                 PROC_LOG_TASK_ERROR};
     for (size_t i = 0; i < sizeof(known) / sizeof(known[0]); i++)
         if (strcmp(op, known[i]) == 0)
             return known[i];
     return PROC_LOG_TASK_ERROR;
 }
 
-static skp_err r_progress(struct gql_call *c, json_t **out)
+static skp_err progress(struct gql_call *c, enum proc_kind kind, json_t **out)
 {
     struct graphql_ctx *x = c->ctx;
     const char *id = json_string_value(json_object_get(c->args, "taskId"));
@@ -170,7 +175,7 @@ static skp_err r_progress(struct gql_call *c, json_t **out)
     struct proc_log *logs = NULL;
     size_t n_logs = 0;
     skp_err err = store_proc_get_task(x->store, id, &t);
-    if (err == SKP_ENOTFOUND || (!err && t.kind != PROC_KIND_PPROF)) {
+    if (err == SKP_ENOTFOUND || (!err && t.kind != kind)) {
         store_proc_task_cleanup(&t);
         *out = json_pack("{s:[],s:[],s:[]}", "logs", "errorInstanceIds", "successInstanceIds");
         return oom_or(out);
@@ -185,9 +190,10 @@ static skp_err r_progress(struct gql_call *c, json_t **out)
         graphql_child_id(t.service, logs[i].instance, iid, sizeof(iid));
         snprintf(lid, sizeof(lid), "%s_%s_%s_%lld", id, logs[i].instance, logs[i].op,
                  (long long)logs[i].time_ms);
-        json_t *l = json_pack("{s:o,s:s,s:o,s:s,s:I}", "id", skp_json_str(lid), "instanceId", iid,
-                              "instanceName", skp_json_str(logs[i].instance), "operationType",
-                              log_op(logs[i].op), "operationTime", (json_int_t)logs[i].time_ms);
+        json_t *l =
+            json_pack("{s:o,s:s,s:o,s:s,s:I}", "id", skp_json_str(lid), "instanceId", iid,
+                      "instanceName", skp_json_str(logs[i].instance), "operationType",
+                      log_op(logs[i].op, kind), "operationTime", (json_int_t)logs[i].time_ms);
         if (!l || json_array_append_new(jl, l) != 0)
             err = SKP_ENOMEM;
     }
@@ -221,6 +227,16 @@ static skp_err r_progress(struct gql_call *c, json_t **out)
     return oom_or(out);
 }
 
+static skp_err r_progress(struct gql_call *c, json_t **out)
+{
+    return progress(c, PROC_KIND_PPROF, out);
+}
+
+static skp_err r_async_progress(struct gql_call *c, json_t **out)
+{
+    return progress(c, PROC_KIND_ASYNC_PROFILER, out);
+}
+
 /* Whether `inst` is one of the request's instance ids (none: every instance). */
 static bool chosen(const json_t *ids, const char *service, const char *inst)
 {
@@ -237,8 +253,9 @@ static bool chosen(const json_t *ids, const char *service, const char *inst)
     return false;
 }
 
-/* The analysis's trees as the protocol's one tree: ids renumbered across trees, roots "-1". */
-static json_t *tree_json(const struct analysis *a)
+/* The analysis's trees as the protocol's one tree: ids renumbered across trees, roots "-1";
+ * `type` (may be NULL) is the async-profiler tree's event type. */
+static json_t *tree_json(const struct analysis *a, const char *type)
 {
     json_t *els = json_array();
     uint64_t base = 0;
@@ -264,6 +281,8 @@ static json_t *tree_json(const struct analysis *a)
         }
         base += t->n_nodes;
     }
+    if (els && type)
+        return json_pack("{s:{s:s,s:o}}", "tree", "type", type, "elements", els);
     return els ? json_pack("{s:{s:o}}", "tree", "elements", els) : NULL;
 }
 
@@ -310,7 +329,7 @@ static skp_err r_analyze(struct gql_call *c, json_t **out)
     store_proc_files_free(files, n);
     store_proc_task_cleanup(&t);
     if (!err) {
-        *out = tree_json(res);
+        *out = tree_json(res, NULL);
         err = *out ? SKP_OK : SKP_ENOMEM;
     }
     analysis_free(res);
@@ -319,11 +338,198 @@ static skp_err r_analyze(struct gql_call *c, json_t **out)
     return err;
 }
 
+/* ---- async-profiler ---- */
+
+static skp_err r_async_create(struct gql_call *c, json_t **out)
+{
+    struct graphql_ctx *x = c->ctx;
+    json_t *r = json_object_get(c->args, "asyncProfilerTaskCreationRequest");
+    if (!x->can_write) {
+        snprintf(c->error, sizeof(c->error), "mutations run on the server's loop only");
+        return SKP_ESTATE;
+    }
+    char *service = graphql_service_of(json_string_value(json_object_get(r, "serviceId")));
+    json_t *ids = json_object_get(r, "serviceInstanceIds");
+    json_t *evs = json_object_get(r, "events");
+    size_t n = json_array_size(ids), n_ev = json_array_size(evs);
+    char **names = skpx_calloc(n ? n : 1, sizeof(*names));
+    const char **events = skpx_calloc(n_ev ? n_ev : 1, sizeof(*events));
+    skp_err err = names && events ? SKP_OK : SKP_ENOMEM;
+    const char *bad = service ? NULL : "serviceId is not a service id";
+    for (size_t i = 0; !err && i < n && !bad; i++) {
+        char *svc = NULL;
+        if (!graphql_split_child(json_string_value(json_array_get(ids, i)), &svc, &names[i]) ||
+            strcmp(svc, service) != 0)
+            bad = "serviceInstanceIds must be instances of the service";
+        skpx_free(svc);
+    }
+    for (size_t i = 0; events && i < n_ev; i++)
+        events[i] = json_string_value(json_array_get(evs, i));
+    struct proc_request req = {
+        .service = service,
+        .instances = (const char *const *)names,
+        .n_instances = n,
+        .events = events,
+        .n_events = n_ev,
+        .duration = json_integer_value(json_object_get(r, "duration")),
+        .exec_args = json_string_value(json_object_get(r, "execArgs")),
+    };
+    struct proc_error e = {0};
+    char *id = NULL;
+    if (!err && !bad)
+        err = proc_task_create(x->store, PROC_KIND_ASYNC_PROFILER, &req, x->now_ms, &e, &id);
+    for (size_t i = 0; names && i < n; i++)
+        skpx_free(names[i]);
+    skpx_free(names);
+    skpx_free(events);
+    skpx_free(service);
+    if (bad || ((err == SKP_EINVAL || err == SKP_EEXIST) && e.reason)) {
+        *out = json_pack("{s:s,s:s,s:n}", "code",
+                         err == SKP_EEXIST ? "ALREADY_PROFILING_ERROR" : "ARGUMENT_ERROR",
+                         "errorReason", bad ? bad : e.reason, "id");
+        return oom_or(out);
+    }
+    if (err) {
+        snprintf(c->error, sizeof(c->error), "the task could not be stored: %s", skp_strerror(err));
+        return err;
+    }
+    *out = json_pack("{s:s,s:n,s:s}", "code", "SUCCESS", "errorReason", "id", id);
+    skpx_free(id);
+    return oom_or(out);
+}
+
+static json_t *async_task_json(const struct proc_task *t)
+{
+    char sid[GRAPHQL_ID_MAX], iid[GRAPHQL_ID_MAX];
+    if (!graphql_service_id(t->service, sid, sizeof(sid)))
+        return json_null();
+    json_t *inst = json_array(), *evs = json_array();
+    for (size_t i = 0; inst && i < t->n_instances; i++)
+        if (graphql_child_id(t->service, t->instances[i], iid, sizeof(iid)))
+            json_array_append_new(inst, json_string(iid));
+    /* stored upper case and comma-joined ("CPU,ALLOC"): the protocol's enum names */
+    for (const char *p = t->events ? t->events : ""; evs && *p;) {
+        const char *e = strchr(p, ',');
+        size_t len = e ? (size_t)(e - p) : strlen(p);
+        if (len)
+            json_array_append_new(evs, json_stringn(p, len));
+        p += len + (e ? 1 : 0);
+    }
+    json_t *j = inst && evs ? json_pack("{s:o,s:s,s:O,s:I,s:O,s:I,s:o}", "id", skp_json_str(t->id),
+                                        "serviceId", sid, "serviceInstanceIds", inst, "createTime",
+                                        (json_int_t)t->create_time, "events", evs, "duration",
+                                        (json_int_t)t->duration_s, "execArgs",
+                                        t->exec_args ? skp_json_str(t->exec_args) : json_null())
+                            : NULL;
+    json_decref(inst);
+    json_decref(evs);
+    return j;
+}
+
+static skp_err r_async_list(struct gql_call *c, json_t **out)
+{
+    struct graphql_ctx *x = c->ctx;
+    json_t *r = json_object_get(c->args, "request");
+    json_int_t limit = json_integer_value(json_object_get(r, "limit"));
+    char *service = graphql_service_of(json_string_value(json_object_get(r, "serviceId")));
+    struct proc_task *v = NULL;
+    size_t n = 0;
+    json_t *tasks = json_array();
+    skp_err err =
+        service && tasks
+            ? store_proc_list_tasks(
+                  x->store, PROC_KIND_ASYNC_PROFILER, service,
+                  limit > 0 && limit < GRAPHQL_LIST_MAX ? (size_t)limit : GRAPHQL_LIST_MAX, &v, &n)
+            : SKP_OK;
+    for (size_t i = 0; !err && i < n; i++) {
+        json_t *t = async_task_json(&v[i]);
+        if (!t || (!json_is_null(t) && json_array_append(tasks, t) != 0))
+            err = SKP_ENOMEM;
+        json_decref(t);
+    }
+    store_proc_tasks_free(v, n);
+    if (err) {
+        json_decref(tasks);
+        skpx_free(service);
+        snprintf(c->error, sizeof(c->error), "async-profiler tasks could not be read: %s",
+                 skp_strerror(err));
+        return err;
+    }
+    *out = service ? json_pack("{s:n,s:o}", "errorReason", "tasks", tasks)
+                   : json_pack("{s:s,s:o}", "errorReason", "serviceId is not a service id", "tasks",
+                               tasks);
+    skpx_free(service);
+    return oom_or(out);
+}
+
+static skp_err r_async_analyze(struct gql_call *c, json_t **out)
+{
+    struct graphql_ctx *x = c->ctx;
+    json_t *r = json_object_get(c->args, "request");
+    const char *id = json_string_value(json_object_get(r, "taskId"));
+    const char *type = json_string_value(json_object_get(r, "eventType"));
+    json_t *ids = json_object_get(r, "instanceIds");
+    struct jfr_analyze_opts opts = {.kind = JFR_KIND_EXECUTION};
+    if (type && strcmp(type, "PROFILER_LIVE_OBJECT") == 0)
+        opts.kind = JFR_KIND_LIVE; /* the protocol's name of async-profiler's live objects */
+    else if (!type || jfr_kind_parse(type, &opts.kind) != SKP_OK) {
+        snprintf(c->error, sizeof(c->error), "eventType %s is not analysed",
+                 type ? type : "(none)");
+        return SKP_EINVAL;
+    }
+    struct proc_task t = {0};
+    struct proc_file *files = NULL;
+    size_t n = 0;
+    struct jfr_summary sum = {0};
+    struct jfr_tree *tree = NULL;
+    struct analysis *res = NULL;
+    skp_err err = store_proc_get_task(x->store, id, &t);
+    if (err == SKP_ENOTFOUND || (!err && t.kind != PROC_KIND_ASYNC_PROFILER)) {
+        store_proc_task_cleanup(&t);
+        *out = json_pack("{s:n}", "tree");
+        return oom_or(out);
+    }
+    if (!err)
+        err = store_proc_list_files(x->store, id, &files, &n);
+    if (!err)
+        err = jfr_tree_new(&opts, &sum, &tree);
+    for (size_t i = 0; !err && i < n; i++) {
+        if (!chosen(ids, t.service, files[i].instance))
+            continue;
+        uint8_t *data = NULL;
+        size_t len = 0;
+        struct jfr_error je = {0};
+        err = store_proc_get_file(x->store, id, files[i].id, &data, &len, NULL);
+        skp_err perr = err ? err : jfr_tree_add_mem(tree, data, len, &je);
+        skpx_free(data);
+        if (!err && perr == SKP_ENOMEM) /* a file that does not parse is left out */
+            err = perr;
+    }
+    if (!err)
+        err = jfr_tree_finish(tree, &res);
+    jfr_tree_free(tree);
+    jfr_summary_cleanup(&sum);
+    store_proc_files_free(files, n);
+    store_proc_task_cleanup(&t);
+    if (!err) {
+        *out = tree_json(res, type);
+        err = *out ? SKP_OK : SKP_ENOMEM;
+    }
+    analysis_free(res);
+    if (err)
+        snprintf(c->error, sizeof(c->error), "the JFR analysis failed: %s", skp_strerror(err));
+    return err;
+}
+
 const struct gql_resolver graphql_pprof_resolvers[] = {
     {"Mutation", "createPprofTask", r_create},
     {"Query", "queryPprofTaskList", r_list},
     {"Query", "queryPprofTaskProgress", r_progress},
     {"Query", "queryPprofAnalyze", r_analyze},
+    {"Mutation", "createAsyncProfilerTask", r_async_create},
+    {"Query", "queryAsyncProfilerTaskList", r_async_list},
+    {"Query", "queryAsyncProfilerTaskProgress", r_async_progress},
+    {"Query", "queryAsyncProfilerAnalyze", r_async_analyze},
 };
 const size_t graphql_n_pprof_resolvers =
     sizeof(graphql_pprof_resolvers) / sizeof(graphql_pprof_resolvers[0]);

@@ -120,8 +120,7 @@ NOT_SERVED = {
     "queryEBPFProfilingTasks", "queryEBPFProfilingSchedules", "analysisEBPFProfilingResult",
     "queryPrepareCreateEBPFProfilingTaskData", "createEBPFProfilingFixedTimeTask",
     "queryContinuousProfilingServiceTargets", "queryContinuousProfilingMonitoringInstances",
-    "setContinuousProfilingPolicy", "queryAsyncProfilerTaskList",
-    "queryAsyncProfilerTaskProgress", "queryAsyncProfilerAnalyze", "createAsyncProfilerTask",
+    "setContinuousProfilingPolicy",
 }
 
 
@@ -387,6 +386,60 @@ def t_pprof(d):
         assert none["analysisResult"]["tree"]["elements"] == [], none
 
 
+def t_async_profiler(d):
+    """The Async Profiling widget's calls: a task through GraphQL, a real JDK 17 recording
+    uploaded as SkyWalking's Java agent does, then list, progress and the execution-sample tree,
+    equal to the HTTP API's."""
+    from profile import AsyncProfiler_pb2 as AP
+    svc = "java-svc"
+    sid = b64(svc) + ".1"
+    iid = sid + "_" + b64("jvm-1")
+    jfr = open(os.path.join(SRC, "tests/fuzz/jfr/corpus/jdk17-min-all.jfr"), "rb").read()
+    with Skyprofd(d, "--log-level", "warn") as S:
+        S.unary(V3 + "ManagementService/reportInstanceProperties",
+                Management_pb2.InstanceProperties(service=svc, serviceInstance="jvm-1"))
+        task = check(S, "async-create", *UI.async_create({
+            "serviceId": sid, "serviceInstanceIds": [iid], "duration": 30,
+            "events": ["CPU", "ALLOC"], "execArgs": "interval=10ms"}))["task"]
+        assert task["code"] == "SUCCESS", task
+        tid = task["id"]
+        bad = check(S, "async-create-bad", *UI.async_create({
+            "serviceId": sid, "serviceInstanceIds": [iid], "duration": 30, "events": []}))
+        assert bad["task"]["code"] == "ARGUMENT_ERROR" and bad["task"]["errorReason"], bad
+        V10 = "/skywalking.v10.AsyncProfilerTask/"
+        S.unary(V10 + "getAsyncProfilerTaskCommands", AP.AsyncProfilerTaskCommandQuery(
+            service=svc, serviceInstance="jvm-1", lastCommandTime=-1))
+
+        def msgs():
+            yield AP.AsyncProfilerData(metaData=AP.AsyncProfilerMetaData(
+                service=svc, serviceInstance="jvm-1", taskId=tid, type=AP.PROFILING_SUCCESS,
+                contentSize=len(jfr)))
+            yield AP.AsyncProfilerData(content=jfr)
+        call = S.channel().stream_stream(
+            V10 + "collect", request_serializer=lambda m: m.SerializeToString(),
+            response_deserializer=AP.AsyncProfilerCollectionResponse.FromString)
+        list(call(msgs(), timeout=60))
+        tasks = check(S, "async-list", *UI.async_list({"serviceId": sid}))["asyncTaskList"]
+        assert [(t["id"], t["events"], t["duration"], t["execArgs"]) for t in tasks["tasks"]] == [
+            (tid, ["CPU", "ALLOC"], 30, "interval=10ms")], tasks
+        prog = check(S, "async-progress", *UI.async_progress(tid))["taskProgress"]
+        assert prog["successInstanceIds"] == [iid], prog
+        # SkyWalking's UI 10.2 sends the variable as taskID where its query declares $taskId
+        q, v = UI.async_progress(tid)
+        assert post(S, q, {"taskID": tid}) == {"data": {"taskProgress": prog}}
+        an = check(S, "async-analyze", *UI.async_analyze({
+            "taskId": tid, "instanceIds": [iid], "eventType": "EXECUTION_SAMPLE"}))
+        tree = an["analysisResult"]["tree"]
+        assert tree["type"] == "EXECUTION_SAMPLE" and tree["elements"], tree
+        st, http_an = S.json("GET", "/api/v1/async-profiler/tasks/%s/analyze?eventType="
+                             "EXECUTION_SAMPLE" % tid, expect=200)
+        want = sorted((e["codeSignature"], int(e["count"]), int(e["durationChildExcluded"]))
+                      for t in http_an["trees"] for e in t["elements"])
+        got = sorted((e["symbol"], e["dumpCount"], e["self"]) for e in tree["elements"])
+        assert got == want, (got[:5], want[:5])
+        assert sum(1 for e in tree["elements"] if e["parentId"] == "-1") == len(http_an["trees"])
+
+
 def t_token(d):
     """With --api-token, /graphql needs the token like every POST of the HTTP API."""
     with Skyprofd(d, "--log-level", "warn", "--api-token", "s3cret") as S:
@@ -400,7 +453,8 @@ def t_token(d):
 for name, fn in [("schema_text", t_schema_text), ("spec_fields", t_spec_fields),
                  ("ui_flow", t_ui_flow), ("errors_and_limits", t_errors_and_limits),
                  ("introspection", t_introspection), ("templates", t_templates),
-                 ("ui_root", t_ui_root), ("pprof", t_pprof), ("token", t_token)]:
+                 ("ui_root", t_ui_root), ("pprof", t_pprof),
+                 ("async_profiler", t_async_profiler), ("token", t_token)]:
     with tempdir() as d:
         R.run(name, fn, d)
 R.finish()

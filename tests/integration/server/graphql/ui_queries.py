@@ -157,3 +157,32 @@ def pprof_analyze(request):
             "queryPprofAnalyze(request: $request) {\n    tree {\n      elements {\n        id\n"
             "        parentId\n        symbol: codeSignature\n        dumpCount: total\n"
             "        self\n      }\n    }\n  }\n}", {"request": request})
+
+
+def async_create(request):
+    return ("mutation createAsyncProfilerTask($asyncProfilerTaskCreationRequest: "
+            "AsyncProfilerTaskCreationRequest!) {\n  task: createAsyncProfilerTask("
+            "asyncProfilerTaskCreationRequest: $asyncProfilerTaskCreationRequest) {\n    id\n"
+            "    errorReason\n    code\n  }\n}", {"asyncProfilerTaskCreationRequest": request})
+
+
+def async_list(request):
+    return ("query getAsyncTaskList($request: AsyncProfilerTaskListRequest!) {\n  "
+            "asyncTaskList: queryAsyncProfilerTaskList(request: $request) {\n    errorReason\n"
+            "    tasks {\n      id\n      serviceId\n      serviceInstanceIds\n      createTime\n"
+            "      events\n      duration\n      execArgs\n    }\n  }\n}", {"request": request})
+
+
+def async_progress(task_id):
+    return ("query getAsyncProfileTaskProcess($taskId: String!) {\n  taskProgress: "
+            "queryAsyncProfilerTaskProgress(taskId: $taskId) {\n    logs {\n      id\n"
+            "      instanceId\n      instanceName\n      operationType\n      operationTime\n"
+            "    }\n    errorInstanceIds\n    successInstanceIds\n  }\n}", {"taskId": task_id})
+
+
+def async_analyze(request):
+    return ("query getAsyncProfileAnalyze($request: AsyncProfilerAnalyzationRequest!) {\n  "
+            "analysisResult: queryAsyncProfilerAnalyze(request: $request) {\n    tree {\n"
+            "      type\n      elements {\n        id\n        parentId\n"
+            "        symbol: codeSignature\n        dumpCount: total\n        self\n      }\n"
+            "    }\n  }\n}", {"request": request})

@@ -191,6 +191,11 @@ static void variables_and_coercion(void **state)
                         "\"l\":12,\"list\":[7],\"n\":5}}}");
     /* wrong types, a missing required member, an unknown member, an unknown enum value */
     assert_non_null(strstr(run(q, "{\"n\": \"5\"}"), "Variable \\\"$n\\\" got invalid value"));
+    /* a variable given in another case (SkyWalking's UI: taskID for $taskId) */
+    assert_string_equal(run("query($nn: Int) { echo(n: $nn) { n } }", "{\"NN\": 3}"),
+                        "{\"data\":{\"echo\":{\"n\":3}}}");
+    assert_string_equal(run("query($nn: Int, $NN: Int) { echo(n: $nn) { n } }", "{\"NN\": 3}"),
+                        "{\"data\":{\"echo\":{\"n\":null}}}");
     assert_non_null(strstr(run(q, "{\"n\": 4294967296}"), "non 32-bit"));
     assert_non_null(strstr(run(q, "{\"p\": {\"b\": \"x\"}}"), "required type"));
     assert_non_null(strstr(run(q, "{\"p\": {\"a\": 1, \"z\": 1}}"), "\\\"z\\\" is not defined"));

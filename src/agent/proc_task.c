@@ -740,6 +740,9 @@ static void run_sampling(struct proc_run *p, bool cpu, int64_t period_ns, int64_
             next = now + period_ns;
     }
     if (cpu) {
+        /* A last round at the window's end: the CPU used since the previous round (all of it
+         * after a stall, e.g. a slow first symbolization) is in the window too. */
+        round_cpu(p, skpx_mono_ns(), period_ns, min_cpu);
         skpx_acct_finish(&p->acct, give_cpu, p);
         p->pending_end_ns = p->acct.pending_end;
         p->untracked = p->acct.untracked;

@@ -689,12 +689,13 @@ int cmd_record(struct cli *c, int argc, char **argv)
         while (clock_nanosleep(CLOCK_MONOTONIC, TIMER_ABSTIME, &ts, NULL) == EINTR && !g_stop) {
         }
     }
-    int64_t stop_wall_ms = (int64_t)time(NULL) * 1000;
-    {
-        struct timespec w;
-        clock_gettime(CLOCK_REALTIME, &w);
-        stop_wall_ms = (int64_t)w.tv_sec * 1000 + w.tv_nsec / 1000000;
+    if (!r->o.idle) { /* a last tick at the window's end: the CPU since the previous one */
+        sample_all(r);
+        r->ticks++;
     }
+    struct timespec stop_wall;
+    clock_gettime(CLOCK_REALTIME, &stop_wall);
+    int64_t stop_wall_ms = (int64_t)stop_wall.tv_sec * 1000 + stop_wall.tv_nsec / 1000000;
     cpu_finish(r);
     double secs = (double)(now_ns() - start) / 1e9;
     size_t n_python = 0;

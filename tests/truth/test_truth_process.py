@@ -17,9 +17,10 @@ ends (the pprof file's time and duration; record prints its window). Checks, wit
   - the profile's total CPU is within TOL of the process's CPU in the window;
   - the burn function's CPU (inclusive) is within TOL of the CPU the workload spent in it;
   - (agents) most threads that ran a job in the window carry a sample of their own: 80 % in
-    Python; 60 % in the native process, whose rounds wait for each captured thread to answer a
-    signal and fall behind on a loaded machine, so a job that lives shorter than a late round
-    can fall between two (its CPU is then on its siblings' last stacks: the totals still hold).
+    Python; in the native process, whose rounds wait for each captured thread to answer a signal
+    and fall behind on a loaded machine, 80 % scaled by twice the share of rounds done (a job
+    lives one or two periods), because a job that lives shorter than a late round can fall
+    between two (its CPU is then on its siblings' last stacks: the totals still hold).
 Before this change the agents listed threads once a second and the profile of such a server held
 a few percent of its CPU."""
 import bisect
@@ -35,14 +36,19 @@ import time
 import urllib.parse
 import urllib.request
 
-from skp_harness import Proc, Results, build_path, listening_port, start_skyprofd, wait_until
+from skp_harness import (SANITIZE, Proc, Results, build_path, listening_port, start_skyprofd,
+                         wait_until)
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 APP = os.path.join(HERE, 'apps', 'truth_threads_app.py')
 NATIVE = build_path('tests', 'truth', 'truth_threads')
 SKYPROF = build_path('src', 'cli', 'skyprof')
 TOL = 0.10
-BURN_MS = 15
+# The estimator's error per thread is about one round's worth of the CPU next to burn (the
+# request's parsing before it, its answer after): a burn of several rounds keeps that under the
+# tolerance. Under ASan the interpreter around burn runs several times slower (malloc intercepted),
+# so the burn is longer there.
+BURN_MS = 40 if SANITIZE else 25
 TASK_MS = 4000
 CLK_TCK = os.sysconf('SC_CLK_TCK')
 
@@ -276,9 +282,11 @@ def agent_case(S, label, service, truth, burn_name, jobs_in, coverage):
     print('    %s: %d threads with burn samples, %.0f jobs in the window' % (label, len(threads),
                                                                             jobs))
     m = re.search(rb'(\d+) of (\d+) rounds', gzip.decompress(data))
-    print('    %s: %s of %s sampling rounds done' % (label, m and m.group(1).decode(),
-                                                  m and m.group(2).decode()))
-    assert len(threads) >= coverage * jobs, (label, len(threads), jobs)
+    done, asked = int(m.group(1)), int(m.group(2))
+    print('    %s: %d of %d sampling rounds done' % (label, done, asked))
+    if coverage is None:  # rounds that fell behind see fewer of the short jobs alive
+        coverage = 0.8 * min(1.0, 2.0 * done / asked)
+    assert len(threads) >= coverage * jobs, (label, len(threads), jobs, coverage)
 
 
 def t_python_agent(S):
@@ -325,7 +333,7 @@ def t_native_agent(S, tmp):
         try:
             def jobs_in(t0, t1):
                 return truth.window(t0, t1)[1] / (BURN_MS / 1000.0)
-            agent_case(S, 'native agent', service, truth, 'burn_cpu', jobs_in, 0.6)
+            agent_case(S, 'native agent', service, truth, 'burn_cpu', jobs_in, None)
         finally:
             truth.stop()
 

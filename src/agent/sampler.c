@@ -4,9 +4,9 @@
  * under a threshold it is sampled from its start into a hold, sent only if it passes (SkyWalking
  * never sees the beginning of a slow request); the sampling budget check is `>=` (exactly
  * max_sampling_count segments are sent) and a held request that ends under the threshold does
- * not consume it; a full queue
- * drops the snapshot instead of blocking (Python) and the sequence number is still consumed, so
- * the backend sees the gap; a request that ended is never sampled again (Python keeps sampling). */
+ * not consume it; a full queue drops the snapshot instead of blocking (Python) and the sequence
+ * number is still consumed, so the backend sees the gap; a request that ended is never sampled
+ * again (Python keeps sampling). */
 #include "agent/sampler.h"
 
 #include <string.h>

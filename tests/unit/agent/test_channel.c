@@ -212,6 +212,61 @@ static void test_poll_cursor_task_lifecycle_snapshots(void **state)
     cenv_free(e);
 }
 
+/* Through the whole agent and onto the wire: under a task's threshold a request is sampled from
+ * its start; when it passes, its held dumps go out first, as ordinary ThreadSnapshots with their
+ * own times and sequence numbers; a request that ends under the threshold sends nothing. */
+static void test_threshold_held_dumps_on_the_wire(void **state)
+{
+    (void)state;
+    struct cenv *e = cenv_new();
+    step(e, 0);
+    struct skyprof_task_spec spec = {"task-thr", "/ep", 1, 100, 10, 5, 0};
+    assert_int_equal(skyprof_agent_add_task(e->a, &spec), SKP_OK);
+    assert_true(skyprof_agent_task_active(e->a));
+    /* the sampler thread started with holds; drive it by hand from here (bench hook) */
+    skp__sampler_stop(&e->a->sampler);
+    skp__sampler_task_begin(&e->a->sampler, 10);
+    struct skp__profiling_ref fast, slow;
+    int64_t t0 = skp__now_ms(&e->clock.clock);
+    assert_true(skp__task_ctx_attempt(&e->a->hub->ctx, "/ep", "fast", t0, 1, &fast));
+    assert_true(skp__task_ctx_attempt(&e->a->hub->ctx, "/ep", "slow", t0, 1, &slow));
+    for (int i = 0; i < 3; i++) { /* dumps at t0, t0 + 40, t0 + 80: under the threshold */
+        assert_int_equal(skyprof_agent_sample_now(e->a), SKP_OK);
+        fake_clock_advance(&e->clock, 40);
+    }
+    skp__task_ctx_release(&fast); /* ends at 120 ms, under the threshold */
+    step(e, 500);                 /* nothing to send yet */
+    assert_int_equal(fake_transport_count(&e->ft, SKP_PATH_COLLECT_SNAPSHOT), 0);
+    int64_t passed = skp__now_ms(&e->clock.clock); /* t0 + 620: slow passes */
+    assert_int_equal(skyprof_agent_sample_now(e->a), SKP_OK);
+    skp__task_ctx_release(&slow);
+    step(e, 500);
+    const int64_t want_t[4] = {t0, t0 + 40, t0 + 80, passed};
+    int snaps = 0;
+    for (int i = 0; i < e->ft.n_stream_msgs; i++) {
+        if (strcmp(e->ft.stream_paths[i], SKP_PATH_COLLECT_SNAPSHOT) != 0)
+            continue;
+        Skywalking__V3__ThreadSnapshot *s = skywalking__v3__thread_snapshot__unpack(
+            NULL, e->ft.stream_lens[i], e->ft.stream_msgs[i]);
+        assert_non_null(s);
+        assert_string_equal(s->taskid, "task-thr");
+        assert_string_equal(s->tracesegmentid, "slow");
+        assert_true(snaps < 4);
+        assert_int_equal(s->sequence, snaps);
+        assert_int_equal(s->time, want_t[snaps]);
+        skywalking__v3__thread_snapshot__free_unpacked(s, NULL);
+        snaps++;
+    }
+    assert_int_equal(snaps, 4);
+    struct skyprof_stats st;
+    skyprof_agent_get_stats(e->a, &st);
+    assert_int_equal(st.snapshots_sent, 4);
+    assert_int_equal(st.snapshots_captured, 7); /* 3 of them held for fast, then freed */
+    assert_int_equal(st.snapshots_dropped, 0);
+    assert_int_equal(atomic_load(&e->a->sampler.held_discarded), 3);
+    cenv_free(e);
+}
+
 static void test_backend_down(void **state)
 {
     (void)state;
@@ -603,6 +658,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_heartbeat_properties_every_10th),
         cmocka_unit_test(test_poll_cursor_task_lifecycle_snapshots),
+        cmocka_unit_test(test_threshold_held_dumps_on_the_wire),
         cmocka_unit_test(test_backend_down),
         cmocka_unit_test(test_segments_reported),
         cmocka_unit_test(test_contexts_interleave),

@@ -12,20 +12,19 @@ burn used is known by construction, and the workload counts it):
     next), with libskyprof's native process source, through the same skyprofd;
   - out of process: `skyprof record --pid` of the Python server (no agent in it).
 Truth: the process's CPU from /proc/PID/stat (utime + stime, ended threads included) and the
-workload's burn counter, both sampled every 25 ms by the test and interpolated at the window's
-ends (the pprof file's time and duration; record prints its window). Checks, with TOL = 10 %:
+workload's burn counter (a file it rewrites), both sampled every 25 ms by the test and
+interpolated at the window's ends (the pprof file's time and duration; record prints its window). Checks, with TOL = 10 %:
   - the profile's total CPU is within TOL of the process's CPU in the window;
   - the burn function's CPU (inclusive) is within TOL of the CPU the workload spent in it;
   - (agents) most threads that ran a job in the window carry a sample of their own: 80 % in
     Python; in the native process, whose rounds wait for each captured thread to answer a signal
-    and fall behind on a loaded machine, 80 % scaled by twice the share of rounds done (a job
+    and fall behind on a loaded machine, 60 % scaled by twice the share of rounds done (a job
     lives one or two periods), because a job that lives shorter than a late round can fall
     between two (its CPU is then on its siblings' last stacks: the totals still hold).
 Before this change the agents listed threads once a second and the profile of such a server held
 a few percent of its CPU."""
 import bisect
 import gzip
-import json
 import os
 import re
 import subprocess
@@ -48,7 +47,7 @@ TOL = 0.10
 # request's parsing before it, its answer after): a burn of several rounds keeps that under the
 # tolerance. Under ASan the interpreter around burn runs several times slower (malloc intercepted),
 # so the burn is longer there.
-BURN_MS = 40 if SANITIZE else 25
+BURN_MS = 50 if SANITIZE else 25
 TASK_MS = 4000
 CLK_TCK = os.sysconf('SC_CLK_TCK')
 
@@ -119,10 +118,12 @@ class Load:
             t.join(timeout=30)
 
 
-def http_stats(port):
+def file_stats(path):
+    """Reads the workload's "<burn ns> <count>" line (None while it is not there)."""
     def read():
-        with urllib.request.urlopen('http://127.0.0.1:%d/stats' % port, timeout=10) as r:
-            return json.loads(r.read())['burn_ns'] / 1e9
+        with open(path) as f:
+            parts = f.read().split()
+        return int(parts[0]) / 1e9 if len(parts) == 2 else None
     return read
 
 
@@ -285,21 +286,23 @@ def agent_case(S, label, service, truth, burn_name, jobs_in, coverage):
     done, asked = int(m.group(1)), int(m.group(2))
     print('    %s: %d of %d sampling rounds done' % (label, done, asked))
     if coverage is None:  # rounds that fell behind see fewer of the short jobs alive
-        coverage = 0.8 * min(1.0, 2.0 * done / asked)
+        coverage = 0.6 * min(1.0, 2.0 * done / asked)
     assert len(threads) >= coverage * jobs, (label, len(threads), jobs, coverage)
 
 
-def t_python_agent(S):
+def t_python_agent(S, tmp):
     service = 'truth-proc-py'
     env = {'SW_AGENT_NAME': service, 'SW_AGENT_COLLECTOR_BACKEND_SERVICES': S.grpc_target,
            'SW_AGENT_COLLECTOR_GET_PROFILE_TASK_INTERVAL': '1', 'PYTHONUNBUFFERED': '1',
            'SKYPROF_PROC_MAX_DURATION_MS': str(TASK_MS)}
-    with Proc([sys.executable, APP, '--agent'], env=env, name='truth_threads_app') as app:
+    stats = os.path.join(tmp, 'py.stats')
+    with Proc([sys.executable, APP, '--agent', '--stats', stats], env=env,
+              name='truth_threads_app') as app:
         port = listening_port(app, 'truth_threads_app:')
         assert 'agent=True' in app.output(), app.output()
         wait_instance(S, service)
         load = Load(port)
-        truth = Truth(app.pid, http_stats(port))
+        truth = Truth(app.pid, file_stats(stats))
         truth.start()
         try:
             def jobs_in(t0, t1):
@@ -323,12 +326,7 @@ def t_native_agent(S, tmp):
                    what='truth_threads ready')
         assert app.alive(), app.output()
         wait_instance(S, service)
-
-        def burn_s():
-            with open(stats_file) as f:
-                parts = f.read().split()
-            return int(parts[0]) / 1e9 if len(parts) == 2 else None
-        truth = Truth(app.pid, burn_s)
+        truth = Truth(app.pid, file_stats(stats_file))
         truth.start()
         try:
             def jobs_in(t0, t1):
@@ -350,11 +348,12 @@ def collapsed_figures(path, period_s, burn_prefix):
 
 
 def t_record(tmp):
-    with Proc([sys.executable, APP], env={'PYTHONUNBUFFERED': '1'},
+    stats = os.path.join(tmp, 'rec.stats')
+    with Proc([sys.executable, APP, '--stats', stats], env={'PYTHONUNBUFFERED': '1'},
               name='truth_threads_app_rec') as app:
         port = listening_port(app, 'truth_threads_app:')
         load = Load(port)
-        truth = Truth(app.pid, http_stats(port))
+        truth = Truth(app.pid, file_stats(stats))
         truth.start()
         try:
             wait_until(lambda: len(truth.rows) > 4, 30, what='truth samples')
@@ -380,7 +379,8 @@ def main():
     tmp = tempfile.mkdtemp(prefix='skp-truth-proc-')
     S = start_skyprofd(tmp)
     try:
-        res.run('python agent, ThreadingHTTPServer: CPU and burn within 10 %', t_python_agent, S)
+        res.run('python agent, ThreadingHTTPServer: CPU and burn within 10 %', t_python_agent, S,
+                tmp)
         if os.path.exists(NATIVE):
             res.run('native agent, thread per job: CPU and burn within 10 %', t_native_agent, S,
                     tmp)

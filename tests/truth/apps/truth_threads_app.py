@@ -2,11 +2,14 @@
 http.server.ThreadingHTTPServer (a new thread per connection; clients open one connection per
 request) whose GET /work?ms=N handler burns N ms of CPU in burn(), measured by the thread's own
 CPU clock (time.thread_time_ns), so the CPU burn() used is known by construction; GET /stats
-answers {"burn_ns": total CPU in burn() so far, "requests": n}. With --agent the skyprof agent
+answers {"burn_ns": total CPU in burn() so far, "requests": n}, and with --stats FILE every
+request also writes "<burn ns> <requests>" to FILE (fixed width, one pwrite), which the test reads
+without making requests (threads) of its own. With --agent the skyprof agent
 runs in the process (SW_AGENT_* environment). Prints 'truth_threads_app: listening on
 127.0.0.1:PORT' once it accepts; runs until SIGTERM."""
 import http.server
 import json
+import os
 import sys
 import threading
 import time
@@ -14,6 +17,7 @@ import urllib.parse
 
 LOCK = threading.Lock()
 STATS = {'burn_ns': 0, 'requests': 0}
+STATS_FD = None
 
 
 def burn(ms):
@@ -38,6 +42,9 @@ class Handler(http.server.BaseHTTPRequestHandler):
             with LOCK:
                 STATS['burn_ns'] += used
                 STATS['requests'] += 1
+                if STATS_FD is not None:  # fixed width: one pwrite replaces the line
+                    os.pwrite(STATS_FD, b'%020d %020d\n' % (STATS['burn_ns'],
+                                                           STATS['requests']), 0)
             body = b'ok'
         else:
             with LOCK:
@@ -52,6 +59,11 @@ class Handler(http.server.BaseHTTPRequestHandler):
 
 
 def main():
+    global STATS_FD
+    if '--stats' in sys.argv:
+        path = sys.argv[sys.argv.index('--stats') + 1]
+        STATS_FD = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
+        os.pwrite(STATS_FD, b'%020d %020d\n' % (0, 0), 0)
     if '--agent' in sys.argv:
         from skyprof import agent
         print('agent=%s' % agent.start(), flush=True)

@@ -38,10 +38,10 @@ static skp_err r_args(struct gql_call *c, json_t **out)
 
 static skp_err r_analysis(struct gql_call *c, json_t **out)
 {
-    *out = json_pack("{s:n,s:[{s:[{s:i,s:i,s:s,s:i,s:i},{s:i,s:i,s:s,s:i,s:i}]}]}", "tip",
-                     "trees", "elements", "id", 1, "parentId", 0, "codeSignature", "main",
-                     "duration", 10, "count", 1, "id", 2, "parentId", 1, "codeSignature", "f",
-                     "duration", 5, "count", 1);
+    *out = json_pack("{s:n,s:[{s:[{s:i,s:i,s:s,s:i,s:i},{s:i,s:i,s:s,s:i,s:i}]}]}", "tip", "trees",
+                     "elements", "id", 1, "parentId", 0, "codeSignature", "main", "duration", 10,
+                     "count", 1, "id", 2, "parentId", 1, "codeSignature", "f", "duration", 5,
+                     "count", 1);
     (void)c;
     return SKP_OK;
 }
@@ -49,16 +49,16 @@ static skp_err r_analysis(struct gql_call *c, json_t **out)
 static skp_err r_tasks(struct gql_call *c, json_t **out)
 {
     *out = json_pack("[{s:s,s:s,s:[{s:s,s:s,s:I}]}]", "id", "1_c2Vydg==.1", "serviceId",
-                     "c2Vydg==.1", "logs", "id", "l", "operationType", "NOTIFIED",
-                     "operationTime", (json_int_t)1700000000000);
+                     "c2Vydg==.1", "logs", "id", "l", "operationType", "NOTIFIED", "operationTime",
+                     (json_int_t)1700000000000);
     (void)c;
     return SKP_OK;
 }
 
 static skp_err r_echo(struct gql_call *c, json_t **out)
 {
-    *out = json_pack("{s:O?,s:n}", "id", json_object_get(c->args, "creationRequest"),
-                     "errorReason");
+    *out =
+        json_pack("{s:O?,s:n}", "id", json_object_get(c->args, "creationRequest"), "errorReason");
     return *out ? SKP_OK : SKP_ENOMEM;
 }
 
@@ -82,9 +82,8 @@ static struct gql_schema *g_schema;
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
     char err[256];
-    if (!g_schema &&
-        gql_schema_new(k_sdl, strlen(k_sdl), k_res, sizeof(k_res) / sizeof(k_res[0]), err,
-                       sizeof(err), &g_schema) != SKP_OK)
+    if (!g_schema && gql_schema_new(k_sdl, strlen(k_sdl), k_res, sizeof(k_res) / sizeof(k_res[0]),
+                                    err, sizeof(err), &g_schema) != SKP_OK)
         return 0;
     struct gql_limits l;
     gql_limits_default(&l);

@@ -11,11 +11,13 @@
  * of the frame's function name (the signature without its line, interned here).
  *
  * Durations: the samples of one segment are folded together once its last sample is known.
- * Its typical period is the median step between dumps of consecutive sequence numbers; a
+ * Its typical period is the median step between dumps of consecutive sequence numbers. A
  * sample's interval is the step to the segment's next sample when that dump is the next
- * sequence and the step is at most twice the typical period, else the typical period (or the
- * step when shorter): a missing or late dump does not hand its time to the sample before it.
- * The last sample gets the typical period. Every node on the sample's path gets the interval;
+ * sequence and the step is at most twice the typical period, or longer but with the same stack
+ * on both sides (a late dump: the stack most likely stayed); a late dump after a different
+ * stack splits the step in halves between the two samples; a missing dump (a sequence gap: its
+ * stack is unknown, or it lies outside the analysed windows) caps the interval at the typical
+ * period. The last sample gets the typical period. Every node on the sample's path gets the interval;
  * a node is on a path once, so a recursive function's frames are separate nodes each counted
  * once. Self durations (duration − children's) then equal the intervals of the samples whose
  * leaf the node is. The old estimate (OAP's runs) stays selectable for bench/accuracy. */
@@ -485,19 +487,23 @@ static skp_err typical_period(struct actx *c, const struct sample *s, size_t n, 
     return n > 0 ? fallback_period(c, s[0].seg, out) : SKP_OK;
 }
 
-/* The interval sample s[i] stands for (file comment). */
-static int64_t interval_of(const struct sample *s, size_t n, size_t i, int64_t period)
+/* The interval sample s[i] stands for (file comment); *carry is what the step to s[i + 1]
+ * hands to s[i + 1] (half of a late step between different stacks), 0 otherwise. */
+static int64_t interval_of(const struct sample *s, size_t n, size_t i, int64_t period,
+                           int64_t *carry)
 {
+    *carry = 0;
     if (i + 1 >= n)
         return period;
     int64_t step = skpx_sat_sub_i64(s[i + 1].time, s[i].time);
     if (step < 0)
         return period; /* the agent's clock went back */
-    bool whole = next_in_sequence(&s[i], &s[i + 1]) &&
-                 (period <= 0 || step <= skpx_sat_add_i64(period, period));
-    if (whole)
-        return step;
-    return step < period ? step : period;
+    if (!next_in_sequence(&s[i], &s[i + 1]))
+        return step < period ? step : period; /* a dump in between is missing: unknown stack */
+    if (period <= 0 || step <= skpx_sat_add_i64(period, period) || s[i].stack == s[i + 1].stack)
+        return step;          /* on time, or late with the same stack on both sides */
+    *carry = step - step / 2; /* late, and the stack changed somewhere in the step */
+    return step / 2;
 }
 
 /* Folds the samples of one segment (ordered by sequence, no repeats). */
@@ -507,8 +513,14 @@ static skp_err fold_segment(struct actx *c, const struct sample *s, size_t n)
     skp_err err = SKP_OK;
     if (c->est != ANALYZE_EST_OAP_RUNS)
         err = typical_period(c, s, n, &period);
-    for (size_t i = 0; i < n && !err; i++)
-        err = fold(c, &s[i], c->est == ANALYZE_EST_OAP_RUNS ? 0 : interval_of(s, n, i, period));
+    int64_t carry = 0, next_carry = 0;
+    for (size_t i = 0; i < n && !err; i++) {
+        int64_t interval = 0;
+        if (c->est != ANALYZE_EST_OAP_RUNS)
+            interval = skpx_sat_add_i64(interval_of(s, n, i, period, &next_carry), carry);
+        err = fold(c, &s[i], interval);
+        carry = next_carry;
+    }
     return err;
 }
 

@@ -3,8 +3,9 @@
  * sequences are per segment (de-duplication is by (segment, sequence)), the snapshot cap is
  * configurable (0 = none; default none), and durations are estimated per dump interval rather
  * than from runs of consecutive dumps (docs/accuracy.md): every dump stands for the time to the
- * next dump of its segment (capped where a dump is missing), every frame of its stack gets that
- * interval and the leaf gets it as self time. Frames are lines (the stored signatures) or, with
+ * next dump of its segment (capped where a dump is missing, split where a late dump shows
+ * another stack), every frame of its stack gets that interval and the leaf gets it as self
+ * time. Frames are lines (the stored signatures) or, with
  * by_function, functions (the signature without its line, analysis_function_len).
  *
  * The result is a plain tree (struct analysis) that the HTTP API serialises to

@@ -603,9 +603,10 @@ static void alternating_functions_truth(void **state)
     analysis_free(a);
 }
 
-/* A dump that comes far later than the segment's period (the sampler was starved, or the
- * request left the sampler's slots) stands for one period, not the whole gap. */
-static void late_dump_is_capped(void **state)
+/* A dump that comes far later than the segment's period (the sampler was starved): with the
+ * same stack on both sides the step is the stack's; with different stacks each side gets
+ * half of it. */
+static void late_dump_split_or_bridged(void **state)
 {
     struct fixture *f = *state;
     int64_t t[] = {0, 10, 20, 30, 250, 260, 270};
@@ -613,9 +614,26 @@ static void late_dump_is_capped(void **state)
         assert_int_equal(tu_add(f->st, "t", "s1", i, t[i], i == 3 ? "A,B" : "A"), SKP_OK);
     struct analysis *a = NULL;
     assert_int_equal(analyze_segment_all(f->st, "s1", NULL, &a), SKP_OK);
-    /* B's dump (seq 3) is followed 220 ms later: it stands for 10 ms */
-    const struct expect_node e[] = {{1, 0, "A", 7, 70, 60}, {2, 1, "B", 1, 10, 10}};
+    /* B's dump (seq 3) is followed 220 ms later by A: 110 each; the root keeps all 280 ms */
+    const struct expect_node e[] = {{1, 0, "A", 7, 280, 170}, {2, 1, "B", 1, 110, 110}};
     check_tree(&a->trees[0], e, 2);
+    analysis_free(a);
+    /* the same stack on both sides of a late dump: the whole step (B 10 + 200 + 10) */
+    int64_t t3[] = {0, 10, 20, 220, 230};
+    for (int i = 0; i < 5; i++)
+        assert_int_equal(tu_add(f->st, "t", "s3", i, t3[i], i >= 2 ? "A,B" : "A"), SKP_OK);
+    assert_int_equal(analyze_segment_all(f->st, "s3", NULL, &a), SKP_OK);
+    const struct expect_node e3[] = {{1, 0, "A", 5, 240, 20}, {2, 1, "B", 3, 220, 220}};
+    check_tree(&a->trees[0], e3, 2);
+    analysis_free(a);
+    /* a missing dump in such a gap (a sequence number skipped): capped, whatever the stacks */
+    assert_int_equal(tu_add(f->st, "t", "s4", 0, 0, "A,B"), SKP_OK);
+    assert_int_equal(tu_add(f->st, "t", "s4", 1, 10, "A,B"), SKP_OK);
+    assert_int_equal(tu_add(f->st, "t", "s4", 3, 200, "A,B"), SKP_OK);
+    assert_int_equal(tu_add(f->st, "t", "s4", 4, 210, "A,B"), SKP_OK);
+    assert_int_equal(analyze_segment_all(f->st, "s4", NULL, &a), SKP_OK);
+    const struct expect_node e4[] = {{1, 0, "A", 4, 40, 0}, {2, 1, "B", 4, 40, 40}};
+    check_tree(&a->trees[0], e4, 2);
     analysis_free(a);
     /* a step up to twice the period is taken whole (the sampler's jitter) */
     assert_int_equal(tu_add(f->st, "t", "s2", 0, 0, "A"), SKP_OK);
@@ -720,7 +738,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(line_changing_loop_truth, setup, teardown),
         cmocka_unit_test_setup_teardown(function_granularity, setup, teardown),
         cmocka_unit_test_setup_teardown(alternating_functions_truth, setup, teardown),
-        cmocka_unit_test_setup_teardown(late_dump_is_capped, setup, teardown),
+        cmocka_unit_test_setup_teardown(late_dump_split_or_bridged, setup, teardown),
         cmocka_unit_test_setup_teardown(single_dump_gets_task_period, setup, teardown),
         cmocka_unit_test_setup_teardown(recursion_counted_once_per_node, setup, teardown),
         cmocka_unit_test(saturating_helpers),

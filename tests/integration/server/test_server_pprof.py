@@ -442,7 +442,7 @@ def t_cli(tid, d):
     out, _ = cli("pprof", "show", tid)
     assert "uploaded" in out and "inst-a" in out and "#" in out, out
     out, _ = cli("pprof", "analyze", tid, "--instances", "inst-a", "--functions")
-    assert "sample type cpu (nanoseconds)" in out and "helper (hot.go)" in out, out
+    assert "sample type cpu (nanoseconds)" in out and "helper  hot.go" in out, out
     out, _ = cli("--json", "pprof", "analyze", tid, "--sample-type", "samples")
     assert json.loads(out)["sampleType"] == "samples"
     path = os.path.join(d, "cli.collapsed")

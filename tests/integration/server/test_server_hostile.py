@@ -271,6 +271,24 @@ def t_endpoint_cap_and_pages(d):
         E.stop()
 
 
+def t_stored_pprof_bomb():
+    """A stored pprof file of 20 M empty samples (39 KB of gzip) cost ~0.5 GB on every
+    GET …/analyze (issue 25 #2): now the decoder refuses it from its counts and the analysis
+    lists it among the errors, the task's other file still analysed."""
+    import test_server_pprof as TP
+    TP.S = S
+    tid = TP.create("svc-pbomb", events="cpu", instances=("inst-a", "inst-b"))["id"]
+    from pprof_util import sample_profile
+    TP.upload(tid, "inst-a", sample_profile().gz(), service="svc-pbomb")
+    TP.upload(tid, "inst-b", gzip.compress(f_bytes(2, b"") * 20000000, 9), service="svc-pbomb")
+    before = S.metric("skyprof_pprof_decode_refused_total")
+    doc = TP.analyze(tid)
+    reasons = [e["error"] for e in doc["errors"]]
+    assert len(reasons) == 1 and "memory" in reasons[0], doc["errors"]
+    assert doc["total"] > 0, doc  # inst-a's file
+    assert S.metric("skyprof_pprof_decode_refused_total") == before + 1
+
+
 def main():
     global S
     with tempdir() as d:
@@ -286,6 +304,7 @@ def main():
             R.run("policy cap", t_policy_cap, d)
             R.run("per-stream buffers charged to the gRPC budget", t_stream_buffers_charged)
             R.run("endpoints per service capped, stats in pages", t_endpoint_cap_and_pages, d)
+            R.run("stored pprof bomb analysed", t_stored_pprof_bomb)
             R.run("still serving", t_still_serving)
         finally:
             S.stop()

@@ -12,6 +12,7 @@
 
 #include "cli/cli.h"
 #include "cli/proc_task_cmd.h"
+#include "cli/tree_print.h"
 #include "common/alloc.h"
 
 #define API "/api/v1/async-profiler/tasks"
@@ -293,6 +294,12 @@ static int do_analyze(struct cli *c, const char *id, const struct jfr_opts *o)
         if (text && rc == CLI_EXIT_OK && !o->output)
             putchar('\n');
         free(text); /* lint:allow - json_dumps: the CLI keeps jansson's default allocator */
+    } else if (!tree_print_has_data(res)) {
+        char what[200];
+        snprintf(what, sizeof(what), "async-profiler task %.150s", id);
+        rc = cli_no_data(what, res,
+                         "'skyprof jfr show ID' shows each instance's progress (an instance "
+                         "uploads its JFR file when the recording is over)");
     } else {
         print_top(res);
     }

@@ -5,7 +5,8 @@ empty listing) is a usage error, not "no such API route"; `task create --wait` r
 instance fetched the task and otherwise names the instances and the poll interval; the tree
 shows the UI's labels and folds the agent's and runpy's frames (--all-frames keeps them); profiles
 an agent-side policy started (ON_CPU/OFF_CPU) are listed, shown, analysed with their unit and
-downloaded; `pprof create --duration 0` on a timed event says what is wrong."""
+downloaded; pprof and jfr analyses without a file exit 6 (--wait asks again); `pprof create
+--duration 0` on a timed event says what is wrong."""
 import json
 import os
 import re
@@ -189,6 +190,21 @@ def t_ebpf_profiles():
     assert [t["taskId"] for t in json.loads(out)] == [tid], out
 
 
+def t_process_profiles_without_files():
+    register("svc-proc", "inst-p")
+    S.unary(V3 + "ManagementService/keepAlive", Management_pb2.InstancePingPkg(
+        service="svc-proc", serviceInstance="inst-p"))
+    pid = expect(0, "pprof", "create", "--service", "svc-proc", "--event", "goroutine")[0].strip()
+    out, err = expect(6, "pprof", "analyze", pid)
+    assert "no profile data for pprof task %s" % pid in err and "pprof show" in err and not out, err
+    t = time.monotonic()
+    expect(6, "pprof", "analyze", pid, "--wait", "1")
+    assert time.monotonic() - t >= 0.9
+    jid = expect(0, "jfr", "create", "--service", "svc-proc", "--duration", "20", "--event", "cpu")[0].strip()
+    out, err = expect(6, "jfr", "analyze", jid)
+    assert "no profile data for async-profiler task %s" % jid in err and "jfr show" in err, err
+
+
 def t_pprof_duration_zero():
     out, err = expect(2, "pprof", "create", "--service", "s", "--event", "cpu", "--duration", "0")
     assert "--duration is the sampling time of cpu in minutes: 1 to 15" in err, err
@@ -204,6 +220,7 @@ def main():
             R.run("task create --wait", t_wait_for_notified)
             R.run("tree: the UI's labels, agent and runpy frames folded", t_tree_labels_and_hidden_frames)
             R.run("ebpf list/show/analyze/download", t_ebpf_profiles)
+            R.run("pprof/jfr analyze without files: exit 6", t_process_profiles_without_files)
             R.run("pprof create --duration 0", t_pprof_duration_zero)
         finally:
             S.stop()

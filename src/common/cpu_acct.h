@@ -14,9 +14,9 @@
  * the deltas seen on live threads goes to a balance, which is handed to the threads that vanished
  * in that round with a stack (each at most the wall time since it was last seen), the rest kept
  * for later rounds; a listed thread that vanished before any stack of it was read adds its own
- * pending CPU to the balance; what is left at the end is reported apart. Pure bookkeeping: no clock, no syscall, no
- * lock; one thread at a time. Bounded: SKPX_ACCT_MAX threads tracked at once (others are not
- * tracked: their CPU ends in the balance). */
+ * pending CPU to the balance; what is left at the end is reported apart. Pure bookkeeping: no
+ * clock, no syscall, no lock; one thread at a time. Bounded: SKPX_ACCT_MAX threads tracked at
+ * once (others are not tracked: their CPU ends in the balance). */
 #ifndef SKP_COMMON_CPU_ACCT_H
 #define SKP_COMMON_CPU_ACCT_H
 
@@ -79,9 +79,10 @@ void skpx_acct_cleanup(struct skpx_acct *a);
 void skpx_acct_round_begin(struct skpx_acct *a, int64_t now_ns, int64_t proc_ns);
 /* Records thread `tid` with CPU clock cpu_ns in this round; returns its entry (pending CPU =
  * seen_ns - done_ns) or NULL when the table is full. Observe every thread the kernel still has
- * (listed or not): a thread not observed in a round has ended. A thread already seen in this round is
- * updated, not counted twice. In the first round the thread's CPU so far is the baseline (not
- * pending). A clock lower than last time (the tid was reused) starts a new thread. */
+ * (listed or not): a thread not observed in a round has ended. A thread already seen in this
+ * round is updated, not counted twice. In the first round the thread's CPU so far is the
+ * baseline (not pending). A clock lower than last time (the tid was reused) starts a new
+ * thread. */
 struct skpx_acct_thread *skpx_acct_observe(struct skpx_acct *a, int tid, int64_t cpu_ns,
                                            bool listed);
 /* The pending CPU of t is in a sample now. */

@@ -27,6 +27,7 @@ skp_err graphql_schema_new(struct gql_schema **out, char *err, size_t cap)
         {graphql_profile_resolvers, &graphql_n_profile_resolvers},
         {graphql_template_resolvers, &graphql_n_template_resolvers},
         {graphql_pprof_resolvers, &graphql_n_pprof_resolvers},
+        {graphql_continuous_resolvers, &graphql_n_continuous_resolvers},
     };
     size_t n = 0;
     for (size_t i = 0; i < sizeof(tables) / sizeof(tables[0]); i++)

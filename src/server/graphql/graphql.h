@@ -19,6 +19,7 @@
 #include "server/store/store.h"
 #include "skyprof/skp_err.h"
 
+struct cont_eval;
 struct endpoint_stats;
 struct metrics;
 
@@ -40,6 +41,7 @@ struct graphql_ctx {
     struct store *store;
     struct endpoint_stats *endpoint_stats; /* loop only; NULL = none (the worker) */
     struct metrics *metrics;               /* loop only; NULL = none */
+    struct cont_eval *cont_eval;           /* loop only; NULL = none (policies not evaluated) */
     int64_t now_ms;
     int retention_days; /* 0 = forever */
     uint64_t max_analyze_snapshots;
@@ -99,5 +101,7 @@ extern const struct gql_resolver graphql_template_resolvers[];
 extern const size_t graphql_n_template_resolvers;
 extern const struct gql_resolver graphql_pprof_resolvers[]; /* graphql_pprof.c */
 extern const size_t graphql_n_pprof_resolvers;
+extern const struct gql_resolver graphql_continuous_resolvers[]; /* graphql_continuous.c */
+extern const size_t graphql_n_continuous_resolvers;
 
 #endif

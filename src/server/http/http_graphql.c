@@ -90,6 +90,7 @@ void http_graphql_post(struct http_ctx *cx)
         struct graphql_ctx ctx = {.store = cx->api->store,
                                   .endpoint_stats = cx->api->endpoint_stats,
                                   .metrics = cx->api->metrics,
+                                  .cont_eval = cx->api->cont_eval,
                                   .now_ms = http_now(cx->api),
                                   .retention_days = graphql_retention_days(),
                                   .max_analyze_snapshots = cx->api->max_analyze_snapshots,

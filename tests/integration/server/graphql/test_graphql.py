@@ -119,8 +119,7 @@ def t_schema_text(d):
 NOT_SERVED = {
     "queryEBPFProfilingTasks", "queryEBPFProfilingSchedules", "analysisEBPFProfilingResult",
     "queryPrepareCreateEBPFProfilingTaskData", "createEBPFProfilingFixedTimeTask",
-    "queryContinuousProfilingServiceTargets", "queryContinuousProfilingMonitoringInstances",
-    "setContinuousProfilingPolicy",
+    "queryContinuousProfilingMonitoringInstances",
 }
 
 
@@ -440,6 +439,36 @@ def t_async_profiler(d):
         assert sum(1 for e in tree["elements"] if e["parentId"] == "-1") == len(http_an["trees"])
 
 
+def t_continuous(d):
+    """The Continuous Profiling widget's policy editor: a policy set through GraphQL is the
+    HTTP API's policy (one store, one evaluator); OAP's validation texts refuse a bad one; the
+    targets only skyprofd has (TRACE) are left out of the protocol's answer."""
+    svc = "cont-svc"
+    sid = b64(svc) + ".1"
+    with Skyprofd(d, "--log-level", "warn") as S:
+        item = {"type": "PROCESS_CPU", "threshold": "80", "period": 10, "count": 3}
+        res = check(S, "set-policy", *UI.edit_strategy({"serviceId": sid, "targets": [
+            {"targetType": "ON_CPU", "checkItems": [item]}]}))["strategy"]
+        assert res == {"status": True, "errorReason": None}, res
+        st, pol = S.json("GET", "/api/v1/continuous/policies/" + svc, expect=200)
+        assert [t["targetType"] for t in pol["targets"]] == ["ON_CPU"], pol
+        got = check(S, "targets", *UI.strategy_list(sid))["strategyList"]
+        assert got == [{"type": "ON_CPU", "checkItems": [dict(item, uriList=None,
+                                                               uriRegex=None)]}], got
+        bad = check(S, "set-policy-bad", *UI.edit_strategy({"serviceId": sid, "targets": [
+            {"targetType": "ON_CPU", "checkItems": [dict(item, count=30)]}]}))["strategy"]
+        assert bad["status"] is False and "count must be" in bad["errorReason"], bad
+        # a policy with a target of ours: the protocol's answer holds the others only
+        S.json("PUT", "/api/v1/continuous/policies/" + svc, {"targets": [
+            {"targetType": "TRACE", "checkItems": [{"type": "ENDPOINT_AVG_RESPONSE_TIME",
+                                                     "threshold": "200", "period": 10,
+                                                     "count": 3}]},
+            {"targetType": "OFF_CPU", "checkItems": [item]}]}, expect=200)
+        got = check(S, "targets-mixed", *UI.strategy_list(sid))["strategyList"]
+        assert [t["type"] for t in got] == ["OFF_CPU"], got
+        assert check(S, "targets-none", *UI.strategy_list(b64("x") + ".1"))["strategyList"] == []
+
+
 def t_token(d):
     """With --api-token, /graphql needs the token like every POST of the HTTP API."""
     with Skyprofd(d, "--log-level", "warn", "--api-token", "s3cret") as S:
@@ -454,7 +483,8 @@ for name, fn in [("schema_text", t_schema_text), ("spec_fields", t_spec_fields),
                  ("ui_flow", t_ui_flow), ("errors_and_limits", t_errors_and_limits),
                  ("introspection", t_introspection), ("templates", t_templates),
                  ("ui_root", t_ui_root), ("pprof", t_pprof),
-                 ("async_profiler", t_async_profiler), ("token", t_token)]:
+                 ("async_profiler", t_async_profiler), ("continuous", t_continuous),
+                 ("token", t_token)]:
     with tempdir() as d:
         R.run(name, fn, d)
 R.finish()

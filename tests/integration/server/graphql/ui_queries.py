@@ -186,3 +186,16 @@ def async_analyze(request):
             "      type\n      elements {\n        id\n        parentId\n"
             "        symbol: codeSignature\n        dumpCount: total\n        self\n      }\n"
             "    }\n  }\n}", {"request": request})
+
+
+def strategy_list(service_id):
+    return ("query getStrategyList($serviceId: ID!) {\n  strategyList: "
+            "queryContinuousProfilingServiceTargets(serviceId: $serviceId) {\n    type\n"
+            "    checkItems {\n      type\n      threshold\n      period\n      count\n"
+            "      uriList\n      uriRegex\n    }\n  }\n  }", {"serviceId": service_id})
+
+
+def edit_strategy(request):
+    return ("mutation editStrategy($request: ContinuousProfilingPolicyCreation!) {\n  strategy: "
+            "setContinuousProfilingPolicy(request: $request) {\n    errorReason\n    status\n"
+            "  }\n  }", {"request": request})

@@ -2,7 +2,9 @@
  * (continuous-profiling.graphqls): setContinuousProfilingPolicy through the same steps as the
  * HTTP API's PUT /api/v1/continuous/policies/{service} (cont_policy_from_input with OAP's
  * validation texts, the evaluator's room, store_cont_put_policy, cont_eval_set_policy), and
- * queryContinuousProfilingServiceTargets from the stored policy with the triggers' counts. A
+ * queryContinuousProfilingServiceTargets from the stored policy with the triggers' counts,
+ * queryContinuousProfilingMonitoringInstances from the registry, the eBPF processes
+ * (store_ebpf.h: host processes, OAP's detect type VM) and the triggers of the target. A
  * policy's targets and check items that only skyprofd has (TRACE, PPROF_*, ENDPOINT_*) have no
  * name in the protocol and are left out of its answer. */
 #include <stdio.h>
@@ -14,6 +16,7 @@
 #include "server/formats/utf8.h"
 #include "server/graphql/graphql.h"
 #include "server/store/store_continuous.h"
+#include "server/store/store_ebpf.h"
 
 /* Triggers counted per target for one answer (the newest first). */
 #define GRAPHQL_TRIGGERS_MAX 10000
@@ -173,9 +176,155 @@ static skp_err r_targets(struct gql_call *c, json_t **out)
     return SKP_OK;
 }
 
+/* Trigger counts of one target per instance and per process: key -> [count, last_ms]. */
+struct mon_walk {
+    const char *target;
+    json_t *by_instance, *by_process;
+    size_t n;
+};
+
+static skp_err count_into(json_t *map, const char *key, int64_t time_ms)
+{
+    json_t *e = json_object_get(map, key);
+    if (!e) {
+        e = json_pack("[i,I]", 0, (json_int_t)0);
+        if (!e || json_object_set_new(map, key, e) != 0)
+            return SKP_ENOMEM;
+    }
+    json_array_set_new(e, 0, json_integer(json_integer_value(json_array_get(e, 0)) + 1));
+    if (time_ms > json_integer_value(json_array_get(e, 1)))
+        json_array_set_new(e, 1, json_integer((json_int_t)time_ms));
+    return SKP_OK;
+}
+
+static skp_err mon_trigger(void *ud, const struct store_cont_trigger *t)
+{
+    struct mon_walk *w = ud;
+    if (++w->n > GRAPHQL_TRIGGERS_MAX || !t->target || strcmp(t->target, w->target) != 0)
+        return SKP_OK;
+    skp_err err = t->instance ? count_into(w->by_instance, t->instance, t->time_ms) : SKP_OK;
+    if (!err && t->process)
+        err = count_into(w->by_process, t->process, t->time_ms);
+    return err;
+}
+
+/* Sets triggeredCount and lastTriggerTimestamp of o from map[key]. */
+static void set_counts(json_t *o, json_t *map, const char *key)
+{
+    json_t *e = json_object_get(map, key);
+    json_int_t last = json_integer_value(json_array_get(e, 1));
+    json_object_set_new(o, "triggeredCount",
+                        json_integer(json_integer_value(json_array_get(e, 0))));
+    json_object_set_new(o, "lastTriggerTimestamp", last ? json_integer(last) : json_null());
+}
+
+struct mon_instances {
+    const char *service;
+    json_t *out;
+    struct mon_walk *w;
+};
+
+static skp_err mon_instance(void *ud, const struct store_instance_row *r)
+{
+    struct mon_instances *m = ud;
+    char id[GRAPHQL_ID_MAX];
+    if (json_array_size(m->out) >= GRAPHQL_LIST_MAX)
+        return SKP_EFULL;
+    if (!graphql_child_id(m->service, r->name, id, sizeof(id)))
+        return SKP_OK;
+    json_t *attrs = json_array();
+    for (size_t i = 0; attrs && i < r->n_props; i++)
+        if (json_array_append_new(attrs,
+                                  json_pack("{s:o,s:o}", "name", skp_json_str(r->props[i].key),
+                                            "value", skp_json_str(r->props[i].value))) != 0) {
+            json_decref(attrs);
+            attrs = NULL;
+        }
+    json_t *o = attrs ? json_pack("{s:s,s:o,s:o,s:[]}", "id", id, "name", skp_json_str(r->name),
+                                  "attributes", attrs, "processes")
+                      : NULL;
+    if (!o)
+        return SKP_ENOMEM;
+    set_counts(o, m->w->by_instance, r->name);
+    return json_array_append_new(m->out, o) == 0 ? SKP_OK : SKP_ENOMEM;
+}
+
+static skp_err mon_process(void *ud, const struct store_ebpf_process *p)
+{
+    struct mon_instances *m = ud;
+    size_t i;
+    json_t *inst, *found = NULL;
+    json_array_foreach(m->out, i, inst) {
+        const char *name = json_string_value(json_object_get(inst, "name"));
+        /* the instance's name went through skp_json_str: compare sanitized text */
+        char *want = p->instance ? skp_utf8_sanitize(p->instance) : NULL;
+        if (want && name && strcmp(name, want) == 0)
+            found = inst;
+        skpx_free(want);
+        if (found)
+            break;
+    }
+    json_t *procs = json_object_get(found, "processes");
+    if (!procs || json_array_size(procs) >= GRAPHQL_LIST_MAX)
+        return SKP_OK;
+    json_t *labels = json_array();
+    for (const char *s = p->labels ? p->labels : ""; labels && *s;) {
+        const char *e = strchr(s, '\n');
+        size_t len = e ? (size_t)(e - s) : strlen(s);
+        char *one = len ? skpx_strndup(s, len) : NULL;
+        if (one)
+            json_array_append_new(labels, skp_json_str(one));
+        skpx_free(one);
+        s += len + (e ? 1 : 0);
+    }
+    /* skyprofd keeps host processes only (collector_ebpf.c): OAP's detect type VM */
+    json_t *o = labels
+                    ? json_pack("{s:o,s:o,s:s,s:o}", "id", skp_json_str(p->id), "name",
+                                skp_json_str(p->process_name), "detectType", "VM", "labels", labels)
+                    : NULL;
+    if (!o)
+        return SKP_ENOMEM;
+    set_counts(o, m->w->by_process, p->process_name ? p->process_name : "");
+    return json_array_append_new(procs, o) == 0 ? SKP_OK : SKP_ENOMEM;
+}
+
+static skp_err r_monitoring(struct gql_call *c, json_t **out)
+{
+    struct graphql_ctx *x = c->ctx;
+    char *service = graphql_service_of(json_string_value(json_object_get(c->args, "serviceId")));
+    struct mon_walk w = {.target = json_string_value(json_object_get(c->args, "target")),
+                         .by_instance = json_object(),
+                         .by_process = json_object()};
+    struct mon_instances m = {.service = service, .out = json_array(), .w = &w};
+    skp_err err = m.out && w.by_instance && w.by_process ? SKP_OK : SKP_ENOMEM;
+    if (!err && service)
+        err = store_cont_list_triggers(x->store, service, NULL, GRAPHQL_TRIGGERS_MAX, mon_trigger,
+                                       &w);
+    if (!err && service)
+        err = store_list_instances(x->store, service, mon_instance, &m);
+    if (err == SKP_EFULL || err == SKP_ENOTFOUND)
+        err = SKP_OK;
+    if (!err && service)
+        err = store_ebpf_list_processes(x->store, service, mon_process, &m);
+    if (err == SKP_ENOTSUP)
+        err = SKP_OK; /* a store without the eBPF tables: no processes */
+    json_decref(w.by_instance);
+    json_decref(w.by_process);
+    skpx_free(service);
+    if (err) {
+        json_decref(m.out);
+        snprintf(c->error, sizeof(c->error), "the monitored instances could not be read: %s",
+                 skp_strerror(err));
+        return err;
+    }
+    *out = m.out;
+    return SKP_OK;
+}
+
 const struct gql_resolver graphql_continuous_resolvers[] = {
     {"Mutation", "setContinuousProfilingPolicy", r_set_policy},
     {"Query", "queryContinuousProfilingServiceTargets", r_targets},
+    {"Query", "queryContinuousProfilingMonitoringInstances", r_monitoring},
 };
 const size_t graphql_n_continuous_resolvers =
     sizeof(graphql_continuous_resolvers) / sizeof(graphql_continuous_resolvers[0]);

@@ -119,7 +119,6 @@ def t_schema_text(d):
 NOT_SERVED = {
     "queryEBPFProfilingTasks", "queryEBPFProfilingSchedules", "analysisEBPFProfilingResult",
     "queryPrepareCreateEBPFProfilingTaskData", "createEBPFProfilingFixedTimeTask",
-    "queryContinuousProfilingMonitoringInstances",
 }
 
 
@@ -467,6 +466,25 @@ def t_continuous(d):
         got = check(S, "targets-mixed", *UI.strategy_list(sid))["strategyList"]
         assert [t["type"] for t in got] == ["OFF_CPU"], got
         assert check(S, "targets-none", *UI.strategy_list(b64("x") + ".1"))["strategyList"] == []
+        # the monitored instances: the registry's instance and its eBPF (host) process
+        from ebpf.profiling import Process_pb2
+        S.unary(V3 + "ManagementService/reportInstanceProperties",
+                Management_pb2.InstanceProperties(service=svc, serviceInstance="vm-1"))
+        S.channel().unary_unary(
+            V3 + "EBPFProcessService/reportProcesses",
+            request_serializer=lambda m: m.SerializeToString(),
+            response_deserializer=lambda b: b)(Process_pb2.EBPFProcessReportList(
+                ebpfAgentID="rover-1", processes=[Process_pb2.EBPFProcessProperties(
+                    hostProcess=Process_pb2.EBPFHostProcessMetadata(
+                        pid=42, entity=Process_pb2.EBPFProcessEntityMetadata(
+                            layer="GENERAL", serviceName=svc, instanceName="vm-1",
+                            processName="python3", labels=["web", "api"])))]), timeout=30)
+        mon = check(S, "monitoring", *UI.monitoring_instances(sid, "ON_CPU"))["instances"]
+        assert [(i["name"], i["triggeredCount"]) for i in mon] == [("vm-1", 0)], mon
+        st, procs = S.json("GET", "/api/v1/ebpf/processes?service=" + svc, expect=200)
+        pr = mon[0]["processes"]
+        assert [(p["id"], p["name"], p["detectType"], p["labels"]) for p in pr] == [
+            (procs[0]["id"], "python3", "VM", ["web", "api"])], (pr, procs)
 
 
 def t_token(d):

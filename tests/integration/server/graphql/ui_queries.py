@@ -199,3 +199,14 @@ def edit_strategy(request):
     return ("mutation editStrategy($request: ContinuousProfilingPolicyCreation!) {\n  strategy: "
             "setContinuousProfilingPolicy(request: $request) {\n    errorReason\n    status\n"
             "  }\n  }", {"request": request})
+
+
+def monitoring_instances(service_id, target):
+    return ("query queryContinuousProfilingMonitoringInstances($serviceId: ID!, $target: "
+            "ContinuousProfilingTargetType!) {\n  instances: "
+            "queryContinuousProfilingMonitoringInstances(serviceId: $serviceId, target: "
+            "$target) {\n    id\n    name\n    attributes {\n      name\n      value\n    }\n"
+            "    triggeredCount\n    lastTriggerTimestamp\n    processes {\n      id\n"
+            "      name\n      detectType\n      labels\n      triggeredCount\n"
+            "      lastTriggerTimestamp\n    }\n  }\n}", {"serviceId": service_id,
+                                                      "target": target})

@@ -3,10 +3,10 @@
 run the task and upload through collect; the test reads the task's progress and downloads what
 skyprofd serves back, checked with the real `go tool pprof`.
 - Python app (apps/proc_app.py: burn_cpu, sleepy, allocate_blocks threads): cpu has burn_cpu
-  >= 80 % and no sleepy; wall has both; goroutine answers in < 5 s with every thread; heap names
-  allocate_blocks.
-- C demo service (examples/demo_service, /cpu and /sleep requests): cpu has burn_ms >= 80 % and
-  no sleep_ms; wall has both.
+  >= 80 % of the application's CPU and sleepy < 2 %; wall has both; goroutine answers in < 5 s
+  with every thread; heap names allocate_blocks.
+- C demo service (examples/demo_service, /cpu and /sleep requests): cpu has burn_ms >= 80 % of
+  the application's CPU and sleep_ms < 2 %; wall has both.
 Timed tasks are shortened on the agents with SKYPROF_PROC_MAX_DURATION_MS (the test knob)."""
 import http.client
 import os
@@ -116,8 +116,12 @@ def python_app(S, res, tmp):
         def cpu():
             path, _, _ = run_task(S, 'pprof-py', 'cpu', tmp)
             top, text = pprof_top(path, 'cpu')
-            assert top.get('burn_cpu', (0, 0))[1] >= 80.0, text
-            assert 'sleepy' not in top, text
+            # of the application's CPU (the profile also holds the agent's own thread); a
+            # sleeping thread holds only the little CPU its wake-ups use (the profile holds all
+            # the CPU the process used, tests/truth/test_truth_process.py)
+            agent = top.get('(skyprof agent)', (0, 0))[0]
+            assert top.get('burn_cpu', (0, 0))[1] >= 0.8 * (100.0 - agent), text
+            assert top.get('sleepy', (0, 0))[1] < 2.0, text
         res.run('python cpu: burn_cpu >= 80 %, no sleepy', cpu)
 
         def wall():
@@ -165,7 +169,7 @@ def native_demo(S, res, tmp):
                 # of the application's CPU: the profile also holds the agent's own thread
                 agent = top.get('(skyprof agent)', (0, 0))[0]
                 assert top.get('burn_ms', (0, 0))[1] >= 0.8 * (100.0 - agent), text
-                assert 'sleep_ms' not in top, text
+                assert top.get('sleep_ms', (0, 0))[1] < 2.0, text
             res.run('C demo cpu: burn_ms >= 80 %, no sleep_ms', cpu)
 
             def wall():

@@ -293,6 +293,19 @@ void skp__sampler_run_once(struct skp__sampler *s, int64_t now_ms)
     pthread_mutex_unlock(&s->run_lock);
 }
 
+int64_t skp__sampler_tick_ns(int64_t start_ns, int64_t k, int64_t period_ns, uint64_t *rng)
+{
+    int64_t at = start_ns + k * period_ns;
+    if (k <= 0 || period_ns < 2)
+        return at;
+    uint64_t x = *rng; /* xorshift64 */
+    x ^= x << 13;
+    x ^= x >> 7;
+    x ^= x << 17;
+    *rng = x;
+    return at - period_ns / 2 + (int64_t)(x % (uint64_t)period_ns);
+}
+
 static void *sampler_main(void *arg)
 {
     struct skp__sampler *s = arg;
@@ -301,6 +314,9 @@ static void *sampler_main(void *arg)
     int64_t period_ns = s->period_ms * 1000000;
     int64_t start = skpx_mono_ns();
     int64_t k = 0;
+    uint64_t rng = (uint64_t)start ^ (uint64_t)(uintptr_t)s;
+    if (!rng)
+        rng = 1;
     pthread_mutex_lock(&s->mu);
     while (!s->stop_requested) {
         pthread_mutex_unlock(&s->mu);
@@ -310,13 +326,13 @@ static void *sampler_main(void *arg)
         skp__sampler_run_once(s, now_ms);
         k++;
         int64_t now = skpx_mono_ns();
-        int64_t next = start + k * period_ns;
+        int64_t next = skp__sampler_tick_ns(start, k, period_ns, &rng);
         if (now > next + period_ns) {
             /* more than a period late (slow captures, host overload): skip, don't bunch */
             int64_t behind = (now - start) / period_ns + 1;
             atomic_fetch_add_explicit(&s->late_ticks, (uint64_t)(behind - k), memory_order_relaxed);
             k = behind;
-            next = start + k * period_ns;
+            next = skp__sampler_tick_ns(start, k, period_ns, &rng);
         }
         pthread_mutex_lock(&s->mu);
         while (!s->stop_requested && skpx_mono_ns() < next)

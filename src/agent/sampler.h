@@ -93,6 +93,16 @@ SKP_MUST_CHECK skp_err skp__sampler_start(struct skp__sampler *s, int64_t period
 /* Stops and joins the thread (bounded by one capture), then skp__sampler_task_end. */
 void skp__sampler_stop(struct skp__sampler *s);
 
+/* The schedule's tick k of a task started at start_ns with period_ns: one instant drawn
+ * uniformly from the k-th period, [start + (k - 1/2) period, start + (k + 1/2) period) (tick 0
+ * is start), so dumps are a period apart on average and less than two apart. A fixed period
+ * aliases with code that repeats at a divisor of it (two 1 ms functions alternating under a
+ * 10 ms period were dumped always in the same one); a uniform instant in each period sees every
+ * phase of such code equally. The analysis times each dump by its own step, so the jitter costs
+ * it nothing. *rng is the caller's xorshift state (non-zero); pure, thread-safe for distinct
+ * states. */
+int64_t skp__sampler_tick_ns(int64_t start_ns, int64_t k, int64_t period_ns, uint64_t *rng);
+
 /* Iterations per second over the current (or last) task. */
 double skp__sampler_rate_hz(struct skp__sampler *s);
 

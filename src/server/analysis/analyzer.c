@@ -19,8 +19,8 @@
  * stack is unknown, or it lies outside the analysed windows) caps the interval at the typical
  * period. The last sample gets the typical period. Every node on the sample's path gets the
  * interval; a node is on a path once, so a recursive function's frames are separate nodes each
- * counted once. Self durations (duration − children's) then equal the intervals of the samples whose
- * leaf the node is. The old estimate (OAP's runs) stays selectable for bench/accuracy. */
+ * counted once. Self durations (duration − children's) then equal the intervals of the samples
+ * whose leaf the node is. The old estimate (OAP's runs) stays selectable for bench/accuracy. */
 #include "server/analysis/analyzer.h"
 
 #include <stdio.h>

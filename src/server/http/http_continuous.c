@@ -2,9 +2,12 @@
  * input shape, 400 {"errorReason"} with OAP's texts; GET; DELETE), the list of policies, the
  * evaluator's recent slot values per check (for the UI's charts), and the triggers with their
  * causes (GET /api/v1/profile/triggers?service=&task=). A policy change is stored, then handed
- * to the evaluator. Loop thread only. */
+ * to the evaluator. Loop thread, except the list's pages, which a worker job builds from its
+ * own store connection (policies_run). */
 #include <math.h>
 #include <string.h>
+
+#include "common/alloc.h"
 
 #include "server/continuous/continuous_eval.h"
 #include "server/continuous/continuous_policy.h"
@@ -68,32 +71,58 @@ static skp_err policy_push(void *ud, const struct store_cont_policy_row *r)
 #define POLICIES_PAGE_DEFAULT 1000
 #define POLICIES_PAGE_MAX 1000
 
-void http_continuous_list(struct http_ctx *cx)
+/* The policy list as a worker job (issue 25: a page of 1000 policies is parsed and serialised
+ * off the loop, from the worker's own read-only store connection). */
+struct policies_job {
+    struct http_job base;
+    struct http_page pg; /* parsed in place: its parts point into its buffer */
+};
+
+static void policies_destroy(struct http_job *j)
 {
-    struct http_page pg;
-    if (!http_page_parse(cx, POLICIES_PAGE_DEFAULT, POLICIES_PAGE_MAX, &pg))
-        return;
-    if (pg.has_cursor && pg.n_parts != 1) {
-        http_reply_field_error(cx, 400, "cursor", "not a cursor of this listing");
-        return;
-    }
-    struct policies_acc a = {
-        .list = json_array(), .after = pg.has_cursor ? pg.part[0] : NULL, .limit = pg.limit};
-    if (!a.list) {
-        http_reply_error(cx, 500, "out of memory");
-        return;
-    }
-    skp_err err = store_cont_list_policies(cx->api->store, NULL, policy_push, &a);
+    http_response_cleanup(&j->res);
+    skpx_free(j);
+}
+
+/* Worker thread. */
+static void policies_run(struct http_job *j, struct store *st)
+{
+    struct policies_job *p = (struct policies_job *)j;
+    struct policies_acc a = {.list = json_array(),
+                             .after = p->pg.has_cursor ? p->pg.part[0] : NULL,
+                             .limit = p->pg.limit};
+    skp_err err = a.list ? store_cont_list_policies(st, NULL, policy_push, &a) : SKP_ENOMEM;
     if (err) {
         json_decref(a.list);
-        http_reply_store_error(cx, err, "policies");
+        http_job_set_store_error(j, err, "policies");
         return;
     }
+    http_job_set_json(j, 200, json_pack("{s:o}", "policies", a.list));
     char cursor[HTTP_CURSOR_MAX];
     const char *parts[1] = {a.last};
     if (a.more && http_cursor_encode(cursor, sizeof(cursor), parts, 1))
-        http_page_set_next(cx, cursor);
-    http_reply_json(cx, 200, json_pack("{s:o}", "policies", a.list));
+        j->res.next_cursor = skpx_strdup(cursor); /* after the body: it resets the reply */
+}
+
+void http_continuous_list(struct http_ctx *cx)
+{
+    struct policies_job *p = skpx_calloc(1, sizeof(*p));
+    if (!p) {
+        http_reply_error(cx, 500, "out of memory");
+        return;
+    }
+    p->base.run = policies_run;
+    p->base.destroy = policies_destroy;
+    if (!http_page_parse(cx, POLICIES_PAGE_DEFAULT, POLICIES_PAGE_MAX, &p->pg)) {
+        policies_destroy(&p->base);
+        return;
+    }
+    if (p->pg.has_cursor && p->pg.n_parts != 1) {
+        policies_destroy(&p->base);
+        http_reply_field_error(cx, 400, "cursor", "not a cursor of this listing");
+        return;
+    }
+    http_job_dispatch(cx, &p->base);
 }
 
 static void policy_get(struct http_ctx *cx, const char *service)

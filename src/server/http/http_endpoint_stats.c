@@ -1,9 +1,16 @@
 /* http_endpoint_stats.c - GET /api/v1/services/{name}/endpoints/stats?window=SECONDS: per
  * endpoint request count, error count and rate, p50/p90/p99 latency over the window, and one
  * point per minute (count, errors, p50, p99) for the UI's sparklines. Read from the collector's
- * in-memory statistics (endpoint_stats.h). Runs on the loop: a page is bounded (`limit`, at most
- * STATS_PAGE_MAX endpoints, `cursor` = the last endpoint sent, X-Next-Cursor when more follow),
- * and so is a service's number of endpoints (--max-endpoints-per-service). */
+ * in-memory statistics (endpoint_stats.h). A page is bounded (`limit`, at most STATS_PAGE_MAX
+ * endpoints, `cursor` = the last endpoint sent, X-Next-Cursor when more follow), and so is a
+ * service's number of endpoints (--max-endpoints-per-service).
+ * Threads (issue 25): the statistics belong to the loop, so the loop copies the page's
+ * summaries (plain numbers and names, bounded by the page) and a worker job builds and
+ * serialises the JSON; the job never touches the statistics. */
+#include <stdio.h>
+#include <string.h>
+
+#include "common/alloc.h"
 #include "server/stats/endpoint_stats.h"
 #include "server/http/http_int.h"
 #include "server/formats/utf8.h"
@@ -14,18 +21,65 @@
 #define STATS_PAGE_DEFAULT 1000
 #define STATS_PAGE_MAX 1000
 
-struct stats_acc {
-    json_t *arr;
-    int window_s;
-    char last[1024]; /* the last endpoint sent (names are cut at 512 bytes), the next cursor */
+/* One endpoint of the page, copied out of the statistics on the loop. */
+struct stats_row {
+    struct es_summary sum; /* endpoint and points owned */
 };
 
-static skp_err summary_push(void *ud, const struct es_summary *s)
+struct stats_job {
+    struct http_job base;
+    struct stats_row *rows;
+    size_t n, cap;
+    int window_s;
+    int64_t now;
+    bool more;
+    char *service;
+    char last[1024]; /* the last endpoint copied (names are cut at 512 bytes), the next cursor */
+};
+
+static void stats_destroy(struct http_job *j)
 {
-    struct stats_acc *acc = ud;
-    json_t *arr = acc->arr;
-    int window_s = acc->window_s;
-    snprintf(acc->last, sizeof(acc->last), "%s", s->endpoint);
+    struct stats_job *p = (struct stats_job *)j;
+    for (size_t i = 0; i < p->n; i++) {
+        skpx_free((char *)p->rows[i].sum.endpoint);
+        skpx_free((struct es_point *)p->rows[i].sum.points);
+    }
+    skpx_free(p->rows);
+    skpx_free(p->service);
+    http_response_cleanup(&j->res);
+    skpx_free(p);
+}
+
+/* Loop thread: copies one summary of the page (at most STATS_PAGE_MAX are visited). */
+static skp_err summary_copy(void *ud, const struct es_summary *s)
+{
+    struct stats_job *p = ud;
+    if (p->n == p->cap) {
+        size_t cap = p->cap ? p->cap * 2 : 64;
+        struct stats_row *v = skpx_realloc(p->rows, cap * sizeof(*v));
+        if (!v)
+            return SKP_ENOMEM;
+        p->rows = v;
+        p->cap = cap;
+    }
+    struct es_summary c = *s;
+    c.endpoint = skpx_strdup(s->endpoint ? s->endpoint : "");
+    struct es_point *pts = s->n_points ? skpx_malloc(s->n_points * sizeof(*pts)) : NULL;
+    if (!c.endpoint || (s->n_points && !pts)) {
+        skpx_free((char *)c.endpoint);
+        skpx_free(pts);
+        return SKP_ENOMEM;
+    }
+    if (s->n_points)
+        memcpy(pts, s->points, s->n_points * sizeof(*pts));
+    c.points = pts;
+    p->rows[p->n++].sum = c;
+    snprintf(p->last, sizeof(p->last), "%s", c.endpoint);
+    return SKP_OK;
+}
+
+static skp_err summary_push(json_t *arr, const struct es_summary *s, int window_s)
+{
     json_t *pts = json_array();
     if (!pts)
         return SKP_ENOMEM;
@@ -54,6 +108,30 @@ static skp_err summary_push(void *ud, const struct es_summary *s)
                        "points", pts));
 }
 
+/* Worker thread: the page's JSON from the copied rows. */
+static void stats_run(struct http_job *j, struct store *st)
+{
+    (void)st;
+    struct stats_job *p = (struct stats_job *)j;
+    json_t *arr = json_array();
+    skp_err err = arr ? SKP_OK : SKP_ENOMEM;
+    for (size_t i = 0; !err && i < p->n; i++)
+        err = summary_push(arr, &p->rows[i].sum, p->window_s);
+    if (err) {
+        json_decref(arr);
+        http_job_set_store_error(j, err, "endpoint statistics");
+        return;
+    }
+    http_job_set_json(j, 200,
+                      json_pack("{s:o, s:I, s:I, s:o}", "service", skp_json_str(p->service),
+                                "window", (json_int_t)p->window_s, "now", (json_int_t)p->now,
+                                "endpoints", arr));
+    char cursor[HTTP_CURSOR_MAX];
+    const char *parts[1] = {p->last};
+    if (p->more && http_cursor_encode(cursor, sizeof(cursor), parts, 1))
+        j->res.next_cursor = skpx_strdup(cursor); /* after the body: it resets the reply */
+}
+
 void http_endpoint_stats(struct http_ctx *cx, const char *service)
 {
     bool present = false;
@@ -73,25 +151,25 @@ void http_endpoint_stats(struct http_ctx *cx, const char *service)
         http_reply_field_error(cx, 400, "cursor", "not a cursor of this listing");
         return;
     }
-    json_t *arr = json_array();
-    struct stats_acc acc = {.arr = arr, .window_s = (int)window};
-    int64_t now = http_now(cx->api);
-    skp_err err = arr ? SKP_OK : SKP_ENOMEM;
-    bool more = false;
-    if (!err && cx->api->endpoint_stats)
-        err = endpoint_stats_query_page(cx->api->endpoint_stats, service, (int)window, now,
-                                        pg.has_cursor ? pg.part[0] : NULL, pg.limit, summary_push,
-                                        &acc, &more);
+    struct stats_job *p = skpx_calloc(1, sizeof(*p));
+    if (!p || !(p->service = skpx_strdup(service))) {
+        skpx_free(p);
+        http_reply_error(cx, 500, "out of memory");
+        return;
+    }
+    p->base.run = stats_run;
+    p->base.destroy = stats_destroy;
+    p->window_s = (int)window;
+    p->now = http_now(cx->api);
+    skp_err err = SKP_OK;
+    if (cx->api->endpoint_stats)
+        err = endpoint_stats_query_page(cx->api->endpoint_stats, service, p->window_s, p->now,
+                                        pg.has_cursor ? pg.part[0] : NULL, pg.limit, summary_copy,
+                                        p, &p->more);
     if (err) {
-        json_decref(arr);
+        stats_destroy(&p->base);
         http_reply_store_error(cx, err, "endpoint statistics");
         return;
     }
-    char cursor[HTTP_CURSOR_MAX];
-    const char *parts[1] = {acc.last};
-    if (more && http_cursor_encode(cursor, sizeof(cursor), parts, 1))
-        http_page_set_next(cx, cursor);
-    http_reply_json(cx, 200,
-                    json_pack("{s:o, s:I, s:I, s:o}", "service", skp_json_str(service), "window",
-                              (json_int_t)window, "now", (json_int_t)now, "endpoints", arr));
+    http_job_dispatch(cx, &p->base);
 }

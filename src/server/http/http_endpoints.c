@@ -5,7 +5,7 @@
  * for the minutes they hold (endpoint_stats.h, the last ES_DEFAULT_WINDOW_MIN minutes) and the
  * minutes rolled up into the store before them (store_list_endpoint_minutes), so nothing is
  * counted twice. Times have minute resolution except the last request of a minute still in
- * memory. Loop thread. */
+ * memory. The listing's pages are built on a worker (ep_job_run); the statusReason on the loop. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -130,6 +130,94 @@ static skp_err collect(struct http_ctx *cx, const char *service, int64_t from_ms
     return err;
 }
 
+/* The listing as a worker job (issue 25): the loop copies the in-memory minutes as one
+ * aggregate per endpoint (the statistics belong to the loop; at most ENDPOINTS_MAX entries, no
+ * search), the worker reads the stored minutes from its own connection, merges, sorts and
+ * serialises. */
+struct ep_job {
+    struct http_job base;
+    char *service;
+    int64_t from_ms, to_ms, mem_from, limit;
+    struct ep_set mem; /* in-memory minutes, one entry per endpoint, names unique */
+};
+
+static void ep_job_destroy(struct http_job *j)
+{
+    struct ep_job *p = (struct ep_job *)j;
+    ep_set_cleanup(&p->mem);
+    skpx_free(p->service);
+    http_response_cleanup(&j->res);
+    skpx_free(p);
+}
+
+/* Loop thread: one endpoint's in-memory minutes in [from_ms, to_ms) as one entry. */
+static skp_err memory_copy(void *ud, const struct es_summary *sum)
+{
+    struct ep_set *s = ud;
+    struct ep_acc a = {.count = 0, .first_ms = INT64_MAX, .last_ms = INT64_MIN};
+    for (size_t i = 0; i < sum->n_points; i++) {
+        const struct es_point *p = &sum->points[i];
+        if (p->minute_ms + MINUTE_MS <= s->from_ms || p->minute_ms >= s->to_ms || !p->count)
+            continue;
+        int64_t last = p->minute_ms + MINUTE_MS - 1;
+        if (sum->last_seen_ms >= p->minute_ms && sum->last_seen_ms < last)
+            last = sum->last_seen_ms;
+        a.count += (int64_t)p->count;
+        if (p->minute_ms < a.first_ms)
+            a.first_ms = p->minute_ms;
+        if (last > a.last_ms)
+            a.last_ms = last;
+    }
+    if (!a.count || !sum->endpoint || !*sum->endpoint || s->n == ENDPOINTS_MAX)
+        return SKP_OK;
+    if (s->n == s->cap) {
+        size_t cap = s->cap ? s->cap * 2 : 16;
+        struct ep_acc *v = skpx_realloc(s->v, cap * sizeof(*v));
+        if (!v)
+            return SKP_ENOMEM;
+        s->v = v;
+        s->cap = cap;
+    }
+    if (!(a.name = skpx_strdup(sum->endpoint)))
+        return SKP_ENOMEM;
+    s->v[s->n++] = a;
+    return SKP_OK;
+}
+
+/* Worker thread. */
+static void ep_job_run(struct http_job *j, struct store *st)
+{
+    struct ep_job *p = (struct ep_job *)j;
+    struct ep_set s = {.from_ms = p->from_ms, .to_ms = p->to_ms};
+    skp_err err = SKP_OK;
+    if (p->from_ms < p->mem_from) {
+        int64_t lo = p->from_ms / MINUTE_MS * MINUTE_MS;
+        int64_t hi = p->to_ms < p->mem_from ? p->to_ms : p->mem_from;
+        err = store_list_endpoint_minutes(st, p->service, lo, hi, stored_minute, &s);
+    }
+    for (size_t i = 0; !err && i < p->mem.n; i++) {
+        const struct ep_acc *m = &p->mem.v[i];
+        err = ep_add(&s, m->name, m->count, m->first_ms, m->last_ms);
+    }
+    if (!err && s.n > 1)
+        qsort(s.v, s.n, sizeof(*s.v), by_count);
+    json_t *list = err ? NULL : json_array();
+    if (!err && !list)
+        err = SKP_ENOMEM;
+    for (size_t i = 0; !err && i < s.n && i < (size_t)p->limit; i++)
+        err = http_push_json(
+            list, json_pack("{s:o, s:I, s:I, s:I}", "name", skp_json_str(s.v[i].name), "count",
+                            (json_int_t)s.v[i].count, "firstSeen", (json_int_t)s.v[i].first_ms,
+                            "lastSeen", (json_int_t)s.v[i].last_ms));
+    ep_set_cleanup(&s);
+    if (err) {
+        json_decref(list);
+        http_job_set_store_error(j, err, "endpoints");
+        return;
+    }
+    http_job_set_json(j, 200, list);
+}
+
 void http_services_endpoints(struct http_ctx *cx, const char *name)
 {
     bool has_from = false, has_to = false, has_limit = false;
@@ -141,21 +229,30 @@ void http_services_endpoints(struct http_ctx *cx, const char *name)
         to = INT64_MAX;
     if (limit <= 0 || limit > ENDPOINTS_MAX)
         limit = ENDPOINTS_MAX;
-    struct ep_set s = {0};
-    json_t *list = json_array();
-    skp_err err = list ? collect(cx, name, from, to, &s) : SKP_ENOMEM;
-    for (size_t i = 0; !err && i < s.n && i < (size_t)limit; i++)
-        err = http_push_json(
-            list, json_pack("{s:o, s:I, s:I, s:I}", "name", skp_json_str(s.v[i].name), "count",
-                            (json_int_t)s.v[i].count, "firstSeen", (json_int_t)s.v[i].first_ms,
-                            "lastSeen", (json_int_t)s.v[i].last_ms));
-    ep_set_cleanup(&s);
+    struct ep_job *p = skpx_calloc(1, sizeof(*p));
+    if (!p || !(p->service = skpx_strdup(name))) {
+        skpx_free(p);
+        http_reply_error(cx, 500, "out of memory");
+        return;
+    }
+    p->base.run = ep_job_run;
+    p->base.destroy = ep_job_destroy;
+    p->from_ms = p->mem.from_ms = from;
+    p->to_ms = p->mem.to_ms = to;
+    p->limit = limit;
+    int64_t now = http_now(cx->api);
+    /* the oldest minute the in-memory statistics hold; older minutes come from the store */
+    p->mem_from = (now / MINUTE_MS - (ES_DEFAULT_WINDOW_MIN - 1)) * MINUTE_MS;
+    skp_err err = SKP_OK;
+    if (to > p->mem_from && cx->api->endpoint_stats)
+        err = endpoint_stats_query(cx->api->endpoint_stats, name, ES_DEFAULT_WINDOW_MIN * 60, now,
+                                   memory_copy, &p->mem);
     if (err) {
-        json_decref(list);
+        ep_job_destroy(&p->base);
         http_reply_store_error(cx, err, "endpoints");
         return;
     }
-    http_reply_json(cx, 200, list);
+    http_job_dispatch(cx, &p->base);
 }
 
 /* ---- a finished task's reason ---- */

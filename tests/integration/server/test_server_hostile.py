@@ -271,6 +271,76 @@ def t_endpoint_cap_and_pages(d):
         E.stop()
 
 
+def t_listing_off_the_loop(d):
+    """The endpoint statistics of 20k endpoints come in pages built on the HTTP worker (issue 25
+    #3: the listing was built whole on the loop): /healthz keeps answering while the pages are
+    read, and the pages together hold every endpoint once, in order. The max /healthz latency
+    is printed, not asserted (bench/hostile measures it)."""
+    import threading
+    from skyprofd_util import Tracing_pb2
+    n_ep = 20000
+    E = Skyprofd(os.path.join(d, "many"), "--max-endpoints-per-service", str(n_ep))
+    try:
+        t0 = int(time.time() * 1000) - 1000
+
+        def segs():
+            for i in range(n_ep):
+                yield Tracing_pb2.SegmentObject(
+                    traceId="tr-%d" % i, traceSegmentId="sg-%d" % i, service="svc-many",
+                    serviceInstance="i1", spans=[Tracing_pb2.SpanObject(
+                        spanId=0, parentSpanId=-1, startTime=t0, endTime=t0 + 5 + i % 50,
+                        operationName="/e%05d" % i, spanType=Tracing_pb2.Entry)])
+        E.stream("/skywalking.v3.TraceSegmentReportService/collect", segs(), timeout=120)
+        path = "/api/v1/services/svc-many/endpoints/stats?limit=1000"
+        deadline = time.monotonic() + 60
+        while True:  # the collector records the segments after the call returns
+            st, _, body = E.http("GET", path + "&cursor=" + "2f653139393938")  # after /e19998
+            assert st == 200, (st, body)
+            if [e["endpoint"] for e in json.loads(body)["endpoints"]] == ["/e19999"]:
+                break
+            assert time.monotonic() < deadline, "the 20k endpoints were not recorded"
+            time.sleep(0.1)
+        pages, errors = [], []
+
+        def read_pages():
+            try:
+                cur = None
+                while True:
+                    st, h, body = E.http("GET", path + ("&cursor=" + urllib.parse.quote(cur)
+                                                        if cur else ""))
+                    assert st == 200, (st, body)
+                    pages.append(json.loads(body)["endpoints"])
+                    cur = {k.lower(): v for k, v in h.items()}.get("x-next-cursor")
+                    if not cur:
+                        return
+            except Exception as e:  # reported by the main thread
+                errors.append(e)
+        reader = threading.Thread(target=read_pages)
+        reader.start()
+        worst, probes = 0.0, 0
+        while reader.is_alive():
+            a = time.monotonic()
+            st, _, body = E.http("GET", "/healthz")
+            assert st == 200, (st, body)
+            worst = max(worst, time.monotonic() - a)
+            probes += 1
+        reader.join()
+        assert not errors, errors
+        print("    %d pages, %d /healthz probes meanwhile, slowest %.1f ms"
+              % (len(pages), probes, worst * 1000))
+        assert [len(p) for p in pages] == [1000] * 20, [len(p) for p in pages]
+        names = [e["endpoint"] for p in pages for e in p]
+        assert names == ["/e%05d" % i for i in range(n_ep)], names[:5]
+        assert all(e["count"] == 1 and e["p50"] == 5 + i % 50 for i, e in
+                   enumerate(e for p in pages for e in p)), pages[0][:3]
+        # the endpoint list (at most 1000 names, most requests first, then by name)
+        st, doc = E.json("GET", "/api/v1/services/svc-many/endpoints", expect=200)
+        assert [e["name"] for e in doc] == ["/e%05d" % i for i in range(1000)], doc[:3]
+        assert all(e["count"] == 1 for e in doc), doc[:3]
+    finally:
+        E.stop()
+
+
 def t_stored_pprof_bomb():
     """A stored pprof file of 20 M empty samples (39 KB of gzip) cost ~0.5 GB on every
     GET …/analyze (issue 25 #2): now the decoder refuses it from its counts and the analysis
@@ -304,6 +374,7 @@ def main():
             R.run("policy cap", t_policy_cap, d)
             R.run("per-stream buffers charged to the gRPC budget", t_stream_buffers_charged)
             R.run("endpoints per service capped, stats in pages", t_endpoint_cap_and_pages, d)
+            R.run("20k endpoints' stats paged off the loop", t_listing_off_the_loop, d)
             R.run("stored pprof bomb analysed", t_stored_pprof_bomb)
             R.run("still serving", t_still_serving)
         finally:

@@ -11,6 +11,10 @@ Cases:
   inflate    a 520 KB gzip inflating to 512 MiB of zeros
   segments   150,000 distinct segment ids (a linear segment lookup before)
   normal     an ordinary file: 2,000 samples of 20 segments (the price of the worker)
+  listing    not an upload: 20,000 endpoints of one service (one segment each, sent over gRPC),
+             then every page of GET …/endpoints/stats?limit=1000 read in turn while /healthz is
+             polled (the pages were built and serialised on the loop before; the "bytes" column
+             is the number of endpoints, the answer the pages read)
 
     PYTHONPATH=build/release/pystubs:tests/harness /usr/bin/python3 bench/hostile/bench_hostile.py \
         [--build build/release] [--before OLD_SKYPROFD] [--cases rows,tables,...]
@@ -71,8 +75,13 @@ def case_normal():
     return p.gz()
 
 
+def case_listing():
+    return LISTING_ENDPOINTS
+
+
+LISTING_ENDPOINTS = 20000
 CASES = {"rows": case_rows, "tables": case_tables, "inflate": case_inflate,
-         "segments": case_segments, "normal": case_normal}
+         "segments": case_segments, "normal": case_normal, "listing": case_listing}
 
 
 def vm_hwm(pid):
@@ -106,7 +115,58 @@ class Poller(threading.Thread):
             time.sleep(0.01)
 
 
+def run_listing(binary, n_ep):
+    from skyprofd_util import Tracing_pb2
+    import json
+    import urllib.parse
+    skp_harness.SKYPROFD = binary
+    with tempfile.TemporaryDirectory(prefix="skp-hostile-") as d:
+        S = Skyprofd(d, "--max-endpoints-per-service", str(n_ep), log_level="warn")
+        try:
+            t0 = int(time.time() * 1000) - 1000
+            segs = (Tracing_pb2.SegmentObject(
+                traceId="tr-%d" % i, traceSegmentId="sg-%d" % i, service="svc-many",
+                serviceInstance="i1", spans=[Tracing_pb2.SpanObject(
+                    spanId=0, parentSpanId=-1, startTime=t0, endTime=t0 + 5 + i % 50,
+                    operationName="/e%06d" % i, spanType=Tracing_pb2.Entry)])
+                for i in range(n_ep))
+            S.stream("/skywalking.v3.TraceSegmentReportService/collect", segs, timeout=600)
+            path = "/api/v1/services/svc-many/endpoints/stats?limit=1000"
+            last = ("/e%06d" % (n_ep - 2)).encode().hex()
+            deadline = time.monotonic() + 120
+            while True:  # recorded after the call returns
+                _, _, body = S.http("GET", path + "&cursor=" + last)
+                if json.loads(body)["endpoints"]:
+                    break
+                assert time.monotonic() < deadline, "endpoints not recorded"
+                time.sleep(0.1)
+            rss0 = vm_hwm(S.pid)
+            poll = Poller(S.http_port)
+            poll.start()
+            t = time.monotonic()
+            cur, pages, listed = None, 0, 0
+            while True:
+                st, h, body = S.http("GET", path + ("&cursor=" + urllib.parse.quote(cur)
+                                                    if cur else ""), timeout=300)
+                assert st == 200, (st, body[:200])
+                listed += len(json.loads(body)["endpoints"])
+                pages += 1
+                cur = h.get("x-next-cursor")
+                if not cur:
+                    break
+            took = time.monotonic() - t
+            time.sleep(0.05)
+            poll.stop = True
+            poll.join()
+            return {"stall_ms": poll.max_ms, "rss": max(vm_hwm(S.pid), rss0),
+                    "answer": "%d pages" % pages, "s": took, "rows": listed}
+        finally:
+            S.stop()
+
+
 def run_case(binary, name, data):
+    if name == "listing":
+        return run_listing(binary, data)
     skp_harness.SKYPROFD = binary
     with tempfile.TemporaryDirectory(prefix="skp-hostile-") as d:
         S = Skyprofd(d, log_level="warn")
@@ -156,7 +216,7 @@ def main():
         for label, binary in bins:
             r = run_case(binary, name, data)
             print("%-9s %-7s %8d %10.0f %9.0f %7.2f %s (%d)" % (
-                name, label, len(data), r["stall_ms"], r["rss"] / 1048576.0, r["s"], r["answer"],
+                name, label, data if name == "listing" else len(data), r["stall_ms"], r["rss"] / 1048576.0, r["s"], r["answer"],
                 r["rows"]), flush=True)
 
 

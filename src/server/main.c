@@ -266,7 +266,8 @@ int main(int argc, char **argv)
         .max_decoded_bytes =
             cfg.max_decoded_bytes ? cfg.max_decoded_bytes : CONFIG_DEFAULT_MAX_DECODED_BYTES,
         .max_policies = cfg.max_policies ? cfg.max_policies : CONFIG_DEFAULT_MAX_POLICIES,
-        .max_endpoints_per_service = (size_t)cfg.max_endpoints};
+        .max_endpoints_per_service = (size_t)cfg.max_endpoints,
+        .shared_stats = !store_target_is_file(cfg.db_path)};
 
     char db_shown[512]; /* a URL's password stays out of the log */
     store_target_shown(cfg.db_path, db_shown, sizeof(db_shown));

@@ -56,7 +56,11 @@ struct collector {
     uint64_t max_decoded_bytes; /* memory one segment may decode into (0 = no limit) */
     size_t max_policies; /* continuous-profiling policies held (0 = CONT_EVAL_MAX_POLICIES) */
     size_t max_endpoints_per_service; /* endpoint statistics kept per service (0 = default) */
-    size_t upload_bytes;              /* process-profile upload buffers of all streams (internal) */
+    /* A database shared by several collectors (PostgreSQL): the endpoint statistics' minutes,
+     * the current one included, are written every second for the others to merge
+     * (stats/endpoint_partials.h). */
+    bool shared_stats;
+    size_t upload_bytes; /* process-profile upload buffers of all streams (internal) */
     /* Wall clock (ms); tests may replace it. NULL = skpx_now_ms. */
     int64_t (*now_ms)(void);
     /* Segment ingest (collector_tracing.c), set by collector_segments_start. Before it (or

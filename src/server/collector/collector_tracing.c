@@ -452,8 +452,10 @@ void collector_segments_tick(struct collector *c)
     int64_t now = collector_now(c);
     if (c->keep)
         segment_keep_drain(c->keep, now, true, on_held, c);
-    if (c->stats &&
-        endpoint_stats_flush(c->stats, now, SEGS_ROLLUP_GRACE_MS, put_minutes, c) != SKP_OK) {
+    /* shared database: every changed minute, the current one too (grace -1 min), each tick,
+     * as this collector's partials for the others to merge (one multi-row statement) */
+    int64_t grace = c->shared_stats ? -60000 : SEGS_ROLLUP_GRACE_MS;
+    if (c->stats && endpoint_stats_flush(c->stats, now, grace, put_minutes, c) != SKP_OK) {
         /* logged by the store; the minutes stay dirty and are offered again next tick */
     }
 }

@@ -6,11 +6,15 @@
  * service's number of endpoints (--max-endpoints-per-service).
  * Threads (issue 25): the statistics belong to the loop, so the loop copies the page's
  * summaries (plain numbers and names, bounded by the page) and a worker job builds and
- * serialises the JSON; the job never touches the statistics. */
+ * serialises the JSON; the job never touches the statistics.
+ * On a database server shared by several collectors (PostgreSQL) the worker instead merges the
+ * partials every collector stored (stats/endpoint_partials.h), so each collector gives the
+ * cluster's answer. */
 #include <stdio.h>
 #include <string.h>
 
 #include "common/alloc.h"
+#include "server/stats/endpoint_partials.h"
 #include "server/stats/endpoint_stats.h"
 #include "server/http/http_int.h"
 #include "server/formats/utf8.h"
@@ -33,6 +37,9 @@ struct stats_job {
     int window_s;
     int64_t now;
     bool more;
+    bool merged;  /* read every collector's partials from the store (on the worker) */
+    char *after;  /* merged: the cursor's endpoint, NULL = from the first */
+    size_t limit; /* merged: the page size */
     char *service;
     char last[1024]; /* the last endpoint copied (names are cut at 512 bytes), the next cursor */
 };
@@ -45,6 +52,7 @@ static void stats_destroy(struct http_job *j)
         skpx_free((struct es_point *)p->rows[i].sum.points);
     }
     skpx_free(p->rows);
+    skpx_free(p->after);
     skpx_free(p->service);
     http_response_cleanup(&j->res);
     skpx_free(p);
@@ -111,10 +119,12 @@ static skp_err summary_push(json_t *arr, const struct es_summary *s, int window_
 /* Worker thread: the page's JSON from the copied rows. */
 static void stats_run(struct http_job *j, struct store *st)
 {
-    (void)st;
     struct stats_job *p = (struct stats_job *)j;
     json_t *arr = json_array();
     skp_err err = arr ? SKP_OK : SKP_ENOMEM;
+    if (!err && p->merged)
+        err = endpoint_partials_query_page(st, p->service, p->window_s, p->now, p->after, p->limit,
+                                           summary_copy, p, &p->more);
     for (size_t i = 0; !err && i < p->n; i++)
         err = summary_push(arr, &p->rows[i].sum, p->window_s);
     if (err) {
@@ -162,7 +172,12 @@ void http_endpoint_stats(struct http_ctx *cx, const char *service)
     p->window_s = (int)window;
     p->now = http_now(cx->api);
     skp_err err = SKP_OK;
-    if (cx->api->endpoint_stats)
+    if (cx->api->db_remote && cx->api->endpoint_stats) {
+        p->merged = true;
+        p->limit = pg.limit;
+        if (pg.has_cursor && !(p->after = skpx_strdup(pg.part[0])))
+            err = SKP_ENOMEM;
+    } else if (cx->api->endpoint_stats)
         err = endpoint_stats_query_page(cx->api->endpoint_stats, service, p->window_s, p->now,
                                         pg.has_cursor ? pg.part[0] : NULL, pg.limit, summary_copy,
                                         p, &p->more);

@@ -105,6 +105,19 @@ export const procApi = {
   fileUrl: (kind, id, fileId) => PROC_BASE[kind] + '/' + enc(id) + '/files/' + enc(fileId),
 };
 
+// Agent-started (threshold-triggered) eBPF profiles: ON_CPU/OFF_CPU stacks under /api/v1/ebpf.
+// They are listed by their triggers (taskKind "ebpf"), as `skyprof ebpf list` does.
+const EBPF_BASE = '/api/v1/ebpf/tasks/';
+export const ebpfApi = {
+  triggers: async (params) => {
+    const doc = await call('GET', '/api/v1/profile/triggers' + qs({ limit: 10000, ...params }));
+    return ((doc && doc.triggers) || []).filter((t) => t.taskKind === 'ebpf' && t.taskId);
+  },
+  processes: (service) => call('GET', '/api/v1/ebpf/processes' + qs({ service })),
+  analyze: (id, params) => call('GET', EBPF_BASE + enc(id) + '/analyze' + qs(params)),
+  downloadUrl: (id, format, params) => EBPF_BASE + enc(id) + '/download' + qs({ format, ...params }),
+};
+
 export const EXPORT_FORMATS = ['pprof', 'collapsed', 'speedscope', 'html', 'json'];
 
 export function taskExportUrl(id, format) {

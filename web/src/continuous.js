@@ -155,7 +155,10 @@ function chart(series) {
 function taskLink(t) {
   if (!t.taskId) return h('span', { class: 'muted' }, t.note || 'no task');
   if (t.taskKind === 'trace') return h('a', { href: '#/tasks/' + enc(t.taskId), class: 'task-link' }, 'trace task ' + t.taskId);
-  if (t.taskKind === 'pprof') return h('a', { href: '/api/v1/pprof/tasks/' + enc(t.taskId), class: 'task-link' }, 'pprof task ' + t.taskId);
+  if (t.taskKind === 'pprof') return h('a', { href: '#/process/pprof/' + enc(t.taskId), class: 'task-link' }, 'pprof task ' + t.taskId);
+  if (t.taskKind === 'ebpf') {
+    return h('a', { href: '#/process/ebpf/' + enc(t.taskId), class: 'task-link' }, `eBPF ${t.target || ''} profile ${t.taskId}`);
+  }
   return h('span', null, `${t.taskKind} task ${t.taskId}`);
 }
 

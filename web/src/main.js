@@ -10,7 +10,8 @@
 //   #/tasks/ID/segments/SEG[?span=SEG:SPANID&mode=include|exclude]
 //                            ... a segment's spans and the analysis of the selected span
 //   #/compare?base=SEL&target=SEL   two profiles compared (compare.js)
-//   #/process[/pprof|async/ID]  process profiles (procprof.js)
+//   #/process[/pprof|async|ebpf/ID]  process profiles; agent-started eBPF profiles (procprof.js,
+//                            ebpf.js)
 //   analysis views also keep q, focus, group, agent in the query (analysis.js)
 import './style.css';
 import { api, cmpApi, ApiError, getToken, setToken, EXPORT_FORMATS, taskExportUrl, segmentExportUrl } from './api.js';

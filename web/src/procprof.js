@@ -12,10 +12,13 @@
 //                                   (analysis.js: search, focus, agent frames, group by function);
 //                                   JFR tasks also show their threads over time (threadline.js):
 //                                   brushing a range re-analyses it (from/to)
-import { procApi, api } from './api.js';
+//   #/process/ebpf/ID[?processId=P] an agent-started eBPF profile (ON_CPU/OFF_CPU, ebpf.js),
+//                                   listed on the page under "Started by agents"
+import { procApi, api, ebpfApi } from './api.js';
 import { h, fill, fmtTime, statusBadge } from './dom.js';
 import { analysisView, setHashParams } from './analysis.js';
 import { threadTimelineView } from './threadline.js';
+import { ebpfList, ebpfDetail } from './ebpf.js';
 
 export const PPROF_EVENTS = ['cpu', 'wall', 'heap', 'allocs', 'block', 'mutex', 'goroutine', 'threadcreate'];
 const TIMED = new Set(['cpu', 'wall', 'block', 'mutex']);
@@ -203,8 +206,8 @@ function details(kind, t) {
 // ctx: {current() -> bool, addTimer(id), addView(v with destroy()), clearViews(), showError(e)}
 export async function processPage(ctx, kind, id, query) {
   const app = document.getElementById('app');
-  const [pp, ap, services] = await Promise.all([procApi.tasks('pprof'), procApi.tasks('async'),
-    api.services().catch(() => [])]);
+  const [pp, ap, services, bpf] = await Promise.all([procApi.tasks('pprof'), procApi.tasks('async'),
+    api.services().catch(() => []), ebpfApi.triggers().catch(() => [])]);
   if (!ctx.current()) return;
   const onCreated = (k, tid) => { location.hash = `#/process/${k}/${enc(tid)}`; };
   const pf = pprofForm(services, onCreated);
@@ -221,7 +224,9 @@ export async function processPage(ctx, kind, id, query) {
     all.length ? h('table', { class: 'grid proc-task-list' },
       h('thead', null, h('tr', null, h('th', null, 'Events'), h('th', null, 'Kind'), h('th', null, 'Service'),
         h('th', null, 'Status'), h('th', null, 'Created'), h('th', { class: 'num', title: 'files uploaded / instances' }, 'Files'))),
-      tbody) : h('p', { class: 'muted' }, 'No process profiling task yet. Create one with "New task".'));
+      tbody) : h('p', { class: 'muted' }, 'No process profiling task yet. Create one with "New task".'),
+    h('h3', { id: 'ebpf-list-head' }, 'Started by agents (eBPF, threshold-triggered)'),
+    ebpfList(bpf, kind === 'ebpf' ? id : null));
   const right = h('div', { class: 'detail-col' });
   app.replaceChildren(h('div', { class: 'cols' }, left, right));
   const svcParam = query.get('service');
@@ -234,6 +239,10 @@ export async function processPage(ctx, kind, id, query) {
       'Select a task to see its progress per instance and its profile, or create one: pprof for Go, C/C++ ',
       'and Python services, async-profiler for Java.')));
     return;
+  }
+  if (kind === 'ebpf') {
+    return ebpfDetail(ctx, right, id, bpf.find((t) => t.taskId === id) ||
+      (await ebpfApi.triggers({ task: id }).catch(() => []))[0], query);
   }
   let task = await procApi.task(kind, id);
   if (!ctx.current()) return;

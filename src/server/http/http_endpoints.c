@@ -138,6 +138,7 @@ struct ep_job {
     struct http_job base;
     char *service;
     int64_t from_ms, to_ms, mem_from, limit;
+    int64_t now;       /* a stored minute's lastSeen is at most now */
     struct ep_set mem; /* in-memory minutes, one entry per endpoint, names unique */
 };
 
@@ -199,6 +200,9 @@ static void ep_job_run(struct http_job *j, struct store *st)
         const struct ep_acc *m = &p->mem.v[i];
         err = ep_add(&s, m->name, m->count, m->first_ms, m->last_ms);
     }
+    for (size_t i = 0; !err && i < s.n; i++)
+        if (s.v[i].last_ms > p->now)
+            s.v[i].last_ms = p->now;
     if (!err && s.n > 1)
         qsort(s.v, s.n, sizeof(*s.v), by_count);
     json_t *list = err ? NULL : json_array();
@@ -243,6 +247,12 @@ void http_services_endpoints(struct http_ctx *cx, const char *name)
     int64_t now = http_now(cx->api);
     /* the oldest minute the in-memory statistics hold; older minutes come from the store */
     p->mem_from = (now / MINUTE_MS - (ES_DEFAULT_WINDOW_MIN - 1)) * MINUTE_MS;
+    p->now = now;
+    /* a database shared by several collectors (PostgreSQL): every minute from the store, where
+     * each collector writes its current minutes every second (stats/endpoint_partials.h), so the
+     * listing counts the whole cluster's requests */
+    if (cx->api->db_remote)
+        p->mem_from = INT64_MAX;
     skp_err err = SKP_OK;
     if (to > p->mem_from && cx->api->endpoint_stats)
         err = endpoint_stats_query(cx->api->endpoint_stats, name, ES_DEFAULT_WINDOW_MIN * 60, now,

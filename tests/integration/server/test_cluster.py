@@ -3,7 +3,7 @@ database (tests/harness/pgserver.py) receive a known traffic split between them 
 gRPC wire (TraceSegmentReportService/collect); a single SQLite skyprofd receives all of it. Each
 collector's GET /api/v1/services/{name}/endpoints/stats must give the single collector's answer:
 counts and errors exactly, percentiles within 1 % (the histograms merge exactly, so they are
-equal), every collector the same. Also a page boundary (limit/cursor) over the merged answer and
+equal), every collector the same; GET /api/v1/services/{name}/endpoints counts the same. Also a page boundary (limit/cursor) over the merged answer and
 a stopped collector's partials still counted (its requests happened in the window)."""
 import os
 import sys
@@ -92,6 +92,14 @@ def t_merged_stats():
                 assert same_percentiles(got, want), (got, want)
                 # a collector alone saw only its share: the answer is the cluster's
                 assert len(parts[c]) < n
+            # the endpoint listing counts the cluster's requests too
+            want_list = {e["name"]: e["count"] for e in
+                         ref.json("GET", "/api/v1/services/%s/endpoints" % SVC, expect=200)[1]}
+            assert sum(want_list.values()) == n, want_list
+            for c, S in enumerate(cs):
+                _, lst = S.json("GET", "/api/v1/services/%s/endpoints" % SVC, expect=200)
+                assert {e["name"]: e["count"] for e in lst} == want_list, (c, lst, want_list)
+                assert all(e["lastSeen"] <= time.time() * 1000 + 1000 for e in lst), lst
             # pages over the merged answer: limit 3, then the rest from the cursor
             _, first = cs[2].json("GET", "/api/v1/services/%s/endpoints/stats?window=600&limit=3"
                                   % SVC, expect=200)

@@ -8,6 +8,7 @@
 #include <string.h>
 
 #include "common/alloc.h"
+#include "common/hex.h"
 #include "server/graphql/gql_int.h"
 
 /* ---- arena ---- */
@@ -193,17 +194,6 @@ static void lex_number(struct gql_lexer *lx)
     lx->text_len = lx->pos - start;
 }
 
-static int hexval(int c)
-{
-    if (c >= '0' && c <= '9')
-        return c - '0';
-    if (c >= 'a' && c <= 'f')
-        return c - 'a' + 10;
-    if (c >= 'A' && c <= 'F')
-        return c - 'A' + 10;
-    return -1;
-}
-
 static size_t put_utf8(char *o, uint32_t cp)
 {
     if (cp < 0x80) {
@@ -233,7 +223,8 @@ static long hex4(const struct gql_lexer *lx, size_t off)
 {
     long v = 0;
     for (size_t i = 0; i < 4; i++) {
-        int h = hexval(peek(lx, off + i));
+        int c = peek(lx, off + i);
+        int h = c < 0 ? -1 : skpx_hex_value((char)c);
         if (h < 0)
             return -1;
         v = v * 16 + h;

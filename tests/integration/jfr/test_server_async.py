@@ -426,8 +426,9 @@ def t_timeline(tid):
     whole = analyze(tid, eventType="execution")
     assert tl["samples"] == whole["total"], (tl["samples"], whole["total"])
     rows = {t["name"]: t for t in tl["threads"]}
-    # burner always; allocator when the JVM took an execution sample of it (a busy machine may not)
-    assert "burner" in rows and len(rows) >= 2, list(rows)
+    # burner always; allocator when the JVM took an execution sample of it (a busy machine may
+    # not: an ASan run on a loaded machine had execution samples of burner only)
+    assert "burner" in rows, list(rows)
     for t in tl["threads"]:
         assert sum(c[3] for c in t["cells"]) == t["weight"], t["name"]
         assert all(0 <= c[0] < tl["buckets"] and c[2] <= c[3] for c in t["cells"]), t["name"]

@@ -38,6 +38,29 @@ static skp_err oom_or(json_t **out)
     return *out ? SKP_OK : SKP_ENOMEM;
 }
 
+/* The answer of a task creation (pprof or async-profiler) from proc_task_create's outcome:
+ * a refusal in the protocol's shape (bad: our own argument check), a storage error as a GraphQL
+ * error, or SUCCESS with the id. Takes ownership of id. */
+static skp_err creation_answer(struct gql_call *c, skp_err err, const char *bad,
+                               const struct proc_error *e, char *id, json_t **out)
+{
+    if (bad || ((err == SKP_EINVAL || err == SKP_EEXIST) && e->reason)) {
+        skpx_free(id);
+        *out = json_pack("{s:s,s:s,s:n}", "code",
+                         err == SKP_EEXIST ? "ALREADY_PROFILING_ERROR" : "ARGUMENT_ERROR",
+                         "errorReason", bad ? bad : e->reason, "id");
+        return oom_or(out);
+    }
+    if (err) {
+        skpx_free(id);
+        snprintf(c->error, sizeof(c->error), "the task could not be stored: %s", skp_strerror(err));
+        return err;
+    }
+    *out = json_pack("{s:s,s:n,s:s}", "code", "SUCCESS", "errorReason", "id", id);
+    skpx_free(id);
+    return oom_or(out);
+}
+
 static skp_err r_create(struct gql_call *c, json_t **out)
 {
     struct graphql_ctx *x = c->ctx;
@@ -79,19 +102,7 @@ static skp_err r_create(struct gql_call *c, json_t **out)
         skpx_free(names[i]);
     skpx_free(names);
     skpx_free(service);
-    if (bad || ((err == SKP_EINVAL || err == SKP_EEXIST) && e.reason)) {
-        *out = json_pack("{s:s,s:s,s:n}", "code",
-                         err == SKP_EEXIST ? "ALREADY_PROFILING_ERROR" : "ARGUMENT_ERROR",
-                         "errorReason", bad ? bad : e.reason, "id");
-        return oom_or(out);
-    }
-    if (err) {
-        snprintf(c->error, sizeof(c->error), "the task could not be stored: %s", skp_strerror(err));
-        return err;
-    }
-    *out = json_pack("{s:s,s:n,s:s}", "code", "SUCCESS", "errorReason", "id", id);
-    skpx_free(id);
-    return oom_or(out);
+    return creation_answer(c, err, bad, &e, id, out);
 }
 
 static json_t *task_json(const struct proc_task *t)
@@ -383,19 +394,7 @@ static skp_err r_async_create(struct gql_call *c, json_t **out)
     skpx_free(names);
     skpx_free(events);
     skpx_free(service);
-    if (bad || ((err == SKP_EINVAL || err == SKP_EEXIST) && e.reason)) {
-        *out = json_pack("{s:s,s:s,s:n}", "code",
-                         err == SKP_EEXIST ? "ALREADY_PROFILING_ERROR" : "ARGUMENT_ERROR",
-                         "errorReason", bad ? bad : e.reason, "id");
-        return oom_or(out);
-    }
-    if (err) {
-        snprintf(c->error, sizeof(c->error), "the task could not be stored: %s", skp_strerror(err));
-        return err;
-    }
-    *out = json_pack("{s:s,s:n,s:s}", "code", "SUCCESS", "errorReason", "id", id);
-    skpx_free(id);
-    return oom_or(out);
+    return creation_answer(c, err, bad, &e, id, out);
 }
 
 static json_t *async_task_json(const struct proc_task *t)

@@ -25,6 +25,7 @@
 
 #include "attach/stopper.h"
 #include "common/alloc.h"
+#include "common/clock.h"
 
 #define REREPORT_NS 1000000000LL
 
@@ -62,13 +63,6 @@ struct attach_native {
     struct attach_native_stats st;
 };
 
-static int64_t mono_ns(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (int64_t)ts.tv_sec * 1000000000LL + ts.tv_nsec;
-}
-
 static const char *base_name(const char *path)
 {
     const char *s = strrchr(path, '/');
@@ -98,7 +92,7 @@ static skp_err report(struct attach_native *n, char *why, size_t why_cap)
     if (n->dwfl)
         dwfl_end(n->dwfl);
     n->dwfl = dwfl_begin(&g_callbacks);
-    n->reported_ns = mono_ns();
+    n->reported_ns = skpx_mono_ns();
     if (!n->dwfl) {
         if (why)
             snprintf(why, why_cap, "libdw: %s", dwfl_errmsg(-1));
@@ -276,7 +270,7 @@ static const struct sym_entry *symbolize(struct attach_native *n, uint64_t pc)
     if (e->valid && e->pc == pc)
         return e;
     Dwfl_Module *mod = dwfl_addrmodule(n->dwfl, pc);
-    if (!mod && mono_ns() - n->reported_ns > REREPORT_NS && report(n, NULL, 0) == SKP_OK)
+    if (!mod && skpx_mono_ns() - n->reported_ns > REREPORT_NS && report(n, NULL, 0) == SKP_OK)
         mod = dwfl_addrmodule(n->dwfl, pc); /* a module loaded since */
     e->pc = pc;
     e->valid = true;
@@ -373,11 +367,11 @@ skp_err attach_native_sample(struct attach_native *n, struct attach_sample *s)
     read_threads(n);
     if (n->n_pre == 0)
         return kill(n->pid, 0) != 0 && errno == ESRCH ? SKP_ENOTFOUND : SKP_EIO;
-    int64_t t0 = mono_ns();
+    int64_t t0 = skpx_mono_ns();
     skp_err err = attach_stopper_stop(&n->stop, n->pid);
     if (err)
         return err;
-    int64_t t1 = mono_ns();
+    int64_t t1 = skpx_mono_ns();
     n->st.stop_wait_ns += (uint64_t)(t1 - t0);
     skp_err perr = SKP_OK;
     if (n->py)
@@ -387,7 +381,7 @@ skp_err attach_native_sample(struct attach_native *n, struct attach_sample *s)
     pid_t tids[ATTACH_STOP_MAX_THREADS];
     memcpy(tids, n->stop.tids, n_stopped * sizeof(tids[0]));
     attach_stopper_resume(&n->stop);
-    n->st.stop_ns += (uint64_t)(mono_ns() - t1);
+    n->st.stop_ns += (uint64_t)(skpx_mono_ns() - t1);
     n->st.samples++;
     if (perr == SKP_ENOTFOUND)
         return perr;

@@ -20,6 +20,7 @@
 
 #include "attach/pyreader.h"
 #include "common/alloc.h"
+#include "common/clock.h"
 
 /* A read older than this is not reused for another thread of the same round (a round's
  * captures follow each other within microseconds; the next round is >= 1 ms away). */
@@ -36,13 +37,6 @@ struct asrc {
     bool used[ATTACH_MAX_THREADS]; /* handed out from the last read */
     struct attach_source_stats st;
 };
-
-static int64_t mono_ns(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (int64_t)ts.tv_sec * 1000000000LL + ts.tv_nsec;
-}
 
 /* Reads a small /proc file into buf (NUL-terminated); its length, or -1. */
 static ssize_t read_small(const char *path, char *buf, size_t cap)
@@ -130,7 +124,7 @@ static bool read_sample(struct asrc *a)
 {
     skp_err err = attach_target_sample(a->t, a->s, 0);
     a->have = err == SKP_OK;
-    a->taken_ns = mono_ns();
+    a->taken_ns = skpx_mono_ns();
     memset(a->used, 0, sizeof(a->used));
     a->st.samples++;
     return a->have;
@@ -184,7 +178,7 @@ static int as_capture(void *ud, void *handle, int tid, struct skyprof_capture *o
     struct asrc *a = ud;
     size_t idx = 0;
     const struct attach_thread *th = NULL;
-    if (a->have && mono_ns() - a->taken_ns < ROUND_NS) {
+    if (a->have && skpx_mono_ns() - a->taken_ns < ROUND_NS) {
         th = find_thread(a, tid, &idx);
         if (th && a->used[idx])
             th = NULL;

@@ -12,6 +12,8 @@
 #include <string.h>
 #include <time.h>
 
+#include "common/clock.h"
+
 #define ADDR_MASK ((UINT64_C(1) << 48) - 1)
 /* A request not armed within this time frees its slot for others. */
 #define REQUEST_TIMEOUT_NS (2LL * 1000 * 1000 * 1000)
@@ -31,13 +33,6 @@ static unsigned g_cursor;                          /* under g_lock */
 static _Atomic bool g_scheduled;
 static _Atomic Py_ssize_t g_index = -1; /* co_extra index, -1 = off */
 static const struct skp__pylayout *g_layout;
-
-static int64_t now_ns(void)
-{
-    struct timespec t;
-    clock_gettime(CLOCK_MONOTONIC, &t);
-    return (int64_t)t.tv_sec * 1000000000 + t.tv_nsec;
-}
 
 /* co_extra free function: CPython calls it (GIL held) when the code object is deallocated or
  * its extra value is replaced. */
@@ -126,7 +121,7 @@ void skp__codewatch_request(const struct skp__pylive_query *q, int *slot, uint16
     if (atomic_load(&g_index) < 0 || code == 0 || (code & ~ADDR_MASK) != 0)
         return;
     bool schedule = false;
-    int64_t now = now_ns();
+    int64_t now = skpx_mono_ns();
     pthread_mutex_lock(&g_lock);
     if (g_n_queue < SKP_PY_WATCH_QUEUE) {
         for (unsigned probe = 0; probe < SKP_PY_WATCH_SLOTS; probe++) {

@@ -31,6 +31,7 @@
 #include <unistd.h>
 
 #include "common/alloc.h"
+#include "common/clock.h"
 #include "common/err.h"
 #include "python/pylayout.h"
 #include "python/pystack.h"
@@ -82,13 +83,6 @@ struct pyproc {
 static bool interpreter_usable(void)
 {
     return Py_IsInitialized() && !_Py_IsFinalizing();
-}
-
-static int64_t mono_ns(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (int64_t)ts.tv_sec * 1000000000LL + ts.tv_nsec;
 }
 
 /* A free slot (cleared) for the new thread state `s`, or NULL when every slot is taken. */
@@ -236,7 +230,7 @@ static int pp_list(void *ud, struct skyprof_proc_thread *out, int cap)
         return 0;
     if (++pp->round == 0)
         pp->round = 1;
-    int64_t now = mono_ns();
+    int64_t now = skpx_mono_ns();
     if (pp->reader && pp->interp && skp__pyreader_is_direct(pp->reader) &&
         now - pp->names_at < PYPROC_NAMES_NS)
         return publish(pp, walk_nogil(pp), out, cap);
@@ -456,7 +450,7 @@ static int run_lockwait(struct pyproc *pp, bool mutex, int64_t duration_ms,
         goto out;
     }
     const int64_t period = 1000000000LL / PYPROC_LOCK_HZ;
-    int64_t start = mono_ns();
+    int64_t start = skpx_mono_ns();
     int64_t end = start + duration_ms * 1000000LL;
     int64_t next_list = start + 1000000000LL;
     int64_t prev = start;
@@ -464,14 +458,14 @@ static int run_lockwait(struct pyproc *pp, bool mutex, int64_t duration_ms,
     int64_t next = start + period;
     uint64_t reads = 0, unreadable = 0; /* every read unreadable: no /proc/.../syscall here */
     for (;;) {
-        int64_t now = mono_ns();
+        int64_t now = skpx_mono_ns();
         while (now < next && now < end && !__atomic_load_n(stop, __ATOMIC_SEQ_CST)) {
             int64_t left = next - now;
             if (left > period)
                 left = period;
             struct timespec d = {0, (long)left};
             nanosleep(&d, NULL);
-            now = mono_ns();
+            now = skpx_mono_ns();
         }
         if (now >= end || __atomic_load_n(stop, __ATOMIC_SEQ_CST))
             break;

@@ -4,6 +4,7 @@
 
 #include <errno.h>
 #include <getopt.h>
+#include <signal.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -386,4 +387,28 @@ int cli_term_width(void)
     if (cols && cli_parse_int(cols, 40, 1000, &v))
         return (int)v;
     return 120;
+}
+
+static volatile sig_atomic_t g_stop;
+
+static void on_stop_signal(int sig)
+{
+    (void)sig;
+    g_stop = 1;
+}
+
+void cli_catch_stop_signals(bool hup)
+{
+    struct sigaction sa;
+    memset(&sa, 0, sizeof(sa));
+    sa.sa_handler = on_stop_signal;
+    sigaction(SIGINT, &sa, NULL);
+    sigaction(SIGTERM, &sa, NULL);
+    if (hup)
+        sigaction(SIGHUP, &sa, NULL);
+}
+
+bool cli_stop_requested(void)
+{
+    return g_stop != 0;
 }

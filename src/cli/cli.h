@@ -148,4 +148,11 @@ const char *cli_json_str(json_t *obj, const char *key);
 /* Width of the terminal for stdout, or $COLUMNS, or 120 when not a terminal. */
 int cli_term_width(void);
 
+/* Long-running commands (record, top, attach) stop cleanly on Ctrl-C: cli_catch_stop_signals
+ * installs a handler for SIGINT and SIGTERM (and SIGHUP when `hup`) that only sets a flag, which
+ * cli_stop_requested reads (async-signal-safe). The handler does not restart interrupted sleeps,
+ * so a loop waiting in clock_nanosleep sees EINTR and can check the flag. */
+void cli_catch_stop_signals(bool hup);
+bool cli_stop_requested(void);
+
 #endif

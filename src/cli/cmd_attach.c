@@ -9,7 +9,6 @@
  * includes nothing from src/agent. Runs until Ctrl-C/SIGTERM or until P exits. */
 #include <errno.h>
 #include <getopt.h>
-#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -40,14 +39,6 @@ struct attach_opts {
     const char *service, *backend, *instance;
     bool verbose;
 };
-
-static volatile sig_atomic_t g_stop;
-
-static void on_signal(int sig)
-{
-    (void)sig;
-    g_stop = 1;
-}
 
 static int on_opt(void *ud, int opt, const char *arg)
 {
@@ -208,11 +199,7 @@ int cmd_attach(struct cli *c, int argc, char **argv)
         return CLI_EXIT_ATTACH;
     }
 
-    struct sigaction sa;
-    memset(&sa, 0, sizeof(sa));
-    sa.sa_handler = on_signal;
-    sigaction(SIGINT, &sa, NULL);
-    sigaction(SIGTERM, &sa, NULL);
+    cli_catch_stop_signals(false);
     fprintf(stderr,
             "skyprof attach: process %ld (Python %s) is instance %s of service %s at %s; "
             "serving process-profiling tasks (cpu, wall, goroutine). Ctrl-C detaches.\n",
@@ -220,7 +207,7 @@ int cmd_attach(struct cli *c, int argc, char **argv)
             cli_safe(cfg.service), cli_safe(cfg.backend));
     fflush(stderr);
     int rc = CLI_EXIT_OK;
-    while (!g_stop) {
+    while (!cli_stop_requested()) {
         struct timespec ts = {0, 200 * 1000 * 1000};
         nanosleep(&ts, NULL);
         if (!process_alive((pid_t)o.pid)) {

@@ -37,13 +37,12 @@ static const char g_usage[] =
 struct dump_opts {
     long pid;
     bool blocking, native;
-    long retries;
+    long long retries;
 };
 
 static int on_opt(void *ud, int opt, const char *arg)
 {
     struct dump_opts *o = ud;
-    char *end = NULL;
     switch (opt) {
     case 'p':
         if (!cli_parse_pid(arg, &o->pid))
@@ -56,8 +55,7 @@ static int on_opt(void *ud, int opt, const char *arg)
         o->native = true;
         return CLI_PARSE_NEXT;
     case 'r':
-        o->retries = strtol(arg, &end, 10);
-        if (!end || *end || o->retries < 0 || o->retries > 1000)
+        if (!cli_parse_int(arg, 0, 1000, &o->retries))
             return cli_usage_error("dump: --retries wants 0..1000, got '%s'", arg);
         return CLI_PARSE_NEXT;
     default:
@@ -218,7 +216,7 @@ int cmd_dump(struct cli *c, int argc, char **argv)
     }
     struct attach_sample *s = skpx_xmalloc(sizeof(*s));
     /* a torn thread is left out of a sample: read again until every thread came through */
-    for (long k = 0; k <= o.retries; k++) {
+    for (long long k = 0; k <= o.retries; k++) {
         if (nat)
             err = attach_native_sample(nat, s);
         else
@@ -231,7 +229,7 @@ int cmd_dump(struct cli *c, int argc, char **argv)
     struct attach_tasks *tk = NULL;
     if (!err && t) {
         tk = skpx_xmalloc(sizeof(*tk));
-        for (long k = 0; k <= o.retries; k++) {
+        for (long long k = 0; k <= o.retries; k++) {
             err = attach_target_tasks(t, tk);
             if (err || tk->n_torn == 0)
                 break;

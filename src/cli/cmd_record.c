@@ -21,6 +21,7 @@
 #include "cli/cli.h"
 #include "cli/cli_pid.h"
 #include "common/alloc.h"
+#include "common/clock.h"
 #include "common/cpu_acct.h"
 #include "server/analysis/analyzer.h"
 #include "server/export/export.h"
@@ -72,19 +73,11 @@ static const char g_usage[] =
 struct record_opts {
     long pid;
     double duration_s;
-    long rate_hz;
+    long long rate_hz;
     bool idle, subprocesses, blocking, native, asyncio;
     const char *out;
     const char *format;
 };
-
-static volatile sig_atomic_t g_stop;
-
-static void on_sigint(int sig)
-{
-    (void)sig;
-    g_stop = 1;
-}
 
 static int on_opt(void *ud, int opt, const char *arg)
 {
@@ -101,8 +94,7 @@ static int on_opt(void *ud, int opt, const char *arg)
             return cli_usage_error("record: --duration wants seconds in (0, 86400], got '%s'", arg);
         return CLI_PARSE_NEXT;
     case 'r':
-        o->rate_hz = strtol(arg, &end, 10);
-        if (!end || *end || o->rate_hz < 1 || o->rate_hz > 10000)
+        if (!cli_parse_int(arg, 1, 10000, &o->rate_hz))
             return cli_usage_error("record: --rate wants 1..10000 samples/s, got '%s'", arg);
         return CLI_PARSE_NEXT;
     case 'i':
@@ -147,13 +139,6 @@ static const char *format_from_name(const char *path)
     if (ends_with(path, ".html") || ends_with(path, ".htm"))
         return "html";
     return "pprof";
-}
-
-static int64_t now_ns(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (int64_t)ts.tv_sec * 1000000000LL + ts.tv_nsec;
 }
 
 struct followed {
@@ -385,7 +370,7 @@ static void cpu_round(struct recorder *r, struct followed *f, const struct attac
         if (!f->acct)
             return;
     }
-    skpx_acct_round_begin(f->acct, now_ns(), process_cpu_ns(f->pid));
+    skpx_acct_round_begin(f->acct, skpx_mono_ns(), process_cpu_ns(f->pid));
     for (size_t k = 0; k < s->n_threads; k++) {
         const struct attach_thread *th = &s->threads[k];
         /* a thread state without frames: one made for a thread that has not started (it carries
@@ -646,24 +631,20 @@ int cmd_record(struct cli *c, int argc, char **argv)
     if (r->o.asyncio)
         r->tasks = skpx_xmalloc(sizeof(*r->tasks));
 
-    struct sigaction sa;
-    memset(&sa, 0, sizeof(sa));
-    sa.sa_handler = on_sigint;
-    sigaction(SIGINT, &sa, NULL);
-    sigaction(SIGTERM, &sa, NULL);
+    cli_catch_stop_signals(false);
 
-    fprintf(stderr, "skyprof record: process %ld, %s%s, %ld Hz for %g s%s\n", r->o.pid,
+    fprintf(stderr, "skyprof record: process %ld, %s%s, %lld Hz for %g s%s\n", r->o.pid,
             root->t ? "Python " : "no CPython", root->t ? attach_target_version(root->t) : "",
             r->o.rate_hz, r->o.duration_s, r->o.subprocesses ? ", following subprocesses" : "");
     int64_t period_ns = 1000000000LL / r->o.rate_hz;
-    int64_t start = now_ns();
+    int64_t start = skpx_mono_ns();
     int64_t end = start + (int64_t)(r->o.duration_s * 1e9);
     int64_t next = start;
     int64_t next_scan = start;
     struct timespec wall;
     clock_gettime(CLOCK_REALTIME, &wall);
-    while (!g_stop) {
-        int64_t now = now_ns();
+    while (!cli_stop_requested()) {
+        int64_t now = skpx_mono_ns();
         if (now >= end)
             break;
         if (r->o.subprocesses && now >= next_scan) {
@@ -677,7 +658,7 @@ int cmd_record(struct cli *c, int argc, char **argv)
         sample_all(r);
         r->ticks++;
         next += period_ns;
-        now = now_ns();
+        now = skpx_mono_ns();
         if (now - next >= period_ns) {
             /* more than a whole period behind: skip the ticks we missed instead of bursting to
              * catch up (a tick less than a period late is taken at once) */
@@ -686,7 +667,8 @@ int cmd_record(struct cli *c, int argc, char **argv)
             next += behind * period_ns;
         }
         struct timespec ts = {(time_t)(next / 1000000000LL), (long)(next % 1000000000LL)};
-        while (clock_nanosleep(CLOCK_MONOTONIC, TIMER_ABSTIME, &ts, NULL) == EINTR && !g_stop) {
+        while (clock_nanosleep(CLOCK_MONOTONIC, TIMER_ABSTIME, &ts, NULL) == EINTR &&
+               !cli_stop_requested()) {
         }
     }
     if (!r->o.idle) { /* a last tick at the window's end: the CPU since the previous one */
@@ -697,7 +679,7 @@ int cmd_record(struct cli *c, int argc, char **argv)
     clock_gettime(CLOCK_REALTIME, &stop_wall);
     int64_t stop_wall_ms = (int64_t)stop_wall.tv_sec * 1000 + stop_wall.tv_nsec / 1000000;
     cpu_finish(r);
-    double secs = (double)(now_ns() - start) / 1e9;
+    double secs = (double)(skpx_mono_ns() - start) / 1e9;
     size_t n_python = 0;
     for (size_t i = 0; i < r->n_targets; i++)
         n_python += r->targets[i].t != NULL || r->targets[i].nat != NULL || r->targets[i].gone;

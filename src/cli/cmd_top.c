@@ -11,7 +11,6 @@
 #include <errno.h>
 #include <getopt.h>
 #include <poll.h>
-#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -24,6 +23,7 @@
 #include "cli/cli.h"
 #include "cli/cli_pid.h"
 #include "common/alloc.h"
+#include "common/clock.h"
 
 static const char g_usage[] =
     "Usage: skyprof top --pid PID [--rate HZ] [--idle] [--once N]\n"
@@ -48,9 +48,9 @@ static const char g_usage[] =
 
 struct top_opts {
     long pid;
-    long rate_hz;
+    long long rate_hz;
     bool idle;
-    long once;
+    long long once;
 };
 
 struct func {
@@ -74,46 +74,28 @@ struct top {
     const struct func **order;
 };
 
-static volatile sig_atomic_t g_stop;
-
-static void on_signal(int sig)
-{
-    (void)sig;
-    g_stop = 1;
-}
-
 static int on_opt(void *ud, int opt, const char *arg)
 {
     struct top_opts *o = ud;
-    char *end = NULL;
     switch (opt) {
     case 'p':
         if (!cli_parse_pid(arg, &o->pid))
             return cli_usage_error("top: --pid wants a process id, got '%s'", arg);
         return CLI_PARSE_NEXT;
     case 'r':
-        o->rate_hz = strtol(arg, &end, 10);
-        if (!end || *end || o->rate_hz < 1 || o->rate_hz > 1000)
+        if (!cli_parse_int(arg, 1, 1000, &o->rate_hz))
             return cli_usage_error("top: --rate wants 1..1000 samples/s, got '%s'", arg);
         return CLI_PARSE_NEXT;
     case 'i':
         o->idle = true;
         return CLI_PARSE_NEXT;
     case 'n':
-        o->once = strtol(arg, &end, 10);
-        if (!end || *end || o->once < 1 || o->once > 100000)
+        if (!cli_parse_int(arg, 1, 100000, &o->once))
             return cli_usage_error("top: --once wants a number of refreshes >= 1, got '%s'", arg);
         return CLI_PARSE_NEXT;
     default:
         return CLI_PARSE_UNKNOWN;
     }
-}
-
-static int64_t now_ns(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (int64_t)ts.tv_sec * 1000000000LL + ts.tv_nsec;
 }
 
 static uint64_t hash_str(const char *s)
@@ -346,29 +328,24 @@ int cmd_top(struct cli *c, int argc, char **argv)
     tp->index = skpx_xcalloc(tp->index_cap, sizeof(*tp->index));
     tp->order = skpx_xmalloc((TOP_MAX_FUNCS + 1) * sizeof(*tp->order));
 
-    struct sigaction sa;
-    memset(&sa, 0, sizeof(sa));
-    sa.sa_handler = on_signal;
-    sigaction(SIGINT, &sa, NULL);
-    sigaction(SIGTERM, &sa, NULL);
-    sigaction(SIGHUP, &sa, NULL);
+    cli_catch_stop_signals(true);
     bool screen = !tp->o.once && isatty(STDOUT_FILENO);
     if (screen)
         term_setup();
 
     int64_t period_ns = 1000000000LL / tp->o.rate_hz;
-    int64_t start = now_ns();
+    int64_t start = skpx_mono_ns();
     int64_t next = start;
     int64_t next_draw = start + TOP_REFRESH_NS;
     long refreshes = 0;
     bool gone = false;
     rc = CLI_EXIT_OK;
-    while (!g_stop) {
+    while (!cli_stop_requested()) {
         if (!sample_once(tp)) {
             gone = true;
             break;
         }
-        int64_t now = now_ns();
+        int64_t now = skpx_mono_ns();
         if (now >= next_draw) {
             draw(tp, screen, (double)(now - start) / 1e9, ++refreshes);
             if (tp->o.once && refreshes >= tp->o.once)
@@ -380,14 +357,15 @@ int cmd_top(struct cli *c, int argc, char **argv)
         if (screen && quit_key())
             break;
         next += period_ns;
-        now = now_ns();
+        now = skpx_mono_ns();
         if (now - next >= period_ns) { /* fell behind: skip the missed ticks, never burst */
             int64_t behind = (now - next) / period_ns;
             tp->missed += (uint64_t)behind;
             next += behind * period_ns;
         }
         struct timespec ts = {(time_t)(next / 1000000000LL), (long)(next % 1000000000LL)};
-        while (clock_nanosleep(CLOCK_MONOTONIC, TIMER_ABSTIME, &ts, NULL) == EINTR && !g_stop) {
+        while (clock_nanosleep(CLOCK_MONOTONIC, TIMER_ABSTIME, &ts, NULL) == EINTR &&
+               !cli_stop_requested()) {
         }
     }
     if (screen)

@@ -59,6 +59,7 @@ static const struct opt opts[] = {
     {"--continuous-check-interval-ms", "SKYPROF_CONTINUOUS_CHECK_INTERVAL_MS", OPT_U64,
      OFF(continuous_check_ms)},
     {"--allowed-origins", "SKYPROF_ALLOWED_ORIGINS", OPT_STR, OFF(allowed_origins)},
+    {"--db-stall-ms", "SKYPROF_DB_STALL_MS", OPT_U64, OFF(db_stall_ms)},
     {"--graphql-max-answer-bytes", "SKYPROF_GRAPHQL_MAX_ANSWER_BYTES", OPT_U64,
      OFF(graphql_max_answer_bytes)},
 };
@@ -78,6 +79,8 @@ static const char usage[] =
     "SKYPROF_DB)\n"
     "  --auth-token TOKEN             agents must send it as `authentication` metadata\n"
     "  --api-token TOKEN              POST/DELETE HTTP calls need `Authorization: Bearer TOKEN`\n"
+    "  --db-stall-ms MS               PostgreSQL: an answer not there within MS drops the\n"
+    "                                 connection, the call fails (default 80; 0 = wait)\n"
     "  --retention-days N             delete data older than N days, hourly (default 3; 0 = "
     "never)\n"
     "  --log-level LEVEL              error|warn|info|debug (default info)\n"
@@ -309,6 +312,7 @@ skp_err config_parse(struct config *cfg, int argc, char *const *argv, char *cons
     cfg->http_addr = skpx_strdup(CONFIG_DEFAULT_HTTP_ADDR);
     cfg->db_path = skpx_strdup(CONFIG_DEFAULT_DB);
     cfg->retention_days = CONFIG_DEFAULT_RETENTION_DAYS;
+    cfg->db_stall_ms = CONFIG_DEFAULT_DB_STALL_MS;
     cfg->pprof_max_bytes = CONFIG_DEFAULT_PPROF_MAX_BYTES;
     cfg->jfr_max_bytes = CONFIG_DEFAULT_JFR_MAX_BYTES;
     cfg->log_level = SKPX_LOG_INFO;

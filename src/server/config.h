@@ -23,6 +23,7 @@
 #define CONFIG_DEFAULT_MAX_DECODED_BYTES (64u * 1024 * 1024)
 #define CONFIG_DEFAULT_DB "./skyprof-data/skyprof.db"
 #define CONFIG_DEFAULT_RETENTION_DAYS 3
+#define CONFIG_DEFAULT_DB_STALL_MS 80 /* --db-stall-ms: the loop's wait for PostgreSQL */
 /* Upper bound of --retention-days: 100 years keeps day*86400000 far from int64 overflow. */
 #define CONFIG_MAX_RETENTION_DAYS 36500
 /* Largest process-profile upload by default (OAP's 30 MiB) and at most (files are held in
@@ -64,6 +65,9 @@ struct config {
      * length and check interval in ms; 0 = 1000. Policies' periods and durations count slots. */
     uint64_t continuous_slot_ms;
     uint64_t continuous_check_ms;
+    /* --db-stall-ms: longest wait of the event loop for a PostgreSQL answer before the
+     * connection is dropped (store_stall.h); 0 = no bound */
+    uint64_t db_stall_ms;
     char *allowed_origins; /* --allowed-origins: comma-separated http(s)://HOST[:PORT] */
     uint64_t graphql_max_answer_bytes; /* --graphql-max-answer-bytes; 0 = GQL_MAX_ANSWER_BYTES */
     bool show_help;

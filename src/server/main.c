@@ -28,6 +28,7 @@
 #include "server/http/http_api.h"
 #include "server/stats/metrics.h"
 #include "server/stats/retention.h"
+#include "server/store/store_stall.h"
 #include "server/store/store.h"
 #include "wire/grpc_server.h"
 
@@ -281,6 +282,9 @@ int main(int argc, char **argv)
         goto out;
     }
     col.store = st;
+    /* The loop waits for PostgreSQL at most this long per answer (set after the start's
+     * migration, which may take long; store_stall.h). */
+    store_set_stall_ms(st, (int64_t)cfg.db_stall_ms);
     /* A database damaged mid-file opens and migrates fine, then fails ingest after ingest:
      * check it once at start and let /healthz say so. */
     char db_problem[512];

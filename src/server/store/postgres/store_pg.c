@@ -212,17 +212,27 @@ static skp_err connect_db(struct pg_store *st)
 
 skp_err pg__ready(struct pg_store *st)
 {
-    if (st->conn && PQstatus(st->conn) == CONNECTION_OK)
+    if (st->conn && !st->connecting && PQstatus(st->conn) == CONNECTION_OK)
         return SKP_OK;
     int64_t now = skpx_now_ms();
-    if (now < st->next_reset_ms)
+    if (!st->connecting && now < st->next_reset_ms)
         return SKP_EIO;
     st->in_tx = false;
     st->scanning = false;
     st->prepared = 0;
     pg__drop_ingest_caches(st);
-    if (st->conn)
+    if (st->stall_ms) { /* on the event loop: never wait for a connect (store_pg_io.c) */
+        bool done = false;
+        skp_err e = pg__io_reconnect(st, &done);
+        if (e == SKP_ENOMEM)
+            return e;
+        if (!e && !done)
+            return SKP_EIO;
+        if (e)
+            goto failed;
+    } else if (st->conn) {
         PQreset(st->conn);
+    }
     if (st->conn && PQstatus(st->conn) == CONNECTION_OK) {
         if (session_setup(st) != SKP_OK)
             goto failed;
@@ -314,7 +324,7 @@ PGresult *pg__exec(struct pg_store *st, const char *sql, struct pg_params *p, sk
         *err = SKP_ENOMEM;
         return NULL;
     }
-    PGresult *r = PQexecParams(st->conn, sql, p ? p->n : 0, NULL, p ? p->v : NULL, NULL, NULL, 0);
+    PGresult *r = pg__io_exec(st, sql, p ? p->n : 0, p ? p->v : NULL);
     return checked(st, r, err, what);
 }
 
@@ -328,13 +338,13 @@ PGresult *pg__execp(struct pg_store *st, enum pg_stmt id, struct pg_params *p, s
     char name[16];
     snprintf(name, sizeof(name), "skp%d", (int)id);
     if (!(st->prepared & (1ull << id))) {
-        PGresult *r = checked(st, PQprepare(st->conn, name, k_sql[id], 0, NULL), err, k_sql[id]);
+        PGresult *r = checked(st, pg__io_prepare(st, name, k_sql[id]), err, k_sql[id]);
         if (!r)
             return NULL;
         PQclear(r);
         st->prepared |= 1ull << id;
     }
-    PGresult *r = PQexecPrepared(st->conn, name, p ? p->n : 0, p ? p->v : NULL, NULL, NULL, 0);
+    PGresult *r = pg__io_exec_prepared(st, name, p ? p->n : 0, p ? p->v : NULL);
     return checked(st, r, err, what);
 }
 
@@ -343,7 +353,7 @@ static skp_err pipeline_result(struct pg_store *st, skp_err prev, size_t *rows, 
 {
     skp_err err = prev;
     PGresult *r;
-    while ((r = PQgetResult(st->conn)) != NULL) {
+    while ((r = pg__io_result(st)) != NULL) {
         ExecStatusType s = PQresultStatus(r);
         if (s == PGRES_COMMAND_OK || s == PGRES_TUPLES_OK) {
             if (rows)
@@ -364,7 +374,7 @@ skp_err pg__pipeline_tx(struct pg_store *st, const enum pg_stmt *ids,
     for (size_t i = 0; i < n; i++)
         if (!pgp_ok(params[i]))
             return SKP_ENOMEM;
-    if (!PQenterPipelineMode(st->conn))
+    if (!pg__io_nonblocking(st, true) || !PQenterPipelineMode(st->conn))
         return SKP_EIO;
     bool sent = PQsendQueryParams(st->conn, "BEGIN", 0, NULL, NULL, NULL, NULL, 0);
     struct pg_params ep = {0};
@@ -389,7 +399,7 @@ skp_err pg__pipeline_tx(struct pg_store *st, const enum pg_stmt *ids,
         sent = sent && PQsendQueryPrepared(st->conn, name, allp[i]->n, allp[i]->v, NULL, NULL, 0);
     }
     sent = sent && PQsendQueryParams(st->conn, "COMMIT", 0, NULL, NULL, NULL, NULL, 0);
-    sent = sent && PQpipelineSync(st->conn);
+    sent = sent && PQpipelineSync(st->conn) && pg__io_flush(st);
     skp_err err = sent ? SKP_OK : SKP_EIO;
     bool epoch_moved = false;
     int64_t t0 = skpx_mono_ns();
@@ -409,7 +419,7 @@ skp_err pg__pipeline_tx(struct pg_store *st, const enum pg_stmt *ids,
                 epoch_moved = true;
         }
         err = pipeline_result(st, err, NULL, "commit");
-        PGresult *r = PQgetResult(st->conn); /* the sync */
+        PGresult *r = pg__io_result(st); /* the sync */
         if (!r || PQresultStatus(r) != PGRES_PIPELINE_SYNC)
             err = err ? err : SKP_EIO;
         PQclear(r);
@@ -419,6 +429,7 @@ skp_err pg__pipeline_tx(struct pg_store *st, const enum pg_stmt *ids,
     pgp_free(&ep);
     if (!PQexitPipelineMode(st->conn) && !err)
         err = SKP_EIO;
+    pg__io_nonblocking(st, false);
     if (err) {
         if (!sent) /* what was sent is unknown: the connection is not trusted any more */
             st->prepared = 0;
@@ -455,7 +466,7 @@ skp_err pg__insert_rows(struct pg_store *st, const char *sql, size_t n, pg_bind_
 skp_err pg__cmd(struct pg_store *st, const char *sql, const char *what)
 {
     skp_err err = SKP_OK;
-    PGresult *r = checked(st, PQexec(st->conn, sql), &err, what);
+    PGresult *r = checked(st, pg__io_exec_simple(st, sql), &err, what);
     PQclear(r);
     return err;
 }
@@ -489,7 +500,7 @@ void pg__rollback(struct pg_store *st)
     if (st->in_tx && PQstatus(st->conn) == CONNECTION_OK) {
         char state[6];
         memcpy(state, st->sqlstate, sizeof(state)); /* keep the failure's, not ROLLBACK's */
-        PQclear(PQexec(st->conn, "ROLLBACK"));
+        PQclear(pg__io_exec_simple(st, "ROLLBACK"));
         memcpy(st->sqlstate, state, sizeof(state));
     }
     st->in_tx = false;
@@ -600,14 +611,18 @@ skp_err pg_store_check(struct store *base, char *detail, size_t cap)
     if (cap)
         detail[0] = '\0';
     if (pg__ready(st) != SKP_OK) {
-        snprintf(detail, cap, "database unreachable");
+        snprintf(detail, cap, "database unreachable%s%s%s", st->down[0] ? ": " : "", st->down,
+                 st->connecting ? " (reconnecting)" : "");
         return SKP_EIO;
     }
     skp_err err = SKP_OK;
     PGresult *r = pg__exec(st, "SELECT coalesce(max(version), 0) FROM skp_schema_version", NULL,
                            &err, "check");
     if (!r) {
-        snprintf(detail, cap, "the check could not run");
+        if (PQstatus(st->conn) != CONNECTION_OK && st->down[0])
+            snprintf(detail, cap, "database unreachable: %s", st->down);
+        else
+            snprintf(detail, cap, "the check could not run");
         return SKP_EIO;
     }
     int64_t v = pg__i64(r, 0, 0);

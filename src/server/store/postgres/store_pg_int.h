@@ -103,6 +103,13 @@ struct pg_store {
     uint64_t commit_ns_total;
     int64_t n_snapshots; /* -1 until first counted */
     int64_t epoch;       /* skp_purge_epoch when the ingest caches were filled (-1 unknown) */
+
+    /* store_pg_io.c: the stall bound (0 = none) and a reconnect in progress */
+    int64_t stall_ms;
+    bool connecting;          /* conn is a PQconnectStartParams connection being polled */
+    int connect_poll;         /* the last PostgresPollingStatusType of it */
+    int64_t connect_began_ms; /* monotonic */
+    char down[160];           /* why the connection was last lost ("" = never) */
 };
 
 static inline struct pg_store *pg_store_of(struct store *base)
@@ -174,6 +181,23 @@ void pg__rollback(struct pg_store *st);
 void pg__drop_ingest_caches(struct pg_store *st);
 /* Whether the last failure was a serialization failure or a deadlock (worth a retry). */
 bool pg__retryable(const struct pg_store *st);
+
+/* store_pg_io.c: libpq's waits within st->stall_ms (when set; libpq's blocking calls when 0).
+ * The exec functions are PQexecParams, PQexecPrepared, PQprepare and PQexec; pg__io_result is
+ * PQgetResult; pg__io_flush sends what is queued (false: not sent, the connection is lost);
+ * pg__io_nonblocking switches the socket mode around sends (no-op without a bound). A wait
+ * that runs out shuts the connection's socket down: libpq then fails at once. */
+PGresult *pg__io_exec(struct pg_store *st, const char *sql, int n, const char *const *v);
+PGresult *pg__io_exec_prepared(struct pg_store *st, const char *name, int n,
+                               const char *const *v);
+PGresult *pg__io_prepare(struct pg_store *st, const char *name, const char *sql);
+PGresult *pg__io_exec_simple(struct pg_store *st, const char *sql);
+PGresult *pg__io_result(struct pg_store *st);
+bool pg__io_flush(struct pg_store *st);
+bool pg__io_nonblocking(struct pg_store *st, bool on);
+/* One step of a reconnect that never waits (started when none runs): *done once connected;
+ * SKP_OK without *done while it goes on; SKP_EIO when it failed (st->down says why). */
+SKP_MUST_CHECK skp_err pg__io_reconnect(struct pg_store *st, bool *done);
 
 /* Result helpers: value of (row, col) as text ("" when NULL), int64, NULL-ness. */
 static inline const char *pg__txt(const PGresult *r, int row, int col)

@@ -185,6 +185,8 @@ struct store_snapshot {
     size_t n_frames;
     int64_t received_ms; /* when skyprofd received it (retention counts from the first
                           * snapshot's); 0 = unknown, time_ms is used */
+    uint32_t weight;     /* how many samples the row stands for (a goProfileReport sample's
+                          * count); 0 = 1, every dump of an agent */
 };
 /* Stores a batch in one transaction and returns after it committed (durable ack). A snapshot
  * with the same (task, segment, sequence) as a stored one is ignored (counted in *n_dup, may be
@@ -321,7 +323,8 @@ struct store_sample {
     uint32_t segment; /* store-local id of the segment (distinct segments differ) */
     int32_t sequence;
     int64_t time_ms;
-    uint32_t stack; /* store-local id of the de-duplicated stack */
+    uint32_t stack;  /* store-local id of the de-duplicated stack */
+    uint32_t weight; /* samples the row stands for, >= 1 (1 for rows stored before weights) */
 };
 /* Called once per snapshot, in order. It may call store_get_stack/store_get_frame; a nested
  * store_scan_* fails with SKP_ESTATE (the scan's statement is in use). */

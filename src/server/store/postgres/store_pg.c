@@ -261,9 +261,12 @@ static const char *const k_sql[PGS_COUNT] = {
     [PGS_TASKKEY_FIND] = "SELECT id FROM task_keys WHERE md5(task_id) = md5($1) AND "
                          "task_id = $1",
     /* One statement per batch: arrays of the columns, duplicates ignored. */
-    [PGS_SNAP_INS] = "INSERT INTO snapshots(seg, seq, task, time, stack, first_ms) "
+    [PGS_SNAP_INS] = "INSERT INTO snapshots(seg, seq, task, time, stack, first_ms, weight) "
                      "SELECT * FROM unnest($1::bigint[], $2::int[], $3::bigint[], $4::bigint[], "
-                     "$5::bigint[], $6::bigint[]) ON CONFLICT DO NOTHING",
+                     "$5::bigint[], $6::bigint[], $7::int[]) ON CONFLICT DO NOTHING",
+    [PGS_SNAP_INS_UNWEIGHTED] = "INSERT INTO snapshots(seg, seq, task, time, stack, first_ms) "
+                                "SELECT * FROM unnest($1::bigint[], $2::int[], $3::bigint[], "
+                                "$4::bigint[], $5::bigint[], $6::bigint[]) ON CONFLICT DO NOTHING",
     [PGS_TASKSEG_INS] = "INSERT INTO task_segments(task, seg) SELECT * FROM "
                         "unnest($1::bigint[], $2::bigint[]) AS v(t, s) ORDER BY 1, 2 "
                         "ON CONFLICT DO NOTHING",

@@ -122,13 +122,13 @@ static void batch_params(struct pg_store *st, const struct store_snapshot *v,
                          const struct pg_ref_req *refs, size_t n, struct batch_params *b)
 {
     struct pg_buf ls = {0}, lt = {0}, first = {0};
-    struct pg_buf c[6] = {{0}};
+    struct pg_buf c[7] = {{0}};
     uint64_t one;
     b->n_links = b->n_first = 0;
     pgb_putc(&ls, '{');
     pgb_putc(&lt, '{');
     pgb_putc(&first, '{');
-    for (int k = 0; k < 6; k++)
+    for (int k = 0; k < 7; k++)
         pgb_putc(&c[k], '{');
     for (size_t i = 0; i < n; i++) {
         uint64_t pair = (uint64_t)refs[i].task << 32 | refs[i].seg;
@@ -140,9 +140,14 @@ static void batch_params(struct pg_store *st, const struct store_snapshot *v,
             pgb_int(&lt, refs[i].task);
             pgb_int(&ls, refs[i].seg);
         }
-        const int64_t vals[6] = {refs[i].seg,  v[i].sequence, refs[i].task,
-                                 v[i].time_ms, refs[i].stack, refs[i].seg_first_ms};
-        for (int k = 0; k < 6; k++) {
+        const int64_t vals[7] = {refs[i].seg,
+                                 v[i].sequence,
+                                 refs[i].task,
+                                 v[i].time_ms,
+                                 refs[i].stack,
+                                 refs[i].seg_first_ms,
+                                 v[i].weight ? (int64_t)v[i].weight : 1};
+        for (int k = 0; k < 7; k++) {
             if (i)
                 pgb_putc(&c[k], ',');
             pgb_int(&c[k], vals[k]);
@@ -156,12 +161,16 @@ static void batch_params(struct pg_store *st, const struct store_snapshot *v,
     pgb_putc(&ls, '}');
     pgb_putc(&lt, '}');
     pgb_putc(&first, '}');
-    for (int k = 0; k < 6; k++)
+    for (int k = 0; k < 7; k++)
         pgb_putc(&c[k], '}');
     pgp_owned(&b->links, pgb_take(&lt));
     pgp_owned(&b->links, pgb_take(&ls));
-    for (int k = 0; k < 6; k++)
-        pgp_owned(&b->snaps, pgb_take(&c[k]));
+    for (int k = 0; k < 7; k++) {
+        if (k < 6 || !st->unweighted)
+            pgp_owned(&b->snaps, pgb_take(&c[k]));
+        else
+            skpx_free(pgb_take(&c[k]));
+    }
     pgp_owned(&b->lock, pgb_take(&first));
 }
 
@@ -174,7 +183,8 @@ static void batch_params_free(struct batch_params *b)
 
 /* The batch's statements in the order they run: links, the lock of its first dumps' segments,
  * snapshots (the last: its row count is the batch's). Returns how many. */
-static size_t batch_statements(struct batch_params *b, enum pg_stmt *ids, struct pg_params **params)
+static size_t batch_statements(const struct pg_store *st, struct batch_params *b, enum pg_stmt *ids,
+                               struct pg_params **params)
 {
     size_t k = 0;
     if (b->n_links) {
@@ -185,7 +195,7 @@ static size_t batch_statements(struct batch_params *b, enum pg_stmt *ids, struct
         ids[k] = PGS_LISTING_LOCK;
         params[k++] = &b->lock;
     }
-    ids[k] = PGS_SNAP_INS;
+    ids[k] = st->unweighted ? PGS_SNAP_INS_UNWEIGHTED : PGS_SNAP_INS;
     params[k++] = &b->snaps;
     return k;
 }
@@ -208,13 +218,13 @@ static skp_err write_batch(struct pg_store *st, const struct store_snapshot *v,
     batch_params(st, v, refs, n, &b);
     enum pg_stmt ids[3];
     struct pg_params *params[3];
-    size_t k = batch_statements(&b, ids, params);
+    size_t k = batch_statements(st, &b, ids, params);
     for (size_t i = 0; i < k && !err; i++) {
         const char *what = ids[i] == PGS_TASKSEG_INS    ? "insert task segments"
                            : ids[i] == PGS_LISTING_LOCK ? "lock listed segments"
                                                         : "insert snapshots";
         PGresult *r = pg__execp(st, ids[i], params[i], &err, what);
-        if (r && ids[i] == PGS_SNAP_INS)
+        if (r && (ids[i] == PGS_SNAP_INS || ids[i] == PGS_SNAP_INS_UNWEIGHTED))
             *inserted = (size_t)strtoull(PQcmdTuples(r), NULL, 10);
         PQclear(r);
     }
@@ -234,7 +244,7 @@ static skp_err fast_batch(struct pg_store *st, const struct store_snapshot *v,
     batch_params(st, v, refs, n, &b);
     enum pg_stmt ids[3];
     struct pg_params *params[3];
-    size_t k = batch_statements(&b, ids, params);
+    size_t k = batch_statements(st, &b, ids, params);
     skp_err err = pg__pipeline_tx(st, ids, params, k, inserted);
     batch_params_free(&b);
     if (err && (pg__retryable(st) || strcmp(st->sqlstate, "23514") == 0) &&
@@ -356,6 +366,7 @@ static skp_err run_scan(struct pg_store *st, const char *sql, store_sample_cb cb
                 .sequence = (int32_t)pg__i64(r, i, 1),
                 .time_ms = pg__i64(r, i, 2),
                 .stack = stacks[i],
+                .weight = (uint32_t)pg__i64(r, i, 4),
             };
             cb(ud, &s);
         }
@@ -390,11 +401,11 @@ skp_err pg_store_scan_segment(struct store *base, const char *segment_id, int32_
     err = pg__segment_find(st, segment_id, &seg, &first);
     if (err)
         return err == SKP_ENOTFOUND ? SKP_OK : err;
-    char sql[320];
+    char sql[384];
     snprintf(sql, sizeof(sql),
-             "SELECT seg, seq, time, stack FROM snapshots WHERE seg = %u AND first_ms = %" PRId64
-             " AND seq BETWEEN %d AND %d ORDER BY seq, task",
-             seg, first, (int)lo_seq, (int)hi_seq);
+             "SELECT seg, seq, time, stack, %s FROM snapshots WHERE seg = %u AND "
+             "first_ms = %" PRId64 " AND seq BETWEEN %d AND %d ORDER BY seq, task",
+             st->unweighted ? "1" : "weight", seg, first, (int)lo_seq, (int)hi_seq);
     return run_scan(st, sql, cb, ud);
 }
 
@@ -448,13 +459,13 @@ skp_err pg_store_scan_task(struct store *base, const char *task_id, store_sample
     err = pg__task_key_find(st, task_id, &task);
     if (err)
         return err == SKP_ENOTFOUND ? SKP_OK : err;
-    char sql[320];
+    char sql[384];
     snprintf(sql, sizeof(sql),
-             "SELECT ts.seg, x.seq, x.time, x.stack FROM task_segments ts "
+             "SELECT ts.seg, x.seq, x.time, x.stack, x.weight FROM task_segments ts "
              "JOIN segids si ON si.id = ts.seg CROSS JOIN LATERAL "
-             "(SELECT sn.seq, sn.time, sn.stack FROM snapshots sn WHERE sn.seg = ts.seg AND "
-             "sn.task = ts.task AND sn.first_ms = si.first_ms ORDER BY sn.seq) x "
-             "WHERE ts.task = %u ORDER BY ts.seg, x.seq",
-             task);
+             "(SELECT sn.seq, sn.time, sn.stack, %s AS weight FROM snapshots sn WHERE "
+             "sn.seg = ts.seg AND sn.task = ts.task AND sn.first_ms = si.first_ms "
+             "ORDER BY sn.seq) x WHERE ts.task = %u ORDER BY ts.seg, x.seq",
+             st->unweighted ? "1" : "sn.weight", task);
     return run_scan(st, sql, cb, ud);
 }

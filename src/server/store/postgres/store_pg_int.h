@@ -188,8 +188,7 @@ bool pg__retryable(const struct pg_store *st);
  * pg__io_nonblocking switches the socket mode around sends (no-op without a bound). A wait
  * that runs out shuts the connection's socket down: libpq then fails at once. */
 PGresult *pg__io_exec(struct pg_store *st, const char *sql, int n, const char *const *v);
-PGresult *pg__io_exec_prepared(struct pg_store *st, const char *name, int n,
-                               const char *const *v);
+PGresult *pg__io_exec_prepared(struct pg_store *st, const char *name, int n, const char *const *v);
 PGresult *pg__io_prepare(struct pg_store *st, const char *name, const char *sql);
 PGresult *pg__io_exec_simple(struct pg_store *st, const char *sql);
 PGresult *pg__io_result(struct pg_store *st);

@@ -19,6 +19,10 @@
 #include "common/err.h"
 #include "common/log.h"
 
+/* The step that adds snapshots.weight (stores opened at an older schema_version_max write and
+ * read without it). */
+#define PG_SCHEMA_WEIGHT 5
+
 /* The advisory lock key of migrations ("skpschem" as a number). */
 #define PG_LOCK_SCHEMA 0x736b70736368656dLL
 
@@ -208,6 +212,13 @@ static const struct pg_migration k_steps[] = {
         "CREATE TABLE ui_templates(id text PRIMARY KEY, configuration text NOT NULL,"
         "  disabled boolean NOT NULL DEFAULT false, updated_ms bigint NOT NULL);",
     },
+    {
+        /* SQLite's step 10 (store_schema.c): a goProfileReport sample of count N is one row of
+         * weight N instead of N rows (issue 25). Rows stored before read as weight 1. Added to
+         * the partitioned table, so to every partition, old and new. */
+        "snapshot weight: how many samples a row stands for",
+        "ALTER TABLE snapshots ADD COLUMN weight int NOT NULL DEFAULT 1;",
+    },
 };
 
 int pg_schema_version(void)
@@ -283,6 +294,7 @@ skp_err pg__migrate(struct pg_store *st, int target)
         err = pg__commit(st);
     if (err)
         goto fail;
+    st->unweighted = (cur > target ? cur : target) < PG_SCHEMA_WEIGHT;
     return SKP_OK;
 fail:
     pg__rollback(st);

@@ -52,8 +52,16 @@ enum store_stmt {
     STMT_SCAN_TASK,
     STMT_SEGMENT_INS,
     STMT_SEG_RANGE,
+    /* the same three at a schema before STORE_SCHEMA_WEIGHT (no snapshots.weight) */
+    STMT_SNAP_INS_UNWEIGHTED,
+    STMT_SCAN_SEGMENT_UNWEIGHTED,
+    STMT_SCAN_TASK_UNWEIGHTED,
     STMT_COUNT
 };
+
+/* The schema step that adds snapshots.weight; a store opened at an older schema_version_max
+ * (tests of migrations) writes and reads without it (weight 1). */
+#define STORE_SCHEMA_WEIGHT 10
 
 /* One cached stack: frame ids live in store.stack_pool[off .. off+n). */
 struct store_stack_entry {
@@ -68,7 +76,8 @@ struct sqlite_store {
     sqlite3 *db;
     char *path;
     bool in_tx;
-    bool scanning; /* a store_scan_* is running its callback */
+    bool scanning;   /* a store_scan_* is running its callback */
+    bool unweighted; /* schema before STORE_SCHEMA_WEIGHT */
     sqlite3_stmt *stmts[STMT_COUNT];
 
     /* ingest caches (cleared on rollback and purge: they may name rows that no longer exist) */

@@ -173,6 +173,13 @@ static const struct migration k_migrations[] = {
         "CREATE TABLE ui_templates(id TEXT PRIMARY KEY, configuration TEXT NOT NULL,"
         "  disabled INTEGER NOT NULL DEFAULT 0, updated_ms INTEGER NOT NULL);",
     },
+    {
+        /* A goProfileReport sample of count N is one row of weight N instead of N rows
+         * (issue 25). ADD COLUMN with a constant default rewrites nothing: rows stored before
+         * read as weight 1. */
+        "snapshot weight: how many samples a row stands for",
+        "ALTER TABLE snapshots ADD COLUMN weight INTEGER NOT NULL DEFAULT 1;",
+    },
 };
 
 int store_schema_version(void)
@@ -248,6 +255,7 @@ skp_err store__migrate(struct sqlite_store *st, int target)
         SKPX_ERROR("store: %s has schema v%d, newer than this build (v%d)", st->path, cur, latest);
         return SKP_EIO;
     }
+    st->unweighted = (cur > target ? cur : target) < STORE_SCHEMA_WEIGHT;
     if (cur >= target)
         return SKP_OK;
     if (st->base.read_only) {

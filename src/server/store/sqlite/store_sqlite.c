@@ -34,15 +34,24 @@ static const char *const k_sql[STMT_COUNT] = {
     [STMT_TASKKEY_GET] = "SELECT id FROM task_keys WHERE task_id = ?",
     [STMT_TASKKEY_INS] = "INSERT INTO task_keys(task_id) VALUES(?)",
     [STMT_TASKSEG_INS] = "INSERT OR IGNORE INTO task_segments(task, seg) VALUES(?, ?)",
-    [STMT_SNAP_INS] = "INSERT OR IGNORE INTO snapshots(seg, seq, task, time, stack) "
-                      "VALUES(?, ?, ?, ?, ?)",
-    [STMT_SCAN_SEGMENT] = "SELECT seg, seq, time, stack FROM snapshots "
+    [STMT_SNAP_INS] = "INSERT OR IGNORE INTO snapshots(seg, seq, task, time, stack, weight) "
+                      "VALUES(?, ?, ?, ?, ?, ?)",
+    [STMT_SCAN_SEGMENT] = "SELECT seg, seq, time, stack, weight FROM snapshots "
                           "WHERE seg = ? AND seq BETWEEN ? AND ? ORDER BY seq",
     [STMT_SEQ_WINDOW] = "SELECT min(seq), max(seq) FROM snapshots "
                         "WHERE seg = ? AND time BETWEEN ? AND ?",
-    [STMT_SCAN_TASK] = "SELECT sn.seg, sn.seq, sn.time, sn.stack FROM task_segments ts "
+    [STMT_SCAN_TASK] = "SELECT sn.seg, sn.seq, sn.time, sn.stack, sn.weight "
+                       "FROM task_segments ts "
                        "JOIN snapshots sn ON sn.seg = ts.seg AND sn.task = ts.task "
                        "WHERE ts.task = ? ORDER BY ts.seg, sn.seq",
+    [STMT_SNAP_INS_UNWEIGHTED] = "INSERT OR IGNORE INTO snapshots(seg, seq, task, time, stack) "
+                                 "VALUES(?, ?, ?, ?, ?)",
+    [STMT_SCAN_SEGMENT_UNWEIGHTED] = "SELECT seg, seq, time, stack, 1 FROM snapshots "
+                                     "WHERE seg = ? AND seq BETWEEN ? AND ? ORDER BY seq",
+    [STMT_SCAN_TASK_UNWEIGHTED] = "SELECT sn.seg, sn.seq, sn.time, sn.stack, 1 "
+                                  "FROM task_segments ts "
+                                  "JOIN snapshots sn ON sn.seg = ts.seg AND sn.task = ts.task "
+                                  "WHERE ts.task = ? ORDER BY ts.seg, sn.seq",
     [STMT_SEGMENT_INS] = "INSERT OR IGNORE INTO segments(" STORE_SEGMENT_COLS ") "
                          "VALUES(" STORE_SEGMENT_SQ ")",
     [STMT_SEG_RANGE] = "SELECT (SELECT time FROM snapshots WHERE seg = ?1 AND seq = 0 "

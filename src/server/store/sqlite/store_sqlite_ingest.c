@@ -43,7 +43,7 @@ static skp_err insert_one(struct sqlite_store *st, const struct store_snapshot *
             /* only a cache: the INSERT OR IGNORE runs again next time */
         }
     }
-    s = store__stmt(st, STMT_SNAP_INS, &err);
+    s = store__stmt(st, st->unweighted ? STMT_SNAP_INS_UNWEIGHTED : STMT_SNAP_INS, &err);
     if (!s)
         return err;
     sqlite3_bind_int64(s, 1, seg);
@@ -51,6 +51,8 @@ static skp_err insert_one(struct sqlite_store *st, const struct store_snapshot *
     sqlite3_bind_int64(s, 3, task);
     sqlite3_bind_int64(s, 4, sn->time_ms);
     sqlite3_bind_int64(s, 5, stack);
+    if (!st->unweighted)
+        sqlite3_bind_int64(s, 6, sn->weight ? sn->weight : 1);
     err = store__step_done(st, s, "insert snapshot");
     if (err)
         return err;
@@ -103,6 +105,7 @@ static skp_err run_scan(struct sqlite_store *st, sqlite3_stmt *s, store_sample_c
             .sequence = sqlite3_column_int(s, 1),
             .time_ms = sqlite3_column_int64(s, 2),
             .stack = (uint32_t)sqlite3_column_int64(s, 3),
+            .weight = (uint32_t)sqlite3_column_int64(s, 4),
         };
         cb(ud, &smp);
     }
@@ -136,7 +139,9 @@ skp_err sqlite_store_scan_segment(struct store *base, const char *segment_id, in
     struct sqlite_store *st = sqlite_store_of(base);
     uint32_t seg = 0;
     sqlite3_stmt *s = NULL;
-    skp_err err = scan_begin(st, segment_id, cb, store__segment_find, STMT_SCAN_SEGMENT, &seg, &s);
+    skp_err err =
+        scan_begin(st, segment_id, cb, store__segment_find,
+                   st->unweighted ? STMT_SCAN_SEGMENT_UNWEIGHTED : STMT_SCAN_SEGMENT, &seg, &s);
     if (err)
         return err == SKP_ENOTFOUND ? SKP_OK : err;
     sqlite3_bind_int64(s, 1, seg);
@@ -181,7 +186,9 @@ skp_err sqlite_store_scan_task(struct store *base, const char *task_id, store_sa
     struct sqlite_store *st = sqlite_store_of(base);
     uint32_t task = 0;
     sqlite3_stmt *s = NULL;
-    skp_err err = scan_begin(st, task_id, cb, task_key_find, STMT_SCAN_TASK, &task, &s);
+    skp_err err =
+        scan_begin(st, task_id, cb, task_key_find,
+                   st->unweighted ? STMT_SCAN_TASK_UNWEIGHTED : STMT_SCAN_TASK, &task, &s);
     if (err)
         return err == SKP_ENOTFOUND ? SKP_OK : err;
     sqlite3_bind_int64(s, 1, task);

@@ -97,16 +97,16 @@ static void insert_duplicates_and_order(void **state)
     struct fixture *f = *state;
     char *fr[] = {"main", "handle", "work"};
     struct store_snapshot v[] = {
-        {"t1", "s1", 1030, 3, fr, 3, 0},
-        {"t1", "s1", 1010, 1, fr, 3, 0},
-        {"t1", "s1", 1020, 2, fr, 2, 0},
-        {"t1", "s1", 1000, 0, fr, 1, 0},
+        {"t1", "s1", 1030, 3, fr, 3, 0, 0},
+        {"t1", "s1", 1010, 1, fr, 3, 0, 0},
+        {"t1", "s1", 1020, 2, fr, 2, 0, 0},
+        {"t1", "s1", 1000, 0, fr, 1, 0, 0},
     };
     size_t dup = 99;
     assert_int_equal(store_insert_snapshots(f->st, v, 4, &dup), SKP_OK);
     assert_int_equal(dup, 0);
     /* a resent batch overlapping the stored one: only the new one is stored */
-    struct store_snapshot again[] = {v[0], v[1], {"t1", "s1", 1040, 4, fr, 3, 0}};
+    struct store_snapshot again[] = {v[0], v[1], {"t1", "s1", 1040, 4, fr, 3, 0, 0}};
     assert_int_equal(store_insert_snapshots(f->st, again, 3, &dup), SKP_OK);
     assert_int_equal(dup, 2);
     struct store_stats stats;
@@ -818,7 +818,8 @@ static void read_only_fails_cleanly(void **state)
     struct store_opts ro = {.read_only = true};
     assert_int_equal(store_open(f->db.path, &ro, &f->st), SKP_OK);
     char *fr[] = {"a", "new_frame"};
-    struct store_snapshot v[] = {{"t", "s1", 1010, 1, fr, 2, 0}, {"t", "s2", 1010, 0, fr, 2, 0}};
+    struct store_snapshot v[] = {{"t", "s1", 1010, 1, fr, 2, 0, 0},
+                                 {"t", "s2", 1010, 0, fr, 2, 0, 0}};
     size_t dup = 7;
     assert_int_equal(store_insert_snapshots(f->st, v, 2, &dup), SKP_EIO);
     assert_int_equal(dup, 0);
@@ -866,7 +867,7 @@ static void full_disk_rolls_back_whole_batch(void **state)
         snprintf(names[i], sizeof(names[i]), "frame_%d_%0250d", i, i);
         frames[i][0] = "a";
         frames[i][1] = names[i];
-        v[i] = (struct store_snapshot){"t", "s2", 2000 + i, i, frames[i], 2, 0};
+        v[i] = (struct store_snapshot){"t", "s2", 2000 + i, i, frames[i], 2, 0, 0};
     }
     size_t dup = 0;
     assert_int_equal(store_insert_snapshots(f->st, v, N, &dup), SKP_EIO);
@@ -956,7 +957,7 @@ static void alloc_fault_loop_over_insert_batch(void **state)
         frames[i][1] = names[i];
         frames[i][2] = i % 2 ? "leaf_a" : "leaf_b";
         run.v[i] = (struct store_snapshot){
-            "task", i < INSERT_RUN_N / 2 ? "sa" : "sb", 1000 + i, i, frames[i], 3, 0};
+            "task", i < INSERT_RUN_N / 2 ? "sa" : "sb", 1000 + i, i, frames[i], 3, 0, 0};
     }
     store_close(f->st);
     f->st = NULL;

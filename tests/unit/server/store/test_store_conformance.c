@@ -560,9 +560,9 @@ static void snapshots_dedup_and_order(void **state)
     char *fa[] = {"main", "a"};
     char *fb[] = {"main", "b"};
     struct store_snapshot v[] = {
-        {"t", "s2", 1020, 2, fa, 2, 0}, {"t", "s2", 1000, 0, fa, 2, 0},
-        {"t", "s1", 1010, 1, fb, 2, 0}, {"t", "s1", 1000, 0, fa, 2, 0},
-        {"t", "s2", 1010, 1, fb, 2, 0}, {"u", "s1", 1000, 0, fb, 2, 0},
+        {"t", "s2", 1020, 2, fa, 2, 0, 0}, {"t", "s2", 1000, 0, fa, 2, 0, 0},
+        {"t", "s1", 1010, 1, fb, 2, 0, 0}, {"t", "s1", 1000, 0, fa, 2, 0, 0},
+        {"t", "s2", 1010, 1, fb, 2, 0, 0}, {"u", "s1", 1000, 0, fb, 2, 0, 0},
     };
     size_t dup = 9;
     assert_int_equal(store_insert_snapshots(f->st, v, 6, &dup), SKP_OK);
@@ -1445,7 +1445,7 @@ static void *writer_main(void *arg)
             fr[i][0] = "main";
             fr[i][1] = skpx_strdup(shared);
             fr[i][2] = skpx_strdup(own);
-            v[i] = (struct store_snapshot){"t", seg, 1000 + seq, seq, fr[i], (i % 2) ? 3 : 2, 0};
+            v[i] = (struct store_snapshot){"t", seg, 1000 + seq, seq, fr[i], (i % 2) ? 3 : 2, 0, 0};
         }
         size_t dup = 0;
         w->err = store_insert_snapshots(st, v, PER_BATCH, &dup);
@@ -1629,7 +1629,7 @@ static void reconnect(void **state)
     g_be->kill(f->st);
     /* the call that finds the connection gone fails and acknowledges nothing */
     char *fr[] = {"a", "c"};
-    struct store_snapshot sn = {"t", "s1", 1001, 1, fr, 2, 0};
+    struct store_snapshot sn = {"t", "s1", 1001, 1, fr, 2, 0, 0};
     size_t dup = 0;
     assert_int_equal(store_insert_snapshots(f->st, &sn, 1, &dup), SKP_EIO);
     /* reconnected after the backoff: the batch goes through, the earlier one is there */
@@ -1660,7 +1660,7 @@ static void failed_writes_keep_nothing_and_recover(void **state, enum fault faul
         snprintf(names[i], sizeof(names[i]), "frame_%d_%0250d", i, i);
         frames[i][0] = "a";
         frames[i][1] = names[i];
-        v[i] = (struct store_snapshot){"t", "s2", 2000 + i, i, frames[i], 2, 0};
+        v[i] = (struct store_snapshot){"t", "s2", 2000 + i, i, frames[i], 2, 0, 0};
     }
     size_t dup = 0;
     assert_int_equal(store_insert_snapshots(f->st, v, N, &dup), SKP_EIO);

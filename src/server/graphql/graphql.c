@@ -28,6 +28,7 @@ skp_err graphql_schema_new(struct gql_schema **out, char *err, size_t cap)
         {graphql_template_resolvers, &graphql_n_template_resolvers},
         {graphql_pprof_resolvers, &graphql_n_pprof_resolvers},
         {graphql_continuous_resolvers, &graphql_n_continuous_resolvers},
+        {graphql_ebpf_resolvers, &graphql_n_ebpf_resolvers},
     };
     size_t n = 0;
     for (size_t i = 0; i < sizeof(tables) / sizeof(tables[0]); i++)
@@ -61,9 +62,14 @@ const struct gql_schema *graphql_schema(void)
 }
 
 /* Fields whose resolvers read much; they run on the worker. */
-static const char *const k_heavy[] = {"getSegmentsProfileAnalyze", "getProfileTaskSegments",
-                                      "queryBasicTraces",          "queryTrace",
-                                      "queryPprofAnalyze",         "queryAsyncProfilerAnalyze"};
+static const char *const k_heavy[] = {"getSegmentsProfileAnalyze",
+                                      "getProfileTaskSegments",
+                                      "queryBasicTraces",
+                                      "queryTrace",
+                                      "queryPprofAnalyze",
+                                      "queryAsyncProfilerAnalyze",
+                                      "queryEBPFProfilingSchedules",
+                                      "analysisEBPFProfilingResult"};
 
 static bool sels_heavy(const struct gql_sel *s, int depth)
 {

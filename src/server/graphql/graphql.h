@@ -103,5 +103,7 @@ extern const struct gql_resolver graphql_pprof_resolvers[]; /* graphql_pprof.c *
 extern const size_t graphql_n_pprof_resolvers;
 extern const struct gql_resolver graphql_continuous_resolvers[]; /* graphql_continuous.c */
 extern const size_t graphql_n_continuous_resolvers;
+extern const struct gql_resolver graphql_ebpf_resolvers[]; /* graphql_ebpf.c */
+extern const size_t graphql_n_ebpf_resolvers;
 
 #endif

@@ -45,13 +45,6 @@ static skp_err r_time_info(struct gql_call *c, json_t **out)
     return *out ? SKP_OK : SKP_ENOMEM;
 }
 
-static skp_err r_empty_list(struct gql_call *c, json_t **out)
-{
-    (void)c;
-    *out = json_array();
-    return *out ? SKP_OK : SKP_ENOMEM;
-}
-
 static skp_err r_false(struct gql_call *c, json_t **out)
 {
     (void)c;
@@ -163,6 +156,53 @@ static skp_err r_list_services(struct gql_call *c, json_t **out)
         return err;
     }
     *out = w.out;
+    return SKP_OK;
+}
+
+/* A menu item of the protocol (subItems empty). */
+static json_t *menu_item(const char *title, const char *icon, const char *layer,
+                         const char *description, const char *i18n)
+{
+    return json_pack("{s:o,s:o,s:o,s:b,s:[],s:o,s:n,s:o}", "title", skp_json_str(title), "icon",
+                     icon ? json_string(icon) : json_null(), "layer", skp_json_str(layer),
+                     "activate", 1, "subItems", "description",
+                     description ? json_string(description) : json_null(), "documentLink",
+                     "i18nKey", i18n ? json_string(i18n) : json_null());
+}
+
+/* The UI's side menu: one group, General Service, holding the layers of skyprofd's services
+ * (GENERAL, titled Services as OAP's menu does, always; others by their name). A sub-item leads
+ * to the layer's root dashboard (its service list). */
+static skp_err r_menu(struct gql_call *c, json_t **out)
+{
+    struct svc_walk w = {.out = json_array(), .layers_only = true};
+    skp_err err = w.out ? walk_services(c, &w) : SKP_ENOMEM;
+    json_t *group =
+        err ? NULL : menu_item("General Service", "general_service", "", NULL, "general_service");
+    json_t *subs = json_object_get(group, "subItems");
+    json_t *general =
+        subs ? menu_item("Services", NULL, "GENERAL",
+                         "The services whose agents report to skyprofd", "general_service_services")
+             : NULL;
+    if (!err && (!general || json_array_append_new(subs, general) != 0))
+        err = SKP_ENOMEM;
+    size_t i;
+    json_t *v;
+    json_array_foreach(w.out, i, v) {
+        const char *layer = json_string_value(v);
+        if (err || strcmp(layer, "GENERAL") == 0)
+            continue;
+        json_t *it = menu_item(layer, NULL, layer, NULL, NULL);
+        if (!it || json_array_append_new(subs, it) != 0)
+            err = SKP_ENOMEM;
+    }
+    json_decref(w.out);
+    *out = err ? NULL : json_pack("[o]", group);
+    if (err || !*out) {
+        if (err)
+            json_decref(group);
+        return err ? err : SKP_ENOMEM;
+    }
     return SKP_OK;
 }
 
@@ -388,7 +428,7 @@ const struct gql_resolver graphql_meta_resolvers[] = {
     {"Query", "version", r_version},
     {"Mutation", "version", r_version},
     {"Query", "getTimeInfo", r_time_info},
-    {"Query", "getMenuItems", r_empty_list},
+    {"Query", "getMenuItems", r_menu},
     {"Query", "getRecordsTTL", r_records_ttl},
     {"Query", "getMetricsTTL", r_metrics_ttl},
     {"Query", "hasQueryTracesV2Support", r_false},

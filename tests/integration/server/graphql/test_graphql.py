@@ -114,12 +114,9 @@ def t_schema_text(d):
     assert str(m["createProfileTask"].args["creationRequest"].type) == "ProfileTaskCreationRequest"
 
 
-# Fields of the spec's lists that skyprofd does not serve yet (issue 24 left open): they must be
-# absent from the schema (a client gets a validation error, never made-up data).
-NOT_SERVED = {
-    "queryEBPFProfilingTasks", "queryEBPFProfilingSchedules", "analysisEBPFProfilingResult",
-    "queryPrepareCreateEBPFProfilingTaskData", "createEBPFProfilingFixedTimeTask",
-}
+# Fields of the spec's lists that skyprofd does not serve: they must be absent from the schema
+# (a client gets a validation error, never made-up data). None left.
+NOT_SERVED = set()
 
 
 def t_spec_fields(d):
@@ -487,6 +484,169 @@ def t_continuous(d):
             (procs[0]["id"], "python3", "VM", ["web", "api"])], (pr, procs)
 
 
+def seed_ebpf(S, svc, inst):
+    """What an eBPF agent sends over the real gRPC services: its host process, two triggered
+    tasks (ContinuousProfilingService.reportProfilingTask: ON_CPU, cause PROCESS_CPU 87.5 >= 50;
+    OFF_CPU, cause HTTP_AVG_RESPONSE_TIME of /pay) and their stacks (collectProfilingData) with
+    known weights. Returns (process id, ON_CPU task id, OFF_CPU task id)."""
+    from ebpf.profiling import ContinuousProfiling_pb2 as CP
+    from ebpf.profiling import Process_pb2, Profile_pb2
+    from test_server_ebpf import host, oap_process_id, off_cpu, on_cpu, stack
+    from skyprofd_util import Command_pb2
+    ch = S.channel()
+    ser = lambda m: m.SerializeToString()  # noqa: E731
+    ch.unary_unary(V3 + "EBPFProcessService/reportProcesses", request_serializer=ser,
+                   response_deserializer=Process_pb2.EBPFReportProcessDownstream.FromString)(
+        Process_pb2.EBPFProcessReportList(ebpfAgentID="rover-1", processes=[
+            host(svc, inst, "python3", 4242, labels=["web", "api"],
+                 props=[("command_line", "python3 app.py")])]), timeout=30)
+    pid = oap_process_id(svc, inst, "python3")
+    report = ch.unary_unary(V3 + "ContinuousProfilingService/reportProfilingTask",
+                            request_serializer=ser, response_deserializer=Command_pb2.Commands.FromString)
+
+    def trigger(cause, **target):
+        resp = report(CP.ContinuousProfilingReport(
+            layer="GENERAL", serviceName=svc, instanceName=inst, processName="python3",
+            duration=30, causes=[cause], **target), timeout=30)
+        return [a.value for a in resp.commands[0].args if a.key == "TaskId"][0]
+    t_on = trigger(CP.ContinuousProfilingCause(
+        type=CP.ProcessCPU, singleValue=CP.ContinuousProfilingSingleValueCause(
+            threshold=50, current=87.5)), onCPU=CP.ContinuousOnCPUProfilingTask())
+    t_off = trigger(CP.ContinuousProfilingCause(
+        type=CP.HTTPAvgResponseTime, uri=CP.ContinuousProfilingURICause(
+            path="/pay", threshold=200, current=251)), offCPU=CP.ContinuousOffCPUProfilingTask())
+    collect = ch.stream_unary(V3 + "EBPFProfilingService/collectProfilingData",
+                              request_serializer=ser,
+                              response_deserializer=Command_pb2.Commands.FromString)
+    main_f, burn, wait = "bpf_main (app.py:20)", "bpf_burn (app.py:10)", "bpf_wait (app.py:5)"
+    collect(iter([
+        on_cpu(t_on, pid, [stack([burn, main_f])], 40),
+        on_cpu(t_on, pid, [stack([wait, main_f])], 15),
+        on_cpu(t_on, pid, [stack([main_f]), stack(["do_syscall_64", "entry_SYSCALL_64"],
+                                                  kind=Profile_pb2.PROCESS_KERNEL_SPACE, sid=7)], 5),
+        off_cpu(t_off, pid, [stack([wait, main_f])], 3, 9000000),
+        off_cpu(t_off, pid, [stack([burn, main_f])], 7, 1000000),
+    ]), timeout=30)
+    collect(iter([on_cpu(t_on, pid, [stack([burn, main_f])], 20)]), timeout=30)
+    return pid, t_on, t_off
+
+
+def t_ebpf(d):
+    """The eBPF widget's calls and the continuous-profiling timeline's against profiles fed
+    through the real gRPC services: triggered tasks with their causes (x 100), a schedule per
+    process with OAP's Process, the analysis equal to the HTTP API's (roots "0", dumpCount the
+    inclusive dumps; OFF_CPU by switches or by duration), and the fixed-time creation refused
+    with its reason (skyprofd hands no eBPF task to agents), visible nowhere."""
+    svc, inst = "ebpf-svc", "vm-1"
+    sid = b64(svc) + ".1"
+    iid = sid + "_" + b64(inst)
+    with Skyprofd(d, "--log-level", "warn") as S:
+        pid, t_on, t_off = seed_ebpf(S, svc, inst)
+        prep = check(S, "ebpf-prepare", *UI.ebpf_prepare(sid))["createTaskData"]
+        assert prep == {"couldProfiling": False, "processLabels": ["web", "api"]}, prep
+        # the eBPF widget asks FIXED_TIME tasks: skyprofd runs none
+        fixed = {"serviceId": sid, "targets": ["ON_CPU", "OFF_CPU"], "triggerType": "FIXED_TIME"}
+        assert check(S, "ebpf-tasks-fixed", *UI.ebpf_tasks(fixed))["queryEBPFTasks"] == []
+        cont = dict(fixed, triggerType="CONTINUOUS_PROFILING")
+        tasks = check(S, "ebpf-tasks", *UI.ebpf_tasks(cont))["queryEBPFTasks"]
+        assert sorted((t["taskId"], t["targetType"]) for t in tasks) == sorted(
+            [(t_on, "ON_CPU"), (t_off, "OFF_CPU")]), tasks
+        on = [t for t in tasks if t["taskId"] == t_on][0]
+        assert (on["serviceId"], on["serviceName"], on["serviceInstanceId"],
+                on["serviceInstanceName"], on["processId"], on["processName"],
+                on["triggerType"]) == (sid, svc, iid, inst, pid, "python3",
+                                       "CONTINUOUS_PROFILING"), on
+        assert on["taskStartTime"] == on["createTime"] > 0, on
+        cause = on["continuousProfilingCauses"]
+        assert [(k["type"], k["singleValue"], k["uri"]) for k in cause] == [
+            ("PROCESS_CPU", {"threshold": 5000, "current": 8750}, None)], cause
+        off = [t for t in tasks if t["taskId"] == t_off][0]["continuousProfilingCauses"]
+        assert [(k["type"], k["uri"]) for k in off] == [("HTTP_AVG_RESPONSE_TIME", {
+            "uriRegex": None, "uriPath": "/pay", "threshold": 20000, "current": 25100})], off
+        only_off = dict(cont, targets=["OFF_CPU"], serviceInstanceId=iid)
+        got = check(S, "ebpf-tasks-off", *UI.ebpf_tasks(only_off))["queryEBPFTasks"]
+        assert [t["taskId"] for t in got] == [t_off], got
+        other = dict(cont, serviceInstanceId=sid + "_" + b64("vm-2"))
+        assert check(S, "ebpf-tasks-other", *UI.ebpf_tasks(other))["queryEBPFTasks"] == []
+        # one schedule: the process that uploaded, as OAP's Process
+        sch = check(S, "ebpf-schedules", *UI.ebpf_schedules(t_on))["eBPFSchedules"]
+        assert len(sch) == 1 and sch[0]["scheduleId"] == t_on + "_" + pid, sch
+        assert sch[0]["process"] == {
+            "id": pid, "name": "python3", "serviceId": sid, "serviceName": svc, "instanceId": iid,
+            "instanceName": inst, "agentId": "rover-1", "detectType": "VM",
+            "attributes": [{"name": "command_line", "value": "python3 app.py"}],
+            "labels": ["web", "api"]}, sch
+        assert sch[0]["startTime"] <= sch[0]["endTime"], sch
+        assert check(S, "ebpf-schedules-none", *UI.ebpf_schedules("nope"))["eBPFSchedules"] == []
+        rng = [{"start": sch[0]["startTime"], "end": sch[0]["endTime"]}]
+        an = check(S, "ebpf-analyze", *UI.ebpf_analyze([sch[0]["scheduleId"]], rng, "COUNT"))
+        an = an["analysisEBPFResult"]
+        assert an["tip"] is None and len(an["trees"]) == 1, an
+        els = an["trees"][0]["elements"]
+        by_id = {e["id"]: e for e in els}
+
+        def path(e):
+            return path(by_id[e["parentId"]]) + [e["symbol"]] if e["parentId"] != "0" else [
+                e["symbol"]]
+        got = sorted((tuple(path(e)), e["dumpCount"]) for e in els)
+        m, b_, w_ = "bpf_main (app.py:20)", "bpf_burn (app.py:10)", "bpf_wait (app.py:5)"
+        assert got == sorted([((m,), 80), ((m, b_), 60), ((m, w_), 15),
+                              ((m, "entry_SYSCALL_64"), 5),
+                              ((m, "entry_SYSCALL_64", "do_syscall_64"), 5)]), got
+        assert {e["stackType"] for e in els} == {"USER_SPACE"}, els
+        st, http_an = S.json("GET", "/api/v1/ebpf/tasks/%s/analyze" % t_on, expect=200)
+        want = sorted((e["codeSignature"], int(e["count"])) for t in http_an["trees"]
+                      for e in t["elements"])
+        assert sorted((e["symbol"], e["dumpCount"]) for e in els) == want, (els, want)
+        # OFF_CPU: COUNT weighs switches, DURATION nanoseconds
+        sch = check(S, "ebpf-schedules-off", *UI.ebpf_schedules(t_off))["eBPFSchedules"]
+        rng = [{"start": sch[0]["startTime"], "end": sch[0]["endTime"]}]
+        for agg, want in (("COUNT", {m: 10, b_: 7, w_: 3}),
+                          ("DURATION", {m: 10000000, b_: 1000000, w_: 9000000})):
+            an = check(S, "ebpf-analyze-" + agg, *UI.ebpf_analyze(
+                [sch[0]["scheduleId"]], rng, agg))["analysisEBPFResult"]
+            got = {e["symbol"]: e["dumpCount"] for t in an["trees"] for e in t["elements"]}
+            assert got == want, (agg, got)
+        # a range before the uploads, an unknown schedule: no trees, a tip
+        an = check(S, "ebpf-analyze-empty", *UI.ebpf_analyze(
+            [t_on + "_" + pid], [{"start": 1, "end": 2}], "COUNT"))["analysisEBPFResult"]
+        assert an["trees"] == [] and "no profile data" in an["tip"], an
+        an = check(S, "ebpf-analyze-unknown", *UI.ebpf_analyze(
+            ["nope"], rng, None))["analysisEBPFResult"]
+        assert an["trees"] == [] and an["tip"], an
+        # the fixed-time creation: refused with its reason, no task anywhere
+        res = check(S, "ebpf-create", *UI.ebpf_create({
+            "serviceId": sid, "processLabels": ["web"], "startTime": -1, "duration": 60,
+            "targetType": "ON_CPU"}))["createTaskData"]
+        assert res["status"] is False and res["id"] is None, res
+        assert "no fixed-time eBPF tasks" in res["errorReason"], res
+        assert check(S, "ebpf-tasks-fixed-after", *UI.ebpf_tasks(fixed))["queryEBPFTasks"] == []
+        st, trig = S.json("GET", "/api/v1/profile/triggers?service=" + svc, expect=200)
+        assert sorted(t["taskId"] for t in trig["triggers"]) == sorted([t_on, t_off]), trig
+        net = check(S, "ebpf-network", *UI.ebpf_network_create({"instanceId": iid}))
+        assert net["createEBPFNetworkProfiling"]["status"] is False, net
+        keep = check(S, "ebpf-network-keep", *UI.ebpf_network_keep("nope"))
+        assert keep["keepEBPFNetworkProfiling"]["status"] is False, keep
+
+
+def t_menu(d):
+    """getMenuItems: the General Service group; its Services item leads to layer GENERAL, and a
+    layer an agent names is an item of its own."""
+    with Skyprofd(d, "--log-level", "warn") as S:
+        menu = check(S, "menu", *UI.PAGE_LOAD["menuItems"])["getMenuItems"]
+        assert [(m["title"], m["layer"], m["activate"]) for m in menu] == [
+            ("General Service", "", True)], menu
+        assert [(s["title"], s["layer"], s["activate"], s["i18nKey"])
+                for s in menu[0]["subItems"]] == [
+            ("Services", "GENERAL", True, "general_service_services")], menu
+        S.unary(V3 + "ManagementService/reportInstanceProperties",
+                Management_pb2.InstanceProperties(service="mesh-svc", serviceInstance="i",
+                                                  layer="MESH"))
+        menu = check(S, "menu-layers", *UI.PAGE_LOAD["menuItems"])["getMenuItems"]
+        assert [(s["title"], s["layer"]) for s in menu[0]["subItems"]] == [
+            ("Services", "GENERAL"), ("MESH", "MESH")], menu
+
+
 def t_token(d):
     """With --api-token, /graphql needs the token like every POST of the HTTP API."""
     with Skyprofd(d, "--log-level", "warn", "--api-token", "s3cret") as S:
@@ -502,6 +662,7 @@ for name, fn in [("schema_text", t_schema_text), ("spec_fields", t_spec_fields),
                  ("introspection", t_introspection), ("templates", t_templates),
                  ("ui_root", t_ui_root), ("pprof", t_pprof),
                  ("async_profiler", t_async_profiler), ("continuous", t_continuous),
+                 ("ebpf", t_ebpf), ("menu", t_menu),
                  ("token", t_token)]:
     with tempdir() as d:
         R.run(name, fn, d)

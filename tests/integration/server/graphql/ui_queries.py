@@ -210,3 +210,66 @@ def monitoring_instances(service_id, target):
             "      name\n      detectType\n      labels\n      triggeredCount\n"
             "      lastTriggerTimestamp\n    }\n  }\n}", {"serviceId": service_id,
                                                       "target": target})
+
+
+# ---- eBPF profiling (the eBPF widget and the continuous-profiling task timeline) ----
+
+EBPF_TASK_FIELDS = (
+    "    taskId\n    serviceName\n    serviceId\n    serviceInstanceId\n    serviceInstanceName\n"
+    "    processLabels\n    processName\n    processId\n    taskStartTime\n    triggerType\n"
+    "    fixedTriggerDuration\n    targetType\n    createTime\n    continuousProfilingCauses {\n"
+    "      type\n      singleValue {\n        threshold\n        current\n      }\n"
+    "      uri {\n        uriRegex\n        uriPath\n        threshold\n        current\n"
+    "      }\n      message\n    }\n")
+
+
+def ebpf_prepare(service_id):
+    return ("query queryCreateTaskData($serviceId: ID!) {\n  createTaskData: "
+            "queryPrepareCreateEBPFProfilingTaskData(serviceId: $serviceId) {\n"
+            "    couldProfiling\n    processLabels\n  }\n}", {"serviceId": service_id})
+
+
+def ebpf_create(request):
+    return ("mutation saveEBPFTask($request: EBPFProfilingTaskFixedTimeCreationRequest!) {\n"
+            "  createTaskData: createEBPFProfilingFixedTimeTask(request: $request) {\n"
+            "    status\n    errorReason\n    id\n  }\n}", {"request": request})
+
+
+def ebpf_tasks(variables):
+    return ("query getEBPFTasks($serviceId: ID, $serviceInstanceId: ID, $targets: "
+            "[EBPFProfilingTargetType!], $triggerType: EBPFProfilingTriggerType) {\n"
+            "  queryEBPFTasks: queryEBPFProfilingTasks(serviceId: $serviceId, serviceInstanceId: "
+            "$serviceInstanceId, targets: $targets, triggerType: $triggerType) {\n"
+            + EBPF_TASK_FIELDS + "  }\n}", variables)
+
+
+def ebpf_schedules(task_id):
+    return ("query getEBPFSchedules($taskId: ID!) {\n  eBPFSchedules: "
+            "queryEBPFProfilingSchedules(taskId: $taskId) {\n    scheduleId\n    taskId\n"
+            "    process {\n      id\n      name\n      serviceId\n      serviceName\n"
+            "      instanceId\n      instanceName\n      agentId\n      detectType\n"
+            "      attributes {\n        name\n        value\n      }\n      labels\n    }\n"
+            "    startTime\n    endTime\n  }\n}", {"taskId": task_id})
+
+
+def ebpf_analyze(schedule_ids, time_ranges, aggregate_type):
+    return ("query getEBPFResult($scheduleIdList: [ID!]!, $timeRanges: "
+            "[EBPFProfilingAnalyzeTimeRange!]!, $aggregateType: "
+            "EBPFProfilingAnalyzeAggregateType) {\n  analysisEBPFResult: "
+            "analysisEBPFProfilingResult(scheduleIdList: $scheduleIdList, timeRanges: "
+            "$timeRanges, aggregateType: $aggregateType) {\n    tip\n    trees {\n"
+            "      elements {\n        id\n        parentId\n        symbol\n        stackType\n"
+            "        dumpCount\n      }\n    }\n  }\n}",
+            {"scheduleIdList": schedule_ids, "timeRanges": time_ranges,
+             "aggregateType": aggregate_type})
+
+
+def ebpf_network_create(request):
+    return ("mutation newNetworkProfiling($request: EBPFProfilingNetworkTaskRequest!) {\n"
+            "  createEBPFNetworkProfiling(request: $request) {\n    status\n    errorReason\n"
+            "    id\n  }\n}", {"request": request})
+
+
+def ebpf_network_keep(task_id):
+    return ("mutation keepNetworkProfiling($taskId: ID!) {\n  keepEBPFNetworkProfiling("
+            "taskId: $taskId) {\n    status\n    errorReason\n  }\n}", {"taskId": task_id})

@@ -55,6 +55,7 @@ enum pg_stmt {
     PGS_SEGMENT_INS,
     PGS_EPOCH_CHECK,
     PGS_LISTING_LOCK,
+    PGS_SNAP_INS_UNWEIGHTED, /* a schema before step 5 (no weight column) */
     PGS_COUNT
 };
 
@@ -102,6 +103,7 @@ struct pg_store {
     uint64_t commits;
     uint64_t commit_ns_total;
     int64_t n_snapshots; /* -1 until first counted */
+    bool unweighted;     /* schema before step 5 (schema_version_max): snapshots have no weight */
     int64_t epoch;       /* skp_purge_epoch when the ingest caches were filled (-1 unknown) */
 
     /* store_pg_io.c: the stall bound (0 = none) and a reconnect in progress */

@@ -2,8 +2,9 @@
  * SkyWalking's UI, in the store (store_templates.h), and skyprofd's default dashboards, written
  * for skyprofd: one Service dashboard per layer of the registered services (GENERAL always)
  * holding the five profiling widgets of SkyWalking's UI in tabs (trace profiling, eBPF,
- * continuous profiling, async-profiler, pprof). A stored row with a default's id (the user
- * changed or disabled it) replaces that default. */
+ * continuous profiling, async-profiler, pprof), and one root dashboard per layer (its services,
+ * the page the UI's menu item of the layer opens, each service leading to the former). A stored
+ * row with a default's id (the user changed or disabled it) replaces that default. */
 #include <stdio.h>
 #include <string.h>
 #include <sys/random.h>
@@ -16,6 +17,9 @@
 /* The default dashboards' name and the prefix of their ids. */
 #define TEMPLATE_DEFAULT_NAME "skyprof-profiling"
 #define TEMPLATE_DEFAULT_ID_PREFIX "skyprof-default-"
+/* The root dashboards' (a layer's service list) name and the prefix of their ids. */
+#define TEMPLATE_ROOT_NAME "skyprof-services"
+#define TEMPLATE_ROOT_ID_PREFIX "skyprof-root-"
 
 /* One tab holding one profiling widget of `type` (the UI's WidgetType). */
 static json_t *tab(const char *name, const char *type)
@@ -48,11 +52,33 @@ static char *default_configuration(const char *layer)
     return out;
 }
 
-static json_t *default_template(const char *layer)
+/* The configuration text of the root dashboard of `layer`, the page its menu item opens: the
+ * layer's services (the UI's ServiceList, no metrics), each leading to the default dashboard. */
+static char *root_configuration(const char *layer)
+{
+    json_t *c = json_pack("{s:o,s:s,s:s,s:b,s:[{s:i,s:i,s:i,s:i,s:s,s:s,s:s,s:{s:s},s:{s:s,s:s,"
+                          "s:i,s:b},s:[],s:[]}]}",
+                          "layer", skp_json_str(layer), "entity", "All", "name", TEMPLATE_ROOT_NAME,
+                          "isRoot", 1, "children", "x", 0, "y", 0, "w", 24, "h", 40, "i", "0", "id",
+                          "0", "type", "Widget", "widget", "title", "Services", "graph", "type",
+                          "ServiceList", "dashboardName", TEMPLATE_DEFAULT_NAME, "fontSize", 12,
+                          "showGroup", 1, "expressions", "metricConfig");
+    size_t n = c ? json_dumpb(c, NULL, 0, JSON_COMPACT) : 0;
+    char *out = n ? skpx_malloc(n + 1) : NULL;
+    if (out) {
+        json_dumpb(c, out, n, JSON_COMPACT);
+        out[n] = '\0';
+    }
+    json_decref(c);
+    return out;
+}
+
+static json_t *default_template(const char *layer, bool root)
 {
     char id[512];
-    snprintf(id, sizeof(id), TEMPLATE_DEFAULT_ID_PREFIX "%s", layer);
-    char *conf = default_configuration(layer);
+    snprintf(id, sizeof(id), "%s%s", root ? TEMPLATE_ROOT_ID_PREFIX : TEMPLATE_DEFAULT_ID_PREFIX,
+             layer);
+    char *conf = root ? root_configuration(layer) : default_configuration(layer);
     json_t *j = conf ? json_pack("{s:o,s:s}", "id", skp_json_str(id), "configuration", conf) : NULL;
     skpx_free(conf);
     return j;
@@ -77,7 +103,7 @@ static skp_err layer_row(void *ud, const struct store_service_row *r)
     return s && json_array_append_new(w->layers, s) == 0 ? SKP_OK : SKP_ENOMEM;
 }
 
-/* The default dashboards, one per layer. */
+/* The default dashboards, two per layer: the profiling one and the root one. */
 static skp_err defaults(struct gql_call *c, json_t *out)
 {
     struct graphql_ctx *x = c->ctx;
@@ -90,9 +116,11 @@ static skp_err defaults(struct gql_call *c, json_t *out)
     json_array_foreach(w.layers, i, l) {
         if (err)
             break;
-        json_t *t = default_template(json_string_value(l));
-        if (!t || json_array_append_new(out, t) != 0)
-            err = SKP_ENOMEM;
+        for (int root = 0; root < 2 && !err; root++) {
+            json_t *t = default_template(json_string_value(l), root);
+            if (!t || json_array_append_new(out, t) != 0)
+                err = SKP_ENOMEM;
+        }
     }
     json_decref(w.layers);
     if (err)

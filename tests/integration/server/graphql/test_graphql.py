@@ -145,7 +145,7 @@ def t_ui_flow(d):
             data = check(S, name, q, v)
         data = check(S, "templates", *UI.PAGE_LOAD["templates"])
         confs = [json.loads(t["configuration"]) for t in data["getAllTemplates"]]
-        general = [c for c in confs if c["layer"] == "GENERAL"]
+        general = [c for c in confs if c["layer"] == "GENERAL" and not c["isRoot"]]
         assert len(general) == 1 and general[0]["entity"] == "Service", confs
         tabs = general[0]["children"][0]["children"]
         assert sorted(t["children"][0]["type"] for t in tabs) == sorted(
@@ -299,7 +299,7 @@ def t_templates(d):
     with Skyprofd(d, "--log-level", "warn") as S:
         all_ = check(S, "templates", *UI.PAGE_LOAD["templates"])["getAllTemplates"]
         assert [(t["id"], json.loads(t["configuration"])["name"]) for t in all_] == [
-            (added["id"], "mine2")], all_
+            (added["id"], "mine2"), ("skyprof-root-GENERAL", "skyprof-services")], all_
         q = 'query($id: String!) { getTemplate(id: $id) { id configuration } }'
         assert check(S, "get", q, {"id": added["id"]})["getTemplate"]["id"] == added["id"]
         assert check(S, "get-disabled", q, {"id": "skyprof-default-GENERAL"})["getTemplate"] is None
@@ -631,7 +631,8 @@ def t_ebpf(d):
 
 def t_menu(d):
     """getMenuItems: the General Service group; its Services item leads to layer GENERAL, and a
-    layer an agent names is an item of its own."""
+    layer an agent names is an item of its own; each layer has the root dashboard the UI opens
+    for its item."""
     with Skyprofd(d, "--log-level", "warn") as S:
         menu = check(S, "menu", *UI.PAGE_LOAD["menuItems"])["getMenuItems"]
         assert [(m["title"], m["layer"], m["activate"]) for m in menu] == [
@@ -645,6 +646,17 @@ def t_menu(d):
         menu = check(S, "menu-layers", *UI.PAGE_LOAD["menuItems"])["getMenuItems"]
         assert [(s["title"], s["layer"]) for s in menu[0]["subItems"]] == [
             ("Services", "GENERAL"), ("MESH", "MESH")], menu
+        # each item's layer has a root dashboard (what the UI opens for it): its service list,
+        # leading to the layer's profiling dashboard
+        confs = [json.loads(t["configuration"]) for t in check(
+            S, "templates", *UI.PAGE_LOAD["templates"])["getAllTemplates"]]
+        for layer in ("GENERAL", "MESH"):
+            roots = [c for c in confs if c["layer"] == layer and c["isRoot"]]
+            assert len(roots) == 1 and roots[0]["entity"] == "All", confs
+            graph = roots[0]["children"][0]["graph"]
+            assert graph["type"] == "ServiceList", roots
+            assert [c["name"] for c in confs if c["layer"] == layer and
+                    c["entity"] == "Service"] == [graph["dashboardName"]], confs
 
 
 def t_token(d):

@@ -29,13 +29,29 @@ static json_t *tab(const char *name, const char *type)
                      "graph");
 }
 
+/* The continuous-profiling tab: the policy editor, and below it the UI's task timeline (the
+ * triggered tasks and, for eBPF ones, their flame graphs through the eBPF profiling fields). */
+static json_t *timeline_tab(void)
+{
+    json_t *t = tab("Continuous Profiling", "ContinuousProfiling");
+    json_t *kids = json_object_get(t, "children");
+    json_object_set_new(json_array_get(kids, 0), "h", json_integer(30));
+    if (kids &&
+        json_array_append_new(kids, json_pack("{s:i,s:i,s:i,s:i,s:s,s:s,s:s,s:{},s:{}}", "x", 0,
+                                              "y", 30, "w", 24, "h", 30, "i", "1", "id", "1",
+                                              "type", "TaskTimeline", "widget", "graph")) != 0) {
+        json_decref(t);
+        return NULL;
+    }
+    return t;
+}
+
 /* The configuration text of the default dashboard of `layer` (caller frees with skpx_free). */
 static char *default_configuration(const char *layer)
 {
     json_t *tabs =
         json_pack("[o,o,o,o,o]", tab("Trace Profiling", "Profile"), tab("eBPF Profiling", "Ebpf"),
-                  tab("Continuous Profiling", "ContinuousProfiling"),
-                  tab("Async Profiling", "AsyncProfiling"), tab("Pprof", "Pprof"));
+                  timeline_tab(), tab("Async Profiling", "AsyncProfiling"), tab("Pprof", "Pprof"));
     json_t *c =
         tabs ? json_pack("{s:o,s:s,s:s,s:b,s:[{s:i,s:i,s:i,s:i,s:s,s:s,s:s,s:i,s:o}]}", "layer",
                          skp_json_str(layer), "entity", "Service", "name", TEMPLATE_DEFAULT_NAME,

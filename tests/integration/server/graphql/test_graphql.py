@@ -657,6 +657,12 @@ def t_menu(d):
             assert graph["type"] == "ServiceList", roots
             assert [c["name"] for c in confs if c["layer"] == layer and
                     c["entity"] == "Service"] == [graph["dashboardName"]], confs
+        # the profiling dashboard's continuous tab: the policy editor and the task timeline (the
+        # triggered tasks, eBPF ones with their flame graphs)
+        prof = [c for c in confs if c["layer"] == "GENERAL" and c["entity"] == "Service"][0]
+        tab = [t for t in prof["children"][0]["children"] if t["name"] == "Continuous Profiling"]
+        assert [w["type"] for w in tab[0]["children"]] == ["ContinuousProfiling",
+                                                          "TaskTimeline"], tab
 
 
 def t_token(d):

@@ -122,7 +122,7 @@ static skp_err proc_row(void *ud, const struct store_ebpf_process *p)
         return SKP_EFULL;
     if (w->by_id && p->id) {
         json_t *o = process_json(p);
-        if (!o || (!json_is_null(o) && json_object_set(w->by_id, p->id, o) != 0)) {
+        if (!o || (!json_is_null(o) && json_object_set_nocheck(w->by_id, p->id, o) != 0)) {
             json_decref(o);
             return SKP_ENOMEM;
         }
@@ -193,7 +193,7 @@ static skp_err process_id_of(struct task_walk *w, const struct store_cont_trigge
     json_t *m = json_object_get(w->procs, t->service);
     if (!m) {
         struct proc_walk pw = {.by_id = json_object()};
-        if (!pw.by_id || json_object_set_new(w->procs, t->service, pw.by_id) != 0)
+        if (!pw.by_id || json_object_set_new_nocheck(w->procs, t->service, pw.by_id) != 0)
             return SKP_ENOMEM;
         skp_err err = store_ebpf_list_processes(w->st, t->service, proc_row, &pw);
         if (err && err != SKP_EFULL && err != SKP_ENOTSUP)
@@ -355,7 +355,7 @@ static skp_err span_row(void *ud, const struct store_ebpf_stack *s)
         if (json_object_size(spans) >= EBPF_SCHEDULES_MAX)
             return SKP_OK;
         e = json_pack("[I,I]", (json_int_t)s->time_ms, (json_int_t)s->time_ms);
-        return e && json_object_set_new(spans, s->process_id, e) == 0 ? SKP_OK : SKP_ENOMEM;
+        return e && json_object_set_new_nocheck(spans, s->process_id, e) == 0 ? SKP_OK : SKP_ENOMEM;
     }
     if (s->time_ms < json_integer_value(json_array_get(e, 0)))
         json_array_set_new(e, 0, json_integer(s->time_ms));

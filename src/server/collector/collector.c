@@ -63,6 +63,23 @@ int collector_on_start(struct skpx_grpc_call *call, void *ud)
     return SKPX_GRPC_UNAUTHENTICATED;
 }
 
+struct skpx_grpc_method collector_unary_method(
+    const ProtobufCMessageDescriptor *request_desc,
+    int (*on_message)(struct skpx_grpc_call *call, void *ud, const ProtobufCMessage *msg,
+                      const uint8_t *raw, size_t raw_len),
+    void *ud)
+{
+    return (struct skpx_grpc_method){
+        .client_streaming = false,
+        .request_desc = request_desc,
+        .on_start = collector_on_start,
+        .on_message = on_message,
+        .on_end = collector_unary_on_end,
+        .on_close = collector_unary_on_close,
+        .ud = ud,
+    };
+}
+
 skp_err collector_add(struct skpx_grpc_server *srv, const char *packaged_path,
                       const char *compat_path, struct skpx_grpc_method m)
 {

@@ -87,6 +87,14 @@ int collector_on_start(struct skpx_grpc_call *call, void *ud);
 /* Registers `m` under both the packaged and the compat path (`service`, `method` static). */
 SKP_MUST_CHECK skp_err collector_add(struct skpx_grpc_server *srv, const char *packaged_path,
                                      const char *compat_path, struct skpx_grpc_method m);
+/* A unary method decoding `request_desc` with `on_message` (a COLLECTOR_UNARY_ON_MESSAGE), the
+ * token check of collector_on_start, and the shared collector_unary_on_end/on_close; `ud` is
+ * the collector (borrowed). A caller with its own on_start replaces it in the result. */
+struct skpx_grpc_method collector_unary_method(
+    const ProtobufCMessageDescriptor *request_desc,
+    int (*on_message)(struct skpx_grpc_call *call, void *ud, const ProtobufCMessage *msg,
+                      const uint8_t *raw, size_t raw_len),
+    void *ud);
 /* The empty Commands answer. */
 const ProtobufCMessage *collector_empty_commands(void);
 /* Protobuf allocator backed by skpx_malloc. */
@@ -108,8 +116,8 @@ SKP_MUST_CHECK skp_err collector_pprof_register(struct collector *c, struct skpx
 #define GOPROFILE_MAX_ROWS 200000                       /* snapshot rows (and samples) */
 #define GOPROFILE_MAX_FRAME_BYTES (64u << 20)           /* frame strings of those rows */
 #define GOPROFILE_MAX_SEGMENTS 65536                    /* segments (more are skipped) */
-#define GOPROFILE_MAX_REPEAT 100                        /* rows one sample's count makes */
-#define GOPROFILE_QUEUE_MAX 8 /* files waiting for or in the decode worker */
+#define GOPROFILE_MAX_WEIGHT 1000000 /* a sample's count: its row's weight (larger: clamped) */
+#define GOPROFILE_QUEUE_MAX 8        /* files waiting for or in the decode worker */
 /* Starts the decode worker thread of goProfileReport on `base` (without it files are decoded
  * inline). Errors: SKP_ENOMEM, SKP_EIO. */
 SKP_MUST_CHECK skp_err collector_goprofile_start(struct collector *c, struct event_base *base);

@@ -72,19 +72,12 @@ COLLECTOR_UNARY_ON_MESSAGE(on_keepalive, keepalive)
 
 skp_err collector_management_register(struct collector *c, struct skpx_grpc_server *srv)
 {
-    struct skpx_grpc_method m = {
-        .client_streaming = false,
-        .request_desc = &skywalking__v3__instance_properties__descriptor,
-        .on_start = collector_on_start,
-        .on_message = on_properties,
-        .on_end = collector_unary_on_end,
-        .on_close = collector_unary_on_close,
-        .ud = c,
-    };
-    skp_err err = collector_add(srv, PATHS("reportInstanceProperties"), m);
+    skp_err err = collector_add(
+        srv, PATHS("reportInstanceProperties"),
+        collector_unary_method(&skywalking__v3__instance_properties__descriptor, on_properties, c));
     if (err)
         return err;
-    m.request_desc = &skywalking__v3__instance_ping_pkg__descriptor;
-    m.on_message = on_keepalive;
-    return collector_add(srv, PATHS("keepAlive"), m);
+    return collector_add(
+        srv, PATHS("keepAlive"),
+        collector_unary_method(&skywalking__v3__instance_ping_pkg__descriptor, on_keepalive, c));
 }

@@ -126,15 +126,8 @@ skp_err proc_service_register(struct collector *c, struct skpx_grpc_server *srv,
     struct collector_proc_ud *pu = &c->proc_ud[svc->upload.kind];
     pu->c = c;
     pu->svc = svc;
-    struct skpx_grpc_method q = {
-        .client_streaming = false,
-        .request_desc = svc->query_desc,
-        .on_start = proc_on_start,
-        .on_message = poll_on_message,
-        .on_end = collector_unary_on_end,
-        .on_close = collector_unary_on_close,
-        .ud = pu,
-    };
+    struct skpx_grpc_method q = collector_unary_method(svc->query_desc, poll_on_message, pu);
+    q.on_start = proc_on_start; /* the token check with the collector behind pu */
     skp_err err = collector_add(srv, svc->poll_paths[0], svc->poll_paths[1], q);
     if (err)
         return err;

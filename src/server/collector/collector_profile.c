@@ -408,22 +408,15 @@ COLLECTOR_UNARY_ON_MESSAGE(on_finish, finish)
 
 skp_err collector_profile_register(struct collector *c, struct skpx_grpc_server *srv)
 {
-    struct skpx_grpc_method q = {
-        .client_streaming = false,
-        .request_desc = &skywalking__v3__profile_task_command_query__descriptor,
-        .on_start = collector_on_start,
-        .on_message = on_query,
-        .on_end = collector_unary_on_end,
-        .on_close = collector_unary_on_close,
-        .ud = c,
-    };
-    skp_err err = collector_add(srv, PATHS("getProfileTaskCommands"), q);
+    skp_err err =
+        collector_add(srv, PATHS("getProfileTaskCommands"),
+                      collector_unary_method(
+                          &skywalking__v3__profile_task_command_query__descriptor, on_query, c));
     if (err)
         return err;
-    struct skpx_grpc_method f = q;
-    f.request_desc = &skywalking__v3__profile_task_finish_report__descriptor;
-    f.on_message = on_finish;
-    err = collector_add(srv, PATHS("reportTaskFinish"), f);
+    err = collector_add(srv, PATHS("reportTaskFinish"),
+                        collector_unary_method(
+                            &skywalking__v3__profile_task_finish_report__descriptor, on_finish, c));
     if (err)
         return err;
     struct skpx_grpc_method s = {

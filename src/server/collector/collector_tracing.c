@@ -637,14 +637,7 @@ skp_err collector_tracing_register(struct collector *c, struct skpx_grpc_server 
     skp_err err = collector_add(srv, PATHS("collect"), m);
     if (err)
         return err;
-    struct skpx_grpc_method u = {
-        .client_streaming = false,
-        .request_desc = &skywalking__v3__segment_collection__descriptor,
-        .on_start = collector_on_start,
-        .on_message = sync_on_message,
-        .on_end = collector_unary_on_end,
-        .on_close = collector_unary_on_close,
-        .ud = c,
-    };
-    return collector_add(srv, PATHS("collectInSync"), u);
+    return collector_add(srv, PATHS("collectInSync"),
+                         collector_unary_method(&skywalking__v3__segment_collection__descriptor,
+                                                sync_on_message, c));
 }

@@ -83,75 +83,51 @@ skp_err attach_pylayout_from_debug_offsets(const uint8_t *rt, size_t len,
     struct common_fields f;
     memset(&f, 0, sizeof(f));
     int owner_cstack;
+    /* 3.13's and 3.14's structs place the fields differently but name them alike: one copy of
+     * the field list serves both layouts. */
+#define READ_COMMON_FIELDS(dbg_struct)                                                             \
+    do {                                                                                           \
+        struct dbg_struct d;                                                                       \
+        if (len < sizeof(d)) {                                                                     \
+            say(why, why_cap, "_Py_DebugOffsets copy too short (%llu bytes)",                      \
+                (unsigned long long)len);                                                          \
+            return SKP_EINVAL;                                                                     \
+        }                                                                                          \
+        memcpy(&d, rt, sizeof(d));                                                                 \
+        f.interp_head = d.runtime.interpreters_head;                                               \
+        f.is_next = d.interp.next;                                                                 \
+        f.is_threads_head = d.interp.threads_head;                                                 \
+        f.gil_inline = d.interp.gil_runtime_state;                                                 \
+        f.gil_locked = d.interp.gil_runtime_state_locked;                                          \
+        f.gil_holder = d.interp.gil_runtime_state_holder;                                          \
+        f.thread = d.thread;                                                                       \
+        f.fr_size = d.frame.size;                                                                  \
+        f.fr_previous = d.frame.previous;                                                          \
+        f.fr_executable = d.frame.executable;                                                      \
+        f.fr_instr = d.frame.instr_ptr;                                                            \
+        f.fr_owner = d.frame.owner;                                                                \
+        f.fr_localsplus = d.frame.localsplus;                                                      \
+        f.co_filename = d.code.filename;                                                           \
+        f.co_name = d.code.name;                                                                   \
+        f.co_qualname = d.code.qualname;                                                           \
+        f.co_linetable = d.code.linetable;                                                         \
+        f.co_firstlineno = d.code.firstlineno;                                                     \
+        f.co_code_adaptive = d.code.co_code_adaptive;                                              \
+        f.ob_type = d.pyobject.a;                                                                  \
+        f.bytes_size = d.bytes.a;                                                                  \
+        f.bytes_sval = d.bytes.b;                                                                  \
+        f.str_state = d.unicode.a;                                                                 \
+        f.str_length = d.unicode.b;                                                                \
+        f.str_ascii_size = d.unicode.c;                                                            \
+    } while (0)
     if (minor == 13) {
-        struct attach_dbg_313 d;
-        if (len < sizeof(d)) {
-            say(why, why_cap, "_Py_DebugOffsets copy too short (%llu bytes)",
-                (unsigned long long)len);
-            return SKP_EINVAL;
-        }
-        memcpy(&d, rt, sizeof(d));
-        f.interp_head = d.runtime.interpreters_head;
-        f.is_next = d.interp.next;
-        f.is_threads_head = d.interp.threads_head;
-        f.gil_inline = d.interp.gil_runtime_state;
-        f.gil_locked = d.interp.gil_runtime_state_locked;
-        f.gil_holder = d.interp.gil_runtime_state_holder;
-        f.thread = d.thread;
-        f.fr_size = d.frame.size;
-        f.fr_previous = d.frame.previous;
-        f.fr_executable = d.frame.executable;
-        f.fr_instr = d.frame.instr_ptr;
-        f.fr_owner = d.frame.owner;
-        f.fr_localsplus = d.frame.localsplus;
-        f.co_filename = d.code.filename;
-        f.co_name = d.code.name;
-        f.co_qualname = d.code.qualname;
-        f.co_linetable = d.code.linetable;
-        f.co_firstlineno = d.code.firstlineno;
-        f.co_code_adaptive = d.code.co_code_adaptive;
-        f.ob_type = d.pyobject.a;
-        f.bytes_size = d.bytes.a;
-        f.bytes_sval = d.bytes.b;
-        f.str_state = d.unicode.a;
-        f.str_length = d.unicode.b;
-        f.str_ascii_size = d.unicode.c;
+        READ_COMMON_FIELDS(attach_dbg_313);
         owner_cstack = OWNER_CSTACK_313;
     } else {
-        struct attach_dbg_314 d;
-        if (len < sizeof(d)) {
-            say(why, why_cap, "_Py_DebugOffsets copy too short (%llu bytes)",
-                (unsigned long long)len);
-            return SKP_EINVAL;
-        }
-        memcpy(&d, rt, sizeof(d));
-        f.interp_head = d.runtime.interpreters_head;
-        f.is_next = d.interp.next;
-        f.is_threads_head = d.interp.threads_head;
-        f.gil_inline = d.interp.gil_runtime_state;
-        f.gil_locked = d.interp.gil_runtime_state_locked;
-        f.gil_holder = d.interp.gil_runtime_state_holder;
-        f.thread = d.thread;
-        f.fr_size = d.frame.size;
-        f.fr_previous = d.frame.previous;
-        f.fr_executable = d.frame.executable;
-        f.fr_instr = d.frame.instr_ptr;
-        f.fr_owner = d.frame.owner;
-        f.fr_localsplus = d.frame.localsplus;
-        f.co_filename = d.code.filename;
-        f.co_name = d.code.name;
-        f.co_qualname = d.code.qualname;
-        f.co_linetable = d.code.linetable;
-        f.co_firstlineno = d.code.firstlineno;
-        f.co_code_adaptive = d.code.co_code_adaptive;
-        f.ob_type = d.pyobject.a;
-        f.bytes_size = d.bytes.a;
-        f.bytes_sval = d.bytes.b;
-        f.str_state = d.unicode.a;
-        f.str_length = d.unicode.b;
-        f.str_ascii_size = d.unicode.c;
+        READ_COMMON_FIELDS(attach_dbg_314);
         owner_cstack = OWNER_CSTACK_314;
     }
+#undef READ_COMMON_FIELDS
 
     /* every offset used must be small: the copies made from them are bounded by ATTACH_COPY_MAX
      * (checked again when the target is validated) */

@@ -257,16 +257,7 @@ static int native_capture(void *ud, void *thread_handle, int tid, struct skyprof
     default:
         return NATIVE_CAPTURE_FAILED;
     }
-    for (uint32_t i = 0; i < s.n; i++) {
-        /* pcs[0] is the interrupted instruction; the others are return addresses, which point
-         * after the call: step back into the call instruction so its line is reported. */
-        out->frames[i].addr = i == 0 ? s.pcs[i] : s.pcs[i] - 1;
-        out->frames[i].str = NULL;
-        out->frames[i].len = 0;
-        out->frames[i].kind = SKYPROF_FRAME_ADDR;
-    }
-    out->n = s.n;
-    out->truncated = s.truncated;
+    skp__native_sample_to_capture(&s, out);
     return 0;
 }
 

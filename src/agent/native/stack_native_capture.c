@@ -38,6 +38,7 @@
 #include "common/clock.h"
 #include "common/err.h"
 #include "common/log.h"
+#include "skyprof/skyprof.h"
 
 #define PHASE_IDLE 0u
 #define PHASE_REQUESTED 1u
@@ -766,4 +767,16 @@ void skp__native_capture_clobber_errno(bool on)
 void skp__native_capture_set_timeout_ns(int64_t timeout_ns)
 {
     atomic_store(&g.timeout_ns, timeout_ns > 0 ? timeout_ns : 0);
+}
+
+void skp__native_sample_to_capture(const struct skp__native_sample *s, struct skyprof_capture *out)
+{
+    for (uint32_t i = 0; i < s->n; i++) {
+        out->frames[i].addr = i == 0 ? s->pcs[i] : s->pcs[i] - 1;
+        out->frames[i].str = NULL;
+        out->frames[i].len = 0;
+        out->frames[i].kind = SKYPROF_FRAME_ADDR;
+    }
+    out->n = s->n;
+    out->truncated = s->truncated;
 }

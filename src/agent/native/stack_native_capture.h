@@ -169,4 +169,11 @@ void skp__native_capture_set_loader_range(uintptr_t lo, uintptr_t hi);
 /* Test hook: when set, the handler overwrites errno before returning (proves it is restored). */
 void skp__native_capture_clobber_errno(bool on);
 
+struct skyprof_capture;
+/* Copies a captured sample's s->n pcs into out->frames (which holds at least s->cap) as
+ * address frames, innermost first: pcs[0] as is, the return addresses minus one so that they
+ * fall inside their call instruction and its line is reported. Sets out->n and truncated.
+ * Allocates nothing; both borrowed. */
+void skp__native_sample_to_capture(const struct skp__native_sample *s, struct skyprof_capture *out);
+
 #endif

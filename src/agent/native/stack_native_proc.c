@@ -203,14 +203,7 @@ static int proc_capture(void *ud, void *handle, int tid, struct skyprof_capture 
     if (err)
         return -3;
     clear_strikes(tid);
-    for (uint32_t i = 0; i < s.n; i++) {
-        out->frames[i].addr = i == 0 ? s.pcs[i] : s.pcs[i] - 1;
-        out->frames[i].str = NULL;
-        out->frames[i].len = 0;
-        out->frames[i].kind = SKYPROF_FRAME_ADDR;
-    }
-    out->n = s.n;
-    out->truncated = s.truncated;
+    skp__native_sample_to_capture(&s, out);
     return 0;
 }
 

@@ -1223,8 +1223,12 @@ static skp_err do_call(struct skpx_grpc_client *c, const char *path, const Proto
     if (resp)
         *resp = NULL;
     result_set(res, -1, "");
-    if (!path || path[0] != '/' || !is_header_value_ok(path) || (resp_desc && !resp)) {
-        c->stats.calls_failed++;
+    /* Each public entry point passes one request source: req, next or next_resp (the gated
+     * stream also needs resp_desc); one check here serves them all. */
+    bool bad = !c || (!req && !next && !next_resp) || (next_resp && !resp_desc);
+    if (bad || !path || path[0] != '/' || !is_header_value_ok(path) || (resp_desc && !resp)) {
+        if (c)
+            c->stats.calls_failed++;
         result_set(res, -1, "invalid call arguments");
         return SKP_EINVAL;
     }
@@ -1329,14 +1333,6 @@ skp_err skpx_grpc_client_unary(struct skpx_grpc_client *c, const char *path,
                                const ProtobufCMessageDescriptor *resp_desc, ProtobufCMessage **resp,
                                int timeout_ms, struct skpx_grpc_result *res)
 {
-    if (resp)
-        *resp = NULL;
-    if (!c || !req) {
-        result_set(res, -1, "invalid call arguments");
-        if (c)
-            c->stats.calls_failed++;
-        return SKP_EINVAL;
-    }
     return do_call(c, path, req, NULL, NULL, NULL, resp_desc, resp, timeout_ms, res);
 }
 
@@ -1346,14 +1342,6 @@ skp_err skpx_grpc_client_stream(struct skpx_grpc_client *c, const char *path,
                                 ProtobufCMessage **resp, int timeout_ms,
                                 struct skpx_grpc_result *res)
 {
-    if (resp)
-        *resp = NULL;
-    if (!c || !next) {
-        result_set(res, -1, "invalid call arguments");
-        if (c)
-            c->stats.calls_failed++;
-        return SKP_EINVAL;
-    }
     return do_call(c, path, NULL, next, NULL, next_ud, resp_desc, resp, timeout_ms, res);
 }
 
@@ -1363,14 +1351,6 @@ skp_err skpx_grpc_client_stream_gated(struct skpx_grpc_client *c, const char *pa
                                       ProtobufCMessage **resp, int timeout_ms,
                                       struct skpx_grpc_result *res)
 {
-    if (resp)
-        *resp = NULL;
-    if (!c || !next || !resp_desc) {
-        result_set(res, -1, "invalid call arguments");
-        if (c)
-            c->stats.calls_failed++;
-        return SKP_EINVAL;
-    }
     return do_call(c, path, NULL, NULL, next, next_ud, resp_desc, resp, timeout_ms, res);
 }
 

@@ -377,28 +377,55 @@ static size_t array_name(char *buf, size_t len, size_t cap)
     return len;
 }
 
+/* The name a constant-pool key was given before (class, method and thread names are cached by
+ * key: events repeat them). */
+static bool cached_name(const struct skpx_u64map *cache, int64_t key, const char **out)
+{
+    uint64_t cached = 0;
+    if (!skpx_u64map_get(cache, (uint64_t)key, &cached))
+        return false;
+    *out = (const char *)(uintptr_t)cached;
+    return true;
+}
+
+/* Reads the pooled struct constant `v` refers to into vals; false when v is not a pooled
+ * struct, its key is not in the pool, or the struct is cut short. */
+static bool read_pooled(struct jfr_parser *p, const struct jfr_val *v,
+                        struct jfr_val vals[JFR_R_COUNT])
+{
+    struct jfr_cursor c;
+    if (!v->has || !v->is_pool || !pool_cursor(p, v->type_idx, v->i, &c) ||
+        p->meta.types[v->type_idx].prim != JFR_PRIM_STRUCT)
+        return false;
+    jfr_struct_read(&p->meta, v->type_idx, &c, 1, vals);
+    return !c.bad;
+}
+
+/* Interns the name built in buf and caches it under key. */
+static skp_err remember_name(struct jfr_parser *p, struct skpx_u64map *cache, int64_t key,
+                             const char *buf, size_t len, const char **out)
+{
+    skp_err err = intern(&p->in, buf, len, out);
+    if (err)
+        return err;
+    bool ins = false;
+    return jfr_map_put_new(cache, (uint64_t)key, (uint64_t)(uintptr_t)*out, &ins);
+}
+
 /* "pkg.Class" for a pooled class constant (internal '/' turned into '.'). */
 static skp_err class_name(struct jfr_parser *p, const struct jfr_val *v, const char **out)
 {
     *out = NULL;
     if (!v->has || !v->is_pool)
         return SKP_OK;
-    uint64_t cached = 0;
-    if (skpx_u64map_get(&p->class_cache, (uint64_t)v->i, &cached)) {
-        *out = (const char *)(uintptr_t)cached;
+    if (cached_name(&p->class_cache, v->i, out))
         return SKP_OK;
-    }
     char buf[JFR_NAME_MAX];
     size_t len = 0;
     buf[0] = '\0';
-    struct jfr_cursor c;
-    if (pool_cursor(p, v->type_idx, v->i, &c) &&
-        p->meta.types[v->type_idx].prim == JFR_PRIM_STRUCT) {
-        struct jfr_val vals[JFR_R_COUNT];
-        jfr_struct_read(&p->meta, v->type_idx, &c, 1, vals);
-        if (!c.bad)
-            append_name(p, &vals[JFR_R_NAME], buf, &len, sizeof(buf));
-    }
+    struct jfr_val vals[JFR_R_COUNT];
+    if (read_pooled(p, v, vals))
+        append_name(p, &vals[JFR_R_NAME], buf, &len, sizeof(buf));
     for (size_t i = 0; i < len; i++)
         if (buf[i] == '/')
             buf[i] = '.';
@@ -406,54 +433,38 @@ static skp_err class_name(struct jfr_parser *p, const struct jfr_val *v, const c
         len = (size_t)snprintf(buf, sizeof(buf), "[unknown class]");
     else if (buf[0] == '[')
         len = array_name(buf, len, sizeof(buf));
-    skp_err err = intern(&p->in, buf, len, out);
-    if (err)
-        return err;
-    bool ins = false;
-    return jfr_map_put_new(&p->class_cache, (uint64_t)v->i, (uint64_t)(uintptr_t)*out, &ins);
+    return remember_name(p, &p->class_cache, v->i, buf, len, out);
 }
 
 /* "pkg.Class.method" for a pooled method constant. */
 static skp_err method_name(struct jfr_parser *p, const struct jfr_val *v, const char **out)
 {
     *out = NULL;
-    uint64_t cached = 0;
-    if (skpx_u64map_get(&p->method_cache, (uint64_t)v->i, &cached)) {
-        *out = (const char *)(uintptr_t)cached;
+    if (cached_name(&p->method_cache, v->i, out))
         return SKP_OK;
-    }
     char buf[JFR_NAME_MAX];
     size_t len = 0;
     buf[0] = '\0';
-    struct jfr_cursor c;
-    if (v->has && v->is_pool && pool_cursor(p, v->type_idx, v->i, &c) &&
-        p->meta.types[v->type_idx].prim == JFR_PRIM_STRUCT) {
-        struct jfr_val vals[JFR_R_COUNT];
-        jfr_struct_read(&p->meta, v->type_idx, &c, 1, vals);
-        if (!c.bad) {
-            const char *cls = NULL;
-            skp_err err = class_name(p, &vals[JFR_R_TYPE], &cls);
-            if (err)
-                return err;
-            if (cls) {
-                size_t n = strlen(cls);
-                if (n + 2 < sizeof(buf)) {
-                    memcpy(buf, cls, n);
-                    buf[n] = '.';
-                    len = n + 1;
-                    buf[len] = '\0';
-                }
+    struct jfr_val vals[JFR_R_COUNT];
+    if (read_pooled(p, v, vals)) {
+        const char *cls = NULL;
+        skp_err err = class_name(p, &vals[JFR_R_TYPE], &cls);
+        if (err)
+            return err;
+        if (cls) {
+            size_t n = strlen(cls);
+            if (n + 2 < sizeof(buf)) {
+                memcpy(buf, cls, n);
+                buf[n] = '.';
+                len = n + 1;
+                buf[len] = '\0';
             }
-            append_name(p, &vals[JFR_R_NAME], buf, &len, sizeof(buf));
         }
+        append_name(p, &vals[JFR_R_NAME], buf, &len, sizeof(buf));
     }
     if (len == 0)
         len = (size_t)snprintf(buf, sizeof(buf), "[unknown method]");
-    skp_err err = intern(&p->in, buf, len, out);
-    if (err)
-        return err;
-    bool ins = false;
-    return jfr_map_put_new(&p->method_cache, (uint64_t)v->i, (uint64_t)(uintptr_t)*out, &ins);
+    return remember_name(p, &p->method_cache, v->i, buf, len, out);
 }
 
 static skp_err thread_name(struct jfr_parser *p, const struct jfr_val *v, const char **out)
@@ -461,32 +472,20 @@ static skp_err thread_name(struct jfr_parser *p, const struct jfr_val *v, const 
     *out = NULL;
     if (!v->has || !v->is_pool || v->i == 0)
         return SKP_OK;
-    uint64_t cached = 0;
-    if (skpx_u64map_get(&p->thread_cache, (uint64_t)v->i, &cached)) {
-        *out = (const char *)(uintptr_t)cached;
+    if (cached_name(&p->thread_cache, v->i, out))
         return SKP_OK;
-    }
     char buf[JFR_NAME_MAX];
     size_t len = 0;
     buf[0] = '\0';
-    struct jfr_cursor c;
-    if (pool_cursor(p, v->type_idx, v->i, &c) &&
-        p->meta.types[v->type_idx].prim == JFR_PRIM_STRUCT) {
-        struct jfr_val vals[JFR_R_COUNT];
-        jfr_struct_read(&p->meta, v->type_idx, &c, 1, vals);
-        if (!c.bad) {
-            append_name(p, &vals[JFR_R_JAVA_NAME], buf, &len, sizeof(buf));
-            if (len == 0)
-                append_name(p, &vals[JFR_R_OS_NAME], buf, &len, sizeof(buf));
-        }
+    struct jfr_val vals[JFR_R_COUNT];
+    if (read_pooled(p, v, vals)) {
+        append_name(p, &vals[JFR_R_JAVA_NAME], buf, &len, sizeof(buf));
+        if (len == 0)
+            append_name(p, &vals[JFR_R_OS_NAME], buf, &len, sizeof(buf));
     }
     if (len == 0)
         len = (size_t)snprintf(buf, sizeof(buf), "[thread %lld]", (long long)v->i);
-    skp_err err = intern(&p->in, buf, len, out);
-    if (err)
-        return err;
-    bool ins = false;
-    return jfr_map_put_new(&p->thread_cache, (uint64_t)v->i, (uint64_t)(uintptr_t)*out, &ins);
+    return remember_name(p, &p->thread_cache, v->i, buf, len, out);
 }
 
 static skp_err push_frame(struct jfr_parser *p, const char *f)

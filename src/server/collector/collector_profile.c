@@ -364,6 +364,7 @@ static int snap_on_message(struct skpx_grpc_call *call, void *ud, const Protobuf
     sn->sequence = ts->sequence;
     sn->frames = frames;
     sn->n_frames = n_frames;
+    sn->weight = 1; /* one dump */
     s->n++;
     size_t used = (s->n * sizeof(*s->batch) + 4095) & ~(size_t)4095; /* pages touched */
     if (used > s->batch_charged) {

@@ -4,7 +4,9 @@
  * reportProfilingTask (an agent-side trigger: recorded with its causes, answered with the TaskId
  * of the task the agent runs), and the evaluator's timer (collector_continuous_start): every
  * check interval it closes slots and evaluates; a firing target becomes a task and a trigger
- * (continuous_trigger.h). Runs on the server loop. */
+ * (continuous_trigger.h). On a database several collectors share (PostgreSQL), the evaluator
+ * judges every collector's requests and one collector at a time judges, the holder of a lease
+ * (continuous_cluster.h). Runs on the server loop. */
 #include <event2/event.h>
 #include <inttypes.h>
 #include <stdio.h>
@@ -12,8 +14,10 @@
 
 #include "common/alloc.h"
 #include "common/log.h"
+#include "common/map.h"
 #include "ebpf/profiling/ContinuousProfiling.pb-c.h"
 #include "server/collector/collector.h"
+#include "server/continuous/continuous_cluster.h"
 #include "server/continuous/continuous_eval.h"
 #include "server/continuous/continuous_trigger.h"
 #include "server/store/store_continuous.h"
@@ -26,8 +30,13 @@
 
 struct collector_cont {
     struct cont_eval *eval;
+    struct cont_cluster *cluster; /* NULL: the only collector (SQLite) */
     struct event *timer;
+    int64_t synced_ms; /* cluster: when the policies were last read from the store */
 };
+
+/* Several collectors: how often each reads the policies another one may have changed. */
+#define CONT_POLICY_SYNC_MS 2000
 
 /* ---------------- queryPolicies ---------------- */
 
@@ -272,6 +281,10 @@ skp_err collector_continuous_register(struct collector *c, struct skpx_grpc_serv
 static int64_t on_fire(void *ud, const struct cont_fire *f)
 {
     struct collector *c = ud;
+    /* several collectors: the first claim of this window records it, whoever judged */
+    if (c->cont->cluster && !cont_cluster_claim(c->cont->cluster, f->policy->service,
+                                                cont_target_name(f->target), f->window_end_ms))
+        return 0;
     struct store_cont_cause causes[CONT_EVAL_MAX_CAUSES];
     int64_t min_ms = -1;
     for (size_t i = 0; i < f->n_causes; i++) {
@@ -308,10 +321,67 @@ static int64_t on_fire(void *ud, const struct cont_fire *f)
     return res.task_end_ms;
 }
 
+/* The policies set or removed through another collector (the store is the truth): a stored
+ * policy whose uuid differs from the one evaluated here is installed, one no longer stored is
+ * removed. */
+struct policy_sync {
+    struct cont_eval *e;
+    struct skpx_strmap listed;
+};
+
+static skp_err sync_one(void *ud, const struct store_cont_policy_row *r)
+{
+    struct policy_sync *y = ud;
+    skp_err err = skpx_strmap_put(&y->listed, r->service, 1);
+    const char *have = cont_eval_policy_uuid(y->e, r->service);
+    if (err || (have && strcmp(have, r->uuid) == 0))
+        return err;
+    struct cont_policy p;
+    if (cont_policy_from_stored(r->service, r->json, &p) != SKP_OK)
+        return SKP_OK;
+    if (!have && !cont_eval_policy_room(y->e, r->service)) {
+        cont_policy_cleanup(&p);
+        return SKP_OK;
+    }
+    return cont_eval_set_policy(y->e, &p);
+}
+
+static bool still_listed(void *ud, const char *service)
+{
+    uint32_t one;
+    return skpx_strmap_get(&((struct policy_sync *)ud)->listed, service, &one);
+}
+
+static void sync_policies(struct collector *c)
+{
+    struct policy_sync y = {.e = c->cont->eval};
+    skp_err err = store_cont_list_policies(c->store, NULL, sync_one, &y);
+    if (!err)
+        cont_eval_retain(c->cont->eval, still_listed, &y);
+    skpx_strmap_cleanup(&y.listed);
+    if (err) {
+        static struct skpx_log_limit lim;
+        skpx_log_limited(&lim, SKPX_LOG_WARN, "continuous: policies not read: %s",
+                         skp_strerror(err));
+    }
+}
+
 void collector_continuous_tick(struct collector *c)
 {
-    if (c->cont)
-        cont_eval_tick(c->cont->eval, collector_now(c), on_fire, c);
+    if (!c->cont)
+        return;
+    int64_t now = collector_now(c);
+    bool judge = true;
+    if (c->cont->cluster && now - c->cont->synced_ms >= CONT_POLICY_SYNC_MS) {
+        c->cont->synced_ms = now;
+        sync_policies(c);
+    }
+    if (c->cont->cluster)
+        cont_cluster_tick(c->cont->cluster, c->cont->eval, now, &judge);
+    if (judge)
+        cont_eval_tick(c->cont->eval, now, on_fire, c);
+    else
+        cont_eval_roll(c->cont->eval, now);
 }
 
 void collector_continuous_record(struct collector *c, const char *service, const char *instance,
@@ -346,57 +416,33 @@ static skp_err load_policy(void *ud, const struct store_cont_policy_row *r)
     return cont_eval_set_policy(e, &p);
 }
 
-/* The server's triggers of the last hour, newest first as the store lists them. */
-struct past_triggers {
-    int64_t since_ms;
-    size_t n;
-    struct {
-        char service[256];
-        int64_t time_ms;
-    } t[1000];
-};
-
-static skp_err collect_trigger(void *ud, const struct store_cont_trigger *t)
-{
-    struct past_triggers *p = ud;
-    if (t->time_ms < p->since_ms || !t->source || strcmp(t->source, "server") != 0 ||
-        p->n == sizeof(p->t) / sizeof(p->t[0]))
-        return SKP_OK;
-    snprintf(p->t[p->n].service, sizeof(p->t[p->n].service), "%s", t->service);
-    p->t[p->n++].time_ms = t->time_ms;
-    return SKP_OK;
-}
-
-/* A restart keeps the hourly caps and quiet times: the last hour's triggers are replayed. */
-static skp_err replay_triggers(struct collector *c)
-{
-    struct past_triggers *p = skpx_calloc(1, sizeof(*p));
-    if (!p)
-        return SKP_ENOMEM;
-    p->since_ms = collector_now(c) - 3600 * 1000;
-    skp_err err = store_cont_list_triggers(c->store, NULL, NULL, sizeof(p->t) / sizeof(p->t[0]),
-                                           collect_trigger, p);
-    for (size_t i = p->n; i-- > 0 && !err;)
-        cont_eval_note_trigger(c->cont->eval, p->t[i].service, p->t[i].time_ms);
-    skpx_free(p);
-    return err == SKP_ENOTSUP ? SKP_OK : err;
-}
-
 skp_err collector_continuous_start(struct collector *c, struct event_base *base, int64_t slot_ms,
                                    int64_t check_ms)
 {
     c->cont = skpx_calloc(1, sizeof(*c->cont));
     if (!c->cont)
         return SKP_ENOMEM;
-    struct cont_eval_opts o = {.slot_ms = slot_ms, .max_policies = c->max_policies};
-    skp_err err = cont_eval_new(&o, &c->cont->eval);
+    if (check_ms <= 0)
+        check_ms = slot_ms > 0 ? slot_ms : 1000;
+    /* a store shared by several collectors: the cluster's statistics and one evaluator */
+    skp_err err = cont_cluster_new(c->store, check_ms, collector_now(c), &c->cont->cluster);
+    if (err == SKP_ENOTSUP)
+        err = SKP_OK;
+    if (err) {
+        collector_continuous_stop(c);
+        return err;
+    }
+    /* merged: a share is stored at the holder's next tick at the latest after its slot closed */
+    struct cont_eval_opts o = {.slot_ms = slot_ms,
+                               .max_policies = c->max_policies,
+                               .merged = c->cont->cluster != NULL,
+                               .merge_delay_ms = check_ms};
+    err = cont_eval_new(&o, &c->cont->eval);
     if (!err)
         err = store_cont_list_policies(c->store, NULL, load_policy, c->cont->eval);
     if (!err)
-        err = replay_triggers(c);
+        err = cont_cluster_replay(c->store, c->cont->eval, collector_now(c));
     if (!err && base) {
-        if (check_ms <= 0)
-            check_ms = slot_ms > 0 ? slot_ms : 1000;
         c->cont->timer = event_new(base, -1, EV_PERSIST, on_timer, c);
         struct timeval tv = {.tv_sec = check_ms / 1000, .tv_usec = (check_ms % 1000) * 1000};
         if (!c->cont->timer || event_add(c->cont->timer, &tv) != 0)
@@ -413,6 +459,7 @@ void collector_continuous_stop(struct collector *c)
         return;
     if (c->cont->timer)
         event_free(c->cont->timer);
+    cont_cluster_free(c->cont->cluster);
     cont_eval_free(c->cont->eval);
     skpx_free(c->cont);
     c->cont = NULL;

@@ -27,12 +27,13 @@ struct open_slot {
     uint32_t count, errors;
     double sum;
     struct es_hist hist; /* its latencies (the bucket buffer is reused) */
+    bool dirty;          /* merged mode: recorded since the last export */
 };
 
 struct series {
     char *endpoint;
     uint64_t items;         /* bit i: flat item i matches this endpoint */
-    struct open_slot *open; /* horizon entries, indexed by slot % horizon */
+    struct open_slot *open; /* n_open entries, indexed by slot % n_open */
     struct slot_val *ring;  /* closed slots: window entries, indexed by slot % window */
     char *inst[CONT_EVAL_MAX_INSTANCES];
     int64_t inst_slot[CONT_EVAL_MAX_INSTANCES];
@@ -60,7 +61,10 @@ struct svc {
 
 struct cont_eval {
     int64_t slot_ms;
-    int64_t horizon; /* open slots per series: lateness / slot_ms */
+    int64_t horizon; /* slots a request may be late: lateness / slot_ms */
+    int64_t extra;   /* merged mode: slots the other collectors' shares may take to be stored */
+    int64_t n_open;  /* open slots per series: horizon + extra */
+    bool merged;
     size_t max_series;
     size_t max_policies;
     size_t total_series;
@@ -86,6 +90,14 @@ skp_err cont_eval_new(const struct cont_eval_opts *opts, struct cont_eval **out)
         e->horizon = 1;
     if (e->horizon > CONT_EVAL_MAX_HORIZON)
         e->horizon = CONT_EVAL_MAX_HORIZON;
+    e->merged = opts && opts->merged;
+    if (e->merged) {
+        int64_t d = opts->merge_delay_ms > 0 ? opts->merge_delay_ms : e->slot_ms;
+        e->extra = (d + e->slot_ms - 1) / e->slot_ms + 1;
+        if (e->extra > CONT_EVAL_MAX_HORIZON)
+            e->extra = CONT_EVAL_MAX_HORIZON;
+    }
+    e->n_open = e->horizon + e->extra;
     *out = e;
     return SKP_OK;
 }
@@ -93,7 +105,7 @@ skp_err cont_eval_new(const struct cont_eval_opts *opts, struct cont_eval **out)
 static void series_cleanup(const struct cont_eval *e, struct series *s)
 {
     skpx_free(s->endpoint);
-    for (int64_t i = 0; s->open && i < e->horizon; i++)
+    for (int64_t i = 0; s->open && i < e->n_open; i++)
         es_hist_cleanup(&s->open[i].hist);
     skpx_free(s->open);
     skpx_free(s->ring);
@@ -291,10 +303,12 @@ static double slot_value(const struct slot_val *sv, enum cont_monitor m)
     }
 }
 
-/* Moves an open slot's values into the ring of closed slots and empties it. */
-static void close_slot(const struct svc *v, struct series *s, struct open_slot *o)
+/* Moves an open slot's values into the ring of closed slots and empties it (merged mode: the
+ * ring is filled from every collector's shares instead, cont_eval_put_merged). */
+static void close_slot(const struct cont_eval *e, const struct svc *v, struct series *s,
+                       struct open_slot *o)
 {
-    if (o->count) {
+    if (o->count && !e->merged) {
         struct slot_val *sv = &s->ring[o->slot % v->window];
         sv->slot = o->slot;
         sv->count = o->count;
@@ -305,6 +319,7 @@ static void close_slot(const struct svc *v, struct series *s, struct open_slot *
     }
     o->slot = -1;
     o->count = o->errors = 0;
+    o->dirty = false;
     o->sum = 0;
     o->hist.n = 0; /* keep the bucket buffer for the next slot */
     o->hist.total = 0;
@@ -314,9 +329,9 @@ static void close_slot(const struct svc *v, struct series *s, struct open_slot *
 static void roll(const struct cont_eval *e, const struct svc *v, struct series *s,
                  int64_t first_open)
 {
-    for (int64_t i = 0; i < e->horizon; i++)
+    for (int64_t i = 0; i < e->n_open; i++)
         if (s->open[i].slot >= 0 && s->open[i].slot < first_open)
-            close_slot(v, s, &s->open[i]);
+            close_slot(e, v, s, &s->open[i]);
 }
 
 static uint64_t items_matching(const struct svc *v, const char *endpoint)
@@ -357,7 +372,7 @@ static struct series *series_of(struct cont_eval *e, struct svc *v, const char *
     memset(s, 0, sizeof(*s));
     s->endpoint = skpx_strdup(endpoint);
     s->ring = skpx_malloc((size_t)v->window * sizeof(*s->ring));
-    s->open = skpx_calloc((size_t)e->horizon, sizeof(*s->open));
+    s->open = skpx_calloc((size_t)e->n_open, sizeof(*s->open));
     if (!s->endpoint || !s->ring || !s->open ||
         skpx_strmap_put(&v->ep, endpoint, (uint32_t)v->n_series) != SKP_OK) {
         series_cleanup(e, s);
@@ -365,7 +380,7 @@ static struct series *series_of(struct cont_eval *e, struct svc *v, const char *
     }
     for (int64_t i = 0; i < v->window; i++)
         s->ring[i].slot = -1;
-    for (int64_t i = 0; i < e->horizon; i++)
+    for (int64_t i = 0; i < e->n_open; i++)
         s->open[i].slot = -1;
     s->items = m;
     v->n_series++;
@@ -416,10 +431,10 @@ void cont_eval_record(struct cont_eval *e, const char *service, const char *inst
         slot = cur;
         e->ctr.reslotted++;
     }
-    struct open_slot *o = &s->open[slot % e->horizon];
+    struct open_slot *o = &s->open[slot % e->n_open];
     if (o->slot != slot) {
         if (o->slot >= 0)
-            close_slot(v, s, o); /* an older slot: out of the horizon by now */
+            close_slot(e, v, s, o); /* an older slot: out of the horizon by now */
         o->slot = slot;
     }
     if (latency_ms < 0)
@@ -429,11 +444,19 @@ void cont_eval_record(struct cont_eval *e, const char *service, const char *inst
     o->count++;
     o->errors += is_error;
     o->sum += (double)latency_ms;
+    o->dirty = e->merged;
     note_instance(s, instance, cur);
     e->ctr.recorded++;
 }
 
 /* ---------------------------------------------------------------- evaluation */
+
+/* The first slot not judged yet: closed slots end before the lateness horizon (and, merged,
+ * before the time the other collectors' shares take to be stored). */
+static int64_t closed_before(const struct cont_eval *e, int64_t now_ms)
+{
+    return now_ms / e->slot_ms - e->horizon - e->extra + 1;
+}
 
 /* Judges flat item i on series s over the `period` closed slots before `cur`. */
 static bool judge(const struct flat_item *fi, const struct series *s, int64_t window, int64_t cur,
@@ -461,8 +484,7 @@ static bool judge(const struct flat_item *fi, const struct series *s, int64_t wi
 
 static void eval_svc(struct cont_eval *e, struct svc *v, int64_t now_ms, cont_fire_cb cb, void *ud)
 {
-    /* closed slots end before the lateness horizon */
-    int64_t cur = now_ms / e->slot_ms - e->horizon + 1;
+    int64_t cur = closed_before(e, now_ms);
     for (size_t i = 0; i < v->n_series; i++)
         roll(e, v, &v->series[i], cur);
     if (now_ms < v->quiet_until_ms)
@@ -511,7 +533,8 @@ static void eval_svc(struct cont_eval *e, struct svc *v, int64_t now_ms, cont_fi
                               .n_causes = nc,
                               .instances = inst,
                               .n_instances = ni,
-                              .now_ms = now_ms};
+                              .now_ms = now_ms,
+                              .window_end_ms = cur * e->slot_ms};
         int64_t task_end = cb ? cb(ud, &f) : 0;
         note_fired(v, now_ms);
         e->ctr.fired++;
@@ -539,7 +562,7 @@ skp_err cont_eval_values(struct cont_eval *e, const char *service, int64_t now_m
     struct svc *v = find_svc(e, service);
     if (!v)
         return SKP_ENOTFOUND;
-    int64_t cur = now_ms / e->slot_ms - e->horizon + 1;
+    int64_t cur = closed_before(e, now_ms);
     double *vals = skpx_malloc((size_t)v->window * sizeof(double));
     if (!vals)
         return SKP_ENOMEM;
@@ -590,4 +613,108 @@ void cont_eval_note_trigger(struct cont_eval *e, const char *service, int64_t ti
     int64_t q = time_ms + (v->pol.execute_s + v->pol.silence_s) * e->slot_ms;
     if (q > v->quiet_until_ms)
         v->quiet_until_ms = q;
+}
+
+/* ---------------------------------------------------------------- merged mode */
+
+int64_t cont_eval_closed_before_ms(const struct cont_eval *e, int64_t now_ms)
+{
+    return closed_before(e, now_ms) * e->slot_ms;
+}
+
+int64_t cont_eval_window_ms(const struct cont_eval *e)
+{
+    int64_t w = 1;
+    for (size_t i = 0; i < e->n_svcs; i++)
+        if (e->svcs[i]->active && e->svcs[i]->window > w)
+            w = e->svcs[i]->window;
+    return w * e->slot_ms;
+}
+
+void cont_eval_roll(struct cont_eval *e, int64_t now_ms)
+{
+    int64_t cur = closed_before(e, now_ms);
+    for (size_t i = 0; i < e->n_svcs; i++) {
+        struct svc *v = e->svcs[i];
+        for (size_t k = 0; v->active && k < v->n_series; k++)
+            roll(e, v, &v->series[k], cur);
+    }
+}
+
+void cont_eval_reset_triggers(struct cont_eval *e)
+{
+    for (size_t i = 0; i < e->n_svcs; i++) {
+        struct svc *v = e->svcs[i];
+        v->n_fired = v->fired_pos = 0;
+        v->quiet_until_ms = 0;
+    }
+}
+
+skp_err cont_eval_export(struct cont_eval *e, cont_part_cb cb, void *ud)
+{
+    if (!e->merged)
+        return SKP_OK;
+    skp_err err = SKP_OK;
+    for (size_t i = 0; i < e->n_svcs && !err; i++) {
+        struct svc *v = e->svcs[i];
+        for (size_t k = 0; v->active && k < v->n_series && !err; k++) {
+            struct series *s = &v->series[k];
+            for (int64_t j = 0; j < e->n_open && !err; j++) {
+                struct open_slot *o = &s->open[j];
+                if (!o->dirty)
+                    continue;
+                const char *inst[CONT_EVAL_MAX_INSTANCES];
+                size_t ni = 0;
+                for (size_t q = 0; q < CONT_EVAL_MAX_INSTANCES; q++)
+                    if (s->inst[q] && s->inst_slot[q] >= o->slot)
+                        inst[ni++] = s->inst[q];
+                struct cont_part p = {.service = v->pol.service,
+                                      .endpoint = s->endpoint,
+                                      .slot_ms = o->slot * e->slot_ms,
+                                      .count = o->count,
+                                      .errors = o->errors,
+                                      .sum_ms = o->sum,
+                                      .hist = &o->hist,
+                                      .instances = inst,
+                                      .n_instances = ni};
+                err = cb(ud, &p);
+                if (!err)
+                    o->dirty = false;
+            }
+        }
+    }
+    return err;
+}
+
+void cont_eval_put_merged(struct cont_eval *e, const struct cont_part *p)
+{
+    struct svc *v = find_svc(e, p->service);
+    if (!v || !p->endpoint || p->count <= 0 || p->slot_ms < 0)
+        return;
+    struct series *s = series_of(e, v, p->endpoint);
+    if (!s)
+        return;
+    int64_t slot = p->slot_ms / e->slot_ms;
+    struct slot_val *sv = &s->ring[slot % v->window];
+    sv->slot = slot;
+    sv->count = p->count > UINT32_MAX ? UINT32_MAX : (uint32_t)p->count;
+    sv->errors = p->errors > (int64_t)sv->count ? sv->count : (uint32_t)p->errors;
+    sv->avg = (float)(p->sum_ms / (double)p->count);
+    sv->p90 = (float)es_hist_quantile(p->hist, 0.90);
+    sv->p99 = (float)es_hist_quantile(p->hist, 0.99);
+    for (size_t i = 0; i < p->n_instances; i++)
+        note_instance(s, p->instances[i], slot);
+}
+
+void cont_eval_retain(struct cont_eval *e, bool (*keep)(void *ud, const char *service), void *ud)
+{
+    for (size_t i = 0; i < e->n_svcs; i++) {
+        struct svc *v = e->svcs[i];
+        if (!v->active || keep(ud, v->pol.service))
+            continue;
+        char *service = skpx_strdup(v->pol.service); /* the removal frees the policy's */
+        if (service)
+            cont_eval_remove_policy(e, service);
+        skpx_free(service);
+    }
 }

@@ -14,6 +14,12 @@
  *    task's end if later) nor during the silence after it, and at most maxTriggersPerHour.
  * Bounds: CONT_EVAL_MAX_SERIES endpoints tracked in all (more are not tracked, and counted);
  * an endpoint never matched is remembered as such (at most CONT_EVAL_MAX_NEG per service).
+ *
+ * Merged mode (several collectors on one database, continuous_cluster.h): each collector still
+ * records its own requests in open slots, but exports them (cont_eval_export) instead of closing
+ * them into its ring; the ring is filled from the sum of every collector's shares
+ * (cont_eval_put_merged), and slots are judged `merge_delay_ms` later than alone so that the
+ * other collectors' last shares are stored first.
  * Single-threaded (the server loop). */
 #ifndef SKP_SERVER_CONTINUOUS_EVAL_H
 #define SKP_SERVER_CONTINUOUS_EVAL_H
@@ -24,6 +30,8 @@
 
 #include "server/continuous/continuous_policy.h"
 #include "skyprof/skp_err.h"
+
+struct es_hist; /* server/stats/endpoint_stats.h */
 
 #define CONT_EVAL_MAX_SERIES 20000
 /* Policies held (one per service); a new service's beyond it is refused (cont_eval_policy_room). */
@@ -39,10 +47,12 @@
 struct cont_eval;
 
 struct cont_eval_opts {
-    int64_t slot_ms;     /* 0 = 1000 */
-    size_t max_series;   /* 0 = CONT_EVAL_MAX_SERIES */
-    size_t max_policies; /* 0 = CONT_EVAL_MAX_POLICIES */
-    int64_t lateness_ms; /* 0 = CONT_EVAL_LATENESS_MS */
+    int64_t slot_ms;        /* 0 = 1000 */
+    size_t max_series;      /* 0 = CONT_EVAL_MAX_SERIES */
+    size_t max_policies;    /* 0 = CONT_EVAL_MAX_POLICIES */
+    int64_t lateness_ms;    /* 0 = CONT_EVAL_LATENESS_MS */
+    bool merged;            /* judge every collector's shares (see above) */
+    int64_t merge_delay_ms; /* merged: how long a share takes to be stored (0 = slot_ms) */
 };
 
 /* One cause of a firing target (strings borrowed for the callback). */
@@ -65,6 +75,7 @@ struct cont_fire {
     const char *const *instances; /* instances that served the first cause's endpoint lately */
     size_t n_instances;
     int64_t now_ms;
+    int64_t window_end_ms; /* the end of the window judged (the first slot not judged) */
 };
 /* Called for each firing target; returns the end time (ms) of the task it created (0 = none),
  * so the evaluator holds the service quiet until then plus the silence. */
@@ -132,5 +143,42 @@ void cont_eval_note_trigger(struct cont_eval *e, const char *service, int64_t ti
 int64_t cont_eval_quiet_until(const struct cont_eval *e, const char *service);
 
 void cont_eval_counters(const struct cont_eval *e, struct cont_eval_counters *out);
+
+/* ---- merged mode ---- */
+
+/* One endpoint's requests in one slot: a collector's share (cont_eval_export) or the sum of all
+ * collectors' (cont_eval_put_merged). Borrowed. */
+struct cont_part {
+    const char *service;
+    const char *endpoint;
+    int64_t slot_ms; /* the slot's start */
+    int64_t count, errors;
+    double sum_ms;
+    const struct es_hist *hist;
+    const char *const *instances;
+    size_t n_instances;
+};
+typedef skp_err (*cont_part_cb)(void *ud, const struct cont_part *p);
+
+/* Visits the open slots recorded into since the last export (each once; a slot recorded into
+ * again is visited again with its whole content). No-op unless merged. Errors: the callback's
+ * (the slot it failed on stays to export). */
+SKP_MUST_CHECK skp_err cont_eval_export(struct cont_eval *e, cont_part_cb cb, void *ud);
+/* Sets the closed slot p->slot_ms of (p->service, p->endpoint) to the merged values of p (the
+ * endpoint is tracked when an item of the service's policy matches it). */
+void cont_eval_put_merged(struct cont_eval *e, const struct cont_part *p);
+/* The start of the first slot not judged at now_ms: slots before it are closed. */
+int64_t cont_eval_closed_before_ms(const struct cont_eval *e, int64_t now_ms);
+/* The longest window of the installed policies, in ms (at least one slot). */
+int64_t cont_eval_window_ms(const struct cont_eval *e);
+/* Closes (drops, merged) the open slots before the judged boundary, judging nothing: what a
+ * collector that does not hold the evaluator's lease does at its tick. */
+void cont_eval_roll(struct cont_eval *e, int64_t now_ms);
+/* Forgets every service's trigger times and quiet time (the evaluator's lease was taken over:
+ * the stored triggers are replayed with cont_eval_note_trigger next). */
+void cont_eval_reset_triggers(struct cont_eval *e);
+/* Removes the policy of every service evaluated here for which keep(ud, service) is false
+ * (policies another collector removed from the shared store). */
+void cont_eval_retain(struct cont_eval *e, bool (*keep)(void *ud, const char *service), void *ud);
 
 #endif

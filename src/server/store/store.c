@@ -467,6 +467,56 @@ skp_err store_cont_list_triggers(struct store *st, const char *service, const ch
     return st->ops->cont_list_triggers(st, service, task_id, limit, cb, ud);
 }
 
+skp_err store_cont_put_slots(struct store *st, const struct store_cont_slot *v, size_t n)
+{
+    if (!st->ops->cont_put_slots)
+        return SKP_ENOTSUP;
+    if (n == 0)
+        return SKP_OK;
+    if (!v || st->read_only)
+        return !v ? SKP_EINVAL : SKP_EIO;
+    return st->ops->cont_put_slots(st, v, n);
+}
+
+skp_err store_cont_list_slots(struct store *st, int64_t from_ms, int64_t to_ms,
+                              store_cont_slot_cb cb, void *ud)
+{
+    if (!st->ops->cont_list_slots)
+        return SKP_ENOTSUP;
+    return st->ops->cont_list_slots(st, from_ms, to_ms, cb, ud);
+}
+
+skp_err store_cont_lease(struct store *st, const char *name, int64_t holder, int64_t ttl_ms,
+                         bool *held)
+{
+    *held = false;
+    if (!st->ops->cont_lease)
+        return SKP_ENOTSUP;
+    if (st->read_only)
+        return SKP_EIO;
+    return st->ops->cont_lease(st, name, holder, ttl_ms, held);
+}
+
+skp_err store_cont_claim_firing(struct store *st, const char *service, const char *target,
+                                int64_t window_ms, bool *claimed)
+{
+    *claimed = false;
+    if (!st->ops->cont_claim_firing)
+        return SKP_ENOTSUP;
+    if (st->read_only)
+        return SKP_EIO;
+    return st->ops->cont_claim_firing(st, service, target, window_ms, claimed);
+}
+
+skp_err store_cont_purge_cluster(struct store *st, int64_t before_ms, int64_t claims_before_ms)
+{
+    if (!st->ops->cont_purge_cluster)
+        return SKP_ENOTSUP;
+    if (st->read_only)
+        return SKP_EIO;
+    return st->ops->cont_purge_cluster(st, before_ms, claims_before_ms);
+}
+
 skp_err store_ebpf_upsert_process(struct store *st, const struct store_ebpf_process *p,
                                   int64_t now_ms)
 {

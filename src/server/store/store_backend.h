@@ -121,6 +121,14 @@ struct store_backend_ops {
                                    int64_t *id_out);
     skp_err (*cont_list_triggers)(struct store *st, const char *service, const char *task_id,
                                   size_t limit, store_cont_trigger_cb cb, void *ud);
+    skp_err (*cont_put_slots)(struct store *st, const struct store_cont_slot *v, size_t n);
+    skp_err (*cont_list_slots)(struct store *st, int64_t from_ms, int64_t to_ms,
+                               store_cont_slot_cb cb, void *ud);
+    skp_err (*cont_lease)(struct store *st, const char *name, int64_t holder, int64_t ttl_ms,
+                          bool *held);
+    skp_err (*cont_claim_firing)(struct store *st, const char *service, const char *target,
+                                 int64_t window_ms, bool *claimed);
+    skp_err (*cont_purge_cluster)(struct store *st, int64_t before_ms, int64_t claims_before_ms);
     skp_err (*ebpf_upsert_process)(struct store *st, const struct store_ebpf_process *p,
                                    int64_t now_ms);
     skp_err (*ebpf_touch_process)(struct store *st, const char *id, int64_t now_ms, bool *found);

@@ -73,4 +73,47 @@ SKP_MUST_CHECK skp_err store_cont_list_triggers(struct store *st, const char *se
                                                 const char *task_id, size_t limit,
                                                 store_cont_trigger_cb cb, void *ud);
 
+/* ---- several collectors on one database (PostgreSQL; SQLite answers SKP_ENOTSUP) ---- */
+
+/* One collector's share of one endpoint's requests in one evaluator slot (borrowed strings and
+ * bytes). `hist` is endpoint_stats' histogram encoding (es_hist_encode), so the shares of all
+ * collectors merge exactly; `instances` the instances that served it, '\n'-separated. */
+struct store_cont_slot {
+    const char *service;
+    const char *endpoint;
+    int64_t slot_ms; /* the slot's start */
+    int64_t writer;  /* the collector's id for this run */
+    int64_t count, errors;
+    double sum_ms;
+    const uint8_t *hist;
+    size_t hist_len;
+    const char *instances;
+};
+typedef skp_err (*store_cont_slot_cb)(void *ud, const struct store_cont_slot *s);
+
+/* Inserts or replaces (same service, endpoint, slot, writer) n slot shares in one statement.
+ * Errors: SKP_ENOTSUP (a single-collector backend), SKP_EIO, SKP_ENOMEM. */
+SKP_MUST_CHECK skp_err store_cont_put_slots(struct store *st, const struct store_cont_slot *v,
+                                            size_t n);
+/* Visits every writer's shares of the slots starting in [from_ms, to_ms), ordered by service,
+ * endpoint, slot and writer (one statement). Errors: SKP_ENOTSUP, SKP_EIO, SKP_ENOMEM, or the
+ * callback's. */
+SKP_MUST_CHECK skp_err store_cont_list_slots(struct store *st, int64_t from_ms, int64_t to_ms,
+                                             store_cont_slot_cb cb, void *ud);
+/* Takes or renews the lease `name` for `holder` for ttl_ms of the database's clock: granted
+ * when it is free, expired or already the holder's (one statement). *held says whether it was
+ * granted. ttl_ms == 0 gives it up (when it is the holder's). Errors: SKP_ENOTSUP, SKP_EIO. */
+SKP_MUST_CHECK skp_err store_cont_lease(struct store *st, const char *name, int64_t holder,
+                                        int64_t ttl_ms, bool *held);
+/* Claims the firing of (service, target, window_ms) - the end of the window judged - once
+ * across the collectors: *claimed is true for the first claim only. Errors: SKP_ENOTSUP,
+ * SKP_EIO. */
+SKP_MUST_CHECK skp_err store_cont_claim_firing(struct store *st, const char *service,
+                                               const char *target, int64_t window_ms,
+                                               bool *claimed);
+/* Deletes slot shares older than before_ms and firing claims older than claims_before_ms.
+ * Errors: SKP_ENOTSUP, SKP_EIO. */
+SKP_MUST_CHECK skp_err store_cont_purge_cluster(struct store *st, int64_t before_ms,
+                                                int64_t claims_before_ms);
+
 #endif

@@ -4,7 +4,14 @@ gRPC wire (TraceSegmentReportService/collect); a single SQLite skyprofd receives
 collector's GET /api/v1/services/{name}/endpoints/stats must give the single collector's answer:
 counts and errors exactly, percentiles within 1 % (the histograms merge exactly, so they are
 equal), every collector the same; GET /api/v1/services/{name}/endpoints counts the same. Also a page boundary (limit/cursor) over the merged answer and
-a stopped collector's partials still counted (its requests happened in the window)."""
+a stopped collector's partials still counted (its requests happened in the window).
+
+The continuous-profiling evaluator across the same 3 collectors (issue 27, item 2): a policy
+whose count of slots over the threshold is reached only by the cluster's traffic (each slot's
+requests go to one collector in turn, so each collector alone has a value in at most half of
+the slots) fires exactly once - one trigger row, one task, one firing claim - with one lease
+holder evaluating; killing the holder (kill -9) hands the lease to a live collector within the
+lease's expiry plus a few ticks, and a crossing after that fires once too."""
 import os
 import sys
 import time
@@ -122,6 +129,121 @@ def t_merged_stats():
                     s.stop()
 
 
+SLOT_MS = 100
+PID_BITS = 22  # the low bits of a collector's writer id are its process id
+
+
+def put_policy(S, service):
+    """TRACE when 7 of the last 10 slots have an average response time >= 100 ms on /slow."""
+    body = {"targets": [{"targetType": "TRACE", "checkItems": [
+        {"type": "ENDPOINT_AVG_RESPONSE_TIME", "threshold": "100", "period": 10, "count": 7,
+         "uriList": ["/slow"]}]}], "executeDuration": 5, "silenceDuration": 5}
+    st, doc = S.json("PUT", "/api/v1/continuous/policies/" + service, body)
+    assert st == 200, (st, doc)
+
+
+def rotate(service, targets, seconds):
+    """Slow requests for `seconds`; each slot's requests all go to one target, in turn."""
+    n = 0
+    end = time.monotonic() + seconds
+    while time.monotonic() < end:
+        now = int(time.time() * 1000)
+        S = targets[(now // SLOT_MS) % len(targets)]
+        seg = Tracing_pb2.SegmentObject(
+            traceId="tr-%s-%d" % (service, n), traceSegmentId="seg-%s-%d" % (service, n),
+            service=service, serviceInstance="inst-1",
+            spans=[Tracing_pb2.SpanObject(spanId=0, parentSpanId=-1, startTime=now - 300,
+                                          endTime=now, operationName="/slow",
+                                          spanType=Tracing_pb2.Entry)])
+        S.stream(COLLECT, [seg])
+        n += 1
+        time.sleep(SLOT_MS / 4000.0)
+    return n
+
+
+def triggers(S, service):
+    _, doc = S.json("GET", "/api/v1/profile/triggers?service=" + service, expect=200)
+    return doc["triggers"]
+
+
+def trace_tasks(S, service):
+    _, doc = S.json("GET", "/api/v1/profile/tasks?service=" + service, expect=200)
+    tasks = doc["tasks"] if isinstance(doc, dict) else doc
+    return [t for t in tasks if t["service"] == service]
+
+
+def lease(pg, db):
+    """(holder's pid, seconds until it expires) of the evaluator's lease, None when none."""
+    out = pg.psql("SELECT holder, expires_ms - (extract(epoch from clock_timestamp()) * 1000)"
+                  "::bigint FROM cont_lease", dbname=db, check=False).strip()
+    if not out or "|" not in out:
+        return None
+    holder, left = out.split("|")
+    return int(holder) & ((1 << PID_BITS) - 1), int(left) / 1000.0
+
+
+def fired_once(cs, service):
+    """One trigger (the same from every live collector), one task, one claim; else None."""
+    ts = [triggers(S, service) for S in cs if S.alive()]
+    if not ts[0]:
+        return None
+    assert all(len(t) == 1 and t[0]["id"] == ts[0][0]["id"] for t in ts), ts
+    return ts[0][0]
+
+
+def t_cluster_evaluator():
+    url = pgserver.test_url("cluster_eval")
+    pg, db = pgserver.server(), pgserver.dbname_of(url)
+    with tempdir() as d:
+        cs = [Skyprofd(d, "--continuous-slot-ms", str(SLOT_MS), name="skyprofd-e%d" % (i + 1),
+                       db_url=url, db_name="e%d.db" % (i + 1)) for i in range(3)]
+        try:
+            put_policy(cs[0], "svc-a")  # through one collector: the others read it from the store
+            put_policy(cs[1], "svc-b")
+            pids = {S.pid: S for S in cs}
+            holder = wait_until(lambda: (lambda l_: l_ if l_ and l_[0] in pids else None)(
+                lease(pg, db)), 15, what="a lease holder")[0]
+            # each collector gets every third slot: alone at most 4 of 10 slots have a value
+            rotate("svc-a", cs, 1.0)  # the others have read the policies by now (2 s at most)
+            t0 = time.monotonic()
+            rotate("svc-a", cs, 3.0)
+            t = wait_until(lambda: fired_once(cs, "svc-a"), 20, what="svc-a's trigger")
+            assert t["target"] == "TRACE" and t["source"] == "server" and t["taskId"], t
+            c = t["causes"][0]
+            assert c["uri"] == "/slow" and c["hits"] >= 7 and abs(c["current"] - 300) < 1, c
+            assert [x["id"] for x in trace_tasks(cs[2], "svc-a")] == [t["taskId"]]
+            fired_after = time.monotonic() - t0
+            # the holder is killed: a live collector takes the lease over within its expiry
+            pids[holder].proc.kill9()
+            t1 = time.monotonic()
+            new = wait_until(lambda: (lambda l_: l_[0] if l_ and l_[0] != holder and l_[0] in pids
+                                      and l_[1] > 0 else None)(lease(pg, db)), 15,
+                             what="the lease taken over")
+            took = time.monotonic() - t1
+            assert pids[new].alive(), new
+            assert took < 3.0 + 3.0, took  # the 3 s lease, plus ticks on a loaded machine
+            live = [S for S in cs if S.alive()]
+            rotate("svc-b", live, 3.0)  # alone: at most 5 of 10 slots
+            t = wait_until(lambda: fired_once(live, "svc-b"), 20, what="svc-b's trigger")
+            assert [x["id"] for x in trace_tasks(live[0], "svc-b")] == [t["taskId"]]
+            # svc-a did not fire again on the new holder (its trigger replayed: quiet time)
+            assert len(fired_once(live, "svc-a")["causes"]) >= 1
+            claims = pg.psql("SELECT service || ':' || count(*) FROM cont_fired GROUP BY service"
+                             " ORDER BY 1", dbname=db).split()
+            assert claims == ["svc-a:1", "svc-b:1"], claims
+            writers = int(pg.psql("SELECT count(DISTINCT writer) FROM cont_slots WHERE service ="
+                                  " 'svc-a'", dbname=db))
+            assert writers == 3, writers
+            print("svc-a fired once %.1f s after the traffic began (1 trigger, 1 task); lease "
+                  "taken over %.1f s after kill -9; svc-b fired once on the new holder"
+                  % (fired_after, took))
+        finally:
+            for S in cs:
+                if S.alive():
+                    S.stop()
+
+
 if __name__ == "__main__":
     R.run("endpoint statistics merged across 3 collectors = one collector's", t_merged_stats)
+    R.run("one evaluator on the cluster's statistics; the lease handed over", t_cluster_evaluator)
     R.finish()

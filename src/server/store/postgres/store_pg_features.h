@@ -72,4 +72,17 @@ SKP_MUST_CHECK skp_err pg_store_ebpf_scan_task(struct store *base, const char *t
                                                const char *process_id, int64_t from_ms,
                                                int64_t to_ms, store_ebpf_stack_cb cb, void *ud);
 
+/* store_pg_cluster.c: the collectors' shared state of continuous profiling */
+SKP_MUST_CHECK skp_err pg_store_cont_put_slots(struct store *base, const struct store_cont_slot *v,
+                                               size_t n);
+SKP_MUST_CHECK skp_err pg_store_cont_list_slots(struct store *base, int64_t from_ms, int64_t to_ms,
+                                                store_cont_slot_cb cb, void *ud);
+SKP_MUST_CHECK skp_err pg_store_cont_lease(struct store *base, const char *name, int64_t holder,
+                                           int64_t ttl_ms, bool *held);
+SKP_MUST_CHECK skp_err pg_store_cont_claim_firing(struct store *base, const char *service,
+                                                  const char *target, int64_t window_ms,
+                                                  bool *claimed);
+SKP_MUST_CHECK skp_err pg_store_cont_purge_cluster(struct store *base, int64_t before_ms,
+                                                   int64_t claims_before_ms);
+
 #endif

@@ -20,7 +20,15 @@
  * period. The last sample gets the typical period. Every node on the sample's path gets the
  * interval; a node is on a path once, so a recursive function's frames are separate nodes each
  * counted once. Self durations (duration − children's) then equal the intervals of the samples
- * whose leaf the node is. The old estimate (OAP's runs) stays selectable for bench/accuracy. */
+ * whose leaf the node is. The old estimate (OAP's runs) stays selectable for bench/accuracy.
+ *
+ * Weights: a row of weight w (a goProfileReport sample of count w, stored once) stands for w
+ * dumps of its stack in a row, one period apart, and the next row comes w periods later. It
+ * counts w, and the rules above apply with its step read per dump: the typical period is the
+ * median of step / w, the row's own span is w periods (w × the period when it is the last, or
+ * a dump after it is missing), it is on time up to (w + 1) periods, and a late step after it
+ * splits only what exceeds its first w − 1 periods. With w = 1 everything is as above; w rows
+ * of weight 1 and one row of weight w give the same counts and durations (docs/accuracy.md). */
 #include "server/analysis/analyzer.h"
 
 #include <stdio.h>
@@ -42,7 +50,35 @@ struct sample {
     int32_t seq;
     int64_t time;
     uint32_t stack;
+    uint32_t weight; /* >= 1 */
 };
+
+/* period × weight, saturated (weights are at most UINT32_MAX). */
+static int64_t mul_weight(int64_t period, uint32_t w)
+{
+    if (w == 0)
+        return 0;
+    if (period > 0 && (uint64_t)period > (uint64_t)INT64_MAX / w)
+        return INT64_MAX;
+    if (period < 0 && period < INT64_MIN / (int64_t)w)
+        return INT64_MIN;
+    return period * (int64_t)w;
+}
+
+static uint64_t add_u64_sat(uint64_t a, uint64_t b)
+{
+    return a > UINT64_MAX - b ? UINT64_MAX : a + b;
+}
+
+/* The sample of a scanned row (a weight of 0 from a backend reads as 1). */
+static struct sample sample_of(const struct store_sample *s)
+{
+    return (struct sample){.seg = s->segment,
+                           .seq = s->sequence,
+                           .time = s->time_ms,
+                           .stack = s->stack,
+                           .weight = s->weight ? s->weight : 1};
+}
 
 struct work_node {
     uint32_t key; /* frame id, or function id when by function */
@@ -154,8 +190,7 @@ static void collect_cb(void *ud, const struct store_sample *s)
         return;
     }
     c->err = note_query(c, s->segment);
-    c->samples[c->n_samples++] = (struct sample){
-        .seg = s->segment, .seq = s->sequence, .time = s->time_ms, .stack = s->stack};
+    c->samples[c->n_samples++] = sample_of(s);
 }
 
 static int cmp_sample(const void *a, const void *b)
@@ -373,20 +408,24 @@ static skp_err stack_path(struct actx *c, uint32_t stack, const uint32_t **path,
 
 /* OAP's estimate: a sample with the same segment and the next sequence as the last sample that
  * reached a node extends the node's run by its time step, which sums to Σ(last.time −
- * first.time) over runs. Samples must arrive in (segment, sequence) order without repeats. */
-static void fold_runs(struct work_node *nd, const struct sample *s)
+ * first.time) over runs. Samples must arrive in (segment, sequence) order without repeats. A
+ * row of weight w is w dumps one period apart: a run through it also spans its w − 1 inner
+ * steps (`inner`, w − 1 periods). */
+static void fold_runs(struct work_node *nd, const struct sample *s, int64_t inner)
 {
     if (nd->has_last && nd->last_seg == s->seg && nd->last_seq != INT32_MAX &&
         nd->last_seq + 1 == s->seq)
         nd->duration = skpx_sat_add_i64(nd->duration, skpx_sat_sub_i64(s->time, nd->last_time));
+    nd->duration = skpx_sat_add_i64(nd->duration, inner);
     nd->has_last = true;
     nd->last_seg = s->seg;
     nd->last_seq = s->seq;
     nd->last_time = s->time;
 }
 
-/* Folds one sample into the trie: its count and either its interval (intervals) or its run
- * step (OAP). Counts non-empty stacks in c->used. */
+/* Folds one sample into the trie: its count (its weight) and either its interval (intervals)
+ * or its run step (OAP; `interval` is then its inner steps, fold_runs). Counts the dumps of
+ * non-empty stacks in c->used. */
 static skp_err fold(struct actx *c, const struct sample *s, int64_t interval)
 {
     const uint32_t *path = NULL;
@@ -396,12 +435,12 @@ static skp_err fold(struct actx *c, const struct sample *s, int64_t interval)
         return err;
     if (len == 0)
         return SKP_OK; /* empty stacks are dropped, as in OAP (their time goes to nothing) */
-    c->used++;
+    c->used = add_u64_sat(c->used, s->weight);
     for (size_t d = 0; d < len; d++) {
         struct work_node *nd = &c->nodes[path[d]];
-        nd->count++;
+        nd->count = add_u64_sat(nd->count, s->weight);
         if (c->est == ANALYZE_EST_OAP_RUNS)
-            fold_runs(nd, s);
+            fold_runs(nd, s, interval);
         else
             nd->duration = skpx_sat_add_i64(nd->duration, interval);
     }
@@ -469,14 +508,15 @@ static skp_err fallback_period(struct actx *c, uint32_t seg, int64_t *out)
 }
 
 /* The segment's typical dump period: the median positive step between dumps of consecutive
- * sequences; without one, its task's dump period (0 when unknown). */
+ * sequences, per dump (a row of weight w is w dumps: its step / w); without one, its task's
+ * dump period (0 when unknown). */
 static skp_err typical_period(struct actx *c, const struct sample *s, size_t n, int64_t *out)
 {
     size_t k = 0;
     if (n > 1 && skpx_grow(&c->steps, &c->cap_steps, n - 1, sizeof(*c->steps), 64))
         return SKP_ENOMEM;
     for (size_t i = 0; i + 1 < n; i++) {
-        int64_t step = skpx_sat_sub_i64(s[i + 1].time, s[i].time);
+        int64_t step = skpx_sat_sub_i64(s[i + 1].time, s[i].time) / s[i].weight;
         if (next_in_sequence(&s[i], &s[i + 1]) && step > 0)
             c->steps[k++] = step;
     }
@@ -488,22 +528,26 @@ static skp_err typical_period(struct actx *c, const struct sample *s, size_t n, 
 }
 
 /* The interval sample s[i] stands for (file comment); *carry is what the step to s[i + 1]
- * hands to s[i + 1] (half of a late step between different stacks), 0 otherwise. */
+ * hands to s[i + 1] (half of a late step between different stacks), 0 otherwise. A row of
+ * weight w spans w periods (`span`); its late part is what its last dump's step exceeds. */
 static int64_t interval_of(const struct sample *s, size_t n, size_t i, int64_t period,
                            int64_t *carry)
 {
     *carry = 0;
+    int64_t span = mul_weight(period, s[i].weight);
     if (i + 1 >= n)
-        return period;
+        return span;
     int64_t step = skpx_sat_sub_i64(s[i + 1].time, s[i].time);
     if (step < 0)
-        return period; /* the agent's clock went back */
+        return span; /* the agent's clock went back */
     if (!next_in_sequence(&s[i], &s[i + 1]))
-        return step < period ? step : period; /* a dump in between is missing: unknown stack */
-    if (period <= 0 || step <= skpx_sat_add_i64(period, period) || s[i].stack == s[i + 1].stack)
-        return step;          /* on time, or late with the same stack on both sides */
-    *carry = step - step / 2; /* late, and the stack changed somewhere in the step */
-    return step / 2;
+        return step < span ? step : span; /* a dump in between is missing: unknown stack */
+    if (period <= 0 || step <= skpx_sat_add_i64(span, period) || s[i].stack == s[i + 1].stack)
+        return step; /* on time, or late with the same stack on both sides */
+    /* late, and the stack changed somewhere in the last dump's step */
+    int64_t inner = span - period, last = step - inner;
+    *carry = last - last / 2;
+    return inner + last / 2;
 }
 
 /* Folds the samples of one segment (ordered by sequence, no repeats). */
@@ -511,13 +555,19 @@ static skp_err fold_segment(struct actx *c, const struct sample *s, size_t n)
 {
     int64_t period = 0;
     skp_err err = SKP_OK;
-    if (c->est != ANALYZE_EST_OAP_RUNS)
+    bool weighted = false;
+    for (size_t i = 0; i < n && !weighted; i++)
+        weighted = s[i].weight > 1;
+    /* OAP's runs need the period only for the inner steps of weighted rows */
+    if (c->est != ANALYZE_EST_OAP_RUNS || weighted)
         err = typical_period(c, s, n, &period);
     int64_t carry = 0, next_carry = 0;
     for (size_t i = 0; i < n && !err; i++) {
         int64_t interval = 0;
         if (c->est != ANALYZE_EST_OAP_RUNS)
             interval = skpx_sat_add_i64(interval_of(s, n, i, period, &next_carry), carry);
+        else
+            interval = mul_weight(period, s[i].weight - 1);
         err = fold(c, &s[i], interval);
         carry = next_carry;
     }
@@ -547,8 +597,7 @@ static void stream_cb(void *ud, const struct store_sample *ss)
     struct actx *c = ud;
     if (c->err)
         return;
-    struct sample s = {
-        .seg = ss->segment, .seq = ss->sequence, .time = ss->time_ms, .stack = ss->stack};
+    struct sample s = sample_of(ss);
     if (c->has_prev) {
         int order = cmp_sample(&c->prev, &s);
         if (order == 0)

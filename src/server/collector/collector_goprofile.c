@@ -3,10 +3,11 @@
  * the labels segment_id (and trace_id, span_id). We reassemble the file (bounded by
  * --pprof-max-bytes and the upload budget), then decode it and turn each labelled sample into
  * thread snapshots of trace task `taskId` for its segment, so the existing segment views and
- * analyses show it: frames "function (file:line)" root first, one snapshot per sample count (at
- * most GOPROFILE_MAX_REPEAT, the rows share the sample's frames), sequences 0.. per segment in
- * file order, times from the profile's start one period apart. Samples without a segment_id
- * are counted and skipped.
+ * analyses show it: frames "function (file:line)" root first, one snapshot per sample whose
+ * weight is the sample's count (at most GOPROFILE_MAX_WEIGHT: the analyses count it that many
+ * times and give it that many periods, analyzer.c), sequences 0.. per segment in file order,
+ * times from the profile's start, each row `weight` periods after the previous one of its
+ * segment. Samples without a segment_id are counted and skipped.
  *
  * Hostile input (issue 25): the task id must name a stored trace task (else NOT_FOUND); the
  * decode and the building of the rows run on a worker thread of their own (a bounded queue,
@@ -184,7 +185,7 @@ static skp_err add_frames(struct row_builder *b, const struct pprof_profile *p,
 }
 
 static skp_err add_row(struct row_builder *b, const struct seg_state *ss, size_t first,
-                       size_t n_frames, int32_t seq, int64_t time_ms)
+                       size_t n_frames, int32_t seq, int64_t time_ms, uint32_t weight)
 {
     struct goprof_job *j = b->j;
     if (j->n_snaps == GOPROFILE_MAX_ROWS)
@@ -210,6 +211,7 @@ static skp_err add_row(struct row_builder *b, const struct seg_state *ss, size_t
     sn->sequence = seq;
     sn->time_ms = time_ms;
     sn->n_frames = n_frames;
+    sn->weight = weight;
     b->frame_off[j->n_snaps] = first;
     b->seg_off[j->n_snaps] = ss->seg_off;
     j->n_snaps++;
@@ -275,16 +277,16 @@ static skp_err build_rows(struct goprof_job *j, const struct pprof_profile *p, i
         int64_t w = p->n_sample_types ? p->values[si * p->n_sample_types + (size_t)count_idx] : 1;
         if (w <= 0)
             w = 1;
-        if (w > GOPROFILE_MAX_REPEAT)
-            w = GOPROFILE_MAX_REPEAT;
+        if (w > GOPROFILE_MAX_WEIGHT)
+            w = GOPROFILE_MAX_WEIGHT;
         size_t first = 0, nf = 0;
         err = add_frames(&b, p, s, &first, &nf);
-        /* The repeated rows share the sample's frames. */
-        for (int64_t r = 0; r < w && !err; r++) {
-            err = add_row(&b, ss, first, nf, ss->next_seq, ss->next_time);
-            ss->next_seq++;
-            ss->next_time = skpx_sat_add_i64(ss->next_time, step);
-        }
+        /* One row of weight w: w samples one period apart, the next row w periods later. */
+        if (!err)
+            err = add_row(&b, ss, first, nf, ss->next_seq, ss->next_time, (uint32_t)w);
+        ss->next_seq++;
+        ss->next_time =
+            skpx_sat_add_i64(ss->next_time, step > INT64_MAX / w ? INT64_MAX : step * w);
     }
     if (!err) {
         /* The arena stopped moving: offsets become pointers. */

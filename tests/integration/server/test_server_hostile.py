@@ -73,11 +73,12 @@ def t_unknown_task():
 
 
 def t_rows_share_frames():
-    """A sample's count is rows (at most 100), as the trace analysis needs; they share frames."""
+    """A sample's count is the weight of one row (it was that many rows, at most 100); the
+    analysis counts it that many times (test_server_goweight.py checks durations too)."""
     tid = task("svc-weight")
     before = stored()
     go_report(tid, one_sample(100).gz())
-    assert stored() == before + 100, (before, stored())
+    assert stored() == before + 1, (before, stored())
     st, an = S.json("GET", "/api/v1/profile/segments/seg-w/analyze", expect=200)
     cnt = {e["codeSignature"]: int(e["count"]) for t in an["trees"] for e in t["elements"]}
     assert cnt == {"main.work (w.go:3)": 100}, cnt
@@ -365,7 +366,7 @@ def main():
         S = Skyprofd(os.path.join(d, "data"))
         try:
             R.run("goProfileReport: unknown task refused", t_unknown_task)
-            R.run("goProfileReport: a count is rows", t_rows_share_frames)
+            R.run("goProfileReport: a count is one weighted row", t_rows_share_frames)
             R.run("goProfileReport: row budget", t_row_budget)
             R.run("goProfileReport: decoder memory bomb", t_memory_bomb)
             R.run("goProfileReport: inflate bomb", t_inflate_bomb)

@@ -25,21 +25,11 @@ void jfr_str_read(struct jfr_cursor *c, struct jfr_str *out)
         out->pool_key = jfr_long(c);
         return;
     case JFR_STR_UTF8:
-    case JFR_STR_LATIN1: {
-        int64_t n = jfr_int(c, 4);
-        if (n < 0 || (uint64_t)n > jfr_left(c)) {
-            c->bad = true;
-            c->p = c->end;
-            return;
-        }
-        out->ptr = c->p;
-        out->len = (uint32_t)n;
-        c->p += n;
-        return;
-    }
+    case JFR_STR_LATIN1:
     case JFR_STR_CHARS: {
         int64_t n = jfr_int(c, 4);
-        /* Each char takes at least one byte, so a count above what is left is a lie. */
+        /* Bytes for UTF-8 and Latin-1; for chars, each takes at least one byte: either way a
+         * count above what is left is a lie. */
         if (n < 0 || (uint64_t)n > jfr_left(c)) {
             c->bad = true;
             c->p = c->end;
@@ -47,8 +37,11 @@ void jfr_str_read(struct jfr_cursor *c, struct jfr_str *out)
         }
         out->ptr = c->p;
         out->len = (uint32_t)n;
-        for (int64_t i = 0; i < n && !c->bad; i++)
-            (void)jfr_int(c, 2);
+        if (enc != JFR_STR_CHARS)
+            c->p += n;
+        else
+            for (int64_t i = 0; i < n && !c->bad; i++)
+                (void)jfr_int(c, 2);
         return;
     }
     default:

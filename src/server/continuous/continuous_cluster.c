@@ -341,6 +341,7 @@ struct past_triggers {
     struct {
         char service[256];
         int64_t time_ms;
+        bool made_task;
     } t[REPLAY_MAX];
 };
 
@@ -351,6 +352,7 @@ static skp_err collect_trigger(void *ud, const struct store_cont_trigger *t)
         p->n == REPLAY_MAX)
         return SKP_OK;
     snprintf(p->t[p->n].service, sizeof(p->t[p->n].service), "%s", t->service);
+    p->t[p->n].made_task = t->task_id && t->task_id[0];
     p->t[p->n++].time_ms = t->time_ms;
     return SKP_OK;
 }
@@ -363,7 +365,7 @@ skp_err cont_cluster_replay(struct store *st, struct cont_eval *e, int64_t now_m
     p->since_ms = now_ms - 3600 * 1000;
     skp_err err = store_cont_list_triggers(st, NULL, NULL, REPLAY_MAX, collect_trigger, p);
     for (size_t i = p->n; i-- > 0 && !err;)
-        cont_eval_note_trigger(e, p->t[i].service, p->t[i].time_ms);
+        cont_eval_note_trigger(e, p->t[i].service, p->t[i].time_ms, p->t[i].made_task);
     skpx_free(p);
     return err == SKP_ENOTSUP ? SKP_OK : err;
 }

@@ -604,13 +604,21 @@ void cont_eval_counters(const struct cont_eval *e, struct cont_eval_counters *ou
     out->series = e->total_series;
 }
 
-void cont_eval_note_trigger(struct cont_eval *e, const char *service, int64_t time_ms)
+void cont_eval_note_trigger(struct cont_eval *e, const char *service, int64_t time_ms,
+                            bool made_task)
 {
     struct svc *v = find_svc(e, service);
     if (!v || !v->active || !v->fired)
         return;
     note_fired(v, time_ms);
-    int64_t q = time_ms + (v->pol.execute_s + v->pol.silence_s) * e->slot_ms;
+    int64_t busy = time_ms + v->pol.execute_s * e->slot_ms;
+    if (made_task) { /* the task's end, as the firing collector's quiet time had it */
+        int64_t min = (v->pol.execute_s + 59) / 60;
+        min = min < 1 ? 1 : min > 15 ? 15 : min;
+        if (time_ms + min * 60000 > busy)
+            busy = time_ms + min * 60000;
+    }
+    int64_t q = busy + v->pol.silence_s * e->slot_ms;
     if (q > v->quiet_until_ms)
         v->quiet_until_ms = q;
 }

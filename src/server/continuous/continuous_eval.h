@@ -136,9 +136,11 @@ SKP_MUST_CHECK skp_err cont_eval_values(struct cont_eval *e, const char *service
                                         cont_series_cb cb, void *ud);
 /* A trigger of the service's policy that happened at time_ms outside this evaluator (before a
  * restart, or on another collector sharing the database): it counts against the hourly cap and
- * starts the quiet time (execute + silence) from time_ms. Call oldest first. No-op when the
- * service has no policy evaluated here. */
-void cont_eval_note_trigger(struct cont_eval *e, const char *service, int64_t time_ms);
+ * starts the quiet time from time_ms: execute, or the task it created when made_task (a task of
+ * executeDuration rounded up to minutes, 1-15, as continuous_trigger.h creates), then silence.
+ * Call oldest first. No-op when the service has no policy evaluated here. */
+void cont_eval_note_trigger(struct cont_eval *e, const char *service, int64_t time_ms,
+                            bool made_task);
 /* When the service may trigger again (0 = now). */
 int64_t cont_eval_quiet_until(const struct cont_eval *e, const char *service);
 

@@ -197,8 +197,8 @@ static void evaluator_cap_survives_edit_and_restart(void **state)
     assert_int_equal(cont_eval_new(&k_prompt, &e), SKP_OK);
     p = make("svc", text);
     assert_int_equal(cont_eval_set_policy(e, &p), SKP_OK);
-    cont_eval_note_trigger(e, "svc", 1002 * 1000);
-    cont_eval_note_trigger(e, "other", 1002 * 1000); /* no policy: ignored */
+    cont_eval_note_trigger(e, "svc", 1002 * 1000, false);
+    cont_eval_note_trigger(e, "other", 1002 * 1000, false); /* no policy: ignored */
     assert_int_equal(cont_eval_quiet_until(e, "svc"), 1002 * 1000 + 10000);
     load(e, "/slow", 1026, 1030, 2, 300, false);
     cont_eval_tick(e, 1030 * 1000, on_fire, &r);
@@ -206,6 +206,16 @@ static void evaluator_cap_survives_edit_and_restart(void **state)
     load(e, "/slow", 1002 + 3600, 1002 + 3603, 2, 300, false);
     cont_eval_tick(e, (1002 + 3603) * 1000, on_fire, &r);
     assert_int_equal(r.n, 2);
+    cont_eval_free(e);
+
+    /* a replayed trigger that created a task (at least a minute long): quiet until its end and
+     * the silence, as the collector that fired it was (a lease taken over must not fire again) */
+    assert_int_equal(cont_eval_new(&k_prompt, &e), SKP_OK);
+    p = make("svc", text);
+    assert_int_equal(cont_eval_set_policy(e, &p), SKP_OK);
+    cont_eval_note_trigger(e, "svc", 1002 * 1000, true);
+    int64_t quiet = cont_eval_quiet_until(e, "svc");
+    assert_true(quiet >= 1002 * 1000 + 60000 && quiet <= 1002 * 1000 + 60000 + 10000);
     cont_eval_free(e);
 }
 

@@ -80,7 +80,7 @@ static const char usage[] =
     "  --auth-token TOKEN             agents must send it as `authentication` metadata\n"
     "  --api-token TOKEN              POST/DELETE HTTP calls need `Authorization: Bearer TOKEN`\n"
     "  --db-stall-ms MS               PostgreSQL: an answer not there within MS drops the\n"
-    "                                 connection, the call fails (default 80; 0 = wait)\n"
+    "                                 connection, the call fails (default 50; 0 = wait)\n"
     "  --retention-days N             delete data older than N days, hourly (default 3; 0 = "
     "never)\n"
     "  --log-level LEVEL              error|warn|info|debug (default info)\n"

@@ -23,7 +23,7 @@
 #define CONFIG_DEFAULT_MAX_DECODED_BYTES (64u * 1024 * 1024)
 #define CONFIG_DEFAULT_DB "./skyprof-data/skyprof.db"
 #define CONFIG_DEFAULT_RETENTION_DAYS 3
-#define CONFIG_DEFAULT_DB_STALL_MS 80 /* --db-stall-ms: the loop's wait for PostgreSQL */
+#define CONFIG_DEFAULT_DB_STALL_MS 50 /* --db-stall-ms: the loop's wait for PostgreSQL */
 /* Upper bound of --retention-days: 100 years keeps day*86400000 far from int64 overflow. */
 #define CONFIG_MAX_RETENTION_DAYS 36500
 /* Largest process-profile upload by default (OAP's 30 MiB) and at most (files are held in

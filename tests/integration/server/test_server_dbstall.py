@@ -3,7 +3,7 @@ PostgreSQL through a TCP proxy this test controls (tests/harness/tcpproxy.py). W
 uploading snapshots, the proxy black-holes: connections stay open, no byte moves either way, new
 ones are accepted and held (a path that drops packets). Meanwhile a probe calls /healthz and the
 gRPC getProfileTaskCommands over and over: each answers within the issue's bound (100 ms; the
-loop waits for PostgreSQL at most --db-stall-ms, 80 by default, once, then fails fast while it
+loop waits for PostgreSQL at most --db-stall-ms, 50 by default, once, then fails fast while it
 reconnects without waiting), /healthz says 503 with the reason, /livez stays 200. After the proxy
 resumes, /healthz is 200 again, uploads succeed again, and every upload skyprofd acknowledged
 (its stream answered OK: acknowledged after the commit) is in the database.
@@ -45,7 +45,7 @@ class Agents:
 
     def __init__(self, S, task, n=2):
         self.S, self.task = S, task
-        self.acked, self.failed = [], 0
+        self.acked, self.failed, self.last_error = [], 0, None
         self.stop = threading.Event()
         self.lock = threading.Lock()
         self.threads = [threading.Thread(target=self.run, args=(i,), daemon=True)
@@ -63,9 +63,10 @@ class Agents:
                 self.S.snapshots([snap(self.task, seg, s, frames) for s in range(K)], timeout=30)
                 with self.lock:
                     self.acked.append(seg)
-            except grpc.RpcError:
+            except grpc.RpcError as e:
                 with self.lock:
                     self.failed += 1
+                    self.last_error = "%s %s" % (e.code().name, e.details())
                 time.sleep(0.02)
 
     def n_acked(self):
@@ -126,7 +127,11 @@ def t_stalled_database():
             assert st == 201, (st, doc)
             task = doc["id"]
             agents = Agents(S, task)
-            wait_until("uploads before the stall", lambda: agents.n_acked() >= 10)
+            try:
+                wait_until("uploads before the stall", lambda: agents.n_acked() >= 10)
+            except AssertionError:
+                print("last upload error: %s\n%s" % (agents.last_error, S.output()[-3000:]))
+                raise
             assert S.http("GET", "/healthz")[0] == 200
 
             probe = Probe(S, "stall-svc")

@@ -85,17 +85,18 @@ def t_rows_share_frames():
 
 
 def t_row_budget():
-    """150,000 samples of count 100: 15 M rows before, now refused whole (over 200,000 rows)."""
+    """150,000 samples of count 100 made 15 M rows; since counts are weights (one row each)
+    the budget is in samples: 210,000 of them (over 200,000) are refused whole."""
     tid = task("svc-rows")
     p = Profile([("samples", "count")], ("cpu", "nanoseconds"), 10000000)
     f = p.function(1, "main.spin", "s.go")
     loc = p.location(1, [(f, 1)])
-    for i in range(150000):
+    for i in range(210000):
         p.sample([loc], [100], [("segment_id", "seg-r%d" % (i % 1000))])
     data = p.gz()
     before, rows_before = refused(), stored()
     details = expect_code(grpc.StatusCode.RESOURCE_EXHAUSTED, go_report, tid, data)
-    assert "rows" in details, details
+    assert "rows" in details or "samples" in details, details
     assert refused() == before + 1
     assert stored() == rows_before  # nothing of it stored
 

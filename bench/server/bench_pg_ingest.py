@@ -9,6 +9,8 @@ segment, C client threads):
   sqlite      1 skyprofd, its SQLite file
   pg x1       1 skyprofd on a fresh PostgreSQL database
   pg x2       2 skyprofd on one fresh PostgreSQL database, the clients spread over both
+  old pg x1/x2  the same with the skyprofd of --before BUILD (an older build, e.g. the commit
+              before snapshots were stored as runs, built in its own directory), side by side
 The PostgreSQL server is a real one started for the run (tests/harness/pgserver.py: initdb in
 /tmp, unix socket, fsync off as in the tests). Bytes on disk for
 PostgreSQL: pg_total_relation_size of every table (heap + indexes + TOAST) after VACUUM, divided
@@ -16,7 +18,7 @@ by the acknowledged snapshots; for SQLite the file + WAL. The analysis (--analyz
 bench_ingest) is the whole task's tree over HTTP, on the last collector, best of 3.
 
 Usage: bench_pg_ingest.py [--build build/release] [--snapshots 1000000] [--clients 4]
-                          [--only sqlite,pg1,pg2]
+                          [--only sqlite,pg1,pg2,old1,old2] [--before OLD_BUILD]
 """
 import argparse
 import os
@@ -31,10 +33,10 @@ sys.path.insert(0, os.path.join(ROOT, "tests", "harness"))
 import pgserver  # noqa: E402
 
 
-def run_ingest(build, snapshots, clients, db=None, daemons=1):
+def run_ingest(build, snapshots, clients, db=None, daemons=1, daemon_build=None):
     exe = os.path.join(build, "bench", "ingest", "bench_ingest")
     args = [exe, "--snapshots", str(snapshots), "--clients", str(clients), "--analyze",
-            "--skyprofd", os.path.join(build, "src", "server", "skyprofd")]
+            "--skyprofd", os.path.join(daemon_build or build, "src", "server", "skyprofd")]
     if db:
         args += ["--db", db, "--daemons", str(daemons)]
     p = subprocess.run(args, capture_output=True, text=True, timeout=3600)
@@ -92,15 +94,17 @@ def main():
     ap.add_argument("--build", default=os.path.join(ROOT, "build", "release"))
     ap.add_argument("--snapshots", type=int, default=1000000)
     ap.add_argument("--clients", type=int, default=4)
-    ap.add_argument("--only", default="sqlite,pg1,pg2")
+    ap.add_argument("--only", default=None)
+    ap.add_argument("--before", default=None,
+                    help="build dir of an older skyprofd: rows 'old pg x1/x2' with it")
     a = ap.parse_args()
-    only = a.only.split(",")
+    only = (a.only or ("sqlite,old1,old2,pg1,pg2" if a.before else "sqlite,pg1,pg2")).split(",")
     with open("/proc/loadavg") as f:
         print("load average at start: %s" % " ".join(f.read().split()[:3]))
     rows = []
     srv, private = None, None
     try:
-        if any(o.startswith("pg") for o in only):
+        if any(o.startswith("pg") or o.startswith("old") for o in only):
             private = pgserver.temporary()
             srv = private.__enter__()
         if "sqlite" in only:
@@ -108,26 +112,29 @@ def main():
             r = run_ingest(a.build, a.snapshots, a.clients)
             r["pg_cpu"] = 0.0
             rows.append(("SQLite, 1 skyprofd", r, int(r["file_bytes"]), "file + WAL"))
-        for k in (1, 2):
-            if "pg%d" % k not in only:
+        for old, k in ((True, 1), (True, 2), (False, 1), (False, 2)):
+            key = ("old%d" if old else "pg%d") % k
+            if key not in only or (old and not a.before):
                 continue
-            name = "skp_bench_pg%d" % k
+            name = "skp_bench_%s" % key
             url = srv.create_database(name)
-            print("\n--- PostgreSQL, %d skyprofd (%s)" % (k, url))
+            label = "PostgreSQL%s, %d skyprofd" % (" old" if old else "", k)
+            print("\n--- %s (%s)" % (label, url))
             c0 = server_cpu(srv)
-            r = run_ingest(a.build, a.snapshots, a.clients, db=url, daemons=k)
+            r = run_ingest(a.build, a.snapshots, a.clients, db=url, daemons=k,
+                           daemon_build=a.before if old else None)
             r["pg_cpu"] = server_cpu(srv) - c0
             b, detail = pg_bytes(srv, name)
-            rows.append(("PostgreSQL, %d skyprofd" % k, r, b, detail))
+            rows.append((label, r, b, detail))
     finally:
         if private:
             private.__exit__(None, None, None)
     with open("/proc/loadavg") as f:
         print("\nload average at end: %s" % " ".join(f.read().split()[:3]))
-    print("\n%-24s %10s %11s %11s %11s %10s %10s %s" % (
+    print("\n%-28s %10s %11s %11s %11s %10s %10s %s" % (
         "configuration", "acked/s", "skyprofd", "PostgreSQL", "per CPU-s", "B/snapshot",
         "analysis", "check"))
-    print("%-24s %10s %11s %11s %11s %10s %10s" % ("", "(wall)", "CPU-s", "CPU-s", "(both)", "",
+    print("%-28s %10s %11s %11s %11s %10s %10s" % ("", "(wall)", "CPU-s", "CPU-s", "(both)", "",
                                                    "(best of 3)"))
     for name, r, b, detail in rows:
         acked = int(r["acked"])
@@ -135,13 +142,13 @@ def main():
         both = cpu + r["pg_cpu"]
         an = min(float(x) for x in r["analyze_ms"].split(","))
         ok = r["ok"] and int(r["stored"]) + int(r["dup"]) == acked
-        print("%-24s %10.0f %11.2f %11.2f %11.0f %10.1f %7.0f ms %s" % (
+        print("%-28s %10.0f %11.2f %11.2f %11.0f %10.1f %7.0f ms %s" % (
             name, float(r["rate"]), cpu, r["pg_cpu"], acked / both if both > 0 else 0,
             b / acked if acked else 0, an, "ok" if ok else "MISMATCH"))
     for name, r, b, detail in rows:
         print("  %s: %d bytes on disk (%s)" % (name, b, detail))
-    print("targets: >= 100,000 acked snapshots/s combined with 2 collectors; analysis of "
-          "1 M snapshots <= 2,000 ms")
+    print("targets: >= 150,000 acked snapshots/s combined with 2 collectors and <= 48 B per "
+          "snapshot on PostgreSQL (issue 27); analysis of 1 M snapshots <= 2,000 ms")
     print("per CPU-s (both) = acknowledged snapshots per CPU second of skyprofd and the database "
           "server together: what %d cores could ingest with nothing else running"
           % os.cpu_count())

@@ -260,10 +260,32 @@ static const char *const k_sql[PGS_COUNT] = {
                      "segment_id = $1",
     [PGS_TASKKEY_FIND] = "SELECT id FROM task_keys WHERE md5(task_id) = md5($1) AND "
                          "task_id = $1",
-    /* One statement per batch: arrays of the columns, duplicates ignored. */
-    [PGS_SNAP_INS] = "INSERT INTO snapshots(seg, seq, task, time, stack, first_ms, weight) "
-                     "SELECT * FROM unnest($1::bigint[], $2::int[], $3::bigint[], $4::bigint[], "
-                     "$5::bigint[], $6::bigint[], $7::int[]) ON CONFLICT DO NOTHING",
+    /* One statement per batch: arrays of the columns in, one run per (segment, task, t0) out
+     * (schema step 6). Duplicates are dropped: within the batch the first one stays, and a
+     * (segment, task, sequence) some stored run holds is left out (the runs read are those
+     * whose sequence range meets the batch's; PGS_LISTING_LOCK made the batch's segments its
+     * own). Its row count is the snapshots stored (a row without columns each). */
+    [PGS_SNAP_INS] =
+        "WITH b AS (SELECT * FROM unnest($1::bigint[], $2::int[], $3::bigint[], $4::bigint[], "
+        "$5::bigint[], $6::bigint[], $7::int[]) WITH ORDINALITY "
+        "AS b(seg, seq, task, time, stack, first_ms, weight, o)), "
+        "d AS (SELECT DISTINCT ON (seg, task, first_ms, seq) * FROM b "
+        "ORDER BY seg, task, first_ms, seq, o), "
+        "k AS (SELECT seg, task, first_ms, min(seq) AS lo, max(seq) AS hi FROM d "
+        "GROUP BY 1, 2, 3), "
+        "old AS (SELECT k.seg, k.task, k.first_ms, u.seq FROM k CROSS JOIN LATERAL "
+        "(SELECT r.seqs FROM snapshot_runs r WHERE r.seg = k.seg AND r.task = k.task "
+        "AND r.first_ms = k.first_ms AND r.hi_seq >= k.lo AND r.lo_seq <= k.hi) r "
+        "CROSS JOIN LATERAL unnest(r.seqs) AS u(seq)), "
+        "n AS (SELECT * FROM d WHERE NOT EXISTS (SELECT 1 FROM old WHERE old.seg = d.seg "
+        "AND old.task = d.task AND old.first_ms = d.first_ms AND old.seq = d.seq)), "
+        "ins AS (INSERT INTO snapshot_runs(seg, task, first_ms, t0, lo_seq, hi_seq, seqs, dts, "
+        "stacks, weights) SELECT seg, task, first_ms, t0, min(seq), max(seq), "
+        "array_agg(seq ORDER BY seq), array_agg((time - t0)::int ORDER BY seq), "
+        "array_agg(stack::int ORDER BY seq), CASE WHEN bool_and(weight = 1) THEN NULL "
+        "ELSE array_agg(weight ORDER BY seq) END "
+        "FROM (SELECT *, (time >> 30) << 30 AS t0 FROM n) x GROUP BY seg, task, first_ms, t0) "
+        "SELECT FROM n",
     [PGS_SNAP_INS_UNWEIGHTED] = "INSERT INTO snapshots(seg, seq, task, time, stack, first_ms) "
                                 "SELECT * FROM unnest($1::bigint[], $2::int[], $3::bigint[], "
                                 "$4::bigint[], $5::bigint[], $6::bigint[]) ON CONFLICT DO NOTHING",
@@ -276,11 +298,13 @@ static const char *const k_sql[PGS_COUNT] = {
                         "FROM skp_purge_epoch FOR SHARE",
     [PGS_SEGMENT_INS] = "INSERT INTO segments(" STORE_SEGMENT_COLS ") "
                         "VALUES(" STORE_SEGMENT_PG ") ON CONFLICT DO NOTHING",
-    /* Before a batch's snapshots: the segids rows of its snapshots of sequence 0, FOR KEY
-     * SHARE in id order, as the segment_listing trigger of each such snapshot will (schema
-     * step 3), so that two batches never lock them in orders that wait in a cycle. */
+    /* Before a batch's snapshots: the segids rows of all its segments in id order, FOR NO KEY
+     * UPDATE: two batches storing dumps of one segment take turns, so the second one's
+     * de-duplication (PGS_SNAP_INS, a new statement: it sees the first one's commit) finds
+     * the first one's runs. Stronger than the segment_listing trigger's KEY SHARE (schema
+     * step 3), and in id order, so that two batches never wait for each other in a cycle. */
     [PGS_LISTING_LOCK] = "SELECT 1 FROM segids WHERE id = ANY($1::bigint[]) ORDER BY id "
-                         "FOR KEY SHARE",
+                         "FOR NO KEY UPDATE",
 };
 
 static skp_err result_error(struct pg_store *st, const PGresult *r, const char *what)
@@ -660,7 +684,8 @@ skp_err pg_store_get_stats(struct store *base, struct store_stats *out)
     PQclear(r);
     if (st->n_snapshots < 0) {
         /* counted once (a full scan), then maintained by insert and purge */
-        r = pg__exec(st, "SELECT count(*) FROM snapshots", NULL, &err, "count snapshots");
+        r = pg__exec(st, "SELECT coalesce(sum(cardinality(seqs)), 0) FROM snapshot_runs", NULL,
+                     &err, "count snapshots");
         if (!r)
             return err;
         st->n_snapshots = pg__i64(r, 0, 0);

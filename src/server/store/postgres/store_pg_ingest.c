@@ -1,9 +1,11 @@
 /* store_pg_ingest.c - PostgreSQL backend: snapshot ingest and the analyzer's scans.
  *
  * Ingest: one transaction per acknowledged batch - references resolved with a few batched
- * upserts (store_pg_refs.c), then one multi-row INSERT of the (task, segment) links and one of
- * the snapshots (arrays through unnest, prepared once per connection), duplicates ignored by
- * the primary key. Snapshots are partitioned by the day of their segment's first receive time
+ * upserts (store_pg_refs.c), then one multi-row INSERT of the (task, segment) links, the lock
+ * of the batch's segments, and one statement that stores the snapshots as runs (schema step 6:
+ * a row per (segment, task) holding arrays; the arrays in through unnest, prepared once per
+ * connection), duplicates left out by reading the stored runs whose sequences meet the
+ * batch's. Runs are partitioned by the day of their segment's first receive time
  * (first_ms, the retention clock): partitions are made on demand, each under an advisory lock
  * in a short transaction of its own, before the batch's transaction. A serialization failure,
  * a deadlock or a partition dropped under us (retention on another collector) retries the
@@ -35,9 +37,9 @@ static int64_t day_of(int64_t ms)
 static void partition_name(int64_t day, char *out, size_t cap)
 {
     if (day >= 0)
-        snprintf(out, cap, "snapshots_d%" PRId64, day);
+        snprintf(out, cap, "snapshot_runs_d%" PRId64, day);
     else
-        snprintf(out, cap, "snapshots_dm%" PRId64, -day);
+        snprintf(out, cap, "snapshot_runs_dm%" PRId64, -day);
 }
 
 /* Makes sure the partition of `day` exists (its own transaction: not inside a batch). */
@@ -64,7 +66,7 @@ static skp_err ensure_partition(struct pg_store *st, int64_t day)
         err = pg__cmd(st, sql, "partition lock");
         if (!err) {
             snprintf(sql, sizeof(sql),
-                     "CREATE TABLE IF NOT EXISTS %s PARTITION OF snapshots "
+                     "CREATE TABLE IF NOT EXISTS %s PARTITION OF snapshot_runs "
                      "FOR VALUES FROM (%" PRId64 ") TO (%" PRId64 ")",
                      name, day * PG_DAY_MS, (day + 1) * PG_DAY_MS);
             err = pg__cmd(st, sql, "create partition");
@@ -111,8 +113,8 @@ static bool partitions_known(struct pg_store *st, const struct pg_ref_req *v, si
 }
 
 /* The parameters of a batch's statements: the new (task, segment) links (*n_links of them),
- * the snapshots, and the segments of its snapshots of sequence 0 (*n_first of them: their
- * segids rows are locked first, PGS_LISTING_LOCK), as arrays. */
+ * the snapshots, and the batch's segments (*n_first of them, repeats allowed: their segids
+ * rows are locked first, PGS_LISTING_LOCK), as arrays. */
 struct batch_params {
     struct pg_params links, snaps, lock;
     size_t n_links, n_first;
@@ -152,7 +154,7 @@ static void batch_params(struct pg_store *st, const struct store_snapshot *v,
                 pgb_putc(&c[k], ',');
             pgb_int(&c[k], vals[k]);
         }
-        if (v[i].sequence == 0) {
+        if (i == 0 || refs[i].seg != refs[i - 1].seg) {
             if (b->n_first++)
                 pgb_putc(&first, ',');
             pgb_int(&first, refs[i].seg);

@@ -20,7 +20,9 @@
 
 /* The cut is $1 (ms). Order matters: snapshots go first (partitions, then the boundary). */
 static const char *const k_purge[] = {
-    "DELETE FROM snapshots WHERE first_ms < $1",
+    /* runs (schema step 6): the count is of the snapshots they held, a row each */
+    "WITH d AS (DELETE FROM snapshot_runs WHERE first_ms < $1 RETURNING cardinality(seqs) AS c) "
+    "SELECT FROM d CROSS JOIN LATERAL generate_series(1, d.c)",
     "DELETE FROM task_segments WHERE seg IN (SELECT id FROM segids WHERE first_ms < $1)",
     "DELETE FROM segments WHERE received_ms < $1 OR "
     "seg IN (SELECT id FROM segids WHERE first_ms < $1)",
@@ -76,24 +78,24 @@ static skp_err drop_partitions(struct pg_store *st, int64_t before_ms, uint64_t 
     PGresult *r = pg__exec(st,
                            "SELECT c.relname FROM pg_inherits i "
                            "JOIN pg_class c ON c.oid = i.inhrelid "
-                           "WHERE i.inhparent = 'snapshots'::regclass",
+                           "WHERE i.inhparent = 'snapshot_runs'::regclass",
                            NULL, &err, "list partitions");
     if (!r)
         return err;
     for (int i = 0; i < PQntuples(r) && !err; i++) {
         const char *name = pg__txt(r, i, 0);
-        /* our partitions are named snapshots_d<day> / snapshots_dm<-day>, one day each */
+        /* our partitions are named snapshot_runs_d<day> / snapshot_runs_dm<-day>, a day each */
         int64_t day;
-        if (strncmp(name, "snapshots_dm", 12) == 0)
-            day = -strtoll(name + 12, NULL, 10);
-        else if (strncmp(name, "snapshots_d", 11) == 0)
-            day = strtoll(name + 11, NULL, 10);
+        if (strncmp(name, "snapshot_runs_dm", 16) == 0)
+            day = -strtoll(name + 16, NULL, 10);
+        else if (strncmp(name, "snapshot_runs_d", 15) == 0)
+            day = strtoll(name + 15, NULL, 10);
         else
             continue;
         if ((day + 1) * PG_DAY_MS > before_ms)
             continue;
         char sql[160];
-        snprintf(sql, sizeof(sql), "SELECT count(*) FROM \"%s\"", name);
+        snprintf(sql, sizeof(sql), "SELECT coalesce(sum(cardinality(seqs)), 0) FROM \"%s\"", name);
         PGresult *c = pg__exec(st, sql, NULL, &err, "count partition");
         if (!c)
             break;

@@ -219,6 +219,62 @@ static const struct pg_migration k_steps[] = {
         "snapshot weight: how many samples a row stands for",
         "ALTER TABLE snapshots ADD COLUMN weight int NOT NULL DEFAULT 1;",
     },
+    {
+        /* Issue 27: one row per snapshot costs ~128 B (a 24-byte tuple header, 4-byte line
+         * pointer and an index entry per row before any data), so a row now holds a run: the
+         * snapshots of one (segment, task) that one batch stored, as arrays sorted by sequence
+         * (sequence, time - t0, stack id; weights NULL when all are 1). t0 is the time rounded
+         * down to 2^30 ms, so every offset fits an int (a batch spanning such a boundary makes
+         * two runs). lo_seq/hi_seq bound the run: the ingest's de-duplication reads the runs
+         * of a batch's segments whose range meets the batch's (store_pg_ingest.c). The view
+         * `snapshots` shows the rows as before (one per snapshot), so the readers (scans,
+         * listing, retention of stacks) are unchanged. Old rows are converted here (runs of at
+         * most 512 sequences), partition by partition under the same day bounds; the old
+         * table is dropped. A collector of an older build cannot insert into the view: stop
+         * them before starting this one (docs/deploy.md). */
+        "snapshots stored as runs: snapshot_runs, one row per (segment, task) and batch, "
+        "the view snapshots one row per snapshot",
+        "CREATE TABLE snapshot_runs(seg bigint NOT NULL, task bigint NOT NULL,"
+        "  first_ms bigint NOT NULL, t0 bigint NOT NULL, lo_seq int NOT NULL,"
+        "  hi_seq int NOT NULL, seqs int[] NOT NULL, dts int[] NOT NULL, stacks int[] NOT NULL,"
+        "  weights int[]) PARTITION BY RANGE (first_ms);"
+        "CREATE INDEX snapshot_runs_by_seg ON snapshot_runs(seg, task, hi_seq);"
+        "DO $$DECLARE p record; BEGIN"
+        "  FOR p IN SELECT c.relname, pg_get_expr(c.relpartbound, c.oid) AS bound"
+        "    FROM pg_inherits i JOIN pg_class c ON c.oid = i.inhrelid"
+        "    WHERE i.inhparent = 'snapshots'::regclass LOOP"
+        "    EXECUTE format('CREATE TABLE %I PARTITION OF snapshot_runs %s',"
+        "      'snapshot_runs_' || substr(p.relname, 11), p.bound);"
+        "  END LOOP;"
+        "END$$;"
+        "INSERT INTO snapshot_runs(seg, task, first_ms, t0, lo_seq, hi_seq, seqs, dts, stacks,"
+        "  weights)"
+        "  SELECT seg, task, first_ms, t0, min(seq), max(seq), array_agg(seq ORDER BY seq),"
+        "  array_agg((time - t0)::int ORDER BY seq), array_agg(stack::int ORDER BY seq),"
+        "  CASE WHEN bool_and(weight = 1) THEN NULL ELSE array_agg(weight ORDER BY seq) END"
+        "  FROM (SELECT *, (time >> 30) << 30 AS t0, seq >> 9 AS chunk FROM snapshots) x"
+        "  GROUP BY seg, task, first_ms, t0, chunk;"
+        "DROP TABLE snapshots;"
+        "DROP FUNCTION skp_listing_snap();"
+        "CREATE VIEW snapshots AS SELECT r.seg, u.seq, r.task, r.t0 + u.dt AS time,"
+        "  u.stack::bigint AS stack, r.first_ms, coalesce(u.weight, 1) AS weight"
+        "  FROM snapshot_runs r CROSS JOIN LATERAL"
+        "  unnest(r.seqs, r.dts, r.stacks, r.weights) AS u(seq, dt, stack, weight);"
+        /* step 3's listing trigger, for a run holding sequence 0 */
+        "CREATE FUNCTION skp_listing_run() RETURNS trigger LANGUAGE plpgsql AS $$"
+        "DECLARE i int := array_position(NEW.seqs, 0); BEGIN"
+        "  IF i IS NULL THEN RETURN NULL; END IF;"
+        "  PERFORM 1 FROM segids WHERE id = NEW.seg FOR KEY SHARE;"
+        "  INSERT INTO segment_listing(seg, task, start_ms, id_head)"
+        "    SELECT NEW.seg, NEW.task,"
+        "      coalesce((SELECT start_ms FROM segments WHERE seg = NEW.seg), NEW.t0 + NEW.dts[i]),"
+        "      left(si.segment_id, " PG_LISTING_HEAD_SQL ") FROM segids si WHERE si.id = NEW.seg"
+        "  ON CONFLICT DO NOTHING;"
+        "  RETURN NULL;"
+        "END$$;"
+        "CREATE TRIGGER segment_listing_run AFTER INSERT ON snapshot_runs FOR EACH ROW"
+        "  WHEN (NEW.lo_seq <= 0 AND NEW.hi_seq >= 0) EXECUTE FUNCTION skp_listing_run();",
+    },
 };
 
 int pg_schema_version(void)

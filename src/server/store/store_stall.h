@@ -13,5 +13,7 @@
 #include "server/store/store.h"
 
 void store_set_stall_ms(struct store *st, int64_t ms);
+/* The bound set (0 on SQLite and when none). */
+int64_t store_get_stall_ms(struct store *st);
 
 #endif

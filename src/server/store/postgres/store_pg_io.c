@@ -33,6 +33,13 @@ void store_set_stall_ms(struct store *base, int64_t ms)
     pg_store_of(base)->stall_ms = ms > 0 ? ms : 0;
 }
 
+int64_t store_get_stall_ms(struct store *base)
+{
+    if (!base || base->ops != &pg_store_ops)
+        return 0;
+    return pg_store_of(base)->stall_ms;
+}
+
 /* The connection stopped answering: shut its socket down so that libpq's next read fails at
  * once (the PGconn stays valid for the callers' PQstatus / PQgetResult). */
 static void stalled(struct pg_store *st, const char *what)

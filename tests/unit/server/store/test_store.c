@@ -76,12 +76,14 @@ struct seen {
     int64_t time[64];
     uint32_t stack[64];
     uint32_t segment[64];
+    uint32_t weight[64];
 };
 
 static void seen_cb(void *ud, const struct store_sample *s)
 {
     struct seen *v = ud;
     if (v->n < 64) {
+        v->weight[v->n] = s->weight;
         v->seq[v->n] = s->sequence;
         v->time[v->n] = s->time_ms;
         v->stack[v->n] = s->stack;
@@ -678,6 +680,42 @@ static void migrations_upgrade_and_reopen(void **state)
     assert_null(st);
 }
 
+/* A database written before snapshots had a weight (schema v9) opens, migrates, and reads its
+ * rows as weight 1; new rows keep theirs (issue 25). */
+static void weight_migration_reads_one(void **state)
+{
+    struct fixture *f = *state;
+    store_close(f->st);
+    tu_db_cleanup(&f->db);
+    tu_db_init(&f->db);
+    struct store_opts v9 = {.schema_version_max = STORE_SCHEMA_WEIGHT - 1};
+    assert_int_equal(store_open(f->db.path, &v9, &f->st), SKP_OK);
+    add_task(f->st, "t", "svc", 1000, 1, 1);
+    assert_int_equal(tu_add(f->st, "t", "s1", 0, 1000, "a,b"), SKP_OK);
+    struct seen s = {0};
+    assert_int_equal(store_scan_task(f->st, "t", seen_cb, &s), SKP_OK);
+    assert_int_equal(s.n, 1);
+    assert_int_equal(s.weight[0], 1);
+    store_close(f->st);
+
+    f->st = tu_open(f->db.path);
+    assert_true(store_schema_version() >= STORE_SCHEMA_WEIGHT);
+    char *fr[] = {"a", "c"};
+    struct store_snapshot w = {.task_id = "t",
+                               .segment_id = "s1",
+                               .time_ms = 1010,
+                               .sequence = 1,
+                               .frames = fr,
+                               .n_frames = 2,
+                               .weight = 42};
+    assert_int_equal(store_insert_snapshots(f->st, &w, 1, NULL), SKP_OK);
+    memset(&s, 0, sizeof(s));
+    assert_int_equal(store_scan_segment(f->st, "s1", 0, 9, seen_cb, &s), SKP_OK);
+    assert_int_equal(s.n, 2);
+    assert_int_equal(s.weight[0], 1);
+    assert_int_equal(s.weight[1], 42);
+}
+
 /* ---- keyset pages of the profiled-segment listing (schema v8, issue 15) ---- */
 
 static void segment_pages_keyset(void **state)
@@ -1154,6 +1192,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(instances_upsert_and_properties, setup, teardown),
         cmocka_unit_test_setup_teardown(purge_removes_old_data_and_orphans, setup, teardown),
         cmocka_unit_test_setup_teardown(migrations_upgrade_and_reopen, setup, teardown),
+        cmocka_unit_test_setup_teardown(weight_migration_reads_one, setup, teardown),
         cmocka_unit_test_setup_teardown(wal_mode_is_on, setup, teardown),
         cmocka_unit_test_setup_teardown(read_only_fails_cleanly, setup, teardown),
         cmocka_unit_test_setup_teardown(full_disk_rolls_back_whole_batch, setup, teardown),

@@ -11,6 +11,12 @@ Cases:
   inflate    a 520 KB gzip inflating to 512 MiB of zeros
   segments   150,000 distinct segment ids (a linear segment lookup before)
   normal     an ordinary file: 2,000 samples of 20 segments (the price of the worker)
+  streams16  not an upload: 16 raw HTTP/2 connections x 1000 collectSnapshot streams, each
+             with one small snapshot and never half-closed; "rows" is the largest
+             skyprof_grpc_buffered_bytes (KiB; its value after the streams opened without the
+             _peak gauge), "answer" the streams
+             refused with RESOURCE_EXHAUSTED; peak is the process's VmHWM
+  streams64  the same with 64 connections (the issue: 786 MB above the 256 MiB budget)
   listing    not an upload: 20,000 endpoints of one service (one segment each, sent over gRPC),
              then every page of GET …/endpoints/stats?limit=1000 read in turn while /healthz is
              polled (the pages were built and serialised on the loop before; the "bytes" column
@@ -80,7 +86,7 @@ def case_listing():
 
 
 LISTING_ENDPOINTS = 20000
-CASES = {"rows": case_rows, "tables": case_tables, "inflate": case_inflate,
+CASES = {"streams16": lambda: 16, "streams64": lambda: 64, "rows": case_rows, "tables": case_tables, "inflate": case_inflate,
          "segments": case_segments, "normal": case_normal, "listing": case_listing}
 
 
@@ -164,9 +170,60 @@ def run_listing(binary, n_ep):
             S.stop()
 
 
+def run_streams(binary, n_conns, per_conn=1000):
+    """Opens n_conns x per_conn streams (HEADERS + one snapshot, no END_STREAM) and holds
+    them while reading the answers; then reads /metrics and VmHWM."""
+    import socket
+    import struct
+    import h2raw
+    skp_harness.SKYPROFD = binary
+    msg = Profile_pb2.ThreadSnapshot(
+        taskId="t-streams", traceSegmentId="seg-s", time=1, sequence=0,
+        stack=Profile_pb2.ThreadStack(codeSignatures=["f (a.py:1)"])).SerializeToString()
+    data = b"\x00" + struct.pack(">I", len(msg)) + msg
+    blk = h2raw.grpc_headers("/skywalking.v3.ProfileTask/collectSnapshot")
+    with tempfile.TemporaryDirectory(prefix="skp-hostile-") as d:
+        S = Skyprofd(d, log_level="error")
+        socks = []
+        try:
+            rss0 = vm_hwm(S.pid)
+            poll = Poller(S.http_port)
+            poll.start()
+            t = time.monotonic()
+            sent = 0
+            for _ in range(n_conns):
+                s = socket.create_connection(("127.0.0.1", S.grpc_port))
+                socks.append(s)
+                h2raw.handshake(s)
+                out = b"".join(h2raw.frame(h2raw.HEADERS, h2raw.END_HEADERS, 1 + 2 * i, blk) +
+                               h2raw.frame(h2raw.DATA, 0, 1 + 2 * i, data)
+                               for i in range(per_conn))
+                s.sendall(out)
+                sent += len(out)
+            for s in socks:  # the answers (refusals), so the server's output drains
+                h2raw.read_frames(s, lambda fr: False, deadline_s=0.5)
+            refused = int(S.metric("skyprof_grpc_budget_refused_total") or 0)
+            peak_buf = S.metric("skyprof_grpc_buffered_bytes_peak")
+            if peak_buf is None:  # a binary before the peak gauge: the figure now
+                peak_buf = S.metric("skyprof_grpc_buffered_bytes") or 0
+            took = time.monotonic() - t
+            rss = vm_hwm(S.pid)
+            poll.stop = True
+            poll.join()
+            return {"stall_ms": poll.max_ms, "rss": max(rss, rss0),
+                    "answer": "%d refused, %d KB sent" % (refused, sent // 1000), "s": took,
+                    "rows": int(peak_buf) // 1024}
+        finally:
+            for s in socks:
+                s.close()
+            S.stop()
+
+
 def run_case(binary, name, data):
     if name == "listing":
         return run_listing(binary, data)
+    if name.startswith("streams"):
+        return run_streams(binary, data)
     skp_harness.SKYPROFD = binary
     with tempfile.TemporaryDirectory(prefix="skp-hostile-") as d:
         S = Skyprofd(d, log_level="warn")
@@ -216,7 +273,8 @@ def main():
         for label, binary in bins:
             r = run_case(binary, name, data)
             print("%-9s %-7s %8d %10.0f %9.0f %7.2f %s (%d)" % (
-                name, label, data if name == "listing" else len(data), r["stall_ms"], r["rss"] / 1048576.0, r["s"], r["answer"],
+                name, label, data if isinstance(data, int) else len(data), r["stall_ms"],
+                r["rss"] / 1048576.0, r["s"], r["answer"],
                 r["rows"]), flush=True)
 
 

@@ -22,6 +22,7 @@
 #include <netinet/in.h>
 #include <netinet/tcp.h>
 #include <stddef.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <string.h>
 #include <sys/socket.h>
@@ -92,6 +93,12 @@
 /* Default decode limit of one message: a 4 MiB message of ordinary content decodes into a few
  * times its size; millions of empty sub-messages would decode into gigabytes. */
 #define GRPC_SERVER_DEFAULT_MAX_DECODED (64u * 1024 * 1024)
+/* New calls are refused once the accounted bytes pass budget - budget / this (see
+ * over_new_budget). */
+#define GRPC_SERVER_NEW_HEADROOM_DIV 16u
+/* Bytes handed to nghttp2 at a time (then flushed) once within two headrooms of the budget
+ * (near_budget, conn_read_cb). */
+#define GRPC_SERVER_TIGHT_SLICE 4096u
 /* What an open call costs besides its buffers, charged to the budget: the call struct and
  * nghttp2's stream state (an estimate on the high side). */
 #define GRPC_SERVER_CALL_COST 4096u
@@ -166,6 +173,7 @@ struct conn {
     bool close_after_write; /* fatal error: close once the output (GOAWAY) has drained */
     uint64_t bytes_in;
     uint64_t peer_key;  /* skpx_peer_key of the peer; a slot in srv->peers is held */
+    size_t h2_bytes;    /* what nghttp2 holds for this session (h2_mem), in the budget */
     int64_t last_rx_ms; /* monotonic: last bytes received */
 };
 
@@ -284,6 +292,75 @@ static void arena_cleanup(struct decode_arena *a)
 
 /* ---------------------------------------------------------------- calls */
 
+/* ---------------------------------------------------------------- nghttp2's memory
+ * Each session allocates through h2_mem (mem_user_data = its conn), so the streams, header
+ * tables and frame queues nghttp2 keeps count in the server's budget like the calls' own
+ * buffers: each block carries its size in a header of H2_MEM_HDR bytes (also a fair estimate of
+ * malloc's own overhead per block, which is counted with it). */
+#define H2_MEM_HDR 16u
+_Static_assert(H2_MEM_HDR >= sizeof(size_t) && H2_MEM_HDR % _Alignof(max_align_t) == 0,
+               "the header keeps nghttp2's blocks aligned");
+
+static void h2_count(struct conn *c, size_t add, size_t sub)
+{
+    struct skpx_grpc_server_stats *st = &c->srv->stats;
+    c->h2_bytes = c->h2_bytes + add - sub;
+    st->nghttp2_bytes = st->nghttp2_bytes + add - sub;
+    st->buffered_bytes = st->buffered_bytes + add - sub;
+    if (st->buffered_bytes > st->buffered_peak)
+        st->buffered_peak = st->buffered_bytes;
+}
+
+static void *h2_malloc(size_t size, void *ud)
+{
+    if (size > SIZE_MAX - H2_MEM_HDR)
+        return NULL;
+    uint8_t *p = skpx_malloc(size + H2_MEM_HDR);
+    if (!p)
+        return NULL;
+    memcpy(p, &size, sizeof(size));
+    h2_count(ud, size + H2_MEM_HDR, 0);
+    return p + H2_MEM_HDR;
+}
+
+static void h2_free(void *ptr, void *ud)
+{
+    if (!ptr)
+        return;
+    uint8_t *p = (uint8_t *)ptr - H2_MEM_HDR;
+    size_t size;
+    memcpy(&size, p, sizeof(size));
+    h2_count(ud, 0, size + H2_MEM_HDR);
+    skpx_free(p);
+}
+
+static void *h2_calloc(size_t n, size_t size, void *ud)
+{
+    if (size && n > SIZE_MAX / size)
+        return NULL;
+    void *p = h2_malloc(n * size, ud);
+    if (p)
+        memset(p, 0, n * size);
+    return p;
+}
+
+static void *h2_realloc(void *ptr, size_t size, void *ud)
+{
+    if (!ptr)
+        return h2_malloc(size, ud);
+    if (size > SIZE_MAX - H2_MEM_HDR)
+        return NULL;
+    uint8_t *p = (uint8_t *)ptr - H2_MEM_HDR;
+    size_t old;
+    memcpy(&old, p, sizeof(old));
+    uint8_t *np = skpx_realloc(p, size + H2_MEM_HDR);
+    if (!np)
+        return NULL;
+    memcpy(np, &size, sizeof(size));
+    h2_count(ud, size, old);
+    return np + H2_MEM_HDR;
+}
+
 /* Re-counts what `call` holds against the server's memory budget. */
 static void call_recharge(struct skpx_grpc_call *call, bool freeing)
 {
@@ -294,11 +371,28 @@ static void call_recharge(struct skpx_grpc_call *call, bool freeing)
     srv->stats.buffered_bytes -= call->charged;
     srv->stats.buffered_bytes += now;
     call->charged = now;
+    if (srv->stats.buffered_bytes > srv->stats.buffered_peak)
+        srv->stats.buffered_peak = srv->stats.buffered_bytes;
 }
 
 static bool over_budget(const struct skpx_grpc_server *srv)
 {
     return srv->stats.buffered_bytes > srv->opts.memory_budget;
+}
+
+/* New calls and connections stop a little before the budget (GRPC_SERVER_NEW_HEADROOM_DIV):
+ * a refused stream still costs nghttp2's stream state until its answer leaves, and the calls
+ * already open may still grow, so the accounted bytes stay within the budget. */
+static bool over_new_budget(const struct skpx_grpc_server *srv)
+{
+    size_t b = srv->opts.memory_budget;
+    return srv->stats.buffered_bytes > b - b / GRPC_SERVER_NEW_HEADROOM_DIV;
+}
+
+static bool near_budget(const struct skpx_grpc_server *srv)
+{
+    size_t b = srv->opts.memory_budget;
+    return srv->stats.buffered_bytes > b - 2 * (b / GRPC_SERVER_NEW_HEADROOM_DIV);
 }
 
 bool skpx_grpc_call_charge(struct skpx_grpc_call *call, int64_t delta)
@@ -466,6 +560,21 @@ static skp_err call_queue_message(struct skpx_grpc_call *call, const ProtobufCMe
     return SKP_OK;
 }
 
+static void conn_queue_close(struct conn *c);
+
+/* An nghttp2 submission for `call` failed (nghttp2 allocates through h2_mem, which fails like
+ * any allocation): the stream is reset, and if even that cannot be queued the connection is
+ * closed, so no client waits for an answer that will never come. */
+static void call_submit_failed(struct skpx_grpc_call *call, int rv, const char *what)
+{
+    static struct skpx_log_limit lim;
+    skpx_log_limited(&lim, SKPX_LOG_WARN, "grpc-server: %s failed on stream %d: %s", what,
+                     call->stream_id, nghttp2_strerror(rv));
+    if (nghttp2_submit_rst_stream(call->conn->session, NGHTTP2_FLAG_NONE, call->stream_id,
+                                  NGHTTP2_INTERNAL_ERROR) != 0)
+        conn_queue_close(call->conn);
+}
+
 /* Submits the response HEADERS with the queue as its data provider. */
 static void call_submit_headers(struct skpx_grpc_call *call)
 {
@@ -478,12 +587,8 @@ static void call_submit_headers(struct skpx_grpc_call *call)
     call->headers_sent = true;
     int rv = nghttp2_submit_response(call->conn->session, call->stream_id, nva, SKP_ARRAY_LEN(nva),
                                      &prd);
-    if (rv != 0) {
-        SKPX_WARN("grpc-server: submit response failed on stream %d: %s", call->stream_id,
-                  nghttp2_strerror(rv));
-        nghttp2_submit_rst_stream(call->conn->session, NGHTTP2_FLAG_NONE, call->stream_id,
-                                  NGHTTP2_INTERNAL_ERROR);
-    }
+    if (rv != 0)
+        call_submit_failed(call, rv, "submit response");
 }
 
 /* Wakes a deferred data provider after the queue grew or the call finished. */
@@ -494,8 +599,7 @@ static void call_resume(struct skpx_grpc_call *call)
     call->deferred = false;
     int rv = nghttp2_session_resume_data(call->conn->session, call->stream_id);
     if (rv != 0)
-        SKPX_WARN("grpc-server: resume data failed on stream %d: %s", call->stream_id,
-                  nghttp2_strerror(rv));
+        call_submit_failed(call, rv, "resume data");
 }
 
 /* Sends a response without a body: Trailers-Only for gRPC errors (http_status 200), or a plain
@@ -513,8 +617,7 @@ static void call_submit_trailers_only(struct skpx_grpc_call *call, const char *h
     size_t n = SKP_ARRAY_LEN(nva) - (call->status_msg ? 0 : 1);
     int rv = nghttp2_submit_response(call->conn->session, call->stream_id, nva, n, NULL);
     if (rv != 0)
-        SKPX_WARN("grpc-server: submit response failed on stream %d: %s", call->stream_id,
-                  nghttp2_strerror(rv));
+        call_submit_failed(call, rv, "submit response");
 }
 
 static void call_set_message(struct skpx_grpc_call *call, const char *message)
@@ -632,7 +735,7 @@ static void call_headers_done(struct skpx_grpc_call *call)
         call_fail(call, SKPX_GRPC_RESOURCE_EXHAUSTED, "200", "request metadata too large");
         return;
     }
-    if (over_budget(srv)) {
+    if (over_new_budget(srv)) {
         srv->stats.budget_refused++;
         call_fail(call, SKPX_GRPC_RESOURCE_EXHAUSTED, "200",
                   "server memory budget reached, retry later");
@@ -1028,19 +1131,31 @@ static void conn_read_cb(evutil_socket_t fd, short what, void *arg)
         }
         c->bytes_in += (uint64_t)n;
         c->last_rx_ms = skpx_mono_ms();
-        c->in_io = true;
-        ssize_t rv = nghttp2_session_mem_recv(c->session, srv->rbuf, (size_t)n);
-        c->in_io = false;
-        if (rv < 0) {
-            /* Bad preface, flood or a fatal session error: the session cannot continue. Send
-             * what nghttp2 queued (a GOAWAY if it got that far), then drop the connection. */
-            SKPX_DEBUG("grpc-server: %s: HTTP/2 error: %s", c->peer, nghttp2_strerror((int)rv));
-            c->proto_error = true;
+        /* Near the budget the bytes go to nghttp2 in small slices with a flush after each, so
+         * the streams refused in one read are answered and freed before the next ones arrive
+         * (a whole read of new streams would be held at once). */
+        for (size_t off = 0; off < (size_t)n;) {
+            size_t len = (size_t)n - off;
+            if (len > GRPC_SERVER_TIGHT_SLICE && near_budget(srv))
+                len = GRPC_SERVER_TIGHT_SLICE;
+            c->in_io = true;
+            ssize_t rv = nghttp2_session_mem_recv(c->session, srv->rbuf + off, len);
+            c->in_io = false;
+            if (rv < 0) {
+                /* Bad preface, flood or a fatal session error: the session cannot continue.
+                 * Send what nghttp2 queued (a GOAWAY if it got that far), then drop the
+                 * connection. */
+                SKPX_DEBUG("grpc-server: %s: HTTP/2 error: %s", c->peer, nghttp2_strerror((int)rv));
+                c->proto_error = true;
+                conn_flush(c);
+                conn_close_soon(c);
+                return;
+            }
+            off += len;
             conn_flush(c);
-            conn_close_soon(c);
-            return;
+            if (c->close_queued || c->close_after_write)
+                return;
         }
-        conn_flush(c);
         if ((size_t)n < GRPC_SERVER_READ_BUF)
             return; /* the socket is drained */
     }
@@ -1107,7 +1222,8 @@ static void format_peer(const struct sockaddr *sa, char *out, size_t cap)
 static skp_err conn_session_start(struct conn *c)
 {
     struct skpx_grpc_server *srv = c->srv;
-    if (nghttp2_session_server_new2(&c->session, srv->cbs, c, srv->h2opt) != 0)
+    nghttp2_mem mem = {c, h2_malloc, h2_free, h2_calloc, h2_realloc};
+    if (nghttp2_session_server_new3(&c->session, srv->cbs, c, srv->h2opt, &mem) != 0)
         return SKP_ENOMEM;
     nghttp2_settings_entry iv[] = {
         {NGHTTP2_SETTINGS_MAX_CONCURRENT_STREAMS, srv->opts.max_concurrent_streams},
@@ -1146,11 +1262,12 @@ static void listener_accept_cb(struct evconnlistener *l, evutil_socket_t fd, str
         evutil_closesocket(fd);
         return;
     }
-    if (srv->stats.connections_open >= srv->opts.max_connections || over_budget(srv)) {
-        srv->stats.connections_refused += over_budget(srv) ? 0 : 1;
-        srv->stats.budget_refused += over_budget(srv) ? 1 : 0;
+    bool over = over_new_budget(srv);
+    if (srv->stats.connections_open >= srv->opts.max_connections || over) {
+        srv->stats.connections_refused += over ? 0 : 1;
+        srv->stats.budget_refused += over ? 1 : 0;
         skpx_log_limited(&refuse_lim, SKPX_LOG_WARN, "grpc-server: %s, refusing new connections",
-                         over_budget(srv) ? "memory budget reached" : "connection limit reached");
+                         over ? "memory budget reached" : "connection limit reached");
         evutil_closesocket(fd);
         return;
     }
@@ -1352,6 +1469,9 @@ skp_err skpx_grpc_server_new(struct event_base *base, const struct skpx_grpc_ser
         skpx_grpc_server_free(srv);
         return SKP_ENOMEM;
     }
+    /* Closed streams are kept only for RFC 7540's priority tree, which gRPC does not use: each
+     * would hold memory after its call ended. */
+    nghttp2_option_set_no_closed_streams(srv->h2opt, 1);
     nghttp2_session_callbacks_set_on_begin_headers_callback(srv->cbs, h2_on_begin_headers);
     nghttp2_session_callbacks_set_on_header_callback(srv->cbs, h2_on_header);
     nghttp2_session_callbacks_set_on_data_chunk_recv_callback(srv->cbs, h2_on_data_chunk);

@@ -59,7 +59,8 @@ struct skpx_grpc_server_opts {
     int stream_idle_timeout_ms;      /* a call whose client sends nothing for this long (and has
                                       * not half-closed) ends CANCELLED; 0 = 120000, < 0 = never */
     size_t memory_budget;            /* server-wide bytes of buffered request data, headers,
-                                      * queued answers and open calls; beyond it new calls and
+                                      * queued answers, open calls and what nghttp2 allocates
+                                      * for its sessions; beyond it new calls and
                                       * growing messages get RESOURCE_EXHAUSTED; 0 = 256 MiB */
     size_t max_decoded_bytes;        /* memory one request message may decode into; beyond it
                                       * the call ends RESOURCE_EXHAUSTED; 0 = 64 MiB */
@@ -101,6 +102,8 @@ struct skpx_grpc_server_stats {
     uint64_t budget_refused;         /* calls refused or ended: memory_budget reached */
     uint64_t decode_refused;         /* messages over max_decoded_bytes */
     uint64_t buffered_bytes;         /* gauge: bytes counted against memory_budget now */
+    uint64_t buffered_peak;          /* gauge: the largest buffered_bytes so far */
+    uint64_t nghttp2_bytes;          /* gauge: nghttp2's own allocations (in buffered_bytes) */
 };
 void skpx_grpc_server_get_stats(const struct skpx_grpc_server *srv,
                                 struct skpx_grpc_server_stats *out);

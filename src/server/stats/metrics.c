@@ -186,6 +186,12 @@ skp_err metrics_render(const struct metrics *m, const struct skpx_grpc_server_st
         gauge(&b, "skyprof_grpc_buffered_bytes",
               "Bytes gRPC calls hold, counted against --grpc-memory-budget.",
               (double)grpc->buffered_bytes);
+        gauge(&b, "skyprof_grpc_buffered_bytes_peak",
+              "The largest skyprof_grpc_buffered_bytes since the start.",
+              (double)grpc->buffered_peak);
+        gauge(&b, "skyprof_grpc_nghttp2_bytes",
+              "Bytes nghttp2 holds for the gRPC connections (part of skyprof_grpc_buffered_bytes).",
+              (double)grpc->nghttp2_bytes);
     }
     if (store) {
         gauge(&b, "skyprof_store_snapshots", "Snapshot rows in the store.",

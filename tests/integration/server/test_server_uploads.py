@@ -1,0 +1,101 @@
+"""skyprofd under hostile input (issue 25 #8): the memory nghttp2 holds for open streams counts
+in --grpc-memory-budget, and new streams get RESOURCE_EXHAUSTED beyond it."""
+import os
+import socket
+import struct
+import sys
+import time
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import hpack  # noqa: E402 (Debian python3-h2's HPACK decoder)
+
+import h2raw  # noqa: E402
+from skp_harness import Results, tempdir  # noqa: E402
+from skyprofd_util import Profile_pb2, Skyprofd  # noqa: E402
+
+R = Results()
+BUDGET = 16 << 20
+
+
+def metric(S, name):
+    v = S.metric(name)
+    assert v is not None, "%s missing from /metrics" % name
+    return v
+
+
+def t_streams_within_budget(d):
+    """16 connections x 1000 streams pinned 222 MB with a 256 MiB budget, 64 reached 786 MB: the
+    streams nghttp2 kept were not counted. Now nghttp2 allocates through the server's counter:
+    with a 16 MiB budget, 4 x 1000 open collectSnapshot streams (one snapshot each, never
+    half-closed) get RESOURCE_EXHAUSTED beyond it, the accounted bytes never pass the budget, and
+    nghttp2's part is given back when the connections close."""
+    S = Skyprofd(os.path.join(d, "streams"), "--grpc-memory-budget", str(BUDGET), log_level="error")
+    socks = []
+    try:
+        msg = Profile_pb2.ThreadSnapshot(
+            taskId="t-streams", traceSegmentId="seg-s", time=1, sequence=0,
+            stack=Profile_pb2.ThreadStack(codeSignatures=["f (a.py:1)"])).SerializeToString()
+        data = b"\x00" + struct.pack(">I", len(msg)) + msg
+        blk = h2raw.grpc_headers("/skywalking.v3.ProfileTask/collectSnapshot")
+        for _ in range(4):
+            s = socket.create_connection(("127.0.0.1", S.grpc_port))
+            socks.append(s)
+            try:  # a connection over the budget is closed at once
+                h2raw.handshake(s)
+                s.sendall(b"".join(h2raw.frame(h2raw.HEADERS, h2raw.END_HEADERS, 1 + 2 * i, blk) +
+                                   h2raw.frame(h2raw.DATA, 0, 1 + 2 * i, data)
+                                   for i in range(1000)))
+            except OSError:
+                pass
+        # Read the answers (so the server's output never blocks) until every stream was seen
+        # (or its connection refused, which counts as one budget refusal); the header blocks
+        # are decoded in order per connection (HPACK's table is stateful).
+        decoders = [hpack.Decoder() for _ in socks]
+        closed = [False for _ in socks]
+        statuses = []
+        deadline = time.monotonic() + 60
+        while True:
+            started = metric(S, "skyprof_grpc_calls_started_total")
+            refused = metric(S, "skyprof_grpc_budget_refused_total")
+            if started + 1000 * sum(closed) >= 4000 and \
+                    refused == statuses.count("8") + sum(closed):
+                break
+            assert time.monotonic() < deadline, "streams not all seen: %d started, %d refused, " \
+                "%d answers, %d connections closed" % (started, refused, len(statuses), sum(closed))
+            for k, (s, dec) in enumerate(zip(socks, decoders)):
+                if closed[k]:
+                    continue
+                frames, closed[k] = h2raw.read_frames(s, lambda fr: False, deadline_s=0.05)
+                for f in frames:
+                    if f[0] == h2raw.HEADERS:
+                        hdrs = dict(dec.decode(f[3]))
+                        if "grpc-status" in hdrs:
+                            statuses.append(hdrs["grpc-status"])
+        # Refused streams end with RESOURCE_EXHAUSTED (8), none with another status.
+        assert statuses and set(statuses) == {"8"}, statuses[:20]
+        held = metric(S, "skyprof_grpc_nghttp2_bytes")
+        assert held >= 1000 * 128, "nghttp2's stream state not counted: %d" % held
+        peak = metric(S, "skyprof_grpc_buffered_bytes_peak")
+        assert 0 < peak <= BUDGET, "accounted %d bytes with a budget of %d" % (peak, BUDGET)
+        assert metric(S, "skyprof_grpc_buffered_bytes") <= BUDGET
+    finally:
+        for s in socks:
+            s.close()
+    try:
+        deadline = time.monotonic() + 60
+        while metric(S, "skyprof_grpc_nghttp2_bytes") > 0:
+            assert time.monotonic() < deadline, "nghttp2's bytes were not given back: %d" % (
+                metric(S, "skyprof_grpc_nghttp2_bytes"))
+            time.sleep(0.05)
+    finally:
+        S.stop()
+
+
+def main():
+    with tempdir() as d:
+        R.run("open streams' nghttp2 memory within the gRPC budget", t_streams_within_budget, d)
+    R.finish()
+
+
+if __name__ == "__main__":
+    main()

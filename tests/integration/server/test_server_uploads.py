@@ -78,16 +78,17 @@ def t_streams_within_budget(d):
         peak = metric(S, "skyprof_grpc_buffered_bytes_peak")
         assert 0 < peak <= BUDGET, "accounted %d bytes with a budget of %d" % (peak, BUDGET)
         assert metric(S, "skyprof_grpc_buffered_bytes") <= BUDGET
-    finally:
         for s in socks:
             s.close()
-    try:
+        socks = []
         deadline = time.monotonic() + 60
         while metric(S, "skyprof_grpc_nghttp2_bytes") > 0:
             assert time.monotonic() < deadline, "nghttp2's bytes were not given back: %d" % (
                 metric(S, "skyprof_grpc_nghttp2_bytes"))
             time.sleep(0.05)
     finally:
+        for s in socks:
+            s.close()
         S.stop()
 
 

@@ -267,16 +267,24 @@ struct data_call {
     char message[160];
 };
 
-static void data_free(struct data_call *d)
+/* Frees the rows a stream holds (a refused stream keeps reading but holds nothing). */
+static void data_drop_rows(struct data_call *d)
 {
-    if (!d)
-        return;
     for (size_t i = 0; i < d->n; i++) {
         skpx_free((char *)d->rows[i].task_id);
         skpx_free((char *)d->rows[i].process_id);
         skpx_free((char *)d->rows[i].symbols);
     }
     skpx_free(d->rows);
+    d->rows = NULL;
+    d->n = d->cap = 0;
+}
+
+static void data_free(struct data_call *d)
+{
+    if (!d)
+        return;
+    data_drop_rows(d);
     skpx_free(d);
 }
 
@@ -337,7 +345,6 @@ static int refuse(struct data_call *d, int status, const char *what)
 static int data_on_message(struct skpx_grpc_call *call, void *ud, const ProtobufCMessage *msg,
                            const uint8_t *raw, size_t raw_len)
 {
-    (void)ud;
     (void)raw;
     (void)raw_len;
     struct data_call *d = skpx_grpc_call_get_data(call);
@@ -394,6 +401,8 @@ static int data_on_message(struct skpx_grpc_call *call, void *ud, const Protobuf
             return SKPX_GRPC_RESOURCE_EXHAUSTED;
         }
         d->rows = nr;
+        /* The row array counts in the server-wide gRPC budget like the strings below. */
+        skpx_grpc_call_charge(call, (int64_t)((ncap - d->cap) * sizeof(*nr)));
         d->cap = ncap;
     }
     row.task_id = skpx_strdup(t->taskid);
@@ -406,7 +415,18 @@ static int data_on_message(struct skpx_grpc_call *call, void *ud, const Protobuf
         return SKPX_GRPC_RESOURCE_EXHAUSTED;
     }
     d->rows[d->n++] = row;
-    d->bytes += sl + strlen(t->taskid) + strlen(t->processid);
+    size_t held = sl + strlen(t->taskid) + strlen(t->processid) + 3;
+    d->bytes += held;
+    /* What a stream holds until its end is charged to the server's gRPC memory budget (released
+     * when the call is freed): many streams together cannot pass it, each alone is also capped
+     * by COLLECTOR_EBPF_STREAM_BYTES. */
+    if (!skpx_grpc_call_charge(call, (int64_t)held)) {
+        struct collector *c = ud;
+        c->metrics->ebpf_refused++;
+        skpx_grpc_call_charge(call, -(int64_t)(d->bytes + d->cap * sizeof(*d->rows)));
+        data_drop_rows(d);
+        return refuse(d, SKPX_GRPC_RESOURCE_EXHAUSTED, "server gRPC memory budget reached");
+    }
     return SKPX_GRPC_OK;
 }
 

@@ -86,6 +86,9 @@ skp_err metrics_render(const struct metrics *m, const struct skpx_grpc_server_st
             "goProfileReport files refused: unknown task, over a size, row or memory budget, "
             "or the decode queue full.",
             m->goprofile_refused);
+    counter(&b, "skyprof_ebpf_refused_total",
+            "eBPF collectProfilingData streams refused: the gRPC memory budget reached.",
+            m->ebpf_refused);
     counter(&b, "skyprof_pprof_decode_refused_total",
             "pprof decodes refused for a limit (decompressed size, decoder memory, samples).",
             pprof_decode_refusals());

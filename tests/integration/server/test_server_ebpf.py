@@ -205,6 +205,33 @@ def t_collect_refused():
     S.json("GET", "/api/v1/ebpf/tasks/task-bad/analyze", expect=404)
 
 
+def t_collect_budget(d):
+    """Issue 25: an eBPF stream's rows were held until its end outside the server's gRPC memory
+    budget (each stream alone capped at 64 MiB, any number of them at once). Now they count in
+    --grpc-memory-budget: a stream that would pass it is refused with RESOURCE_EXHAUSTED, its rows
+    freed at once (nothing stored), counted in /metrics, and the next stream fits again."""
+    budget = 8 << 20
+    B = Skyprofd(os.path.join(d, "budget"), "--grpc-memory-budget", str(budget), log_level="error")
+    try:
+        big = [stack(["frame_%d_%s (app.py:%d)" % (k, "x" * 1000, k) for k in range(16)])]
+        msgs = [on_cpu("task-big", "p-big", big, 1) for _ in range(600)]  # ~9.7 MB of symbols
+        try:
+            B.stream(F + "collectProfilingData", msgs)
+            raise AssertionError("a stream over the memory budget was accepted")
+        except grpc.RpcError as e:
+            assert e.code() == grpc.StatusCode.RESOURCE_EXHAUSTED and "budget" in e.details(), e
+        B.json("GET", "/api/v1/ebpf/tasks/task-big/analyze", expect=404)
+        assert B.metric("skyprof_ebpf_refused_total") == 1, B.metric("skyprof_ebpf_refused_total")
+        peak = B.metric("skyprof_grpc_buffered_bytes_peak")
+        # charged before the check: at most one message (~17 KB) past the budget
+        assert 0 < peak <= budget + (64 << 10), "accounted %d bytes, budget %d" % (peak, budget)
+        B.stream(F + "collectProfilingData", msgs[:50])  # released: a smaller stream fits
+        doc = B.json("GET", "/api/v1/ebpf/tasks/task-big/analyze", expect=200)[1]
+        assert doc["total"] == 50, doc["total"]
+    finally:
+        B.stop()
+
+
 def t_compat_path():
     resp = S.unary("/EBPFProfilingService/queryTasks", Profile_pb2.EBPFProfilingTaskQuery())
     assert len(resp.commands) == 0
@@ -222,6 +249,7 @@ def main():
             R.run("collectProfilingData OFF_CPU", t_collect_off_cpu)
             R.run("collectProfilingData refusals", t_collect_refused)
             R.run("compat path", t_compat_path)
+            R.run("collectProfilingData within the gRPC memory budget", lambda: t_collect_budget(d))
         finally:
             S.stop()
     R.finish()

@@ -364,12 +364,16 @@ static void read_one(const struct jfr_meta *m, const struct jfr_field *f, struct
         case JFR_PRIM_BYTE:
             v = (int8_t)jfr_u8(c);
             break;
+        /* Compressed or not, the bytes carry the value's two's complement in its width: an int
+         * of -1 (a frame with no line) arrives as 0xffffffff. */
         case JFR_PRIM_CHAR:
+            v = (uint16_t)jfr_int(c, 2);
+            break;
         case JFR_PRIM_SHORT:
-            v = jfr_int(c, 2);
+            v = (int16_t)jfr_int(c, 2);
             break;
         case JFR_PRIM_INT:
-            v = jfr_int(c, 4);
+            v = (int32_t)(uint32_t)jfr_int(c, 4);
             break;
         case JFR_PRIM_LONG:
             v = jfr_long(c);

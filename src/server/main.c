@@ -228,7 +228,7 @@ int main(int argc, char **argv)
 {
     /* Once, before any JSON exists: jansson allocates through our counting wrappers, so its
      * memory shows in the live-byte figures (bodies are serialised into our own buffers either
-     * way, see http_json_text). */
+     * way, see skp_json_text). */
     json_set_alloc_funcs(skpx_malloc, skpx_free);
     struct config cfg;
     char cerr[CONFIG_ERR_MAX];

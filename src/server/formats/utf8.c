@@ -80,6 +80,24 @@ char *skp_utf8_sanitize(const char *s)
     return out;
 }
 
+char *skp_json_text(const json_t *j, size_t *len)
+{
+    if (len)
+        *len = 0;
+    size_t n = j ? json_dumpb(j, NULL, 0, JSON_COMPACT) : 0;
+    char *text = n ? skpx_malloc(n + 1) : NULL;
+    if (!text)
+        return NULL;
+    if (json_dumpb(j, text, n, JSON_COMPACT) != n) {
+        skpx_free(text);
+        return NULL;
+    }
+    text[n] = '\0';
+    if (len)
+        *len = n;
+    return text;
+}
+
 json_t *skp_json_str(const char *s)
 {
     if (!s)

@@ -17,5 +17,9 @@ char *skp_utf8_sanitize(const char *s);
 /* json_string(s) for any bytes: invalid UTF-8 is replaced, NULL gives "". Returns a new
  * reference, NULL only on allocation failure. */
 json_t *skp_json_str(const char *s);
+/* j as compact JSON text in a new skpx buffer (NUL-terminated; its length in *len when len is
+ * not NULL), so that nothing depends on the allocator jansson was given. NULL for NULL, on
+ * allocation failure or an unserialisable value. */
+char *skp_json_text(const json_t *j, size_t *len);
 
 #endif

@@ -18,6 +18,7 @@
 
 #include "common/alloc.h"
 #include "common/buf.h"
+#include "server/formats/utf8.h"
 #include "server/graphql/gql_int.h"
 
 /* Deepest response path an error reports (deeper ones are cut; the depth limit is lower). */
@@ -1175,11 +1176,10 @@ static const struct gql_op *pick_op(struct exec *x, const char *op_name)
 /* Appends ,"errors":[...] (the errors so far) to the buffer; false when out of memory. */
 static bool put_errors(struct skpx_buf *b, const json_t *errors)
 {
-    size_t n = json_dumpb(errors, NULL, 0, JSON_COMPACT);
-    char *t = n ? skpx_malloc(n) : NULL;
+    size_t n = 0;
+    char *t = skp_json_text(errors, &n);
     if (!t)
         return false;
-    json_dumpb(errors, t, n, JSON_COMPACT);
     skpx_buf_puts(b, "\"errors\":");
     skpx_buf_put(b, t, n);
     skpx_free(t);

@@ -58,12 +58,7 @@ static char *default_configuration(const char *layer)
                          "isRoot", 0, "children", "x", 0, "y", 0, "w", 24, "h", 52, "i", "0", "id",
                          "0", "type", "Tab", "activedTabIndex", 0, "children", tabs)
              : NULL;
-    size_t n = c ? json_dumpb(c, NULL, 0, JSON_COMPACT) : 0;
-    char *out = n ? skpx_malloc(n + 1) : NULL;
-    if (out) {
-        json_dumpb(c, out, n, JSON_COMPACT);
-        out[n] = '\0';
-    }
+    char *out = skp_json_text(c, NULL);
     json_decref(c);
     return out;
 }
@@ -79,12 +74,7 @@ static char *root_configuration(const char *layer)
                           "0", "type", "Widget", "widget", "title", "Services", "graph", "type",
                           "ServiceList", "dashboardName", TEMPLATE_DEFAULT_NAME, "fontSize", 12,
                           "showGroup", 1, "expressions", "metricConfig");
-    size_t n = c ? json_dumpb(c, NULL, 0, JSON_COMPACT) : 0;
-    char *out = n ? skpx_malloc(n + 1) : NULL;
-    if (out) {
-        json_dumpb(c, out, n, JSON_COMPACT);
-        out[n] = '\0';
-    }
+    char *out = skp_json_text(c, NULL);
     json_decref(c);
     return out;
 }

@@ -71,7 +71,6 @@ int64_t http_now(const struct http_api *api);
 
 /* Serialises `j` compactly into a new skpx buffer (NUL-terminated; caller frees with skpx_free);
  * NULL on allocation failure. Borrows j (NULL ok: returns NULL). */
-char *http_json_text(const json_t *j, size_t *len);
 /* Builders: each replaces what `r` held. `body` of http_response_json is stolen (decref'd; NULL
  * means it could not be built and gives a 500). http_response_bytes takes ownership of `body`
  * (skpx-allocated). */

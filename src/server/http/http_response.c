@@ -13,29 +13,10 @@
 
 #include "common/alloc.h"
 #include "common/log.h"
+#include "server/formats/utf8.h"
 #include "server/http/http_int.h"
 
 static const char g_oom_json[] = "{\"error\":\"out of memory\"}";
-
-char *http_json_text(const json_t *j, size_t *len)
-{
-    *len = 0;
-    if (!j)
-        return NULL;
-    size_t n = json_dumpb(j, NULL, 0, JSON_COMPACT);
-    if (n == 0)
-        return NULL;
-    char *text = skpx_malloc(n + 1);
-    if (!text)
-        return NULL;
-    if (json_dumpb(j, text, n, JSON_COMPACT) != n) {
-        skpx_free(text);
-        return NULL;
-    }
-    text[n] = '\0';
-    *len = n;
-    return text;
-}
 
 void http_response_cleanup(struct http_response *r)
 {
@@ -64,7 +45,7 @@ void http_response_bytes(struct http_response *r, int code, const char *content_
 void http_response_json(struct http_response *r, int code, json_t *body)
 {
     size_t len = 0;
-    char *text = http_json_text(body, &len);
+    char *text = skp_json_text(body, &len);
     json_decref(body);
     if (!text) {
         /* Out of memory: the static body needs no allocation (body NULL marks it). */

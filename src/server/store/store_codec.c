@@ -141,23 +141,6 @@ skp_err store_span_rows_parse(const char *segment_id, const char *text, struct s
 
 /* ---- instance properties: JSON object text ---- */
 
-/* Serialises j compactly into a new skpx buffer (NUL-terminated). */
-static char *json_to_text(const json_t *j)
-{
-    size_t n = json_dumpb(j, NULL, 0, JSON_COMPACT);
-    if (n == 0)
-        return NULL;
-    char *buf = skpx_malloc(n + 1);
-    if (!buf)
-        return NULL;
-    if (json_dumpb(j, buf, n, JSON_COMPACT) != n) {
-        skpx_free(buf);
-        return NULL;
-    }
-    buf[n] = '\0';
-    return buf;
-}
-
 char *store_props_to_text(const struct store_kv *props, size_t n, const char **language)
 {
     char *text = NULL;
@@ -178,7 +161,7 @@ char *store_props_to_text(const struct store_kv *props, size_t n, const char **l
         if (rc != 0)
             goto out;
     }
-    text = json_to_text(obj);
+    text = skp_json_text(obj, NULL);
 out:
     json_decref(obj);
     return text;

@@ -126,7 +126,10 @@ static json_t *task_json(const struct proc_task *t)
                 : NULL;
 }
 
-static skp_err r_list(struct gql_call *c, json_t **out)
+/* A task list of one kind (queryPprofTaskList, queryAsyncProfilerTaskList): the service's
+ * tasks, newest first, each as to_json builds it (JSON null: not shown). */
+static skp_err list_tasks(struct gql_call *c, json_t **out, enum proc_kind kind,
+                          json_t *(*to_json)(const struct proc_task *))
 {
     struct graphql_ctx *x = c->ctx;
     json_t *r = json_object_get(c->args, "request");
@@ -138,24 +141,21 @@ static skp_err r_list(struct gql_call *c, json_t **out)
     skp_err err =
         service && tasks
             ? store_proc_list_tasks(
-                  x->store, PROC_KIND_PPROF, service,
+                  x->store, kind, service,
                   limit > 0 && limit < GRAPHQL_LIST_MAX ? (size_t)limit : GRAPHQL_LIST_MAX, &v, &n)
             : SKP_OK;
     for (size_t i = 0; !err && i < n; i++) {
-        json_t *t = task_json(&v[i]);
-        if (!t)
+        json_t *t = to_json(&v[i]);
+        if (!t || (!json_is_null(t) && json_array_append(tasks, t) != 0))
             err = SKP_ENOMEM;
-        else if (json_is_null(t))
-            json_decref(t);
-        else if (json_array_append_new(tasks, t) != 0)
-            err = SKP_ENOMEM;
+        json_decref(t);
     }
     store_proc_tasks_free(v, n);
     if (err) {
         json_decref(tasks);
         skpx_free(service);
-        snprintf(c->error, sizeof(c->error), "pprof tasks could not be read: %s",
-                 skp_strerror(err));
+        snprintf(c->error, sizeof(c->error), "%s tasks could not be read: %s",
+                 kind == PROC_KIND_PPROF ? "pprof" : "async-profiler", skp_strerror(err));
         return err;
     }
     *out = service ? json_pack("{s:n,s:o}", "errorReason", "tasks", tasks)
@@ -163,6 +163,11 @@ static skp_err r_list(struct gql_call *c, json_t **out)
                                tasks);
     skpx_free(service);
     return oom_or(out);
+}
+
+static skp_err r_list(struct gql_call *c, json_t **out)
+{
+    return list_tasks(c, out, PROC_KIND_PPROF, task_json);
 }
 
 /* The protocol's log operation of ours (UPLOAD_INCOMPLETE, ours, is an execution error). */
@@ -427,38 +432,7 @@ static json_t *async_task_json(const struct proc_task *t)
 
 static skp_err r_async_list(struct gql_call *c, json_t **out)
 {
-    struct graphql_ctx *x = c->ctx;
-    json_t *r = json_object_get(c->args, "request");
-    json_int_t limit = json_integer_value(json_object_get(r, "limit"));
-    char *service = graphql_service_of(json_string_value(json_object_get(r, "serviceId")));
-    struct proc_task *v = NULL;
-    size_t n = 0;
-    json_t *tasks = json_array();
-    skp_err err =
-        service && tasks
-            ? store_proc_list_tasks(
-                  x->store, PROC_KIND_ASYNC_PROFILER, service,
-                  limit > 0 && limit < GRAPHQL_LIST_MAX ? (size_t)limit : GRAPHQL_LIST_MAX, &v, &n)
-            : SKP_OK;
-    for (size_t i = 0; !err && i < n; i++) {
-        json_t *t = async_task_json(&v[i]);
-        if (!t || (!json_is_null(t) && json_array_append(tasks, t) != 0))
-            err = SKP_ENOMEM;
-        json_decref(t);
-    }
-    store_proc_tasks_free(v, n);
-    if (err) {
-        json_decref(tasks);
-        skpx_free(service);
-        snprintf(c->error, sizeof(c->error), "async-profiler tasks could not be read: %s",
-                 skp_strerror(err));
-        return err;
-    }
-    *out = service ? json_pack("{s:n,s:o}", "errorReason", "tasks", tasks)
-                   : json_pack("{s:s,s:o}", "errorReason", "serviceId is not a service id", "tasks",
-                               tasks);
-    skpx_free(service);
-    return oom_or(out);
+    return list_tasks(c, out, PROC_KIND_ASYNC_PROFILER, async_task_json);
 }
 
 static skp_err r_async_analyze(struct gql_call *c, json_t **out)

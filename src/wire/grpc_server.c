@@ -96,9 +96,16 @@
 /* New calls are refused once the accounted bytes pass budget - budget / this (see
  * over_new_budget). */
 #define GRPC_SERVER_NEW_HEADROOM_DIV 16u
-/* Bytes handed to nghttp2 at a time (then flushed) once within two headrooms of the budget
- * (near_budget, conn_read_cb). */
-#define GRPC_SERVER_TIGHT_SLICE 4096u
+/* Reads are sized so that the streams one read can open fit in the room left below the
+ * new-call limit (read_slice): the cheapest new stream is a HEADERS frame of about this many
+ * bytes (a 9-byte frame header and indexed header fields)... */
+#define GRPC_SERVER_MIN_STREAM_INPUT 12u
+/* ...and costs at most this much accounted memory (the call, nghttp2's stream state, the copied
+ * headers, its refusal queued for sending). */
+#define GRPC_SERVER_STREAM_COST_MAX (2u * GRPC_SERVER_CALL_COST)
+/* The smallest read: at or over the new-call limit, one read opens at most about
+ * GRPC_SERVER_MIN_SLICE / GRPC_SERVER_MIN_STREAM_INPUT streams, all refused. */
+#define GRPC_SERVER_MIN_SLICE 256u
 /* What an open call costs besides its buffers, charged to the budget: the call struct and
  * nghttp2's stream state (an estimate on the high side). */
 #define GRPC_SERVER_CALL_COST 4096u
@@ -171,6 +178,7 @@ struct conn {
     bool close_queued;
     size_t partial_bytes;   /* assembly buffers of this connection's calls (sum of buf_cap) */
     bool close_after_write; /* fatal error: close once the output (GOAWAY) has drained */
+    bool read_paused;       /* read_ev removed over the budget until the output drains */
     uint64_t bytes_in;
     uint64_t peer_key;  /* skpx_peer_key of the peer; a slot in srv->peers is held */
     size_t h2_bytes;    /* what nghttp2 holds for this session (h2_mem), in the budget */
@@ -389,10 +397,19 @@ static bool over_new_budget(const struct skpx_grpc_server *srv)
     return srv->stats.buffered_bytes > b - b / GRPC_SERVER_NEW_HEADROOM_DIV;
 }
 
-static bool near_budget(const struct skpx_grpc_server *srv)
+/* How many bytes the next read may take from a socket (see GRPC_SERVER_MIN_STREAM_INPUT): the
+ * whole read buffer far from the budget, less as the accounted bytes approach the new-call
+ * limit, so that one read of tiny HEADERS frames cannot open more streams than the budget
+ * holds (a 256 KiB read could open 20,000). */
+static size_t read_slice(const struct skpx_grpc_server *srv)
 {
     size_t b = srv->opts.memory_budget;
-    return srv->stats.buffered_bytes > b - 2 * (b / GRPC_SERVER_NEW_HEADROOM_DIV);
+    size_t limit = b - b / GRPC_SERVER_NEW_HEADROOM_DIV;
+    size_t room = srv->stats.buffered_bytes < limit ? limit - srv->stats.buffered_bytes : 0;
+    size_t n = room / GRPC_SERVER_STREAM_COST_MAX * GRPC_SERVER_MIN_STREAM_INPUT;
+    if (n < GRPC_SERVER_MIN_SLICE)
+        return GRPC_SERVER_MIN_SLICE;
+    return n < GRPC_SERVER_READ_BUF ? n : GRPC_SERVER_READ_BUF;
 }
 
 bool skpx_grpc_call_charge(struct skpx_grpc_call *call, int64_t delta)
@@ -1100,6 +1117,10 @@ static void conn_write_cb(evutil_socket_t fd, short what, void *arg)
         return;
     }
     conn_flush(c);
+    if (c->read_paused && !c->close_queued && !c->dying && evbuffer_get_length(c->out) == 0) {
+        c->read_paused = false;
+        event_add(c->read_ev, NULL);
+    }
 }
 
 /* Reads straight into the server's read buffer and hands it to nghttp2 (libevent 2.1's
@@ -1115,7 +1136,16 @@ static void conn_read_cb(evutil_socket_t fd, short what, void *arg)
     for (int i = 0; i < GRPC_SERVER_READS_PER_WAKEUP; i++) {
         if (c->close_queued || c->close_after_write)
             return;
-        ssize_t n = recv(fd, srv->rbuf, GRPC_SERVER_READ_BUF, 0);
+        /* Over the new-call limit with answers that cannot leave (the peer does not read):
+         * every stream read now would be refused and held until its answer leaves, so reading
+         * waits until the output drains (conn_write_cb). */
+        if (over_new_budget(srv) && evbuffer_get_length(c->out) > 0) {
+            event_del(c->read_ev);
+            c->read_paused = true;
+            return;
+        }
+        size_t want = read_slice(srv);
+        ssize_t n = recv(fd, srv->rbuf, want, 0);
         if (n == 0) {
             if (!c->got_frame && c->bytes_in > 0)
                 c->proto_error = true; /* truncated preface */
@@ -1131,32 +1161,24 @@ static void conn_read_cb(evutil_socket_t fd, short what, void *arg)
         }
         c->bytes_in += (uint64_t)n;
         c->last_rx_ms = skpx_mono_ms();
-        /* Near the budget the bytes go to nghttp2 in small slices with a flush after each, so
-         * the streams refused in one read are answered and freed before the next ones arrive
-         * (a whole read of new streams would be held at once). */
-        for (size_t off = 0; off < (size_t)n;) {
-            size_t len = (size_t)n - off;
-            if (len > GRPC_SERVER_TIGHT_SLICE && near_budget(srv))
-                len = GRPC_SERVER_TIGHT_SLICE;
-            c->in_io = true;
-            ssize_t rv = nghttp2_session_mem_recv(c->session, srv->rbuf + off, len);
-            c->in_io = false;
-            if (rv < 0) {
-                /* Bad preface, flood or a fatal session error: the session cannot continue.
-                 * Send what nghttp2 queued (a GOAWAY if it got that far), then drop the
-                 * connection. */
-                SKPX_DEBUG("grpc-server: %s: HTTP/2 error: %s", c->peer, nghttp2_strerror((int)rv));
-                c->proto_error = true;
-                conn_flush(c);
-                conn_close_soon(c);
-                return;
-            }
-            off += len;
+        c->in_io = true;
+        ssize_t rv = nghttp2_session_mem_recv(c->session, srv->rbuf, (size_t)n);
+        c->in_io = false;
+        if (rv < 0) {
+            /* Bad preface, flood or a fatal session error: the session cannot continue.
+             * Send what nghttp2 queued (a GOAWAY if it got that far), then drop the
+             * connection. */
+            SKPX_DEBUG("grpc-server: %s: HTTP/2 error: %s", c->peer, nghttp2_strerror((int)rv));
+            c->proto_error = true;
             conn_flush(c);
-            if (c->close_queued || c->close_after_write)
-                return;
+            conn_close_soon(c);
+            return;
         }
-        if ((size_t)n < GRPC_SERVER_READ_BUF)
+        /* The streams refused in this read are answered and freed before the next read. */
+        conn_flush(c);
+        if (c->close_queued || c->close_after_write)
+            return;
+        if ((size_t)n < want)
             return; /* the socket is drained */
     }
 }

@@ -1,6 +1,7 @@
 """skyprofd under hostile input (issue 25 #8): the memory nghttp2 holds for open streams counts
 in --grpc-memory-budget, and new streams get RESOURCE_EXHAUSTED beyond it."""
 import os
+import signal
 import socket
 import struct
 import sys
@@ -28,7 +29,11 @@ def t_streams_within_budget(d):
     streams nghttp2 kept were not counted. Now nghttp2 allocates through the server's counter:
     with a 16 MiB budget, 4 x 1000 open collectSnapshot streams (one snapshot each, never
     half-closed) get RESOURCE_EXHAUSTED beyond it, the accounted bytes never pass the budget, and
-    nghttp2's part is given back when the connections close."""
+    nghttp2's part is given back when the connections close.
+    The streams are sent while skyprofd is stopped (SIGSTOP), so each connection's first read
+    holds hundreds of them at once: one 256 KiB read of new streams went past the budget (17.6
+    MB accounted of 16 MiB under ASan, where reads come late and large); reads are now sized by
+    the room left."""
     S = Skyprofd(os.path.join(d, "streams"), "--grpc-memory-budget", str(BUDGET), log_level="error")
     socks = []
     try:
@@ -37,16 +42,26 @@ def t_streams_within_budget(d):
             stack=Profile_pb2.ThreadStack(codeSignatures=["f (a.py:1)"])).SerializeToString()
         data = b"\x00" + struct.pack(">I", len(msg)) + msg
         blk = h2raw.grpc_headers("/skywalking.v3.ProfileTask/collectSnapshot")
+        streams = b"".join(h2raw.frame(h2raw.HEADERS, h2raw.END_HEADERS, 1 + 2 * i, blk) +
+                           h2raw.frame(h2raw.DATA, 0, 1 + 2 * i, data) for i in range(1000))
         for _ in range(4):
             s = socket.create_connection(("127.0.0.1", S.grpc_port))
+            # Room for all of it in this side's send buffer while the server does not read.
+            s.setsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF, 4 * len(streams))
             socks.append(s)
-            try:  # a connection over the budget is closed at once
-                h2raw.handshake(s)
-                s.sendall(b"".join(h2raw.frame(h2raw.HEADERS, h2raw.END_HEADERS, 1 + 2 * i, blk) +
-                                   h2raw.frame(h2raw.DATA, 0, 1 + 2 * i, data)
-                                   for i in range(1000)))
-            except OSError:
-                pass
+            h2raw.handshake(s)
+        # The server saw the four connections before it stops.
+        deadline = time.monotonic() + 30
+        while metric(S, "skyprof_grpc_connections_open") < 4:
+            assert time.monotonic() < deadline, "four connections not accepted"
+            time.sleep(0.02)
+        os.kill(S.pid, signal.SIGSTOP)
+        try:
+            for s in socks:
+                s.settimeout(10)  # never hangs on a stopped server: fails instead
+                s.sendall(streams)
+        finally:
+            os.kill(S.pid, signal.SIGCONT)
         # Read the answers (so the server's output never blocks) until every stream was seen
         # (or its connection refused, which counts as one budget refusal); the header blocks
         # are decoded in order per connection (HPACK's table is stateful).

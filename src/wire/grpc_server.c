@@ -60,6 +60,13 @@
 /* One server-wide read buffer (the loop is single-threaded): each read of a streaming
  * connection takes up to this much, and nghttp2 consumes it before the next read. */
 #define GRPC_SERVER_READ_BUF (256u * 1024)
+/* The loop's turn (see turn_spent): the gRPC connections together take at most this long of
+ * one turn of the event loop, so the HTTP listener (/healthz, the API) and timers get theirs.
+ * Work is checked against it after each GRPC_SERVER_FEED_SLICE bytes handed to nghttp2: a
+ * slice of the smallest streams (about 1,000 HEADERS frames) takes 10-20 ms; smaller slices
+ * cost ordinary streaming a tenth of its CPU in clock reads and flushes. */
+#define GRPC_SERVER_TURN_NS (10 * 1000 * 1000)
+#define GRPC_SERVER_FEED_SLICE (16u * 1024)
 /* iovecs per sendmsg() when output spans several evbuffer chains. */
 #define GRPC_SERVER_WRITE_IOVECS 16
 /* Reads per wakeup and connection before yielding to other connections. */
@@ -179,6 +186,11 @@ struct conn {
     size_t partial_bytes;   /* assembly buffers of this connection's calls (sum of buf_cap) */
     bool close_after_write; /* fatal error: close once the output (GOAWAY) has drained */
     bool read_paused;       /* read_ev removed over the budget until the output drains */
+    bool turn_deferred;     /* read_ev removed until the next turn (turn_cb) */
+    /* Bytes read but not yet given to nghttp2 when the turn ended (owned, counted in the
+     * budget): they go first when the connection's turn comes again. */
+    uint8_t *pend;
+    size_t pend_len;
     uint64_t bytes_in;
     uint64_t peer_key;  /* skpx_peer_key of the peer; a slot in srv->peers is held */
     size_t h2_bytes;    /* what nghttp2 holds for this session (h2_mem), in the budget */
@@ -211,6 +223,9 @@ struct skpx_grpc_server {
     struct event *sweep_ev;  /* idle timeouts (persistent) */
     struct event *resume_ev; /* accept retry after running out of fds */
     bool accept_paused;
+    struct event *turn_ev;  /* 0 s timer: the deferred connections read again */
+    struct timeval turn_tv; /* the loop's cached time of the current turn (its identity) */
+    int64_t turn_start_ns;  /* the first gRPC work of that turn */
 };
 
 static void conn_flush(struct conn *c);
@@ -1120,19 +1135,140 @@ static void conn_write_cb(evutil_socket_t fd, short what, void *arg)
     if (c->read_paused && !c->close_queued && !c->dying && evbuffer_get_length(c->out) == 0) {
         c->read_paused = false;
         event_add(c->read_ev, NULL);
+        if (c->pend_len)
+            event_active(c->read_ev, EV_READ, 0);
     }
+}
+
+/* True once this turn of the loop has given the gRPC connections their share
+ * (GRPC_SERVER_TURN_NS). A turn is known by the time libevent caches after each poll (it
+ * changes from one turn to the next), so ordinary turns arm no timer. */
+static bool turn_spent(struct skpx_grpc_server *srv)
+{
+    struct timeval tv;
+    int64_t now = skpx_mono_ns();
+    event_base_gettimeofday_cached(srv->base, &tv);
+    if (tv.tv_sec != srv->turn_tv.tv_sec || tv.tv_usec != srv->turn_tv.tv_usec) {
+        srv->turn_tv = tv;
+        srv->turn_start_ns = now;
+        return false;
+    }
+    return now - srv->turn_start_ns > GRPC_SERVER_TURN_NS;
+}
+
+/* Runs after the loop's next poll, behind the I/O that arrived meanwhile: the deferred
+ * connections read again (those holding bytes at once). */
+static void turn_cb(evutil_socket_t fd, short what, void *arg)
+{
+    (void)fd;
+    (void)what;
+    struct skpx_grpc_server *srv = arg;
+    for (struct conn *c = srv->conns; c; c = c->next) {
+        if (!c->turn_deferred)
+            continue;
+        c->turn_deferred = false;
+        if (c->read_paused || c->close_queued || c->close_after_write)
+            continue;
+        event_add(c->read_ev, NULL);
+        if (c->pend_len)
+            event_active(c->read_ev, EV_READ, 0);
+    }
+}
+
+static void conn_defer(struct conn *c)
+{
+    static const struct timeval zero = {0, 0};
+    event_del(c->read_ev);
+    c->turn_deferred = true;
+    c->srv->stats.turn_yields++;
+    if (!evtimer_pending(c->srv->turn_ev, NULL))
+        evtimer_add(c->srv->turn_ev, &zero);
+}
+
+static void pend_drop(struct conn *c)
+{
+    struct skpx_grpc_server_stats *st = &c->srv->stats;
+    st->buffered_bytes -= c->pend_len;
+    skpx_free(c->pend);
+    c->pend = NULL;
+    c->pend_len = 0;
+}
+
+/* Hands data[0..len) to nghttp2 a slice at a time, flushing after each (the streams refused in a
+ * slice are answered and freed before the next). Returns 1 when all of it went in, 0 when the
+ * turn ended first (the rest is kept in c->pend and the connection waits for its next turn), -1
+ * when the connection is closing. */
+static int conn_feed(struct conn *c, const uint8_t *data, size_t len)
+{
+    struct skpx_grpc_server *srv = c->srv;
+    size_t off = 0;
+    while (off < len) {
+        if (off > 0 && turn_spent(srv)) {
+            uint8_t *rest = skpx_malloc(len - off);
+            if (!rest) {
+                conn_close_soon(c);
+                return -1;
+            }
+            memcpy(rest, data + off, len - off);
+            c->pend = rest;
+            c->pend_len = len - off;
+            srv->stats.buffered_bytes += c->pend_len;
+            if (srv->stats.buffered_bytes > srv->stats.buffered_peak)
+                srv->stats.buffered_peak = srv->stats.buffered_bytes;
+            conn_defer(c);
+            return 0;
+        }
+        size_t n = len - off < GRPC_SERVER_FEED_SLICE ? len - off : GRPC_SERVER_FEED_SLICE;
+        c->in_io = true;
+        ssize_t rv = nghttp2_session_mem_recv(c->session, data + off, n);
+        c->in_io = false;
+        if (rv < 0) {
+            /* Bad preface, flood or a fatal session error: the session cannot continue. Send
+             * what nghttp2 queued (a GOAWAY if it got that far), then drop the connection. */
+            SKPX_DEBUG("grpc-server: %s: HTTP/2 error: %s", c->peer, nghttp2_strerror((int)rv));
+            c->proto_error = true;
+            conn_flush(c);
+            conn_close_soon(c);
+            return -1;
+        }
+        off += n;
+        conn_flush(c);
+        if (c->close_queued || c->close_after_write)
+            return -1;
+    }
+    return 1;
 }
 
 /* Reads straight into the server's read buffer and hands it to nghttp2 (libevent 2.1's
  * bufferevents read at most 4 KiB per call, plus an ioctl each: a third of the server's CPU when
  * streaming, hence no bufferevents here). A few reads per wakeup keep one busy connection from
- * starving the others. */
+ * starving the others, and the turn's time budget keeps the gRPC connections together from
+ * starving the HTTP listener: tens of thousands of streams arriving at once took the loop for
+ * seconds. */
 static void conn_read_cb(evutil_socket_t fd, short what, void *arg)
 {
     struct conn *c = arg;
     struct skpx_grpc_server *srv = c->srv;
 
     (void)what;
+    if (c->close_queued || c->close_after_write)
+        return;
+    if (c->pend_len) {
+        if (turn_spent(srv)) {
+            conn_defer(c);
+            return;
+        }
+        /* The kept bytes are fed from their own buffer; a new one keeps what is left again. */
+        uint8_t *p = c->pend;
+        size_t len = c->pend_len;
+        srv->stats.buffered_bytes -= len;
+        c->pend = NULL;
+        c->pend_len = 0;
+        int r = conn_feed(c, p, len);
+        skpx_free(p);
+        if (r <= 0)
+            return;
+    }
     for (int i = 0; i < GRPC_SERVER_READS_PER_WAKEUP; i++) {
         if (c->close_queued || c->close_after_write)
             return;
@@ -1142,6 +1278,10 @@ static void conn_read_cb(evutil_socket_t fd, short what, void *arg)
         if (over_new_budget(srv) && evbuffer_get_length(c->out) > 0) {
             event_del(c->read_ev);
             c->read_paused = true;
+            return;
+        }
+        if (turn_spent(srv)) {
+            conn_defer(c);
             return;
         }
         size_t want = read_slice(srv);
@@ -1161,22 +1301,7 @@ static void conn_read_cb(evutil_socket_t fd, short what, void *arg)
         }
         c->bytes_in += (uint64_t)n;
         c->last_rx_ms = skpx_mono_ms();
-        c->in_io = true;
-        ssize_t rv = nghttp2_session_mem_recv(c->session, srv->rbuf, (size_t)n);
-        c->in_io = false;
-        if (rv < 0) {
-            /* Bad preface, flood or a fatal session error: the session cannot continue.
-             * Send what nghttp2 queued (a GOAWAY if it got that far), then drop the
-             * connection. */
-            SKPX_DEBUG("grpc-server: %s: HTTP/2 error: %s", c->peer, nghttp2_strerror((int)rv));
-            c->proto_error = true;
-            conn_flush(c);
-            conn_close_soon(c);
-            return;
-        }
-        /* The streams refused in this read are answered and freed before the next read. */
-        conn_flush(c);
-        if (c->close_queued || c->close_after_write)
+        if (conn_feed(c, srv->rbuf, (size_t)n) <= 0)
             return;
         if ((size_t)n < want)
             return; /* the socket is drained */
@@ -1207,6 +1332,7 @@ static void conn_free(struct conn *c)
         event_free(c->handshake_ev);
     if (c->out)
         evbuffer_free(c->out);
+    pend_drop(c);
     if (c->fd >= 0)
         evutil_closesocket(c->fd);
     if (c->close_ev)
@@ -1504,7 +1630,8 @@ skp_err skpx_grpc_server_new(struct event_base *base, const struct skpx_grpc_ser
     srv->rbuf = skpx_malloc(GRPC_SERVER_READ_BUF);
     srv->resume_ev = evtimer_new(base, accept_resume_cb, srv);
     srv->sweep_ev = event_new(base, -1, EV_PERSIST, sweep_cb, srv);
-    if (!srv->done_ev || !srv->rbuf || !srv->resume_ev || !srv->sweep_ev) {
+    srv->turn_ev = evtimer_new(base, turn_cb, srv);
+    if (!srv->done_ev || !srv->rbuf || !srv->resume_ev || !srv->sweep_ev || !srv->turn_ev) {
         skpx_grpc_server_free(srv);
         return SKP_ENOMEM;
     }
@@ -1695,6 +1822,8 @@ void skpx_grpc_server_free(struct skpx_grpc_server *srv)
         event_free(srv->resume_ev);
     if (srv->sweep_ev)
         event_free(srv->sweep_ev);
+    if (srv->turn_ev)
+        event_free(srv->turn_ev);
     skpx_peer_count_cleanup(&srv->peers);
     if (srv->cbs)
         nghttp2_session_callbacks_del(srv->cbs);

@@ -103,6 +103,7 @@ struct skpx_grpc_server_stats {
     uint64_t decode_refused;         /* messages over max_decoded_bytes */
     uint64_t buffered_bytes;         /* gauge: bytes counted against memory_budget now */
     uint64_t buffered_peak;          /* gauge: the largest buffered_bytes so far */
+    uint64_t turn_yields;            /* reads put off to the loop's next turn (turn_spent) */
     uint64_t nghttp2_bytes;          /* gauge: nghttp2's own allocations (in buffered_bytes) */
 };
 void skpx_grpc_server_get_stats(const struct skpx_grpc_server *srv,

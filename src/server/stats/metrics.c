@@ -192,6 +192,10 @@ skp_err metrics_render(const struct metrics *m, const struct skpx_grpc_server_st
         gauge(&b, "skyprof_grpc_buffered_bytes_peak",
               "The largest skyprof_grpc_buffered_bytes since the start.",
               (double)grpc->buffered_peak);
+        counter(&b, "skyprof_grpc_loop_yields_total",
+                "gRPC reads put off to the event loop's next turn: the connections had their "
+                "share of one turn.",
+                grpc->turn_yields);
         gauge(&b, "skyprof_grpc_nghttp2_bytes",
               "Bytes nghttp2 holds for the gRPC connections (part of skyprof_grpc_buffered_bytes).",
               (double)grpc->nghttp2_bytes);

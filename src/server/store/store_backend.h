@@ -22,8 +22,9 @@
  * The PostgreSQL feature ops live in store_pg_<feature>.c (one file per feature, beside
  * store_sqlite_<feature>.c).
  *
- * A feature adding a store function adds: its member here (feature group), its forwarding
- * function in store.c, and the function in each backend (or NULL where not yet written). */
+ * A feature adding a store function adds: its line in a list below (FEATURE), its forwarding
+ * function in store.c, and the function in each backend (or NULL in its table where not yet
+ * written). */
 #ifndef SKP_SERVER_STORE_BACKEND_H
 #define SKP_SERVER_STORE_BACKEND_H
 
@@ -33,116 +34,117 @@
 #include "server/store/store_proc.h"
 #include "server/store/store_templates.h"
 
+/* The store functions a backend implements, one line each, X(name, parameters...) with the
+ * parameters after `struct store *st`, every one returning skp_err with the contract of the
+ * store_<name> function. The ops table below has a member per line, and each backend declares
+ * its functions and fills its table from the same lists (STORE_BACKEND_DECLARE,
+ * STORE_BACKEND_SET), so a new op is one line here.
+ *   CORE      store.h: every backend sets them all
+ *   FEATURE   endpoint statistics (store.h), store_proc.h, store_continuous.h, store_ebpf.h
+ *   CLUSTER   store_continuous.h's state shared by several collectors (PostgreSQL only)
+ *   TEMPLATE  store_templates.h */
+#define STORE_CORE_OPS(X)                                                                          \
+    X(upsert_instance, const char *service, const char *instance, const char *layer,               \
+      const struct store_kv *props, size_t n_props, int64_t now_ms)                                \
+    X(touch_instance, const char *service, const char *instance, int64_t now_ms)                   \
+    X(list_services, store_service_cb cb, void *ud)                                                \
+    X(list_instances, const char *service, store_instance_cb cb, void *ud)                         \
+    X(insert_task, const struct store_task *t)                                                     \
+    X(get_task, const char *id, struct store_task *out)                                            \
+    X(latest_task_before, const char *service, int64_t start_before, struct store_task *out)       \
+    X(cancel_task, const char *id, int64_t now_ms)                                                 \
+    X(tasks_for_agent, const char *service, int64_t after_create_time, int64_t now_ms,             \
+      struct store_task **out, size_t *n_out)                                                      \
+    X(list_tasks, const char *service, const char *endpoint, store_task_cb cb, void *ud)           \
+    X(tasks_lock, const char *service)                                                             \
+    X(tasks_unlock, bool commit)                                                                   \
+    X(add_task_log, const char *task_id, const char *service, const char *instance,                \
+      enum store_task_op op, int64_t time_ms)                                                      \
+    X(list_task_logs, const char *task_id, store_task_log_cb cb, void *ud)                         \
+    X(insert_snapshots, const struct store_snapshot *v, size_t n, size_t *n_dup)                   \
+    X(insert_segments, const struct store_segment *v, size_t n, int64_t received_ms)               \
+    X(segment_has_snapshots, const char *segment_id, bool *out)                                    \
+    X(list_profiled_segments, const char *task_id, store_profiled_segment_cb cb, void *ud)         \
+    X(list_profiled_segments_page, const char *task_id, const struct store_segment_key *after,     \
+      size_t limit, store_profiled_segment_cb cb, void *ud, bool *more)                            \
+    X(get_segment_info, const char *segment_id, struct store_segment_info *out)                    \
+    X(scan_segment, const char *segment_id, int32_t lo_seq, int32_t hi_seq, store_sample_cb cb,    \
+      void *ud)                                                                                    \
+    X(segment_seq_window, const char *segment_id, int64_t from_ms, int64_t to_ms, int32_t *lo,     \
+      int32_t *hi)                                                                                 \
+    X(scan_task, const char *task_id, store_sample_cb cb, void *ud)                                \
+    X(get_stack, uint32_t stack, const uint32_t **frames, size_t *n)                               \
+    X(get_frame, uint32_t frame, const char **sig)                                                 \
+    X(check, char *detail, size_t cap)                                                             \
+    X(get_stats, struct store_stats *out)
+
+#define STORE_FEATURE_OPS(X)                                                                       \
+    X(put_endpoint_minutes, const struct store_endpoint_minute *v, size_t n)                       \
+    X(list_endpoint_minutes, const char *service, int64_t from_ms, int64_t to_ms,                  \
+      store_endpoint_minute_cb cb, void *ud)                                                       \
+    X(proc_insert_task, const struct proc_task *t)                                                 \
+    X(proc_get_task, const char *id, struct proc_task *out)                                        \
+    X(proc_list_tasks, enum proc_kind kind, const char *service, size_t limit,                     \
+      struct proc_task **out, size_t *n)                                                           \
+    X(proc_latest_task, enum proc_kind kind, const char *service, const char *events,              \
+      struct proc_task *out)                                                                       \
+    X(proc_next_task, enum proc_kind kind, const char *service, const char *instance,              \
+      int64_t after_ms, int64_t now_ms, int64_t grace_ms, struct proc_task *out)                   \
+    X(proc_live_instances, const char *service, int64_t since_ms, char ***out, size_t *n)          \
+    X(proc_cancel_task, const char *id, int64_t now_ms, int64_t grace_ms)                          \
+    X(proc_add_log, const char *task_id, const char *instance, const char *op, int64_t time_ms,    \
+      const char *message)                                                                         \
+    X(proc_list_logs, const char *task_id, struct proc_log **out, size_t *n)                       \
+    X(proc_insert_file, const char *task_id, const char *instance, int64_t time_ms,                \
+      const uint8_t *data, size_t len, const char *op, int64_t *id_out)                            \
+    X(proc_list_files, const char *task_id, struct proc_file **out, size_t *n)                     \
+    X(proc_get_file, const char *task_id, int64_t id, uint8_t **data, size_t *len,                 \
+      char **instance_out)                                                                         \
+    X(cont_put_policy, const char *service, const char *uuid, const char *json, int64_t now_ms)    \
+    X(cont_delete_policy, const char *service)                                                     \
+    X(cont_list_policies, const char *service, store_cont_policy_cb cb, void *ud)                  \
+    X(cont_insert_trigger, const struct store_cont_trigger *t, int64_t *id_out)                    \
+    X(cont_list_triggers, const char *service, const char *task_id, size_t limit,                  \
+      store_cont_trigger_cb cb, void *ud)                                                          \
+    X(ebpf_upsert_process, const struct store_ebpf_process *p, int64_t now_ms)                     \
+    X(ebpf_touch_process, const char *id, int64_t now_ms, bool *found)                             \
+    X(ebpf_list_processes, const char *service, store_ebpf_process_cb cb, void *ud)                \
+    X(ebpf_insert_stacks, const struct store_ebpf_stack *v, size_t n, int64_t now_ms)              \
+    X(ebpf_scan_task, const char *task_id, const char *process_id, int64_t from_ms, int64_t to_ms, \
+      store_ebpf_stack_cb cb, void *ud)
+
+#define STORE_CLUSTER_OPS(X)                                                                       \
+    X(cont_put_slots, const struct store_cont_slot *v, size_t n)                                   \
+    X(cont_list_slots, int64_t from_ms, int64_t to_ms, store_cont_slot_cb cb, void *ud)            \
+    X(cont_lease, const char *name, int64_t holder, int64_t ttl_ms, bool *held)                    \
+    X(cont_claim_firing, const char *service, const char *target, int64_t window_ms,               \
+      bool *claimed)                                                                               \
+    X(cont_purge_cluster, int64_t before_ms, int64_t claims_before_ms)
+
+#define STORE_TEMPLATE_OPS(X)                                                                      \
+    X(put_template, const char *id, const char *configuration, int64_t now_ms)                     \
+    X(disable_template, const char *id, int64_t now_ms)                                            \
+    X(list_templates, store_template_cb cb, void *ud)
+
+/* A backend `prefix` declares its functions prefix_store_<name> of a list in its internal header
+ * with a macro that passes its prefix on, e.g. for "pg":
+ *   #define PG_STORE_DECLARE(...) STORE_BACKEND_DECLARE(pg, __VA_ARGS__)
+ *   STORE_CORE_OPS(PG_STORE_DECLARE)
+ * and names them in its table with STORE_BACKEND_SET in the same way. */
+#define STORE_BACKEND_DECLARE(prefix, name, ...)                                                   \
+    SKP_MUST_CHECK skp_err prefix##_store_##name(struct store *st, __VA_ARGS__);
+#define STORE_BACKEND_SET(prefix, name, ...) .name = prefix##_store_##name,
+#define STORE_BACKEND_MEMBER(name, ...) skp_err (*name)(struct store *, __VA_ARGS__);
+
 struct store_backend_ops {
     const char *name; /* "sqlite", "postgresql": for logs and /metrics */
-
-    /* ---- core (store.h) ---- */
     void (*close)(struct store *st);
-    skp_err (*upsert_instance)(struct store *st, const char *service, const char *instance,
-                               const char *layer, const struct store_kv *props, size_t n_props,
-                               int64_t now_ms);
-    skp_err (*touch_instance)(struct store *st, const char *service, const char *instance,
-                              int64_t now_ms);
-    skp_err (*list_services)(struct store *st, store_service_cb cb, void *ud);
-    skp_err (*list_instances)(struct store *st, const char *service, store_instance_cb cb,
-                              void *ud);
-    skp_err (*insert_task)(struct store *st, const struct store_task *t);
-    skp_err (*get_task)(struct store *st, const char *id, struct store_task *out);
-    skp_err (*latest_task_before)(struct store *st, const char *service, int64_t start_before,
-                                  struct store_task *out);
-    skp_err (*cancel_task)(struct store *st, const char *id, int64_t now_ms);
-    skp_err (*tasks_for_agent)(struct store *st, const char *service, int64_t after_create_time,
-                               int64_t now_ms, struct store_task **out, size_t *n_out);
-    skp_err (*list_tasks)(struct store *st, const char *service, const char *endpoint,
-                          store_task_cb cb, void *ud);
-    skp_err (*tasks_lock)(struct store *st, const char *service);
-    skp_err (*tasks_unlock)(struct store *st, bool commit);
-    skp_err (*add_task_log)(struct store *st, const char *task_id, const char *service,
-                            const char *instance, enum store_task_op op, int64_t time_ms);
-    skp_err (*list_task_logs)(struct store *st, const char *task_id, store_task_log_cb cb,
-                              void *ud);
-    skp_err (*insert_snapshots)(struct store *st, const struct store_snapshot *v, size_t n,
-                                size_t *n_dup);
-    skp_err (*insert_segments)(struct store *st, const struct store_segment *v, size_t n,
-                               int64_t received_ms);
-    skp_err (*segment_has_snapshots)(struct store *st, const char *segment_id, bool *out);
-    skp_err (*list_profiled_segments)(struct store *st, const char *task_id,
-                                      store_profiled_segment_cb cb, void *ud);
-    skp_err (*list_profiled_segments_page)(struct store *st, const char *task_id,
-                                           const struct store_segment_key *after, size_t limit,
-                                           store_profiled_segment_cb cb, void *ud, bool *more);
-    skp_err (*get_segment_info)(struct store *st, const char *segment_id,
-                                struct store_segment_info *out);
-    skp_err (*scan_segment)(struct store *st, const char *segment_id, int32_t lo_seq,
-                            int32_t hi_seq, store_sample_cb cb, void *ud);
-    skp_err (*segment_seq_window)(struct store *st, const char *segment_id, int64_t from_ms,
-                                  int64_t to_ms, int32_t *lo, int32_t *hi);
-    skp_err (*scan_task)(struct store *st, const char *task_id, store_sample_cb cb, void *ud);
-    skp_err (*get_stack)(struct store *st, uint32_t stack, const uint32_t **frames, size_t *n);
-    skp_err (*get_frame)(struct store *st, uint32_t frame, const char **sig);
     skp_err (*purge_before)(struct store *st, int64_t before_ms, uint64_t *n_deleted);
-    skp_err (*check)(struct store *st, char *detail, size_t cap);
-    skp_err (*get_stats)(struct store *st, struct store_stats *out);
-
-    /* ---- features (NULL = the backend lacks the feature: SKP_ENOTSUP) ---- */
-    skp_err (*put_endpoint_minutes)(struct store *st, const struct store_endpoint_minute *v,
-                                    size_t n);
-    skp_err (*list_endpoint_minutes)(struct store *st, const char *service, int64_t from_ms,
-                                     int64_t to_ms, store_endpoint_minute_cb cb, void *ud);
-    skp_err (*proc_insert_task)(struct store *st, const struct proc_task *t);
-    skp_err (*proc_get_task)(struct store *st, const char *id, struct proc_task *out);
-    skp_err (*proc_list_tasks)(struct store *st, enum proc_kind kind, const char *service,
-                               size_t limit, struct proc_task **out, size_t *n);
-    skp_err (*proc_latest_task)(struct store *st, enum proc_kind kind, const char *service,
-                                const char *events, struct proc_task *out);
-    skp_err (*proc_next_task)(struct store *st, enum proc_kind kind, const char *service,
-                              const char *instance, int64_t after_ms, int64_t now_ms,
-                              int64_t grace_ms, struct proc_task *out);
-    skp_err (*proc_live_instances)(struct store *st, const char *service, int64_t since_ms,
-                                   char ***out, size_t *n);
-    skp_err (*proc_cancel_task)(struct store *st, const char *id, int64_t now_ms, int64_t grace_ms);
-    skp_err (*proc_add_log)(struct store *st, const char *task_id, const char *instance,
-                            const char *op, int64_t time_ms, const char *message);
-    skp_err (*proc_list_logs)(struct store *st, const char *task_id, struct proc_log **out,
-                              size_t *n);
-    skp_err (*proc_insert_file)(struct store *st, const char *task_id, const char *instance,
-                                int64_t time_ms, const uint8_t *data, size_t len, const char *op,
-                                int64_t *id_out);
-    skp_err (*proc_list_files)(struct store *st, const char *task_id, struct proc_file **out,
-                               size_t *n);
-    skp_err (*proc_get_file)(struct store *st, const char *task_id, int64_t id, uint8_t **data,
-                             size_t *len, char **instance_out);
-    skp_err (*cont_put_policy)(struct store *st, const char *service, const char *uuid,
-                               const char *json, int64_t now_ms);
-    skp_err (*cont_delete_policy)(struct store *st, const char *service);
-    skp_err (*cont_list_policies)(struct store *st, const char *service, store_cont_policy_cb cb,
-                                  void *ud);
-    skp_err (*cont_insert_trigger)(struct store *st, const struct store_cont_trigger *t,
-                                   int64_t *id_out);
-    skp_err (*cont_list_triggers)(struct store *st, const char *service, const char *task_id,
-                                  size_t limit, store_cont_trigger_cb cb, void *ud);
-    skp_err (*cont_put_slots)(struct store *st, const struct store_cont_slot *v, size_t n);
-    skp_err (*cont_list_slots)(struct store *st, int64_t from_ms, int64_t to_ms,
-                               store_cont_slot_cb cb, void *ud);
-    skp_err (*cont_lease)(struct store *st, const char *name, int64_t holder, int64_t ttl_ms,
-                          bool *held);
-    skp_err (*cont_claim_firing)(struct store *st, const char *service, const char *target,
-                                 int64_t window_ms, bool *claimed);
-    skp_err (*cont_purge_cluster)(struct store *st, int64_t before_ms, int64_t claims_before_ms);
-    skp_err (*ebpf_upsert_process)(struct store *st, const struct store_ebpf_process *p,
-                                   int64_t now_ms);
-    skp_err (*ebpf_touch_process)(struct store *st, const char *id, int64_t now_ms, bool *found);
-    skp_err (*ebpf_list_processes)(struct store *st, const char *service, store_ebpf_process_cb cb,
-                                   void *ud);
-    skp_err (*ebpf_insert_stacks)(struct store *st, const struct store_ebpf_stack *v, size_t n,
-                                  int64_t now_ms);
-    skp_err (*ebpf_scan_task)(struct store *st, const char *task_id, const char *process_id,
-                              int64_t from_ms, int64_t to_ms, store_ebpf_stack_cb cb, void *ud);
-    /* store_templates.h (dispatched by store_templates.c) */
-    skp_err (*put_template)(struct store *st, const char *id, const char *configuration,
-                            int64_t now_ms);
-    skp_err (*disable_template)(struct store *st, const char *id, int64_t now_ms);
-    skp_err (*list_templates)(struct store *st, store_template_cb cb, void *ud);
+    STORE_CORE_OPS(STORE_BACKEND_MEMBER)
+    /* features: NULL = the backend lacks the feature (SKP_ENOTSUP) */
+    STORE_FEATURE_OPS(STORE_BACKEND_MEMBER)
+    STORE_CLUSTER_OPS(STORE_BACKEND_MEMBER)
+    STORE_TEMPLATE_OPS(STORE_BACKEND_MEMBER)
 };
 
 /* Every store object starts with this (see above). */

@@ -37,14 +37,4 @@ SKP_MUST_CHECK skp_err store_disable_template(struct store *st, const char *id, 
  * callback's. */
 SKP_MUST_CHECK skp_err store_list_templates(struct store *st, store_template_cb cb, void *ud);
 
-/* The backends' implementations (store.c forwards to them through the ops table). */
-skp_err sqlite_store_put_template(struct store *st, const char *id, const char *configuration,
-                                  int64_t now_ms);
-skp_err sqlite_store_disable_template(struct store *st, const char *id, int64_t now_ms);
-skp_err sqlite_store_list_templates(struct store *st, store_template_cb cb, void *ud);
-skp_err pg_store_put_template(struct store *st, const char *id, const char *configuration,
-                              int64_t now_ms);
-skp_err pg_store_disable_template(struct store *st, const char *id, int64_t now_ms);
-skp_err pg_store_list_templates(struct store *st, store_template_cb cb, void *ud);
-
 #endif

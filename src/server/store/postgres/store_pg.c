@@ -4,7 +4,6 @@
  * open/close, check, stats and the ops table. The other parts are listed in store_pg_int.h.
  * Single-threaded: one connection per store object. */
 #include "server/store/postgres/store_pg_int.h"
-#include "server/store/postgres/store_pg_features.h"
 
 #include <inttypes.h>
 #include <stdio.h>
@@ -699,68 +698,16 @@ skp_err pg_store_get_stats(struct store *base, struct store_stats *out)
 
 /* ---- the ops table (store_backend.h) ---- */
 
+#define PG_STORE_SET(...) STORE_BACKEND_SET(pg, __VA_ARGS__)
 const struct store_backend_ops pg_store_ops = {
     .name = "postgresql",
     .close = pg_store_close,
-    .upsert_instance = pg_store_upsert_instance,
-    .touch_instance = pg_store_touch_instance,
-    .list_services = pg_store_list_services,
-    .list_instances = pg_store_list_instances,
-    .insert_task = pg_store_insert_task,
-    .get_task = pg_store_get_task,
-    .latest_task_before = pg_store_latest_task_before,
-    .cancel_task = pg_store_cancel_task,
-    .tasks_for_agent = pg_store_tasks_for_agent,
-    .list_tasks = pg_store_list_tasks,
-    .tasks_lock = pg_store_tasks_lock,
-    .tasks_unlock = pg_store_tasks_unlock,
-    .add_task_log = pg_store_add_task_log,
-    .list_task_logs = pg_store_list_task_logs,
-    .insert_snapshots = pg_store_insert_snapshots,
-    .insert_segments = pg_store_insert_segments,
-    .segment_has_snapshots = pg_store_segment_has_snapshots,
-    .list_profiled_segments = pg_store_list_profiled_segments,
-    .list_profiled_segments_page = pg_store_list_profiled_segments_page,
-    .get_segment_info = pg_store_get_segment_info,
-    .scan_segment = pg_store_scan_segment,
-    .segment_seq_window = pg_store_segment_seq_window,
-    .scan_task = pg_store_scan_task,
-    .get_stack = pg_store_get_stack,
-    .get_frame = pg_store_get_frame,
     .purge_before = pg_store_purge_before,
-    .check = pg_store_check,
-    .get_stats = pg_store_get_stats,
-    /* feature ops: store_pg_<feature>.c */
-    .put_endpoint_minutes = pg_store_put_endpoint_minutes,
-    .list_endpoint_minutes = pg_store_list_endpoint_minutes,
-    .proc_insert_task = pg_store_proc_insert_task,
-    .proc_get_task = pg_store_proc_get_task,
-    .proc_list_tasks = pg_store_proc_list_tasks,
-    .proc_latest_task = pg_store_proc_latest_task,
-    .proc_next_task = pg_store_proc_next_task,
-    .proc_live_instances = pg_store_proc_live_instances,
-    .proc_cancel_task = pg_store_proc_cancel_task,
-    .proc_add_log = pg_store_proc_add_log,
-    .proc_list_logs = pg_store_proc_list_logs,
-    .proc_insert_file = pg_store_proc_insert_file,
-    .proc_list_files = pg_store_proc_list_files,
-    .proc_get_file = pg_store_proc_get_file,
-    .cont_put_policy = pg_store_cont_put_policy,
-    .cont_delete_policy = pg_store_cont_delete_policy,
-    .cont_list_policies = pg_store_cont_list_policies,
-    .cont_insert_trigger = pg_store_cont_insert_trigger,
-    .cont_list_triggers = pg_store_cont_list_triggers,
-    .cont_put_slots = pg_store_cont_put_slots,
-    .cont_list_slots = pg_store_cont_list_slots,
-    .cont_lease = pg_store_cont_lease,
-    .cont_claim_firing = pg_store_cont_claim_firing,
-    .cont_purge_cluster = pg_store_cont_purge_cluster,
-    .ebpf_upsert_process = pg_store_ebpf_upsert_process,
-    .ebpf_touch_process = pg_store_ebpf_touch_process,
-    .ebpf_list_processes = pg_store_ebpf_list_processes,
-    .ebpf_insert_stacks = pg_store_ebpf_insert_stacks,
-    .ebpf_scan_task = pg_store_ebpf_scan_task,
-    .put_template = pg_store_put_template,
-    .disable_template = pg_store_disable_template,
-    .list_templates = pg_store_list_templates,
+    /* store_backend.h's lists, one a line */
+    // clang-format off
+    STORE_CORE_OPS(PG_STORE_SET)
+    STORE_FEATURE_OPS(PG_STORE_SET)
+    STORE_CLUSTER_OPS(PG_STORE_SET)
+    STORE_TEMPLATE_OPS(PG_STORE_SET)
+    // clang-format on
 };

@@ -18,7 +18,6 @@
 #include <string.h>
 
 #include "common/alloc.h"
-#include "server/store/postgres/store_pg_features.h"
 #include "server/store/postgres/store_pg_int.h"
 
 /* The advisory lock key of the creation ("skpclust"). */

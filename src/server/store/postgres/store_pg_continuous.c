@@ -10,7 +10,6 @@
 
 #include "common/alloc.h"
 #include "common/grow.h"
-#include "server/store/postgres/store_pg_features.h"
 #include "server/store/postgres/store_pg_int.h"
 
 #define CONT_LIST_DEFAULT 1000

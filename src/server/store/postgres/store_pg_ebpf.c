@@ -6,7 +6,6 @@
 
 #include <string.h>
 
-#include "server/store/postgres/store_pg_features.h"
 #include "server/store/postgres/store_pg_int.h"
 
 skp_err pg_store_ebpf_upsert_process(struct store *base, const struct store_ebpf_process *p,

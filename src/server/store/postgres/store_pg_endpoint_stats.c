@@ -7,7 +7,6 @@
 
 #include <string.h>
 
-#include "server/store/postgres/store_pg_features.h"
 #include "server/store/postgres/store_pg_int.h"
 
 static void bind_minute(struct pg_params *p, size_t i, const void *rows)

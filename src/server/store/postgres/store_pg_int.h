@@ -283,66 +283,20 @@ SKP_MUST_CHECK skp_err pg__prefetch_stacks(struct pg_store *st, const uint32_t *
 void pg__stack_cache_clear(struct pg_store *st);
 
 /* ---- the backend's entry points (store.h's functions with "pg_" before them) ---- */
+/* Those of store_backend.h's lists are declared from the lists: the core ones in store_pg.c and
+ * the files above, the features in one store_pg_<feature>.c each (store_pg_proc.c,
+ * store_pg_continuous.c, store_pg_cluster.c, store_pg_ebpf.c, store_pg_endpoint_stats.c,
+ * store_pg_templates.c); their tables: the feature steps of store_pg_schema.c. */
 extern const struct store_backend_ops pg_store_ops;
 SKP_MUST_CHECK skp_err pg_store_open(const char *url, const struct store_opts *opts,
                                      struct store **out);
 void pg_store_close(struct store *base);
-SKP_MUST_CHECK skp_err pg_store_check(struct store *base, char *detail, size_t cap);
-SKP_MUST_CHECK skp_err pg_store_get_stats(struct store *base, struct store_stats *out);
-SKP_MUST_CHECK skp_err pg_store_upsert_instance(struct store *base, const char *service,
-                                                const char *instance, const char *layer,
-                                                const struct store_kv *props, size_t n_props,
-                                                int64_t now_ms);
-SKP_MUST_CHECK skp_err pg_store_touch_instance(struct store *base, const char *service,
-                                               const char *instance, int64_t now_ms);
-SKP_MUST_CHECK skp_err pg_store_list_services(struct store *base, store_service_cb cb, void *ud);
-SKP_MUST_CHECK skp_err pg_store_list_instances(struct store *base, const char *service,
-                                               store_instance_cb cb, void *ud);
-SKP_MUST_CHECK skp_err pg_store_insert_task(struct store *base, const struct store_task *t);
-SKP_MUST_CHECK skp_err pg_store_get_task(struct store *base, const char *id,
-                                         struct store_task *out);
-SKP_MUST_CHECK skp_err pg_store_latest_task_before(struct store *base, const char *service,
-                                                   int64_t start_before, struct store_task *out);
-SKP_MUST_CHECK skp_err pg_store_cancel_task(struct store *base, const char *id, int64_t now_ms);
-SKP_MUST_CHECK skp_err pg_store_tasks_for_agent(struct store *base, const char *service,
-                                                int64_t after_create_time, int64_t now_ms,
-                                                struct store_task **out, size_t *n_out);
-SKP_MUST_CHECK skp_err pg_store_list_tasks(struct store *base, const char *service,
-                                           const char *endpoint, store_task_cb cb, void *ud);
-SKP_MUST_CHECK skp_err pg_store_tasks_lock(struct store *base, const char *service);
-SKP_MUST_CHECK skp_err pg_store_tasks_unlock(struct store *base, bool commit);
-SKP_MUST_CHECK skp_err pg_store_add_task_log(struct store *base, const char *task_id,
-                                             const char *service, const char *instance,
-                                             enum store_task_op op, int64_t time_ms);
-SKP_MUST_CHECK skp_err pg_store_list_task_logs(struct store *base, const char *task_id,
-                                               store_task_log_cb cb, void *ud);
-SKP_MUST_CHECK skp_err pg_store_insert_snapshots(struct store *base, const struct store_snapshot *v,
-                                                 size_t n, size_t *n_dup);
-SKP_MUST_CHECK skp_err pg_store_insert_segments(struct store *base, const struct store_segment *v,
-                                                size_t n, int64_t received_ms);
-SKP_MUST_CHECK skp_err pg_store_segment_has_snapshots(struct store *base, const char *segment_id,
-                                                      bool *out);
-SKP_MUST_CHECK skp_err pg_store_list_profiled_segments(struct store *base, const char *task_id,
-                                                       store_profiled_segment_cb cb, void *ud);
-SKP_MUST_CHECK skp_err pg_store_list_profiled_segments_page(struct store *base, const char *task_id,
-                                                            const struct store_segment_key *after,
-                                                            size_t limit,
-                                                            store_profiled_segment_cb cb, void *ud,
-                                                            bool *more);
-SKP_MUST_CHECK skp_err pg_store_get_segment_info(struct store *base, const char *segment_id,
-                                                 struct store_segment_info *out);
-SKP_MUST_CHECK skp_err pg_store_scan_segment(struct store *base, const char *segment_id,
-                                             int32_t lo_seq, int32_t hi_seq, store_sample_cb cb,
-                                             void *ud);
-SKP_MUST_CHECK skp_err pg_store_segment_seq_window(struct store *base, const char *segment_id,
-                                                   int64_t from_ms, int64_t to_ms, int32_t *lo,
-                                                   int32_t *hi);
-SKP_MUST_CHECK skp_err pg_store_scan_task(struct store *base, const char *task_id,
-                                          store_sample_cb cb, void *ud);
-SKP_MUST_CHECK skp_err pg_store_get_stack(struct store *base, uint32_t stack,
-                                          const uint32_t **frames, size_t *n);
-SKP_MUST_CHECK skp_err pg_store_get_frame(struct store *base, uint32_t frame, const char **sig);
 SKP_MUST_CHECK skp_err pg_store_purge_before(struct store *base, int64_t before_ms,
                                              uint64_t *n_deleted);
+#define PG_STORE_DECLARE(...) STORE_BACKEND_DECLARE(pg, __VA_ARGS__)
+STORE_CORE_OPS(PG_STORE_DECLARE)
+STORE_FEATURE_OPS(PG_STORE_DECLARE)
+STORE_CLUSTER_OPS(PG_STORE_DECLARE)
+STORE_TEMPLATE_OPS(PG_STORE_DECLARE)
 
 #endif

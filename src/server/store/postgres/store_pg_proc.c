@@ -10,7 +10,6 @@
 #include "common/alloc.h"
 #include "common/grow.h"
 #include "server/store/postgres/store_pg_bytea.h"
-#include "server/store/postgres/store_pg_features.h"
 #include "server/store/postgres/store_pg_int.h"
 
 #define PROC_LIST_DEFAULT 1000

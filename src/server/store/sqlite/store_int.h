@@ -215,131 +215,17 @@ static inline struct sqlite_store *sqlite_store_of(struct store *base)
 }
 
 /* The backend's entry points: store.h's functions of the same name without "sqlite_", reached
- * through sqlite_store_ops (store_sqlite.c); `base` is a store this backend opened. */
+ * through sqlite_store_ops (store_sqlite.c); `base` is a store this backend opened. The ops of
+ * store_backend.h's lists (all but the CLUSTER ones) are declared from the lists. */
 extern const struct store_backend_ops sqlite_store_ops;
 SKP_MUST_CHECK skp_err sqlite_store_open(const char *path, const struct store_opts *opts,
                                          struct store **out);
 void sqlite_store_close(struct store *base);
-SKP_MUST_CHECK skp_err sqlite_store_upsert_instance(struct store *base, const char *service,
-                                                    const char *instance, const char *layer,
-                                                    const struct store_kv *props, size_t n_props,
-                                                    int64_t now_ms);
-SKP_MUST_CHECK skp_err sqlite_store_touch_instance(struct store *base, const char *service,
-                                                   const char *instance, int64_t now_ms);
-SKP_MUST_CHECK skp_err sqlite_store_list_services(struct store *base, store_service_cb cb,
-                                                  void *ud);
-SKP_MUST_CHECK skp_err sqlite_store_list_instances(struct store *base, const char *service,
-                                                   store_instance_cb cb, void *ud);
-SKP_MUST_CHECK skp_err sqlite_store_insert_task(struct store *base, const struct store_task *t);
-SKP_MUST_CHECK skp_err sqlite_store_get_task(struct store *base, const char *id,
-                                             struct store_task *out);
-SKP_MUST_CHECK skp_err sqlite_store_latest_task_before(struct store *base, const char *service,
-                                                       int64_t start_before,
-                                                       struct store_task *out);
-SKP_MUST_CHECK skp_err sqlite_store_cancel_task(struct store *base, const char *id, int64_t now_ms);
-SKP_MUST_CHECK skp_err sqlite_store_tasks_for_agent(struct store *base, const char *service,
-                                                    int64_t after_create_time, int64_t now_ms,
-                                                    struct store_task **out, size_t *n_out);
-SKP_MUST_CHECK skp_err sqlite_store_list_tasks(struct store *base, const char *service,
-                                               const char *endpoint, store_task_cb cb, void *ud);
-SKP_MUST_CHECK skp_err sqlite_store_tasks_lock(struct store *base, const char *service);
-SKP_MUST_CHECK skp_err sqlite_store_tasks_unlock(struct store *base, bool commit);
-SKP_MUST_CHECK skp_err sqlite_store_add_task_log(struct store *base, const char *task_id,
-                                                 const char *service, const char *instance,
-                                                 enum store_task_op op, int64_t time_ms);
-SKP_MUST_CHECK skp_err sqlite_store_list_task_logs(struct store *base, const char *task_id,
-                                                   store_task_log_cb cb, void *ud);
-SKP_MUST_CHECK skp_err sqlite_store_insert_snapshots(struct store *base,
-                                                     const struct store_snapshot *v, size_t n,
-                                                     size_t *n_dup);
-SKP_MUST_CHECK skp_err sqlite_store_insert_segments(struct store *base,
-                                                    const struct store_segment *v, size_t n,
-                                                    int64_t received_ms);
-SKP_MUST_CHECK skp_err sqlite_store_segment_has_snapshots(struct store *base,
-                                                          const char *segment_id, bool *out);
-SKP_MUST_CHECK skp_err sqlite_store_list_profiled_segments(struct store *base, const char *task_id,
-                                                           store_profiled_segment_cb cb, void *ud);
-SKP_MUST_CHECK skp_err sqlite_store_list_profiled_segments_page(
-    struct store *base, const char *task_id, const struct store_segment_key *after, size_t limit,
-    store_profiled_segment_cb cb, void *ud, bool *more);
-SKP_MUST_CHECK skp_err sqlite_store_get_segment_info(struct store *base, const char *segment_id,
-                                                     struct store_segment_info *out);
-SKP_MUST_CHECK skp_err sqlite_store_scan_segment(struct store *base, const char *segment_id,
-                                                 int32_t lo_seq, int32_t hi_seq, store_sample_cb cb,
-                                                 void *ud);
-SKP_MUST_CHECK skp_err sqlite_store_segment_seq_window(struct store *base, const char *segment_id,
-                                                       int64_t from_ms, int64_t to_ms, int32_t *lo,
-                                                       int32_t *hi);
-SKP_MUST_CHECK skp_err sqlite_store_scan_task(struct store *base, const char *task_id,
-                                              store_sample_cb cb, void *ud);
-SKP_MUST_CHECK skp_err sqlite_store_get_stack(struct store *base, uint32_t stack,
-                                              const uint32_t **frames, size_t *n);
-SKP_MUST_CHECK skp_err sqlite_store_get_frame(struct store *base, uint32_t frame, const char **sig);
-SKP_MUST_CHECK skp_err sqlite_store_put_endpoint_minutes(struct store *base,
-                                                         const struct store_endpoint_minute *v,
-                                                         size_t n);
-SKP_MUST_CHECK skp_err sqlite_store_list_endpoint_minutes(struct store *base, const char *service,
-                                                          int64_t from_ms, int64_t to_ms,
-                                                          store_endpoint_minute_cb cb, void *ud);
 SKP_MUST_CHECK skp_err sqlite_store_purge_before(struct store *base, int64_t before_ms,
                                                  uint64_t *n_deleted);
-SKP_MUST_CHECK skp_err sqlite_store_check(struct store *base, char *detail, size_t cap);
-SKP_MUST_CHECK skp_err sqlite_store_get_stats(struct store *base, struct store_stats *out);
-SKP_MUST_CHECK skp_err sqlite_store_proc_insert_task(struct store *base, const struct proc_task *t);
-SKP_MUST_CHECK skp_err sqlite_store_proc_get_task(struct store *base, const char *id,
-                                                  struct proc_task *out);
-SKP_MUST_CHECK skp_err sqlite_store_proc_list_tasks(struct store *base, enum proc_kind kind,
-                                                    const char *service, size_t limit,
-                                                    struct proc_task **out, size_t *n);
-SKP_MUST_CHECK skp_err sqlite_store_proc_latest_task(struct store *base, enum proc_kind kind,
-                                                     const char *service, const char *events,
-                                                     struct proc_task *out);
-SKP_MUST_CHECK skp_err sqlite_store_proc_next_task(struct store *base, enum proc_kind kind,
-                                                   const char *service, const char *instance,
-                                                   int64_t after_ms, int64_t now_ms,
-                                                   int64_t grace_ms, struct proc_task *out);
-SKP_MUST_CHECK skp_err sqlite_store_proc_live_instances(struct store *base, const char *service,
-                                                        int64_t since_ms, char ***out, size_t *n);
-SKP_MUST_CHECK skp_err sqlite_store_proc_cancel_task(struct store *base, const char *id,
-                                                     int64_t now_ms, int64_t grace_ms);
-SKP_MUST_CHECK skp_err sqlite_store_proc_add_log(struct store *base, const char *task_id,
-                                                 const char *instance, const char *op,
-                                                 int64_t time_ms, const char *message);
-SKP_MUST_CHECK skp_err sqlite_store_proc_list_logs(struct store *base, const char *task_id,
-                                                   struct proc_log **out, size_t *n);
-SKP_MUST_CHECK skp_err sqlite_store_proc_insert_file(struct store *base, const char *task_id,
-                                                     const char *instance, int64_t time_ms,
-                                                     const uint8_t *data, size_t len,
-                                                     const char *op, int64_t *id_out);
-SKP_MUST_CHECK skp_err sqlite_store_proc_list_files(struct store *base, const char *task_id,
-                                                    struct proc_file **out, size_t *n);
-SKP_MUST_CHECK skp_err sqlite_store_proc_get_file(struct store *base, const char *task_id,
-                                                  int64_t id, uint8_t **data, size_t *len,
-                                                  char **instance_out);
-SKP_MUST_CHECK skp_err sqlite_store_cont_put_policy(struct store *base, const char *service,
-                                                    const char *uuid, const char *json,
-                                                    int64_t now_ms);
-SKP_MUST_CHECK skp_err sqlite_store_cont_delete_policy(struct store *base, const char *service);
-SKP_MUST_CHECK skp_err sqlite_store_cont_list_policies(struct store *base, const char *service,
-                                                       store_cont_policy_cb cb, void *ud);
-SKP_MUST_CHECK skp_err sqlite_store_cont_insert_trigger(struct store *base,
-                                                        const struct store_cont_trigger *t,
-                                                        int64_t *id_out);
-SKP_MUST_CHECK skp_err sqlite_store_cont_list_triggers(struct store *base, const char *service,
-                                                       const char *task_id, size_t limit,
-                                                       store_cont_trigger_cb cb, void *ud);
-SKP_MUST_CHECK skp_err sqlite_store_ebpf_upsert_process(struct store *base,
-                                                        const struct store_ebpf_process *p,
-                                                        int64_t now_ms);
-SKP_MUST_CHECK skp_err sqlite_store_ebpf_touch_process(struct store *base, const char *id,
-                                                       int64_t now_ms, bool *found);
-SKP_MUST_CHECK skp_err sqlite_store_ebpf_list_processes(struct store *base, const char *service,
-                                                        store_ebpf_process_cb cb, void *ud);
-SKP_MUST_CHECK skp_err sqlite_store_ebpf_insert_stacks(struct store *base,
-                                                       const struct store_ebpf_stack *v, size_t n,
-                                                       int64_t now_ms);
-SKP_MUST_CHECK skp_err sqlite_store_ebpf_scan_task(struct store *base, const char *task_id,
-                                                   const char *process_id, int64_t from_ms,
-                                                   int64_t to_ms, store_ebpf_stack_cb cb, void *ud);
+#define SQLITE_STORE_DECLARE(...) STORE_BACKEND_DECLARE(sqlite, __VA_ARGS__)
+STORE_CORE_OPS(SQLITE_STORE_DECLARE)
+STORE_FEATURE_OPS(SQLITE_STORE_DECLARE)
+STORE_TEMPLATE_OPS(SQLITE_STORE_DECLARE)
 
 #endif

@@ -404,62 +404,16 @@ skp_err sqlite_store_get_stats(struct store *base, struct store_stats *out)
 
 /* ---- the ops table (store_backend.h) ---- */
 
+#define SQLITE_STORE_SET(...) STORE_BACKEND_SET(sqlite, __VA_ARGS__)
 const struct store_backend_ops sqlite_store_ops = {
     .name = "sqlite",
     .close = sqlite_store_close,
-    .upsert_instance = sqlite_store_upsert_instance,
-    .touch_instance = sqlite_store_touch_instance,
-    .list_services = sqlite_store_list_services,
-    .list_instances = sqlite_store_list_instances,
-    .insert_task = sqlite_store_insert_task,
-    .get_task = sqlite_store_get_task,
-    .latest_task_before = sqlite_store_latest_task_before,
-    .cancel_task = sqlite_store_cancel_task,
-    .tasks_for_agent = sqlite_store_tasks_for_agent,
-    .list_tasks = sqlite_store_list_tasks,
-    .tasks_lock = sqlite_store_tasks_lock,
-    .tasks_unlock = sqlite_store_tasks_unlock,
-    .add_task_log = sqlite_store_add_task_log,
-    .list_task_logs = sqlite_store_list_task_logs,
-    .insert_snapshots = sqlite_store_insert_snapshots,
-    .insert_segments = sqlite_store_insert_segments,
-    .segment_has_snapshots = sqlite_store_segment_has_snapshots,
-    .list_profiled_segments = sqlite_store_list_profiled_segments,
-    .list_profiled_segments_page = sqlite_store_list_profiled_segments_page,
-    .get_segment_info = sqlite_store_get_segment_info,
-    .scan_segment = sqlite_store_scan_segment,
-    .segment_seq_window = sqlite_store_segment_seq_window,
-    .scan_task = sqlite_store_scan_task,
-    .get_stack = sqlite_store_get_stack,
-    .get_frame = sqlite_store_get_frame,
-    .put_endpoint_minutes = sqlite_store_put_endpoint_minutes,
-    .list_endpoint_minutes = sqlite_store_list_endpoint_minutes,
     .purge_before = sqlite_store_purge_before,
-    .check = sqlite_store_check,
-    .get_stats = sqlite_store_get_stats,
-    .proc_insert_task = sqlite_store_proc_insert_task,
-    .proc_get_task = sqlite_store_proc_get_task,
-    .proc_list_tasks = sqlite_store_proc_list_tasks,
-    .proc_latest_task = sqlite_store_proc_latest_task,
-    .proc_next_task = sqlite_store_proc_next_task,
-    .proc_live_instances = sqlite_store_proc_live_instances,
-    .proc_cancel_task = sqlite_store_proc_cancel_task,
-    .proc_add_log = sqlite_store_proc_add_log,
-    .proc_list_logs = sqlite_store_proc_list_logs,
-    .proc_insert_file = sqlite_store_proc_insert_file,
-    .proc_list_files = sqlite_store_proc_list_files,
-    .proc_get_file = sqlite_store_proc_get_file,
-    .cont_put_policy = sqlite_store_cont_put_policy,
-    .cont_delete_policy = sqlite_store_cont_delete_policy,
-    .cont_list_policies = sqlite_store_cont_list_policies,
-    .cont_insert_trigger = sqlite_store_cont_insert_trigger,
-    .cont_list_triggers = sqlite_store_cont_list_triggers,
-    .ebpf_upsert_process = sqlite_store_ebpf_upsert_process,
-    .ebpf_touch_process = sqlite_store_ebpf_touch_process,
-    .ebpf_list_processes = sqlite_store_ebpf_list_processes,
-    .ebpf_insert_stacks = sqlite_store_ebpf_insert_stacks,
-    .ebpf_scan_task = sqlite_store_ebpf_scan_task,
-    .put_template = sqlite_store_put_template,
-    .disable_template = sqlite_store_disable_template,
-    .list_templates = sqlite_store_list_templates,
+    /* store_backend.h's lists, one a line */
+    // clang-format off
+    STORE_CORE_OPS(SQLITE_STORE_SET)
+    STORE_FEATURE_OPS(SQLITE_STORE_SET)
+    STORE_TEMPLATE_OPS(SQLITE_STORE_SET)
+    /* the CLUSTER ops: NULL, a single collector has no shared state (SKP_ENOTSUP) */
+    // clang-format on
 };

@@ -255,6 +255,29 @@ static bool skip_field(struct dec *d, struct rd *r, uint32_t field, int wt, void
     return rd_skip(r, wt);
 }
 
+/* The name of a top-level field that holds a message (or a string), NULL for the others. */
+static const char *msg_name(uint32_t field)
+{
+    switch (field) {
+    case P_SAMPLE_TYPE:
+        return "sample_type";
+    case P_SAMPLE:
+        return "sample";
+    case P_MAPPING:
+        return "mapping";
+    case P_LOCATION:
+        return "location";
+    case P_FUNCTION:
+        return "function";
+    case P_STRING:
+        return "string";
+    case P_PERIOD_TYPE:
+        return "period_type";
+    default:
+        return NULL;
+    }
+}
+
 static skp_err pass_count(struct dec *d, const uint8_t *buf, size_t len)
 {
     struct rd r = {buf, buf + len, buf};
@@ -264,12 +287,10 @@ static skp_err pass_count(struct dec *d, const uint8_t *buf, size_t len)
         if (!rd_key(&r, &field, &wt))
             return fail(d, &r, "bad field key");
         const uint8_t *at = r.p;
+        const char *what = msg_name(field);
         struct rd sub;
         skp_err err = SKP_OK;
-        bool is_msg = field == P_SAMPLE_TYPE || field == P_SAMPLE || field == P_MAPPING ||
-                      field == P_LOCATION || field == P_FUNCTION || field == P_STRING ||
-                      field == P_PERIOD_TYPE;
-        if (is_msg) {
+        if (what) {
             if (wt != WT_LEN || !rd_sub(&r, &sub)) {
                 struct rd here = {at, r.end, r.base};
                 return fail(d, &here, "field %u must be length-delimited", field);
@@ -278,36 +299,30 @@ static skp_err pass_count(struct dec *d, const uint8_t *buf, size_t len)
             return fail(d, &r, "bad field %u", field);
         }
         switch (field) {
-        case P_SAMPLE_TYPE:
-            d->n_types++;
-            err = walk(d, &sub, skip_field, NULL, "sample_type");
-            break;
         case P_SAMPLE: {
             struct sample_count c = {0};
-            err = walk(d, &sub, count_sample_field, &c, "sample");
+            err = walk(d, &sub, count_sample_field, &c, what);
             d->n_samples++;
             d->n_locs_ids += c.n_locs;
             d->n_values += c.n_values;
             d->n_labels += c.n_labels;
             break;
         }
-        case P_MAPPING:
-            d->n_maps++;
-            err = walk(d, &sub, skip_field, NULL, "mapping");
-            break;
         case P_LOCATION:
             d->n_locations++;
-            err = walk(d, &sub, count_location_field, NULL, "location");
-            break;
-        case P_FUNCTION:
-            d->n_funcs++;
-            err = walk(d, &sub, skip_field, NULL, "function");
+            err = walk(d, &sub, count_location_field, NULL, what);
             break;
         case P_STRING:
             d->n_strings++;
             break;
+        case P_SAMPLE_TYPE:
+        case P_MAPPING:
+        case P_FUNCTION:
         case P_PERIOD_TYPE:
-            err = walk(d, &sub, skip_field, NULL, "period_type");
+            d->n_types += field == P_SAMPLE_TYPE;
+            d->n_maps += field == P_MAPPING;
+            d->n_funcs += field == P_FUNCTION;
+            err = walk(d, &sub, skip_field, NULL, what);
             break;
         default:
             break;
@@ -490,71 +505,45 @@ static skp_err pass_fill(struct dec *d, const uint8_t *buf, size_t len)
         int wt;
         if (!rd_key(&r, &field, &wt))
             return fail(d, &r, "bad field key");
+        const char *what = msg_name(field);
         struct rd sub = {0};
         uint64_t v = 0;
         skp_err err = SKP_OK;
+        if (what && !rd_sub(&r, &sub))
+            return fail(d, &r, "bad %s", what);
+        /* Each entry is filled once, at the position pass 1 counted, in tables calloc zeroed. */
         switch (field) {
         case P_SAMPLE_TYPE:
-            if (!rd_sub(&r, &sub))
-                return fail(d, &r, "bad sample_type");
-            memset(d->raw_type[d->i_types], 0, sizeof(d->raw_type[0]));
-            err = walk(d, &sub, fill_value_type, d->raw_type[d->i_types], "sample_type");
-            d->i_types++;
+            err = walk(d, &sub, fill_value_type, d->raw_type[d->i_types++], what);
             break;
         case P_SAMPLE: {
-            if (!rd_sub(&r, &sub))
-                return fail(d, &r, "bad sample");
             struct pprof_sample *s = &p->samples[d->i_samples];
-            memset(s, 0, sizeof(*s));
             s->loc_off = (uint32_t)d->i_locs_ids;
             s->label_off = (uint32_t)d->i_labels;
-            d->sample_nvalues[d->i_samples] = 0;
-            err = walk(d, &sub, fill_sample_field, s, "sample");
+            err = walk(d, &sub, fill_sample_field, s, what);
             d->i_samples++;
             break;
         }
-        case P_MAPPING: {
-            if (!rd_sub(&r, &sub))
-                return fail(d, &r, "bad mapping");
-            struct pprof_mapping *m = &p->mappings[d->i_maps];
-            memset(m, 0, sizeof(*m));
-            memset(d->raw_map[d->i_maps], 0, sizeof(d->raw_map[0]));
-            err = walk(d, &sub, fill_mapping_field, m, "mapping");
+        case P_MAPPING:
+            err = walk(d, &sub, fill_mapping_field, &p->mappings[d->i_maps], what);
             d->i_maps++;
             break;
-        }
-        case P_LOCATION: {
-            if (!rd_sub(&r, &sub))
-                return fail(d, &r, "bad location");
-            struct pprof_location *l = &p->locations[d->i_locations];
-            memset(l, 0, sizeof(*l));
-            l->line_off = (uint32_t)d->i_lines;
-            d->raw_loc_maps[d->i_locations] = 0;
-            err = walk(d, &sub, fill_location_field, l, "location");
+        case P_LOCATION:
+            p->locations[d->i_locations].line_off = (uint32_t)d->i_lines;
+            err = walk(d, &sub, fill_location_field, &p->locations[d->i_locations], what);
             d->i_locations++;
             break;
-        }
-        case P_FUNCTION: {
-            if (!rd_sub(&r, &sub))
-                return fail(d, &r, "bad function");
-            struct pprof_function *f = &p->functions[d->i_funcs];
-            memset(f, 0, sizeof(*f));
-            memset(d->raw_func[d->i_funcs], 0, sizeof(d->raw_func[0]));
-            err = walk(d, &sub, fill_function_field, f, "function");
+        case P_FUNCTION:
+            err = walk(d, &sub, fill_function_field, &p->functions[d->i_funcs], what);
             d->i_funcs++;
             break;
-        }
         case P_STRING:
-            if (!rd_sub(&r, &sub))
-                return fail(d, &r, "bad string");
             d->str_off[d->i_strings] = (uint32_t)(sub.p - buf);
             d->str_len[d->i_strings] = (uint32_t)(sub.end - sub.p);
             d->i_strings++;
             break;
         case P_PERIOD_TYPE:
-            if (!rd_sub(&r, &sub))
-                return fail(d, &r, "bad period_type");
-            err = walk(d, &sub, fill_value_type, d->raw_period_type, "period_type");
+            err = walk(d, &sub, fill_value_type, d->raw_period_type, what);
             break;
         case P_TIME:
         case P_DURATION:

@@ -61,10 +61,13 @@ static skp_err creation_answer(struct gql_call *c, skp_err err, const char *bad,
     return oom_or(out);
 }
 
-static skp_err r_create(struct gql_call *c, json_t **out)
+/* Creates a task of `kind` from a creation request r: its serviceId and serviceInstanceIds
+ * (checked to be the service's) complete req, which holds the kind's own fields, and the outcome
+ * is answered as creation_answer does. */
+static skp_err create_task(struct gql_call *c, json_t *r, enum proc_kind kind,
+                           struct proc_request *req, json_t **out)
 {
     struct graphql_ctx *x = c->ctx;
-    json_t *r = json_object_get(c->args, "pprofTaskCreationRequest");
     if (!x->can_write) {
         snprintf(c->error, sizeof(c->error), "mutations run on the server's loop only");
         return SKP_ESTATE;
@@ -73,36 +76,40 @@ static skp_err r_create(struct gql_call *c, json_t **out)
     json_t *ids = json_object_get(r, "serviceInstanceIds");
     size_t n = json_array_size(ids);
     char **names = skpx_calloc(n ? n : 1, sizeof(*names));
-    const char *ev = event_of(json_string_value(json_object_get(r, "events")), 0, 1);
     skp_err err = names ? SKP_OK : SKP_ENOMEM;
-    const char *bad = NULL;
+    const char *bad = service ? NULL : "serviceId is not a service id";
     for (size_t i = 0; !err && i < n && !bad; i++) {
         char *svc = NULL;
         if (!graphql_split_child(json_string_value(json_array_get(ids, i)), &svc, &names[i]) ||
-            !service || strcmp(svc, service) != 0)
+            strcmp(svc, service) != 0)
             bad = "serviceInstanceIds must be instances of the service";
         skpx_free(svc);
     }
-    if (!service)
-        bad = "serviceId is not a service id";
-    struct proc_request req = {
-        .service = service,
-        .instances = (const char *const *)names,
-        .n_instances = n,
-        .events = &ev,
-        .n_events = ev ? 1 : 0,
-        .duration = json_integer_value(json_object_get(r, "duration")),
-        .dump_period = json_integer_value(json_object_get(r, "dumpPeriod")),
-    };
+    req->service = service;
+    req->instances = (const char *const *)names;
+    req->n_instances = n;
     struct proc_error e = {0};
     char *id = NULL;
     if (!err && !bad)
-        err = proc_task_create(x->store, PROC_KIND_PPROF, &req, x->now_ms, &e, &id);
+        err = proc_task_create(x->store, kind, req, x->now_ms, &e, &id);
     for (size_t i = 0; names && i < n; i++)
         skpx_free(names[i]);
     skpx_free(names);
     skpx_free(service);
     return creation_answer(c, err, bad, &e, id, out);
+}
+
+static skp_err r_create(struct gql_call *c, json_t **out)
+{
+    json_t *r = json_object_get(c->args, "pprofTaskCreationRequest");
+    const char *ev = event_of(json_string_value(json_object_get(r, "events")), 0, 1);
+    struct proc_request req = {
+        .events = &ev,
+        .n_events = ev ? 1 : 0,
+        .duration = json_integer_value(json_object_get(r, "duration")),
+        .dump_period = json_integer_value(json_object_get(r, "dumpPeriod")),
+    };
+    return create_task(c, r, PROC_KIND_PPROF, &req, out);
 }
 
 static json_t *task_json(const struct proc_task *t)
@@ -358,48 +365,23 @@ static skp_err r_analyze(struct gql_call *c, json_t **out)
 
 static skp_err r_async_create(struct gql_call *c, json_t **out)
 {
-    struct graphql_ctx *x = c->ctx;
     json_t *r = json_object_get(c->args, "asyncProfilerTaskCreationRequest");
-    if (!x->can_write) {
-        snprintf(c->error, sizeof(c->error), "mutations run on the server's loop only");
-        return SKP_ESTATE;
-    }
-    char *service = graphql_service_of(json_string_value(json_object_get(r, "serviceId")));
-    json_t *ids = json_object_get(r, "serviceInstanceIds");
     json_t *evs = json_object_get(r, "events");
-    size_t n = json_array_size(ids), n_ev = json_array_size(evs);
-    char **names = skpx_calloc(n ? n : 1, sizeof(*names));
+    size_t n_ev = json_array_size(evs);
     const char **events = skpx_calloc(n_ev ? n_ev : 1, sizeof(*events));
-    skp_err err = names && events ? SKP_OK : SKP_ENOMEM;
-    const char *bad = service ? NULL : "serviceId is not a service id";
-    for (size_t i = 0; !err && i < n && !bad; i++) {
-        char *svc = NULL;
-        if (!graphql_split_child(json_string_value(json_array_get(ids, i)), &svc, &names[i]) ||
-            strcmp(svc, service) != 0)
-            bad = "serviceInstanceIds must be instances of the service";
-        skpx_free(svc);
-    }
-    for (size_t i = 0; events && i < n_ev; i++)
+    if (!events)
+        return SKP_ENOMEM;
+    for (size_t i = 0; i < n_ev; i++)
         events[i] = json_string_value(json_array_get(evs, i));
     struct proc_request req = {
-        .service = service,
-        .instances = (const char *const *)names,
-        .n_instances = n,
         .events = events,
         .n_events = n_ev,
         .duration = json_integer_value(json_object_get(r, "duration")),
         .exec_args = json_string_value(json_object_get(r, "execArgs")),
     };
-    struct proc_error e = {0};
-    char *id = NULL;
-    if (!err && !bad)
-        err = proc_task_create(x->store, PROC_KIND_ASYNC_PROFILER, &req, x->now_ms, &e, &id);
-    for (size_t i = 0; names && i < n; i++)
-        skpx_free(names[i]);
-    skpx_free(names);
+    skp_err err = create_task(c, r, PROC_KIND_ASYNC_PROFILER, &req, out);
     skpx_free(events);
-    skpx_free(service);
-    return creation_answer(c, err, bad, &e, id, out);
+    return err;
 }
 
 static json_t *async_task_json(const struct proc_task *t)

@@ -701,6 +701,26 @@ out:
     return err;
 }
 
+/* The row of the prepared statement `id` for one key ($1), after pg__ready: NULL with *err set
+ * when it failed, or SKP_ENOTFOUND when there is no such row. The caller PQclear()s it. */
+static PGresult *read_by_key(struct pg_store *st, enum pg_stmt id, uint32_t key, skp_err *err,
+                             const char *what)
+{
+    *err = pg__ready(st);
+    if (*err)
+        return NULL;
+    struct pg_params p = {0};
+    pgp_int(&p, key);
+    PGresult *r = pg__execp(st, id, &p, err, what);
+    pgp_free(&p);
+    if (r && PQntuples(r) == 0) {
+        PQclear(r);
+        *err = SKP_ENOTFOUND;
+        return NULL;
+    }
+    return r;
+}
+
 skp_err pg_store_get_stack(struct store *base, uint32_t stack, const uint32_t **frames, size_t *n)
 {
     struct pg_store *st = pg_store_of(base);
@@ -712,19 +732,11 @@ skp_err pg_store_get_stack(struct store *base, uint32_t stack, const uint32_t **
         *n = st->stacks[idx].n;
         return SKP_OK;
     }
-    skp_err err = pg__ready(st);
-    if (err)
-        return err;
-    struct pg_params p = {0};
-    pgp_int(&p, stack);
-    PGresult *r = pg__execp(st, PGS_STACK_GET, &p, &err, "read stack");
-    pgp_free(&p);
+    skp_err err;
+    PGresult *r = read_by_key(st, PGS_STACK_GET, stack, &err, "read stack");
     if (!r)
         return err;
-    if (PQntuples(r) == 0)
-        err = SKP_ENOTFOUND;
-    else
-        err = cache_stack_row(st, stack, PQgetvalue(r, 0, 0), frames, n);
+    err = cache_stack_row(st, stack, PQgetvalue(r, 0, 0), frames, n);
     PQclear(r);
     return err;
 }
@@ -738,19 +750,11 @@ skp_err pg_store_get_frame(struct store *base, uint32_t frame, const char **sig)
         *sig = st->frame_sigs[idx];
         return SKP_OK;
     }
-    skp_err err = pg__ready(st);
-    if (err)
-        return err;
-    struct pg_params p = {0};
-    pgp_int(&p, frame);
-    PGresult *r = pg__execp(st, PGS_FRAME_SIG, &p, &err, "read frame");
-    pgp_free(&p);
+    skp_err err;
+    PGresult *r = read_by_key(st, PGS_FRAME_SIG, frame, &err, "read frame");
     if (!r)
         return err;
-    if (PQntuples(r) == 0)
-        err = SKP_ENOTFOUND;
-    else
-        err = cache_frame_sig(st, frame, pg__txt(r, 0, 0), sig);
+    err = cache_frame_sig(st, frame, pg__txt(r, 0, 0), sig);
     PQclear(r);
     return err;
 }

@@ -17,6 +17,12 @@ Cases:
              _peak gauge), "answer" the streams
              refused with RESOURCE_EXHAUSTED; peak is the process's VmHWM
   streams64  the same with 64 connections (the issue: 786 MB above the 256 MiB budget)
+  jfr        not a goProfileReport: a 30 MiB async-profiler upload (the --jfr-max-bytes default;
+             stored whole, parsed only when analysed) through AsyncProfilerTask/collect; "rows"
+             the files stored
+  ebpf       not a goProfileReport: one collectProfilingData stream of 200,000 ON_CPU samples
+             (the per-stream limit), each its own 8-frame stack, stored when the stream ends;
+             "rows" the eBPF rows stored (skyprof_ebpf_rows_stored_total when present)
   listing    not an upload: 20,000 endpoints of one service (one segment each, sent over gRPC),
              then every page of GET …/endpoints/stats?limit=1000 read in turn while /healthz is
              polled (the pages were built and serialised on the loop before; the "bytes" column
@@ -32,7 +38,6 @@ import gzip
 import os
 import sys
 import tempfile
-import threading
 import time
 import http.client
 
@@ -86,7 +91,9 @@ def case_listing():
 
 
 LISTING_ENDPOINTS = 20000
-CASES = {"streams16": lambda: 16, "streams64": lambda: 64, "rows": case_rows, "tables": case_tables, "inflate": case_inflate,
+JFR_BYTES = 30 << 20
+EBPF_SAMPLES = 200000
+CASES = {"jfr": lambda: JFR_BYTES, "ebpf": lambda: EBPF_SAMPLES, "streams16": lambda: 16, "streams64": lambda: 64, "rows": case_rows, "tables": case_tables, "inflate": case_inflate,
          "segments": case_segments, "normal": case_normal, "listing": case_listing}
 
 
@@ -98,27 +105,45 @@ def vm_hwm(pid):
     return 0
 
 
-class Poller(threading.Thread):
-    def __init__(self, port):
-        super().__init__(daemon=True)
-        self.port, self.stop, self.max_ms, self.n = port, False, 0.0, 0
+POLLER = r"""
+import http.client, sys, threading, time
+port, stop, worst, n = int(sys.argv[1]), [], 0.0, 0
+threading.Thread(target=lambda: (sys.stdin.read(), stop.append(1)), daemon=True).start()
+while not stop:
+    t = time.monotonic()
+    c = http.client.HTTPConnection("127.0.0.1", port, timeout=300)
+    try:
+        c.request("GET", "/healthz")
+        c.getresponse().read()
+    except OSError:
+        pass
+    finally:
+        c.close()
+    worst = max(worst, (time.monotonic() - t) * 1000)
+    n += 1
+    time.sleep(0.01)
+print(worst, n)
+"""
 
-    def run(self):
-        """A new connection per probe (a stalled loop may close a kept-alive one): the time
-        counted is connect + request + answer."""
-        while not self.stop:
-            t = time.monotonic()
-            c = http.client.HTTPConnection("127.0.0.1", self.port, timeout=300)
-            try:
-                c.request("GET", "/healthz")
-                c.getresponse().read()
-            except OSError:
-                pass  # counted as the time it took to fail
-            finally:
-                c.close()
-            self.max_ms = max(self.max_ms, (time.monotonic() - t) * 1000)
-            self.n += 1
-            time.sleep(0.01)
+
+class Poller:
+    """Polls /healthz every 10 ms from its own process (a thread of this one would also wait
+    for the GIL while the client encodes its messages), a new connection per probe (a stalled
+    loop may close a kept-alive one): the time counted is connect + request + answer. The
+    interface of a thread: start(), stop = True, join(), then max_ms and n."""
+
+    def __init__(self, port):
+        self.port, self.stop, self.max_ms, self.n, self.p = port, False, 0.0, 0, None
+
+    def start(self):
+        import subprocess
+        self.p = subprocess.Popen([sys.executable, "-c", POLLER, str(self.port)],
+                                  stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+
+    def join(self):
+        out, _ = self.p.communicate("", timeout=600)
+        worst, n = out.split()
+        self.max_ms, self.n = float(worst), int(n)
 
 
 def run_listing(binary, n_ep):
@@ -219,7 +244,99 @@ def run_streams(binary, n_conns, per_conn=1000):
             S.stop()
 
 
+def run_jfr(binary, size):
+    """One async-profiler file of `size` bytes for a live Java instance's task."""
+    from profile import AsyncProfiler_pb2 as AP
+    from skyprofd_util import Management_pb2
+    import json
+    skp_harness.SKYPROFD = binary
+    v10 = "/skywalking.v10.AsyncProfilerTask/"
+    with tempfile.TemporaryDirectory(prefix="skp-hostile-") as d:
+        S = Skyprofd(d, log_level="warn")
+        try:
+            S.unary("/skywalking.v3.ManagementService/keepAlive", Management_pb2.InstancePingPkg(
+                service="svc-java", serviceInstance="j1"))
+            st, _, body = S.http("POST", "/api/v1/async-profiler/tasks", json.dumps(
+                {"service": "svc-java", "duration": 60, "events": ["CPU"]}).encode(),
+                {"Content-Type": "application/json"})
+            assert st == 201, (st, body)
+            tid = json.loads(body)["id"]
+            data = os.urandom(size)
+            msgs = [AP.AsyncProfilerData(metaData=AP.AsyncProfilerMetaData(
+                service="svc-java", serviceInstance="j1", taskId=tid, type=AP.PROFILING_SUCCESS,
+                contentSize=size))] + [AP.AsyncProfilerData(content=data[i:i + (1 << 20)])
+                                       for i in range(0, size, 1 << 20)]
+            call = S.channel().stream_stream(
+                v10 + "collect", request_serializer=lambda m: m.SerializeToString(),
+                response_deserializer=AP.AsyncProfilerCollectionResponse.FromString)
+            rss0 = vm_hwm(S.pid)
+            poll = Poller(S.http_port)
+            poll.start()
+            t = time.monotonic()
+            try:
+                for _ in call(iter(msgs), timeout=600):
+                    pass
+                answer = "OK"
+            except Exception as e:  # grpc.RpcError
+                answer = e.code().name if hasattr(e, "code") else type(e).__name__
+            took = time.monotonic() - t
+            time.sleep(0.05)
+            poll.stop = True
+            poll.join()
+            doc = json.loads(S.http("GET", "/api/v1/async-profiler/tasks/" + tid)[2])
+            files = sum(len(x.get("files", [])) for x in doc.get("instances", [])) \
+                if isinstance(doc.get("instances"), list) else len(doc.get("files", []))
+            return {"stall_ms": poll.max_ms, "rss": max(vm_hwm(S.pid), rss0), "answer": answer,
+                    "s": took, "rows": files}
+        finally:
+            S.stop()
+
+
+def run_ebpf(binary, n):
+    """One collectProfilingData stream of n ON_CPU samples, each its own stack."""
+    from ebpf.profiling import Profile_pb2  # noqa: F811 (the eBPF messages' module)
+    skp_harness.SKYPROFD = binary
+    with tempfile.TemporaryDirectory(prefix="skp-hostile-") as d:
+        S = Skyprofd(d, log_level="warn")
+        try:
+            now = int(time.time() * 1000)
+            msgs = (Profile_pb2.EBPFProfilingData(
+                task=Profile_pb2.EBPFProfilingTaskMetadata(
+                    taskId="task-bench", processId="p-bench", profilingStartTime=now - 1000,
+                    currentTime=now),
+                onCPU=Profile_pb2.EBPFOnCPUProfiling(stacks=[Profile_pb2.EBPFProfilingStackMetadata(
+                    stackType=Profile_pb2.PROCESS_USER_SPACE, stackId=i,
+                    stackSymbols=["f%d_%d (app.py:%d)" % (i, k, k) for k in range(8)])],
+                    dumpCount=1)) for i in range(n))
+            rss0 = vm_hwm(S.pid)
+            poll = Poller(S.http_port)
+            poll.start()
+            t = time.monotonic()
+            try:
+                S.stream("/skywalking.v3.EBPFProfilingService/collectProfilingData", msgs,
+                         timeout=600)
+                answer = "OK"
+            except Exception as e:  # grpc.RpcError
+                answer = e.code().name if hasattr(e, "code") else type(e).__name__
+            took = time.monotonic() - t
+            time.sleep(0.05)
+            poll.stop = True
+            poll.join()
+            rss = max(vm_hwm(S.pid), rss0)  # the upload's, before any analysis
+            st, _, body = S.http("GET", "/api/v1/ebpf/tasks/task-bench/analyze", timeout=300)
+            import json
+            rows = S.sql_rows("SELECT count(*) FROM ebpf_stacks")[0][0]
+            return {"stall_ms": poll.max_ms, "rss": rss, "answer": answer, "s": took,
+                    "rows": int(rows)}
+        finally:
+            S.stop()
+
+
 def run_case(binary, name, data):
+    if name == "jfr":
+        return run_jfr(binary, data)
+    if name == "ebpf":
+        return run_ebpf(binary, data)
     if name == "listing":
         return run_listing(binary, data)
     if name.startswith("streams"):

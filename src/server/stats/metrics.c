@@ -89,6 +89,10 @@ skp_err metrics_render(const struct metrics *m, const struct skpx_grpc_server_st
     counter(&b, "skyprof_ebpf_refused_total",
             "eBPF collectProfilingData streams refused: the gRPC memory budget reached.",
             m->ebpf_refused);
+    counter(&b, "skyprof_ebpf_store_batches_total",
+            "Transactions that stored collectProfilingData stacks (a long stream takes several, "
+            "one per loop turn).",
+            m->ebpf_store_batches);
     counter(&b, "skyprof_pprof_decode_refused_total",
             "pprof decodes refused for a limit (decompressed size, decoder memory, samples).",
             pprof_decode_refusals());

@@ -232,6 +232,24 @@ def t_collect_budget(d):
         B.stop()
 
 
+def t_collect_batched():
+    """Issue 25: a stream of 200,000 stacks was stored in one transaction when it ended, holding
+    the event loop for 0.9 s (bench/hostile/bench_hostile.py --cases ebpf). Now its rows are
+    committed 2,000 per transaction, one transaction per loop turn, and the answer comes after
+    the last: right after it every stack is there, and the transactions are counted."""
+    b0 = S.metric("skyprof_ebpf_store_batches_total")
+    pid = oap_process_id("svc-b", "inst-b", "python3")
+    n = 5001
+    S.stream(F + "collectProfilingData", [
+        on_cpu("task-batched", pid, [stack(["leaf_%d (app.py:%d)" % (i % 7, i % 7),
+                                            "main (app.py:1)"])], 1) for i in range(n)])
+    doc = S.json("GET", "/api/v1/ebpf/tasks/task-batched/analyze", expect=200)[1]
+    assert doc["total"] == n, doc["total"]
+    assert S.sql_rows("SELECT count(*) FROM ebpf_stacks WHERE task_id = 'task-batched'")[0][0] == n
+    batches = S.metric("skyprof_ebpf_store_batches_total") - b0
+    assert batches == 3, "%d stacks took %d transactions, not 3 of at most 2,000" % (n, batches)
+
+
 def t_compat_path():
     resp = S.unary("/EBPFProfilingService/queryTasks", Profile_pb2.EBPFProfilingTaskQuery())
     assert len(resp.commands) == 0
@@ -248,6 +266,7 @@ def main():
             R.run("collectProfilingData ON_CPU + analysis + downloads", t_collect_on_cpu)
             R.run("collectProfilingData OFF_CPU", t_collect_off_cpu)
             R.run("collectProfilingData refusals", t_collect_refused)
+            R.run("collectProfilingData stored in batches", t_collect_batched)
             R.run("compat path", t_compat_path)
             R.run("collectProfilingData within the gRPC memory budget", lambda: t_collect_budget(d))
         finally:

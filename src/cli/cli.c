@@ -76,6 +76,13 @@ int cli_parse_options(struct cli *c, int argc, char **argv, const char *shortopt
     return CLI_PARSE_NEXT;
 }
 
+int cli_parse_global_options(struct cli *c, int argc, char **argv, const char *usage,
+                             const char *cmd)
+{
+    static const struct option longopts[] = {CLI_GLOBAL_LONGOPTS, {NULL, 0, NULL, 0}};
+    return cli_parse_options(c, argc, argv, ":h", longopts, usage, cmd, NULL, NULL, NULL);
+}
+
 const char *cli_safe(const char *s)
 {
     static char slots[CLI_SAFE_SLOTS][CLI_SAFE_MAX];

@@ -95,6 +95,9 @@ typedef int (*cli_option_fn)(void *ud, int opt, const char *arg);
 int cli_parse_options(struct cli *c, int argc, char **argv, const char *shortopts,
                       const struct option *longopts, const char *usage, const char *cmd,
                       const char *sub, cli_option_fn on_opt, void *ud);
+/* cli_parse_options for a command with no option of its own (only the global ones and -h). */
+int cli_parse_global_options(struct cli *c, int argc, char **argv, const char *usage,
+                             const char *cmd);
 
 /* Output hygiene (issue 15, finding 8): every string a server or a read process supplied is
  * printed through one of these, so escape sequences in a code signature, service, instance or

@@ -1,6 +1,5 @@
 /* cmd_endpoints.c - `skyprof endpoints SERVICE`: the endpoint names skyprofd has seen in the
  * service's reported segments (most requests first), i.e. the names a profile task can match. */
-#include <getopt.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -14,9 +13,7 @@ static const char g_usage[] =
 
 int cmd_endpoints(struct cli *c, int argc, char **argv)
 {
-    static const struct option longopts[] = {CLI_GLOBAL_LONGOPTS, {NULL, 0, NULL, 0}};
-    int prc =
-        cli_parse_options(c, argc, argv, ":h", longopts, g_usage, "endpoints", NULL, NULL, NULL);
+    int prc = cli_parse_global_options(c, argc, argv, g_usage, "endpoints");
     if (prc != CLI_PARSE_NEXT)
         return prc;
     if (argc - optind != 1)

@@ -1,6 +1,5 @@
 /* cmd_services.c - `skyprof services [NAME]`: the services that reported to skyprofd, or the
  * instances of one service with language, last heartbeat and properties. */
-#include <getopt.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -14,9 +13,7 @@ static const char g_usage[] =
 
 int cmd_services(struct cli *c, int argc, char **argv)
 {
-    static const struct option longopts[] = {CLI_GLOBAL_LONGOPTS, {NULL, 0, NULL, 0}};
-    int prc =
-        cli_parse_options(c, argc, argv, ":h", longopts, g_usage, "services", NULL, NULL, NULL);
+    int prc = cli_parse_global_options(c, argc, argv, g_usage, "services");
     if (prc != CLI_PARSE_NEXT)
         return prc;
     if (argc - optind > 1)

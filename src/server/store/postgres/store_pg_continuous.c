@@ -66,16 +66,10 @@ skp_err pg_store_cont_insert_trigger(struct store *base, const struct store_cont
         return err;
     struct pg_params p = {0};
     pgp_row(&p, &store_cont_trigger_row, t);
-    PGresult *r = pg__query(st,
-                            "INSERT INTO continuous_triggers(" STORE_CONT_TRIGGER_COLS ") "
-                            "VALUES(" STORE_CONT_TRIGGER_PG ") RETURNING id",
-                            &p, &err, "insert continuous trigger");
-    int64_t id = 0;
-    if (r && PQntuples(r) == 1)
-        id = pg__i64(r, 0, 0);
-    else if (r)
-        err = SKP_EIO;
-    PQclear(r);
+    int64_t id = pg__query_id(st,
+                              "INSERT INTO continuous_triggers(" STORE_CONT_TRIGGER_COLS ") "
+                              "VALUES(" STORE_CONT_TRIGGER_PG ") RETURNING id",
+                              &p, &err, "insert continuous trigger");
     for (size_t i = 0; !err && i < t->n_causes; i++) {
         struct pg_params q = {0};
         pgp_row(&q, &store_cont_cause_row, &t->causes[i]);

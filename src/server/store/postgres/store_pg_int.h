@@ -167,6 +167,10 @@ PGresult *pg__execp(struct pg_store *st, enum pg_stmt id, struct pg_params *p, s
  * transaction it starts with pg__ready (a lost connection is reset, or SKP_EIO at once). */
 PGresult *pg__query(struct pg_store *st, const char *sql, struct pg_params *p, skp_err *err,
                     const char *what);
+/* pg__query of an INSERT ... RETURNING id: the id of its one row (0 with *err set when it
+ * failed, SKP_EIO when it gave no single row). */
+int64_t pg__query_id(struct pg_store *st, const char *sql, struct pg_params *p, skp_err *err,
+                     const char *what);
 /* Fills the parameters of row i of a batch. */
 typedef void (*pg_bind_fn)(struct pg_params *p, size_t i, const void *rows);
 /* Runs `sql` once for each of the n rows with the parameters bind(p, i, rows) gives, in one

@@ -283,16 +283,10 @@ skp_err pg_store_proc_insert_file(struct store *base, const char *task_id, const
     pgp_row(&p, &store_proc_file_row, &f);
     pgp_text(&p, task_id);
     pgp_owned(&p, pg_bytea_hex(data, len));
-    PGresult *r = pg__query(st,
-                            "INSERT INTO proc_files(" STORE_PROC_FILE_COLS ", task_id, data) "
-                            "VALUES(" STORE_PROC_FILE_PG ", $4, $5::bytea) RETURNING id",
-                            &p, &err, "insert proc file");
-    int64_t id = 0;
-    if (r && PQntuples(r) == 1)
-        id = pg__i64(r, 0, 0);
-    else if (r)
-        err = SKP_EIO;
-    PQclear(r);
+    int64_t id = pg__query_id(st,
+                              "INSERT INTO proc_files(" STORE_PROC_FILE_COLS ", task_id, data) "
+                              "VALUES(" STORE_PROC_FILE_PG ", $4, $5::bytea) RETURNING id",
+                              &p, &err, "insert proc file");
     if (!err && op)
         err = insert_log(st, task_id, instance, op, time_ms, NULL);
     if (!err)

@@ -141,6 +141,19 @@ PGresult *pg__query(struct pg_store *st, const char *sql, struct pg_params *p, s
     return r;
 }
 
+int64_t pg__query_id(struct pg_store *st, const char *sql, struct pg_params *p, skp_err *err,
+                     const char *what)
+{
+    PGresult *r = pg__query(st, sql, p, err, what);
+    int64_t id = 0;
+    if (r && PQntuples(r) == 1)
+        id = pg__i64(r, 0, 0);
+    else if (r)
+        *err = SKP_EIO;
+    PQclear(r);
+    return id;
+}
+
 skp_err pg__query_rows(struct pg_store *st, const char *sql, struct pg_params *p,
                        const struct store_row_desc *d, void **out, size_t *n, const char *what)
 {

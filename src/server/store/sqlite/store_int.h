@@ -75,6 +75,7 @@ struct sqlite_store {
     struct store base; /* first member: the backend ops (store_backend.h) */
     sqlite3 *db;
     char *path;
+    struct sqlite_checkpointer *checkpointer; /* writable stores (store_sqlite_checkpoint.h) */
     bool in_tx;
     bool scanning;   /* a store_scan_* is running its callback */
     bool unweighted; /* schema before STORE_SCHEMA_WEIGHT */

@@ -18,6 +18,7 @@
 #include "common/err.h"
 #include "common/log.h"
 #include "server/store/sqlite/store_int.h"
+#include "server/store/sqlite/store_sqlite_checkpoint.h"
 
 static const char *const k_sql[STMT_COUNT] = {
     [STMT_BEGIN] = "BEGIN IMMEDIATE",
@@ -257,6 +258,10 @@ skp_err sqlite_store_open(const char *path, const struct store_opts *opts, struc
     err = store__migrate(st, opts ? opts->schema_version_max : 0);
     if (err)
         goto out;
+    /* Without the thread, SQLite's automatic checkpoint (on the committing thread) stays. */
+    if (!st->base.read_only &&
+        sqlite_checkpointer_start(st->db, st->path, &st->checkpointer) != SKP_OK)
+        SKPX_WARN("store: WAL checkpoints run in the commits of %s", path);
     *out = &st->base;
     st = NULL;
 out:
@@ -304,6 +309,7 @@ void sqlite_store_close(struct store *base)
     struct sqlite_store *st = sqlite_store_of(base);
     for (int i = 0; i < STMT_COUNT; i++)
         sqlite3_finalize(st->stmts[i]);
+    sqlite_checkpointer_stop(st->checkpointer);
     if (st->db) {
         if (!st->base.read_only && sqlite3_get_autocommit(st->db))
             (void)sqlite3_wal_checkpoint_v2(st->db, NULL, SQLITE_CHECKPOINT_TRUNCATE, NULL, NULL);

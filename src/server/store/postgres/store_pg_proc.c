@@ -65,10 +65,12 @@ skp_err pg_store_proc_insert_task(struct store *base, const struct proc_task *t)
     return err;
 }
 
-/* Runs a query yielding at most one task row. */
-static skp_err one_task(struct pg_store *st, const char *sql, struct pg_params *p,
+/* Runs a query yielding at most one task row (out zeroed first; SKP_ENOTFOUND for none). */
+static skp_err one_task(struct store *base, const char *sql, struct pg_params *p,
                         struct proc_task *out)
 {
+    struct pg_store *st = pg_store_of(base);
+    memset(out, 0, sizeof(*out));
     skp_err err = SKP_OK;
     PGresult *r = pg__query(st, sql, p, &err, "read proc task");
     if (!r)
@@ -88,29 +90,19 @@ static skp_err one_task(struct pg_store *st, const char *sql, struct pg_params *
 
 skp_err pg_store_proc_get_task(struct store *base, const char *id, struct proc_task *out)
 {
-    struct pg_store *st = pg_store_of(base);
-    memset(out, 0, sizeof(*out));
-    skp_err err = pg__ready(st);
-    if (err)
-        return err;
     struct pg_params p = {0};
     pgp_text(&p, id);
-    return one_task(st, "SELECT " STORE_PROC_TASK_READ " FROM proc_tasks WHERE id = $1", &p, out);
+    return one_task(base, "SELECT " STORE_PROC_TASK_READ " FROM proc_tasks WHERE id = $1", &p, out);
 }
 
 skp_err pg_store_proc_latest_task(struct store *base, enum proc_kind kind, const char *service,
                                   const char *events, struct proc_task *out)
 {
-    struct pg_store *st = pg_store_of(base);
-    memset(out, 0, sizeof(*out));
-    skp_err err = pg__ready(st);
-    if (err)
-        return err;
     struct pg_params p = {0};
     pgp_text(&p, kind_name(kind));
     pgp_text(&p, service);
     pgp_text(&p, events);
-    return one_task(st,
+    return one_task(base,
                     "SELECT " STORE_PROC_TASK_READ " FROM proc_tasks WHERE kind = $1 AND "
                     "service = $2 AND events = $3 ORDER BY create_time DESC LIMIT 1",
                     &p, out);
@@ -120,11 +112,6 @@ skp_err pg_store_proc_next_task(struct store *base, enum proc_kind kind, const c
                                 const char *instance, int64_t after_ms, int64_t now_ms,
                                 int64_t grace_ms, struct proc_task *out)
 {
-    struct pg_store *st = pg_store_of(base);
-    memset(out, 0, sizeof(*out));
-    skp_err err = pg__ready(st);
-    if (err)
-        return err;
     struct pg_params p = {0};
     pgp_text(&p, kind_name(kind));
     pgp_text(&p, service);
@@ -132,7 +119,7 @@ skp_err pg_store_proc_next_task(struct store *base, enum proc_kind kind, const c
     pgp_int(&p, grace_ms);
     pgp_int(&p, now_ms);
     pgp_text(&p, instance);
-    return one_task(st,
+    return one_task(base,
                     "SELECT " STORE_PROC_TASK_READ " FROM proc_tasks t WHERE kind = $1 AND "
                     "service = $2 AND create_time > $3 AND "
                     "create_time + duration_s * 1000 + $4 >= $5 AND cancelled_ms IS NULL AND "
@@ -147,9 +134,7 @@ skp_err pg_store_proc_list_tasks(struct store *base, enum proc_kind kind, const 
     struct pg_store *st = pg_store_of(base);
     *out = NULL;
     *n = 0;
-    skp_err err = pg__ready(st);
-    if (err)
-        return err;
+    skp_err err = SKP_OK;
     struct pg_params p = {0};
     pgp_text(&p, kind_name(kind));
     pgp_text(&p, service);
@@ -218,9 +203,7 @@ skp_err pg_store_proc_cancel_task(struct store *base, const char *id, int64_t no
     struct pg_store *st = pg_store_of(base);
     if (!id)
         return SKP_EINVAL;
-    skp_err err = pg__ready(st);
-    if (err)
-        return err;
+    skp_err err = SKP_OK;
     struct pg_params p = {0};
     pgp_text(&p, id);
     pgp_int(&p, now_ms);

@@ -395,12 +395,9 @@ skp_err pg_store_scan_segment(struct store *base, const char *segment_id, int32_
         return SKP_EINVAL;
     if (st->scanning)
         return SKP_ESTATE; /* a nested scan would disturb the running one */
-    skp_err err = pg__ready(st);
-    if (err)
-        return err;
     uint32_t seg = 0;
     int64_t first = 0;
-    err = pg__segment_find(st, segment_id, &seg, &first);
+    skp_err err = pg__segment_find(st, segment_id, &seg, &first);
     if (err)
         return err == SKP_ENOTFOUND ? SKP_OK : err;
     char sql[384];
@@ -417,12 +414,9 @@ skp_err pg_store_segment_seq_window(struct store *base, const char *segment_id, 
     struct pg_store *st = pg_store_of(base);
     if (!segment_id)
         return SKP_EINVAL;
-    skp_err err = pg__ready(st);
-    if (err)
-        return err;
     uint32_t seg = 0;
     int64_t first = 0;
-    err = pg__segment_find(st, segment_id, &seg, &first);
+    skp_err err = pg__segment_find(st, segment_id, &seg, &first);
     if (err)
         return err;
     struct pg_params p = {0};
@@ -430,11 +424,10 @@ skp_err pg_store_segment_seq_window(struct store *base, const char *segment_id, 
     pgp_int(&p, first);
     pgp_int(&p, from_ms);
     pgp_int(&p, to_ms);
-    PGresult *r = pg__exec(st,
-                           "SELECT min(seq), max(seq) FROM snapshots WHERE seg = $1 AND "
-                           "first_ms = $2 AND time BETWEEN $3 AND $4",
-                           &p, &err, "sequence window");
-    pgp_free(&p);
+    PGresult *r = pg__query(st,
+                            "SELECT min(seq), max(seq) FROM snapshots WHERE seg = $1 AND "
+                            "first_ms = $2 AND time BETWEEN $3 AND $4",
+                            &p, &err, "sequence window");
     if (!r)
         return err;
     if (pg__null(r, 0, 0)) {
@@ -454,11 +447,8 @@ skp_err pg_store_scan_task(struct store *base, const char *task_id, store_sample
         return SKP_EINVAL;
     if (st->scanning)
         return SKP_ESTATE;
-    skp_err err = pg__ready(st);
-    if (err)
-        return err;
     uint32_t task = 0;
-    err = pg__task_key_find(st, task_id, &task);
+    skp_err err = pg__task_key_find(st, task_id, &task);
     if (err)
         return err == SKP_ENOTFOUND ? SKP_OK : err;
     char sql[384];

@@ -277,8 +277,8 @@ bool pg__resolve_cached(struct pg_store *st, struct pg_ref_req *v, size_t n);
  * written); other errors as pg__exec; the transaction is rolled back on any error. */
 SKP_MUST_CHECK skp_err pg__pipeline_tx(struct pg_store *st, const enum pg_stmt *ids,
                                        struct pg_params *const *params, size_t n, size_t *rows);
-/* Looks a segment (its id and first_ms, may be NULL) / task id up without creating it:
- * SKP_ENOTFOUND if unknown. */
+/* Looks a segment (its id and first_ms, may be NULL) / task id up without creating it, after
+ * pg__ready (the first step of the reads by segment or task): SKP_ENOTFOUND if unknown. */
 SKP_MUST_CHECK skp_err pg__segment_find(struct pg_store *st, const char *segment_id, uint32_t *out,
                                         int64_t *first_ms);
 SKP_MUST_CHECK skp_err pg__task_key_find(struct pg_store *st, const char *task_id, uint32_t *out);

@@ -561,13 +561,16 @@ static skp_err find_name(struct pg_store *st, enum pg_stmt stmt, struct skpx_str
 skp_err pg__segment_find(struct pg_store *st, const char *segment_id, uint32_t *out,
                          int64_t *first_ms)
 {
+    skp_err err = pg__ready(st);
+    if (err)
+        return err;
     int64_t first;
     if (seg_cached(st, segment_id, out, &first)) {
         if (first_ms)
             *first_ms = first;
         return SKP_OK;
     }
-    skp_err err = find_name(st, PGS_SEG_FIND, &st->seg_ids, segment_id, out, &first);
+    err = find_name(st, PGS_SEG_FIND, &st->seg_ids, segment_id, out, &first);
     if (err)
         return err;
     if (st->seg_first.n >= PG_NAME_CACHE_MAX)
@@ -582,6 +585,9 @@ skp_err pg__segment_find(struct pg_store *st, const char *segment_id, uint32_t *
 
 skp_err pg__task_key_find(struct pg_store *st, const char *task_id, uint32_t *out)
 {
+    skp_err err = pg__ready(st);
+    if (err)
+        return err;
     return find_name(st, PGS_TASKKEY_FIND, &st->task_keys, task_id, out, NULL);
 }
 

@@ -168,20 +168,16 @@ skp_err pg_store_segment_has_snapshots(struct store *base, const char *segment_i
     *out = false;
     if (!segment_id)
         return SKP_EINVAL;
-    skp_err err = pg__ready(st);
-    if (err)
-        return err;
     uint32_t seg = 0;
     int64_t first = 0;
-    err = pg__segment_find(st, segment_id, &seg, &first);
+    skp_err err = pg__segment_find(st, segment_id, &seg, &first);
     if (err)
         return err == SKP_ENOTFOUND ? SKP_OK : err;
     struct pg_params p = {0};
     pgp_int(&p, seg);
     pgp_int(&p, first);
-    PGresult *r = pg__exec(st, "SELECT 1 FROM snapshots WHERE seg = $1 AND first_ms = $2 LIMIT 1",
-                           &p, &err, "segment has snapshots");
-    pgp_free(&p);
+    PGresult *r = pg__query(st, "SELECT 1 FROM snapshots WHERE seg = $1 AND first_ms = $2 LIMIT 1",
+                            &p, &err, "segment has snapshots");
     if (!r)
         return err;
     *out = PQntuples(r) > 0;

@@ -159,6 +159,8 @@ skp_err metrics_render(const struct metrics *m, const struct skpx_grpc_server_st
     counter(&b, "skyprof_tasks_cancelled_total", "Tasks cancelled through the HTTP API.",
             m->tasks_cancelled);
     counter(&b, "skyprof_retention_runs_total", "Retention purges run.", m->retention_runs);
+    counter(&b, "skyprof_retention_batches_total",
+            "Batches (short transactions) of the retention purges.", m->retention_batches);
     counter(&b, "skyprof_retention_deleted_rows_total", "Rows deleted by retention.",
             m->retention_deleted);
     counter(&b, "skyprof_retention_errors_total", "Retention purges that failed.",

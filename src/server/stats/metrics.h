@@ -46,6 +46,7 @@ struct metrics {
     uint64_t http_guard_refused;      /* foreign Host, cross-site Origin, non-JSON mutation */
     uint64_t tasks_cancelled;
     uint64_t retention_runs;
+    uint64_t retention_batches; /* store_purge_step calls (transactions) of the purges */
     uint64_t retention_deleted;
     uint64_t retention_errors;
     /* Hostile-input refusals (issue 25). */

@@ -1,5 +1,6 @@
-/* retention.c - periodic purge of old profiling data (see retention.h). A failed purge (e.g. a
- * read-only database) is logged and retried at the next period; it never stops the server. */
+/* retention.c - periodic purge of old profiling data (see retention.h), in batches of
+ * store_purge_step, one per turn of the event loop. A failed purge (e.g. a read-only
+ * database) is logged and retried at the next period; it never stops the server. */
 #include "server/stats/retention.h"
 
 #include <event2/event.h>
@@ -16,34 +17,73 @@ struct retention {
     struct store *st;
     struct metrics *m;
     int days;
-    struct event *timer;
+    uint64_t batch_rows;
+    struct event *timer; /* the hourly purge */
+    struct event *step;  /* the next batch: a 0 s timer, so the loop polls I/O first */
+    /* the purge under way */
+    bool running;
+    int64_t cutoff, t0;
+    uint64_t n, batches;
 };
 
-void retention_run(struct retention *r)
+/* Runs one batch of the purge under way; arms the next one, or ends the purge. */
+static void run_batch(struct retention *r)
 {
-    if (!r || r->days <= 0)
-        return;
-    int64_t cutoff = skpx_now_ms() - (int64_t)r->days * MS_PER_DAY;
     uint64_t n = 0;
-    int64_t t0 = skpx_mono_ms();
-    /* The purge is one transaction that may run long: the stall bound of the loop's store
-     * (store_stall.h) would fail it every time, so it waits as before (issue 27: batched
-     * purges that yield are not done yet). */
+    bool done = false;
+    /* A batch is short, but the scans for stacks and frames nothing refers to any more grow
+     * with the data kept: it waits for them as before (store_stall.h). */
     int64_t bound = store_get_stall_ms(r->st);
     store_set_stall_ms(r->st, 0);
-    skp_err err = store_purge_before(r->st, cutoff, &n);
+    skp_err err = store_purge_step(r->st, r->cutoff, r->batch_rows, &n, &done);
     store_set_stall_ms(r->st, bound);
-    r->m->retention_runs++;
+    r->m->retention_batches++;
+    r->batches++;
+    r->n += n;
+    r->m->retention_deleted += n;
     if (err) {
+        r->running = false;
+        r->m->retention_runs++;
         r->m->retention_errors++;
         SKPX_WARN("retention: purge of data older than %d day(s) failed: %s", r->days,
                   skp_strerror(err));
         return;
     }
-    r->m->retention_deleted += n;
-    if (n)
-        SKPX_INFO("retention: deleted %" PRIu64 " row(s) older than %d day(s) in %" PRId64 " ms", n,
-                  r->days, skpx_mono_ms() - t0);
+    if (!done) {
+        static const struct timeval now = {0, 0};
+        if (event_add(r->step, &now) == 0)
+            return;
+        SKPX_WARN("retention: cannot schedule the next batch; the purge goes on next period");
+    }
+    r->running = false;
+    r->m->retention_runs++;
+    if (r->n)
+        SKPX_INFO("retention: deleted %" PRIu64 " row(s) older than %d day(s) in %" PRIu64
+                  " batch(es), %" PRId64 " ms",
+                  r->n, r->days, r->batches, skpx_mono_ms() - r->t0);
+}
+
+void retention_run(struct retention *r)
+{
+    if (!r || r->days <= 0 || r->running)
+        return;
+    r->running = true;
+    r->cutoff = skpx_now_ms() - (int64_t)r->days * MS_PER_DAY;
+    r->t0 = skpx_mono_ms();
+    r->n = 0;
+    r->batches = 0;
+    run_batch(r);
+}
+
+bool retention_running(const struct retention *r)
+{
+    return r && r->running;
+}
+
+void retention_set_batch_rows(struct retention *r, uint64_t rows)
+{
+    if (r)
+        r->batch_rows = rows;
 }
 
 static void on_timer(evutil_socket_t fd, short what, void *ud)
@@ -51,6 +91,13 @@ static void on_timer(evutil_socket_t fd, short what, void *ud)
     (void)fd;
     (void)what;
     retention_run(ud);
+}
+
+static void on_step(evutil_socket_t fd, short what, void *ud)
+{
+    (void)fd;
+    (void)what;
+    run_batch(ud);
 }
 
 skp_err retention_start(struct event_base *base, struct store *st, struct metrics *m, int days,
@@ -63,10 +110,12 @@ skp_err retention_start(struct event_base *base, struct store *st, struct metric
     r->st = st;
     r->m = m;
     r->days = days;
+    r->batch_rows = RETENTION_BATCH_ROWS;
     if (days > 0) {
         r->timer = event_new(base, -1, EV_PERSIST, on_timer, r);
+        r->step = event_new(base, -1, 0, on_step, r);
         struct timeval tv = {.tv_sec = RETENTION_PERIOD_S};
-        if (!r->timer || event_add(r->timer, &tv) != 0) {
+        if (!r->timer || !r->step || event_add(r->timer, &tv) != 0) {
             retention_stop(r);
             return SKP_ENOMEM;
         }
@@ -82,5 +131,7 @@ void retention_stop(struct retention *r)
         return;
     if (r->timer)
         event_free(r->timer);
+    if (r->step)
+        event_free(r->step);
     skpx_free(r);
 }

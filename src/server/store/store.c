@@ -320,6 +320,12 @@ skp_err store_purge_before(struct store *st, int64_t before_ms, uint64_t *n_dele
     return st->ops->purge_before(st, before_ms, n_deleted);
 }
 
+skp_err store_purge_step(struct store *st, int64_t before_ms, uint64_t max_rows,
+                         uint64_t *n_deleted, bool *done)
+{
+    return st->ops->purge_step(st, before_ms, max_rows, n_deleted, done);
+}
+
 skp_err store_check(struct store *st, char *detail, size_t cap)
 {
     return st->ops->check(st, detail, cap);

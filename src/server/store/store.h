@@ -381,6 +381,15 @@ SKP_MUST_CHECK skp_err store_list_endpoint_minutes(struct store *st, const char 
  * never by the agent's clock), and
  * stacks/frames no snapshot refers to any more. *n_deleted (may be NULL) counts rows. */
 SKP_MUST_CHECK skp_err store_purge_before(struct store *st, int64_t before_ms, uint64_t *n_deleted);
+/* One step of that purge, in one short transaction: deletes at most about max_rows rows (0 = no
+ * bound: the whole purge, as store_purge_before), oldest segments first. *done is true when
+ * nothing older than before_ms is left to delete; until then the caller calls again (each step
+ * starts where the data left by the last one is). Steps leave exactly what store_purge_before
+ * would (frames still referenced kept, a segment's rows going together). *n_deleted (may be
+ * NULL) counts the step's rows. Errors: SKP_EIO (read-only or a database error: nothing of
+ * this step is deleted), SKP_ENOMEM. */
+SKP_MUST_CHECK skp_err store_purge_step(struct store *st, int64_t before_ms, uint64_t max_rows,
+                                        uint64_t *n_deleted, bool *done);
 
 /* Checks the database's structure (SQLite's PRAGMA quick_check: every page, b-tree and record
  * format, not the index contents). On a problem returns SKP_EIO with the first findings in

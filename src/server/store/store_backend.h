@@ -76,6 +76,7 @@
     X(get_stack, uint32_t stack, const uint32_t **frames, size_t *n)                               \
     X(get_frame, uint32_t frame, const char **sig)                                                 \
     X(check, char *detail, size_t cap)                                                             \
+    X(purge_step, int64_t before_ms, uint64_t max_rows, uint64_t *n_deleted, bool *done)           \
     X(get_stats, struct store_stats *out)
 
 #define STORE_FEATURE_OPS(X)                                                                       \

@@ -352,6 +352,8 @@ def t_retention():
             assert seg_count(srv, "seg-old") == 0
             assert seg_count(srv, "seg-new") == 3
             assert srv.metric("skyprof_retention_runs_total") == 1
+            # a purge this small is one batch (issue 27: purges run in batches of bounded rows)
+            assert srv.metric("skyprof_retention_batches_total") == 1
         finally:
             srv.stop()
 

@@ -1692,6 +1692,122 @@ static void purge_by_another_writer(void **state)
     store_close(b);
 }
 
+/* ---- retention in steps (issue 27): small transactions, the same result ---- */
+
+#define STEP_OLD_SEGS 40
+#define STEP_SNAPS 40 /* per segment */
+
+/* The data of retention_in_steps: an old task with STEP_OLD_SEGS segments of STEP_SNAPS
+ * snapshots (first seen on day 1, a SegmentObject for every other one), a current task with
+ * 3 segments (day 10) whose stack shares the frame "shared" with old stacks. */
+static void fill_for_steps(struct store *st)
+{
+    const int64_t day = 86400000;
+    struct store_task old = task("old", "svc", "/e", 1 * day, 1, 1 * day);
+    struct store_task cur = task("cur", "svc", "/e", 10 * day, 1, 10 * day);
+    assert_int_equal(store_insert_task(st, &old), SKP_OK);
+    assert_int_equal(store_insert_task(st, &cur), SKP_OK);
+    assert_int_equal(store_add_task_log(st, "old", "svc", "i", STORE_TASK_NOTIFIED, day), SKP_OK);
+    static char f_main[] = "main", f_shared[] = "shared", f_kept[] = "kept";
+    char olds[8][16];
+    for (int k = 0; k < 8; k++)
+        snprintf(olds[k], sizeof(olds[k]), "old_%d", k);
+    for (int g = 0; g < STEP_OLD_SEGS + 3; g++) {
+        bool is_old = g < STEP_OLD_SEGS;
+        char seg[32];
+        snprintf(seg, sizeof(seg), "%s-%d", is_old ? "s-old" : "s-cur", g);
+        int64_t t0 = (is_old ? 1 : 10) * day + g * 1000;
+        struct store_snapshot v[STEP_SNAPS];
+        char *fr[STEP_SNAPS][3];
+        for (int i = 0; i < STEP_SNAPS; i++) {
+            fr[i][0] = f_main;
+            fr[i][1] = is_old ? (i % 3 ? olds[(g + i) % 8] : f_shared) : f_shared;
+            fr[i][2] = f_kept;
+            v[i] = (struct store_snapshot){.task_id = is_old ? "old" : "cur",
+                                           .segment_id = seg,
+                                           .time_ms = t0 + i,
+                                           .sequence = i,
+                                           .frames = fr[i],
+                                           .n_frames = is_old ? 2 : 3};
+        }
+        assert_int_equal(store_insert_snapshots(st, v, STEP_SNAPS, NULL), SKP_OK);
+        if (g % 2 == 0) {
+            struct store_span sp = {
+                .start_ms = t0, .end_ms = t0 + 5, .operation = "/e", .type = STORE_SPAN_ENTRY};
+            struct store_segment sg = {seg, "tr", "svc", "i", &sp, 1};
+            assert_int_equal(store_insert_segments(st, &sg, 1, t0), SKP_OK);
+        }
+    }
+}
+
+static void check_after_steps(struct store *st)
+{
+    struct store_stats s = stats(st);
+    assert_int_equal(s.snapshots, 3 * STEP_SNAPS);
+    assert_int_equal(s.tasks, 1);
+    assert_int_equal(s.stacks, 1);   /* main,shared,kept */
+    assert_int_equal(s.frames, 3);   /* main, shared, kept; the old_k gone */
+    assert_int_equal(s.segments, 3); /* segment ids: the s-cur ones */
+    struct samples sm = {0};
+    assert_int_equal(store_scan_segment(st, "s-old-0", 0, 100, sample_cb, &sm), SKP_OK);
+    assert_int_equal(sm.n, 0);
+    assert_int_equal(store_scan_segment(st, "s-cur-41", 0, 100, sample_cb, &sm), SKP_OK);
+    assert_int_equal(sm.n, STEP_SNAPS);
+    char txt[64];
+    stack_text(st, sm.stack[0], txt, sizeof(txt));
+    assert_string_equal(txt, "main,shared,kept");
+    struct store_task got;
+    assert_int_equal(store_get_task(st, "old", &got), SKP_ENOTFOUND);
+    struct logs_seen l = {0};
+    assert_int_equal(store_list_task_logs(st, "old", log_cb, &l), SKP_OK);
+    assert_int_equal(l.n, 0);
+    struct page_seen all = {0};
+    assert_int_equal(walk_pages(st, "old", 64, &all), 1);
+    assert_int_equal(all.n, 0);
+    assert_int_equal(walk_pages(st, "cur", 64, &all), 1);
+    assert_int_equal(all.n, 3);
+}
+
+/* A purge in steps of at most 20 rows takes many steps (transactions) and leaves exactly
+ * what one store_purge_before leaves on the same data (a second database). */
+static void retention_in_steps(void **state)
+{
+    struct cf *f = *state;
+    const int64_t day = 86400000;
+    fill_for_steps(f->st);
+    char target2[512];
+    void *ctx2 = NULL;
+    g_be->target_new(target2, sizeof(target2), &ctx2);
+    struct store *one = cf_open(target2);
+    fill_for_steps(one);
+
+    uint64_t n_one = 0;
+    assert_int_equal(store_purge_before(one, 5 * day, &n_one), SKP_OK);
+    check_after_steps(one);
+
+    uint64_t n_steps = 0, total = 0;
+    bool done = false;
+    while (!done) {
+        uint64_t n = 0;
+        assert_int_equal(store_purge_step(f->st, 5 * day, 20, &n, &done), SKP_OK);
+        total += n;
+        n_steps++;
+        assert_true(n_steps < 1000);
+    }
+    /* 1,600 old snapshots at most 100 rows a step (a backend storing runs of snapshots
+     * counts a run as a row: fewer steps there, never one) */
+    assert_true(n_steps >= 5);
+    assert_int_equal(total, n_one);
+    check_after_steps(f->st);
+    /* nothing left: one more step deletes nothing and is done */
+    uint64_t n = 1;
+    assert_int_equal(store_purge_step(f->st, 5 * day, 20, &n, &done), SKP_OK);
+    assert_int_equal(n, 0);
+    assert_true(done);
+    store_close(one);
+    g_be->target_free(ctx2);
+}
+
 /* ---- a connection lost for real (backends with a server) ---- */
 
 static bool wait_usable(struct store *st, int seconds)
@@ -1823,6 +1939,7 @@ int main(int argc, char **argv)
         cmocka_unit_test_setup_teardown(concurrent_writers, cf_setup, cf_teardown),
         cmocka_unit_test_setup_teardown(racing_task_creators, cf_setup, cf_teardown),
         cmocka_unit_test_setup_teardown(purge_by_another_writer, cf_setup, cf_teardown),
+        cmocka_unit_test_setup_teardown(retention_in_steps, cf_setup, cf_teardown),
         cmocka_unit_test_setup_teardown(reconnect, cf_setup, cf_teardown),
         cmocka_unit_test_setup_teardown(full_disk, cf_setup, cf_teardown),
         cmocka_unit_test_setup_teardown(lost_connection, cf_setup, cf_teardown),

@@ -309,50 +309,72 @@ static json_t *tree_json(const struct analysis *a, const char *type)
     return els ? json_pack("{s:{s:o}}", "tree", "elements", els) : NULL;
 }
 
-static skp_err r_analyze(struct gql_call *c, json_t **out)
+/* Adds one uploaded file's bytes to an analysis: SKP_ENOMEM stops it, a file that does not
+ * decode is left out (as the HTTP API does). */
+typedef skp_err (*file_add_fn)(void *acc, const uint8_t *data, size_t len);
+
+/* Hands the files of task `id` (of `kind`) that the chosen instances (ids) uploaded to
+ * add(acc, ...). *found is false (SKP_OK) when there is no task of that kind with that id. */
+static skp_err add_task_files(struct graphql_ctx *x, const char *id, enum proc_kind kind,
+                              json_t *ids, file_add_fn add, void *acc, bool *found)
 {
-    struct graphql_ctx *x = c->ctx;
-    json_t *r = json_object_get(c->args, "request");
-    const char *id = json_string_value(json_object_get(r, "taskId"));
-    json_t *ids = json_object_get(r, "instanceIds");
     struct proc_task t = {0};
     struct proc_file *files = NULL;
     size_t n = 0;
-    struct pprof_analyze *an = NULL;
-    struct analysis *res = NULL;
+    *found = false;
     skp_err err = store_proc_get_task(x->store, id, &t);
-    if (err == SKP_ENOTFOUND || (!err && t.kind != PROC_KIND_PPROF)) {
+    if (err == SKP_ENOTFOUND || (!err && t.kind != kind)) {
         store_proc_task_cleanup(&t);
-        *out = json_pack("{s:n}", "tree");
-        return oom_or(out);
+        return SKP_OK;
     }
+    *found = !err;
     if (!err)
         err = store_proc_list_files(x->store, id, &files, &n);
-    if (!err)
-        err = pprof_analyze_new(NULL, false, &an);
     for (size_t i = 0; !err && i < n; i++) {
         if (!chosen(ids, t.service, files[i].instance))
             continue;
         uint8_t *data = NULL;
         size_t len = 0;
         err = store_proc_get_file(x->store, id, files[i].id, &data, &len, NULL);
-        struct pprof_profile *prof = NULL;
-        char why[256] = "";
-        skp_err derr = err ? err : pprof_decode(data, len, 0, &prof, why);
+        if (!err)
+            err = add(acc, data, len);
         skpx_free(data);
-        if (!err && derr == SKP_ENOMEM)
-            err = derr;
-        if (!err && !derr) /* a file that does not decode is left out, as the HTTP API does */
-            err = pprof_analyze_add(an, prof);
-        pprof_free(prof);
     }
-    if (!err)
-        err = pprof_analyze_finish(an, &res);
-    pprof_analyze_free(an);
     store_proc_files_free(files, n);
     store_proc_task_cleanup(&t);
+    return err;
+}
+
+static skp_err pprof_add_file(void *an, const uint8_t *data, size_t len)
+{
+    struct pprof_profile *prof = NULL;
+    char why[256] = "";
+    skp_err err = pprof_decode(data, len, 0, &prof, why);
+    if (!err)
+        err = pprof_analyze_add(an, prof);
+    else if (err != SKP_ENOMEM)
+        err = SKP_OK;
+    pprof_free(prof);
+    return err;
+}
+
+static skp_err r_analyze(struct gql_call *c, json_t **out)
+{
+    struct graphql_ctx *x = c->ctx;
+    json_t *r = json_object_get(c->args, "request");
+    const char *id = json_string_value(json_object_get(r, "taskId"));
+    struct pprof_analyze *an = NULL;
+    struct analysis *res = NULL;
+    bool found = false;
+    skp_err err = pprof_analyze_new(NULL, false, &an);
+    if (!err)
+        err = add_task_files(x, id, PROC_KIND_PPROF, json_object_get(r, "instanceIds"),
+                             pprof_add_file, an, &found);
+    if (!err && found)
+        err = pprof_analyze_finish(an, &res);
+    pprof_analyze_free(an);
     if (!err) {
-        *out = tree_json(res, NULL);
+        *out = found ? tree_json(res, NULL) : json_pack("{s:n}", "tree");
         err = *out ? SKP_OK : SKP_ENOMEM;
     }
     analysis_free(res);
@@ -417,6 +439,13 @@ static skp_err r_async_list(struct gql_call *c, json_t **out)
     return list_tasks(c, out, PROC_KIND_ASYNC_PROFILER, async_task_json);
 }
 
+static skp_err jfr_add_file(void *tree, const uint8_t *data, size_t len)
+{
+    struct jfr_error je = {0};
+    skp_err err = jfr_tree_add_mem(tree, data, len, &je);
+    return err == SKP_ENOMEM ? err : SKP_OK; /* a file that does not parse is left out */
+}
+
 static skp_err r_async_analyze(struct gql_call *c, json_t **out)
 {
     struct graphql_ctx *x = c->ctx;
@@ -432,42 +461,19 @@ static skp_err r_async_analyze(struct gql_call *c, json_t **out)
                  type ? type : "(none)");
         return SKP_EINVAL;
     }
-    struct proc_task t = {0};
-    struct proc_file *files = NULL;
-    size_t n = 0;
     struct jfr_summary sum = {0};
     struct jfr_tree *tree = NULL;
     struct analysis *res = NULL;
-    skp_err err = store_proc_get_task(x->store, id, &t);
-    if (err == SKP_ENOTFOUND || (!err && t.kind != PROC_KIND_ASYNC_PROFILER)) {
-        store_proc_task_cleanup(&t);
-        *out = json_pack("{s:n}", "tree");
-        return oom_or(out);
-    }
+    bool found = false;
+    skp_err err = jfr_tree_new(&opts, &sum, &tree);
     if (!err)
-        err = store_proc_list_files(x->store, id, &files, &n);
-    if (!err)
-        err = jfr_tree_new(&opts, &sum, &tree);
-    for (size_t i = 0; !err && i < n; i++) {
-        if (!chosen(ids, t.service, files[i].instance))
-            continue;
-        uint8_t *data = NULL;
-        size_t len = 0;
-        struct jfr_error je = {0};
-        err = store_proc_get_file(x->store, id, files[i].id, &data, &len, NULL);
-        skp_err perr = err ? err : jfr_tree_add_mem(tree, data, len, &je);
-        skpx_free(data);
-        if (!err && perr == SKP_ENOMEM) /* a file that does not parse is left out */
-            err = perr;
-    }
-    if (!err)
+        err = add_task_files(x, id, PROC_KIND_ASYNC_PROFILER, ids, jfr_add_file, tree, &found);
+    if (!err && found)
         err = jfr_tree_finish(tree, &res);
     jfr_tree_free(tree);
     jfr_summary_cleanup(&sum);
-    store_proc_files_free(files, n);
-    store_proc_task_cleanup(&t);
     if (!err) {
-        *out = tree_json(res, type);
+        *out = found ? tree_json(res, type) : json_pack("{s:n}", "tree");
         err = *out ? SKP_OK : SKP_ENOMEM;
     }
     analysis_free(res);

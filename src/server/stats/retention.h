@@ -20,7 +20,7 @@ struct retention;
 /* Rows per batch (bounded statements: a run of PostgreSQL snapshots is a row); the time a batch
  * takes is measured by bench/server/bench_retention.py (docs/performance.md, "Retention in
  * batches"). */
-#define RETENTION_BATCH_ROWS 2000
+#define RETENTION_BATCH_ROWS 1000
 
 /* Purges now and arms the hourly timer. `days` == 0 disables retention (*out is still a valid
  * object). Borrows base, st and m (they must outlive the object). Caller frees with

@@ -128,6 +128,29 @@ static skp_err run_bounded(struct purge *pu, const struct purge_stmt *s, int64_t
     return run(pu, pgb_take(&b), NULL, false, rows);
 }
 
+/* The partitions of snapshot_runs (*out: one name a row; the caller PQclear()s it). */
+static skp_err list_partitions(struct pg_store *st, PGresult **out)
+{
+    skp_err err = SKP_OK;
+    *out = pg__exec(st,
+                    "SELECT c.relname FROM pg_inherits i JOIN pg_class c ON c.oid = i.inhrelid "
+                    "WHERE i.inhparent = 'snapshot_runs'::regclass",
+                    NULL, &err, "list partitions");
+    return err;
+}
+
+/* Our partitions are named snapshot_runs_d<day> / snapshot_runs_dm<-day>, a day each. */
+static bool partition_day(const char *name, int64_t *day)
+{
+    if (strncmp(name, "snapshot_runs_dm", 16) == 0)
+        *day = -strtoll(name + 16, NULL, 10);
+    else if (strncmp(name, "snapshot_runs_d", 15) == 0)
+        *day = strtoll(name + 15, NULL, 10);
+    else
+        return false;
+    return true;
+}
+
 /* The step's segments: the oldest ones first seen before the cut, at most `head` of them, with
  * their snapshot runs (counted as the snapshots they hold), task links and SegmentObjects.
  * *more: there may be older segments left for the next step. */
@@ -159,30 +182,48 @@ static skp_err purge_head(struct purge *pu, int64_t head, bool *more)
         skpx_free(arr);
         return SKP_OK;
     }
-    *more = n >= head;
-    /* runs (schema step 6) by their first_ms (the segment's: partitions pruned), then the
-     * rows that name the segments, their segids rows last */
-    char runs[256];
-    snprintf(runs, sizeof(runs),
-             "WITH d AS (DELETE FROM snapshot_runs WHERE first_ms < %" PRId64
-             " AND seg = ANY($1::bigint[]) RETURNING cardinality(seqs) AS c) "
-             "SELECT count(*), coalesce(sum(c), 0) FROM d",
-             pu->before_ms);
+    bool full = n >= head;
+    /* runs (schema step 6), partition by partition (the days that begin before the cut: a
+     * run's first_ms is its segment's), bounded by the rows left; then the rows that name the
+     * segments, their segids rows last, once no run of theirs is left */
+    PGresult *parts = NULL;
+    err = list_partitions(pu->st, &parts);
+    for (int i = 0; !err && i < PQntuples(parts) && pu->left > 0; i++) {
+        int64_t day;
+        const char *name = pg__txt(parts, i, 0);
+        if (!partition_day(name, &day) || day * PG_DAY_MS >= pu->before_ms)
+            continue;
+        char del[320];
+        snprintf(del, sizeof(del),
+                 "WITH d AS (DELETE FROM \"%s\" WHERE ctid = ANY(ARRAY(SELECT ctid FROM \"%s\" "
+                 "WHERE seg = ANY($1::bigint[]) LIMIT %" PRId64
+                 ")) RETURNING cardinality(seqs) AS c) SELECT count(*), coalesce(sum(c), 0) FROM d",
+                 name, name, pu->left);
+        int64_t rows = 0;
+        struct pg_params p = {0};
+        pgp_text(&p, arr);
+        err = run(pu, skpx_strdup(del), &p, true, &rows);
+    }
+    PQclear(parts);
+    if (!err && pu->left <= 0)
+        *more = true; /* runs of these segments may be left: the next step goes on */
+    if (err || *more) {
+        skpx_free(arr);
+        return err;
+    }
     static const char *const k_named[] = {
         "DELETE FROM task_segments WHERE seg = ANY($1::bigint[])",
         "DELETE FROM segments WHERE seg = ANY($1::bigint[])",
         "DELETE FROM segids WHERE id = ANY($1::bigint[])",
     };
     int64_t rows = 0;
-    struct pg_params p = {0};
-    pgp_text(&p, arr);
-    err = run(pu, skpx_strdup(runs), &p, true, &rows);
     for (size_t i = 0; i < SKP_ARRAY_LEN(k_named) && !err; i++) {
         struct pg_params q = {0};
         pgp_text(&q, arr);
         err = run(pu, skpx_strdup(k_named[i]), &q, false, &rows);
     }
     skpx_free(arr);
+    *more = full;
     return err;
 }
 
@@ -190,25 +231,12 @@ static skp_err purge_head(struct purge *pu, int64_t head, bool *more)
  * ends at or before the cut (their rows went with their segments: normally empty already). */
 static skp_err drop_partitions(struct purge *pu)
 {
-    skp_err err = SKP_OK;
-    PGresult *r = pg__exec(pu->st,
-                           "SELECT c.relname FROM pg_inherits i "
-                           "JOIN pg_class c ON c.oid = i.inhrelid "
-                           "WHERE i.inhparent = 'snapshot_runs'::regclass",
-                           NULL, &err, "list partitions");
-    if (!r)
-        return err;
-    for (int i = 0; i < PQntuples(r) && !err && pu->left > 0; i++) {
+    PGresult *r = NULL;
+    skp_err err = list_partitions(pu->st, &r);
+    for (int i = 0; !err && i < PQntuples(r) && pu->left > 0; i++) {
         const char *name = pg__txt(r, i, 0);
-        /* our partitions are named snapshot_runs_d<day> / snapshot_runs_dm<-day>, a day each */
         int64_t day;
-        if (strncmp(name, "snapshot_runs_dm", 16) == 0)
-            day = -strtoll(name + 16, NULL, 10);
-        else if (strncmp(name, "snapshot_runs_d", 15) == 0)
-            day = strtoll(name + 15, NULL, 10);
-        else
-            continue;
-        if ((day + 1) * PG_DAY_MS > pu->before_ms)
+        if (!partition_day(name, &day) || (day + 1) * PG_DAY_MS > pu->before_ms)
             continue;
         char sql[320];
         snprintf(sql, sizeof(sql),

@@ -22,7 +22,7 @@ struct retention {
     struct event *step;  /* the next batch: a 0 s timer, so the loop polls I/O first */
     /* the purge under way */
     bool running;
-    int64_t cutoff, t0;
+    int64_t cutoff, t0, longest_ms;
     uint64_t n, batches;
 };
 
@@ -35,8 +35,12 @@ static void run_batch(struct retention *r)
      * with the data kept: it waits for them as before (store_stall.h). */
     int64_t bound = store_get_stall_ms(r->st);
     store_set_stall_ms(r->st, 0);
+    int64_t t = skpx_mono_ms();
     skp_err err = store_purge_step(r->st, r->cutoff, r->batch_rows, &n, &done);
+    t = skpx_mono_ms() - t;
     store_set_stall_ms(r->st, bound);
+    if (t > r->longest_ms)
+        r->longest_ms = t;
     r->m->retention_batches++;
     r->batches++;
     r->n += n;
@@ -59,8 +63,8 @@ static void run_batch(struct retention *r)
     r->m->retention_runs++;
     if (r->n)
         SKPX_INFO("retention: deleted %" PRIu64 " row(s) older than %d day(s) in %" PRIu64
-                  " batch(es), %" PRId64 " ms",
-                  r->n, r->days, r->batches, skpx_mono_ms() - r->t0);
+                  " batch(es) (the longest %" PRId64 " ms), %" PRId64 " ms",
+                  r->n, r->days, r->batches, r->longest_ms, skpx_mono_ms() - r->t0);
 }
 
 void retention_run(struct retention *r)
@@ -72,6 +76,7 @@ void retention_run(struct retention *r)
     r->t0 = skpx_mono_ms();
     r->n = 0;
     r->batches = 0;
+    r->longest_ms = 0;
     run_batch(r);
 }
 

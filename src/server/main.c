@@ -22,7 +22,7 @@
 #include "common/clock.h"
 #include "common/log.h"
 #include "server/collector/collector.h"
-#include "server/collector/collector_ebpf.h"
+#include "server/collector/collector_turns.h"
 #include "server/config.h"
 #include "server/graphql/graphql.h"
 #include "server/stats/segment_keep.h"
@@ -340,7 +340,7 @@ int main(int argc, char **argv)
     if (!err)
         err = collector_goprofile_start(&col, d.base);
     if (!err)
-        err = collector_ebpf_start(&col, d.base);
+        err = collector_turns_start(&col, d.base);
     if (!err)
         err = skpx_grpc_server_new(d.base, &go, &d.grpc);
     if (!err)
@@ -415,7 +415,7 @@ out:
     http_api_free(d.http);
     skpx_grpc_server_free(d.grpc);
     collector_goprofile_stop(&col);
-    collector_ebpf_stop(&col);
+    collector_turns_stop(&col);
     collector_segments_stop(&col);
     collector_continuous_stop(&col);
     if (d.sig_term)

@@ -38,7 +38,7 @@ struct collector_cont;
 struct cont_eval;
 struct proc_service;
 struct goprof_worker;
-struct ebpf_writer;
+struct collector_turns;
 
 /* The ud of a process-profiling service's methods (collector_proc_service.c). */
 struct collector_proc_ud {
@@ -73,8 +73,8 @@ struct collector {
     struct collector_cont *cont;
     /* goProfileReport's decode worker (collector_goprofile_start; NULL = inline). */
     struct goprof_worker *goprof;
-    /* collectProfilingData's batched store writes (collector_ebpf_start; NULL = inline). */
-    struct ebpf_writer *ebpf;
+    /* Long store writes, a step per loop turn (collector_turns.h; NULL = at once). */
+    struct collector_turns *turns;
     /* Process-profiling services by enum proc_kind (internal). */
     struct collector_proc_ud proc_ud[2];
 };

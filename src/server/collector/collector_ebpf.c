@@ -15,8 +15,8 @@
  * Runs on the server's event loop only. */
 #include "server/collector/collector_ebpf.h"
 
-#include <event2/event.h>
 #include <openssl/sha.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -25,6 +25,7 @@
 #include "ebpf/profiling/Process.pb-c.h"
 #include "ebpf/profiling/Profile.pb-c.h"
 #include "server/collector/collector.h"
+#include "server/collector/collector_turns.h"
 #include "server/store/store_ebpf.h"
 
 #define PROC_PATHS(m) "/skywalking.v3.EBPFProcessService/" m, "/EBPFProcessService/" m
@@ -269,20 +270,15 @@ struct data_call {
     size_t bytes; /* copied strings */
     int status;   /* first refusal (kept to answer at the end) */
     char message[160];
-    /* In the writer's queue (ebpf_writer): rows [0, stored) are committed; call is NULL once
-     * the call closed (the rows are stored all the same: the stream was whole). */
+    /* Being stored a batch per loop turn (collector_turns.h): rows [0, stored) are committed;
+     * call is NULL once the call closed (the rows are stored all the same: the stream was
+     * whole, and the job frees them). */
+    struct turn_job job;
     bool queued;
     size_t stored;
     int64_t now_ms;
-    struct skpx_grpc_call *call;
-    struct data_call *next;
-};
-
-/* Streams whose stacks are being stored, first come first: one batch per loop turn. */
-struct ebpf_writer {
     struct collector *c;
-    struct event *ev; /* 0 s timer */
-    struct data_call *head, *tail;
+    struct skpx_grpc_call *call;
 };
 
 /* Frees the rows a stream holds (a refused stream keeps reading but holds nothing). */
@@ -456,20 +452,22 @@ static void data_answer(struct skpx_grpc_call *call, skp_err err, size_t stored,
         return;
     }
     char msg[128];
-    snprintf(msg, sizeof(msg), "skyprofd: profile data not stored (%zu of %zu stacks were)",
-             stored, n);
+    snprintf(msg, sizeof(msg), "skyprofd: profile data not stored (%zu of %zu stacks were)", stored,
+             n);
     skpx_grpc_call_finish(
         call, NULL, err == SKP_ENOMEM ? SKPX_GRPC_RESOURCE_EXHAUSTED : SKPX_GRPC_UNAVAILABLE, msg);
 }
 
-/* Commits the next batch of d's rows; true when d is finished (all stored, or failed). */
-static bool writer_step(struct ebpf_writer *w, struct data_call *d)
+/* Commits the next batch of d's rows; true when d is finished (all stored, or failed: answered,
+ * and freed when its call is gone). */
+static bool store_step(struct turn_job *j)
 {
+    struct data_call *d = (struct data_call *)((char *)j - offsetof(struct data_call, job));
     size_t k = d->n - d->stored;
     if (k > COLLECTOR_EBPF_STORE_BATCH)
         k = COLLECTOR_EBPF_STORE_BATCH;
-    skp_err err = store_ebpf_insert_stacks(w->c->store, d->rows + d->stored, k, d->now_ms);
-    w->c->metrics->ebpf_store_batches++;
+    skp_err err = store_ebpf_insert_stacks(d->c->store, d->rows + d->stored, k, d->now_ms);
+    d->c->metrics->ebpf_store_batches++;
     if (err)
         SKPX_ERROR("collectProfilingData: %zu of %zu stacks stored, then: %s", d->stored, d->n,
                    skp_strerror(err));
@@ -477,44 +475,12 @@ static bool writer_step(struct ebpf_writer *w, struct data_call *d)
         d->stored += k;
     if (!err && d->stored < d->n)
         return false;
+    d->queued = false;
     if (d->call)
         data_answer(d->call, err, d->stored, d->n);
-    return true;
-}
-
-/* Takes d off the queue: its call frees it on close, or it is freed here if the call is gone. */
-static void writer_pop(struct ebpf_writer *w)
-{
-    struct data_call *d = w->head;
-    w->head = d->next;
-    if (!w->head)
-        w->tail = NULL;
-    d->next = NULL;
-    d->queued = false;
-    if (!d->call)
+    else
         data_free(d);
-}
-
-static void writer_later(struct ebpf_writer *w)
-{
-    static const struct timeval now = {0, 0};
-    if (!evtimer_pending(w->ev, NULL))
-        evtimer_add(w->ev, &now);
-}
-
-/* One batch per loop turn (a 0 s timer: the loop polls its sockets between batches). */
-static void writer_cb(evutil_socket_t fd, short what, void *ud)
-{
-    (void)fd;
-    (void)what;
-    struct ebpf_writer *w = ud;
-    int64_t t0 = skpx_mono_ns();
-    bool fin = w->head && writer_step(w, w->head);
-    fprintf(stderr, "TIMING step %.1f ms\n", (skpx_mono_ns() - t0) / 1e6);
-    if (fin)
-        writer_pop(w);
-    if (w->head)
-        writer_later(w);
+    return true;
 }
 
 static void data_on_end(struct skpx_grpc_call *call, void *ud)
@@ -530,22 +496,16 @@ static void data_on_end(struct skpx_grpc_call *call, void *ud)
         skpx_grpc_call_finish(call, collector_empty_commands(), SKPX_GRPC_OK, NULL);
         return;
     }
-    struct ebpf_writer *w = c->ebpf;
-    if (!w || d->n <= COLLECTOR_EBPF_STORE_BATCH) {
-        skp_err err = store_ebpf_insert_stacks(c->store, d->rows, d->n, collector_now(c));
-        c->metrics->ebpf_store_batches++;
-        data_answer(call, err, err ? 0 : d->n, d->n);
-        return;
-    }
+    d->c = c;
     d->call = call;
     d->now_ms = collector_now(c);
+    if (d->n <= COLLECTOR_EBPF_STORE_BATCH) { /* one transaction: now */
+        (void)store_step(&d->job);
+        return;
+    }
     d->queued = true;
-    if (w->tail)
-        w->tail->next = d;
-    else
-        w->head = d;
-    w->tail = d;
-    writer_later(w);
+    d->job.step = store_step;
+    collector_turns_push(c, &d->job);
 }
 
 static void data_on_close(struct skpx_grpc_call *call, void *ud, int status)
@@ -555,40 +515,10 @@ static void data_on_close(struct skpx_grpc_call *call, void *ud, int status)
     struct data_call *d = skpx_grpc_call_get_data(call);
     skpx_grpc_call_set_data(call, NULL);
     if (d && d->queued) {
-        d->call = NULL; /* the writer stores the rest and frees it */
+        d->call = NULL; /* the job stores the rest and frees it */
         return;
     }
     data_free(d);
-}
-
-skp_err collector_ebpf_start(struct collector *c, struct event_base *base)
-{
-    struct ebpf_writer *w = skpx_calloc(1, sizeof(*w));
-    if (!w)
-        return SKP_ENOMEM;
-    w->c = c;
-    w->ev = evtimer_new(base, writer_cb, w);
-    if (!w->ev) {
-        skpx_free(w);
-        return SKP_ENOMEM;
-    }
-    c->ebpf = w;
-    return SKP_OK;
-}
-
-void collector_ebpf_stop(struct collector *c)
-{
-    struct ebpf_writer *w = c->ebpf;
-    if (!w)
-        return;
-    c->ebpf = NULL;
-    while (w->head) {
-        while (!writer_step(w, w->head)) {
-        }
-        writer_pop(w);
-    }
-    event_free(w->ev);
-    skpx_free(w);
 }
 
 skp_err collector_ebpf_register(struct collector *c, struct skpx_grpc_server *srv)

@@ -25,11 +25,6 @@ SKP_MUST_CHECK skp_err collector_ebpf_register(struct collector *c, struct skpx_
 /* A stream's stacks are stored this many rows per transaction, one transaction per turn of the
  * event loop (a 200,000-row stream stored at once held the loop for 0.9 s). */
 #define COLLECTOR_EBPF_STORE_BATCH 2000
-/* Starts the batched writer of collectProfilingData on `base` (without it a stream's stacks are
- * stored at once when it ends). Errors: SKP_ENOMEM. */
-SKP_MUST_CHECK skp_err collector_ebpf_start(struct collector *c, struct event_base *base);
-/* Stores what is still queued (at once: the loop has stopped), then frees. NULL-safe. */
-void collector_ebpf_stop(struct collector *c);
 /* OAP's process id: sha256 hex of processName + "_" + base64(service) + ".1_" + base64(instance).
  * Returns false when a name is longer than COLLECTOR_EBPF_NAME_MAX. Pure. */
 bool collector_ebpf_process_id(const char *service, const char *instance, const char *process,

@@ -1,14 +1,18 @@
 /* collector_proc.c - the metadata-first chunked upload of process-profile files (see
- * collector_proc.h). One `struct upload` per call, in the call's data slot. */
+ * collector_proc.h). One `struct upload` per call, in the call's data slot. A whole file is
+ * stored a piece (STORE_PROC_FILE_PIECE) per loop turn through collector_turns.h and answered
+ * after its last piece; the upload stays alive for that even if its call closes meanwhile. */
 #include "server/collector/collector_proc.h"
 
 #include <inttypes.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <string.h>
 
 #include "common/alloc.h"
 #include "common/clock.h"
 #include "common/log.h"
+#include "server/collector/collector_turns.h"
 #include "server/tasks/proc_task.h"
 
 struct upload {
@@ -21,6 +25,14 @@ struct upload {
     int64_t expected; /* declared size; 0 = unknown (accepted up to the limit) */
     bool receiving;   /* SUCCESS answered: chunks expected */
     bool done;        /* stored, refused or logged: nothing owed at close */
+    /* Being stored (collector_turns.h): the file's row, the bytes stored so far, the call to
+     * answer (NULL once it closed: the job frees the upload). */
+    struct turn_job job;
+    bool storing;
+    int64_t file_id;
+    size_t stored;
+    int64_t time_ms;
+    struct skpx_grpc_call *call;
 };
 
 static uint64_t max_bytes(const struct collector *c, enum proc_kind kind)
@@ -185,6 +197,58 @@ int proc_upload_on_message(struct skpx_grpc_call *call, struct collector *c,
     return add_chunk(call, u, m);
 }
 
+/* The file could not be stored (its row, if any, was deleted): log, and answer `call` if any
+ * (last: answering may close the call, which frees u). */
+static void store_failed(struct upload *u, struct skpx_grpc_call *call, skp_err err)
+{
+    SKPX_ERROR("process task %s: file of %zu bytes from %s not stored: %s", u->task_id, u->len,
+               u->instance, skp_strerror(err));
+    if (call)
+        skpx_grpc_call_finish(
+            call, NULL, err == SKP_ENOMEM ? SKPX_GRPC_RESOURCE_EXHAUSTED : SKPX_GRPC_UNAVAILABLE,
+            "skyprofd: file not stored (storage failure)");
+}
+
+/* One piece of the file per loop turn, then the transaction that shows it with its log line. */
+static bool store_step(struct turn_job *j)
+{
+    struct upload *u = (struct upload *)((char *)j - offsetof(struct upload, job));
+    struct collector *c = u->c;
+    skp_err err = SKP_OK;
+    bool last = false;
+    if (u->stored < u->len) {
+        size_t k = u->len - u->stored;
+        if (k > STORE_PROC_FILE_PIECE)
+            k = STORE_PROC_FILE_PIECE;
+        err = store_proc_file_append(c->store, u->file_id, (int)(u->stored / STORE_PROC_FILE_PIECE),
+                                     u->buf + u->stored, k);
+        if (!err)
+            u->stored += k;
+    }
+    if (!err && u->stored == u->len) {
+        err = store_proc_file_finish(c->store, u->task_id, u->instance, u->file_id, u->time_ms,
+                                     PROC_LOG_FINISHED);
+        last = !err;
+    }
+    if (!err && !last)
+        return false;
+    u->storing = false;
+    /* Answering closes the call (on_close frees u then); with the call gone, u is freed here. */
+    struct skpx_grpc_call *call = u->call;
+    if (err) {
+        if (store_proc_file_abort(c->store, u->file_id) != SKP_OK)
+            SKPX_WARN("process task %s: a file not stored was not deleted either", u->task_id);
+        store_failed(u, call, err);
+    } else {
+        SKPX_INFO("process task %s: stored %zu bytes from %s", u->task_id, u->len, u->instance);
+        if (call)
+            skpx_grpc_call_finish(call, NULL, SKPX_GRPC_OK, NULL);
+    }
+    if (!call)
+        upload_free(u);
+    return true;
+}
+
 void proc_upload_on_end(struct skpx_grpc_call *call, struct collector *c)
 {
     (void)c;
@@ -206,19 +270,18 @@ void proc_upload_on_end(struct skpx_grpc_call *call, struct collector *c)
         fail_upload(call, u, SKPX_GRPC_INVALID_ARGUMENT, msg);
         return;
     }
-    skp_err err = store_proc_insert_file(u->c->store, u->task_id, u->instance, collector_now(u->c),
-                                         u->buf, u->len, PROC_LOG_FINISHED, NULL);
     u->done = true;
+    u->call = call;
+    u->time_ms = collector_now(u->c);
+    skp_err err = store_proc_file_begin(u->c->store, u->task_id, u->instance, u->time_ms, u->len,
+                                        &u->file_id);
     if (err) {
-        SKPX_ERROR("process task %s: file of %zu bytes from %s not stored: %s", u->task_id, u->len,
-                   u->instance, skp_strerror(err));
-        skpx_grpc_call_finish(
-            call, NULL, err == SKP_ENOMEM ? SKPX_GRPC_RESOURCE_EXHAUSTED : SKPX_GRPC_UNAVAILABLE,
-            "skyprofd: file not stored (storage failure)");
+        store_failed(u, call, err);
         return;
     }
-    SKPX_INFO("process task %s: stored %zu bytes from %s", u->task_id, u->len, u->instance);
-    skpx_grpc_call_finish(call, NULL, SKPX_GRPC_OK, NULL);
+    u->storing = true;
+    u->job.step = store_step;
+    collector_turns_push(u->c, &u->job);
 }
 
 void proc_upload_on_close(struct skpx_grpc_call *call, struct collector *c, int status)
@@ -229,6 +292,10 @@ void proc_upload_on_close(struct skpx_grpc_call *call, struct collector *c, int 
     if (!u)
         return;
     skpx_grpc_call_set_data(call, NULL);
+    if (u->storing) {
+        u->call = NULL; /* the file was whole: its job stores it and frees the upload */
+        return;
+    }
     if (u->task_id && u->receiving && !u->done) {
         /* The client vanished or cancelled mid-file: nothing was stored; say so. */
         char msg[160];

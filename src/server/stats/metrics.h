@@ -52,7 +52,7 @@ struct metrics {
     /* Hostile-input refusals (issue 25). */
     uint64_t goprofile_refused;   /* goProfileReport files: unknown task, over a budget, queue */
     uint64_t ebpf_refused;        /* collectProfilingData streams: the gRPC memory budget */
-    uint64_t ebpf_store_batches;  /* collectProfilingData transactions (COLLECTOR_EBPF_STORE_BATCH) */
+    uint64_t ebpf_store_batches;  /* collectProfilingData transactions */
     uint64_t names_refused;       /* API names that are not UTF-8: 400 */
     uint64_t policies_refused;    /* policy writes over --max-policies: 4xx */
     uint64_t endpoints_untracked; /* endpoints past --max-endpoints-per-service: not tracked */

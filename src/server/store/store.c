@@ -4,6 +4,7 @@
 #include "server/store/store.h"
 
 #include <ctype.h>
+#include <inttypes.h>
 #include <stdbool.h>
 #include <stdio.h>
 #include <string.h>
@@ -406,13 +407,61 @@ skp_err store_proc_list_logs(struct store *st, const char *task_id, struct proc_
     return st->ops->proc_list_logs(st, task_id, out, n);
 }
 
+skp_err store_proc_file_begin(struct store *st, const char *task_id, const char *instance,
+                              int64_t time_ms, size_t size, int64_t *id_out)
+{
+    if (!st->ops->proc_file_begin)
+        return SKP_ENOTSUP;
+    return st->ops->proc_file_begin(st, task_id, instance, time_ms, size, id_out);
+}
+
+skp_err store_proc_file_append(struct store *st, int64_t id, int seq, const uint8_t *data,
+                               size_t len)
+{
+    if (!st->ops->proc_file_append)
+        return SKP_ENOTSUP;
+    return st->ops->proc_file_append(st, id, seq, data, len);
+}
+
+skp_err store_proc_file_finish(struct store *st, const char *task_id, const char *instance,
+                               int64_t id, int64_t time_ms, const char *op)
+{
+    if (!st->ops->proc_file_finish)
+        return SKP_ENOTSUP;
+    return st->ops->proc_file_finish(st, task_id, instance, id, time_ms, op);
+}
+
+skp_err store_proc_file_abort(struct store *st, int64_t id)
+{
+    if (!st->ops->proc_file_abort)
+        return SKP_ENOTSUP;
+    return st->ops->proc_file_abort(st, id);
+}
+
 skp_err store_proc_insert_file(struct store *st, const char *task_id, const char *instance,
                                int64_t time_ms, const uint8_t *data, size_t len, const char *op,
                                int64_t *id_out)
 {
-    if (!st->ops->proc_insert_file)
-        return SKP_ENOTSUP;
-    return st->ops->proc_insert_file(st, task_id, instance, time_ms, data, len, op, id_out);
+    int64_t id = 0;
+    if (id_out)
+        *id_out = 0;
+    skp_err err = store_proc_file_begin(st, task_id, instance, time_ms, len, &id);
+    if (err)
+        return err;
+    for (size_t off = 0, seq = 0; off < len && !err; off += STORE_PROC_FILE_PIECE, seq++) {
+        size_t k = len - off < STORE_PROC_FILE_PIECE ? len - off : STORE_PROC_FILE_PIECE;
+        err = store_proc_file_append(st, id, (int)seq, data + off, k);
+    }
+    if (!err)
+        err = store_proc_file_finish(st, task_id, instance, id, time_ms, op);
+    if (err) {
+        if (store_proc_file_abort(st, id) != SKP_OK)
+            SKPX_WARN("store: a failed file (%" PRId64 ") was not deleted", id);
+        return err;
+    }
+    if (id_out)
+        *id_out = id;
+    return SKP_OK;
 }
 
 skp_err store_proc_list_files(struct store *st, const char *task_id, struct proc_file **out,

@@ -105,9 +105,25 @@ SKP_MUST_CHECK skp_err store_proc_add_log(struct store *st, const char *task_id,
 SKP_MUST_CHECK skp_err store_proc_list_logs(struct store *st, const char *task_id,
                                             struct proc_log **out, size_t *n);
 
-/* Stores an uploaded file (data borrowed) and, in the same transaction, the log `op` (e.g.
- * EXECUTION_FINISHED) for the instance. *id_out (may be NULL) gets the file id.
- * Errors: SKP_EIO, SKP_ENOMEM. */
+/* An uploaded file is stored in pieces of at most STORE_PROC_FILE_PIECE bytes, each in its own
+ * transaction, so that no statement carries a whole file (30 MiB in one statement held the
+ * event loop 0.1-0.4 s and passed --db-stall-ms on PostgreSQL). store_proc_file_begin inserts
+ * the file's row (*id_out), hidden from listings and reads until store_proc_file_finish shows
+ * it and logs `op` (may be NULL; e.g. EXECUTION_FINISHED) for the instance in one transaction;
+ * store_proc_file_append stores piece `seq` (0, 1, ...; data borrowed);
+ * store_proc_file_abort deletes the row and its pieces. Errors: SKP_EIO, SKP_ENOMEM. */
+#define STORE_PROC_FILE_PIECE ((size_t)1 << 20)
+SKP_MUST_CHECK skp_err store_proc_file_begin(struct store *st, const char *task_id,
+                                             const char *instance, int64_t time_ms, size_t size,
+                                             int64_t *id_out);
+SKP_MUST_CHECK skp_err store_proc_file_append(struct store *st, int64_t id, int seq,
+                                              const uint8_t *data, size_t len);
+SKP_MUST_CHECK skp_err store_proc_file_finish(struct store *st, const char *task_id,
+                                              const char *instance, int64_t id, int64_t time_ms,
+                                              const char *op);
+SKP_MUST_CHECK skp_err store_proc_file_abort(struct store *st, int64_t id);
+/* The four steps above at once, for a caller that may hold its thread (data borrowed; *id_out
+ * may be NULL). Errors: as above; nothing is left of a file that failed. */
 SKP_MUST_CHECK skp_err store_proc_insert_file(struct store *st, const char *task_id,
                                               const char *instance, int64_t time_ms,
                                               const uint8_t *data, size_t len, const char *op,

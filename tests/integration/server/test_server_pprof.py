@@ -249,6 +249,32 @@ def t_collect_metadata_first():
     S.json("GET", "/api/v1/pprof/tasks/%s/files/abc" % q(tid), expect=404)
 
 
+def t_collect_large(d):
+    """Issue 25: a file of the largest size (30 MiB) was written in one statement on the event
+    loop: 0.1-0.4 s of stalled loop, and on PostgreSQL past --db-stall-ms, so the upload failed
+    (UNAVAILABLE, nothing stored). Now it is written a 1 MiB piece per transaction and loop
+    turn, answered after the last, listed once complete, and read back byte for byte."""
+    B = Skyprofd(os.path.join(d, "large"), log_level="warn")
+    try:
+        B.unary("/skywalking.v3.ManagementService/keepAlive", Management_pb2.InstancePingPkg(
+            service="svc-l", serviceInstance="inst-l"))
+        st, doc = B.json("POST", "/api/v1/pprof/tasks", {
+            "service": "svc-l", "events": "cpu", "duration": 1, "serviceInstanceIds": ["inst-l"]})
+        assert st == 201, (st, doc)
+        tid = doc["id"]
+        data = os.urandom(30 << 20)
+        upload(tid, "inst-l", data, chunk=1 << 20, server=B, service="svc-l")
+        t = get_task(tid, server=B)
+        assert [(f["instanceName"], f["size"]) for f in t["files"]] == [("inst-l", len(data))], t
+        assert ops(t) == [("inst-l", "EXECUTION_FINISHED")], t
+        st, _, body = B.http("GET", "/api/v1/pprof/tasks/%s/files/%d" % (q(tid), t["files"][0]["id"]),
+                             timeout=120)
+        assert st == 200 and body == data, (st, len(body))
+        assert B.sql_rows("SELECT count(*) FROM proc_file_pieces")[0][0] == 30
+    finally:
+        B.stop()
+
+
 def t_collect_oversize():
     tid = create("svc-big", events="cpu")["id"]
     u = Upload()
@@ -539,6 +565,7 @@ def main():
             R.run("commands + cursor + NOTIFIED", t_commands_cursor_notified)
             R.run("collect: metadata first, stored, download", t_collect_metadata_first)
             R.run("collect: oversize", t_collect_oversize)
+            R.run("collect: a 30 MiB file, stored in pieces", t_collect_large, d)
             R.run("collect: early end, broken stream", t_collect_early_end_and_break)
             R.run("collect: error upload, unknown task", t_collect_error_and_unknown)
             R.run("goProfileReport -> trace snapshots", t_go_profile_report)

@@ -1,7 +1,9 @@
 /* store_pg_proc.c - PostgreSQL backend of store_proc.h: proc_tasks, proc_task_instances,
- * proc_task_logs, proc_files (the feature step of store_pg_schema.c). As in SQLite, a file is one
- * bytea row written in the transaction that logs its upload, so it is stored with its
- * EXECUTION_FINISHED log or not at all. A second NOTIFIED of a task and instance, from any
+ * proc_task_logs, proc_files (the feature step of store_pg_schema.c) and proc_file_pieces (the
+ * pieces step). As in SQLite, a file is a row hidden until complete and its bytea pieces, each
+ * written in a statement of its own; the row is shown in the transaction that logs its upload,
+ * so it is listed with its EXECUTION_FINISHED log or not at all. Files stored before the pieces
+ * step keep their bytes in proc_files.data. A second NOTIFIED of a task and instance, from any
  * collector, is ignored by a partial unique index (ON CONFLICT DO NOTHING). */
 #include "server/store/store_proc.h"
 
@@ -251,36 +253,70 @@ skp_err pg_store_proc_list_logs(struct store *base, const char *task_id, struct 
 
 /* ---------------------------------------------------------------- files */
 
-skp_err pg_store_proc_insert_file(struct store *base, const char *task_id, const char *instance,
-                                  int64_t time_ms, const uint8_t *data, size_t len, const char *op,
-                                  int64_t *id_out)
+skp_err pg_store_proc_file_begin(struct store *base, const char *task_id, const char *instance,
+                                 int64_t time_ms, size_t size, int64_t *id_out)
 {
     struct pg_store *st = pg_store_of(base);
-    if (id_out)
-        *id_out = 0;
-    skp_err err = pg__begin(st);
-    if (err)
-        return err;
-    const struct proc_file f = {0, (char *)instance, time_ms, (int64_t)len};
+    const struct proc_file f = {0, (char *)instance, time_ms, (int64_t)size};
     struct pg_params p = {0};
     pgp_row(&p, &store_proc_file_row, &f);
     pgp_text(&p, task_id);
+    skp_err err = SKP_OK;
+    *id_out = pg__query_id(st,
+                           "INSERT INTO proc_files(" STORE_PROC_FILE_COLS ", task_id, data, "
+                           "complete) VALUES(" STORE_PROC_FILE_PG ", $4, ''::bytea, false) "
+                           "RETURNING id",
+                           &p, &err, "insert proc file");
+    return err;
+}
+
+skp_err pg_store_proc_file_append(struct store *base, int64_t id, int seq, const uint8_t *data,
+                                  size_t len)
+{
+    struct pg_store *st = pg_store_of(base);
+    struct pg_params p = {0};
+    pgp_int(&p, id);
+    pgp_int(&p, seq);
     pgp_owned(&p, pg_bytea_hex(data, len));
-    int64_t id = pg__query_id(st,
-                              "INSERT INTO proc_files(" STORE_PROC_FILE_COLS ", task_id, data) "
-                              "VALUES(" STORE_PROC_FILE_PG ", $4, $5::bytea) RETURNING id",
-                              &p, &err, "insert proc file");
+    skp_err err = SKP_OK;
+    PQclear(pg__query(st,
+                      "INSERT INTO proc_file_pieces(file_id, seq, data) VALUES($1, $2, $3::bytea)",
+                      &p, &err, "insert proc file piece"));
+    return err;
+}
+
+skp_err pg_store_proc_file_finish(struct store *base, const char *task_id, const char *instance,
+                                  int64_t id, int64_t time_ms, const char *op)
+{
+    struct pg_store *st = pg_store_of(base);
+    skp_err err = pg__begin(st);
+    if (err)
+        return err;
+    struct pg_params p = {0};
+    pgp_int(&p, id);
+    PGresult *r = pg__query(st, "UPDATE proc_files SET complete = true WHERE id = $1", &p, &err,
+                            "show proc file");
+    if (r && strcmp(PQcmdTuples(r), "1") != 0)
+        err = SKP_ENOTFOUND;
+    PQclear(r);
     if (!err && op)
         err = insert_log(st, task_id, instance, op, time_ms, NULL);
     if (!err)
         err = pg__commit(st);
-    if (err) {
+    if (err)
         pg__rollback(st);
-        return err;
-    }
-    if (id_out)
-        *id_out = id;
-    return SKP_OK;
+    return err;
+}
+
+skp_err pg_store_proc_file_abort(struct store *base, int64_t id)
+{
+    struct pg_store *st = pg_store_of(base);
+    struct pg_params p = {0};
+    pgp_int(&p, id);
+    skp_err err = SKP_OK;
+    /* The pieces go with the row (ON DELETE CASCADE). */
+    PQclear(pg__query(st, "DELETE FROM proc_files WHERE id = $1", &p, &err, "delete proc file"));
+    return err;
 }
 
 skp_err pg_store_proc_list_files(struct store *base, const char *task_id, struct proc_file **out,
@@ -293,10 +329,47 @@ skp_err pg_store_proc_list_files(struct store *base, const char *task_id, struct
     skp_err err =
         pg__query_rows(st,
                        "SELECT " STORE_PROC_FILE_READ " FROM proc_files WHERE task_id = $1 "
-                       "ORDER BY id",
+                       "AND complete ORDER BY id",
                        &p, &store_proc_file_row, &v, n, "list proc files");
     *out = v;
     return err;
+}
+
+/* The pieces of file `id` in order, `size` bytes in all, into a new buffer. */
+static skp_err read_pieces(struct pg_store *st, int64_t id, size_t size, uint8_t **out)
+{
+    struct pg_params p = {0};
+    pgp_int(&p, id);
+    skp_err err = SKP_OK;
+    PGresult *r = pg__query(st, "SELECT data FROM proc_file_pieces WHERE file_id = $1 ORDER BY seq",
+                            &p, &err, "read file pieces");
+    if (!r)
+        return err;
+    uint8_t *buf = skpx_malloc(size ? size : 1);
+    size_t n = 0;
+    if (!buf)
+        err = SKP_ENOMEM;
+    for (int i = 0; !err && i < PQntuples(r); i++) {
+        uint8_t *piece = NULL;
+        size_t k = 0;
+        err = pg_bytea_decode(pg__txt(r, i, 0), &piece, &k);
+        if (!err && k > size - n)
+            err = SKP_EIO;
+        if (!err) {
+            memcpy(buf + n, piece, k);
+            n += k;
+        }
+        skpx_free(piece);
+    }
+    PQclear(r);
+    if (!err && n != size)
+        err = SKP_EIO;
+    if (err) {
+        skpx_free(buf);
+        return err;
+    }
+    *out = buf;
+    return SKP_OK;
 }
 
 skp_err pg_store_proc_get_file(struct store *base, const char *task_id, int64_t id, uint8_t **data,
@@ -312,8 +385,8 @@ skp_err pg_store_proc_get_file(struct store *base, const char *task_id, int64_t 
     pgp_int(&p, id);
     pgp_text(&p, task_id);
     PGresult *r = pg__query(st,
-                            "SELECT data, instance FROM proc_files WHERE id = $1 AND "
-                            "task_id = $2",
+                            "SELECT data, instance, size FROM proc_files WHERE id = $1 AND "
+                            "task_id = $2 AND complete",
                             &p, &err, "read proc file");
     if (!r)
         return err;
@@ -323,6 +396,7 @@ skp_err pg_store_proc_get_file(struct store *base, const char *task_id, int64_t 
     }
     uint8_t *buf = NULL;
     size_t n = 0;
+    int64_t size = pg__i64(r, 0, 2);
     err = pg_bytea_decode(pg__txt(r, 0, 0), &buf, &n);
     char *inst = NULL;
     if (!err && instance_out) {
@@ -331,8 +405,15 @@ skp_err pg_store_proc_get_file(struct store *base, const char *task_id, int64_t 
             err = SKP_ENOMEM;
     }
     PQclear(r);
+    if (!err && n == 0 && size > 0) { /* stored in pieces */
+        skpx_free(buf);
+        buf = NULL;
+        n = (size_t)size;
+        err = read_pieces(st, id, n, &buf);
+    }
     if (err) {
         skpx_free(buf);
+        skpx_free(inst);
         return err;
     }
     *data = buf;

@@ -275,6 +275,15 @@ static const struct pg_migration k_steps[] = {
         "CREATE TRIGGER segment_listing_run AFTER INSERT ON snapshot_runs FOR EACH ROW"
         "  WHEN (NEW.lo_seq <= 0 AND NEW.hi_seq >= 0) EXECUTE FUNCTION skp_listing_run();",
     },
+    {
+        /* An uploaded file is written a piece per statement (issue 25: 30 MiB in one statement
+         * passed --db-stall-ms and the upload failed); its row is listed once complete. Files
+         * stored before keep their bytes in proc_files.data and read as complete. */
+        "process files in pieces",
+        "CREATE TABLE proc_file_pieces(file_id bigint NOT NULL REFERENCES proc_files(id)"
+        "  ON DELETE CASCADE, seq int NOT NULL, data bytea NOT NULL, PRIMARY KEY(file_id, seq));"
+        "ALTER TABLE proc_files ADD COLUMN complete boolean NOT NULL DEFAULT true;",
+    },
 };
 
 int pg_schema_version(void)

@@ -180,6 +180,18 @@ static const struct migration k_migrations[] = {
         "snapshot weight: how many samples a row stands for",
         "ALTER TABLE snapshots ADD COLUMN weight INTEGER NOT NULL DEFAULT 1;",
     },
+    {
+        /* An uploaded file is written a piece per transaction (issue 25: a 30 MiB row written
+         * at once held the loop); its row is listed once complete. Files stored before keep
+         * their bytes in proc_files.data and read as complete. */
+        "process files in pieces",
+        "CREATE TABLE proc_file_pieces(file_id INTEGER NOT NULL, seq INTEGER NOT NULL,"
+        "  data BLOB NOT NULL, PRIMARY KEY(file_id, seq));"
+        "ALTER TABLE proc_files ADD COLUMN complete INTEGER NOT NULL DEFAULT 1;"
+        "CREATE TRIGGER proc_files_pieces AFTER DELETE ON proc_files BEGIN"
+        "  DELETE FROM proc_file_pieces WHERE file_id = OLD.id;"
+        "END;",
+    },
 };
 
 int store_schema_version(void)

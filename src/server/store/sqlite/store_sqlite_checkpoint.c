@@ -83,8 +83,7 @@ skp_err sqlite_checkpointer_start(sqlite3 *writer, const char *path,
     sqlite3_busy_timeout(ck->db, CHECKPOINT_BUSY_MS);
     /* A connection learns that the file is in WAL mode when it first reads it; until then a
      * checkpoint does nothing (and says so with -1 frames). */
-    if (sqlite3_exec(ck->db, "SELECT count(*) FROM sqlite_master", NULL, NULL, NULL) !=
-        SQLITE_OK) {
+    if (sqlite3_exec(ck->db, "SELECT count(*) FROM sqlite_master", NULL, NULL, NULL) != SQLITE_OK) {
         SKPX_WARN("store: checkpoint connection to %s: %s", path, sqlite3_errmsg(ck->db));
         sqlite3_close_v2(ck->db);
         skpx_free(ck);

@@ -1,9 +1,13 @@
 /* store_sqlite_proc.c - SQLite tables of process-profiling tasks (see store_proc.h): proc_tasks,
- * proc_task_instances, proc_task_logs, proc_files (schema step 3 in store_schema.c). Files are
- * BLOB rows; a 30 MiB file is one row, written in the transaction that logs its upload, so a
- * file is either stored with its EXECUTION_FINISHED log or not at all. */
+ * proc_task_instances, proc_task_logs, proc_files (schema step 3 in store_schema.c) and
+ * proc_file_pieces (step 11). A file is a proc_files row (complete = 0 while its pieces are
+ * written) and its pieces, one BLOB row of at most STORE_PROC_FILE_PIECE bytes each, each
+ * written in a transaction of its own; the row is shown in the transaction that logs the
+ * upload, so a file is either listed with its EXECUTION_FINISHED log or not at all. Files
+ * stored before step 11 keep their bytes in proc_files.data. */
 #include "server/store/store_proc.h"
 
+#include <inttypes.h>
 #include <string.h>
 
 #include "common/alloc.h"
@@ -288,45 +292,117 @@ skp_err sqlite_store_proc_list_logs(struct store *base, const char *task_id, str
 
 /* ---------------------------------------------------------------- files */
 
-skp_err sqlite_store_proc_insert_file(struct store *base, const char *task_id, const char *instance,
-                                      int64_t time_ms, const uint8_t *data, size_t len,
-                                      const char *op, int64_t *id_out)
+/* Runs `sql` with its parameters bound by `bind` in a transaction of its own. */
+static skp_err one_statement(struct sqlite_store *st, const char *sql,
+                             void (*bind)(sqlite3_stmt *s, const void *ud), const void *ud,
+                             const char *what)
 {
-    struct sqlite_store *st = sqlite_store_of(base);
-    if (id_out)
-        *id_out = 0;
     skp_err err = store__begin(st);
     if (err)
         return err;
     sqlite3_stmt *s = NULL;
-    err = store__prepare(st,
-                         "INSERT INTO proc_files(" STORE_PROC_FILE_COLS ", task_id, data) "
-                         "VALUES(" STORE_PROC_FILE_SQ ", ?, ?)",
-                         &s);
-    if (err)
-        goto out;
-    const struct proc_file f = {0, (char *)instance, time_ms, (int64_t)len};
-    int k = store__bind_row(s, 1, &store_proc_file_row, &f);
-    sqlite3_bind_text(s, k, task_id, -1, SQLITE_STATIC);
-    sqlite3_bind_blob64(s, k + 1, len ? (const void *)data : "", (sqlite3_uint64)len,
-                        SQLITE_STATIC);
-    err = step_done(st, s, "insert proc file");
-    sqlite3_finalize(s);
-    if (err)
-        goto out;
-    int64_t id = sqlite3_last_insert_rowid(st->db);
-    if (op) {
-        err = insert_log(st, task_id, instance, op, time_ms, NULL);
-        if (err)
-            goto out;
+    err = store__prepare(st, sql, &s);
+    if (!err) {
+        bind(s, ud);
+        err = step_done(st, s, what);
     }
-    err = store__commit(st);
-    if (!err && id_out)
-        *id_out = id;
+    sqlite3_finalize(s);
+    if (!err)
+        err = store__commit(st);
+    if (err)
+        store__rollback(st);
     return err;
-out:
-    store__rollback(st);
+}
+
+struct file_begin {
+    const struct proc_file *f;
+    const char *task_id;
+};
+
+static void bind_begin(sqlite3_stmt *s, const void *ud)
+{
+    const struct file_begin *b = ud;
+    sqlite3_bind_text(s, store__bind_row(s, 1, &store_proc_file_row, b->f), b->task_id, -1,
+                      SQLITE_STATIC);
+}
+
+skp_err sqlite_store_proc_file_begin(struct store *base, const char *task_id, const char *instance,
+                                     int64_t time_ms, size_t size, int64_t *id_out)
+{
+    struct sqlite_store *st = sqlite_store_of(base);
+    *id_out = 0;
+    const struct proc_file f = {0, (char *)instance, time_ms, (int64_t)size};
+    const struct file_begin b = {&f, task_id};
+    skp_err err =
+        one_statement(st,
+                      "INSERT INTO proc_files(" STORE_PROC_FILE_COLS
+                      ", task_id, data, complete) VALUES(" STORE_PROC_FILE_SQ ", ?, x'', 0)",
+                      bind_begin, &b, "insert proc file");
+    if (!err)
+        *id_out = sqlite3_last_insert_rowid(st->db);
     return err;
+}
+
+struct file_piece {
+    int64_t id;
+    int seq;
+    const uint8_t *data;
+    size_t len;
+};
+
+static void bind_piece(sqlite3_stmt *s, const void *ud)
+{
+    const struct file_piece *p = ud;
+    sqlite3_bind_int64(s, 1, p->id);
+    sqlite3_bind_int(s, 2, p->seq);
+    sqlite3_bind_blob64(s, 3, p->len ? (const void *)p->data : "", (sqlite3_uint64)p->len,
+                        SQLITE_STATIC);
+}
+
+skp_err sqlite_store_proc_file_append(struct store *base, int64_t id, int seq, const uint8_t *data,
+                                      size_t len)
+{
+    const struct file_piece p = {id, seq, data, len};
+    return one_statement(sqlite_store_of(base),
+                         "INSERT INTO proc_file_pieces(file_id, seq, data) VALUES(?, ?, ?)",
+                         bind_piece, &p, "insert proc file piece");
+}
+
+static void bind_id(sqlite3_stmt *s, const void *ud)
+{
+    sqlite3_bind_int64(s, 1, *(const int64_t *)ud);
+}
+
+skp_err sqlite_store_proc_file_finish(struct store *base, const char *task_id, const char *instance,
+                                      int64_t id, int64_t time_ms, const char *op)
+{
+    struct sqlite_store *st = sqlite_store_of(base);
+    skp_err err = store__begin(st);
+    if (err)
+        return err;
+    sqlite3_stmt *s = NULL;
+    err = store__prepare(st, "UPDATE proc_files SET complete = 1 WHERE id = ?", &s);
+    if (!err) {
+        bind_id(s, &id);
+        err = step_done(st, s, "show proc file");
+        if (!err && sqlite3_changes(st->db) != 1)
+            err = SKP_ENOTFOUND;
+    }
+    sqlite3_finalize(s);
+    if (!err && op)
+        err = insert_log(st, task_id, instance, op, time_ms, NULL);
+    if (!err)
+        err = store__commit(st);
+    if (err)
+        store__rollback(st);
+    return err;
+}
+
+skp_err sqlite_store_proc_file_abort(struct store *base, int64_t id)
+{
+    /* The pieces go with the row (trigger proc_files_pieces). */
+    return one_statement(sqlite_store_of(base), "DELETE FROM proc_files WHERE id = ?", bind_id, &id,
+                         "delete proc file");
 }
 
 skp_err sqlite_store_proc_list_files(struct store *base, const char *task_id,
@@ -336,8 +412,11 @@ skp_err sqlite_store_proc_list_files(struct store *base, const char *task_id,
     *out = NULL;
     *n = 0;
     sqlite3_stmt *s = NULL;
-    skp_err err = store__prepare(
-        st, "SELECT " STORE_PROC_FILE_READ " FROM proc_files WHERE task_id = ? ORDER BY id", &s);
+    skp_err err = store__prepare(st,
+                                 "SELECT " STORE_PROC_FILE_READ
+                                 " FROM proc_files WHERE task_id = ? AND complete = 1 "
+                                 "ORDER BY id",
+                                 &s);
     if (err)
         return err;
     sqlite3_bind_text(s, 1, task_id, -1, SQLITE_STATIC);
@@ -345,6 +424,44 @@ skp_err sqlite_store_proc_list_files(struct store *base, const char *task_id,
     err = store__read_rows(st, s, &store_proc_file_row, &v, n, "list proc files");
     *out = v;
     return err;
+}
+
+/* The pieces of file `id` in order, `size` bytes in all, into a new buffer. */
+static skp_err read_pieces(struct sqlite_store *st, int64_t id, size_t size, uint8_t **out)
+{
+    sqlite3_stmt *s = NULL;
+    skp_err err =
+        store__prepare(st, "SELECT data FROM proc_file_pieces WHERE file_id = ? ORDER BY seq", &s);
+    if (err)
+        return err;
+    sqlite3_bind_int64(s, 1, id);
+    uint8_t *buf = skpx_malloc(size ? size : 1);
+    size_t n = 0;
+    int rc = SQLITE_ROW;
+    while (buf && (rc = sqlite3_step(s)) == SQLITE_ROW) {
+        size_t k = (size_t)sqlite3_column_bytes(s, 0);
+        if (k > size - n) {
+            rc = SQLITE_CORRUPT; /* more than the row's size */
+            break;
+        }
+        if (k)
+            memcpy(buf + n, sqlite3_column_blob(s, 0), k);
+        n += k;
+    }
+    if (!buf)
+        err = SKP_ENOMEM;
+    else if (rc != SQLITE_DONE || n != size)
+        err = rc == SQLITE_DONE || rc == SQLITE_CORRUPT ? SKP_EIO
+                                                        : store__sqlerr(st, rc, "read file pieces");
+    sqlite3_finalize(s);
+    if (err) {
+        if (err == SKP_EIO && buf)
+            SKPX_ERROR("store: file %" PRId64 ": its pieces hold %zu of %zu bytes", id, n, size);
+        skpx_free(buf);
+        return err;
+    }
+    *out = buf;
+    return SKP_OK;
 }
 
 skp_err sqlite_store_proc_get_file(struct store *base, const char *task_id, int64_t id,
@@ -356,35 +473,45 @@ skp_err sqlite_store_proc_get_file(struct store *base, const char *task_id, int6
     if (instance_out)
         *instance_out = NULL;
     sqlite3_stmt *s = NULL;
-    skp_err err = store__prepare(
-        st, "SELECT data, instance FROM proc_files WHERE id = ? AND task_id = ?", &s);
+    skp_err err = store__prepare(st,
+                                 "SELECT data, instance, size FROM proc_files WHERE id = ? AND "
+                                 "task_id = ? AND complete = 1",
+                                 &s);
     if (err)
         return err;
     sqlite3_bind_int64(s, 1, id);
     sqlite3_bind_text(s, 2, task_id, -1, SQLITE_STATIC);
     int rc = sqlite3_step(s);
+    uint8_t *buf = NULL;
+    size_t n = 0;
+    char *inst = NULL;
     if (rc == SQLITE_DONE) {
         err = SKP_ENOTFOUND;
     } else if (rc != SQLITE_ROW) {
         err = store__sqlerr(st, rc, "read proc file");
     } else {
-        size_t n = (size_t)sqlite3_column_bytes(s, 0);
-        const void *p = sqlite3_column_blob(s, 0);
-        uint8_t *buf = skpx_malloc(n ? n : 1);
-        char *inst = instance_out ? skpx_strdup(store__col_text(s, 1)) : NULL;
-        if (!buf || (instance_out && !inst)) {
-            skpx_free(buf);
-            skpx_free(inst);
+        n = (size_t)sqlite3_column_bytes(s, 0);
+        int64_t size = sqlite3_column_int64(s, 2);
+        inst = instance_out ? skpx_strdup(store__col_text(s, 1)) : NULL;
+        if (instance_out && !inst) {
             err = SKP_ENOMEM;
-        } else {
-            if (n)
-                memcpy(buf, p, n);
-            *data = buf;
-            *len = n;
-            if (instance_out)
-                *instance_out = inst;
+        } else if (n == 0 && size > 0) { /* stored in pieces */
+            n = (size_t)size;
+            err = read_pieces(st, id, n, &buf);
+        } else if (!(buf = skpx_malloc(n ? n : 1))) {
+            err = SKP_ENOMEM;
+        } else if (n) {
+            memcpy(buf, sqlite3_column_blob(s, 0), n);
         }
     }
     sqlite3_finalize(s);
-    return err;
+    if (err) {
+        skpx_free(inst);
+        return err;
+    }
+    *data = buf;
+    *len = n;
+    if (instance_out)
+        *instance_out = inst;
+    return SKP_OK;
 }

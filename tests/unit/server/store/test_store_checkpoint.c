@@ -36,9 +36,8 @@ static void write_pages(sqlite3 *db, int pages)
 {
     exec_ok(db, "BEGIN");
     sqlite3_stmt *s = NULL;
-    assert_int_equal(sqlite3_prepare_v2(db, "INSERT INTO t(b) VALUES(zeroblob(3500))", -1, &s,
-                                        NULL),
-                     SQLITE_OK);
+    assert_int_equal(
+        sqlite3_prepare_v2(db, "INSERT INTO t(b) VALUES(zeroblob(3500))", -1, &s, NULL), SQLITE_OK);
     for (int i = 0; i < pages; i++) {
         assert_int_equal(sqlite3_step(s), SQLITE_DONE);
         sqlite3_reset(s);

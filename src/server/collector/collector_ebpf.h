@@ -24,7 +24,7 @@
 SKP_MUST_CHECK skp_err collector_ebpf_register(struct collector *c, struct skpx_grpc_server *srv);
 /* A stream's stacks are stored this many rows per transaction, one transaction per turn of the
  * event loop (a 200,000-row stream stored at once held the loop for 0.9 s). */
-#define COLLECTOR_EBPF_STORE_BATCH 2000
+#define COLLECTOR_EBPF_STORE_BATCH 250
 /* OAP's process id: sha256 hex of processName + "_" + base64(service) + ".1_" + base64(instance).
  * Returns false when a name is longer than COLLECTOR_EBPF_NAME_MAX. Pure. */
 bool collector_ebpf_process_id(const char *service, const char *instance, const char *process,

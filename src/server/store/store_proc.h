@@ -112,7 +112,7 @@ SKP_MUST_CHECK skp_err store_proc_list_logs(struct store *st, const char *task_i
  * it and logs `op` (may be NULL; e.g. EXECUTION_FINISHED) for the instance in one transaction;
  * store_proc_file_append stores piece `seq` (0, 1, ...; data borrowed);
  * store_proc_file_abort deletes the row and its pieces. Errors: SKP_EIO, SKP_ENOMEM. */
-#define STORE_PROC_FILE_PIECE ((size_t)1 << 20)
+#define STORE_PROC_FILE_PIECE ((size_t)256 << 10)
 SKP_MUST_CHECK skp_err store_proc_file_begin(struct store *st, const char *task_id,
                                              const char *instance, int64_t time_ms, size_t size,
                                              int64_t *id_out);

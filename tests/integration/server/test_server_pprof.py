@@ -252,7 +252,7 @@ def t_collect_metadata_first():
 def t_collect_large(d):
     """Issue 25: a file of the largest size (30 MiB) was written in one statement on the event
     loop: 0.1-0.4 s of stalled loop, and on PostgreSQL past --db-stall-ms, so the upload failed
-    (UNAVAILABLE, nothing stored). Now it is written a 1 MiB piece per transaction and loop
+    (UNAVAILABLE, nothing stored). Now it is written a 256 KiB piece per transaction and loop
     turn, answered after the last, listed once complete, and read back byte for byte."""
     B = Skyprofd(os.path.join(d, "large"), log_level="warn")
     try:
@@ -270,7 +270,7 @@ def t_collect_large(d):
         st, _, body = B.http("GET", "/api/v1/pprof/tasks/%s/files/%d" % (q(tid), t["files"][0]["id"]),
                              timeout=120)
         assert st == 200 and body == data, (st, len(body))
-        assert B.sql_rows("SELECT count(*) FROM proc_file_pieces")[0][0] == 30
+        assert B.sql_rows("SELECT count(*) FROM proc_file_pieces")[0][0] == 120
     finally:
         B.stop()
 

@@ -57,8 +57,10 @@ static skp_err create_tables(struct pg_store *st)
     return err;
 }
 
-/* pg__query, once more after creating the tables when they do not exist yet. p is copied
- * first: pg__query frees it. */
+/* pg__query; the tables are created before the store's first cluster statement (which
+ * logged "relation does not exist" at every start before), and once more when they went
+ * missing since (a database recreated under a running collector). p is copied first:
+ * pg__query frees it. */
 static PGresult *run(struct pg_store *st, const char *sql, struct pg_params *p, skp_err *err,
                      const char *what)
 {
@@ -73,6 +75,8 @@ static PGresult *run(struct pg_store *st, const char *sql, struct pg_params *p, 
         }
     }
     *err = SKP_OK;
+    if (!st->cluster_tables && !st->in_tx && create_tables(st) == SKP_OK)
+        st->cluster_tables = true;
     PGresult *r = pg__query(st, sql, p, err, what);
     if (!r && copied && strcmp(st->sqlstate, "42P01") == 0 && create_tables(st) == SKP_OK) {
         *err = SKP_OK;

@@ -104,6 +104,7 @@ struct pg_store {
     uint64_t commit_ns_total;
     int64_t n_snapshots; /* -1 until first counted */
     bool unweighted;     /* schema before step 5 (schema_version_max): snapshots have no weight */
+    bool cluster_tables; /* store_pg_cluster.c's tables were created (or found) */
     int64_t epoch;       /* skp_purge_epoch when the ingest caches were filled (-1 unknown) */
 
     /* store_pg_io.c: the stall bound (0 = none) and a reconnect in progress */

@@ -39,7 +39,6 @@ import os
 import sys
 import tempfile
 import time
-import http.client
 
 import skp_harness  # noqa: E402,F401
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "tests",
@@ -144,6 +143,25 @@ class Poller:
         out, _ = self.p.communicate("", timeout=600)
         worst, n = out.split()
         self.max_ms, self.n = float(worst), int(n)
+
+
+def under_poll(S, call):
+    """Runs call() (an upload) while /healthz is polled: its answer ("OK" or the gRPC status
+    name), its seconds, the largest /healthz latency (ms) and the peak RSS so far."""
+    rss0 = vm_hwm(S.pid)
+    poll = Poller(S.http_port)
+    poll.start()
+    t = time.monotonic()
+    try:
+        call()
+        answer = "OK"
+    except Exception as e:  # grpc.RpcError
+        answer = e.code().name if hasattr(e, "code") else type(e).__name__
+    took = time.monotonic() - t
+    time.sleep(0.05)
+    poll.stop = True
+    poll.join()
+    return answer, took, poll.max_ms, max(vm_hwm(S.pid), rss0)
 
 
 def run_listing(binary, n_ep):
@@ -269,25 +287,12 @@ def run_jfr(binary, size):
             call = S.channel().stream_stream(
                 v10 + "collect", request_serializer=lambda m: m.SerializeToString(),
                 response_deserializer=AP.AsyncProfilerCollectionResponse.FromString)
-            rss0 = vm_hwm(S.pid)
-            poll = Poller(S.http_port)
-            poll.start()
-            t = time.monotonic()
-            try:
-                for _ in call(iter(msgs), timeout=600):
-                    pass
-                answer = "OK"
-            except Exception as e:  # grpc.RpcError
-                answer = e.code().name if hasattr(e, "code") else type(e).__name__
-            took = time.monotonic() - t
-            time.sleep(0.05)
-            poll.stop = True
-            poll.join()
+            answer, took, stall, rss = under_poll(
+                S, lambda: [None for _ in call(iter(msgs), timeout=600)])
             doc = json.loads(S.http("GET", "/api/v1/async-profiler/tasks/" + tid)[2])
             files = sum(len(x.get("files", [])) for x in doc.get("instances", [])) \
                 if isinstance(doc.get("instances"), list) else len(doc.get("files", []))
-            return {"stall_ms": poll.max_ms, "rss": max(vm_hwm(S.pid), rss0), "answer": answer,
-                    "s": took, "rows": files}
+            return {"stall_ms": stall, "rss": rss, "answer": answer, "s": took, "rows": files}
         finally:
             S.stop()
 
@@ -308,25 +313,10 @@ def run_ebpf(binary, n):
                     stackType=Profile_pb2.PROCESS_USER_SPACE, stackId=i,
                     stackSymbols=["f%d_%d (app.py:%d)" % (i, k, k) for k in range(8)])],
                     dumpCount=1)) for i in range(n))
-            rss0 = vm_hwm(S.pid)
-            poll = Poller(S.http_port)
-            poll.start()
-            t = time.monotonic()
-            try:
-                S.stream("/skywalking.v3.EBPFProfilingService/collectProfilingData", msgs,
-                         timeout=600)
-                answer = "OK"
-            except Exception as e:  # grpc.RpcError
-                answer = e.code().name if hasattr(e, "code") else type(e).__name__
-            took = time.monotonic() - t
-            time.sleep(0.05)
-            poll.stop = True
-            poll.join()
-            rss = max(vm_hwm(S.pid), rss0)  # the upload's, before any analysis
-            st, _, body = S.http("GET", "/api/v1/ebpf/tasks/task-bench/analyze", timeout=300)
-            import json
+            answer, took, stall, rss = under_poll(S, lambda: S.stream(
+                "/skywalking.v3.EBPFProfilingService/collectProfilingData", msgs, timeout=600))
             rows = S.sql_rows("SELECT count(*) FROM ebpf_stacks")[0][0]
-            return {"stall_ms": poll.max_ms, "rss": rss, "answer": answer, "s": took,
+            return {"stall_ms": stall, "rss": rss, "answer": answer, "s": took,
                     "rows": int(rows)}
         finally:
             S.stop()
@@ -348,28 +338,15 @@ def run_case(binary, name, data):
             st, doc = S.create_task("svc-hostile", "/h", duration=5)
             assert st == 201, doc
             tid = doc["id"]
-            rss0 = vm_hwm(S.pid)
             call = S.channel().stream_unary(
                 GOPROF, request_serializer=lambda m: m.SerializeToString(),
                 response_deserializer=Command_pb2.Commands.FromString)
             chunks = [data[i:i + 65536] for i in range(0, len(data), 65536)]
             msgs = [Profile_pb2.GoProfileData(taskId=tid, payload=c, isLast=i == len(chunks) - 1)
                     for i, c in enumerate(chunks)]
-            poll = Poller(S.http_port)
-            poll.start()
-            t = time.monotonic()
-            try:
-                call(iter(msgs), timeout=600)
-                answer = "OK"
-            except Exception as e:  # grpc.RpcError
-                answer = e.code().name if hasattr(e, "code") else type(e).__name__
-            took = time.monotonic() - t
-            time.sleep(0.05)
-            poll.stop = True
-            poll.join()
+            answer, took, stall, rss = under_poll(S, lambda: call(iter(msgs), timeout=600))
             rows = S.metric("skyprof_snapshots_stored_total") or 0
-            return {"stall_ms": poll.max_ms, "rss": max(vm_hwm(S.pid), rss0), "answer": answer,
-                    "s": took, "rows": int(rows)}
+            return {"stall_ms": stall, "rss": rss, "answer": answer, "s": took, "rows": int(rows)}
         finally:
             S.stop()
 

@@ -24,6 +24,45 @@ def metric(S, name):
     return v
 
 
+def snapshot_streams(task, end_stream):
+    """1000 collectSnapshot streams (HEADERS + one small snapshot each) as raw HTTP/2 bytes;
+    half-closed when end_stream."""
+    msg = Profile_pb2.ThreadSnapshot(
+        taskId=task, traceSegmentId="seg-" + task, time=1, sequence=0,
+        stack=Profile_pb2.ThreadStack(codeSignatures=["f (a.py:1)"])).SerializeToString()
+    data = b"\x00" + struct.pack(">I", len(msg)) + msg
+    blk = h2raw.grpc_headers("/skywalking.v3.ProfileTask/collectSnapshot")
+    flags = h2raw.END_STREAM if end_stream else 0
+    return b"".join(h2raw.frame(h2raw.HEADERS, h2raw.END_HEADERS, 1 + 2 * i, blk) +
+                    h2raw.frame(h2raw.DATA, flags, 1 + 2 * i, data) for i in range(1000))
+
+
+def connect_all(S, n, streams, socks):
+    """n connections after their handshake, each with room for `streams` in its send buffer
+    (the server will not read while stopped), appended to socks once the server saw them."""
+    for _ in range(n):
+        s = socket.create_connection(("127.0.0.1", S.grpc_port))
+        s.setsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF, 4 * len(streams))
+        socks.append(s)
+        h2raw.handshake(s)
+    deadline = time.monotonic() + 30
+    while metric(S, "skyprof_grpc_connections_open") < n:
+        assert time.monotonic() < deadline, "%d connections not accepted" % n
+        time.sleep(0.02)
+
+
+def send_while_stopped(S, socks, streams):
+    """Sends streams on every connection while skyprofd is stopped (SIGSTOP), so all of it is
+    waiting in the sockets when it resumes: its first reads hold hundreds of streams each."""
+    os.kill(S.pid, signal.SIGSTOP)
+    try:
+        for s in socks:
+            s.settimeout(10)  # never hangs on a stopped server: fails instead
+            s.sendall(streams)
+    finally:
+        os.kill(S.pid, signal.SIGCONT)
+
+
 def t_streams_within_budget(d):
     """16 connections x 1000 streams pinned 222 MB with a 256 MiB budget, 64 reached 786 MB: the
     streams nghttp2 kept were not counted. Now nghttp2 allocates through the server's counter:
@@ -37,31 +76,9 @@ def t_streams_within_budget(d):
     S = Skyprofd(os.path.join(d, "streams"), "--grpc-memory-budget", str(BUDGET), log_level="error")
     socks = []
     try:
-        msg = Profile_pb2.ThreadSnapshot(
-            taskId="t-streams", traceSegmentId="seg-s", time=1, sequence=0,
-            stack=Profile_pb2.ThreadStack(codeSignatures=["f (a.py:1)"])).SerializeToString()
-        data = b"\x00" + struct.pack(">I", len(msg)) + msg
-        blk = h2raw.grpc_headers("/skywalking.v3.ProfileTask/collectSnapshot")
-        streams = b"".join(h2raw.frame(h2raw.HEADERS, h2raw.END_HEADERS, 1 + 2 * i, blk) +
-                           h2raw.frame(h2raw.DATA, 0, 1 + 2 * i, data) for i in range(1000))
-        for _ in range(4):
-            s = socket.create_connection(("127.0.0.1", S.grpc_port))
-            # Room for all of it in this side's send buffer while the server does not read.
-            s.setsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF, 4 * len(streams))
-            socks.append(s)
-            h2raw.handshake(s)
-        # The server saw the four connections before it stops.
-        deadline = time.monotonic() + 30
-        while metric(S, "skyprof_grpc_connections_open") < 4:
-            assert time.monotonic() < deadline, "four connections not accepted"
-            time.sleep(0.02)
-        os.kill(S.pid, signal.SIGSTOP)
-        try:
-            for s in socks:
-                s.settimeout(10)  # never hangs on a stopped server: fails instead
-                s.sendall(streams)
-        finally:
-            os.kill(S.pid, signal.SIGCONT)
+        streams = snapshot_streams("t-streams", end_stream=False)
+        connect_all(S, 4, streams, socks)
+        send_while_stopped(S, socks, streams)
         # Read the answers (so the server's output never blocks) until every stream was seen
         # (or its connection refused, which counts as one budget refusal); the header blocks
         # are decoded in order per connection (HPACK's table is stateful).
@@ -116,33 +133,11 @@ def t_streams_yield_the_loop(d):
     S = Skyprofd(os.path.join(d, "yield"), log_level="error")
     socks = []
     try:
-        msg = Profile_pb2.ThreadSnapshot(
-            taskId="t-yield", traceSegmentId="seg-y", time=1, sequence=0,
-            stack=Profile_pb2.ThreadStack(codeSignatures=["f (a.py:1)"])).SerializeToString()
-        data = b"\x00" + struct.pack(">I", len(msg)) + msg
-        blk = h2raw.grpc_headers("/skywalking.v3.ProfileTask/collectSnapshot")
-        streams = b"".join(h2raw.frame(h2raw.HEADERS, h2raw.END_HEADERS, 1 + 2 * i, blk) +
-                           h2raw.frame(h2raw.DATA, h2raw.END_STREAM, 1 + 2 * i, data)
-                           for i in range(1000))
-        for _ in range(16):
-            s = socket.create_connection(("127.0.0.1", S.grpc_port))
-            s.setsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF, 4 * len(streams))
-            socks.append(s)
-            h2raw.handshake(s)
-        deadline = time.monotonic() + 30
-        while metric(S, "skyprof_grpc_connections_open") < 16:
-            assert time.monotonic() < deadline, "connections not accepted"
-            time.sleep(0.02)
+        streams = snapshot_streams("t-yield", end_stream=True)
+        connect_all(S, 16, streams, socks)
         yields0 = metric(S, "skyprof_grpc_loop_yields_total")
         started0 = metric(S, "skyprof_grpc_calls_started_total")
-        # All of it is waiting in the sockets when skyprofd resumes (see t_streams_within_budget).
-        os.kill(S.pid, signal.SIGSTOP)
-        try:
-            for s in socks:
-                s.settimeout(10)
-                s.sendall(streams)
-        finally:
-            os.kill(S.pid, signal.SIGCONT)
+        send_while_stopped(S, socks, streams)
         st, _, body = S.http("GET", "/healthz", timeout=60)
         assert st == 200, (st, body)
         deadline = time.monotonic() + 120

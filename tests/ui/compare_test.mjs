@@ -8,6 +8,7 @@
 // $SKP_OUT. Prints "N passed, N failed".
 import path from 'node:path';
 import { listeningPort, need, session, waitFor } from './uilib.mjs';
+import { dumpFunctions, leafLegend } from '../../web/src/timeline.js';
 
 const S = session('compare');
 const WEB_DIST = need('SKP_WEB_DIST');
@@ -44,6 +45,17 @@ const rgb = (s) => (/rgba?\((\d+), (\d+), (\d+)/.exec(s) || [0, 0, 0, 0]).slice(
 
 let taskId;
 const seg = {};     // instance -> profiled segment id of one request
+const segStart = {}; // segment id -> the request's start (ms)
+
+// For a failed check on the timeline: each dump's time from the request's start and the five
+// functions nearest its leaf (leaf last), so that a CI log shows what the segment held.
+function describeDumps(tl, start) {
+  const fn = (f) => String(f).replace(/ \(.*$/, '');
+  return tl.snapshots.map((x) => {
+    const fr = (tl.stacks[x.stack] || []).map((i) => fn(tl.frames[i]));
+    return `  +${x.time - start} ms: ${fr.slice(-5).join(' > ')}`;
+  }).join('\n');
+}
 let traffic = true;
 
 try {
@@ -69,7 +81,10 @@ try {
           // few dumps of its 500 ms sleep: method2's share then "shrank" more than method3 grew)
           const tl = await apiJson('GET', `/api/v1/profile/segments/${encodeURIComponent(sp.segmentId)}/timeline`);
           const whole = tl.snapshots.length >= 0.5 * (g.duration / 10);
-          if (tl.snapshots.length && tl.snapshots[0].time - Number(g.start) <= 100 && whole) seg[g.instanceName] = sp.segmentId;
+          if (tl.snapshots.length && tl.snapshots[0].time - Number(g.start) <= 100 && whole) {
+            seg[g.instanceName] = sp.segmentId;
+            segStart[sp.segmentId] = Number(g.start);
+          }
         }
         return seg['fast-1'] && seg['slow-1'];
       }, 120000, 'a profiled request of each instance');
@@ -124,10 +139,23 @@ try {
     const nDumps = Number((/^(\d+) dumps/.exec(info) || [])[1]);
     const tl = await apiJson('GET', `/api/v1/profile/segments/${encodeURIComponent(s)}/timeline`);
     if (nDumps !== tl.snapshots.length || nDumps < 1) throw new Error(`timeline info: ${info} (API: ${tl.snapshots.length} dumps)`);
-    // the native leaf is libc's sleep, under sleep_ms (and spend): a few frames up name method3
-    await page.selectOption('.timeline-level', '3');
-    const keys = await page.$$eval('.timeline-key', (els) => els.map((e) => e.dataset.name));
-    if (!keys.some((k) => /^method3 \(/.test(k)) || !keys.some((k) => /^handle_seed_request \(/.test(k))) throw new Error('legend: ' + keys);
+    // The native leaf is libc's sleep under sleep_ms; how many frames up method3 is depends on
+    // the build (spend is a tail call in release, a frame of its own at -O1) and on which of the
+    // short windows of method2 and method1 a loaded machine's dumps hit. So each "colour by"
+    // level's legend is checked against the API's stacks, and some level must name both method3
+    // and the 500 ms after it (handle_seed_request).
+    let named = false;
+    for (let lv = 0; lv <= 5; lv++) {
+      await page.selectOption('.timeline-level', String(lv));
+      const keys = await page.$$eval('.timeline-key', (els) => els.map((e) => e.dataset.name));
+      // the page's legend is the API's dumps at that level (names by count, the first 12)
+      const want = leafLegend(dumpFunctions(tl, lv)).slice(0, 12).map((l) => l.name);
+      if (keys.join('|') !== want.join('|')) {
+        throw new Error(`legend at level ${lv}: ${keys} (API: ${want})\n${describeDumps(tl, segStart[s])}`);
+      }
+      if (keys.some((k) => /^method3 \(/.test(k)) && keys.some((k) => /^handle_seed_request \(/.test(k))) named = true;
+    }
+    if (!named) throw new Error(`no level names method3 and handle_seed_request\n${describeDumps(tl, segStart[s])}`);
     // brush over the dumps taken in method3's own 200 ms (method3 on the stack, method2 not):
     // their times come from the API, the axis from the view (data-t0/t1), whatever dumps a loaded
     // machine skipped

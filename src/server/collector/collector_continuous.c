@@ -376,8 +376,20 @@ void collector_continuous_tick(struct collector *c)
         c->cont->synced_ms = now;
         sync_policies(c);
     }
-    if (c->cont->cluster)
+    if (c->cont->cluster) {
         cont_cluster_tick(c->cont->cluster, c->cont->eval, now, &judge);
+        struct cont_cluster_counters cc;
+        cont_cluster_counters(c->cont->cluster, &cc);
+        if (c->metrics) {
+            c->metrics->cont_lease_takeovers = cc.takeovers;
+            c->metrics->cont_shares_written = cc.shares_written;
+            c->metrics->cont_shares_read = cc.shares_read;
+            c->metrics->cont_claims_lost = cc.claims_lost;
+            c->metrics->cont_cluster_errors = cc.errors;
+        }
+    }
+    if (c->metrics)
+        c->metrics->cont_evaluator = judge;
     if (judge)
         cont_eval_tick(c->cont->eval, now, on_fire, c);
     else

@@ -109,6 +109,24 @@ skp_err metrics_render(const struct metrics *m, const struct skpx_grpc_server_st
             m->segments_dropped);
     counter(&b, "skyprof_continuous_triggers_total",
             "Continuous-profiling triggers fired by skyprofd's evaluator.", m->continuous_triggers);
+    gauge(&b, "skyprof_continuous_evaluator",
+          "1 when this collector judges the continuous-profiling policies (alone, or holding the "
+          "cluster's evaluator lease), else 0.",
+          (double)m->cont_evaluator);
+    counter(&b, "skyprof_continuous_lease_takeovers_total",
+            "Times this collector took the cluster's evaluator lease.", m->cont_lease_takeovers);
+    counter(&b, "skyprof_continuous_shares_written_total",
+            "Endpoint statistics' slot shares this collector stored for the cluster.",
+            m->cont_shares_written);
+    counter(&b, "skyprof_continuous_shares_read_total",
+            "Slot shares of every collector read to merge the cluster's statistics.",
+            m->cont_shares_read);
+    counter(&b, "skyprof_continuous_claims_lost_total",
+            "Firings not recorded here because another collector had claimed them.",
+            m->cont_claims_lost);
+    counter(&b, "skyprof_continuous_cluster_errors_total",
+            "Store calls of the cluster's evaluator (shares, lease, claims) that failed.",
+            m->cont_cluster_errors);
     counter(&b, "skyprof_segment_errors_total", "Trace segment batches the store refused.",
             m->segment_errors);
     counter(&b, "skyprof_tasks_created_total", "Profile tasks created.", m->tasks_created);

@@ -24,6 +24,13 @@ struct metrics {
     uint64_t segments_refused;    /* over --max-segment-spans: RESOURCE_EXHAUSTED, not decoded */
     uint64_t segments_dropped;    /* not stored by the keep policy (--keep-segments) */
     uint64_t continuous_triggers; /* continuous-profiling policies fired by skyprofd */
+    /* The evaluator across collectors (continuous_cluster.h), copied at each tick. */
+    uint64_t cont_evaluator;       /* gauge: 1 when this collector judges the policies */
+    uint64_t cont_lease_takeovers; /* times this collector took the evaluator's lease */
+    uint64_t cont_shares_written;  /* statistics' slot shares stored by this collector */
+    uint64_t cont_shares_read;     /* slot shares read (every collector's) */
+    uint64_t cont_claims_lost;     /* firings another collector had claimed first */
+    uint64_t cont_cluster_errors;  /* the cluster's store calls that failed */
     uint64_t segment_errors;
     uint64_t tasks_created;
     uint64_t tasks_rejected;

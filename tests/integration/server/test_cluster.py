@@ -203,6 +203,10 @@ def t_cluster_evaluator():
             pids = {S.pid: S for S in cs}
             holder = wait_until(lambda: (lambda l_: l_ if l_ and l_[0] in pids else None)(
                 lease(pg, db)), 15, what="a lease holder")[0]
+            # /metrics says which collector judges: the holder 1, the others 0
+            wait_until(lambda: [S.metric("skyprof_continuous_evaluator") for S in cs]
+                       == [1.0 if S.pid == holder else 0.0 for S in cs], 15,
+                       what="skyprof_continuous_evaluator 1 on the holder only")
             # each collector gets every third slot: alone at most 4 of 10 slots have a value
             rotate("svc-a", cs, 1.0)  # the others have read the policies by now (2 s at most)
             t0 = time.monotonic()
@@ -221,6 +225,11 @@ def t_cluster_evaluator():
                              what="the lease taken over")
             took = time.monotonic() - t1
             assert pids[new].alive(), new
+            wait_until(lambda: pids[new].metric("skyprof_continuous_evaluator") == 1.0
+                       and pids[new].metric("skyprof_continuous_lease_takeovers_total") >= 1, 15,
+                       what="the new holder's /metrics")
+            assert all(S.metric("skyprof_continuous_shares_written_total") > 0
+                       for S in cs if S.alive())
             assert took < 3.0 + 3.0, took  # the 3 s lease, plus ticks on a loaded machine
             live = [S for S in cs if S.alive()]
             rotate("svc-b", live, 3.0)  # alone: at most 5 of 10 slots

@@ -4,6 +4,8 @@
 #include <fcntl.h>
 #include <inttypes.h>
 #include <stdarg.h>
+#include <stdbool.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <string.h>
 #include <unistd.h>
@@ -45,6 +47,195 @@ uint64_t metrics_rss_bytes(void)
     return (uint64_t)resident * (uint64_t)(page > 0 ? page : 4096);
 }
 
+/* One row per value rendered straight from a struct field (every such field is a uint64_t):
+ * the metric's name, its help text, the field's offset and whether it is a gauge. */
+struct metric_row {
+    const char *name;
+    const char *help;
+    size_t offset;
+    bool gauge;
+};
+
+/* The array's size is -1 (a compile error) unless the field is a uint64_t. */
+#define U64_FIELD_OFFSET(type, field)                                                              \
+    (offsetof(type, field) +                                                                       \
+     0 * sizeof(char[sizeof(((type *)0)->field) == sizeof(uint64_t) ? 1 : -1]))
+#define ROW(type, field, name, help, is_gauge)                                                     \
+    {                                                                                              \
+        name, help, U64_FIELD_OFFSET(type, field), is_gauge                                        \
+    }
+
+/* struct metrics: skyprofd's own counters. */
+#define COUNTER(field, name, help) ROW(struct metrics, field, name, help, false)
+#define GAUGE(field, name, help) ROW(struct metrics, field, name, help, true)
+static const struct metric_row server_rows[] = {
+    COUNTER(snapshots_received, "skyprof_snapshots_received_total",
+            "Thread snapshots received from agents."),
+    COUNTER(snapshots_stored, "skyprof_snapshots_stored_total",
+            "Thread snapshots committed as new rows."),
+    COUNTER(snapshots_duplicate, "skyprof_snapshots_duplicate_total",
+            "Thread snapshots ignored because the same (task, segment, sequence) was stored."),
+    COUNTER(snapshots_rejected, "skyprof_snapshots_rejected_total",
+            "Thread snapshots not stored (storage failure or aborted stream)."),
+    COUNTER(snapshots_unknown_task, "skyprof_snapshots_unknown_task_total",
+            "Thread snapshots stored for a task id the server does not know."),
+    COUNTER(snapshot_streams, "skyprof_snapshot_streams_total", "collectSnapshot streams started."),
+    COUNTER(snapshot_streams_failed, "skyprof_snapshot_streams_failed_total",
+            "collectSnapshot streams that ended without an OK answer."),
+    COUNTER(snapshot_batches, "skyprof_snapshot_batches_total",
+            "Snapshot batches written to the store."),
+    GAUGE(snapshot_buffer_bytes, "skyprof_snapshot_buffer_bytes",
+          "Bytes held in the batch buffers of open snapshot streams."),
+    COUNTER(segments_received, "skyprof_segments_received_total", "Trace segments received."),
+    COUNTER(segments_stored, "skyprof_segments_stored_total",
+            "Trace segments written to the store."),
+    COUNTER(segments_refused, "skyprof_segments_refused_total",
+            "Trace segments refused: more spans than --max-segment-spans, or decoding past "
+            "--max-decoded-bytes."),
+    COUNTER(goprofile_refused, "skyprof_goprofile_refused_total",
+            "goProfileReport files refused: unknown task, over a size, row or memory budget, "
+            "or the decode queue full."),
+    COUNTER(ebpf_refused, "skyprof_ebpf_refused_total",
+            "eBPF collectProfilingData streams refused: the gRPC memory budget reached."),
+    COUNTER(ebpf_store_batches, "skyprof_ebpf_store_batches_total",
+            "Transactions that stored collectProfilingData stacks (a long stream takes several, "
+            "one per loop turn)."),
+    COUNTER(names_refused, "skyprof_names_refused_total",
+            "API requests refused with 400 because a name was not UTF-8."),
+    COUNTER(policies_refused, "skyprof_policies_refused_total",
+            "Continuous-profiling policy writes refused: --max-policies reached."),
+    COUNTER(endpoints_untracked, "skyprof_endpoints_untracked_total",
+            "Endpoint statistics not kept: --max-endpoints-per-service reached."),
+    COUNTER(segments_dropped, "skyprof_segments_dropped_total",
+            "Trace segments not stored by the keep policy (their statistics are kept)."),
+    COUNTER(continuous_triggers, "skyprof_continuous_triggers_total",
+            "Continuous-profiling triggers fired by skyprofd's evaluator."),
+    GAUGE(cont_evaluator, "skyprof_continuous_evaluator",
+          "1 when this collector judges the continuous-profiling policies (alone, or holding the "
+          "cluster's evaluator lease), else 0."),
+    COUNTER(cont_lease_takeovers, "skyprof_continuous_lease_takeovers_total",
+            "Times this collector took the cluster's evaluator lease."),
+    COUNTER(cont_shares_written, "skyprof_continuous_shares_written_total",
+            "Endpoint statistics' slot shares this collector stored for the cluster."),
+    COUNTER(cont_shares_read, "skyprof_continuous_shares_read_total",
+            "Slot shares of every collector read to merge the cluster's statistics."),
+    COUNTER(cont_claims_lost, "skyprof_continuous_claims_lost_total",
+            "Firings not recorded here because another collector had claimed them."),
+    COUNTER(cont_cluster_errors, "skyprof_continuous_cluster_errors_total",
+            "Store calls of the cluster's evaluator (shares, lease, claims) that failed."),
+    COUNTER(segment_errors, "skyprof_segment_errors_total",
+            "Trace segment batches the store refused."),
+    COUNTER(tasks_created, "skyprof_tasks_created_total", "Profile tasks created."),
+    COUNTER(tasks_rejected, "skyprof_tasks_rejected_total",
+            "Profile task creations refused by validation."),
+    COUNTER(task_queries, "skyprof_task_queries_total", "getProfileTaskCommands calls."),
+    COUNTER(task_commands_sent, "skyprof_task_commands_sent_total",
+            "ProfileTaskQuery commands sent to agents."),
+    COUNTER(task_finish_reports, "skyprof_task_finish_reports_total", "reportTaskFinish calls."),
+    COUNTER(heartbeats, "skyprof_heartbeats_total",
+            "keepAlive and reportInstanceProperties calls."),
+    COUNTER(dropped_messages, "skyprof_dropped_messages_total",
+            "Messages of accepted-and-dropped services (logs, meters, JVM, events...)."),
+    COUNTER(auth_failures, "skyprof_auth_failures_total",
+            "gRPC calls refused with UNAUTHENTICATED."),
+    GAUGE(http_conns_open, "skyprof_http_connections_open", "HTTP connections open."),
+    COUNTER(http_conns_refused, "skyprof_http_connections_refused_total",
+            "HTTP connections refused: connection cap or per-peer cap."),
+    COUNTER(http_accept_pauses, "skyprof_http_accept_pauses_total",
+            "Times accepting HTTP connections paused for lack of file descriptors."),
+    COUNTER(http_framing_errors, "skyprof_http_framing_errors_total",
+            "HTTP requests refused by strict framing, then the connection closed."),
+    COUNTER(http_timeouts, "skyprof_http_timeouts_total",
+            "HTTP requests whose line, headers and body did not arrive in time (408)."),
+    COUNTER(http_early_unauthorized, "skyprof_http_early_unauthorized_total",
+            "HTTP requests refused for the API token before their body was read (401)."),
+    COUNTER(http_budget_refused, "skyprof_http_budget_refused_total",
+            "HTTP requests refused: bodies held at once over --http-body-budget (503)."),
+    GAUGE(http_body_bytes, "skyprof_http_body_bytes",
+          "HTTP body bytes reserved against the budget."),
+    COUNTER(http_guard_refused, "skyprof_http_guard_refused_total",
+            "HTTP requests refused by the Host/Origin/Content-Type checks (421/403/415)."),
+    COUNTER(tasks_cancelled, "skyprof_tasks_cancelled_total",
+            "Tasks cancelled through the HTTP API."),
+    COUNTER(retention_runs, "skyprof_retention_runs_total", "Retention purges run."),
+    COUNTER(retention_batches, "skyprof_retention_batches_total",
+            "Batches (short transactions) of the retention purges."),
+    COUNTER(retention_deleted, "skyprof_retention_deleted_rows_total",
+            "Rows deleted by retention."),
+    COUNTER(retention_errors, "skyprof_retention_errors_total", "Retention purges that failed."),
+};
+#undef COUNTER
+#undef GAUGE
+
+/* struct skpx_grpc_server_stats: the gRPC listener's. */
+#define COUNTER(field, name, help) ROW(struct skpx_grpc_server_stats, field, name, help, false)
+#define GAUGE(field, name, help) ROW(struct skpx_grpc_server_stats, field, name, help, true)
+static const struct metric_row grpc_rows[] = {
+    COUNTER(connections_accepted, "skyprof_grpc_connections_accepted_total",
+            "gRPC connections accepted."),
+    GAUGE(connections_open, "skyprof_grpc_connections_open", "gRPC connections open."),
+    COUNTER(calls_started, "skyprof_grpc_calls_started_total", "gRPC calls started."),
+    COUNTER(calls_failed, "skyprof_grpc_calls_failed_total",
+            "gRPC calls ended with a non-OK status."),
+    COUNTER(messages_received, "skyprof_grpc_messages_received_total",
+            "gRPC request messages received."),
+    COUNTER(protocol_errors, "skyprof_grpc_protocol_errors_total",
+            "gRPC connections closed for protocol violations."),
+    COUNTER(connections_refused, "skyprof_grpc_connections_refused_total",
+            "gRPC connections refused: connection cap or per-peer cap."),
+    COUNTER(accept_pauses, "skyprof_grpc_accept_pauses_total",
+            "Times accepting gRPC connections paused for lack of file descriptors."),
+    COUNTER(idle_closed, "skyprof_grpc_idle_closed_total",
+            "gRPC connections closed by the idle timeout."),
+    COUNTER(streams_idle_cancelled, "skyprof_grpc_streams_idle_cancelled_total",
+            "gRPC calls cancelled by the stream idle timeout."),
+    COUNTER(budget_refused, "skyprof_grpc_budget_refused_total",
+            "gRPC calls or connections refused: memory budget reached."),
+    COUNTER(decode_refused, "skyprof_grpc_decode_refused_total",
+            "gRPC messages refused: they decode past --max-decoded-bytes."),
+    GAUGE(buffered_bytes, "skyprof_grpc_buffered_bytes",
+          "Bytes gRPC calls hold, counted against --grpc-memory-budget."),
+    GAUGE(buffered_peak, "skyprof_grpc_buffered_bytes_peak",
+          "The largest skyprof_grpc_buffered_bytes since the start."),
+    COUNTER(turn_yields, "skyprof_grpc_loop_yields_total",
+            "gRPC reads put off to the event loop's next turn: the connections had their "
+            "share of one turn."),
+    GAUGE(nghttp2_bytes, "skyprof_grpc_nghttp2_bytes",
+          "Bytes nghttp2 holds for the gRPC connections (part of skyprof_grpc_buffered_bytes)."),
+};
+#undef COUNTER
+#undef GAUGE
+
+/* struct store_stats: the store's. */
+#define COUNTER(field, name, help) ROW(struct store_stats, field, name, help, false)
+#define GAUGE(field, name, help) ROW(struct store_stats, field, name, help, true)
+static const struct metric_row store_rows[] = {
+    GAUGE(snapshots, "skyprof_store_snapshots", "Snapshot rows in the store."),
+    GAUGE(stacks, "skyprof_store_stacks", "Distinct stacks in the store."),
+    GAUGE(frames, "skyprof_store_frames", "Distinct frames in the store."),
+    GAUGE(segments, "skyprof_store_segments", "Trace segments in the store."),
+    GAUGE(tasks, "skyprof_store_tasks", "Profile tasks in the store."),
+    GAUGE(file_bytes, "skyprof_store_file_bytes", "Database plus WAL size in bytes."),
+    COUNTER(commits, "skyprof_store_commits_total", "Store transactions committed."),
+};
+#undef COUNTER
+#undef GAUGE
+
+#define N_ROWS(a) (sizeof(a) / sizeof((a)[0]))
+
+static void render_rows(struct skpx_buf *b, const struct metric_row *rows, size_t n,
+                        const void *base)
+{
+    for (size_t i = 0; i < n; i++) {
+        uint64_t v;
+        memcpy(&v, (const char *)base + rows[i].offset, sizeof(v));
+        if (rows[i].gauge)
+            gauge(b, rows[i].name, rows[i].help, (double)v);
+        else
+            counter(b, rows[i].name, rows[i].help, v);
+    }
+}
+
 skp_err metrics_render(const struct metrics *m, const struct skpx_grpc_server_stats *grpc,
                        const struct store_stats *store, char **out, size_t *out_len)
 {
@@ -52,189 +243,20 @@ skp_err metrics_render(const struct metrics *m, const struct skpx_grpc_server_st
     skpx_buf_init(&b, METRICS_TEXT_MAX);
     *out = NULL;
     *out_len = 0;
-    counter(&b, "skyprof_snapshots_received_total", "Thread snapshots received from agents.",
-            m->snapshots_received);
-    counter(&b, "skyprof_snapshots_stored_total", "Thread snapshots committed as new rows.",
-            m->snapshots_stored);
-    counter(&b, "skyprof_snapshots_duplicate_total",
-            "Thread snapshots ignored because the same (task, segment, sequence) was stored.",
-            m->snapshots_duplicate);
-    counter(&b, "skyprof_snapshots_rejected_total",
-            "Thread snapshots not stored (storage failure or aborted stream).",
-            m->snapshots_rejected);
-    counter(&b, "skyprof_snapshots_unknown_task_total",
-            "Thread snapshots stored for a task id the server does not know.",
-            m->snapshots_unknown_task);
-    counter(&b, "skyprof_snapshot_streams_total", "collectSnapshot streams started.",
-            m->snapshot_streams);
-    counter(&b, "skyprof_snapshot_streams_failed_total",
-            "collectSnapshot streams that ended without an OK answer.", m->snapshot_streams_failed);
-    counter(&b, "skyprof_snapshot_batches_total", "Snapshot batches written to the store.",
-            m->snapshot_batches);
-    gauge(&b, "skyprof_snapshot_buffer_bytes",
-          "Bytes held in the batch buffers of open snapshot streams.",
-          (double)m->snapshot_buffer_bytes);
-    counter(&b, "skyprof_segments_received_total", "Trace segments received.",
-            m->segments_received);
-    counter(&b, "skyprof_segments_stored_total", "Trace segments written to the store.",
-            m->segments_stored);
-    counter(&b, "skyprof_segments_refused_total",
-            "Trace segments refused: more spans than --max-segment-spans, or decoding past "
-            "--max-decoded-bytes.",
-            m->segments_refused);
-    counter(&b, "skyprof_goprofile_refused_total",
-            "goProfileReport files refused: unknown task, over a size, row or memory budget, "
-            "or the decode queue full.",
-            m->goprofile_refused);
-    counter(&b, "skyprof_ebpf_refused_total",
-            "eBPF collectProfilingData streams refused: the gRPC memory budget reached.",
-            m->ebpf_refused);
-    counter(&b, "skyprof_ebpf_store_batches_total",
-            "Transactions that stored collectProfilingData stacks (a long stream takes several, "
-            "one per loop turn).",
-            m->ebpf_store_batches);
+    render_rows(&b, server_rows, N_ROWS(server_rows), m);
     counter(&b, "skyprof_pprof_decode_refused_total",
             "pprof decodes refused for a limit (decompressed size, decoder memory, samples).",
             pprof_decode_refusals());
-    counter(&b, "skyprof_names_refused_total",
-            "API requests refused with 400 because a name was not UTF-8.", m->names_refused);
-    counter(&b, "skyprof_policies_refused_total",
-            "Continuous-profiling policy writes refused: --max-policies reached.",
-            m->policies_refused);
-    counter(&b, "skyprof_endpoints_untracked_total",
-            "Endpoint statistics not kept: --max-endpoints-per-service reached.",
-            m->endpoints_untracked);
-    counter(&b, "skyprof_segments_dropped_total",
-            "Trace segments not stored by the keep policy (their statistics are kept).",
-            m->segments_dropped);
-    counter(&b, "skyprof_continuous_triggers_total",
-            "Continuous-profiling triggers fired by skyprofd's evaluator.", m->continuous_triggers);
-    gauge(&b, "skyprof_continuous_evaluator",
-          "1 when this collector judges the continuous-profiling policies (alone, or holding the "
-          "cluster's evaluator lease), else 0.",
-          (double)m->cont_evaluator);
-    counter(&b, "skyprof_continuous_lease_takeovers_total",
-            "Times this collector took the cluster's evaluator lease.", m->cont_lease_takeovers);
-    counter(&b, "skyprof_continuous_shares_written_total",
-            "Endpoint statistics' slot shares this collector stored for the cluster.",
-            m->cont_shares_written);
-    counter(&b, "skyprof_continuous_shares_read_total",
-            "Slot shares of every collector read to merge the cluster's statistics.",
-            m->cont_shares_read);
-    counter(&b, "skyprof_continuous_claims_lost_total",
-            "Firings not recorded here because another collector had claimed them.",
-            m->cont_claims_lost);
-    counter(&b, "skyprof_continuous_cluster_errors_total",
-            "Store calls of the cluster's evaluator (shares, lease, claims) that failed.",
-            m->cont_cluster_errors);
-    counter(&b, "skyprof_segment_errors_total", "Trace segment batches the store refused.",
-            m->segment_errors);
-    counter(&b, "skyprof_tasks_created_total", "Profile tasks created.", m->tasks_created);
-    counter(&b, "skyprof_tasks_rejected_total", "Profile task creations refused by validation.",
-            m->tasks_rejected);
-    counter(&b, "skyprof_task_queries_total", "getProfileTaskCommands calls.", m->task_queries);
-    counter(&b, "skyprof_task_commands_sent_total", "ProfileTaskQuery commands sent to agents.",
-            m->task_commands_sent);
-    counter(&b, "skyprof_task_finish_reports_total", "reportTaskFinish calls.",
-            m->task_finish_reports);
-    counter(&b, "skyprof_heartbeats_total", "keepAlive and reportInstanceProperties calls.",
-            m->heartbeats);
-    counter(&b, "skyprof_dropped_messages_total",
-            "Messages of accepted-and-dropped services (logs, meters, JVM, events...).",
-            m->dropped_messages);
-    counter(&b, "skyprof_auth_failures_total", "gRPC calls refused with UNAUTHENTICATED.",
-            m->auth_failures);
-    gauge(&b, "skyprof_http_connections_open", "HTTP connections open.",
-          (double)m->http_conns_open);
-    counter(&b, "skyprof_http_connections_refused_total",
-            "HTTP connections refused: connection cap or per-peer cap.", m->http_conns_refused);
-    counter(&b, "skyprof_http_accept_pauses_total",
-            "Times accepting HTTP connections paused for lack of file descriptors.",
-            m->http_accept_pauses);
-    counter(&b, "skyprof_http_framing_errors_total",
-            "HTTP requests refused by strict framing, then the connection closed.",
-            m->http_framing_errors);
-    counter(&b, "skyprof_http_timeouts_total",
-            "HTTP requests whose line, headers and body did not arrive in time (408).",
-            m->http_timeouts);
-    counter(&b, "skyprof_http_early_unauthorized_total",
-            "HTTP requests refused for the API token before their body was read (401).",
-            m->http_early_unauthorized);
-    counter(&b, "skyprof_http_budget_refused_total",
-            "HTTP requests refused: bodies held at once over --http-body-budget (503).",
-            m->http_budget_refused);
-    gauge(&b, "skyprof_http_body_bytes", "HTTP body bytes reserved against the budget.",
-          (double)m->http_body_bytes);
     skpx_buf_printf(&b, "# HELP skyprof_http_requests_total HTTP API requests by status class.\n"
                         "# TYPE skyprof_http_requests_total counter\n");
     static const char *cls[] = {"other", "1xx", "2xx", "3xx", "4xx", "5xx"};
     for (int i = 0; i < 6; i++)
         skpx_buf_printf(&b, "skyprof_http_requests_total{code=\"%s\"} %" PRIu64 "\n", cls[i],
                         m->http_requests[i]);
-    counter(&b, "skyprof_http_guard_refused_total",
-            "HTTP requests refused by the Host/Origin/Content-Type checks (421/403/415).",
-            m->http_guard_refused);
-    counter(&b, "skyprof_tasks_cancelled_total", "Tasks cancelled through the HTTP API.",
-            m->tasks_cancelled);
-    counter(&b, "skyprof_retention_runs_total", "Retention purges run.", m->retention_runs);
-    counter(&b, "skyprof_retention_batches_total",
-            "Batches (short transactions) of the retention purges.", m->retention_batches);
-    counter(&b, "skyprof_retention_deleted_rows_total", "Rows deleted by retention.",
-            m->retention_deleted);
-    counter(&b, "skyprof_retention_errors_total", "Retention purges that failed.",
-            m->retention_errors);
-    if (grpc) {
-        counter(&b, "skyprof_grpc_connections_accepted_total", "gRPC connections accepted.",
-                grpc->connections_accepted);
-        gauge(&b, "skyprof_grpc_connections_open", "gRPC connections open.",
-              (double)grpc->connections_open);
-        counter(&b, "skyprof_grpc_calls_started_total", "gRPC calls started.", grpc->calls_started);
-        counter(&b, "skyprof_grpc_calls_failed_total", "gRPC calls ended with a non-OK status.",
-                grpc->calls_failed);
-        counter(&b, "skyprof_grpc_messages_received_total", "gRPC request messages received.",
-                grpc->messages_received);
-        counter(&b, "skyprof_grpc_protocol_errors_total",
-                "gRPC connections closed for protocol violations.", grpc->protocol_errors);
-        counter(&b, "skyprof_grpc_connections_refused_total",
-                "gRPC connections refused: connection cap or per-peer cap.",
-                grpc->connections_refused);
-        counter(&b, "skyprof_grpc_accept_pauses_total",
-                "Times accepting gRPC connections paused for lack of file descriptors.",
-                grpc->accept_pauses);
-        counter(&b, "skyprof_grpc_idle_closed_total",
-                "gRPC connections closed by the idle timeout.", grpc->idle_closed);
-        counter(&b, "skyprof_grpc_streams_idle_cancelled_total",
-                "gRPC calls cancelled by the stream idle timeout.", grpc->streams_idle_cancelled);
-        counter(&b, "skyprof_grpc_budget_refused_total",
-                "gRPC calls or connections refused: memory budget reached.", grpc->budget_refused);
-        counter(&b, "skyprof_grpc_decode_refused_total",
-                "gRPC messages refused: they decode past --max-decoded-bytes.",
-                grpc->decode_refused);
-        gauge(&b, "skyprof_grpc_buffered_bytes",
-              "Bytes gRPC calls hold, counted against --grpc-memory-budget.",
-              (double)grpc->buffered_bytes);
-        gauge(&b, "skyprof_grpc_buffered_bytes_peak",
-              "The largest skyprof_grpc_buffered_bytes since the start.",
-              (double)grpc->buffered_peak);
-        counter(&b, "skyprof_grpc_loop_yields_total",
-                "gRPC reads put off to the event loop's next turn: the connections had their "
-                "share of one turn.",
-                grpc->turn_yields);
-        gauge(&b, "skyprof_grpc_nghttp2_bytes",
-              "Bytes nghttp2 holds for the gRPC connections (part of skyprof_grpc_buffered_bytes).",
-              (double)grpc->nghttp2_bytes);
-    }
+    if (grpc)
+        render_rows(&b, grpc_rows, N_ROWS(grpc_rows), grpc);
     if (store) {
-        gauge(&b, "skyprof_store_snapshots", "Snapshot rows in the store.",
-              (double)store->snapshots);
-        gauge(&b, "skyprof_store_stacks", "Distinct stacks in the store.", (double)store->stacks);
-        gauge(&b, "skyprof_store_frames", "Distinct frames in the store.", (double)store->frames);
-        gauge(&b, "skyprof_store_segments", "Trace segments in the store.",
-              (double)store->segments);
-        gauge(&b, "skyprof_store_tasks", "Profile tasks in the store.", (double)store->tasks);
-        gauge(&b, "skyprof_store_file_bytes", "Database plus WAL size in bytes.",
-              (double)store->file_bytes);
-        counter(&b, "skyprof_store_commits_total", "Store transactions committed.", store->commits);
+        render_rows(&b, store_rows, N_ROWS(store_rows), store);
         gauge(&b, "skyprof_store_commit_seconds_total", "Time spent committing, in seconds.",
               (double)store->commit_ns_total / 1e9);
         gauge(&b, "skyprof_store_commit_seconds_avg", "Mean commit latency in seconds.",

@@ -5,6 +5,7 @@
 #include <errno.h>
 #include <math.h>
 #include <openssl/sha.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -329,27 +330,35 @@ static skp_err finish(struct cont_policy *p)
     return SKP_OK;
 }
 
+/* The policy's bounded integers: JSON name, member, default, range, unit of the error text. */
+static const struct bounded_field {
+    const char *name;
+    size_t offset; /* of an int64_t in struct cont_policy */
+    int64_t dflt, lo, hi;
+    const char *unit; /* "" or " seconds" */
+} bounded_fields[] = {
+    {"executeDuration", offsetof(struct cont_policy, execute_s), CONT_EXECUTE_DEFAULT_S, 1,
+     CONT_EXECUTE_MAX_S, " seconds"},
+    {"silenceDuration", offsetof(struct cont_policy, silence_s), CONT_SILENCE_DEFAULT_S, 0,
+     CONT_SILENCE_MAX_S, " seconds"},
+    {"maxTriggersPerHour", offsetof(struct cont_policy, max_per_hour), CONT_PER_HOUR_DEFAULT, 1,
+     CONT_PER_HOUR_MAX, ""},
+};
+
 static skp_err durations(const json_t *in, struct cont_policy *p, char *reason, size_t cap)
 {
-    bool present;
-    if (!int_field(in, "executeDuration", &p->execute_s, &present))
-        FAIL("executeDuration must be an integer (seconds)");
-    if (!present)
-        p->execute_s = CONT_EXECUTE_DEFAULT_S;
-    if (p->execute_s < 1 || p->execute_s > CONT_EXECUTE_MAX_S)
-        FAIL("executeDuration must be in [1-%d] seconds", CONT_EXECUTE_MAX_S);
-    if (!int_field(in, "silenceDuration", &p->silence_s, &present))
-        FAIL("silenceDuration must be an integer (seconds)");
-    if (!present)
-        p->silence_s = CONT_SILENCE_DEFAULT_S;
-    if (p->silence_s < 0 || p->silence_s > CONT_SILENCE_MAX_S)
-        FAIL("silenceDuration must be in [0-%d] seconds", CONT_SILENCE_MAX_S);
-    if (!int_field(in, "maxTriggersPerHour", &p->max_per_hour, &present))
-        FAIL("maxTriggersPerHour must be an integer");
-    if (!present)
-        p->max_per_hour = CONT_PER_HOUR_DEFAULT;
-    if (p->max_per_hour < 1 || p->max_per_hour > CONT_PER_HOUR_MAX)
-        FAIL("maxTriggersPerHour must be in [1-%d]", CONT_PER_HOUR_MAX);
+    for (size_t i = 0; i < sizeof(bounded_fields) / sizeof(bounded_fields[0]); i++) {
+        const struct bounded_field *f = &bounded_fields[i];
+        int64_t *v = (int64_t *)((char *)p + f->offset);
+        bool present;
+        if (!int_field(in, f->name, v, &present))
+            FAIL("%s must be an integer%s", f->name, *f->unit ? " (seconds)" : "");
+        if (!present)
+            *v = f->dflt;
+        if (*v < f->lo || *v > f->hi)
+            FAIL("%s must be in [%lld-%lld]%s", f->name, (long long)f->lo, (long long)f->hi,
+                 f->unit);
+    }
     return SKP_OK;
 }
 

@@ -172,6 +172,39 @@ static size_t format_line(char *buf, int line)
     return 2 + n;
 }
 
+/* Takes `len` bytes of out->scratch for a frame's text and appends a frame pointing at them;
+ * returns where to write the text, or NULL (nothing taken) when the frames or the scratch are
+ * full. */
+static char *push_str_frame(struct skyprof_capture *out, size_t len)
+{
+    if (out->n >= out->cap || !out->scratch || out->scratch_len + len > out->scratch_cap)
+        return NULL;
+    char *dst = out->scratch + out->scratch_len;
+    out->scratch_len += len;
+    struct skyprof_frame *f = &out->frames[out->n++];
+    f->addr = 0;
+    f->str = dst;
+    f->len = (uint32_t)len;
+    f->kind = SKYPROF_FRAME_STR;
+    return dst;
+}
+
+/* Writes a, then sep, then b into label[0..SKP_PY_LABEL_MAX) (a cut to leave room for sep, b
+ * to what is left; not NUL-terminated) and returns the length: the portable reader's frame
+ * labels, "<qualname> (<file>" or "<file>.<name>". */
+static size_t join_label(char *label, const char *a, size_t a_len, const char *sep, const char *b,
+                         size_t b_len)
+{
+    size_t sep_len = strlen(sep);
+    size_t len = a_len < SKP_PY_LABEL_MAX - sep_len ? a_len : SKP_PY_LABEL_MAX - sep_len;
+    memcpy(label, a, len);
+    memcpy(label + len, sep, sep_len);
+    len += sep_len;
+    size_t rest = b_len < SKP_PY_LABEL_MAX - len ? b_len : SKP_PY_LABEL_MAX - len;
+    memcpy(label + len, b, rest);
+    return len + rest;
+}
+
 /* Appends "<label>: <line>" (or, `qualified`, "<label>:<line>)" where the label is
  * "<qualname> (<file>") to out->scratch and a frame pointing at it. False when full. */
 static bool emit_frame(struct skyprof_capture *out, const char *label, size_t label_len, int line,
@@ -191,34 +224,21 @@ static bool emit_frame(struct skyprof_capture *out, const char *label, size_t la
         }
         num[num_len++] = ')';
     }
-    size_t need = label_len + num_len;
-    if (!out->scratch || out->scratch_len + need > out->scratch_cap)
+    char *dst = push_str_frame(out, label_len + num_len);
+    if (!dst)
         return false;
-    char *dst = out->scratch + out->scratch_len;
     memcpy(dst, label, label_len);
     memcpy(dst + label_len, num, num_len);
-    out->scratch_len += need;
-    struct skyprof_frame *f = &out->frames[out->n++];
-    f->addr = 0;
-    f->str = dst;
-    f->len = (uint32_t)need;
-    f->kind = SKYPROF_FRAME_STR;
     return true;
 }
 
 /* Appends a frame of plain text (no line), e.g. the "(waiting)" mark. False when full. */
 static bool emit_text(struct skyprof_capture *out, const char *text, size_t len)
 {
-    if (out->n >= out->cap || !out->scratch || out->scratch_len + len > out->scratch_cap)
+    char *dst = push_str_frame(out, len);
+    if (!dst)
         return false;
-    char *dst = out->scratch + out->scratch_len;
     memcpy(dst, text, len);
-    out->scratch_len += len;
-    struct skyprof_frame *f = &out->frames[out->n++];
-    f->addr = 0;
-    f->str = dst;
-    f->len = (uint32_t)len;
-    f->kind = SKYPROF_FRAME_STR;
     return true;
 }
 
@@ -1238,18 +1258,28 @@ static size_t collect_awaits(struct skp__pyreader *r, uintptr_t coro,
     return added;
 }
 
-int skp__pyreader_capture_task(struct skp__pyreader *r, struct skp__pytarget *t, uintptr_t coro,
-                               struct skp__pytarget *worker, struct skyprof_capture *out)
+/* Counts a capture and empties `out`; false (counted as a failed capture) when there is no
+ * thread to read or nowhere to put its frames. */
+static bool capture_begin(struct skp__pyreader *r, const struct skp__pytarget *t,
+                          struct skyprof_capture *out)
 {
-    if (!r->layout || !coro)
-        return skp__pyreader_capture(r, t, false, out);
     r->captures++;
     out->n = 0;
     out->truncated = false;
     if (!t || !t->tstate || !out->frames || out->cap == 0) {
         r->failures++;
-        return -1;
+        return false;
     }
+    return true;
+}
+
+int skp__pyreader_capture_task(struct skp__pyreader *r, struct skp__pytarget *t, uintptr_t coro,
+                               struct skp__pytarget *worker, struct skyprof_capture *out)
+{
+    if (!r->layout || !coro)
+        return skp__pyreader_capture(r, t, false, out);
+    if (!capture_begin(r, t, out))
+        return -1;
     const struct skp__pylayout *l = r->layout;
     uint8_t g_local[GEN_COPY_MAX + AWAIT_PEEK_BYTES];
     const uint8_t *g = NULL;
@@ -1333,29 +1363,11 @@ static int capture_portable_locked(struct skp__pytarget *t, bool qualified,
         bool ok = true;
         if (!fn || !nm) {
             PyErr_Clear();
-        } else if (qualified) {
-            char label[SKP_PY_LABEL_MAX];
-            size_t len =
-                (size_t)nm_len < SKP_PY_LABEL_MAX - 2 ? (size_t)nm_len : SKP_PY_LABEL_MAX - 2;
-            memcpy(label, nm, len);
-            label[len++] = ' ';
-            label[len++] = '(';
-            size_t flen =
-                (size_t)fn_len < SKP_PY_LABEL_MAX - len ? (size_t)fn_len : SKP_PY_LABEL_MAX - len;
-            memcpy(label + len, fn, flen);
-            len += flen;
-            ok = emit_frame(out, label, len, PyFrame_GetLineNumber(f), true);
         } else {
             char label[SKP_PY_LABEL_MAX];
-            size_t len =
-                (size_t)fn_len < SKP_PY_LABEL_MAX - 1 ? (size_t)fn_len : SKP_PY_LABEL_MAX - 1;
-            memcpy(label, fn, len);
-            label[len++] = '.';
-            size_t nlen =
-                (size_t)nm_len < SKP_PY_LABEL_MAX - len ? (size_t)nm_len : SKP_PY_LABEL_MAX - len;
-            memcpy(label + len, nm, nlen);
-            len += nlen;
-            ok = emit_frame(out, label, len, PyFrame_GetLineNumber(f), false);
+            size_t len = qualified ? join_label(label, nm, (size_t)nm_len, " (", fn, (size_t)fn_len)
+                                   : join_label(label, fn, (size_t)fn_len, ".", nm, (size_t)nm_len);
+            ok = emit_frame(out, label, len, PyFrame_GetLineNumber(f), qualified);
         }
         Py_DECREF(co);
         PyFrameObject *back = PyFrame_GetBack(f); /* new reference or NULL */
@@ -1387,13 +1399,8 @@ static int capture_portable(struct skp__pytarget *t, bool gil_held, bool qualifi
 int skp__pyreader_capture(struct skp__pyreader *r, struct skp__pytarget *t, bool gil_held,
                           struct skyprof_capture *out)
 {
-    r->captures++;
-    out->n = 0;
-    out->truncated = false;
-    if (!t || !t->tstate || !out->frames || out->cap == 0) {
-        r->failures++;
+    if (!capture_begin(r, t, out))
         return -1;
-    }
     int rc =
         r->layout ? capture_direct(r, t, out) : capture_portable(t, gil_held, r->qualified, out);
     if (rc < 0) {

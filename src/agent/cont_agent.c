@@ -10,7 +10,6 @@
 #include "agent/cont_agent.h"
 
 #include <errno.h>
-#include <fcntl.h>
 #include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -24,6 +23,7 @@
 #include "common/alloc.h"
 #include "common/clock.h"
 #include "common/log.h"
+#include "common/procfs.h"
 #include "ebpf/profiling/ContinuousProfiling.pb-c.h"
 #include "ebpf/profiling/Process.pb-c.h"
 #include "ebpf/profiling/Profile.pb-c.h"
@@ -169,14 +169,8 @@ skp_err skp__cont_poll(skyprof_agent *a, int timeout_ms)
 static bool read_threads(double *out)
 {
     char buf[1024];
-    int fd = open("/proc/self/stat", O_RDONLY | O_CLOEXEC);
-    if (fd < 0)
+    if (skpx_procfs_read("/proc/self/stat", buf, sizeof(buf)) <= 0)
         return false;
-    ssize_t n = read(fd, buf, sizeof(buf) - 1);
-    close(fd);
-    if (n <= 0)
-        return false;
-    buf[n] = '\0';
     const char *p = strrchr(buf, ')'); /* the command name may hold spaces and parentheses */
     if (!p)
         return false;

@@ -29,13 +29,11 @@
 
 #include <dirent.h>
 #include <errno.h>
-#include <fcntl.h>
 #include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
-#include <unistd.h>
 
 #include "agent/agent_thread.h"
 #include "agent/config.h"
@@ -43,6 +41,7 @@
 #include "common/alloc.h"
 #include "common/clock.h"
 #include "common/log.h"
+#include "common/procfs.h"
 #include "wire/pprof_encode.h"
 
 #define MS_NS (1000000LL)
@@ -443,19 +442,9 @@ static int64_t thread_cpu_ns(int tid)
  * 'D' uninterruptible...), or '?' when it cannot be read. */
 static char thread_state(int tid)
 {
-    char path[64];
     char buf[512];
-    snprintf(path, sizeof(path), "/proc/self/task/%d/stat", tid);
-    int fd = open(path, O_RDONLY | O_CLOEXEC);
-    if (fd < 0)
-        return '?';
-    ssize_t n = read(fd, buf, sizeof(buf) - 1);
-    close(fd);
-    if (n <= 0)
-        return '?';
-    buf[n] = '\0';
-    const char *rp = strrchr(buf, ')'); /* the name may contain spaces and parentheses */
-    return rp && rp[1] == ' ' && rp[2] ? rp[2] : '?';
+    (void)skpx_procfs_read_task(0, tid, "stat", buf, sizeof(buf));
+    return skpx_procfs_stat_state(buf);
 }
 
 /* CPU time and state of a listed thread: the source's when its threads are another process's
@@ -529,20 +518,6 @@ static int64_t process_cpu_ns(struct proc_run *p)
     if (clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts) != 0)
         return -1;
     return (int64_t)ts.tv_sec * 1000000000LL + ts.tv_nsec;
-}
-
-static void read_comm(int tid, char *out, size_t cap)
-{
-    char path[64];
-    snprintf(path, sizeof(path), "/proc/self/task/%d/comm", tid);
-    out[0] = '\0';
-    int fd = open(path, O_RDONLY | O_CLOEXEC);
-    if (fd < 0)
-        return;
-    ssize_t n = read(fd, out, cap - 1);
-    close(fd);
-    out[n > 0 ? n : 0] = '\0';
-    out[strcspn(out, "\n")] = '\0';
 }
 
 /* A sample of one synthetic frame (CPU no captured stack can carry), labelled with the thread
@@ -685,7 +660,7 @@ static void round_cpu(struct proc_run *p, int64_t now, int64_t period_ns, int64_
         if (t->listed)
             continue; /* listed before, missing from this listing: its CPU waits */
         if (t->is_new)
-            read_comm(tid, t->name, sizeof(t->name));
+            skpx_procfs_task_comm(0, tid, t->name, sizeof(t->name));
         if (t->seen_ns - t->done_ns >= period_ns)
             add_unlisted(p, t, skpx_acct_take(t));
     }

@@ -14,7 +14,6 @@
 #include <dirent.h>
 #include <elfutils/libdwfl.h>
 #include <errno.h>
-#include <fcntl.h>
 #include <inttypes.h>
 #include <signal.h>
 #include <stdio.h>
@@ -26,6 +25,7 @@
 #include "attach/stopper.h"
 #include "common/alloc.h"
 #include "common/clock.h"
+#include "common/procfs.h"
 
 #define REREPORT_NS 1000000000LL
 
@@ -184,17 +184,6 @@ bool attach_native_is_eval(const char *sym)
 }
 
 /* ---- threads before the stop --------------------------------------------------------------- */
-static void read_small(const char *path, char *buf, size_t cap)
-{
-    buf[0] = 0;
-    int fd = open(path, O_RDONLY | O_CLOEXEC);
-    if (fd < 0)
-        return;
-    ssize_t k = read(fd, buf, cap - 1);
-    close(fd);
-    buf[k > 0 ? k : 0] = 0;
-}
-
 static void read_threads(struct attach_native *n)
 {
     n->n_pre = 0;
@@ -209,17 +198,10 @@ static void read_threads(struct attach_native *n)
             continue;
         struct pre_thread *p = &n->pre[n->n_pre++];
         p->tid = (pid_t)strtol(de->d_name, NULL, 10);
+        skpx_procfs_task_comm(n->pid, p->tid, p->name, sizeof(p->name));
         char buf[512];
-        snprintf(path, sizeof(path), "/proc/%d/task/%d/comm", (int)n->pid, (int)p->tid);
-        read_small(path, buf, sizeof(buf));
-        buf[strcspn(buf, "\n")] = 0;
-        size_t len = strnlen(buf, sizeof(p->name) - 1); /* comm is at most 15 bytes */
-        memcpy(p->name, buf, len);
-        p->name[len] = 0;
-        snprintf(path, sizeof(path), "/proc/%d/task/%d/stat", (int)n->pid, (int)p->tid);
-        read_small(path, buf, sizeof(buf));
-        char *rp = strrchr(buf, ')');
-        p->running = rp && rp[1] == ' ' && rp[2] == 'R';
+        (void)skpx_procfs_read_task(n->pid, p->tid, "stat", buf, sizeof(buf));
+        p->running = skpx_procfs_stat_state(buf) == 'R';
     }
     closedir(d);
 }

@@ -13,7 +13,6 @@
 #include "attach/pyreader.h"
 
 #include <errno.h>
-#include <fcntl.h>
 #include <signal.h>
 #include <stdio.h>
 #include <string.h>
@@ -23,6 +22,7 @@
 #include "attach/rawmem.h"
 #include "attach/stopper.h"
 #include "common/alloc.h"
+#include "common/procfs.h"
 #include "common/py_linetable.h"
 
 /* ---------------------------------------------------------------------------------------------
@@ -431,33 +431,14 @@ skp_err attach__target_validate(struct attach_target *t, char *why, size_t cap)
  * threads: name and state from /proc
  * ------------------------------------------------------------------------------------------- */
 
-static void read_proc_small(pid_t pid, pid_t tid, const char *what, char *buf, size_t cap)
-{
-    char path[96];
-    snprintf(path, sizeof(path), "/proc/%d/task/%d/%s", (int)pid, (int)tid, what);
-    buf[0] = 0;
-    int fd = open(path, O_RDONLY | O_CLOEXEC);
-    if (fd < 0)
-        return;
-    ssize_t k = read(fd, buf, cap - 1);
-    close(fd);
-    buf[k > 0 ? k : 0] = 0;
-}
-
 static void thread_proc_info(pid_t pid, struct attach_thread *th)
 {
     if (th->tid <= 0)
         return;
+    skpx_procfs_task_comm(pid, th->tid, th->name, sizeof(th->name));
     char buf[512];
-    read_proc_small(pid, th->tid, "comm", buf, sizeof(buf));
-    buf[strcspn(buf, "\n")] = 0;
-    size_t n = strnlen(buf, sizeof(th->name) - 1);
-    memcpy(th->name, buf, n);
-    th->name[n] = 0;
-    read_proc_small(pid, th->tid, "stat", buf, sizeof(buf));
-    /* "tid (comm) S ...": comm may hold ')' so take the last one */
-    char *rp = strrchr(buf, ')');
-    th->running = rp && rp[1] == ' ' && rp[2] == 'R';
+    (void)skpx_procfs_read_task(pid, th->tid, "stat", buf, sizeof(buf));
+    th->running = skpx_procfs_stat_state(buf) == 'R';
 }
 
 /* ---------------------------------------------------------------------------------------------

@@ -11,7 +11,6 @@
 #include "cli/attach_source.h"
 
 #include <errno.h>
-#include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -21,6 +20,7 @@
 #include "attach/pyreader.h"
 #include "common/alloc.h"
 #include "common/clock.h"
+#include "common/procfs.h"
 
 /* A read older than this is not reused for another thread of the same round (a round's
  * captures follow each other within microseconds; the next round is >= 1 ms away). */
@@ -37,20 +37,6 @@ struct asrc {
     bool used[ATTACH_MAX_THREADS]; /* handed out from the last read */
     struct attach_source_stats st;
 };
-
-/* Reads a small /proc file into buf (NUL-terminated); its length, or -1. */
-static ssize_t read_small(const char *path, char *buf, size_t cap)
-{
-    int fd = open(path, O_RDONLY | O_CLOEXEC);
-    if (fd < 0)
-        return -1;
-    ssize_t n = read(fd, buf, cap - 1);
-    close(fd);
-    if (n < 0)
-        return -1;
-    buf[n] = '\0';
-    return n;
-}
 
 /* Start of field `field` (1-based, field 3 = state) of a stat line, or NULL. */
 static const char *stat_field(const char *stat, size_t len, int field)
@@ -231,14 +217,14 @@ static int as_thread_cpu(void *ud, int tid, int64_t *cpu_ns, char *state)
     char path[96];
     char buf[1024];
     snprintf(path, sizeof(path), "/proc/%d/task/%d/stat", (int)a->pid, tid);
-    ssize_t n = read_small(path, buf, sizeof(buf));
+    ssize_t n = skpx_procfs_read(path, buf, sizeof(buf));
     if (n <= 0 || !attach_stat_state(buf, (size_t)n, state))
         return -1;
     /* schedstat's first field is the thread's time on CPU in ns (sum_exec_runtime); stat's
      * utime/stime only count whole clock ticks, too coarse for 10 ms periods */
     snprintf(path, sizeof(path), "/proc/%d/task/%d/schedstat", (int)a->pid, tid);
     char ss[128];
-    ssize_t m = read_small(path, ss, sizeof(ss));
+    ssize_t m = skpx_procfs_read(path, ss, sizeof(ss));
     if (m > 0) {
         char *end = NULL;
         unsigned long long v = strtoull(ss, &end, 10);
@@ -261,7 +247,7 @@ static int as_process_usage(void *ud, int64_t *cpu_ns, int *n_threads)
     char path[64];
     char buf[1024];
     snprintf(path, sizeof(path), "/proc/%d/stat", (int)a->pid);
-    ssize_t n = read_small(path, buf, sizeof(buf));
+    ssize_t n = skpx_procfs_read(path, buf, sizeof(buf));
     uint64_t ticks = 0;
     if (n <= 0 || !attach_stat_usage(buf, (size_t)n, &ticks, n_threads))
         return -1;

@@ -18,6 +18,7 @@
 #include "cli/attach_source.h"
 #include "cli/cli.h"
 #include "cli/cli_pid.h"
+#include "common/procfs.h"
 #include "skyprof/skyprof.h"
 
 static const char g_usage[] =
@@ -103,15 +104,10 @@ static bool process_alive(pid_t pid)
 {
     char path[32];
     snprintf(path, sizeof(path), "/proc/%d/stat", (int)pid);
-    FILE *f = fopen(path, "r");
-    if (!f)
-        return false;
     char buf[512];
-    size_t n = fread(buf, 1, sizeof(buf) - 1, f);
-    fclose(f);
-    buf[n] = '\0';
+    ssize_t n = skpx_procfs_read(path, buf, sizeof(buf));
     char state = '?';
-    return attach_stat_state(buf, n, &state) && state != 'Z' && state != 'X';
+    return n > 0 && attach_stat_state(buf, (size_t)n, &state) && state != 'Z' && state != 'X';
 }
 
 int cmd_attach(struct cli *c, int argc, char **argv)

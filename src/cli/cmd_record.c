@@ -23,6 +23,7 @@
 #include "common/alloc.h"
 #include "common/clock.h"
 #include "common/cpu_acct.h"
+#include "common/procfs.h"
 #include "server/analysis/analyzer.h"
 #include "server/export/export.h"
 
@@ -253,18 +254,6 @@ static uint32_t add_thread(struct recorder *r, pid_t pid, const struct attach_sa
  * write), else to the stack read now (reading disturbs nothing). Threads that ended between
  * ticks get, on their last stack, the process CPU no live thread accounts for. */
 
-/* Reads a small /proc file into buf (NUL-terminated); false when it cannot be read. */
-static bool read_small(const char *path, char *buf, size_t cap)
-{
-    FILE *fp = fopen(path, "re");
-    if (!fp)
-        return false;
-    size_t n = fread(buf, 1, cap - 1, fp);
-    fclose(fp);
-    buf[n] = '\0';
-    return n > 0;
-}
-
 /* utime + stime of a /proc .../stat line in ns, or -1. */
 static int64_t stat_cpu_ns(const char *buf)
 {
@@ -285,7 +274,7 @@ static int64_t process_cpu_ns(pid_t pid)
     char path[64];
     char buf[1024];
     snprintf(path, sizeof(path), "/proc/%d/stat", (int)pid);
-    return read_small(path, buf, sizeof(buf)) ? stat_cpu_ns(buf) : -1;
+    return skpx_procfs_read(path, buf, sizeof(buf)) > 0 ? stat_cpu_ns(buf) : -1;
 }
 
 static int64_t thread_cpu_ns(pid_t pid, pid_t tid)
@@ -294,11 +283,11 @@ static int64_t thread_cpu_ns(pid_t pid, pid_t tid)
     char buf[1024];
     snprintf(path, sizeof(path), "/proc/%d/task/%d/schedstat", (int)pid, (int)tid);
     unsigned long long ns = 0;
-    if (read_small(path, buf, sizeof(buf)) && sscanf(buf, "%llu", &ns) == 1)
+    if (skpx_procfs_read(path, buf, sizeof(buf)) > 0 && sscanf(buf, "%llu", &ns) == 1)
         return (int64_t)ns;
     /* no schedstat (a kernel without CONFIG_SCHED_INFO): clock ticks */
     snprintf(path, sizeof(path), "/proc/%d/task/%d/stat", (int)pid, (int)tid);
-    return read_small(path, buf, sizeof(buf)) ? stat_cpu_ns(buf) : -1;
+    return skpx_procfs_read(path, buf, sizeof(buf)) > 0 ? stat_cpu_ns(buf) : -1;
 }
 
 struct give_ctx {

@@ -12,14 +12,13 @@
 #include "skyprof/skyprof_native.h"
 
 #include <dirent.h>
-#include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <unistd.h>
 
 #include "agent/native/stack_native_capture.h"
 #include "common/alloc.h"
+#include "common/procfs.h"
 
 /* Per-capture deadline: shorter than the trace sampler's, a process task visits every thread. */
 #define PROC_CAPTURE_TIMEOUT_NS (50 * 1000 * 1000)
@@ -87,26 +86,6 @@ static void clear_strikes(int tid)
         s->strikes = 0;
 }
 
-static void read_comm(int tid, char *out, size_t cap)
-{
-    char path[64];
-    snprintf(path, sizeof(path), "/proc/self/task/%d/comm", tid);
-    out[0] = '\0';
-    int fd = open(path, O_RDONLY | O_CLOEXEC);
-    if (fd < 0)
-        return;
-    ssize_t n = read(fd, out, cap - 1);
-    close(fd);
-    if (n <= 0) {
-        out[0] = '\0';
-        return;
-    }
-    out[n] = '\0';
-    char *nl = strchr(out, '\n');
-    if (nl)
-        *nl = '\0';
-}
-
 /* The name of tid from the previous listing (prev[0..n_prev), sorted by tid as readdir gives
  * them, *at advancing), or NULL. */
 static const char *known_name(const struct proc_name *prev, int n_prev, int *at, int tid)
@@ -149,7 +128,7 @@ static int proc_list(void *ud, struct skyprof_proc_thread *out, int cap)
         if (known)
             snprintf(out[n].name, sizeof(out[n].name), "%s", known);
         else
-            read_comm(tid, out[n].name, sizeof(out[n].name));
+            skpx_procfs_task_comm(0, tid, out[n].name, sizeof(out[n].name));
         if (cur && n_cur < PROC_NAMES_MAX && sorted) {
             cur[n_cur].tid = tid;
             snprintf(cur[n_cur].name, sizeof(cur[n_cur].name), "%s", out[n].name);

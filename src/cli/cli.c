@@ -209,6 +209,20 @@ static int report_status(const struct http_response *r)
     return CLI_EXIT_API;
 }
 
+int cli_check_format(const char *cmd, const char *format, const char *const *names, size_t n)
+{
+    char list[256] = "";
+    size_t len = 0;
+    for (size_t i = 0; i < n; i++) {
+        if (strcmp(format, names[i]) == 0)
+            return CLI_EXIT_OK;
+        int k = snprintf(list + len, sizeof(list) - len, "%s%s", i ? ", " : "", names[i]);
+        if (k > 0)
+            len = len + (size_t)k < sizeof(list) ? len + (size_t)k : sizeof(list) - 1;
+    }
+    return cli_usage_error("%s: unknown format '%s' (%s)", cmd, format, list);
+}
+
 int cli_api_raw(struct cli *c, const char *method, const char *target, const char *body,
                 struct http_response *resp)
 {
@@ -277,6 +291,25 @@ int cli_api_json(struct cli *c, const char *method, const char *target, json_t *
     if (!c->json)
         cli_json_make_safe(*out);
     return CLI_EXIT_OK;
+}
+
+int cli_api_json_wait(struct cli *c, const char *method, const char *target, json_t *body,
+                      long long wait_s, bool (*has_data)(json_t *answer), json_t **out)
+{
+    struct timespec t0, now;
+    clock_gettime(CLOCK_MONOTONIC, &t0);
+    for (;;) {
+        int rc = cli_api_json(c, method, target, body, out);
+        if (rc)
+            return rc;
+        clock_gettime(CLOCK_MONOTONIC, &now);
+        if (has_data(*out) || now.tv_sec - t0.tv_sec >= wait_s)
+            return CLI_EXIT_OK;
+        json_decref(*out);
+        *out = NULL;
+        struct timespec nap = {.tv_sec = 1, .tv_nsec = 0};
+        nanosleep(&nap, NULL);
+    }
 }
 
 int cli_no_data(const char *what, json_t *analysis, const char *hint)

@@ -122,12 +122,20 @@ int cli_write_out(const char *path, const char *data, size_t len);
 
 /* Prints "skyprof: <message>" on stderr and returns CLI_EXIT_USAGE. */
 int cli_usage_error(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+/* CLI_EXIT_OK when `format` is one of names[0..n); otherwise says "skyprof: <cmd>: unknown format
+ * 'F' (name, name, ...)" on stderr and returns CLI_EXIT_USAGE. */
+int cli_check_format(const char *cmd, const char *format, const char *const *names, size_t n);
 
 /* Calls the API. `body` (borrowed, may be NULL) is sent as JSON. On 2xx and a JSON body,
  * *out receives it (caller json_decref's). Otherwise prints the reason on stderr and returns the
  * exit code: 3 when the server cannot be reached, 4 on 404, 1 on any other error (the
  * server's {"error"} or {"errorReason", "field"} is printed). */
 int cli_api_json(struct cli *c, const char *method, const char *target, json_t *body, json_t **out);
+/* cli_api_json for the commands' --wait S: while the answer holds nothing yet (`has_data` says
+ * so) and fewer than wait_s seconds have passed since the first call, drops it and asks again a
+ * second later. Returns what the last call returned (*out: its answer, or NULL). */
+int cli_api_json_wait(struct cli *c, const char *method, const char *target, json_t *body,
+                      long long wait_s, bool (*has_data)(json_t *answer), json_t **out);
 /* Same, but returns the raw body (for exports); *resp owns it on CLI_EXIT_OK. */
 int cli_api_raw(struct cli *c, const char *method, const char *target, const char *body,
                 struct http_response *resp);

@@ -10,7 +10,6 @@
 #include <getopt.h>
 #include <stdio.h>
 #include <string.h>
-#include <time.h>
 #include <unistd.h>
 
 #include "cli/cli.h"
@@ -121,13 +120,10 @@ int cmd_analyze(struct cli *c, int argc, char **argv)
         return cli_usage_error("analyze: give --whole or --from/--to, not both");
     if (from >= 0 && to >= 0 && from > to)
         return cli_usage_error("analyze: --from is after --to");
-    bool known = false;
-    for (size_t i = 0; i < sizeof(g_formats) / sizeof(g_formats[0]); i++)
-        known |= strcmp(format, g_formats[i]) == 0;
-    if (!known)
-        return cli_usage_error("analyze: unknown format '%s' (tree, json, collapsed, pprof, "
-                               "speedscope, html)",
-                               format);
+    int frc =
+        cli_check_format("analyze", format, g_formats, sizeof(g_formats) / sizeof(g_formats[0]));
+    if (frc)
+        return frc;
     if (o.functions && strcmp(format, "tree") != 0 && strcmp(format, "json") != 0)
         return cli_usage_error("analyze: --functions applies to --format tree and json");
     if (strcmp(format, "pprof") == 0 && !output && isatty(STDOUT_FILENO))
@@ -149,43 +145,31 @@ int cmd_analyze(struct cli *c, int argc, char **argv)
     bool json_fmt = strcmp(format, "json") == 0 || (tree && c->json);
     /* The analysis first, whatever the format: with no data there is nothing to write, and
      * the user gets a sentence and exit code 6 instead of an empty tree or file. */
+    /* --wait S: no data yet (the agent reports a request's snapshots after it): ask again
+     * every second until there is some or S seconds passed. */
     json_t *res = NULL;
     int rc;
-    struct timespec t0;
-    clock_gettime(CLOCK_MONOTONIC, &t0);
-    for (;;) {
-        if (windowed) {
-            json_t *q = json_pack("[{s:s, s:{s:I, s:I}}]", "segmentId", segment, "timeRange",
-                                  "start", (json_int_t)from, "end", (json_int_t)to);
-            if (!q)
-                return cli_usage_error("analyze: --segment must be UTF-8");
-            rc = cli_api_json(c, "POST",
-                              o.functions ? "/api/v1/profile/analyze?granularity=functions"
-                                          : "/api/v1/profile/analyze",
-                              q, &res);
-            json_decref(q);
-        } else {
-            char an[CLI_HTTP_MAX_TARGET + 64];
-            snprintf(an, sizeof(an), "%s%s%s", target,
-                     segment && !o.whole ? "/analyze?window=span" : "/analyze",
-                     !o.functions          ? ""
-                     : segment && !o.whole ? "&granularity=functions"
-                                           : "?granularity=functions");
-            rc = cli_api_json(c, "GET", an, NULL, &res);
-        }
-        if (rc)
-            return rc;
-        /* --wait S: no data yet (the agent reports a request's snapshots after it): ask again
-         * every second until there is some or S seconds passed. */
-        struct timespec now;
-        clock_gettime(CLOCK_MONOTONIC, &now);
-        if (tree_print_has_data(res) || now.tv_sec - t0.tv_sec >= o.wait_s)
-            break;
-        json_decref(res);
-        res = NULL;
-        struct timespec nap = {.tv_sec = 1, .tv_nsec = 0};
-        nanosleep(&nap, NULL);
+    if (windowed) {
+        json_t *q = json_pack("[{s:s, s:{s:I, s:I}}]", "segmentId", segment, "timeRange", "start",
+                              (json_int_t)from, "end", (json_int_t)to);
+        if (!q)
+            return cli_usage_error("analyze: --segment must be UTF-8");
+        rc = cli_api_json_wait(c, "POST",
+                               o.functions ? "/api/v1/profile/analyze?granularity=functions"
+                                           : "/api/v1/profile/analyze",
+                               q, o.wait_s, tree_print_has_data, &res);
+        json_decref(q);
+    } else {
+        char an[CLI_HTTP_MAX_TARGET + 64];
+        snprintf(an, sizeof(an), "%s%s%s", target,
+                 segment && !o.whole ? "/analyze?window=span" : "/analyze",
+                 !o.functions          ? ""
+                 : segment && !o.whole ? "&granularity=functions"
+                                       : "?granularity=functions");
+        rc = cli_api_json_wait(c, "GET", an, NULL, o.wait_s, tree_print_has_data, &res);
     }
+    if (rc)
+        return rc;
     bool has_data = tree_print_has_data(res);
     if (json_fmt) {
         size_t len = json_dumpb(res, NULL, 0, JSON_INDENT(2));
@@ -222,15 +206,11 @@ int cmd_analyze(struct cli *c, int argc, char **argv)
         }
         struct tree_print_opts topts = {.width = output ? 160 : cli_term_width(),
                                         .all_frames = o.all_frames};
-        int bad = tree_print(f, res, &topts);
+        rc = tree_print_exit(f, res, &topts);
         if (output)
             fclose(f);
         json_decref(res);
-        if (bad) {
-            fprintf(stderr, "skyprof: the server's analysis has an unexpected shape\n");
-            return CLI_EXIT_API;
-        }
-        return CLI_EXIT_OK;
+        return rc;
     }
     json_decref(res);
 

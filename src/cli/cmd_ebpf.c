@@ -235,18 +235,32 @@ static int ebpf_show(struct cli *c, const struct ebpf_opts *o, int argc, char **
     return CLI_EXIT_OK;
 }
 
-static int ebpf_analyze(struct cli *c, const struct ebpf_opts *o, int argc, char **argv)
+/* The analysis of `ebpf <sub>`'s one operand, a profile ID, into *an (the caller json_decref's
+ * it). Returns CLI_EXIT_OK, or the exit code to stop with: a wrong operand count, the API's
+ * error, or no stacks (said on stderr; *an is then NULL). */
+static int operand_analysis(struct cli *c, const struct ebpf_opts *o, int argc, char **argv,
+                            const char *sub, json_t **an)
 {
+    *an = NULL;
     if (optind != argc - 1)
-        return cli_usage_error("ebpf analyze: expected exactly one profile ID");
-    json_t *an = NULL;
-    int rc = ebpf_analysis(c, argv[optind], o, &an);
+        return cli_usage_error("ebpf %s: expected exactly one profile ID", sub);
+    int rc = ebpf_analysis(c, argv[optind], o, an);
     if (rc)
         return rc;
-    if (!an || !tree_print_has_data(an)) {
-        json_decref(an);
+    if (!*an || !tree_print_has_data(*an)) {
+        json_decref(*an);
+        *an = NULL;
         return no_stacks(argv[optind]);
     }
+    return CLI_EXIT_OK;
+}
+
+static int ebpf_analyze(struct cli *c, const struct ebpf_opts *o, int argc, char **argv)
+{
+    json_t *an = NULL;
+    int rc = operand_analysis(c, o, argc, argv, "analyze", &an);
+    if (rc)
+        return rc;
     if (c->json) {
         cli_print_json(an);
         json_decref(an);
@@ -256,31 +270,18 @@ static int ebpf_analyze(struct cli *c, const struct ebpf_opts *o, int argc, char
            cli_json_str(an, "target"), cli_json_str(an, "sampleType"),
            (long long)cli_json_int(an, "total"), cli_json_str(an, "unit"),
            (long long)cli_json_int(an, "stacks"));
-    struct tree_print_opts topts = {.width = cli_term_width(),
-                                    .unit = *cli_json_str(an, "unit") ? cli_json_str(an, "unit")
-                                                                      : "count",
-                                    .all_frames = o->all_frames};
-    int bad = tree_print(stdout, an, &topts);
+    rc = tree_print_profile(an, o->all_frames);
     json_decref(an);
-    if (bad) {
-        fprintf(stderr, "skyprof: the server's analysis has an unexpected shape\n");
-        return CLI_EXIT_API;
-    }
-    return CLI_EXIT_OK;
+    return rc;
 }
 
 static int ebpf_download(struct cli *c, const struct ebpf_opts *o, int argc, char **argv)
 {
-    if (optind != argc - 1)
-        return cli_usage_error("ebpf download: expected exactly one profile ID");
     json_t *an = NULL;
-    int rc = ebpf_analysis(c, argv[optind], o, &an);
+    int rc = operand_analysis(c, o, argc, argv, "download", &an);
+    json_decref(an);
     if (rc)
         return rc;
-    bool empty = !an || !tree_print_has_data(an);
-    json_decref(an);
-    if (empty)
-        return no_stacks(argv[optind]);
     char target[CLI_HTTP_MAX_TARGET];
     if (!analysis_target(target, sizeof(target), argv[optind], "/download", o) ||
         !proc_task_add_query(target, sizeof(target), "format", o->format ? o->format : "pprof"))

@@ -263,13 +263,9 @@ static int do_analyze(struct cli *c, const char *id, const struct jfr_opts *o)
     static const char *const formats[] = {"top",   "json",       "collapsed",
                                           "pprof", "speedscope", "html"};
     const char *format = o->format ? o->format : "top";
-    bool known = false;
-    for (size_t i = 0; i < sizeof(formats) / sizeof(formats[0]); i++)
-        known |= strcmp(format, formats[i]) == 0;
-    if (!known)
-        return cli_usage_error("jfr analyze: unknown format '%s' (top, json, collapsed, pprof, "
-                               "speedscope, html)",
-                               format);
+    int rc = cli_check_format("jfr analyze", format, formats, sizeof(formats) / sizeof(formats[0]));
+    if (rc)
+        return rc;
     if (strcmp(format, "pprof") == 0 && !o->output && isatty(STDOUT_FILENO))
         return cli_usage_error("jfr analyze: pprof output is binary; use -o FILE or redirect");
     bool api_json = strcmp(format, "top") == 0 || strcmp(format, "json") == 0;
@@ -285,7 +281,7 @@ static int do_analyze(struct cli *c, const char *id, const struct jfr_opts *o)
     if (!api_json)
         return proc_task_download(c, target, o->output);
     json_t *res = NULL;
-    int rc = cli_api_json(c, "GET", target, NULL, &res);
+    rc = cli_api_json(c, "GET", target, NULL, &res);
     if (rc)
         return rc;
     if (strcmp(format, "json") == 0 || c->json) {

@@ -4,7 +4,6 @@
 #include <getopt.h>
 #include <stdio.h>
 #include <string.h>
-#include <time.h>
 
 #include "cli/cli.h"
 #include "cli/proc_task_cmd.h"
@@ -245,24 +244,12 @@ static int pprof_analyze(struct cli *c, struct pprof_opts *o, int argc, char **a
     if (!proc_task_target(target, sizeof(target), API, argv[optind], "/analyze") ||
         !filters(target, sizeof(target), o))
         return cli_usage_error("arguments too long");
+    /* --wait S: no file yet (an instance uploads once its sampling is over): ask again
+     * every second until there is one or S seconds passed. */
     json_t *a = NULL;
-    int rc;
-    struct timespec t0, now;
-    clock_gettime(CLOCK_MONOTONIC, &t0);
-    for (;;) {
-        rc = cli_api_json(c, "GET", target, NULL, &a);
-        if (rc)
-            return rc;
-        /* --wait S: no file yet (an instance uploads once its sampling is over): ask again
-         * every second until there is one or S seconds passed. */
-        clock_gettime(CLOCK_MONOTONIC, &now);
-        if (tree_print_has_data(a) || now.tv_sec - t0.tv_sec >= o->wait_s)
-            break;
-        json_decref(a);
-        a = NULL;
-        struct timespec nap = {.tv_sec = 1, .tv_nsec = 0};
-        nanosleep(&nap, NULL);
-    }
+    int rc = cli_api_json_wait(c, "GET", target, NULL, o->wait_s, tree_print_has_data, &a);
+    if (rc)
+        return rc;
     if (c->json) {
         cli_print_json(a);
         rc = tree_print_has_data(a) ? CLI_EXIT_OK : CLI_EXIT_NODATA;
@@ -292,17 +279,9 @@ static int pprof_analyze(struct cli *c, struct pprof_opts *o, int argc, char **a
         fprintf(stderr, "skyprof: file %lld of %s left out: %s\n",
                 (long long)cli_json_int(v, "fileId"), cli_json_str(v, "instanceName"),
                 cli_json_str(v, "error"));
-    struct tree_print_opts topts = {.width = cli_term_width(),
-                                    .unit = *cli_json_str(a, "unit") ? cli_json_str(a, "unit")
-                                                                     : "count",
-                                    .all_frames = o->all_frames};
-    int bad = tree_print(stdout, a, &topts);
+    rc = tree_print_profile(a, o->all_frames);
     json_decref(a);
-    if (bad) {
-        fprintf(stderr, "skyprof: the server's analysis has an unexpected shape\n");
-        return CLI_EXIT_API;
-    }
-    return CLI_EXIT_OK;
+    return rc;
 }
 
 static int pprof_download(struct cli *c, struct pprof_opts *o, int argc, char **argv)

@@ -3,7 +3,6 @@
 #include <getopt.h>
 #include <stdio.h>
 #include <string.h>
-#include <time.h>
 
 #include "cli/cli.h"
 
@@ -35,6 +34,11 @@ static int segments_option(void *ud, int opt, const char *arg)
     return CLI_PARSE_NEXT;
 }
 
+static bool has_segments(json_t *segs)
+{
+    return json_array_size(segs) > 0;
+}
+
 int cmd_segments(struct cli *c, int argc, char **argv)
 {
     static const struct option longopts[] = {
@@ -51,23 +55,12 @@ int cmd_segments(struct cli *c, int argc, char **argv)
     if (!http_path_escape(target, sizeof(target) - 16, argv[optind]))
         return cli_usage_error("task id too long");
     strcat(target, "/segments");
+    /* --wait S: an agent reports a segment when its request ended; ask again until then. */
     json_t *segs = NULL;
-    int rc;
-    struct timespec t0, now;
-    clock_gettime(CLOCK_MONOTONIC, &t0);
-    for (;;) {
-        rc = cli_api_json(c, "GET", target, NULL, &segs);
-        if (rc)
-            return rc;
-        clock_gettime(CLOCK_MONOTONIC, &now);
-        /* --wait S: an agent reports a segment when its request ended; ask again until then. */
-        if (json_array_size(segs) > 0 || now.tv_sec - t0.tv_sec >= (wait_s > 0 ? wait_s : 0))
-            break;
-        json_decref(segs);
-        segs = NULL;
-        struct timespec nap = {.tv_sec = 1, .tv_nsec = 0};
-        nanosleep(&nap, NULL);
-    }
+    int rc =
+        cli_api_json_wait(c, "GET", target, NULL, wait_s > 0 ? wait_s : 0, has_segments, &segs);
+    if (rc)
+        return rc;
     if (wait_s >= 0 && json_array_size(segs) == 0) {
         fprintf(stderr, "skyprof: no sampled segment of task %s within %lld s\n",
                 cli_safe(argv[optind]), wait_s);

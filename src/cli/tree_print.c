@@ -8,6 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "cli/cli.h"
 #include "common/alloc.h"
 #include "common/buf.h"
 #include "common/frame_sig.h"
@@ -441,4 +442,20 @@ int tree_print(FILE *out, json_t *analysis, const struct tree_print_opts *opts)
     skpx_strmap_cleanup(&fd.sig_ids);
     skpx_u64map_cleanup(&fd.child_of);
     return 0;
+}
+
+int tree_print_exit(FILE *out, json_t *analysis, const struct tree_print_opts *opts)
+{
+    if (tree_print(out, analysis, opts) == 0)
+        return CLI_EXIT_OK;
+    fprintf(stderr, "skyprof: the server's analysis has an unexpected shape\n");
+    return CLI_EXIT_API;
+}
+
+int tree_print_profile(json_t *analysis, bool all_frames)
+{
+    const char *unit = cli_json_str(analysis, "unit");
+    struct tree_print_opts opts = {
+        .width = cli_term_width(), .unit = *unit ? unit : "count", .all_frames = all_frames};
+    return tree_print_exit(stdout, analysis, &opts);
 }

@@ -31,6 +31,13 @@ struct tree_print_opts {
  * shaped like an analysis (nothing useful printed). */
 int tree_print(FILE *out, json_t *analysis, const struct tree_print_opts *opts);
 
+/* tree_print for a command: returns CLI_EXIT_OK, or CLI_EXIT_API after saying on stderr that the
+ * server's analysis has an unexpected shape. */
+int tree_print_exit(FILE *out, json_t *analysis, const struct tree_print_opts *opts);
+/* tree_print_exit of a process profile's analysis (pprof, eBPF) on stdout at the terminal's
+ * width, its columns in the analysis's "unit" ("count" when it names none). */
+int tree_print_profile(json_t *analysis, bool all_frames);
+
 /* True when `analysis` holds at least one tree with an element (something to print). */
 bool tree_print_has_data(json_t *analysis);
 

@@ -109,6 +109,13 @@ def t_usage_errors():
     for args in cases:
         out, err = expect_rc(2, *args, server=False)
         assert err.strip(), ("no message on stderr", args)
+    # an unknown format names the command and every format it knows, in the table's order
+    _, err = expect_rc(2, "analyze", "--segment", "x", "--format", "svg", server=False)
+    assert err == ("skyprof: analyze: unknown format 'svg' (tree, json, collapsed, pprof, "
+                   "speedscope, html)\n"), err
+    _, err = expect_rc(2, "jfr", "analyze", "t1", "--format", "svg", server=False)
+    assert err == ("skyprof: jfr analyze: unknown format 'svg' (top, json, collapsed, pprof, "
+                   "speedscope, html)\n"), err
 
 
 def t_server_down():

@@ -266,6 +266,21 @@ static void send_proc_upload(skyprof_agent *a, int timeout_ms)
     skp__proc_upload_done(&a->proc, &u, true, oversize);
 }
 
+/* The end of a stream that carried `pulled` messages: counted as sent and the answer's commands
+ * run, or, when the stream failed, counted as dropped (what was pulled into it is lost). Returns
+ * err. */
+static skp_err stream_end(skyprof_agent *a, skp_err err, int pulled, _Atomic uint64_t *sent,
+                          _Atomic uint64_t *dropped, ProtobufCMessage *resp)
+{
+    if (err) {
+        atomic_fetch_add(dropped, (uint64_t)pulled);
+        return err;
+    }
+    atomic_fetch_add(sent, (uint64_t)pulled);
+    handle_commands(a, resp);
+    return SKP_OK;
+}
+
 /* --- snapshot stream ------------------------------------------------------------------------ */
 struct snap_feed {
     skyprof_agent *a;
@@ -314,14 +329,7 @@ static skp_err send_snapshots(skyprof_agent *a, int timeout_ms)
                                &skywalking__v3__commands__descriptor, &resp, timeout_ms);
     snap_feed_release(&f);
     pthread_mutex_unlock(&a->src_lock);
-    if (err) {
-        /* what was pulled into the failed stream is lost: counted as dropped */
-        atomic_fetch_add(&a->snapshots_send_dropped, (uint64_t)f.pulled);
-        return err;
-    }
-    atomic_fetch_add(&a->snapshots_sent, (uint64_t)f.pulled);
-    handle_commands(a, resp);
-    return SKP_OK;
+    return stream_end(a, err, f.pulled, &a->snapshots_sent, &a->snapshots_send_dropped, resp);
 }
 
 /* --- segment stream ------------------------------------------------------------------------- */
@@ -371,13 +379,7 @@ static skp_err send_segments(skyprof_agent *a, int timeout_ms)
     skp_err err = a->tr.stream(a->tr.ud, SKP_PATH_SEGMENTS, seg_next, &f,
                                &skywalking__v3__commands__descriptor, &resp, timeout_ms);
     seg_feed_release(&f);
-    if (err) {
-        atomic_fetch_add(&a->segments_send_dropped, (uint64_t)f.pulled);
-        return err;
-    }
-    atomic_fetch_add(&a->segments_sent, (uint64_t)f.pulled);
-    handle_commands(a, resp);
-    return SKP_OK;
+    return stream_end(a, err, f.pulled, &a->segments_sent, &a->segments_send_dropped, resp);
 }
 
 /* --- finish reports ------------------------------------------------------------------------- */

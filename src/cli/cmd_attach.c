@@ -46,9 +46,7 @@ static int on_opt(void *ud, int opt, const char *arg)
     struct attach_opts *o = ud;
     switch (opt) {
     case 'p':
-        if (!cli_parse_pid(arg, &o->pid))
-            return cli_usage_error("attach: --pid wants a process id, got '%s'", arg);
-        return CLI_PARSE_NEXT;
+        return cli_pid_option("attach", arg, &o->pid);
     case 's':
         o->service = arg;
         return CLI_PARSE_NEXT;

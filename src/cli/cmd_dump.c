@@ -45,9 +45,7 @@ static int on_opt(void *ud, int opt, const char *arg)
     struct dump_opts *o = ud;
     switch (opt) {
     case 'p':
-        if (!cli_parse_pid(arg, &o->pid))
-            return cli_usage_error("dump: --pid wants a process id, got '%s'", arg);
-        return CLI_PARSE_NEXT;
+        return cli_pid_option("dump", arg, &o->pid);
     case 'b':
         o->blocking = true;
         return CLI_PARSE_NEXT;

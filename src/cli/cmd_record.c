@@ -86,9 +86,7 @@ static int on_opt(void *ud, int opt, const char *arg)
     char *end = NULL;
     switch (opt) {
     case 'p':
-        if (!cli_parse_pid(arg, &o->pid))
-            return cli_usage_error("record: --pid wants a process id, got '%s'", arg);
-        return CLI_PARSE_NEXT;
+        return cli_pid_option("record", arg, &o->pid);
     case 'd':
         o->duration_s = strtod(arg, &end);
         if (!end || *end || !(o->duration_s > 0) || o->duration_s > 86400)

@@ -79,9 +79,7 @@ static int on_opt(void *ud, int opt, const char *arg)
     struct top_opts *o = ud;
     switch (opt) {
     case 'p':
-        if (!cli_parse_pid(arg, &o->pid))
-            return cli_usage_error("top: --pid wants a process id, got '%s'", arg);
-        return CLI_PARSE_NEXT;
+        return cli_pid_option("top", arg, &o->pid);
     case 'r':
         if (!cli_parse_int(arg, 1, 1000, &o->rate_hz))
             return cli_usage_error("top: --rate wants 1..1000 samples/s, got '%s'", arg);

@@ -116,6 +116,9 @@ def t_usage_errors():
     _, err = expect_rc(2, "jfr", "analyze", "t1", "--format", "svg", server=False)
     assert err == ("skyprof: jfr analyze: unknown format 'svg' (top, json, collapsed, pprof, "
                    "speedscope, html)\n"), err
+    for cmd in ("dump", "record", "top", "attach"):
+        _, err = expect_rc(2, cmd, "--pid", "12x", server=False)
+        assert err == "skyprof: %s: --pid wants a process id, got '12x'\n" % cmd, err
 
 
 def t_server_down():

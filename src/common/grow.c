@@ -7,16 +7,9 @@
 
 #include "common/alloc.h"
 
-skp_err skpx_grow(void *parray, size_t *cap, size_t need, size_t elem, size_t first_cap)
+/* Reallocates the array at *parray to ncap elements of elem bytes and sets *cap. */
+static skp_err resize(void *parray, size_t *cap, size_t ncap, size_t elem)
 {
-    if (need <= *cap)
-        return SKP_OK;
-    size_t ncap = *cap ? *cap : (first_cap ? first_cap : 16);
-    while (ncap < need) {
-        if (ncap > SIZE_MAX / 2)
-            return SKP_ENOMEM;
-        ncap *= 2;
-    }
     if (elem && ncap > SIZE_MAX / elem)
         return SKP_ENOMEM;
     void *v;
@@ -27,4 +20,30 @@ skp_err skpx_grow(void *parray, size_t *cap, size_t need, size_t elem, size_t fi
     memcpy(parray, &nv, sizeof(nv));
     *cap = ncap;
     return SKP_OK;
+}
+
+skp_err skpx_grow(void *parray, size_t *cap, size_t need, size_t elem, size_t first_cap)
+{
+    if (need <= *cap)
+        return SKP_OK;
+    size_t ncap = *cap ? *cap : (first_cap ? first_cap : 16);
+    while (ncap < need) {
+        if (ncap > SIZE_MAX / 2)
+            return SKP_ENOMEM;
+        ncap *= 2;
+    }
+    return resize(parray, cap, ncap, elem);
+}
+
+skp_err skpx_grow_capped(void *parray, size_t *cap, size_t need, size_t elem, size_t first_cap,
+                         size_t max_cap)
+{
+    if (need <= *cap)
+        return SKP_OK;
+    if (need > max_cap)
+        return SKP_ETOOBIG;
+    size_t ncap = *cap ? *cap : (first_cap ? first_cap : 16);
+    while (ncap < need)
+        ncap = ncap > max_cap / 2 ? max_cap : ncap * 2;
+    return resize(parray, cap, ncap < max_cap ? ncap : max_cap, elem);
 }

@@ -45,6 +45,7 @@
 #include "common/alloc.h"
 #include "common/clock.h"
 #include "common/err.h"
+#include "common/grow.h"
 #include "common/log.h"
 #include "common/pct.h"
 
@@ -326,21 +327,10 @@ static skp_err out_append(struct skpx_grpc_client *c, const uint8_t *p, size_t n
         c->out_len -= c->out_off;
         c->out_off = 0;
     }
-    if (c->out_len + n > c->out_cap) {
-        size_t cap = c->out_cap ? c->out_cap : OUT_INIT_BYTES;
-        while (cap < c->out_len + n)
-            cap *= 2;
-        if (cap > OUT_CAP_BYTES) {
-            if (c->out_len + n > OUT_CAP_BYTES)
-                return SKP_ETOOBIG;
-            cap = OUT_CAP_BYTES;
-        }
-        uint8_t *nb = skpx_realloc(c->out, cap);
-        if (!nb)
-            return SKP_ENOMEM;
-        c->out = nb;
-        c->out_cap = cap;
-    }
+    skp_err err =
+        skpx_grow_capped(&c->out, &c->out_cap, c->out_len + n, 1, OUT_INIT_BYTES, OUT_CAP_BYTES);
+    if (err)
+        return err;
     memcpy(c->out + c->out_len, p, n);
     c->out_len += n;
     return SKP_OK;

@@ -12,6 +12,7 @@
 
 #include "common/alloc.h"
 #include "common/err.h"
+#include "common/grow.h"
 
 /* grpc-timeout: "TimeoutValue → {positive integer as ASCII string of at most 8 digits}". */
 #define GRPC_TIMEOUT_MAX_DIGITS 8
@@ -67,19 +68,7 @@ static skp_err prefix_parse(struct skpx_grpc_reader *r, const uint8_t *p)
  * actually arrived, so a peer announcing a large message and sending little costs little. */
 static skp_err buf_reserve(struct skpx_grpc_reader *r, size_t need, size_t limit)
 {
-    if (need <= r->buf_cap)
-        return SKP_OK;
-    size_t cap = r->buf_cap ? r->buf_cap : 256;
-    while (cap < need)
-        cap = cap > limit / 2 ? limit : cap * 2;
-    if (cap > limit)
-        cap = limit;
-    uint8_t *nb = skpx_realloc(r->buf, cap);
-    if (!nb)
-        return SKP_ENOMEM;
-    r->buf = nb;
-    r->buf_cap = cap;
-    return SKP_OK;
+    return skpx_grow_capped(&r->buf, &r->buf_cap, need, 1, 256, limit);
 }
 
 /* Hands one complete message to cb and readies the reader for the next prefix. `msg` is either

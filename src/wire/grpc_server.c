@@ -36,6 +36,7 @@
 
 #include "common/alloc.h"
 #include "common/err.h"
+#include "common/grow.h"
 #include "common/clock.h"
 #include "common/log.h"
 #include "wire/peer_count.h"
@@ -488,21 +489,9 @@ static void call_report_close(struct skpx_grpc_call *call, int status)
 
 static bool hdrs_append(struct skpx_grpc_call *call, const uint8_t *s, size_t len)
 {
-    size_t need = call->hdrs_len + len + 1;
-    if (need > GRPC_SERVER_MAX_HEADER_BYTES)
-        return false;
-    if (need > call->hdrs_cap) {
-        size_t cap = call->hdrs_cap ? call->hdrs_cap * 2 : 512;
-        while (cap < need)
-            cap *= 2;
-        if (cap > GRPC_SERVER_MAX_HEADER_BYTES)
-            cap = GRPC_SERVER_MAX_HEADER_BYTES;
-        char *nb = skpx_realloc(call->hdrs, cap);
-        if (!nb)
-            return false;
-        call->hdrs = nb;
-        call->hdrs_cap = cap;
-    }
+    if (skpx_grow_capped(&call->hdrs, &call->hdrs_cap, call->hdrs_len + len + 1, 1, 512,
+                         GRPC_SERVER_MAX_HEADER_BYTES) != SKP_OK)
+        return false; /* past the header limit, or no memory */
     memcpy(call->hdrs + call->hdrs_len, s, len);
     call->hdrs[call->hdrs_len + len] = '\0';
     call->hdrs_len += len + 1;

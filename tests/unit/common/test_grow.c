@@ -60,11 +60,40 @@ static void grow_failure_leaves_array_valid(void **state)
     skpx_free(v);
 }
 
+/* skpx_grow_capped: doubles from the first capacity (or the current one), cut to the ceiling;
+ * a need past the ceiling is refused with the array unchanged. */
+static void grow_capped_stops_at_the_ceiling(void **state)
+{
+    (void)state;
+    uint8_t *b = NULL;
+    size_t cap = 0;
+    assert_int_equal(skpx_grow_capped(&b, &cap, 10, 1, 256, 1000), SKP_OK);
+    assert_int_equal(cap, 256);
+    memset(b, 7, cap);
+    assert_int_equal(skpx_grow_capped(&b, &cap, 200, 1, 256, 1000), SKP_OK);
+    assert_int_equal(cap, 256); /* holds it already */
+    assert_int_equal(skpx_grow_capped(&b, &cap, 300, 1, 256, 1000), SKP_OK);
+    assert_int_equal(cap, 512);
+    assert_int_equal(b[255], 7);
+    assert_int_equal(skpx_grow_capped(&b, &cap, 513, 1, 256, 1000), SKP_OK);
+    assert_int_equal(cap, 1000); /* 1024 cut to the ceiling */
+    assert_int_equal(skpx_grow_capped(&b, &cap, 1001, 1, 256, 1000), SKP_ETOOBIG);
+    assert_int_equal(cap, 1000);
+    assert_int_equal(b[0], 7);
+    skpx_free(b);
+    uint64_t *w = NULL;
+    size_t wcap = 0;
+    assert_int_equal(skpx_grow_capped(&w, &wcap, 3, sizeof(*w), 0, 5), SKP_OK);
+    assert_int_equal(wcap, 5); /* the default first capacity (16) cut to the ceiling */
+    skpx_free(w);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(grow_doubles_and_keeps_contents),
         cmocka_unit_test(grow_failure_leaves_array_valid),
+        cmocka_unit_test(grow_capped_stops_at_the_ceiling),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

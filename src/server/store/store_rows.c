@@ -161,6 +161,8 @@ static skp_err read_bytes(const struct store_col *c, const struct store_row_src 
         return SKP_OK; /* the field stays NULL */
     if (c->type == STORE_COL_TEXT) {
         const char *v = src->text(src->ctx, col);
+        if (!*v && (c->flags & STORE_COL_NULLABLE) && (c->flags & STORE_COL_EMPTY))
+            return SKP_OK;
         const char *t = own ? skpx_strdup(v) : v;
         memcpy(store_col_field(c, out), &t, sizeof(t));
         return t ? SKP_OK : SKP_ENOMEM;
@@ -222,6 +224,7 @@ VISIT(ebpf_process, struct store_ebpf_process)
 VISIT(ebpf_stack, struct store_ebpf_stack)
 VISIT(cont_policy, struct store_cont_policy_row)
 VISIT(cont_trigger, struct store_cont_trigger)
+VISIT(template_row, struct store_template_row)
 
 /* ---- the descriptions ---- */
 
@@ -324,6 +327,22 @@ const struct store_row_desc store_name_row = DESC("name", struct name_row, NULL,
 
 #define TEXT_EMPTY(st, field) COL(st, field, STORE_COL_TEXT, STORE_COL_EMPTY)
 
+static const struct store_col proc_instance_cols[] = {
+    COL(struct store_proc_instance_row, task_id, STORE_COL_TEXT, 0),
+    COL(struct store_proc_instance_row, instance, STORE_COL_TEXT, 0),
+};
+const struct store_row_desc store_proc_instance_row =
+    DESC("process task instance", struct store_proc_instance_row, NULL, proc_instance_cols);
+
+static const struct store_col proc_piece_cols[] = {
+    COL(struct store_proc_piece_row, file_id, STORE_COL_INT64, 0),
+    COL(struct store_proc_piece_row, seq, STORE_COL_INT32, 0),
+    {"data", STORE_COL_BLOB, 0, offsetof(struct store_proc_piece_row, data),
+     offsetof(struct store_proc_piece_row, len), NULL, 0},
+};
+const struct store_row_desc store_proc_piece_row =
+    DESC("process file piece", struct store_proc_piece_row, NULL, proc_piece_cols);
+
 static const struct store_col ebpf_process_cols[] = {
     TEXT_EMPTY(struct store_ebpf_process, id),
     TEXT_EMPTY(struct store_ebpf_process, service),
@@ -416,6 +435,15 @@ static const struct store_col cont_cause_cols[] = {
 const struct store_row_desc store_cont_cause_row =
     DESC("continuous trigger cause", struct store_cont_cause, NULL, cont_cause_cols);
 
+static const struct store_col template_cols[] = {
+    COL(struct store_template_row, id, STORE_COL_TEXT, 0),
+    COL(struct store_template_row, configuration, STORE_COL_TEXT, 0),
+    COL(struct store_template_row, disabled, STORE_COL_BOOL, 0),
+    COL(struct store_template_row, updated_ms, STORE_COL_INT64, 0),
+};
+const struct store_row_desc store_template_row =
+    DESC("template", struct store_template_row, NULL, template_cols);
+
 static const struct store_col segment_cols[] = {
     COL(struct store_segment_row, seg, STORE_COL_INT64, 0),
     TEXT_EMPTY(struct store_segment_row, trace_id),
@@ -429,6 +457,21 @@ static const struct store_col segment_cols[] = {
 };
 const struct store_row_desc store_segment_row =
     DESC("segment", struct store_segment_row, NULL, segment_cols);
+
+/* "" reads as NULL (no SegmentObject, no endpoint), as SQL NULL does. */
+#define TEXT_OR_NULL(name, field)                                                                  \
+    COL_AS(name, struct store_segment_info, field, STORE_COL_TEXT,                                 \
+           STORE_COL_READ | STORE_COL_NULLABLE | STORE_COL_EMPTY)
+static const struct store_col segment_info_cols[] = {
+    TEXT_OR_NULL("g.trace_id", trace_id),
+    TEXT_OR_NULL("COALESCE(NULLIF(g.endpoint, ''), t.endpoint)", endpoint),
+    READ_AS("t.dump_period", struct store_segment_info, dump_period, STORE_COL_INT32),
+    READ_AS("g.start_ms IS NOT NULL", struct store_segment_info, has_window, STORE_COL_BOOL),
+    READ_AS("g.start_ms", struct store_segment_info, start_ms, STORE_COL_INT64),
+    READ_AS("g.end_ms", struct store_segment_info, end_ms, STORE_COL_INT64),
+};
+const struct store_row_desc store_segment_info_row =
+    DESC("segment info", struct store_segment_info, NULL, segment_info_cols);
 
 bool store_segment_storable(const struct store_segment *seg)
 {

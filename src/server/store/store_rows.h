@@ -24,6 +24,7 @@
 #include "server/store/store.h"
 #include "server/store/store_continuous.h"
 #include "server/store/store_ebpf.h"
+#include "server/store/store_templates.h"
 
 enum store_col_type {
     STORE_COL_TEXT,   /* const char * (NULL: SQL NULL, or "" with STORE_COL_EMPTY) */
@@ -35,9 +36,10 @@ enum store_col_type {
     STORE_COL_NAME,   /* an enum stored as its name: names[value] */
 };
 
-#define STORE_COL_EMPTY 1u    /* a NULL text is written as "" (a NOT NULL column) */
-#define STORE_COL_NULLABLE 2u /* read: SQL NULL gives a NULL pointer (else "") */
-#define STORE_COL_READ 4u     /* only read (a select's expression), never bound */
+#define STORE_COL_EMPTY 1u /* a NULL text is written as "" (a NOT NULL column) */
+/* read: SQL NULL gives a NULL pointer (else ""); with STORE_COL_EMPTY, so does "" */
+#define STORE_COL_NULLABLE 2u
+#define STORE_COL_READ 4u /* only read (a select's expression), never bound */
 
 struct store_col {
     const char *name; /* as the SQL writes it */
@@ -136,6 +138,7 @@ struct store_visit {
         store_ebpf_stack_cb ebpf_stack;
         store_cont_policy_cb cont_policy;
         store_cont_trigger_cb cont_trigger;
+        store_template_cb template_row;
     } cb;
     void *ud;
 };
@@ -149,6 +152,7 @@ skp_err store_visit_ebpf_process(const struct store_visit *v, const void *row);
 skp_err store_visit_ebpf_stack(const struct store_visit *v, const void *row);
 skp_err store_visit_cont_policy(const struct store_visit *v, const void *row);
 skp_err store_visit_cont_trigger(const struct store_visit *v, const void *row);
+skp_err store_visit_template_row(const struct store_visit *v, const void *row);
 
 /* ---- the row types ---- */
 
@@ -202,6 +206,29 @@ extern const struct store_row_desc store_proc_file_row;
 /* One text column read as an array of strings (char **: a row is one char *). */
 extern const struct store_row_desc store_name_row;
 
+/* A process task's instance, table proc_task_instances (read back as names: store_name_row). */
+struct store_proc_instance_row {
+    const char *task_id;
+    const char *instance;
+};
+#define STORE_PROC_INSTANCE_COLS "task_id, instance"
+#define STORE_PROC_INSTANCE_SQ "?, ?"
+#define STORE_PROC_INSTANCE_PG "$1, $2"
+extern const struct store_row_desc store_proc_instance_row;
+
+/* A piece of an uploaded file, table proc_file_pieces (read back in seq order as the file's
+ * bytes). */
+struct store_proc_piece_row {
+    int64_t file_id;
+    int32_t seq;
+    const uint8_t *data;
+    size_t len;
+};
+#define STORE_PROC_PIECE_COLS "file_id, seq, data"
+#define STORE_PROC_PIECE_SQ "?, ?, ?"
+#define STORE_PROC_PIECE_PG "$1, $2, $3"
+extern const struct store_row_desc store_proc_piece_row;
+
 /* eBPF processes (store_ebpf.h struct store_ebpf_process), table ebpf_processes. */
 #define STORE_EBPF_PROCESS_COLS                                                                    \
     "id, service, instance, process_name, layer, pid, labels, properties, agent_id, first_ms, "    \
@@ -254,6 +281,13 @@ extern const struct store_row_desc store_cont_trigger_row;
 #define STORE_CONT_CAUSE_PG "$1, $2, $3, $4, $5, $6, $7"
 extern const struct store_row_desc store_cont_cause_row;
 
+/* Dashboards (store_templates.h struct store_template_row), table ui_templates. */
+#define STORE_TEMPLATE_COLS "id, configuration, disabled, updated_ms"
+#define STORE_TEMPLATE_READ STORE_TEMPLATE_COLS
+#define STORE_TEMPLATE_SQ "?, ?, ?, ?"
+#define STORE_TEMPLATE_PG "$1, $2, $3, $4"
+extern const struct store_row_desc store_template_row;
+
 /* A trace segment as its row stores it (table segments): the span window and the spans as the
  * shared JSON text (store_codec.h), made by store_segment_row_of. */
 struct store_segment_row {
@@ -275,6 +309,13 @@ extern const struct store_row_desc store_segment_row;
 /* Whether a segment can be stored (an id to key it by, spans when it counts some): others are
  * skipped (the collector counts malformed input). */
 bool store_segment_storable(const struct store_segment *seg);
+
+/* A segment's info (store.h struct store_segment_info), read from segids si joined to its
+ * segment g and to the task t of its first snapshot. */
+#define STORE_SEGMENT_INFO_READ                                                                    \
+    "g.trace_id, COALESCE(NULLIF(g.endpoint, ''), t.endpoint), t.dump_period, "                    \
+    "g.start_ms IS NOT NULL, g.start_ms, g.end_ms"
+extern const struct store_row_desc store_segment_info_row;
 /* The row of seg received at received_ms (out->seg 0). Errors: SKP_ENOMEM. */
 SKP_MUST_CHECK skp_err store_segment_row_of(const struct store_segment *seg, int64_t received_ms,
                                             struct store_segment_row *out);

@@ -238,6 +238,10 @@ SKP_MUST_CHECK skp_err pg__read_rows(PGresult *r, const struct store_row_desc *d
 SKP_MUST_CHECK skp_err pg__query_rows(struct pg_store *st, const char *sql, struct pg_params *p,
                                       const struct store_row_desc *d, void **out, size_t *n,
                                       const char *what);
+/* pg__query of a select of at most one row: that row, owned, into out (as pg__read_row);
+ * SKP_ENOTFOUND when none. Errors: pg__query's, pg__read_row's. */
+SKP_MUST_CHECK skp_err pg__query_one(struct pg_store *st, const char *sql, struct pg_params *p,
+                                     const struct store_row_desc *d, void *out, const char *what);
 /* pg__query, then each row read by d (borrowed) and handed to v; the first error stops the walk
  * and is returned. Errors: pg__query's, v's, SKP_ENOMEM. */
 SKP_MUST_CHECK skp_err pg__query_each(struct pg_store *st, const char *sql, struct pg_params *p,

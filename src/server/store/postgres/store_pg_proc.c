@@ -50,15 +50,13 @@ skp_err pg_store_proc_insert_task(struct store *base, const struct proc_task *t)
                             &p, &err, "insert proc task");
     PQclear(r);
     for (size_t i = 0; i < t->n_instances && !err; i++) {
+        const struct store_proc_instance_row row = {t->id, t->instances[i]};
         struct pg_params q = {0};
-        pgp_text(&q, t->id);
-        pgp_text(&q, t->instances[i]);
-        r = pg__exec(st,
-                     "INSERT INTO proc_task_instances(task_id, instance) VALUES($1, $2) "
-                     "ON CONFLICT DO NOTHING",
-                     &q, &err, "insert proc task instance");
-        pgp_free(&q);
-        PQclear(r);
+        pgp_row(&q, &store_proc_instance_row, &row);
+        PQclear(pg__query(st,
+                          "INSERT INTO proc_task_instances(" STORE_PROC_INSTANCE_COLS ") "
+                          "VALUES(" STORE_PROC_INSTANCE_PG ") ON CONFLICT DO NOTHING",
+                          &q, &err, "insert proc task instance"));
     }
     if (!err)
         err = pg__commit(st);
@@ -73,15 +71,7 @@ static skp_err one_task(struct store *base, const char *sql, struct pg_params *p
 {
     struct pg_store *st = pg_store_of(base);
     memset(out, 0, sizeof(*out));
-    skp_err err = SKP_OK;
-    PGresult *r = pg__query(st, sql, p, &err, "read proc task");
-    if (!r)
-        return err;
-    if (PQntuples(r) == 0)
-        err = SKP_ENOTFOUND;
-    else
-        err = pg__read_row(r, 0, 0, &store_proc_task_row, out, true);
-    PQclear(r);
+    skp_err err = pg__query_one(st, sql, p, &store_proc_task_row, out, "read proc task");
     if (!err) {
         err = load_instances(st, out);
         if (err)
@@ -274,13 +264,13 @@ skp_err pg_store_proc_file_append(struct store *base, int64_t id, int seq, const
                                   size_t len)
 {
     struct pg_store *st = pg_store_of(base);
+    const struct store_proc_piece_row piece = {id, seq, data, len};
     struct pg_params p = {0};
-    pgp_int(&p, id);
-    pgp_int(&p, seq);
-    pgp_owned(&p, pg_bytea_hex(data, len));
+    pgp_row(&p, &store_proc_piece_row, &piece);
     skp_err err = SKP_OK;
     PQclear(pg__query(st,
-                      "INSERT INTO proc_file_pieces(file_id, seq, data) VALUES($1, $2, $3::bytea)",
+                      "INSERT INTO proc_file_pieces(" STORE_PROC_PIECE_COLS ") "
+                      "VALUES(" STORE_PROC_PIECE_PG ")",
                       &p, &err, "insert proc file piece"));
     return err;
 }

@@ -21,9 +21,7 @@ static skp_err upsert(struct pg_store *st, const char *service, const char *inst
 {
     if (!service || !instance)
         return SKP_EINVAL;
-    skp_err err = pg__ready(st);
-    if (err)
-        return err;
+    skp_err err = SKP_OK;
     struct pg_params p = {0};
     pgp_text(&p, service);
     pgp_text(&p, layer && *layer ? layer : NULL);
@@ -31,7 +29,7 @@ static skp_err upsert(struct pg_store *st, const char *service, const char *inst
     pgp_text(&p, instance);
     pgp_text(&p, language);
     pgp_text(&p, props_json);
-    PGresult *r = pg__exec(
+    PGresult *r = pg__query(
         st,
         "WITH s AS (INSERT INTO services(name, layer, last_seen) VALUES($1, $2, $3) "
         "ON CONFLICT(name) DO UPDATE SET layer = COALESCE(excluded.layer, services.layer), "
@@ -44,7 +42,6 @@ static skp_err upsert(struct pg_store *st, const char *service, const char *inst
         "ELSE excluded.properties END, "
         "last_seen = greatest(instances.last_seen, excluded.last_seen)",
         &p, &err, "upsert instance");
-    pgp_free(&p);
     PQclear(r);
     if (!err)
         st->commits++;
@@ -86,17 +83,14 @@ skp_err pg_store_list_instances(struct store *base, const char *service, store_i
     struct pg_store *st = pg_store_of(base);
     if (!service || !cb)
         return SKP_EINVAL;
-    skp_err err = pg__ready(st);
-    if (err)
-        return err;
+    skp_err err = SKP_OK;
     struct pg_params p = {0};
     pgp_text(&p, service);
-    PGresult *r = pg__exec(st,
-                           "SELECT s.id, i.name, i.language, i.last_seen, i.properties "
-                           "FROM services s LEFT JOIN instances i ON i.service_id = s.id "
-                           "WHERE s.name = $1 ORDER BY i.name COLLATE \"C\"",
-                           &p, &err, "list instances");
-    pgp_free(&p);
+    PGresult *r = pg__query(st,
+                            "SELECT s.id, i.name, i.language, i.last_seen, i.properties "
+                            "FROM services s LEFT JOIN instances i ON i.service_id = s.id "
+                            "WHERE s.name = $1 ORDER BY i.name COLLATE \"C\"",
+                            &p, &err, "list instances");
     if (!r)
         return err;
     if (PQntuples(r) == 0)
@@ -148,19 +142,11 @@ skp_err pg_store_insert_task(struct store *base, const struct store_task *t)
     return SKP_OK;
 }
 
-/* Runs a task query expected to yield at most one row into *out. */
+/* Runs a task query expected to yield at most one row into *out (p freed). */
 static skp_err one_task(struct pg_store *st, const char *sql, struct pg_params *p,
                         struct store_task *out)
 {
-    skp_err err = pg__ready(st);
-    if (err)
-        return err;
-    PGresult *r = pg__exec(st, sql, p, &err, "read task");
-    if (!r)
-        return err;
-    err = PQntuples(r) ? pg__read_row(r, 0, 0, &store_task_row, out, true) : SKP_ENOTFOUND;
-    PQclear(r);
-    return err;
+    return pg__query_one(st, sql, p, &store_task_row, out, "read task");
 }
 
 skp_err pg_store_get_task(struct store *base, const char *id, struct store_task *out)
@@ -170,10 +156,8 @@ skp_err pg_store_get_task(struct store *base, const char *id, struct store_task 
         return SKP_EINVAL;
     struct pg_params p = {0};
     pgp_text(&p, id);
-    skp_err err =
-        one_task(pg_store_of(base), "SELECT " STORE_TASK_READ " FROM tasks WHERE id = $1", &p, out);
-    pgp_free(&p);
-    return err;
+    return one_task(pg_store_of(base), "SELECT " STORE_TASK_READ " FROM tasks WHERE id = $1", &p,
+                    out);
 }
 
 skp_err pg_store_latest_task_before(struct store *base, const char *service, int64_t start_before,
@@ -185,12 +169,10 @@ skp_err pg_store_latest_task_before(struct store *base, const char *service, int
     struct pg_params p = {0};
     pgp_text(&p, service);
     pgp_int(&p, start_before);
-    skp_err err = one_task(pg_store_of(base),
-                           "SELECT " STORE_TASK_READ " FROM tasks WHERE service = $1 AND "
-                           "start_time <= $2 ORDER BY start_time DESC, create_time DESC LIMIT 1",
-                           &p, out);
-    pgp_free(&p);
-    return err;
+    return one_task(pg_store_of(base),
+                    "SELECT " STORE_TASK_READ " FROM tasks WHERE service = $1 AND "
+                    "start_time <= $2 ORDER BY start_time DESC, create_time DESC LIMIT 1",
+                    &p, out);
 }
 
 skp_err pg_store_tasks_for_agent(struct store *base, const char *service, int64_t after_create_time,
@@ -236,18 +218,15 @@ skp_err pg_store_cancel_task(struct store *base, const char *id, int64_t now_ms)
     struct pg_store *st = pg_store_of(base);
     if (!id)
         return SKP_EINVAL;
-    skp_err err = pg__ready(st);
-    if (err)
-        return err;
+    skp_err err = SKP_OK;
     struct pg_params p = {0};
     pgp_text(&p, id);
     pgp_int(&p, now_ms);
-    PGresult *r = pg__exec(st,
-                           "UPDATE tasks SET cancelled_ms = $2 WHERE id = $1 AND "
-                           "cancelled_ms IS NULL AND "
-                           "start_time + duration_min * 60000::bigint > $2",
-                           &p, &err, "cancel task");
-    pgp_free(&p);
+    PGresult *r = pg__query(st,
+                            "UPDATE tasks SET cancelled_ms = $2 WHERE id = $1 AND "
+                            "cancelled_ms IS NULL AND "
+                            "start_time + duration_min * 60000::bigint > $2",
+                            &p, &err, "cancel task");
     if (!r)
         return err;
     bool done = strcmp(PQcmdTuples(r), "1") == 0;
@@ -275,11 +254,8 @@ skp_err pg_store_tasks_lock(struct store *base, const char *service)
         return err;
     struct pg_params p = {0};
     pgp_text(&p, service);
-    PGresult *r =
-        pg__exec(st, "SELECT pg_advisory_xact_lock(hashtextextended('skp.tasks:' || $1, 0))", &p,
-                 &err, "task lock");
-    pgp_free(&p);
-    PQclear(r);
+    PQclear(pg__query(st, "SELECT pg_advisory_xact_lock(hashtextextended('skp.tasks:' || $1, 0))",
+                      &p, &err, "task lock"));
     if (err)
         pg__rollback(st);
     return err;

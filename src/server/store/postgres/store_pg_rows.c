@@ -168,6 +168,18 @@ skp_err pg__query_rows(struct pg_store *st, const char *sql, struct pg_params *p
     return err;
 }
 
+skp_err pg__query_one(struct pg_store *st, const char *sql, struct pg_params *p,
+                      const struct store_row_desc *d, void *out, const char *what)
+{
+    skp_err err = SKP_OK;
+    PGresult *r = pg__query(st, sql, p, &err, what);
+    if (!r)
+        return err;
+    err = PQntuples(r) ? pg__read_row(r, 0, 0, d, out, true) : SKP_ENOTFOUND;
+    PQclear(r);
+    return err;
+}
+
 skp_err pg__query_each(struct pg_store *st, const char *sql, struct pg_params *p,
                        const struct store_row_desc *d, const struct store_visit *v,
                        const char *what)

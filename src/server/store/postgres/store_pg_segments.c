@@ -52,11 +52,9 @@ static skp_err listing_lock(struct pg_store *st, const char *segs)
     struct pg_params p = {0};
     pgp_text(&p, segs);
     skp_err err = SKP_OK;
-    PQclear(pg__exec(st,
-                     "SELECT 1 FROM segids WHERE id = ANY($1::bigint[]) "
-                     "ORDER BY id FOR UPDATE",
-                     &p, &err, "lock listed segments"));
-    pgp_free(&p);
+    PQclear(pg__query(st,
+                      "SELECT 1 FROM segids WHERE id = ANY($1::bigint[]) ORDER BY id FOR UPDATE",
+                      &p, &err, "lock listed segments"));
     return err;
 }
 
@@ -113,13 +111,6 @@ skp_err pg_store_insert_segments(struct store *base, const struct store_segment 
 
 /* ---- one segment ---- */
 
-static bool dup_or_null(const PGresult *r, int col, char **out)
-{
-    const char *t = pg__null(r, 0, col) ? NULL : pg__txt(r, 0, col);
-    *out = t && *t ? skpx_strdup(t) : NULL;
-    return !t || !*t || *out;
-}
-
 skp_err pg_store_get_segment_info(struct store *base, const char *segment_id,
                                   struct store_segment_info *out)
 {
@@ -127,39 +118,18 @@ skp_err pg_store_get_segment_info(struct store *base, const char *segment_id,
     memset(out, 0, sizeof(*out));
     if (!segment_id)
         return SKP_EINVAL;
-    skp_err err = pg__ready(st);
-    if (err)
-        return err;
     struct pg_params p = {0};
     pgp_text(&p, segment_id);
     /* The task is found through the segment's first snapshot (lowest sequence). */
-    PGresult *r = pg__exec(st,
-                           "SELECT g.trace_id, COALESCE(NULLIF(g.endpoint, ''), t.endpoint), "
-                           "t.dump_period, g.start_ms, g.end_ms FROM segids si "
-                           "LEFT JOIN segments g ON g.seg = si.id "
-                           "LEFT JOIN task_keys tk ON tk.id = (SELECT sn.task FROM snapshots sn "
-                           "WHERE sn.seg = si.id AND sn.first_ms = si.first_ms "
-                           "ORDER BY sn.seq, sn.task LIMIT 1) "
-                           "LEFT JOIN tasks t ON t.id = tk.task_id "
-                           "WHERE md5(si.segment_id) = md5($1) AND si.segment_id = $1",
-                           &p, &err, "segment info");
-    pgp_free(&p);
-    if (!r)
-        return err;
-    if (PQntuples(r) == 0) {
-        err = SKP_ENOTFOUND;
-    } else {
-        out->dump_period = pg__null(r, 0, 2) ? 0 : (int)pg__i64(r, 0, 2);
-        out->has_window = !pg__null(r, 0, 3);
-        out->start_ms = pg__i64(r, 0, 3);
-        out->end_ms = pg__i64(r, 0, 4);
-        if (!dup_or_null(r, 0, &out->trace_id) || !dup_or_null(r, 1, &out->endpoint)) {
-            store_segment_info_cleanup(out);
-            err = SKP_ENOMEM;
-        }
-    }
-    PQclear(r);
-    return err;
+    return pg__query_one(st,
+                         "SELECT " STORE_SEGMENT_INFO_READ " FROM segids si "
+                         "LEFT JOIN segments g ON g.seg = si.id "
+                         "LEFT JOIN task_keys tk ON tk.id = (SELECT sn.task FROM snapshots sn "
+                         "WHERE sn.seg = si.id AND sn.first_ms = si.first_ms "
+                         "ORDER BY sn.seq, sn.task LIMIT 1) "
+                         "LEFT JOIN tasks t ON t.id = tk.task_id "
+                         "WHERE md5(si.segment_id) = md5($1) AND si.segment_id = $1",
+                         &p, &store_segment_info_row, out, "segment info");
 }
 
 skp_err pg_store_segment_has_snapshots(struct store *base, const char *segment_id, bool *out)
@@ -267,9 +237,7 @@ skp_err pg_store_list_profiled_segments_page(struct store *base, const char *tas
         *more = false;
     if (!task_id || !cb || (after && !after->segment_id))
         return SKP_EINVAL;
-    skp_err err = pg__ready(st);
-    if (err)
-        return err;
+    skp_err err = SKP_OK;
     struct pg_params p = {0};
     pgp_text(&p, task_id);
     if (limit && limit < (size_t)INT64_MAX)
@@ -280,9 +248,8 @@ skp_err pg_store_list_profiled_segments_page(struct store *base, const char *tas
         pgp_int(&p, after->start_ms);
         pgp_text(&p, after->segment_id);
     }
-    PGresult *r = pg__exec(st, after ? pg__page_sql_after : pg__page_sql_first, &p, &err,
-                           "list profiled segments");
-    pgp_free(&p);
+    PGresult *r = pg__query(st, after ? pg__page_sql_after : pg__page_sql_first, &p, &err,
+                            "list profiled segments");
     if (!r)
         return err;
     int rows = PQntuples(r);

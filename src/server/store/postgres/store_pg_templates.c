@@ -2,7 +2,6 @@
  * store_pg_schema.c). Collectors sharing the database share the dashboards. */
 #include "server/store/store_templates.h"
 
-#include <stdlib.h>
 #include <string.h>
 
 #include "server/store/postgres/store_pg_int.h"
@@ -10,14 +9,13 @@
 skp_err pg_store_put_template(struct store *base, const char *id, const char *configuration,
                               int64_t now_ms)
 {
+    const struct store_template_row row = {id, configuration, false, now_ms};
     struct pg_params p = {0};
-    pgp_text(&p, id);
-    pgp_text(&p, configuration);
-    pgp_int(&p, now_ms);
+    pgp_row(&p, &store_template_row, &row);
     skp_err err = SKP_OK;
     PQclear(pg__query(pg_store_of(base),
-                      "INSERT INTO ui_templates(id, configuration, disabled, updated_ms) "
-                      "VALUES($1, $2, false, $3) ON CONFLICT (id) DO UPDATE SET "
+                      "INSERT INTO ui_templates(" STORE_TEMPLATE_COLS ") "
+                      "VALUES(" STORE_TEMPLATE_PG ") ON CONFLICT (id) DO UPDATE SET "
                       "configuration = excluded.configuration, disabled = false, "
                       "updated_ms = excluded.updated_ms",
                       &p, &err, "put template"));
@@ -41,20 +39,8 @@ skp_err pg_store_disable_template(struct store *base, const char *id, int64_t no
 
 skp_err pg_store_list_templates(struct store *base, store_template_cb cb, void *ud)
 {
-    skp_err err = SKP_OK;
-    PGresult *r = pg__query(pg_store_of(base),
-                            "SELECT id, configuration, disabled, updated_ms FROM ui_templates "
-                            "ORDER BY id COLLATE \"C\"",
-                            NULL, &err, "list templates");
-    for (int i = 0; r && !err && i < PQntuples(r); i++) {
-        struct store_template_row row = {
-            .id = PQgetvalue(r, i, 0),
-            .configuration = PQgetvalue(r, i, 1),
-            .disabled = PQgetvalue(r, i, 2)[0] == 't',
-            .updated_ms = strtoll(PQgetvalue(r, i, 3), NULL, 10),
-        };
-        err = cb(ud, &row);
-    }
-    PQclear(r);
-    return err;
+    return pg__query_each(
+        pg_store_of(base),
+        "SELECT " STORE_TEMPLATE_READ " FROM ui_templates ORDER BY id COLLATE \"C\"", NULL,
+        &store_template_row, &STORE_VISIT(template_row, cb, ud), "list templates");
 }

@@ -172,6 +172,10 @@ SKP_MUST_CHECK skp_err store__read_row(sqlite3_stmt *s, int col0, const struct s
 SKP_MUST_CHECK skp_err store__read_rows(struct sqlite_store *st, sqlite3_stmt *s,
                                         const struct store_row_desc *d, void **out, size_t *n,
                                         const char *what);
+/* Steps s once: its row, owned, into out (as store__read_row); SKP_ENOTFOUND when it yields
+ * none. Finalizes s. Errors: SKP_ENOMEM, the SQLite error (logged with `what`). */
+SKP_MUST_CHECK skp_err store__read_one(struct sqlite_store *st, sqlite3_stmt *s,
+                                       const struct store_row_desc *d, void *out, const char *what);
 /* Prepares sql, binds row from parameter 1 on, runs it once. *rowid (may be NULL) gets the new
  * row's id. Errors: SKP_EEXIST (a constraint refused the row), the SQLite error (logged with
  * `what`). */

@@ -61,14 +61,16 @@ skp_err sqlite_store_proc_insert_task(struct store *base, const struct proc_task
     if (err)
         goto out;
     sqlite3_stmt *s = NULL;
-    err = store__prepare(
-        st, "INSERT OR IGNORE INTO proc_task_instances(task_id, instance) VALUES(?, ?)", &s);
+    err = store__prepare(st,
+                         "INSERT OR IGNORE INTO proc_task_instances(" STORE_PROC_INSTANCE_COLS
+                         ") VALUES(" STORE_PROC_INSTANCE_SQ ")",
+                         &s);
     if (err)
         goto out;
     for (size_t i = 0; i < t->n_instances && !err; i++) {
+        const struct store_proc_instance_row row = {t->id, t->instances[i]};
         sqlite3_reset(s);
-        sqlite3_bind_text(s, 1, t->id, -1, SQLITE_STATIC);
-        sqlite3_bind_text(s, 2, t->instances[i], -1, SQLITE_STATIC);
+        store__bind_row(s, 1, &store_proc_instance_row, &row);
         err = step_done(st, s, "insert proc task instance");
     }
     sqlite3_finalize(s);
@@ -83,15 +85,7 @@ out:
 /* Runs a statement expected to yield at most one task row. */
 static skp_err one_task(struct sqlite_store *st, sqlite3_stmt *s, struct proc_task *out)
 {
-    int rc = sqlite3_step(s);
-    skp_err err;
-    if (rc == SQLITE_ROW)
-        err = store__read_row(s, 0, &store_proc_task_row, out, true);
-    else if (rc == SQLITE_DONE)
-        err = SKP_ENOTFOUND;
-    else
-        err = store__sqlerr(st, rc, "read proc task");
-    sqlite3_finalize(s);
+    skp_err err = store__read_one(st, s, &store_proc_task_row, out, "read proc task");
     if (!err) {
         err = load_instances(st, out);
         if (err)
@@ -343,28 +337,18 @@ skp_err sqlite_store_proc_file_begin(struct store *base, const char *task_id, co
     return err;
 }
 
-struct file_piece {
-    int64_t id;
-    int seq;
-    const uint8_t *data;
-    size_t len;
-};
-
 static void bind_piece(sqlite3_stmt *s, const void *ud)
 {
-    const struct file_piece *p = ud;
-    sqlite3_bind_int64(s, 1, p->id);
-    sqlite3_bind_int(s, 2, p->seq);
-    sqlite3_bind_blob64(s, 3, p->len ? (const void *)p->data : "", (sqlite3_uint64)p->len,
-                        SQLITE_STATIC);
+    store__bind_row(s, 1, &store_proc_piece_row, ud);
 }
 
 skp_err sqlite_store_proc_file_append(struct store *base, int64_t id, int seq, const uint8_t *data,
                                       size_t len)
 {
-    const struct file_piece p = {id, seq, data, len};
+    const struct store_proc_piece_row p = {id, seq, data, len};
     return one_statement(sqlite_store_of(base),
-                         "INSERT INTO proc_file_pieces(file_id, seq, data) VALUES(?, ?, ?)",
+                         "INSERT INTO proc_file_pieces(" STORE_PROC_PIECE_COLS ") "
+                         "VALUES(" STORE_PROC_PIECE_SQ ")",
                          bind_piece, &p, "insert proc file piece");
 }
 

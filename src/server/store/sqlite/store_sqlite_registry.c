@@ -203,16 +203,7 @@ skp_err sqlite_store_insert_task(struct store *base, const struct store_task *t)
 /* Runs a task query expected to yield at most one row into *out. */
 static skp_err one_task(struct sqlite_store *st, sqlite3_stmt *s, struct store_task *out)
 {
-    int rc = sqlite3_step(s);
-    skp_err err;
-    if (rc == SQLITE_ROW)
-        err = store__read_row(s, 0, &store_task_row, out, true);
-    else if (rc == SQLITE_DONE)
-        err = SKP_ENOTFOUND;
-    else
-        err = store__sqlerr(st, rc, "read task");
-    sqlite3_finalize(s);
-    return err;
+    return store__read_one(st, s, &store_task_row, out, "read task");
 }
 
 skp_err sqlite_store_get_task(struct store *base, const char *id, struct store_task *out)

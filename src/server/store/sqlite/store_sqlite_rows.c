@@ -112,6 +112,21 @@ skp_err store__read_row(sqlite3_stmt *s, int col0, const struct store_row_desc *
     return store_row_read(d, &src, col0, out, own);
 }
 
+skp_err store__read_one(struct sqlite_store *st, sqlite3_stmt *s, const struct store_row_desc *d,
+                        void *out, const char *what)
+{
+    int rc = sqlite3_step(s);
+    skp_err err;
+    if (rc == SQLITE_ROW)
+        err = store__read_row(s, 0, d, out, true);
+    else if (rc == SQLITE_DONE)
+        err = SKP_ENOTFOUND;
+    else
+        err = store__sqlerr(st, rc, what);
+    sqlite3_finalize(s);
+    return err;
+}
+
 struct rows_acc {
     const struct store_row_desc *d;
     char *v;

@@ -63,14 +63,6 @@ fail:
 
 /* ---- one segment ---- */
 
-/* A copy of column i, NULL when it is NULL or empty; false on allocation failure. */
-static bool col_dup(sqlite3_stmt *s, int i, char **out)
-{
-    const char *t = (const char *)sqlite3_column_text(s, i);
-    *out = t && *t ? skpx_strdup(t) : NULL;
-    return !t || !*t || *out;
-}
-
 skp_err sqlite_store_get_segment_info(struct store *base, const char *segment_id,
                                       struct store_segment_info *out)
 {
@@ -81,8 +73,7 @@ skp_err sqlite_store_get_segment_info(struct store *base, const char *segment_id
     sqlite3_stmt *s = NULL;
     /* The task is found through the segment's first snapshot (a primary-key seek). */
     skp_err err = store__prepare(st,
-                                 "SELECT g.trace_id, COALESCE(NULLIF(g.endpoint, ''), t.endpoint), "
-                                 "t.dump_period, g.start_ms, g.end_ms FROM segids si "
+                                 "SELECT " STORE_SEGMENT_INFO_READ " FROM segids si "
                                  "LEFT JOIN segments g ON g.seg = si.id "
                                  "LEFT JOIN task_keys tk ON tk.id = (SELECT sn.task FROM "
                                  "snapshots sn WHERE sn.seg = si.id ORDER BY sn.seq LIMIT 1) "
@@ -92,21 +83,7 @@ skp_err sqlite_store_get_segment_info(struct store *base, const char *segment_id
     if (err)
         return err;
     sqlite3_bind_text(s, 1, segment_id, -1, SQLITE_STATIC);
-    int rc = sqlite3_step(s);
-    if (rc == SQLITE_ROW) {
-        out->dump_period = sqlite3_column_int(s, 2);
-        out->has_window = sqlite3_column_type(s, 3) != SQLITE_NULL;
-        out->start_ms = sqlite3_column_int64(s, 3);
-        out->end_ms = sqlite3_column_int64(s, 4);
-        if (!col_dup(s, 0, &out->trace_id) || !col_dup(s, 1, &out->endpoint)) {
-            store_segment_info_cleanup(out);
-            err = SKP_ENOMEM;
-        }
-    } else {
-        err = rc == SQLITE_DONE ? SKP_ENOTFOUND : store__sqlerr(st, rc, "segment info");
-    }
-    sqlite3_finalize(s);
-    return err;
+    return store__read_one(st, s, &store_segment_info_row, out, "segment info");
 }
 
 skp_err sqlite_store_segment_has_snapshots(struct store *base, const char *segment_id, bool *out)

@@ -23,6 +23,7 @@
 #include "common/log.h"
 #include "server/analysis/analyzer.h"
 #include "server/store/store_continuous.h"
+#include "server/store/store_templates.h"
 #include "server/store/sqlite/store_int.h"
 #include "server/store/postgres/store_pg_int.h"
 #include "store_test_util.h"
@@ -1312,6 +1313,59 @@ static skp_err no_minute(void *ud, const struct store_endpoint_minute *m)
     return SKP_OK;
 }
 
+/* Dashboards (store_templates.h): put, put again (replaced and enabled again), disable, listed
+ * by id with their state, and kept across a reopen. */
+struct templates_seen {
+    int n;
+    char id[4][16];
+    char conf[4][32];
+    bool disabled[4];
+    int64_t updated[4];
+};
+
+static skp_err template_cb(void *ud, const struct store_template_row *r)
+{
+    struct templates_seen *t = ud;
+    if (t->n < 4) {
+        snprintf(t->id[t->n], sizeof(t->id[0]), "%s", r->id);
+        snprintf(t->conf[t->n], sizeof(t->conf[0]), "%s", r->configuration);
+        t->disabled[t->n] = r->disabled;
+        t->updated[t->n] = r->updated_ms;
+    }
+    t->n++;
+    return SKP_OK;
+}
+
+static void templates(void **state)
+{
+    struct cf *f = *state;
+    struct templates_seen t = {0};
+    if (store_list_templates(f->st, template_cb, &t) == SKP_ENOTSUP)
+        skip(); /* the backend has no dashboards yet */
+    assert_int_equal(t.n, 0);
+    assert_int_equal(store_put_template(f->st, "b", "{\"x\":1}", 1000), SKP_OK);
+    assert_int_equal(store_put_template(f->st, "a", "{}", 2000), SKP_OK);
+    assert_int_equal(store_disable_template(f->st, "b", 3000), SKP_OK);
+    assert_int_equal(store_disable_template(f->st, "nope", 3000), SKP_ENOTFOUND);
+    assert_int_equal(store_list_templates(f->st, template_cb, &t), SKP_OK);
+    assert_int_equal(t.n, 2);
+    assert_string_equal(t.id[0], "a");
+    assert_false(t.disabled[0]);
+    assert_string_equal(t.id[1], "b");
+    assert_string_equal(t.conf[1], "{\"x\":1}");
+    assert_true(t.disabled[1]);
+    assert_int_equal(t.updated[1], 3000);
+    /* put again: the new configuration, enabled again */
+    assert_int_equal(store_put_template(f->st, "b", "{\"x\":2}", 4000), SKP_OK);
+    cf_reopen(f);
+    memset(&t, 0, sizeof(t));
+    assert_int_equal(store_list_templates(f->st, template_cb, &t), SKP_OK);
+    assert_int_equal(t.n, 2);
+    assert_string_equal(t.conf[1], "{\"x\":2}");
+    assert_false(t.disabled[1]);
+    assert_int_equal(t.updated[1], 4000);
+}
+
 static void endpoint_minutes(void **state)
 {
     struct cf *f = *state;
@@ -1933,6 +1987,7 @@ int main(int argc, char **argv)
         cmocka_unit_test_setup_teardown(pg_listing_migration_and_plan, cf_setup, cf_teardown),
         cmocka_unit_test_setup_teardown(pg_listing_long_ids, cf_setup, cf_teardown),
         cmocka_unit_test_setup_teardown(endpoint_minutes, cf_setup, cf_teardown),
+        cmocka_unit_test_setup_teardown(templates, cf_setup, cf_teardown),
         cmocka_unit_test_setup_teardown(retention, cf_setup, cf_teardown),
         cmocka_unit_test_setup_teardown(retention_of_triggers, cf_setup, cf_teardown),
         cmocka_unit_test_setup_teardown(restart, cf_setup, cf_teardown),

@@ -48,6 +48,12 @@ static const struct list lists[] = {
     LIST(store_cont_trigger_row, STORE_CONT_TRIGGER),
     LIST(store_cont_cause_row, STORE_CONT_CAUSE),
     LIST(store_segment_row, STORE_SEGMENT),
+    LIST(store_template_row, STORE_TEMPLATE),
+    {&store_proc_instance_row, STORE_PROC_INSTANCE_COLS, STORE_PROC_INSTANCE_COLS,
+     STORE_PROC_INSTANCE_SQ, STORE_PROC_INSTANCE_PG},
+    {&store_proc_piece_row, STORE_PROC_PIECE_COLS, STORE_PROC_PIECE_COLS, STORE_PROC_PIECE_SQ,
+     STORE_PROC_PIECE_PG},
+    {&store_segment_info_row, "", STORE_SEGMENT_INFO_READ, "", ""},
 };
 
 /* "a, b, c" of the columns (bound_only: those an insert binds). */
@@ -238,12 +244,52 @@ static void test_pg_bind_and_read(void **state)
     }
 }
 
+/* A text column both NULLABLE and EMPTY reads "" as NULL, as it reads SQL NULL (a segment
+ * info's trace id and endpoint); a plain NULLABLE one keeps "". */
+struct opt_text {
+    char *s;
+};
+static const struct store_col opt_cols[] = {
+    {"s", STORE_COL_TEXT, STORE_COL_READ | STORE_COL_NULLABLE | STORE_COL_EMPTY,
+     offsetof(struct opt_text, s), 0, NULL, 0},
+};
+static const struct store_row_desc opt_row = {"opt", sizeof(struct opt_text), NULL, opt_cols, 1};
+static const struct store_row_desc maybe_row = {"maybe", sizeof(struct every), NULL, &every_cols[1],
+                                                1};
+
+static void test_empty_reads_as_null(void **state)
+{
+    (void)state;
+    sqlite3 *db = NULL;
+    assert_int_equal(sqlite3_open(":memory:", &db), SQLITE_OK);
+    sqlite3_stmt *sel = NULL;
+    assert_int_equal(sqlite3_prepare_v2(db, "SELECT NULL, '', 'x'", -1, &sel, NULL), SQLITE_OK);
+    assert_int_equal(sqlite3_step(sel), SQLITE_ROW);
+    for (int own = 0; own < 2; own++) {
+        struct opt_text got;
+        assert_int_equal(store__read_row(sel, 0, &opt_row, &got, own), SKP_OK);
+        assert_null(got.s);
+        assert_int_equal(store__read_row(sel, 1, &opt_row, &got, own), SKP_OK);
+        assert_null(got.s);
+        assert_int_equal(store__read_row(sel, 2, &opt_row, &got, own), SKP_OK);
+        assert_string_equal(got.s, "x");
+        if (own)
+            store_row_cleanup(&opt_row, &got);
+    }
+    struct every e;
+    assert_int_equal(store__read_row(sel, 1, &maybe_row, &e, false), SKP_OK);
+    assert_string_equal(e.maybe, "");
+    sqlite3_finalize(sel);
+    sqlite3_close(db);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_lists_name_the_columns),
         cmocka_unit_test(test_sqlite_bind_and_read),
         cmocka_unit_test(test_pg_bind_and_read),
+        cmocka_unit_test(test_empty_reads_as_null),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

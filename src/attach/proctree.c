@@ -3,14 +3,14 @@
 #include "attach/proctree.h"
 
 #include <dirent.h>
-#include <fcntl.h>
 #include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <unistd.h>
 
 #include "common/alloc.h"
+#include "common/grow.h"
+#include "common/procfs.h"
 
 pid_t attach_proc_stat_ppid(const char *stat, size_t len)
 {
@@ -58,23 +58,14 @@ size_t attach_proc_descendants(pid_t root, pid_t *out, size_t cap)
         char buf[512];
         long pid = strtol(de->d_name, NULL, 10);
         snprintf(path, sizeof(path), "/proc/%ld/stat", pid);
-        int fd = open(path, O_RDONLY | O_CLOEXEC);
-        if (fd < 0)
-            continue;
-        ssize_t k = read(fd, buf, sizeof(buf));
-        close(fd);
+        ssize_t k = skpx_procfs_read(path, buf, sizeof(buf));
         if (k <= 0)
             continue;
         pid_t ppid = attach_proc_stat_ppid(buf, (size_t)k);
         if (ppid < 0)
             continue;
-        if (n == pcap) {
-            struct pair *np = skpx_realloc(pairs, pcap * 2 * sizeof(*np));
-            if (!np)
-                break;
-            pairs = np;
-            pcap *= 2;
-        }
+        if (skpx_grow(&pairs, &pcap, n + 1, sizeof(*pairs), 0) != SKP_OK)
+            break;
         pairs[n].pid = (pid_t)pid;
         pairs[n].ppid = ppid;
         n++;

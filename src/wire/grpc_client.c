@@ -431,17 +431,7 @@ static skp_err stage_reserve(struct skpx_grpc_client *c, size_t extra)
         c->stage_len -= c->stage_off;
         c->stage_off = 0;
     }
-    if (c->stage_len + extra <= c->stage_cap)
-        return SKP_OK;
-    size_t cap = c->stage_cap ? c->stage_cap : STAGE_INIT_BYTES;
-    while (cap < c->stage_len + extra)
-        cap *= 2;
-    uint8_t *nb = skpx_realloc(c->stage, cap);
-    if (!nb)
-        return SKP_ENOMEM;
-    c->stage = nb;
-    c->stage_cap = cap;
-    return SKP_OK;
+    return skpx_grow(&c->stage, &c->stage_cap, c->stage_len + extra, 1, STAGE_INIT_BYTES);
 }
 
 /* Packs `m` (whose packed size is `n`) behind its prefix at the end of the staging buffer. */

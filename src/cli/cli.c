@@ -14,6 +14,7 @@
 #include <unistd.h>
 
 #include "common/alloc.h"
+#include "common/clock.h"
 #include "common/escape.h"
 
 bool cli_global_option(struct cli *c, int opt, const char *arg, bool *bad)
@@ -296,18 +297,21 @@ int cli_api_json(struct cli *c, const char *method, const char *target, json_t *
 int cli_api_json_wait(struct cli *c, const char *method, const char *target, json_t *body,
                       long long wait_s, bool (*has_data)(json_t *answer), json_t **out)
 {
-    struct timespec t0, now;
-    clock_gettime(CLOCK_MONOTONIC, &t0);
+    /* Milliseconds, not the clock's whole seconds: comparing tv_sec fields ended the wait up to
+     * a second early (a start at x.95 s "reached" 2 s at x+2.0 s). */
+    int64_t t0 = skpx_mono_ms(), wait_ms = (int64_t)wait_s * 1000;
     for (;;) {
         int rc = cli_api_json(c, method, target, body, out);
         if (rc)
             return rc;
-        clock_gettime(CLOCK_MONOTONIC, &now);
-        if (has_data(*out) || now.tv_sec - t0.tv_sec >= wait_s)
+        int64_t left = wait_ms - (skpx_mono_ms() - t0);
+        if (has_data(*out) || left <= 0)
             return CLI_EXIT_OK;
         json_decref(*out);
         *out = NULL;
-        struct timespec nap = {.tv_sec = 1, .tv_nsec = 0};
+        int64_t nap_ms = left < 1000 ? left : 1000;
+        struct timespec nap = {.tv_sec = (time_t)(nap_ms / 1000),
+                               .tv_nsec = (long)(nap_ms % 1000) * 1000000L};
         nanosleep(&nap, NULL);
     }
 }

@@ -18,16 +18,12 @@ skp_err pg_store_cont_put_policy(struct store *base, const char *service, const 
                                  const char *json, int64_t now_ms)
 {
     const struct store_cont_policy_row row = {service, uuid, json, now_ms};
-    struct pg_params p = {0};
-    pgp_row(&p, &store_cont_policy_row, &row);
-    skp_err err = SKP_OK;
-    PQclear(pg__query(pg_store_of(base),
-                      "INSERT INTO continuous_policies(" STORE_CONT_POLICY_COLS ") "
-                      "VALUES(" STORE_CONT_POLICY_PG ") ON CONFLICT (service) DO UPDATE SET "
-                      "uuid = excluded.uuid, json = excluded.json, "
-                      "updated_ms = excluded.updated_ms",
-                      &p, &err, "put continuous policy"));
-    return err;
+    return pg__insert_row(pg_store_of(base),
+                          "INSERT INTO continuous_policies(" STORE_CONT_POLICY_COLS ") "
+                          "VALUES(" STORE_CONT_POLICY_PG ") ON CONFLICT (service) DO UPDATE SET "
+                          "uuid = excluded.uuid, json = excluded.json, "
+                          "updated_ms = excluded.updated_ms",
+                          &store_cont_policy_row, &row, "put continuous policy");
 }
 
 skp_err pg_store_cont_delete_policy(struct store *base, const char *service)

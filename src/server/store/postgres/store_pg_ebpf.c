@@ -16,22 +16,17 @@ skp_err pg_store_ebpf_upsert_process(struct store *base, const struct store_ebpf
         return SKP_EINVAL;
     if (st->base.read_only)
         return SKP_EIO;
-    skp_err err = SKP_OK;
     struct store_ebpf_process row = *p;
     row.first_ms = row.last_ping_ms = now_ms;
-    struct pg_params q = {0};
-    pgp_row(&q, &store_ebpf_process_row, &row);
-    PGresult *r = pg__query(st,
-                            "INSERT INTO ebpf_processes(" STORE_EBPF_PROCESS_COLS ") "
-                            "VALUES(" STORE_EBPF_PROCESS_PG ") "
-                            "ON CONFLICT (id) DO UPDATE SET service = excluded.service, "
-                            "instance = excluded.instance, process_name = excluded.process_name, "
-                            "layer = excluded.layer, pid = excluded.pid, labels = excluded.labels, "
-                            "properties = excluded.properties, agent_id = excluded.agent_id, "
-                            "last_ping_ms = excluded.last_ping_ms",
-                            &q, &err, "upsert eBPF process");
-    PQclear(r);
-    return err;
+    return pg__insert_row(st,
+                          "INSERT INTO ebpf_processes(" STORE_EBPF_PROCESS_COLS ") "
+                          "VALUES(" STORE_EBPF_PROCESS_PG ") "
+                          "ON CONFLICT (id) DO UPDATE SET service = excluded.service, "
+                          "instance = excluded.instance, process_name = excluded.process_name, "
+                          "layer = excluded.layer, pid = excluded.pid, labels = excluded.labels, "
+                          "properties = excluded.properties, agent_id = excluded.agent_id, "
+                          "last_ping_ms = excluded.last_ping_ms",
+                          &store_ebpf_process_row, &row, "upsert eBPF process");
 }
 
 skp_err pg_store_ebpf_touch_process(struct store *base, const char *id, int64_t now_ms, bool *found)

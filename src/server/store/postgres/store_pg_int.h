@@ -238,6 +238,11 @@ SKP_MUST_CHECK skp_err pg__read_rows(PGresult *r, const struct store_row_desc *d
 SKP_MUST_CHECK skp_err pg__query_rows(struct pg_store *st, const char *sql, struct pg_params *p,
                                       const struct store_row_desc *d, void **out, size_t *n,
                                       const char *what);
+/* pg__query of sql with row's bound columns as its parameters (an INSERT of one row, as
+ * SQLite's store__insert_row). Errors: pg__query's. */
+SKP_MUST_CHECK skp_err pg__insert_row(struct pg_store *st, const char *sql,
+                                      const struct store_row_desc *d, const void *row,
+                                      const char *what);
 /* pg__query of a select of at most one row: that row, owned, into out (as pg__read_row);
  * SKP_ENOTFOUND when none. Errors: pg__query's, pg__read_row's. */
 SKP_MUST_CHECK skp_err pg__query_one(struct pg_store *st, const char *sql, struct pg_params *p,

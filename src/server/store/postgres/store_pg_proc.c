@@ -42,21 +42,16 @@ skp_err pg_store_proc_insert_task(struct store *base, const struct proc_task *t)
     skp_err err = pg__begin(st);
     if (err)
         return err;
-    struct pg_params p = {0};
-    pgp_row(&p, &store_proc_task_row, t);
-    PGresult *r = pg__query(st,
-                            "INSERT INTO proc_tasks(" STORE_PROC_TASK_COLS ") "
-                            "VALUES(" STORE_PROC_TASK_PG ")",
-                            &p, &err, "insert proc task");
-    PQclear(r);
+    err = pg__insert_row(st,
+                         "INSERT INTO proc_tasks(" STORE_PROC_TASK_COLS ") "
+                         "VALUES(" STORE_PROC_TASK_PG ")",
+                         &store_proc_task_row, t, "insert proc task");
     for (size_t i = 0; i < t->n_instances && !err; i++) {
         const struct store_proc_instance_row row = {t->id, t->instances[i]};
-        struct pg_params q = {0};
-        pgp_row(&q, &store_proc_instance_row, &row);
-        PQclear(pg__query(st,
-                          "INSERT INTO proc_task_instances(" STORE_PROC_INSTANCE_COLS ") "
-                          "VALUES(" STORE_PROC_INSTANCE_PG ") ON CONFLICT DO NOTHING",
-                          &q, &err, "insert proc task instance"));
+        err = pg__insert_row(st,
+                             "INSERT INTO proc_task_instances(" STORE_PROC_INSTANCE_COLS ") "
+                             "VALUES(" STORE_PROC_INSTANCE_PG ") ON CONFLICT DO NOTHING",
+                             &store_proc_instance_row, &row, "insert proc task instance");
     }
     if (!err)
         err = pg__commit(st);
@@ -263,16 +258,11 @@ skp_err pg_store_proc_file_begin(struct store *base, const char *task_id, const 
 skp_err pg_store_proc_file_append(struct store *base, int64_t id, int seq, const uint8_t *data,
                                   size_t len)
 {
-    struct pg_store *st = pg_store_of(base);
     const struct store_proc_piece_row piece = {id, seq, data, len};
-    struct pg_params p = {0};
-    pgp_row(&p, &store_proc_piece_row, &piece);
-    skp_err err = SKP_OK;
-    PQclear(pg__query(st,
-                      "INSERT INTO proc_file_pieces(" STORE_PROC_PIECE_COLS ") "
-                      "VALUES(" STORE_PROC_PIECE_PG ")",
-                      &p, &err, "insert proc file piece"));
-    return err;
+    return pg__insert_row(pg_store_of(base),
+                          "INSERT INTO proc_file_pieces(" STORE_PROC_PIECE_COLS ") "
+                          "VALUES(" STORE_PROC_PIECE_PG ")",
+                          &store_proc_piece_row, &piece, "insert proc file piece");
 }
 
 skp_err pg_store_proc_file_finish(struct store *base, const char *task_id, const char *instance,

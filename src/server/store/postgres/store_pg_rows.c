@@ -168,6 +168,16 @@ skp_err pg__query_rows(struct pg_store *st, const char *sql, struct pg_params *p
     return err;
 }
 
+skp_err pg__insert_row(struct pg_store *st, const char *sql, const struct store_row_desc *d,
+                       const void *row, const char *what)
+{
+    struct pg_params p = {0};
+    pgp_row(&p, d, row);
+    skp_err err = SKP_OK;
+    PQclear(pg__query(st, sql, &p, &err, what));
+    return err;
+}
+
 skp_err pg__query_one(struct pg_store *st, const char *sql, struct pg_params *p,
                       const struct store_row_desc *d, void *out, const char *what)
 {

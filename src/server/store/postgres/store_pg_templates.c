@@ -10,16 +10,12 @@ skp_err pg_store_put_template(struct store *base, const char *id, const char *co
                               int64_t now_ms)
 {
     const struct store_template_row row = {id, configuration, false, now_ms};
-    struct pg_params p = {0};
-    pgp_row(&p, &store_template_row, &row);
-    skp_err err = SKP_OK;
-    PQclear(pg__query(pg_store_of(base),
-                      "INSERT INTO ui_templates(" STORE_TEMPLATE_COLS ") "
-                      "VALUES(" STORE_TEMPLATE_PG ") ON CONFLICT (id) DO UPDATE SET "
-                      "configuration = excluded.configuration, disabled = false, "
-                      "updated_ms = excluded.updated_ms",
-                      &p, &err, "put template"));
-    return err;
+    return pg__insert_row(pg_store_of(base),
+                          "INSERT INTO ui_templates(" STORE_TEMPLATE_COLS ") "
+                          "VALUES(" STORE_TEMPLATE_PG ") ON CONFLICT (id) DO UPDATE SET "
+                          "configuration = excluded.configuration, disabled = false, "
+                          "updated_ms = excluded.updated_ms",
+                          &store_template_row, &row, "put template");
 }
 
 skp_err pg_store_disable_template(struct store *base, const char *id, int64_t now_ms)

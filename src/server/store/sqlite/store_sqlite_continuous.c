@@ -22,42 +22,25 @@ skp_err sqlite_store_cont_put_policy(struct store *base, const char *service, co
 
 skp_err sqlite_store_cont_delete_policy(struct store *base, const char *service)
 {
-    struct sqlite_store *st = sqlite_store_of(base);
-    sqlite3_stmt *s = NULL;
-    skp_err err = store__prepare(st, "DELETE FROM continuous_policies WHERE service = ?", &s);
-    if (err)
-        return err;
-    sqlite3_bind_text(s, 1, service, -1, SQLITE_STATIC);
-    err = store__step_done(st, s, "delete continuous policy");
-    sqlite3_finalize(s);
-    if (!err && sqlite3_changes(st->db) == 0)
-        err = SKP_ENOTFOUND;
-    return err;
+    struct sq_params p = {0};
+    sqp_text(&p, service);
+    int64_t changed = 0;
+    skp_err err = store__query_done(sqlite_store_of(base),
+                                    "DELETE FROM continuous_policies WHERE service = ?", &p,
+                                    &changed, "delete continuous policy");
+    return !err && changed == 0 ? SKP_ENOTFOUND : err;
 }
 
 skp_err sqlite_store_cont_list_policies(struct store *base, const char *service,
                                         store_cont_policy_cb cb, void *ud)
 {
-    struct sqlite_store *st = sqlite_store_of(base);
-    sqlite3_stmt *s = NULL;
-    skp_err err = store__prepare(st,
-                                 "SELECT " STORE_CONT_POLICY_READ " FROM continuous_policies"
-                                 " WHERE ?1 IS NULL OR service = ?1 ORDER BY service",
-                                 &s);
-    if (err)
-        return err;
-    if (service)
-        sqlite3_bind_text(s, 1, service, -1, SQLITE_STATIC);
-    return store__visit_rows(st, s, &store_cont_policy_row, &STORE_VISIT(cont_policy, cb, ud),
+    struct sq_params p = {0};
+    sqp_text(&p, service);
+    return store__query_each(sqlite_store_of(base),
+                             "SELECT " STORE_CONT_POLICY_READ " FROM continuous_policies"
+                             " WHERE ?1 IS NULL OR service = ?1 ORDER BY service",
+                             &p, &store_cont_policy_row, &STORE_VISIT(cont_policy, cb, ud),
                              "list continuous policies");
-}
-
-static void bind_text_or_null(sqlite3_stmt *s, int i, const char *v)
-{
-    if (v)
-        sqlite3_bind_text(s, i, v, -1, SQLITE_STATIC);
-    else
-        sqlite3_bind_null(s, i);
 }
 
 static skp_err insert_causes(struct sqlite_store *st, int64_t id,
@@ -163,23 +146,23 @@ skp_err sqlite_store_cont_list_triggers(struct store *base, const char *service,
     struct sqlite_store *st = sqlite_store_of(base);
     sqlite3_stmt *s = NULL;
     struct trig_visit v = {.st = st, .cb = cb, .ud = ud};
-    skp_err err = store__prepare(st,
-                                 "SELECT " STORE_CONT_TRIGGER_READ " FROM continuous_triggers"
-                                 " WHERE (?1 IS NULL OR service = ?1)"
-                                 " AND (?2 IS NULL OR task_id = ?2)"
-                                 " ORDER BY time_ms DESC, id DESC LIMIT ?3",
-                                 &s);
+    struct sq_params p = {0};
+    sqp_text(&p, service);
+    sqp_text(&p, task_id);
+    sqp_int(&p, (int64_t)(limit ? limit : CONT_LIST_DEFAULT));
+    skp_err err = store__prepare_with(st,
+                                      "SELECT " STORE_CONT_TRIGGER_READ " FROM continuous_triggers"
+                                      " WHERE (?1 IS NULL OR service = ?1)"
+                                      " AND (?2 IS NULL OR task_id = ?2)"
+                                      " ORDER BY time_ms DESC, id DESC LIMIT ?3",
+                                      &p, &s);
     if (!err)
         err = store__prepare(st,
                              "SELECT " STORE_CONT_CAUSE_READ " FROM continuous_trigger_causes"
                              " WHERE trigger_id = ? ORDER BY seq",
                              &v.causes);
-    if (!err) {
-        bind_text_or_null(s, 1, service);
-        bind_text_or_null(s, 2, task_id);
-        sqlite3_bind_int64(s, 3, (int64_t)(limit ? limit : CONT_LIST_DEFAULT));
+    if (!err)
         err = store__each_row(st, s, trigger_row, &v, "list continuous triggers");
-    }
     sqlite3_finalize(v.causes);
     sqlite3_finalize(s);
     return err;

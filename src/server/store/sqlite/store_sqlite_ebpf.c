@@ -37,36 +37,28 @@ skp_err sqlite_store_ebpf_touch_process(struct store *base, const char *id, int6
         return SKP_EINVAL;
     if (st->base.read_only)
         return SKP_EIO;
-    sqlite3_stmt *s = NULL;
-    skp_err err = store__prepare(st, "UPDATE ebpf_processes SET last_ping_ms = ? WHERE id = ?", &s);
-    if (err)
-        return err;
-    sqlite3_bind_int64(s, 1, now_ms);
-    sqlite3_bind_text(s, 2, id, -1, SQLITE_STATIC);
-    err = store__step_done(st, s, "touch eBPF process");
-    if (!err)
-        *found = sqlite3_changes(st->db) > 0;
-    sqlite3_finalize(s);
+    struct sq_params q = {0};
+    sqp_int(&q, now_ms);
+    sqp_text(&q, id);
+    int64_t changed = 0;
+    skp_err err = store__query_done(st, "UPDATE ebpf_processes SET last_ping_ms = ? WHERE id = ?",
+                                    &q, &changed, "touch eBPF process");
+    *found = changed > 0;
     return err;
 }
 
 skp_err sqlite_store_ebpf_list_processes(struct store *base, const char *service,
                                          store_ebpf_process_cb cb, void *ud)
 {
-    struct sqlite_store *st = sqlite_store_of(base);
     if (!cb)
         return SKP_EINVAL;
-    sqlite3_stmt *s = NULL;
-    skp_err err = store__prepare(st,
-                                 "SELECT " STORE_EBPF_PROCESS_READ " FROM "
-                                 "ebpf_processes WHERE ?1 IS NULL OR service = ?1 "
-                                 "ORDER BY service, instance, process_name, id",
-                                 &s);
-    if (err)
-        return err;
-    if (service)
-        sqlite3_bind_text(s, 1, service, -1, SQLITE_STATIC);
-    return store__visit_rows(st, s, &store_ebpf_process_row, &STORE_VISIT(ebpf_process, cb, ud),
+    struct sq_params q = {0};
+    sqp_text(&q, service);
+    return store__query_each(sqlite_store_of(base),
+                             "SELECT " STORE_EBPF_PROCESS_READ " FROM ebpf_processes "
+                             "WHERE ?1 IS NULL OR service = ?1 "
+                             "ORDER BY service, instance, process_name, id",
+                             &q, &store_ebpf_process_row, &STORE_VISIT(ebpf_process, cb, ud),
                              "list eBPF processes");
 }
 
@@ -98,24 +90,19 @@ skp_err sqlite_store_ebpf_scan_task(struct store *base, const char *task_id, con
                                     int64_t from_ms, int64_t to_ms, store_ebpf_stack_cb cb,
                                     void *ud)
 {
-    struct sqlite_store *st = sqlite_store_of(base);
     if (!task_id || !cb)
         return SKP_EINVAL;
-    sqlite3_stmt *s = NULL;
-    skp_err err = store__prepare(st,
-                                 "SELECT " STORE_EBPF_SUM_READ " FROM ebpf_stacks "
-                                 "WHERE task_id = ?1 AND (?2 IS NULL OR process_id = ?2) AND "
-                                 "time_ms >= ?3 AND time_ms <= ?4 "
-                                 "GROUP BY task_id, process_id, kind, symbols "
-                                 "ORDER BY process_id, kind, symbols",
-                                 &s);
-    if (err)
-        return err;
-    sqlite3_bind_text(s, 1, task_id, -1, SQLITE_STATIC);
-    if (process_id)
-        sqlite3_bind_text(s, 2, process_id, -1, SQLITE_STATIC);
-    sqlite3_bind_int64(s, 3, from_ms);
-    sqlite3_bind_int64(s, 4, to_ms);
-    return store__visit_rows(st, s, &store_ebpf_sum_row, &STORE_VISIT(ebpf_stack, cb, ud),
+    struct sq_params q = {0};
+    sqp_text(&q, task_id);
+    sqp_text(&q, process_id);
+    sqp_int(&q, from_ms);
+    sqp_int(&q, to_ms);
+    return store__query_each(sqlite_store_of(base),
+                             "SELECT " STORE_EBPF_SUM_READ " FROM ebpf_stacks "
+                             "WHERE task_id = ?1 AND (?2 IS NULL OR process_id = ?2) AND "
+                             "time_ms >= ?3 AND time_ms <= ?4 "
+                             "GROUP BY task_id, process_id, kind, symbols "
+                             "ORDER BY process_id, kind, symbols",
+                             &q, &store_ebpf_sum_row, &STORE_VISIT(ebpf_stack, cb, ud),
                              "scan eBPF stacks");
 }

@@ -24,21 +24,16 @@ skp_err sqlite_store_put_endpoint_minutes(struct store *base, const struct store
 skp_err sqlite_store_list_endpoint_minutes(struct store *base, const char *service, int64_t from_ms,
                                            int64_t to_ms, store_endpoint_minute_cb cb, void *ud)
 {
-    struct sqlite_store *st = sqlite_store_of(base);
     if (!service || !cb)
         return SKP_EINVAL;
-    sqlite3_stmt *s = NULL;
-    skp_err err = store__prepare(st,
-                                 "SELECT " STORE_ENDPOINT_MINUTE_READ " FROM endpoint_minutes "
-                                 "WHERE service = ? AND "
-                                 "minute_ms >= ? AND minute_ms < ? "
-                                 "ORDER BY endpoint, instance, minute_ms, writer",
-                                 &s);
-    if (err)
-        return err;
-    sqlite3_bind_text(s, 1, service, -1, SQLITE_STATIC);
-    sqlite3_bind_int64(s, 2, from_ms);
-    sqlite3_bind_int64(s, 3, to_ms);
-    return store__visit_rows(st, s, &store_endpoint_minute_row,
-                             &STORE_VISIT(endpoint_minute, cb, ud), "list endpoint minutes");
+    struct sq_params p = {0};
+    sqp_text(&p, service);
+    sqp_int(&p, from_ms);
+    sqp_int(&p, to_ms);
+    return store__query_each(sqlite_store_of(base),
+                             "SELECT " STORE_ENDPOINT_MINUTE_READ " FROM endpoint_minutes "
+                             "WHERE service = ? AND minute_ms >= ? AND minute_ms < ? "
+                             "ORDER BY endpoint, instance, minute_ms, writer",
+                             &p, &store_endpoint_minute_row, &STORE_VISIT(endpoint_minute, cb, ud),
+                             "list endpoint minutes");
 }

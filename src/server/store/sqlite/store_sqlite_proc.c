@@ -36,14 +36,12 @@ static skp_err step_done(struct sqlite_store *st, sqlite3_stmt *s, const char *w
 
 static skp_err load_instances(struct sqlite_store *st, struct proc_task *t)
 {
-    sqlite3_stmt *s = NULL;
-    skp_err err = store__prepare(
-        st, "SELECT instance FROM proc_task_instances WHERE task_id = ? ORDER BY instance", &s);
-    if (err)
-        return err;
-    sqlite3_bind_text(s, 1, t->id, -1, SQLITE_STATIC);
+    struct sq_params p = {0};
+    sqp_text(&p, t->id);
     void *v = NULL;
-    err = store__read_rows(st, s, &store_name_row, &v, &t->n_instances, "proc task instances");
+    skp_err err = store__query_rows(
+        st, "SELECT instance FROM proc_task_instances WHERE task_id = ? ORDER BY instance", &p,
+        &store_name_row, &v, &t->n_instances, "proc task instances");
     t->instances = v;
     return err;
 }
@@ -82,10 +80,13 @@ out:
     return err;
 }
 
-/* Runs a statement expected to yield at most one task row. */
-static skp_err one_task(struct sqlite_store *st, sqlite3_stmt *s, struct proc_task *out)
+/* Runs a query yielding at most one task row (out zeroed first; SKP_ENOTFOUND for none). */
+static skp_err one_task(struct store *base, const char *sql, const struct sq_params *p,
+                        struct proc_task *out)
 {
-    skp_err err = store__read_one(st, s, &store_proc_task_row, out, "read proc task");
+    struct sqlite_store *st = sqlite_store_of(base);
+    memset(out, 0, sizeof(*out));
+    skp_err err = store__query_one(st, sql, p, &store_proc_task_row, out, "read proc task");
     if (!err) {
         err = load_instances(st, out);
         if (err)
@@ -96,60 +97,43 @@ static skp_err one_task(struct sqlite_store *st, sqlite3_stmt *s, struct proc_ta
 
 skp_err sqlite_store_proc_get_task(struct store *base, const char *id, struct proc_task *out)
 {
-    struct sqlite_store *st = sqlite_store_of(base);
-    memset(out, 0, sizeof(*out));
-    sqlite3_stmt *s = NULL;
-    skp_err err =
-        store__prepare(st, "SELECT " STORE_PROC_TASK_READ " FROM proc_tasks WHERE id = ?", &s);
-    if (err)
-        return err;
-    sqlite3_bind_text(s, 1, id, -1, SQLITE_STATIC);
-    return one_task(st, s, out);
+    struct sq_params p = {0};
+    sqp_text(&p, id);
+    return one_task(base, "SELECT " STORE_PROC_TASK_READ " FROM proc_tasks WHERE id = ?", &p, out);
 }
 
 skp_err sqlite_store_proc_latest_task(struct store *base, enum proc_kind kind, const char *service,
                                       const char *events, struct proc_task *out)
 {
-    struct sqlite_store *st = sqlite_store_of(base);
-    memset(out, 0, sizeof(*out));
-    sqlite3_stmt *s = NULL;
-    skp_err err =
-        store__prepare(st,
-                       "SELECT " STORE_PROC_TASK_READ " FROM proc_tasks WHERE kind = ? AND "
-                       "service = ? AND events = ? ORDER BY create_time DESC LIMIT 1",
-                       &s);
-    if (err)
-        return err;
-    sqlite3_bind_text(s, 1, kind_name(kind), -1, SQLITE_STATIC);
-    sqlite3_bind_text(s, 2, service, -1, SQLITE_STATIC);
-    sqlite3_bind_text(s, 3, events, -1, SQLITE_STATIC);
-    return one_task(st, s, out);
+    struct sq_params p = {0};
+    sqp_text(&p, kind_name(kind));
+    sqp_text(&p, service);
+    sqp_text(&p, events);
+    return one_task(base,
+                    "SELECT " STORE_PROC_TASK_READ " FROM proc_tasks WHERE kind = ? AND "
+                    "service = ? AND events = ? ORDER BY create_time DESC LIMIT 1",
+                    &p, out);
 }
 
 skp_err sqlite_store_proc_next_task(struct store *base, enum proc_kind kind, const char *service,
                                     const char *instance, int64_t after_ms, int64_t now_ms,
                                     int64_t grace_ms, struct proc_task *out)
 {
-    struct sqlite_store *st = sqlite_store_of(base);
-    memset(out, 0, sizeof(*out));
-    sqlite3_stmt *s = NULL;
-    skp_err err = store__prepare(
-        st,
+    struct sq_params p = {0};
+    sqp_text(&p, kind_name(kind));
+    sqp_text(&p, service);
+    sqp_int(&p, after_ms);
+    sqp_int(&p, grace_ms);
+    sqp_int(&p, now_ms);
+    sqp_text(&p, instance);
+    return one_task(
+        base,
         "SELECT " STORE_PROC_TASK_READ " FROM proc_tasks t WHERE kind = ? AND service = ? AND "
         "create_time > ? AND create_time + duration_s * 1000 + ? >= ? AND cancelled_ms IS NULL "
         "AND EXISTS(SELECT 1 FROM "
         "proc_task_instances i WHERE i.task_id = t.id AND i.instance = ?) "
         "ORDER BY create_time LIMIT 1",
-        &s);
-    if (err)
-        return err;
-    sqlite3_bind_text(s, 1, kind_name(kind), -1, SQLITE_STATIC);
-    sqlite3_bind_text(s, 2, service, -1, SQLITE_STATIC);
-    sqlite3_bind_int64(s, 3, after_ms);
-    sqlite3_bind_int64(s, 4, grace_ms);
-    sqlite3_bind_int64(s, 5, now_ms);
-    sqlite3_bind_text(s, 6, instance, -1, SQLITE_STATIC);
-    return one_task(st, s, out);
+        &p, out);
 }
 
 skp_err sqlite_store_proc_list_tasks(struct store *base, enum proc_kind kind, const char *service,
@@ -158,21 +142,17 @@ skp_err sqlite_store_proc_list_tasks(struct store *base, enum proc_kind kind, co
     struct sqlite_store *st = sqlite_store_of(base);
     *out = NULL;
     *n = 0;
-    sqlite3_stmt *s = NULL;
-    skp_err err =
-        store__prepare(st,
-                       "SELECT " STORE_PROC_TASK_READ " FROM proc_tasks WHERE kind = ? AND "
-                       "(?2 IS NULL OR service = ?2) ORDER BY create_time DESC LIMIT ?3",
-                       &s);
-    if (err)
-        return err;
-    sqlite3_bind_text(s, 1, kind_name(kind), -1, SQLITE_STATIC);
-    if (service)
-        sqlite3_bind_text(s, 2, service, -1, SQLITE_STATIC);
-    sqlite3_bind_int64(s, 3, (sqlite3_int64)(limit ? limit : PROC_LIST_DEFAULT));
+    struct sq_params p = {0};
+    sqp_text(&p, kind_name(kind));
+    sqp_text(&p, service);
+    sqp_int(&p, (int64_t)(limit ? limit : PROC_LIST_DEFAULT));
     void *v = NULL;
     size_t got = 0;
-    err = store__read_rows(st, s, &store_proc_task_row, &v, &got, "list proc tasks");
+    skp_err err = store__query_rows(st,
+                                    "SELECT " STORE_PROC_TASK_READ " FROM proc_tasks WHERE "
+                                    "kind = ? AND (?2 IS NULL OR service = ?2) "
+                                    "ORDER BY create_time DESC LIMIT ?3",
+                                    &p, &store_proc_task_row, &v, &got, "list proc tasks");
     struct proc_task *tasks = v;
     for (size_t i = 0; !err && i < got; i++)
         err = load_instances(st, &tasks[i]);
@@ -188,21 +168,15 @@ skp_err sqlite_store_proc_list_tasks(struct store *base, enum proc_kind kind, co
 skp_err sqlite_store_proc_live_instances(struct store *base, const char *service, int64_t since_ms,
                                          char ***out, size_t *n)
 {
-    struct sqlite_store *st = sqlite_store_of(base);
-    *out = NULL;
-    *n = 0;
-    sqlite3_stmt *s = NULL;
-    skp_err err = store__prepare(st,
-                                 "SELECT i.name FROM instances i JOIN services v ON "
-                                 "v.id = i.service_id WHERE v.name = ? AND i.last_seen >= ? "
-                                 "ORDER BY i.name",
-                                 &s);
-    if (err)
-        return err;
-    sqlite3_bind_text(s, 1, service, -1, SQLITE_STATIC);
-    sqlite3_bind_int64(s, 2, since_ms);
+    struct sq_params p = {0};
+    sqp_text(&p, service);
+    sqp_int(&p, since_ms);
     void *v = NULL;
-    err = store__read_rows(st, s, &store_name_row, &v, n, "live instances");
+    skp_err err = store__query_rows(sqlite_store_of(base),
+                                    "SELECT i.name FROM instances i JOIN services v ON "
+                                    "v.id = i.service_id WHERE v.name = ? AND i.last_seen >= ? "
+                                    "ORDER BY i.name",
+                                    &p, &store_name_row, &v, n, "live instances");
     *out = v;
     return err;
 }
@@ -230,31 +204,16 @@ static skp_err insert_log(struct sqlite_store *st, const char *task_id, const ch
 skp_err sqlite_store_proc_cancel_task(struct store *base, const char *id, int64_t now_ms,
                                       int64_t grace_ms)
 {
-    struct sqlite_store *st = sqlite_store_of(base);
     if (!id)
         return SKP_EINVAL;
-    sqlite3_stmt *s = NULL;
-    skp_err err = store__prepare(st,
-                                 "UPDATE proc_tasks SET cancelled_ms = ?2 WHERE id = ?1 AND "
-                                 "cancelled_ms IS NULL AND create_time + duration_s * 1000 + ?3 "
-                                 ">= ?2",
-                                 &s);
-    if (err)
-        return err;
-    sqlite3_bind_text(s, 1, id, -1, SQLITE_STATIC);
-    sqlite3_bind_int64(s, 2, now_ms);
-    sqlite3_bind_int64(s, 3, grace_ms);
-    int rc = sqlite3_step(s);
-    sqlite3_finalize(s);
-    if (rc != SQLITE_DONE)
-        return store__sqlerr(st, rc, "cancel process task");
-    st->commits++;
-    if (sqlite3_changes(st->db) == 1)
-        return SKP_OK;
-    struct proc_task t;
-    err = sqlite_store_proc_get_task(base, id, &t);
-    store_proc_task_cleanup(&t);
-    return err ? err : SKP_ESTATE;
+    struct sq_params p = {0};
+    sqp_text(&p, id);
+    sqp_int(&p, now_ms);
+    sqp_int(&p, grace_ms);
+    return store__cancel(sqlite_store_of(base),
+                         "UPDATE proc_tasks SET cancelled_ms = ?2 WHERE id = ?1 AND "
+                         "cancelled_ms IS NULL AND create_time + duration_s * 1000 + ?3 >= ?2",
+                         "SELECT 1 FROM proc_tasks WHERE id = ?1", &p, "cancel process task");
 }
 
 skp_err sqlite_store_proc_add_log(struct store *base, const char *task_id, const char *instance,
@@ -267,19 +226,13 @@ skp_err sqlite_store_proc_add_log(struct store *base, const char *task_id, const
 skp_err sqlite_store_proc_list_logs(struct store *base, const char *task_id, struct proc_log **out,
                                     size_t *n)
 {
-    struct sqlite_store *st = sqlite_store_of(base);
-    *out = NULL;
-    *n = 0;
-    sqlite3_stmt *s = NULL;
-    skp_err err = store__prepare(st,
-                                 "SELECT " STORE_PROC_LOG_READ " FROM proc_task_logs WHERE "
-                                 "task_id = ? ORDER BY time, id",
-                                 &s);
-    if (err)
-        return err;
-    sqlite3_bind_text(s, 1, task_id, -1, SQLITE_STATIC);
+    struct sq_params p = {0};
+    sqp_text(&p, task_id);
     void *v = NULL;
-    err = store__read_rows(st, s, &store_proc_log_row, &v, n, "list proc task logs");
+    skp_err err = store__query_rows(sqlite_store_of(base),
+                                    "SELECT " STORE_PROC_LOG_READ " FROM proc_task_logs WHERE "
+                                    "task_id = ? ORDER BY time, id",
+                                    &p, &store_proc_log_row, &v, n, "list proc task logs");
     *out = v;
     return err;
 }
@@ -392,20 +345,13 @@ skp_err sqlite_store_proc_file_abort(struct store *base, int64_t id)
 skp_err sqlite_store_proc_list_files(struct store *base, const char *task_id,
                                      struct proc_file **out, size_t *n)
 {
-    struct sqlite_store *st = sqlite_store_of(base);
-    *out = NULL;
-    *n = 0;
-    sqlite3_stmt *s = NULL;
-    skp_err err = store__prepare(st,
-                                 "SELECT " STORE_PROC_FILE_READ
-                                 " FROM proc_files WHERE task_id = ? AND complete = 1 "
-                                 "ORDER BY id",
-                                 &s);
-    if (err)
-        return err;
-    sqlite3_bind_text(s, 1, task_id, -1, SQLITE_STATIC);
+    struct sq_params p = {0};
+    sqp_text(&p, task_id);
     void *v = NULL;
-    err = store__read_rows(st, s, &store_proc_file_row, &v, n, "list proc files");
+    skp_err err = store__query_rows(sqlite_store_of(base),
+                                    "SELECT " STORE_PROC_FILE_READ " FROM proc_files WHERE "
+                                    "task_id = ? AND complete = 1 ORDER BY id",
+                                    &p, &store_proc_file_row, &v, n, "list proc files");
     *out = v;
     return err;
 }

@@ -113,16 +113,11 @@ skp_err sqlite_store_touch_instance(struct store *base, const char *service, con
 
 skp_err sqlite_store_list_services(struct store *base, store_service_cb cb, void *ud)
 {
-    struct sqlite_store *st = sqlite_store_of(base);
     if (!cb)
         return SKP_EINVAL;
-    sqlite3_stmt *s = NULL;
-    skp_err err =
-        store__prepare(st, "SELECT " STORE_SERVICE_READ " FROM services s ORDER BY s.name", &s);
-    if (err)
-        return err;
-    return store__visit_rows(st, s, &store_service_row, &STORE_VISIT(service, cb, ud),
-                             "list services");
+    return store__query_each(sqlite_store_of(base),
+                             "SELECT " STORE_SERVICE_READ " FROM services s ORDER BY s.name", NULL,
+                             &store_service_row, &STORE_VISIT(service, cb, ud), "list services");
 }
 
 struct instance_visit {
@@ -200,69 +195,51 @@ skp_err sqlite_store_insert_task(struct store *base, const struct store_task *t)
     return err;
 }
 
-/* Runs a task query expected to yield at most one row into *out. */
-static skp_err one_task(struct sqlite_store *st, sqlite3_stmt *s, struct store_task *out)
-{
-    return store__read_one(st, s, &store_task_row, out, "read task");
-}
-
 skp_err sqlite_store_get_task(struct store *base, const char *id, struct store_task *out)
 {
-    struct sqlite_store *st = sqlite_store_of(base);
     memset(out, 0, sizeof(*out));
     if (!id)
         return SKP_EINVAL;
-    sqlite3_stmt *s = NULL;
-    skp_err err = store__prepare(st, "SELECT " STORE_TASK_READ " FROM tasks WHERE id = ?", &s);
-    if (err)
-        return err;
-    sqlite3_bind_text(s, 1, id, -1, SQLITE_STATIC);
-    return one_task(st, s, out);
+    struct sq_params p = {0};
+    sqp_text(&p, id);
+    return store__query_one(sqlite_store_of(base),
+                            "SELECT " STORE_TASK_READ " FROM tasks WHERE id = ?", &p,
+                            &store_task_row, out, "read task");
 }
 
 skp_err sqlite_store_latest_task_before(struct store *base, const char *service,
                                         int64_t start_before, struct store_task *out)
 {
-    struct sqlite_store *st = sqlite_store_of(base);
     memset(out, 0, sizeof(*out));
     if (!service)
         return SKP_EINVAL;
-    sqlite3_stmt *s = NULL;
-    skp_err err = store__prepare(st,
-                                 "SELECT " STORE_TASK_READ " FROM tasks WHERE service = ? AND "
-                                 "start_time <= ? ORDER BY start_time DESC, create_time DESC "
-                                 "LIMIT 1",
-                                 &s);
-    if (err)
-        return err;
-    sqlite3_bind_text(s, 1, service, -1, SQLITE_STATIC);
-    sqlite3_bind_int64(s, 2, start_before);
-    return one_task(st, s, out);
+    struct sq_params p = {0};
+    sqp_text(&p, service);
+    sqp_int(&p, start_before);
+    return store__query_one(sqlite_store_of(base),
+                            "SELECT " STORE_TASK_READ " FROM tasks WHERE service = ? AND "
+                            "start_time <= ? ORDER BY start_time DESC, create_time DESC LIMIT 1",
+                            &p, &store_task_row, out, "read task");
 }
 
 skp_err sqlite_store_tasks_for_agent(struct store *base, const char *service,
                                      int64_t after_create_time, int64_t now_ms,
                                      struct store_task **out, size_t *n_out)
 {
-    struct sqlite_store *st = sqlite_store_of(base);
     *out = NULL;
     *n_out = 0;
     if (!service)
         return SKP_EINVAL;
-    sqlite3_stmt *s = NULL;
-    skp_err err = store__prepare(st,
-                                 "SELECT " STORE_TASK_READ " FROM tasks WHERE service = ? AND "
-                                 "create_time > ? AND start_time + duration_min * 60000 > ? "
-                                 "AND cancelled_ms IS NULL "
-                                 "ORDER BY create_time, id",
-                                 &s);
-    if (err)
-        return err;
-    sqlite3_bind_text(s, 1, service, -1, SQLITE_STATIC);
-    sqlite3_bind_int64(s, 2, after_create_time);
-    sqlite3_bind_int64(s, 3, now_ms);
+    struct sq_params p = {0};
+    sqp_text(&p, service);
+    sqp_int(&p, after_create_time);
+    sqp_int(&p, now_ms);
     void *v = NULL;
-    err = store__read_rows(st, s, &store_task_row, &v, n_out, "tasks for agent");
+    skp_err err = store__query_rows(sqlite_store_of(base),
+                                    "SELECT " STORE_TASK_READ " FROM tasks WHERE service = ? AND "
+                                    "create_time > ? AND start_time + duration_min * 60000 > ? "
+                                    "AND cancelled_ms IS NULL ORDER BY create_time, id",
+                                    &p, &store_task_row, &v, n_out, "tasks for agent");
     *out = v;
     return err;
 }
@@ -270,49 +247,29 @@ skp_err sqlite_store_tasks_for_agent(struct store *base, const char *service,
 skp_err sqlite_store_list_tasks(struct store *base, const char *service, const char *endpoint,
                                 store_task_cb cb, void *ud)
 {
-    struct sqlite_store *st = sqlite_store_of(base);
     if (!cb)
         return SKP_EINVAL;
-    sqlite3_stmt *s = NULL;
-    skp_err err = store__prepare(st,
-                                 "SELECT " STORE_TASK_READ " FROM tasks WHERE "
-                                 "(?1 IS NULL OR service = ?1) AND (?2 IS NULL OR endpoint = ?2) "
-                                 "ORDER BY start_time DESC, create_time DESC, id DESC",
-                                 &s);
-    if (err)
-        return err;
-    if (service)
-        sqlite3_bind_text(s, 1, service, -1, SQLITE_STATIC);
-    if (endpoint)
-        sqlite3_bind_text(s, 2, endpoint, -1, SQLITE_STATIC);
-    return store__visit_rows(st, s, &store_task_row, &STORE_VISIT(task, cb, ud), "list tasks");
+    struct sq_params p = {0};
+    sqp_text(&p, service);
+    sqp_text(&p, endpoint);
+    return store__query_each(sqlite_store_of(base),
+                             "SELECT " STORE_TASK_READ " FROM tasks WHERE "
+                             "(?1 IS NULL OR service = ?1) AND (?2 IS NULL OR endpoint = ?2) "
+                             "ORDER BY start_time DESC, create_time DESC, id DESC",
+                             &p, &store_task_row, &STORE_VISIT(task, cb, ud), "list tasks");
 }
 
 skp_err sqlite_store_cancel_task(struct store *base, const char *id, int64_t now_ms)
 {
-    struct sqlite_store *st = sqlite_store_of(base);
     if (!id)
         return SKP_EINVAL;
-    sqlite3_stmt *s = NULL;
-    skp_err err = store__prepare(st,
-                                 "UPDATE tasks SET cancelled_ms = ?2 WHERE id = ?1 AND "
-                                 "cancelled_ms IS NULL AND start_time + duration_min * 60000 > ?2",
-                                 &s);
-    if (err)
-        return err;
-    sqlite3_bind_text(s, 1, id, -1, SQLITE_STATIC);
-    sqlite3_bind_int64(s, 2, now_ms);
-    int rc = sqlite3_step(s);
-    sqlite3_finalize(s);
-    if (rc != SQLITE_DONE)
-        return store__sqlerr(st, rc, "cancel task");
-    st->commits++;
-    if (sqlite3_changes(st->db) == 1)
-        return SKP_OK;
-    struct store_task t;
-    err = sqlite_store_get_task(base, id, &t);
-    store_task_cleanup(&t);
-    return err ? err : SKP_ESTATE;
+    struct sq_params p = {0};
+    sqp_text(&p, id);
+    sqp_int(&p, now_ms);
+    return store__cancel(sqlite_store_of(base),
+                         "UPDATE tasks SET cancelled_ms = ?2 WHERE id = ?1 AND "
+                         "cancelled_ms IS NULL AND start_time + duration_min * 60000 > ?2",
+                         "SELECT 1 FROM tasks WHERE id = ?1", &p, "cancel task");
 }
 
 /* SQLite has one writer at a time: an IMMEDIATE transaction is the lock. */
@@ -370,17 +327,13 @@ skp_err sqlite_store_add_task_log(struct store *base, const char *task_id, const
 skp_err sqlite_store_list_task_logs(struct store *base, const char *task_id, store_task_log_cb cb,
                                     void *ud)
 {
-    struct sqlite_store *st = sqlite_store_of(base);
     if (!task_id || !cb)
         return SKP_EINVAL;
-    sqlite3_stmt *s = NULL;
-    skp_err err = store__prepare(st,
-                                 "SELECT " STORE_TASK_LOG_READ " FROM task_logs "
-                                 "WHERE task_id = ? ORDER BY time, op, instance",
-                                 &s);
-    if (err)
-        return err;
-    sqlite3_bind_text(s, 1, task_id, -1, SQLITE_STATIC);
-    return store__visit_rows(st, s, &store_task_log_row, &STORE_VISIT(task_log, cb, ud),
+    struct sq_params p = {0};
+    sqp_text(&p, task_id);
+    return store__query_each(sqlite_store_of(base),
+                             "SELECT " STORE_TASK_LOG_READ " FROM task_logs "
+                             "WHERE task_id = ? ORDER BY time, op, instance",
+                             &p, &store_task_log_row, &STORE_VISIT(task_log, cb, ud),
                              "list task logs");
 }

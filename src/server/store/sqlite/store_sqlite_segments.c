@@ -96,18 +96,10 @@ skp_err sqlite_store_segment_has_snapshots(struct store *base, const char *segme
     skp_err err = store__segment_find(st, segment_id, &seg);
     if (err)
         return err == SKP_ENOTFOUND ? SKP_OK : err;
-    sqlite3_stmt *s = NULL;
-    err = store__prepare(st, "SELECT 1 FROM snapshots WHERE seg = ? LIMIT 1", &s);
-    if (err)
-        return err;
-    sqlite3_bind_int64(s, 1, seg);
-    int rc = sqlite3_step(s);
-    if (rc == SQLITE_ROW)
-        *out = true;
-    else if (rc != SQLITE_DONE)
-        err = store__sqlerr(st, rc, "segment has snapshots");
-    sqlite3_finalize(s);
-    return err;
+    struct sq_params p = {0};
+    sqp_int(&p, seg);
+    return store__query_exists(st, "SELECT 1 FROM snapshots WHERE seg = ? LIMIT 1", &p, out,
+                               "segment has snapshots");
 }
 
 /* ---- listing ---- */

@@ -20,29 +20,20 @@ skp_err sqlite_store_put_template(struct store *base, const char *id, const char
 
 skp_err sqlite_store_disable_template(struct store *base, const char *id, int64_t now_ms)
 {
-    struct sqlite_store *st = sqlite_store_of(base);
-    sqlite3_stmt *s = NULL;
-    skp_err err = store__prepare(
-        st, "UPDATE ui_templates SET disabled = 1, updated_ms = ?2 WHERE id = ?1", &s);
-    if (err)
-        return err;
-    sqlite3_bind_text(s, 1, id, -1, SQLITE_STATIC);
-    sqlite3_bind_int64(s, 2, now_ms);
-    err = store__step_done(st, s, "disable template");
-    sqlite3_finalize(s);
-    if (!err && sqlite3_changes(st->db) == 0)
-        err = SKP_ENOTFOUND;
-    return err;
+    struct sq_params p = {0};
+    sqp_text(&p, id);
+    sqp_int(&p, now_ms);
+    int64_t changed = 0;
+    skp_err err = store__query_done(sqlite_store_of(base),
+                                    "UPDATE ui_templates SET disabled = 1, updated_ms = ?2 "
+                                    "WHERE id = ?1",
+                                    &p, &changed, "disable template");
+    return !err && changed == 0 ? SKP_ENOTFOUND : err;
 }
 
 skp_err sqlite_store_list_templates(struct store *base, store_template_cb cb, void *ud)
 {
-    struct sqlite_store *st = sqlite_store_of(base);
-    sqlite3_stmt *s = NULL;
-    skp_err err =
-        store__prepare(st, "SELECT " STORE_TEMPLATE_READ " FROM ui_templates ORDER BY id", &s);
-    if (err)
-        return err;
-    return store__visit_rows(st, s, &store_template_row, &STORE_VISIT(template_row, cb, ud),
-                             "list templates");
+    return store__query_each(
+        sqlite_store_of(base), "SELECT " STORE_TEMPLATE_READ " FROM ui_templates ORDER BY id", NULL,
+        &store_template_row, &STORE_VISIT(template_row, cb, ud), "list templates");
 }

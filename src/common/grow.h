@@ -1,6 +1,7 @@
 /* grow.h - the one array-growth helper: doubles a heap array until it holds a requested number
  * of elements, with overflow checks (or under a ceiling: skpx_grow_capped). Callers keep
- * (pointer, count, capacity) in their own struct and decide their own maximum. Single-threaded per array. */
+ * (pointer, count, capacity) in their own struct and decide their own maximum. Single-threaded
+ * per array. */
 #ifndef SKP_COMMON_GROW_H
 #define SKP_COMMON_GROW_H
 

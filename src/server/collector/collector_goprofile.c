@@ -16,7 +16,8 @@
  * at most GOPROFILE_MAX_ROWS rows and GOPROFILE_MAX_FRAME_BYTES of frame strings, else it is
  * refused whole before anything is stored; the rows' memory is charged to the upload budget;
  * segments are found through a hash index. The rows are written back on the loop,
- * GOPROFILE_BATCH per loop turn (one transaction each), and the Commands answer comes after the
+ * GOPROFILE_BATCH per loop turn (one transaction each, a step of collector_turns.h's queue, after
+ * the jobs queued before), and the Commands answer comes after the
  * last committed (a durable ack, as collectSnapshot). Refusals are counted in
  * skyprof_goprofile_refused_total.
  *
@@ -40,6 +41,7 @@
 #include "server/analysis/pprof_analyze.h"
 #include "server/collector/collector.h"
 #include "server/collector/collector_proc.h"
+#include "server/collector/collector_turns.h"
 #include "server/formats/pprof_decode.h"
 
 /* Snapshots written per transaction and loop turn: 1000 rows of 1000 new segments took ~100 ms
@@ -51,6 +53,7 @@ struct goprof_call;
 /* One file: its bytes (charged to c->upload_bytes), then the rows the worker built. */
 struct goprof_job {
     struct goprof_job *next;
+    struct turn_job turn; /* its rows written a batch per loop turn (collector_turns.h) */
     struct collector *c;
     struct goprof_call *g; /* NULL once the call closed */
     char *task_id;
@@ -84,9 +87,7 @@ struct goprof_worker {
     pthread_mutex_t mu;
     pthread_cond_t cv;
     struct goprof_job *todo_head, *todo_tail, *done_head, *done_tail; /* under mu */
-    struct goprof_job *storing_head, *storing_tail;                   /* loop only */
     size_t n_queued; /* todo + running + done + storing (loop only) */
-    struct event *store_ev;
     bool stopping;
     int wake[2];
     struct event *wake_ev;
@@ -496,33 +497,23 @@ static void *worker_main(void *ud)
     return NULL;
 }
 
-/* The next batch in a later loop turn: a 0 s timer, not event_active (libevent runs events
- * activated from an active callback in the same pass, so the batches would run back to back
- * without the loop polling its sockets in between). */
-static void store_later(struct goprof_worker *w)
+/* Loop: one batch of a job the worker returned, as a step of the collector's per-turn queue,
+ * so ingestion and the HTTP API run between batches. A step after collector_goprofile_stop
+ * (the queue is drained after it) fails the job as that stop did its own lists. */
+static bool turn_step(struct turn_job *t)
 {
-    static const struct timeval now = {0, 0};
-    if (!evtimer_pending(w->store_ev, NULL))
-        evtimer_add(w->store_ev, &now);
-}
-
-/* Loop: writes one batch of the first storing job per turn, so ingestion and the HTTP API run
- * between batches. */
-static void on_store(evutil_socket_t fd, short what, void *ud)
-{
-    (void)fd;
-    (void)what;
-    struct goprof_worker *w = ud;
-    struct goprof_job *j = w->storing_head;
-    if (!j)
-        return;
-    if (store_step(j)) {
-        pop(&w->storing_head, &w->storing_tail);
-        w->n_queued--;
-        job_done(j);
+    struct goprof_job *j = (struct goprof_job *)((char *)t - offsetof(struct goprof_job, turn));
+    struct goprof_worker *w = j->c->goprof;
+    if (!w && j->status == SKPX_GRPC_OK) {
+        j->status = SKPX_GRPC_UNAVAILABLE;
+        snprintf(j->message, sizeof(j->message), "skyprofd: shutting down");
     }
-    if (w->storing_head)
-        store_later(w);
+    if (!store_step(j))
+        return false;
+    if (w)
+        w->n_queued--;
+    job_done(j);
+    return true;
 }
 
 static void on_wake(evutil_socket_t fd, short what, void *ud)
@@ -540,10 +531,9 @@ static void on_wake(evutil_socket_t fd, short what, void *ud)
         struct goprof_job *j = done;
         done = j->next;
         job_returned(j);
-        push(&w->storing_head, &w->storing_tail, j);
+        j->turn.step = turn_step;
+        collector_turns_push(j->c, &j->turn);
     }
-    if (w->storing_head)
-        store_later(w);
 }
 
 skp_err collector_goprofile_start(struct collector *c, struct event_base *base)
@@ -560,8 +550,7 @@ skp_err collector_goprofile_start(struct collector *c, struct event_base *base)
         err = SKP_EIO;
     if (!err) {
         w->wake_ev = event_new(base, w->wake[0], EV_READ | EV_PERSIST, on_wake, w);
-        w->store_ev = evtimer_new(base, on_store, w);
-        if (!w->wake_ev || !w->store_ev || event_add(w->wake_ev, NULL) != 0)
+        if (!w->wake_ev || event_add(w->wake_ev, NULL) != 0)
             err = SKP_ENOMEM;
     }
     if (!err) {
@@ -589,8 +578,8 @@ void collector_goprofile_stop(struct collector *c)
         pthread_join(w->thread, NULL);
     }
     c->goprof = NULL;
-    struct goprof_job **lists[] = {&w->todo_head, &w->done_head, &w->storing_head};
-    for (size_t i = 0; i < 3; i++) {
+    struct goprof_job **lists[] = {&w->todo_head, &w->done_head};
+    for (size_t i = 0; i < 2; i++) {
         while (*lists[i]) {
             struct goprof_job *j = *lists[i];
             *lists[i] = j->next;
@@ -603,8 +592,6 @@ void collector_goprofile_stop(struct collector *c)
     }
     if (w->wake_ev)
         event_free(w->wake_ev);
-    if (w->store_ev)
-        event_free(w->store_ev);
     if (w->wake[0] >= 0)
         close(w->wake[0]);
     if (w->wake[1] >= 0)

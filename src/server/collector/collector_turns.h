@@ -1,9 +1,9 @@
 /* collector_turns.h - long store writes done a step per turn of the event loop
  * (collector_turns.c). A step is one short transaction (an eBPF stream's next 250 stacks, an
- * uploaded file's next 256 KiB piece); between two steps the loop polls its sockets, so /healthz,
- * the API and the agents' calls are answered while a 200,000-row stream or a 30 MiB file is
- * written (issue 25: written at once, they held the loop 0.3-0.9 s). Jobs run one at a time,
- * first come first. Event loop only. */
+ * uploaded file's next 256 KiB piece, a goProfileReport file's next 250 snapshots); between
+ * two steps the loop polls its sockets, so /healthz, the API and the agents' calls are answered
+ * while a 200,000-row stream or a 30 MiB file is written (issue 25: written at once, they held
+ * the loop 0.3-0.9 s). Jobs run one at a time, first come first. Event loop only. */
 #ifndef SKP_SERVER_COLLECTOR_TURNS_H
 #define SKP_SERVER_COLLECTOR_TURNS_H
 

@@ -412,59 +412,99 @@ static skp_err remember_name(struct jfr_parser *p, struct skpx_u64map *cache, in
     return jfr_map_put_new(cache, (uint64_t)key, (uint64_t)(uintptr_t)*out, &ins);
 }
 
-/* "pkg.Class" for a pooled class constant (internal '/' turned into '.'). */
+/* Writes the name of pooled constant `v` into buf (JFR_NAME_MAX bytes, "" on entry; *len its
+ * length) from the constant's fields `vals` (NULL when it cannot be read), or the fallback name
+ * when they give none. */
+typedef skp_err (*name_builder)(struct jfr_parser *p, const struct jfr_val *v,
+                                const struct jfr_val *vals, char *buf, size_t *len);
+
+/* The name of pooled constant `v`: from `cache`, else built by `build` and remembered there. */
+static skp_err pooled_name(struct jfr_parser *p, struct skpx_u64map *cache, const struct jfr_val *v,
+                           name_builder build, const char **out)
+{
+    if (cached_name(cache, v->i, out))
+        return SKP_OK;
+    char buf[JFR_NAME_MAX];
+    size_t len = 0;
+    buf[0] = '\0';
+    struct jfr_val vals[JFR_R_COUNT];
+    skp_err err = build(p, v, read_pooled(p, v, vals) ? vals : NULL, buf, &len);
+    if (err)
+        return err;
+    return remember_name(p, cache, v->i, buf, len, out);
+}
+
+/* "pkg.Class" (internal '/' turned into '.'). */
+static skp_err build_class(struct jfr_parser *p, const struct jfr_val *v,
+                           const struct jfr_val *vals, char *buf, size_t *len)
+{
+    (void)v;
+    if (vals)
+        append_name(p, &vals[JFR_R_NAME], buf, len, JFR_NAME_MAX);
+    for (size_t i = 0; i < *len; i++)
+        if (buf[i] == '/')
+            buf[i] = '.';
+    if (*len == 0)
+        *len = (size_t)snprintf(buf, JFR_NAME_MAX, "[unknown class]");
+    else if (buf[0] == '[')
+        *len = array_name(buf, *len, JFR_NAME_MAX);
+    return SKP_OK;
+}
+
+/* "pkg.Class" for a pooled class constant. */
 static skp_err class_name(struct jfr_parser *p, const struct jfr_val *v, const char **out)
 {
     *out = NULL;
     if (!v->has || !v->is_pool)
         return SKP_OK;
-    if (cached_name(&p->class_cache, v->i, out))
-        return SKP_OK;
-    char buf[JFR_NAME_MAX];
-    size_t len = 0;
-    buf[0] = '\0';
-    struct jfr_val vals[JFR_R_COUNT];
-    if (read_pooled(p, v, vals))
-        append_name(p, &vals[JFR_R_NAME], buf, &len, sizeof(buf));
-    for (size_t i = 0; i < len; i++)
-        if (buf[i] == '/')
-            buf[i] = '.';
-    if (len == 0)
-        len = (size_t)snprintf(buf, sizeof(buf), "[unknown class]");
-    else if (buf[0] == '[')
-        len = array_name(buf, len, sizeof(buf));
-    return remember_name(p, &p->class_cache, v->i, buf, len, out);
+    return pooled_name(p, &p->class_cache, v, build_class, out);
 }
 
-/* "pkg.Class.method" for a pooled method constant. */
-static skp_err method_name(struct jfr_parser *p, const struct jfr_val *v, const char **out)
+/* "pkg.Class.method". */
+static skp_err build_method(struct jfr_parser *p, const struct jfr_val *v,
+                            const struct jfr_val *vals, char *buf, size_t *len)
 {
-    *out = NULL;
-    if (cached_name(&p->method_cache, v->i, out))
-        return SKP_OK;
-    char buf[JFR_NAME_MAX];
-    size_t len = 0;
-    buf[0] = '\0';
-    struct jfr_val vals[JFR_R_COUNT];
-    if (read_pooled(p, v, vals)) {
+    (void)v;
+    if (vals) {
         const char *cls = NULL;
         skp_err err = class_name(p, &vals[JFR_R_TYPE], &cls);
         if (err)
             return err;
         if (cls) {
             size_t n = strlen(cls);
-            if (n + 2 < sizeof(buf)) {
+            if (n + 2 < JFR_NAME_MAX) {
                 memcpy(buf, cls, n);
                 buf[n] = '.';
-                len = n + 1;
-                buf[len] = '\0';
+                *len = n + 1;
+                buf[*len] = '\0';
             }
         }
-        append_name(p, &vals[JFR_R_NAME], buf, &len, sizeof(buf));
+        append_name(p, &vals[JFR_R_NAME], buf, len, JFR_NAME_MAX);
     }
-    if (len == 0)
-        len = (size_t)snprintf(buf, sizeof(buf), "[unknown method]");
-    return remember_name(p, &p->method_cache, v->i, buf, len, out);
+    if (*len == 0)
+        *len = (size_t)snprintf(buf, JFR_NAME_MAX, "[unknown method]");
+    return SKP_OK;
+}
+
+/* "pkg.Class.method" for a pooled method constant. */
+static skp_err method_name(struct jfr_parser *p, const struct jfr_val *v, const char **out)
+{
+    *out = NULL;
+    return pooled_name(p, &p->method_cache, v, build_method, out);
+}
+
+/* The Java name, else the OS name, else "[thread id]". */
+static skp_err build_thread(struct jfr_parser *p, const struct jfr_val *v,
+                            const struct jfr_val *vals, char *buf, size_t *len)
+{
+    if (vals) {
+        append_name(p, &vals[JFR_R_JAVA_NAME], buf, len, JFR_NAME_MAX);
+        if (*len == 0)
+            append_name(p, &vals[JFR_R_OS_NAME], buf, len, JFR_NAME_MAX);
+    }
+    if (*len == 0)
+        *len = (size_t)snprintf(buf, JFR_NAME_MAX, "[thread %lld]", (long long)v->i);
+    return SKP_OK;
 }
 
 static skp_err thread_name(struct jfr_parser *p, const struct jfr_val *v, const char **out)
@@ -472,20 +512,7 @@ static skp_err thread_name(struct jfr_parser *p, const struct jfr_val *v, const 
     *out = NULL;
     if (!v->has || !v->is_pool || v->i == 0)
         return SKP_OK;
-    if (cached_name(&p->thread_cache, v->i, out))
-        return SKP_OK;
-    char buf[JFR_NAME_MAX];
-    size_t len = 0;
-    buf[0] = '\0';
-    struct jfr_val vals[JFR_R_COUNT];
-    if (read_pooled(p, v, vals)) {
-        append_name(p, &vals[JFR_R_JAVA_NAME], buf, &len, sizeof(buf));
-        if (len == 0)
-            append_name(p, &vals[JFR_R_OS_NAME], buf, &len, sizeof(buf));
-    }
-    if (len == 0)
-        len = (size_t)snprintf(buf, sizeof(buf), "[thread %lld]", (long long)v->i);
-    return remember_name(p, &p->thread_cache, v->i, buf, len, out);
+    return pooled_name(p, &p->thread_cache, v, build_thread, out);
 }
 
 static skp_err push_frame(struct jfr_parser *p, const char *f)

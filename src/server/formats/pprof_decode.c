@@ -216,6 +216,17 @@ static bool varint_field(struct rd *r, int wt, uint64_t *v)
     return wt == WT_VARINT && rd_varint(r, v);
 }
 
+/* A varint field kept as int64 (ids and indices kept raw until resolution, line numbers);
+ * *out is left as it was when the field is bad. */
+static bool int64_field(struct rd *r, int wt, int64_t *out)
+{
+    uint64_t v;
+    if (!varint_field(r, wt, &v))
+        return false;
+    *out = (int64_t)v;
+    return true;
+}
+
 /* ---------------------------------------------------------------- pass 1 (count) */
 
 struct sample_count {
@@ -343,13 +354,8 @@ static bool fill_value_type(struct dec *d, struct rd *r, uint32_t field, int wt,
 {
     (void)d;
     int64_t *vt = ud;
-    uint64_t v;
-    if (field == 1 || field == 2) {
-        if (!varint_field(r, wt, &v))
-            return false;
-        vt[field - 1] = (int64_t)v;
-        return true;
-    }
+    if (field == 1 || field == 2)
+        return int64_field(r, wt, &vt[field - 1]);
     return rd_skip(r, wt);
 }
 
@@ -357,13 +363,8 @@ static bool fill_label(struct dec *d, struct rd *r, uint32_t field, int wt, void
 {
     (void)d;
     int64_t *l = ud;
-    uint64_t v;
-    if (field >= 1 && field <= 4) {
-        if (!varint_field(r, wt, &v))
-            return false;
-        l[field - 1] = (int64_t)v;
-        return true;
-    }
+    if (field >= 1 && field <= 4)
+        return int64_field(r, wt, &l[field - 1]);
     return rd_skip(r, wt);
 }
 
@@ -403,16 +404,10 @@ static bool fill_line(struct dec *d, struct rd *r, uint32_t field, int wt, void 
 {
     (void)d;
     size_t i = *(size_t *)ud;
-    uint64_t v;
-    if (field == 1 || field == 2) {
-        if (!varint_field(r, wt, &v))
-            return false;
-        if (field == 1)
-            d->raw_line_funcs[i] = v;
-        else
-            d->p->lines[i].line = (int64_t)v;
-        return true;
-    }
+    if (field == 1)
+        return varint_field(r, wt, &d->raw_line_funcs[i]);
+    if (field == 2)
+        return int64_field(r, wt, &d->p->lines[i].line);
     return rd_skip(r, wt);
 }
 
@@ -450,22 +445,15 @@ static bool fill_function_field(struct dec *d, struct rd *r, uint32_t field, int
 {
     struct pprof_function *f = ud;
     int64_t *raw = d->raw_func[d->i_funcs];
-    uint64_t v;
     switch (field) {
     case 1:
         return varint_field(r, wt, &f->id);
     case 2:
     case 3:
     case 4:
-        if (!varint_field(r, wt, &v))
-            return false;
-        raw[field - 2] = (int64_t)v;
-        return true;
+        return int64_field(r, wt, &raw[field - 2]);
     case 5:
-        if (!varint_field(r, wt, &v))
-            return false;
-        f->start_line = (int64_t)v;
-        return true;
+        return int64_field(r, wt, &f->start_line);
     default:
         return rd_skip(r, wt);
     }
@@ -475,7 +463,6 @@ static bool fill_mapping_field(struct dec *d, struct rd *r, uint32_t field, int 
 {
     struct pprof_mapping *m = ud;
     int64_t *raw = d->raw_map[d->i_maps];
-    uint64_t v;
     switch (field) {
     case 1:
         return varint_field(r, wt, &m->id);
@@ -487,10 +474,7 @@ static bool fill_mapping_field(struct dec *d, struct rd *r, uint32_t field, int 
         return varint_field(r, wt, &m->file_offset);
     case 5:
     case 6:
-        if (!varint_field(r, wt, &v))
-            return false;
-        raw[field - 5] = (int64_t)v;
-        return true;
+        return int64_field(r, wt, &raw[field - 5]);
     default:
         return rd_skip(r, wt);
     }

@@ -2,11 +2,11 @@
  * pywait.h). */
 #include "python/pywait.h"
 
-#include <fcntl.h>
-#include <stdio.h>
 #include <string.h>
 #include <sys/syscall.h>
 #include <unistd.h>
+
+#include "common/procfs.h"
 
 /* futex(2) operations that sleep (the low 7 bits; FUTEX_PRIVATE_FLAG and FUTEX_CLOCK_REALTIME
  * are flags above them): WAIT, LOCK_PI, WAIT_BITSET, WAIT_REQUEUE_PI, LOCK_PI2. */
@@ -90,15 +90,9 @@ enum skp__pywait_state skp__pywait_parse(const char *text, size_t len, long fute
 
 enum skp__pywait_state skp__pywait_read(int tid, uintptr_t gil_lo, uintptr_t gil_hi, uint64_t *word)
 {
-    char path[64];
     char buf[256];
     *word = 0;
-    snprintf(path, sizeof(path), "/proc/self/task/%d/syscall", tid);
-    int fd = open(path, O_RDONLY | O_CLOEXEC);
-    if (fd < 0)
-        return SKP_PYWAIT_UNKNOWN;
-    ssize_t n = read(fd, buf, sizeof(buf));
-    close(fd);
+    ssize_t n = skpx_procfs_read_task(0, tid, "syscall", buf, sizeof(buf));
     if (n <= 0)
         return SKP_PYWAIT_UNKNOWN;
     return skp__pywait_parse(buf, (size_t)n, (long)SYS_futex, gil_lo, gil_hi, word);

@@ -77,6 +77,35 @@ int cli_parse_options(struct cli *c, int argc, char **argv, const char *shortopt
     return CLI_PARSE_NEXT;
 }
 
+int cli_store_option(const struct cli_stored_opt *table, size_t n, void *ud, int opt,
+                     const char *arg)
+{
+    for (size_t i = 0; i < n; i++) {
+        const struct cli_stored_opt *t = &table[i];
+        if (t->opt != opt)
+            continue;
+        char *member = (char *)ud + t->offset;
+        switch (t->how) {
+        case CLI_STORE_STR:
+            memcpy(member, &arg, sizeof(arg));
+            return CLI_PARSE_NEXT;
+        case CLI_STORE_FLAG: {
+            bool yes = true;
+            memcpy(member, &yes, sizeof(yes));
+            return CLI_PARSE_NEXT;
+        }
+        case CLI_STORE_INT: {
+            long long v;
+            if (!cli_parse_int(arg, t->lo, t->hi, &v))
+                return cli_usage_error(t->bad, arg);
+            memcpy(member, &v, sizeof(v));
+            return CLI_PARSE_NEXT;
+        }
+        }
+    }
+    return CLI_PARSE_UNKNOWN;
+}
+
 int cli_parse_global_options(struct cli *c, int argc, char **argv, const char *usage,
                              const char *cmd)
 {

@@ -86,6 +86,38 @@ enum {
 /* Handles one command-specific option `opt` (getopt_long's value) with its argument `arg`. */
 typedef int (*cli_option_fn)(void *ud, int opt, const char *arg);
 
+/* Options that only store their value in the command's options struct (`ud` of the callback)
+ * are rows of a table instead of cases of the callback, which hands them to cli_store_option. */
+enum cli_store {
+    CLI_STORE_STR,  /* const char * member = the argument (borrowed from argv) */
+    CLI_STORE_FLAG, /* bool member = true */
+    CLI_STORE_INT,  /* long long member = the argument, a whole number in [lo, hi] (else the usage
+                       error `bad`, a format with one %s: the argument) */
+};
+struct cli_stored_opt {
+    int opt; /* getopt_long's value */
+    enum cli_store how;
+    size_t offset; /* of the member in the options struct */
+    long long lo, hi;
+    const char *bad;
+};
+/* Offset of `member` in `type`, which must have type T (checked at compile time). */
+// clang-format off
+#define CLI_MEMBER(type, member, T)                                                                \
+    (offsetof(type, member) + 0 * sizeof(_Generic(((type *)0)->member, T: 1)))
+#define CLI_STR_OPT(opt, type, member)                                                             \
+    {(opt), CLI_STORE_STR, CLI_MEMBER(type, member, const char *), 0, 0, NULL}
+#define CLI_FLAG_OPT(opt, type, member)                                                            \
+    {(opt), CLI_STORE_FLAG, CLI_MEMBER(type, member, bool), 0, 0, NULL}
+#define CLI_INT_OPT(opt, type, member, lo, hi, bad)                                                \
+    {(opt), CLI_STORE_INT, CLI_MEMBER(type, member, long long), (lo), (hi), (bad)}
+// clang-format on
+/* Stores `arg` as the row of table[0..n) for `opt` says, in the options struct at `ud`. Returns
+ * CLI_PARSE_NEXT, CLI_EXIT_USAGE (a bad integer, said on stderr), or CLI_PARSE_UNKNOWN when no
+ * row is for `opt`. */
+int cli_store_option(const struct cli_stored_opt *table, size_t n, void *ud, int opt,
+                     const char *arg);
+
 /* Runs getopt_long (opterr off) over a command's argv with `shortopts`/`longopts` (which should
  * hold CLI_GLOBAL_LONGOPTS and start shortopts with ':'), handling what every command handles
  * alike: the global options, -h/--help (prints `usage` on stdout: CLI_EXIT_OK), a missing value,

@@ -43,44 +43,28 @@ struct analyze_opts {
     long long wait_s;
 };
 
+static const struct cli_stored_opt g_stored[] = {
+    CLI_STR_OPT('s', struct analyze_opts, segment),
+    CLI_STR_OPT('t', struct analyze_opts, task),
+    CLI_FLAG_OPT('W', struct analyze_opts, whole),
+    CLI_FLAG_OPT('A', struct analyze_opts, all_frames),
+    CLI_FLAG_OPT('U', struct analyze_opts, functions),
+    CLI_INT_OPT('w', struct analyze_opts, wait_s, 0, 3600,
+                "--wait: expected seconds (0-3600), got '%s'"),
+    CLI_STR_OPT('f', struct analyze_opts, format),
+    CLI_STR_OPT('o', struct analyze_opts, output),
+};
+
 static int analyze_option(void *ud, int opt, const char *arg)
 {
     struct analyze_opts *o = ud;
-    switch (opt) {
-    case 's':
-        o->segment = arg;
-        return CLI_PARSE_NEXT;
-    case 't':
-        o->task = arg;
-        return CLI_PARSE_NEXT;
-    case 'F':
-    case 'T':
+    if (opt == 'F' || opt == 'T') {
         if (!cli_parse_time(arg, opt == 'F' ? &o->from : &o->to))
             return cli_usage_error("--%s: expected ms since the epoch, got '%s'",
                                    opt == 'F' ? "from" : "to", arg);
         return CLI_PARSE_NEXT;
-    case 'W':
-        o->whole = true;
-        return CLI_PARSE_NEXT;
-    case 'A':
-        o->all_frames = true;
-        return CLI_PARSE_NEXT;
-    case 'U':
-        o->functions = true;
-        return CLI_PARSE_NEXT;
-    case 'w':
-        if (!cli_parse_int(arg, 0, 3600, &o->wait_s))
-            return cli_usage_error("--wait: expected seconds (0-3600), got '%s'", arg);
-        return CLI_PARSE_NEXT;
-    case 'f':
-        o->format = arg;
-        return CLI_PARSE_NEXT;
-    case 'o':
-        o->output = arg;
-        return CLI_PARSE_NEXT;
-    default:
-        return CLI_PARSE_UNKNOWN;
     }
+    return cli_store_option(g_stored, sizeof(g_stored) / sizeof(g_stored[0]), ud, opt, arg);
 }
 
 int cmd_analyze(struct cli *c, int argc, char **argv)

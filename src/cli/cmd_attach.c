@@ -41,27 +41,18 @@ struct attach_opts {
     bool verbose;
 };
 
+static const struct cli_stored_opt g_stored[] = {
+    CLI_STR_OPT('s', struct attach_opts, service),
+    CLI_STR_OPT('B', struct attach_opts, backend),
+    CLI_STR_OPT('I', struct attach_opts, instance),
+    CLI_FLAG_OPT('v', struct attach_opts, verbose),
+};
+
 static int on_opt(void *ud, int opt, const char *arg)
 {
-    struct attach_opts *o = ud;
-    switch (opt) {
-    case 'p':
-        return cli_pid_option("attach", arg, &o->pid);
-    case 's':
-        o->service = arg;
-        return CLI_PARSE_NEXT;
-    case 'B':
-        o->backend = arg;
-        return CLI_PARSE_NEXT;
-    case 'I':
-        o->instance = arg;
-        return CLI_PARSE_NEXT;
-    case 'v':
-        o->verbose = true;
-        return CLI_PARSE_NEXT;
-    default:
-        return CLI_PARSE_UNKNOWN;
-    }
+    if (opt == 'p')
+        return cli_pid_option("attach", arg, &((struct attach_opts *)ud)->pid);
+    return cli_store_option(g_stored, sizeof(g_stored) / sizeof(g_stored[0]), ud, opt, arg);
 }
 
 static void log_line(void *ud, enum skyprof_log_level level, const char *line)

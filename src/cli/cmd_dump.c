@@ -40,25 +40,17 @@ struct dump_opts {
     long long retries;
 };
 
+static const struct cli_stored_opt g_stored[] = {
+    CLI_FLAG_OPT('b', struct dump_opts, blocking),
+    CLI_FLAG_OPT('N', struct dump_opts, native),
+    CLI_INT_OPT('r', struct dump_opts, retries, 0, 1000, "dump: --retries wants 0..1000, got '%s'"),
+};
+
 static int on_opt(void *ud, int opt, const char *arg)
 {
-    struct dump_opts *o = ud;
-    switch (opt) {
-    case 'p':
-        return cli_pid_option("dump", arg, &o->pid);
-    case 'b':
-        o->blocking = true;
-        return CLI_PARSE_NEXT;
-    case 'N':
-        o->native = true;
-        return CLI_PARSE_NEXT;
-    case 'r':
-        if (!cli_parse_int(arg, 0, 1000, &o->retries))
-            return cli_usage_error("dump: --retries wants 0..1000, got '%s'", arg);
-        return CLI_PARSE_NEXT;
-    default:
-        return CLI_PARSE_UNKNOWN;
-    }
+    if (opt == 'p')
+        return cli_pid_option("dump", arg, &((struct dump_opts *)ud)->pid);
+    return cli_store_option(g_stored, sizeof(g_stored) / sizeof(g_stored[0]), ud, opt, arg);
 }
 
 int cli_attach_exit(skp_err err)

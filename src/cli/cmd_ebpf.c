@@ -31,25 +31,17 @@ struct ebpf_opts {
     bool all_frames;
 };
 
+static const struct cli_stored_opt g_stored[] = {
+    CLI_STR_OPT('s', struct ebpf_opts, service),     CLI_STR_OPT('p', struct ebpf_opts, process),
+    CLI_STR_OPT('f', struct ebpf_opts, format),      CLI_STR_OPT('o', struct ebpf_opts, output),
+    CLI_FLAG_OPT('A', struct ebpf_opts, all_frames),
+};
+
 static int ebpf_option(void *ud, int opt, const char *arg)
 {
     struct ebpf_opts *o = ud;
-    long long v;
-    switch (opt) {
-    case 's':
-        o->service = arg;
-        break;
-    case 'p':
-        o->process = arg;
-        break;
-    case 'f':
-        o->format = arg;
-        break;
-    case 'o':
-        o->output = arg;
-        break;
-    case 'F':
-    case 'T':
+    if (opt == 'F' || opt == 'T') { /* checked here, passed on as given */
+        long long v;
         if (!cli_parse_int(arg, 0, INT64_MAX / 2, &v))
             return cli_usage_error("--%s: expected ms since the epoch, got '%s'",
                                    opt == 'F' ? "from" : "to", arg);
@@ -57,14 +49,9 @@ static int ebpf_option(void *ud, int opt, const char *arg)
             o->from = arg;
         else
             o->to = arg;
-        break;
-    case 'A':
-        o->all_frames = true;
-        break;
-    default:
-        return CLI_PARSE_UNKNOWN;
+        return CLI_PARSE_NEXT;
     }
-    return CLI_PARSE_NEXT;
+    return cli_store_option(g_stored, sizeof(g_stored) / sizeof(g_stored[0]), ud, opt, arg);
 }
 
 /* GETs the triggers of kind "ebpf" (of `service` / `task` when given) into *out (the array,

@@ -44,17 +44,23 @@ struct jfr_opts {
     bool functions;
 };
 
+static const struct cli_stored_opt g_stored[] = {
+    CLI_STR_OPT('s', struct jfr_opts, service),
+    CLI_INT_OPT('d', struct jfr_opts, duration, 1, 3600,
+                "--duration: expected seconds in 1..3600, got '%s'"),
+    CLI_STR_OPT('x', struct jfr_opts, exec_args),
+    CLI_STR_OPT('k', struct jfr_opts, event_type),
+    CLI_STR_OPT('t', struct jfr_opts, thread),
+    CLI_STR_OPT('I', struct jfr_opts, instances_csv),
+    CLI_FLAG_OPT('F', struct jfr_opts, functions),
+    CLI_STR_OPT('f', struct jfr_opts, format),
+    CLI_STR_OPT('o', struct jfr_opts, output),
+};
+
 static int on_option(void *ud, int opt, const char *arg)
 {
     struct jfr_opts *o = ud;
     switch (opt) {
-    case 's':
-        o->service = arg;
-        return CLI_PARSE_NEXT;
-    case 'd':
-        if (!cli_parse_int(arg, 1, 3600, &o->duration))
-            return cli_usage_error("--duration: expected seconds in 1..3600, got '%s'", arg);
-        return CLI_PARSE_NEXT;
     case 'e':
         if (o->n_events == MAX_LIST)
             return cli_usage_error("too many --event");
@@ -65,29 +71,8 @@ static int on_option(void *ud, int opt, const char *arg)
             return cli_usage_error("too many --instance");
         o->instances[o->n_instances++] = arg;
         return CLI_PARSE_NEXT;
-    case 'x':
-        o->exec_args = arg;
-        return CLI_PARSE_NEXT;
-    case 'k':
-        o->event_type = arg;
-        return CLI_PARSE_NEXT;
-    case 't':
-        o->thread = arg;
-        return CLI_PARSE_NEXT;
-    case 'I':
-        o->instances_csv = arg;
-        return CLI_PARSE_NEXT;
-    case 'F':
-        o->functions = true;
-        return CLI_PARSE_NEXT;
-    case 'f':
-        o->format = arg;
-        return CLI_PARSE_NEXT;
-    case 'o':
-        o->output = arg;
-        return CLI_PARSE_NEXT;
     default:
-        return CLI_PARSE_UNKNOWN;
+        return cli_store_option(g_stored, sizeof(g_stored) / sizeof(g_stored[0]), ud, opt, arg);
     }
 }
 

@@ -36,25 +36,17 @@ struct pol_opts {
 
 enum { OPT_FILE = 1100, OPT_EXECUTE, OPT_SILENCE, OPT_PER_HOUR, OPT_SERVICE, OPT_TASK, OPT_LIMIT };
 
+static const struct cli_stored_opt g_pol_stored[] = {
+    CLI_STR_OPT(OPT_FILE, struct pol_opts, file),
+    CLI_STR_OPT(OPT_EXECUTE, struct pol_opts, execute),
+    CLI_STR_OPT(OPT_SILENCE, struct pol_opts, silence),
+    CLI_STR_OPT(OPT_PER_HOUR, struct pol_opts, per_hour),
+};
+
 static int pol_opt(void *ud, int opt, const char *arg)
 {
-    struct pol_opts *o = ud;
-    switch (opt) {
-    case OPT_FILE:
-        o->file = arg;
-        return CLI_PARSE_NEXT;
-    case OPT_EXECUTE:
-        o->execute = arg;
-        return CLI_PARSE_NEXT;
-    case OPT_SILENCE:
-        o->silence = arg;
-        return CLI_PARSE_NEXT;
-    case OPT_PER_HOUR:
-        o->per_hour = arg;
-        return CLI_PARSE_NEXT;
-    default:
-        return CLI_PARSE_UNKNOWN;
-    }
+    return cli_store_option(g_pol_stored, sizeof(g_pol_stored) / sizeof(g_pol_stored[0]), ud, opt,
+                            arg);
 }
 
 static json_t *read_file_json(const char *path)
@@ -254,18 +246,16 @@ struct trig_opts {
     const char *service, *task, *limit;
 };
 
+static const struct cli_stored_opt g_trig_stored[] = {
+    CLI_STR_OPT(OPT_SERVICE, struct trig_opts, service),
+    CLI_STR_OPT(OPT_TASK, struct trig_opts, task),
+    CLI_STR_OPT(OPT_LIMIT, struct trig_opts, limit),
+};
+
 static int trig_opt(void *ud, int opt, const char *arg)
 {
-    struct trig_opts *o = ud;
-    if (opt == OPT_SERVICE)
-        o->service = arg;
-    else if (opt == OPT_TASK)
-        o->task = arg;
-    else if (opt == OPT_LIMIT)
-        o->limit = arg;
-    else
-        return CLI_PARSE_UNKNOWN;
-    return CLI_PARSE_NEXT;
+    return cli_store_option(g_trig_stored, sizeof(g_trig_stored) / sizeof(g_trig_stored[0]), ud,
+                            opt, arg);
 }
 
 static bool add_query(char *t, size_t cap, const char *key, const char *v)

@@ -41,60 +41,36 @@ struct pprof_opts {
     bool functions, all_frames;
 };
 
+#define PPROF_INT_OPT(opt, member)                                                                 \
+    CLI_INT_OPT(opt, struct pprof_opts, member, -1000000000000LL, 1000000000000LL,                 \
+                "expected an integer, got '%s'")
+static const struct cli_stored_opt g_stored[] = {
+    CLI_STR_OPT('s', struct pprof_opts, service),
+    CLI_STR_OPT('e', struct pprof_opts, event),
+    CLI_STR_OPT('I', struct pprof_opts, instances),
+    CLI_STR_OPT('T', struct pprof_opts, sample_type),
+    CLI_STR_OPT('f', struct pprof_opts, format),
+    CLI_STR_OPT('F', struct pprof_opts, file),
+    CLI_STR_OPT('o', struct pprof_opts, output),
+    CLI_FLAG_OPT('g', struct pprof_opts, functions),
+    CLI_FLAG_OPT('A', struct pprof_opts, all_frames),
+    CLI_INT_OPT('w', struct pprof_opts, wait_s, 0, 3600,
+                "--wait: expected seconds (0-3600), got '%s'"),
+    PPROF_INT_OPT('d', duration),
+    PPROF_INT_OPT('p', dump_period),
+    PPROF_INT_OPT('r', sampling_rate),
+};
+
 static int pprof_option(void *ud, int opt, const char *arg)
 {
     struct pprof_opts *o = ud;
-    switch (opt) {
-    case 's':
-        o->service = arg;
-        break;
-    case 'e':
-        o->event = arg;
-        break;
-    case 'i':
+    if (opt == 'i') {
         if (o->n_inst == PPROF_CLI_MAX_INSTANCES)
             return cli_usage_error("--instance: at most %d", PPROF_CLI_MAX_INSTANCES);
         o->inst[o->n_inst++] = arg;
-        break;
-    case 'I':
-        o->instances = arg;
-        break;
-    case 'T':
-        o->sample_type = arg;
-        break;
-    case 'f':
-        o->format = arg;
-        break;
-    case 'F':
-        o->file = arg;
-        break;
-    case 'o':
-        o->output = arg;
-        break;
-    case 'g':
-        o->functions = true;
-        break;
-    case 'A':
-        o->all_frames = true;
-        break;
-    case 'w':
-        if (!cli_parse_int(arg, 0, 3600, &o->wait_s))
-            return cli_usage_error("--wait: expected seconds (0-3600), got '%s'", arg);
-        break;
-    case 'd':
-    case 'p':
-    case 'r': {
-        long long *dst = opt == 'd'   ? &o->duration
-                         : opt == 'p' ? &o->dump_period
-                                      : &o->sampling_rate;
-        if (!cli_parse_int(arg, -1000000000000LL, 1000000000000LL, dst))
-            return cli_usage_error("expected an integer, got '%s'", arg);
-        break;
+        return CLI_PARSE_NEXT;
     }
-    default:
-        return CLI_PARSE_UNKNOWN;
-    }
-    return CLI_PARSE_NEXT;
+    return cli_store_option(g_stored, sizeof(g_stored) / sizeof(g_stored[0]), ud, opt, arg);
 }
 
 static int parse(struct cli *c, int argc, char **argv, struct pprof_opts *o)

@@ -80,6 +80,18 @@ struct record_opts {
     const char *format;
 };
 
+static const struct cli_stored_opt g_stored[] = {
+    CLI_INT_OPT('r', struct record_opts, rate_hz, 1, 10000,
+                "record: --rate wants 1..10000 samples/s, got '%s'"),
+    CLI_FLAG_OPT('i', struct record_opts, idle),
+    CLI_FLAG_OPT('s', struct record_opts, subprocesses),
+    CLI_FLAG_OPT('b', struct record_opts, blocking),
+    CLI_FLAG_OPT('N', struct record_opts, native),
+    CLI_FLAG_OPT('A', struct record_opts, asyncio),
+    CLI_STR_OPT('o', struct record_opts, out),
+    CLI_STR_OPT('f', struct record_opts, format),
+};
+
 static int on_opt(void *ud, int opt, const char *arg)
 {
     struct record_opts *o = ud;
@@ -92,33 +104,8 @@ static int on_opt(void *ud, int opt, const char *arg)
         if (!end || *end || !(o->duration_s > 0) || o->duration_s > 86400)
             return cli_usage_error("record: --duration wants seconds in (0, 86400], got '%s'", arg);
         return CLI_PARSE_NEXT;
-    case 'r':
-        if (!cli_parse_int(arg, 1, 10000, &o->rate_hz))
-            return cli_usage_error("record: --rate wants 1..10000 samples/s, got '%s'", arg);
-        return CLI_PARSE_NEXT;
-    case 'i':
-        o->idle = true;
-        return CLI_PARSE_NEXT;
-    case 's':
-        o->subprocesses = true;
-        return CLI_PARSE_NEXT;
-    case 'b':
-        o->blocking = true;
-        return CLI_PARSE_NEXT;
-    case 'N':
-        o->native = true;
-        return CLI_PARSE_NEXT;
-    case 'A':
-        o->asyncio = true;
-        return CLI_PARSE_NEXT;
-    case 'o':
-        o->out = arg;
-        return CLI_PARSE_NEXT;
-    case 'f':
-        o->format = arg;
-        return CLI_PARSE_NEXT;
     default:
-        return CLI_PARSE_UNKNOWN;
+        return cli_store_option(g_stored, sizeof(g_stored) / sizeof(g_stored[0]), ud, opt, arg);
     }
 }
 

@@ -31,16 +31,15 @@ struct task_filter {
     const char *service, *endpoint;
 };
 
+static const struct cli_stored_opt g_filter_stored[] = {
+    CLI_STR_OPT('s', struct task_filter, service),
+    CLI_STR_OPT('e', struct task_filter, endpoint),
+};
+
 static int filter_option(void *ud, int opt, const char *arg)
 {
-    struct task_filter *f = ud;
-    if (opt == 's')
-        f->service = arg;
-    else if (opt == 'e')
-        f->endpoint = arg;
-    else
-        return CLI_PARSE_UNKNOWN;
-    return CLI_PARSE_NEXT;
+    return cli_store_option(g_filter_stored, sizeof(g_filter_stored) / sizeof(g_filter_stored[0]),
+                            ud, opt, arg);
 }
 
 /* Parses options common to the read-only subcommands; --service/--endpoint only when `filter`
@@ -104,37 +103,25 @@ struct create_opts {
     bool wait;
 };
 
+/* Numbers are checked for being numbers only: the server validates ranges and its reasons are
+ * what the user should see (exit code 1). */
+#define CREATE_INT_OPT(opt, member, name)                                                          \
+    CLI_INT_OPT(opt, struct create_opts, member, -1000000000LL, 1000000000LL,                      \
+                name ": expected an integer, got '%s'")
+static const struct cli_stored_opt g_create_stored[] = {
+    CLI_STR_OPT('s', struct create_opts, service),
+    CLI_STR_OPT('e', struct create_opts, endpoint),
+    CREATE_INT_OPT('d', duration, "--duration"),
+    CREATE_INT_OPT('t', threshold, "--threshold"),
+    CREATE_INT_OPT('p', period, "--dump-period"),
+    CREATE_INT_OPT('m', max_count, "--max-sampling-count"),
+    CLI_FLAG_OPT('w', struct create_opts, wait),
+};
+
 static int create_option(void *ud, int opt, const char *arg)
 {
     struct create_opts *o = ud;
-    /* Numbers are checked for being numbers only: the server validates ranges and its
-     * reasons are what the user should see (exit code 1). */
     switch (opt) {
-    case 's':
-        o->service = arg;
-        return CLI_PARSE_NEXT;
-    case 'e':
-        o->endpoint = arg;
-        return CLI_PARSE_NEXT;
-    case 'd':
-    case 't':
-    case 'p':
-    case 'm': {
-        long long *dst = opt == 'd'   ? &o->duration
-                         : opt == 't' ? &o->threshold
-                         : opt == 'p' ? &o->period
-                                      : &o->max_count;
-        const char *name = opt == 'd'   ? "--duration"
-                           : opt == 't' ? "--threshold"
-                           : opt == 'p' ? "--dump-period"
-                                        : "--max-sampling-count";
-        if (!cli_parse_int(arg, -1000000000LL, 1000000000LL, dst))
-            return cli_usage_error("%s: expected an integer, got '%s'", name, arg);
-        return CLI_PARSE_NEXT;
-    }
-    case 'w':
-        o->wait = true;
-        return CLI_PARSE_NEXT;
     case 'W':
         if (!cli_parse_int(arg, 1, 3600, &o->wait_s))
             return cli_usage_error("--wait-timeout: expected seconds (1-3600), got '%s'", arg);
@@ -147,7 +134,8 @@ static int create_option(void *ud, int opt, const char *arg)
                                    arg);
         return CLI_PARSE_NEXT;
     default:
-        return CLI_PARSE_UNKNOWN;
+        return cli_store_option(g_create_stored,
+                                sizeof(g_create_stored) / sizeof(g_create_stored[0]), ud, opt, arg);
     }
 }
 

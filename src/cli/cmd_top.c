@@ -74,26 +74,19 @@ struct top {
     const struct func **order;
 };
 
+static const struct cli_stored_opt g_stored[] = {
+    CLI_INT_OPT('r', struct top_opts, rate_hz, 1, 1000,
+                "top: --rate wants 1..1000 samples/s, got '%s'"),
+    CLI_FLAG_OPT('i', struct top_opts, idle),
+    CLI_INT_OPT('n', struct top_opts, once, 1, 100000,
+                "top: --once wants a number of refreshes >= 1, got '%s'"),
+};
+
 static int on_opt(void *ud, int opt, const char *arg)
 {
-    struct top_opts *o = ud;
-    switch (opt) {
-    case 'p':
-        return cli_pid_option("top", arg, &o->pid);
-    case 'r':
-        if (!cli_parse_int(arg, 1, 1000, &o->rate_hz))
-            return cli_usage_error("top: --rate wants 1..1000 samples/s, got '%s'", arg);
-        return CLI_PARSE_NEXT;
-    case 'i':
-        o->idle = true;
-        return CLI_PARSE_NEXT;
-    case 'n':
-        if (!cli_parse_int(arg, 1, 100000, &o->once))
-            return cli_usage_error("top: --once wants a number of refreshes >= 1, got '%s'", arg);
-        return CLI_PARSE_NEXT;
-    default:
-        return CLI_PARSE_UNKNOWN;
-    }
+    if (opt == 'p')
+        return cli_pid_option("top", arg, &((struct top_opts *)ud)->pid);
+    return cli_store_option(g_stored, sizeof(g_stored) / sizeof(g_stored[0]), ud, opt, arg);
 }
 
 static uint64_t hash_str(const char *s)

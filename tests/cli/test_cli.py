@@ -119,6 +119,17 @@ def t_usage_errors():
     for cmd in ("dump", "record", "top", "attach"):
         _, err = expect_rc(2, cmd, "--pid", "12x", server=False)
         assert err == "skyprof: %s: --pid wants a process id, got '12x'\n" % cmd, err
+    # options stored through the commands' option tables keep their own messages
+    for args, msg in (
+            (["top", "--rate", "0"], "top: --rate wants 1..1000 samples/s, got '0'"),
+            (["dump", "--retries", "2000"], "dump: --retries wants 0..1000, got '2000'"),
+            (["task", "create", "--max-sampling-count", "x"],
+             "--max-sampling-count: expected an integer, got 'x'"),
+            (["pprof", "create", "--sampling-rate", "x"], "expected an integer, got 'x'"),
+            (["analyze", "--wait", "9999"], "--wait: expected seconds (0-3600), got '9999'"),
+            (["jfr", "create", "--duration", "0"], "--duration: expected seconds in 1..3600, got '0'")):
+        _, err = expect_rc(2, *args, server=False)
+        assert err == "skyprof: %s\n" % msg, (args, err)
 
 
 def t_server_down():

@@ -219,6 +219,25 @@ skp_err store_row_read(const struct store_row_desc *d, const struct store_row_sr
 VISIT(task, struct store_task)
 VISIT(task_log, struct store_task_log)
 VISIT(service, struct store_service_row)
+
+skp_err store_visit_instance(const struct store_visit *v, const void *row)
+{
+    const struct store_instance_text *t = row;
+    struct store_props props;
+    skp_err err = store_props_parse(t->properties, &props);
+    if (!err) {
+        const struct store_instance_row r = {
+            .name = t->name,
+            .language = t->language,
+            .last_heartbeat_ms = t->last_seen_ms,
+            .props = props.kv,
+            .n_props = props.n,
+        };
+        err = v->cb.instance(v->ud, &r);
+    }
+    store_props_cleanup(&props);
+    return err;
+}
 VISIT(endpoint_minute, struct store_endpoint_minute)
 VISIT(ebpf_process, struct store_ebpf_process)
 VISIT(ebpf_stack, struct store_ebpf_stack)
@@ -275,6 +294,17 @@ static const struct store_col service_cols[] = {
 };
 const struct store_row_desc store_service_row =
     DESC("service", struct store_service_row, NULL, service_cols);
+
+static const struct store_col instance_text_cols[] = {
+    COL_AS("i.name", struct store_instance_text, name, STORE_COL_TEXT, STORE_COL_READ),
+    COL_AS("i.language", struct store_instance_text, language, STORE_COL_TEXT,
+           STORE_COL_READ | STORE_COL_NULLABLE),
+    COL_AS("i.last_seen", struct store_instance_text, last_seen_ms, STORE_COL_INT64,
+           STORE_COL_READ),
+    COL_AS("i.properties", struct store_instance_text, properties, STORE_COL_TEXT, STORE_COL_READ),
+};
+const struct store_row_desc store_instance_text_row =
+    DESC("instance", struct store_instance_text, NULL, instance_text_cols);
 
 static void proc_task_cleanup(void *row)
 {

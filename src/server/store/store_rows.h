@@ -133,6 +133,7 @@ struct store_visit {
         store_task_cb task;
         store_task_log_cb task_log;
         store_service_cb service;
+        store_instance_cb instance;
         store_endpoint_minute_cb endpoint_minute;
         store_ebpf_process_cb ebpf_process;
         store_ebpf_stack_cb ebpf_stack;
@@ -147,6 +148,8 @@ struct store_visit {
 skp_err store_visit_task(const struct store_visit *v, const void *row);
 skp_err store_visit_task_log(const struct store_visit *v, const void *row);
 skp_err store_visit_service(const struct store_visit *v, const void *row);
+/* row: a struct store_instance_text; its properties are parsed for the callback. */
+skp_err store_visit_instance(const struct store_visit *v, const void *row);
 skp_err store_visit_endpoint_minute(const struct store_visit *v, const void *row);
 skp_err store_visit_ebpf_process(const struct store_visit *v, const void *row);
 skp_err store_visit_ebpf_stack(const struct store_visit *v, const void *row);
@@ -177,6 +180,17 @@ extern const struct store_row_desc store_task_log_row;
     "s.name, s.layer, s.last_seen, "                                                               \
     "(SELECT count(*) FROM instances i WHERE i.service_id = s.id)"
 extern const struct store_row_desc store_service_row;
+
+/* The instances listing (store.h struct store_instance_row) as read from instances i: the
+ * properties as stored (store_codec.h's JSON text), parsed by STORE_VISIT(instance, ...). */
+struct store_instance_text {
+    const char *name;
+    const char *language; /* NULL when unknown */
+    int64_t last_seen_ms;
+    const char *properties;
+};
+#define STORE_INSTANCE_READ "i.name, i.language, i.last_seen, i.properties"
+extern const struct store_row_desc store_instance_text_row;
 
 /* Process-profiling tasks (store_proc.h struct proc_task; its instances are rows of their own),
  * table proc_tasks. */

@@ -87,7 +87,7 @@ skp_err pg_store_list_instances(struct store *base, const char *service, store_i
     struct pg_params p = {0};
     pgp_text(&p, service);
     PGresult *r = pg__query(st,
-                            "SELECT s.id, i.name, i.language, i.last_seen, i.properties "
+                            "SELECT s.id, " STORE_INSTANCE_READ " "
                             "FROM services s LEFT JOIN instances i ON i.service_id = s.id "
                             "WHERE s.name = $1 ORDER BY i.name COLLATE \"C\"",
                             &p, &err, "list instances");
@@ -95,22 +95,14 @@ skp_err pg_store_list_instances(struct store *base, const char *service, store_i
         return err;
     if (PQntuples(r) == 0)
         err = SKP_ENOTFOUND;
+    const struct store_visit v = STORE_VISIT(instance, cb, ud);
     for (int i = 0; i < PQntuples(r) && !err; i++) {
         if (pg__null(r, i, 1))
             continue; /* the service has no instance */
-        struct store_props props;
-        err = store_props_parse(pg__txt(r, i, 4), &props);
-        if (!err) {
-            struct store_instance_row row = {
-                .name = pg__txt(r, i, 1),
-                .language = pg__null(r, i, 2) ? NULL : pg__txt(r, i, 2),
-                .last_heartbeat_ms = pg__i64(r, i, 3),
-                .props = props.kv,
-                .n_props = props.n,
-            };
-            err = cb(ud, &row);
-        }
-        store_props_cleanup(&props);
+        struct store_instance_text row;
+        err = pg__read_row(r, i, 1, &store_instance_text_row, &row, false);
+        if (!err)
+            err = store_visit_instance(&v, &row);
     }
     PQclear(r);
     return err;

@@ -120,63 +120,25 @@ skp_err sqlite_store_list_services(struct store *base, store_service_cb cb, void
                              &store_service_row, &STORE_VISIT(service, cb, ud), "list services");
 }
 
-struct instance_visit {
-    store_instance_cb cb;
-    void *ud;
-};
-
-/* Properties are a JSON object text written by store_upsert_instance; an unreadable one is
- * listed as no properties. */
-static skp_err instance_row(void *ud, sqlite3_stmt *s)
-{
-    const struct instance_visit *v = ud;
-    struct store_props props;
-    skp_err err = store_props_parse(store__col_text(s, 3), &props);
-    if (!err) {
-        struct store_instance_row r = {
-            .name = store__col_text(s, 0),
-            .language = store__col_text_or_null(s, 1),
-            .last_heartbeat_ms = sqlite3_column_int64(s, 2),
-            .props = props.kv,
-            .n_props = props.n,
-        };
-        err = v->cb(v->ud, &r);
-    }
-    store_props_cleanup(&props);
-    return err;
-}
-
 skp_err sqlite_store_list_instances(struct store *base, const char *service, store_instance_cb cb,
                                     void *ud)
 {
     struct sqlite_store *st = sqlite_store_of(base);
     if (!service || !cb)
         return SKP_EINVAL;
-    sqlite3_stmt *s = NULL;
-    skp_err err = store__prepare(st, "SELECT id FROM services WHERE name = ?", &s);
-    if (err)
-        return err;
-    sqlite3_bind_text(s, 1, service, -1, SQLITE_STATIC);
-    int rc = sqlite3_step(s);
-    int64_t sid = 0;
-    if (rc == SQLITE_ROW)
-        sid = sqlite3_column_int64(s, 0);
-    else
-        err = rc == SQLITE_DONE ? SKP_ENOTFOUND : store__sqlerr(st, rc, "find service");
-    sqlite3_finalize(s);
-    if (err)
-        return err;
-    err = store__prepare(st,
-                         "SELECT name, language, last_seen, properties FROM instances "
-                         "WHERE service_id = ? ORDER BY name",
-                         &s);
-    if (err)
-        return err;
-    sqlite3_bind_int64(s, 1, sid);
-    struct instance_visit v = {cb, ud};
-    err = store__each_row(st, s, instance_row, &v, "list instances");
-    sqlite3_finalize(s);
-    return err;
+    struct sq_params p = {0};
+    sqp_text(&p, service);
+    bool found = false;
+    skp_err err = store__query_exists(st, "SELECT 1 FROM services WHERE name = ?", &p, &found,
+                                      "find service");
+    if (err || !found)
+        return err ? err : SKP_ENOTFOUND;
+    /* Properties are a JSON object text written by store_upsert_instance. */
+    return store__query_each(st,
+                             "SELECT " STORE_INSTANCE_READ " FROM instances i WHERE i.service_id "
+                             "= (SELECT id FROM services WHERE name = ?) ORDER BY i.name",
+                             &p, &store_instance_text_row, &STORE_VISIT(instance, cb, ud),
+                             "list instances");
 }
 
 /* ---- tasks ---- */

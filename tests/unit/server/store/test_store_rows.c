@@ -54,6 +54,7 @@ static const struct list lists[] = {
     {&store_proc_piece_row, STORE_PROC_PIECE_COLS, STORE_PROC_PIECE_COLS, STORE_PROC_PIECE_SQ,
      STORE_PROC_PIECE_PG},
     {&store_segment_info_row, "", STORE_SEGMENT_INFO_READ, "", ""},
+    {&store_instance_text_row, "", STORE_INSTANCE_READ, "", ""},
 };
 
 /* "a, b, c" of the columns (bound_only: those an insert binds). */

@@ -12,6 +12,7 @@
 #include <string.h>
 
 #include "common/alloc.h"
+#include "common/grow.h"
 #include "common/map.h"
 #include "server/formats/jfr_int.h"
 
@@ -82,14 +83,8 @@ static skp_err on_sample(void *ctx, const struct jfr_sample *s)
         t->v.n_dropped++;
         return SKP_OK;
     }
-    if (t->n == t->cap) {
-        size_t cap = t->cap ? t->cap * 2 : 4096;
-        struct tsample *n = skpx_realloc(t->s, cap * sizeof(*n));
-        if (!n)
-            return SKP_ENOMEM;
-        t->s = n;
-        t->cap = cap;
-    }
+    if (skpx_grow(&t->s, &t->cap, t->n + 1, sizeof(*t->s), 4096))
+        return SKP_ENOMEM;
     uint32_t th;
     skp_err err = thread_index(t, s->thread, &th);
     if (err)

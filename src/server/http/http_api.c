@@ -92,6 +92,27 @@ json_t *http_read_json(struct http_ctx *cx)
     return j;
 }
 
+bool http_body_int(struct http_ctx *cx, json_t *body, const char *name, bool required, int64_t *out)
+{
+    json_t *v = json_object_get(body, name);
+    if (!v || json_is_null(v)) {
+        if (!required)
+            return true;
+        char msg[96];
+        snprintf(msg, sizeof(msg), "missing field '%s'", name);
+        http_reply_field_error(cx, 400, name, msg);
+        return false;
+    }
+    if (!json_is_integer(v)) {
+        char msg[96];
+        snprintf(msg, sizeof(msg), "'%s' must be an integer", name);
+        http_reply_field_error(cx, 400, name, msg);
+        return false;
+    }
+    *out = json_integer_value(v);
+    return true;
+}
+
 void http_job_dispatch(struct http_ctx *cx, struct http_job *j)
 {
     j->api = cx->api;
@@ -261,13 +282,8 @@ static void on_request(struct evhttp_request *req, void *ud)
         goto out;
     }
     /* Split and decode the path. Empty segments (a//b, trailing /) are skipped. */
-    for (const char *p = path; *p;) {
-        while (*p == '/')
-            p++;
-        if (!*p)
-            break;
-        const char *e = strchr(p, '/');
-        size_t n = e ? (size_t)(e - p) : strlen(p);
+    size_t n = 0;
+    for (const char *p = path; (p = http_path_segment(p, &n)) != NULL; p += n) {
         if (cx.n_seg == HTTP_MAX_SEGMENTS) {
             http_reply_error(&cx, 404, "no such path");
             goto out;
@@ -278,7 +294,6 @@ static void on_request(struct evhttp_request *req, void *ud)
             goto out;
         }
         cx.n_seg++;
-        p += n;
     }
     if (!authorized(&cx)) {
         evhttp_add_header(evhttp_request_get_output_headers(req), "WWW-Authenticate",

@@ -10,6 +10,7 @@
 #include <string.h>
 
 #include "common/alloc.h"
+#include "common/grow.h"
 #include "server/analysis/analyzer.h"
 #include "server/http/http_int.h"
 #include "server/http/http_proc_analyze.h"
@@ -80,14 +81,8 @@ static skp_err window_push(void *ud, const struct store_profiled_segment *s)
     int64_t b = s->end_ms < w->hi ? s->end_ms : w->hi;
     if (a > b)
         return SKP_OK;
-    if (w->n == w->cap) {
-        size_t cap = w->cap ? w->cap * 2 : 16;
-        struct analyze_query *q = skpx_realloc(w->q, cap * sizeof(*q));
-        if (!q)
-            return SKP_ENOMEM;
-        w->q = q;
-        w->cap = cap;
-    }
+    if (skpx_grow(&w->q, &w->cap, w->n + 1, sizeof(*w->q), 16))
+        return SKP_ENOMEM;
     char *id = skpx_strdup(s->segment_id);
     if (!id)
         return SKP_ENOMEM;

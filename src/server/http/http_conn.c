@@ -229,6 +229,24 @@ static bool method_mutates(enum http_framing_method m)
            m == HTTP_FRAMING_DELETE;
 }
 
+/* Counts `len` more body bytes of h's request in the budget all connections share, or refuses
+ * the request with 503 when they do not fit. */
+static void reserve_body(struct hconn *h, uint64_t len)
+{
+    struct http_conns *hc = h->hc;
+    if (len > hc->o.body_budget || hc->m->http_body_bytes > hc->o.body_budget - len) {
+        hc->m->http_budget_refused++;
+        static struct skpx_log_limit lim;
+        skpx_log_limited(&lim, SKPX_LOG_WARN,
+                         "http: request bodies over the budget (%zu bytes), refusing with 503",
+                         hc->o.body_budget);
+        refuse(h, 503, "server busy receiving other requests, retry");
+        return;
+    }
+    h->body_reserved += len;
+    hc->m->http_body_bytes += len;
+}
+
 /* Headers are in: the token, then the body budget. */
 static void head_done(struct hconn *h)
 {
@@ -248,39 +266,15 @@ static void head_done(struct hconn *h)
         event_del(h->deadline_ev);
         return;
     }
-    if (f->body_len > hc->o.body_budget ||
-        hc->m->http_body_bytes > hc->o.body_budget - f->body_len) {
-        hc->m->http_budget_refused++;
-        static struct skpx_log_limit lim;
-        skpx_log_limited(&lim, SKPX_LOG_WARN,
-                         "http: request bodies over the budget (%zu bytes), refusing with 503",
-                         hc->o.body_budget);
-        refuse(h, 503, "server busy receiving other requests, retry");
-        return;
-    }
-    h->body_reserved = f->body_len;
-    hc->m->http_body_bytes += f->body_len;
+    reserve_body(h, f->body_len);
 }
 
 /* A chunk of a chunked body was announced: the body budget as for a Content-Length body, one
  * chunk at a time. */
 static void reserve_chunk(struct hconn *h)
 {
-    struct http_conns *hc = h->hc;
-    uint64_t len = h->fr.chunk_len;
-    if (len == 0)
-        return;
-    if (len > hc->o.body_budget || hc->m->http_body_bytes > hc->o.body_budget - len) {
-        hc->m->http_budget_refused++;
-        static struct skpx_log_limit lim;
-        skpx_log_limited(&lim, SKPX_LOG_WARN,
-                         "http: request bodies over the budget (%zu bytes), refusing with 503",
-                         hc->o.body_budget);
-        refuse(h, 503, "server busy receiving other requests, retry");
-        return;
-    }
-    h->body_reserved += len;
-    hc->m->http_body_bytes += len;
+    if (h->fr.chunk_len != 0)
+        reserve_body(h, h->fr.chunk_len);
 }
 
 /* Frames [p, p+n), which starts at input offset `off`. */

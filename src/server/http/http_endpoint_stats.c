@@ -14,6 +14,7 @@
 #include <string.h>
 
 #include "common/alloc.h"
+#include "common/grow.h"
 #include "server/stats/endpoint_partials.h"
 #include "server/stats/endpoint_stats.h"
 #include "server/http/http_int.h"
@@ -62,14 +63,8 @@ static void stats_destroy(struct http_job *j)
 static skp_err summary_copy(void *ud, const struct es_summary *s)
 {
     struct stats_job *p = ud;
-    if (p->n == p->cap) {
-        size_t cap = p->cap ? p->cap * 2 : 64;
-        struct stats_row *v = skpx_realloc(p->rows, cap * sizeof(*v));
-        if (!v)
-            return SKP_ENOMEM;
-        p->rows = v;
-        p->cap = cap;
-    }
+    if (skpx_grow(&p->rows, &p->cap, p->n + 1, sizeof(*p->rows), 64))
+        return SKP_ENOMEM;
     struct es_summary c = *s;
     c.endpoint = skpx_strdup(s->endpoint ? s->endpoint : "");
     struct es_point *pts = s->n_points ? skpx_malloc(s->n_points * sizeof(*pts)) : NULL;

@@ -11,6 +11,7 @@
 #include <string.h>
 
 #include "common/alloc.h"
+#include "common/grow.h"
 #include "server/stats/endpoint_stats.h"
 #include "server/http/http_int.h"
 #include "server/formats/utf8.h"
@@ -61,14 +62,8 @@ static skp_err ep_add(struct ep_set *s, const char *name, int64_t count, int64_t
     }
     if (s->n == ENDPOINTS_MAX)
         return SKP_OK; /* bounded: the rest is not listed */
-    if (s->n == s->cap) {
-        size_t cap = s->cap ? s->cap * 2 : 16;
-        struct ep_acc *v = skpx_realloc(s->v, cap * sizeof(*v));
-        if (!v)
-            return SKP_ENOMEM;
-        s->v = v;
-        s->cap = cap;
-    }
+    if (skpx_grow(&s->v, &s->cap, s->n + 1, sizeof(*s->v), 16))
+        return SKP_ENOMEM;
     char *copy = skpx_strdup(name);
     if (!copy)
         return SKP_ENOMEM;
@@ -171,14 +166,8 @@ static skp_err memory_copy(void *ud, const struct es_summary *sum)
     }
     if (!a.count || !sum->endpoint || !*sum->endpoint || s->n == ENDPOINTS_MAX)
         return SKP_OK;
-    if (s->n == s->cap) {
-        size_t cap = s->cap ? s->cap * 2 : 16;
-        struct ep_acc *v = skpx_realloc(s->v, cap * sizeof(*v));
-        if (!v)
-            return SKP_ENOMEM;
-        s->v = v;
-        s->cap = cap;
-    }
+    if (skpx_grow(&s->v, &s->cap, s->n + 1, sizeof(*s->v), 16))
+        return SKP_ENOMEM;
     if (!(a.name = skpx_strdup(sum->endpoint)))
         return SKP_ENOMEM;
     s->v[s->n++] = a;

@@ -114,6 +114,11 @@ void http_count(struct http_api *api, int code);
 const char *http_query(struct http_ctx *cx, const char *name);
 /* Parses the request body as JSON; on failure replies 400/413 and returns NULL. */
 json_t *http_read_json(struct http_ctx *cx);
+/* Reads the integer member `name` of the JSON object `body` into *out (left as it is when the
+ * member is missing or null). False, with a 400 reply, when it is not an integer or, when
+ * `required`, missing. */
+bool http_body_int(struct http_ctx *cx, json_t *body, const char *name, bool required,
+                   int64_t *out);
 
 /* ---- Routes (http_routes.c): the table docs/api.md documents ---- */
 #define HTTP_M_GET 1u /* HEAD is served by the GET route */
@@ -133,6 +138,9 @@ struct http_route {
 extern const struct http_route http_routes[];
 extern const size_t http_n_routes;
 /* True if the decoded segments match `pattern`; caps[] then borrows the captured segments. */
+/* The next segment of a request path or route pattern from `p`, '/'s skipped: its start, its
+ * length in *n; NULL at the end. */
+const char *http_path_segment(const char *p, size_t *n);
 bool http_route_match(const char *pattern, char *const *seg, size_t n_seg, const char **caps,
                       size_t *n_caps);
 /* Dispatches a request to its route; otherwise 405 (with Allow) when the path exists for other

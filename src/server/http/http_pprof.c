@@ -52,22 +52,6 @@ static bool member_strs(struct http_ctx *cx, json_t *body, const char *name, con
     return true;
 }
 
-static bool member_int(struct http_ctx *cx, json_t *body, const char *name, int64_t *out)
-{
-    json_t *v = json_object_get(body, name);
-    *out = 0;
-    if (!v || json_is_null(v))
-        return true;
-    if (!json_is_integer(v)) {
-        char msg[96];
-        snprintf(msg, sizeof(msg), "'%s' must be an integer", name);
-        http_reply_field_error(cx, 400, name, msg);
-        return false;
-    }
-    *out = json_integer_value(v);
-    return true;
-}
-
 static const char *kind_label(enum proc_kind kind)
 {
     return kind == PROC_KIND_ASYNC_PROFILER ? "async-profiler task" : "pprof task";
@@ -99,9 +83,9 @@ static void create_kind(struct http_ctx *cx, enum proc_kind kind)
     if (!member_strs(cx, body, "serviceInstanceIds", inst, PROC_MAX_INSTANCES + 1,
                      &r.n_instances) ||
         !member_strs(cx, body, "events", events, 8, &r.n_events) ||
-        !member_int(cx, body, "duration", &r.duration) ||
-        !member_int(cx, body, "dumpPeriod", &r.dump_period) ||
-        !member_int(cx, body, "samplingRate", &r.sampling_hz))
+        !http_body_int(cx, body, "duration", false, &r.duration) ||
+        !http_body_int(cx, body, "dumpPeriod", false, &r.dump_period) ||
+        !http_body_int(cx, body, "samplingRate", false, &r.sampling_hz))
         goto out;
     json_t *xa = json_object_get(body, "execArgs");
     if (xa && !json_is_null(xa) && !json_is_string(xa)) {

@@ -61,18 +61,24 @@ const struct http_route http_routes[] = {
 };
 const size_t http_n_routes = sizeof(http_routes) / sizeof(http_routes[0]);
 
+const char *http_path_segment(const char *p, size_t *n)
+{
+    while (*p == '/')
+        p++;
+    if (!*p)
+        return NULL;
+    const char *e = strchr(p, '/');
+    *n = e ? (size_t)(e - p) : strlen(p);
+    return p;
+}
+
 bool http_route_match(const char *pattern, char *const *seg, size_t n_seg, const char **caps,
                       size_t *n_caps)
 {
     size_t i = 0;
+    size_t n = 0;
     *n_caps = 0;
-    for (const char *p = pattern; *p;) {
-        while (*p == '/')
-            p++;
-        if (!*p)
-            break;
-        const char *e = strchr(p, '/');
-        size_t n = e ? (size_t)(e - p) : strlen(p);
+    for (const char *p = pattern; (p = http_path_segment(p, &n)) != NULL; p += n) {
         if (i == n_seg)
             return false;
         if (p[0] == '{') {
@@ -83,7 +89,6 @@ bool http_route_match(const char *pattern, char *const *seg, size_t n_seg, const
             return false;
         }
         i++;
-        p += n;
     }
     return i == n_seg;
 }

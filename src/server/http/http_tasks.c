@@ -72,29 +72,6 @@ skp_err http_task_log_push(void *ud, const struct store_task_log *l)
     return http_push_json(ud, http_task_log_json(l));
 }
 
-/* Reads an integer member: missing -> *present=false; wrong type -> replies 400. */
-static bool member_int(struct http_ctx *cx, json_t *body, const char *name, bool required,
-                       int64_t *out)
-{
-    json_t *v = json_object_get(body, name);
-    if (!v || json_is_null(v)) {
-        if (!required)
-            return true;
-        char msg[96];
-        snprintf(msg, sizeof(msg), "missing field '%s'", name);
-        http_reply_field_error(cx, 400, name, msg);
-        return false;
-    }
-    if (!json_is_integer(v)) {
-        char msg[96];
-        snprintf(msg, sizeof(msg), "'%s' must be an integer", name);
-        http_reply_field_error(cx, 400, name, msg);
-        return false;
-    }
-    *out = json_integer_value(v);
-    return true;
-}
-
 static bool member_str(struct http_ctx *cx, json_t *body, const char *name, const char **out)
 {
     json_t *v = json_object_get(body, name);
@@ -130,11 +107,11 @@ void http_tasks_create(struct http_ctx *cx)
     }
     if (!member_str(cx, body, "service", &r.service) ||
         !member_str(cx, body, "endpointName", &r.endpoint) ||
-        !member_int(cx, body, "startTime", false, &r.start_time) ||
-        !member_int(cx, body, "duration", true, &r.duration_min) ||
-        !member_int(cx, body, "minDurationThreshold", true, &r.min_duration_threshold) ||
-        !member_int(cx, body, "dumpPeriod", true, &r.dump_period) ||
-        !member_int(cx, body, "maxSamplingCount", true, &r.max_sampling_count))
+        !http_body_int(cx, body, "startTime", false, &r.start_time) ||
+        !http_body_int(cx, body, "duration", true, &r.duration_min) ||
+        !http_body_int(cx, body, "minDurationThreshold", true, &r.min_duration_threshold) ||
+        !http_body_int(cx, body, "dumpPeriod", true, &r.dump_period) ||
+        !http_body_int(cx, body, "maxSamplingCount", true, &r.max_sampling_count))
         goto out;
     struct task_error e = {0};
     char *id = NULL;

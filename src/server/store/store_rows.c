@@ -245,6 +245,28 @@ VISIT(cont_policy, struct store_cont_policy_row)
 VISIT(cont_trigger, struct store_cont_trigger)
 VISIT(template_row, struct store_template_row)
 
+skp_err store_profiled_segment_visit(struct store_profiled_segment *p, const char *spans,
+                                     store_profiled_segment_cb cb, void *ud)
+{
+    p->spans = NULL;
+    p->n_spans = 0;
+    if (!p->has_object) {
+        p->trace_id = p->instance = p->endpoint = "";
+        if (p->end_ms < p->start_ms)
+            p->end_ms = p->start_ms;
+        return cb(ud, p);
+    }
+    struct store_span_rows sr;
+    skp_err err = store_span_rows_parse(p->segment_id, spans, &sr);
+    if (!err) {
+        p->spans = sr.spans;
+        p->n_spans = sr.n_spans;
+        err = cb(ud, p);
+    }
+    store_span_rows_cleanup(&sr);
+    return err;
+}
+
 /* ---- the descriptions ---- */
 
 #define COL(st, field, ty, fl)                                                                     \

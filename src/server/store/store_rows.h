@@ -157,6 +157,14 @@ skp_err store_visit_cont_policy(const struct store_visit *v, const void *row);
 skp_err store_visit_cont_trigger(const struct store_visit *v, const void *row);
 skp_err store_visit_template_row(const struct store_visit *v, const void *row);
 
+/* Visits one row of the profiled-segment listing: p as a backend read it, its spans still the
+ * stored text `spans` (store_codec.h), parsed here when p->has_object. Without object its texts
+ * but segment_id and service are "" and its end is at least its start. Errors: the span text's
+ * (store_span_rows_parse), cb's. */
+SKP_MUST_CHECK skp_err store_profiled_segment_visit(struct store_profiled_segment *p,
+                                                    const char *spans, store_profiled_segment_cb cb,
+                                                    void *ud);
+
 /* ---- the row types ---- */
 
 /* Profile tasks (store.h struct store_task), table tasks. */

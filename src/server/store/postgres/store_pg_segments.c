@@ -191,41 +191,23 @@ skp_err pg_store_list_profiled_segments(struct store *base, const char *task_id,
 const char pg__page_sql_first[] = PAGE_SELECT PAGE_ORDER;
 const char pg__page_sql_after[] = PAGE_SELECT PAGE_AFTER PAGE_ORDER;
 
+/* Without object: the task's service, the listing's start and the last dump's time. */
 static skp_err visit_row(const PGresult *r, int i, store_profiled_segment_cb cb, void *ud)
 {
-    const char *task_service = pg__null(r, i, 11) ? "" : pg__txt(r, i, 11);
-    if (strcmp(pg__txt(r, i, 1), "t") != 0) {
-        int64_t start = pg__i64(r, i, 2), end = pg__i64(r, i, 3);
-        struct store_profiled_segment p = {
-            .segment_id = pg__txt(r, i, 0),
-            .trace_id = "",
-            .service = task_service,
-            .instance = "",
-            .endpoint = "",
-            .start_ms = start,
-            .end_ms = end < start ? start : end,
-        };
-        return cb(ud, &p);
-    }
-    struct store_span_rows sr;
-    skp_err err = store_span_rows_parse(pg__txt(r, i, 0), pg__txt(r, i, 10), &sr);
-    if (!err) {
-        struct store_profiled_segment p = {
-            .segment_id = pg__txt(r, i, 0),
-            .has_object = true,
-            .trace_id = pg__txt(r, i, 4),
-            .service = pg__txt(r, i, 5),
-            .instance = pg__txt(r, i, 6),
-            .endpoint = pg__txt(r, i, 7),
-            .start_ms = pg__i64(r, i, 8),
-            .end_ms = pg__i64(r, i, 9),
-            .spans = sr.spans,
-            .n_spans = sr.n_spans,
-        };
-        err = cb(ud, &p);
-    }
-    store_span_rows_cleanup(&sr);
-    return err;
+    bool object = strcmp(pg__txt(r, i, 1), "t") == 0;
+    struct store_profiled_segment p = {
+        .segment_id = pg__txt(r, i, 0),
+        .has_object = object,
+        .trace_id = pg__txt(r, i, 4),
+        .service = object               ? pg__txt(r, i, 5)
+                   : pg__null(r, i, 11) ? ""
+                                        : pg__txt(r, i, 11),
+        .instance = pg__txt(r, i, 6),
+        .endpoint = pg__txt(r, i, 7),
+        .start_ms = pg__i64(r, i, object ? 8 : 2),
+        .end_ms = pg__i64(r, i, object ? 9 : 3),
+    };
+    return store_profiled_segment_visit(&p, pg__txt(r, i, 10), cb, ud);
 }
 
 skp_err pg_store_list_profiled_segments_page(struct store *base, const char *task_id,

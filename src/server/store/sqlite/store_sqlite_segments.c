@@ -161,43 +161,27 @@ enum {
 static skp_err visit_row(struct sqlite_store *st, sqlite3_stmt *s, const char *task_service,
                          store_profiled_segment_cb cb, void *ud)
 {
-    const char *segment_id = store__col_text(s, LC_SEGMENT_ID);
-    if (!sqlite3_column_int(s, LC_HAS_OBJECT)) {
-        int64_t lo = 0, hi = 0;
-        skp_err err = snapshot_range(st, sqlite3_column_int64(s, LC_SEG),
-                                     sqlite3_column_int64(s, LC_TASK), &lo, &hi);
-        if (err)
-            return err;
-        struct store_profiled_segment p = {
-            .segment_id = segment_id,
-            .trace_id = "",
-            .service = task_service ? task_service : "",
-            .instance = "",
-            .endpoint = "",
-            .start_ms = lo,
-            .end_ms = hi,
-        };
-        return cb(ud, &p);
-    }
-    struct store_span_rows sr;
-    skp_err err = store_span_rows_parse(segment_id, store__col_text(s, LC_SPANS), &sr);
-    if (err)
-        return err;
+    bool object = sqlite3_column_int(s, LC_HAS_OBJECT) != 0;
     struct store_profiled_segment p = {
-        .segment_id = segment_id,
-        .has_object = true,
+        .segment_id = store__col_text(s, LC_SEGMENT_ID),
+        .has_object = object,
         .trace_id = store__col_text(s, LC_TRACE_ID),
-        .service = store__col_text(s, LC_SERVICE),
+        .service = object         ? store__col_text(s, LC_SERVICE)
+                   : task_service ? task_service
+                                  : "",
         .instance = store__col_text(s, LC_INSTANCE),
         .endpoint = store__col_text(s, LC_ENDPOINT),
         .start_ms = sqlite3_column_int64(s, LC_START),
         .end_ms = sqlite3_column_int64(s, LC_END),
-        .spans = sr.spans,
-        .n_spans = sr.n_spans,
     };
-    err = cb(ud, &p);
-    store_span_rows_cleanup(&sr);
-    return err;
+    if (!object) {
+        p.start_ms = p.end_ms = 0;
+        skp_err err = snapshot_range(st, sqlite3_column_int64(s, LC_SEG),
+                                     sqlite3_column_int64(s, LC_TASK), &p.start_ms, &p.end_ms);
+        if (err)
+            return err;
+    }
+    return store_profiled_segment_visit(&p, store__col_text(s, LC_SPANS), cb, ud);
 }
 
 skp_err sqlite_store_list_profiled_segments(struct store *base, const char *task_id,

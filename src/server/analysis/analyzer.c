@@ -905,6 +905,17 @@ static skp_err streamed_result(struct actx *c, struct analysis **out)
     return build_result(c, c->found, c->max, capped, c->found > 0, out);
 }
 
+/* After a streamed scan that ended with `err`: the result into *out, then c is cleaned up. */
+static skp_err scanned_result(struct actx *c, skp_err err, struct analysis **out)
+{
+    if (!err)
+        err = c->err;
+    if (!err)
+        err = streamed_result(c, out);
+    actx_cleanup(c);
+    return err;
+}
+
 skp_err analyze_task(struct store *st, const char *task_id, const struct analyze_opts *opts,
                      struct analysis **out)
 {
@@ -916,12 +927,7 @@ skp_err analyze_task(struct store *st, const char *task_id, const struct analyze
     skp_err err = task_period(st, task_id, &c.task_period);
     if (!err)
         err = store_scan_task(st, task_id, stream_cb, &c);
-    if (!err)
-        err = c.err;
-    if (!err)
-        err = streamed_result(&c, out);
-    actx_cleanup(&c);
-    return err;
+    return scanned_result(&c, err, out);
 }
 
 skp_err analyze_segment_all(struct store *st, const char *segment_id,
@@ -934,12 +940,7 @@ skp_err analyze_segment_all(struct store *st, const char *segment_id,
     actx_init(&c, st, opts);
     c.segment_id = segment_id; /* one segment: folded after the scan (streamed_result) */
     skp_err err = store_scan_segment(st, segment_id, INT32_MIN, INT32_MAX, stream_cb, &c);
-    if (!err)
-        err = c.err;
-    if (!err)
-        err = streamed_result(&c, out);
-    actx_cleanup(&c);
-    return err;
+    return scanned_result(&c, err, out);
 }
 
 void analysis_free(struct analysis *a)

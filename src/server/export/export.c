@@ -312,31 +312,30 @@ static void rebuilt_cleanup(struct rebuilt *r)
     skpx_free(r->markers);
 }
 
+/* The node after `cur` in a pre-order walk of the pool's tree under `root`; NO_IDX after the
+ * last. */
+static uint32_t preorder_next(const struct rebuilt *r, uint32_t root, uint32_t cur)
+{
+    if (r->nodes[cur].first_child != NO_IDX)
+        return r->nodes[cur].first_child;
+    while (cur != root && r->nodes[cur].next_sibling == NO_IDX)
+        cur = r->nodes[cur].parent_id;
+    return cur == root ? NO_IDX : r->nodes[cur].next_sibling;
+}
+
 /* Copies the pool's tree under `root` into t (nodes in pre-order, ids 1.., the walk's links). */
 static skp_err pool_tree(const struct rebuilt *r, uint32_t root, struct analysis_tree *t,
                          uint32_t *map)
 {
     size_t n = 0;
-    uint32_t cur = root;
     /* Pre-order numbering: map[pool index] = position in t. */
-    for (;;) {
+    for (uint32_t cur = root; cur != NO_IDX; cur = preorder_next(r, root, cur))
         map[cur] = (uint32_t)n++;
-        if (r->nodes[cur].first_child != NO_IDX) {
-            cur = r->nodes[cur].first_child;
-            continue;
-        }
-        while (cur != root && r->nodes[cur].next_sibling == NO_IDX)
-            cur = r->nodes[cur].parent_id;
-        if (cur == root)
-            break;
-        cur = r->nodes[cur].next_sibling;
-    }
     t->nodes = skpx_calloc(n, sizeof(*t->nodes));
     if (!t->nodes)
         return SKP_ENOMEM;
     t->n_nodes = n;
-    cur = root;
-    for (;;) {
+    for (uint32_t cur = root; cur != NO_IDX; cur = preorder_next(r, root, cur)) {
         const struct analysis_node *src = &r->nodes[cur];
         struct analysis_node *d = &t->nodes[map[cur]];
         *d = *src;
@@ -345,15 +344,6 @@ static skp_err pool_tree(const struct rebuilt *r, uint32_t root, struct analysis
         d->first_child = src->first_child == NO_IDX ? NO_IDX : map[src->first_child];
         d->next_sibling =
             cur == root || src->next_sibling == NO_IDX ? NO_IDX : map[src->next_sibling];
-        if (src->first_child != NO_IDX) {
-            cur = src->first_child;
-            continue;
-        }
-        while (cur != root && r->nodes[cur].next_sibling == NO_IDX)
-            cur = r->nodes[cur].parent_id;
-        if (cur == root)
-            break;
-        cur = r->nodes[cur].next_sibling;
     }
     return SKP_OK;
 }

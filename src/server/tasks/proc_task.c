@@ -51,11 +51,23 @@ bool proc_pprof_event_timed(const char *ev)
                   strcmp(ev, "mutex") == 0);
 }
 
-static bool fail(struct proc_error *e, const char *reason, const char *field)
+bool proc_task_refuse(struct proc_error *e, const char *reason, const char *field)
 {
     e->reason = reason;
     e->field = field;
     return false;
+}
+
+bool proc_task_names_ok(const struct proc_request *r, struct proc_error *e)
+{
+    if (strlen(r->service) > PROC_NAME_MAX)
+        return proc_task_refuse(e, R_SERVICE_LONG, "service");
+    if (r->n_instances > PROC_MAX_INSTANCES)
+        return proc_task_refuse(e, R_INSTANCES_MANY, "serviceInstanceIds");
+    for (size_t i = 0; i < r->n_instances; i++)
+        if (!r->instances[i] || !r->instances[i][0] || strlen(r->instances[i]) > PROC_NAME_MAX)
+            return proc_task_refuse(e, R_INSTANCE_BAD, "serviceInstanceIds");
+    return true;
 }
 
 bool proc_task_validate_pprof(const struct proc_request *r, struct proc_error *e)
@@ -63,36 +75,31 @@ bool proc_task_validate_pprof(const struct proc_request *r, struct proc_error *e
     e->reason = NULL;
     e->field = NULL;
     if (!r->service || !r->service[0])
-        return fail(e, R_SERVICE, "service");
+        return proc_task_refuse(e, R_SERVICE, "service");
     if (r->n_events == 0 || !r->events[0] || !r->events[0][0])
-        return fail(e, R_EVENTS, "events");
+        return proc_task_refuse(e, R_EVENTS, "events");
     const char *ev = r->events[0];
     bool timed = proc_pprof_event_timed(ev);
     bool lock = strcmp(ev, "block") == 0 || strcmp(ev, "mutex") == 0;
     if (timed && r->duration <= 0)
-        return fail(e, R_DURATION_NEG, "duration");
+        return proc_task_refuse(e, R_DURATION_NEG, "duration");
     if (timed && r->duration > PROC_PPROF_DURATION_MAX_MIN)
-        return fail(e, R_DURATION_MAX, "duration");
+        return proc_task_refuse(e, R_DURATION_MAX, "duration");
     if (lock && r->dump_period <= 0)
-        return fail(e, R_DUMP_NEG, "dumpPeriod");
+        return proc_task_refuse(e, R_DUMP_NEG, "dumpPeriod");
     /* Ours, after OAP's so its message wins whenever both apply. */
     if (r->n_events > 1)
-        return fail(e, R_EVENT_ONE, "events");
+        return proc_task_refuse(e, R_EVENT_ONE, "events");
     if (!proc_pprof_event_known(ev))
-        return fail(e, R_EVENT_UNKNOWN, "events");
-    if (strlen(r->service) > PROC_NAME_MAX)
-        return fail(e, R_SERVICE_LONG, "service");
-    if (r->n_instances > PROC_MAX_INSTANCES)
-        return fail(e, R_INSTANCES_MANY, "serviceInstanceIds");
-    for (size_t i = 0; i < r->n_instances; i++)
-        if (!r->instances[i] || !r->instances[i][0] || strlen(r->instances[i]) > PROC_NAME_MAX)
-            return fail(e, R_INSTANCE_BAD, "serviceInstanceIds");
+        return proc_task_refuse(e, R_EVENT_UNKNOWN, "events");
+    if (!proc_task_names_ok(r, e))
+        return false;
     if (r->sampling_hz < 0 || r->sampling_hz > PROC_SAMPLING_HZ_MAX)
-        return fail(e, R_HZ, "samplingRate");
+        return proc_task_refuse(e, R_HZ, "samplingRate");
     if (r->duration < 0 || r->duration > PROC_PPROF_DURATION_MAX_MIN)
-        return fail(e, R_RANGE, "duration");
+        return proc_task_refuse(e, R_RANGE, "duration");
     if (r->dump_period < 0 || r->dump_period > INT64_C(1) << 40)
-        return fail(e, R_RANGE, "dumpPeriod");
+        return proc_task_refuse(e, R_RANGE, "dumpPeriod");
     return true;
 }
 
@@ -134,7 +141,7 @@ skp_err proc_task_create(struct store *st, enum proc_kind kind, const struct pro
         store_proc_task_cleanup(&prev);
         store_proc_tasks_free(prevs, n_prev);
         if (clash) {
-            fail(e, is_async ? R_OVERLAP_ASYNC : R_OVERLAP, "events");
+            proc_task_refuse(e, is_async ? R_OVERLAP_ASYNC : R_OVERLAP, "events");
             return SKP_EEXIST;
         }
     } else if (err != SKP_ENOTFOUND) {
@@ -161,7 +168,7 @@ skp_err proc_task_create(struct store *st, enum proc_kind kind, const struct pro
         if (err)
             return err;
         if (n_live == 0) {
-            fail(e, R_INSTANCES, "serviceInstanceIds");
+            proc_task_refuse(e, R_INSTANCES, "serviceInstanceIds");
             /* OAP's text first; say why in the log for the operator. */
             SKPX_INFO("%s task for %s refused: %s", is_async ? "async-profiler" : "pprof",
                       r->service, R_NO_LIVE);

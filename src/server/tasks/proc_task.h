@@ -77,6 +77,11 @@ bool proc_pprof_event_timed(const char *ev);
 /* Checks a pprof request's fields in OAP's order (spec §1), then ours; true if valid, else *e
  * names the first violated rule. Does not check instances (creation resolves them). Pure. */
 bool proc_task_validate_pprof(const struct proc_request *r, struct proc_error *e);
+/* Sets *e to the refusal (`reason`, `field`) and returns false: a validation's return. */
+bool proc_task_refuse(struct proc_error *e, const char *reason, const char *field);
+/* The checks pprof and async-profiler tasks share on the names of r: the service's length, the
+ * number of instances, each instance's name. False with *e set when one fails. */
+bool proc_task_names_ok(const struct proc_request *r, struct proc_error *e);
 
 /* Validates (pprof, or async-profiler: proc_task_async.h), resolves "all live instances"
  * (PROC_LIVE_WINDOW_MS before now_ms), applies the overlap rule (same service and event, create +

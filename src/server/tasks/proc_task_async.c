@@ -19,9 +19,6 @@
 #define R_DURATION_MAX "duration cannot be greater than 3600 seconds"
 #define R_EXEC_ARGS                                                                                \
     "execArgs must be at most 512 characters among letters, digits and = , . _ : / + % -"
-#define R_SERVICE_LONG "service name cannot be longer than 1024 bytes"
-#define R_INSTANCE_BAD "serviceInstanceIds must be non-empty names of at most 1024 bytes"
-#define R_INSTANCES_MANY "serviceInstanceIds cannot name more than 1000 instances"
 
 static const char *const k_events[] = {"CPU", "WALL", "LOCK", "ALLOC", "CTIMER", "ITIMER"};
 #define N_EVENTS (sizeof(k_events) / sizeof(k_events[0]))
@@ -32,13 +29,6 @@ static int event_index(const char *ev)
         if (strcasecmp(ev, k_events[i]) == 0)
             return (int)i;
     return -1;
-}
-
-static bool fail(struct proc_error *e, const char *reason, const char *field)
-{
-    e->reason = reason;
-    e->field = field;
-    return false;
 }
 
 static bool exec_args_ok(const char *s)
@@ -56,11 +46,11 @@ bool proc_task_validate_async(const struct proc_request *r, struct proc_error *e
     e->reason = NULL;
     e->field = NULL;
     if (!r->service || !r->service[0])
-        return fail(e, R_SERVICE, "service");
+        return proc_task_refuse(e, R_SERVICE, "service");
     if (r->duration <= 0)
-        return fail(e, R_DURATION_NEG, "duration");
+        return proc_task_refuse(e, R_DURATION_NEG, "duration");
     if (r->n_events == 0)
-        return fail(e, R_EVENTS, "events");
+        return proc_task_refuse(e, R_EVENTS, "events");
     /* Ours, after OAP's so its message wins whenever both apply. (OAP also refuses an empty
      * instance list; we take it as "every live instance", like the pprof tasks, and answer
      * OAP's text when there is none.) */
@@ -68,22 +58,17 @@ bool proc_task_validate_async(const struct proc_request *r, struct proc_error *e
     for (size_t i = 0; i < r->n_events; i++) {
         int k = event_index(r->events[i]);
         if (k < 0)
-            return fail(e, R_EVENT_UNKNOWN, "events");
+            return proc_task_refuse(e, R_EVENT_UNKNOWN, "events");
         if (seen[k])
-            return fail(e, R_EVENT_TWICE, "events");
+            return proc_task_refuse(e, R_EVENT_TWICE, "events");
         seen[k] = true;
     }
     if (r->duration > PROC_ASYNC_DURATION_MAX_S)
-        return fail(e, R_DURATION_MAX, "duration");
+        return proc_task_refuse(e, R_DURATION_MAX, "duration");
     if (r->exec_args && !exec_args_ok(r->exec_args))
-        return fail(e, R_EXEC_ARGS, "execArgs");
-    if (strlen(r->service) > PROC_NAME_MAX)
-        return fail(e, R_SERVICE_LONG, "service");
-    if (r->n_instances > PROC_MAX_INSTANCES)
-        return fail(e, R_INSTANCES_MANY, "serviceInstanceIds");
-    for (size_t i = 0; i < r->n_instances; i++)
-        if (!r->instances[i] || !r->instances[i][0] || strlen(r->instances[i]) > PROC_NAME_MAX)
-            return fail(e, R_INSTANCE_BAD, "serviceInstanceIds");
+        return proc_task_refuse(e, R_EXEC_ARGS, "execArgs");
+    if (!proc_task_names_ok(r, e))
+        return false;
     return true;
 }
 

@@ -243,6 +243,13 @@ SKP_MUST_CHECK skp_err pg__query_rows(struct pg_store *st, const char *sql, stru
 SKP_MUST_CHECK skp_err pg__insert_row(struct pg_store *st, const char *sql,
                                       const struct store_row_desc *d, const void *row,
                                       const char *what);
+/* Cancels task `id` (as SQLite's store__cancel): runs `update` with p (freed), counted in
+ * st->commits when `counted`. SKP_OK when it changed the task's row, else SKP_ENOTFOUND when
+ * `exists` ($1 the id) finds no task of that id, SKP_ESTATE when there is one (cancelled already,
+ * or over). Errors: pg__query's. */
+SKP_MUST_CHECK skp_err pg__cancel(struct pg_store *st, const char *update, const char *exists,
+                                  const char *id, struct pg_params *p, bool counted,
+                                  const char *what);
 /* pg__query of a select of at most one row: that row, owned, into out (as pg__read_row);
  * SKP_ENOTFOUND when none. Errors: pg__query's, pg__read_row's. */
 SKP_MUST_CHECK skp_err pg__query_one(struct pg_store *st, const char *sql, struct pg_params *p,

@@ -187,28 +187,17 @@ static skp_err insert_log(struct pg_store *st, const char *task_id, const char *
 skp_err pg_store_proc_cancel_task(struct store *base, const char *id, int64_t now_ms,
                                   int64_t grace_ms)
 {
-    struct pg_store *st = pg_store_of(base);
     if (!id)
         return SKP_EINVAL;
-    skp_err err = SKP_OK;
     struct pg_params p = {0};
     pgp_text(&p, id);
     pgp_int(&p, now_ms);
     pgp_int(&p, grace_ms);
-    PGresult *r = pg__query(st,
-                            "UPDATE proc_tasks SET cancelled_ms = $2 WHERE id = $1 AND "
-                            "cancelled_ms IS NULL AND create_time + duration_s * 1000 + $3 >= $2",
-                            &p, &err, "cancel process task");
-    if (!r)
-        return err;
-    bool changed = strcmp(PQcmdTuples(r), "1") == 0;
-    PQclear(r);
-    if (changed)
-        return SKP_OK;
-    struct proc_task t;
-    err = pg_store_proc_get_task(base, id, &t);
-    store_proc_task_cleanup(&t);
-    return err ? err : SKP_ESTATE;
+    return pg__cancel(pg_store_of(base),
+                      "UPDATE proc_tasks SET cancelled_ms = $2 WHERE id = $1 AND "
+                      "cancelled_ms IS NULL AND create_time + duration_s * 1000 + $3 >= $2",
+                      "SELECT 1 FROM proc_tasks WHERE id = $1", id, &p, false,
+                      "cancel process task");
 }
 
 skp_err pg_store_proc_add_log(struct store *base, const char *task_id, const char *instance,

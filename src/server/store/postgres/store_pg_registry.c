@@ -207,29 +207,15 @@ skp_err pg_store_list_tasks(struct store *base, const char *service, const char 
 
 skp_err pg_store_cancel_task(struct store *base, const char *id, int64_t now_ms)
 {
-    struct pg_store *st = pg_store_of(base);
     if (!id)
         return SKP_EINVAL;
-    skp_err err = SKP_OK;
     struct pg_params p = {0};
     pgp_text(&p, id);
     pgp_int(&p, now_ms);
-    PGresult *r = pg__query(st,
-                            "UPDATE tasks SET cancelled_ms = $2 WHERE id = $1 AND "
-                            "cancelled_ms IS NULL AND "
-                            "start_time + duration_min * 60000::bigint > $2",
-                            &p, &err, "cancel task");
-    if (!r)
-        return err;
-    bool done = strcmp(PQcmdTuples(r), "1") == 0;
-    PQclear(r);
-    st->commits++;
-    if (done)
-        return SKP_OK;
-    struct store_task t;
-    err = pg_store_get_task(base, id, &t);
-    store_task_cleanup(&t);
-    return err ? err : SKP_ESTATE;
+    return pg__cancel(pg_store_of(base),
+                      "UPDATE tasks SET cancelled_ms = $2 WHERE id = $1 AND "
+                      "cancelled_ms IS NULL AND start_time + duration_min * 60000::bigint > $2",
+                      "SELECT 1 FROM tasks WHERE id = $1", id, &p, true, "cancel task");
 }
 
 /* The lock is a transaction-scoped advisory lock on a hash of the service name: held until

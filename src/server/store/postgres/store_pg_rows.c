@@ -178,6 +178,28 @@ skp_err pg__insert_row(struct pg_store *st, const char *sql, const struct store_
     return err;
 }
 
+skp_err pg__cancel(struct pg_store *st, const char *update, const char *exists, const char *id,
+                   struct pg_params *p, bool counted, const char *what)
+{
+    skp_err err = SKP_OK;
+    PGresult *r = pg__query(st, update, p, &err, what);
+    if (!r)
+        return err;
+    bool done = strcmp(PQcmdTuples(r), "1") == 0;
+    PQclear(r);
+    st->commits += counted;
+    if (done)
+        return SKP_OK;
+    struct pg_params q = {0};
+    pgp_text(&q, id);
+    r = pg__query(st, exists, &q, &err, what);
+    if (!r)
+        return err;
+    err = PQntuples(r) ? SKP_ESTATE : SKP_ENOTFOUND;
+    PQclear(r);
+    return err;
+}
+
 skp_err pg__query_one(struct pg_store *st, const char *sql, struct pg_params *p,
                       const struct store_row_desc *d, void *out, const char *what)
 {

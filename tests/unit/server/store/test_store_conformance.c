@@ -23,6 +23,7 @@
 #include "common/log.h"
 #include "server/analysis/analyzer.h"
 #include "server/store/store_continuous.h"
+#include "server/store/store_proc.h"
 #include "server/store/store_templates.h"
 #include "server/store/sqlite/store_int.h"
 #include "server/store/postgres/store_pg_int.h"
@@ -1313,6 +1314,72 @@ static skp_err no_minute(void *ud, const struct store_endpoint_minute *m)
     return SKP_OK;
 }
 
+/* Process-profiling tasks (store_proc.h): a task with its instances, read back and cancelled
+ * (SKP_ENOTFOUND, SKP_ESTATE), and a file written in pieces read back whole. */
+static void proc_tasks(void **state)
+{
+    struct cf *f = *state;
+    struct proc_task got;
+    if (store_proc_get_task(f->st, "p1", &got) == SKP_ENOTSUP)
+        skip(); /* the backend has no process profiling yet */
+    store_proc_task_cleanup(&got);
+    char *instances[] = {"i2", "i1"};
+    const struct proc_task t = {
+        .id = "p1",
+        .kind = PROC_KIND_ASYNC_PROFILER,
+        .service = "svc",
+        .instances = instances,
+        .n_instances = 2,
+        .events = "cpu,alloc",
+        .duration_s = 60,
+        .exec_args = "interval=1ms",
+        .create_time = 1000,
+    };
+    assert_int_equal(store_proc_insert_task(f->st, &t), SKP_OK);
+    assert_int_equal(store_proc_get_task(f->st, "p1", &got), SKP_OK);
+    assert_int_equal(got.kind, PROC_KIND_ASYNC_PROFILER);
+    assert_string_equal(got.events, "cpu,alloc");
+    assert_string_equal(got.exec_args, "interval=1ms");
+    assert_int_equal(got.n_instances, 2);
+    assert_string_equal(got.instances[0], "i1");
+    assert_string_equal(got.instances[1], "i2");
+    store_proc_task_cleanup(&got);
+    assert_int_equal(store_proc_cancel_task(f->st, "nope", 2000, 0), SKP_ENOTFOUND);
+    assert_int_equal(store_proc_cancel_task(f->st, "p1", 2000, 0), SKP_OK);
+    assert_int_equal(store_proc_cancel_task(f->st, "p1", 2001, 0), SKP_ESTATE);
+    assert_int_equal(store_proc_get_task(f->st, "p1", &got), SKP_OK);
+    assert_int_equal(got.cancelled_ms, 2000);
+    store_proc_task_cleanup(&got);
+
+    /* a file of three pieces, the last one empty */
+    const uint8_t a[] = {1, 2, 3}, b[] = {0, 0xff};
+    int64_t id = 0;
+    assert_int_equal(store_proc_file_begin(f->st, "p1", "i1", 3000, 5, &id), SKP_OK);
+    assert_int_equal(store_proc_file_append(f->st, id, 0, a, sizeof(a)), SKP_OK);
+    assert_int_equal(store_proc_file_append(f->st, id, 1, b, sizeof(b)), SKP_OK);
+    assert_int_equal(store_proc_file_append(f->st, id, 2, b, 0), SKP_OK);
+    struct proc_file *files = NULL;
+    size_t n = 0;
+    assert_int_equal(store_proc_list_files(f->st, "p1", &files, &n), SKP_OK);
+    assert_int_equal(n, 0); /* not finished: hidden */
+    assert_int_equal(store_proc_file_finish(f->st, "p1", "i1", id, 3000, NULL), SKP_OK);
+    assert_int_equal(store_proc_list_files(f->st, "p1", &files, &n), SKP_OK);
+    assert_int_equal(n, 1);
+    assert_int_equal(files[0].id, id);
+    assert_int_equal(files[0].size_bytes, 5);
+    store_proc_files_free(files, n);
+    uint8_t *data = NULL;
+    size_t len = 0;
+    char *inst = NULL;
+    assert_int_equal(store_proc_get_file(f->st, "p1", id, &data, &len, &inst), SKP_OK);
+    const uint8_t want[] = {1, 2, 3, 0, 0xff};
+    assert_int_equal(len, sizeof(want));
+    assert_memory_equal(data, want, sizeof(want));
+    assert_string_equal(inst, "i1");
+    skpx_free(data);
+    skpx_free(inst);
+}
+
 /* Dashboards (store_templates.h): put, put again (replaced and enabled again), disable, listed
  * by id with their state, and kept across a reopen. */
 struct templates_seen {
@@ -1988,6 +2055,7 @@ int main(int argc, char **argv)
         cmocka_unit_test_setup_teardown(pg_listing_long_ids, cf_setup, cf_teardown),
         cmocka_unit_test_setup_teardown(endpoint_minutes, cf_setup, cf_teardown),
         cmocka_unit_test_setup_teardown(templates, cf_setup, cf_teardown),
+        cmocka_unit_test_setup_teardown(proc_tasks, cf_setup, cf_teardown),
         cmocka_unit_test_setup_teardown(retention, cf_setup, cf_teardown),
         cmocka_unit_test_setup_teardown(retention_of_triggers, cf_setup, cf_teardown),
         cmocka_unit_test_setup_teardown(restart, cf_setup, cf_teardown),

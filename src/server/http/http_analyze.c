@@ -62,18 +62,6 @@ static void analyze_run(struct http_job *j, struct store *st)
     http_job_set_json(j, 200, doc);
 }
 
-/* ?granularity=lines|functions (absent = lines); false after a 400 reply. */
-static bool query_granularity(struct http_ctx *cx, bool *by_function)
-{
-    const char *g = http_query(cx, "granularity");
-    *by_function = g && strcmp(g, "functions") == 0;
-    if (g && !*by_function && strcmp(g, "lines") != 0) {
-        http_reply_field_error(cx, 400, "granularity", "granularity must be lines or functions");
-        return false;
-    }
-    return true;
-}
-
 static struct analyze_job *job_new(struct http_ctx *cx, enum analyze_kind kind, const char *id)
 {
     struct analyze_job *a = skpx_calloc(1, sizeof(*a));
@@ -114,7 +102,7 @@ static void bad_query(struct http_ctx *cx, const char *msg, const char *field, s
 void http_analyze_post(struct http_ctx *cx)
 {
     bool by_function;
-    if (!query_granularity(cx, &by_function))
+    if (!http_query_either(cx, "granularity", "lines", "functions", &by_function))
         return;
     json_t *body = http_read_json(cx);
     struct analyze_job *a = NULL;
@@ -183,7 +171,7 @@ static void dispatch_simple(struct http_ctx *cx, enum analyze_kind kind, const c
                             bool span_window)
 {
     bool by_function;
-    if (!query_granularity(cx, &by_function))
+    if (!http_query_either(cx, "granularity", "lines", "functions", &by_function))
         return;
     struct analyze_job *a = job_new(cx, kind, id);
     if (!a) {

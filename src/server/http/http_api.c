@@ -71,6 +71,20 @@ bool http_query_int(struct http_ctx *cx, const char *name, bool *present, int64_
     return true;
 }
 
+bool http_query_either(struct http_ctx *cx, const char *name, const char *dflt, const char *other,
+                       bool *is_other)
+{
+    const char *s = http_query(cx, name);
+    *is_other = s && strcmp(s, other) == 0;
+    if (s && !*is_other && strcmp(s, dflt) != 0) {
+        char msg[128];
+        snprintf(msg, sizeof(msg), "%s must be %s or %s", name, dflt, other);
+        http_reply_field_error(cx, 400, name, msg);
+        return false;
+    }
+    return true;
+}
+
 json_t *http_read_json(struct http_ctx *cx)
 {
     struct evbuffer *in = evhttp_request_get_input_buffer(cx->req);

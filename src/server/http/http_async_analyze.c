@@ -329,10 +329,9 @@ static void dispatch(struct http_ctx *cx, const char *id, bool download, bool ti
         http_reply_field_error(cx, 400, "thread", "thread name too long");
         return;
     }
-    if (gran && *gran && strcmp(gran, "lines") != 0 && strcmp(gran, "functions") != 0) {
-        http_reply_field_error(cx, 400, "granularity", "granularity must be lines or functions");
+    bool by_function = false; /* granularity= (empty) is lines here */
+    if (gran && *gran && !http_query_either(cx, "granularity", "lines", "functions", &by_function))
         return;
-    }
     bool has_from = false, has_to = false, has_buckets = false;
     int64_t from = 0, to = 0, buckets = JFR_TIMELINE_DEFAULT_BUCKETS;
     if (!http_query_int(cx, "from", &has_from, &from) || !http_query_int(cx, "to", &has_to, &to))
@@ -352,15 +351,9 @@ static void dispatch(struct http_ctx *cx, const char *id, bool download, bool ti
         http_reply_field_error(cx, 400, "buckets", "buckets must be 1..2000");
         return;
     }
-    struct http_proc_job *j =
-        http_jfr_job_new(id, inst, type, thread, gran && strcmp(gran, "functions") == 0);
-    if (!j) {
-        http_reply_error(cx, 500, "out of memory");
+    struct http_proc_job *j = http_jfr_job_new(id, inst, type, thread, by_function);
+    if (!http_proc_job_ready(cx, j, download, f, readable))
         return;
-    }
-    j->download = download;
-    j->format = f;
-    j->readable_names = readable;
     struct ja_job *p = (struct ja_job *)j;
     p->buckets = (uint32_t)buckets;
     p->has_range = has_from;

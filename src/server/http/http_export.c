@@ -28,12 +28,11 @@ static void make_filename(char *out, size_t cap, const char *kind, const char *i
 
 bool http_query_names(struct http_ctx *cx, bool *readable)
 {
-    const char *s = http_query(cx, "names");
-    *readable = !s || strcmp(s, "short") == 0;
-    if (s && !*readable && strcmp(s, "full") != 0) {
-        http_reply_field_error(cx, 400, "names", "names must be short or full");
+    bool full = false;
+    *readable = true;
+    if (!http_query_either(cx, "names", "short", "full", &full))
         return false;
-    }
+    *readable = !full;
     return true;
 }
 

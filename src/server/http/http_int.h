@@ -219,6 +219,10 @@ skp_err http_service_push(void *ud, const struct store_service_row *r);
 skp_err http_instance_push(void *ud, const struct store_instance_row *r);
 /* Parses an optional integer query parameter; replies 400 and returns false if malformed. */
 bool http_query_int(struct http_ctx *cx, const char *name, bool *present, int64_t *out);
+/* A query parameter that is one of two words: absent or `dflt` (*is_other = false), or `other`
+ * (true); anything else replies 400 ("<name> must be <dflt> or <other>") and returns false. */
+bool http_query_either(struct http_ctx *cx, const char *name, const char *dflt, const char *other,
+                       bool *is_other);
 /* True when `inst` is one of the comma-separated names of an `instances` query parameter;
  * an absent or empty filter (borrowed, may be NULL) chooses every instance. */
 bool http_instance_chosen(const char *filter, const char *inst);

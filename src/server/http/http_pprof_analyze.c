@@ -153,23 +153,13 @@ static void dispatch(struct http_ctx *cx, const char *id, bool download)
         return;
     const char *inst = http_query(cx, "instances");
     const char *type = http_query(cx, "sampleType");
-    const char *gran = http_query(cx, "granularity");
-    if (!http_proc_query_instances(cx, inst))
+    bool by_function = false;
+    if (!http_proc_query_instances(cx, inst) ||
+        !http_query_either(cx, "granularity", "lines", "functions", &by_function))
         return;
-    if (gran && strcmp(gran, "lines") != 0 && strcmp(gran, "functions") != 0) {
-        http_reply_field_error(cx, 400, "granularity", "granularity must be lines or functions");
-        return;
-    }
-    struct http_proc_job *j =
-        http_pprof_job_new(id, inst, type, gran && strcmp(gran, "functions") == 0);
-    if (!j) {
-        http_reply_error(cx, 500, "out of memory");
-        return;
-    }
-    j->download = download;
-    j->format = f;
-    j->readable_names = readable;
-    http_proc_job_dispatch(cx, j);
+    struct http_proc_job *j = http_pprof_job_new(id, inst, type, by_function);
+    if (http_proc_job_ready(cx, j, download, f, readable))
+        http_proc_job_dispatch(cx, j);
 }
 
 void http_pprof_analyze(struct http_ctx *cx, const char *id)

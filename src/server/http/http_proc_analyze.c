@@ -50,6 +50,19 @@ bool http_proc_job_init(struct http_proc_job *j, const struct http_proc_format *
            (!inst || !*inst || (j->instances = skpx_strdup(inst)));
 }
 
+bool http_proc_job_ready(struct http_ctx *cx, struct http_proc_job *j, bool download,
+                         enum export_format format, bool readable)
+{
+    if (!j) {
+        http_reply_error(cx, 500, "out of memory");
+        return false;
+    }
+    j->download = download;
+    j->format = format;
+    j->readable_names = readable;
+    return true;
+}
+
 void http_proc_job_free(struct http_proc_job *j)
 {
     if (!j)

@@ -88,6 +88,10 @@ bool http_proc_query_instances(struct http_ctx *cx, const char *inst);
  * memory; the caller then frees the job with http_proc_job_free. */
 bool http_proc_job_init(struct http_proc_job *j, const struct http_proc_format *fmt,
                         const char *task_id, const char *inst);
+/* After a format's job_new: false (with a 500 reply) when `j` is NULL (out of memory), else
+ * sets the download the query asked for (http_proc_query_download) on it. */
+bool http_proc_job_ready(struct http_ctx *cx, struct http_proc_job *j, bool download,
+                         enum export_format format, bool readable);
 /* Frees a job (its fields, the format's fields, and the allocation). NULL ok. */
 void http_proc_job_free(struct http_proc_job *j);
 /* Hands the job to the HTTP worker (takes ownership); base.run defaults to the analysis or

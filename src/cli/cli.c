@@ -47,9 +47,17 @@ bool cli_global_option(struct cli *c, int opt, const char *arg, bool *bad)
     }
 }
 
-int cli_parse_options(struct cli *c, int argc, char **argv, const char *shortopts,
-                      const struct option *longopts, const char *usage, const char *cmd,
-                      const char *sub, cli_option_fn on_opt, void *ud)
+/* Stores `arg` as the row of table[0..n) for `opt` says, in the options struct at `ud`. Returns
+ * CLI_PARSE_NEXT, CLI_EXIT_USAGE (a bad integer, said on stderr), or CLI_PARSE_UNKNOWN when no
+ * row stores `opt`. */
+static int store_option(const struct cli_stored_opt *table, size_t n, void *ud, int opt,
+                        const char *arg);
+
+/* The getopt loop of cli_parse_options and cli_parse_table (table NULL for the former). */
+static int parse_loop(struct cli *c, int argc, char **argv, const char *shortopts,
+                      const struct option *longopts, const struct cli_stored_opt *table, size_t n,
+                      const char *usage, const char *cmd, const char *sub, cli_option_fn on_opt,
+                      void *ud)
 {
     int opt;
     opterr = 0;
@@ -66,7 +74,11 @@ int cli_parse_options(struct cli *c, int argc, char **argv, const char *shortopt
         }
         if (opt == ':')
             return cli_usage_error("option '%s' needs a value", argv[optind - 1]);
-        int rc = opt != '?' && on_opt ? on_opt(ud, opt, optarg) : CLI_PARSE_UNKNOWN;
+        int rc = CLI_PARSE_UNKNOWN;
+        if (opt != '?' && table && ud)
+            rc = store_option(table, n, ud, opt, optarg);
+        if (opt != '?' && rc == CLI_PARSE_UNKNOWN && on_opt)
+            rc = on_opt(ud, opt, optarg);
         if (rc == CLI_PARSE_NEXT)
             continue;
         if (rc != CLI_PARSE_UNKNOWN)
@@ -77,8 +89,36 @@ int cli_parse_options(struct cli *c, int argc, char **argv, const char *shortopt
     return CLI_PARSE_NEXT;
 }
 
-int cli_store_option(const struct cli_stored_opt *table, size_t n, void *ud, int opt,
-                     const char *arg)
+int cli_parse_options(struct cli *c, int argc, char **argv, const char *shortopts,
+                      const struct option *longopts, const char *usage, const char *cmd,
+                      const char *sub, cli_option_fn on_opt, void *ud)
+{
+    return parse_loop(c, argc, argv, shortopts, longopts, NULL, 0, usage, cmd, sub, on_opt, ud);
+}
+
+int cli_parse_table(struct cli *c, int argc, char **argv, const char *shortopts,
+                    const struct cli_stored_opt *table, size_t n, const char *usage,
+                    const char *cmd, const char *sub, cli_option_fn on_opt, void *ud)
+{
+    static const struct option globals[] = {CLI_GLOBAL_LONGOPTS};
+    enum { N_GLOBALS = sizeof(globals) / sizeof(globals[0]) };
+    struct option longopts[N_GLOBALS + CLI_TABLE_MAX + 1];
+    if (n > CLI_TABLE_MAX) {
+        fprintf(stderr, "skyprof: %s: more than %d options\n", cmd, CLI_TABLE_MAX);
+        return CLI_EXIT_USAGE;
+    }
+    memcpy(longopts, globals, sizeof(globals));
+    for (size_t i = 0; i < n; i++) {
+        bool has_arg = table[i].how != CLI_STORE_FLAG;
+        longopts[N_GLOBALS + i] = (struct option){
+            table[i].name, has_arg ? required_argument : no_argument, NULL, table[i].opt};
+    }
+    longopts[N_GLOBALS + n] = (struct option){NULL, 0, NULL, 0};
+    return parse_loop(c, argc, argv, shortopts, longopts, table, n, usage, cmd, sub, on_opt, ud);
+}
+
+static int store_option(const struct cli_stored_opt *table, size_t n, void *ud, int opt,
+                        const char *arg)
 {
     for (size_t i = 0; i < n; i++) {
         const struct cli_stored_opt *t = &table[i];
@@ -101,6 +141,8 @@ int cli_store_option(const struct cli_stored_opt *table, size_t n, void *ud, int
             memcpy(member, &v, sizeof(v));
             return CLI_PARSE_NEXT;
         }
+        case CLI_STORE_OWN:
+            return CLI_PARSE_UNKNOWN;
         }
     }
     return CLI_PARSE_UNKNOWN;

@@ -86,16 +86,19 @@ enum {
 /* Handles one command-specific option `opt` (getopt_long's value) with its argument `arg`. */
 typedef int (*cli_option_fn)(void *ud, int opt, const char *arg);
 
-/* Options that only store their value in the command's options struct (`ud` of the callback)
- * are rows of a table instead of cases of the callback, which hands them to cli_store_option. */
+/* A command's options as one table (cli_parse_table): each row names a long option and its
+ * getopt value, and says what it does: store its value in the command's options struct (`ud`),
+ * or go to the command's callback (CLI_STORE_OWN). */
 enum cli_store {
     CLI_STORE_STR,  /* const char * member = the argument (borrowed from argv) */
-    CLI_STORE_FLAG, /* bool member = true */
-    CLI_STORE_INT,  /* long long member = the argument, a whole number in [lo, hi] (else the usage
-                       error `bad`, a format with one %s: the argument) */
+    CLI_STORE_FLAG, /* bool member = true (no argument) */
+    CLI_STORE_INT,  /* long long member = the argument, a whole number in [lo, hi] (else the
+                       usage error `bad`, a format with one %s: the argument) */
+    CLI_STORE_OWN,  /* the callback's (with an argument) */
 };
 struct cli_stored_opt {
-    int opt; /* getopt_long's value */
+    const char *name; /* --name */
+    int opt;          /* getopt_long's value */
     enum cli_store how;
     size_t offset; /* of the member in the options struct */
     long long lo, hi;
@@ -105,18 +108,18 @@ struct cli_stored_opt {
 // clang-format off
 #define CLI_MEMBER(type, member, T)                                                                \
     (offsetof(type, member) + 0 * sizeof(_Generic(((type *)0)->member, T: 1)))
-#define CLI_STR_OPT(opt, type, member)                                                             \
-    {(opt), CLI_STORE_STR, CLI_MEMBER(type, member, const char *), 0, 0, NULL}
-#define CLI_FLAG_OPT(opt, type, member)                                                            \
-    {(opt), CLI_STORE_FLAG, CLI_MEMBER(type, member, bool), 0, 0, NULL}
-#define CLI_INT_OPT(opt, type, member, lo, hi, bad)                                                \
-    {(opt), CLI_STORE_INT, CLI_MEMBER(type, member, long long), (lo), (hi), (bad)}
+#define CLI_STR_OPT(name, opt, type, member)                                                       \
+    {(name), (opt), CLI_STORE_STR, CLI_MEMBER(type, member, const char *), 0, 0, NULL}
+#define CLI_FLAG_OPT(name, opt, type, member)                                                      \
+    {(name), (opt), CLI_STORE_FLAG, CLI_MEMBER(type, member, bool), 0, 0, NULL}
+#define CLI_INT_OPT(name, opt, type, member, lo, hi, bad)                                          \
+    {(name), (opt), CLI_STORE_INT, CLI_MEMBER(type, member, long long), (lo), (hi), (bad)}
+#define CLI_OWN_OPT(name, opt) {(name), (opt), CLI_STORE_OWN, 0, 0, 0, NULL}
 // clang-format on
-/* Stores `arg` as the row of table[0..n) for `opt` says, in the options struct at `ud`. Returns
- * CLI_PARSE_NEXT, CLI_EXIT_USAGE (a bad integer, said on stderr), or CLI_PARSE_UNKNOWN when no
- * row is for `opt`. */
-int cli_store_option(const struct cli_stored_opt *table, size_t n, void *ud, int opt,
-                     const char *arg);
+/* Most rows of one command's table. */
+#define CLI_TABLE_MAX 24
+/* Number of rows of a table array. */
+#define CLI_ROWS(table) (sizeof(table) / sizeof((table)[0]))
 
 /* Runs getopt_long (opterr off) over a command's argv with `shortopts`/`longopts` (which should
  * hold CLI_GLOBAL_LONGOPTS and start shortopts with ':'), handling what every command handles
@@ -127,6 +130,12 @@ int cli_store_option(const struct cli_stored_opt *table, size_t n, void *ud, int
 int cli_parse_options(struct cli *c, int argc, char **argv, const char *shortopts,
                       const struct option *longopts, const char *usage, const char *cmd,
                       const char *sub, cli_option_fn on_opt, void *ud);
+/* cli_parse_options over a command's table (n <= CLI_TABLE_MAX rows) and the global options: a
+ * row that stores does so in `ud` (none when ud is NULL: the option is then unknown); the
+ * others go to on_opt. */
+int cli_parse_table(struct cli *c, int argc, char **argv, const char *shortopts,
+                    const struct cli_stored_opt *table, size_t n, const char *usage,
+                    const char *cmd, const char *sub, cli_option_fn on_opt, void *ud);
 /* cli_parse_options for a command with no option of its own (only the global ones and -h). */
 int cli_parse_global_options(struct cli *c, int argc, char **argv, const char *usage,
                              const char *cmd);

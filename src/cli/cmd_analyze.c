@@ -43,16 +43,18 @@ struct analyze_opts {
     long long wait_s;
 };
 
-static const struct cli_stored_opt g_stored[] = {
-    CLI_STR_OPT('s', struct analyze_opts, segment),
-    CLI_STR_OPT('t', struct analyze_opts, task),
-    CLI_FLAG_OPT('W', struct analyze_opts, whole),
-    CLI_FLAG_OPT('A', struct analyze_opts, all_frames),
-    CLI_FLAG_OPT('U', struct analyze_opts, functions),
-    CLI_INT_OPT('w', struct analyze_opts, wait_s, 0, 3600,
+static const struct cli_stored_opt g_options[] = {
+    CLI_STR_OPT("segment", 's', struct analyze_opts, segment),
+    CLI_STR_OPT("task", 't', struct analyze_opts, task),
+    CLI_OWN_OPT("from", 'F'),
+    CLI_OWN_OPT("to", 'T'),
+    CLI_FLAG_OPT("whole", 'W', struct analyze_opts, whole),
+    CLI_FLAG_OPT("all-frames", 'A', struct analyze_opts, all_frames),
+    CLI_FLAG_OPT("functions", 'U', struct analyze_opts, functions),
+    CLI_INT_OPT("wait", 'w', struct analyze_opts, wait_s, 0, 3600,
                 "--wait: expected seconds (0-3600), got '%s'"),
-    CLI_STR_OPT('f', struct analyze_opts, format),
-    CLI_STR_OPT('o', struct analyze_opts, output),
+    CLI_STR_OPT("format", 'f', struct analyze_opts, format),
+    CLI_STR_OPT("output", 'o', struct analyze_opts, output),
 };
 
 static int analyze_option(void *ud, int opt, const char *arg)
@@ -64,28 +66,14 @@ static int analyze_option(void *ud, int opt, const char *arg)
                                    opt == 'F' ? "from" : "to", arg);
         return CLI_PARSE_NEXT;
     }
-    return cli_store_option(g_stored, sizeof(g_stored) / sizeof(g_stored[0]), ud, opt, arg);
+    return CLI_PARSE_UNKNOWN;
 }
 
 int cmd_analyze(struct cli *c, int argc, char **argv)
 {
-    static const struct option longopts[] = {
-        CLI_GLOBAL_LONGOPTS,
-        {"segment", required_argument, NULL, 's'},
-        {"task", required_argument, NULL, 't'},
-        {"from", required_argument, NULL, 'F'},
-        {"to", required_argument, NULL, 'T'},
-        {"whole", no_argument, NULL, 'W'},
-        {"all-frames", no_argument, NULL, 'A'},
-        {"functions", no_argument, NULL, 'U'},
-        {"wait", required_argument, NULL, 'w'},
-        {"format", required_argument, NULL, 'f'},
-        {"output", required_argument, NULL, 'o'},
-        {NULL, 0, NULL, 0},
-    };
     struct analyze_opts o = {.format = "tree", .from = -1, .to = -1};
-    int prc = cli_parse_options(c, argc, argv, ":ho:f:", longopts, g_usage, "analyze", NULL,
-                                analyze_option, &o);
+    int prc = cli_parse_table(c, argc, argv, ":ho:f:", g_options, CLI_ROWS(g_options), g_usage,
+                              "analyze", NULL, analyze_option, &o);
     if (prc != CLI_PARSE_NEXT)
         return prc;
     const char *segment = o.segment, *task = o.task, *format = o.format, *output = o.output;

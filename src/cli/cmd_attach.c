@@ -41,18 +41,19 @@ struct attach_opts {
     bool verbose;
 };
 
-static const struct cli_stored_opt g_stored[] = {
-    CLI_STR_OPT('s', struct attach_opts, service),
-    CLI_STR_OPT('B', struct attach_opts, backend),
-    CLI_STR_OPT('I', struct attach_opts, instance),
-    CLI_FLAG_OPT('v', struct attach_opts, verbose),
+static const struct cli_stored_opt g_options[] = {
+    CLI_OWN_OPT("pid", 'p'),
+    CLI_STR_OPT("service", 's', struct attach_opts, service),
+    CLI_STR_OPT("backend", 'B', struct attach_opts, backend),
+    CLI_STR_OPT("instance", 'I', struct attach_opts, instance),
+    CLI_FLAG_OPT("verbose", 'v', struct attach_opts, verbose),
 };
 
 static int on_opt(void *ud, int opt, const char *arg)
 {
     if (opt == 'p')
         return cli_pid_option("attach", arg, &((struct attach_opts *)ud)->pid);
-    return cli_store_option(g_stored, sizeof(g_stored) / sizeof(g_stored[0]), ud, opt, arg);
+    return CLI_PARSE_UNKNOWN;
 }
 
 static void log_line(void *ud, enum skyprof_log_level level, const char *line)
@@ -101,18 +102,9 @@ static bool process_alive(pid_t pid)
 
 int cmd_attach(struct cli *c, int argc, char **argv)
 {
-    static const struct option longopts[] = {
-        CLI_GLOBAL_LONGOPTS,
-        {"pid", required_argument, NULL, 'p'},
-        {"service", required_argument, NULL, 's'},
-        {"backend", required_argument, NULL, 'B'},
-        {"instance", required_argument, NULL, 'I'},
-        {"verbose", no_argument, NULL, 'v'},
-        {NULL, 0, NULL, 0},
-    };
     struct attach_opts o = {0};
-    int prc =
-        cli_parse_options(c, argc, argv, ":hp:s:v", longopts, g_usage, "attach", NULL, on_opt, &o);
+    int prc = cli_parse_table(c, argc, argv, ":hp:s:v", g_options, CLI_ROWS(g_options), g_usage,
+                              "attach", NULL, on_opt, &o);
     if (prc != CLI_PARSE_NEXT)
         return prc;
     if (!o.pid)

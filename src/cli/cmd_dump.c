@@ -40,17 +40,19 @@ struct dump_opts {
     long long retries;
 };
 
-static const struct cli_stored_opt g_stored[] = {
-    CLI_FLAG_OPT('b', struct dump_opts, blocking),
-    CLI_FLAG_OPT('N', struct dump_opts, native),
-    CLI_INT_OPT('r', struct dump_opts, retries, 0, 1000, "dump: --retries wants 0..1000, got '%s'"),
+static const struct cli_stored_opt g_options[] = {
+    CLI_OWN_OPT("pid", 'p'),
+    CLI_FLAG_OPT("blocking", 'b', struct dump_opts, blocking),
+    CLI_FLAG_OPT("native", 'N', struct dump_opts, native),
+    CLI_INT_OPT("retries", 'r', struct dump_opts, retries, 0, 1000,
+                "dump: --retries wants 0..1000, got '%s'"),
 };
 
 static int on_opt(void *ud, int opt, const char *arg)
 {
     if (opt == 'p')
         return cli_pid_option("dump", arg, &((struct dump_opts *)ud)->pid);
-    return cli_store_option(g_stored, sizeof(g_stored) / sizeof(g_stored[0]), ud, opt, arg);
+    return CLI_PARSE_UNKNOWN;
 }
 
 int cli_attach_exit(skp_err err)
@@ -169,16 +171,9 @@ static json_t *sample_json(long pid, const struct attach_target *t, const struct
 
 int cmd_dump(struct cli *c, int argc, char **argv)
 {
-    static const struct option longopts[] = {
-        CLI_GLOBAL_LONGOPTS,
-        {"pid", required_argument, NULL, 'p'},
-        {"blocking", no_argument, NULL, 'b'},
-        {"native", no_argument, NULL, 'N'},
-        {"retries", required_argument, NULL, 'r'},
-        {NULL, 0, NULL, 0},
-    };
     struct dump_opts o = {.pid = 0, .blocking = false, .native = false, .retries = 20};
-    int prc = cli_parse_options(c, argc, argv, ":hp:", longopts, g_usage, "dump", NULL, on_opt, &o);
+    int prc = cli_parse_table(c, argc, argv, ":hp:", g_options, CLI_ROWS(g_options), g_usage,
+                              "dump", NULL, on_opt, &o);
     if (prc != CLI_PARSE_NEXT)
         return prc;
     if (!o.pid)

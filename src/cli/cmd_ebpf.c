@@ -31,10 +31,14 @@ struct ebpf_opts {
     bool all_frames;
 };
 
-static const struct cli_stored_opt g_stored[] = {
-    CLI_STR_OPT('s', struct ebpf_opts, service),     CLI_STR_OPT('p', struct ebpf_opts, process),
-    CLI_STR_OPT('f', struct ebpf_opts, format),      CLI_STR_OPT('o', struct ebpf_opts, output),
-    CLI_FLAG_OPT('A', struct ebpf_opts, all_frames),
+static const struct cli_stored_opt g_options[] = {
+    CLI_STR_OPT("service", 's', struct ebpf_opts, service),
+    CLI_STR_OPT("process", 'p', struct ebpf_opts, process),
+    CLI_STR_OPT("format", 'f', struct ebpf_opts, format),
+    CLI_STR_OPT("output", 'o', struct ebpf_opts, output),
+    CLI_OWN_OPT("from", 'F'),
+    CLI_OWN_OPT("to", 'T'),
+    CLI_FLAG_OPT("all-frames", 'A', struct ebpf_opts, all_frames),
 };
 
 static int ebpf_option(void *ud, int opt, const char *arg)
@@ -51,7 +55,7 @@ static int ebpf_option(void *ud, int opt, const char *arg)
             o->to = arg;
         return CLI_PARSE_NEXT;
     }
-    return cli_store_option(g_stored, sizeof(g_stored) / sizeof(g_stored[0]), ud, opt, arg);
+    return CLI_PARSE_UNKNOWN;
 }
 
 /* GETs the triggers of kind "ebpf" (of `service` / `task` when given) into *out (the array,
@@ -329,20 +333,9 @@ int cmd_ebpf(struct cli *c, int argc, char **argv)
     for (size_t i = 0; i < sizeof(subs) / sizeof(subs[0]); i++) {
         if (strcmp(sub, subs[i].name) != 0)
             continue;
-        static const struct option longopts[] = {
-            CLI_GLOBAL_LONGOPTS,
-            {"service", required_argument, NULL, 's'},
-            {"process", required_argument, NULL, 'p'},
-            {"format", required_argument, NULL, 'f'},
-            {"output", required_argument, NULL, 'o'},
-            {"from", required_argument, NULL, 'F'},
-            {"to", required_argument, NULL, 'T'},
-            {"all-frames", no_argument, NULL, 'A'},
-            {NULL, 0, NULL, 0},
-        };
         struct ebpf_opts o = {0};
-        int rc = cli_parse_options(c, argc, argv, ":ho:", longopts, g_usage, "ebpf", sub,
-                                   ebpf_option, &o);
+        int rc = cli_parse_table(c, argc, argv, ":ho:", g_options, CLI_ROWS(g_options), g_usage,
+                                 "ebpf", sub, ebpf_option, &o);
         if (rc != CLI_PARSE_NEXT)
             return rc;
         return subs[i].fn(c, &o, argc, argv);

@@ -44,17 +44,19 @@ struct jfr_opts {
     bool functions;
 };
 
-static const struct cli_stored_opt g_stored[] = {
-    CLI_STR_OPT('s', struct jfr_opts, service),
-    CLI_INT_OPT('d', struct jfr_opts, duration, 1, 3600,
+static const struct cli_stored_opt g_options[] = {
+    CLI_STR_OPT("service", 's', struct jfr_opts, service),
+    CLI_INT_OPT("duration", 'd', struct jfr_opts, duration, 1, 3600,
                 "--duration: expected seconds in 1..3600, got '%s'"),
-    CLI_STR_OPT('x', struct jfr_opts, exec_args),
-    CLI_STR_OPT('k', struct jfr_opts, event_type),
-    CLI_STR_OPT('t', struct jfr_opts, thread),
-    CLI_STR_OPT('I', struct jfr_opts, instances_csv),
-    CLI_FLAG_OPT('F', struct jfr_opts, functions),
-    CLI_STR_OPT('f', struct jfr_opts, format),
-    CLI_STR_OPT('o', struct jfr_opts, output),
+    CLI_OWN_OPT("event", 'e'),
+    CLI_OWN_OPT("instance", 'i'),
+    CLI_STR_OPT("exec-args", 'x', struct jfr_opts, exec_args),
+    CLI_STR_OPT("event-type", 'k', struct jfr_opts, event_type),
+    CLI_STR_OPT("thread", 't', struct jfr_opts, thread),
+    CLI_STR_OPT("instances", 'I', struct jfr_opts, instances_csv),
+    CLI_FLAG_OPT("functions", 'F', struct jfr_opts, functions),
+    CLI_STR_OPT("format", 'f', struct jfr_opts, format),
+    CLI_STR_OPT("output", 'o', struct jfr_opts, output),
 };
 
 static int on_option(void *ud, int opt, const char *arg)
@@ -72,7 +74,7 @@ static int on_option(void *ud, int opt, const char *arg)
         o->instances[o->n_instances++] = arg;
         return CLI_PARSE_NEXT;
     default:
-        return cli_store_option(g_stored, sizeof(g_stored) / sizeof(g_stored[0]), ud, opt, arg);
+        return CLI_PARSE_UNKNOWN;
     }
 }
 
@@ -301,29 +303,14 @@ static int do_file(struct cli *c, const char *id, const char *file_id, const cha
 
 int cmd_jfr(struct cli *c, int argc, char **argv)
 {
-    static const struct option longopts[] = {
-        CLI_GLOBAL_LONGOPTS,
-        {"service", required_argument, NULL, 's'},
-        {"duration", required_argument, NULL, 'd'},
-        {"event", required_argument, NULL, 'e'},
-        {"instance", required_argument, NULL, 'i'},
-        {"exec-args", required_argument, NULL, 'x'},
-        {"event-type", required_argument, NULL, 'k'},
-        {"thread", required_argument, NULL, 't'},
-        {"instances", required_argument, NULL, 'I'},
-        {"functions", no_argument, NULL, 'F'},
-        {"format", required_argument, NULL, 'f'},
-        {"output", required_argument, NULL, 'o'},
-        {NULL, 0, NULL, 0},
-    };
     if (argc < 2 || strcmp(argv[1], "--help") == 0 || strcmp(argv[1], "-h") == 0) {
         fputs(g_usage, argc < 2 ? stderr : stdout);
         return argc < 2 ? CLI_EXIT_USAGE : CLI_EXIT_OK;
     }
     const char *sub = argv[1];
     struct jfr_opts o = {0};
-    int prc = cli_parse_options(c, argc - 1, argv + 1, ":ho:f:", longopts, g_usage, "jfr", sub,
-                                on_option, &o);
+    int prc = cli_parse_table(c, argc - 1, argv + 1, ":ho:f:", g_options, CLI_ROWS(g_options),
+                              g_usage, "jfr", sub, on_option, &o);
     if (prc != CLI_PARSE_NEXT)
         return prc;
     int n_ops = argc - 1 - optind;

@@ -36,18 +36,12 @@ struct pol_opts {
 
 enum { OPT_FILE = 1100, OPT_EXECUTE, OPT_SILENCE, OPT_PER_HOUR, OPT_SERVICE, OPT_TASK, OPT_LIMIT };
 
-static const struct cli_stored_opt g_pol_stored[] = {
-    CLI_STR_OPT(OPT_FILE, struct pol_opts, file),
-    CLI_STR_OPT(OPT_EXECUTE, struct pol_opts, execute),
-    CLI_STR_OPT(OPT_SILENCE, struct pol_opts, silence),
-    CLI_STR_OPT(OPT_PER_HOUR, struct pol_opts, per_hour),
+static const struct cli_stored_opt g_pol_options[] = {
+    CLI_STR_OPT("file", OPT_FILE, struct pol_opts, file),
+    CLI_STR_OPT("execute", OPT_EXECUTE, struct pol_opts, execute),
+    CLI_STR_OPT("silence", OPT_SILENCE, struct pol_opts, silence),
+    CLI_STR_OPT("max-per-hour", OPT_PER_HOUR, struct pol_opts, per_hour),
 };
-
-static int pol_opt(void *ud, int opt, const char *arg)
-{
-    return cli_store_option(g_pol_stored, sizeof(g_pol_stored) / sizeof(g_pol_stored[0]), ud, opt,
-                            arg);
-}
 
 static json_t *read_file_json(const char *path)
 {
@@ -148,16 +142,9 @@ static int policy_target(const char *service, char *out, size_t cap)
 
 int cmd_policy(struct cli *c, int argc, char **argv)
 {
-    static const struct option longopts[] = {
-        CLI_GLOBAL_LONGOPTS,
-        {"file", required_argument, NULL, OPT_FILE},
-        {"execute", required_argument, NULL, OPT_EXECUTE},
-        {"silence", required_argument, NULL, OPT_SILENCE},
-        {"max-per-hour", required_argument, NULL, OPT_PER_HOUR},
-        {NULL, 0, NULL, 0}};
     struct pol_opts o = {0};
-    int prc =
-        cli_parse_options(c, argc, argv, ":h", longopts, g_usage, "policy", NULL, pol_opt, &o);
+    int prc = cli_parse_table(c, argc, argv, ":h", g_pol_options, CLI_ROWS(g_pol_options), g_usage,
+                              "policy", NULL, NULL, &o);
     if (prc != CLI_PARSE_NEXT)
         return prc;
     if (argc - optind < 1)
@@ -246,17 +233,11 @@ struct trig_opts {
     const char *service, *task, *limit;
 };
 
-static const struct cli_stored_opt g_trig_stored[] = {
-    CLI_STR_OPT(OPT_SERVICE, struct trig_opts, service),
-    CLI_STR_OPT(OPT_TASK, struct trig_opts, task),
-    CLI_STR_OPT(OPT_LIMIT, struct trig_opts, limit),
+static const struct cli_stored_opt g_trig_options[] = {
+    CLI_STR_OPT("service", OPT_SERVICE, struct trig_opts, service),
+    CLI_STR_OPT("task", OPT_TASK, struct trig_opts, task),
+    CLI_STR_OPT("limit", OPT_LIMIT, struct trig_opts, limit),
 };
-
-static int trig_opt(void *ud, int opt, const char *arg)
-{
-    return cli_store_option(g_trig_stored, sizeof(g_trig_stored) / sizeof(g_trig_stored[0]), ud,
-                            opt, arg);
-}
 
 static bool add_query(char *t, size_t cap, const char *key, const char *v)
 {
@@ -271,14 +252,9 @@ static bool add_query(char *t, size_t cap, const char *key, const char *v)
 
 int cmd_triggers(struct cli *c, int argc, char **argv)
 {
-    static const struct option longopts[] = {CLI_GLOBAL_LONGOPTS,
-                                             {"service", required_argument, NULL, OPT_SERVICE},
-                                             {"task", required_argument, NULL, OPT_TASK},
-                                             {"limit", required_argument, NULL, OPT_LIMIT},
-                                             {NULL, 0, NULL, 0}};
     struct trig_opts o = {0};
-    int prc = cli_parse_options(c, argc, argv, ":h", longopts, g_trig_usage, "triggers", NULL,
-                                trig_opt, &o);
+    int prc = cli_parse_table(c, argc, argv, ":h", g_trig_options, CLI_ROWS(g_trig_options),
+                              g_trig_usage, "triggers", NULL, NULL, &o);
     if (prc != CLI_PARSE_NEXT)
         return prc;
     if (optind != argc)

@@ -41,24 +41,25 @@ struct pprof_opts {
     bool functions, all_frames;
 };
 
-#define PPROF_INT_OPT(opt, member)                                                                 \
-    CLI_INT_OPT(opt, struct pprof_opts, member, -1000000000000LL, 1000000000000LL,                 \
+#define PPROF_INT_OPT(name, opt, member)                                                           \
+    CLI_INT_OPT(name, opt, struct pprof_opts, member, -1000000000000LL, 1000000000000LL,           \
                 "expected an integer, got '%s'")
-static const struct cli_stored_opt g_stored[] = {
-    CLI_STR_OPT('s', struct pprof_opts, service),
-    CLI_STR_OPT('e', struct pprof_opts, event),
-    CLI_STR_OPT('I', struct pprof_opts, instances),
-    CLI_STR_OPT('T', struct pprof_opts, sample_type),
-    CLI_STR_OPT('f', struct pprof_opts, format),
-    CLI_STR_OPT('F', struct pprof_opts, file),
-    CLI_STR_OPT('o', struct pprof_opts, output),
-    CLI_FLAG_OPT('g', struct pprof_opts, functions),
-    CLI_FLAG_OPT('A', struct pprof_opts, all_frames),
-    CLI_INT_OPT('w', struct pprof_opts, wait_s, 0, 3600,
+static const struct cli_stored_opt g_options[] = {
+    CLI_STR_OPT("service", 's', struct pprof_opts, service),
+    CLI_STR_OPT("event", 'e', struct pprof_opts, event),
+    CLI_OWN_OPT("instance", 'i'),
+    CLI_STR_OPT("instances", 'I', struct pprof_opts, instances),
+    PPROF_INT_OPT("duration", 'd', duration),
+    PPROF_INT_OPT("dump-period", 'p', dump_period),
+    PPROF_INT_OPT("sampling-rate", 'r', sampling_rate),
+    CLI_STR_OPT("sample-type", 'T', struct pprof_opts, sample_type),
+    CLI_STR_OPT("format", 'f', struct pprof_opts, format),
+    CLI_STR_OPT("file", 'F', struct pprof_opts, file),
+    CLI_STR_OPT("output", 'o', struct pprof_opts, output),
+    CLI_FLAG_OPT("functions", 'g', struct pprof_opts, functions),
+    CLI_FLAG_OPT("all-frames", 'A', struct pprof_opts, all_frames),
+    CLI_INT_OPT("wait", 'w', struct pprof_opts, wait_s, 0, 3600,
                 "--wait: expected seconds (0-3600), got '%s'"),
-    PPROF_INT_OPT('d', duration),
-    PPROF_INT_OPT('p', dump_period),
-    PPROF_INT_OPT('r', sampling_rate),
 };
 
 static int pprof_option(void *ud, int opt, const char *arg)
@@ -70,31 +71,13 @@ static int pprof_option(void *ud, int opt, const char *arg)
         o->inst[o->n_inst++] = arg;
         return CLI_PARSE_NEXT;
     }
-    return cli_store_option(g_stored, sizeof(g_stored) / sizeof(g_stored[0]), ud, opt, arg);
+    return CLI_PARSE_UNKNOWN;
 }
 
 static int parse(struct cli *c, int argc, char **argv, struct pprof_opts *o)
 {
-    static const struct option longopts[] = {
-        CLI_GLOBAL_LONGOPTS,
-        {"service", required_argument, NULL, 's'},
-        {"event", required_argument, NULL, 'e'},
-        {"instance", required_argument, NULL, 'i'},
-        {"instances", required_argument, NULL, 'I'},
-        {"duration", required_argument, NULL, 'd'},
-        {"dump-period", required_argument, NULL, 'p'},
-        {"sampling-rate", required_argument, NULL, 'r'},
-        {"sample-type", required_argument, NULL, 'T'},
-        {"format", required_argument, NULL, 'f'},
-        {"file", required_argument, NULL, 'F'},
-        {"output", required_argument, NULL, 'o'},
-        {"functions", no_argument, NULL, 'g'},
-        {"all-frames", no_argument, NULL, 'A'},
-        {"wait", required_argument, NULL, 'w'},
-        {NULL, 0, NULL, 0},
-    };
-    return cli_parse_options(c, argc, argv, ":ho:", longopts, g_pprof_usage, "pprof", argv[0],
-                             pprof_option, o);
+    return cli_parse_table(c, argc, argv, ":ho:", g_options, CLI_ROWS(g_options), g_pprof_usage,
+                           "pprof", argv[0], pprof_option, o);
 }
 
 static int pprof_create(struct cli *c, struct pprof_opts *o, int argc, char **argv)

@@ -80,16 +80,18 @@ struct record_opts {
     const char *format;
 };
 
-static const struct cli_stored_opt g_stored[] = {
-    CLI_INT_OPT('r', struct record_opts, rate_hz, 1, 10000,
+static const struct cli_stored_opt g_options[] = {
+    CLI_OWN_OPT("pid", 'p'),
+    CLI_OWN_OPT("duration", 'd'),
+    CLI_INT_OPT("rate", 'r', struct record_opts, rate_hz, 1, 10000,
                 "record: --rate wants 1..10000 samples/s, got '%s'"),
-    CLI_FLAG_OPT('i', struct record_opts, idle),
-    CLI_FLAG_OPT('s', struct record_opts, subprocesses),
-    CLI_FLAG_OPT('b', struct record_opts, blocking),
-    CLI_FLAG_OPT('N', struct record_opts, native),
-    CLI_FLAG_OPT('A', struct record_opts, asyncio),
-    CLI_STR_OPT('o', struct record_opts, out),
-    CLI_STR_OPT('f', struct record_opts, format),
+    CLI_FLAG_OPT("idle", 'i', struct record_opts, idle),
+    CLI_FLAG_OPT("subprocesses", 's', struct record_opts, subprocesses),
+    CLI_FLAG_OPT("blocking", 'b', struct record_opts, blocking),
+    CLI_FLAG_OPT("native", 'N', struct record_opts, native),
+    CLI_FLAG_OPT("asyncio", 'A', struct record_opts, asyncio),
+    CLI_STR_OPT("output", 'o', struct record_opts, out),
+    CLI_STR_OPT("format", 'f', struct record_opts, format),
 };
 
 static int on_opt(void *ud, int opt, const char *arg)
@@ -105,7 +107,7 @@ static int on_opt(void *ud, int opt, const char *arg)
             return cli_usage_error("record: --duration wants seconds in (0, 86400], got '%s'", arg);
         return CLI_PARSE_NEXT;
     default:
-        return cli_store_option(g_stored, sizeof(g_stored) / sizeof(g_stored[0]), ud, opt, arg);
+        return CLI_PARSE_UNKNOWN;
     }
 }
 
@@ -534,25 +536,11 @@ static int write_file(const char *path, const uint8_t *data, size_t len)
 
 int cmd_record(struct cli *c, int argc, char **argv)
 {
-    static const struct option longopts[] = {
-        CLI_GLOBAL_LONGOPTS,
-        {"pid", required_argument, NULL, 'p'},
-        {"duration", required_argument, NULL, 'd'},
-        {"rate", required_argument, NULL, 'r'},
-        {"idle", no_argument, NULL, 'i'},
-        {"subprocesses", no_argument, NULL, 's'},
-        {"blocking", no_argument, NULL, 'b'},
-        {"native", no_argument, NULL, 'N'},
-        {"asyncio", no_argument, NULL, 'A'},
-        {"output", required_argument, NULL, 'o'},
-        {"format", required_argument, NULL, 'f'},
-        {NULL, 0, NULL, 0},
-    };
     struct recorder *r = skpx_xcalloc(1, sizeof(*r));
     r->o.duration_s = 10;
     r->o.rate_hz = 100;
-    int rc = cli_parse_options(c, argc, argv, ":hp:d:r:o:f:", longopts, g_usage, "record", NULL,
-                               on_opt, &r->o);
+    int rc = cli_parse_table(c, argc, argv, ":hp:d:r:o:f:", g_options, CLI_ROWS(g_options), g_usage,
+                             "record", NULL, on_opt, &r->o);
     if (rc != CLI_PARSE_NEXT)
         goto done;
     rc = CLI_EXIT_USAGE;

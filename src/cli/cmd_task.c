@@ -31,29 +31,17 @@ struct task_filter {
     const char *service, *endpoint;
 };
 
-static const struct cli_stored_opt g_filter_stored[] = {
-    CLI_STR_OPT('s', struct task_filter, service),
-    CLI_STR_OPT('e', struct task_filter, endpoint),
+static const struct cli_stored_opt g_filter_options[] = {
+    CLI_STR_OPT("service", 's', struct task_filter, service),
+    CLI_STR_OPT("endpoint", 'e', struct task_filter, endpoint),
 };
-
-static int filter_option(void *ud, int opt, const char *arg)
-{
-    return cli_store_option(g_filter_stored, sizeof(g_filter_stored) / sizeof(g_filter_stored[0]),
-                            ud, opt, arg);
-}
 
 /* Parses options common to the read-only subcommands; --service/--endpoint only when `filter`
  * is not NULL. Returns -1 to continue, else an exit code. */
 static int parse_simple(struct cli *c, int argc, char **argv, struct task_filter *filter)
 {
-    static const struct option longopts[] = {
-        CLI_GLOBAL_LONGOPTS,
-        {"service", required_argument, NULL, 's'},
-        {"endpoint", required_argument, NULL, 'e'},
-        {NULL, 0, NULL, 0},
-    };
-    return cli_parse_options(c, argc, argv, ":h", longopts, g_task_usage, "task", argv[0],
-                             filter ? filter_option : NULL, filter);
+    return cli_parse_table(c, argc, argv, ":h", g_filter_options, CLI_ROWS(g_filter_options),
+                           g_task_usage, "task", argv[0], NULL, filter);
 }
 
 static const char *status_of(json_t *t)
@@ -105,17 +93,19 @@ struct create_opts {
 
 /* Numbers are checked for being numbers only: the server validates ranges and its reasons are
  * what the user should see (exit code 1). */
-#define CREATE_INT_OPT(opt, member, name)                                                          \
-    CLI_INT_OPT(opt, struct create_opts, member, -1000000000LL, 1000000000LL,                      \
-                name ": expected an integer, got '%s'")
-static const struct cli_stored_opt g_create_stored[] = {
-    CLI_STR_OPT('s', struct create_opts, service),
-    CLI_STR_OPT('e', struct create_opts, endpoint),
-    CREATE_INT_OPT('d', duration, "--duration"),
-    CREATE_INT_OPT('t', threshold, "--threshold"),
-    CREATE_INT_OPT('p', period, "--dump-period"),
-    CREATE_INT_OPT('m', max_count, "--max-sampling-count"),
-    CLI_FLAG_OPT('w', struct create_opts, wait),
+#define CREATE_INT_OPT(name, opt, member)                                                          \
+    CLI_INT_OPT(name, opt, struct create_opts, member, -1000000000LL, 1000000000LL,                \
+                "--" name ": expected an integer, got '%s'")
+static const struct cli_stored_opt g_create_options[] = {
+    CLI_STR_OPT("service", 's', struct create_opts, service),
+    CLI_STR_OPT("endpoint", 'e', struct create_opts, endpoint),
+    CREATE_INT_OPT("duration", 'd', duration),
+    CREATE_INT_OPT("threshold", 't', threshold),
+    CREATE_INT_OPT("dump-period", 'p', period),
+    CREATE_INT_OPT("max-sampling-count", 'm', max_count),
+    CLI_OWN_OPT("start", 'S'),
+    CLI_FLAG_OPT("wait", 'w', struct create_opts, wait),
+    CLI_OWN_OPT("wait-timeout", 'W'),
 };
 
 static int create_option(void *ud, int opt, const char *arg)
@@ -134,8 +124,7 @@ static int create_option(void *ud, int opt, const char *arg)
                                    arg);
         return CLI_PARSE_NEXT;
     default:
-        return cli_store_option(g_create_stored,
-                                sizeof(g_create_stored) / sizeof(g_create_stored[0]), ud, opt, arg);
+        return CLI_PARSE_UNKNOWN;
     }
 }
 
@@ -233,23 +222,10 @@ static int wait_notified(struct cli *c, const char *id, const char *service, con
 
 static int task_create(struct cli *c, int argc, char **argv)
 {
-    static const struct option longopts[] = {
-        CLI_GLOBAL_LONGOPTS,
-        {"service", required_argument, NULL, 's'},
-        {"endpoint", required_argument, NULL, 'e'},
-        {"duration", required_argument, NULL, 'd'},
-        {"threshold", required_argument, NULL, 't'},
-        {"dump-period", required_argument, NULL, 'p'},
-        {"max-sampling-count", required_argument, NULL, 'm'},
-        {"start", required_argument, NULL, 'S'},
-        {"wait", no_argument, NULL, 'w'},
-        {"wait-timeout", required_argument, NULL, 'W'},
-        {NULL, 0, NULL, 0},
-    };
     struct create_opts o = {
         .duration = 5, .threshold = 0, .period = 10, .max_count = 5, .wait_s = 60};
-    int prc = cli_parse_options(c, argc, argv, ":h", longopts, g_task_usage, "task", "create",
-                                create_option, &o);
+    int prc = cli_parse_table(c, argc, argv, ":h", g_create_options, CLI_ROWS(g_create_options),
+                              g_task_usage, "task", "create", create_option, &o);
     if (prc != CLI_PARSE_NEXT)
         return prc;
     const char *service = o.service, *endpoint = o.endpoint;

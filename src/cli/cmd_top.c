@@ -74,11 +74,12 @@ struct top {
     const struct func **order;
 };
 
-static const struct cli_stored_opt g_stored[] = {
-    CLI_INT_OPT('r', struct top_opts, rate_hz, 1, 1000,
+static const struct cli_stored_opt g_options[] = {
+    CLI_OWN_OPT("pid", 'p'),
+    CLI_INT_OPT("rate", 'r', struct top_opts, rate_hz, 1, 1000,
                 "top: --rate wants 1..1000 samples/s, got '%s'"),
-    CLI_FLAG_OPT('i', struct top_opts, idle),
-    CLI_INT_OPT('n', struct top_opts, once, 1, 100000,
+    CLI_FLAG_OPT("idle", 'i', struct top_opts, idle),
+    CLI_INT_OPT("once", 'n', struct top_opts, once, 1, 100000,
                 "top: --once wants a number of refreshes >= 1, got '%s'"),
 };
 
@@ -86,7 +87,7 @@ static int on_opt(void *ud, int opt, const char *arg)
 {
     if (opt == 'p')
         return cli_pid_option("top", arg, &((struct top_opts *)ud)->pid);
-    return cli_store_option(g_stored, sizeof(g_stored) / sizeof(g_stored[0]), ud, opt, arg);
+    return CLI_PARSE_UNKNOWN;
 }
 
 static uint64_t hash_str(const char *s)
@@ -282,18 +283,10 @@ static bool quit_key(void)
 
 int cmd_top(struct cli *c, int argc, char **argv)
 {
-    static const struct option longopts[] = {
-        CLI_GLOBAL_LONGOPTS,
-        {"pid", required_argument, NULL, 'p'},
-        {"rate", required_argument, NULL, 'r'},
-        {"idle", no_argument, NULL, 'i'},
-        {"once", required_argument, NULL, 'n'},
-        {NULL, 0, NULL, 0},
-    };
     struct top *tp = skpx_xcalloc(1, sizeof(*tp));
     tp->o.rate_hz = 100;
-    int rc = cli_parse_options(c, argc, argv, ":hp:r:n:", longopts, g_usage, "top", NULL, on_opt,
-                               &tp->o);
+    int rc = cli_parse_table(c, argc, argv, ":hp:r:n:", g_options, CLI_ROWS(g_options), g_usage,
+                             "top", NULL, on_opt, &tp->o);
     if (rc != CLI_PARSE_NEXT)
         goto done;
     rc = CLI_EXIT_USAGE;

@@ -53,7 +53,7 @@ bool cli_global_option(struct cli *c, int opt, const char *arg, bool *bad)
 static int store_option(const struct cli_stored_opt *table, size_t n, void *ud, int opt,
                         const char *arg);
 
-/* The getopt loop of cli_parse_options and cli_parse_table (table NULL for the former). */
+/* cli_parse_table's getopt loop over `longopts` (the global options and the table's). */
 static int parse_loop(struct cli *c, int argc, char **argv, const char *shortopts,
                       const struct option *longopts, const struct cli_stored_opt *table, size_t n,
                       const char *usage, const char *cmd, const char *sub, cli_option_fn on_opt,
@@ -75,7 +75,7 @@ static int parse_loop(struct cli *c, int argc, char **argv, const char *shortopt
         if (opt == ':')
             return cli_usage_error("option '%s' needs a value", argv[optind - 1]);
         int rc = CLI_PARSE_UNKNOWN;
-        if (opt != '?' && table && ud)
+        if (opt != '?' && ud)
             rc = store_option(table, n, ud, opt, optarg);
         if (opt != '?' && rc == CLI_PARSE_UNKNOWN && on_opt)
             rc = on_opt(ud, opt, optarg);
@@ -87,13 +87,6 @@ static int parse_loop(struct cli *c, int argc, char **argv, const char *shortopt
                                sub ? " " : "", sub ? sub : "", argv[optind - 1], cmd);
     }
     return CLI_PARSE_NEXT;
-}
-
-int cli_parse_options(struct cli *c, int argc, char **argv, const char *shortopts,
-                      const struct option *longopts, const char *usage, const char *cmd,
-                      const char *sub, cli_option_fn on_opt, void *ud)
-{
-    return parse_loop(c, argc, argv, shortopts, longopts, NULL, 0, usage, cmd, sub, on_opt, ud);
 }
 
 int cli_parse_table(struct cli *c, int argc, char **argv, const char *shortopts,
@@ -151,8 +144,7 @@ static int store_option(const struct cli_stored_opt *table, size_t n, void *ud, 
 int cli_parse_global_options(struct cli *c, int argc, char **argv, const char *usage,
                              const char *cmd)
 {
-    static const struct option longopts[] = {CLI_GLOBAL_LONGOPTS, {NULL, 0, NULL, 0}};
-    return cli_parse_options(c, argc, argv, ":h", longopts, usage, cmd, NULL, NULL, NULL);
+    return cli_parse_table(c, argc, argv, ":h", NULL, 0, usage, cmd, NULL, NULL, NULL);
 }
 
 const char *cli_safe(const char *s)

@@ -61,7 +61,8 @@ int cli_attach_exit(skp_err err);
 /* Handles the options every command accepts (--server, --token, --timeout, --json) from
  * getopt_long's `opt` value; returns true if it was one of them. Sets *bad on a bad value. */
 bool cli_global_option(struct cli *c, int opt, const char *arg, bool *bad);
-/* getopt values of the global options, to put in each command's long-option table. */
+/* getopt values of the global options, and their long options (cli_parse_table puts them before a
+ * command's own; main.c reads them before the command name). */
 enum {
     CLI_OPT_SERVER = 1000,
     CLI_OPT_TOKEN,
@@ -80,7 +81,7 @@ enum {
 
 /* What a command's option callback returns, besides an exit code (>= 0) to stop with. */
 enum {
-    CLI_PARSE_NEXT = -1,    /* handled: go on (also cli_parse_options' "all parsed") */
+    CLI_PARSE_NEXT = -1,    /* handled: go on (also cli_parse_table's "all parsed") */
     CLI_PARSE_UNKNOWN = -2, /* not an option of this command: report it as unknown */
 };
 /* Handles one command-specific option `opt` (getopt_long's value) with its argument `arg`. */
@@ -121,22 +122,18 @@ struct cli_stored_opt {
 /* Number of rows of a table array. */
 #define CLI_ROWS(table) (sizeof(table) / sizeof((table)[0]))
 
-/* Runs getopt_long (opterr off) over a command's argv with `shortopts`/`longopts` (which should
- * hold CLI_GLOBAL_LONGOPTS and start shortopts with ':'), handling what every command handles
- * alike: the global options, -h/--help (prints `usage` on stdout: CLI_EXIT_OK), a missing value,
- * and an unknown option ("<cmd>[ <sub>]: unknown option 'X' (see skyprof <cmd> --help)"). Any
- * other option goes to on_opt(ud, ...) (none when on_opt is NULL). Returns CLI_PARSE_NEXT when
- * every option is parsed (optind is then at the first operand), else the exit code to return. */
-int cli_parse_options(struct cli *c, int argc, char **argv, const char *shortopts,
-                      const struct option *longopts, const char *usage, const char *cmd,
-                      const char *sub, cli_option_fn on_opt, void *ud);
-/* cli_parse_options over a command's table (n <= CLI_TABLE_MAX rows) and the global options: a
- * row that stores does so in `ud` (none when ud is NULL: the option is then unknown); the
- * others go to on_opt. */
+/* Runs getopt_long (opterr off) over a command's argv with `shortopts` (which should start with
+ * ':') and the long options of the global options and of table[0..n) (n <= CLI_TABLE_MAX),
+ * handling what every command handles alike: the global options, -h/--help (prints `usage` on
+ * stdout: CLI_EXIT_OK), a missing value, and an unknown option ("<cmd>[ <sub>]: unknown option
+ * 'X' (see skyprof <cmd> --help)"). A row that stores does so in `ud` (none when ud is NULL: the
+ * option is then unknown); any other option goes to on_opt(ud, ...) (none when on_opt is NULL).
+ * Returns CLI_PARSE_NEXT when every option is parsed (optind is then at the first operand), else
+ * the exit code to return. */
 int cli_parse_table(struct cli *c, int argc, char **argv, const char *shortopts,
                     const struct cli_stored_opt *table, size_t n, const char *usage,
                     const char *cmd, const char *sub, cli_option_fn on_opt, void *ud);
-/* cli_parse_options for a command with no option of its own (only the global ones and -h). */
+/* cli_parse_table for a command with no option of its own (only the global ones and -h). */
 int cli_parse_global_options(struct cli *c, int argc, char **argv, const char *usage,
                              const char *cmd);
 

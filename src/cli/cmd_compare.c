@@ -27,22 +27,20 @@ struct compare_opts {
     const char *granularity;
 };
 
+static const struct cli_stored_opt g_options[] = {
+    CLI_INT_OPT("limit", 'n', struct compare_opts, limit, 1, 10000,
+                "--limit: expected 1..10000, got '%s'"),
+    CLI_OWN_OPT("granularity", 'g'),
+};
+
 static int compare_option(void *ud, int opt, const char *arg)
 {
-    struct compare_opts *o = ud;
-    switch (opt) {
-    case 'n':
-        if (!cli_parse_int(arg, 1, 10000, &o->limit))
-            return cli_usage_error("--limit: expected 1..10000, got '%s'", arg);
-        return CLI_PARSE_NEXT;
-    case 'g':
-        if (strcmp(arg, "lines") != 0 && strcmp(arg, "functions") != 0)
-            return cli_usage_error("--granularity: expected lines or functions, got '%s'", arg);
-        o->granularity = arg;
-        return CLI_PARSE_NEXT;
-    default:
+    if (opt != 'g')
         return CLI_PARSE_UNKNOWN;
-    }
+    if (strcmp(arg, "lines") != 0 && strcmp(arg, "functions") != 0)
+        return cli_usage_error("--granularity: expected lines or functions, got '%s'", arg);
+    ((struct compare_opts *)ud)->granularity = arg;
+    return CLI_PARSE_NEXT;
 }
 
 /* Parses KIND:ID[@FROM..TO][#TYPE] into a selector object; NULL (after a message) if bad. */
@@ -154,13 +152,9 @@ static void print_changes(json_t *doc)
 
 int cmd_compare(struct cli *c, int argc, char **argv)
 {
-    static const struct option longopts[] = {CLI_GLOBAL_LONGOPTS,
-                                             {"limit", required_argument, NULL, 'n'},
-                                             {"granularity", required_argument, NULL, 'g'},
-                                             {NULL, 0, NULL, 0}};
     struct compare_opts o = {.limit = 20};
-    int prc = cli_parse_options(c, argc, argv, ":hn:g:", longopts, g_usage, "compare", NULL,
-                                compare_option, &o);
+    int prc = cli_parse_table(c, argc, argv, ":hn:g:", g_options, CLI_ROWS(g_options), g_usage,
+                              "compare", NULL, compare_option, &o);
     if (prc != CLI_PARSE_NEXT)
         return prc;
     if (optind != argc - 2)

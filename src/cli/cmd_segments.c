@@ -25,14 +25,14 @@ static const char *profiled_segment(json_t *seg)
     return cli_json_str(seg, "segmentId");
 }
 
-static int segments_option(void *ud, int opt, const char *arg)
-{
-    if (opt != 'w')
-        return CLI_PARSE_UNKNOWN;
-    if (!cli_parse_int(arg, 0, 3600, ud))
-        return cli_usage_error("--wait: expected seconds (0-3600), got '%s'", arg);
-    return CLI_PARSE_NEXT;
-}
+struct segments_opts {
+    long long wait_s; /* -1: no --wait */
+};
+
+static const struct cli_stored_opt g_options[] = {
+    CLI_INT_OPT("wait", 'w', struct segments_opts, wait_s, 0, 3600,
+                "--wait: expected seconds (0-3600), got '%s'"),
+};
 
 static bool has_segments(json_t *segs)
 {
@@ -41,11 +41,10 @@ static bool has_segments(json_t *segs)
 
 int cmd_segments(struct cli *c, int argc, char **argv)
 {
-    static const struct option longopts[] = {
-        CLI_GLOBAL_LONGOPTS, {"wait", required_argument, NULL, 'w'}, {NULL, 0, NULL, 0}};
-    long long wait_s = -1;
-    int prc = cli_parse_options(c, argc, argv, ":h", longopts, g_usage, "segments", NULL,
-                                segments_option, &wait_s);
+    struct segments_opts o = {.wait_s = -1};
+    int prc = cli_parse_table(c, argc, argv, ":h", g_options, CLI_ROWS(g_options), g_usage,
+                              "segments", NULL, NULL, &o);
+    long long wait_s = o.wait_s;
     if (prc != CLI_PARSE_NEXT)
         return prc;
     if (optind != argc - 1)

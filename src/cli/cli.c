@@ -13,6 +13,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "cli/cli_pid.h"
 #include "common/alloc.h"
 #include "common/clock.h"
 #include "common/escape.h"
@@ -132,6 +133,13 @@ static int store_option(const struct cli_stored_opt *table, size_t n, void *ud, 
             if (!cli_parse_int(arg, t->lo, t->hi, &v))
                 return cli_usage_error(t->bad, arg);
             memcpy(member, &v, sizeof(v));
+            return CLI_PARSE_NEXT;
+        }
+        case CLI_STORE_PID: {
+            long pid;
+            if (!cli_parse_pid(arg, &pid))
+                return cli_usage_error(t->bad, arg);
+            memcpy(member, &pid, sizeof(pid));
             return CLI_PARSE_NEXT;
         }
         case CLI_STORE_OWN:

@@ -95,6 +95,7 @@ enum cli_store {
     CLI_STORE_FLAG, /* bool member = true (no argument) */
     CLI_STORE_INT,  /* long long member = the argument, a whole number in [lo, hi] (else the
                        usage error `bad`, a format with one %s: the argument) */
+    CLI_STORE_PID,  /* long member = the argument, a process id (cli_parse_pid; else `bad`) */
     CLI_STORE_OWN,  /* the callback's (with an argument) */
 };
 struct cli_stored_opt {
@@ -115,6 +116,8 @@ struct cli_stored_opt {
     {(name), (opt), CLI_STORE_FLAG, CLI_MEMBER(type, member, bool), 0, 0, NULL}
 #define CLI_INT_OPT(name, opt, type, member, lo, hi, bad)                                          \
     {(name), (opt), CLI_STORE_INT, CLI_MEMBER(type, member, long long), (lo), (hi), (bad)}
+#define CLI_PID_OPT(name, opt, type, member, bad)                                                  \
+    {(name), (opt), CLI_STORE_PID, CLI_MEMBER(type, member, long), 0, 0, (bad)}
 #define CLI_OWN_OPT(name, opt) {(name), (opt), CLI_STORE_OWN, 0, 0, 0, NULL}
 // clang-format on
 /* Most rows of one command's table. */

@@ -4,8 +4,6 @@
 #include <limits.h>
 #include <sys/types.h>
 
-#include "cli/cli.h"
-
 /* The largest pid_t (a signed integer type of the platform's width). */
 #define PID_T_MAX ((long)(((unsigned long)1 << (sizeof(pid_t) * 8 - 1)) - 1))
 
@@ -26,11 +24,4 @@ bool cli_parse_pid(const char *arg, long *out)
         return false;
     *out = v;
     return true;
-}
-
-int cli_pid_option(const char *cmd, const char *arg, long *out)
-{
-    if (!cli_parse_pid(arg, out))
-        return cli_usage_error("%s: --pid wants a process id, got '%s'", cmd, arg);
-    return CLI_PARSE_NEXT;
 }

@@ -9,8 +9,5 @@
  * else, e.g. 4294976680 (2^32 + P, which a cast to pid_t used to turn into P), is refused.
  * Returns true and sets *out on success. */
 bool cli_parse_pid(const char *arg, long *out);
-/* The --pid option of command `cmd` (a cli_option_fn case): CLI_PARSE_NEXT with *out set, or
- * CLI_EXIT_USAGE after "skyprof: <cmd>: --pid wants a process id, got 'ARG'" on stderr. */
-int cli_pid_option(const char *cmd, const char *arg, long *out);
 
 #endif

@@ -42,19 +42,12 @@ struct attach_opts {
 };
 
 static const struct cli_stored_opt g_options[] = {
-    CLI_OWN_OPT("pid", 'p'),
+    CLI_PID_OPT("pid", 'p', struct attach_opts, pid, "attach: --pid wants a process id, got '%s'"),
     CLI_STR_OPT("service", 's', struct attach_opts, service),
     CLI_STR_OPT("backend", 'B', struct attach_opts, backend),
     CLI_STR_OPT("instance", 'I', struct attach_opts, instance),
     CLI_FLAG_OPT("verbose", 'v', struct attach_opts, verbose),
 };
-
-static int on_opt(void *ud, int opt, const char *arg)
-{
-    if (opt == 'p')
-        return cli_pid_option("attach", arg, &((struct attach_opts *)ud)->pid);
-    return CLI_PARSE_UNKNOWN;
-}
 
 static void log_line(void *ud, enum skyprof_log_level level, const char *line)
 {
@@ -104,7 +97,7 @@ int cmd_attach(struct cli *c, int argc, char **argv)
 {
     struct attach_opts o = {0};
     int prc = cli_parse_table(c, argc, argv, ":hp:s:v", g_options, CLI_ROWS(g_options), g_usage,
-                              "attach", NULL, on_opt, &o);
+                              "attach", NULL, NULL, &o);
     if (prc != CLI_PARSE_NEXT)
         return prc;
     if (!o.pid)

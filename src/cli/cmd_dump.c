@@ -41,19 +41,12 @@ struct dump_opts {
 };
 
 static const struct cli_stored_opt g_options[] = {
-    CLI_OWN_OPT("pid", 'p'),
+    CLI_PID_OPT("pid", 'p', struct dump_opts, pid, "dump: --pid wants a process id, got '%s'"),
     CLI_FLAG_OPT("blocking", 'b', struct dump_opts, blocking),
     CLI_FLAG_OPT("native", 'N', struct dump_opts, native),
     CLI_INT_OPT("retries", 'r', struct dump_opts, retries, 0, 1000,
                 "dump: --retries wants 0..1000, got '%s'"),
 };
-
-static int on_opt(void *ud, int opt, const char *arg)
-{
-    if (opt == 'p')
-        return cli_pid_option("dump", arg, &((struct dump_opts *)ud)->pid);
-    return CLI_PARSE_UNKNOWN;
-}
 
 int cli_attach_exit(skp_err err)
 {
@@ -173,7 +166,7 @@ int cmd_dump(struct cli *c, int argc, char **argv)
 {
     struct dump_opts o = {.pid = 0, .blocking = false, .native = false, .retries = 20};
     int prc = cli_parse_table(c, argc, argv, ":hp:", g_options, CLI_ROWS(g_options), g_usage,
-                              "dump", NULL, on_opt, &o);
+                              "dump", NULL, NULL, &o);
     if (prc != CLI_PARSE_NEXT)
         return prc;
     if (!o.pid)

@@ -81,7 +81,7 @@ struct record_opts {
 };
 
 static const struct cli_stored_opt g_options[] = {
-    CLI_OWN_OPT("pid", 'p'),
+    CLI_PID_OPT("pid", 'p', struct record_opts, pid, "record: --pid wants a process id, got '%s'"),
     CLI_OWN_OPT("duration", 'd'),
     CLI_INT_OPT("rate", 'r', struct record_opts, rate_hz, 1, 10000,
                 "record: --rate wants 1..10000 samples/s, got '%s'"),
@@ -99,8 +99,6 @@ static int on_opt(void *ud, int opt, const char *arg)
     struct record_opts *o = ud;
     char *end = NULL;
     switch (opt) {
-    case 'p':
-        return cli_pid_option("record", arg, &o->pid);
     case 'd':
         o->duration_s = strtod(arg, &end);
         if (!end || *end || !(o->duration_s > 0) || o->duration_s > 86400)

@@ -75,20 +75,13 @@ struct top {
 };
 
 static const struct cli_stored_opt g_options[] = {
-    CLI_OWN_OPT("pid", 'p'),
+    CLI_PID_OPT("pid", 'p', struct top_opts, pid, "top: --pid wants a process id, got '%s'"),
     CLI_INT_OPT("rate", 'r', struct top_opts, rate_hz, 1, 1000,
                 "top: --rate wants 1..1000 samples/s, got '%s'"),
     CLI_FLAG_OPT("idle", 'i', struct top_opts, idle),
     CLI_INT_OPT("once", 'n', struct top_opts, once, 1, 100000,
                 "top: --once wants a number of refreshes >= 1, got '%s'"),
 };
-
-static int on_opt(void *ud, int opt, const char *arg)
-{
-    if (opt == 'p')
-        return cli_pid_option("top", arg, &((struct top_opts *)ud)->pid);
-    return CLI_PARSE_UNKNOWN;
-}
 
 static uint64_t hash_str(const char *s)
 {
@@ -286,7 +279,7 @@ int cmd_top(struct cli *c, int argc, char **argv)
     struct top *tp = skpx_xcalloc(1, sizeof(*tp));
     tp->o.rate_hz = 100;
     int rc = cli_parse_table(c, argc, argv, ":hp:r:n:", g_options, CLI_ROWS(g_options), g_usage,
-                             "top", NULL, on_opt, &tp->o);
+                             "top", NULL, NULL, &tp->o);
     if (rc != CLI_PARSE_NEXT)
         goto done;
     rc = CLI_EXIT_USAGE;

@@ -2,9 +2,10 @@
 system CPython 3.11 with Debian's pip/setuptools (no PyPI), installed with pip into a fresh
 virtualenv (no system site packages, no PYTHONPATH, not run from the source tree), profiles the
 seed's example service (examples/python/seed_app.py) end to end against a real skyprofd: the CLI
-waits until the agent fetched the task, three POST requests are profiled, and the merged tree
+waits until the agent fetched the task, nine POST requests are profiled, and the merged tree
 shows method3 -> method2 -> method1 with their known durations (20 ms of sleep each per request:
-inclusive 60, 40 and 20 ms) within the sampling's tolerance."""
+inclusive 60, 40 and 20 ms) within the sampling's stated error (docs/accuracy.md: the start of
+each request before its first dump is not in the profile)."""
 import json
 import os
 import re
@@ -19,6 +20,7 @@ from skp_harness import (SOURCE_DIR, Proc, Results, build_path, listening_port, 
 R = Results()
 CLI = build_path("src", "cli", "skyprof")
 PY = "/usr/bin/python3"
+N = 9  # requests profiled (the most one task samples per instance)
 
 
 def clean_env(**extra):
@@ -76,10 +78,11 @@ def t_wheel_in_venv():
             with app:
                 app_port = listening_port(app, "seed_app:")
                 rc, out, err = cli(server.http_port, "task", "create", "--service", "provider",
-                                   "--endpoint", "/", "--duration", "1", "--wait", "--wait-timeout", "60")
+                                   "--endpoint", "/", "--duration", "1", "--max-sampling-count", str(N),
+                                   "--wait", "--wait-timeout", "60")
                 assert rc == 0 and "fetched the task" in err, (rc, out, err, app.output()[-3000:])
                 tid = out.strip()
-                for _ in range(3):
+                for _ in range(N):
                     req = urllib.request.Request("http://127.0.0.1:%d/" % app_port, data=b"{}", method="POST")
                     with urllib.request.urlopen(req, timeout=30) as r:
                         assert r.status == 200
@@ -88,14 +91,21 @@ def t_wheel_in_venv():
                 tot = inclusive_by_function(json.loads(out))
                 m1, m2, m3 = tot.get("method1", 0), tot.get("method2", 0), tot.get("method3", 0)
                 # Ground truth per request: method3 60 ms (20 + method2), method2 40, method1 20.
-                # Three requests, sampled every 10 ms: within 30 % of 180/120/60 ms; the ratios
-                # within 0.12.
-                assert 0.7 * 180 <= m3 <= 1.3 * 180, tot
-                assert abs(m2 / m3 - 2 / 3) <= 0.12 and abs(m1 / m3 - 1 / 3) <= 0.12, tot
+                # The stated error (docs/accuracy.md): each change of stack is placed at the
+                # first dump after it, a uniform instant of its 10 ms period, so a 20 ms
+                # function's inclusive time is off by about 5 ms per request either way
+                # (statistical: about 8 % of method1's over nine requests), and the time before a
+                # request's first dump is missing (up to a period, method3's). Each function
+                # within 25 % of its truth (method3's less the start's loss), and each one's own
+                # time visible.
+                assert 0.75 * 20 * N <= m1 <= 1.25 * 20 * N, tot
+                assert 0.75 * 40 * N <= m2 <= 1.25 * 40 * N, tot
+                assert 0.75 * 50 * N <= m3 <= 1.25 * 60 * N, tot
+                assert m2 - m1 >= 0.5 * 20 * N and m3 - m2 >= 0.5 * 10 * N, tot
                 rc, out, err = cli(server.http_port, "analyze", "--task", tid)
                 assert rc == 0 and "method3  seed_app.py:" in out and "method1  seed_app.py:" in out, out
                 assert "_skyprof" not in out, out
-                print("     inclusive ms over 3 requests: method3 %d, method2 %d, method1 %d" % (m3, m2, m1))
+                print("     inclusive ms over %d requests:" % N + " method3 %d, method2 %d, method1 %d" % (m3, m2, m1))
         finally:
             server.stop()
 

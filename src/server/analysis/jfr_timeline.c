@@ -53,14 +53,8 @@ static skp_err thread_index(struct jfr_timeline *t, const char *name, uint32_t *
         *out = (uint32_t)idx;
         return SKP_OK;
     }
-    if (t->n_thr == t->cap_thr) {
-        size_t cap = t->cap_thr ? t->cap_thr * 2 : 32;
-        struct tthread *n = skpx_realloc(t->thr, cap * sizeof(*n));
-        if (!n)
-            return SKP_ENOMEM;
-        t->thr = n;
-        t->cap_thr = cap;
-    }
+    if (skpx_grow(&t->thr, &t->cap_thr, t->n_thr + 1, sizeof(*t->thr), 32))
+        return SKP_ENOMEM;
     idx = t->n_thr;
     skp_err err = skpx_u64map_put(&t->thread_idx, (uint64_t)(uintptr_t)name, idx);
     if (err)

@@ -15,6 +15,7 @@
 #include <string.h>
 
 #include "common/alloc.h"
+#include "common/grow.h"
 #include "server/formats/jfr_int.h"
 
 #define ROOT_MAIN 0u
@@ -125,14 +126,8 @@ static skp_err count_thread(struct builder *b, const struct jfr_sample *s)
     uint64_t idx = 0;
     bool ins = false;
     if (!skpx_u64map_get(&b->thread_idx, (uint64_t)(uintptr_t)s->thread, &idx)) {
-        if (b->n_thr == b->cap_thr) {
-            size_t cap = b->cap_thr ? b->cap_thr * 2 : 64;
-            struct thr *t = skpx_realloc(b->thr, cap * sizeof(*t));
-            if (!t)
-                return SKP_ENOMEM;
-            b->thr = t;
-            b->cap_thr = cap;
-        }
+        if (skpx_grow(&b->thr, &b->cap_thr, b->n_thr + 1, sizeof(*b->thr), 64))
+            return SKP_ENOMEM;
         idx = b->n_thr++;
         b->thr[idx] = (struct thr){.name = s->thread};
         skp_err err = jfr_map_put_new(&b->thread_idx, (uint64_t)(uintptr_t)s->thread, idx, &ins);

@@ -148,14 +148,8 @@ static skp_err frame_intern(struct pprof_analyze *a, const char *sig, uint32_t *
 {
     if (skpx_strmap_get(&a->frame_ids, sig, id))
         return SKP_OK;
-    if (a->n_frames == a->cap_frames) {
-        size_t ncap = a->cap_frames ? a->cap_frames * 2 : 256;
-        char **nf = skpx_realloc(a->frames, ncap * sizeof(*nf));
-        if (!nf)
-            return SKP_ENOMEM;
-        a->frames = nf;
-        a->cap_frames = ncap;
-    }
+    if (skpx_grow(&a->frames, &a->cap_frames, a->n_frames + 1, sizeof(*a->frames), 256))
+        return SKP_ENOMEM;
     char *copy = skpx_strdup(sig);
     if (!copy)
         return SKP_ENOMEM;
@@ -261,14 +255,8 @@ static skp_err new_node(struct pprof_analyze *a, uint32_t parent, uint32_t depth
 {
     if (a->n_nodes >= PPROF_ANALYZE_MAX_NODES)
         return SKP_ETOOBIG;
-    if (a->n_nodes == a->cap_nodes) {
-        size_t ncap = a->cap_nodes ? a->cap_nodes * 2 : 1024;
-        struct bnode *nn = skpx_realloc(a->nodes, ncap * sizeof(*nn));
-        if (!nn)
-            return SKP_ENOMEM;
-        a->nodes = nn;
-        a->cap_nodes = ncap;
-    }
+    if (skpx_grow(&a->nodes, &a->cap_nodes, a->n_nodes + 1, sizeof(*a->nodes), 1024))
+        return SKP_ENOMEM;
     uint32_t idx = (uint32_t)a->n_nodes++;
     a->nodes[idx] = (struct bnode){.frame = frame, .parent = parent, .depth = depth};
     *out = idx;

@@ -33,6 +33,7 @@
 #include <unistd.h>
 
 #include "common/alloc.h"
+#include "common/grow.h"
 #include "common/clock.h"
 #include "common/log.h"
 #include "common/map.h"
@@ -166,14 +167,9 @@ static skp_err add_frames(struct row_builder *b, const struct pprof_profile *p,
             const struct pprof_line *ln =
                 l->n_lines ? &p->lines[l->line_off + l->n_lines - 1 - li] : NULL;
             pprof_frame_signature(p, l, ln, false, sig);
-            if (b->n_frames == b->cap_frames) {
-                size_t nc = b->cap_frames ? b->cap_frames * 2 : 4096;
-                char **nf = skpx_realloc(b->j->frames, nc * sizeof(*nf));
-                if (!nf)
-                    return SKP_ENOMEM;
-                b->j->frames = nf;
-                b->cap_frames = nc;
-            }
+            if (skpx_grow(&b->j->frames, &b->cap_frames, b->n_frames + 1, sizeof(*b->j->frames),
+                          4096))
+                return SKP_ENOMEM;
             size_t off;
             skp_err err = arena_add(b, sig, &off);
             if (err)

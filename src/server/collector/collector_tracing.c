@@ -14,6 +14,7 @@
 #include <unistd.h>
 
 #include "common/alloc.h"
+#include "common/grow.h"
 #include "common/clock.h"
 #include "common/log.h"
 #include "common/sat.h"
@@ -211,14 +212,8 @@ static skp_err task_seen(void *ud, const struct store_task *t)
     if (t->start_time - grace > g->now_ms ||
         t->start_time + (int64_t)t->duration_min * 60000 + grace < g->now_ms)
         return SKP_OK;
-    if (g->n_tasks == g->cap_tasks) {
-        size_t ncap = g->cap_tasks ? g->cap_tasks * 2 : 8;
-        struct task_ref *nt = skpx_realloc(g->tasks, ncap * sizeof(*nt));
-        if (!nt)
-            return SKP_ENOMEM;
-        g->tasks = nt;
-        g->cap_tasks = ncap;
-    }
+    if (skpx_grow(&g->tasks, &g->cap_tasks, g->n_tasks + 1, sizeof(*g->tasks), 8))
+        return SKP_ENOMEM;
     struct task_ref *r = &g->tasks[g->n_tasks];
     r->service = skpx_strdup(t->service);
     r->endpoint = skpx_strdup(t->endpoint);

@@ -15,6 +15,7 @@
 #include <strings.h>
 
 #include "common/alloc.h"
+#include "common/grow.h"
 #include "server/formats/jfr_int.h"
 
 #define JFR_NAME_MAX 1024 /* longer names are cut (UTF-8 safe enough for display) */
@@ -158,14 +159,8 @@ static skp_err intern(struct intern *in, const char *s, size_t n, const char **o
         }
     }
     if (n + 1 > in->cur_left) {
-        if (in->n_blocks == in->cap_blocks) {
-            size_t cap = in->cap_blocks ? in->cap_blocks * 2 : 16;
-            char **b = skpx_realloc(in->blocks, cap * sizeof(*b));
-            if (!b)
-                return SKP_ENOMEM;
-            in->blocks = b;
-            in->cap_blocks = cap;
-        }
+        if (skpx_grow(&in->blocks, &in->cap_blocks, in->n_blocks + 1, sizeof(*in->blocks), 16))
+            return SKP_ENOMEM;
         size_t sz = n + 1 > INTERN_BLOCK ? n + 1 : INTERN_BLOCK;
         char *blk = skpx_malloc(sz);
         if (!blk)
@@ -594,14 +589,8 @@ static skp_err stack_of(struct jfr_parser *p, const struct jfr_val *v, const str
                         (long long)v->i);
     const struct jfr_val *fr = &vals[JFR_R_FRAMES];
     uint32_t n = fr->has && fr->array_pos ? fr->array_n : 0;
-    if (p->n_stacks == p->cap_stacks) {
-        size_t cap = p->cap_stacks ? p->cap_stacks * 2 : 1024;
-        struct stack_ref *s = skpx_realloc(p->stacks, cap * sizeof(*s));
-        if (!s)
-            return SKP_ENOMEM;
-        p->stacks = s;
-        p->cap_stacks = cap;
-    }
+    if (skpx_grow(&p->stacks, &p->cap_stacks, p->n_stacks + 1, sizeof(*p->stacks), 1024))
+        return SKP_ENOMEM;
     size_t first = p->n_frames;
     struct jfr_cursor ac = {.base = p->chunk,
                             .p = fr->array_pos,

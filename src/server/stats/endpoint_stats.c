@@ -15,6 +15,7 @@
 
 #include "common/varint.h"
 #include "common/alloc.h"
+#include "common/grow.h"
 #include "common/map.h"
 
 /* Names longer than this are truncated in the key (and in what is reported). */
@@ -319,14 +320,8 @@ static skp_err entry_find(struct endpoint_stats *es, const char *svc, const char
             return SKP_ENOMEM;
     }
     key = make_key(es, svc, inst, ep);
-    if (es->n_entries == es->cap_entries) {
-        size_t ncap = es->cap_entries ? es->cap_entries * 2 : 64;
-        struct es_entry *ne = skpx_realloc(es->entries, ncap * sizeof(*ne));
-        if (!ne)
-            return SKP_ENOMEM;
-        es->entries = ne;
-        es->cap_entries = ncap;
-    }
+    if (skpx_grow(&es->entries, &es->cap_entries, es->n_entries + 1, sizeof(*es->entries), 64))
+        return SKP_ENOMEM;
     struct es_entry *e = &es->entries[es->n_entries];
     memset(e, 0, sizeof(*e));
     e->service = dup_name(svc);

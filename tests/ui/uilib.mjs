@@ -38,6 +38,13 @@ export function session(name) {
     } catch (e) {
       s.failed++;
       console.log(`FAIL ${title} (${((Date.now() - t0) / 1000).toFixed(2)}s)\n${e.stack || e}`);
+      // What the page showed when the step failed, beside the test's other screenshots.
+      const pages = s.browser ? s.browser.pages() : [];
+      if (pages.length) {
+        const shot = path.join(OUT, `${name}-failed-${s.failed}.png`);
+        await pages[pages.length - 1].screenshot({ path: shot }).then(
+          () => console.log(`     the page then: ${shot}`), () => {});
+      }
     }
   };
 

@@ -155,6 +155,19 @@ int cli_parse_global_options(struct cli *c, int argc, char **argv, const char *u
     return cli_parse_table(c, argc, argv, ":h", NULL, 0, usage, cmd, NULL, NULL, NULL);
 }
 
+int cli_subcommand(int *argc, char ***argv, const char *usage, const char **sub)
+{
+    const char *s = *argc < 2 ? NULL : (*argv)[1];
+    if (!s || strcmp(s, "--help") == 0 || strcmp(s, "-h") == 0 || strcmp(s, "help") == 0) {
+        fputs(usage, s ? stdout : stderr);
+        return s ? CLI_EXIT_OK : CLI_EXIT_USAGE;
+    }
+    *sub = s;
+    (*argc)--;
+    (*argv)++;
+    return CLI_PARSE_NEXT;
+}
+
 const char *cli_safe(const char *s)
 {
     static char slots[CLI_SAFE_SLOTS][CLI_SAFE_MAX];

@@ -139,6 +139,11 @@ int cli_parse_table(struct cli *c, int argc, char **argv, const char *shortopts,
 /* cli_parse_table for a command with no option of its own (only the global ones and -h). */
 int cli_parse_global_options(struct cli *c, int argc, char **argv, const char *usage,
                              const char *cmd);
+/* The head of a command that takes a subcommand (`skyprof CMD SUB ...`, argv[0] is CMD): with
+ * no SUB prints `usage` on stderr and returns CLI_EXIT_USAGE; with --help, -h or help as SUB
+ * prints it on stdout and returns CLI_EXIT_OK; else sets *sub to SUB, drops CMD from *argc and
+ * *argv (argv[0] is then SUB) and returns CLI_PARSE_NEXT. */
+int cli_subcommand(int *argc, char ***argv, const char *usage, const char **sub);
 
 /* Output hygiene (issue 15, finding 8): every string a server or a read process supplied is
  * printed through one of these, so escape sequences in a code signature, service, instance or

@@ -315,14 +315,10 @@ static int ebpf_processes(struct cli *c, const struct ebpf_opts *o, int argc, ch
 
 int cmd_ebpf(struct cli *c, int argc, char **argv)
 {
-    if (argc < 2 || strcmp(argv[1], "--help") == 0 || strcmp(argv[1], "-h") == 0 ||
-        strcmp(argv[1], "help") == 0) {
-        fputs(g_usage, argc < 2 ? stderr : stdout);
-        return argc < 2 ? CLI_EXIT_USAGE : CLI_EXIT_OK;
-    }
-    const char *sub = argv[1];
-    argc--;
-    argv++;
+    const char *sub = NULL;
+    int prc = cli_subcommand(&argc, &argv, g_usage, &sub);
+    if (prc != CLI_PARSE_NEXT)
+        return prc;
     static const struct {
         const char *name;
         int (*fn)(struct cli *, const struct ebpf_opts *, int, char **);

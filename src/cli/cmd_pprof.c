@@ -271,14 +271,10 @@ static int pprof_download(struct cli *c, struct pprof_opts *o, int argc, char **
 
 int cmd_pprof(struct cli *c, int argc, char **argv)
 {
-    if (argc < 2 || strcmp(argv[1], "--help") == 0 || strcmp(argv[1], "-h") == 0 ||
-        strcmp(argv[1], "help") == 0) {
-        fputs(g_pprof_usage, argc < 2 ? stderr : stdout);
-        return argc < 2 ? CLI_EXIT_USAGE : CLI_EXIT_OK;
-    }
-    const char *sub = argv[1];
-    argc--;
-    argv++;
+    const char *sub = NULL;
+    int prc = cli_subcommand(&argc, &argv, g_pprof_usage, &sub);
+    if (prc != CLI_PARSE_NEXT)
+        return prc;
     static const char *const subs[] = {"create", "list", "ls", "show", "analyze", "download"};
     bool known = false;
     for (size_t i = 0; i < sizeof(subs) / sizeof(subs[0]); i++)

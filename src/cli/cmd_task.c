@@ -407,14 +407,10 @@ static int task_cancel(struct cli *c, int argc, char **argv)
 
 int cmd_task(struct cli *c, int argc, char **argv)
 {
-    if (argc < 2 || strcmp(argv[1], "--help") == 0 || strcmp(argv[1], "-h") == 0 ||
-        strcmp(argv[1], "help") == 0) {
-        fputs(g_task_usage, argc < 2 ? stderr : stdout);
-        return argc < 2 ? CLI_EXIT_USAGE : CLI_EXIT_OK;
-    }
-    const char *sub = argv[1];
-    argc--;
-    argv++;
+    const char *sub = NULL;
+    int prc = cli_subcommand(&argc, &argv, g_task_usage, &sub);
+    if (prc != CLI_PARSE_NEXT)
+        return prc;
     if (strcmp(sub, "create") == 0)
         return task_create(c, argc, argv);
     if (strcmp(sub, "list") == 0 || strcmp(sub, "ls") == 0)

@@ -93,6 +93,15 @@ def t_version_and_help():
                 ["task", "create", "--help"]):
         out = ok(*cmd, server=False)
         assert "Usage" in out, (cmd, out)
+    # a command that takes a subcommand: none -> its usage on stderr (2); --help, -h or help ->
+    # on stdout (0); jfr takes --help and -h only
+    for cmd in ("task", "pprof", "ebpf", "jfr"):
+        out, err = expect_rc(2, cmd, server=False)
+        assert out == "" and err.startswith("Usage:") and "skyprof " + cmd in err, (cmd, out, err)
+        for h in ("--help", "-h", "help") if cmd != "jfr" else ("--help", "-h"):
+            assert ok(cmd, h, server=False) == err, (cmd, h)
+    _, err = expect_rc(2, "jfr", "help", server=False)
+    assert "unknown subcommand 'help'" in err, err
 
 
 def t_usage_errors():

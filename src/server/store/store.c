@@ -218,9 +218,7 @@ skp_err store_list_task_logs(struct store *st, const char *task_id, store_task_l
     return st->ops->list_task_logs(st, task_id, cb, ud);
 }
 
-/* What every batch write answers before its backend sees it: true with *err SKP_OK for an empty
- * batch, SKP_EINVAL for rows missing, SKP_EIO on a read-only store; false: write it. */
-static bool batch_answered(const struct store *st, const void *v, size_t n, skp_err *err)
+bool store_batch_answered(const struct store *st, const void *v, size_t n, skp_err *err)
 {
     *err = n == 0 ? SKP_OK : !v ? SKP_EINVAL : st->read_only ? SKP_EIO : SKP_OK;
     return n == 0 || *err != SKP_OK;
@@ -232,7 +230,7 @@ skp_err store_insert_snapshots(struct store *st, const struct store_snapshot *v,
     if (n_dup)
         *n_dup = 0;
     skp_err err;
-    if (batch_answered(st, v, n, &err))
+    if (store_batch_answered(st, v, n, &err))
         return err;
     return st->ops->insert_snapshots(st, v, n, n_dup);
 }
@@ -241,7 +239,7 @@ skp_err store_insert_segments(struct store *st, const struct store_segment *v, s
                               int64_t received_ms)
 {
     skp_err err;
-    if (batch_answered(st, v, n, &err))
+    if (store_batch_answered(st, v, n, &err))
         return err;
     return st->ops->insert_segments(st, v, n, received_ms);
 }
@@ -303,7 +301,7 @@ skp_err store_put_endpoint_minutes(struct store *st, const struct store_endpoint
     skp_err err;
     if (!st->ops->put_endpoint_minutes)
         return SKP_ENOTSUP;
-    if (batch_answered(st, v, n, &err))
+    if (store_batch_answered(st, v, n, &err))
         return err;
     return st->ops->put_endpoint_minutes(st, v, n);
 }
@@ -570,48 +568,6 @@ skp_err store_cont_purge_cluster(struct store *st, int64_t before_ms, int64_t cl
     if (st->read_only)
         return SKP_EIO;
     return st->ops->cont_purge_cluster(st, before_ms, claims_before_ms);
-}
-
-skp_err store_ebpf_upsert_process(struct store *st, const struct store_ebpf_process *p,
-                                  int64_t now_ms)
-{
-    if (!st->ops->ebpf_upsert_process)
-        return SKP_ENOTSUP;
-    return st->ops->ebpf_upsert_process(st, p, now_ms);
-}
-
-skp_err store_ebpf_touch_process(struct store *st, const char *id, int64_t now_ms, bool *found)
-{
-    if (!st->ops->ebpf_touch_process)
-        return SKP_ENOTSUP;
-    return st->ops->ebpf_touch_process(st, id, now_ms, found);
-}
-
-skp_err store_ebpf_list_processes(struct store *st, const char *service, store_ebpf_process_cb cb,
-                                  void *ud)
-{
-    if (!st->ops->ebpf_list_processes)
-        return SKP_ENOTSUP;
-    return st->ops->ebpf_list_processes(st, service, cb, ud);
-}
-
-skp_err store_ebpf_insert_stacks(struct store *st, const struct store_ebpf_stack *v, size_t n,
-                                 int64_t now_ms)
-{
-    skp_err err;
-    if (!st->ops->ebpf_insert_stacks)
-        return SKP_ENOTSUP;
-    if (batch_answered(st, v, n, &err))
-        return err;
-    return st->ops->ebpf_insert_stacks(st, v, n, now_ms);
-}
-
-skp_err store_ebpf_scan_task(struct store *st, const char *task_id, const char *process_id,
-                             int64_t from_ms, int64_t to_ms, store_ebpf_stack_cb cb, void *ud)
-{
-    if (!st->ops->ebpf_scan_task)
-        return SKP_ENOTSUP;
-    return st->ops->ebpf_scan_task(st, task_id, process_id, from_ms, to_ms, cb, ud);
 }
 
 /* ---- pure helpers (no backend) ---- */

@@ -17,14 +17,16 @@
  *   3. its open function is called by store_open (add a line there for a new backend).
  *
  * Core ops must all be set. FEATURE ops (the second group: process tasks store_proc.h,
- * continuous profiling store_continuous.h, eBPF store_ebpf.h, endpoint statistics in store.h)
- * may be NULL while a backend lacks the feature: the public function then answers SKP_ENOTSUP.
+ * continuous profiling store_continuous.h, endpoint statistics in store.h) may be NULL while a
+ * backend lacks the feature: the public function then answers SKP_ENOTSUP.
  * The PostgreSQL feature ops live in store_pg_<feature>.c (one file per feature, beside
  * store_sqlite_<feature>.c).
  *
  * A feature adding a store function adds: its line in a list below (FEATURE), its forwarding
  * function in store.c, and the function in each backend (or NULL in its table where not yet
- * written). */
+ * written). A feature whose logic is the same on both backends instead writes it once in
+ * store/store_<feature>.c over the statements of store_query.h (the query_* core ops), each
+ * with its SQL text per backend: store_ebpf.c. */
 #ifndef SKP_SERVER_STORE_BACKEND_H
 #define SKP_SERVER_STORE_BACKEND_H
 
@@ -32,6 +34,7 @@
 #include "server/store/store_continuous.h"
 #include "server/store/store_ebpf.h"
 #include "server/store/store_proc.h"
+#include "server/store/store_query.h"
 #include "server/store/store_templates.h"
 
 /* The store functions a backend implements, one line each, X(name, parameters...) with the
@@ -39,8 +42,8 @@
  * store_<name> function. The ops table below has a member per line, and each backend declares
  * its functions and fills its table from the same lists (STORE_BACKEND_DECLARE,
  * STORE_BACKEND_SET), so a new op is one line here.
- *   CORE      store.h: every backend sets them all
- *   FEATURE   endpoint statistics (store.h), store_proc.h, store_continuous.h, store_ebpf.h
+ *   CORE      store.h, and store_query.h's statements: every backend sets them all
+ *   FEATURE   endpoint statistics (store.h), store_proc.h, store_continuous.h
  *   CLUSTER   store_continuous.h's state shared by several collectors (PostgreSQL only)
  *   TEMPLATE  store_templates.h */
 #define STORE_CORE_OPS(X)                                                                          \
@@ -77,7 +80,12 @@
     X(get_frame, uint32_t frame, const char **sig)                                                 \
     X(check, char *detail, size_t cap)                                                             \
     X(purge_step, int64_t before_ms, uint64_t max_rows, uint64_t *n_deleted, bool *done)           \
-    X(get_stats, struct store_stats *out)
+    X(get_stats, struct store_stats *out)                                                          \
+    X(query_each, const struct store_sql *q, const struct store_params *p,                         \
+      const struct store_row_desc *d, const struct store_visit *v)                                 \
+    X(query_done, const struct store_sql *q, const struct store_params *p, int64_t *changed)       \
+    X(query_insert, const struct store_sql *q, const struct store_row_desc *d, const void *row)    \
+    X(query_insert_rows, const struct store_sql *q, const struct store_row_batch *b)
 
 #define STORE_FEATURE_OPS(X)                                                                       \
     X(put_endpoint_minutes, const struct store_endpoint_minute *v, size_t n)                       \
@@ -110,13 +118,7 @@
     X(cont_list_policies, const char *service, store_cont_policy_cb cb, void *ud)                  \
     X(cont_insert_trigger, const struct store_cont_trigger *t, int64_t *id_out)                    \
     X(cont_list_triggers, const char *service, const char *task_id, size_t limit,                  \
-      store_cont_trigger_cb cb, void *ud)                                                          \
-    X(ebpf_upsert_process, const struct store_ebpf_process *p, int64_t now_ms)                     \
-    X(ebpf_touch_process, const char *id, int64_t now_ms, bool *found)                             \
-    X(ebpf_list_processes, const char *service, store_ebpf_process_cb cb, void *ud)                \
-    X(ebpf_insert_stacks, const struct store_ebpf_stack *v, size_t n, int64_t now_ms)              \
-    X(ebpf_scan_task, const char *task_id, const char *process_id, int64_t from_ms, int64_t to_ms, \
-      store_ebpf_stack_cb cb, void *ud)
+      store_cont_trigger_cb cb, void *ud)
 
 #define STORE_CLUSTER_OPS(X)                                                                       \
     X(cont_put_slots, const struct store_cont_slot *v, size_t n)                                   \
@@ -157,6 +159,10 @@ struct store {
     const struct store_backend_ops *ops;
     bool read_only; /* opened with store_opts.read_only: every write answers SKP_EIO */
 };
+
+/* What every batch write answers before its backend sees it: true with *err SKP_OK for an empty
+ * batch, SKP_EINVAL for rows missing, SKP_EIO on a read-only store; false: write it. */
+bool store_batch_answered(const struct store *st, const void *v, size_t n, skp_err *err);
 
 enum store_backend_kind {
     STORE_BACKEND_SQLITE = 0,

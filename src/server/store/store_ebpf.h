@@ -3,7 +3,7 @@
  * keepAlive) and the stacks of triggered ("continuous") profiling tasks uploaded through
  * EBPFProfilingService.collectProfilingData. Plain C rows in and out (no JSON, no protobuf
  * types); the task a stack belongs to is named by its id only (the continuous-profiling
- * tables own the tasks). Implemented in store_sqlite_ebpf.c; store_purge_before deletes stacks
+ * tables own the tasks). Implemented in store_ebpf.c; store_purge_before deletes stacks
  * received and processes last seen before its cutoff.
  *
  * Threading: like every store function, on the thread that owns `st`. */

@@ -57,7 +57,7 @@ static const struct purge_stmt k_purge_features[] = {
     {"continuous_trigger_causes", "continuous_trigger_causes",
      "trigger_id IN (SELECT id FROM continuous_triggers WHERE time_ms < $cut)"},
     {"continuous_triggers", "continuous_triggers", "time_ms < $cut"},
-    /* eBPF (store_pg_ebpf.c): stacks by arrival, processes by last ping */
+    /* eBPF (store/store_ebpf.c): stacks by arrival, processes by last ping */
     {"ebpf_stacks", "ebpf_stacks", "received_ms < $cut"},
     {"ebpf_processes", "ebpf_processes", "last_ping_ms < $cut"},
 };

@@ -158,50 +158,44 @@ static inline const char *store__col_text_or_null(sqlite3_stmt *s, int i)
     return sqlite3_column_type(s, i) == SQLITE_NULL ? NULL : store__col_text(s, i);
 }
 
-/* ---- a statement's parameters ?1, ?2, ... in order (as PostgreSQL's pg_params), for the
- * keys of a select, update or delete (a row's columns are bound by its description) ---- */
-#define STORE_MAX_PARAMS 8
-struct sq_params {
-    int n;
-    bool over; /* more than STORE_MAX_PARAMS were added */
-    struct sq_param {
-        bool is_int;
-        int64_t num;
-        const char *text; /* borrowed: it outlives the statement; NULL: SQL NULL */
-    } v[STORE_MAX_PARAMS];
-};
-void sqp_text(struct sq_params *p, const char *s);
-void sqp_int(struct sq_params *p, int64_t v);
+/* ---- statements with key parameters ?1, ?2, ... (store_query.h's struct store_params; a row's
+ * columns are bound by its description) ---- */
+/* Binds p (may be NULL; at most STORE_MAX_PARAMS) from parameter `first` on (texts
+ * SQLITE_STATIC); a NULL text stays unbound, SQL NULL. */
+void store__bind_params(sqlite3_stmt *s, int first, const struct store_params *p);
 /* Prepares an ad-hoc statement and binds p (may be NULL) as its parameters 1..n.
  * Errors: store__prepare's, SKP_EINVAL (p->over). */
 SKP_MUST_CHECK skp_err store__prepare_with(struct sqlite_store *st, const char *sql,
-                                           const struct sq_params *p, sqlite3_stmt **out);
+                                           const struct store_params *p, sqlite3_stmt **out);
 /* store__prepare_with, then store__read_one / store__read_rows / store__visit_rows. */
 SKP_MUST_CHECK skp_err store__query_one(struct sqlite_store *st, const char *sql,
-                                        const struct sq_params *p, const struct store_row_desc *d,
-                                        void *out, const char *what);
+                                        const struct store_params *p,
+                                        const struct store_row_desc *d, void *out,
+                                        const char *what);
 SKP_MUST_CHECK skp_err store__query_rows(struct sqlite_store *st, const char *sql,
-                                         const struct sq_params *p, const struct store_row_desc *d,
-                                         void **out, size_t *n, const char *what);
+                                         const struct store_params *p,
+                                         const struct store_row_desc *d, void **out, size_t *n,
+                                         const char *what);
 SKP_MUST_CHECK skp_err store__query_each(struct sqlite_store *st, const char *sql,
-                                         const struct sq_params *p, const struct store_row_desc *d,
+                                         const struct store_params *p,
+                                         const struct store_row_desc *d,
                                          const struct store_visit *v, const char *what);
 /* store__prepare_with, then one step of a statement that returns no row; *changes (may be NULL)
  * gets the number of rows it changed. Errors: those of store__prepare_with, the SQLite error
  * (logged with `what`). */
 SKP_MUST_CHECK skp_err store__query_done(struct sqlite_store *st, const char *sql,
-                                         const struct sq_params *p, int64_t *changes,
+                                         const struct store_params *p, int64_t *changes,
                                          const char *what);
 /* store__prepare_with, then whether the select yields a row (*found). Errors: those of
  * store__prepare_with, the SQLite error (logged with `what`). */
 SKP_MUST_CHECK skp_err store__query_exists(struct sqlite_store *st, const char *sql,
-                                           const struct sq_params *p, bool *found,
+                                           const struct store_params *p, bool *found,
                                            const char *what);
 /* Cancels a task: runs `update` with p (the task's id first), counted as a commit. SKP_OK when it
  * changed the task's row, else SKP_ENOTFOUND when `exists` (its ?1 the id) finds no task of that
  * id, SKP_ESTATE when there is one (cancelled already, or over). Errors: the SQLite error. */
 SKP_MUST_CHECK skp_err store__cancel(struct sqlite_store *st, const char *update,
-                                     const char *exists, const struct sq_params *p,
+                                     const char *exists, const struct store_params *p,
                                      const char *what);
 
 /* ---- rows (store_sqlite_rows.c), by their description (store_rows.h) ---- */

@@ -22,8 +22,8 @@ skp_err sqlite_store_cont_put_policy(struct store *base, const char *service, co
 
 skp_err sqlite_store_cont_delete_policy(struct store *base, const char *service)
 {
-    struct sq_params p = {0};
-    sqp_text(&p, service);
+    struct store_params p = {0};
+    store_param_text(&p, service);
     int64_t changed = 0;
     skp_err err = store__query_done(sqlite_store_of(base),
                                     "DELETE FROM continuous_policies WHERE service = ?", &p,
@@ -34,8 +34,8 @@ skp_err sqlite_store_cont_delete_policy(struct store *base, const char *service)
 skp_err sqlite_store_cont_list_policies(struct store *base, const char *service,
                                         store_cont_policy_cb cb, void *ud)
 {
-    struct sq_params p = {0};
-    sqp_text(&p, service);
+    struct store_params p = {0};
+    store_param_text(&p, service);
     return store__query_each(sqlite_store_of(base),
                              "SELECT " STORE_CONT_POLICY_READ " FROM continuous_policies"
                              " WHERE ?1 IS NULL OR service = ?1 ORDER BY service",
@@ -146,10 +146,10 @@ skp_err sqlite_store_cont_list_triggers(struct store *base, const char *service,
     struct sqlite_store *st = sqlite_store_of(base);
     sqlite3_stmt *s = NULL;
     struct trig_visit v = {.st = st, .cb = cb, .ud = ud};
-    struct sq_params p = {0};
-    sqp_text(&p, service);
-    sqp_text(&p, task_id);
-    sqp_int(&p, (int64_t)(limit ? limit : CONT_LIST_DEFAULT));
+    struct store_params p = {0};
+    store_param_text(&p, service);
+    store_param_text(&p, task_id);
+    store_param_int(&p, (int64_t)(limit ? limit : CONT_LIST_DEFAULT));
     skp_err err = store__prepare_with(st,
                                       "SELECT " STORE_CONT_TRIGGER_READ " FROM continuous_triggers"
                                       " WHERE (?1 IS NULL OR service = ?1)"

@@ -26,10 +26,10 @@ skp_err sqlite_store_list_endpoint_minutes(struct store *base, const char *servi
 {
     if (!service || !cb)
         return SKP_EINVAL;
-    struct sq_params p = {0};
-    sqp_text(&p, service);
-    sqp_int(&p, from_ms);
-    sqp_int(&p, to_ms);
+    struct store_params p = {0};
+    store_param_text(&p, service);
+    store_param_int(&p, from_ms);
+    store_param_int(&p, to_ms);
     return store__query_each(sqlite_store_of(base),
                              "SELECT " STORE_ENDPOINT_MINUTE_READ " FROM endpoint_minutes "
                              "WHERE service = ? AND minute_ms >= ? AND minute_ms < ? "

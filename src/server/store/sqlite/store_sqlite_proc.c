@@ -36,8 +36,8 @@ static skp_err step_done(struct sqlite_store *st, sqlite3_stmt *s, const char *w
 
 static skp_err load_instances(struct sqlite_store *st, struct proc_task *t)
 {
-    struct sq_params p = {0};
-    sqp_text(&p, t->id);
+    struct store_params p = {0};
+    store_param_text(&p, t->id);
     void *v = NULL;
     skp_err err = store__query_rows(
         st, "SELECT instance FROM proc_task_instances WHERE task_id = ? ORDER BY instance", &p,
@@ -81,7 +81,7 @@ out:
 }
 
 /* Runs a query yielding at most one task row (out zeroed first; SKP_ENOTFOUND for none). */
-static skp_err one_task(struct store *base, const char *sql, const struct sq_params *p,
+static skp_err one_task(struct store *base, const char *sql, const struct store_params *p,
                         struct proc_task *out)
 {
     struct sqlite_store *st = sqlite_store_of(base);
@@ -97,18 +97,18 @@ static skp_err one_task(struct store *base, const char *sql, const struct sq_par
 
 skp_err sqlite_store_proc_get_task(struct store *base, const char *id, struct proc_task *out)
 {
-    struct sq_params p = {0};
-    sqp_text(&p, id);
+    struct store_params p = {0};
+    store_param_text(&p, id);
     return one_task(base, "SELECT " STORE_PROC_TASK_READ " FROM proc_tasks WHERE id = ?", &p, out);
 }
 
 skp_err sqlite_store_proc_latest_task(struct store *base, enum proc_kind kind, const char *service,
                                       const char *events, struct proc_task *out)
 {
-    struct sq_params p = {0};
-    sqp_text(&p, kind_name(kind));
-    sqp_text(&p, service);
-    sqp_text(&p, events);
+    struct store_params p = {0};
+    store_param_text(&p, kind_name(kind));
+    store_param_text(&p, service);
+    store_param_text(&p, events);
     return one_task(base,
                     "SELECT " STORE_PROC_TASK_READ " FROM proc_tasks WHERE kind = ? AND "
                     "service = ? AND events = ? ORDER BY create_time DESC LIMIT 1",
@@ -119,13 +119,13 @@ skp_err sqlite_store_proc_next_task(struct store *base, enum proc_kind kind, con
                                     const char *instance, int64_t after_ms, int64_t now_ms,
                                     int64_t grace_ms, struct proc_task *out)
 {
-    struct sq_params p = {0};
-    sqp_text(&p, kind_name(kind));
-    sqp_text(&p, service);
-    sqp_int(&p, after_ms);
-    sqp_int(&p, grace_ms);
-    sqp_int(&p, now_ms);
-    sqp_text(&p, instance);
+    struct store_params p = {0};
+    store_param_text(&p, kind_name(kind));
+    store_param_text(&p, service);
+    store_param_int(&p, after_ms);
+    store_param_int(&p, grace_ms);
+    store_param_int(&p, now_ms);
+    store_param_text(&p, instance);
     return one_task(
         base,
         "SELECT " STORE_PROC_TASK_READ " FROM proc_tasks t WHERE kind = ? AND service = ? AND "
@@ -142,10 +142,10 @@ skp_err sqlite_store_proc_list_tasks(struct store *base, enum proc_kind kind, co
     struct sqlite_store *st = sqlite_store_of(base);
     *out = NULL;
     *n = 0;
-    struct sq_params p = {0};
-    sqp_text(&p, kind_name(kind));
-    sqp_text(&p, service);
-    sqp_int(&p, (int64_t)(limit ? limit : PROC_LIST_DEFAULT));
+    struct store_params p = {0};
+    store_param_text(&p, kind_name(kind));
+    store_param_text(&p, service);
+    store_param_int(&p, (int64_t)(limit ? limit : PROC_LIST_DEFAULT));
     void *v = NULL;
     size_t got = 0;
     skp_err err = store__query_rows(st,
@@ -168,9 +168,9 @@ skp_err sqlite_store_proc_list_tasks(struct store *base, enum proc_kind kind, co
 skp_err sqlite_store_proc_live_instances(struct store *base, const char *service, int64_t since_ms,
                                          char ***out, size_t *n)
 {
-    struct sq_params p = {0};
-    sqp_text(&p, service);
-    sqp_int(&p, since_ms);
+    struct store_params p = {0};
+    store_param_text(&p, service);
+    store_param_int(&p, since_ms);
     void *v = NULL;
     skp_err err = store__query_rows(sqlite_store_of(base),
                                     "SELECT i.name FROM instances i JOIN services v ON "
@@ -206,10 +206,10 @@ skp_err sqlite_store_proc_cancel_task(struct store *base, const char *id, int64_
 {
     if (!id)
         return SKP_EINVAL;
-    struct sq_params p = {0};
-    sqp_text(&p, id);
-    sqp_int(&p, now_ms);
-    sqp_int(&p, grace_ms);
+    struct store_params p = {0};
+    store_param_text(&p, id);
+    store_param_int(&p, now_ms);
+    store_param_int(&p, grace_ms);
     return store__cancel(sqlite_store_of(base),
                          "UPDATE proc_tasks SET cancelled_ms = ?2 WHERE id = ?1 AND "
                          "cancelled_ms IS NULL AND create_time + duration_s * 1000 + ?3 >= ?2",
@@ -226,8 +226,8 @@ skp_err sqlite_store_proc_add_log(struct store *base, const char *task_id, const
 skp_err sqlite_store_proc_list_logs(struct store *base, const char *task_id, struct proc_log **out,
                                     size_t *n)
 {
-    struct sq_params p = {0};
-    sqp_text(&p, task_id);
+    struct store_params p = {0};
+    store_param_text(&p, task_id);
     void *v = NULL;
     skp_err err = store__query_rows(sqlite_store_of(base),
                                     "SELECT " STORE_PROC_LOG_READ " FROM proc_task_logs WHERE "
@@ -345,8 +345,8 @@ skp_err sqlite_store_proc_file_abort(struct store *base, int64_t id)
 skp_err sqlite_store_proc_list_files(struct store *base, const char *task_id,
                                      struct proc_file **out, size_t *n)
 {
-    struct sq_params p = {0};
-    sqp_text(&p, task_id);
+    struct store_params p = {0};
+    store_param_text(&p, task_id);
     void *v = NULL;
     skp_err err = store__query_rows(sqlite_store_of(base),
                                     "SELECT " STORE_PROC_FILE_READ " FROM proc_files WHERE "

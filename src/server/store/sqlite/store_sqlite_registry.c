@@ -126,8 +126,8 @@ skp_err sqlite_store_list_instances(struct store *base, const char *service, sto
     struct sqlite_store *st = sqlite_store_of(base);
     if (!service || !cb)
         return SKP_EINVAL;
-    struct sq_params p = {0};
-    sqp_text(&p, service);
+    struct store_params p = {0};
+    store_param_text(&p, service);
     bool found = false;
     skp_err err = store__query_exists(st, "SELECT 1 FROM services WHERE name = ?", &p, &found,
                                       "find service");
@@ -162,8 +162,8 @@ skp_err sqlite_store_get_task(struct store *base, const char *id, struct store_t
     memset(out, 0, sizeof(*out));
     if (!id)
         return SKP_EINVAL;
-    struct sq_params p = {0};
-    sqp_text(&p, id);
+    struct store_params p = {0};
+    store_param_text(&p, id);
     return store__query_one(sqlite_store_of(base),
                             "SELECT " STORE_TASK_READ " FROM tasks WHERE id = ?", &p,
                             &store_task_row, out, "read task");
@@ -175,9 +175,9 @@ skp_err sqlite_store_latest_task_before(struct store *base, const char *service,
     memset(out, 0, sizeof(*out));
     if (!service)
         return SKP_EINVAL;
-    struct sq_params p = {0};
-    sqp_text(&p, service);
-    sqp_int(&p, start_before);
+    struct store_params p = {0};
+    store_param_text(&p, service);
+    store_param_int(&p, start_before);
     return store__query_one(sqlite_store_of(base),
                             "SELECT " STORE_TASK_READ " FROM tasks WHERE service = ? AND "
                             "start_time <= ? ORDER BY start_time DESC, create_time DESC LIMIT 1",
@@ -192,10 +192,10 @@ skp_err sqlite_store_tasks_for_agent(struct store *base, const char *service,
     *n_out = 0;
     if (!service)
         return SKP_EINVAL;
-    struct sq_params p = {0};
-    sqp_text(&p, service);
-    sqp_int(&p, after_create_time);
-    sqp_int(&p, now_ms);
+    struct store_params p = {0};
+    store_param_text(&p, service);
+    store_param_int(&p, after_create_time);
+    store_param_int(&p, now_ms);
     void *v = NULL;
     skp_err err = store__query_rows(sqlite_store_of(base),
                                     "SELECT " STORE_TASK_READ " FROM tasks WHERE service = ? AND "
@@ -211,9 +211,9 @@ skp_err sqlite_store_list_tasks(struct store *base, const char *service, const c
 {
     if (!cb)
         return SKP_EINVAL;
-    struct sq_params p = {0};
-    sqp_text(&p, service);
-    sqp_text(&p, endpoint);
+    struct store_params p = {0};
+    store_param_text(&p, service);
+    store_param_text(&p, endpoint);
     return store__query_each(sqlite_store_of(base),
                              "SELECT " STORE_TASK_READ " FROM tasks WHERE "
                              "(?1 IS NULL OR service = ?1) AND (?2 IS NULL OR endpoint = ?2) "
@@ -225,9 +225,9 @@ skp_err sqlite_store_cancel_task(struct store *base, const char *id, int64_t now
 {
     if (!id)
         return SKP_EINVAL;
-    struct sq_params p = {0};
-    sqp_text(&p, id);
-    sqp_int(&p, now_ms);
+    struct store_params p = {0};
+    store_param_text(&p, id);
+    store_param_int(&p, now_ms);
     return store__cancel(sqlite_store_of(base),
                          "UPDATE tasks SET cancelled_ms = ?2 WHERE id = ?1 AND "
                          "cancelled_ms IS NULL AND start_time + duration_min * 60000 > ?2",
@@ -291,8 +291,8 @@ skp_err sqlite_store_list_task_logs(struct store *base, const char *task_id, sto
 {
     if (!task_id || !cb)
         return SKP_EINVAL;
-    struct sq_params p = {0};
-    sqp_text(&p, task_id);
+    struct store_params p = {0};
+    store_param_text(&p, task_id);
     return store__query_each(sqlite_store_of(base),
                              "SELECT " STORE_TASK_LOG_READ " FROM task_logs "
                              "WHERE task_id = ? ORDER BY time, op, instance",

@@ -53,7 +53,7 @@ static const struct purge_stmt k_purge[] = {
     {"continuous_trigger_causes", "trigger_id, seq",
      "trigger_id IN (SELECT id FROM continuous_triggers WHERE time_ms < ?1)", false},
     {"continuous_triggers", "id", "time_ms < ?1", false},
-    /* eBPF services (store_sqlite_ebpf.c): stacks by arrival, processes by last ping. */
+    /* eBPF services (store/store_ebpf.c): stacks by arrival, processes by last ping. */
     {"ebpf_stacks", "id", "received_ms < ?1", false},
     {"ebpf_processes", "id", "last_ping_ms < ?1", false},
 };

@@ -189,45 +189,31 @@ skp_err store__visit_rows(struct sqlite_store *st, sqlite3_stmt *s, const struct
     return err;
 }
 
-/* ---- a statement's parameters ---- */
-
-void sqp_text(struct sq_params *p, const char *s)
+void store__bind_params(sqlite3_stmt *s, int first, const struct store_params *p)
 {
-    if (p->n == STORE_MAX_PARAMS) {
-        p->over = true;
-        return;
+    for (int i = 0; p && i < p->n; i++) {
+        const struct store_param *v = &p->v[i];
+        if (v->is_int)
+            sqlite3_bind_int64(s, first + i, v->num);
+        else if (v->text)
+            sqlite3_bind_text(s, first + i, v->text, -1, SQLITE_STATIC);
+        /* else: unbound, NULL */
     }
-    p->v[p->n++] = (struct sq_param){false, 0, s};
 }
 
-void sqp_int(struct sq_params *p, int64_t v)
-{
-    if (p->n == STORE_MAX_PARAMS) {
-        p->over = true;
-        return;
-    }
-    p->v[p->n++] = (struct sq_param){true, v, NULL};
-}
-
-skp_err store__prepare_with(struct sqlite_store *st, const char *sql, const struct sq_params *p,
+skp_err store__prepare_with(struct sqlite_store *st, const char *sql, const struct store_params *p,
                             sqlite3_stmt **out)
 {
     *out = NULL;
     if (p && p->over)
         return SKP_EINVAL;
     skp_err err = store__prepare(st, sql, out);
-    for (int i = 0; !err && p && i < p->n; i++) {
-        const struct sq_param *v = &p->v[i];
-        if (v->is_int)
-            sqlite3_bind_int64(*out, i + 1, v->num);
-        else if (v->text)
-            sqlite3_bind_text(*out, i + 1, v->text, -1, SQLITE_STATIC);
-        /* else: unbound, NULL */
-    }
+    if (!err)
+        store__bind_params(*out, 1, p);
     return err;
 }
 
-skp_err store__query_one(struct sqlite_store *st, const char *sql, const struct sq_params *p,
+skp_err store__query_one(struct sqlite_store *st, const char *sql, const struct store_params *p,
                          const struct store_row_desc *d, void *out, const char *what)
 {
     sqlite3_stmt *s = NULL;
@@ -235,7 +221,7 @@ skp_err store__query_one(struct sqlite_store *st, const char *sql, const struct 
     return err ? err : store__read_one(st, s, d, out, what);
 }
 
-skp_err store__query_rows(struct sqlite_store *st, const char *sql, const struct sq_params *p,
+skp_err store__query_rows(struct sqlite_store *st, const char *sql, const struct store_params *p,
                           const struct store_row_desc *d, void **out, size_t *n, const char *what)
 {
     *out = NULL;
@@ -245,7 +231,7 @@ skp_err store__query_rows(struct sqlite_store *st, const char *sql, const struct
     return err ? err : store__read_rows(st, s, d, out, n, what);
 }
 
-skp_err store__query_each(struct sqlite_store *st, const char *sql, const struct sq_params *p,
+skp_err store__query_each(struct sqlite_store *st, const char *sql, const struct store_params *p,
                           const struct store_row_desc *d, const struct store_visit *v,
                           const char *what)
 {
@@ -254,7 +240,7 @@ skp_err store__query_each(struct sqlite_store *st, const char *sql, const struct
     return err ? err : store__visit_rows(st, s, d, v, what);
 }
 
-skp_err store__query_done(struct sqlite_store *st, const char *sql, const struct sq_params *p,
+skp_err store__query_done(struct sqlite_store *st, const char *sql, const struct store_params *p,
                           int64_t *changes, const char *what)
 {
     sqlite3_stmt *s = NULL;
@@ -270,7 +256,7 @@ skp_err store__query_done(struct sqlite_store *st, const char *sql, const struct
     return err;
 }
 
-skp_err store__query_exists(struct sqlite_store *st, const char *sql, const struct sq_params *p,
+skp_err store__query_exists(struct sqlite_store *st, const char *sql, const struct store_params *p,
                             bool *found, const char *what)
 {
     *found = false;
@@ -288,7 +274,7 @@ skp_err store__query_exists(struct sqlite_store *st, const char *sql, const stru
 }
 
 skp_err store__cancel(struct sqlite_store *st, const char *update, const char *exists,
-                      const struct sq_params *p, const char *what)
+                      const struct store_params *p, const char *what)
 {
     int64_t changed = 0;
     skp_err err = store__query_done(st, update, p, &changed, what);
@@ -297,8 +283,8 @@ skp_err store__cancel(struct sqlite_store *st, const char *update, const char *e
     st->commits++;
     if (changed == 1)
         return SKP_OK;
-    struct sq_params id = {0};
-    sqp_text(&id, p->v[0].text);
+    struct store_params id = {0};
+    store_param_text(&id, p->v[0].text);
     bool found = false;
     err = store__query_exists(st, exists, &id, &found, what);
     return err ? err : found ? SKP_ESTATE : SKP_ENOTFOUND;

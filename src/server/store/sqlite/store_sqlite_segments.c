@@ -96,8 +96,8 @@ skp_err sqlite_store_segment_has_snapshots(struct store *base, const char *segme
     skp_err err = store__segment_find(st, segment_id, &seg);
     if (err)
         return err == SKP_ENOTFOUND ? SKP_OK : err;
-    struct sq_params p = {0};
-    sqp_int(&p, seg);
+    struct store_params p = {0};
+    store_param_int(&p, seg);
     return store__query_exists(st, "SELECT 1 FROM snapshots WHERE seg = ? LIMIT 1", &p, out,
                                "segment has snapshots");
 }

@@ -20,9 +20,9 @@ skp_err sqlite_store_put_template(struct store *base, const char *id, const char
 
 skp_err sqlite_store_disable_template(struct store *base, const char *id, int64_t now_ms)
 {
-    struct sq_params p = {0};
-    sqp_text(&p, id);
-    sqp_int(&p, now_ms);
+    struct store_params p = {0};
+    store_param_text(&p, id);
+    store_param_int(&p, now_ms);
     int64_t changed = 0;
     skp_err err = store__query_done(sqlite_store_of(base),
                                     "UPDATE ui_templates SET disabled = 1, updated_ms = ?2 "

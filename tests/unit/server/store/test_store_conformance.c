@@ -23,6 +23,7 @@
 #include "common/log.h"
 #include "server/analysis/analyzer.h"
 #include "server/store/store_continuous.h"
+#include "server/store/store_ebpf.h"
 #include "server/store/store_proc.h"
 #include "server/store/store_templates.h"
 #include "server/store/sqlite/store_int.h"
@@ -1478,6 +1479,126 @@ static void endpoint_minutes(void **state)
     assert_int_equal(m.n, 1);
 }
 
+/* ---- eBPF processes and stacks (store_ebpf.h) ---- */
+
+struct ebpf_seen {
+    int n;
+    char id[4][16], service[4][16], labels[4][16];
+    int32_t pid[4];
+    int64_t first[4], ping[4];
+};
+
+static skp_err ebpf_process_cb(void *ud, const struct store_ebpf_process *p)
+{
+    struct ebpf_seen *e = ud;
+    assert_true(e->n < 4);
+    snprintf(e->id[e->n], sizeof(e->id[0]), "%s", p->id);
+    snprintf(e->service[e->n], sizeof(e->service[0]), "%s", p->service);
+    snprintf(e->labels[e->n], sizeof(e->labels[0]), "%s", p->labels);
+    e->pid[e->n] = p->pid;
+    e->first[e->n] = p->first_ms;
+    e->ping[e->n] = p->last_ping_ms;
+    e->n++;
+    return SKP_OK;
+}
+
+struct stacks_seen {
+    int n;
+    char process[4][16], symbols[4][16];
+    int kind[4];
+    int64_t count[4], duration[4], time[4];
+};
+
+static skp_err ebpf_stack_cb(void *ud, const struct store_ebpf_stack *k)
+{
+    struct stacks_seen *e = ud;
+    assert_true(e->n < 4);
+    assert_string_equal(k->task_id, "t1");
+    snprintf(e->process[e->n], sizeof(e->process[0]), "%s", k->process_id);
+    snprintf(e->symbols[e->n], sizeof(e->symbols[0]), "%s", k->symbols);
+    e->kind[e->n] = (int)k->kind;
+    e->count[e->n] = k->count;
+    e->duration[e->n] = k->duration_ns;
+    e->time[e->n] = k->time_ms;
+    e->n++;
+    return SKP_OK;
+}
+
+static void ebpf(void **state)
+{
+    struct cf *f = *state;
+    struct ebpf_seen e = {0};
+    if (store_ebpf_list_processes(f->st, NULL, ebpf_process_cb, &e) == SKP_ENOTSUP)
+        skip(); /* the backend has no eBPF tables yet */
+    assert_int_equal(e.n, 0);
+    struct store_ebpf_process p = {"p2", "svc",  "i1", "java", "GENERAL", 42,
+                                   "a",  "k\tv", "ag", 0,      0};
+    assert_int_equal(store_ebpf_upsert_process(f->st, &p, 1000), SKP_OK);
+    p.id = "p1";
+    p.pid = 7;
+    assert_int_equal(store_ebpf_upsert_process(f->st, &p, 2000), SKP_OK);
+    p.id = "p3";
+    p.service = "other";
+    assert_int_equal(store_ebpf_upsert_process(f->st, &p, 2500), SKP_OK);
+    /* a second report of p2: its columns replaced, its first report time kept */
+    struct store_ebpf_process again = {"p2", "svc", "i1", "java", "GENERAL", 43,
+                                       "b",  "",    "ag", 0,      0};
+    assert_int_equal(store_ebpf_upsert_process(f->st, &again, 3000), SKP_OK);
+    again.id = "";
+    assert_int_equal(store_ebpf_upsert_process(f->st, &again, 3000), SKP_EINVAL);
+    bool found = false;
+    assert_int_equal(store_ebpf_touch_process(f->st, "p1", 4000, &found), SKP_OK);
+    assert_true(found);
+    assert_int_equal(store_ebpf_touch_process(f->st, "nope", 4000, &found), SKP_OK);
+    assert_false(found);
+    assert_int_equal(store_ebpf_list_processes(f->st, "svc", ebpf_process_cb, &e), SKP_OK);
+    assert_int_equal(e.n, 2); /* by service, instance, name, id */
+    assert_string_equal(e.id[0], "p1");
+    assert_int_equal(e.pid[0], 7);
+    assert_int_equal(e.first[0], 2000);
+    assert_int_equal(e.ping[0], 4000);
+    assert_string_equal(e.id[1], "p2");
+    assert_int_equal(e.pid[1], 43);
+    assert_string_equal(e.labels[1], "b");
+    assert_int_equal(e.first[1], 1000);
+    assert_int_equal(e.ping[1], 3000);
+    memset(&e, 0, sizeof(e));
+    assert_int_equal(store_ebpf_list_processes(f->st, NULL, ebpf_process_cb, &e), SKP_OK);
+    assert_int_equal(e.n, 3);
+    assert_string_equal(e.service[0], "other");
+
+    // clang-format off
+    const struct store_ebpf_stack v[] = {
+        {"t1", "p2", STORE_EBPF_ON_CPU, 100, "f\ng", 3, 0},
+        {"t1", "p1", STORE_EBPF_OFF_CPU, 100, "h", 1, 500},
+        {"t1", "p2", STORE_EBPF_ON_CPU, 200, "f\ng", 4, 0}, /* the same stack, a later upload */
+        {"t1", "p2", STORE_EBPF_ON_CPU, 900, "f\ng", 8, 0}, /* after the scan's window */
+        {"t2", "p2", STORE_EBPF_ON_CPU, 100, "x", 1, 0},    /* another task */
+    };
+    // clang-format on
+    assert_int_equal(store_ebpf_insert_stacks(f->st, v, 5, 5000), SKP_OK);
+    assert_int_equal(store_ebpf_insert_stacks(f->st, NULL, 0, 5000), SKP_OK);
+    assert_int_equal(store_ebpf_insert_stacks(f->st, NULL, 1, 5000), SKP_EINVAL);
+    cf_reopen(f);
+    struct stacks_seen k = {0};
+    assert_int_equal(store_ebpf_scan_task(f->st, "t1", NULL, 0, 500, ebpf_stack_cb, &k), SKP_OK);
+    assert_int_equal(k.n, 2); /* summed per (process, kind, symbols), by process */
+    assert_string_equal(k.process[0], "p1");
+    assert_int_equal(k.kind[0], STORE_EBPF_OFF_CPU);
+    assert_int_equal(k.count[0], 1);
+    assert_int_equal(k.duration[0], 500);
+    assert_string_equal(k.process[1], "p2");
+    assert_string_equal(k.symbols[1], "f\ng");
+    assert_int_equal(k.count[1], 7);
+    assert_int_equal(k.time[1], 200);
+    memset(&k, 0, sizeof(k));
+    assert_int_equal(store_ebpf_scan_task(f->st, "t1", "p2", 0, 1000, ebpf_stack_cb, &k), SKP_OK);
+    assert_int_equal(k.n, 1);
+    assert_int_equal(k.count[0], 15);
+    assert_int_equal(k.time[0], 900);
+    assert_int_equal(store_ebpf_scan_task(f->st, NULL, NULL, 0, 1, ebpf_stack_cb, &k), SKP_EINVAL);
+}
+
 /* ---- retention and restart ---- */
 
 static void retention(void **state)
@@ -2055,6 +2176,7 @@ int main(int argc, char **argv)
         cmocka_unit_test_setup_teardown(pg_listing_long_ids, cf_setup, cf_teardown),
         cmocka_unit_test_setup_teardown(endpoint_minutes, cf_setup, cf_teardown),
         cmocka_unit_test_setup_teardown(templates, cf_setup, cf_teardown),
+        cmocka_unit_test_setup_teardown(ebpf, cf_setup, cf_teardown),
         cmocka_unit_test_setup_teardown(proc_tasks, cf_setup, cf_teardown),
         cmocka_unit_test_setup_teardown(retention, cf_setup, cf_teardown),
         cmocka_unit_test_setup_teardown(retention_of_triggers, cf_setup, cf_teardown),

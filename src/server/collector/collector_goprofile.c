@@ -23,18 +23,14 @@
  *
  * Without collector_goprofile_start (tests, fuzz drivers) the same steps run inline on the
  * calling thread. */
-#include <errno.h>
-#include <event2/event.h>
-#include <fcntl.h>
 #include <inttypes.h>
-#include <pthread.h>
 #include <stdio.h>
 #include <string.h>
-#include <unistd.h>
 
 #include "common/alloc.h"
 #include "common/grow.h"
 #include "common/clock.h"
+#include "common/err.h"
 #include "common/log.h"
 #include "common/map.h"
 #include "common/sat.h"
@@ -44,6 +40,7 @@
 #include "server/collector/collector_proc.h"
 #include "server/collector/collector_turns.h"
 #include "server/formats/pprof_decode.h"
+#include "server/job_queue.h"
 
 /* Snapshots written per transaction and loop turn: 1000 rows of 1000 new segments took ~100 ms
  * of the loop on a loaded 2-core machine (bench/hostile). */
@@ -53,8 +50,8 @@ struct goprof_call;
 
 /* One file: its bytes (charged to c->upload_bytes), then the rows the worker built. */
 struct goprof_job {
-    struct goprof_job *next;
-    struct turn_job turn; /* its rows written a batch per loop turn (collector_turns.h) */
+    struct job_queue_item qi; /* its link in the worker's queue (server/job_queue.h) */
+    struct turn_job turn;     /* its rows written a batch per loop turn (collector_turns.h) */
     struct collector *c;
     struct goprof_call *g; /* NULL once the call closed */
     char *task_id;
@@ -82,16 +79,8 @@ struct goprof_call {
 };
 
 struct goprof_worker {
-    struct event_base *base;
-    pthread_t thread;
-    bool started;
-    pthread_mutex_t mu;
-    pthread_cond_t cv;
-    struct goprof_job *todo_head, *todo_tail, *done_head, *done_tail; /* under mu */
-    size_t n_queued; /* todo + running + done + storing (loop only) */
-    bool stopping;
-    int wake[2];
-    struct event *wake_ev;
+    struct job_queue *q;
+    size_t n_queued; /* queued + running + returned + storing (loop only) */
 };
 
 static uint64_t max_bytes(const struct collector *c)
@@ -449,48 +438,21 @@ static void job_done(struct goprof_job *j)
 
 /* ---------------------------------------------------------------- worker */
 
-static void push(struct goprof_job **head, struct goprof_job **tail, struct goprof_job *j)
+/* Worker thread: decodes the file and builds its rows. */
+static void worker_run(struct job_queue_item *it, void *ud)
 {
-    j->next = NULL;
-    if (*tail)
-        (*tail)->next = j;
-    else
-        *head = j;
-    *tail = j;
+    (void)ud;
+    struct goprof_job *j = SKP_CONTAINER_OF(it, struct goprof_job, qi);
+    job_run(j, collector_now(j->c));
 }
 
-static struct goprof_job *pop(struct goprof_job **head, struct goprof_job **tail)
+/* Loop: j is failed by the worker's stop (unless it failed already). */
+static void fail_shutting_down(struct goprof_job *j)
 {
-    struct goprof_job *j = *head;
-    if (j) {
-        *head = j->next;
-        if (!*head)
-            *tail = NULL;
-        j->next = NULL;
+    if (j->status == SKPX_GRPC_OK) {
+        j->status = SKPX_GRPC_UNAVAILABLE;
+        snprintf(j->message, sizeof(j->message), "skyprofd: shutting down");
     }
-    return j;
-}
-
-static void *worker_main(void *ud)
-{
-    struct goprof_worker *w = ud;
-    pthread_mutex_lock(&w->mu);
-    for (;;) {
-        while (!w->todo_head && !w->stopping)
-            pthread_cond_wait(&w->cv, &w->mu);
-        if (w->stopping)
-            break;
-        struct goprof_job *j = pop(&w->todo_head, &w->todo_tail);
-        pthread_mutex_unlock(&w->mu);
-        job_run(j, collector_now(j->c));
-        pthread_mutex_lock(&w->mu);
-        push(&w->done_head, &w->done_tail, j);
-        char b = 1;
-        ssize_t rc = write(w->wake[1], &b, 1); /* non-blocking: a full pipe is already awake */
-        (void)rc;
-    }
-    pthread_mutex_unlock(&w->mu);
-    return NULL;
 }
 
 /* Loop: one batch of a job the worker returned, as a step of the collector's per-turn queue,
@@ -498,12 +460,10 @@ static void *worker_main(void *ud)
  * (the queue is drained after it) fails the job as that stop did its own lists. */
 static bool turn_step(struct turn_job *t)
 {
-    struct goprof_job *j = (struct goprof_job *)((char *)t - offsetof(struct goprof_job, turn));
+    struct goprof_job *j = SKP_CONTAINER_OF(t, struct goprof_job, turn);
     struct goprof_worker *w = j->c->goprof;
-    if (!w && j->status == SKPX_GRPC_OK) {
-        j->status = SKPX_GRPC_UNAVAILABLE;
-        snprintf(j->message, sizeof(j->message), "skyprofd: shutting down");
-    }
+    if (!w)
+        fail_shutting_down(j);
     if (!store_step(j))
         return false;
     if (w)
@@ -512,24 +472,23 @@ static bool turn_step(struct turn_job *t)
     return true;
 }
 
-static void on_wake(evutil_socket_t fd, short what, void *ud)
+/* Loop: j came back from the worker; its rows are written by the per-turn queue. */
+static void worker_done(struct job_queue_item *it, void *ud)
 {
-    (void)what;
-    struct goprof_worker *w = ud;
-    char b[64];
-    while (read(fd, b, sizeof(b)) > 0) {
-    }
-    pthread_mutex_lock(&w->mu);
-    struct goprof_job *done = w->done_head;
-    w->done_head = w->done_tail = NULL;
-    pthread_mutex_unlock(&w->mu);
-    while (done) {
-        struct goprof_job *j = done;
-        done = j->next;
-        job_returned(j);
-        j->turn.step = turn_step;
-        collector_turns_push(j->c, &j->turn);
-    }
+    (void)ud;
+    struct goprof_job *j = SKP_CONTAINER_OF(it, struct goprof_job, qi);
+    job_returned(j);
+    j->turn.step = turn_step;
+    collector_turns_push(j->c, &j->turn);
+}
+
+/* Loop, from collector_goprofile_stop: j was not run, or ran and did not come back. */
+static void worker_drop(struct job_queue_item *it, void *ud)
+{
+    (void)ud;
+    struct goprof_job *j = SKP_CONTAINER_OF(it, struct goprof_job, qi);
+    fail_shutting_down(j);
+    job_done(j);
 }
 
 skp_err collector_goprofile_start(struct collector *c, struct event_base *base)
@@ -537,24 +496,12 @@ skp_err collector_goprofile_start(struct collector *c, struct event_base *base)
     struct goprof_worker *w = skpx_calloc(1, sizeof(*w));
     if (!w)
         return SKP_ENOMEM;
-    w->base = base;
-    w->wake[0] = w->wake[1] = -1;
-    pthread_mutex_init(&w->mu, NULL);
-    pthread_cond_init(&w->cv, NULL);
-    skp_err err = SKP_OK;
-    if (pipe2(w->wake, O_CLOEXEC | O_NONBLOCK) != 0)
-        err = SKP_EIO;
-    if (!err) {
-        w->wake_ev = event_new(base, w->wake[0], EV_READ | EV_PERSIST, on_wake, w);
-        if (!w->wake_ev || event_add(w->wake_ev, NULL) != 0)
-            err = SKP_ENOMEM;
-    }
-    if (!err) {
-        if (pthread_create(&w->thread, NULL, worker_main, w) != 0)
-            err = SKP_EIO;
-        else
-            w->started = true;
-    }
+    struct job_queue_ops ops = {.name = "goProfileReport worker",
+                                .run = worker_run,
+                                .done = worker_done,
+                                .drop = worker_drop,
+                                .ud = c};
+    skp_err err = job_queue_start(base, &ops, &w->q);
     c->goprof = w;
     if (err)
         collector_goprofile_stop(c);
@@ -566,34 +513,8 @@ void collector_goprofile_stop(struct collector *c)
     struct goprof_worker *w = c->goprof;
     if (!w)
         return;
-    if (w->started) {
-        pthread_mutex_lock(&w->mu);
-        w->stopping = true;
-        pthread_cond_signal(&w->cv);
-        pthread_mutex_unlock(&w->mu);
-        pthread_join(w->thread, NULL);
-    }
-    c->goprof = NULL;
-    struct goprof_job **lists[] = {&w->todo_head, &w->done_head};
-    for (size_t i = 0; i < 2; i++) {
-        while (*lists[i]) {
-            struct goprof_job *j = *lists[i];
-            *lists[i] = j->next;
-            if (j->status == SKPX_GRPC_OK) {
-                j->status = SKPX_GRPC_UNAVAILABLE;
-                snprintf(j->message, sizeof(j->message), "skyprofd: shutting down");
-            }
-            job_done(j);
-        }
-    }
-    if (w->wake_ev)
-        event_free(w->wake_ev);
-    if (w->wake[0] >= 0)
-        close(w->wake[0]);
-    if (w->wake[1] >= 0)
-        close(w->wake[1]);
-    pthread_cond_destroy(&w->cv);
-    pthread_mutex_destroy(&w->mu);
+    c->goprof = NULL; /* the jobs dropped below, and later turn steps, see the worker gone */
+    job_queue_stop(w->q);
     skpx_free(w);
 }
 
@@ -627,10 +548,10 @@ static void submit(struct goprof_call *g, struct goprof_job *j)
         return;
     }
     w->n_queued++;
-    pthread_mutex_lock(&w->mu);
-    push(&w->todo_head, &w->todo_tail, j);
-    pthread_cond_signal(&w->cv);
-    pthread_mutex_unlock(&w->mu);
+    if (job_queue_submit(w->q, &j->qi) != SKP_OK) { /* stopping: as the stop's own jobs */
+        w->n_queued--;
+        worker_drop(&j->qi, c);
+    }
 }
 
 /* A new file of task `tid`: the task must be a stored trace task. Returns SKPX_GRPC_OK or the

@@ -15,6 +15,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "server/job_queue.h"
 #include "server/store/store.h"
 #include "skyprof/skp_err.h"
 
@@ -42,7 +43,7 @@ struct http_response {
 };
 
 struct http_job {
-    struct http_job *next;
+    struct job_queue_item qi; /* its link in the worker's queue (server/job_queue.h) */
     struct http_api *api;
     struct evhttp_request *req;
     uint64_t req_id; /* the request's id, for log lines */

@@ -15,6 +15,7 @@
 
 #include "attach/pydict.h"
 #include "attach/pytasks.h"
+#include "common/py311_fields.h"
 #include "internal/pycore_dict.h"
 #include "internal/pycore_frame.h"
 #include "internal/pycore_interp.h"
@@ -22,6 +23,9 @@
 #include "internal/pycore_object.h"
 #include "internal/pycore_runtime.h"
 #include "structmember.h"
+
+/* Fills the member of `l` from a row of common/py311_fields.h. */
+#define PY311_SET(member, value) l->member = (value);
 
 static struct attach_pylayout g_py311;
 
@@ -33,6 +37,7 @@ const struct attach_pylayout *attach_pylayout_py311(void)
     snprintf(l->name, sizeof(l->name), "3.11");
     l->minor = 11;
     l->version_hex = 0;
+    SKPX_PY311_FRAME_FIELDS(PY311_SET)
 
     l->rt_interp_head = offsetof(_PyRuntimeState, interpreters.head);
     l->rt_gil_tstate = offsetof(_PyRuntimeState, gilstate.tstate_current);
@@ -46,21 +51,11 @@ const struct attach_pylayout *attach_pylayout_py311(void)
 
     l->ts_copy = sizeof(PyThreadState);
     l->ts_next = offsetof(PyThreadState, next);
-    l->ts_interp = offsetof(PyThreadState, interp);
-    l->ts_thread_id = offsetof(PyThreadState, thread_id);
-    l->ts_native_thread_id = offsetof(PyThreadState, native_thread_id);
-    l->ts_cframe = offsetof(PyThreadState, cframe);
     l->ts_current_frame = ATTACH_NO_FIELD;
-    l->cf_current_frame = offsetof(_PyCFrame, current_frame);
-    l->ts_datastack_chunk = offsetof(PyThreadState, datastack_chunk);
-    l->ts_datastack_top = offsetof(PyThreadState, datastack_top);
     l->chunk_header = offsetof(_PyStackChunk, data);
 
     l->fr_copy = offsetof(_PyInterpreterFrame, localsplus);
-    l->fr_code = offsetof(_PyInterpreterFrame, f_code);
-    l->fr_previous = offsetof(_PyInterpreterFrame, previous);
     l->fr_instr = offsetof(_PyInterpreterFrame, prev_instr);
-    l->fr_owner = offsetof(_PyInterpreterFrame, owner);
     l->fr_is_entry = offsetof(_PyInterpreterFrame, is_entry);
     l->fr_instr_is_prev = true;
     l->fr_code_tagged = false;
@@ -69,22 +64,13 @@ const struct attach_pylayout *attach_pylayout_py311(void)
     l->owner_max = FRAME_OWNED_BY_FRAME_OBJECT;
 
     l->co_copy = offsetof(PyCodeObject, co_code_adaptive);
-    l->co_filename = offsetof(PyCodeObject, co_filename);
-    l->co_name = offsetof(PyCodeObject, co_name);
-    l->co_qualname = offsetof(PyCodeObject, co_qualname);
-    l->co_linetable = offsetof(PyCodeObject, co_linetable);
-    l->co_firstlineno = offsetof(PyCodeObject, co_firstlineno);
-    l->co_firsttraceable = offsetof(PyCodeObject, _co_firsttraceable);
-    l->co_code_start = offsetof(PyCodeObject, co_code_adaptive);
 
-    l->obj_type = offsetof(PyObject, ob_type);
     l->var_size = offsetof(PyVarObject, ob_size);
     l->str_length = offsetof(PyASCIIObject, length);
     l->str_state = offsetof(PyASCIIObject, state);
     l->str_ascii_size = sizeof(PyASCIIObject);
     l->str_compact_size = sizeof(PyCompactUnicodeObject);
     l->str_ready_bit = 7; /* interned:2, kind:3, compact:1, ascii:1, ready:1 */
-    l->bytes_data = offsetof(PyBytesObject, ob_sval);
     l->free_threaded = false;
     l->major = 3;
     return l;
@@ -173,13 +159,8 @@ const struct attach_pytask_layout *attach_pytask_layout_py311(void)
     struct attach_pytask_layout *l = &g_py311_task;
     if (l->gen_iframe)
         return l;
-    l->gen_frame_state = offsetof(PyGenObject, gi_frame_state);
-    l->gen_iframe = offsetof(PyGenObject, gi_iframe);
+    SKPX_PY311_CORO_FIELDS(PY311_SET)
     l->gen_state_created = FRAME_CREATED;
-    l->gen_state_suspended = FRAME_SUSPENDED;
-    l->gen_state_executing = FRAME_EXECUTING;
-    l->fr_stacktop = offsetof(_PyInterpreterFrame, stacktop);
-    l->fr_localsplus = offsetof(_PyInterpreterFrame, localsplus);
     l->task_copy = sizeof(struct py311_task);
     l->task_state = offsetof(struct py311_task, state);
     l->task_coro = offsetof(struct py311_task, coro);

@@ -7,12 +7,16 @@
 
 #include "python/pylayout.h"
 
+#include "common/py311_fields.h"
 #include "common/py_linetable.h"
 
 #if PY_VERSION_HEX >= 0x030B0000 && PY_VERSION_HEX < 0x030C0000
 
 #include "internal/pycore_frame.h"
 #include "internal/pycore_runtime.h"
+
+/* Fills the member of `l` from a row of common/py311_fields.h. */
+#define PY311_SET(member, value) l->member = (value);
 
 /* The location table format is the same from 3.11 on: decoded by the shared reader in
  * src/common (also used by the out-of-process reader, src/attach). */
@@ -128,34 +132,20 @@ const struct skp__pylayout *skp__pylayout_py311(void)
         return l;
     l->major = 3;
     l->minor = 11;
+    SKPX_PY311_FRAME_FIELDS(PY311_SET)
+    SKPX_PY311_CORO_FIELDS(PY311_SET)
 
     l->ts_copy = offsetof(PyThreadState, datastack_limit) + sizeof(void *);
-    l->ts_interp = offsetof(PyThreadState, interp);
-    l->ts_cframe = offsetof(PyThreadState, cframe);
-    l->ts_thread_id = offsetof(PyThreadState, thread_id);
-    l->ts_native_thread_id = offsetof(PyThreadState, native_thread_id);
-    l->ts_datastack_chunk = offsetof(PyThreadState, datastack_chunk);
-    l->ts_datastack_top = offsetof(PyThreadState, datastack_top);
     l->ts_datastack_limit = offsetof(PyThreadState, datastack_limit);
 
     l->cf_size = sizeof(_PyCFrame);
-    l->cf_current_frame = offsetof(_PyCFrame, current_frame);
 
     l->fr_size = offsetof(_PyInterpreterFrame, localsplus);
-    l->fr_code = offsetof(_PyInterpreterFrame, f_code);
-    l->fr_previous = offsetof(_PyInterpreterFrame, previous);
     l->fr_prev_instr = offsetof(_PyInterpreterFrame, prev_instr);
-    l->fr_owner = offsetof(_PyInterpreterFrame, owner);
     l->fr_owner_max = FRAME_OWNED_BY_FRAME_OBJECT;
     l->fr_owner_generator = FRAME_OWNED_BY_GENERATOR;
 
-    l->fr_stacktop = offsetof(_PyInterpreterFrame, stacktop);
-    l->fr_localsplus = offsetof(_PyInterpreterFrame, localsplus);
-    l->gen_frame_state = offsetof(PyGenObject, gi_frame_state);
-    l->gen_iframe = offsetof(PyGenObject, gi_iframe);
     l->gen_copy = l->gen_iframe + l->fr_size;
-    l->gen_state_executing = FRAME_EXECUTING;
-    l->gen_state_suspended = FRAME_SUSPENDED;
     l->coro_type = (uintptr_t)&PyCoro_Type;
     l->gen_type = (uintptr_t)&PyGen_Type;
     static_assert(offsetof(PyCoroObject, cr_iframe) == offsetof(PyGenObject, gi_iframe),
@@ -166,21 +156,12 @@ const struct skp__pylayout *skp__pylayout_py311(void)
     l->co_copy = offsetof(PyCodeObject, _co_firsttraceable) + sizeof(int);
     l->co_type = offsetof(PyObject, ob_type);
     l->co_nunits = offsetof(PyVarObject, ob_size);
-    l->co_filename = offsetof(PyCodeObject, co_filename);
-    l->co_name = offsetof(PyCodeObject, co_name);
-    l->co_qualname = offsetof(PyCodeObject, co_qualname);
     static_assert(offsetof(PyCodeObject, co_qualname) < offsetof(PyCodeObject, _co_firsttraceable),
                   "co_qualname within the copied header");
-    l->co_linetable = offsetof(PyCodeObject, co_linetable);
-    l->co_firstlineno = offsetof(PyCodeObject, co_firstlineno);
-    l->co_firsttraceable = offsetof(PyCodeObject, _co_firsttraceable);
-    l->co_code_start = offsetof(PyCodeObject, co_code_adaptive);
     l->code_unit_bytes = sizeof(_Py_CODEUNIT);
 
     l->str_header_copy = sizeof(PyCompactUnicodeObject);
-    l->obj_type = offsetof(PyObject, ob_type);
     l->bytes_size = offsetof(PyVarObject, ob_size);
-    l->bytes_data = offsetof(PyBytesObject, ob_sval);
 
     l->gil_lo = (uintptr_t)&_PyRuntime.ceval.gil;
     l->gil_size = sizeof(_PyRuntime.ceval.gil);

@@ -26,7 +26,7 @@
  * function in store.c, and the function in each backend (or NULL in its table where not yet
  * written). A feature whose logic is the same on both backends instead writes it once in
  * store/store_<feature>.c over the statements of store_query.h (the query_* core ops), each
- * with its SQL text per backend: store_ebpf.c. */
+ * with its SQL text per backend: store_ebpf.c, store_templates.c. */
 #ifndef SKP_SERVER_STORE_BACKEND_H
 #define SKP_SERVER_STORE_BACKEND_H
 
@@ -35,7 +35,6 @@
 #include "server/store/store_ebpf.h"
 #include "server/store/store_proc.h"
 #include "server/store/store_query.h"
-#include "server/store/store_templates.h"
 
 /* The store functions a backend implements, one line each, X(name, parameters...) with the
  * parameters after `struct store *st`, every one returning skp_err with the contract of the
@@ -44,8 +43,7 @@
  * STORE_BACKEND_SET), so a new op is one line here.
  *   CORE      store.h, and store_query.h's statements: every backend sets them all
  *   FEATURE   endpoint statistics (store.h), store_proc.h, store_continuous.h
- *   CLUSTER   store_continuous.h's state shared by several collectors (PostgreSQL only)
- *   TEMPLATE  store_templates.h */
+ *   CLUSTER   store_continuous.h's state shared by several collectors (PostgreSQL only) */
 #define STORE_CORE_OPS(X)                                                                          \
     X(upsert_instance, const char *service, const char *instance, const char *layer,               \
       const struct store_kv *props, size_t n_props, int64_t now_ms)                                \
@@ -128,11 +126,6 @@
       bool *claimed)                                                                               \
     X(cont_purge_cluster, int64_t before_ms, int64_t claims_before_ms)
 
-#define STORE_TEMPLATE_OPS(X)                                                                      \
-    X(put_template, const char *id, const char *configuration, int64_t now_ms)                     \
-    X(disable_template, const char *id, int64_t now_ms)                                            \
-    X(list_templates, store_template_cb cb, void *ud)
-
 /* A backend `prefix` declares its functions prefix_store_<name> of a list in its internal header
  * with a macro that passes its prefix on, e.g. for "pg":
  *   #define PG_STORE_DECLARE(...) STORE_BACKEND_DECLARE(pg, __VA_ARGS__)
@@ -151,7 +144,6 @@ struct store_backend_ops {
     /* features: NULL = the backend lacks the feature (SKP_ENOTSUP) */
     STORE_FEATURE_OPS(STORE_BACKEND_MEMBER)
     STORE_CLUSTER_OPS(STORE_BACKEND_MEMBER)
-    STORE_TEMPLATE_OPS(STORE_BACKEND_MEMBER)
 };
 
 /* Every store object starts with this (see above). */

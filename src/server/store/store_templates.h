@@ -1,7 +1,7 @@
 /* store_templates.h - storage of dashboards (SkyWalking UI's templates, served by GraphQL's
  * getAllTemplates/addTemplate/changeTemplate/disableTemplate, server/graphql): an id, the UI's
  * configuration as opaque JSON text, whether it is disabled, when it changed. Implemented in
- * sqlite/store_sqlite_templates.c and postgres/store_pg_templates.c (table ui_templates).
+ * store_templates.c for both backends (table ui_templates).
  *
  * Threading: like every store function, on the thread that owns `st`. */
 #ifndef SKP_SERVER_STORE_TEMPLATES_H

@@ -708,6 +708,5 @@ const struct store_backend_ops pg_store_ops = {
     STORE_CORE_OPS(PG_STORE_SET)
     STORE_FEATURE_OPS(PG_STORE_SET)
     STORE_CLUSTER_OPS(PG_STORE_SET)
-    STORE_TEMPLATE_OPS(PG_STORE_SET)
     // clang-format on
 };

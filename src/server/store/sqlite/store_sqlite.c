@@ -419,7 +419,6 @@ const struct store_backend_ops sqlite_store_ops = {
     // clang-format off
     STORE_CORE_OPS(SQLITE_STORE_SET)
     STORE_FEATURE_OPS(SQLITE_STORE_SET)
-    STORE_TEMPLATE_OPS(SQLITE_STORE_SET)
     /* the CLUSTER ops: NULL, a single collector has no shared state (SKP_ENOTSUP) */
     // clang-format on
 };

@@ -44,6 +44,30 @@ static void ep_set_cleanup(struct ep_set *s)
     s->n = s->cap = 0;
 }
 
+/* Adds `count` requests seen from first_ms to last_ms to a. */
+static void ep_acc_merge(struct ep_acc *a, int64_t count, int64_t first_ms, int64_t last_ms)
+{
+    a->count += count;
+    if (first_ms < a->first_ms)
+        a->first_ms = first_ms;
+    if (last_ms > a->last_ms)
+        a->last_ms = last_ms;
+}
+
+/* True for a minute `p` of `sum` that has requests and overlaps [s->from_ms, s->to_ms); then
+ * *last_ms is its last request: the minute's end, or the summary's last request when that falls
+ * inside the minute. */
+static bool memory_minute(const struct ep_set *s, const struct es_summary *sum,
+                          const struct es_point *p, int64_t *last_ms)
+{
+    if (p->minute_ms + MINUTE_MS <= s->from_ms || p->minute_ms >= s->to_ms || !p->count)
+        return false;
+    *last_ms = p->minute_ms + MINUTE_MS - 1;
+    if (sum->last_seen_ms >= p->minute_ms && sum->last_seen_ms < *last_ms)
+        *last_ms = sum->last_seen_ms;
+    return true;
+}
+
 static skp_err ep_add(struct ep_set *s, const char *name, int64_t count, int64_t first_ms,
                       int64_t last_ms)
 {
@@ -53,11 +77,7 @@ static skp_err ep_add(struct ep_set *s, const char *name, int64_t count, int64_t
         struct ep_acc *a = &s->v[i];
         if (strcmp(a->name, name) != 0)
             continue;
-        a->count += count;
-        if (first_ms < a->first_ms)
-            a->first_ms = first_ms;
-        if (last_ms > a->last_ms)
-            a->last_ms = last_ms;
+        ep_acc_merge(a, count, first_ms, last_ms);
         return SKP_OK;
     }
     if (s->n == ENDPOINTS_MAX)
@@ -81,11 +101,9 @@ static skp_err memory_summary(void *ud, const struct es_summary *sum)
     struct ep_set *s = ud;
     for (size_t i = 0; i < sum->n_points; i++) {
         const struct es_point *p = &sum->points[i];
-        if (p->minute_ms + MINUTE_MS <= s->from_ms || p->minute_ms >= s->to_ms || !p->count)
+        int64_t last;
+        if (!memory_minute(s, sum, p, &last))
             continue;
-        int64_t last = p->minute_ms + MINUTE_MS - 1;
-        if (sum->last_seen_ms >= p->minute_ms && sum->last_seen_ms < last)
-            last = sum->last_seen_ms;
         skp_err err = ep_add(s, sum->endpoint, (int64_t)p->count, p->minute_ms, last);
         if (err)
             return err;
@@ -153,16 +171,9 @@ static skp_err memory_copy(void *ud, const struct es_summary *sum)
     struct ep_acc a = {.count = 0, .first_ms = INT64_MAX, .last_ms = INT64_MIN};
     for (size_t i = 0; i < sum->n_points; i++) {
         const struct es_point *p = &sum->points[i];
-        if (p->minute_ms + MINUTE_MS <= s->from_ms || p->minute_ms >= s->to_ms || !p->count)
-            continue;
-        int64_t last = p->minute_ms + MINUTE_MS - 1;
-        if (sum->last_seen_ms >= p->minute_ms && sum->last_seen_ms < last)
-            last = sum->last_seen_ms;
-        a.count += (int64_t)p->count;
-        if (p->minute_ms < a.first_ms)
-            a.first_ms = p->minute_ms;
-        if (last > a.last_ms)
-            a.last_ms = last;
+        int64_t last;
+        if (memory_minute(s, sum, p, &last))
+            ep_acc_merge(&a, (int64_t)p->count, p->minute_ms, last);
     }
     if (!a.count || !sum->endpoint || !*sum->endpoint || s->n == ENDPOINTS_MAX)
         return SKP_OK;

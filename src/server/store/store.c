@@ -295,25 +295,6 @@ skp_err store_get_frame(struct store *st, uint32_t frame, const char **sig)
     return st->ops->get_frame(st, frame, sig);
 }
 
-skp_err store_put_endpoint_minutes(struct store *st, const struct store_endpoint_minute *v,
-                                   size_t n)
-{
-    skp_err err;
-    if (!st->ops->put_endpoint_minutes)
-        return SKP_ENOTSUP;
-    if (store_batch_answered(st, v, n, &err))
-        return err;
-    return st->ops->put_endpoint_minutes(st, v, n);
-}
-
-skp_err store_list_endpoint_minutes(struct store *st, const char *service, int64_t from_ms,
-                                    int64_t to_ms, store_endpoint_minute_cb cb, void *ud)
-{
-    if (!st->ops->list_endpoint_minutes)
-        return SKP_ENOTSUP;
-    return st->ops->list_endpoint_minutes(st, service, from_ms, to_ms, cb, ud);
-}
-
 skp_err store_purge_before(struct store *st, int64_t before_ms, uint64_t *n_deleted)
 {
     return st->ops->purge_before(st, before_ms, n_deleted);

@@ -17,8 +17,8 @@
  *   3. its open function is called by store_open (add a line there for a new backend).
  *
  * Core ops must all be set. FEATURE ops (the second group: process tasks store_proc.h,
- * continuous profiling store_continuous.h, endpoint statistics in store.h) may be NULL while a
- * backend lacks the feature: the public function then answers SKP_ENOTSUP.
+ * continuous profiling store_continuous.h) may be NULL while a backend lacks the feature: the
+ * public function then answers SKP_ENOTSUP.
  * The PostgreSQL feature ops live in store_pg_<feature>.c (one file per feature, beside
  * store_sqlite_<feature>.c).
  *
@@ -26,7 +26,7 @@
  * function in store.c, and the function in each backend (or NULL in its table where not yet
  * written). A feature whose logic is the same on both backends instead writes it once in
  * store/store_<feature>.c over the statements of store_query.h (the query_* core ops), each
- * with its SQL text per backend: store_ebpf.c, store_templates.c. */
+ * with its SQL text per backend: store_ebpf.c, store_templates.c, store_endpoint_stats.c. */
 #ifndef SKP_SERVER_STORE_BACKEND_H
 #define SKP_SERVER_STORE_BACKEND_H
 
@@ -42,7 +42,7 @@
  * its functions and fills its table from the same lists (STORE_BACKEND_DECLARE,
  * STORE_BACKEND_SET), so a new op is one line here.
  *   CORE      store.h, and store_query.h's statements: every backend sets them all
- *   FEATURE   endpoint statistics (store.h), store_proc.h, store_continuous.h
+ *   FEATURE   store_proc.h, store_continuous.h
  *   CLUSTER   store_continuous.h's state shared by several collectors (PostgreSQL only) */
 #define STORE_CORE_OPS(X)                                                                          \
     X(upsert_instance, const char *service, const char *instance, const char *layer,               \
@@ -86,9 +86,6 @@
     X(query_insert_rows, const struct store_sql *q, const struct store_row_batch *b)
 
 #define STORE_FEATURE_OPS(X)                                                                       \
-    X(put_endpoint_minutes, const struct store_endpoint_minute *v, size_t n)                       \
-    X(list_endpoint_minutes, const char *service, int64_t from_ms, int64_t to_ms,                  \
-      store_endpoint_minute_cb cb, void *ud)                                                       \
     X(proc_insert_task, const struct proc_task *t)                                                 \
     X(proc_get_task, const char *id, struct proc_task *out)                                        \
     X(proc_list_tasks, enum proc_kind kind, const char *service, size_t limit,                     \

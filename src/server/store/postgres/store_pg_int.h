@@ -306,8 +306,8 @@ void pg__stack_cache_clear(struct pg_store *st);
 /* ---- the backend's entry points (store.h's functions with "pg_" before them) ---- */
 /* Those of store_backend.h's lists are declared from the lists: the core ones in store_pg.c and
  * the files above, the features in one store_pg_<feature>.c each (store_pg_proc.c,
- * store_pg_continuous.c, store_pg_cluster.c, store_pg_endpoint_stats.c); their tables: the
- * feature steps of store_pg_schema.c. */
+ * store_pg_continuous.c, store_pg_cluster.c); their tables: the feature steps of
+ * store_pg_schema.c. */
 extern const struct store_backend_ops pg_store_ops;
 SKP_MUST_CHECK skp_err pg_store_open(const char *url, const struct store_opts *opts,
                                      struct store **out);

@@ -51,7 +51,7 @@ static const struct purge_stmt k_purge_features[] = {
     {"proc_task_instances", "proc_task_instances",
      "task_id IN (SELECT id FROM proc_tasks WHERE create_time < $cut)"},
     {"proc_tasks", "proc_tasks", "create_time < $cut"},
-    /* endpoint statistics (store_pg_endpoint_stats.c) */
+    /* endpoint statistics (store/store_endpoint_stats.c) */
     {"endpoint_minutes", "endpoint_minutes", "minute_ms < $cut"},
     /* continuous profiling (store_pg_continuous.c): triggers by their time */
     {"continuous_trigger_causes", "continuous_trigger_causes",

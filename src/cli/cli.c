@@ -378,6 +378,22 @@ int cli_api_json(struct cli *c, const char *method, const char *target, json_t *
     return CLI_EXIT_OK;
 }
 
+int cli_api_get(struct cli *c, const char *target, json_t **out)
+{
+    *out = NULL;
+    json_t *res = NULL;
+    int rc = cli_api_json(c, "GET", target, NULL, &res);
+    if (rc)
+        return rc;
+    if (c->json) {
+        cli_print_json(res);
+        json_decref(res);
+        return CLI_EXIT_OK;
+    }
+    *out = res;
+    return CLI_EXIT_OK;
+}
+
 int cli_api_json_wait(struct cli *c, const char *method, const char *target, json_t *body,
                       long long wait_s, bool (*has_data)(json_t *answer), json_t **out)
 {

@@ -288,12 +288,10 @@ static int ebpf_processes(struct cli *c, const struct ebpf_opts *o, int argc, ch
     if (!proc_task_add_query(target, sizeof(target), "service", o->service))
         return cli_usage_error("ebpf: options too long");
     json_t *list = NULL;
-    int rc = cli_api_json(c, "GET", target, NULL, &list);
-    if (rc)
+    int rc = cli_api_get(c, target, &list);
+    if (!list)
         return rc;
-    if (c->json) {
-        cli_print_json(list);
-    } else if (json_array_size(list) == 0) {
+    if (json_array_size(list) == 0) {
         printf("no process registered\n");
     } else {
         printf("%-16s %-24s %-16s %8s  %-19s %s\n", "SERVICE", "INSTANCE", "PROCESS", "PID",

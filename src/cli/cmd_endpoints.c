@@ -24,16 +24,14 @@ int cmd_endpoints(struct cli *c, int argc, char **argv)
         return cli_usage_error("service name too long");
     strcat(target, "/endpoints");
     json_t *list = NULL;
-    int rc = cli_api_json(c, "GET", target, NULL, &list);
-    if (rc)
+    int rc = cli_api_get(c, target, &list);
+    if (!list)
         return rc;
     size_t i;
     json_t *e;
     char tb[32];
     char tb2[32];
-    if (c->json) {
-        cli_print_json(list);
-    } else if (json_array_size(list) == 0) {
+    if (json_array_size(list) == 0) {
         printf("no endpoint seen for %s (no trace segment reported yet)\n", name);
     } else {
         printf("%-48s %9s  %-19s  %s\n", "ENDPOINT", "REQUESTS", "FIRST SEEN", "LAST SEEN");

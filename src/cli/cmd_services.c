@@ -27,15 +27,13 @@ int cmd_services(struct cli *c, int argc, char **argv)
         strcat(target, "/instances");
     }
     json_t *list = NULL;
-    int rc = cli_api_json(c, "GET", target, NULL, &list);
-    if (rc)
+    int rc = cli_api_get(c, target, &list);
+    if (!list)
         return rc;
     size_t i;
     json_t *e;
     char tb[32];
-    if (c->json) {
-        cli_print_json(list);
-    } else if (json_array_size(list) == 0) {
+    if (json_array_size(list) == 0) {
         printf(name ? "no instances\n" : "no services yet (no agent has reported)\n");
     } else if (!name) {
         printf("%-32s %-10s %9s  %s\n", "NAME", "LAYER", "INSTANCES", "LAST SEEN");

@@ -287,14 +287,9 @@ static int task_list(struct cli *c, int argc, char **argv)
             return cli_usage_error("--endpoint too long");
     }
     json_t *tasks = NULL;
-    rc = cli_api_json(c, "GET", target, NULL, &tasks);
-    if (rc)
+    rc = cli_api_get(c, target, &tasks);
+    if (!tasks)
         return rc;
-    if (c->json) {
-        cli_print_json(tasks);
-        json_decref(tasks);
-        return CLI_EXIT_OK;
-    }
     if (json_array_size(tasks) == 0) {
         printf("no tasks\n");
         json_decref(tasks);

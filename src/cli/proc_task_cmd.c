@@ -46,23 +46,6 @@ int proc_task_create(struct cli *c, const char *api, json_t *body)
     return CLI_EXIT_OK;
 }
 
-/* GETs target; with --json prints the answer and hands back NULL. */
-static int get_json(struct cli *c, const char *target, json_t **out)
-{
-    *out = NULL;
-    json_t *res = NULL;
-    int rc = cli_api_json(c, "GET", target, NULL, &res);
-    if (rc)
-        return rc;
-    if (c->json) {
-        cli_print_json(res);
-        json_decref(res);
-        return CLI_EXIT_OK;
-    }
-    *out = res;
-    return CLI_EXIT_OK;
-}
-
 int proc_task_list(struct cli *c, const char *api, const char *service, json_t **out)
 {
     *out = NULL;
@@ -70,7 +53,7 @@ int proc_task_list(struct cli *c, const char *api, const char *service, json_t *
     if ((size_t)snprintf(target, sizeof(target), "%s", api) >= sizeof(target) ||
         !proc_task_add_query(target, sizeof(target), "service", service))
         return cli_usage_error("--service too long");
-    return get_json(c, target, out);
+    return cli_api_get(c, target, out);
 }
 
 int proc_task_get(struct cli *c, const char *api, const char *id, json_t **out)
@@ -79,7 +62,7 @@ int proc_task_get(struct cli *c, const char *api, const char *id, json_t **out)
     char target[CLI_HTTP_MAX_TARGET];
     if (!proc_task_target(target, sizeof(target), api, id, ""))
         return cli_usage_error("task id too long");
-    return get_json(c, target, out);
+    return cli_api_get(c, target, out);
 }
 
 int proc_task_download(struct cli *c, const char *target, const char *path)

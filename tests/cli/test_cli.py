@@ -405,6 +405,16 @@ def t_services():
     assert row and " c " in row[0] and "hostname=box-1" in row[0], out
     doc = json.loads(ok("services", "--json"))
     assert any(s["name"] == "svc-cli" for s in doc), doc
+    # the text rows and --json of one listing come from one GET (cli_api_get)
+    doc = json.loads(ok("--json", "endpoints", "svc-cli"))
+    out = ok("endpoints", "svc-cli").splitlines()
+    if doc:
+        assert [l.split()[0] for l in out[1:]] == [e["name"] for e in doc], (out, doc)
+    else:
+        assert out == ["no endpoint seen for svc-cli (no trace segment reported yet)"], out
+    assert ok("endpoints", "no-such-svc") == "no endpoint seen for no-such-svc (no trace segment reported yet)\n"
+    assert json.loads(ok("--json", "ebpf", "processes")) == []
+    assert ok("ebpf", "processes") == "no process registered\n"
 
 
 def main():

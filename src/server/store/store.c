@@ -459,29 +459,6 @@ skp_err store_proc_get_file(struct store *st, const char *task_id, int64_t id, u
     return st->ops->proc_get_file(st, task_id, id, data, len, instance_out);
 }
 
-skp_err store_cont_put_policy(struct store *st, const char *service, const char *uuid,
-                              const char *json, int64_t now_ms)
-{
-    if (!st->ops->cont_put_policy)
-        return SKP_ENOTSUP;
-    return st->ops->cont_put_policy(st, service, uuid, json, now_ms);
-}
-
-skp_err store_cont_delete_policy(struct store *st, const char *service)
-{
-    if (!st->ops->cont_delete_policy)
-        return SKP_ENOTSUP;
-    return st->ops->cont_delete_policy(st, service);
-}
-
-skp_err store_cont_list_policies(struct store *st, const char *service, store_cont_policy_cb cb,
-                                 void *ud)
-{
-    if (!st->ops->cont_list_policies)
-        return SKP_ENOTSUP;
-    return st->ops->cont_list_policies(st, service, cb, ud);
-}
-
 skp_err store_cont_insert_trigger(struct store *st, const struct store_cont_trigger *t,
                                   int64_t *id_out)
 {

@@ -26,7 +26,8 @@
  * function in store.c, and the function in each backend (or NULL in its table where not yet
  * written). A feature whose logic is the same on both backends instead writes it once in
  * store/store_<feature>.c over the statements of store_query.h (the query_* core ops), each
- * with its SQL text per backend: store_ebpf.c, store_templates.c, store_endpoint_stats.c. */
+ * with its SQL text per backend: store_ebpf.c, store_templates.c, store_endpoint_stats.c,
+ * store_cont_policies.c. */
 #ifndef SKP_SERVER_STORE_BACKEND_H
 #define SKP_SERVER_STORE_BACKEND_H
 
@@ -108,9 +109,6 @@
     X(proc_list_files, const char *task_id, struct proc_file **out, size_t *n)                     \
     X(proc_get_file, const char *task_id, int64_t id, uint8_t **data, size_t *len,                 \
       char **instance_out)                                                                         \
-    X(cont_put_policy, const char *service, const char *uuid, const char *json, int64_t now_ms)    \
-    X(cont_delete_policy, const char *service)                                                     \
-    X(cont_list_policies, const char *service, store_cont_policy_cb cb, void *ud)                  \
     X(cont_insert_trigger, const struct store_cont_trigger *t, int64_t *id_out)                    \
     X(cont_list_triggers, const char *service, const char *task_id, size_t limit,                  \
       store_cont_trigger_cb cb, void *ud)

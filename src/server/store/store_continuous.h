@@ -2,7 +2,8 @@
  * canonical JSON, continuous_policy.h) and of triggers (when, which target, the task created,
  * and each cause: monitor type, URI, threshold, current value, window). Plain C rows in and out
  * (no JSON objects, no protobuf types): the policy JSON is an opaque text here.
- * Implemented in store_sqlite_continuous.c (schema step 5).
+ * Implemented in store_cont_policies.c (policies, both backends), sqlite/store_sqlite_continuous.c
+ * and postgres/store_pg_continuous.c (triggers), postgres/store_pg_cluster.c (cluster state).
  *
  * Threading: like every store function, on the thread that owns `st`. */
 #ifndef SKP_SERVER_STORE_CONTINUOUS_H

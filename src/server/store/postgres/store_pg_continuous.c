@@ -1,5 +1,6 @@
-/* store_pg_continuous.c - PostgreSQL backend of store_continuous.h: continuous_policies,
- * continuous_triggers and continuous_trigger_causes (the feature step of store_pg_schema.c).
+/* store_pg_continuous.c - PostgreSQL backend of store_continuous.h's triggers: continuous_triggers
+ * and continuous_trigger_causes (the feature step of store_pg_schema.c; continuous_policies:
+ * store/store_cont_policies.c).
  * A trigger and its causes are one transaction; trigger ids come from a sequence, so collectors
  * sharing the database never hand out the same id. */
 #include "server/store/store_continuous.h"
@@ -13,43 +14,6 @@
 #include "server/store/postgres/store_pg_int.h"
 
 #define CONT_LIST_DEFAULT 1000
-
-skp_err pg_store_cont_put_policy(struct store *base, const char *service, const char *uuid,
-                                 const char *json, int64_t now_ms)
-{
-    const struct store_cont_policy_row row = {service, uuid, json, now_ms};
-    return pg__insert_row(pg_store_of(base),
-                          "INSERT INTO continuous_policies(" STORE_CONT_POLICY_COLS ") "
-                          "VALUES(" STORE_CONT_POLICY_PG ") ON CONFLICT (service) DO UPDATE SET "
-                          "uuid = excluded.uuid, json = excluded.json, "
-                          "updated_ms = excluded.updated_ms",
-                          &store_cont_policy_row, &row, "put continuous policy");
-}
-
-skp_err pg_store_cont_delete_policy(struct store *base, const char *service)
-{
-    struct pg_params p = {0};
-    pgp_text(&p, service);
-    skp_err err = SKP_OK;
-    PGresult *r = pg__query(pg_store_of(base), "DELETE FROM continuous_policies WHERE service = $1",
-                            &p, &err, "delete continuous policy");
-    if (r && strcmp(PQcmdTuples(r), "0") == 0)
-        err = SKP_ENOTFOUND;
-    PQclear(r);
-    return err;
-}
-
-skp_err pg_store_cont_list_policies(struct store *base, const char *service,
-                                    store_cont_policy_cb cb, void *ud)
-{
-    struct pg_params p = {0};
-    pgp_text(&p, service);
-    return pg__query_each(pg_store_of(base),
-                          "SELECT " STORE_CONT_POLICY_READ " FROM continuous_policies "
-                          "WHERE $1::text IS NULL OR service = $1 ORDER BY service COLLATE \"C\"",
-                          &p, &store_cont_policy_row, &STORE_VISIT(cont_policy, cb, ud),
-                          "list continuous policies");
-}
 
 skp_err pg_store_cont_insert_trigger(struct store *base, const struct store_cont_trigger *t,
                                      int64_t *id_out)

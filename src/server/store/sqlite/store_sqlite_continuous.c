@@ -1,5 +1,6 @@
 /* store_sqlite_continuous.c - SQLite tables of continuous profiling (see store_continuous.h):
- * continuous_policies, continuous_triggers and continuous_trigger_causes (schema step 5). */
+ * continuous_triggers and continuous_trigger_causes (schema step 5; continuous_policies:
+ * store/store_cont_policies.c). */
 #include "server/store/store_continuous.h"
 
 #include <string.h>
@@ -9,39 +10,6 @@
 #include "server/store/sqlite/store_int.h"
 
 #define CONT_LIST_DEFAULT 1000
-
-skp_err sqlite_store_cont_put_policy(struct store *base, const char *service, const char *uuid,
-                                     const char *json, int64_t now_ms)
-{
-    const struct store_cont_policy_row row = {service, uuid, json, now_ms};
-    return store__insert_row(sqlite_store_of(base),
-                             "INSERT OR REPLACE INTO continuous_policies(" STORE_CONT_POLICY_COLS
-                             ") VALUES(" STORE_CONT_POLICY_SQ ")",
-                             &store_cont_policy_row, &row, NULL, "put continuous policy");
-}
-
-skp_err sqlite_store_cont_delete_policy(struct store *base, const char *service)
-{
-    struct store_params p = {0};
-    store_param_text(&p, service);
-    int64_t changed = 0;
-    skp_err err = store__query_done(sqlite_store_of(base),
-                                    "DELETE FROM continuous_policies WHERE service = ?", &p,
-                                    &changed, "delete continuous policy");
-    return !err && changed == 0 ? SKP_ENOTFOUND : err;
-}
-
-skp_err sqlite_store_cont_list_policies(struct store *base, const char *service,
-                                        store_cont_policy_cb cb, void *ud)
-{
-    struct store_params p = {0};
-    store_param_text(&p, service);
-    return store__query_each(sqlite_store_of(base),
-                             "SELECT " STORE_CONT_POLICY_READ " FROM continuous_policies"
-                             " WHERE ?1 IS NULL OR service = ?1 ORDER BY service",
-                             &p, &store_cont_policy_row, &STORE_VISIT(cont_policy, cb, ud),
-                             "list continuous policies");
-}
 
 static skp_err insert_causes(struct sqlite_store *st, int64_t id,
                              const struct store_cont_trigger *t)

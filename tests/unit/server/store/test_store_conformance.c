@@ -1599,6 +1599,57 @@ static void ebpf(void **state)
     assert_int_equal(store_ebpf_scan_task(f->st, NULL, NULL, 0, 1, ebpf_stack_cb, &k), SKP_EINVAL);
 }
 
+/* ---- continuous-profiling policies (store_continuous.h) ---- */
+
+struct policies_seen {
+    int n;
+    char service[4][16], uuid[4][16], json[4][32];
+    int64_t updated[4];
+};
+
+static skp_err policy_cb(void *ud, const struct store_cont_policy_row *r)
+{
+    struct policies_seen *e = ud;
+    assert_true(e->n < 4);
+    snprintf(e->service[e->n], sizeof(e->service[0]), "%s", r->service);
+    snprintf(e->uuid[e->n], sizeof(e->uuid[0]), "%s", r->uuid);
+    snprintf(e->json[e->n], sizeof(e->json[0]), "%s", r->json);
+    e->updated[e->n] = r->updated_ms;
+    e->n++;
+    return SKP_OK;
+}
+
+static void cont_policies(void **state)
+{
+    struct cf *f = *state;
+    struct policies_seen e = {0};
+    if (store_cont_list_policies(f->st, NULL, policy_cb, &e) == SKP_ENOTSUP)
+        skip(); /* the backend has no continuous-profiling tables yet */
+    assert_int_equal(e.n, 0);
+    assert_int_equal(store_cont_put_policy(f->st, "svc-b", "u1", "{\"b\":1}", 1000), SKP_OK);
+    assert_int_equal(store_cont_put_policy(f->st, "svc-a", "u2", "{}", 2000), SKP_OK);
+    /* a service's policy again: replaced, one row per service */
+    assert_int_equal(store_cont_put_policy(f->st, "svc-b", "u3", "{\"b\":2}", 3000), SKP_OK);
+    cf_reopen(f);
+    assert_int_equal(store_cont_list_policies(f->st, NULL, policy_cb, &e), SKP_OK);
+    assert_int_equal(e.n, 2); /* by service */
+    assert_string_equal(e.service[0], "svc-a");
+    assert_string_equal(e.service[1], "svc-b");
+    assert_string_equal(e.uuid[1], "u3");
+    assert_string_equal(e.json[1], "{\"b\":2}");
+    assert_int_equal(e.updated[1], 3000);
+    memset(&e, 0, sizeof(e));
+    assert_int_equal(store_cont_list_policies(f->st, "svc-a", policy_cb, &e), SKP_OK);
+    assert_int_equal(e.n, 1);
+    assert_string_equal(e.uuid[0], "u2");
+    assert_int_equal(store_cont_delete_policy(f->st, "svc-a"), SKP_OK);
+    assert_int_equal(store_cont_delete_policy(f->st, "svc-a"), SKP_ENOTFOUND);
+    memset(&e, 0, sizeof(e));
+    assert_int_equal(store_cont_list_policies(f->st, NULL, policy_cb, &e), SKP_OK);
+    assert_int_equal(e.n, 1);
+    assert_string_equal(e.service[0], "svc-b");
+}
+
 /* ---- retention and restart ---- */
 
 static void retention(void **state)
@@ -2177,6 +2228,7 @@ int main(int argc, char **argv)
         cmocka_unit_test_setup_teardown(endpoint_minutes, cf_setup, cf_teardown),
         cmocka_unit_test_setup_teardown(templates, cf_setup, cf_teardown),
         cmocka_unit_test_setup_teardown(ebpf, cf_setup, cf_teardown),
+        cmocka_unit_test_setup_teardown(cont_policies, cf_setup, cf_teardown),
         cmocka_unit_test_setup_teardown(proc_tasks, cf_setup, cf_teardown),
         cmocka_unit_test_setup_teardown(retention, cf_setup, cf_teardown),
         cmocka_unit_test_setup_teardown(retention_of_triggers, cf_setup, cf_teardown),

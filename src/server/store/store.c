@@ -169,32 +169,9 @@ skp_err store_insert_task(struct store *st, const struct store_task *t)
     return st->ops->insert_task(st, t);
 }
 
-skp_err store_get_task(struct store *st, const char *id, struct store_task *out)
-{
-    return st->ops->get_task(st, id, out);
-}
-
-skp_err store_latest_task_before(struct store *st, const char *service, int64_t start_before,
-                                 struct store_task *out)
-{
-    return st->ops->latest_task_before(st, service, start_before, out);
-}
-
 skp_err store_cancel_task(struct store *st, const char *id, int64_t now_ms)
 {
     return st->ops->cancel_task(st, id, now_ms);
-}
-
-skp_err store_tasks_for_agent(struct store *st, const char *service, int64_t after_create_time,
-                              int64_t now_ms, struct store_task **out, size_t *n_out)
-{
-    return st->ops->tasks_for_agent(st, service, after_create_time, now_ms, out, n_out);
-}
-
-skp_err store_list_tasks(struct store *st, const char *service, const char *endpoint,
-                         store_task_cb cb, void *ud)
-{
-    return st->ops->list_tasks(st, service, endpoint, cb, ud);
 }
 
 skp_err store_tasks_lock(struct store *st, const char *service)
@@ -211,11 +188,6 @@ skp_err store_add_task_log(struct store *st, const char *task_id, const char *se
                            const char *instance, enum store_task_op op, int64_t time_ms)
 {
     return st->ops->add_task_log(st, task_id, service, instance, op, time_ms);
-}
-
-skp_err store_list_task_logs(struct store *st, const char *task_id, store_task_log_cb cb, void *ud)
-{
-    return st->ops->list_task_logs(st, task_id, cb, ud);
 }
 
 bool store_batch_answered(const struct store *st, const void *v, size_t n, skp_err *err)

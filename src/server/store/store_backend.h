@@ -27,7 +27,7 @@
  * written). A feature whose logic is the same on both backends instead writes it once in
  * store/store_<feature>.c over the statements of store_query.h (the query_* core ops), each
  * with its SQL text per backend: store_ebpf.c, store_templates.c, store_endpoint_stats.c,
- * store_cont_policies.c. */
+ * store_cont_policies.c, store_tasks.c. */
 #ifndef SKP_SERVER_STORE_BACKEND_H
 #define SKP_SERVER_STORE_BACKEND_H
 
@@ -52,17 +52,11 @@
     X(list_services, store_service_cb cb, void *ud)                                                \
     X(list_instances, const char *service, store_instance_cb cb, void *ud)                         \
     X(insert_task, const struct store_task *t)                                                     \
-    X(get_task, const char *id, struct store_task *out)                                            \
-    X(latest_task_before, const char *service, int64_t start_before, struct store_task *out)       \
     X(cancel_task, const char *id, int64_t now_ms)                                                 \
-    X(tasks_for_agent, const char *service, int64_t after_create_time, int64_t now_ms,             \
-      struct store_task **out, size_t *n_out)                                                      \
-    X(list_tasks, const char *service, const char *endpoint, store_task_cb cb, void *ud)           \
     X(tasks_lock, const char *service)                                                             \
     X(tasks_unlock, bool commit)                                                                   \
     X(add_task_log, const char *task_id, const char *service, const char *instance,                \
       enum store_task_op op, int64_t time_ms)                                                      \
-    X(list_task_logs, const char *task_id, store_task_log_cb cb, void *ud)                         \
     X(insert_snapshots, const struct store_snapshot *v, size_t n, size_t *n_dup)                   \
     X(insert_segments, const struct store_segment *v, size_t n, int64_t received_ms)               \
     X(segment_has_snapshots, const char *segment_id, bool *out)                                    \
@@ -82,6 +76,10 @@
     X(get_stats, struct store_stats *out)                                                          \
     X(query_each, const struct store_sql *q, const struct store_params *p,                         \
       const struct store_row_desc *d, const struct store_visit *v)                                 \
+    X(query_one, const struct store_sql *q, const struct store_params *p,                          \
+      const struct store_row_desc *d, void *out)                                                   \
+    X(query_rows, const struct store_sql *q, const struct store_params *p,                         \
+      const struct store_row_desc *d, void **out, size_t *n)                                       \
     X(query_done, const struct store_sql *q, const struct store_params *p, int64_t *changed)       \
     X(query_insert, const struct store_sql *q, const struct store_row_desc *d, const void *row)    \
     X(query_insert_rows, const struct store_sql *q, const struct store_row_batch *b)

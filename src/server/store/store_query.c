@@ -25,12 +25,36 @@ void store_param_int(struct store_params *p, int64_t v)
 skp_err store_query_each(struct store *st, const struct store_sql *q, const struct store_params *p,
                          const struct store_row_desc *d, const struct store_visit *v)
 {
+    if (p && p->over)
+        return SKP_EINVAL;
     return st->ops->query_each(st, q, p, d, v);
+}
+
+skp_err store_query_one(struct store *st, const struct store_sql *q, const struct store_params *p,
+                        const struct store_row_desc *d, void *out)
+{
+    if (p && p->over)
+        return SKP_EINVAL;
+    return st->ops->query_one(st, q, p, d, out);
+}
+
+skp_err store_query_rows(struct store *st, const struct store_sql *q, const struct store_params *p,
+                         const struct store_row_desc *d, void **out, size_t *n)
+{
+    *out = NULL;
+    *n = 0;
+    if (p && p->over)
+        return SKP_EINVAL;
+    return st->ops->query_rows(st, q, p, d, out, n);
 }
 
 skp_err store_query_done(struct store *st, const struct store_sql *q, const struct store_params *p,
                          int64_t *changed)
 {
+    if (changed)
+        *changed = 0;
+    if (p && p->over)
+        return SKP_EINVAL;
     return st->ops->query_done(st, q, p, changed);
 }
 

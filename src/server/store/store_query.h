@@ -58,6 +58,17 @@ SKP_MUST_CHECK skp_err store_query_each(struct store *st, const struct store_sql
                                         const struct store_params *p,
                                         const struct store_row_desc *d,
                                         const struct store_visit *v);
+/* Runs the select q of at most one row with p: that row, owned, into out (d's struct; its
+ * cleanup frees it); SKP_ENOTFOUND when none. Errors: SKP_EINVAL (p->over), SKP_EIO,
+ * SKP_ENOMEM. */
+SKP_MUST_CHECK skp_err store_query_one(struct store *st, const struct store_sql *q,
+                                       const struct store_params *p, const struct store_row_desc *d,
+                                       void *out);
+/* Runs the select q with p: every row, owned, in one array (*out: skpx_free, each row d's
+ * cleanup; NULL when none) of *n rows. Errors: SKP_EINVAL (p->over), SKP_EIO, SKP_ENOMEM. */
+SKP_MUST_CHECK skp_err store_query_rows(struct store *st, const struct store_sql *q,
+                                        const struct store_params *p,
+                                        const struct store_row_desc *d, void **out, size_t *n);
 /* Runs q (no result rows) with p; *changed (may be NULL) gets the number of rows it changed.
  * Errors: SKP_EINVAL (p->over), SKP_EIO, SKP_ENOMEM. */
 SKP_MUST_CHECK skp_err store_query_done(struct store *st, const struct store_sql *q,

@@ -7,8 +7,9 @@
 
 #include "server/store/postgres/store_pg_int.h"
 
-/* Adds the values of q (may be NULL) to p, in order. */
-static void add_params(struct pg_params *p, const struct store_params *q)
+/* Adds the values of q (may be NULL) to p, in order; returns p. (store_query.c refuses a q
+ * that is over its bound before a backend sees it.) */
+static struct pg_params *add_params(struct pg_params *p, const struct store_params *q)
 {
     for (int i = 0; q && i < q->n; i++) {
         if (q->v[i].is_int)
@@ -16,30 +17,38 @@ static void add_params(struct pg_params *p, const struct store_params *q)
         else
             pgp_text(p, q->v[i].text);
     }
+    return p;
 }
 
 skp_err pg_store_query_each(struct store *base, const struct store_sql *q,
                             const struct store_params *p, const struct store_row_desc *d,
                             const struct store_visit *v)
 {
-    if (p && p->over)
-        return SKP_EINVAL;
     struct pg_params pp = {0};
-    add_params(&pp, p);
-    return pg__query_each(pg_store_of(base), q->pg, &pp, d, v, q->what);
+    return pg__query_each(pg_store_of(base), q->pg, add_params(&pp, p), d, v, q->what);
+}
+
+skp_err pg_store_query_one(struct store *base, const struct store_sql *q,
+                           const struct store_params *p, const struct store_row_desc *d, void *out)
+{
+    struct pg_params pp = {0};
+    return pg__query_one(pg_store_of(base), q->pg, add_params(&pp, p), d, out, q->what);
+}
+
+skp_err pg_store_query_rows(struct store *base, const struct store_sql *q,
+                            const struct store_params *p, const struct store_row_desc *d,
+                            void **out, size_t *n)
+{
+    struct pg_params pp = {0};
+    return pg__query_rows(pg_store_of(base), q->pg, add_params(&pp, p), d, out, n, q->what);
 }
 
 skp_err pg_store_query_done(struct store *base, const struct store_sql *q,
                             const struct store_params *p, int64_t *changed)
 {
-    if (changed)
-        *changed = 0;
-    if (p && p->over)
-        return SKP_EINVAL;
     struct pg_params pp = {0};
-    add_params(&pp, p);
     skp_err err = SKP_OK;
-    PGresult *r = pg__query(pg_store_of(base), q->pg, &pp, &err, q->what);
+    PGresult *r = pg__query(pg_store_of(base), q->pg, add_params(&pp, p), &err, q->what);
     if (r && changed)
         *changed = strtoll(PQcmdTuples(r), NULL, 10);
     PQclear(r);

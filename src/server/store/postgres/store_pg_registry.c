@@ -1,6 +1,7 @@
 /* store_pg_registry.c - PostgreSQL backend: services and instances (registered by agents),
  * profile tasks (with the service task lock that makes the overlap rule hold across
- * collectors) and their logs. Properties use the shared JSON text (store_codec.h). */
+ * collectors) and their logs; their reads: store/store_tasks.c. Properties use the shared
+ * JSON text (store_codec.h). */
 #include "server/store/postgres/store_pg_int.h"
 
 #include <inttypes.h>
@@ -134,77 +135,6 @@ skp_err pg_store_insert_task(struct store *base, const struct store_task *t)
     return SKP_OK;
 }
 
-/* Runs a task query expected to yield at most one row into *out (p freed). */
-static skp_err one_task(struct pg_store *st, const char *sql, struct pg_params *p,
-                        struct store_task *out)
-{
-    return pg__query_one(st, sql, p, &store_task_row, out, "read task");
-}
-
-skp_err pg_store_get_task(struct store *base, const char *id, struct store_task *out)
-{
-    memset(out, 0, sizeof(*out));
-    if (!id)
-        return SKP_EINVAL;
-    struct pg_params p = {0};
-    pgp_text(&p, id);
-    return one_task(pg_store_of(base), "SELECT " STORE_TASK_READ " FROM tasks WHERE id = $1", &p,
-                    out);
-}
-
-skp_err pg_store_latest_task_before(struct store *base, const char *service, int64_t start_before,
-                                    struct store_task *out)
-{
-    memset(out, 0, sizeof(*out));
-    if (!service)
-        return SKP_EINVAL;
-    struct pg_params p = {0};
-    pgp_text(&p, service);
-    pgp_int(&p, start_before);
-    return one_task(pg_store_of(base),
-                    "SELECT " STORE_TASK_READ " FROM tasks WHERE service = $1 AND "
-                    "start_time <= $2 ORDER BY start_time DESC, create_time DESC LIMIT 1",
-                    &p, out);
-}
-
-skp_err pg_store_tasks_for_agent(struct store *base, const char *service, int64_t after_create_time,
-                                 int64_t now_ms, struct store_task **out, size_t *n_out)
-{
-    *out = NULL;
-    *n_out = 0;
-    if (!service)
-        return SKP_EINVAL;
-    struct pg_params p = {0};
-    pgp_text(&p, service);
-    pgp_int(&p, after_create_time);
-    pgp_int(&p, now_ms);
-    void *v = NULL;
-    skp_err err = pg__query_rows(pg_store_of(base),
-                                 "SELECT " STORE_TASK_READ " FROM tasks WHERE service = $1 AND "
-                                 "create_time > $2 AND start_time + duration_min * 60000::bigint "
-                                 "> $3 AND cancelled_ms IS NULL "
-                                 "ORDER BY create_time, id COLLATE \"C\"",
-                                 &p, &store_task_row, &v, n_out, "tasks for agent");
-    *out = v;
-    return err;
-}
-
-skp_err pg_store_list_tasks(struct store *base, const char *service, const char *endpoint,
-                            store_task_cb cb, void *ud)
-{
-    if (!cb)
-        return SKP_EINVAL;
-    struct pg_params p = {0};
-    pgp_text(&p, service);
-    pgp_text(&p, endpoint);
-    return pg__query_each(pg_store_of(base),
-                          "SELECT " STORE_TASK_READ " FROM tasks WHERE "
-                          "($1::text IS NULL OR service = $1) AND "
-                          "($2::text IS NULL OR endpoint = $2) "
-                          "ORDER BY start_time DESC, create_time DESC, id COLLATE \"C\" DESC",
-                          &p, &store_task_row, &STORE_VISIT(task, cb, ud), "list tasks");
-}
-
 skp_err pg_store_cancel_task(struct store *base, const char *id, int64_t now_ms)
 {
     if (!id)
@@ -275,18 +205,4 @@ skp_err pg_store_add_task_log(struct store *base, const char *task_id, const cha
     if (!err)
         st->commits++;
     return err;
-}
-
-skp_err pg_store_list_task_logs(struct store *base, const char *task_id, store_task_log_cb cb,
-                                void *ud)
-{
-    if (!task_id || !cb)
-        return SKP_EINVAL;
-    struct pg_params p = {0};
-    pgp_text(&p, task_id);
-    return pg__query_each(pg_store_of(base),
-                          "SELECT " STORE_TASK_LOG_READ " FROM task_logs WHERE task_id = $1 "
-                          "ORDER BY time, op, instance COLLATE \"C\"",
-                          &p, &store_task_log_row, &STORE_VISIT(task_log, cb, ud),
-                          "list task logs");
 }

@@ -11,6 +11,20 @@ skp_err sqlite_store_query_each(struct store *base, const struct store_sql *q,
     return store__query_each(sqlite_store_of(base), q->sqlite, p, d, v, q->what);
 }
 
+skp_err sqlite_store_query_one(struct store *base, const struct store_sql *q,
+                               const struct store_params *p, const struct store_row_desc *d,
+                               void *out)
+{
+    return store__query_one(sqlite_store_of(base), q->sqlite, p, d, out, q->what);
+}
+
+skp_err sqlite_store_query_rows(struct store *base, const struct store_sql *q,
+                                const struct store_params *p, const struct store_row_desc *d,
+                                void **out, size_t *n)
+{
+    return store__query_rows(sqlite_store_of(base), q->sqlite, p, d, out, n, q->what);
+}
+
 skp_err sqlite_store_query_done(struct store *base, const struct store_sql *q,
                                 const struct store_params *p, int64_t *changed)
 {

@@ -1,6 +1,7 @@
 /* store_sqlite_registry.c - SQLite backend: services and instances (registered by agents),
- * profile tasks and their logs. Instance properties are kept as a JSON object text (the
- * backend's own column format, read back into rows here). Single-threaded. */
+ * profile task writes and task logs (their reads: store/store_tasks.c). Instance properties
+ * are kept as a JSON object text (the backend's own column format, read back into rows here).
+ * Single-threaded. */
 #include "server/store/store.h"
 
 #include <stdio.h>
@@ -157,70 +158,6 @@ skp_err sqlite_store_insert_task(struct store *base, const struct store_task *t)
     return err;
 }
 
-skp_err sqlite_store_get_task(struct store *base, const char *id, struct store_task *out)
-{
-    memset(out, 0, sizeof(*out));
-    if (!id)
-        return SKP_EINVAL;
-    struct store_params p = {0};
-    store_param_text(&p, id);
-    return store__query_one(sqlite_store_of(base),
-                            "SELECT " STORE_TASK_READ " FROM tasks WHERE id = ?", &p,
-                            &store_task_row, out, "read task");
-}
-
-skp_err sqlite_store_latest_task_before(struct store *base, const char *service,
-                                        int64_t start_before, struct store_task *out)
-{
-    memset(out, 0, sizeof(*out));
-    if (!service)
-        return SKP_EINVAL;
-    struct store_params p = {0};
-    store_param_text(&p, service);
-    store_param_int(&p, start_before);
-    return store__query_one(sqlite_store_of(base),
-                            "SELECT " STORE_TASK_READ " FROM tasks WHERE service = ? AND "
-                            "start_time <= ? ORDER BY start_time DESC, create_time DESC LIMIT 1",
-                            &p, &store_task_row, out, "read task");
-}
-
-skp_err sqlite_store_tasks_for_agent(struct store *base, const char *service,
-                                     int64_t after_create_time, int64_t now_ms,
-                                     struct store_task **out, size_t *n_out)
-{
-    *out = NULL;
-    *n_out = 0;
-    if (!service)
-        return SKP_EINVAL;
-    struct store_params p = {0};
-    store_param_text(&p, service);
-    store_param_int(&p, after_create_time);
-    store_param_int(&p, now_ms);
-    void *v = NULL;
-    skp_err err = store__query_rows(sqlite_store_of(base),
-                                    "SELECT " STORE_TASK_READ " FROM tasks WHERE service = ? AND "
-                                    "create_time > ? AND start_time + duration_min * 60000 > ? "
-                                    "AND cancelled_ms IS NULL ORDER BY create_time, id",
-                                    &p, &store_task_row, &v, n_out, "tasks for agent");
-    *out = v;
-    return err;
-}
-
-skp_err sqlite_store_list_tasks(struct store *base, const char *service, const char *endpoint,
-                                store_task_cb cb, void *ud)
-{
-    if (!cb)
-        return SKP_EINVAL;
-    struct store_params p = {0};
-    store_param_text(&p, service);
-    store_param_text(&p, endpoint);
-    return store__query_each(sqlite_store_of(base),
-                             "SELECT " STORE_TASK_READ " FROM tasks WHERE "
-                             "(?1 IS NULL OR service = ?1) AND (?2 IS NULL OR endpoint = ?2) "
-                             "ORDER BY start_time DESC, create_time DESC, id DESC",
-                             &p, &store_task_row, &STORE_VISIT(task, cb, ud), "list tasks");
-}
-
 skp_err sqlite_store_cancel_task(struct store *base, const char *id, int64_t now_ms)
 {
     if (!id)
@@ -284,18 +221,4 @@ skp_err sqlite_store_add_task_log(struct store *base, const char *task_id, const
         st->commits++;
     sqlite3_finalize(s);
     return err;
-}
-
-skp_err sqlite_store_list_task_logs(struct store *base, const char *task_id, store_task_log_cb cb,
-                                    void *ud)
-{
-    if (!task_id || !cb)
-        return SKP_EINVAL;
-    struct store_params p = {0};
-    store_param_text(&p, task_id);
-    return store__query_each(sqlite_store_of(base),
-                             "SELECT " STORE_TASK_LOG_READ " FROM task_logs "
-                             "WHERE task_id = ? ORDER BY time, op, instance",
-                             &p, &store_task_log_row, &STORE_VISIT(task_log, cb, ud),
-                             "list task logs");
 }

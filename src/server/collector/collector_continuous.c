@@ -259,21 +259,16 @@ COLLECTOR_UNARY_ON_MESSAGE(on_report, report_body)
 
 skp_err collector_continuous_register(struct collector *c, struct skpx_grpc_server *srv)
 {
-    struct skpx_grpc_method q = {
-        .client_streaming = false,
-        .request_desc = &skywalking__v3__continuous_profiling_policy_query__descriptor,
-        .on_start = collector_on_start,
-        .on_message = on_query,
-        .on_end = collector_unary_on_end,
-        .on_close = collector_unary_on_close,
-        .ud = c,
-    };
-    skp_err err = collector_add(srv, PATHS("queryPolicies"), q);
+    skp_err err = collector_add(
+        srv, PATHS("queryPolicies"),
+        collector_unary_method(&skywalking__v3__continuous_profiling_policy_query__descriptor,
+                               on_query, c));
     if (err)
         return err;
-    q.request_desc = &skywalking__v3__continuous_profiling_report__descriptor;
-    q.on_message = on_report;
-    return collector_add(srv, PATHS("reportProfilingTask"), q);
+    return collector_add(
+        srv, PATHS("reportProfilingTask"),
+        collector_unary_method(&skywalking__v3__continuous_profiling_report__descriptor, on_report,
+                               c));
 }
 
 /* ---------------- the evaluator ---------------- */

@@ -523,25 +523,22 @@ static void data_on_close(struct skpx_grpc_call *call, void *ud, int status)
 
 skp_err collector_ebpf_register(struct collector *c, struct skpx_grpc_server *srv)
 {
-    struct skpx_grpc_method m = {
-        .client_streaming = false,
-        .request_desc = &skywalking__v3__ebpfprocess_report_list__descriptor,
-        .on_start = collector_on_start,
-        .on_message = on_report,
-        .on_end = collector_unary_on_end,
-        .on_close = collector_unary_on_close,
-        .ud = c,
-    };
-    skp_err err = collector_add(srv, PROC_PATHS("reportProcesses"), m);
+    skp_err err = collector_add(
+        srv, PROC_PATHS("reportProcesses"),
+        collector_unary_method(&skywalking__v3__ebpfprocess_report_list__descriptor, on_report, c));
     if (err)
         return err;
-    m.request_desc = &skywalking__v3__ebpfprocess_ping_pkg_list__descriptor;
-    m.on_message = on_keepalive;
-    if ((err = collector_add(srv, PROC_PATHS("keepAlive"), m)))
+    err =
+        collector_add(srv, PROC_PATHS("keepAlive"),
+                      collector_unary_method(&skywalking__v3__ebpfprocess_ping_pkg_list__descriptor,
+                                             on_keepalive, c));
+    if (err)
         return err;
-    m.request_desc = &skywalking__v3__ebpfprofiling_task_query__descriptor;
-    m.on_message = on_query_tasks;
-    if ((err = collector_add(srv, PROF_PATHS("queryTasks"), m)))
+    err =
+        collector_add(srv, PROF_PATHS("queryTasks"),
+                      collector_unary_method(&skywalking__v3__ebpfprofiling_task_query__descriptor,
+                                             on_query_tasks, c));
+    if (err)
         return err;
     struct skpx_grpc_method d = {
         .client_streaming = true,

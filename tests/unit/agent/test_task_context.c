@@ -586,12 +586,17 @@ struct stress {
     _Atomic int over_limit;
     _Atomic int taken;
     int threshold_ms;
+    int64_t deadline_ms; /* monotonic */
 };
 
 static void *worker(void *arg)
 {
     struct stress *st = arg;
-    for (int i = 0; i < STRESS_ITERS; i++) {
+    /* under a threshold, go on past STRESS_ITERS until the sampler has caught a held request at
+     * least once: on a loaded machine it may not have run during the first iterations */
+    for (int i = 0; i < STRESS_ITERS || (st->threshold_ms > 0 && atomic_load(&st->e->s.held) == 0 &&
+                                         skpx_mono_ms() < st->deadline_ms);
+         i++) {
         struct skp__profiling_ref r;
         /* with a threshold, every other request starts now: held, and mostly ends under it */
         int64_t ago = st->threshold_ms > 0 && i % 2 ? 0 : 100;
@@ -622,7 +627,7 @@ static void *sampler_loop(void *arg)
 static void concurrent_slots(int threshold_ms)
 {
     struct env *e = env_new(3, threshold_ms, 9, 4);
-    struct stress st = {.e = e, .threshold_ms = threshold_ms};
+    struct stress st = {.e = e, .threshold_ms = threshold_ms, .deadline_ms = skpx_mono_ms() + 20000};
     /* an unlimited budget for the stress: the budget is tested above */
     e->ctx.task.max_sampling_count = 1 << 30;
     pthread_t w[STRESS_THREADS], smp;

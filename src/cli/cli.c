@@ -378,6 +378,16 @@ int cli_api_json(struct cli *c, const char *method, const char *target, json_t *
     return CLI_EXIT_OK;
 }
 
+bool cli_target(char *target, size_t cap, const char *api, const char *id, const char *suffix)
+{
+    if ((size_t)snprintf(target, cap, "%s/", api) >= cap)
+        return false;
+    if (!http_path_escape(target, cap, id) || strlen(target) + strlen(suffix) >= cap)
+        return false;
+    strcat(target, suffix);
+    return true;
+}
+
 int cli_api_get(struct cli *c, const char *target, json_t **out)
 {
     *out = NULL;

@@ -177,6 +177,9 @@ int cli_check_format(const char *cmd, const char *format, const char *const *nam
  * exit code: 3 when the server cannot be reached, 4 on 404, 1 on any other error (the
  * server's {"error"} or {"errorReason", "field"} is printed). */
 int cli_api_json(struct cli *c, const char *method, const char *target, json_t *body, json_t **out);
+/* Writes "<api>/<escaped id><suffix>" into target (cap bytes): the route of one item of a
+ * collection, id escaped with http_path_escape. False when it does not fit. */
+bool cli_target(char *target, size_t cap, const char *api, const char *id, const char *suffix);
 /* GETs target (cli_api_json). With --json prints the answer and hands back *out = NULL: the
  * command is done (CLI_EXIT_OK); otherwise *out receives the answer (caller json_decref's). */
 int cli_api_get(struct cli *c, const char *target, json_t **out);

@@ -60,14 +60,20 @@ int cli_attach_exit(skp_err err)
     }
 }
 
-static json_t *frame_json(const struct attach_frame *f)
+/* frames[0..n) as a JSON array of {name, file, line, native}. */
+static json_t *frames_json(const struct attach_frame *frames, size_t n)
 {
-    json_t *jf = json_object();
-    json_object_set_new(jf, "name", json_string(f->name));
-    json_object_set_new(jf, "file", json_string(f->file));
-    json_object_set_new(jf, "line", f->line >= 0 ? json_integer(f->line) : json_null());
-    json_object_set_new(jf, "native", json_boolean(f->native));
-    return jf;
+    json_t *list = json_array();
+    for (size_t i = 0; i < n; i++) {
+        const struct attach_frame *f = &frames[i];
+        json_t *jf = json_object();
+        json_object_set_new(jf, "name", json_string(f->name));
+        json_object_set_new(jf, "file", json_string(f->file));
+        json_object_set_new(jf, "line", f->line >= 0 ? json_integer(f->line) : json_null());
+        json_object_set_new(jf, "native", json_boolean(f->native));
+        json_array_append_new(list, jf);
+    }
+    return list;
 }
 
 static const char *task_state(const struct attach_task *k)
@@ -93,13 +99,22 @@ static json_t *tasks_json(const struct attach_tasks *tk)
         json_object_set_new(jk, "awaiting",
                             k->awaiting[0] ? json_string(k->awaiting) : json_null());
         json_object_set_new(jk, "truncated", json_boolean(k->truncated));
-        json_t *frames = json_array();
-        for (size_t f = 0; f < k->n_frames; f++)
-            json_array_append_new(frames, frame_json(&tk->frames[k->first_frame + f]));
-        json_object_set_new(jk, "frames", frames);
+        json_object_set_new(jk, "frames", frames_json(&tk->frames[k->first_frame], k->n_frames));
         json_array_append_new(tasks, jk);
     }
     return tasks;
+}
+
+/* One line per frame of frames[0..n), indented under its thread's or task's header. */
+static void print_frames(const struct attach_frame *frames, size_t n)
+{
+    for (size_t i = 0; i < n; i++) {
+        const struct attach_frame *f = &frames[i];
+        if (f->line >= 0)
+            printf("    %s (%s:%d)\n", cli_safe(f->name), cli_safe(f->file), f->line);
+        else
+            printf("    %s (%s)\n", cli_safe(f->name), cli_safe(f->file));
+    }
 }
 
 static void print_tasks(const struct attach_tasks *tk)
@@ -110,13 +125,7 @@ static void print_tasks(const struct attach_tasks *tk)
                k->truncated ? " [truncated]" : "");
         if (k->awaiting[0])
             printf("    awaiting %s\n", cli_safe(k->awaiting));
-        for (size_t f = 0; f < k->n_frames; f++) {
-            const struct attach_frame *fr = &tk->frames[k->first_frame + f];
-            if (fr->line >= 0)
-                printf("    %s (%s:%d)\n", cli_safe(fr->name), cli_safe(fr->file), fr->line);
-            else
-                printf("    %s (%s)\n", cli_safe(fr->name), cli_safe(fr->file));
-        }
+        print_frames(&tk->frames[k->first_frame], k->n_frames);
     }
     if (tk->n_torn || tk->n_dropped)
         printf("\n(%u asyncio task(s) could not be read consistently, %u not shown over the "
@@ -146,11 +155,7 @@ static json_t *sample_json(long pid, const struct attach_target *t, const struct
         json_object_set_new(jt, "running", json_boolean(th->running));
         json_object_set_new(jt, "gil", json_boolean(th->holds_gil));
         json_object_set_new(jt, "truncated", json_boolean(th->truncated));
-        json_t *frames = json_array();
-        for (size_t k = 0; k < th->n_frames; k++) {
-            json_array_append_new(frames, frame_json(&s->frames[th->first_frame + k]));
-        }
-        json_object_set_new(jt, "frames", frames);
+        json_object_set_new(jt, "frames", frames_json(&s->frames[th->first_frame], th->n_frames));
         json_array_append_new(threads, jt);
     }
     json_object_set_new(root, "threads", threads);
@@ -234,13 +239,7 @@ int cmd_dump(struct cli *c, int argc, char **argv)
             printf("\nThread %d (%s%s) \"%s\"%s\n", (int)th->tid, th->running ? "active" : "idle",
                    th->holds_gil ? "+gil" : "", cli_safe(th->name),
                    th->truncated ? " [truncated]" : "");
-            for (size_t k = 0; k < th->n_frames; k++) {
-                const struct attach_frame *f = &s->frames[th->first_frame + k];
-                if (f->line >= 0)
-                    printf("    %s (%s:%d)\n", cli_safe(f->name), cli_safe(f->file), f->line);
-                else
-                    printf("    %s (%s)\n", cli_safe(f->name), cli_safe(f->file));
-            }
+            print_frames(&s->frames[th->first_frame], th->n_frames);
         }
         if (s->n_torn)
             printf("\n(%u thread(s) could not be read consistently and are not shown)\n",

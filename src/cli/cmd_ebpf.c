@@ -117,7 +117,7 @@ static int ebpf_list(struct cli *c, const struct ebpf_opts *o, int argc, char **
 static bool analysis_target(char *target, size_t cap, const char *id, const char *what,
                             const struct ebpf_opts *o)
 {
-    return proc_task_target(target, cap, API, id, what) &&
+    return cli_target(target, cap, API, id, what) &&
            proc_task_add_query(target, cap, "processId", o->process) &&
            proc_task_add_query(target, cap, "from", o->from) &&
            proc_task_add_query(target, cap, "to", o->to);

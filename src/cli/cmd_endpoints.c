@@ -19,10 +19,9 @@ int cmd_endpoints(struct cli *c, int argc, char **argv)
     if (argc - optind != 1)
         return cli_usage_error("endpoints: exactly one SERVICE");
     const char *name = argv[optind];
-    char target[CLI_HTTP_MAX_TARGET] = "/api/v1/services/";
-    if (!http_path_escape(target, sizeof(target) - 16, name))
+    char target[CLI_HTTP_MAX_TARGET];
+    if (!cli_target(target, sizeof(target), "/api/v1/services", name, "/endpoints"))
         return cli_usage_error("service name too long");
-    strcat(target, "/endpoints");
     json_t *list = NULL;
     int rc = cli_api_get(c, target, &list);
     if (!list)

@@ -257,7 +257,7 @@ static int do_analyze(struct cli *c, const char *id, const struct jfr_opts *o)
         return cli_usage_error("jfr analyze: pprof output is binary; use -o FILE or redirect");
     bool api_json = strcmp(format, "top") == 0 || strcmp(format, "json") == 0;
     char target[CLI_HTTP_MAX_TARGET];
-    if (!proc_task_target(target, sizeof(target), API, id, api_json ? "/analyze" : "/download") ||
+    if (!cli_target(target, sizeof(target), API, id, api_json ? "/analyze" : "/download") ||
         !proc_task_add_query(target, sizeof(target), "format", api_json ? NULL : format) ||
         !proc_task_add_query(target, sizeof(target), "eventType", o->event_type) ||
         !proc_task_add_query(target, sizeof(target), "thread", o->thread) ||
@@ -295,7 +295,7 @@ static int do_file(struct cli *c, const char *id, const char *file_id, const cha
     if (!output && isatty(STDOUT_FILENO))
         return cli_usage_error("jfr file: a JFR file is binary; use -o FILE or redirect");
     char target[CLI_HTTP_MAX_TARGET];
-    if (!proc_task_target(target, sizeof(target), API, id, "/files/") ||
+    if (!cli_target(target, sizeof(target), API, id, "/files/") ||
         !http_path_escape(target, sizeof(target), file_id))
         return cli_usage_error("id too long");
     return proc_task_download(c, target, output);

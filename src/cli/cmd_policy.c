@@ -134,8 +134,7 @@ static void print_policy(json_t *p)
 
 static int policy_target(const char *service, char *out, size_t cap)
 {
-    memcpy(out, "/api/v1/continuous/policies/", 29);
-    if (!http_path_escape(out, cap, service))
+    if (!cli_target(out, cap, "/api/v1/continuous/policies", service, ""))
         return cli_usage_error("service name too long");
     return 0;
 }

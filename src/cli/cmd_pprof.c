@@ -200,7 +200,7 @@ static int pprof_analyze(struct cli *c, struct pprof_opts *o, int argc, char **a
     if (optind != argc - 1)
         return cli_usage_error("pprof analyze: expected exactly one task ID");
     char target[CLI_HTTP_MAX_TARGET];
-    if (!proc_task_target(target, sizeof(target), API, argv[optind], "/analyze") ||
+    if (!cli_target(target, sizeof(target), API, argv[optind], "/analyze") ||
         !filters(target, sizeof(target), o))
         return cli_usage_error("arguments too long");
     /* --wait S: no file yet (an instance uploads once its sampling is over): ask again
@@ -257,9 +257,9 @@ static int pprof_download(struct cli *c, struct pprof_opts *o, int argc, char **
         if (!cli_parse_int(o->file, 1, INT64_MAX, &fid))
             return cli_usage_error("--file: expected a file id, got '%s'", o->file);
         snprintf(suffix, sizeof(suffix), "/files/%lld", fid);
-        ok = proc_task_target(target, sizeof(target), API, argv[optind], suffix);
+        ok = cli_target(target, sizeof(target), API, argv[optind], suffix);
     } else {
-        ok = proc_task_target(target, sizeof(target), API, argv[optind], "/download") &&
+        ok = cli_target(target, sizeof(target), API, argv[optind], "/download") &&
              proc_task_add_query(target, sizeof(target), "format",
                                  o->format ? o->format : "pprof") &&
              filters(target, sizeof(target), o);

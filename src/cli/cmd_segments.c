@@ -50,10 +50,9 @@ int cmd_segments(struct cli *c, int argc, char **argv)
     if (optind != argc - 1)
         return cli_usage_error(
             "segments: expected exactly one TASK_ID (see skyprof segments --help)");
-    char target[CLI_HTTP_MAX_TARGET] = "/api/v1/profile/tasks/";
-    if (!http_path_escape(target, sizeof(target) - 16, argv[optind]))
+    char target[CLI_HTTP_MAX_TARGET];
+    if (!cli_target(target, sizeof(target), "/api/v1/profile/tasks", argv[optind], "/segments"))
         return cli_usage_error("task id too long");
-    strcat(target, "/segments");
     /* --wait S: an agent reports a segment when its request ended; ask again until then. */
     json_t *segs = NULL;
     int rc =

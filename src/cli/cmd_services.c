@@ -20,12 +20,8 @@ int cmd_services(struct cli *c, int argc, char **argv)
         return cli_usage_error("services: at most one service NAME");
     const char *name = optind < argc ? argv[optind] : NULL;
     char target[CLI_HTTP_MAX_TARGET] = "/api/v1/services";
-    if (name) {
-        strcat(target, "/");
-        if (!http_path_escape(target, sizeof(target) - 16, name))
-            return cli_usage_error("service name too long");
-        strcat(target, "/instances");
-    }
+    if (name && !cli_target(target, sizeof(target), "/api/v1/services", name, "/instances"))
+        return cli_usage_error("service name too long");
     json_t *list = NULL;
     int rc = cli_api_get(c, target, &list);
     if (!list)

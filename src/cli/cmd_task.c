@@ -144,10 +144,9 @@ static int wait_timed_out(struct cli *c, const char *id, const char *service, lo
 {
     fprintf(stderr, "skyprof: no instance of %s fetched task %s within %lld s\n", cli_safe(service),
             cli_safe(id), secs);
-    char target[CLI_HTTP_MAX_TARGET] = "/api/v1/services/";
+    char target[CLI_HTTP_MAX_TARGET];
     json_t *inst = NULL;
-    if (http_path_escape(target, sizeof(target) - 16, service)) {
-        strcat(target, "/instances");
+    if (cli_target(target, sizeof(target), "/api/v1/services", service, "/instances")) {
         struct http_response r;
         /* A plain request: a 404 (service never seen) is an answer here, not an error. */
         if (http_request(&c->url, "GET", target, c->token, NULL, 0, c->timeout_ms, &r) == SKP_OK) {
@@ -316,11 +315,9 @@ static int task_list(struct cli *c, int argc, char **argv)
 /* GET /api/v1/profile/tasks/{id}[suffix]. */
 static int get_task_thing(struct cli *c, const char *id, const char *suffix, json_t **out)
 {
-    char target[CLI_HTTP_MAX_TARGET] = "/api/v1/profile/tasks/";
-    if (!http_path_escape(target, sizeof(target), id) ||
-        strlen(target) + strlen(suffix) >= sizeof(target))
+    char target[CLI_HTTP_MAX_TARGET];
+    if (!cli_target(target, sizeof(target), "/api/v1/profile/tasks", id, suffix))
         return cli_usage_error("task id too long");
-    strcat(target, suffix);
     return cli_api_json(c, "GET", target, NULL, out);
 }
 
@@ -381,11 +378,9 @@ static int task_cancel(struct cli *c, int argc, char **argv)
         return rc;
     if (optind != argc - 1)
         return cli_usage_error("task cancel: expected exactly one task ID");
-    char target[CLI_HTTP_MAX_TARGET] = "/api/v1/profile/tasks/";
-    if (!http_path_escape(target, sizeof(target), argv[optind]) ||
-        strlen(target) + 8 >= sizeof(target))
+    char target[CLI_HTTP_MAX_TARGET];
+    if (!cli_target(target, sizeof(target), "/api/v1/profile/tasks", argv[optind], "/cancel"))
         return cli_usage_error("task id too long");
-    strcat(target, "/cancel");
     json_t *body = json_object();
     json_t *res = NULL;
     rc = body ? cli_api_json(c, "POST", target, body, &res) : CLI_EXIT_API;

@@ -5,16 +5,6 @@
 #include <stdio.h>
 #include <string.h>
 
-bool proc_task_target(char *target, size_t cap, const char *api, const char *id, const char *suffix)
-{
-    if ((size_t)snprintf(target, cap, "%s/", api) >= cap)
-        return false;
-    if (!http_path_escape(target, cap, id) || strlen(target) + strlen(suffix) >= cap)
-        return false;
-    strcat(target, suffix);
-    return true;
-}
-
 bool proc_task_add_query(char *target, size_t cap, const char *name, const char *value)
 {
     if (!value || !*value)
@@ -60,7 +50,7 @@ int proc_task_get(struct cli *c, const char *api, const char *id, json_t **out)
 {
     *out = NULL;
     char target[CLI_HTTP_MAX_TARGET];
-    if (!proc_task_target(target, sizeof(target), api, id, ""))
+    if (!cli_target(target, sizeof(target), api, id, ""))
         return cli_usage_error("task id too long");
     return cli_api_get(c, target, out);
 }

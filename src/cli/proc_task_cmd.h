@@ -11,9 +11,6 @@
 
 #include "cli/cli.h"
 
-/* Writes "<api>/<escaped id><suffix>" into target (cap bytes). False when it does not fit. */
-bool proc_task_target(char *target, size_t cap, const char *api, const char *id,
-                      const char *suffix);
 /* Appends "?name=<escaped value>" (or "&..." once the target has a query) when value is set and
  * not empty. False when it does not fit. */
 bool proc_task_add_query(char *target, size_t cap, const char *name, const char *value);

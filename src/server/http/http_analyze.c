@@ -64,17 +64,11 @@ static void analyze_run(struct http_job *j, struct store *st)
 
 static struct analyze_job *job_new(struct http_ctx *cx, enum analyze_kind kind, const char *id)
 {
-    struct analyze_job *a = skpx_calloc(1, sizeof(*a));
-    if (!a)
+    struct analyze_job *a = http_job_new(cx, sizeof(*a), analyze_run, analyze_destroy);
+    if (!a || (id && !http_job_strdup(cx, &a->base, &a->id, id)))
         return NULL;
-    a->base.run = analyze_run;
-    a->base.destroy = analyze_destroy;
     a->kind = kind;
     a->max_snapshots = cx->api->max_analyze_snapshots;
-    if (id && !(a->id = skpx_strdup(id))) {
-        skpx_free(a);
-        return NULL;
-    }
     return a;
 }
 
@@ -124,11 +118,11 @@ void http_analyze_post(struct http_ctx *cx)
         goto out;
     }
     a = job_new(cx, AK_QUERIES, NULL);
-    if (a) {
-        a->by_function = by_function;
-        a->q = skpx_calloc(n, sizeof(*a->q));
-    }
-    if (!a || !a->q) {
+    if (!a)
+        goto out;
+    a->by_function = by_function;
+    a->q = skpx_calloc(n, sizeof(*a->q));
+    if (!a->q) {
         http_reply_error(cx, 500, "out of memory");
         goto out;
     }
@@ -174,10 +168,8 @@ static void dispatch_simple(struct http_ctx *cx, enum analyze_kind kind, const c
     if (!http_query_either(cx, "granularity", "lines", "functions", &by_function))
         return;
     struct analyze_job *a = job_new(cx, kind, id);
-    if (!a) {
-        http_reply_error(cx, 500, "out of memory");
+    if (!a)
         return;
-    }
     a->span_window = span_window;
     a->by_function = by_function;
     http_job_dispatch(cx, &a->base);

@@ -147,6 +147,29 @@ void http_job_dispatch(struct http_ctx *cx, struct http_job *j)
     j->destroy(j);
 }
 
+void *http_job_new(struct http_ctx *cx, size_t size, void (*run)(struct http_job *, struct store *),
+                   void (*destroy)(struct http_job *))
+{
+    struct http_job *j = skpx_calloc(1, size);
+    if (!j) {
+        http_reply_error(cx, 500, "out of memory");
+        return NULL;
+    }
+    j->run = run;
+    j->destroy = destroy;
+    return j;
+}
+
+bool http_job_strdup(struct http_ctx *cx, struct http_job *j, char **dst, const char *s)
+{
+    *dst = skpx_strdup(s);
+    if (*dst)
+        return true;
+    j->destroy(j);
+    http_reply_error(cx, 500, "out of memory");
+    return false;
+}
+
 /* Percent-decodes [s, s+n) into a new string; NULL if malformed, too long or containing NUL. */
 static char *decode_segment(const char *s, size_t n)
 {

@@ -399,13 +399,9 @@ void http_compare_post(struct http_ctx *cx)
         http_reply_error(cx, 400, "request body must be {base: selector, target: selector}");
         goto out;
     }
-    c = skpx_calloc(1, sizeof(*c));
-    if (!c) {
-        http_reply_error(cx, 500, "out of memory");
+    c = http_job_new(cx, sizeof(*c), cmp_run, cmp_destroy);
+    if (!c)
         goto out;
-    }
-    c->base.run = cmp_run;
-    c->base.destroy = cmp_destroy;
     c->max_snapshots = cx->api->max_analyze_snapshots;
     c->limit = COMPARE_DEFAULT_LIMIT;
     if (!parse_side(cx, body, "base", &c->side[0]) || !parse_side(cx, body, "target", &c->side[1]))

@@ -106,13 +106,9 @@ static void policies_run(struct http_job *j, struct store *st)
 
 void http_continuous_list(struct http_ctx *cx)
 {
-    struct policies_job *p = skpx_calloc(1, sizeof(*p));
-    if (!p) {
-        http_reply_error(cx, 500, "out of memory");
+    struct policies_job *p = http_job_new(cx, sizeof(*p), policies_run, policies_destroy);
+    if (!p)
         return;
-    }
-    p->base.run = policies_run;
-    p->base.destroy = policies_destroy;
     if (!http_page_parse(cx, POLICIES_PAGE_DEFAULT, POLICIES_PAGE_MAX, &p->pg)) {
         policies_destroy(&p->base);
         return;

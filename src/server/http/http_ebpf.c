@@ -192,22 +192,15 @@ static void dispatch(struct http_ctx *cx, const char *id, bool download)
     if (!has_to)
         to = INT64_MAX;
     const char *proc = http_query(cx, "processId");
-    struct ea_job *p = skpx_calloc(1, sizeof(*p));
-    bool ok = p && (p->task_id = skpx_strdup(id)) &&
-              (!proc || !*proc || (p->process_id = skpx_strdup(proc)));
-    if (!ok) {
-        if (p)
-            ea_destroy(&p->base);
-        http_reply_error(cx, 500, "out of memory");
+    struct ea_job *p = http_job_new(cx, sizeof(*p), ea_run, ea_destroy);
+    if (!p || !http_job_strdup(cx, &p->base, &p->task_id, id) ||
+        (proc && *proc && !http_job_strdup(cx, &p->base, &p->process_id, proc)))
         return;
-    }
     p->from_ms = from;
     p->to_ms = to;
     p->download = download;
     p->format = f;
     p->readable_names = readable;
-    p->base.run = ea_run;
-    p->base.destroy = ea_destroy;
     http_job_dispatch(cx, &p->base);
 }
 

@@ -156,14 +156,9 @@ void http_endpoint_stats(struct http_ctx *cx, const char *service)
         http_reply_field_error(cx, 400, "cursor", "not a cursor of this listing");
         return;
     }
-    struct stats_job *p = skpx_calloc(1, sizeof(*p));
-    if (!p || !(p->service = skpx_strdup(service))) {
-        skpx_free(p);
-        http_reply_error(cx, 500, "out of memory");
+    struct stats_job *p = http_job_new(cx, sizeof(*p), stats_run, stats_destroy);
+    if (!p || !http_job_strdup(cx, &p->base, &p->service, service))
         return;
-    }
-    p->base.run = stats_run;
-    p->base.destroy = stats_destroy;
     p->window_s = (int)window;
     p->now = http_now(cx->api);
     skp_err err = SKP_OK;

@@ -233,14 +233,9 @@ void http_services_endpoints(struct http_ctx *cx, const char *name)
         to = INT64_MAX;
     if (limit <= 0 || limit > ENDPOINTS_MAX)
         limit = ENDPOINTS_MAX;
-    struct ep_job *p = skpx_calloc(1, sizeof(*p));
-    if (!p || !(p->service = skpx_strdup(name))) {
-        skpx_free(p);
-        http_reply_error(cx, 500, "out of memory");
+    struct ep_job *p = http_job_new(cx, sizeof(*p), ep_job_run, ep_job_destroy);
+    if (!p || !http_job_strdup(cx, &p->base, &p->service, name))
         return;
-    }
-    p->base.run = ep_job_run;
-    p->base.destroy = ep_job_destroy;
     p->from_ms = p->mem.from_ms = from;
     p->to_ms = p->mem.to_ms = to;
     p->limit = limit;

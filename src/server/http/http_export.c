@@ -242,14 +242,9 @@ static struct export_job *export_job_new(struct http_ctx *cx, bool is_task, cons
     bool readable;
     if (!http_query_names(cx, &readable))
         return NULL;
-    struct export_job *e = skpx_calloc(1, sizeof(*e));
-    if (!e || !(e->id = skpx_strdup(id))) {
-        skpx_free(e);
-        http_reply_error(cx, 500, "out of memory");
+    struct export_job *e = http_job_new(cx, sizeof(*e), export_run, export_destroy);
+    if (!e || !http_job_strdup(cx, &e->base, &e->id, id))
         return NULL;
-    }
-    e->base.run = export_run;
-    e->base.destroy = export_destroy;
     e->is_task = is_task;
     e->format = f;
     e->readable_names = readable;

@@ -107,24 +107,22 @@ void http_graphql_post(struct http_ctx *cx)
         skpx_free(text);
         goto out;
     }
-    g = skpx_calloc(1, sizeof(*g));
-    if (g) {
-        g->base.run = job_run;
-        g->base.destroy = job_destroy;
-        g->doc = doc;
-        g->now_ms = http_now(cx->api);
-        g->max_snapshots = cx->api->max_analyze_snapshots;
-        g->vars = vars && json_is_object(vars) ? json_deep_copy(vars) : NULL;
-        g->op_name = op_name ? skpx_strdup(op_name) : NULL;
+    g = http_job_new(cx, sizeof(*g), job_run, job_destroy);
+    if (!g) {
+        gql_doc_free(doc);
+        goto out;
     }
-    if (!g || (vars && json_is_object(vars) && !g->vars) || (op_name && !g->op_name)) {
-        if (g)
-            job_destroy(&g->base);
-        else
-            gql_doc_free(doc);
+    g->doc = doc;
+    g->now_ms = http_now(cx->api);
+    g->max_snapshots = cx->api->max_analyze_snapshots;
+    g->vars = vars && json_is_object(vars) ? json_deep_copy(vars) : NULL;
+    if (vars && json_is_object(vars) && !g->vars) {
+        job_destroy(&g->base);
         http_reply_error(cx, 500, "out of memory");
         goto out;
     }
+    if (op_name && !http_job_strdup(cx, &g->base, &g->op_name, op_name))
+        goto out;
     http_job_dispatch(cx, &g->base);
 out:
     json_decref(body);

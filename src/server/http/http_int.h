@@ -199,6 +199,14 @@ bool http_query_window(struct http_ctx *cx, bool *span_window);
 /* Runs `j` on the worker (or inline without one) and replies with its result; takes
  * ownership of j. Replies 503 if the worker queue is full. */
 void http_job_dispatch(struct http_ctx *cx, struct http_job *j);
+/* Allocates a zeroed job of `size` bytes (a struct whose first member is its struct http_job)
+ * with run and destroy set; the caller passes it to http_job_dispatch or frees it with destroy.
+ * Replies 500 and returns NULL when out of memory. */
+void *http_job_new(struct http_ctx *cx, size_t size, void (*run)(struct http_job *, struct store *),
+                   void (*destroy)(struct http_job *));
+/* Stores a copy of `s` (borrowed) in *dst, a field of `j`. When out of memory, frees j with its
+ * destroy, replies 500 and returns false. */
+bool http_job_strdup(struct http_ctx *cx, struct http_job *j, char **dst, const char *s);
 
 /* Task JSON with "status" and "logs" added; `task` is modified in place. */
 skp_err http_task_decorate(struct http_ctx *cx, json_t *task);

@@ -216,14 +216,9 @@ static void list_run(struct http_job *j, struct store *st)
 static void list_dispatch(struct http_ctx *cx, const char *task_id, enum list_kind kind,
                           size_t def_limit, size_t max_limit)
 {
-    struct list_job *l = skpx_calloc(1, sizeof(*l));
-    if (!l || !(l->task_id = skpx_strdup(task_id))) {
-        skpx_free(l);
-        http_reply_error(cx, 500, "out of memory");
+    struct list_job *l = http_job_new(cx, sizeof(*l), list_run, list_destroy);
+    if (!l || !http_job_strdup(cx, &l->base, &l->task_id, task_id))
         return;
-    }
-    l->base.run = list_run;
-    l->base.destroy = list_destroy;
     l->kind = kind;
     if (!http_page_parse(cx, def_limit, max_limit, &l->pg)) {
         list_destroy(&l->base);

@@ -371,16 +371,11 @@ static void file_kind(struct http_ctx *cx, const char *id, const char *file_id, 
         http_reply_error(cx, 404, "no such file: %s", file_id);
         return;
     }
-    struct file_job *f = skpx_calloc(1, sizeof(*f));
-    if (!f || !(f->task_id = skpx_strdup(id))) {
-        skpx_free(f);
-        http_reply_error(cx, 500, "out of memory");
+    struct file_job *f = http_job_new(cx, sizeof(*f), file_run, file_destroy);
+    if (!f || !http_job_strdup(cx, &f->base, &f->task_id, id))
         return;
-    }
     f->file_id = fid;
     f->kind = kind;
-    f->base.run = file_run;
-    f->base.destroy = file_destroy;
     http_job_dispatch(cx, &f->base);
 }
 

@@ -121,13 +121,7 @@ static void tl_run(struct http_job *j, struct store *st)
 
 void http_timeline_segment(struct http_ctx *cx, const char *segment_id)
 {
-    struct tl_job *t = skpx_calloc(1, sizeof(*t));
-    if (!t || !(t->segment_id = skpx_strdup(segment_id))) {
-        skpx_free(t);
-        http_reply_error(cx, 500, "out of memory");
-        return;
-    }
-    t->base.run = tl_run;
-    t->base.destroy = tl_destroy;
-    http_job_dispatch(cx, &t->base);
+    struct tl_job *t = http_job_new(cx, sizeof(*t), tl_run, tl_destroy);
+    if (t && http_job_strdup(cx, &t->base, &t->segment_id, segment_id))
+        http_job_dispatch(cx, &t->base);
 }

@@ -295,38 +295,6 @@ skp_err store_proc_insert_task(struct store *st, const struct proc_task *t)
     return st->ops->proc_insert_task(st, t);
 }
 
-skp_err store_proc_get_task(struct store *st, const char *id, struct proc_task *out)
-{
-    if (!st->ops->proc_get_task)
-        return SKP_ENOTSUP;
-    return st->ops->proc_get_task(st, id, out);
-}
-
-skp_err store_proc_list_tasks(struct store *st, enum proc_kind kind, const char *service,
-                              size_t limit, struct proc_task **out, size_t *n)
-{
-    if (!st->ops->proc_list_tasks)
-        return SKP_ENOTSUP;
-    return st->ops->proc_list_tasks(st, kind, service, limit, out, n);
-}
-
-skp_err store_proc_latest_task(struct store *st, enum proc_kind kind, const char *service,
-                               const char *events, struct proc_task *out)
-{
-    if (!st->ops->proc_latest_task)
-        return SKP_ENOTSUP;
-    return st->ops->proc_latest_task(st, kind, service, events, out);
-}
-
-skp_err store_proc_next_task(struct store *st, enum proc_kind kind, const char *service,
-                             const char *instance, int64_t after_ms, int64_t now_ms,
-                             int64_t grace_ms, struct proc_task *out)
-{
-    if (!st->ops->proc_next_task)
-        return SKP_ENOTSUP;
-    return st->ops->proc_next_task(st, kind, service, instance, after_ms, now_ms, grace_ms, out);
-}
-
 skp_err store_proc_live_instances(struct store *st, const char *service, int64_t since_ms,
                                   char ***out, size_t *n)
 {

@@ -86,13 +86,6 @@
 
 #define STORE_FEATURE_OPS(X)                                                                       \
     X(proc_insert_task, const struct proc_task *t)                                                 \
-    X(proc_get_task, const char *id, struct proc_task *out)                                        \
-    X(proc_list_tasks, enum proc_kind kind, const char *service, size_t limit,                     \
-      struct proc_task **out, size_t *n)                                                           \
-    X(proc_latest_task, enum proc_kind kind, const char *service, const char *events,              \
-      struct proc_task *out)                                                                       \
-    X(proc_next_task, enum proc_kind kind, const char *service, const char *instance,              \
-      int64_t after_ms, int64_t now_ms, int64_t grace_ms, struct proc_task *out)                   \
     X(proc_live_instances, const char *service, int64_t since_ms, char ***out, size_t *n)          \
     X(proc_cancel_task, const char *id, int64_t now_ms, int64_t grace_ms)                          \
     X(proc_add_log, const char *task_id, const char *instance, const char *op, int64_t time_ms,    \

@@ -14,28 +14,6 @@
 #include "server/store/postgres/store_pg_bytea.h"
 #include "server/store/postgres/store_pg_int.h"
 
-#define PROC_LIST_DEFAULT 1000
-
-static const char *kind_name(enum proc_kind k)
-{
-    return k == PROC_KIND_ASYNC_PROFILER ? "async-profiler" : "pprof";
-}
-
-/* Fills t->instances from proc_task_instances. */
-static skp_err load_instances(struct pg_store *st, struct proc_task *t)
-{
-    struct pg_params p = {0};
-    pgp_text(&p, t->id);
-    skp_err err = SKP_OK;
-    void *v = NULL;
-    err = pg__query_rows(st,
-                         "SELECT instance FROM proc_task_instances WHERE task_id = $1 "
-                         "ORDER BY instance COLLATE \"C\"",
-                         &p, &store_name_row, &v, &t->n_instances, "proc task instances");
-    t->instances = v;
-    return err;
-}
-
 skp_err pg_store_proc_insert_task(struct store *base, const struct proc_task *t)
 {
     struct pg_store *st = pg_store_of(base);
@@ -58,95 +36,6 @@ skp_err pg_store_proc_insert_task(struct store *base, const struct proc_task *t)
     if (err)
         pg__rollback(st);
     return err;
-}
-
-/* Runs a query yielding at most one task row (out zeroed first; SKP_ENOTFOUND for none). */
-static skp_err one_task(struct store *base, const char *sql, struct pg_params *p,
-                        struct proc_task *out)
-{
-    struct pg_store *st = pg_store_of(base);
-    memset(out, 0, sizeof(*out));
-    skp_err err = pg__query_one(st, sql, p, &store_proc_task_row, out, "read proc task");
-    if (!err) {
-        err = load_instances(st, out);
-        if (err)
-            store_proc_task_cleanup(out);
-    }
-    return err;
-}
-
-skp_err pg_store_proc_get_task(struct store *base, const char *id, struct proc_task *out)
-{
-    struct pg_params p = {0};
-    pgp_text(&p, id);
-    return one_task(base, "SELECT " STORE_PROC_TASK_READ " FROM proc_tasks WHERE id = $1", &p, out);
-}
-
-skp_err pg_store_proc_latest_task(struct store *base, enum proc_kind kind, const char *service,
-                                  const char *events, struct proc_task *out)
-{
-    struct pg_params p = {0};
-    pgp_text(&p, kind_name(kind));
-    pgp_text(&p, service);
-    pgp_text(&p, events);
-    return one_task(base,
-                    "SELECT " STORE_PROC_TASK_READ " FROM proc_tasks WHERE kind = $1 AND "
-                    "service = $2 AND events = $3 ORDER BY create_time DESC LIMIT 1",
-                    &p, out);
-}
-
-skp_err pg_store_proc_next_task(struct store *base, enum proc_kind kind, const char *service,
-                                const char *instance, int64_t after_ms, int64_t now_ms,
-                                int64_t grace_ms, struct proc_task *out)
-{
-    struct pg_params p = {0};
-    pgp_text(&p, kind_name(kind));
-    pgp_text(&p, service);
-    pgp_int(&p, after_ms);
-    pgp_int(&p, grace_ms);
-    pgp_int(&p, now_ms);
-    pgp_text(&p, instance);
-    return one_task(base,
-                    "SELECT " STORE_PROC_TASK_READ " FROM proc_tasks t WHERE kind = $1 AND "
-                    "service = $2 AND create_time > $3 AND "
-                    "create_time + duration_s * 1000 + $4 >= $5 AND cancelled_ms IS NULL AND "
-                    "EXISTS(SELECT 1 FROM proc_task_instances i WHERE i.task_id = t.id AND "
-                    "i.instance = $6) ORDER BY create_time, id LIMIT 1",
-                    &p, out);
-}
-
-skp_err pg_store_proc_list_tasks(struct store *base, enum proc_kind kind, const char *service,
-                                 size_t limit, struct proc_task **out, size_t *n)
-{
-    struct pg_store *st = pg_store_of(base);
-    *out = NULL;
-    *n = 0;
-    skp_err err = SKP_OK;
-    struct pg_params p = {0};
-    pgp_text(&p, kind_name(kind));
-    pgp_text(&p, service);
-    pgp_int(&p, (int64_t)(limit ? limit : PROC_LIST_DEFAULT));
-    PGresult *r = pg__query(st,
-                            "SELECT " STORE_PROC_TASK_READ " FROM proc_tasks WHERE kind = $1 AND "
-                            "($2::text IS NULL OR service = $2) "
-                            "ORDER BY create_time DESC, id DESC LIMIT $3",
-                            &p, &err, "list proc tasks");
-    if (!r)
-        return err;
-    void *v = NULL;
-    size_t got = 0;
-    err = pg__read_rows(r, &store_proc_task_row, &v, &got);
-    PQclear(r);
-    struct proc_task *tasks = v;
-    for (size_t i = 0; i < got && !err; i++)
-        err = load_instances(st, &tasks[i]);
-    if (err) {
-        store_proc_tasks_free(tasks, got);
-        return err;
-    }
-    *out = tasks;
-    *n = got;
-    return SKP_OK;
 }
 
 skp_err pg_store_proc_live_instances(struct store *base, const char *service, int64_t since_ms,

@@ -15,13 +15,6 @@
 #include "common/log.h"
 #include "server/store/sqlite/store_int.h"
 
-#define PROC_LIST_DEFAULT 1000
-
-static const char *kind_name(enum proc_kind k)
-{
-    return k == PROC_KIND_ASYNC_PROFILER ? "async-profiler" : "pprof";
-}
-
 static skp_err step_done(struct sqlite_store *st, sqlite3_stmt *s, const char *what)
 {
     int rc = sqlite3_step(s);
@@ -33,18 +26,6 @@ static skp_err step_done(struct sqlite_store *st, sqlite3_stmt *s, const char *w
 }
 
 /* ---------------------------------------------------------------- tasks */
-
-static skp_err load_instances(struct sqlite_store *st, struct proc_task *t)
-{
-    struct store_params p = {0};
-    store_param_text(&p, t->id);
-    void *v = NULL;
-    skp_err err = store__query_rows(
-        st, "SELECT instance FROM proc_task_instances WHERE task_id = ? ORDER BY instance", &p,
-        &store_name_row, &v, &t->n_instances, "proc task instances");
-    t->instances = v;
-    return err;
-}
 
 skp_err sqlite_store_proc_insert_task(struct store *base, const struct proc_task *t)
 {
@@ -78,91 +59,6 @@ skp_err sqlite_store_proc_insert_task(struct store *base, const struct proc_task
 out:
     store__rollback(st);
     return err;
-}
-
-/* Runs a query yielding at most one task row (out zeroed first; SKP_ENOTFOUND for none). */
-static skp_err one_task(struct store *base, const char *sql, const struct store_params *p,
-                        struct proc_task *out)
-{
-    struct sqlite_store *st = sqlite_store_of(base);
-    memset(out, 0, sizeof(*out));
-    skp_err err = store__query_one(st, sql, p, &store_proc_task_row, out, "read proc task");
-    if (!err) {
-        err = load_instances(st, out);
-        if (err)
-            store_proc_task_cleanup(out);
-    }
-    return err;
-}
-
-skp_err sqlite_store_proc_get_task(struct store *base, const char *id, struct proc_task *out)
-{
-    struct store_params p = {0};
-    store_param_text(&p, id);
-    return one_task(base, "SELECT " STORE_PROC_TASK_READ " FROM proc_tasks WHERE id = ?", &p, out);
-}
-
-skp_err sqlite_store_proc_latest_task(struct store *base, enum proc_kind kind, const char *service,
-                                      const char *events, struct proc_task *out)
-{
-    struct store_params p = {0};
-    store_param_text(&p, kind_name(kind));
-    store_param_text(&p, service);
-    store_param_text(&p, events);
-    return one_task(base,
-                    "SELECT " STORE_PROC_TASK_READ " FROM proc_tasks WHERE kind = ? AND "
-                    "service = ? AND events = ? ORDER BY create_time DESC LIMIT 1",
-                    &p, out);
-}
-
-skp_err sqlite_store_proc_next_task(struct store *base, enum proc_kind kind, const char *service,
-                                    const char *instance, int64_t after_ms, int64_t now_ms,
-                                    int64_t grace_ms, struct proc_task *out)
-{
-    struct store_params p = {0};
-    store_param_text(&p, kind_name(kind));
-    store_param_text(&p, service);
-    store_param_int(&p, after_ms);
-    store_param_int(&p, grace_ms);
-    store_param_int(&p, now_ms);
-    store_param_text(&p, instance);
-    return one_task(
-        base,
-        "SELECT " STORE_PROC_TASK_READ " FROM proc_tasks t WHERE kind = ? AND service = ? AND "
-        "create_time > ? AND create_time + duration_s * 1000 + ? >= ? AND cancelled_ms IS NULL "
-        "AND EXISTS(SELECT 1 FROM "
-        "proc_task_instances i WHERE i.task_id = t.id AND i.instance = ?) "
-        "ORDER BY create_time LIMIT 1",
-        &p, out);
-}
-
-skp_err sqlite_store_proc_list_tasks(struct store *base, enum proc_kind kind, const char *service,
-                                     size_t limit, struct proc_task **out, size_t *n)
-{
-    struct sqlite_store *st = sqlite_store_of(base);
-    *out = NULL;
-    *n = 0;
-    struct store_params p = {0};
-    store_param_text(&p, kind_name(kind));
-    store_param_text(&p, service);
-    store_param_int(&p, (int64_t)(limit ? limit : PROC_LIST_DEFAULT));
-    void *v = NULL;
-    size_t got = 0;
-    skp_err err = store__query_rows(st,
-                                    "SELECT " STORE_PROC_TASK_READ " FROM proc_tasks WHERE "
-                                    "kind = ? AND (?2 IS NULL OR service = ?2) "
-                                    "ORDER BY create_time DESC LIMIT ?3",
-                                    &p, &store_proc_task_row, &v, &got, "list proc tasks");
-    struct proc_task *tasks = v;
-    for (size_t i = 0; !err && i < got; i++)
-        err = load_instances(st, &tasks[i]);
-    if (err) {
-        store_proc_tasks_free(tasks, got);
-        return err;
-    }
-    *out = tasks;
-    *n = got;
-    return SKP_OK;
 }
 
 skp_err sqlite_store_proc_live_instances(struct store *base, const char *service, int64_t since_ms,

@@ -627,7 +627,8 @@ static void *sampler_loop(void *arg)
 static void concurrent_slots(int threshold_ms)
 {
     struct env *e = env_new(3, threshold_ms, 9, 4);
-    struct stress st = {.e = e, .threshold_ms = threshold_ms, .deadline_ms = skpx_mono_ms() + 20000};
+    struct stress st = {
+        .e = e, .threshold_ms = threshold_ms, .deadline_ms = skpx_mono_ms() + 20000};
     /* an unlimited budget for the stress: the budget is tested above */
     e->ctx.task.max_sampling_count = 1 << 30;
     pthread_t w[STRESS_THREADS], smp;

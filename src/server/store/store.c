@@ -295,14 +295,6 @@ skp_err store_proc_insert_task(struct store *st, const struct proc_task *t)
     return st->ops->proc_insert_task(st, t);
 }
 
-skp_err store_proc_live_instances(struct store *st, const char *service, int64_t since_ms,
-                                  char ***out, size_t *n)
-{
-    if (!st->ops->proc_live_instances)
-        return SKP_ENOTSUP;
-    return st->ops->proc_live_instances(st, service, since_ms, out, n);
-}
-
 skp_err store_proc_cancel_task(struct store *st, const char *id, int64_t now_ms, int64_t grace_ms)
 {
     if (!st->ops->proc_cancel_task)
@@ -316,14 +308,6 @@ skp_err store_proc_add_log(struct store *st, const char *task_id, const char *in
     if (!st->ops->proc_add_log)
         return SKP_ENOTSUP;
     return st->ops->proc_add_log(st, task_id, instance, op, time_ms, message);
-}
-
-skp_err store_proc_list_logs(struct store *st, const char *task_id, struct proc_log **out,
-                             size_t *n)
-{
-    if (!st->ops->proc_list_logs)
-        return SKP_ENOTSUP;
-    return st->ops->proc_list_logs(st, task_id, out, n);
 }
 
 skp_err store_proc_file_begin(struct store *st, const char *task_id, const char *instance,
@@ -381,14 +365,6 @@ skp_err store_proc_insert_file(struct store *st, const char *task_id, const char
     if (id_out)
         *id_out = id;
     return SKP_OK;
-}
-
-skp_err store_proc_list_files(struct store *st, const char *task_id, struct proc_file **out,
-                              size_t *n)
-{
-    if (!st->ops->proc_list_files)
-        return SKP_ENOTSUP;
-    return st->ops->proc_list_files(st, task_id, out, n);
 }
 
 skp_err store_proc_get_file(struct store *st, const char *task_id, int64_t id, uint8_t **data,

@@ -86,18 +86,15 @@
 
 #define STORE_FEATURE_OPS(X)                                                                       \
     X(proc_insert_task, const struct proc_task *t)                                                 \
-    X(proc_live_instances, const char *service, int64_t since_ms, char ***out, size_t *n)          \
     X(proc_cancel_task, const char *id, int64_t now_ms, int64_t grace_ms)                          \
     X(proc_add_log, const char *task_id, const char *instance, const char *op, int64_t time_ms,    \
       const char *message)                                                                         \
-    X(proc_list_logs, const char *task_id, struct proc_log **out, size_t *n)                       \
     X(proc_file_begin, const char *task_id, const char *instance, int64_t time_ms, size_t size,    \
       int64_t *id_out)                                                                             \
     X(proc_file_append, int64_t id, int seq, const uint8_t *data, size_t len)                      \
     X(proc_file_finish, const char *task_id, const char *instance, int64_t id, int64_t time_ms,    \
       const char *op)                                                                              \
     X(proc_file_abort, int64_t id)                                                                 \
-    X(proc_list_files, const char *task_id, struct proc_file **out, size_t *n)                     \
     X(proc_get_file, const char *task_id, int64_t id, uint8_t **data, size_t *len,                 \
       char **instance_out)                                                                         \
     X(cont_insert_trigger, const struct store_cont_trigger *t, int64_t *id_out)                    \

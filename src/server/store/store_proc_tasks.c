@@ -1,8 +1,9 @@
 /* store_proc_tasks.c - store_proc.h's reads of process-profiling tasks (pprof, async-profiler:
- * tables proc_tasks and proc_task_instances) for both backends, written once over the statements
- * of store_query.h with their SQLite and PostgreSQL text side by side. The writes, logs and files
- * stay in each backend's proc file. PostgreSQL orders texts with COLLATE "C": the same byte order
- * as SQLite's, whatever the database's collation. */
+ * tables proc_tasks and proc_task_instances), of their logs and complete files, and of a service's
+ * live instances, for both backends, written once over the statements of store_query.h with their
+ * SQLite and PostgreSQL text side by side. The writes and the file contents stay in each backend's
+ * proc file. PostgreSQL orders texts with COLLATE "C": the same byte order as SQLite's, whatever
+ * the database's collation. */
 #include "server/store/store_proc.h"
 
 #include <string.h>
@@ -141,4 +142,64 @@ skp_err store_proc_list_tasks(struct store *st, enum proc_kind kind, const char 
     *out = tasks;
     *n = got;
     return SKP_OK;
+}
+
+static const struct store_sql live_instances = {
+    .sqlite = "SELECT i.name FROM instances i JOIN services v ON "
+              "v.id = i.service_id WHERE v.name = ? AND i.last_seen >= ? "
+              "ORDER BY i.name",
+    .pg = "SELECT i.name FROM instances i JOIN services v ON "
+          "v.id = i.service_id WHERE v.name = $1 AND i.last_seen >= $2 "
+          "ORDER BY i.name COLLATE \"C\"",
+    .what = "live instances",
+};
+
+skp_err store_proc_live_instances(struct store *st, const char *service, int64_t since_ms,
+                                  char ***out, size_t *n)
+{
+    struct store_params p = {0};
+    store_param_text(&p, service);
+    store_param_int(&p, since_ms);
+    void *v = NULL;
+    skp_err err = store_query_rows(st, &live_instances, &p, &store_name_row, &v, n);
+    *out = v;
+    return err;
+}
+
+static const struct store_sql list_logs = {
+    .sqlite = "SELECT " STORE_PROC_LOG_READ " FROM proc_task_logs WHERE "
+              "task_id = ? ORDER BY time, id",
+    .pg = "SELECT " STORE_PROC_LOG_READ " FROM proc_task_logs WHERE "
+          "task_id = $1 ORDER BY time, id",
+    .what = "list proc task logs",
+};
+
+skp_err store_proc_list_logs(struct store *st, const char *task_id, struct proc_log **out,
+                             size_t *n)
+{
+    struct store_params p = {0};
+    store_param_text(&p, task_id);
+    void *v = NULL;
+    skp_err err = store_query_rows(st, &list_logs, &p, &store_proc_log_row, &v, n);
+    *out = v;
+    return err;
+}
+
+static const struct store_sql list_files = {
+    .sqlite = "SELECT " STORE_PROC_FILE_READ " FROM proc_files WHERE "
+              "task_id = ? AND complete = 1 ORDER BY id",
+    .pg = "SELECT " STORE_PROC_FILE_READ " FROM proc_files WHERE task_id = $1 "
+          "AND complete ORDER BY id",
+    .what = "list proc files",
+};
+
+skp_err store_proc_list_files(struct store *st, const char *task_id, struct proc_file **out,
+                              size_t *n)
+{
+    struct store_params p = {0};
+    store_param_text(&p, task_id);
+    void *v = NULL;
+    skp_err err = store_query_rows(st, &list_files, &p, &store_proc_file_row, &v, n);
+    *out = v;
+    return err;
 }

@@ -38,23 +38,6 @@ skp_err pg_store_proc_insert_task(struct store *base, const struct proc_task *t)
     return err;
 }
 
-skp_err pg_store_proc_live_instances(struct store *base, const char *service, int64_t since_ms,
-                                     char ***out, size_t *n)
-{
-    struct pg_store *st = pg_store_of(base);
-    struct pg_params p = {0};
-    pgp_text(&p, service);
-    pgp_int(&p, since_ms);
-    void *v = NULL;
-    skp_err err = pg__query_rows(st,
-                                 "SELECT i.name FROM instances i JOIN services v ON "
-                                 "v.id = i.service_id WHERE v.name = $1 AND i.last_seen >= $2 "
-                                 "ORDER BY i.name COLLATE \"C\"",
-                                 &p, &store_name_row, &v, n, "live instances");
-    *out = v;
-    return err;
-}
-
 /* ---------------------------------------------------------------- logs */
 
 static skp_err insert_log(struct pg_store *st, const char *task_id, const char *instance,
@@ -97,21 +80,6 @@ skp_err pg_store_proc_add_log(struct store *base, const char *task_id, const cha
     if (err)
         return err;
     return insert_log(st, task_id, instance, op, time_ms, message);
-}
-
-skp_err pg_store_proc_list_logs(struct store *base, const char *task_id, struct proc_log **out,
-                                size_t *n)
-{
-    struct pg_store *st = pg_store_of(base);
-    struct pg_params p = {0};
-    pgp_text(&p, task_id);
-    void *v = NULL;
-    skp_err err = pg__query_rows(st,
-                                 "SELECT " STORE_PROC_LOG_READ " FROM proc_task_logs WHERE "
-                                 "task_id = $1 ORDER BY time, id",
-                                 &p, &store_proc_log_row, &v, n, "list proc task logs");
-    *out = v;
-    return err;
 }
 
 /* ---------------------------------------------------------------- files */
@@ -174,22 +142,6 @@ skp_err pg_store_proc_file_abort(struct store *base, int64_t id)
     skp_err err = SKP_OK;
     /* The pieces go with the row (ON DELETE CASCADE). */
     PQclear(pg__query(st, "DELETE FROM proc_files WHERE id = $1", &p, &err, "delete proc file"));
-    return err;
-}
-
-skp_err pg_store_proc_list_files(struct store *base, const char *task_id, struct proc_file **out,
-                                 size_t *n)
-{
-    struct pg_store *st = pg_store_of(base);
-    struct pg_params p = {0};
-    pgp_text(&p, task_id);
-    void *v = NULL;
-    skp_err err =
-        pg__query_rows(st,
-                       "SELECT " STORE_PROC_FILE_READ " FROM proc_files WHERE task_id = $1 "
-                       "AND complete ORDER BY id",
-                       &p, &store_proc_file_row, &v, n, "list proc files");
-    *out = v;
     return err;
 }
 

@@ -61,22 +61,6 @@ out:
     return err;
 }
 
-skp_err sqlite_store_proc_live_instances(struct store *base, const char *service, int64_t since_ms,
-                                         char ***out, size_t *n)
-{
-    struct store_params p = {0};
-    store_param_text(&p, service);
-    store_param_int(&p, since_ms);
-    void *v = NULL;
-    skp_err err = store__query_rows(sqlite_store_of(base),
-                                    "SELECT i.name FROM instances i JOIN services v ON "
-                                    "v.id = i.service_id WHERE v.name = ? AND i.last_seen >= ? "
-                                    "ORDER BY i.name",
-                                    &p, &store_name_row, &v, n, "live instances");
-    *out = v;
-    return err;
-}
-
 /* ---------------------------------------------------------------- logs */
 
 static skp_err insert_log(struct sqlite_store *st, const char *task_id, const char *instance,
@@ -117,20 +101,6 @@ skp_err sqlite_store_proc_add_log(struct store *base, const char *task_id, const
 {
     struct sqlite_store *st = sqlite_store_of(base);
     return insert_log(st, task_id, instance, op, time_ms, message);
-}
-
-skp_err sqlite_store_proc_list_logs(struct store *base, const char *task_id, struct proc_log **out,
-                                    size_t *n)
-{
-    struct store_params p = {0};
-    store_param_text(&p, task_id);
-    void *v = NULL;
-    skp_err err = store__query_rows(sqlite_store_of(base),
-                                    "SELECT " STORE_PROC_LOG_READ " FROM proc_task_logs WHERE "
-                                    "task_id = ? ORDER BY time, id",
-                                    &p, &store_proc_log_row, &v, n, "list proc task logs");
-    *out = v;
-    return err;
 }
 
 /* ---------------------------------------------------------------- files */
@@ -236,20 +206,6 @@ skp_err sqlite_store_proc_file_abort(struct store *base, int64_t id)
     /* The pieces go with the row (trigger proc_files_pieces). */
     return one_statement(sqlite_store_of(base), "DELETE FROM proc_files WHERE id = ?", bind_id, &id,
                          "delete proc file");
-}
-
-skp_err sqlite_store_proc_list_files(struct store *base, const char *task_id,
-                                     struct proc_file **out, size_t *n)
-{
-    struct store_params p = {0};
-    store_param_text(&p, task_id);
-    void *v = NULL;
-    skp_err err = store__query_rows(sqlite_store_of(base),
-                                    "SELECT " STORE_PROC_FILE_READ " FROM proc_files WHERE "
-                                    "task_id = ? AND complete = 1 ORDER BY id",
-                                    &p, &store_proc_file_row, &v, n, "list proc files");
-    *out = v;
-    return err;
 }
 
 /* The pieces of file `id` in order, `size` bytes in all, into a new buffer. */

@@ -154,16 +154,6 @@ skp_err store_touch_instance(struct store *st, const char *service, const char *
     return st->ops->touch_instance(st, service, instance, now_ms);
 }
 
-skp_err store_list_services(struct store *st, store_service_cb cb, void *ud)
-{
-    return st->ops->list_services(st, cb, ud);
-}
-
-skp_err store_list_instances(struct store *st, const char *service, store_instance_cb cb, void *ud)
-{
-    return st->ops->list_instances(st, service, cb, ud);
-}
-
 skp_err store_insert_task(struct store *st, const struct store_task *t)
 {
     return st->ops->insert_task(st, t);

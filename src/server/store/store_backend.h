@@ -27,7 +27,7 @@
  * written). A feature whose logic is the same on both backends instead writes it once in
  * store/store_<feature>.c over the statements of store_query.h (the query_* core ops), each
  * with its SQL text per backend: store_ebpf.c, store_templates.c, store_endpoint_stats.c,
- * store_cont_policies.c, store_tasks.c. */
+ * store_cont_policies.c, store_tasks.c, store_services.c. */
 #ifndef SKP_SERVER_STORE_BACKEND_H
 #define SKP_SERVER_STORE_BACKEND_H
 
@@ -49,8 +49,6 @@
     X(upsert_instance, const char *service, const char *instance, const char *layer,               \
       const struct store_kv *props, size_t n_props, int64_t now_ms)                                \
     X(touch_instance, const char *service, const char *instance, int64_t now_ms)                   \
-    X(list_services, store_service_cb cb, void *ud)                                                \
-    X(list_instances, const char *service, store_instance_cb cb, void *ud)                         \
     X(insert_task, const struct store_task *t)                                                     \
     X(cancel_task, const char *id, int64_t now_ms)                                                 \
     X(tasks_lock, const char *service)                                                             \

@@ -1,7 +1,7 @@
 /* store_pg_registry.c - PostgreSQL backend: services and instances (registered by agents),
  * profile tasks (with the service task lock that makes the overlap rule hold across
- * collectors) and their logs; their reads: store/store_tasks.c. Properties use the shared
- * JSON text (store_codec.h). */
+ * collectors) and their logs; their reads: store/store_services.c, store/store_tasks.c.
+ * Properties use the shared JSON text (store_codec.h). */
 #include "server/store/postgres/store_pg_int.h"
 
 #include <inttypes.h>
@@ -66,47 +66,6 @@ skp_err pg_store_touch_instance(struct store *base, const char *service, const c
                                 int64_t now_ms)
 {
     return upsert(pg_store_of(base), service, instance, NULL, NULL, NULL, now_ms);
-}
-
-skp_err pg_store_list_services(struct store *base, store_service_cb cb, void *ud)
-{
-    if (!cb)
-        return SKP_EINVAL;
-    return pg__query_each(pg_store_of(base),
-                          "SELECT " STORE_SERVICE_READ " FROM services s "
-                          "ORDER BY s.name COLLATE \"C\"",
-                          NULL, &store_service_row, &STORE_VISIT(service, cb, ud), "list services");
-}
-
-skp_err pg_store_list_instances(struct store *base, const char *service, store_instance_cb cb,
-                                void *ud)
-{
-    struct pg_store *st = pg_store_of(base);
-    if (!service || !cb)
-        return SKP_EINVAL;
-    skp_err err = SKP_OK;
-    struct pg_params p = {0};
-    pgp_text(&p, service);
-    PGresult *r = pg__query(st,
-                            "SELECT s.id, " STORE_INSTANCE_READ " "
-                            "FROM services s LEFT JOIN instances i ON i.service_id = s.id "
-                            "WHERE s.name = $1 ORDER BY i.name COLLATE \"C\"",
-                            &p, &err, "list instances");
-    if (!r)
-        return err;
-    if (PQntuples(r) == 0)
-        err = SKP_ENOTFOUND;
-    const struct store_visit v = STORE_VISIT(instance, cb, ud);
-    for (int i = 0; i < PQntuples(r) && !err; i++) {
-        if (pg__null(r, i, 1))
-            continue; /* the service has no instance */
-        struct store_instance_text row;
-        err = pg__read_row(r, i, 1, &store_instance_text_row, &row, false);
-        if (!err)
-            err = store_visit_instance(&v, &row);
-    }
-    PQclear(r);
-    return err;
 }
 
 /* ---- tasks ---- */

@@ -1,7 +1,6 @@
 /* store_sqlite_registry.c - SQLite backend: services and instances (registered by agents),
- * profile task writes and task logs (their reads: store/store_tasks.c). Instance properties
- * are kept as a JSON object text (the backend's own column format, read back into rows here).
- * Single-threaded. */
+ * profile task writes and task logs (their reads: store/store_services.c, store/store_tasks.c).
+ * Instance properties are kept as a JSON object text (store_codec.h). Single-threaded. */
 #include "server/store/store.h"
 
 #include <stdio.h>
@@ -110,36 +109,6 @@ skp_err sqlite_store_touch_instance(struct store *base, const char *service, con
 {
     struct sqlite_store *st = sqlite_store_of(base);
     return upsert(st, service, instance, NULL, NULL, NULL, now_ms);
-}
-
-skp_err sqlite_store_list_services(struct store *base, store_service_cb cb, void *ud)
-{
-    if (!cb)
-        return SKP_EINVAL;
-    return store__query_each(sqlite_store_of(base),
-                             "SELECT " STORE_SERVICE_READ " FROM services s ORDER BY s.name", NULL,
-                             &store_service_row, &STORE_VISIT(service, cb, ud), "list services");
-}
-
-skp_err sqlite_store_list_instances(struct store *base, const char *service, store_instance_cb cb,
-                                    void *ud)
-{
-    struct sqlite_store *st = sqlite_store_of(base);
-    if (!service || !cb)
-        return SKP_EINVAL;
-    struct store_params p = {0};
-    store_param_text(&p, service);
-    bool found = false;
-    skp_err err = store__query_exists(st, "SELECT 1 FROM services WHERE name = ?", &p, &found,
-                                      "find service");
-    if (err || !found)
-        return err ? err : SKP_ENOTFOUND;
-    /* Properties are a JSON object text written by store_upsert_instance. */
-    return store__query_each(st,
-                             "SELECT " STORE_INSTANCE_READ " FROM instances i WHERE i.service_id "
-                             "= (SELECT id FROM services WHERE name = ?) ORDER BY i.name",
-                             &p, &store_instance_text_row, &STORE_VISIT(instance, cb, ud),
-                             "list instances");
 }
 
 /* ---- tasks ---- */

@@ -13,6 +13,7 @@
 #include <string.h>
 
 #include "common/hex.h"
+#include "common/utf8.h"
 
 struct jr {
     const char *start, *p, *end;
@@ -130,24 +131,7 @@ static bool str(struct jr *r, char *out, size_t cap)
                 }
                 if (cp >= 0xD800 && cp < 0xE000)
                     cp = 0xFFFD;
-                if (cp < 0x80) {
-                    buf[0] = (char)cp;
-                } else if (cp < 0x800) {
-                    buf[0] = (char)(0xC0 | cp >> 6);
-                    buf[1] = (char)(0x80 | (cp & 63));
-                    k = 2;
-                } else if (cp < 0x10000) {
-                    buf[0] = (char)(0xE0 | cp >> 12);
-                    buf[1] = (char)(0x80 | ((cp >> 6) & 63));
-                    buf[2] = (char)(0x80 | (cp & 63));
-                    k = 3;
-                } else {
-                    buf[0] = (char)(0xF0 | cp >> 18);
-                    buf[1] = (char)(0x80 | ((cp >> 12) & 63));
-                    buf[2] = (char)(0x80 | ((cp >> 6) & 63));
-                    buf[3] = (char)(0x80 | (cp & 63));
-                    k = 4;
-                }
+                k = skpx_utf8_put(cp, buf);
                 break;
             }
             default:

@@ -24,6 +24,7 @@
 #include "common/alloc.h"
 #include "common/procfs.h"
 #include "common/py_linetable.h"
+#include "common/utf8.h"
 
 /* ---------------------------------------------------------------------------------------------
  * lifecycle
@@ -171,33 +172,10 @@ char *attach__read_str(struct attach_target *t, uintptr_t addr, size_t max)
     }
     size_t len = 0;
     for (size_t i = 0; i < (size_t)length; i++) {
-        uint32_t cp;
-        if (kind == 1) {
-            cp = raw[i];
-        } else if (kind == 2) {
-            uint16_t v;
-            memcpy(&v, raw + 2 * i, 2);
-            cp = v;
-        } else {
-            memcpy(&cp, raw + 4 * i, 4);
-        }
+        uint32_t cp = skpx_ucs_at(raw, kind, i);
         if ((cp >= 0xD800 && cp <= 0xDFFF) || cp > 0x10FFFF)
             cp = '?';
-        if (cp < 0x80) {
-            out[len++] = (char)cp;
-        } else if (cp < 0x800) {
-            out[len++] = (char)(0xC0 | (cp >> 6));
-            out[len++] = (char)(0x80 | (cp & 63));
-        } else if (cp < 0x10000) {
-            out[len++] = (char)(0xE0 | (cp >> 12));
-            out[len++] = (char)(0x80 | ((cp >> 6) & 63));
-            out[len++] = (char)(0x80 | (cp & 63));
-        } else {
-            out[len++] = (char)(0xF0 | (cp >> 18));
-            out[len++] = (char)(0x80 | ((cp >> 12) & 63));
-            out[len++] = (char)(0x80 | ((cp >> 6) & 63));
-            out[len++] = (char)(0x80 | (cp & 63));
-        }
+        len += skpx_utf8_put(cp, out + len);
     }
     out[len] = 0;
     skpx_free(raw);

@@ -20,6 +20,7 @@
 
 #include "common/alloc.h"
 #include "common/clock.h"
+#include "common/utf8.h"
 #include "python/codecache.h"
 #include "python/codewatch.h"
 #include "python/pyasync.h"
@@ -264,46 +265,13 @@ static bool read_str_utf8(const struct skp__pylayout *l, uintptr_t addr, char *b
     if (!skp__safe_read(addr + si.data_offset, raw, n_bytes))
         return false;
     for (size_t i = 0; i < si.length; i++) {
-        uint32_t cp;
-        if (si.kind == 1) {
-            cp = raw[i];
-        } else if (si.kind == 2) {
-            uint16_t v;
-            memcpy(&v, raw + 2 * i, 2);
-            cp = v;
-        } else {
-            memcpy(&cp, raw + 4 * i, 4);
-        }
-        uint8_t enc[4];
-        size_t k;
-        if (cp < 0x80) {
-            enc[0] = (uint8_t)cp;
-            k = 1;
-        } else if (cp < 0x800) {
-            enc[0] = (uint8_t)(0xC0 | (cp >> 6));
-            enc[1] = (uint8_t)(0x80 | (cp & 63));
-            k = 2;
-        } else if (cp < 0x10000) {
-            if (cp >= 0xD800 && cp <= 0xDFFF)
-                cp = '?'; /* lone surrogate (surrogateescape'd bytes): not encodable */
-            if (cp < 0x80) {
-                enc[0] = (uint8_t)cp;
-                k = 1;
-            } else {
-                enc[0] = (uint8_t)(0xE0 | (cp >> 12));
-                enc[1] = (uint8_t)(0x80 | ((cp >> 6) & 63));
-                enc[2] = (uint8_t)(0x80 | (cp & 63));
-                k = 3;
-            }
-        } else if (cp <= 0x10FFFF) {
-            enc[0] = (uint8_t)(0xF0 | (cp >> 18));
-            enc[1] = (uint8_t)(0x80 | ((cp >> 12) & 63));
-            enc[2] = (uint8_t)(0x80 | ((cp >> 6) & 63));
-            enc[3] = (uint8_t)(0x80 | (cp & 63));
-            k = 4;
-        } else {
+        uint32_t cp = skpx_ucs_at(raw, (size_t)si.kind, i);
+        if (cp > 0x10FFFF)
             return false;
-        }
+        if (cp >= 0xD800 && cp <= 0xDFFF)
+            cp = '?'; /* lone surrogate (surrogateescape'd bytes): not encodable */
+        char enc[4];
+        size_t k = skpx_utf8_put(cp, enc);
         if (*len + k > cap)
             return true; /* truncated label, still usable */
         memcpy(buf + *len, enc, k);

@@ -11,6 +11,7 @@
 
 #include "attach/remote.h"
 #include "common/alloc.h"
+#include "common/grow.h"
 
 static bool parse_hex(const char **p, const char *end, uint64_t *out)
 {
@@ -135,27 +136,15 @@ skp_err attach_maps_read(pid_t pid, struct attach_maps *out, char *why, size_t w
             snprintf(why, why_cap, "cannot open %s: %s", path, strerror(e));
         return e == ENOENT ? SKP_ENOTFOUND : SKP_EIO;
     }
-    size_t cap = 64 * 1024;
+    size_t cap = 0;
     size_t len = 0;
-    char *buf = skpx_malloc(cap);
+    char *buf = NULL;
     skp_err err = SKP_OK;
-    if (!buf) {
-        err = SKP_ENOMEM;
-        goto out;
-    }
     for (;;) {
         if (len == cap) {
-            if (cap >= ATTACH_MAPS_TEXT_MAX) {
-                err = SKP_ETOOBIG;
+            err = skpx_grow_capped(&buf, &cap, len + 1, 1, 64 * 1024, ATTACH_MAPS_TEXT_MAX);
+            if (err)
                 goto out;
-            }
-            char *nb = skpx_realloc(buf, cap * 2);
-            if (!nb) {
-                err = SKP_ENOMEM;
-                goto out;
-            }
-            buf = nb;
-            cap *= 2;
         }
         ssize_t k = read(fd, buf + len, cap - len);
         if (k < 0 && errno == EINTR)

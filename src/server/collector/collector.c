@@ -138,20 +138,14 @@ void collector_unary_on_close(struct skpx_grpc_call *call, void *ud, int status)
 
 skp_err collector_register(struct collector *c, struct skpx_grpc_server *srv)
 {
-    skp_err err = collector_profile_register(c, srv);
-    if (!err)
-        err = collector_management_register(c, srv);
-    if (!err)
-        err = collector_tracing_register(c, srv);
-    if (!err)
-        err = collector_drop_register(c, srv);
-    if (!err)
-        err = collector_pprof_register(c, srv);
-    if (!err)
-        err = collector_async_register(c, srv);
-    if (!err)
-        err = collector_continuous_register(c, srv);
-    if (!err)
-        err = collector_ebpf_register(c, srv);
+    /* In this order; the first failure stops the rest. */
+    static skp_err (*const services[])(struct collector *, struct skpx_grpc_server *) = {
+        collector_profile_register,    collector_management_register, collector_tracing_register,
+        collector_drop_register,       collector_pprof_register,      collector_async_register,
+        collector_continuous_register, collector_ebpf_register,
+    };
+    skp_err err = SKP_OK;
+    for (size_t i = 0; !err && i < sizeof(services) / sizeof(services[0]); i++)
+        err = services[i](c, srv);
     return err;
 }

@@ -196,9 +196,11 @@ struct jfr_meta {
     char *arena; /* NUL-terminated names, owned */
     size_t arena_len, arena_cap;
     struct jfr_type *types;
-    uint32_t n_types, cap_types;
+    uint32_t n_types;
+    size_t cap_types;
     struct jfr_field *fields;
-    uint32_t n_fields, cap_fields;
+    uint32_t n_fields;
+    size_t cap_fields;
     struct skpx_u64map by_id; /* type id → index */
 };
 

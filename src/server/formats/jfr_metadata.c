@@ -13,6 +13,7 @@
 #include <string.h>
 
 #include "common/alloc.h"
+#include "common/grow.h"
 
 static const struct {
     const char *name;
@@ -113,14 +114,8 @@ static skp_err add_type(struct mparse *st, const char *id_s, const char *name)
         return jfr_fail(st->err, 0, "metadata: class without a numeric id or a name");
     if (m->n_types >= JFR_MAX_TYPES)
         return jfr_fail(st->err, 0, "metadata: more than %u types", JFR_MAX_TYPES);
-    if (m->n_types == m->cap_types) {
-        uint32_t cap = m->cap_types ? m->cap_types * 2 : 256;
-        struct jfr_type *t = skpx_realloc(m->types, cap * sizeof(*t));
-        if (!t)
-            return SKP_ENOMEM;
-        m->types = t;
-        m->cap_types = cap;
-    }
+    if (skpx_grow(&m->types, &m->cap_types, m->n_types + 1, sizeof(*m->types), 256))
+        return SKP_ENOMEM;
     struct jfr_type *t = &m->types[m->n_types];
     memset(t, 0, sizeof(*t));
     t->id = (uint64_t)id;
@@ -146,14 +141,8 @@ static skp_err add_field(struct mparse *st, const char *name, const char *cls, c
         return jfr_fail(st->err, 0, "metadata: field without a name or a numeric class");
     if (m->n_fields >= JFR_MAX_FIELDS)
         return jfr_fail(st->err, 0, "metadata: more than %u fields", JFR_MAX_FIELDS);
-    if (m->n_fields == m->cap_fields) {
-        uint32_t cap = m->cap_fields ? m->cap_fields * 2 : 1024;
-        struct jfr_field *f = skpx_realloc(m->fields, cap * sizeof(*f));
-        if (!f)
-            return SKP_ENOMEM;
-        m->fields = f;
-        m->cap_fields = cap;
-    }
+    if (skpx_grow(&m->fields, &m->cap_fields, m->n_fields + 1, sizeof(*m->fields), 1024))
+        return SKP_ENOMEM;
     struct jfr_field *f = &m->fields[m->n_fields++];
     memset(f, 0, sizeof(*f));
     f->name = name;

@@ -65,18 +65,25 @@ static json_t *str_or_null(const char *s)
     return s ? json_string(s) : json_null();
 }
 
+/* Appends `v` (stolen; NULL when it could not be built) to the list `a`; on failure frees `a`
+ * and returns NULL, else returns `a`. */
+static json_t *append_or_drop(json_t *a, json_t *v)
+{
+    if (json_array_append_new(a, v) != 0) {
+        json_decref(a);
+        return NULL;
+    }
+    return a;
+}
+
 static json_t *input_values_json(const struct gql_field *args)
 {
     json_t *a = json_array();
-    for (const struct gql_field *f = args; f && a; f = f->next) {
-        json_t *v = json_pack("{s:s,s:o,s:o,s:o,s:b,s:n}", "name", f->name, "description",
-                              str_or_null(f->desc), "type", tref_json(f->type), "defaultValue",
-                              str_or_null(f->def_text), "isDeprecated", 0, "deprecationReason");
-        if (!v || json_array_append_new(a, v) != 0) {
-            json_decref(a);
-            return NULL;
-        }
-    }
+    for (const struct gql_field *f = args; f && a; f = f->next)
+        a = append_or_drop(a, json_pack("{s:s,s:o,s:o,s:o,s:b,s:n}", "name", f->name, "description",
+                                        str_or_null(f->desc), "type", tref_json(f->type),
+                                        "defaultValue", str_or_null(f->def_text), "isDeprecated", 0,
+                                        "deprecationReason"));
     return a;
 }
 
@@ -108,12 +115,8 @@ static skp_err r_schema_types(struct gql_call *c, json_t **out)
 {
     json_t *a = json_array();
     for (const struct gql_type *t = c->schema->types; t && a; t = t->next) {
-        if (strcmp(t->name, "__Root") == 0)
-            continue;
-        if (json_array_append_new(a, named_type_json(t)) != 0) {
-            json_decref(a);
-            a = NULL;
-        }
+        if (strcmp(t->name, "__Root") != 0)
+            a = append_or_drop(a, named_type_json(t));
     }
     *out = a;
     return a ? SKP_OK : SKP_ENOMEM;
@@ -167,15 +170,11 @@ static skp_err r_type_fields(struct gql_call *c, json_t **out)
         return SKP_OK;
     }
     json_t *a = json_array();
-    for (const struct gql_field *f = t->fields; f && a; f = f->next) {
-        json_t *v = json_pack("{s:s,s:o,s:o,s:o,s:b,s:n}", "name", f->name, "description",
-                              str_or_null(f->desc), "args", input_values_json(f->args), "type",
-                              tref_json(f->type), "isDeprecated", 0, "deprecationReason");
-        if (!v || json_array_append_new(a, v) != 0) {
-            json_decref(a);
-            a = NULL;
-        }
-    }
+    for (const struct gql_field *f = t->fields; f && a; f = f->next)
+        a = append_or_drop(a, json_pack("{s:s,s:o,s:o,s:o,s:b,s:n}", "name", f->name, "description",
+                                        str_or_null(f->desc), "args", input_values_json(f->args),
+                                        "type", tref_json(f->type), "isDeprecated", 0,
+                                        "deprecationReason"));
     *out = a;
     return a ? SKP_OK : SKP_ENOMEM;
 }
@@ -195,14 +194,9 @@ static skp_err r_type_enum_values(struct gql_call *c, json_t **out)
         return SKP_OK;
     }
     json_t *a = json_array();
-    for (const struct gql_enum_value *v = t->values; v && a; v = v->next) {
-        json_t *e = json_pack("{s:s,s:n,s:b,s:n}", "name", v->name, "description", "isDeprecated",
-                              0, "deprecationReason");
-        if (!e || json_array_append_new(a, e) != 0) {
-            json_decref(a);
-            a = NULL;
-        }
-    }
+    for (const struct gql_enum_value *v = t->values; v && a; v = v->next)
+        a = append_or_drop(a, json_pack("{s:s,s:n,s:b,s:n}", "name", v->name, "description",
+                                        "isDeprecated", 0, "deprecationReason"));
     *out = a;
     return a ? SKP_OK : SKP_ENOMEM;
 }

@@ -309,6 +309,22 @@ static json_t *tree_json(const struct analysis *a, const char *type)
     return els ? json_pack("{s:{s:o}}", "tree", "elements", els) : NULL;
 }
 
+/* The answer of an analysis query once `err` says how the analysis went: the tree (tree_json;
+ * {"tree": null} when no such task was `found`), else the error "the <what> analysis failed"
+ * in c->error. Frees `res` (may be NULL). */
+static skp_err analysis_answer(struct gql_call *c, skp_err err, bool found, struct analysis *res,
+                               const char *type, const char *what, json_t **out)
+{
+    if (!err) {
+        *out = found ? tree_json(res, type) : json_pack("{s:n}", "tree");
+        err = *out ? SKP_OK : SKP_ENOMEM;
+    }
+    analysis_free(res);
+    if (err)
+        snprintf(c->error, sizeof(c->error), "the %s analysis failed: %s", what, skp_strerror(err));
+    return err;
+}
+
 /* Adds one uploaded file's bytes to an analysis: SKP_ENOMEM stops it, a file that does not
  * decode is left out (as the HTTP API does). */
 typedef skp_err (*file_add_fn)(void *acc, const uint8_t *data, size_t len);
@@ -373,14 +389,7 @@ static skp_err r_analyze(struct gql_call *c, json_t **out)
     if (!err && found)
         err = pprof_analyze_finish(an, &res);
     pprof_analyze_free(an);
-    if (!err) {
-        *out = found ? tree_json(res, NULL) : json_pack("{s:n}", "tree");
-        err = *out ? SKP_OK : SKP_ENOMEM;
-    }
-    analysis_free(res);
-    if (err)
-        snprintf(c->error, sizeof(c->error), "the pprof analysis failed: %s", skp_strerror(err));
-    return err;
+    return analysis_answer(c, err, found, res, NULL, "pprof", out);
 }
 
 /* ---- async-profiler ---- */
@@ -472,14 +481,7 @@ static skp_err r_async_analyze(struct gql_call *c, json_t **out)
         err = jfr_tree_finish(tree, &res);
     jfr_tree_free(tree);
     jfr_summary_cleanup(&sum);
-    if (!err) {
-        *out = found ? tree_json(res, type) : json_pack("{s:n}", "tree");
-        err = *out ? SKP_OK : SKP_ENOMEM;
-    }
-    analysis_free(res);
-    if (err)
-        snprintf(c->error, sizeof(c->error), "the JFR analysis failed: %s", skp_strerror(err));
-    return err;
+    return analysis_answer(c, err, found, res, type, "JFR", out);
 }
 
 const struct gql_resolver graphql_pprof_resolvers[] = {

@@ -10,6 +10,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <inttypes.h>
+#include <stdarg.h>
 #include <stdint.h>
 
 #include "common/log.h"
@@ -80,6 +81,10 @@ void http_response_json(struct http_response *r, int code, json_t *body);
 /* {"error": "<formatted>"} */
 void http_response_error(struct http_response *r, int code, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
+/* The same from a va_list (the message is cut at 511 bytes); http_reply_error and
+ * http_job_set_error build with it. */
+void http_response_verror(struct http_response *r, int code, const char *fmt, va_list ap)
+    __attribute__((format(printf, 3, 0)));
 /* {"error": msg, "field": field} */
 void http_response_field_error(struct http_response *r, int code, const char *field,
                                const char *msg);

@@ -56,14 +56,19 @@ void http_response_json(struct http_response *r, int code, json_t *body)
     http_response_bytes(r, code, "application/json", text, len);
 }
 
-void http_response_error(struct http_response *r, int code, const char *fmt, ...)
+void http_response_verror(struct http_response *r, int code, const char *fmt, va_list ap)
 {
     char msg[512];
+    vsnprintf(msg, sizeof(msg), fmt, ap);
+    http_response_json(r, code, json_pack("{s:s}", "error", msg));
+}
+
+void http_response_error(struct http_response *r, int code, const char *fmt, ...)
+{
     va_list ap;
     va_start(ap, fmt);
-    vsnprintf(msg, sizeof(msg), fmt, ap);
+    http_response_verror(r, code, fmt, ap);
     va_end(ap);
-    http_response_json(r, code, json_pack("{s:s}", "error", msg));
 }
 
 void http_response_field_error(struct http_response *r, int code, const char *field,
@@ -155,12 +160,12 @@ void http_reply_json(struct http_ctx *cx, int code, json_t *body)
 
 void http_reply_error(struct http_ctx *cx, int code, const char *fmt, ...)
 {
-    char msg[512];
+    struct http_response r = {0};
     va_list ap;
     va_start(ap, fmt);
-    vsnprintf(msg, sizeof(msg), fmt, ap);
+    http_response_verror(&r, code, fmt, ap);
     va_end(ap);
-    http_reply_json(cx, code, json_pack("{s:s}", "error", msg));
+    http_send(cx, &r);
 }
 
 void http_reply_field_error(struct http_ctx *cx, int code, const char *field, const char *msg)

@@ -3,9 +3,7 @@
  * answers the loop sends. The queue's bound and the count it checks live here, on the loop. */
 #include "server/http/http_worker.h"
 
-#include <jansson.h>
 #include <stdarg.h>
-#include <stdio.h>
 
 #include "common/alloc.h"
 #include "common/err.h"
@@ -24,12 +22,10 @@ void http_job_set_json(struct http_job *j, int code, void *json)
 
 void http_job_set_error(struct http_job *j, int code, const char *fmt, ...)
 {
-    char msg[512];
     va_list ap;
     va_start(ap, fmt);
-    vsnprintf(msg, sizeof(msg), fmt, ap);
+    http_response_verror(&j->res, code, fmt, ap);
     va_end(ap);
-    http_response_json(&j->res, code, json_pack("{s:s}", "error", msg));
 }
 
 void http_job_set_store_error(struct http_job *j, skp_err err, const char *what)

@@ -6,6 +6,7 @@
 #include <string.h>
 
 #include "common/alloc.h"
+#include "common/grow.h"
 
 static uint64_t fnv(const char *s)
 {
@@ -90,13 +91,8 @@ static uint32_t label_id(struct attach_profile *p, const char *s)
     size_t len = strlen(s);
     if (p->label_bytes + len > ATTACH_PROFILE_MAX_LABEL_BYTES)
         return ATTACH_PROFILE_NONE;
-    if (p->n_labels == p->cap_labels) {
-        char **nl = skpx_realloc(p->labels, p->cap_labels * 2 * sizeof(*nl));
-        if (!nl)
-            return ATTACH_PROFILE_NONE;
-        p->labels = nl;
-        p->cap_labels *= 2;
-    }
+    if (skpx_grow(&p->labels, &p->cap_labels, p->n_labels + 1, sizeof(*p->labels), 256))
+        return ATTACH_PROFILE_NONE;
     char *copy = skpx_strndup(s, len);
     if (!copy)
         return ATTACH_PROFILE_NONE;
@@ -147,13 +143,8 @@ static uint32_t child_of(struct attach_profile *p, uint32_t parent, uint32_t lab
         return p->child_index[h] - 1;
     if (p->n_nodes >= ATTACH_PROFILE_MAX_NODES)
         return ATTACH_PROFILE_NONE;
-    if (p->n_nodes == p->cap_nodes) {
-        struct attach_pnode *nn = skpx_realloc(p->nodes, p->cap_nodes * 2 * sizeof(*nn));
-        if (!nn)
-            return ATTACH_PROFILE_NONE;
-        p->nodes = nn;
-        p->cap_nodes *= 2;
-    }
+    if (skpx_grow(&p->nodes, &p->cap_nodes, p->n_nodes + 1, sizeof(*p->nodes), 1024))
+        return ATTACH_PROFILE_NONE;
     uint32_t id = (uint32_t)p->n_nodes++;
     struct attach_pnode *n = &p->nodes[id];
     n->label = label;

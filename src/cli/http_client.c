@@ -18,6 +18,7 @@
 
 #include "common/alloc.h"
 #include "common/clock.h"
+#include "common/grow.h"
 
 skp_err http_url_parse(const char *url, struct http_url *out)
 {
@@ -185,27 +186,18 @@ static skp_err send_all(int fd, const char *p, size_t n, int64_t deadline_ms)
 /* Reads until EOF into a growing buffer (NUL-terminated). */
 static skp_err recv_all(int fd, int64_t deadline_ms, char **out, size_t *out_len)
 {
-    size_t cap = 16384, len = 0;
-    char *buf = skpx_malloc(cap);
+    size_t cap = 0, len = 0;
+    char *buf = NULL;
     skp_err err = SKP_OK;
 
     *out = NULL;
     *out_len = 0;
-    if (!buf)
-        return SKP_ENOMEM;
     for (;;) {
         if (len + 1 >= cap) {
-            if (cap >= CLI_HTTP_MAX_RESPONSE_BYTES + 65536) {
-                err = SKP_ETOOBIG;
+            err = skpx_grow_capped(&buf, &cap, len + 2, 1, 16384,
+                                   CLI_HTTP_MAX_RESPONSE_BYTES + 65536);
+            if (err)
                 break;
-            }
-            char *nb = skpx_realloc(buf, cap * 2);
-            if (!nb) {
-                err = SKP_ENOMEM;
-                break;
-            }
-            buf = nb;
-            cap *= 2;
         }
         ssize_t r = recv(fd, buf + len, cap - len - 1, 0);
         if (r > 0) {

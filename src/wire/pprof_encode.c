@@ -14,6 +14,7 @@
 
 #include "common/varint.h"
 #include "common/alloc.h"
+#include "common/grow.h"
 #include "common/map.h"
 
 /* ---- byte-keyed interning map -------------------------------------------------------------- */
@@ -503,17 +504,9 @@ static void ob_put(struct obuf *o, const void *d, size_t n)
 {
     if (o->failed)
         return;
-    if (o->len + n > o->cap) {
-        size_t nc = o->cap ? o->cap : 4096;
-        while (nc < o->len + n)
-            nc *= 2;
-        uint8_t *nb = skpx_realloc(o->b, nc);
-        if (!nb) {
-            o->failed = true;
-            return;
-        }
-        o->b = nb;
-        o->cap = nc;
+    if (skpx_grow(&o->b, &o->cap, o->len + n, 1, 4096)) {
+        o->failed = true;
+        return;
     }
     memcpy(o->b + o->len, d, n);
     o->len += n;

@@ -176,6 +176,28 @@ static void http_chunked_and_close_delimited(void **state)
     http_response_cleanup(&r);
 }
 
+/* A body many times the first 16 KiB read buffer: the buffer grows and keeps every byte. */
+static void http_large_body(void **state)
+{
+    (void)state;
+    enum { BODY = 200000 };
+    static const char head[] = "HTTP/1.1 200 OK\r\nContent-Length: 200000\r\n\r\n";
+    char *reply = malloc(sizeof(head) + BODY);
+    assert_non_null(reply);
+    memcpy(reply, head, sizeof(head) - 1);
+    for (size_t i = 0; i < BODY; i++)
+        reply[sizeof(head) - 1 + i] = (char)('a' + i % 26);
+    reply[sizeof(head) - 1 + BODY] = 0;
+    struct http_response r;
+    assert_int_equal(exchange(reply, "GET", NULL, 5000, &r, NULL, 0), SKP_OK);
+    assert_int_equal(r.status, 200);
+    assert_int_equal(r.body_len, BODY);
+    assert_memory_equal(r.body, reply + sizeof(head) - 1, BODY);
+    assert_int_equal(r.body[BODY], 0);
+    http_response_cleanup(&r);
+    free(reply);
+}
+
 static void http_malformed_responses(void **state)
 {
     (void)state;
@@ -218,6 +240,7 @@ int main(void)
         cmocka_unit_test(path_escape),
         cmocka_unit_test(http_content_length_and_request_shape),
         cmocka_unit_test(http_chunked_and_close_delimited),
+        cmocka_unit_test(http_large_body),
         cmocka_unit_test(http_malformed_responses),
         cmocka_unit_test(http_refused_and_timeout),
     };

@@ -224,12 +224,6 @@ skp_err store_list_profiled_segments_page(struct store *st, const char *task_id,
     return st->ops->list_profiled_segments_page(st, task_id, after, limit, cb, ud, more);
 }
 
-skp_err store_get_segment_info(struct store *st, const char *segment_id,
-                               struct store_segment_info *out)
-{
-    return st->ops->get_segment_info(st, segment_id, out);
-}
-
 skp_err store_scan_segment(struct store *st, const char *segment_id, int32_t lo_seq, int32_t hi_seq,
                            store_sample_cb cb, void *ud)
 {

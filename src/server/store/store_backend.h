@@ -27,7 +27,7 @@
  * written). A feature whose logic is the same on both backends instead writes it once in
  * store/store_<feature>.c over the statements of store_query.h (the query_* core ops), each
  * with its SQL text per backend: store_ebpf.c, store_templates.c, store_endpoint_stats.c,
- * store_cont_policies.c, store_tasks.c, store_services.c. */
+ * store_cont_policies.c, store_tasks.c, store_services.c, store_segment_info.c. */
 #ifndef SKP_SERVER_STORE_BACKEND_H
 #define SKP_SERVER_STORE_BACKEND_H
 
@@ -61,7 +61,6 @@
     X(list_profiled_segments, const char *task_id, store_profiled_segment_cb cb, void *ud)         \
     X(list_profiled_segments_page, const char *task_id, const struct store_segment_key *after,     \
       size_t limit, store_profiled_segment_cb cb, void *ud, bool *more)                            \
-    X(get_segment_info, const char *segment_id, struct store_segment_info *out)                    \
     X(scan_segment, const char *segment_id, int32_t lo_seq, int32_t hi_seq, store_sample_cb cb,    \
       void *ud)                                                                                    \
     X(segment_seq_window, const char *segment_id, int64_t from_ms, int64_t to_ms, int32_t *lo,     \

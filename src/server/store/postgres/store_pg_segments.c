@@ -1,7 +1,7 @@
-/* store_pg_segments.c - PostgreSQL backend: trace segments, the profiled-segment listing of a
- * task (one range scan of segment_listing per page: keyset on (start, segment id), the order of
- * the SQLite backend, byte order of ids), and store_get_segment_info. Spans are kept as the
- * shared JSON text (store_codec.h). */
+/* store_pg_segments.c - PostgreSQL backend: trace segments and the profiled-segment listing of
+ * a task (one range scan of segment_listing per page: keyset on (start, segment id), the order
+ * of the SQLite backend, byte order of ids); store_get_segment_info: store/store_segment_info.c.
+ * Spans are kept as the shared JSON text (store_codec.h). */
 #include "server/store/postgres/store_pg_int.h"
 
 #include <inttypes.h>
@@ -110,27 +110,6 @@ skp_err pg_store_insert_segments(struct store *base, const struct store_segment 
 }
 
 /* ---- one segment ---- */
-
-skp_err pg_store_get_segment_info(struct store *base, const char *segment_id,
-                                  struct store_segment_info *out)
-{
-    struct pg_store *st = pg_store_of(base);
-    memset(out, 0, sizeof(*out));
-    if (!segment_id)
-        return SKP_EINVAL;
-    struct pg_params p = {0};
-    pgp_text(&p, segment_id);
-    /* The task is found through the segment's first snapshot (lowest sequence). */
-    return pg__query_one(st,
-                         "SELECT " STORE_SEGMENT_INFO_READ " FROM segids si "
-                         "LEFT JOIN segments g ON g.seg = si.id "
-                         "LEFT JOIN task_keys tk ON tk.id = (SELECT sn.task FROM snapshots sn "
-                         "WHERE sn.seg = si.id AND sn.first_ms = si.first_ms "
-                         "ORDER BY sn.seq, sn.task LIMIT 1) "
-                         "LEFT JOIN tasks t ON t.id = tk.task_id "
-                         "WHERE md5(si.segment_id) = md5($1) AND si.segment_id = $1",
-                         &p, &store_segment_info_row, out, "segment info");
-}
 
 skp_err pg_store_segment_has_snapshots(struct store *base, const char *segment_id, bool *out)
 {

@@ -1,8 +1,9 @@
-/* store_sqlite_segments.c - SQLite backend: trace segments, the profiled-segment listing of a
- * task, and store_get_segment_info. A segment row keeps the columns the listing needs (trace
- * id, service, instance, endpoint, start/end) plus its spans as one compact JSON text (the
- * backend's column format since schema v1, see docs/internals/store.md), written from and read
- * back into struct store_span rows here. Single-threaded, like the rest of the store. */
+/* store_sqlite_segments.c - SQLite backend: trace segments and the profiled-segment listing of
+ * a task (store_get_segment_info: store/store_segment_info.c). A segment row keeps the columns
+ * the listing needs (trace id, service, instance, endpoint, start/end) plus its spans as one
+ * compact JSON text (the backend's column format since schema v1, see docs/internals/store.md),
+ * written from and read back into struct store_span rows here. Single-threaded, like the rest
+ * of the store. */
 #include "server/store/store.h"
 
 #include <stdio.h>
@@ -62,29 +63,6 @@ fail:
 }
 
 /* ---- one segment ---- */
-
-skp_err sqlite_store_get_segment_info(struct store *base, const char *segment_id,
-                                      struct store_segment_info *out)
-{
-    struct sqlite_store *st = sqlite_store_of(base);
-    memset(out, 0, sizeof(*out));
-    if (!segment_id)
-        return SKP_EINVAL;
-    sqlite3_stmt *s = NULL;
-    /* The task is found through the segment's first snapshot (a primary-key seek). */
-    skp_err err = store__prepare(st,
-                                 "SELECT " STORE_SEGMENT_INFO_READ " FROM segids si "
-                                 "LEFT JOIN segments g ON g.seg = si.id "
-                                 "LEFT JOIN task_keys tk ON tk.id = (SELECT sn.task FROM "
-                                 "snapshots sn WHERE sn.seg = si.id ORDER BY sn.seq LIMIT 1) "
-                                 "LEFT JOIN tasks t ON t.id = tk.task_id "
-                                 "WHERE si.segment_id = ?",
-                                 &s);
-    if (err)
-        return err;
-    sqlite3_bind_text(s, 1, segment_id, -1, SQLITE_STATIC);
-    return store__read_one(st, s, &store_segment_info_row, out, "segment info");
-}
 
 skp_err sqlite_store_segment_has_snapshots(struct store *base, const char *segment_id, bool *out)
 {

@@ -71,6 +71,15 @@ static void put_escaped(struct skpx_buf *b, const char *s)
     }
 }
 
+/* `label` then `value` escaped, when there is a value (NULL or "" is left out). */
+static void put_meta_item(struct skpx_buf *b, const char *label, const char *value)
+{
+    if (!value || !*value)
+        return;
+    skpx_buf_puts(b, label);
+    put_escaped(b, value);
+}
+
 /* Appends JSON text with '<', '>' and '&' written as \u escapes. They can only occur inside
  * JSON strings, where the escape means the same character, and without them the HTML parser
  * never sees "<!--", "<script" or "</script" in the data block: "<!--<script>" in a frame name
@@ -195,22 +204,10 @@ skp_err export_render_html(const struct analysis *a, const struct export_meta *m
     skpx_buf_puts(b, "</h1>\n<div class=\"meta\">");
     skpx_buf_printf(b, "%llu snapshots, dump period %d ms", (unsigned long long)a->n_snapshots,
                     export_period_ms(m));
-    if (m->trace_id && *m->trace_id) {
-        skpx_buf_puts(b, " &middot; trace ");
-        put_escaped(b, m->trace_id);
-    }
-    if (m->segment_id && *m->segment_id) {
-        skpx_buf_puts(b, " &middot; segment ");
-        put_escaped(b, m->segment_id);
-    }
-    if (m->endpoint && *m->endpoint) {
-        skpx_buf_puts(b, " &middot; endpoint ");
-        put_escaped(b, m->endpoint);
-    }
-    if (a->tip && *a->tip) {
-        skpx_buf_puts(b, " &middot; ");
-        put_escaped(b, a->tip);
-    }
+    put_meta_item(b, " &middot; trace ", m->trace_id);
+    put_meta_item(b, " &middot; segment ", m->segment_id);
+    put_meta_item(b, " &middot; endpoint ", m->endpoint);
+    put_meta_item(b, " &middot; ", a->tip);
     skpx_buf_puts(b, "</div>\n");
     skpx_buf_puts(b, g_body);
     if (json_dump_callback(root, dump_cb, b, JSON_COMPACT | JSON_ESCAPE_SLASH) != 0 && !b->err)

@@ -144,6 +144,18 @@ static void skip_ignored(struct gql_lexer *lx)
     }
 }
 
+/* One or more digits; without one, fails with `msg` and returns false. */
+static bool lex_digits(struct gql_lexer *lx, const char *msg)
+{
+    if (!is_digit(peek(lx, 0))) {
+        fail(lx, msg);
+        return false;
+    }
+    while (is_digit(peek(lx, 0)))
+        advance(lx, 1);
+    return true;
+}
+
 static void lex_number(struct gql_lexer *lx)
 {
     size_t start = lx->pos;
@@ -156,34 +168,22 @@ static void lex_number(struct gql_lexer *lx)
             fail(lx, "invalid number: unexpected digit after 0");
             return;
         }
-    } else if (is_digit(peek(lx, 0))) {
-        while (is_digit(peek(lx, 0)))
-            advance(lx, 1);
-    } else {
-        fail(lx, "invalid number: expected a digit");
+    } else if (!lex_digits(lx, "invalid number: expected a digit")) {
         return;
     }
     if (peek(lx, 0) == '.') {
         is_float = true;
         advance(lx, 1);
-        if (!is_digit(peek(lx, 0))) {
-            fail(lx, "invalid number: expected a digit after '.'");
+        if (!lex_digits(lx, "invalid number: expected a digit after '.'"))
             return;
-        }
-        while (is_digit(peek(lx, 0)))
-            advance(lx, 1);
     }
     if (peek(lx, 0) == 'e' || peek(lx, 0) == 'E') {
         is_float = true;
         advance(lx, 1);
         if (peek(lx, 0) == '+' || peek(lx, 0) == '-')
             advance(lx, 1);
-        if (!is_digit(peek(lx, 0))) {
-            fail(lx, "invalid number: expected a digit in the exponent");
+        if (!lex_digits(lx, "invalid number: expected a digit in the exponent"))
             return;
-        }
-        while (is_digit(peek(lx, 0)))
-            advance(lx, 1);
     }
     if (peek(lx, 0) == '.' || name_start(peek(lx, 0))) {
         fail(lx, "invalid number: a name or '.' follows it");

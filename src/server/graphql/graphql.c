@@ -287,3 +287,20 @@ bool graphql_split_child(const char *id, char **service, char **name)
     *service = *name = NULL;
     return false;
 }
+
+skp_err graphql_read_failed(struct gql_call *c, skp_err err, const char *what)
+{
+    snprintf(c->error, sizeof(c->error), "%s could not be read: %s", what, skp_strerror(err));
+    return err;
+}
+
+skp_err graphql_list_answer(struct gql_call *c, skp_err err, json_t *list, const char *what,
+                            json_t **out)
+{
+    if (err) {
+        json_decref(list);
+        return graphql_read_failed(c, err, what);
+    }
+    *out = list;
+    return SKP_OK;
+}

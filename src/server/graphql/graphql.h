@@ -92,6 +92,14 @@ char *graphql_service_of(const char *id);
 /* The service and child names of an instance or endpoint id; false if malformed. */
 bool graphql_split_child(const char *id, char **service, char **name);
 
+/* ---- the resolvers' store failures ---- */
+/* Sets c->error to "<what> could not be read: <err's text>" and returns err. */
+skp_err graphql_read_failed(struct gql_call *c, skp_err err, const char *what);
+/* A listing's answer: `list` (stolen) in *out when err is SKP_OK; else `list` is freed and the
+ * error is graphql_read_failed's. Returns err. */
+skp_err graphql_list_answer(struct gql_call *c, skp_err err, json_t *list, const char *what,
+                            json_t **out);
+
 /* Resolver tables of the fields (graphql_meta.c, graphql_profile.c, graphql_templates.c). */
 extern const struct gql_resolver graphql_meta_resolvers[];
 extern const size_t graphql_n_meta_resolvers;

@@ -167,13 +167,7 @@ static skp_err r_targets(struct gql_call *c, json_t **out)
         cont_policy_cleanup(&pw.p);
     json_decref(tw.by_target);
     skpx_free(service);
-    if (err) {
-        json_decref(targets);
-        snprintf(c->error, sizeof(c->error), "the policy could not be read: %s", skp_strerror(err));
-        return err;
-    }
-    *out = targets;
-    return SKP_OK;
+    return graphql_list_answer(c, err, targets, "the policy", out);
 }
 
 /* Trigger counts of one target per instance and per process: key -> [count, last_ms]. */
@@ -311,14 +305,7 @@ static skp_err r_monitoring(struct gql_call *c, json_t **out)
     json_decref(w.by_instance);
     json_decref(w.by_process);
     skpx_free(service);
-    if (err) {
-        json_decref(m.out);
-        snprintf(c->error, sizeof(c->error), "the monitored instances could not be read: %s",
-                 skp_strerror(err));
-        return err;
-    }
-    *out = m.out;
-    return SKP_OK;
+    return graphql_list_answer(c, err, m.out, "the monitored instances", out);
 }
 
 const struct gql_resolver graphql_continuous_resolvers[] = {

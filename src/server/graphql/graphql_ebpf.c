@@ -40,12 +40,6 @@ static skp_err oom_or(json_t **out)
     return *out ? SKP_OK : SKP_ENOMEM;
 }
 
-static skp_err fail(struct gql_call *c, skp_err err, const char *what)
-{
-    snprintf(c->error, sizeof(c->error), "%s could not be read: %s", what, skp_strerror(err));
-    return err;
-}
-
 /* The n bytes at s as a JSON string (invalid UTF-8 replaced); NULL when out of memory. */
 static json_t *strn_json(const char *s, size_t n)
 {
@@ -317,7 +311,7 @@ static skp_err r_tasks(struct gql_call *c, json_t **out)
         skpx_free(inst);
         json_decref(*out);
         *out = NULL;
-        return fail(c, err, "the eBPF profiling tasks");
+        return graphql_read_failed(c, err, "the eBPF profiling tasks");
     }
 done:
     skpx_free(service);
@@ -402,7 +396,7 @@ static skp_err r_schedules(struct gql_call *c, json_t **out)
     json_decref(pw.by_id);
     if (err) {
         json_decref(list);
-        return fail(c, err, "the eBPF profiling schedules");
+        return graphql_read_failed(c, err, "the eBPF profiling schedules");
     }
     *out = list;
     return SKP_OK;
@@ -488,7 +482,7 @@ static skp_err r_analyze(struct gql_call *c, json_t **out)
     ebpf_result_cleanup(&r);
     if (err || !trees) {
         json_decref(trees);
-        return fail(c, err ? err : SKP_ENOMEM, "the eBPF profile");
+        return graphql_read_failed(c, err ? err : SKP_ENOMEM, "the eBPF profile");
     }
     *out = json_pack("{s:o,s:o}", "tip", tip ? json_string(tip) : json_null(), "trees", trees);
     return oom_or(out);
@@ -519,7 +513,7 @@ static skp_err r_prepare(struct gql_call *c, json_t **out)
     }
     json_decref(pw.labels);
     if (err || !labels)
-        return fail(c, err ? err : SKP_ENOMEM, "the service's processes");
+        return graphql_read_failed(c, err ? err : SKP_ENOMEM, "the service's processes");
     /* no fixed-time task can run (see createEBPFProfilingFixedTimeTask) */
     *out = json_pack("{s:b,s:o}", "couldProfiling", 0, "processLabels", labels);
     return oom_or(out);

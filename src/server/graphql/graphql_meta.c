@@ -129,9 +129,7 @@ static skp_err walk_services(struct gql_call *c, struct svc_walk *w)
     skp_err err = store_list_services(x->store, svc_row, w);
     if (err == SKP_EFULL)
         err = SKP_OK;
-    if (err)
-        snprintf(c->error, sizeof(c->error), "services could not be read: %s", skp_strerror(err));
-    return err;
+    return err ? graphql_read_failed(c, err, "services") : SKP_OK;
 }
 
 static skp_err r_list_layers(struct gql_call *c, json_t **out)
@@ -289,13 +287,7 @@ static skp_err list_instances(struct gql_call *c, const char *service, const cha
     skp_err err = w.out ? store_list_instances(x->store, service, inst_row, &w) : SKP_ENOMEM;
     if (err == SKP_EFULL || err == SKP_ENOTFOUND)
         err = SKP_OK; /* an unknown service has no instances */
-    if (err) {
-        json_decref(w.out);
-        snprintf(c->error, sizeof(c->error), "instances could not be read: %s", skp_strerror(err));
-        return err;
-    }
-    *out = w.out;
-    return SKP_OK;
+    return graphql_list_answer(c, err, w.out, "instances", out);
 }
 
 static skp_err r_list_instances(struct gql_call *c, json_t **out)
@@ -397,13 +389,7 @@ static skp_err r_find_endpoint(struct gql_call *c, json_t **out)
         err = SKP_OK;
     skpx_free(service);
     json_decref(w.seen);
-    if (err) {
-        json_decref(w.out);
-        snprintf(c->error, sizeof(c->error), "endpoints could not be read: %s", skp_strerror(err));
-        return err;
-    }
-    *out = w.out;
-    return SKP_OK;
+    return graphql_list_answer(c, err, w.out, "endpoints", out);
 }
 
 static skp_err r_endpoint_info(struct gql_call *c, json_t **out)

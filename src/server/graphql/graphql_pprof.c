@@ -161,9 +161,8 @@ static skp_err list_tasks(struct gql_call *c, json_t **out, enum proc_kind kind,
     if (err) {
         json_decref(tasks);
         skpx_free(service);
-        snprintf(c->error, sizeof(c->error), "%s tasks could not be read: %s",
-                 kind == PROC_KIND_PPROF ? "pprof" : "async-profiler", skp_strerror(err));
-        return err;
+        return graphql_read_failed(
+            c, err, kind == PROC_KIND_PPROF ? "pprof tasks" : "async-profiler tasks");
     }
     *out = service ? json_pack("{s:n,s:o}", "errorReason", "tasks", tasks)
                    : json_pack("{s:s,s:o}", "errorReason", "serviceId is not a service id", "tasks",
@@ -241,9 +240,7 @@ static skp_err progress(struct gql_call *c, enum proc_kind kind, json_t **out)
         json_decref(jl);
         json_decref(ok);
         json_decref(bad);
-        snprintf(c->error, sizeof(c->error), "the task's progress could not be read: %s",
-                 skp_strerror(err));
-        return err;
+        return graphql_read_failed(c, err, "the task's progress");
     }
     *out =
         json_pack("{s:o,s:o,s:o}", "logs", jl, "errorInstanceIds", bad, "successInstanceIds", ok);

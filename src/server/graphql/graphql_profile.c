@@ -22,12 +22,6 @@ static const char *arg_str(const struct gql_call *c, const char *name)
     return json_string_value(json_object_get(c->args, name));
 }
 
-static skp_err store_failed(struct gql_call *c, skp_err err, const char *what)
-{
-    snprintf(c->error, sizeof(c->error), "%s could not be read: %s", what, skp_strerror(err));
-    return err;
-}
-
 /* ---- task logs ---- */
 
 struct log_walk {
@@ -75,7 +69,7 @@ static skp_err r_task_logs(struct gql_call *c, json_t **out)
     if (!err)
         err = task_logs(x->store, id, t.service, out);
     store_task_cleanup(&t);
-    return err ? store_failed(c, err, "task logs") : SKP_OK;
+    return err ? graphql_read_failed(c, err, "task logs") : SKP_OK;
 }
 
 /* ---- task list ---- */
@@ -132,7 +126,7 @@ done:
     skpx_free(service);
     if (err) {
         json_decref(w.out);
-        return store_failed(c, err, "tasks");
+        return graphql_read_failed(c, err, "tasks");
     }
     *out = w.out;
     return SKP_OK;
@@ -238,7 +232,7 @@ static skp_err r_task_segments(struct gql_call *c, json_t **out)
     store_task_cleanup(&t);
     if (err) {
         json_decref(w.out);
-        return store_failed(c, err, "profiled segments");
+        return graphql_read_failed(c, err, "profiled segments");
     }
     *out = w.out;
     return SKP_OK;
@@ -280,7 +274,7 @@ static skp_err r_segments_analyze(struct gql_call *c, json_t **out)
             err = SKP_ENOMEM;
     }
     analysis_free(res);
-    return err ? store_failed(c, err, "the analysis") : SKP_OK;
+    return err ? graphql_read_failed(c, err, "the analysis") : SKP_OK;
 }
 
 /* ---- task creation ---- */
@@ -467,7 +461,7 @@ static skp_err r_basic_traces(struct gql_call *c, json_t **out)
     json_decref(s.seen);
     if (err) {
         json_decref(s.out);
-        return store_failed(c, err, "traces");
+        return graphql_read_failed(c, err, "traces");
     }
     /* order, then the page (pageNum from 1) */
     size_t n = json_array_size(s.out);
@@ -507,7 +501,7 @@ static skp_err r_query_trace(struct gql_call *c, json_t **out)
     json_decref(s.seen);
     if (err) {
         json_decref(s.out);
-        return store_failed(c, err, "the trace");
+        return graphql_read_failed(c, err, "the trace");
     }
     *out = json_pack("{s:o,s:n}", "spans", s.out, "debuggingTrace");
     return *out ? SKP_OK : SKP_ENOMEM;

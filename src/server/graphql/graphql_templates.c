@@ -129,9 +129,7 @@ static skp_err defaults(struct gql_call *c, json_t *out)
         }
     }
     json_decref(w.layers);
-    if (err)
-        snprintf(c->error, sizeof(c->error), "dashboards could not be read: %s", skp_strerror(err));
-    return err;
+    return err ? graphql_read_failed(c, err, "dashboards") : SKP_OK;
 }
 
 static skp_err stored_row(void *ud, const struct store_template_row *r)
@@ -148,7 +146,7 @@ static skp_err all_templates(struct gql_call *c, json_t **out)
     json_t *stored = json_array(), *defs = json_array();
     skp_err err = stored && defs ? store_list_templates(x->store, stored_row, stored) : SKP_ENOMEM;
     if (err && err != SKP_ENOMEM)
-        snprintf(c->error, sizeof(c->error), "dashboards could not be read: %s", skp_strerror(err));
+        graphql_read_failed(c, err, "dashboards");
     if (!err)
         err = defaults(c, defs);
     size_t i, k;

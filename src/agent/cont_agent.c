@@ -19,6 +19,7 @@
 #include <unistd.h>
 
 #include "agent/agent_int.h"
+#include "agent/command_dispatch.h"
 #include "agent/config.h"
 #include "common/alloc.h"
 #include "common/clock.h"
@@ -79,14 +80,6 @@ static const char *process_name(void)
 }
 
 /* ---- policy --------------------------------------------------------------------------------- */
-static const char *cmd_arg(const Skywalking__V3__Command *cmd, const char *key)
-{
-    for (size_t i = 0; i < cmd->n_args; i++)
-        if (cmd->args[i] && cmd->args[i]->key && strcmp(cmd->args[i]->key, key) == 0)
-            return cmd->args[i]->value;
-    return NULL;
-}
-
 static void apply_policy(skyprof_agent *a, const struct skp__cont_policy *p)
 {
     struct skp__cont_agent *c = &a->cont;
@@ -141,7 +134,7 @@ skp_err skp__cont_poll(skyprof_agent *a, int timeout_ms)
         const Skywalking__V3__Command *cmd = cmds->commands[i];
         if (!cmd || !cmd->command || strcmp(cmd->command, SKP_CONT_COMMAND_POLICY) != 0)
             continue;
-        const char *json = cmd_arg(cmd, "ServiceWithPolicyJSON");
+        const char *json = skp__command_arg(cmd, "ServiceWithPolicyJSON");
         if (!json)
             continue;
         struct skp__cont_policy *p = skpx_malloc(sizeof(*p));
@@ -255,7 +248,7 @@ static const char *task_id_of(const ProtobufCMessage *resp)
     for (size_t i = 0; cmds && i < cmds->n_commands; i++) {
         const Skywalking__V3__Command *cmd = cmds->commands[i];
         if (cmd && cmd->command && strcmp(cmd->command, SKP_CONT_COMMAND_TASK) == 0)
-            return cmd_arg(cmd, "TaskId");
+            return skp__command_arg(cmd, "TaskId");
     }
     return NULL;
 }

@@ -36,6 +36,7 @@
 #include <time.h>
 
 #include "agent/agent_thread.h"
+#include "agent/command_dispatch.h"
 #include "agent/config.h"
 #include "common/cpu_acct.h"
 #include "common/alloc.h"
@@ -57,20 +58,10 @@
 #define SYMTEXT_BYTES (128u << 10)
 
 /* ---- command ------------------------------------------------------------------------------- */
-static const char *arg(const Skywalking__V3__Command *cmd, const char *key)
-{
-    for (size_t i = 0; i < cmd->n_args; i++) {
-        const Skywalking__V3__KeyStringValuePair *kv = cmd->args[i];
-        if (kv && kv->key && strcmp(kv->key, key) == 0)
-            return kv->value;
-    }
-    return NULL;
-}
-
 static bool num(const Skywalking__V3__Command *cmd, const char *key, bool required, long long lo,
                 long long hi, long long *out, char *reason, size_t cap)
 {
-    const char *v = arg(cmd, key);
+    const char *v = skp__command_arg(cmd, key);
     *out = 0;
     if (!v || !*v) {
         if (required)
@@ -95,8 +86,8 @@ skp_err skp__pprof_command_parse(const Skywalking__V3__Command *cmd, struct skp_
     if (!num(cmd, "CreateTime", true, 0, INT64_MAX, &ct, reason, cap))
         return SKP_EINVAL;
     out->create_time_ms = ct;
-    const char *id = arg(cmd, "TaskId");
-    const char *ev = arg(cmd, "Events");
+    const char *id = skp__command_arg(cmd, "TaskId");
+    const char *ev = skp__command_arg(cmd, "Events");
     if (!id || !*id || strlen(id) >= sizeof(out->task_id)) {
         snprintf(reason, cap, "malformed command: TaskId missing or too long");
         return SKP_EINVAL;

@@ -304,3 +304,11 @@ skp_err graphql_list_answer(struct gql_call *c, skp_err err, json_t *list, const
     *out = list;
     return SKP_OK;
 }
+
+bool graphql_writable(struct gql_call *c)
+{
+    const struct graphql_ctx *x = c->ctx;
+    if (!x->can_write)
+        snprintf(c->error, sizeof(c->error), "mutations run on the server's loop only");
+    return x->can_write;
+}

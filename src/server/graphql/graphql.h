@@ -92,7 +92,10 @@ char *graphql_service_of(const char *id);
 /* The service and child names of an instance or endpoint id; false if malformed. */
 bool graphql_split_child(const char *id, char **service, char **name);
 
-/* ---- the resolvers' store failures ---- */
+/* ---- the resolvers' refusals and store failures ---- */
+/* Whether c may run a mutation (its context can write); if not, c->error says mutations run on
+ * the server's loop only. */
+bool graphql_writable(struct gql_call *c);
 /* Sets c->error to "<what> could not be read: <err's text>" and returns err. */
 skp_err graphql_read_failed(struct gql_call *c, skp_err err, const char *what);
 /* A listing's answer: `list` (stolen) in *out when err is SKP_OK; else `list` is freed and the

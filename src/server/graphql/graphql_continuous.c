@@ -25,10 +25,8 @@ static skp_err r_set_policy(struct gql_call *c, json_t **out)
 {
     struct graphql_ctx *x = c->ctx;
     json_t *r = json_object_get(c->args, "request");
-    if (!x->can_write) {
-        snprintf(c->error, sizeof(c->error), "mutations run on the server's loop only");
+    if (!graphql_writable(c))
         return SKP_ESTATE;
-    }
     char *service = graphql_service_of(json_string_value(json_object_get(r, "serviceId")));
     if (!service) {
         *out = json_pack("{s:b,s:s}", "status", 0, "errorReason", "serviceId is not a service id");

@@ -68,10 +68,8 @@ static skp_err create_task(struct gql_call *c, json_t *r, enum proc_kind kind,
                            struct proc_request *req, json_t **out)
 {
     struct graphql_ctx *x = c->ctx;
-    if (!x->can_write) {
-        snprintf(c->error, sizeof(c->error), "mutations run on the server's loop only");
+    if (!graphql_writable(c))
         return SKP_ESTATE;
-    }
     char *service = graphql_service_of(json_string_value(json_object_get(r, "serviceId")));
     json_t *ids = json_object_get(r, "serviceInstanceIds");
     size_t n = json_array_size(ids);
@@ -189,6 +187,20 @@ static const char *log_op(const char *op, enum proc_kind kind)
     return PROC_LOG_TASK_ERROR;
 }
 
+/* Reads task `id` into *t when it is of `kind`. *found is false when it is not (SKP_OK when there
+ * is no task of that kind with that id, *t then cleaned up). */
+static skp_err get_kind_task(struct graphql_ctx *x, const char *id, enum proc_kind kind,
+                             struct proc_task *t, bool *found)
+{
+    skp_err err = store_proc_get_task(x->store, id, t);
+    *found = !err && t->kind == kind;
+    if (err == SKP_ENOTFOUND || (!err && !*found)) {
+        store_proc_task_cleanup(t);
+        return SKP_OK;
+    }
+    return err;
+}
+
 static skp_err progress(struct gql_call *c, enum proc_kind kind, json_t **out)
 {
     struct graphql_ctx *x = c->ctx;
@@ -196,9 +208,9 @@ static skp_err progress(struct gql_call *c, enum proc_kind kind, json_t **out)
     struct proc_task t = {0};
     struct proc_log *logs = NULL;
     size_t n_logs = 0;
-    skp_err err = store_proc_get_task(x->store, id, &t);
-    if (err == SKP_ENOTFOUND || (!err && t.kind != kind)) {
-        store_proc_task_cleanup(&t);
+    bool found = false;
+    skp_err err = get_kind_task(x, id, kind, &t, &found);
+    if (!err && !found) {
         *out = json_pack("{s:[],s:[],s:[]}", "logs", "errorInstanceIds", "successInstanceIds");
         return oom_or(out);
     }
@@ -334,13 +346,9 @@ static skp_err add_task_files(struct graphql_ctx *x, const char *id, enum proc_k
     struct proc_task t = {0};
     struct proc_file *files = NULL;
     size_t n = 0;
-    *found = false;
-    skp_err err = store_proc_get_task(x->store, id, &t);
-    if (err == SKP_ENOTFOUND || (!err && t.kind != kind)) {
-        store_proc_task_cleanup(&t);
+    skp_err err = get_kind_task(x, id, kind, &t, found);
+    if (!err && !*found)
         return SKP_OK;
-    }
-    *found = !err;
     if (!err)
         err = store_proc_list_files(x->store, id, &files, &n);
     for (size_t i = 0; !err && i < n; i++) {

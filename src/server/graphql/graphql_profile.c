@@ -283,10 +283,8 @@ static skp_err r_create_task(struct gql_call *c, json_t **out)
 {
     struct graphql_ctx *x = c->ctx;
     json_t *r = json_object_get(c->args, "creationRequest");
-    if (!x->can_write) {
-        snprintf(c->error, sizeof(c->error), "mutations run on the server's loop only");
+    if (!graphql_writable(c))
         return SKP_ESTATE;
-    }
     if (!json_is_object(r)) {
         *out = json_pack("{s:s,s:n}", "errorReason", "creationRequest is required", "id");
         return *out ? SKP_OK : SKP_ENOMEM;

@@ -233,14 +233,6 @@ static const char *bad_configuration(const char *conf)
     return ok ? NULL : "the configuration must be a JSON object";
 }
 
-static bool writable(struct gql_call *c)
-{
-    struct graphql_ctx *x = c->ctx;
-    if (!x->can_write)
-        snprintf(c->error, sizeof(c->error), "mutations run on the server's loop only");
-    return x->can_write;
-}
-
 static skp_err put(struct gql_call *c, const char *id, const char *conf, json_t **out)
 {
     struct graphql_ctx *x = c->ctx;
@@ -258,7 +250,7 @@ static skp_err r_add_template(struct gql_call *c, json_t **out)
     const char *conf =
         json_string_value(json_object_get(json_object_get(c->args, "setting"), "configuration"));
     const char *why = bad_configuration(conf);
-    if (!writable(c))
+    if (!graphql_writable(c))
         return SKP_ESTATE;
     if (why)
         return change_status(out, "", false, why);
@@ -279,7 +271,7 @@ static skp_err r_change_template(struct gql_call *c, json_t **out)
     const char *id = json_string_value(json_object_get(setting, "id"));
     const char *conf = json_string_value(json_object_get(setting, "configuration"));
     const char *why = bad_configuration(conf);
-    if (!writable(c))
+    if (!graphql_writable(c))
         return SKP_ESTATE;
     if (why)
         return change_status(out, id, false, why);
@@ -297,7 +289,7 @@ static skp_err r_disable_template(struct gql_call *c, json_t **out)
 {
     struct graphql_ctx *x = c->ctx;
     const char *id = json_string_value(json_object_get(c->args, "id"));
-    if (!writable(c))
+    if (!graphql_writable(c))
         return SKP_ESTATE;
     json_t *t = NULL;
     skp_err err = find_template(c, id, false, &t);

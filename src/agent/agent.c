@@ -164,11 +164,7 @@ skp_err skp__agent_new(const struct skyprof_config *cfg, const struct skyprof_st
     if (!err)
         err = skp__proc_runner_init(&a->proc, (uint32_t)cfg->max_stack_depth);
     if (err) {
-        skp__snapshot_queue_cleanup(&a->snaps);
-        skp__symcache_cleanup(&a->sym);
-        skpx_free(a->props);
-        skpx_free(a->props_mem);
-        skpx_free(a);
+        free_memory(a); /* also a sampler that started before the proc runner failed */
         return err;
     }
     pthread_mutex_init(&a->lock, NULL);

@@ -147,46 +147,32 @@ static bool rd_skip(struct rd *r, int wt)
     }
 }
 
-/* Counts the varints of a packed field, or 1 for an unpacked one; false if malformed. */
-static bool count_scalar(struct rd *r, int wt, size_t *n)
+/* One value of a repeated varint field: stored at out[*i] (none past cap) unless out is NULL
+ * (pass 1 only counts), and counted in *i. */
+static bool put_scalar(uint64_t v, uint64_t *out, size_t cap, size_t *i)
 {
-    uint64_t v;
-    if (wt == WT_VARINT) {
-        if (!rd_varint(r, &v))
+    if (out) {
+        if (*i >= cap)
             return false;
-        (*n)++;
-        return true;
+        out[*i] = v;
     }
-    if (wt != WT_LEN)
-        return false;
-    struct rd sub;
-    if (!rd_sub(r, &sub))
-        return false;
-    while (sub.p < sub.end) {
-        if (!rd_varint(&sub, &v))
-            return false;
-        (*n)++;
-    }
+    (*i)++;
     return true;
 }
 
-/* Reads a packed or unpacked repeated varint field into out[*i...] (bounded by cap). */
+/* Reads a packed or unpacked repeated varint field into out[*i...] (bounded by cap), or with out
+ * NULL counts its values in *i; false if malformed. */
 static bool read_scalars(struct rd *r, int wt, uint64_t *out, size_t cap, size_t *i)
 {
     uint64_t v;
-    if (wt == WT_VARINT) {
-        if (!rd_varint(r, &v) || *i >= cap)
-            return false;
-        out[(*i)++] = v;
-        return true;
-    }
+    if (wt == WT_VARINT)
+        return rd_varint(r, &v) && put_scalar(v, out, cap, i);
     struct rd sub;
     if (wt != WT_LEN || !rd_sub(r, &sub))
         return false;
     while (sub.p < sub.end) {
-        if (!rd_varint(&sub, &v) || *i >= cap)
+        if (!rd_varint(&sub, &v) || !put_scalar(v, out, cap, i))
             return false;
-        out[(*i)++] = v;
     }
     return true;
 }
@@ -238,9 +224,9 @@ static bool count_sample_field(struct dec *d, struct rd *r, uint32_t field, int 
     (void)d;
     struct sample_count *c = ud;
     if (field == 1)
-        return count_scalar(r, wt, &c->n_locs);
+        return read_scalars(r, wt, NULL, 0, &c->n_locs);
     if (field == 2)
-        return count_scalar(r, wt, &c->n_values);
+        return read_scalars(r, wt, NULL, 0, &c->n_values);
     if (field == 3) {
         c->n_labels++;
         return wt == WT_LEN && rd_skip(r, wt);

@@ -11,6 +11,7 @@
 #include <string.h>
 
 #include "common/alloc.h"
+#include "common/utf8.h"
 
 void jfr_str_read(struct jfr_cursor *c, struct jfr_str *out)
 {
@@ -53,26 +54,7 @@ void jfr_str_read(struct jfr_cursor *c, struct jfr_str *out)
 static void put_cp(uint32_t cp, char *buf, size_t *len, size_t cap)
 {
     char tmp[4];
-    size_t n;
-    if (cp < 0x80) {
-        tmp[0] = (char)cp;
-        n = 1;
-    } else if (cp < 0x800) {
-        tmp[0] = (char)(0xC0 | cp >> 6);
-        tmp[1] = (char)(0x80 | (cp & 0x3F));
-        n = 2;
-    } else if (cp < 0x10000) {
-        tmp[0] = (char)(0xE0 | cp >> 12);
-        tmp[1] = (char)(0x80 | (cp >> 6 & 0x3F));
-        tmp[2] = (char)(0x80 | (cp & 0x3F));
-        n = 3;
-    } else {
-        tmp[0] = (char)(0xF0 | cp >> 18);
-        tmp[1] = (char)(0x80 | (cp >> 12 & 0x3F));
-        tmp[2] = (char)(0x80 | (cp >> 6 & 0x3F));
-        tmp[3] = (char)(0x80 | (cp & 0x3F));
-        n = 4;
-    }
+    size_t n = skpx_utf8_put(cp, tmp);
     if (*len + n >= cap)
         return;
     memcpy(buf + *len, tmp, n);

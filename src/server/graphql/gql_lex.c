@@ -9,6 +9,7 @@
 
 #include "common/alloc.h"
 #include "common/hex.h"
+#include "common/utf8.h"
 #include "server/graphql/gql_int.h"
 
 /* ---- arena ---- */
@@ -194,30 +195,6 @@ static void lex_number(struct gql_lexer *lx)
     lx->text_len = lx->pos - start;
 }
 
-static size_t put_utf8(char *o, uint32_t cp)
-{
-    if (cp < 0x80) {
-        o[0] = (char)cp;
-        return 1;
-    }
-    if (cp < 0x800) {
-        o[0] = (char)(0xC0 | (cp >> 6));
-        o[1] = (char)(0x80 | (cp & 0x3F));
-        return 2;
-    }
-    if (cp < 0x10000) {
-        o[0] = (char)(0xE0 | (cp >> 12));
-        o[1] = (char)(0x80 | ((cp >> 6) & 0x3F));
-        o[2] = (char)(0x80 | (cp & 0x3F));
-        return 3;
-    }
-    o[0] = (char)(0xF0 | (cp >> 18));
-    o[1] = (char)(0x80 | ((cp >> 12) & 0x3F));
-    o[2] = (char)(0x80 | ((cp >> 6) & 0x3F));
-    o[3] = (char)(0x80 | (cp & 0x3F));
-    return 4;
-}
-
 /* Four hex digits at pos+off; -1 if not. */
 static long hex4(const struct gql_lexer *lx, size_t off)
 {
@@ -290,7 +267,7 @@ static void lex_string(struct gql_lexer *lx)
             fail(lx, "invalid surrogate pair in a string");
             return;
         }
-        n += put_utf8(o + n, (uint32_t)cp); /* <= 6 source bytes make <= 4 */
+        n += skpx_utf8_put((uint32_t)cp, o + n); /* <= 6 source bytes make <= 4 */
     }
     o[n] = '\0';
     lx->tok = GQL_T_STRING;

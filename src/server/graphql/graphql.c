@@ -299,7 +299,7 @@ skp_err graphql_list_answer(struct gql_call *c, skp_err err, json_t *list, const
 {
     if (err) {
         json_decref(list);
-        return graphql_read_failed(c, err, what);
+        return what ? graphql_read_failed(c, err, what) : err;
     }
     *out = list;
     return SKP_OK;

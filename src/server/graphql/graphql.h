@@ -99,7 +99,7 @@ bool graphql_writable(struct gql_call *c);
 /* Sets c->error to "<what> could not be read: <err's text>" and returns err. */
 skp_err graphql_read_failed(struct gql_call *c, skp_err err, const char *what);
 /* A listing's answer: `list` (stolen) in *out when err is SKP_OK; else `list` is freed and the
- * error is graphql_read_failed's. Returns err. */
+ * error is graphql_read_failed's (`what` NULL: c->error is left as it is). Returns err. */
 skp_err graphql_list_answer(struct gql_call *c, skp_err err, json_t *list, const char *what,
                             json_t **out);
 

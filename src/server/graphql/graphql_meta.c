@@ -136,12 +136,7 @@ static skp_err r_list_layers(struct gql_call *c, json_t **out)
 {
     struct svc_walk w = {.out = json_array(), .layers_only = true};
     skp_err err = w.out ? walk_services(c, &w) : SKP_ENOMEM;
-    if (err) {
-        json_decref(w.out);
-        return err;
-    }
-    *out = w.out;
-    return SKP_OK;
+    return graphql_list_answer(c, err, w.out, NULL, out);
 }
 
 static skp_err r_list_services(struct gql_call *c, json_t **out)
@@ -149,12 +144,7 @@ static skp_err r_list_services(struct gql_call *c, json_t **out)
     const char *layer = arg_str(c, "layer");
     struct svc_walk w = {.out = json_array(), .layer = layer && *layer ? layer : NULL};
     skp_err err = w.out ? walk_services(c, &w) : SKP_ENOMEM;
-    if (err) {
-        json_decref(w.out);
-        return err;
-    }
-    *out = w.out;
-    return SKP_OK;
+    return graphql_list_answer(c, err, w.out, NULL, out);
 }
 
 /* A menu item of the protocol (subItems empty). */

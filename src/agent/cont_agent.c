@@ -20,9 +20,9 @@
 
 #include "agent/agent_int.h"
 #include "agent/command_dispatch.h"
-#include "agent/config.h"
 #include "common/alloc.h"
 #include "common/clock.h"
+#include "common/env.h"
 #include "common/log.h"
 #include "common/procfs.h"
 #include "ebpf/profiling/ContinuousProfiling.pb-c.h"
@@ -45,22 +45,13 @@
 /* The profiler's sampling period for these tasks (spec.sampling_hz 0 = its default rate). */
 #define SKP_CONT_PERIOD_NS (1000000000LL / SKP_PROC_DEFAULT_HZ)
 
-static int env_int(const char *name, int lo, int hi)
-{
-    const char *v = getenv(name);
-    long long x;
-    if (!v || !skp__config_parse_i64(v, &x) || x < lo || x > hi)
-        return 0;
-    return (int)x;
-}
-
 void skp__cont_agent_init(struct skp__cont_agent *c)
 {
     memset(c, 0, sizeof(*c));
     skp__cont_eval_init(&c->eval);
-    c->env_execute_s = env_int("SKYPROF_CONT_EXECUTE_S", 1, 86400);
-    c->env_silence_s = env_int("SKYPROF_CONT_SILENCE_S", 1, 86400);
-    int slot_ms = env_int("SKYPROF_CONT_SLOT_MS", 10, 60000);
+    c->env_execute_s = (int)skpx_env_int("SKYPROF_CONT_EXECUTE_S", 1, 86400);
+    c->env_silence_s = (int)skpx_env_int("SKYPROF_CONT_SILENCE_S", 1, 86400);
+    int slot_ms = (int)skpx_env_int("SKYPROF_CONT_SLOT_MS", 10, 60000);
     c->slot_ns = (slot_ms ? slot_ms : 1000) * MS;
 }
 

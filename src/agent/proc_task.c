@@ -41,6 +41,7 @@
 #include "common/cpu_acct.h"
 #include "common/alloc.h"
 #include "common/clock.h"
+#include "common/env.h"
 #include "common/log.h"
 #include "common/procfs.h"
 #include "wire/pprof_encode.h"
@@ -117,9 +118,8 @@ skp_err skp__proc_runner_init(struct skp__proc_runner *r, uint32_t max_depth)
     r->last_create_time = -1;
     r->max_duration_ms = 15 * 60000;
     /* Test and benchmark knob: shortens every timed task (never lengthens one). */
-    const char *cap = getenv("SKYPROF_PROC_MAX_DURATION_MS");
-    long long v;
-    if (cap && skp__config_parse_i64(cap, &v) && v > 0 && v < r->max_duration_ms)
+    long long v = skpx_env_int("SKYPROF_PROC_MAX_DURATION_MS", 1, r->max_duration_ms - 1);
+    if (v)
         r->max_duration_ms = v;
     if (pthread_mutex_init(&r->mu, NULL) != 0)
         return SKP_EIO;

@@ -36,6 +36,7 @@
 
 #include "agent/native/stack_native_walk.h"
 #include "common/clock.h"
+#include "common/env.h"
 #include "common/err.h"
 #include "common/log.h"
 #include "skyprof/skyprof.h"
@@ -313,14 +314,7 @@ static int signo_from_env(void)
 /* SKYPROF_NATIVE_TIMEOUT_MS: 1..60000, else 0 (default). */
 static int64_t timeout_from_env(void)
 {
-    const char *v = getenv("SKYPROF_NATIVE_TIMEOUT_MS");
-    char *end = NULL;
-    if (!v || !*v)
-        return 0;
-    long ms = strtol(v, &end, 10);
-    if (!end || *end || ms < 1 || ms > 60000)
-        return 0;
-    return (int64_t)ms * 1000000;
+    return (int64_t)skpx_env_int("SKYPROF_NATIVE_TIMEOUT_MS", 1, 60000) * 1000000;
 }
 
 static bool disposition_free(const struct sigaction *sa)

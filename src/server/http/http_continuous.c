@@ -121,13 +121,20 @@ void http_continuous_list(struct http_ctx *cx)
     http_job_dispatch(cx, &p->base);
 }
 
+/* A new JSON array, or NULL after replying 500. */
+static json_t *new_list(struct http_ctx *cx)
+{
+    json_t *list = json_array();
+    if (!list)
+        http_reply_error(cx, 500, "out of memory");
+    return list;
+}
+
 static void policy_get(struct http_ctx *cx, const char *service)
 {
-    struct policies_acc a = {.list = json_array()};
-    if (!a.list) {
-        http_reply_error(cx, 500, "out of memory");
+    struct policies_acc a = {.list = new_list(cx)};
+    if (!a.list)
         return;
-    }
     skp_err err = store_cont_list_policies(cx->api->store, service, policy_push, &a);
     if (!err && json_array_size(a.list) == 0)
         err = SKP_ENOTFOUND;
@@ -225,11 +232,9 @@ void http_continuous_values(struct http_ctx *cx, const char *service)
         http_reply_error(cx, 404, "no continuous-profiling evaluator in this daemon");
         return;
     }
-    json_t *list = json_array();
-    if (!list) {
-        http_reply_error(cx, 500, "out of memory");
+    json_t *list = new_list(cx);
+    if (!list)
         return;
-    }
     int64_t now = http_now(cx->api);
     skp_err err = cont_eval_values(cx->api->cont_eval, service, now, series_push, list);
     if (err == SKP_ENOTFOUND)
@@ -292,11 +297,9 @@ void http_triggers_list(struct http_ctx *cx)
         http_reply_field_error(cx, 400, "limit", "limit must be in 1..10000");
         return;
     }
-    json_t *list = json_array();
-    if (!list) {
-        http_reply_error(cx, 500, "out of memory");
+    json_t *list = new_list(cx);
+    if (!list)
         return;
-    }
     skp_err err =
         store_cont_list_triggers(cx->api->store, http_query(cx, "service"), http_query(cx, "task"),
                                  (size_t)limit, trigger_push, list);

@@ -7,12 +7,12 @@
  * row with a default's id (the user changed or disabled it) replaces that default. */
 #include <stdio.h>
 #include <string.h>
-#include <sys/random.h>
 
 #include "common/alloc.h"
 #include "server/formats/utf8.h"
 #include "server/graphql/graphql.h"
 #include "server/store/store_templates.h"
+#include "server/tasks/task_service.h"
 
 /* The default dashboards' name and the prefix of their ids. */
 #define TEMPLATE_DEFAULT_NAME "skyprof-profiling"
@@ -255,13 +255,8 @@ static skp_err r_add_template(struct gql_call *c, json_t **out)
     if (why)
         return change_status(out, "", false, why);
     /* a random id, as OAP gives new templates UUIDs */
-    uint8_t r[16];
-    if (getrandom(r, sizeof(r), 0) != (ssize_t)sizeof(r))
-        return SKP_EIO;
-    char id[40];
-    snprintf(id, sizeof(id), "%02x%02x%02x%02x-%02x%02x-%02x%02x-%02x%02x-%02x%02x%02x%02x%02x%02x",
-             r[0], r[1], r[2], r[3], r[4], r[5], (r[6] & 0x0f) | 0x40, r[7], (r[8] & 0x3f) | 0x80,
-             r[9], r[10], r[11], r[12], r[13], r[14], r[15]);
+    char id[37];
+    task_uuid(id);
     return put(c, id, conf, out);
 }
 

@@ -312,3 +312,13 @@ bool graphql_writable(struct gql_call *c)
         snprintf(c->error, sizeof(c->error), "mutations run on the server's loop only");
     return x->can_write;
 }
+
+const char *graphql_arg_str(const struct gql_call *c, const char *name)
+{
+    return json_string_value(json_object_get(c->args, name));
+}
+
+skp_err graphql_oom_or(json_t **out)
+{
+    return *out ? SKP_OK : SKP_ENOMEM;
+}

@@ -92,7 +92,11 @@ char *graphql_service_of(const char *id);
 /* The service and child names of an instance or endpoint id; false if malformed. */
 bool graphql_split_child(const char *id, char **service, char **name);
 
-/* ---- the resolvers' refusals and store failures ---- */
+/* ---- the resolvers' arguments, answers, refusals and store failures ---- */
+/* The string argument `name` of the field being resolved; NULL when absent or not a string. */
+const char *graphql_arg_str(const struct gql_call *c, const char *name);
+/* SKP_OK when *out holds an answer, SKP_ENOMEM when building it failed (*out NULL). */
+skp_err graphql_oom_or(json_t **out);
 /* Whether c may run a mutation (its context can write); if not, c->error says mutations run on
  * the server's loop only. */
 bool graphql_writable(struct gql_call *c);

@@ -35,11 +35,6 @@
 /* Processes (schedules) of one task, schedules of one analysis. */
 #define EBPF_SCHEDULES_MAX 1000
 
-static skp_err oom_or(json_t **out)
-{
-    return *out ? SKP_OK : SKP_ENOMEM;
-}
-
 /* The n bytes at s as a JSON string (invalid UTF-8 replaced); NULL when out of memory. */
 static json_t *strn_json(const char *s, size_t n)
 {
@@ -485,7 +480,7 @@ static skp_err r_analyze(struct gql_call *c, json_t **out)
         return graphql_read_failed(c, err ? err : SKP_ENOMEM, "the eBPF profile");
     }
     *out = json_pack("{s:o,s:o}", "tip", tip ? json_string(tip) : json_null(), "trees", trees);
-    return oom_or(out);
+    return graphql_oom_or(out);
 }
 
 /* ---- creation -------------------------------------------------------------------------------
@@ -516,13 +511,13 @@ static skp_err r_prepare(struct gql_call *c, json_t **out)
         return graphql_read_failed(c, err ? err : SKP_ENOMEM, "the service's processes");
     /* no fixed-time task can run (see createEBPFProfilingFixedTimeTask) */
     *out = json_pack("{s:b,s:o}", "couldProfiling", 0, "processLabels", labels);
-    return oom_or(out);
+    return graphql_oom_or(out);
 }
 
 static skp_err refusal(const char *why, json_t **out)
 {
     *out = json_pack("{s:b,s:s,s:n}", "status", 0, "errorReason", why, "id");
-    return oom_or(out);
+    return graphql_oom_or(out);
 }
 
 static skp_err r_create_fixed(struct gql_call *c, json_t **out)
@@ -545,7 +540,7 @@ static skp_err r_keep_network(struct gql_call *c, json_t **out)
     (void)c;
     *out = json_pack("{s:b,s:s}", "status", 0, "errorReason",
                      "no such network profiling task: skyprofd runs none");
-    return oom_or(out);
+    return graphql_oom_or(out);
 }
 
 const struct gql_resolver graphql_ebpf_resolvers[] = {

@@ -20,11 +20,6 @@ static const char *layer_of(const char *layer)
     return layer && *layer ? layer : "GENERAL";
 }
 
-static const char *arg_str(const struct gql_call *c, const char *name)
-{
-    return json_string_value(json_object_get(c->args, name));
-}
-
 static skp_err r_version(struct gql_call *c, json_t **out)
 {
     (void)c;
@@ -141,7 +136,7 @@ static skp_err r_list_layers(struct gql_call *c, json_t **out)
 
 static skp_err r_list_services(struct gql_call *c, json_t **out)
 {
-    const char *layer = arg_str(c, "layer");
+    const char *layer = graphql_arg_str(c, "layer");
     struct svc_walk w = {.out = json_array(), .layer = layer && *layer ? layer : NULL};
     skp_err err = w.out ? walk_services(c, &w) : SKP_ENOMEM;
     return graphql_list_answer(c, err, w.out, NULL, out);
@@ -207,7 +202,7 @@ static skp_err find_service(struct gql_call *c, const char *name, json_t **out)
 
 static skp_err r_get_service(struct gql_call *c, json_t **out)
 {
-    char *name = graphql_service_of(arg_str(c, "serviceId"));
+    char *name = graphql_service_of(graphql_arg_str(c, "serviceId"));
     skp_err err = find_service(c, name, out);
     skpx_free(name);
     return err;
@@ -215,7 +210,7 @@ static skp_err r_get_service(struct gql_call *c, json_t **out)
 
 static skp_err r_find_service(struct gql_call *c, json_t **out)
 {
-    return find_service(c, arg_str(c, "serviceName"), out);
+    return find_service(c, graphql_arg_str(c, "serviceName"), out);
 }
 
 /* OAP's Language enum from an agent's "language" property. */
@@ -282,7 +277,7 @@ static skp_err list_instances(struct gql_call *c, const char *service, const cha
 
 static skp_err r_list_instances(struct gql_call *c, json_t **out)
 {
-    char *service = graphql_service_of(arg_str(c, "serviceId"));
+    char *service = graphql_service_of(graphql_arg_str(c, "serviceId"));
     skp_err err = service ? list_instances(c, service, NULL, out) : SKP_OK;
     if (!service)
         *out = json_array();
@@ -293,7 +288,7 @@ static skp_err r_list_instances(struct gql_call *c, json_t **out)
 static skp_err r_get_instance(struct gql_call *c, json_t **out)
 {
     char *service, *name;
-    if (!graphql_split_child(arg_str(c, "instanceId"), &service, &name)) {
+    if (!graphql_split_child(graphql_arg_str(c, "instanceId"), &service, &name)) {
         *out = json_null();
         return SKP_OK;
     }
@@ -357,9 +352,9 @@ static skp_err r_find_endpoint(struct gql_call *c, json_t **out)
 {
     struct graphql_ctx *x = c->ctx;
     json_int_t limit = json_integer_value(json_object_get(c->args, "limit"));
-    char *service = graphql_service_of(arg_str(c, "serviceId"));
+    char *service = graphql_service_of(graphql_arg_str(c, "serviceId"));
     struct ep_walk w = {.service = service,
-                        .keyword = arg_str(c, "keyword"),
+                        .keyword = graphql_arg_str(c, "keyword"),
                         .limit = limit <= 0 || limit > GRAPHQL_LIST_MAX ? GRAPHQL_LIST_MAX
                                                                         : (size_t)limit,
                         .out = json_array(),
@@ -384,7 +379,7 @@ static skp_err r_find_endpoint(struct gql_call *c, json_t **out)
 
 static skp_err r_endpoint_info(struct gql_call *c, json_t **out)
 {
-    const char *id = arg_str(c, "endpointId");
+    const char *id = graphql_arg_str(c, "endpointId");
     char *service, *name;
     if (!graphql_split_child(id, &service, &name)) {
         *out = json_null();

@@ -33,11 +33,6 @@ static const char *event_of(const char *name, int from, int to)
     return NULL;
 }
 
-static skp_err oom_or(json_t **out)
-{
-    return *out ? SKP_OK : SKP_ENOMEM;
-}
-
 /* The answer of a task creation (pprof or async-profiler) from proc_task_create's outcome:
  * a refusal in the protocol's shape (bad: our own argument check), a storage error as a GraphQL
  * error, or SUCCESS with the id. Takes ownership of id. */
@@ -49,7 +44,7 @@ static skp_err creation_answer(struct gql_call *c, skp_err err, const char *bad,
         *out = json_pack("{s:s,s:s,s:n}", "code",
                          err == SKP_EEXIST ? "ALREADY_PROFILING_ERROR" : "ARGUMENT_ERROR",
                          "errorReason", bad ? bad : e->reason, "id");
-        return oom_or(out);
+        return graphql_oom_or(out);
     }
     if (err) {
         skpx_free(id);
@@ -58,7 +53,7 @@ static skp_err creation_answer(struct gql_call *c, skp_err err, const char *bad,
     }
     *out = json_pack("{s:s,s:n,s:s}", "code", "SUCCESS", "errorReason", "id", id);
     skpx_free(id);
-    return oom_or(out);
+    return graphql_oom_or(out);
 }
 
 /* Creates a task of `kind` from a creation request r: its serviceId and serviceInstanceIds
@@ -166,7 +161,7 @@ static skp_err list_tasks(struct gql_call *c, json_t **out, enum proc_kind kind,
                    : json_pack("{s:s,s:o}", "errorReason", "serviceId is not a service id", "tasks",
                                tasks);
     skpx_free(service);
-    return oom_or(out);
+    return graphql_oom_or(out);
 }
 
 static skp_err r_list(struct gql_call *c, json_t **out)
@@ -212,7 +207,7 @@ static skp_err progress(struct gql_call *c, enum proc_kind kind, json_t **out)
     skp_err err = get_kind_task(x, id, kind, &t, &found);
     if (!err && !found) {
         *out = json_pack("{s:[],s:[],s:[]}", "logs", "errorInstanceIds", "successInstanceIds");
-        return oom_or(out);
+        return graphql_oom_or(out);
     }
     if (!err)
         err = store_proc_list_logs(x->store, id, &logs, &n_logs);
@@ -256,7 +251,7 @@ static skp_err progress(struct gql_call *c, enum proc_kind kind, json_t **out)
     }
     *out =
         json_pack("{s:o,s:o,s:o}", "logs", jl, "errorInstanceIds", bad, "successInstanceIds", ok);
-    return oom_or(out);
+    return graphql_oom_or(out);
 }
 
 static skp_err r_progress(struct gql_call *c, json_t **out)

@@ -17,11 +17,6 @@
 #include "server/store/span_json.h"
 #include "server/tasks/task_service.h"
 
-static const char *arg_str(const struct gql_call *c, const char *name)
-{
-    return json_string_value(json_object_get(c->args, name));
-}
-
 /* ---- task logs ---- */
 
 struct log_walk {
@@ -59,7 +54,7 @@ static skp_err task_logs(struct store *st, const char *task_id, const char *serv
 static skp_err r_task_logs(struct gql_call *c, json_t **out)
 {
     struct graphql_ctx *x = c->ctx;
-    const char *id = arg_str(c, "taskID");
+    const char *id = graphql_arg_str(c, "taskID");
     struct store_task t = {0};
     skp_err err = id ? store_get_task(x->store, id, &t) : SKP_ENOTFOUND;
     if (err == SKP_ENOTFOUND) {
@@ -99,8 +94,8 @@ static skp_err task_row(void *ud, const struct store_task *t)
 static skp_err r_task_list(struct gql_call *c, json_t **out)
 {
     struct graphql_ctx *x = c->ctx;
-    const char *sid = arg_str(c, "serviceId");
-    const char *ep = arg_str(c, "endpointName");
+    const char *sid = graphql_arg_str(c, "serviceId");
+    const char *ep = graphql_arg_str(c, "endpointName");
     char *service = sid && *sid ? graphql_service_of(sid) : NULL;
     struct task_walk w = {.st = x->store, .out = json_array()};
     skp_err err = SKP_OK;
@@ -216,7 +211,7 @@ static skp_err seg_row(void *ud, const struct store_profiled_segment *seg)
 static skp_err r_task_segments(struct gql_call *c, json_t **out)
 {
     struct graphql_ctx *x = c->ctx;
-    const char *id = arg_str(c, "taskID");
+    const char *id = graphql_arg_str(c, "taskID");
     struct store_task t = {0};
     skp_err err = store_get_task(x->store, id, &t);
     if (err == SKP_ENOTFOUND) {

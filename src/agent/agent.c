@@ -45,15 +45,21 @@ static void queue_finish(skyprof_agent *a, const char *task_id)
     snprintf(a->finish_q[a->n_finish++], SKP_TASK_ID_MAX, "%s", task_id);
 }
 
+/* Ends sampling of the task the task service let go and queues its finish report. */
+static void end_task(skyprof_agent *a, const char *task_id)
+{
+    skp__sampler_stop(&a->sampler);
+    skp__task_ctx_stop(&a->hub->ctx);
+    atomic_store(&a->task_active, false);
+    queue_finish(a, task_id);
+}
+
 void skp__agent_stop_task_locked(skyprof_agent *a)
 {
     struct skp__task_action act;
     if (!skp__task_service_stop_active(&a->ts, &act))
         return;
-    skp__sampler_stop(&a->sampler);
-    skp__task_ctx_stop(&a->hub->ctx);
-    atomic_store(&a->task_active, false);
-    queue_finish(a, act.task.task_id);
+    end_task(a, act.task.task_id);
     SKPX_INFO("skyprof: profile task %.100s stopped", act.task.task_id);
 }
 
@@ -66,10 +72,7 @@ int64_t skp__agent_run_tasks_locked(skyprof_agent *a, int64_t now_ms)
         if (k == SKP_TASK_ACTION_NONE)
             break;
         if (k == SKP_TASK_ACTION_STOP) {
-            skp__sampler_stop(&a->sampler);
-            skp__task_ctx_stop(&a->hub->ctx);
-            atomic_store(&a->task_active, false);
-            queue_finish(a, act.task.task_id);
+            end_task(a, act.task.task_id);
             SKPX_INFO("skyprof: profile task %.100s %s", act.task.task_id,
                       act.preempted ? "preempted" : "finished");
             continue;

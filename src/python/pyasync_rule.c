@@ -33,11 +33,6 @@ struct batch {
     size_t n;
 };
 
-static bool plausible(uintptr_t p)
-{
-    return p >= 4096 && p < ((uintptr_t)1 << 47) && (p & (sizeof(void *) - 1)) == 0;
-}
-
 static void add(struct batch *b, int word, uintptr_t addr)
 {
     size_t i = b->n++;
@@ -52,16 +47,16 @@ static void plan(const struct skp__pyasync *a, const struct skp__pyasync_memo *m
 {
     b->n = 0;
     memset(b->idx, -1, sizeof(b->idx));
-    if (plausible(m->awaited)) {
+    if (skp__safe_read_plausible(m->awaited)) {
         add(b, W_IT_TYPE, m->awaited + a->obj_type);
         add(b, W_IT_FUT, m->awaited + a->futiter_future);
-        if (plausible(m->future))
+        if (skp__safe_read_plausible(m->future))
             add(b, W_FUT_STATE, m->future + a->fut_state);
     }
-    if (plausible(m->timer)) {
+    if (skp__safe_read_plausible(m->timer)) {
         add(b, W_TM_TYPE, m->timer + a->obj_type);
         add(b, W_TM_WHEN, m->timer + a->timer_when);
-        if (plausible(m->when_obj)) {
+        if (skp__safe_read_plausible(m->when_obj)) {
             add(b, W_FL_TYPE, m->when_obj + a->obj_type);
             add(b, W_FL_VALUE, m->when_obj + a->float_value);
         }
@@ -150,8 +145,8 @@ bool skp__pyasync_is_ready(const struct skp__pyasync *a, const struct skp__pyasy
         return false;
     if (c->innermost_code && c->innermost_code == a->sleep0_code)
         return true; /* a bare yield: the task's next step is queued already */
-    bool has_it = plausible(c->awaited);
-    bool has_timer = plausible(c->timer);
+    bool has_it = skp__safe_read_plausible(c->awaited);
+    bool has_timer = skp__safe_read_plausible(c->timer);
     if (!has_it && !has_timer)
         return false;
     /* 1. the words read ahead, when the chain still ends where they were read; 2. else, or for

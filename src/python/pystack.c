@@ -145,12 +145,6 @@ static unsigned long load_ulong(const uint8_t *base, size_t off)
     return v;
 }
 
-static bool plausible_ptr(uintptr_t p)
-{
-    /* user-space, pointer-aligned, not in the first page */
-    return p >= 4096 && p < ((uintptr_t)1 << 47) && (p & (sizeof(void *) - 1)) == 0;
-}
-
 /* Writes ": <line>" (or ": None" for -1, as Python prints a missing line) into buf; returns its
  * length. Hand-rolled: snprintf was a measurable part of a 50-frame capture. */
 static size_t format_line(char *buf, int line)
@@ -252,7 +246,7 @@ static bool read_str_utf8(const struct skp__pylayout *l, uintptr_t addr, char *b
                           size_t cap)
 {
     uint8_t hdr[STR_HEADER_MAX];
-    if (!plausible_ptr(addr) || !skp__safe_read(addr, hdr, l->str_header_copy))
+    if (!skp__safe_read_plausible(addr) || !skp__safe_read(addr, hdr, l->str_header_copy))
         return false;
     if (load_ptr(hdr, l->obj_type) != l->str_type)
         return false;
@@ -285,7 +279,7 @@ static uint8_t *read_bytes_copy(const struct skp__pylayout *l, uintptr_t addr, u
 {
     *len = 0;
     uint8_t hdr[64];
-    if (!plausible_ptr(addr) || !skp__safe_read(addr, hdr, l->bytes_data))
+    if (!skp__safe_read_plausible(addr) || !skp__safe_read(addr, hdr, l->bytes_data))
         return NULL;
     if (load_ptr(hdr, l->obj_type) != l->bytes_type)
         return NULL;
@@ -661,7 +655,8 @@ static struct stack_window wanted_window(const struct skp__pylayout *l, const ui
     uintptr_t top = load_ptr(ts, l->ts_datastack_top);
     uintptr_t limit = load_ptr(ts, l->ts_datastack_limit);
     struct stack_window w = {0, 0};
-    if (plausible_ptr(chunk) && top > chunk && limit >= top && limit - chunk <= ((size_t)1 << 30)) {
+    if (skp__safe_read_plausible(chunk) && top > chunk && limit >= top &&
+        limit - chunk <= ((size_t)1 << 30)) {
         uintptr_t hi = top + SKP_PY_WINDOW_SLACK < limit ? top + SKP_PY_WINDOW_SLACK : limit;
         w.lo = hi - chunk > SKP_PY_WINDOW_MAX ? hi - SKP_PY_WINDOW_MAX : chunk;
         w.len = (size_t)(hi - w.lo);
@@ -680,7 +675,7 @@ static int read_stack_copies(struct skp__pyreader *r, struct skp__pytarget *t, c
         return -1;
     uintptr_t cframe = load_ptr(ts, l->ts_cframe);
     uintptr_t top = load_ptr(ts, l->ts_datastack_top);
-    if (!plausible_ptr(cframe))
+    if (!skp__safe_read_plausible(cframe))
         return -1;
     struct stack_window want = wanted_window(l, ts);
     bool cframe_ok =
@@ -733,7 +728,7 @@ static void walk_frames(struct skp__pyreader *r, const uint8_t *cf, struct stack
             *more_out = true;
             break;
         }
-        if (!plausible_ptr(addr))
+        if (!skp__safe_read_plausible(addr))
             break;
         const uint8_t *fr;
         if (addr >= have.lo && addr + l->fr_size <= have.lo + have.len) {
@@ -745,7 +740,7 @@ static void walk_frames(struct skp__pyreader *r, const uint8_t *cf, struct stack
         }
         int owner = (int)(signed char)fr[l->fr_owner];
         uintptr_t code = load_ptr(fr, l->fr_code);
-        if (owner < 0 || owner > l->fr_owner_max || !plausible_ptr(code))
+        if (owner < 0 || owner > l->fr_owner_max || !skp__safe_read_plausible(code))
             break;
         add_raw_frame(r, n_raw_io, n_codes_io, code, load_ptr(fr, l->fr_prev_instr), owner);
         uintptr_t prev = load_ptr(fr, l->fr_previous);
@@ -920,7 +915,7 @@ static int capture_direct(struct skp__pyreader *r, struct skp__pytarget *t,
 static int read_gen(const struct skp__pylayout *l, uintptr_t addr, uint8_t *g, size_t *got_len)
 {
     *got_len = 0;
-    if (!plausible_ptr(addr))
+    if (!skp__safe_read_plausible(addr))
         return INT_MIN;
     if (skp__safe_read(addr, g, l->gen_copy + AWAIT_PEEK_BYTES))
         *got_len = l->gen_copy + AWAIT_PEEK_BYTES;
@@ -1166,7 +1161,7 @@ static size_t collect_awaits(struct skp__pyreader *r, uintptr_t coro,
         const uint8_t *fr = g + l->gen_iframe;
         code[n] = load_ptr(fr, l->fr_code);
         prev_instr[n] = load_ptr(fr, l->fr_prev_instr);
-        if (!plausible_ptr(code[n]))
+        if (!skp__safe_read_plausible(code[n]))
             break;
         n++;
         if (end)

@@ -546,7 +546,7 @@ void pg__drop_ingest_caches(struct pg_store *st)
     skpx_strmap_clear(&st->task_keys);
     skpx_u64map_clear(&st->task_segs);
     skpx_u64map_clear(&st->parts);
-    pg__stack_cache_clear(st);
+    store_stack_cache_clear(&st->stack_cache);
 }
 
 skp_err pg__batch_epoch(struct pg_store *st)
@@ -614,11 +614,8 @@ void pg_store_close(struct store *base)
     skpx_u64map_cleanup(&st->seg_first);
     skpx_strmap_cleanup(&st->task_keys);
     skpx_u64map_cleanup(&st->task_segs);
-    skpx_u64map_cleanup(&st->stack_by_hash);
-    skpx_u64map_cleanup(&st->stack_by_id);
     skpx_u64map_cleanup(&st->parts);
-    skpx_free(st->stacks);
-    skpx_free(st->pool);
+    store_stack_cache_cleanup(&st->stack_cache);
     skpx_u64map_cleanup(&st->frame_sig_idx);
     for (size_t i = 0; i < st->n_frame_sigs; i++)
         skpx_free(st->frame_sigs[i]);

@@ -29,9 +29,9 @@
 #include "server/store/store.h"
 #include "server/store/store_backend.h"
 #include "server/store/store_rows.h"
+#include "server/store/store_stack_cache.h"
 
 #define PG_FRAME_CACHE_MAX (1u << 18) /* signature → id entries */
-#define PG_STACK_POOL_MAX (1u << 22)  /* frame ids held by the stack cache (16 MB) */
 #define PG_NAME_CACHE_MAX (1u << 16)  /* segment / task id strings → ids */
 #define PG_PAIR_CACHE_MAX (1u << 16)  /* (task, segment) pairs known to be recorded */
 #define PG_MAX_FRAMES 4096            /* frames kept per stack (as the SQLite backend) */
@@ -59,13 +59,6 @@ enum pg_stmt {
     PGS_COUNT
 };
 
-/* One cached stack: frame ids live in pool[off .. off+n). */
-struct pg_stack_entry {
-    uint32_t id;
-    uint32_t n;
-    size_t off;
-};
-
 struct pg_store {
     struct store base; /* first member: the backend ops (store_backend.h) */
     PGconn *conn;
@@ -79,18 +72,13 @@ struct pg_store {
     char sqlstate[6]; /* of the last failed statement ("" when none) */
 
     /* ingest caches (cleared on rollback and purge: they may name rows that no longer exist) */
-    struct skpx_strmap frame_ids;     /* signature (raw) → frames.id */
-    struct skpx_strmap seg_ids;       /* segment id → segids.id */
-    struct skpx_u64map seg_first;     /* segids.id → first_ms (its snapshot partition) */
-    struct skpx_strmap task_keys;     /* task id → task_keys.id */
-    struct skpx_u64map task_segs;     /* (task << 32 | seg) → 1 */
-    struct skpx_u64map stack_by_hash; /* hash of the frame ids → index in stacks */
-    struct skpx_u64map stack_by_id;   /* id → index in stacks */
-    struct pg_stack_entry *stacks;
-    size_t n_stacks, cap_stacks;
-    uint32_t *pool;
-    size_t pool_len, pool_cap;
-    struct skpx_u64map parts; /* day number → 1: snapshot partitions known to exist */
+    struct skpx_strmap frame_ids;         /* signature (raw) → frames.id */
+    struct skpx_strmap seg_ids;           /* segment id → segids.id */
+    struct skpx_u64map seg_first;         /* segids.id → first_ms (its snapshot partition) */
+    struct skpx_strmap task_keys;         /* task id → task_keys.id */
+    struct skpx_u64map task_segs;         /* (task << 32 | seg) → 1 */
+    struct store_stack_cache stack_cache; /* by id and by frame ids */
+    struct skpx_u64map parts;             /* day number → 1: snapshot partitions known to exist */
 
     /* read cache: frames.id → signature, kept until close (store_get_frame's contract) */
     struct skpx_u64map frame_sig_idx;
@@ -301,7 +289,6 @@ SKP_MUST_CHECK skp_err pg__segment_find(struct pg_store *st, const char *segment
 SKP_MUST_CHECK skp_err pg__task_key_find(struct pg_store *st, const char *task_id, uint32_t *out);
 /* Loads the stacks (and their frames' signatures) of ids not cached yet, in bulk. */
 SKP_MUST_CHECK skp_err pg__prefetch_stacks(struct pg_store *st, const uint32_t *ids, size_t n);
-void pg__stack_cache_clear(struct pg_store *st);
 
 /* ---- the backend's entry points (store.h's functions with "pg_" before them) ---- */
 /* Those of store_backend.h's lists are declared from the lists: the core ones in store_pg.c and

@@ -1,5 +1,6 @@
 /* store_pg_refs.c - PostgreSQL backend: segment and task ids → numbers, de-duplicated frames
- * and stacks, and their reads, through bounded caches (struct pg_store).
+ * and stacks, and their reads, through bounded caches (struct pg_store; the stack cache:
+ * store/store_stack_cache.h).
  *
  * Safe under concurrent collectors: a batch's new names / frames / stacks go in with ONE
  * "INSERT ... SELECT unnest(array) ORDER BY ... ON CONFLICT DO NOTHING" per table, then one
@@ -66,72 +67,6 @@ static skp_err ensure_scratch(struct pg_store *st, size_t n)
     st->scratch_ids = p;
     st->scratch_cap = n;
     return SKP_OK;
-}
-
-/* ---- the stack cache ---- */
-
-void pg__stack_cache_clear(struct pg_store *st)
-{
-    st->n_stacks = 0;
-    st->pool_len = 0;
-    skpx_u64map_clear(&st->stack_by_hash);
-    skpx_u64map_clear(&st->stack_by_id);
-}
-
-/* Adds a stack; returns its frames' location in the pool, or NULL when not cached. */
-static const uint32_t *stack_cache_add(struct pg_store *st, uint32_t id, const uint32_t *ids,
-                                       size_t n)
-{
-    uint64_t idx;
-    if (skpx_u64map_get(&st->stack_by_id, id, &idx))
-        return st->pool + st->stacks[idx].off;
-    if (n > PG_STACK_POOL_MAX / 4)
-        return NULL;
-    if (st->pool_len + n > PG_STACK_POOL_MAX)
-        pg__stack_cache_clear(st);
-    if (!st->pool || st->pool_len + n > st->pool_cap) {
-        size_t ncap = st->pool_cap ? st->pool_cap : 4096;
-        while (ncap < st->pool_len + n)
-            ncap *= 2;
-        uint32_t *p = skpx_realloc(st->pool, ncap * sizeof(*p));
-        if (!p)
-            return NULL;
-        st->pool = p;
-        st->pool_cap = ncap;
-    }
-    if (skpx_grow(&st->stacks, &st->cap_stacks, st->n_stacks + 1, sizeof(*st->stacks), 256))
-        return NULL;
-    size_t at = st->n_stacks;
-    uint64_t hash = skpx_hash_u32s(ids, n), dummy;
-    if (skpx_u64map_put(&st->stack_by_id, id, at) != SKP_OK)
-        return NULL;
-    if (!skpx_u64map_get(&st->stack_by_hash, hash, &dummy) &&
-        skpx_u64map_put(&st->stack_by_hash, hash, at) != SKP_OK) {
-        pg__stack_cache_clear(st); /* keep both indexes consistent */
-        return NULL;
-    }
-    struct pg_stack_entry *e = &st->stacks[at];
-    e->id = id;
-    e->n = (uint32_t)n;
-    e->off = st->pool_len;
-    if (n)
-        memcpy(st->pool + st->pool_len, ids, n * sizeof(*ids));
-    st->pool_len += n;
-    st->n_stacks++;
-    return st->pool + e->off;
-}
-
-static bool stack_cache_find(const struct pg_store *st, const uint32_t *ids, size_t n,
-                             uint32_t *out)
-{
-    uint64_t idx;
-    if (!skpx_u64map_get(&st->stack_by_hash, skpx_hash_u32s(ids, n), &idx))
-        return false;
-    const struct pg_stack_entry *e = &st->stacks[idx];
-    if (e->n != n || (n && memcmp(st->pool + e->off, ids, n * sizeof(*ids)) != 0))
-        return false;
-    *out = e->id;
-    return true;
 }
 
 /* ---- names: segment ids, task ids, frame signatures ---- */
@@ -390,7 +325,7 @@ static skp_err resolve_stacks(struct pg_store *st, struct pg_ref_req *v, size_t 
         err = frame_ids_of(st, v[i].frames, nf);
         if (err)
             break;
-        if (stack_cache_find(st, st->scratch_ids, nf, &v[i].stack))
+        if (store_stack_cache_find(&st->stack_cache, st->scratch_ids, nf, &v[i].stack))
             continue;
         uint64_t h = skpx_hash_u32s(st->scratch_ids, nf), at;
         if (skpx_u64map_get(&seen, h, &at) && nv[at - 1].n == nf &&
@@ -428,7 +363,7 @@ static skp_err resolve_stacks(struct pg_store *st, struct pg_ref_req *v, size_t 
             v[i].stack = nv[want[i] - 1].id;
     for (size_t i = 0; i < nn; i++) {
         if (!err)
-            (void)stack_cache_add(st, nv[i].id, nv[i].ids, nv[i].n);
+            (void)store_stack_cache_add(&st->stack_cache, nv[i].id, nv[i].ids, nv[i].n);
         skpx_free(nv[i].ids);
         skpx_free(nv[i].blob);
     }
@@ -528,7 +463,7 @@ bool pg__resolve_cached(struct pg_store *st, struct pg_ref_req *v, size_t n)
             if (!skpx_strmap_get(&st->frame_ids, v[i].frames[f] ? v[i].frames[f] : "",
                                  &st->scratch_ids[f]))
                 return false;
-        if (!stack_cache_find(st, st->scratch_ids, nf, &v[i].stack))
+        if (!store_stack_cache_find(&st->stack_cache, st->scratch_ids, nf, &v[i].stack))
             return false;
     }
     return true;
@@ -610,7 +545,7 @@ static skp_err cache_stack_row(struct pg_store *st, uint32_t id, char *hex, cons
         SKPX_ERROR("store: stack %u is corrupt", id);
         return SKP_EIO;
     }
-    const uint32_t *cached = stack_cache_add(st, id, st->scratch_ids, cnt);
+    const uint32_t *cached = store_stack_cache_add(&st->stack_cache, id, st->scratch_ids, cnt);
     if (out) {
         *out = cached ? cached : st->scratch_ids;
         *n = cnt;
@@ -650,7 +585,7 @@ skp_err pg__prefetch_stacks(struct pg_store *st, const uint32_t *ids, size_t n)
     skp_err err = SKP_OK;
     pgb_putc(&arr, '{');
     for (size_t i = 0; i < n && !err; i++) {
-        if (skpx_u64map_get(&st->stack_by_id, ids[i], &dummy) ||
+        if (skpx_u64map_get(&st->stack_cache.by_id, ids[i], &dummy) ||
             skpx_u64map_get(&asked, ids[i], &dummy))
             continue;
         if (skpx_u64map_put(&asked, ids[i], 1) != SKP_OK)
@@ -732,12 +667,8 @@ skp_err pg_store_get_stack(struct store *base, uint32_t stack, const uint32_t **
     struct pg_store *st = pg_store_of(base);
     *frames = NULL;
     *n = 0;
-    uint64_t idx;
-    if (skpx_u64map_get(&st->stack_by_id, stack, &idx)) {
-        *frames = st->pool + st->stacks[idx].off;
-        *n = st->stacks[idx].n;
+    if (store_stack_cache_get(&st->stack_cache, stack, frames, n))
         return SKP_OK;
-    }
     skp_err err;
     PGresult *r = read_by_key(st, PGS_STACK_GET, stack, &err, "read stack");
     if (!r)

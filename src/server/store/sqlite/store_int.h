@@ -21,10 +21,10 @@
 #include "server/store/store.h"
 #include "server/store/store_backend.h"
 #include "server/store/store_rows.h"
+#include "server/store/store_stack_cache.h"
 
 /* Cache bounds: each cache is cleared when it reaches its bound (they only save lookups). */
 #define STORE_FRAME_CACHE_MAX (1u << 18) /* signature → id entries (~262k frames) */
-#define STORE_STACK_POOL_MAX (1u << 22)  /* frame ids held by the stack cache (16 MB) */
 #define STORE_NAME_CACHE_MAX (1u << 16)  /* segment / task id strings → row ids */
 #define STORE_PAIR_CACHE_MAX (1u << 16)  /* (task, segment) pairs known to be recorded */
 #define STORE_BUSY_TIMEOUT_MS 5000
@@ -63,14 +63,6 @@ enum store_stmt {
  * (tests of migrations) writes and reads without it (weight 1). */
 #define STORE_SCHEMA_WEIGHT 10
 
-/* One cached stack: frame ids live in store.stack_pool[off .. off+n). */
-struct store_stack_entry {
-    uint32_t id;
-    uint32_t n;
-    uint64_t hash;
-    size_t off;
-};
-
 struct sqlite_store {
     struct store base; /* first member: the backend ops (store_backend.h) */
     sqlite3 *db;
@@ -87,14 +79,8 @@ struct sqlite_store {
     struct skpx_strmap task_keys; /* task id → task_keys.id */
     struct skpx_u64map task_segs; /* (task key << 32 | seg) → 1 */
 
-    /* stack cache, used by ingest (by hash) and by readers (by id) */
-    struct store_stack_entry *stacks;
-    size_t n_stacks, cap_stacks;
-    uint32_t *stack_pool;
-    size_t pool_len, pool_cap;
-    /* hash → index in stacks (first entry with that hash) */
-    struct skpx_u64map stack_by_hash;
-    struct skpx_u64map stack_by_id; /* id → index in stacks */
+    /* stack cache, used by ingest (by frame ids) and by readers (by id) */
+    struct store_stack_cache stack_cache;
 
     /* read cache: frames.id → signature, kept until close (store_get_frame's contract) */
     struct skpx_u64map frame_sig_idx; /* id → index in frame_sigs */

@@ -181,10 +181,7 @@ void store__drop_ingest_caches(struct sqlite_store *st)
     skpx_strmap_clear(&st->seg_ids);
     skpx_strmap_clear(&st->task_keys);
     skpx_u64map_clear(&st->task_segs);
-    st->n_stacks = 0;
-    st->pool_len = 0;
-    skpx_u64map_clear(&st->stack_by_hash);
-    skpx_u64map_clear(&st->stack_by_id);
+    store_stack_cache_clear(&st->stack_cache);
     st->n_snapshots = -1;
 }
 
@@ -319,10 +316,7 @@ void sqlite_store_close(struct store *base)
     skpx_strmap_cleanup(&st->seg_ids);
     skpx_strmap_cleanup(&st->task_keys);
     skpx_u64map_cleanup(&st->task_segs);
-    skpx_u64map_cleanup(&st->stack_by_hash);
-    skpx_u64map_cleanup(&st->stack_by_id);
-    skpx_free(st->stacks);
-    skpx_free(st->stack_pool);
+    store_stack_cache_cleanup(&st->stack_cache);
     skpx_u64map_cleanup(&st->frame_sig_idx);
     for (size_t i = 0; i < st->n_frame_sigs; i++)
         skpx_free(st->frame_sigs[i]);

@@ -1,6 +1,7 @@
 /* store_sqlite_stacks.c - SQLite backend: name → id references (segment and task ids become
  * small integers) and de-duplicated frames and stacks, through the bounded caches of
- * struct store (store_int.h). Single-threaded. */
+ * struct sqlite_store (store_int.h; the stack cache: store/store_stack_cache.h).
+ * Single-threaded. */
 #include "server/store/store.h"
 
 #include <string.h>
@@ -134,57 +135,6 @@ skp_err store__ensure_scratch(struct sqlite_store *st, size_t n_ids)
     return SKP_OK;
 }
 
-static void stack_cache_clear(struct sqlite_store *st)
-{
-    st->n_stacks = 0;
-    st->pool_len = 0;
-    skpx_u64map_clear(&st->stack_by_hash);
-    skpx_u64map_clear(&st->stack_by_id);
-}
-
-/* Adds a stack to the cache; returns its frames' location in the pool or NULL when it was not
- * cached (allocation failure or too large). Clears the cache when the pool bound is reached. */
-static const uint32_t *stack_cache_add(struct sqlite_store *st, uint32_t id, uint64_t hash,
-                                       const uint32_t *ids, size_t n)
-{
-    if (n > STORE_STACK_POOL_MAX / 4)
-        return NULL;
-    if (st->pool_len + n > STORE_STACK_POOL_MAX)
-        stack_cache_clear(st);
-    /* Allocated even for an empty first stack: its location must not be NULL + 0. */
-    if (!st->stack_pool || st->pool_len + n > st->pool_cap) {
-        size_t ncap = st->pool_cap ? st->pool_cap : 4096;
-        while (ncap < st->pool_len + n)
-            ncap *= 2;
-        uint32_t *p = skpx_realloc(st->stack_pool, ncap * sizeof(*p));
-        if (!p)
-            return NULL;
-        st->stack_pool = p;
-        st->pool_cap = ncap;
-    }
-    if (skpx_grow(&st->stacks, &st->cap_stacks, st->n_stacks + 1, sizeof(*st->stacks), 256))
-        return NULL;
-    size_t idx = st->n_stacks;
-    uint64_t dummy;
-    if (skpx_u64map_put(&st->stack_by_id, id, idx) != SKP_OK)
-        return NULL;
-    if (!skpx_u64map_get(&st->stack_by_hash, hash, &dummy) &&
-        skpx_u64map_put(&st->stack_by_hash, hash, idx) != SKP_OK) {
-        stack_cache_clear(st); /* keep both indexes consistent */
-        return NULL;
-    }
-    struct store_stack_entry *e = &st->stacks[idx];
-    e->id = id;
-    e->n = (uint32_t)n;
-    e->hash = hash;
-    e->off = st->pool_len;
-    if (n)
-        memcpy(st->stack_pool + st->pool_len, ids, n * sizeof(*ids));
-    st->pool_len += n;
-    st->n_stacks++;
-    return st->stack_pool + e->off;
-}
-
 skp_err store__stack_ref(struct sqlite_store *st, char *const *frames, size_t n_frames,
                          uint32_t *out)
 {
@@ -198,15 +148,9 @@ skp_err store__stack_ref(struct sqlite_store *st, char *const *frames, size_t n_
         if (err)
             return err;
     }
+    if (store_stack_cache_find(&st->stack_cache, ids, n, out))
+        return SKP_OK;
     uint64_t hash = skpx_hash_u32s(ids, n);
-    uint64_t idx;
-    if (skpx_u64map_get(&st->stack_by_hash, hash, &idx)) {
-        const struct store_stack_entry *e = &st->stacks[idx];
-        if (e->n == n && memcmp(st->stack_pool + e->off, ids, n * sizeof(*ids)) == 0) {
-            *out = e->id;
-            return SKP_OK;
-        }
-    }
     size_t blob_len = store_encode_ids(ids, n, st->scratch_blob);
     sqlite3_stmt *s = store__stmt(st, STMT_STACK_BY_HASH, &err);
     if (!s)
@@ -240,7 +184,7 @@ skp_err store__stack_ref(struct sqlite_store *st, char *const *frames, size_t n_
             return err;
         *out = (uint32_t)sqlite3_last_insert_rowid(st->db);
     }
-    (void)stack_cache_add(st, *out, hash, ids, n);
+    (void)store_stack_cache_add(&st->stack_cache, *out, ids, n);
     return SKP_OK;
 }
 
@@ -250,13 +194,8 @@ skp_err sqlite_store_get_stack(struct store *base, uint32_t stack, const uint32_
     struct sqlite_store *st = sqlite_store_of(base);
     *frames = NULL;
     *n = 0;
-    uint64_t idx;
-    if (skpx_u64map_get(&st->stack_by_id, stack, &idx)) {
-        const struct store_stack_entry *e = &st->stacks[idx];
-        *frames = st->stack_pool + e->off;
-        *n = e->n;
+    if (store_stack_cache_get(&st->stack_cache, stack, frames, n))
         return SKP_OK;
-    }
     skp_err err = SKP_OK;
     sqlite3_stmt *s = store__stmt(st, STMT_STACK_GET, &err);
     if (!s)
@@ -281,8 +220,7 @@ skp_err sqlite_store_get_stack(struct store *base, uint32_t stack, const uint32_
         SKPX_ERROR("store: stack %u is corrupt", stack);
         return SKP_EIO;
     }
-    const uint32_t *cached =
-        stack_cache_add(st, stack, skpx_hash_u32s(st->scratch_ids, cnt), st->scratch_ids, cnt);
+    const uint32_t *cached = store_stack_cache_add(&st->stack_cache, stack, st->scratch_ids, cnt);
     *frames = cached ? cached : st->scratch_ids;
     *n = cnt;
     return SKP_OK;

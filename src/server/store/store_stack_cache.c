@@ -1,0 +1,91 @@
+/* store_stack_cache.c - the bounded stack cache of store_stack_cache.h. */
+#include "server/store/store_stack_cache.h"
+
+#include <string.h>
+
+#include "common/alloc.h"
+#include "common/grow.h"
+
+void store_stack_cache_clear(struct store_stack_cache *c)
+{
+    c->n_stacks = 0;
+    c->pool_len = 0;
+    skpx_u64map_clear(&c->by_hash);
+    skpx_u64map_clear(&c->by_id);
+}
+
+void store_stack_cache_cleanup(struct store_stack_cache *c)
+{
+    skpx_u64map_cleanup(&c->by_hash);
+    skpx_u64map_cleanup(&c->by_id);
+    skpx_free(c->stacks);
+    skpx_free(c->pool);
+    memset(c, 0, sizeof(*c));
+}
+
+const uint32_t *store_stack_cache_add(struct store_stack_cache *c, uint32_t id, const uint32_t *ids,
+                                      size_t n)
+{
+    uint64_t idx;
+    if (skpx_u64map_get(&c->by_id, id, &idx))
+        return c->pool + c->stacks[idx].off;
+    if (n > STORE_STACK_POOL_MAX / 4)
+        return NULL;
+    if (c->pool_len + n > STORE_STACK_POOL_MAX)
+        store_stack_cache_clear(c);
+    /* Allocated even for an empty first stack: its location must not be NULL + 0. */
+    if (!c->pool || c->pool_len + n > c->pool_cap) {
+        size_t ncap = c->pool_cap ? c->pool_cap : 4096;
+        while (ncap < c->pool_len + n)
+            ncap *= 2;
+        uint32_t *p = skpx_realloc(c->pool, ncap * sizeof(*p));
+        if (!p)
+            return NULL;
+        c->pool = p;
+        c->pool_cap = ncap;
+    }
+    if (skpx_grow(&c->stacks, &c->cap_stacks, c->n_stacks + 1, sizeof(*c->stacks), 256))
+        return NULL;
+    size_t at = c->n_stacks;
+    uint64_t hash = skpx_hash_u32s(ids, n), dummy;
+    if (skpx_u64map_put(&c->by_id, id, at) != SKP_OK)
+        return NULL;
+    if (!skpx_u64map_get(&c->by_hash, hash, &dummy) &&
+        skpx_u64map_put(&c->by_hash, hash, at) != SKP_OK) {
+        store_stack_cache_clear(c); /* keep both indexes consistent */
+        return NULL;
+    }
+    struct store_stack_entry *e = &c->stacks[at];
+    e->id = id;
+    e->n = (uint32_t)n;
+    e->off = c->pool_len;
+    if (n)
+        memcpy(c->pool + c->pool_len, ids, n * sizeof(*ids));
+    c->pool_len += n;
+    c->n_stacks++;
+    return c->pool + e->off;
+}
+
+bool store_stack_cache_find(const struct store_stack_cache *c, const uint32_t *ids, size_t n,
+                            uint32_t *out)
+{
+    uint64_t idx;
+    if (!skpx_u64map_get(&c->by_hash, skpx_hash_u32s(ids, n), &idx))
+        return false;
+    const struct store_stack_entry *e = &c->stacks[idx];
+    if (e->n != n || (n && memcmp(c->pool + e->off, ids, n * sizeof(*ids)) != 0))
+        return false;
+    *out = e->id;
+    return true;
+}
+
+bool store_stack_cache_get(const struct store_stack_cache *c, uint32_t id, const uint32_t **frames,
+                           size_t *n)
+{
+    uint64_t idx;
+    if (!skpx_u64map_get(&c->by_id, id, &idx))
+        return false;
+    *frames = c->pool + c->stacks[idx].off;
+    *n = c->stacks[idx].n;
+    return true;
+}

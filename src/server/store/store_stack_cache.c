@@ -1,4 +1,4 @@
-/* store_stack_cache.c - the bounded stack cache of store_stack_cache.h. */
+/* store_stack_cache.c - the stack and frame caches of store_stack_cache.h. */
 #include "server/store/store_stack_cache.h"
 
 #include <string.h>
@@ -88,4 +88,45 @@ bool store_stack_cache_get(const struct store_stack_cache *c, uint32_t id, const
     *frames = c->pool + c->stacks[idx].off;
     *n = c->stacks[idx].n;
     return true;
+}
+
+void store_frame_sigs_cleanup(struct store_frame_sigs *c)
+{
+    skpx_u64map_cleanup(&c->idx);
+    for (size_t i = 0; i < c->n; i++)
+        skpx_free(c->sigs[i]);
+    skpx_free(c->sigs);
+    memset(c, 0, sizeof(*c));
+}
+
+bool store_frame_sigs_get(const struct store_frame_sigs *c, uint32_t id, const char **sig)
+{
+    uint64_t idx;
+    if (!skpx_u64map_get(&c->idx, id, &idx))
+        return false;
+    *sig = c->sigs[idx];
+    return true;
+}
+
+skp_err store_frame_sigs_add(struct store_frame_sigs *c, uint32_t id, const char *sig,
+                             const char **out)
+{
+    const char *held;
+    if (store_frame_sigs_get(c, id, &held)) {
+        if (out)
+            *out = held;
+        return SKP_OK;
+    }
+    char *copy = skpx_strdup(sig);
+    if (!copy)
+        return SKP_ENOMEM;
+    if (skpx_grow(&c->sigs, &c->cap, c->n + 1, sizeof(*c->sigs), 256) ||
+        skpx_u64map_put(&c->idx, id, c->n) != SKP_OK) {
+        skpx_free(copy);
+        return SKP_ENOMEM;
+    }
+    c->sigs[c->n++] = copy;
+    if (out)
+        *out = copy;
+    return SKP_OK;
 }

@@ -616,10 +616,7 @@ void pg_store_close(struct store *base)
     skpx_u64map_cleanup(&st->task_segs);
     skpx_u64map_cleanup(&st->parts);
     store_stack_cache_cleanup(&st->stack_cache);
-    skpx_u64map_cleanup(&st->frame_sig_idx);
-    for (size_t i = 0; i < st->n_frame_sigs; i++)
-        skpx_free(st->frame_sigs[i]);
-    skpx_free(st->frame_sigs);
+    store_frame_sigs_cleanup(&st->frame_sigs);
     skpx_free(st->scratch_ids);
     skpx_free(st->url);
     skpx_free(st->shown);

@@ -81,9 +81,7 @@ struct pg_store {
     struct skpx_u64map parts;             /* day number → 1: snapshot partitions known to exist */
 
     /* read cache: frames.id → signature, kept until close (store_get_frame's contract) */
-    struct skpx_u64map frame_sig_idx;
-    char **frame_sigs;
-    size_t n_frame_sigs, cap_frame_sigs;
+    struct store_frame_sigs frame_sigs;
 
     uint32_t *scratch_ids;
     size_t scratch_cap;

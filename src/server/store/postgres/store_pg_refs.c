@@ -553,29 +553,6 @@ static skp_err cache_stack_row(struct pg_store *st, uint32_t id, char *hex, cons
     return SKP_OK;
 }
 
-static skp_err cache_frame_sig(struct pg_store *st, uint32_t id, const char *sig, const char **out)
-{
-    uint64_t idx;
-    if (skpx_u64map_get(&st->frame_sig_idx, id, &idx)) {
-        if (out)
-            *out = st->frame_sigs[idx];
-        return SKP_OK;
-    }
-    char *copy = skpx_strdup(sig);
-    if (!copy)
-        return SKP_ENOMEM;
-    if (skpx_grow(&st->frame_sigs, &st->cap_frame_sigs, st->n_frame_sigs + 1,
-                  sizeof(*st->frame_sigs), 256) ||
-        skpx_u64map_put(&st->frame_sig_idx, id, st->n_frame_sigs) != SKP_OK) {
-        skpx_free(copy);
-        return SKP_ENOMEM;
-    }
-    st->frame_sigs[st->n_frame_sigs++] = copy;
-    if (out)
-        *out = copy;
-    return SKP_OK;
-}
-
 skp_err pg__prefetch_stacks(struct pg_store *st, const uint32_t *ids, size_t n)
 {
     struct pg_buf arr = {0};
@@ -614,7 +591,7 @@ skp_err pg__prefetch_stacks(struct pg_store *st, const uint32_t *ids, size_t n)
         size_t cnt = 0;
         err = cache_stack_row(st, (uint32_t)pg__i64(r, i, 0), PQgetvalue(r, i, 1), &fr, &cnt);
         for (size_t j = 0; j < cnt && !err; j++) {
-            if (skpx_u64map_get(&st->frame_sig_idx, fr[j], &dummy) ||
+            if (skpx_u64map_get(&st->frame_sigs.idx, fr[j], &dummy) ||
                 skpx_u64map_get(&asked, fr[j], &dummy))
                 continue;
             if (skpx_u64map_put(&asked, fr[j], 1) != SKP_OK)
@@ -634,7 +611,8 @@ skp_err pg__prefetch_stacks(struct pg_store *st, const uint32_t *ids, size_t n)
     r = pg__exec(st, "SELECT id, sig FROM frames WHERE id = ANY($1::bigint[])", &p, &err,
                  "read frames");
     for (int i = 0; r && i < PQntuples(r) && !err; i++)
-        err = cache_frame_sig(st, (uint32_t)pg__i64(r, i, 0), pg__txt(r, i, 1), NULL);
+        err = store_frame_sigs_add(&st->frame_sigs, (uint32_t)pg__i64(r, i, 0), pg__txt(r, i, 1),
+                                   NULL);
 out:
     PQclear(r);
     pgp_free(&p);
@@ -682,16 +660,13 @@ skp_err pg_store_get_frame(struct store *base, uint32_t frame, const char **sig)
 {
     struct pg_store *st = pg_store_of(base);
     *sig = NULL;
-    uint64_t idx;
-    if (skpx_u64map_get(&st->frame_sig_idx, frame, &idx)) {
-        *sig = st->frame_sigs[idx];
+    if (store_frame_sigs_get(&st->frame_sigs, frame, sig))
         return SKP_OK;
-    }
     skp_err err;
     PGresult *r = read_by_key(st, PGS_FRAME_SIG, frame, &err, "read frame");
     if (!r)
         return err;
-    err = cache_frame_sig(st, frame, pg__txt(r, 0, 0), sig);
+    err = store_frame_sigs_add(&st->frame_sigs, frame, pg__txt(r, 0, 0), sig);
     PQclear(r);
     return err;
 }

@@ -83,9 +83,7 @@ struct sqlite_store {
     struct store_stack_cache stack_cache;
 
     /* read cache: frames.id → signature, kept until close (store_get_frame's contract) */
-    struct skpx_u64map frame_sig_idx; /* id → index in frame_sigs */
-    char **frame_sigs;
-    size_t n_frame_sigs, cap_frame_sigs;
+    struct store_frame_sigs frame_sigs;
 
     /* scratch for stack encoding */
     uint32_t *scratch_ids;

@@ -317,10 +317,7 @@ void sqlite_store_close(struct store *base)
     skpx_strmap_cleanup(&st->task_keys);
     skpx_u64map_cleanup(&st->task_segs);
     store_stack_cache_cleanup(&st->stack_cache);
-    skpx_u64map_cleanup(&st->frame_sig_idx);
-    for (size_t i = 0; i < st->n_frame_sigs; i++)
-        skpx_free(st->frame_sigs[i]);
-    skpx_free(st->frame_sigs);
+    store_frame_sigs_cleanup(&st->frame_sigs);
     skpx_free(st->scratch_ids);
     skpx_free(st->scratch_blob);
     skpx_free(st->path);

@@ -230,11 +230,8 @@ skp_err sqlite_store_get_frame(struct store *base, uint32_t frame, const char **
 {
     struct sqlite_store *st = sqlite_store_of(base);
     *sig = NULL;
-    uint64_t idx;
-    if (skpx_u64map_get(&st->frame_sig_idx, frame, &idx)) {
-        *sig = st->frame_sigs[idx];
+    if (store_frame_sigs_get(&st->frame_sigs, frame, sig))
         return SKP_OK;
-    }
     skp_err err = SKP_OK;
     sqlite3_stmt *s = store__stmt(st, STMT_FRAME_SIG, &err);
     if (!s)
@@ -245,20 +242,7 @@ skp_err sqlite_store_get_frame(struct store *base, uint32_t frame, const char **
         sqlite3_reset(s);
         return rc == SQLITE_DONE ? SKP_ENOTFOUND : store__sqlerr(st, rc, "read frame");
     }
-    char *copy = skpx_strdup(store__col_text(s, 0));
+    err = store_frame_sigs_add(&st->frame_sigs, frame, store__col_text(s, 0), sig);
     sqlite3_reset(s);
-    if (!copy)
-        return SKP_ENOMEM;
-    if (skpx_grow(&st->frame_sigs, &st->cap_frame_sigs, st->n_frame_sigs + 1,
-                  sizeof(*st->frame_sigs), 256)) {
-        skpx_free(copy);
-        return SKP_ENOMEM;
-    }
-    if (skpx_u64map_put(&st->frame_sig_idx, frame, st->n_frame_sigs) != SKP_OK) {
-        skpx_free(copy);
-        return SKP_ENOMEM;
-    }
-    st->frame_sigs[st->n_frame_sigs++] = copy;
-    *sig = copy;
-    return SKP_OK;
+    return err;
 }

@@ -13,7 +13,7 @@
 
 #include <string.h>
 
-#include "attach/rawmem.h"
+#include "common/rawload.h"
 #include "common/alloc.h"
 
 /* Bytes of each header copied (every offset a layout gives must fit: checked by layout_ok). */

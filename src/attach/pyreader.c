@@ -19,7 +19,7 @@
 #include <unistd.h>
 
 #include "attach/pyreader_int.h"
-#include "attach/rawmem.h"
+#include "common/rawload.h"
 #include "attach/stopper.h"
 #include "common/alloc.h"
 #include "common/procfs.h"

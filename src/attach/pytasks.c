@@ -18,7 +18,7 @@
 
 #include "attach/pydict.h"
 #include "attach/pyreader_int.h"
-#include "attach/rawmem.h"
+#include "common/rawload.h"
 #include "common/alloc.h"
 
 /* Distinct type objects remembered per call (their names). */

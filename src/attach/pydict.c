@@ -59,12 +59,12 @@ static skp_err read_keys(struct attach_pyobjs *o, uintptr_t keys, struct keys_vi
     const struct attach_pyobj_layout *l = o->l;
     memset(kv, 0, sizeof(*kv));
     uint8_t hdr[KEYS_HDR];
-    if (!attach_plausible(keys) || !attach_remote_read(o->mem, keys, hdr, l->dk_indices))
+    if (!skpx_plausible_ptr(keys) || !attach_remote_read(o->mem, keys, hdr, l->dk_indices))
         return SKP_EINVAL;
     unsigned log2_size = hdr[l->dk_log2_size];
     unsigned log2_index_bytes = hdr[l->dk_log2_index_bytes];
     int kind = hdr[l->dk_kind];
-    int64_t nentries = attach_load_i64(hdr, l->dk_nentries);
+    int64_t nentries = skpx_load_i64(hdr, l->dk_nentries);
     /* a table of 2**log2_size indices, each 1, 2, 4 or 8 bytes wide by the table's size */
     unsigned log2_width = log2_size <= 7 ? 0 : log2_size <= 15 ? 1 : log2_size <= 31 ? 2 : 3;
     if (log2_size < 3 || log2_size > 30 || log2_index_bytes != log2_size + log2_width)
@@ -102,12 +102,12 @@ static skp_err read_keys(struct attach_pyobjs *o, uintptr_t keys, struct keys_vi
 
 static uintptr_t entry_key(const struct keys_view *kv, size_t i)
 {
-    return attach_load_ptr(kv->entries + i * kv->entry_size, kv->key_off);
+    return skpx_load_ptr(kv->entries + i * kv->entry_size, kv->key_off);
 }
 
 static uintptr_t entry_value(const struct keys_view *kv, size_t i)
 {
-    return attach_load_ptr(kv->entries + i * kv->entry_size, kv->value_off);
+    return skpx_load_ptr(kv->entries + i * kv->entry_size, kv->value_off);
 }
 
 /* The values of a split table (n pointers at `values`), owned by the caller (skpx_free). */
@@ -117,7 +117,7 @@ static uintptr_t *read_values(struct attach_pyobjs *o, uintptr_t values, size_t 
     if (!v)
         return NULL;
     if (n &&
-        (!attach_plausible(values) || !attach_remote_read(o->mem, values, v, n * sizeof(*v)))) {
+        (!skpx_plausible_ptr(values) || !attach_remote_read(o->mem, values, v, n * sizeof(*v)))) {
         skpx_free(v);
         return NULL;
     }
@@ -149,7 +149,7 @@ static void match_keys(struct attach_pyobjs *o, const uintptr_t *keys, size_t n,
         size_t idx[ATTACH_READV_MAX];
         for (size_t k = 0; k < m; k++) {
             uintptr_t key = keys[base + k];
-            if (!attach_plausible(key))
+            if (!skpx_plausible_ptr(key))
                 continue;
             loc[k_used] = (struct iovec){buf + k_used * slot, slot};
             rem[k_used] = (struct iovec){(void *)key, slot};
@@ -163,9 +163,9 @@ static void match_keys(struct attach_pyobjs *o, const uintptr_t *keys, size_t n,
             if (!ok[k])
                 continue;
             const uint8_t *s = buf + k * slot;
-            if (o->str_type && attach_load_ptr(s, l->obj_type) != o->str_type)
+            if (o->str_type && skpx_load_ptr(s, l->obj_type) != o->str_type)
                 continue;
-            int64_t length = attach_load_i64(s, l->str_length);
+            int64_t length = skpx_load_i64(s, l->str_length);
             uint32_t state;
             memcpy(&state, s + l->str_state, sizeof(state));
             bool compact = (state >> 5) & 1;
@@ -183,12 +183,12 @@ bool attach_pystr_ascii(struct attach_pyobjs *o, uintptr_t obj, char *buf, size_
 {
     const struct attach_pyobj_layout *l = o->l;
     uint8_t hdr[128];
-    if (cap == 0 || !layout_ok(l) || !attach_plausible(obj) ||
+    if (cap == 0 || !layout_ok(l) || !skpx_plausible_ptr(obj) ||
         !attach_remote_read(o->mem, obj, hdr, l->str_ascii_size))
         return false;
-    if (o->str_type && attach_load_ptr(hdr, l->obj_type) != o->str_type)
+    if (o->str_type && skpx_load_ptr(hdr, l->obj_type) != o->str_type)
         return false;
-    int64_t length = attach_load_i64(hdr, l->str_length);
+    int64_t length = skpx_load_i64(hdr, l->str_length);
     uint32_t state;
     memcpy(&state, hdr + l->str_state, sizeof(state));
     if (!((state >> 5) & 1) || !((state >> 6) & 1) || length < 0 || (uint64_t)length >= cap)
@@ -241,7 +241,7 @@ static skp_err lookup(struct attach_pyobjs *o, uintptr_t keys, uintptr_t values,
         uintptr_t v = split ? vals[i] : entry_value(&kv, i);
         if (!v)
             continue;
-        if (!attach_plausible(v)) {
+        if (!skpx_plausible_ptr(v)) {
             err = SKP_EINVAL;
             break;
         }
@@ -263,13 +263,13 @@ static skp_err dict_header(struct attach_pyobjs *o, uintptr_t dict, uintptr_t *k
 {
     const struct attach_pyobj_layout *l = o->l;
     uint8_t hdr[DICT_HDR];
-    if (!layout_ok(l) || !attach_plausible(dict) ||
+    if (!layout_ok(l) || !skpx_plausible_ptr(dict) ||
         !attach_remote_read(o->mem, dict, hdr, l->dict_values + sizeof(uintptr_t)))
         return SKP_EINVAL;
-    *keys = attach_load_ptr(hdr, l->dict_keys);
-    *values = attach_load_ptr(hdr, l->dict_values);
-    int64_t used = attach_load_i64(hdr, l->dict_used);
-    if (!attach_plausible(*keys) || (*values && !attach_plausible(*values)) || used < 0 ||
+    *keys = skpx_load_ptr(hdr, l->dict_keys);
+    *values = skpx_load_ptr(hdr, l->dict_values);
+    int64_t used = skpx_load_i64(hdr, l->dict_used);
+    if (!skpx_plausible_ptr(*keys) || (*values && !skpx_plausible_ptr(*values)) || used < 0 ||
         used > ATTACH_DICT_ENTRIES_MAX)
         return SKP_EINVAL;
     return SKP_OK;
@@ -313,7 +313,7 @@ skp_err attach_pydict_items(struct attach_pyobjs *o, uintptr_t dict, uintptr_t *
         uintptr_t v = vals ? vals[i] : entry_value(&kv, i);
         if (!k || !v)
             continue; /* a deleted entry */
-        if (!attach_plausible(k) || !attach_plausible(v)) {
+        if (!skpx_plausible_ptr(k) || !skpx_plausible_ptr(v)) {
             err = SKP_EINVAL;
             break;
         }
@@ -341,9 +341,9 @@ skp_err attach_pyobj_getattr(struct attach_pyobjs *o, uintptr_t obj, const char 
     *out = 0;
     uintptr_t type = 0;
     unsigned long flags = 0;
-    if (!layout_ok(l) || !attach_plausible(obj) ||
+    if (!layout_ok(l) || !skpx_plausible_ptr(obj) ||
         !attach_remote_read(o->mem, obj + l->obj_type, &type, sizeof(type)) ||
-        !attach_plausible(type) ||
+        !skpx_plausible_ptr(type) ||
         !attach_remote_read(o->mem, type + l->tp_flags, &flags, sizeof(flags)))
         return SKP_EINVAL;
     if (!(flags & l->tpflag_managed_dict))
@@ -371,7 +371,7 @@ bool attach_pytype_name(struct attach_pyobjs *o, uintptr_t type, char *buf, size
 {
     const struct attach_pyobj_layout *l = o->l;
     uintptr_t name = 0;
-    if (cap == 0 || !layout_ok(l) || !attach_plausible(type) ||
+    if (cap == 0 || !layout_ok(l) || !skpx_plausible_ptr(type) ||
         !attach_remote_read(o->mem, type + l->tp_name, &name, sizeof(name)) || name < 4096)
         return false;
     /* tp_name is a C string anywhere (often .rodata): read it in small steps so one near the
@@ -395,7 +395,7 @@ bool attach_pytype_name(struct attach_pyobjs *o, uintptr_t type, char *buf, size
 bool attach_pyobj_type_name(struct attach_pyobjs *o, uintptr_t obj, char *buf, size_t cap)
 {
     uintptr_t type = 0;
-    if (!attach_plausible(obj) ||
+    if (!skpx_plausible_ptr(obj) ||
         !attach_remote_read(o->mem, obj + o->l->obj_type, &type, sizeof(type)))
         return false;
     return attach_pytype_name(o, type, buf, cap);
@@ -404,11 +404,11 @@ bool attach_pyobj_type_name(struct attach_pyobjs *o, uintptr_t obj, char *buf, s
 bool attach_pyobj_is_a(struct attach_pyobjs *o, uintptr_t obj, const char *name)
 {
     uintptr_t type = 0;
-    if (!attach_plausible(obj) ||
+    if (!skpx_plausible_ptr(obj) ||
         !attach_remote_read(o->mem, obj + o->l->obj_type, &type, sizeof(type)))
         return false;
     char buf[ATTACH_TYPE_NAME_MAX];
-    for (int depth = 0; depth < 8 && attach_plausible(type); depth++) {
+    for (int depth = 0; depth < 8 && skpx_plausible_ptr(type); depth++) {
         if (attach_pytype_name(o, type, buf, sizeof(buf)) && strcmp(buf, name) == 0)
             return true;
         if (!attach_remote_read(o->mem, type + o->l->tp_base, &type, sizeof(type)))
@@ -422,10 +422,10 @@ bool attach_pylong_value(struct attach_pyobjs *o, uintptr_t obj, uint64_t *out)
     const struct attach_pyobj_layout *l = o->l;
     uint8_t buf[64 + 3 * 4];
     size_t need = l->long_digits + 3 * l->long_digit_size;
-    if (!layout_ok(l) || !attach_plausible(obj) || need > sizeof(buf) ||
+    if (!layout_ok(l) || !skpx_plausible_ptr(obj) || need > sizeof(buf) ||
         !attach_remote_read(o->mem, obj, buf, l->long_digits + l->long_digit_size))
         return false;
-    int64_t size = attach_load_i64(buf, l->var_size);
+    int64_t size = skpx_load_i64(buf, l->var_size);
     if (size < 0 || (uint64_t)size * l->long_shift > 62)
         return false;
     if (size > 1 &&
@@ -460,13 +460,13 @@ skp_err attach_pyset_items(struct attach_pyobjs *o, uintptr_t set, uintptr_t *ke
     *n = 0;
     uint8_t hdr[DICT_HDR];
     size_t hdr_len = (l->set_mask > l->set_table ? l->set_mask : l->set_table) + sizeof(uintptr_t);
-    if (!layout_ok(l) || !attach_plausible(set) || !attach_remote_read(o->mem, set, hdr, hdr_len))
+    if (!layout_ok(l) || !skpx_plausible_ptr(set) || !attach_remote_read(o->mem, set, hdr, hdr_len))
         return SKP_EINVAL;
-    int64_t mask = attach_load_i64(hdr, l->set_mask);
-    uintptr_t table = attach_load_ptr(hdr, l->set_table);
+    int64_t mask = skpx_load_i64(hdr, l->set_mask);
+    uintptr_t table = skpx_load_ptr(hdr, l->set_table);
     /* a table has a power-of-two number of slots, at least 8 (the set's own small table) */
     if (mask < 7 || mask > ATTACH_DICT_ENTRIES_MAX - 1 || ((mask + 1) & mask) != 0 ||
-        !attach_plausible(table))
+        !skpx_plausible_ptr(table))
         return SKP_EINVAL;
     size_t slots = (size_t)mask + 1;
     uint8_t *t = skpx_malloc(slots * l->set_entry);
@@ -478,11 +478,11 @@ skp_err attach_pyset_items(struct attach_pyobjs *o, uintptr_t set, uintptr_t *ke
     }
     skp_err err = SKP_OK;
     for (size_t i = 0; i < slots && *n < cap; i++) {
-        uintptr_t key = attach_load_ptr(t + i * l->set_entry, l->setentry_key);
-        int64_t hash = attach_load_i64(t + i * l->set_entry, l->setentry_hash);
+        uintptr_t key = skpx_load_ptr(t + i * l->set_entry, l->setentry_key);
+        int64_t hash = skpx_load_i64(t + i * l->set_entry, l->setentry_hash);
         if (!key || hash == -1)
             continue; /* empty, or deleted (the dummy key) */
-        if (!attach_plausible(key)) {
+        if (!skpx_plausible_ptr(key)) {
             err = SKP_EINVAL;
             break;
         }

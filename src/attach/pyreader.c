@@ -145,10 +145,10 @@ char *attach__read_str(struct attach_target *t, uintptr_t addr, size_t max)
     const struct attach_pylayout *l = &t->layout;
     uint8_t hdr[128];
     size_t hdr_len = l->str_compact_size;
-    if (!attach_plausible(addr) || hdr_len > sizeof(hdr) ||
+    if (!skpx_plausible_ptr(addr) || hdr_len > sizeof(hdr) ||
         !attach_remote_read(&t->mem, addr, hdr, hdr_len))
         return NULL;
-    if (t->str_type && attach_load_ptr(hdr, l->obj_type) != t->str_type)
+    if (t->str_type && skpx_load_ptr(hdr, l->obj_type) != t->str_type)
         return NULL;
     int64_t length;
     memcpy(&length, hdr + l->str_length, sizeof(length));
@@ -188,10 +188,10 @@ static uint8_t *read_bytes(struct attach_target *t, uintptr_t addr, uint32_t *le
     const struct attach_pylayout *l = &t->layout;
     *len_out = 0;
     uint8_t hdr[64];
-    if (!attach_plausible(addr) || l->bytes_data > sizeof(hdr) ||
+    if (!skpx_plausible_ptr(addr) || l->bytes_data > sizeof(hdr) ||
         !attach_remote_read(&t->mem, addr, hdr, l->bytes_data))
         return NULL;
-    if (t->bytes_type && attach_load_ptr(hdr, l->obj_type) != t->bytes_type)
+    if (t->bytes_type && skpx_load_ptr(hdr, l->obj_type) != t->bytes_type)
         return NULL;
     int64_t size;
     memcpy(&size, hdr + l->var_size, sizeof(size));
@@ -223,15 +223,15 @@ static size_t code_hash(uintptr_t code)
 static struct code_entry *code_resolve(struct attach_target *t, uintptr_t code, const uint8_t *hdr)
 {
     const struct attach_pylayout *l = &t->layout;
-    if (t->code_type && attach_load_ptr(hdr, l->obj_type) != t->code_type)
+    if (t->code_type && skpx_load_ptr(hdr, l->obj_type) != t->code_type)
         return NULL;
-    uintptr_t filename = attach_load_ptr(hdr, l->co_filename);
+    uintptr_t filename = skpx_load_ptr(hdr, l->co_filename);
     uintptr_t name =
-        attach_load_ptr(hdr, l->co_qualname != ATTACH_NO_FIELD ? l->co_qualname : l->co_name);
-    uintptr_t linetable = attach_load_ptr(hdr, l->co_linetable);
-    int firstlineno = attach_load_int(hdr, l->co_firstlineno);
-    if (!attach_plausible(filename) || !attach_plausible(name) || !attach_plausible(linetable) ||
-        firstlineno < 0)
+        skpx_load_ptr(hdr, l->co_qualname != ATTACH_NO_FIELD ? l->co_qualname : l->co_name);
+    uintptr_t linetable = skpx_load_ptr(hdr, l->co_linetable);
+    int firstlineno = skpx_load_int(hdr, l->co_firstlineno);
+    if (!skpx_plausible_ptr(filename) || !skpx_plausible_ptr(name) ||
+        !skpx_plausible_ptr(linetable) || firstlineno < 0)
         return NULL;
     size_t i = code_hash(code);
     for (size_t probe = 0; probe < ATTACH_CODE_CACHE_CAP; probe++) {
@@ -271,7 +271,7 @@ static struct code_entry *code_resolve(struct attach_target *t, uintptr_t code, 
     e->linetable = linetable;
     e->firstlineno = firstlineno;
     e->firsttraceable =
-        l->co_firsttraceable != ATTACH_NO_FIELD ? attach_load_int(hdr, l->co_firsttraceable) : 0;
+        l->co_firsttraceable != ATTACH_NO_FIELD ? skpx_load_int(hdr, l->co_firsttraceable) : 0;
     e->qualname = qual;
     e->file = file;
     e->table = table;
@@ -285,7 +285,7 @@ bool attach__code_frame(struct attach_target *t, uintptr_t code, uintptr_t instr
 {
     const struct attach_pylayout *l = &t->layout;
     uint8_t hdr[ATTACH_COPY_MAX];
-    if (!attach_plausible(code) || l->co_copy > sizeof(hdr) ||
+    if (!skpx_plausible_ptr(code) || l->co_copy > sizeof(hdr) ||
         !attach_remote_read(&t->mem, code, hdr, l->co_copy))
         return false;
     struct code_entry *e = code_resolve(t, code, hdr);
@@ -377,7 +377,7 @@ skp_err attach__target_validate(struct attach_target *t, char *why, size_t cap)
                      (unsigned long)t->runtime, (int)t->pid);
         return SKP_EIO;
     }
-    if (!attach_plausible(interp)) {
+    if (!skpx_plausible_ptr(interp)) {
         if (why)
             snprintf(why, cap,
                      "process %d: _PyRuntime has no interpreter (not initialised yet, finalizing, "
@@ -387,7 +387,7 @@ skp_err attach__target_validate(struct attach_target *t, char *why, size_t cap)
     }
     uintptr_t ts = 0;
     if (!attach_remote_read(&t->mem, interp + l->is_threads_head, &ts, sizeof(ts)) ||
-        !attach_plausible(ts)) {
+        !skpx_plausible_ptr(ts)) {
         if (why)
             snprintf(why, cap, "process %d: the interpreter at 0x%lx has no thread state",
                      (int)t->pid, (unsigned long)interp);
@@ -440,7 +440,7 @@ static int walk_frames(struct attach_target *t, uintptr_t frame, uintptr_t win_a
     size_t n = 0;
     size_t steps = 0;
     while (frame) {
-        if (!attach_plausible(frame) || ++steps > ATTACH_MAX_DEPTH * 2)
+        if (!skpx_plausible_ptr(frame) || ++steps > ATTACH_MAX_DEPTH * 2)
             return -1;
         const uint8_t *f;
         if (frame >= win_addr && frame + l->fr_copy <= win_addr + win_len) {
@@ -450,16 +450,16 @@ static int walk_frames(struct attach_target *t, uintptr_t frame, uintptr_t win_a
                 return -1;
             f = one;
         }
-        uintptr_t code = attach_load_ptr(f, l->fr_code);
+        uintptr_t code = skpx_load_ptr(f, l->fr_code);
         if (l->fr_code_tagged)
             code &= ~(uintptr_t)3;
-        uintptr_t instr = attach_load_ptr(f, l->fr_instr);
+        uintptr_t instr = skpx_load_ptr(f, l->fr_instr);
         int owner = (int)(int8_t)f[l->fr_owner];
-        uintptr_t prev = attach_load_ptr(f, l->fr_previous);
+        uintptr_t prev = skpx_load_ptr(f, l->fr_previous);
         if (owner < 0 || owner > l->owner_max)
             return -1;
         if (owner != l->owner_cstack) {
-            if (!attach_plausible(code))
+            if (!skpx_plausible_ptr(code))
                 return -1;
             if (n == max) {
                 *truncated = true;
@@ -491,17 +491,17 @@ static bool sample_thread(struct attach_target *t, uintptr_t ts_addr, uintptr_t 
     *next_out = 0;
     if (!attach_remote_read(&t->mem, ts_addr, ts, l->ts_copy))
         return false;
-    *next_out = attach_load_ptr(ts, l->ts_next);
+    *next_out = skpx_load_ptr(ts, l->ts_next);
     if (s->n_threads >= ATTACH_MAX_THREADS)
         return true;
 
     /* the current frame, and the frame window, in one batch */
-    uintptr_t chunk = attach_load_ptr(ts, l->ts_datastack_chunk);
+    uintptr_t chunk = skpx_load_ptr(ts, l->ts_datastack_chunk);
     uintptr_t top =
-        l->ts_datastack_top != ATTACH_NO_FIELD ? attach_load_ptr(ts, l->ts_datastack_top) : 0;
+        l->ts_datastack_top != ATTACH_NO_FIELD ? skpx_load_ptr(ts, l->ts_datastack_top) : 0;
     uintptr_t win_addr = 0;
     size_t win_len = 0;
-    if (attach_plausible(chunk) && top > chunk + l->chunk_header) {
+    if (skpx_plausible_ptr(chunk) && top > chunk + l->chunk_header) {
         win_addr = chunk + l->chunk_header;
         win_len = (size_t)(top - win_addr);
         if (win_len > ATTACH_WINDOW_MAX) {
@@ -513,9 +513,9 @@ static bool sample_thread(struct attach_target *t, uintptr_t ts_addr, uintptr_t 
     if (l->ts_datastack_top == ATTACH_NO_FIELD && l->ts_current_frame != ATTACH_NO_FIELD) {
         /* 3.13+ publish no datastack_top: the current frame is the top of the used part when it
          * lives in the current chunk (it nearly always does) */
-        uintptr_t cur = attach_load_ptr(ts, l->ts_current_frame);
+        uintptr_t cur = skpx_load_ptr(ts, l->ts_current_frame);
         win_len = 0;
-        if (attach_plausible(chunk) && cur > chunk + l->chunk_header &&
+        if (skpx_plausible_ptr(chunk) && cur > chunk + l->chunk_header &&
             cur + l->fr_copy - (chunk + l->chunk_header) <= ATTACH_WINDOW_MAX) {
             win_addr = chunk + l->chunk_header;
             win_len = (size_t)(cur + l->fr_copy - win_addr);
@@ -528,12 +528,12 @@ static bool sample_thread(struct attach_target *t, uintptr_t ts_addr, uintptr_t 
     bool ok[2];
     size_t n_iov = 0;
     if (l->ts_current_frame != ATTACH_NO_FIELD) {
-        frame = attach_load_ptr(ts, l->ts_current_frame);
+        frame = skpx_load_ptr(ts, l->ts_current_frame);
     } else {
-        uintptr_t cframe = attach_load_ptr(ts, l->ts_cframe);
+        uintptr_t cframe = skpx_load_ptr(ts, l->ts_cframe);
         if (!cframe) {
             frame = 0;
-        } else if (!attach_plausible(cframe)) {
+        } else if (!skpx_plausible_ptr(cframe)) {
             return false;
         } else {
             loc[n_iov] = (struct iovec){&cframe_frame, sizeof(cframe_frame)};
@@ -548,7 +548,7 @@ static bool sample_thread(struct attach_target *t, uintptr_t ts_addr, uintptr_t 
     }
     if (n_iov) {
         attach_remote_readv(&t->mem, loc, rem, n_iov, ok);
-        if (l->ts_current_frame == ATTACH_NO_FIELD && attach_load_ptr(ts, l->ts_cframe)) {
+        if (l->ts_current_frame == ATTACH_NO_FIELD && skpx_load_ptr(ts, l->ts_cframe)) {
             if (!ok[0])
                 return false;
             frame = cframe_frame;
@@ -625,8 +625,8 @@ static bool sample_thread(struct attach_target *t, uintptr_t ts_addr, uintptr_t 
     }
     struct attach_thread *th = &s->threads[s->n_threads++];
     memset(th, 0, sizeof(*th));
-    th->tid = (pid_t)attach_load_ptr(ts, l->ts_native_thread_id);
-    th->thread_id = (uint64_t)attach_load_ptr(ts, l->ts_thread_id);
+    th->tid = (pid_t)skpx_load_ptr(ts, l->ts_native_thread_id);
+    th->thread_id = (uint64_t)skpx_load_ptr(ts, l->ts_thread_id);
     th->holds_gil = gil_tstate && gil_tstate == ts_addr;
     th->first_frame = first;
     th->n_frames = s->n_frames - first;
@@ -650,7 +650,7 @@ static uintptr_t gil_holder(struct attach_target *t, uintptr_t interp)
         gil = interp + l->is_gil_inline;
     } else if (l->is_gil_ptr != ATTACH_NO_FIELD) {
         if (!attach_remote_read(&t->mem, interp + l->is_gil_ptr, &gil, sizeof(gil)) ||
-            !attach_plausible(gil))
+            !skpx_plausible_ptr(gil))
             return 0;
     } else {
         return 0;
@@ -690,7 +690,7 @@ skp_err attach_target_sample(struct attach_target *t, struct attach_sample *s, u
         goto out;
     /* the main interpreter only: subinterpreters are rare and share no thread with it */
     uintptr_t ts = 0;
-    if (!attach_plausible(interp) ||
+    if (!skpx_plausible_ptr(interp) ||
         !attach_remote_read(&t->mem, interp + l->is_threads_head, &ts, sizeof(ts))) {
         s->n_torn++;
         t->stats.torn_threads++;
@@ -698,7 +698,7 @@ skp_err attach_target_sample(struct attach_target *t, struct attach_sample *s, u
     }
     uintptr_t gil = gil_holder(t, interp);
     for (size_t k = 0; ts && k < ATTACH_MAX_THREADS * 4; k++) {
-        if (!attach_plausible(ts)) {
+        if (!skpx_plausible_ptr(ts)) {
             s->n_torn++;
             t->stats.torn_threads++;
             break;

@@ -49,7 +49,7 @@ bool attach__code_frame(struct attach_target *t, uintptr_t code, uintptr_t instr
                         struct attach_frame *out);
 
 /* Reads the address of the target's main interpreter (_PyRuntime.interpreters.head) into *out:
- * not checked (0 while the runtime starts or ends; see attach_plausible). Errors: SKP_ENOTFOUND
+ * not checked (0 while the runtime starts or ends; see skpx_plausible_ptr). Errors: SKP_ENOTFOUND
  * (the process exited), SKP_EIO (the runtime cannot be read). */
 SKP_MUST_CHECK skp_err attach__main_interp(struct attach_target *t, uintptr_t *out);
 /* Allocates the caches of a target. Errors: SKP_ENOMEM. */

@@ -57,9 +57,9 @@ static enum kind kind_of(struct ctx *c, uintptr_t obj, const char **name_out)
     if (name_out)
         *name_out = unknown;
     uintptr_t type = 0;
-    if (!attach_plausible(obj) ||
+    if (!skpx_plausible_ptr(obj) ||
         !attach_remote_read(&c->t->mem, obj + c->o.l->obj_type, &type, sizeof(type)) ||
-        !attach_plausible(type))
+        !skpx_plausible_ptr(type))
         return KIND_OTHER;
     for (size_t i = 0; i < c->n_types; i++) {
         if (c->types[i].type == type) {
@@ -124,7 +124,7 @@ static void describe_awaited(struct ctx *c, uintptr_t obj, char *buf, size_t cap
     if (k == KIND_FUTITER) {
         uintptr_t fut = 0;
         if (!attach_remote_read(&c->t->mem, obj + c->tl->futiter_future, &fut, sizeof(fut)) ||
-            !attach_plausible(fut)) {
+            !skpx_plausible_ptr(fut)) {
             snprintf(buf, cap, "%s", name);
             return;
         }
@@ -161,7 +161,7 @@ static int sleep_h_slot(struct ctx *c, uintptr_t code)
     int64_t n = 0;
     uintptr_t items[32];
     if (!attach_remote_read(&c->t->mem, code + c->tl->co_localsplusnames, &names, sizeof(names)) ||
-        !attach_plausible(names) ||
+        !skpx_plausible_ptr(names) ||
         !attach_remote_read(&c->t->mem, names + c->o.l->var_size, &n, sizeof(n)) || n <= 0 ||
         n > 32 ||
         !attach_remote_read(&c->t->mem, names + c->tl->tuple_items, items,
@@ -182,9 +182,9 @@ static int sleep_h_slot(struct ctx *c, uintptr_t code)
 static bool timer_deadline(struct ctx *c, uintptr_t h, double *when)
 {
     uintptr_t type = 0;
-    if (!attach_plausible(h) ||
+    if (!skpx_plausible_ptr(h) ||
         !attach_remote_read(&c->t->mem, h + c->o.l->obj_type, &type, sizeof(type)) ||
-        !attach_plausible(type))
+        !skpx_plausible_ptr(type))
         return false;
     if (type != c->timer_type) {
         char name[ATTACH_TYPE_NAME_MAX];
@@ -199,7 +199,7 @@ static bool timer_deadline(struct ctx *c, uintptr_t h, double *when)
         (void)kind_of(c, descr, &dname);
         if (strcmp(dname, "member_descriptor") != 0 ||
             !attach_remote_read(&c->t->mem, descr + c->tl->memberdescr_member, &def, sizeof(def)) ||
-            !attach_plausible(def) ||
+            !skpx_plausible_ptr(def) ||
             !attach_remote_read(&c->t->mem, def + c->tl->memberdef_offset, &off, sizeof(off)) ||
             off < 16 || off > 4096 || (off & 7) != 0)
             return false;
@@ -314,7 +314,7 @@ static bool task_chain(struct ctx *c, const uint8_t *task, struct attach_tasks *
                                 cur + tl->gen_iframe + tl->fr_localsplus +
                                     (size_t)(top - 1) * sizeof(uintptr_t),
                                 &awaited, sizeof(awaited)) ||
-            !attach_plausible(awaited) || awaited == cur)
+            !skpx_plausible_ptr(awaited) || awaited == cur)
             break; /* suspended on a plain yield: awaits nothing we can name */
         cur = awaited;
     }
@@ -378,7 +378,7 @@ static skp_err collect(struct ctx *c, uintptr_t modules, const char *modname, ui
     }
     for (size_t i = 0; i < n_found; i++) {
         uintptr_t a = found_refs[i];
-        if (!attach_plausible(a))
+        if (!skpx_plausible_ptr(a))
             continue;
         bool dup = false;
         for (size_t k = 0; k < *n_addrs && !dup; k++)
@@ -427,9 +427,9 @@ skp_err attach_target_tasks(struct attach_target *t, struct attach_tasks *out)
     if (err)
         goto out;
     uintptr_t modules = 0;
-    if (!attach_plausible(interp) ||
+    if (!skpx_plausible_ptr(interp) ||
         !attach_remote_read(&t->mem, interp + c->o.l->is_modules, &modules, sizeof(modules)) ||
-        !attach_plausible(modules)) {
+        !skpx_plausible_ptr(modules)) {
         out->n_torn++;
         goto out;
     }

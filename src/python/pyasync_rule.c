@@ -11,6 +11,7 @@
 
 #include <string.h>
 
+#include "common/rawload.h"
 #include "python/safe_read.h"
 
 /* The words of one test, in a fixed order (struct skp__pyasync_ahead.idx). */
@@ -47,16 +48,16 @@ static void plan(const struct skp__pyasync *a, const struct skp__pyasync_memo *m
 {
     b->n = 0;
     memset(b->idx, -1, sizeof(b->idx));
-    if (skp__safe_read_plausible(m->awaited)) {
+    if (skpx_plausible_ptr(m->awaited)) {
         add(b, W_IT_TYPE, m->awaited + a->obj_type);
         add(b, W_IT_FUT, m->awaited + a->futiter_future);
-        if (skp__safe_read_plausible(m->future))
+        if (skpx_plausible_ptr(m->future))
             add(b, W_FUT_STATE, m->future + a->fut_state);
     }
-    if (skp__safe_read_plausible(m->timer)) {
+    if (skpx_plausible_ptr(m->timer)) {
         add(b, W_TM_TYPE, m->timer + a->obj_type);
         add(b, W_TM_WHEN, m->timer + a->timer_when);
-        if (skp__safe_read_plausible(m->when_obj)) {
+        if (skpx_plausible_ptr(m->when_obj)) {
             add(b, W_FL_TYPE, m->when_obj + a->obj_type);
             add(b, W_FL_VALUE, m->when_obj + a->float_value);
         }
@@ -145,8 +146,8 @@ bool skp__pyasync_is_ready(const struct skp__pyasync *a, const struct skp__pyasy
         return false;
     if (c->innermost_code && c->innermost_code == a->sleep0_code)
         return true; /* a bare yield: the task's next step is queued already */
-    bool has_it = skp__safe_read_plausible(c->awaited);
-    bool has_timer = skp__safe_read_plausible(c->timer);
+    bool has_it = skpx_plausible_ptr(c->awaited);
+    bool has_timer = skpx_plausible_ptr(c->timer);
     if (!has_it && !has_timer)
         return false;
     /* 1. the words read ahead, when the chain still ends where they were read; 2. else, or for

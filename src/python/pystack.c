@@ -20,6 +20,7 @@
 
 #include "common/alloc.h"
 #include "common/clock.h"
+#include "common/rawload.h"
 #include "common/utf8.h"
 #include "python/codecache.h"
 #include "python/codewatch.h"
@@ -124,27 +125,6 @@ struct skp__pyreader {
 /* ---------------------------------------------------------------------------------------------
  * small helpers
  * ------------------------------------------------------------------------------------------- */
-static uintptr_t load_ptr(const uint8_t *base, size_t off)
-{
-    uintptr_t v;
-    memcpy(&v, base + off, sizeof(v));
-    return v;
-}
-
-static int load_int(const uint8_t *base, size_t off)
-{
-    int v;
-    memcpy(&v, base + off, sizeof(v));
-    return v;
-}
-
-static unsigned long load_ulong(const uint8_t *base, size_t off)
-{
-    unsigned long v;
-    memcpy(&v, base + off, sizeof(v));
-    return v;
-}
-
 /* Writes ": <line>" (or ": None" for -1, as Python prints a missing line) into buf; returns its
  * length. Hand-rolled: snprintf was a measurable part of a 50-frame capture. */
 static size_t format_line(char *buf, int line)
@@ -246,9 +226,9 @@ static bool read_str_utf8(const struct skp__pylayout *l, uintptr_t addr, char *b
                           size_t cap)
 {
     uint8_t hdr[STR_HEADER_MAX];
-    if (!skp__safe_read_plausible(addr) || !skp__safe_read(addr, hdr, l->str_header_copy))
+    if (!skpx_plausible_ptr(addr) || !skp__safe_read(addr, hdr, l->str_header_copy))
         return false;
-    if (load_ptr(hdr, l->obj_type) != l->str_type)
+    if (skpx_load_ptr(hdr, l->obj_type) != l->str_type)
         return false;
     struct skp__pystr_info si;
     l->str_decode(hdr, &si);
@@ -279,11 +259,11 @@ static uint8_t *read_bytes_copy(const struct skp__pylayout *l, uintptr_t addr, u
 {
     *len = 0;
     uint8_t hdr[64];
-    if (!skp__safe_read_plausible(addr) || !skp__safe_read(addr, hdr, l->bytes_data))
+    if (!skpx_plausible_ptr(addr) || !skp__safe_read(addr, hdr, l->bytes_data))
         return NULL;
-    if (load_ptr(hdr, l->obj_type) != l->bytes_type)
+    if (skpx_load_ptr(hdr, l->obj_type) != l->bytes_type)
         return NULL;
-    intptr_t size = (intptr_t)load_ptr(hdr, l->bytes_size);
+    intptr_t size = (intptr_t)skpx_load_ptr(hdr, l->bytes_size);
     if (size <= 0 || size > SKP_PY_LINETABLE_MAX)
         return NULL;
     uint8_t *copy = skpx_malloc((size_t)size);
@@ -488,14 +468,14 @@ static struct skp__pycode_entry *resolve_code(struct skp__pyreader *r, uintptr_t
                                               const uint8_t *hdr)
 {
     const struct skp__pylayout *l = r->layout;
-    if (load_ptr(hdr, l->co_type) != l->code_type)
+    if (skpx_load_ptr(hdr, l->co_type) != l->code_type)
         return NULL;
     struct skp__pycode_key key = {
         .code = addr,
-        .filename = load_ptr(hdr, l->co_filename),
-        .name = load_ptr(hdr, r->qualified ? l->co_qualname : l->co_name),
-        .linetable = load_ptr(hdr, l->co_linetable),
-        .firstlineno = load_int(hdr, l->co_firstlineno),
+        .filename = skpx_load_ptr(hdr, l->co_filename),
+        .name = skpx_load_ptr(hdr, r->qualified ? l->co_qualname : l->co_name),
+        .linetable = skpx_load_ptr(hdr, l->co_linetable),
+        .firstlineno = skpx_load_int(hdr, l->co_firstlineno),
     };
     struct skp__pycode_entry *e = skp__pycode_cache_find(&r->cache, &key);
     if (e)
@@ -528,8 +508,8 @@ static struct skp__pycode_entry *resolve_code(struct skp__pyreader *r, uintptr_t
         label = shrunk;
     uint32_t table_len = 0;
     uint8_t *table = read_bytes_copy(l, key.linetable, &table_len);
-    return skp__pycode_cache_insert(&r->cache, &key, load_int(hdr, l->co_firsttraceable), label,
-                                    (uint32_t)len, table, table_len);
+    return skp__pycode_cache_insert(&r->cache, &key, skpx_load_int(hdr, l->co_firsttraceable),
+                                    label, (uint32_t)len, table, table_len);
 }
 
 static int entry_line(const struct skp__pylayout *l, struct skp__pycode_entry *e, int addr)
@@ -640,10 +620,10 @@ static struct spec_read read_speculative(struct skp__pyreader *r, struct skp__py
 static bool thread_state_current(const struct skp__pylayout *l, const struct skp__pytarget *t,
                                  const uint8_t *ts)
 {
-    return load_ptr(ts, l->ts_interp) == t->interp &&
-           load_ulong(ts, l->ts_thread_id) == t->thread_id &&
-           load_ulong(ts, l->ts_native_thread_id) == t->native_tid &&
-           load_ptr(ts, l->ts_datastack_chunk) != 0;
+    return skpx_load_ptr(ts, l->ts_interp) == t->interp &&
+           skpx_load_ulong(ts, l->ts_thread_id) == t->thread_id &&
+           skpx_load_ulong(ts, l->ts_native_thread_id) == t->native_tid &&
+           skpx_load_ptr(ts, l->ts_datastack_chunk) != 0;
 }
 
 /* Step 2b: the window worth copying: the used part of the current chunk (plus slack), at most
@@ -651,11 +631,11 @@ static bool thread_state_current(const struct skp__pylayout *l, const struct skp
  * chunk pointers look torn. */
 static struct stack_window wanted_window(const struct skp__pylayout *l, const uint8_t *ts)
 {
-    uintptr_t chunk = load_ptr(ts, l->ts_datastack_chunk);
-    uintptr_t top = load_ptr(ts, l->ts_datastack_top);
-    uintptr_t limit = load_ptr(ts, l->ts_datastack_limit);
+    uintptr_t chunk = skpx_load_ptr(ts, l->ts_datastack_chunk);
+    uintptr_t top = skpx_load_ptr(ts, l->ts_datastack_top);
+    uintptr_t limit = skpx_load_ptr(ts, l->ts_datastack_limit);
     struct stack_window w = {0, 0};
-    if (skp__safe_read_plausible(chunk) && top > chunk && limit >= top &&
+    if (skpx_plausible_ptr(chunk) && top > chunk && limit >= top &&
         limit - chunk <= ((size_t)1 << 30)) {
         uintptr_t hi = top + SKP_PY_WINDOW_SLACK < limit ? top + SKP_PY_WINDOW_SLACK : limit;
         w.lo = hi - chunk > SKP_PY_WINDOW_MAX ? hi - SKP_PY_WINDOW_MAX : chunk;
@@ -673,9 +653,9 @@ static int read_stack_copies(struct skp__pyreader *r, struct skp__pytarget *t, c
     const struct skp__pylayout *l = r->layout;
     if (!thread_state_current(l, t, ts))
         return -1;
-    uintptr_t cframe = load_ptr(ts, l->ts_cframe);
-    uintptr_t top = load_ptr(ts, l->ts_datastack_top);
-    if (!skp__safe_read_plausible(cframe))
+    uintptr_t cframe = skpx_load_ptr(ts, l->ts_cframe);
+    uintptr_t top = skpx_load_ptr(ts, l->ts_datastack_top);
+    if (!skpx_plausible_ptr(cframe))
         return -1;
     struct stack_window want = wanted_window(l, ts);
     bool cframe_ok =
@@ -720,7 +700,7 @@ static void walk_frames(struct skp__pyreader *r, const uint8_t *cf, struct stack
                         bool *more_out, bool *found_stop)
 {
     const struct skp__pylayout *l = r->layout;
-    uintptr_t addr = load_ptr(cf, l->cf_current_frame);
+    uintptr_t addr = skpx_load_ptr(cf, l->cf_current_frame);
     size_t walk_cap = cap + 16 < SKP_PY_MAX_WALK ? cap + 16 : SKP_PY_MAX_WALK;
     uint8_t fr_tmp[FRAME_COPY_MAX];
     while (addr) {
@@ -728,7 +708,7 @@ static void walk_frames(struct skp__pyreader *r, const uint8_t *cf, struct stack
             *more_out = true;
             break;
         }
-        if (!skp__safe_read_plausible(addr))
+        if (!skpx_plausible_ptr(addr))
             break;
         const uint8_t *fr;
         if (addr >= have.lo && addr + l->fr_size <= have.lo + have.len) {
@@ -739,11 +719,11 @@ static void walk_frames(struct skp__pyreader *r, const uint8_t *cf, struct stack
             break; /* freed under us: the stack we have is what there is */
         }
         int owner = (int)(signed char)fr[l->fr_owner];
-        uintptr_t code = load_ptr(fr, l->fr_code);
-        if (owner < 0 || owner > l->fr_owner_max || !skp__safe_read_plausible(code))
+        uintptr_t code = skpx_load_ptr(fr, l->fr_code);
+        if (owner < 0 || owner > l->fr_owner_max || !skpx_plausible_ptr(code))
             break;
-        add_raw_frame(r, n_raw_io, n_codes_io, code, load_ptr(fr, l->fr_prev_instr), owner);
-        uintptr_t prev = load_ptr(fr, l->fr_previous);
+        add_raw_frame(r, n_raw_io, n_codes_io, code, skpx_load_ptr(fr, l->fr_prev_instr), owner);
+        uintptr_t prev = skpx_load_ptr(fr, l->fr_previous);
         if (stop_frame && addr == stop_frame) {
             *found_stop = true;
             break;
@@ -915,7 +895,7 @@ static int capture_direct(struct skp__pyreader *r, struct skp__pytarget *t,
 static int read_gen(const struct skp__pylayout *l, uintptr_t addr, uint8_t *g, size_t *got_len)
 {
     *got_len = 0;
-    if (!skp__safe_read_plausible(addr))
+    if (!skpx_plausible_ptr(addr))
         return INT_MIN;
     if (skp__safe_read(addr, g, l->gen_copy + AWAIT_PEEK_BYTES))
         *got_len = l->gen_copy + AWAIT_PEEK_BYTES;
@@ -923,7 +903,7 @@ static int read_gen(const struct skp__pylayout *l, uintptr_t addr, uint8_t *g, s
         *got_len = l->gen_copy;
     else
         return INT_MIN;
-    uintptr_t type = load_ptr(g, l->obj_type);
+    uintptr_t type = skpx_load_ptr(g, l->obj_type);
     if (type != l->coro_type && type != l->gen_type)
         return INT_MIN;
     return (int)(signed char)g[l->gen_frame_state];
@@ -1101,7 +1081,7 @@ static int gen_at(struct skp__pyreader *r, const struct await_prefetch *p, size_
     const struct skp__pylayout *l = r->layout;
     if (p && k < p->n && p->addr[k] == addr) {
         const uint8_t *b = p->at[k];
-        uintptr_t type = load_ptr(b, l->obj_type);
+        uintptr_t type = skpx_load_ptr(b, l->obj_type);
         if (type != l->coro_type && type != l->gen_type)
             return INT_MIN;
         *out = b;
@@ -1120,7 +1100,7 @@ static uintptr_t sleep_timer(const struct skp__pylayout *l, const struct skp__py
     size_t off = l->gen_iframe + l->fr_localsplus + pa->sleep_h_slot * sizeof(void *);
     uintptr_t h = 0;
     if (off + sizeof(h) <= got)
-        h = load_ptr(g, off);
+        h = skpx_load_ptr(g, off);
     else if (!skp__safe_read(cur + off, &h, sizeof(h)))
         h = 0;
     return h;
@@ -1159,21 +1139,21 @@ static size_t collect_awaits(struct skp__pyreader *r, uintptr_t coro,
         if (gen_at(r, p, n, cur, g_local, &g, &got) != l->gen_state_suspended)
             break; /* a future (or a running / finished one) ends the chain */
         const uint8_t *fr = g + l->gen_iframe;
-        code[n] = load_ptr(fr, l->fr_code);
-        prev_instr[n] = load_ptr(fr, l->fr_prev_instr);
-        if (!skp__safe_read_plausible(code[n]))
+        code[n] = skpx_load_ptr(fr, l->fr_code);
+        prev_instr[n] = skpx_load_ptr(fr, l->fr_prev_instr);
+        if (!skpx_plausible_ptr(code[n]))
             break;
         n++;
         if (end)
             end->timer = code[n - 1] == pa->sleep_code ? sleep_timer(l, pa, cur, g, got) : 0;
-        int top = load_int(fr, l->fr_stacktop);
+        int top = skpx_load_int(fr, l->fr_stacktop);
         if (top <= 0 || top > (1 << 20))
             break;
         tops[n_links - 1] = top < UINT16_MAX ? (uint16_t)top : 0;
         size_t off = l->gen_iframe + l->fr_localsplus + (size_t)(top - 1) * sizeof(void *);
         uintptr_t awaited = 0;
         if (off + sizeof(awaited) <= got)
-            awaited = load_ptr(g, off);
+            awaited = skpx_load_ptr(g, off);
         else if (!skp__safe_read(cur + off, &awaited, sizeof(awaited)))
             break;
         if (awaited == cur)

@@ -31,13 +31,6 @@
  * fork (the pid changed). Thread-safe. */
 bool skp__safe_read_init(void);
 
-/* Whether p could point at an object worth reading: past the first page, inside the user half
- * of a 47-bit address space, pointer-aligned. Filters garbage before a read is spent on it. */
-static inline bool skp__safe_read_plausible(uintptr_t p)
-{
-    return p >= 4096 && p < ((uintptr_t)1 << 47) && (p & (sizeof(void *) - 1)) == 0;
-}
-
 /* Copies n bytes at `addr` into dst. Returns true only when all n bytes were read. */
 bool skp__safe_read(uintptr_t addr, void *dst, size_t n);
 

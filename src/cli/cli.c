@@ -404,6 +404,15 @@ int cli_api_get(struct cli *c, const char *target, json_t **out)
     return CLI_EXIT_OK;
 }
 
+int cli_service_get(struct cli *c, const char *name, const char *suffix, json_t **out)
+{
+    *out = NULL;
+    char target[CLI_HTTP_MAX_TARGET] = "/api/v1/services";
+    if (name && !cli_target(target, sizeof(target), "/api/v1/services", name, suffix))
+        return cli_usage_error("service name too long");
+    return cli_api_get(c, target, out);
+}
+
 int cli_api_json_wait(struct cli *c, const char *method, const char *target, json_t *body,
                       long long wait_s, bool (*has_data)(json_t *answer), json_t **out)
 {

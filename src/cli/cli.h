@@ -183,6 +183,10 @@ bool cli_target(char *target, size_t cap, const char *api, const char *id, const
 /* GETs target (cli_api_json). With --json prints the answer and hands back *out = NULL: the
  * command is done (CLI_EXIT_OK); otherwise *out receives the answer (caller json_decref's). */
 int cli_api_get(struct cli *c, const char *target, json_t **out);
+/* cli_api_get of the services collection (name NULL) or of "/api/v1/services/<escaped name>
+ * <suffix>" (a service's instances, endpoints): the listings of `services` and `endpoints`. A name
+ * too long for the route is a usage error (exit 2, *out = NULL). */
+int cli_service_get(struct cli *c, const char *name, const char *suffix, json_t **out);
 /* cli_api_json for the commands' --wait S: while the answer holds nothing yet (`has_data` says
  * so) and fewer than wait_s seconds have passed since the first call, drops it and asks again a
  * second later. Returns what the last call returned (*out: its answer, or NULL). */

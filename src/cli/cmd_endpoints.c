@@ -19,11 +19,8 @@ int cmd_endpoints(struct cli *c, int argc, char **argv)
     if (argc - optind != 1)
         return cli_usage_error("endpoints: exactly one SERVICE");
     const char *name = argv[optind];
-    char target[CLI_HTTP_MAX_TARGET];
-    if (!cli_target(target, sizeof(target), "/api/v1/services", name, "/endpoints"))
-        return cli_usage_error("service name too long");
     json_t *list = NULL;
-    int rc = cli_api_get(c, target, &list);
+    int rc = cli_service_get(c, name, "/endpoints", &list);
     if (!list)
         return rc;
     size_t i;

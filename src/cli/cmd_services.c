@@ -19,11 +19,8 @@ int cmd_services(struct cli *c, int argc, char **argv)
     if (argc - optind > 1)
         return cli_usage_error("services: at most one service NAME");
     const char *name = optind < argc ? argv[optind] : NULL;
-    char target[CLI_HTTP_MAX_TARGET] = "/api/v1/services";
-    if (name && !cli_target(target, sizeof(target), "/api/v1/services", name, "/instances"))
-        return cli_usage_error("service name too long");
     json_t *list = NULL;
-    int rc = cli_api_get(c, target, &list);
+    int rc = cli_service_get(c, name, "/instances", &list);
     if (!list)
         return rc;
     size_t i;

@@ -118,6 +118,10 @@ def t_usage_errors():
     for args in cases:
         out, err = expect_rc(2, *args, server=False)
         assert err.strip(), ("no message on stderr", args)
+    # a service name too long for the route: one usage error for both service listings
+    for cmd in ("services", "endpoints"):
+        _, err = expect_rc(2, cmd, "s" * 5000, server=False)
+        assert err == "skyprof: service name too long\n", (cmd, err)
     # an unknown format names the command and every format it knows, in the table's order
     _, err = expect_rc(2, "analyze", "--segment", "x", "--format", "svg", server=False)
     assert err == ("skyprof: analyze: unknown format 'svg' (tree, json, collapsed, pprof, "

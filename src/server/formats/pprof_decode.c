@@ -15,6 +15,7 @@
 #include <zlib.h>
 
 #include "common/alloc.h"
+#include "common/varint.h"
 
 /* profile.proto field numbers. */
 enum {
@@ -80,24 +81,18 @@ static skp_err fail(struct dec *d, const struct rd *r, const char *fmt, ...)
     return SKP_EINVAL;
 }
 
+/* The varint at the cursor (common/varint.h); *v is left as it was when it is malformed. */
 static bool rd_varint(struct rd *r, uint64_t *v)
 {
     if (r->p < r->end && *r->p < 0x80) { /* one byte: most keys, lengths and small ids */
         *v = *r->p++;
         return true;
     }
-    uint64_t x = 0;
-    for (int shift = 0; shift < 64; shift += 7) {
-        if (r->p >= r->end)
-            return false;
-        uint8_t b = *r->p++;
-        x |= (uint64_t)(b & 0x7f) << shift;
-        if (!(b & 0x80)) {
-            *v = x;
-            return true;
-        }
-    }
-    return false; /* more than 10 bytes */
+    uint64_t x;
+    if (!skpx_varint_read(&r->p, r->end, &x))
+        return false;
+    *v = x;
+    return true;
 }
 
 /* Reads a key; false at a malformed key. */
@@ -114,7 +109,7 @@ static bool rd_key(struct rd *r, uint32_t *field, int *wt)
 static bool rd_sub(struct rd *r, struct rd *sub)
 {
     uint64_t n;
-    if (!rd_varint(r, &n) || n > (uint64_t)(r->end - r->p))
+    if (!skpx_varint_read_len(&r->p, r->end, &n))
         return false;
     sub->base = r->base;
     sub->p = r->p;

@@ -7,6 +7,8 @@
 
 #include <string.h>
 
+#include "common/varint.h"
+
 enum {
     WT_VARINT = 0,
     WT_I64 = 1,
@@ -19,22 +21,6 @@ struct rd {
     const uint8_t *end;
 };
 
-static bool varint(struct rd *r, uint64_t *v)
-{
-    *v = 0;
-    for (int shift = 0; shift < 70; shift += 7) {
-        if (r->p >= r->end)
-            return false;
-        uint8_t c = *r->p++;
-        /* bits past 64 are dropped, as protobuf decoders do */
-        if (shift < 64)
-            *v |= (uint64_t)(c & 0x7f) << shift;
-        if (!(c & 0x80))
-            return true;
-    }
-    return false;
-}
-
 /* Reads a field's key and, for length-delimited fields, its payload range. Other wire types
  * are consumed (their value in *v for varints). *value is set to where the value's bytes
  * start (a length prefix included): they end at r->p on return. */
@@ -42,14 +28,14 @@ static bool field(struct rd *r, uint32_t *num, int *wt, uint64_t *v, struct rd *
                   const uint8_t **value)
 {
     uint64_t key;
-    if (!varint(r, &key) || key >> 3 == 0 || key >> 3 > UINT32_MAX)
+    if (!skpx_varint_read(&r->p, r->end, &key) || key >> 3 == 0 || key >> 3 > UINT32_MAX)
         return false;
     *value = r->p;
     *num = (uint32_t)(key >> 3);
     *wt = (int)(key & 7);
     switch (*wt) {
     case WT_VARINT:
-        return varint(r, v);
+        return skpx_varint_read(&r->p, r->end, v);
     case WT_I64:
         if (r->end - r->p < 8)
             return false;
@@ -62,7 +48,7 @@ static bool field(struct rd *r, uint32_t *num, int *wt, uint64_t *v, struct rd *
         return true;
     case WT_LEN: {
         uint64_t n;
-        if (!varint(r, &n) || n > (uint64_t)(r->end - r->p))
+        if (!skpx_varint_read_len(&r->p, r->end, &n))
             return false;
         payload->p = r->p;
         payload->end = r->p + n;

@@ -174,7 +174,14 @@ def t_python(srv):
         def send_slow(timeout):
             trace, headers = trace_header()
             truth = get_json(port, '/thr?early=250&late=250', headers)
-            seg = profiled_segment(srv, task, trace, timeout)
+            try:
+                seg = profiled_segment(srv, task, trace, timeout)
+            except TimeoutError:
+                # what the agent and skyprofd saw: was the budget spent, by which requests?
+                listed = [(s.get('traceId'), bool(s.get('spans'))) for s in srv.segments(task)]
+                print('  not profiled: %s (%.0f ms); agent stats %s; task segments %s'
+                      % (trace, truth['handle'], json.dumps(get_json(port, '/stats')), listed))
+                raise
             slow.append((truth, seg, wait_dumps(srv, seg)))
 
         # 1. a slow request, resent until the agent has activated the task (NOTIFIED is logged

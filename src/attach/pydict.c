@@ -428,8 +428,9 @@ bool attach_pylong_value(struct attach_pyobjs *o, uintptr_t obj, uint64_t *out)
     int64_t size = skpx_load_i64(buf, l->var_size);
     if (size < 0 || (uint64_t)size * l->long_shift > 62)
         return false;
-    if (size > 1 &&
-        !attach_remote_read(o->mem, obj, buf, l->long_digits + (size_t)size * l->long_digit_size))
+    /* a layout with a small long_shift allows more digits than buf holds: refuse those */
+    size_t all = l->long_digits + (size_t)size * l->long_digit_size;
+    if (size > 1 && (all > sizeof(buf) || !attach_remote_read(o->mem, obj, buf, all)))
         return false;
     uint64_t v = 0;
     for (int64_t i = size; i-- > 0;) {

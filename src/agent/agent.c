@@ -127,9 +127,7 @@ static void free_memory(skyprof_agent *a)
     skp__sampler_cleanup(&a->sampler);
     skp__snapshot_queue_cleanup(&a->snaps);
     skp__symcache_cleanup(&a->sym);
-    skpx_free(a->props);
-    skpx_free(a->props_mem);
-    skpx_free(a);
+    SKPX_FREE_ALL(a->props, a->props_mem, a);
 }
 
 skp_err skp__agent_new(const struct skyprof_config *cfg, const struct skyprof_stack_source *src,
@@ -324,9 +322,7 @@ static void forget_inherited(skyprof_agent *a)
     skp__sampler_forget(&a->sampler); /* frames, scratch, held dumps */
     skp__symcache_cleanup(&a->sym);
     skpx_free(a->proc.file); /* the parent's skp-proc does not exist here; its source moves on */
-    skpx_free(a->props);
-    skpx_free(a->props_mem);
-    skpx_free(a);
+    SKPX_FREE_ALL(a->props, a->props_mem, a);
 }
 
 void skyprof_agent_stop(skyprof_agent *a, int flush_deadline_ms)

@@ -645,9 +645,7 @@ bool skp__cont_upload(skyprof_agent *a, const struct skp__proc_upload *u, int ti
         c->stats.stacks_sent += f.end_sample - start;
         start = f.end_sample;
     }
-    skpx_free(f.frames);
-    skpx_free(f.symbols);
-    skpx_free(f.text);
+    SKPX_FREE_ALL(f.frames, f.symbols, f.text);
     if (!ok && start == 0 && ++c->upload_failures < UPLOAD_ATTEMPTS_MAX)
         return false; /* nothing stored yet: try again later */
     if (ok)

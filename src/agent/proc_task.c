@@ -881,12 +881,7 @@ static void *proc_main(void *arg)
         if (p->src.end)
             p->src.end(p->src.ud);
         skpx_pprof_free(p->prof);
-        skpx_free(p->frames);
-        skpx_free(p->scratch);
-        skpx_free(p->pf);
-        skpx_free(p->ids);
-        skpx_free(p->sym);
-        skpx_free(p->symtext);
+        SKPX_FREE_ALL(p->frames, p->scratch, p->pf, p->ids, p->sym, p->symtext);
     }
     pthread_mutex_lock(&r->mu);
     if (p) {

@@ -120,9 +120,7 @@ void skp__sampler_forget(struct skp__sampler *s)
     /* the fork gate let the sampler reach its wait: the holds are consistent */
     for (int i = 0; i < s->n_holds; i++)
         (void)skp__snapshot_hold_discard(&s->holds[i]);
-    skpx_free(s->holds);
-    skpx_free(s->frames);
-    skpx_free(s->scratch);
+    SKPX_FREE_ALL(s->holds, s->frames, s->scratch);
     s->holds = NULL;
     s->n_holds = 0;
     s->frames = NULL;

@@ -162,13 +162,7 @@ void attach_native_close(struct attach_native *n)
         return;
     if (n->dwfl)
         dwfl_end(n->dwfl);
-    skpx_free(n->syms);
-    skpx_free(n->py_sample);
-    skpx_free(n->pcs);
-    skpx_free(n->n_pcs);
-    skpx_free(n->pcs_truncated);
-    skpx_free(n->text);
-    skpx_free(n);
+    SKPX_FREE_ALL(n->syms, n->py_sample, n->pcs, n->n_pcs, n->pcs_truncated, n->text, n);
 }
 
 void attach_native_get_stats(const struct attach_native *n, struct attach_native_stats *out)

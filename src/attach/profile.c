@@ -52,10 +52,7 @@ void attach_profile_cleanup(struct attach_profile *p)
         return;
     for (size_t i = 0; i < p->n_labels; i++)
         skpx_free(p->labels[i]);
-    skpx_free(p->labels);
-    skpx_free(p->nodes);
-    skpx_free(p->label_index);
-    skpx_free(p->child_index);
+    SKPX_FREE_ALL(p->labels, p->nodes, p->label_index, p->child_index);
     memset(p, 0, sizeof(*p));
 }
 

@@ -250,10 +250,7 @@ static skp_err lookup(struct attach_pyobjs *o, uintptr_t keys, uintptr_t values,
         break;
     }
 out:
-    skpx_free(k);
-    skpx_free(match);
-    skpx_free(vals);
-    skpx_free(kv.entries);
+    SKPX_FREE_ALL(k, match, vals, kv.entries);
     return err;
 }
 

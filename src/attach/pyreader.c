@@ -52,9 +52,7 @@ static void cache_clear(struct attach_target *t)
         struct code_entry *e = &t->codes[i];
         if (!e->used)
             continue;
-        skpx_free(e->qualname);
-        skpx_free(e->file);
-        skpx_free(e->table);
+        SKPX_FREE_ALL(e->qualname, e->file, e->table);
         memset(e, 0, sizeof(*e));
     }
     t->n_codes = 0;
@@ -66,9 +64,7 @@ void attach_target_close(struct attach_target *t)
         return;
     if (t->codes)
         cache_clear(t);
-    skpx_free(t->codes);
-    skpx_free(t->window);
-    skpx_free(t);
+    SKPX_FREE_ALL(t->codes, t->window, t);
 }
 
 const char *attach_target_version(const struct attach_target *t)

@@ -720,10 +720,6 @@ done:
         attach_target_close(r->targets[i].t);
     }
     attach_profile_cleanup(&r->prof);
-    skpx_free(r->sample);
-    skpx_free(r->tasks);
-    skpx_free(r->label_buf);
-    skpx_free(r->labels);
-    skpx_free(r);
+    SKPX_FREE_ALL(r->sample, r->tasks, r->label_buf, r->labels, r);
     return rc;
 }

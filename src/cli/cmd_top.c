@@ -354,10 +354,7 @@ done:
     if (tp->funcs)
         for (size_t i = 0; i <= TOP_MAX_FUNCS; i++)
             skpx_free(tp->funcs[i].label);
-    skpx_free(tp->funcs);
-    skpx_free(tp->index);
-    skpx_free(tp->order);
-    skpx_free(tp->s);
+    SKPX_FREE_ALL(tp->funcs, tp->index, tp->order, tp->s);
     attach_target_close(tp->t);
     skpx_free(tp);
     return rc;

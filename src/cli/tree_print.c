@@ -192,9 +192,7 @@ static size_t *link_tree(json_t *elements, struct tnode *in, size_t n, size_t *n
             in[in[p].last_child].next_sibling = i;
         in[p].last_child = i;
     }
-    skpx_free(by_id);
-    skpx_free(parents);
-    skpx_free(ids);
+    SKPX_FREE_ALL(by_id, parents, ids);
     return roots;
 }
 
@@ -288,10 +286,7 @@ static void fold_tree(struct fold *fd, struct tnode *in, size_t n, const size_t 
             }
         }
     }
-    skpx_free(kids);
-    skpx_free(visited);
-    skpx_free(parent);
-    skpx_free(stack);
+    SKPX_FREE_ALL(kids, visited, parent, stack);
 }
 
 static void print_nodes(FILE *out, const struct fold *fd, int width)
@@ -332,10 +327,7 @@ static void print_nodes(FILE *out, const struct fold *fd, int width)
             }
         }
     }
-    skpx_free(line);
-    skpx_free(kids);
-    skpx_free(depth);
-    skpx_free(stack);
+    SKPX_FREE_ALL(line, kids, depth, stack);
 }
 
 /* The header's short form of an API unit: "ms" for a trace profile (NULL). */
@@ -436,9 +428,7 @@ int tree_print(FILE *out, json_t *analysis, const struct tree_print_opts *opts)
                     u);
         fprintf(out, "; --all-frames shows them)\n");
     }
-    skpx_free(tree_start);
-    skpx_free(fd.roots);
-    skpx_free(fd.out);
+    SKPX_FREE_ALL(tree_start, fd.roots, fd.out);
     skpx_strmap_cleanup(&fd.sig_ids);
     skpx_u64map_cleanup(&fd.child_of);
     return 0;

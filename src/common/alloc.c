@@ -73,6 +73,12 @@ void skpx_free(void *p)
     free(base);
 }
 
+void skpx_free_all(void *const *ptrs, size_t n)
+{
+    for (size_t i = 0; i < n; i++)
+        skpx_free(ptrs[i]);
+}
+
 char *skpx_strndup(const char *s, size_t n)
 {
     if (!s)

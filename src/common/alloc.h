@@ -12,6 +12,11 @@ void *skpx_malloc(size_t n);
 void *skpx_calloc(size_t nmemb, size_t size);
 void *skpx_realloc(void *p, size_t n);
 void skpx_free(void *p);
+/* Frees each pointer listed, in order (NULLs are skipped): the owned buffers of a destructor in one
+ * statement. Every argument is read before the first one is freed. */
+#define SKPX_FREE_ALL(...)                                                                         \
+    skpx_free_all((void *[]){__VA_ARGS__}, sizeof((void *[]){__VA_ARGS__}) / sizeof(void *))
+void skpx_free_all(void *const *ptrs, size_t n);
 /* Copies a NUL-terminated string / `n` bytes + NUL. NULL on failure or NULL input. */
 char *skpx_strdup(const char *s);
 char *skpx_strndup(const char *s, size_t n);

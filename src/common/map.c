@@ -57,9 +57,7 @@ void skpx_u64map_cleanup(struct skpx_u64map *m)
 {
     if (!m)
         return;
-    skpx_free(m->keys);
-    skpx_free(m->vals);
-    skpx_free(m->used);
+    SKPX_FREE_ALL(m->keys, m->vals, m->used);
     memset(m, 0, sizeof(*m));
 }
 
@@ -105,17 +103,13 @@ skp_err skpx_u64map_put(struct skpx_u64map *m, uint64_t key, uint64_t val)
         uint64_t *nv = skpx_malloc(ncap * sizeof(*nv));
         uint8_t *nu = skpx_calloc(ncap, 1);
         if (!nk || !nv || !nu) {
-            skpx_free(nk);
-            skpx_free(nv);
-            skpx_free(nu);
+            SKPX_FREE_ALL(nk, nv, nu);
             return SKP_ENOMEM;
         }
         for (size_t i = 0; i < m->cap; i++)
             if (m->used[i])
                 u64map_place(nk, nv, nu, ncap, m->keys[i], m->vals[i]);
-        skpx_free(m->keys);
-        skpx_free(m->vals);
-        skpx_free(m->used);
+        SKPX_FREE_ALL(m->keys, m->vals, m->used);
         m->keys = nk;
         m->vals = nv;
         m->used = nu;

@@ -516,10 +516,7 @@ static int run_lockwait(struct pyproc *pp, bool mutex, int64_t duration_ms,
         rc = -1;
     }
 out:
-    skpx_free(th);
-    skpx_free(st);
-    skpx_free(frames);
-    skpx_free(scratch);
+    SKPX_FREE_ALL(th, st, frames, scratch);
     return rc;
 }
 

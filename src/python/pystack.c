@@ -324,16 +324,8 @@ void skp__pyreader_free(struct skp__pyreader *r)
     if (!r)
         return;
     skp__pycode_cache_cleanup(&r->cache);
-    skpx_free(r->window);
-    skpx_free(r->code_headers);
-    skpx_free(r->codes);
-    skpx_free(r->raw);
-    skpx_free(r->code_index);
-    skpx_free(r->await_hints);
-    skpx_free(r->await_buf);
-    skpx_free(r->prep);
-    skpx_free(r->prep_buf);
-    skpx_free(r);
+    SKPX_FREE_ALL(r->window, r->code_headers, r->codes, r->raw, r->code_index, r->await_hints,
+                  r->await_buf, r->prep, r->prep_buf, r);
 }
 
 void skp__pyreader_set_qualified(struct skp__pyreader *r)

@@ -291,14 +291,8 @@ void config_cleanup(struct config *cfg)
 {
     if (!cfg)
         return;
-    skpx_free(cfg->grpc_addr);
-    skpx_free(cfg->http_addr);
-    skpx_free(cfg->db_path);
-    skpx_free(cfg->auth_token);
-    skpx_free(cfg->api_token);
-    skpx_free(cfg->allowed_origins);
-    skpx_free(cfg->web_root);
-    skpx_free(cfg->keep_segments);
+    SKPX_FREE_ALL(cfg->grpc_addr, cfg->http_addr, cfg->db_path, cfg->auth_token, cfg->api_token,
+                  cfg->allowed_origins, cfg->web_root, cfg->keep_segments);
     memset(cfg, 0, sizeof(*cfg));
 }
 

@@ -1297,15 +1297,8 @@ void skpx_grpc_client_free(struct skpx_grpc_client *c)
         return;
     check_fork(c);
     conn_close(c);
-    skpx_free(c->host);
-    skpx_free(c->port);
-    skpx_free(c->authority);
-    skpx_free(c->authentication);
-    skpx_free(c->user_agent);
-    skpx_free(c->out);
-    skpx_free(c->stage);
-    skpx_free(c->in);
-    skpx_free(c);
+    SKPX_FREE_ALL(c->host, c->port, c->authority, c->authentication, c->user_agent, c->out,
+                  c->stage, c->in, c);
 }
 
 skp_err skpx_grpc_client_unary(struct skpx_grpc_client *c, const char *path,

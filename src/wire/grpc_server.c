@@ -468,10 +468,7 @@ static void call_free(struct skpx_grpc_call *call)
     c->partial_bytes -= call->reader.buf_cap;
     call_recharge(call, true);
     skpx_grpc_reader_cleanup(&call->reader);
-    skpx_free(call->hdrs);
-    skpx_free(call->resp);
-    skpx_free(call->status_msg);
-    skpx_free(call);
+    SKPX_FREE_ALL(call->hdrs, call->resp, call->status_msg, call);
 }
 
 /* Runs on_close once (if owed) and counts a failure for non-OK ends. */

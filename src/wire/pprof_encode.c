@@ -61,11 +61,7 @@ static uint32_t hash_bytes(const void *k, size_t n)
 
 static void pmap_cleanup(struct pmap *m)
 {
-    skpx_free(m->slots);
-    skpx_free(m->off);
-    skpx_free(m->len);
-    skpx_free(m->hash);
-    skpx_free(m->arena);
+    SKPX_FREE_ALL(m->slots, m->off, m->len, m->hash, m->arena);
     memset(m, 0, sizeof(*m));
 }
 
@@ -232,10 +228,7 @@ void skpx_pprof_free(struct skpx_pprof *p)
     pmap_cleanup(&p->funcs);
     pmap_cleanup(&p->locs);
     pmap_cleanup(&p->samples);
-    skpx_free(p->values);
-    skpx_free(p->comments);
-    skpx_free(p->big_key);
-    skpx_free(p);
+    SKPX_FREE_ALL(p->values, p->comments, p->big_key, p);
 }
 
 skp_err skpx_pprof_set_period(struct skpx_pprof *p, const struct skpx_pprof_type *t, int64_t period)

@@ -151,10 +151,7 @@ static void actx_cleanup(struct actx *c)
     skpx_free(c->paths);
     skpx_u64map_cleanup(&c->func_of_frame);
     skpx_strmap_cleanup(&c->func_ids);
-    skpx_free(c->func_names);
-    skpx_free(c->frame_copy);
-    skpx_free(c->name_buf);
-    skpx_free(c->steps);
+    SKPX_FREE_ALL(c->func_names, c->frame_copy, c->name_buf, c->steps);
     skpx_u64map_cleanup(&c->query_of_seg);
 }
 
@@ -949,10 +946,7 @@ void analysis_free(struct analysis *a)
         return;
     for (size_t i = 0; i < a->n_trees; i++)
         skpx_free(a->trees[i].nodes);
-    skpx_free(a->trees);
-    skpx_free(a->tip);
-    skpx_free(a->_arena);
-    skpx_free(a);
+    SKPX_FREE_ALL(a->trees, a->tip, a->_arena, a);
 }
 
 json_t *analysis_to_json(const struct analysis *a)

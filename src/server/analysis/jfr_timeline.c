@@ -282,10 +282,7 @@ void jfr_timeline_free(struct jfr_timeline *t)
         return;
     for (size_t i = 0; i < t->v.n_threads; i++)
         skpx_free(t->v.threads[i].cells);
-    skpx_free(t->v.threads);
-    skpx_free(t->v.frames);
-    skpx_free(t->s);
-    skpx_free(t->thr);
+    SKPX_FREE_ALL(t->v.threads, t->v.frames, t->s, t->thr);
     skpx_u64map_cleanup(&t->thread_idx);
     skpx_u64map_cleanup(&t->frame_idx);
     jfr_parser_free(t->p);

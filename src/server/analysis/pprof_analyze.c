@@ -98,18 +98,13 @@ void pprof_analyze_free(struct pprof_analyze *a)
     skpx_strmap_cleanup(&a->frame_ids);
     for (size_t i = 0; i < a->n_frames; i++)
         skpx_free(a->frames[i]);
-    skpx_free(a->frames);
-    skpx_free(a->nodes);
-    skpx_free(a->pool);
-    skpx_free(a->stacks);
+    SKPX_FREE_ALL(a->frames, a->nodes, a->pool, a->stacks);
     for (size_t i = 0; i < a->n_types; i++)
         skpx_free(a->types[i]);
     skpx_free(a->loc_frames);
     skpx_free(a->loc_off);
     skpx_u64map_cleanup(&a->stack_of);
-    skpx_free(a->pos);
-    skpx_free(a->path);
-    skpx_free(a);
+    SKPX_FREE_ALL(a->pos, a->path, a);
 }
 
 const char *pprof_analyze_type(const struct pprof_analyze *a)
@@ -425,9 +420,7 @@ static skp_err layout(struct pprof_analyze *a, uint32_t lo, uint32_t hi, const u
     uint32_t *order = skpx_malloc(n * sizeof(*order));
     t->nodes = skpx_calloc(n, sizeof(*t->nodes));
     if (!start || !order || !t->nodes) {
-        skpx_free(start);
-        skpx_free(order);
-        skpx_free(t->nodes);
+        SKPX_FREE_ALL(start, order, t->nodes);
         t->nodes = NULL;
         return SKP_ENOMEM;
     }

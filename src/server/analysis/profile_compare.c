@@ -289,10 +289,7 @@ static skp_err build_changes(struct merger *m)
     if (n_sigs > 1)
         qsort(r->changes, n_sigs, sizeof(*r->changes), change_cmp);
 out:
-    skpx_free(first);
-    skpx_free(next);
-    skpx_free(stack);
-    skpx_free(on_stack);
+    SKPX_FREE_ALL(first, next, stack, on_stack);
     return err;
 }
 
@@ -321,9 +318,7 @@ skp_err compare_analyses(const struct analysis *base, const struct analysis *tar
         err = build_changes(&m);
     skpx_strmap_cleanup(&m.sigs);
     skpx_u64map_cleanup(&m.child);
-    skpx_free(m.node_sig);
-    skpx_free(m.sig_text);
-    skpx_free(m.buf);
+    SKPX_FREE_ALL(m.node_sig, m.sig_text, m.buf);
     if (err) {
         compare_free(m.r);
         return err;

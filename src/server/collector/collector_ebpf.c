@@ -114,11 +114,7 @@ static void report_free(struct collector_unary *u)
     struct report_answer *a = u->owned;
     if (!a)
         return;
-    skpx_free(a->items);
-    skpx_free(a->ptrs);
-    skpx_free(a->hosts);
-    skpx_free(a->ids);
-    skpx_free(a);
+    SKPX_FREE_ALL(a->items, a->ptrs, a->hosts, a->ids, a);
     u->owned = NULL;
 }
 
@@ -285,9 +281,8 @@ struct data_call {
 static void data_drop_rows(struct data_call *d)
 {
     for (size_t i = 0; i < d->n; i++) {
-        skpx_free((char *)d->rows[i].task_id);
-        skpx_free((char *)d->rows[i].process_id);
-        skpx_free((char *)d->rows[i].symbols);
+        SKPX_FREE_ALL((char *)d->rows[i].task_id, (char *)d->rows[i].process_id,
+                      (char *)d->rows[i].symbols);
     }
     skpx_free(d->rows);
     d->rows = NULL;
@@ -423,9 +418,7 @@ static int data_on_message(struct skpx_grpc_call *call, void *ud, const Protobuf
     row.process_id = skpx_strdup(t->processid);
     row.symbols = sym;
     if (!row.task_id || !row.process_id) {
-        skpx_free((char *)row.task_id);
-        skpx_free((char *)row.process_id);
-        skpx_free(sym);
+        SKPX_FREE_ALL((char *)row.task_id, (char *)row.process_id, sym);
         return SKPX_GRPC_RESOURCE_EXHAUSTED;
     }
     d->rows[d->n++] = row;

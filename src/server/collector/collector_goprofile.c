@@ -93,12 +93,7 @@ static void job_free(struct goprof_job *j)
     if (!j)
         return;
     j->c->upload_bytes -= j->cap + j->row_bytes;
-    skpx_free(j->buf);
-    skpx_free(j->task_id);
-    skpx_free(j->snaps);
-    skpx_free(j->frames);
-    skpx_free(j->arena);
-    skpx_free(j);
+    SKPX_FREE_ALL(j->buf, j->task_id, j->snaps, j->frames, j->arena, j);
 }
 
 static void refused(struct collector *c)
@@ -287,9 +282,7 @@ static skp_err build_rows(struct goprof_job *j, const struct pprof_profile *p, i
             b.cap_snaps * sizeof(*j->snaps) + b.cap_frames * sizeof(char *) + b.arena_cap;
     }
     skpx_strmap_cleanup(&index);
-    skpx_free(segs);
-    skpx_free(b.frame_off);
-    skpx_free(b.seg_off);
+    SKPX_FREE_ALL(segs, b.frame_off, b.seg_off);
     return err;
 }
 
@@ -322,9 +315,7 @@ static void job_run(struct goprof_job *j, int64_t now_ms)
         j->status = SKPX_GRPC_RESOURCE_EXHAUSTED;
     }
     if (err) {
-        skpx_free(j->snaps);
-        skpx_free(j->frames);
-        skpx_free(j->arena);
+        SKPX_FREE_ALL(j->snaps, j->frames, j->arena);
         j->snaps = NULL;
         j->frames = NULL;
         j->arena = NULL;

@@ -46,10 +46,7 @@ static void upload_free(struct upload *u)
     if (!u)
         return;
     u->c->upload_bytes -= u->cap;
-    skpx_free(u->buf);
-    skpx_free(u->task_id);
-    skpx_free(u->instance);
-    skpx_free(u);
+    SKPX_FREE_ALL(u->buf, u->task_id, u->instance, u);
 }
 
 static void log_line(struct upload *u, const char *op, const char *msg)

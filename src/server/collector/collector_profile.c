@@ -39,10 +39,7 @@ static void task_cmds_free(struct collector_unary *u)
         return;
     for (size_t i = 0; i < tc->n; i++)
         store_task_cleanup(&tc->tasks[i]);
-    skpx_free(tc->tasks);
-    skpx_free(tc->cmds);
-    skpx_free(tc->cmdp);
-    skpx_free(tc);
+    SKPX_FREE_ALL(tc->tasks, tc->cmds, tc->cmdp, tc);
     u->owned = NULL;
 }
 
@@ -82,9 +79,7 @@ static int query(struct collector *c, struct collector_unary *u, const ProtobufC
             store_task_cleanup(&tasks[i]);
         skpx_free(tasks);
         if (tc) {
-            skpx_free(tc->cmds);
-            skpx_free(tc->cmdp);
-            skpx_free(tc);
+            SKPX_FREE_ALL(tc->cmds, tc->cmdp, tc);
         }
         u->status = SKPX_GRPC_RESOURCE_EXHAUSTED;
         return SKPX_GRPC_OK;
@@ -237,9 +232,7 @@ static void snap_call_free(struct snap_call *s)
     if (!s)
         return;
     arena_reset(s, false);
-    skpx_free(s->batch);
-    skpx_free(s->known_task);
-    skpx_free(s);
+    SKPX_FREE_ALL(s->batch, s->known_task, s);
 }
 
 /* Counts snapshots of task ids the server never created (OAP stores them too). One lookup per

@@ -54,11 +54,7 @@ struct seg_rows {
 
 static void seg_rows_cleanup(struct seg_rows *r)
 {
-    skpx_free(r->segs);
-    skpx_free(r->spans);
-    skpx_free(r->refs);
-    skpx_free(r->kvs);
-    skpx_free(r->logs);
+    SKPX_FREE_ALL(r->segs, r->spans, r->refs, r->kvs, r->logs);
 }
 
 static size_t kv_rows(Skywalking__V3__KeyStringValuePair *const *kv, size_t n, struct store_kv *out)

@@ -119,9 +119,7 @@ void cont_policy_cleanup(struct cont_policy *p)
             item_cleanup(&p->targets[t].items[i]);
         skpx_free(p->targets[t].items);
     }
-    skpx_free(p->targets);
-    skpx_free(p->service);
-    skpx_free(p->json);
+    SKPX_FREE_ALL(p->targets, p->service, p->json);
     memset(p, 0, sizeof(*p));
 }
 

@@ -253,9 +253,7 @@ skp_err export_render_pprof_parts(const struct export_part *parts, size_t n_part
         skpx_buf_put(b, out, out_len);
         err = b->err;
     }
-    skpx_free(out);
-    skpx_free(c.sig);
-    skpx_free(c.loc);
+    SKPX_FREE_ALL(out, c.sig, c.loc);
     skpx_pprof_free(c.prof);
     /* Past the budget: a profile larger than the export serves (export_int.h). */
     return err == SKP_EFULL ? SKP_ETOOBIG : err;

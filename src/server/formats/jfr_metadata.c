@@ -315,9 +315,7 @@ out:
 
 void jfr_meta_cleanup(struct jfr_meta *m)
 {
-    skpx_free(m->arena);
-    skpx_free(m->types);
-    skpx_free(m->fields);
+    SKPX_FREE_ALL(m->arena, m->types, m->fields);
     skpx_u64map_cleanup(&m->by_id);
     memset(m, 0, sizeof(*m));
 }

@@ -185,9 +185,7 @@ static void intern_cleanup(struct intern *in)
 {
     for (size_t i = 0; i < in->n_blocks; i++)
         skpx_free(in->blocks[i]);
-    skpx_free(in->blocks);
-    skpx_free(in->slots);
-    skpx_free(in->hashes);
+    SKPX_FREE_ALL(in->blocks, in->slots, in->hashes);
     memset(in, 0, sizeof(*in));
 }
 
@@ -274,13 +272,7 @@ void jfr_parser_free(struct jfr_parser *p)
     skpx_u64map_cleanup(&p->method_cache);
     skpx_u64map_cleanup(&p->class_cache);
     skpx_u64map_cleanup(&p->thread_cache);
-    skpx_free(p->ev_of_type);
-    skpx_free(p->ev_names);
-    skpx_free(p->stacks);
-    skpx_free(p->frames);
-    skpx_free(p->file_buf);
-    skpx_free(p->meta_copy);
-    skpx_free(p);
+    SKPX_FREE_ALL(p->ev_of_type, p->ev_names, p->stacks, p->frames, p->file_buf, p->meta_copy, p);
 }
 
 /* ---- resolution ---- */

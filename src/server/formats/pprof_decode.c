@@ -727,9 +727,7 @@ static skp_err resolve(struct dec *d)
         }
     }
 out:
-    skpx_free(locs.v);
-    skpx_free(funcs.v);
-    skpx_free(maps.v);
+    SKPX_FREE_ALL(locs.v, funcs.v, maps.v);
     return err;
 }
 
@@ -815,18 +813,8 @@ void pprof_free(struct pprof_profile *p)
 {
     if (!p)
         return;
-    skpx_free(p->sample_types);
-    skpx_free(p->samples);
-    skpx_free(p->values);
-    skpx_free(p->sample_locs);
-    skpx_free(p->labels);
-    skpx_free(p->locations);
-    skpx_free(p->lines);
-    skpx_free(p->functions);
-    skpx_free(p->mappings);
-    skpx_free(p->_strings);
-    skpx_free(p->_string_table);
-    skpx_free(p);
+    SKPX_FREE_ALL(p->sample_types, p->samples, p->values, p->sample_locs, p->labels, p->locations,
+                  p->lines, p->functions, p->mappings, p->_strings, p->_string_table, p);
 }
 
 int pprof_sample_type_index(const struct pprof_profile *p, const char *type)
@@ -984,17 +972,8 @@ skp_err pprof_decode_limited(const uint8_t *data, size_t len, const struct pprof
     if (!err)
         err = resolve(&d);
 out:
-    skpx_free(d.raw_loc_ids);
-    skpx_free(d.raw_line_funcs);
-    skpx_free(d.raw_loc_maps);
-    skpx_free(d.sample_nvalues);
-    skpx_free(d.raw_label);
-    skpx_free(d.raw_type);
-    skpx_free(d.raw_func);
-    skpx_free(d.raw_map);
-    skpx_free(d.str_off);
-    skpx_free(d.str_len);
-    skpx_free(inflated);
+    SKPX_FREE_ALL(d.raw_loc_ids, d.raw_line_funcs, d.raw_loc_maps, d.sample_nvalues, d.raw_label,
+                  d.raw_type, d.raw_func, d.raw_map, d.str_off, d.str_len, inflated);
     if (err) {
         if (err == SKP_ENOMEM && errbuf)
             snprintf(errbuf, PPROF_ERR_MAX, "out of memory decoding the pprof");

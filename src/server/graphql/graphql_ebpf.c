@@ -301,17 +301,13 @@ static skp_err r_tasks(struct gql_call *c, json_t **out)
                           : SKP_ENOMEM;
     json_decref(w.procs);
     if (err && err != SKP_EFULL) {
-        skpx_free(service);
-        skpx_free(isvc);
-        skpx_free(inst);
+        SKPX_FREE_ALL(service, isvc, inst);
         json_decref(*out);
         *out = NULL;
         return graphql_read_failed(c, err, "the eBPF profiling tasks");
     }
 done:
-    skpx_free(service);
-    skpx_free(isvc);
-    skpx_free(inst);
+    SKPX_FREE_ALL(service, isvc, inst);
     return SKP_OK;
 }
 

@@ -446,11 +446,7 @@ static skp_err r_basic_traces(struct gql_call *c, json_t **out)
         s.state = 2;
     if (!err && !none)
         err = scan_tasks(&s, service ? service : isvc ? isvc : esvc);
-    skpx_free(service);
-    skpx_free(isvc);
-    skpx_free(inst);
-    skpx_free(esvc);
-    skpx_free(ep);
+    SKPX_FREE_ALL(service, isvc, inst, esvc, ep);
     json_decref(s.seen);
     if (err) {
         json_decref(s.out);

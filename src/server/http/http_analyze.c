@@ -27,9 +27,7 @@ static void analyze_destroy(struct http_job *j)
     struct analyze_job *a = (struct analyze_job *)j;
     for (size_t i = 0; i < a->n; i++)
         skpx_free((char *)a->q[i].segment_id);
-    skpx_free(a->q);
-    skpx_free(a->id);
-    skpx_free(a);
+    SKPX_FREE_ALL(a->q, a->id, a);
 }
 
 static void analyze_run(struct http_job *j, struct store *st)

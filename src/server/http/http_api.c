@@ -465,10 +465,7 @@ void http_api_free(struct http_api *h)
     if (h->http)
         evhttp_free(h->http);
     http_conns_free(h->conns); /* after evhttp: its connections' close callbacks use it */
-    skpx_free(h->api_token);
-    skpx_free(h->web_root);
-    skpx_free(h->db_problem);
-    skpx_free(h);
+    SKPX_FREE_ALL(h->api_token, h->web_root, h->db_problem, h);
 }
 
 bool http_instance_chosen(const char *filter, const char *inst)

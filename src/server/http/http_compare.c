@@ -50,11 +50,7 @@ struct cmp_job {
 
 static void side_cleanup(struct cmp_side *s)
 {
-    skpx_free(s->id);
-    skpx_free(s->instances);
-    skpx_free(s->sample_type);
-    skpx_free(s->event_type);
-    skpx_free(s->thread);
+    SKPX_FREE_ALL(s->id, s->instances, s->sample_type, s->event_type, s->thread);
 }
 
 static void cmp_destroy(struct http_job *j)

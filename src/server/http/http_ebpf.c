@@ -90,9 +90,7 @@ struct ea_job {
 static void ea_destroy(struct http_job *j)
 {
     struct ea_job *p = (struct ea_job *)j;
-    skpx_free(p->task_id);
-    skpx_free(p->process_id);
-    skpx_free(p);
+    SKPX_FREE_ALL(p->task_id, p->process_id, p);
 }
 
 static void ea_run(struct http_job *j, struct store *st)

@@ -52,9 +52,7 @@ static void stats_destroy(struct http_job *j)
         skpx_free((char *)p->rows[i].sum.endpoint);
         skpx_free((struct es_point *)p->rows[i].sum.points);
     }
-    skpx_free(p->rows);
-    skpx_free(p->after);
-    skpx_free(p->service);
+    SKPX_FREE_ALL(p->rows, p->after, p->service);
     http_response_cleanup(&j->res);
     skpx_free(p);
 }

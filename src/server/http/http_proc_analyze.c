@@ -68,9 +68,7 @@ void http_proc_job_free(struct http_proc_job *j)
     if (!j)
         return;
     j->fmt->job_cleanup(j);
-    skpx_free(j->task_id);
-    skpx_free(j->instances);
-    skpx_free(j);
+    SKPX_FREE_ALL(j->task_id, j->instances, j);
 }
 
 static void job_destroy(struct http_job *j)

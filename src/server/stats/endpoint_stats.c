@@ -258,10 +258,7 @@ void endpoint_stats_free(struct endpoint_stats *es)
         struct es_entry *e = &es->entries[i];
         for (size_t m = 0; m < es->n_min_slots; m++)
             es_hist_cleanup(&e->mins[m].h);
-        skpx_free(e->mins);
-        skpx_free(e->service);
-        skpx_free(e->instance);
-        skpx_free(e->endpoint);
+        SKPX_FREE_ALL(e->mins, e->service, e->instance, e->endpoint);
     }
     skpx_free(es->entries);
     skpx_strmap_cleanup(&es->keys);
@@ -330,10 +327,7 @@ static skp_err entry_find(struct endpoint_stats *es, const char *svc, const char
     e->mins = skpx_calloc(es->n_min_slots, sizeof(*e->mins));
     if (!e->service || !e->instance || !e->endpoint || !e->mins ||
         skpx_strmap_put(&es->keys, key, (uint32_t)es->n_entries) != SKP_OK) {
-        skpx_free(e->service);
-        skpx_free(e->instance);
-        skpx_free(e->endpoint);
-        skpx_free(e->mins);
+        SKPX_FREE_ALL(e->service, e->instance, e->endpoint, e->mins);
         return SKP_ENOMEM;
     }
     for (size_t m = 0; m < es->n_min_slots; m++)
@@ -545,9 +539,7 @@ out:
         for (int k = 0; k < n_min; k++)
             es_hist_cleanup(&ph[k]);
     es_hist_cleanup(&all);
-    skpx_free(ph);
-    skpx_free(pts);
-    skpx_free(sel);
+    SKPX_FREE_ALL(ph, pts, sel);
     return err;
 }
 

@@ -434,9 +434,7 @@ void store_task_cleanup(struct store_task *t)
 {
     if (!t)
         return;
-    skpx_free(t->id);
-    skpx_free(t->service);
-    skpx_free(t->endpoint);
+    SKPX_FREE_ALL(t->id, t->service, t->endpoint);
     t->id = t->service = t->endpoint = NULL;
 }
 
@@ -488,9 +486,7 @@ void store_proc_tasks_free(struct proc_task *v, size_t n)
 void store_proc_logs_free(struct proc_log *v, size_t n)
 {
     for (size_t i = 0; v && i < n; i++) {
-        skpx_free(v[i].instance);
-        skpx_free(v[i].op);
-        skpx_free(v[i].message);
+        SKPX_FREE_ALL(v[i].instance, v[i].op, v[i].message);
     }
     skpx_free(v);
 }

@@ -43,10 +43,7 @@ out:
 void store_span_rows_cleanup(struct store_span_rows *r)
 {
     json_decref((json_t *)r->root);
-    skpx_free(r->spans);
-    skpx_free(r->refs);
-    skpx_free(r->kvs);
-    skpx_free(r->logs);
+    SKPX_FREE_ALL(r->spans, r->refs, r->kvs, r->logs);
     memset(r, 0, sizeof(*r));
 }
 

@@ -617,10 +617,7 @@ void pg_store_close(struct store *base)
     skpx_u64map_cleanup(&st->parts);
     store_stack_cache_cleanup(&st->stack_cache);
     store_frame_sigs_cleanup(&st->frame_sigs);
-    skpx_free(st->scratch_ids);
-    skpx_free(st->url);
-    skpx_free(st->shown);
-    skpx_free(st);
+    SKPX_FREE_ALL(st->scratch_ids, st->url, st->shown, st);
 }
 
 /* ---- check and stats ---- */

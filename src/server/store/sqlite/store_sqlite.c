@@ -318,10 +318,7 @@ void sqlite_store_close(struct store *base)
     skpx_u64map_cleanup(&st->task_segs);
     store_stack_cache_cleanup(&st->stack_cache);
     store_frame_sigs_cleanup(&st->frame_sigs);
-    skpx_free(st->scratch_ids);
-    skpx_free(st->scratch_blob);
-    skpx_free(st->path);
-    skpx_free(st);
+    SKPX_FREE_ALL(st->scratch_ids, st->scratch_blob, st->path, st);
 }
 
 /* ---- row loop and arrays ---- */

@@ -118,8 +118,7 @@ skp_err skpx_buf_take(struct skpx_buf *b, uint8_t **out, size_t *out_len)
     }
     *out = b->data;
     *out_len = b->len;
-    b->data = NULL;
-    b->len = b->cap = 0;
+    skpx_buf_init(b, b->max);
     return SKP_OK;
 }
 
@@ -128,7 +127,5 @@ void skpx_buf_cleanup(struct skpx_buf *b)
     if (!b)
         return;
     skpx_free(b->data);
-    b->data = NULL;
-    b->len = b->cap = 0;
-    b->err = SKP_OK;
+    skpx_buf_init(b, b->max);
 }

@@ -33,17 +33,11 @@ const uint32_t *store_stack_cache_add(struct store_stack_cache *c, uint32_t id, 
         return NULL;
     if (c->pool_len + n > STORE_STACK_POOL_MAX)
         store_stack_cache_clear(c);
-    /* Allocated even for an empty first stack: its location must not be NULL + 0. */
-    if (!c->pool || c->pool_len + n > c->pool_cap) {
-        size_t ncap = c->pool_cap ? c->pool_cap : 4096;
-        while (ncap < c->pool_len + n)
-            ncap *= 2;
-        uint32_t *p = skpx_realloc(c->pool, ncap * sizeof(*p));
-        if (!p)
-            return NULL;
-        c->pool = p;
-        c->pool_cap = ncap;
-    }
+    /* Allocated even for an empty first stack (room for one id at least): its location must not
+     * be NULL + 0. */
+    size_t need = c->pool_len + n;
+    if (skpx_grow(&c->pool, &c->pool_cap, need ? need : 1, sizeof(*c->pool), 4096))
+        return NULL;
     if (skpx_grow(&c->stacks, &c->cap_stacks, c->n_stacks + 1, sizeof(*c->stacks), 256))
         return NULL;
     size_t at = c->n_stacks;

@@ -13,6 +13,7 @@
 #include "common/alloc.h"
 #include "common/clock.h"
 #include "common/err.h"
+#include "common/grow.h"
 #include "common/log.h"
 #include "server/formats/utf8.h"
 
@@ -80,18 +81,8 @@ static void pgb_need(struct pg_buf *b, size_t more)
 {
     if (b->failed)
         return;
-    if (b->len + more + 1 > b->cap) {
-        size_t ncap = b->cap ? b->cap : 256;
-        while (ncap < b->len + more + 1)
-            ncap *= 2;
-        char *p = skpx_realloc(b->s, ncap);
-        if (!p) {
-            b->failed = true;
-            return;
-        }
-        b->s = p;
-        b->cap = ncap;
-    }
+    if (skpx_grow(&b->s, &b->cap, b->len + more + 1, 1, 256))
+        b->failed = true;
 }
 
 void pgb_putc(struct pg_buf *b, char c)

@@ -59,14 +59,7 @@ size_t pg__unhex(char *s)
 
 static skp_err ensure_scratch(struct pg_store *st, size_t n)
 {
-    if (n <= st->scratch_cap)
-        return SKP_OK;
-    uint32_t *p = skpx_realloc(st->scratch_ids, n * sizeof(*p));
-    if (!p)
-        return SKP_ENOMEM;
-    st->scratch_ids = p;
-    st->scratch_cap = n;
-    return SKP_OK;
+    return skpx_grow(&st->scratch_ids, &st->scratch_cap, n, sizeof(*st->scratch_ids), 64);
 }
 
 /* ---- names: segment ids, task ids, frame signatures ---- */

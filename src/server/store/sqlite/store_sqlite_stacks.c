@@ -7,6 +7,7 @@
 #include <string.h>
 
 #include "common/alloc.h"
+#include "common/grow.h"
 #include "common/log.h"
 #include "server/store/store_codec.h"
 #include "server/store/sqlite/store_int.h"
@@ -117,22 +118,11 @@ static skp_err frame_ref(struct sqlite_store *st, const char *raw, uint32_t *out
 
 skp_err store__ensure_scratch(struct sqlite_store *st, size_t n_ids)
 {
-    if (n_ids > st->scratch_cap) {
-        uint32_t *p = skpx_realloc(st->scratch_ids, n_ids * sizeof(*p));
-        if (!p)
-            return SKP_ENOMEM;
-        st->scratch_ids = p;
-        st->scratch_cap = n_ids;
-    }
-    size_t blob = n_ids * 5;
-    if (blob > st->scratch_blob_cap) {
-        uint8_t *p = skpx_realloc(st->scratch_blob, blob);
-        if (!p)
-            return SKP_ENOMEM;
-        st->scratch_blob = p;
-        st->scratch_blob_cap = blob;
-    }
-    return SKP_OK;
+    skp_err err =
+        skpx_grow(&st->scratch_ids, &st->scratch_cap, n_ids, sizeof(*st->scratch_ids), 64);
+    if (!err) /* an encoded id takes at most 5 bytes */
+        err = skpx_grow(&st->scratch_blob, &st->scratch_blob_cap, n_ids * 5, 1, 64 * 5);
+    return err;
 }
 
 skp_err store__stack_ref(struct sqlite_store *st, char *const *frames, size_t n_frames,

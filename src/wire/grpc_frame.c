@@ -36,11 +36,7 @@ void skpx_grpc_reader_init(struct skpx_grpc_reader *r, size_t max_msg)
 void skpx_grpc_reader_cleanup(struct skpx_grpc_reader *r)
 {
     skpx_free(r->buf);
-    r->buf = NULL;
-    r->buf_cap = 0;
-    r->buf_have = 0;
-    r->prefix_have = 0;
-    r->msg_len = 0;
+    skpx_grpc_reader_init(r, r->max_msg); /* empty again, with its limit */
 }
 
 bool skpx_grpc_reader_idle(const struct skpx_grpc_reader *r)

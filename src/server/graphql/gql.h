@@ -72,6 +72,8 @@ struct gql_resolver {
     const char *field;
     gql_resolve_cb fn;
 };
+/* A resolver of a field that is always false (gql_introspect.c). */
+skp_err gql_resolve_false(struct gql_call *c, json_t **out);
 
 /* ---- schema ---- */
 struct gql_schema;

@@ -194,6 +194,15 @@ static json_t *scalar_in(const struct gql_type *t, const json_t *v, struct cerr 
     return json_incref((json_t *)v); /* a custom scalar: as given */
 }
 
+/* Sets o[k] to c (taking c); a NULL c (a failed coercion) or a failed set frees o: false. */
+static bool put_or_drop(json_t *o, const char *k, json_t *c)
+{
+    if (c && json_object_set_new(o, k, c) == 0)
+        return true;
+    json_decref(o);
+    return false;
+}
+
 static json_t *coerce_json(const struct gql_schema *s, const struct gql_tref *t, const json_t *v,
                            struct cerr *ce, int depth);
 
@@ -225,10 +234,8 @@ static json_t *input_object_json(const struct gql_schema *s, const struct gql_ty
         } else {
             continue;
         }
-        if (!c || json_object_set_new(o, f->name, c) != 0) {
-            json_decref(o);
+        if (!put_or_drop(o, f->name, c))
             return NULL;
-        }
     }
     return o;
 }
@@ -404,10 +411,8 @@ static json_t *coerce_literal(struct exec *x, const struct gql_tref *t, const st
                 json_decref(c);
                 continue;
             }
-            if (!c || json_object_set_new(o, f->name, c) != 0) {
-                json_decref(o);
+            if (!put_or_drop(o, f->name, c))
                 return NULL;
-            }
         }
         return o;
     }
@@ -613,10 +618,8 @@ static json_t *field_args(struct exec *x, const struct gql_field *f, const struc
                 continue;
             }
         }
-        if (!c || json_object_set_new(o, d->name, c) != 0) {
-            json_decref(o);
+        if (!put_or_drop(o, d->name, c))
             return NULL;
-        }
     }
     return o;
 }

@@ -215,7 +215,7 @@ static skp_err r_null(struct gql_call *c, json_t **out)
     return SKP_OK;
 }
 
-static skp_err r_false(struct gql_call *c, json_t **out)
+skp_err gql_resolve_false(struct gql_call *c, json_t **out)
 {
     (void)c;
     *out = json_false();
@@ -240,7 +240,7 @@ skp_err gql_introspection_bind(struct gql_schema *s)
         {"__Type", "possibleTypes", r_null},
         {"__Type", "enumValues", r_type_enum_values},
         {"__Type", "inputFields", r_type_input_fields},
-        {"__Type", "isOneOf", r_false},
+        {"__Type", "isOneOf", gql_resolve_false},
     };
     for (size_t i = 0; i < sizeof(res) / sizeof(res[0]); i++) {
         struct gql_type *t = gql_schema_type(s, res[i].type);

@@ -40,13 +40,6 @@ static skp_err r_time_info(struct gql_call *c, json_t **out)
     return *out ? SKP_OK : SKP_ENOMEM;
 }
 
-static skp_err r_false(struct gql_call *c, json_t **out)
-{
-    (void)c;
-    *out = json_false();
-    return SKP_OK;
-}
-
 static skp_err r_records_ttl(struct gql_call *c, json_t **out)
 {
     (void)c;
@@ -402,7 +395,7 @@ const struct gql_resolver graphql_meta_resolvers[] = {
     {"Query", "getMenuItems", r_menu},
     {"Query", "getRecordsTTL", r_records_ttl},
     {"Query", "getMetricsTTL", r_metrics_ttl},
-    {"Query", "hasQueryTracesV2Support", r_false},
+    {"Query", "hasQueryTracesV2Support", gql_resolve_false},
     {"Query", "listLayers", r_list_layers},
     {"Query", "listServices", r_list_services},
     {"Query", "getService", r_get_service},

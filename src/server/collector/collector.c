@@ -91,6 +91,26 @@ skp_err collector_add(struct skpx_grpc_server *srv, const char *packaged_path,
     return skpx_grpc_server_add_method(srv, &m);
 }
 
+void *collector_call_state(struct skpx_grpc_call *call, size_t size, bool *fresh)
+{
+    void *st = skpx_grpc_call_get_data(call);
+    if (fresh)
+        *fresh = !st;
+    if (st)
+        return st;
+    st = skpx_calloc(1, size);
+    if (st)
+        skpx_grpc_call_set_data(call, st);
+    return st;
+}
+
+void *collector_call_take(struct skpx_grpc_call *call)
+{
+    void *st = skpx_grpc_call_get_data(call);
+    skpx_grpc_call_set_data(call, NULL);
+    return st;
+}
+
 struct collector_unary *collector_unary_attach(struct skpx_grpc_call *call)
 {
     struct collector_unary *u = skpx_calloc(1, sizeof(*u));
@@ -127,10 +147,9 @@ void collector_unary_on_close(struct skpx_grpc_call *call, void *ud, int status)
 {
     (void)ud;
     (void)status;
-    struct collector_unary *u = skpx_grpc_call_get_data(call);
+    struct collector_unary *u = collector_call_take(call);
     if (!u)
         return;
-    skpx_grpc_call_set_data(call, NULL);
     if (u->free_fn)
         u->free_fn(u);
     skpx_free(u);

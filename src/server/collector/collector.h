@@ -165,6 +165,13 @@ void collector_continuous_record(struct collector *c, const char *service, const
 /* The evaluator (NULL before start), for the HTTP API's policy changes and live values. */
 struct cont_eval *collector_continuous_eval(struct collector *c);
 
+/* The state a streaming method keeps between the messages of one call: the one attached to
+ * `call`, or else a new zeroed one of `size` bytes, attached now (then *fresh is true; `fresh`
+ * may be NULL). NULL when out of memory. */
+void *collector_call_state(struct skpx_grpc_call *call, size_t size, bool *fresh);
+/* Detaches the state attached to `call` and returns it (NULL when there is none). */
+void *collector_call_take(struct skpx_grpc_call *call);
+
 /* Unary helper: per-call result computed in on_message, sent in on_end. */
 struct collector_unary {
     int status; /* SKPX_GRPC_OK or the failure */

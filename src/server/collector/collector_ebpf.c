@@ -356,13 +356,9 @@ static int data_on_message(struct skpx_grpc_call *call, void *ud, const Protobuf
 {
     (void)raw;
     (void)raw_len;
-    struct data_call *d = skpx_grpc_call_get_data(call);
-    if (!d) {
-        d = skpx_calloc(1, sizeof(*d));
-        if (!d)
-            return SKPX_GRPC_RESOURCE_EXHAUSTED;
-        skpx_grpc_call_set_data(call, d);
-    }
+    struct data_call *d = collector_call_state(call, sizeof(*d), NULL);
+    if (!d)
+        return SKPX_GRPC_RESOURCE_EXHAUSTED;
     if (d->status != SKPX_GRPC_OK)
         return SKPX_GRPC_OK; /* refused already: read the rest, store nothing */
     const Skywalking__V3__EBPFProfilingData *m = (const void *)msg;
@@ -505,8 +501,7 @@ static void data_on_close(struct skpx_grpc_call *call, void *ud, int status)
 {
     (void)ud;
     (void)status;
-    struct data_call *d = skpx_grpc_call_get_data(call);
-    skpx_grpc_call_set_data(call, NULL);
+    struct data_call *d = collector_call_take(call);
     if (d && d->queued) {
         d->call = NULL; /* the job stores the rest and frees it */
         return;

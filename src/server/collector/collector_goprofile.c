@@ -639,14 +639,13 @@ int collector_goprofile_on_message(struct skpx_grpc_call *call, void *ud,
 {
     (void)raw;
     (void)raw_len;
-    struct goprof_call *g = skpx_grpc_call_get_data(call);
-    if (!g) {
-        g = skpx_calloc(1, sizeof(*g));
-        if (!g)
-            return SKPX_GRPC_RESOURCE_EXHAUSTED;
+    bool fresh;
+    struct goprof_call *g = collector_call_state(call, sizeof(*g), &fresh);
+    if (!g)
+        return SKPX_GRPC_RESOURCE_EXHAUSTED;
+    if (fresh) {
         g->call = call;
         g->c = ud;
-        skpx_grpc_call_set_data(call, g);
     }
     if (g->finished)
         return SKPX_GRPC_OK; /* answered already: the rest is ignored */
@@ -682,8 +681,7 @@ void collector_goprofile_on_close(struct skpx_grpc_call *call, void *ud, int sta
 {
     (void)ud;
     (void)status;
-    struct goprof_call *g = skpx_grpc_call_get_data(call);
-    skpx_grpc_call_set_data(call, NULL);
+    struct goprof_call *g = collector_call_take(call);
     if (!g)
         return;
     g->call = NULL;

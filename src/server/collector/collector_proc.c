@@ -179,14 +179,13 @@ static int add_chunk(struct skpx_grpc_call *call, struct upload *u, const struct
 int proc_upload_on_message(struct skpx_grpc_call *call, struct collector *c,
                            const struct proc_upload_ops *ops, const struct proc_upload_msg *m)
 {
-    struct upload *u = skpx_grpc_call_get_data(call);
-    if (!u) {
-        u = skpx_calloc(1, sizeof(*u));
-        if (!u)
-            return SKPX_GRPC_RESOURCE_EXHAUSTED;
+    bool fresh;
+    struct upload *u = collector_call_state(call, sizeof(*u), &fresh);
+    if (!u)
+        return SKPX_GRPC_RESOURCE_EXHAUSTED;
+    if (fresh) {
         u->c = c;
         u->ops = ops;
-        skpx_grpc_call_set_data(call, u);
         return first_message(call, u, m);
     }
     if (u->done || !u->receiving)
@@ -285,10 +284,9 @@ void proc_upload_on_close(struct skpx_grpc_call *call, struct collector *c, int 
 {
     (void)c;
     (void)status;
-    struct upload *u = skpx_grpc_call_get_data(call);
+    struct upload *u = collector_call_take(call);
     if (!u)
         return;
-    skpx_grpc_call_set_data(call, NULL);
     if (u->storing) {
         u->call = NULL; /* the file was whole: its job stores it and frees the upload */
         return;

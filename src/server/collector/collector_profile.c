@@ -386,13 +386,12 @@ static void snap_on_end(struct skpx_grpc_call *call, void *ud)
 static void snap_on_close(struct skpx_grpc_call *call, void *ud, int status)
 {
     struct collector *c = ud;
-    struct snap_call *s = skpx_grpc_call_get_data(call);
+    struct snap_call *s = collector_call_take(call);
     if (status != SKPX_GRPC_OK)
         c->metrics->snapshot_streams_failed++;
     if (s) {
         /* Buffered but never acknowledged (client vanished or the call failed). */
         c->metrics->snapshots_rejected += s->n;
-        skpx_grpc_call_set_data(call, NULL);
         snap_call_free(s);
     }
 }

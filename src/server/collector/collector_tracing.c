@@ -514,13 +514,9 @@ static int seg_on_message(struct skpx_grpc_call *call, void *ud, const ProtobufC
 {
     (void)msg;
     struct collector *c = ud;
-    struct seg_call *s = skpx_grpc_call_get_data(call);
-    if (!s) {
-        s = skpx_calloc(1, sizeof(*s));
-        if (!s)
-            return SKPX_GRPC_RESOURCE_EXHAUSTED;
-        skpx_grpc_call_set_data(call, s);
-    }
+    struct seg_call *s = collector_call_state(call, sizeof(*s), NULL);
+    if (!s)
+        return SKPX_GRPC_RESOURCE_EXHAUSTED;
     c->metrics->segments_received++;
     struct segment_scan sc;
     bool scanned = segment_scan(raw, raw_len, &sc) == SKP_OK;
@@ -561,10 +557,9 @@ static void seg_on_close(struct skpx_grpc_call *call, void *ud, int status)
 {
     (void)ud;
     (void)status;
-    struct seg_call *s = skpx_grpc_call_get_data(call);
+    struct seg_call *s = collector_call_take(call);
     if (s) {
         seg_release(s);
-        skpx_grpc_call_set_data(call, NULL);
         skpx_free(s);
     }
 }

@@ -246,6 +246,16 @@ void cli_print_json(json_t *j)
     putchar('\n');
 }
 
+int cli_print_answer(struct cli *c, json_t *answer, void (*print)(json_t *answer))
+{
+    if (c->json)
+        cli_print_json(answer);
+    else
+        print(answer);
+    json_decref(answer);
+    return CLI_EXIT_OK;
+}
+
 int cli_usage_error(const char *fmt, ...)
 {
     va_list ap;

@@ -162,6 +162,9 @@ void cli_json_make_safe(json_t *j);
 
 /* Prints `j` as indented JSON and a newline on stdout (the commands' --json output). */
 void cli_print_json(json_t *j);
+/* A command's answer (owned, NULL ok): with --json printed by cli_print_json, otherwise by the
+ * command's print(answer); then json_decref'd. Returns CLI_EXIT_OK. */
+int cli_print_answer(struct cli *c, json_t *answer, void (*print)(json_t *answer));
 /* Writes len bytes of data to the file at path (NULL = stdout). Returns CLI_EXIT_OK,
  * CLI_EXIT_USAGE (cannot open; said on stderr) or CLI_EXIT_API (write failed; said). */
 int cli_write_out(const char *path, const char *data, size_t len);

@@ -178,10 +178,5 @@ int cmd_compare(struct cli *c, int argc, char **argv)
     json_decref(body);
     if (rc)
         return rc;
-    if (c->json)
-        cli_print_json(doc);
-    else
-        print_changes(doc);
-    json_decref(doc);
-    return CLI_EXIT_OK;
+    return cli_print_answer(c, doc, print_changes);
 }

@@ -220,12 +220,7 @@ int cmd_policy(struct cli *c, int argc, char **argv)
     json_decref(body);
     if (rc)
         return rc;
-    if (c->json)
-        cli_print_json(out);
-    else
-        print_policy(out);
-    json_decref(out);
-    return CLI_EXIT_OK;
+    return cli_print_answer(c, out, print_policy);
 }
 
 struct trig_opts {

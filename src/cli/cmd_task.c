@@ -370,6 +370,12 @@ static int task_show_or_logs(struct cli *c, int argc, char **argv, bool logs_onl
     return rc;
 }
 
+/* The answer of a cancel: "cancelled ID". */
+static void print_cancelled(json_t *res)
+{
+    printf("cancelled %s\n", cli_json_str(res, "id"));
+}
+
 /* POST /api/v1/profile/tasks/{id}/cancel; prints "cancelled ID". */
 static int task_cancel(struct cli *c, int argc, char **argv)
 {
@@ -385,14 +391,9 @@ static int task_cancel(struct cli *c, int argc, char **argv)
     json_t *res = NULL;
     rc = body ? cli_api_json(c, "POST", target, body, &res) : CLI_EXIT_API;
     json_decref(body);
-    if (!rc) {
-        if (c->json)
-            cli_print_json(res);
-        else
-            printf("cancelled %s\n", cli_json_str(res, "id"));
-    }
-    json_decref(res);
-    return rc;
+    if (rc)
+        return rc;
+    return cli_print_answer(c, res, print_cancelled);
 }
 
 int cmd_task(struct cli *c, int argc, char **argv)

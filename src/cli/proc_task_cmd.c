@@ -22,18 +22,19 @@ int proc_task_write_out(const char *path, const char *data, size_t len)
     return rc;
 }
 
+/* The new task's id on a line of its own. */
+static void print_id(json_t *task)
+{
+    printf("%s\n", cli_json_str(task, "id"));
+}
+
 int proc_task_create(struct cli *c, const char *api, json_t *body)
 {
     json_t *res = NULL;
     int rc = cli_api_json(c, "POST", api, body, &res);
     if (rc)
         return rc;
-    if (c->json)
-        cli_print_json(res);
-    else
-        printf("%s\n", cli_json_str(res, "id"));
-    json_decref(res);
-    return CLI_EXIT_OK;
+    return cli_print_answer(c, res, print_id);
 }
 
 int proc_task_list(struct cli *c, const char *api, const char *service, json_t **out)

@@ -79,6 +79,17 @@ static skp_err num_arg(const Skywalking__V3__Command *cmd, const char *key, long
     return SKP_OK;
 }
 
+/* num_arg for an int field within -lim..lim; *out is written only when the value is good. */
+static skp_err int_arg(const Skywalking__V3__Command *cmd, const char *key, long long lim, int *out,
+                       char *reason, size_t rcap)
+{
+    long long n;
+    skp_err err = num_arg(cmd, key, -lim, lim, &n, reason, rcap);
+    if (!err)
+        *out = (int)n;
+    return err;
+}
+
 skp_err skp__profile_command_parse(const Skywalking__V3__Command *cmd, struct skp__task *out,
                                    char *reason, size_t cap)
 {
@@ -98,19 +109,12 @@ skp_err skp__profile_command_parse(const Skywalking__V3__Command *cmd, struct sk
     if (err)
         return err;
     /* Ranges here only keep the values representable; the task service applies the rules. */
-    if ((err = num_arg(cmd, "Duration", -1000000, 1000000, &n, reason, cap)))
-        return err;
-    out->duration_min = (int)n;
-    if ((err = num_arg(cmd, "MinDurationThreshold", -1000000000, 1000000000, &n, reason, cap)))
-        return err;
-    out->min_duration_threshold_ms = (int)n;
-    if ((err = num_arg(cmd, "DumpPeriod", -1000000000, 1000000000, &n, reason, cap)))
-        return err;
-    out->dump_period_ms = (int)n;
-    if ((err = num_arg(cmd, "MaxSamplingCount", -1000000, 1000000, &n, reason, cap)))
-        return err;
-    out->max_sampling_count = (int)n;
-    if ((err = num_arg(cmd, "StartTime", 0, INT64_MAX, &n, reason, cap)))
+    if ((err = int_arg(cmd, "Duration", 1000000, &out->duration_min, reason, cap)) ||
+        (err = int_arg(cmd, "MinDurationThreshold", 1000000000, &out->min_duration_threshold_ms,
+                       reason, cap)) ||
+        (err = int_arg(cmd, "DumpPeriod", 1000000000, &out->dump_period_ms, reason, cap)) ||
+        (err = int_arg(cmd, "MaxSamplingCount", 1000000, &out->max_sampling_count, reason, cap)) ||
+        (err = num_arg(cmd, "StartTime", 0, INT64_MAX, &n, reason, cap)))
         return err;
     out->start_time_ms = n;
     return SKP_OK;

@@ -184,36 +184,30 @@ void skp__cont_eval_slot(struct skp__cont_eval *e, const struct skp__cont_sample
 {
     if (!e->pol)
         return;
+    /* the process-wide monitors' values of this slot, and whether the sample has each */
+    const struct {
+        bool has;
+        double v;
+    } proc[SKP_CONT_N_MONITORS] = {
+        [SKP_CONT_PROCESS_CPU] = {smp->has_cpu, smp->cpu_pct},
+        [SKP_CONT_PROCESS_THREAD_COUNT] = {smp->has_threads, smp->threads},
+        [SKP_CONT_SYSTEM_LOAD] = {smp->has_load, smp->load1},
+    };
     for (int t = 0; t < SKP_CONT_N_TARGETS; t++) {
         for (int m = 0; m < SKP_CONT_N_MONITORS; m++) {
             struct skp__cont_check *c = &e->chk[t][m];
             int period = e->pol->items[t][m].period;
             for (int i = 0; i < c->n_series; i++) {
                 struct skp__cont_series *s = &c->series[i];
-                double v = 0;
-                switch (m) {
-                case SKP_CONT_PROCESS_CPU:
-                    if (!smp->has_cpu)
-                        continue;
-                    v = smp->cpu_pct;
-                    break;
-                case SKP_CONT_PROCESS_THREAD_COUNT:
-                    if (!smp->has_threads)
-                        continue;
-                    v = smp->threads;
-                    break;
-                case SKP_CONT_SYSTEM_LOAD:
-                    if (!smp->has_load)
-                        continue;
-                    v = smp->load1;
-                    break;
-                case SKP_CONT_HTTP_ERROR_RATE:
+                double v;
+                if (m == SKP_CONT_HTTP_ERROR_RATE)
                     v = s->count ? (double)s->errors * 100.0 / (double)s->count : 0;
-                    break;
-                default:
+                else if (m == SKP_CONT_HTTP_AVG_RESPONSE_TIME)
                     v = s->count ? (double)s->sum_ms / (double)s->count : 0;
-                    break;
-                }
+                else if (proc[m].has)
+                    v = proc[m].v;
+                else
+                    continue;
                 push(s, period, v);
                 s->count = s->errors = s->sum_ms = 0;
             }

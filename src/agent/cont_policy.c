@@ -68,6 +68,10 @@ static bool eat(struct jr *r, char c)
     return true;
 }
 
+/* The one-character escapes of a JSON string (after the backslash) and what each stands for. */
+static const char k_escapes[] = "\"\\/bfnrt";
+static const char k_unescaped[] = "\"\\/\b\f\n\r\t";
+
 /* Reads a string into out (cap bytes incl. NUL); out NULL = skip. UTF-16 escapes are written as
  * UTF-8 (surrogate pairs joined; a lone surrogate becomes U+FFFD). */
 static bool str(struct jr *r, char *out, size_t cap)
@@ -86,28 +90,10 @@ static bool str(struct jr *r, char *out, size_t cap)
             if (r->p >= r->end)
                 return fail(r, "unterminated escape");
             char e = *r->p++;
-            switch (e) {
-            case '"':
-            case '\\':
-            case '/':
-                buf[0] = e;
-                break;
-            case 'b':
-                buf[0] = '\b';
-                break;
-            case 'f':
-                buf[0] = '\f';
-                break;
-            case 'n':
-                buf[0] = '\n';
-                break;
-            case 'r':
-                buf[0] = '\r';
-                break;
-            case 't':
-                buf[0] = '\t';
-                break;
-            case 'u': {
+            const char *simple = memchr(k_escapes, e, sizeof(k_escapes) - 1);
+            if (simple) {
+                buf[0] = k_unescaped[simple - k_escapes];
+            } else if (e == 'u') {
                 unsigned cp = 0;
                 for (int i = 0; i < 4; i++) {
                     int h = r->p < r->end ? skpx_hex_value(*r->p++) : -1;
@@ -132,9 +118,7 @@ static bool str(struct jr *r, char *out, size_t cap)
                 if (cp >= 0xD800 && cp < 0xE000)
                     cp = 0xFFFD;
                 k = skpx_utf8_put(cp, buf);
-                break;
-            }
-            default:
+            } else {
                 return fail(r, "bad escape");
             }
         }
@@ -320,6 +304,15 @@ static bool item_member(struct jr *r, const char *key, void *ud)
     return skip(r);
 }
 
+/* The index of `key` in names[0..n), -1 when it is none of them. */
+static int name_index(const char *key, const char *const *names, int n)
+{
+    for (int i = 0; i < n; i++)
+        if (strcmp(key, names[i]) == 0)
+            return i;
+    return -1;
+}
+
 struct target_ctx {
     struct skp__cont_policy *pol;
     int target;
@@ -328,10 +321,7 @@ struct target_ctx {
 static bool monitor_member(struct jr *r, const char *key, void *ud)
 {
     struct target_ctx *t = ud;
-    int m = -1;
-    for (int i = 0; i < SKP_CONT_N_MONITORS; i++)
-        if (strcmp(key, k_monitors[i]) == 0)
-            m = i;
+    int m = name_index(key, k_monitors, SKP_CONT_N_MONITORS);
     if (m < 0 || t->target < 0) {
         t->pol->n_skipped++;
         return skip(r);
@@ -351,10 +341,7 @@ static bool monitor_member(struct jr *r, const char *key, void *ud)
 static bool profiling_member(struct jr *r, const char *key, void *ud)
 {
     struct skp__cont_policy *pol = ud;
-    int t = -1;
-    for (int i = 0; i < SKP_CONT_N_TARGETS; i++)
-        if (strcmp(key, k_targets[i]) == 0)
-            t = i;
+    int t = name_index(key, k_targets, SKP_CONT_N_TARGETS);
     if (t < 0)
         pol->n_skipped++;
     else

@@ -49,12 +49,17 @@ skp_err skp__reporter_snapshot_pb(const struct skp__snapshot *s, struct skp__sym
     return SKP_OK;
 }
 
+/* Frees the one allocation a built message lives in (both kinds have one) and forgets it. */
+static void pb_mem_release(char **mem)
+{
+    skpx_free(*mem);
+    *mem = NULL;
+}
+
 void skp__pb_snapshot_cleanup(struct skp__pb_snapshot *out)
 {
-    if (!out)
-        return;
-    skpx_free(out->mem);
-    out->mem = NULL;
+    if (out)
+        pb_mem_release(&out->mem);
 }
 
 /* bump allocator over out->mem */
@@ -174,8 +179,6 @@ skp_err skp__reporter_segment_pb(const struct skp__finished_segment *fs, const c
 
 void skp__pb_segment_cleanup(struct skp__pb_segment *out)
 {
-    if (!out)
-        return;
-    skpx_free(out->mem);
-    out->mem = NULL;
+    if (out)
+        pb_mem_release(&out->mem);
 }

@@ -17,6 +17,15 @@
 #include "common/clock.h"
 #include "common/log.h"
 
+/* Frees the capture buffers; frames == NULL is what tells cleanup the sampler holds none. */
+static void buffers_free(struct skp__sampler *s)
+{
+    skpx_free(s->frames);
+    skpx_free(s->scratch);
+    s->frames = NULL;
+    s->scratch = NULL;
+}
+
 skp_err skp__sampler_init(struct skp__sampler *s, struct skp__task_ctx *ctx,
                           struct skp__snapshot_queue *queue, const struct skp__clock *clock,
                           uint32_t max_depth, int64_t max_profiling_ms)
@@ -30,10 +39,7 @@ skp_err skp__sampler_init(struct skp__sampler *s, struct skp__task_ctx *ctx,
     s->frames = skpx_calloc(s->max_depth, sizeof(*s->frames));
     s->scratch = skpx_malloc(SKP_CAPTURE_SCRATCH_BYTES);
     if (!s->frames || !s->scratch) {
-        skpx_free(s->frames);
-        skpx_free(s->scratch);
-        s->frames = NULL;
-        s->scratch = NULL;
+        buffers_free(s);
         return SKP_ENOMEM;
     }
     pthread_mutex_init(&s->run_lock, NULL);
@@ -41,10 +47,7 @@ skp_err skp__sampler_init(struct skp__sampler *s, struct skp__task_ctx *ctx,
     if (skp__cond_init_mono(&s->cv)) {
         pthread_mutex_destroy(&s->run_lock);
         pthread_mutex_destroy(&s->mu);
-        skpx_free(s->frames);
-        skpx_free(s->scratch);
-        s->frames = NULL;
-        s->scratch = NULL;
+        buffers_free(s);
         return SKP_EIO;
     }
     return SKP_OK;
@@ -58,10 +61,7 @@ void skp__sampler_cleanup(struct skp__sampler *s)
     pthread_mutex_destroy(&s->run_lock);
     pthread_mutex_destroy(&s->mu);
     pthread_cond_destroy(&s->cv);
-    skpx_free(s->frames);
-    skpx_free(s->scratch);
-    s->frames = NULL;
-    s->scratch = NULL;
+    buffers_free(s);
 }
 
 /* --- holds ---------------------------------------------------------------------------------- */

@@ -40,19 +40,11 @@ int skp__base64_encode(const char *in, size_t n, char *out, size_t cap)
     return (int)j;
 }
 
+/* The 6-bit value of a base64 digit (its index in the encoder's alphabet), -1 for another byte. */
 static int b64_val(unsigned char c)
 {
-    if (c >= 'A' && c <= 'Z')
-        return c - 'A';
-    if (c >= 'a' && c <= 'z')
-        return c - 'a' + 26;
-    if (c >= '0' && c <= '9')
-        return c - '0' + 52;
-    if (c == '+')
-        return 62;
-    if (c == '/')
-        return 63;
-    return -1;
+    const char *at = memchr(b64, c, sizeof(b64) - 1);
+    return at ? (int)(at - b64) : -1;
 }
 
 int skp__base64_decode(const char *in, size_t n, char *out, size_t cap)

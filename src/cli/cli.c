@@ -149,6 +149,16 @@ static int store_option(const struct cli_stored_opt *table, size_t n, void *ud, 
     return CLI_PARSE_UNKNOWN;
 }
 
+int cli_parse_pid_table(struct cli *c, int argc, char **argv, const char *shortopts,
+                        const struct cli_stored_opt *table, size_t n, const char *usage,
+                        const char *cmd, cli_option_fn on_opt, void *ud, const long *pid)
+{
+    int rc = cli_parse_table(c, argc, argv, shortopts, table, n, usage, cmd, NULL, on_opt, ud);
+    if (rc == CLI_PARSE_NEXT && !*pid)
+        return cli_usage_error("%s: --pid is required (see skyprof %s --help)", cmd, cmd);
+    return rc;
+}
+
 int cli_parse_global_options(struct cli *c, int argc, char **argv, const char *usage,
                              const char *cmd)
 {
@@ -584,4 +594,19 @@ void cli_catch_stop_signals(bool hup)
 bool cli_stop_requested(void)
 {
     return g_stop != 0;
+}
+
+void cli_wait_tick(int64_t *next, int64_t period_ns, uint64_t *missed)
+{
+    *next += period_ns;
+    int64_t now = skpx_mono_ns();
+    if (now - *next >= period_ns) {
+        int64_t behind = (now - *next) / period_ns;
+        *missed += (uint64_t)behind;
+        *next += behind * period_ns;
+    }
+    struct timespec ts = {(time_t)(*next / 1000000000LL), (long)(*next % 1000000000LL)};
+    while (clock_nanosleep(CLOCK_MONOTONIC, TIMER_ABSTIME, &ts, NULL) == EINTR &&
+           !cli_stop_requested()) {
+    }
 }

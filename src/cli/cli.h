@@ -136,6 +136,13 @@ struct cli_stored_opt {
 int cli_parse_table(struct cli *c, int argc, char **argv, const char *shortopts,
                     const struct cli_stored_opt *table, size_t n, const char *usage,
                     const char *cmd, const char *sub, cli_option_fn on_opt, void *ud);
+/* cli_parse_table for a command that reads a local process (dump, record, top, attach): no
+ * subcommand, and --pid is required: when *pid (the table's CLI_PID_OPT member in ud) is still 0
+ * once every option is parsed, says "<cmd>: --pid is required (see skyprof <cmd> --help)" and
+ * returns CLI_EXIT_USAGE. */
+int cli_parse_pid_table(struct cli *c, int argc, char **argv, const char *shortopts,
+                        const struct cli_stored_opt *table, size_t n, const char *usage,
+                        const char *cmd, cli_option_fn on_opt, void *ud, const long *pid);
 /* cli_parse_table for a command with no option of its own (only the global ones and -h). */
 int cli_parse_global_options(struct cli *c, int argc, char **argv, const char *usage,
                              const char *cmd);
@@ -224,5 +231,10 @@ int cli_term_width(void);
  * so a loop waiting in clock_nanosleep sees EINTR and can check the flag. */
 void cli_catch_stop_signals(bool hup);
 bool cli_stop_requested(void);
+/* The pace of a sampling loop (record, top): moves the tick deadline *next (skpx_mono_ns time) on
+ * by period_ns; when that is a whole period or more in the past, skips the ticks missed (added to
+ * *missed) instead of bursting to catch up (a tick less than a period late is taken at once);
+ * then sleeps until the deadline, or until a stop is requested. */
+void cli_wait_tick(int64_t *next, int64_t period_ns, uint64_t *missed);
 
 #endif

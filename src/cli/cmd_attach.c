@@ -96,12 +96,10 @@ static bool process_alive(pid_t pid)
 int cmd_attach(struct cli *c, int argc, char **argv)
 {
     struct attach_opts o = {0};
-    int prc = cli_parse_table(c, argc, argv, ":hp:s:v", g_options, CLI_ROWS(g_options), g_usage,
-                              "attach", NULL, NULL, &o);
+    int prc = cli_parse_pid_table(c, argc, argv, ":hp:s:v", g_options, CLI_ROWS(g_options), g_usage,
+                                  "attach", NULL, &o, &o.pid);
     if (prc != CLI_PARSE_NEXT)
         return prc;
-    if (!o.pid)
-        return cli_usage_error("attach: --pid is required (see skyprof attach --help)");
     if (!o.service || !*o.service)
         return cli_usage_error("attach: --service is required (see skyprof attach --help)");
     if (optind < argc)

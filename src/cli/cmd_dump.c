@@ -170,12 +170,10 @@ static json_t *sample_json(long pid, const struct attach_target *t, const struct
 int cmd_dump(struct cli *c, int argc, char **argv)
 {
     struct dump_opts o = {.pid = 0, .blocking = false, .native = false, .retries = 20};
-    int prc = cli_parse_table(c, argc, argv, ":hp:", g_options, CLI_ROWS(g_options), g_usage,
-                              "dump", NULL, NULL, &o);
+    int prc = cli_parse_pid_table(c, argc, argv, ":hp:", g_options, CLI_ROWS(g_options), g_usage,
+                                  "dump", NULL, &o, &o.pid);
     if (prc != CLI_PARSE_NEXT)
         return prc;
-    if (!o.pid)
-        return cli_usage_error("dump: --pid is required (see skyprof dump --help)");
     if (optind < argc)
         return cli_usage_error("dump: unexpected argument '%s'", argv[optind]);
 

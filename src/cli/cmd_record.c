@@ -537,15 +537,11 @@ int cmd_record(struct cli *c, int argc, char **argv)
     struct recorder *r = skpx_xcalloc(1, sizeof(*r));
     r->o.duration_s = 10;
     r->o.rate_hz = 100;
-    int rc = cli_parse_table(c, argc, argv, ":hp:d:r:o:f:", g_options, CLI_ROWS(g_options), g_usage,
-                             "record", NULL, on_opt, &r->o);
+    int rc = cli_parse_pid_table(c, argc, argv, ":hp:d:r:o:f:", g_options, CLI_ROWS(g_options),
+                                 g_usage, "record", on_opt, &r->o, &r->o.pid);
     if (rc != CLI_PARSE_NEXT)
         goto done;
     rc = CLI_EXIT_USAGE;
-    if (!r->o.pid) {
-        cli_usage_error("record: --pid is required (see skyprof record --help)");
-        goto done;
-    }
     if (!r->o.out) {
         cli_usage_error("record: -o FILE is required (see skyprof record --help)");
         goto done;
@@ -617,19 +613,7 @@ int cmd_record(struct cli *c, int argc, char **argv)
         }
         sample_all(r);
         r->ticks++;
-        next += period_ns;
-        now = skpx_mono_ns();
-        if (now - next >= period_ns) {
-            /* more than a whole period behind: skip the ticks we missed instead of bursting to
-             * catch up (a tick less than a period late is taken at once) */
-            int64_t behind = (now - next) / period_ns;
-            r->missed_ticks += (uint64_t)behind;
-            next += behind * period_ns;
-        }
-        struct timespec ts = {(time_t)(next / 1000000000LL), (long)(next % 1000000000LL)};
-        while (clock_nanosleep(CLOCK_MONOTONIC, TIMER_ABSTIME, &ts, NULL) == EINTR &&
-               !cli_stop_requested()) {
-        }
+        cli_wait_tick(&next, period_ns, &r->missed_ticks);
     }
     if (!r->o.idle) { /* a last tick at the window's end: the CPU since the previous one */
         sample_all(r);

@@ -278,15 +278,11 @@ int cmd_top(struct cli *c, int argc, char **argv)
 {
     struct top *tp = skpx_xcalloc(1, sizeof(*tp));
     tp->o.rate_hz = 100;
-    int rc = cli_parse_table(c, argc, argv, ":hp:r:n:", g_options, CLI_ROWS(g_options), g_usage,
-                             "top", NULL, NULL, &tp->o);
+    int rc = cli_parse_pid_table(c, argc, argv, ":hp:r:n:", g_options, CLI_ROWS(g_options), g_usage,
+                                 "top", NULL, &tp->o, &tp->o.pid);
     if (rc != CLI_PARSE_NEXT)
         goto done;
     rc = CLI_EXIT_USAGE;
-    if (!tp->o.pid) {
-        cli_usage_error("top: --pid is required (see skyprof top --help)");
-        goto done;
-    }
     if (optind < argc) {
         cli_usage_error("top: unexpected argument '%s'", argv[optind]);
         goto done;
@@ -333,17 +329,7 @@ int cmd_top(struct cli *c, int argc, char **argv)
         }
         if (screen && quit_key())
             break;
-        next += period_ns;
-        now = skpx_mono_ns();
-        if (now - next >= period_ns) { /* fell behind: skip the missed ticks, never burst */
-            int64_t behind = (now - next) / period_ns;
-            tp->missed += (uint64_t)behind;
-            next += behind * period_ns;
-        }
-        struct timespec ts = {(time_t)(next / 1000000000LL), (long)(next % 1000000000LL)};
-        while (clock_nanosleep(CLOCK_MONOTONIC, TIMER_ABSTIME, &ts, NULL) == EINTR &&
-               !cli_stop_requested()) {
-        }
+        cli_wait_tick(&next, period_ns, &tp->missed);
     }
     if (screen)
         term_restore();

@@ -512,6 +512,19 @@ skp_err pg__commit(struct pg_store *st)
     return SKP_OK;
 }
 
+skp_err pg__begin_locked(struct pg_store *st, int64_t key, const char *what)
+{
+    skp_err err = pg__begin(st);
+    if (err)
+        return err;
+    char lock[64];
+    snprintf(lock, sizeof(lock), "SELECT pg_advisory_xact_lock(%" PRId64 ")", key);
+    err = pg__cmd(st, lock, what);
+    if (err)
+        pg__rollback(st);
+    return err;
+}
+
 void pg__rollback(struct pg_store *st)
 {
     if (st->in_tx && PQstatus(st->conn) == CONNECTION_OK) {
@@ -529,15 +542,24 @@ bool pg__retryable(const struct pg_store *st)
     return strcmp(st->sqlstate, "40001") == 0 || strcmp(st->sqlstate, "40P01") == 0;
 }
 
+/* The ingest caches (what the database answered for names, keys and partitions), one list for
+ * emptying them (release false) and for freeing them at close. */
+static void ingest_caches(struct pg_store *st, bool release)
+{
+    void (*text_map)(struct skpx_strmap *) = release ? skpx_strmap_cleanup : skpx_strmap_clear;
+    void (*num_map)(struct skpx_u64map *) = release ? skpx_u64map_cleanup : skpx_u64map_clear;
+    struct skpx_strmap *texts[] = {&st->frame_ids, &st->seg_ids, &st->task_keys};
+    struct skpx_u64map *nums[] = {&st->seg_first, &st->task_segs, &st->parts};
+    for (size_t i = 0; i < SKP_ARRAY_LEN(texts); i++)
+        text_map(texts[i]);
+    for (size_t i = 0; i < SKP_ARRAY_LEN(nums); i++)
+        num_map(nums[i]);
+    (release ? store_stack_cache_cleanup : store_stack_cache_clear)(&st->stack_cache);
+}
+
 void pg__drop_ingest_caches(struct pg_store *st)
 {
-    skpx_strmap_clear(&st->frame_ids);
-    skpx_strmap_clear(&st->seg_ids);
-    skpx_u64map_clear(&st->seg_first);
-    skpx_strmap_clear(&st->task_keys);
-    skpx_u64map_clear(&st->task_segs);
-    skpx_u64map_clear(&st->parts);
-    store_stack_cache_clear(&st->stack_cache);
+    ingest_caches(st, false);
 }
 
 skp_err pg__batch_epoch(struct pg_store *st)
@@ -559,6 +581,19 @@ skp_err pg__batch_epoch(struct pg_store *st)
 int64_t pg__i64(const PGresult *r, int row, int col)
 {
     return strtoll(PQgetvalue(r, row, col), NULL, 10);
+}
+
+char *pg__column_array(const PGresult *r, int col)
+{
+    struct pg_buf b = {0};
+    pgb_putc(&b, '{');
+    for (int i = 0; i < PQntuples(r); i++) {
+        if (i)
+            pgb_putc(&b, ',');
+        pgb_puts(&b, pg__txt(r, i, col));
+    }
+    pgb_putc(&b, '}');
+    return pgb_take(&b);
 }
 
 /* ---- open / close ---- */
@@ -600,13 +635,7 @@ void pg_store_close(struct store *base)
     struct pg_store *st = pg_store_of(base);
     if (st->conn)
         PQfinish(st->conn);
-    skpx_strmap_cleanup(&st->frame_ids);
-    skpx_strmap_cleanup(&st->seg_ids);
-    skpx_u64map_cleanup(&st->seg_first);
-    skpx_strmap_cleanup(&st->task_keys);
-    skpx_u64map_cleanup(&st->task_segs);
-    skpx_u64map_cleanup(&st->parts);
-    store_stack_cache_cleanup(&st->stack_cache);
+    ingest_caches(st, true);
     store_frame_sigs_cleanup(&st->frame_sigs);
     SKPX_FREE_ALL(st->scratch_ids, st->url, st->shown, st);
 }

@@ -41,15 +41,10 @@ static const char k_tables[] =
 
 static skp_err create_tables(struct pg_store *st)
 {
-    skp_err err = pg__begin(st);
+    skp_err err = pg__begin_locked(st, PG_LOCK_CLUSTER, "lock cluster tables");
     if (err)
         return err;
-    char lock[96];
-    snprintf(lock, sizeof(lock), "SELECT pg_advisory_xact_lock(%" PRId64 ")",
-             (int64_t)PG_LOCK_CLUSTER);
-    err = pg__cmd(st, lock, "lock cluster tables");
-    if (!err)
-        err = pg__cmd(st, k_tables, "create cluster tables");
+    err = pg__cmd(st, k_tables, "create cluster tables");
     if (!err)
         err = pg__commit(st);
     if (err)

@@ -73,16 +73,8 @@ skp_err pg_store_cont_list_triggers(struct store *base, const char *service, con
     if (n > 0) {
         /* The causes of exactly the listed triggers (by id: a trigger another collector adds
          * meanwhile changes nothing), in one query, in trigger order. */
-        struct pg_buf ids = {0};
-        pgb_putc(&ids, '{');
-        for (int i = 0; i < n; i++) {
-            if (i)
-                pgb_putc(&ids, ',');
-            pgb_int(&ids, pg__i64(r, i, 0));
-        }
-        pgb_putc(&ids, '}');
         struct pg_params q = {0};
-        pgp_owned(&q, pgb_take(&ids));
+        pgp_owned(&q, pg__column_array(r, 0));
         c = pg__query(st,
                       "SELECT trigger_id, " STORE_CONT_CAUSE_READ " FROM continuous_trigger_causes "
                       "WHERE trigger_id = ANY($1::bigint[]) ORDER BY trigger_id, seq",

@@ -58,19 +58,14 @@ static skp_err ensure_partition(struct pg_store *st, int64_t day)
     bool exists = strcmp(pg__txt(r, 0, 0), "t") == 0;
     PQclear(r);
     if (!exists) {
-        err = pg__begin(st);
+        err = pg__begin_locked(st, PG_LOCK_PARTITION, "partition lock");
         if (err)
             return err;
-        snprintf(sql, sizeof(sql), "SELECT pg_advisory_xact_lock(%" PRId64 ")",
-                 (int64_t)PG_LOCK_PARTITION);
-        err = pg__cmd(st, sql, "partition lock");
-        if (!err) {
-            snprintf(sql, sizeof(sql),
-                     "CREATE TABLE IF NOT EXISTS %s PARTITION OF snapshot_runs "
-                     "FOR VALUES FROM (%" PRId64 ") TO (%" PRId64 ")",
-                     name, day * PG_DAY_MS, (day + 1) * PG_DAY_MS);
-            err = pg__cmd(st, sql, "create partition");
-        }
+        snprintf(sql, sizeof(sql),
+                 "CREATE TABLE IF NOT EXISTS %s PARTITION OF snapshot_runs "
+                 "FOR VALUES FROM (%" PRId64 ") TO (%" PRId64 ")",
+                 name, day * PG_DAY_MS, (day + 1) * PG_DAY_MS);
+        err = pg__cmd(st, sql, "create partition");
         if (!err)
             err = pg__commit(st);
         if (err) {

@@ -170,6 +170,10 @@ SKP_MUST_CHECK skp_err pg__cmd(struct pg_store *st, const char *sql, const char 
 /* BEGIN (after pg__ready) / COMMIT (timed) / ROLLBACK (also drops the ingest caches). */
 SKP_MUST_CHECK skp_err pg__begin(struct pg_store *st);
 SKP_MUST_CHECK skp_err pg__commit(struct pg_store *st);
+/* pg__begin, then the transaction's advisory lock `key` (pg_advisory_xact_lock, logged as
+ * `what` when it fails): held until COMMIT or ROLLBACK, so collectors doing the same wait for
+ * each other. A failed lock is rolled back: on error no transaction is open. */
+SKP_MUST_CHECK skp_err pg__begin_locked(struct pg_store *st, int64_t key, const char *what);
 void pg__rollback(struct pg_store *st);
 void pg__drop_ingest_caches(struct pg_store *st);
 /* Whether the last failure was a serialization failure or a deadlock (worth a retry). */
@@ -197,6 +201,9 @@ static inline const char *pg__txt(const PGresult *r, int row, int col)
     return PQgetvalue(r, row, col);
 }
 int64_t pg__i64(const PGresult *r, int row, int col);
+/* Column `col` of every row of r as an array literal ("{1,2,3}": for values that need no
+ * quoting, e.g. ids); NULL when out of memory. */
+char *pg__column_array(const PGresult *r, int col);
 /* Decodes a bytea in text (hex) form "\x0a0b..." in place; returns the length or SIZE_MAX. */
 size_t pg__unhex(char *s);
 /* In a batch's transaction, before its references are resolved: holds the purge epoch row

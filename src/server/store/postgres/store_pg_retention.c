@@ -166,16 +166,8 @@ static skp_err purge_head(struct purge *pu, int64_t head, bool *more)
     if (!r)
         return err;
     int n = PQntuples(r);
-    struct pg_buf ids = {0};
-    pgb_putc(&ids, '{');
-    for (int i = 0; i < n; i++) {
-        if (i)
-            pgb_putc(&ids, ',');
-        pgb_puts(&ids, pg__txt(r, i, 0));
-    }
-    pgb_putc(&ids, '}');
+    char *arr = pg__column_array(r, 0);
     PQclear(r);
-    char *arr = pgb_take(&ids);
     if (!arr)
         return SKP_ENOMEM;
     if (n == 0) {

@@ -322,14 +322,10 @@ skp_err pg__migrate(struct pg_store *st, int target)
     int latest = pg_schema_version();
     if (target <= 0 || target > latest)
         target = latest;
-    skp_err err = pg__begin(st);
+    skp_err err = pg__begin_locked(st, PG_LOCK_SCHEMA, "schema lock");
     if (err)
         return err;
-    char lock[96];
-    snprintf(lock, sizeof(lock), "SELECT pg_advisory_xact_lock(%" PRId64 ")",
-             (int64_t)PG_LOCK_SCHEMA);
-    err = pg__cmd(st, lock, "schema lock");
-    if (!err && !st->base.read_only)
+    if (!st->base.read_only)
         err = pg__cmd(st,
                       "CREATE TABLE IF NOT EXISTS skp_schema_version(version int PRIMARY KEY,"
                       "  applied_ms bigint NOT NULL, description text NOT NULL)",

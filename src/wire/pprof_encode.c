@@ -88,6 +88,16 @@ static skp_err grow_array(struct skpx_pprof *p, void **arr, size_t elem, size_t 
     return SKP_OK;
 }
 
+/* Puts entry e (hash h) in the first free slot of its probe sequence (linear probing; slots
+ * hold entry + 1, 0 is free; cap is a power of two with a free slot). */
+static void slot_put(uint32_t *slots, size_t cap, uint32_t h, size_t e)
+{
+    size_t j = h & (cap - 1);
+    while (slots[j])
+        j = (j + 1) & (cap - 1);
+    slots[j] = (uint32_t)e + 1;
+}
+
 static skp_err pmap_rehash(struct skpx_pprof *p, struct pmap *m, size_t new_cap)
 {
     if (!budget_take(p, (new_cap - m->cap_slots) * sizeof(uint32_t)))
@@ -97,12 +107,8 @@ static skp_err pmap_rehash(struct skpx_pprof *p, struct pmap *m, size_t new_cap)
         p->bytes -= (new_cap - m->cap_slots) * sizeof(uint32_t);
         return SKP_ENOMEM;
     }
-    for (size_t i = 0; i < m->n; i++) {
-        size_t j = m->hash[i] & (new_cap - 1);
-        while (s[j])
-            j = (j + 1) & (new_cap - 1);
-        s[j] = (uint32_t)i + 1;
-    }
+    for (size_t i = 0; i < m->n; i++)
+        slot_put(s, new_cap, m->hash[i], i);
     skpx_free(m->slots);
     m->slots = s;
     m->cap_slots = new_cap;
@@ -167,10 +173,7 @@ static skp_err pmap_get(struct skpx_pprof *p, struct pmap *m, const void *key, s
     m->len[e] = (uint32_t)klen;
     m->hash[e] = h;
     m->arena_len += klen;
-    size_t j = h & (m->cap_slots - 1);
-    while (m->slots[j])
-        j = (j + 1) & (m->cap_slots - 1);
-    m->slots[j] = (uint32_t)e + 1;
+    slot_put(m->slots, m->cap_slots, h, e);
     *idx = e;
     *added = true;
     return SKP_OK;

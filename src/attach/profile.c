@@ -56,22 +56,34 @@ void attach_profile_cleanup(struct attach_profile *p)
     memset(p, 0, sizeof(*p));
 }
 
-static bool label_rehash(struct attach_profile *p)
+/* Where entry i (of the labels or of the nodes) goes in the index idx of cap slots. */
+typedef size_t (*index_slot_fn)(const struct attach_profile *p, size_t i, const uint32_t *idx,
+                                size_t cap);
+
+/* Doubles an index (*index of *cap slots; a slot holds entry + 1, 0 is empty) and places entries
+ * first..n-1 in it by slot_of. False when out of memory: the old index stays in use. */
+static bool index_double(struct attach_profile *p, uint32_t **index, size_t *cap, size_t first,
+                         size_t n, index_slot_fn slot_of)
 {
-    size_t cap = p->label_index_cap * 2;
-    uint32_t *idx = skpx_calloc(cap, sizeof(uint32_t));
+    size_t new_cap = *cap * 2;
+    uint32_t *idx = skpx_calloc(new_cap, sizeof(uint32_t));
     if (!idx)
         return false;
-    for (size_t i = 0; i < p->n_labels; i++) {
-        size_t h = (size_t)(fnv(p->labels[i]) & (cap - 1));
-        while (idx[h])
-            h = (h + 1) & (cap - 1);
-        idx[h] = (uint32_t)i + 1;
-    }
-    skpx_free(p->label_index);
-    p->label_index = idx;
-    p->label_index_cap = cap;
+    for (size_t i = first; i < n; i++)
+        idx[slot_of(p, i, idx, new_cap)] = (uint32_t)i + 1;
+    skpx_free(*index);
+    *index = idx;
+    *cap = new_cap;
     return true;
+}
+
+static size_t label_entry_slot(const struct attach_profile *p, size_t i, const uint32_t *idx,
+                               size_t cap)
+{
+    size_t h = (size_t)(fnv(p->labels[i]) & (cap - 1));
+    while (idx[h])
+        h = (h + 1) & (cap - 1);
+    return h;
 }
 
 /* Id of `s`, adding it when new; ATTACH_PROFILE_NONE on a bound or allocation failure. */
@@ -97,9 +109,10 @@ static uint32_t label_id(struct attach_profile *p, const char *s)
     p->labels[id] = copy;
     p->label_bytes += len;
     p->label_index[h] = id + 1;
-    if (p->n_labels * 2 > p->label_index_cap && !label_rehash(p)) {
-        /* the table still works above 50% load, only slower; the next add retries */
-    }
+    /* on failure the table still works above 50% load, only slower; the next add retries */
+    if (p->n_labels * 2 > p->label_index_cap)
+        (void)index_double(p, &p->label_index, &p->label_index_cap, 0, p->n_labels,
+                           label_entry_slot);
     return id;
 }
 
@@ -116,20 +129,10 @@ static size_t child_slot(const struct attach_profile *p, uint32_t parent, uint32
     return h;
 }
 
-static bool child_rehash(struct attach_profile *p)
+static size_t node_entry_slot(const struct attach_profile *p, size_t i, const uint32_t *idx,
+                              size_t cap)
 {
-    size_t cap = p->child_index_cap * 2;
-    uint32_t *idx = skpx_calloc(cap, sizeof(uint32_t));
-    if (!idx)
-        return false;
-    for (size_t i = 1; i < p->n_nodes; i++) {
-        size_t h = child_slot(p, p->nodes[i].parent, p->nodes[i].label, idx, cap);
-        idx[h] = (uint32_t)i + 1;
-    }
-    skpx_free(p->child_index);
-    p->child_index = idx;
-    p->child_index_cap = cap;
-    return true;
+    return child_slot(p, p->nodes[i].parent, p->nodes[i].label, idx, cap);
 }
 
 /* The child of `parent` with `label`, created when missing; NONE on a bound or OOM. */
@@ -155,8 +158,9 @@ static uint32_t child_of(struct attach_profile *p, uint32_t parent, uint32_t lab
         link = &p->nodes[*link].next_sibling;
     *link = id;
     p->child_index[h] = id + 1;
+    /* on failure the table works on, slower */
     if (p->n_nodes * 2 > p->child_index_cap)
-        (void)child_rehash(p); /* on failure the table works on, slower */
+        (void)index_double(p, &p->child_index, &p->child_index_cap, 1, p->n_nodes, node_entry_slot);
     return id;
 }
 

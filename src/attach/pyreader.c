@@ -14,6 +14,7 @@
 
 #include <errno.h>
 #include <signal.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <string.h>
 #include <unistd.h>
@@ -118,15 +119,32 @@ skp_err attach_target_open_at(pid_t pid, uintptr_t runtime, const struct attach_
     return SKP_OK;
 }
 
+/* Writes why the target is refused into why (when given; cap bytes) and returns err. */
+static skp_err refuse(skp_err err, char *why, size_t cap, const char *fmt, ...)
+    __attribute__((format(printf, 4, 5)));
+
+static skp_err refuse(skp_err err, char *why, size_t cap, const char *fmt, ...)
+{
+    if (why) {
+        va_list ap;
+        va_start(ap, fmt);
+        vsnprintf(why, cap, fmt, ap);
+        va_end(ap);
+    }
+    return err;
+}
+
+static skp_err runtime_unreadable(const struct attach_target *t, char *why, size_t cap)
+{
+    return refuse(SKP_EIO, why, cap, "cannot read _PyRuntime at 0x%lx in process %d",
+                  (unsigned long)t->runtime, (int)t->pid);
+}
+
 skp_err attach__layout_from_runtime(struct attach_target *t, char *why, size_t cap)
 {
     uint8_t buf[ATTACH_DEBUG_OFFSETS_COPY];
-    if (!attach_remote_read(&t->mem, t->runtime, buf, sizeof(buf))) {
-        if (why)
-            snprintf(why, cap, "cannot read _PyRuntime at 0x%lx in process %d",
-                     (unsigned long)t->runtime, (int)t->pid);
-        return SKP_EIO;
-    }
+    if (!attach_remote_read(&t->mem, t->runtime, buf, sizeof(buf)))
+        return runtime_unreadable(t, why, cap);
     return attach_pylayout_from_debug_offsets(buf, sizeof(buf), &t->layout, why, cap);
 }
 
@@ -350,54 +368,36 @@ skp_err attach__main_interp(struct attach_target *t, uintptr_t *out)
 skp_err attach__target_validate(struct attach_target *t, char *why, size_t cap)
 {
     const struct attach_pylayout *l = &t->layout;
-    if (l->free_threaded) {
-        if (why)
-            snprintf(why, cap,
-                     "process %d runs a free-threaded CPython build (%s): its per-thread frame "
-                     "and object layout is not supported by this reader",
-                     (int)t->pid, t->version);
-        return SKP_ENOTSUP;
-    }
-    if (!layout_fits(l)) {
-        if (why)
-            snprintf(why, cap,
-                     "CPython %s: the layout's offsets do not fit the structure sizes this reader "
-                     "copies (corrupt _Py_DebugOffsets or an unknown build)",
-                     t->version);
-        return SKP_ENOTSUP;
-    }
+    if (l->free_threaded)
+        return refuse(SKP_ENOTSUP, why, cap,
+                      "process %d runs a free-threaded CPython build (%s): its per-thread frame "
+                      "and object layout is not supported by this reader",
+                      (int)t->pid, t->version);
+    if (!layout_fits(l))
+        return refuse(SKP_ENOTSUP, why, cap,
+                      "CPython %s: the layout's offsets do not fit the structure sizes this reader "
+                      "copies (corrupt _Py_DebugOffsets or an unknown build)",
+                      t->version);
     uintptr_t interp = 0;
-    if (attach__main_interp(t, &interp) != SKP_OK) {
-        if (why)
-            snprintf(why, cap, "cannot read _PyRuntime at 0x%lx in process %d",
-                     (unsigned long)t->runtime, (int)t->pid);
-        return SKP_EIO;
-    }
-    if (!skpx_plausible_ptr(interp)) {
-        if (why)
-            snprintf(why, cap,
-                     "process %d: _PyRuntime has no interpreter (not initialised yet, finalizing, "
-                     "or not CPython %s)",
-                     (int)t->pid, t->version);
-        return SKP_EINVAL;
-    }
+    if (attach__main_interp(t, &interp) != SKP_OK)
+        return runtime_unreadable(t, why, cap);
+    if (!skpx_plausible_ptr(interp))
+        return refuse(SKP_EINVAL, why, cap,
+                      "process %d: _PyRuntime has no interpreter (not initialised yet, finalizing, "
+                      "or not CPython %s)",
+                      (int)t->pid, t->version);
     uintptr_t ts = 0;
     if (!attach_remote_read(&t->mem, interp + l->is_threads_head, &ts, sizeof(ts)) ||
-        !skpx_plausible_ptr(ts)) {
-        if (why)
-            snprintf(why, cap, "process %d: the interpreter at 0x%lx has no thread state",
-                     (int)t->pid, (unsigned long)interp);
-        return SKP_EINVAL;
-    }
+        !skpx_plausible_ptr(ts))
+        return refuse(SKP_EINVAL, why, cap,
+                      "process %d: the interpreter at 0x%lx has no thread state", (int)t->pid,
+                      (unsigned long)interp);
     uintptr_t back = 0;
-    if (!attach_remote_read(&t->mem, ts + l->ts_interp, &back, sizeof(back)) || back != interp) {
-        if (why)
-            snprintf(why, cap,
-                     "process %d: the thread state at 0x%lx does not point back to its "
-                     "interpreter (layout mismatch for CPython %s)",
-                     (int)t->pid, (unsigned long)ts, t->version);
-        return SKP_EINVAL;
-    }
+    if (!attach_remote_read(&t->mem, ts + l->ts_interp, &back, sizeof(back)) || back != interp)
+        return refuse(SKP_EINVAL, why, cap,
+                      "process %d: the thread state at 0x%lx does not point back to its "
+                      "interpreter (layout mismatch for CPython %s)",
+                      (int)t->pid, (unsigned long)ts, t->version);
     return SKP_OK;
 }
 

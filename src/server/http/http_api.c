@@ -147,6 +147,16 @@ void http_job_dispatch(struct http_ctx *cx, struct http_job *j)
     j->destroy(j);
 }
 
+void http_job_dispatch_after(struct http_ctx *cx, struct http_job *j, skp_err err, const char *what)
+{
+    if (err) {
+        j->destroy(j);
+        http_reply_store_error(cx, err, what);
+        return;
+    }
+    http_job_dispatch(cx, j);
+}
+
 void *http_job_new(struct http_ctx *cx, size_t size, void (*run)(struct http_job *, struct store *),
                    void (*destroy)(struct http_job *))
 {

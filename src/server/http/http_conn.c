@@ -204,6 +204,17 @@ static void refuse(struct hconn *h, int status, const char *reason)
     truncate_input(h, (size_t)keep);
 }
 
+/* Refuses h's request with 503 and `reason` (a limit of the server was hit): counted in
+ * *refused and logged as `why` (a format of the one size_t `limit`) through the caller's
+ * limiter. */
+static void refuse_busy(struct hconn *h, uint64_t *refused, struct skpx_log_limit *lim,
+                        const char *why, size_t limit, const char *reason)
+{
+    (*refused)++;
+    skpx_log_limited(lim, SKPX_LOG_WARN, why, limit);
+    refuse(h, 503, reason);
+}
+
 static void arm_deadline(struct hconn *h)
 {
     int ms = h->hc->o.request_timeout_ms;
@@ -235,12 +246,10 @@ static void reserve_body(struct hconn *h, uint64_t len)
 {
     struct http_conns *hc = h->hc;
     if (len > hc->o.body_budget || hc->m->http_body_bytes > hc->o.body_budget - len) {
-        hc->m->http_budget_refused++;
         static struct skpx_log_limit lim;
-        skpx_log_limited(&lim, SKPX_LOG_WARN,
-                         "http: request bodies over the budget (%zu bytes), refusing with 503",
-                         hc->o.body_budget);
-        refuse(h, 503, "server busy receiving other requests, retry");
+        refuse_busy(h, &hc->m->http_budget_refused, &lim,
+                    "http: request bodies over the budget (%zu bytes), refusing with 503",
+                    hc->o.body_budget, "server busy receiving other requests, retry");
         return;
     }
     h->body_reserved += len;
@@ -365,15 +374,31 @@ static void input_cb(struct evbuffer *buf, const struct evbuffer_cb_info *info, 
     }
 }
 
-static void conn_unlink_free(struct hconn *h)
+/* Takes h out of hc's list of connections. */
+static void conns_unlink(struct http_conns *hc, struct hconn *h)
 {
-    struct http_conns *hc = h->hc;
     if (h->prev)
         h->prev->next = h->next;
     else
         hc->conns = h->next;
     if (h->next)
         h->next->prev = h->prev;
+}
+
+/* Puts h (in no list) at the front of hc's list of connections. */
+static void conns_push_front(struct http_conns *hc, struct hconn *h)
+{
+    h->prev = NULL;
+    h->next = hc->conns;
+    if (hc->conns)
+        hc->conns->prev = h;
+    hc->conns = h;
+}
+
+static void conn_unlink_free(struct hconn *h)
+{
+    struct http_conns *hc = h->hc;
+    conns_unlink(hc, h);
     body_release(h);
     if (h->peer_counted)
         skpx_peer_count_give(&hc->peers, h->peer_key);
@@ -422,12 +447,10 @@ static void hook_cb(evutil_socket_t fd, short what, void *arg)
             if (skpx_peer_count_take(&hc->peers, h->peer_key, hc->o.max_conns_per_peer, NULL)) {
                 h->peer_counted = true;
             } else {
-                hc->m->http_conns_refused++;
                 static struct skpx_log_limit lim;
-                skpx_log_limited(&lim, SKPX_LOG_WARN,
-                                 "http: a peer has %zu connections (the per-peer cap), refusing",
-                                 hc->o.max_conns_per_peer);
-                refuse(h, 503, "too many connections from your address");
+                refuse_busy(h, &hc->m->http_conns_refused, &lim,
+                            "http: a peer has %zu connections (the per-peer cap), refusing",
+                            hc->o.max_conns_per_peer, "too many connections from your address");
                 continue;
             }
         }
@@ -456,10 +479,7 @@ static struct bufferevent *bev_cb(struct event_base *base, void *arg)
         return NULL;
     }
     http_framing_init(&h->fr, hc->o.max_body);
-    h->next = hc->conns;
-    if (hc->conns)
-        hc->conns->prev = h;
-    hc->conns = h;
+    conns_push_front(hc, h);
     hc->m->http_conns_open++;
     if (hc->m->http_conns_open >= hc->o.max_connections && !hc->paused_full) {
         hc->paused_full = true;
@@ -497,13 +517,8 @@ void http_conns_request_begin(struct http_conns *hc, struct evhttp_request *req)
         return; /* an unguarded connection (its guard state could not be allocated) */
     if (h != hc->conns) {
         /* Move to the front: a keep-alive client's next request finds it at once. */
-        h->prev->next = h->next;
-        if (h->next)
-            h->next->prev = h->prev;
-        h->prev = NULL;
-        h->next = hc->conns;
-        hc->conns->prev = h;
-        hc->conns = h;
+        conns_unlink(hc, h);
+        conns_push_front(hc, h);
     }
     evhttp_request_set_on_complete_cb(req, answered_cb, h);
 }

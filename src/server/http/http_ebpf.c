@@ -68,12 +68,7 @@ void http_ebpf_processes(struct http_ctx *cx)
         list ? store_ebpf_list_processes(cx->api->store, service && *service ? service : NULL,
                                          process_push, list)
              : SKP_ENOMEM;
-    if (err) {
-        json_decref(list);
-        http_reply_store_error(cx, err, "eBPF processes");
-        return;
-    }
-    http_reply_json(cx, 200, list);
+    http_reply_answer(cx, err, list, "eBPF processes");
 }
 
 /* ---- analysis ------------------------------------------------------------------------------- */

@@ -169,10 +169,5 @@ void http_endpoint_stats(struct http_ctx *cx, const char *service)
         err = endpoint_stats_query_page(cx->api->endpoint_stats, service, p->window_s, p->now,
                                         pg.has_cursor ? pg.part[0] : NULL, pg.limit, summary_copy,
                                         p, &p->more);
-    if (err) {
-        stats_destroy(&p->base);
-        http_reply_store_error(cx, err, "endpoint statistics");
-        return;
-    }
-    http_job_dispatch(cx, &p->base);
+    http_job_dispatch_after(cx, &p->base, err, "endpoint statistics");
 }

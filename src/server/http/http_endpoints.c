@@ -252,12 +252,7 @@ void http_services_endpoints(struct http_ctx *cx, const char *name)
     if (to > p->mem_from && cx->api->endpoint_stats)
         err = endpoint_stats_query(cx->api->endpoint_stats, name, ES_DEFAULT_WINDOW_MIN * 60, now,
                                    memory_copy, &p->mem);
-    if (err) {
-        ep_job_destroy(&p->base);
-        http_reply_store_error(cx, err, "endpoints");
-        return;
-    }
-    http_job_dispatch(cx, &p->base);
+    http_job_dispatch_after(cx, &p->base, err, "endpoints");
 }
 
 /* ---- a finished task's reason ---- */

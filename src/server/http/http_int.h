@@ -108,6 +108,9 @@ void http_reply_error(struct http_ctx *cx, int code, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
 void http_reply_field_error(struct http_ctx *cx, int code, const char *field, const char *msg);
 void http_reply_store_error(struct http_ctx *cx, skp_err err, const char *what);
+/* A read's answer: 200 with `body` (stolen) when err is SKP_OK, else body dropped and the store
+ * error (`what` names what was read). */
+void http_reply_answer(struct http_ctx *cx, skp_err err, json_t *body, const char *what);
 /* Raw bytes (borrowed, copied into the reply) with a content type and an optional extra header
  * (name/value may be NULL). */
 void http_reply_bytes(struct http_ctx *cx, int code, const char *content_type, const void *data,
@@ -204,6 +207,10 @@ bool http_query_window(struct http_ctx *cx, bool *span_window);
 /* Runs `j` on the worker (or inline without one) and replies with its result; takes
  * ownership of j. Replies 503 if the worker queue is full. */
 void http_job_dispatch(struct http_ctx *cx, struct http_job *j);
+/* http_job_dispatch after a part of the job done on the loop: when that failed (err), j is
+ * destroyed instead and the store error replied (`what` names what was read). */
+void http_job_dispatch_after(struct http_ctx *cx, struct http_job *j, skp_err err,
+                             const char *what);
 /* Allocates a zeroed job of `size` bytes (a struct whose first member is its struct http_job)
  * with run and destroy set; the caller passes it to http_job_dispatch or frees it with destroy.
  * Replies 500 and returns NULL when out of memory. */

@@ -249,12 +249,7 @@ static void list_kind(struct http_ctx *cx, enum proc_kind kind)
             json_array_append_new(list, j);
     }
     store_proc_tasks_free(v, n);
-    if (!list || err) {
-        json_decref(list);
-        http_reply_store_error(cx, err ? err : SKP_ENOMEM, kind_label(kind));
-        return;
-    }
-    http_reply_json(cx, 200, list);
+    http_reply_answer(cx, !list && !err ? SKP_ENOMEM : err, list, kind_label(kind));
 }
 
 void http_pprof_list(struct http_ctx *cx)
@@ -283,12 +278,7 @@ static void get_kind(struct http_ctx *cx, const char *id, enum proc_kind kind)
     if (!err)
         err = http_task_trigger(cx, j); /* "triggeredBy" when a policy started it */
     store_proc_task_cleanup(&t);
-    if (err) {
-        json_decref(j);
-        http_reply_store_error(cx, err, kind_label(kind));
-        return;
-    }
-    http_reply_json(cx, 200, j);
+    http_reply_answer(cx, err, j, kind_label(kind));
 }
 
 void http_pprof_get(struct http_ctx *cx, const char *id)

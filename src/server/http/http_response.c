@@ -181,3 +181,13 @@ void http_reply_store_error(struct http_ctx *cx, skp_err err, const char *what)
     http_response_store_error(&r, cx->req_id, err, what);
     http_send(cx, &r);
 }
+
+void http_reply_answer(struct http_ctx *cx, skp_err err, json_t *body, const char *what)
+{
+    if (err) {
+        json_decref(body);
+        http_reply_store_error(cx, err, what);
+        return;
+    }
+    http_reply_json(cx, 200, body);
+}

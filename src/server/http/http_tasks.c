@@ -236,13 +236,7 @@ void http_tasks_get(struct http_ctx *cx, const char *id)
         return;
     json_t *j = http_task_json(&t);
     store_task_cleanup(&t);
-    skp_err err = j ? http_task_decorate(cx, j) : SKP_ENOMEM;
-    if (err) {
-        json_decref(j);
-        http_reply_store_error(cx, err, "task logs");
-        return;
-    }
-    http_reply_json(cx, 200, j);
+    http_reply_answer(cx, j ? http_task_decorate(cx, j) : SKP_ENOMEM, j, "task logs");
 }
 
 void http_tasks_logs(struct http_ctx *cx, const char *id)

@@ -212,16 +212,9 @@ static skp_err loc_frames_compute(struct pprof_analyze *a, const struct pprof_pr
     {
         const struct pprof_location *l = &p->locations[li];
         size_t need = l->n_lines ? l->n_lines : 1;
-        if (a->loc_frames_len + need > a->loc_frames_cap) {
-            size_t ncap = a->loc_frames_cap ? a->loc_frames_cap * 2 : 1024;
-            while (ncap < a->loc_frames_len + need)
-                ncap *= 2;
-            uint32_t *nv = skpx_realloc(a->loc_frames, ncap * sizeof(*nv));
-            if (!nv)
-                return SKP_ENOMEM;
-            a->loc_frames = nv;
-            a->loc_frames_cap = ncap;
-        }
+        if (skpx_grow(&a->loc_frames, &a->loc_frames_cap, a->loc_frames_len + need,
+                      sizeof(*a->loc_frames), 1024))
+            return SKP_ENOMEM;
         char sig[FRAME_MAX];
         size_t off = a->loc_frames_len;
         if (!l->n_lines) {

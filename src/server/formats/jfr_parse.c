@@ -779,13 +779,8 @@ static bool metadata_body(const struct jfr_cursor *mc, const uint8_t **body, siz
 
 static skp_err remember_metadata(struct jfr_parser *p, const uint8_t *body, size_t len)
 {
-    if (len > p->meta_copy_cap) {
-        uint8_t *b = skpx_realloc(p->meta_copy, len);
-        if (!b)
-            return SKP_ENOMEM;
-        p->meta_copy = b;
-        p->meta_copy_cap = len;
-    }
+    if (skpx_grow(&p->meta_copy, &p->meta_copy_cap, len, 1, len))
+        return SKP_ENOMEM;
     memcpy(p->meta_copy, body, len);
     p->meta_copy_len = len;
     p->meta_valid = true;

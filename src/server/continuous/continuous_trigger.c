@@ -21,6 +21,22 @@ static int64_t minutes_of(int64_t s)
     return m < 1 ? 1 : m > 15 ? 15 : m;
 }
 
+/* The created task of kind `kind` (its id, owned, is freed here) and its end into `out`; or,
+ * when err, why it was not created (`reason` from the task service, else err's text). */
+static void task_outcome(struct cont_trigger_result *out, const char *kind, const char *event,
+                         skp_err err, const char *reason, char *id, int64_t end_ms)
+{
+    if (err) {
+        snprintf(out->note, sizeof(out->note), "%s%s%s task not created: %s", kind,
+                 event ? " " : "", event ? event : "", reason ? reason : skp_strerror(err));
+        return;
+    }
+    snprintf(out->task_id, sizeof(out->task_id), "%s", id);
+    skpx_free(id);
+    out->task_kind = kind;
+    out->task_end_ms = end_ms;
+}
+
 static void create_trace(struct store *st, const struct cont_trigger_req *r, int64_t now_ms,
                          struct cont_trigger_result *out)
 {
@@ -36,15 +52,7 @@ static void create_trace(struct store *st, const struct cont_trigger_req *r, int
     struct task_error te = {0};
     char *id = NULL;
     skp_err err = task_create(st, &tr, now_ms, &te, &id);
-    if (err) {
-        snprintf(out->note, sizeof(out->note), "trace task not created: %s",
-                 te.reason ? te.reason : skp_strerror(err));
-        return;
-    }
-    snprintf(out->task_id, sizeof(out->task_id), "%s", id);
-    skpx_free(id);
-    out->task_kind = "trace";
-    out->task_end_ms = now_ms + tr.duration_min * 60000;
+    task_outcome(out, "trace", NULL, err, te.reason, id, now_ms + tr.duration_min * 60000);
 }
 
 static void create_pprof(struct store *st, const struct cont_trigger_req *r, const char *event,
@@ -62,15 +70,7 @@ static void create_pprof(struct store *st, const struct cont_trigger_req *r, con
     struct proc_error pe = {0};
     char *id = NULL;
     skp_err err = proc_task_create(st, PROC_KIND_PPROF, &pr, now_ms, &pe, &id);
-    if (err) {
-        snprintf(out->note, sizeof(out->note), "pprof %s task not created: %s", event,
-                 pe.reason ? pe.reason : skp_strerror(err));
-        return;
-    }
-    snprintf(out->task_id, sizeof(out->task_id), "%s", id);
-    skpx_free(id);
-    out->task_kind = "pprof";
-    out->task_end_ms = now_ms + pr.duration * 60000;
+    task_outcome(out, "pprof", event, err, pe.reason, id, now_ms + pr.duration * 60000);
 }
 
 skp_err continuous_trigger_record(struct store *st, const struct cont_trigger_req *r,

@@ -16,18 +16,35 @@
 #include "common/sat.h"
 #include "server/export/export_int.h"
 
-static const struct {
+static skp_err render_json(const struct analysis *a, const struct export_meta *m,
+                           struct skpx_buf *b);
+
+struct format_info {
     const char *name;
     enum export_format format;
     const char *content_type;
     const char *ext;
-} g_formats[] = {
-    {"pprof", EXPORT_PPROF, "application/octet-stream", "pb.gz"},
-    {"collapsed", EXPORT_COLLAPSED, "text/plain; charset=utf-8", "collapsed.txt"},
-    {"speedscope", EXPORT_SPEEDSCOPE, "application/json", "speedscope.json"},
-    {"html", EXPORT_HTML, "text/html; charset=utf-8", "html"},
-    {"json", EXPORT_JSON, "application/json", "json"},
+    skp_err (*render)(const struct analysis *a, const struct export_meta *m, struct skpx_buf *b);
 };
+
+static const struct format_info g_formats[] = {
+    {"pprof", EXPORT_PPROF, "application/octet-stream", "pb.gz", export_render_pprof},
+    {"collapsed", EXPORT_COLLAPSED, "text/plain; charset=utf-8", "collapsed.txt",
+     export_render_collapsed},
+    {"speedscope", EXPORT_SPEEDSCOPE, "application/json", "speedscope.json",
+     export_render_speedscope},
+    {"html", EXPORT_HTML, "text/html; charset=utf-8", "html", export_render_html},
+    {"json", EXPORT_JSON, "application/json", "json", render_json},
+};
+
+/* The row of format f; NULL for a value that is no format. */
+static const struct format_info *format_info(enum export_format f)
+{
+    for (size_t i = 0; i < sizeof(g_formats) / sizeof(g_formats[0]); i++)
+        if (g_formats[i].format == f)
+            return &g_formats[i];
+    return NULL;
+}
 
 skp_err export_format_parse(const char *s, enum export_format *out)
 {
@@ -45,18 +62,14 @@ skp_err export_format_parse(const char *s, enum export_format *out)
 
 const char *export_content_type(enum export_format f)
 {
-    for (size_t i = 0; i < sizeof(g_formats) / sizeof(g_formats[0]); i++)
-        if (g_formats[i].format == f)
-            return g_formats[i].content_type;
-    return "application/octet-stream";
+    const struct format_info *fi = format_info(f);
+    return fi ? fi->content_type : "application/octet-stream";
 }
 
 const char *export_file_ext(enum export_format f)
 {
-    for (size_t i = 0; i < sizeof(g_formats) / sizeof(g_formats[0]); i++)
-        if (g_formats[i].format == f)
-            return g_formats[i].ext;
-    return "bin";
+    const struct format_info *fi = format_info(f);
+    return fi ? fi->ext : "bin";
 }
 
 /* ---- interned strings ---- */
@@ -521,6 +534,20 @@ static int dump_to_buf(const char *p, size_t n, void *ud)
     return b->err ? -1 : 0;
 }
 
+/* EXPORT_JSON: the analyzer's own serialisation, as the HTTP API returns it. */
+static skp_err render_json(const struct analysis *a, const struct export_meta *m,
+                           struct skpx_buf *b)
+{
+    (void)m;
+    json_t *j = analysis_to_json(a);
+    if (!j)
+        return SKP_ENOMEM;
+    if (json_dump_callback(j, dump_to_buf, b, JSON_COMPACT) != 0 && !b->err)
+        b->err = SKP_ENOMEM;
+    json_decref(j);
+    return SKP_OK;
+}
+
 /* ---- dispatch ---- */
 
 skp_err export_render_pprof_labelled(const struct export_part *parts, size_t n_parts,
@@ -549,7 +576,6 @@ skp_err export_render(const struct analysis *a, enum export_format f,
 {
     struct skpx_buf b;
     struct export_meta none = {0};
-    skp_err err = SKP_OK;
 
     *out = NULL;
     *out_len = 0;
@@ -558,34 +584,8 @@ skp_err export_render(const struct analysis *a, enum export_format f,
     skpx_buf_init(&b, EXPORT_MAX_OUTPUT_BYTES);
     if (!meta)
         meta = &none;
-    switch (f) {
-    case EXPORT_PPROF:
-        err = export_render_pprof(a, meta, &b);
-        break;
-    case EXPORT_COLLAPSED:
-        err = export_render_collapsed(a, meta, &b);
-        break;
-    case EXPORT_SPEEDSCOPE:
-        err = export_render_speedscope(a, meta, &b);
-        break;
-    case EXPORT_HTML:
-        err = export_render_html(a, meta, &b);
-        break;
-    case EXPORT_JSON: {
-        json_t *j = analysis_to_json(a);
-        if (!j) {
-            err = SKP_ENOMEM;
-            break;
-        }
-        if (json_dump_callback(j, dump_to_buf, &b, JSON_COMPACT) != 0 && !b.err)
-            b.err = SKP_ENOMEM;
-        json_decref(j);
-        break;
-    }
-    default:
-        err = SKP_EINVAL;
-        break;
-    }
+    const struct format_info *fi = format_info(f);
+    skp_err err = fi ? fi->render(a, meta, &b) : SKP_EINVAL;
     if (err) {
         skpx_buf_cleanup(&b);
         return err;

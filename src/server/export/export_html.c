@@ -51,23 +51,14 @@ static skp_err visit(void *ud, const struct analysis_tree *t,
 
 static void put_escaped(struct skpx_buf *b, const char *s)
 {
+    static const char *const entity[256] = {
+        ['<'] = "&lt;", ['>'] = "&gt;", ['&'] = "&amp;", ['"'] = "&quot;"};
     for (; s && *s; s++) {
-        switch (*s) {
-        case '<':
-            skpx_buf_puts(b, "&lt;");
-            break;
-        case '>':
-            skpx_buf_puts(b, "&gt;");
-            break;
-        case '&':
-            skpx_buf_puts(b, "&amp;");
-            break;
-        case '"':
-            skpx_buf_puts(b, "&quot;");
-            break;
-        default:
+        const char *e = entity[(unsigned char)*s];
+        if (e)
+            skpx_buf_puts(b, e);
+        else
             skpx_buf_put(b, s, 1);
-        }
     }
 }
 

@@ -109,11 +109,17 @@ static bool partitions_known(struct pg_store *st, const struct pg_ref_req *v, si
 
 /* The parameters of a batch's statements: the new (task, segment) links (*n_links of them),
  * the snapshots, and the batch's segments (*n_first of them, repeats allowed: their segids
- * rows are locked first, PGS_LISTING_LOCK), as arrays. */
+ * rows are locked first, PGS_LISTING_LOCK), as arrays; and the statements in the order they
+ * run (n of ids[] with params[], batch_statements). */
 struct batch_params {
     struct pg_params links, snaps, lock;
     size_t n_links, n_first;
+    enum pg_stmt ids[3];
+    struct pg_params *params[3];
+    size_t n;
 };
+
+static void batch_statements(const struct pg_store *st, struct batch_params *b);
 
 static void batch_params(struct pg_store *st, const struct store_snapshot *v,
                          const struct pg_ref_req *refs, size_t n, struct batch_params *b)
@@ -169,6 +175,7 @@ static void batch_params(struct pg_store *st, const struct store_snapshot *v,
             skpx_free(pgb_take(&c[k]));
     }
     pgp_owned(&b->lock, pgb_take(&first));
+    batch_statements(st, b);
 }
 
 static void batch_params_free(struct batch_params *b)
@@ -179,22 +186,21 @@ static void batch_params_free(struct batch_params *b)
 }
 
 /* The batch's statements in the order they run: links, the lock of its first dumps' segments,
- * snapshots (the last: its row count is the batch's). Returns how many. */
-static size_t batch_statements(const struct pg_store *st, struct batch_params *b, enum pg_stmt *ids,
-                               struct pg_params **params)
+ * snapshots (the last: its row count is the batch's). */
+static void batch_statements(const struct pg_store *st, struct batch_params *b)
 {
     size_t k = 0;
     if (b->n_links) {
-        ids[k] = PGS_TASKSEG_INS;
-        params[k++] = &b->links;
+        b->ids[k] = PGS_TASKSEG_INS;
+        b->params[k++] = &b->links;
     }
     if (b->n_first) {
-        ids[k] = PGS_LISTING_LOCK;
-        params[k++] = &b->lock;
+        b->ids[k] = PGS_LISTING_LOCK;
+        b->params[k++] = &b->lock;
     }
-    ids[k] = st->unweighted ? PGS_SNAP_INS_UNWEIGHTED : PGS_SNAP_INS;
-    params[k++] = &b->snaps;
-    return k;
+    b->ids[k] = st->unweighted ? PGS_SNAP_INS_UNWEIGHTED : PGS_SNAP_INS;
+    b->params[k++] = &b->snaps;
+    b->n = k;
 }
 
 /* The batch's rows inside its transaction; *inserted gets the new snapshots' count. */
@@ -213,15 +219,13 @@ static skp_err write_batch(struct pg_store *st, const struct store_snapshot *v,
     }
     struct batch_params b = {0};
     batch_params(st, v, refs, n, &b);
-    enum pg_stmt ids[3];
-    struct pg_params *params[3];
-    size_t k = batch_statements(st, &b, ids, params);
-    for (size_t i = 0; i < k && !err; i++) {
-        const char *what = ids[i] == PGS_TASKSEG_INS    ? "insert task segments"
-                           : ids[i] == PGS_LISTING_LOCK ? "lock listed segments"
-                                                        : "insert snapshots";
-        PGresult *r = pg__execp(st, ids[i], params[i], &err, what);
-        if (r && (ids[i] == PGS_SNAP_INS || ids[i] == PGS_SNAP_INS_UNWEIGHTED))
+    for (size_t i = 0; i < b.n && !err; i++) {
+        enum pg_stmt id = b.ids[i];
+        const char *what = id == PGS_TASKSEG_INS    ? "insert task segments"
+                           : id == PGS_LISTING_LOCK ? "lock listed segments"
+                                                    : "insert snapshots";
+        PGresult *r = pg__execp(st, id, b.params[i], &err, what);
+        if (r && (id == PGS_SNAP_INS || id == PGS_SNAP_INS_UNWEIGHTED))
             *inserted = (size_t)strtoull(PQcmdTuples(r), NULL, 10);
         PQclear(r);
     }
@@ -239,10 +243,7 @@ static skp_err fast_batch(struct pg_store *st, const struct store_snapshot *v,
         return SKP_ESTATE;
     struct batch_params b = {0};
     batch_params(st, v, refs, n, &b);
-    enum pg_stmt ids[3];
-    struct pg_params *params[3];
-    size_t k = batch_statements(st, &b, ids, params);
-    skp_err err = pg__pipeline_tx(st, ids, params, k, inserted);
+    skp_err err = pg__pipeline_tx(st, b.ids, b.params, b.n, inserted);
     batch_params_free(&b);
     if (err && (pg__retryable(st) || strcmp(st->sqlstate, "23514") == 0) &&
         PQstatus(st->conn) == CONNECTION_OK)
@@ -266,12 +267,10 @@ skp_err pg_store_insert_snapshots(struct store *base, const struct store_snapsho
                                   size_t *n_dup)
 {
     struct pg_store *st = pg_store_of(base);
-    skp_err err = pg__ready(st);
+    struct pg_ref_req *refs = NULL;
+    skp_err err = pg__ref_reqs(st, n, &refs);
     if (err)
         return err;
-    struct pg_ref_req *refs = skpx_calloc(n, sizeof(*refs));
-    if (!refs)
-        return SKP_ENOMEM;
     for (size_t i = 0; i < n; i++) {
         refs[i].segment_id = v[i].segment_id ? v[i].segment_id : "";
         /* A segment ages out from when we first received it, not from the agent's clock. */
@@ -407,8 +406,6 @@ skp_err pg_store_segment_seq_window(struct store *base, const char *segment_id, 
                                     int64_t to_ms, int32_t *lo, int32_t *hi)
 {
     struct pg_store *st = pg_store_of(base);
-    if (!segment_id)
-        return SKP_EINVAL;
     uint32_t seg = 0;
     int64_t first = 0;
     skp_err err = pg__segment_find(st, segment_id, &seg, &first);

@@ -276,6 +276,9 @@ struct pg_ref_req {
     uint32_t seg, task, stack; /* out */
     int64_t seg_first_ms;      /* out: the segment's stored first_ms */
 };
+/* The first step of a batch's ingest: pg__ready, then n zeroed requests (*out: skpx_free).
+ * Errors: pg__ready's, SKP_ENOMEM. */
+SKP_MUST_CHECK skp_err pg__ref_reqs(struct pg_store *st, size_t n, struct pg_ref_req **out);
 /* Resolves segment ids, task ids and stacks of n requests with a few batched upserts.
  * Errors: SKP_EIO, SKP_ENOMEM. */
 SKP_MUST_CHECK skp_err pg__resolve(struct pg_store *st, struct pg_ref_req *v, size_t n);
@@ -288,7 +291,8 @@ bool pg__resolve_cached(struct pg_store *st, struct pg_ref_req *v, size_t n);
 SKP_MUST_CHECK skp_err pg__pipeline_tx(struct pg_store *st, const enum pg_stmt *ids,
                                        struct pg_params *const *params, size_t n, size_t *rows);
 /* Looks a segment (its id and first_ms, may be NULL) / task id up without creating it, after
- * pg__ready (the first step of the reads by segment or task): SKP_ENOTFOUND if unknown. */
+ * pg__ready (the first step of the reads by segment or task): SKP_ENOTFOUND if unknown; a NULL
+ * segment id is SKP_EINVAL. */
 SKP_MUST_CHECK skp_err pg__segment_find(struct pg_store *st, const char *segment_id, uint32_t *out,
                                         int64_t *first_ms);
 SKP_MUST_CHECK skp_err pg__task_key_find(struct pg_store *st, const char *task_id, uint32_t *out);

@@ -387,6 +387,16 @@ static skp_err collect_frames(struct pg_store *st, const struct pg_ref_req *v, s
     return err;
 }
 
+skp_err pg__ref_reqs(struct pg_store *st, size_t n, struct pg_ref_req **out)
+{
+    *out = NULL;
+    skp_err err = pg__ready(st);
+    if (err)
+        return err;
+    *out = skpx_calloc(n, sizeof(**out));
+    return *out ? SKP_OK : SKP_ENOMEM;
+}
+
 skp_err pg__resolve(struct pg_store *st, struct pg_ref_req *v, size_t n)
 {
     struct missing segs = {0}, tasks = {0}, frames = {0};
@@ -489,6 +499,8 @@ static skp_err find_name(struct pg_store *st, enum pg_stmt stmt, struct skpx_str
 skp_err pg__segment_find(struct pg_store *st, const char *segment_id, uint32_t *out,
                          int64_t *first_ms)
 {
+    if (!segment_id)
+        return SKP_EINVAL;
     skp_err err = pg__ready(st);
     if (err)
         return err;

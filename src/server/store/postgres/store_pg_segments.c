@@ -62,12 +62,10 @@ skp_err pg_store_insert_segments(struct store *base, const struct store_segment 
                                  int64_t received_ms)
 {
     struct pg_store *st = pg_store_of(base);
-    skp_err err = pg__ready(st);
+    struct pg_ref_req *refs = NULL;
+    skp_err err = pg__ref_reqs(st, n, &refs);
     if (err)
         return err;
-    struct pg_ref_req *refs = skpx_calloc(n, sizeof(*refs));
-    if (!refs)
-        return SKP_ENOMEM;
     size_t k = 0;
     for (size_t i = 0; i < n; i++) {
         if (!store_segment_storable(&v[i]))
@@ -115,8 +113,6 @@ skp_err pg_store_segment_has_snapshots(struct store *base, const char *segment_i
 {
     struct pg_store *st = pg_store_of(base);
     *out = false;
-    if (!segment_id)
-        return SKP_EINVAL;
     uint32_t seg = 0;
     int64_t first = 0;
     skp_err err = pg__segment_find(st, segment_id, &seg, &first);

@@ -216,7 +216,7 @@ SKP_MUST_CHECK skp_err store__visit_rows(struct sqlite_store *st, sqlite3_stmt *
  * transaction when missing. */
 SKP_MUST_CHECK skp_err store__segment_ref(struct sqlite_store *st, const char *segment_id,
                                           int64_t first_ms, uint32_t *out);
-/* Looks a segment id up without creating it; SKP_ENOTFOUND if unknown. */
+/* Looks a segment id up without creating it; SKP_ENOTFOUND if unknown, SKP_EINVAL if NULL. */
 SKP_MUST_CHECK skp_err store__segment_find(struct sqlite_store *st, const char *segment_id,
                                            uint32_t *out);
 /* Task id string → task_keys.id; created inside the current transaction when `create`,

@@ -154,8 +154,6 @@ skp_err sqlite_store_segment_seq_window(struct store *base, const char *segment_
                                         int64_t to_ms, int32_t *lo, int32_t *hi)
 {
     struct sqlite_store *st = sqlite_store_of(base);
-    if (!segment_id)
-        return SKP_EINVAL;
     uint32_t seg = 0;
     skp_err err = store__segment_find(st, segment_id, &seg);
     if (err)

@@ -68,8 +68,6 @@ skp_err sqlite_store_segment_has_snapshots(struct store *base, const char *segme
 {
     struct sqlite_store *st = sqlite_store_of(base);
     *out = false;
-    if (!segment_id)
-        return SKP_EINVAL;
     uint32_t seg = 0;
     skp_err err = store__segment_find(st, segment_id, &seg);
     if (err)

@@ -84,6 +84,8 @@ skp_err store__segment_ref(struct sqlite_store *st, const char *segment_id, int6
 
 skp_err store__segment_find(struct sqlite_store *st, const char *segment_id, uint32_t *out)
 {
+    if (!segment_id)
+        return SKP_EINVAL;
     return name_ref(st, &st->seg_ids, STMT_SEGID_GET, STMT_SEGID_INS, segment_id, false, 0, out);
 }
 

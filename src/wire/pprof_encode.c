@@ -88,6 +88,24 @@ static skp_err grow_array(struct skpx_pprof *p, void **arr, size_t elem, size_t 
     return SKP_OK;
 }
 
+/* Grows *arr (*cap elements of elem bytes) through grow_array to hold `need` elements, the
+ * capacity doubling from *cap (first_cap when 0). Errors: grow_array's, SKP_EFULL past max_cap. */
+static skp_err grow_to(struct skpx_pprof *p, void **arr, size_t elem, size_t *cap, size_t need,
+                       size_t first_cap, size_t max_cap)
+{
+    if (need <= *cap)
+        return SKP_OK;
+    size_t nc = *cap ? *cap : first_cap;
+    while (nc < need)
+        nc *= 2;
+    if (nc > max_cap)
+        return SKP_EFULL;
+    skp_err err = grow_array(p, arr, elem, *cap, nc);
+    if (!err)
+        *cap = nc;
+    return err;
+}
+
 /* Puts entry e (hash h) in the first free slot of its probe sequence (linear probing; slots
  * hold entry + 1, 0 is free; cap is a power of two with a free slot). */
 static void slot_put(uint32_t *slots, size_t cap, uint32_t h, size_t e)
@@ -155,17 +173,9 @@ static skp_err pmap_get(struct skpx_pprof *p, struct pmap *m, const void *key, s
             return err;
         m->cap = nc;
     }
-    if (m->arena_len + klen > m->arena_cap) {
-        size_t nc = m->arena_cap ? m->arena_cap : 1024;
-        while (nc < m->arena_len + klen)
-            nc *= 2;
-        if (nc > UINT32_MAX)
-            return SKP_EFULL;
-        err = grow_array(p, (void **)&m->arena, 1, m->arena_cap, nc);
-        if (err)
-            return err;
-        m->arena_cap = nc;
-    }
+    err = grow_to(p, (void **)&m->arena, 1, &m->arena_cap, m->arena_len + klen, 1024, UINT32_MAX);
+    if (err)
+        return err;
     if (klen)
         memcpy(m->arena + m->arena_len, key, klen);
     size_t e = m->n++;
@@ -293,13 +303,10 @@ skp_err skpx_pprof_add_comment(struct skpx_pprof *p, const char *text)
     skp_err err = intern_cstr(p, text, &id);
     if (err)
         return err;
-    if (p->n_comments == p->comments_cap) {
-        size_t nc = p->comments_cap ? p->comments_cap * 2 : 4;
-        err = grow_array(p, (void **)&p->comments, sizeof(int64_t), p->comments_cap, nc);
-        if (err)
-            return err;
-        p->comments_cap = nc;
-    }
+    err = grow_to(p, (void **)&p->comments, sizeof(int64_t), &p->comments_cap, p->n_comments + 1, 4,
+                  SIZE_MAX);
+    if (err)
+        return err;
     p->comments[p->n_comments++] = id;
     return SKP_OK;
 }
@@ -399,13 +406,10 @@ static skp_err add_sample(struct skpx_pprof *p, const struct skpx_pprof_frame *f
         return SKP_OK;
     }
     /* The values array must have room before the sample exists. */
-    if (p->samples.n == p->values_cap) {
-        size_t nc = p->values_cap ? p->values_cap * 2 : 64;
-        err = grow_array(p, (void **)&p->values, sizeof(int64_t) * p->n_types, p->values_cap, nc);
-        if (err)
-            return err;
-        p->values_cap = nc;
-    }
+    err = grow_to(p, (void **)&p->values, sizeof(int64_t) * p->n_types, &p->values_cap,
+                  p->samples.n + 1, 64, SIZE_MAX);
+    if (err)
+        return err;
     err = pmap_get(p, &p->samples, key, k, true, &sidx, &added);
     if (err)
         return err;

@@ -122,6 +122,29 @@ static void test_merge_and_scan(void **state)
     skpx_pprof_free(p);
 }
 
+/* Comments past the first capacity (4): the array doubles and every comment is encoded. */
+static void test_many_comments(void **state)
+{
+    (void)state;
+    struct skpx_pprof *p = NULL;
+    assert_int_equal(skpx_pprof_new(TYPES, 1, 1 << 20, &p), SKP_OK);
+    char text[32];
+    for (int i = 0; i < 40; i++) {
+        snprintf(text, sizeof(text), "comment-%d", i);
+        assert_int_equal(skpx_pprof_add_comment(p, text), SKP_OK);
+    }
+    uint8_t *raw = NULL;
+    size_t raw_len = 0;
+    assert_int_equal(skpx_pprof_encode(p, false, &raw, &raw_len), SKP_OK);
+    unsigned c[16];
+    scan_top(raw, raw_len, c);
+    assert_int_equal(c[13], 40);
+    assert_true(contains(raw, raw_len, "comment-0"));
+    assert_true(contains(raw, raw_len, "comment-39"));
+    skpx_free(raw);
+    skpx_pprof_free(p);
+}
+
 static void test_budget(void **state)
 {
     (void)state;
@@ -453,13 +476,10 @@ static void test_default_type_ids_and_deep(void **state)
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_merge_and_scan),
-        cmocka_unit_test(test_budget),
-        cmocka_unit_test(test_bad_args),
-        cmocka_unit_test(test_alloc_faults),
-        cmocka_unit_test(test_write_file),
-        cmocka_unit_test(test_each),
-        cmocka_unit_test(test_default_type_ids_and_deep),
+        cmocka_unit_test(test_merge_and_scan), cmocka_unit_test(test_many_comments),
+        cmocka_unit_test(test_budget),         cmocka_unit_test(test_bad_args),
+        cmocka_unit_test(test_alloc_faults),   cmocka_unit_test(test_write_file),
+        cmocka_unit_test(test_each),           cmocka_unit_test(test_default_type_ids_and_deep),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -102,6 +102,11 @@ int64_t skp__channel_step(skyprof_agent *a, int64_t now_ns, bool flush, int time
 int64_t skp__agent_run_tasks_locked(skyprof_agent *a, int64_t now_ms);
 /* Stops the active task if any (agent->lock held): sampler joined, slots freed, finish queued. */
 void skp__agent_stop_task_locked(skyprof_agent *a);
+/* a->tr.unary for a call answered with a Commands message (every unary call of the agent but the
+ * eBPF process registration); *resp as the transport's unary leaves it, the caller frees it. */
+SKP_MUST_CHECK skp_err skp__agent_unary_commands(skyprof_agent *a, const char *path,
+                                                 const ProtobufCMessage *req,
+                                                 ProtobufCMessage **resp, int timeout_ms);
 /* Starts / stops the skp-channel thread. */
 SKP_MUST_CHECK skp_err skp__channel_start(skyprof_agent *a);
 void skp__channel_stop(skyprof_agent *a, int flush_deadline_ms);

@@ -46,6 +46,13 @@ static void handle_commands(skyprof_agent *a, ProtobufCMessage *resp)
     protobuf_c_message_free_unpacked(resp, NULL);
 }
 
+skp_err skp__agent_unary_commands(skyprof_agent *a, const char *path, const ProtobufCMessage *req,
+                                  ProtobufCMessage **resp, int timeout_ms)
+{
+    return a->tr.unary(a->tr.ud, path, req, &skywalking__v3__commands__descriptor, resp,
+                       timeout_ms);
+}
+
 /* --- heartbeat ------------------------------------------------------------------------------ */
 static bool has_property(const skyprof_agent *a, const char *key)
 {
@@ -97,8 +104,7 @@ static skp_err send_properties(skyprof_agent *a, int timeout_ms)
     p.serviceinstance = a->cfg.instance;
     p.n_properties = n;
     p.properties = pk;
-    skp_err err = a->tr.unary(a->tr.ud, SKP_PATH_PROPERTIES, &p.base,
-                              &skywalking__v3__commands__descriptor, &resp, timeout_ms);
+    skp_err err = skp__agent_unary_commands(a, SKP_PATH_PROPERTIES, &p.base, &resp, timeout_ms);
     if (err)
         return err;
     handle_commands(a, resp);
@@ -118,8 +124,7 @@ static skp_err send_beat(skyprof_agent *a, int timeout_ms)
     Skywalking__V3__InstancePingPkg ping = SKYWALKING__V3__INSTANCE_PING_PKG__INIT;
     ping.service = a->cfg.service;
     ping.serviceinstance = a->cfg.instance;
-    skp_err err = a->tr.unary(a->tr.ud, SKP_PATH_KEEPALIVE, &ping.base,
-                              &skywalking__v3__commands__descriptor, &resp, timeout_ms);
+    skp_err err = skp__agent_unary_commands(a, SKP_PATH_KEEPALIVE, &ping.base, &resp, timeout_ms);
     if (err)
         return err;
     a->n_beats_ok++;
@@ -139,8 +144,7 @@ static skp_err send_poll(skyprof_agent *a, int timeout_ms)
     q.lastcommandtime = a->ts.last_command_time;
     pthread_mutex_unlock(&a->lock);
     ProtobufCMessage *resp = NULL;
-    skp_err err = a->tr.unary(a->tr.ud, SKP_PATH_GET_TASKS, &q.base,
-                              &skywalking__v3__commands__descriptor, &resp, timeout_ms);
+    skp_err err = skp__agent_unary_commands(a, SKP_PATH_GET_TASKS, &q.base, &resp, timeout_ms);
     if (err)
         return err;
     atomic_fetch_add(&a->polls_sent, 1);
@@ -156,8 +160,7 @@ static skp_err send_pprof_poll(skyprof_agent *a, int timeout_ms)
     q.serviceinstance = a->cfg.instance;
     q.lastcommandtime = skp__proc_runner_cursor(&a->proc);
     ProtobufCMessage *resp = NULL;
-    skp_err err = a->tr.unary(a->tr.ud, SKP_PATH_PPROF_TASKS, &q.base,
-                              &skywalking__v3__commands__descriptor, &resp, timeout_ms);
+    skp_err err = skp__agent_unary_commands(a, SKP_PATH_PPROF_TASKS, &q.base, &resp, timeout_ms);
     if (err)
         return err;
     handle_commands(a, resp);
@@ -400,8 +403,8 @@ static void send_finishes(skyprof_agent *a, int timeout_ms)
         r.serviceinstance = a->cfg.instance;
         r.taskid = id;
         ProtobufCMessage *resp = NULL;
-        skp_err err = a->tr.unary(a->tr.ud, SKP_PATH_TASK_FINISH, &r.base,
-                                  &skywalking__v3__commands__descriptor, &resp, timeout_ms);
+        skp_err err =
+            skp__agent_unary_commands(a, SKP_PATH_TASK_FINISH, &r.base, &resp, timeout_ms);
         if (err)
             return; /* kept; retried at the next step */
         atomic_fetch_add(&a->finish_sent, 1);

@@ -116,8 +116,7 @@ skp_err skp__cont_poll(skyprof_agent *a, int timeout_ms)
     q.n_policies = 1;
     q.policies = &sqp;
     ProtobufCMessage *resp = NULL;
-    skp_err err = a->tr.unary(a->tr.ud, SKP_PATH_CONT_POLICIES, &q.base,
-                              &skywalking__v3__commands__descriptor, &resp, timeout_ms);
+    skp_err err = skp__agent_unary_commands(a, SKP_PATH_CONT_POLICIES, &q.base, &resp, timeout_ms);
     if (err)
         return err;
     const Skywalking__V3__Commands *cmds = (const void *)resp;
@@ -328,8 +327,8 @@ static void keep_alive(skyprof_agent *a, int timeout_ms)
     list.n_processes = 1;
     list.processes = &pp;
     ProtobufCMessage *resp = NULL;
-    skp_err err = a->tr.unary(a->tr.ud, SKP_PATH_EBPF_KEEPALIVE, &list.base,
-                              &skywalking__v3__commands__descriptor, &resp, timeout_ms);
+    skp_err err =
+        skp__agent_unary_commands(a, SKP_PATH_EBPF_KEEPALIVE, &list.base, &resp, timeout_ms);
     if (err)
         SKPX_DEBUG("skyprof: eBPF process keepAlive failed: %s", skp_strerror(err));
     if (resp)
@@ -389,8 +388,7 @@ static skp_err report_task(skyprof_agent *a, int target, const struct skp__cont_
         r.offcpu = &off;
     }
     ProtobufCMessage *resp = NULL;
-    skp_err err = a->tr.unary(a->tr.ud, SKP_PATH_CONT_REPORT, &r.base,
-                              &skywalking__v3__commands__descriptor, &resp, timeout_ms);
+    skp_err err = skp__agent_unary_commands(a, SKP_PATH_CONT_REPORT, &r.base, &resp, timeout_ms);
     if (err)
         return err;
     const char *id = task_id_of(resp);

@@ -91,6 +91,17 @@ skp_err collector_add(struct skpx_grpc_server *srv, const char *packaged_path,
     return skpx_grpc_server_add_method(srv, &m);
 }
 
+skp_err collector_add_unary(struct collector *c, struct skpx_grpc_server *srv,
+                            const struct collector_unary_route *routes, size_t n)
+{
+    skp_err err = SKP_OK;
+    for (size_t i = 0; !err && i < n; i++)
+        err =
+            collector_add(srv, routes[i].packaged_path, routes[i].compat_path,
+                          collector_unary_method(routes[i].request_desc, routes[i].on_message, c));
+    return err;
+}
+
 void *collector_call_state(struct skpx_grpc_call *call, size_t size, bool *fresh)
 {
     void *st = skpx_grpc_call_get_data(call);

@@ -98,6 +98,19 @@ struct skpx_grpc_method collector_unary_method(
     int (*on_message)(struct skpx_grpc_call *call, void *ud, const ProtobufCMessage *msg,
                       const uint8_t *raw, size_t raw_len),
     void *ud);
+/* One unary method of a service, as collector_unary_method makes it from `request_desc` and
+ * `on_message`, under `packaged_path` and `compat_path` (NULL: none). */
+struct collector_unary_route {
+    const char *packaged_path;
+    const char *compat_path;
+    const ProtobufCMessageDescriptor *request_desc;
+    int (*on_message)(struct skpx_grpc_call *call, void *ud, const ProtobufCMessage *msg,
+                      const uint8_t *raw, size_t raw_len);
+};
+/* Registers routes[0..n) in order, each with the collector `c` as ud; the first failure stops
+ * the rest. Errors: those of collector_add. */
+SKP_MUST_CHECK skp_err collector_add_unary(struct collector *c, struct skpx_grpc_server *srv,
+                                           const struct collector_unary_route *routes, size_t n);
 /* The empty Commands answer. */
 const ProtobufCMessage *collector_empty_commands(void);
 /* Protobuf allocator backed by skpx_malloc. */

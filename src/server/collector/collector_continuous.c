@@ -257,18 +257,16 @@ static int report_body(struct collector *c, struct collector_unary *u, const Pro
 }
 COLLECTOR_UNARY_ON_MESSAGE(on_report, report_body)
 
+static const struct collector_unary_route routes[] = {
+    {PATHS("queryPolicies"), &skywalking__v3__continuous_profiling_policy_query__descriptor,
+     on_query},
+    {PATHS("reportProfilingTask"), &skywalking__v3__continuous_profiling_report__descriptor,
+     on_report},
+};
+
 skp_err collector_continuous_register(struct collector *c, struct skpx_grpc_server *srv)
 {
-    skp_err err = collector_add(
-        srv, PATHS("queryPolicies"),
-        collector_unary_method(&skywalking__v3__continuous_profiling_policy_query__descriptor,
-                               on_query, c));
-    if (err)
-        return err;
-    return collector_add(
-        srv, PATHS("reportProfilingTask"),
-        collector_unary_method(&skywalking__v3__continuous_profiling_report__descriptor, on_report,
-                               c));
+    return collector_add_unary(c, srv, routes, sizeof(routes) / sizeof(routes[0]));
 }
 
 /* ---------------- the evaluator ---------------- */

@@ -509,23 +509,17 @@ static void data_on_close(struct skpx_grpc_call *call, void *ud, int status)
     data_free(d);
 }
 
+static const struct collector_unary_route routes[] = {
+    {PROC_PATHS("reportProcesses"), &skywalking__v3__ebpfprocess_report_list__descriptor,
+     on_report},
+    {PROC_PATHS("keepAlive"), &skywalking__v3__ebpfprocess_ping_pkg_list__descriptor, on_keepalive},
+    {PROF_PATHS("queryTasks"), &skywalking__v3__ebpfprofiling_task_query__descriptor,
+     on_query_tasks},
+};
+
 skp_err collector_ebpf_register(struct collector *c, struct skpx_grpc_server *srv)
 {
-    skp_err err = collector_add(
-        srv, PROC_PATHS("reportProcesses"),
-        collector_unary_method(&skywalking__v3__ebpfprocess_report_list__descriptor, on_report, c));
-    if (err)
-        return err;
-    err =
-        collector_add(srv, PROC_PATHS("keepAlive"),
-                      collector_unary_method(&skywalking__v3__ebpfprocess_ping_pkg_list__descriptor,
-                                             on_keepalive, c));
-    if (err)
-        return err;
-    err =
-        collector_add(srv, PROF_PATHS("queryTasks"),
-                      collector_unary_method(&skywalking__v3__ebpfprofiling_task_query__descriptor,
-                                             on_query_tasks, c));
+    skp_err err = collector_add_unary(c, srv, routes, sizeof(routes) / sizeof(routes[0]));
     if (err)
         return err;
     struct skpx_grpc_method d = {

@@ -70,14 +70,13 @@ static int keepalive(struct collector *c, struct collector_unary *u, const Proto
 COLLECTOR_UNARY_ON_MESSAGE(on_properties, properties)
 COLLECTOR_UNARY_ON_MESSAGE(on_keepalive, keepalive)
 
+static const struct collector_unary_route routes[] = {
+    {PATHS("reportInstanceProperties"), &skywalking__v3__instance_properties__descriptor,
+     on_properties},
+    {PATHS("keepAlive"), &skywalking__v3__instance_ping_pkg__descriptor, on_keepalive},
+};
+
 skp_err collector_management_register(struct collector *c, struct skpx_grpc_server *srv)
 {
-    skp_err err = collector_add(
-        srv, PATHS("reportInstanceProperties"),
-        collector_unary_method(&skywalking__v3__instance_properties__descriptor, on_properties, c));
-    if (err)
-        return err;
-    return collector_add(
-        srv, PATHS("keepAlive"),
-        collector_unary_method(&skywalking__v3__instance_ping_pkg__descriptor, on_keepalive, c));
+    return collector_add_unary(c, srv, routes, sizeof(routes) / sizeof(routes[0]));
 }

@@ -399,17 +399,15 @@ static void snap_on_close(struct skpx_grpc_call *call, void *ud, int status)
 COLLECTOR_UNARY_ON_MESSAGE(on_query, query)
 COLLECTOR_UNARY_ON_MESSAGE(on_finish, finish)
 
+static const struct collector_unary_route routes[] = {
+    {PATHS("getProfileTaskCommands"), &skywalking__v3__profile_task_command_query__descriptor,
+     on_query},
+    {PATHS("reportTaskFinish"), &skywalking__v3__profile_task_finish_report__descriptor, on_finish},
+};
+
 skp_err collector_profile_register(struct collector *c, struct skpx_grpc_server *srv)
 {
-    skp_err err =
-        collector_add(srv, PATHS("getProfileTaskCommands"),
-                      collector_unary_method(
-                          &skywalking__v3__profile_task_command_query__descriptor, on_query, c));
-    if (err)
-        return err;
-    err = collector_add(srv, PATHS("reportTaskFinish"),
-                        collector_unary_method(
-                            &skywalking__v3__profile_task_finish_report__descriptor, on_finish, c));
+    skp_err err = collector_add_unary(c, srv, routes, sizeof(routes) / sizeof(routes[0]));
     if (err)
         return err;
     struct skpx_grpc_method s = {

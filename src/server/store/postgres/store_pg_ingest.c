@@ -381,17 +381,23 @@ out:
     return err;
 }
 
+/* What both scans refuse before looking their key up. */
+static skp_err scan_check(const struct pg_store *st, const char *id, store_sample_cb cb)
+{
+    if (!id || !cb)
+        return SKP_EINVAL;
+    return st->scanning ? SKP_ESTATE : SKP_OK; /* a nested scan would disturb the running one */
+}
+
 skp_err pg_store_scan_segment(struct store *base, const char *segment_id, int32_t lo_seq,
                               int32_t hi_seq, store_sample_cb cb, void *ud)
 {
     struct pg_store *st = pg_store_of(base);
-    if (!segment_id || !cb)
-        return SKP_EINVAL;
-    if (st->scanning)
-        return SKP_ESTATE; /* a nested scan would disturb the running one */
     uint32_t seg = 0;
     int64_t first = 0;
-    skp_err err = pg__segment_find(st, segment_id, &seg, &first);
+    skp_err err = scan_check(st, segment_id, cb);
+    if (!err)
+        err = pg__segment_find(st, segment_id, &seg, &first);
     if (err)
         return err == SKP_ENOTFOUND ? SKP_OK : err;
     char sql[384];
@@ -435,12 +441,10 @@ skp_err pg_store_segment_seq_window(struct store *base, const char *segment_id, 
 skp_err pg_store_scan_task(struct store *base, const char *task_id, store_sample_cb cb, void *ud)
 {
     struct pg_store *st = pg_store_of(base);
-    if (!task_id || !cb)
-        return SKP_EINVAL;
-    if (st->scanning)
-        return SKP_ESTATE;
     uint32_t task = 0;
-    skp_err err = pg__task_key_find(st, task_id, &task);
+    skp_err err = scan_check(st, task_id, cb);
+    if (!err)
+        err = pg__task_key_find(st, task_id, &task);
     if (err)
         return err == SKP_ENOTFOUND ? SKP_OK : err;
     char sql[384];

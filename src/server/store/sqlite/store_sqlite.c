@@ -147,13 +147,17 @@ skp_err store__insert_rows(struct sqlite_store *st, const char *sql, size_t n, s
     return err;
 }
 
-skp_err store__begin(struct sqlite_store *st)
+/* Runs the cached statement `which` (no result rows). */
+static skp_err step_cached(struct sqlite_store *st, enum store_stmt which, const char *what)
 {
     skp_err err = SKP_OK;
-    sqlite3_stmt *s = store__stmt(st, STMT_BEGIN, &err);
-    if (!s)
-        return err;
-    err = store__step_done(st, s, "begin");
+    sqlite3_stmt *s = store__stmt(st, which, &err);
+    return s ? store__step_done(st, s, what) : err;
+}
+
+skp_err store__begin(struct sqlite_store *st)
+{
+    skp_err err = step_cached(st, STMT_BEGIN, "begin");
     if (!err)
         st->in_tx = true;
     return err;
@@ -161,12 +165,8 @@ skp_err store__begin(struct sqlite_store *st)
 
 skp_err store__commit(struct sqlite_store *st)
 {
-    skp_err err = SKP_OK;
-    sqlite3_stmt *s = store__stmt(st, STMT_COMMIT, &err);
-    if (!s)
-        return err;
     int64_t t0 = skpx_mono_ns();
-    err = store__step_done(st, s, "commit");
+    skp_err err = step_cached(st, STMT_COMMIT, "commit");
     if (err)
         return err; /* caller rolls back */
     st->in_tx = false;

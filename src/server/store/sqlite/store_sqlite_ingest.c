@@ -116,38 +116,40 @@ static skp_err run_scan(struct sqlite_store *st, sqlite3_stmt *s, store_sample_c
     return SKP_OK;
 }
 
-/* What both scans check and look up before stepping: the scan's key (segment or task ref) and
- * its cached statement. SKP_ENOTFOUND when the key is unknown (nothing to visit). */
-static skp_err scan_begin(struct sqlite_store *st, const char *id, store_sample_cb cb,
-                          skp_err (*find)(struct sqlite_store *, const char *, uint32_t *),
-                          enum store_stmt which, uint32_t *key, sqlite3_stmt **out)
+/* Both scans: the scan's key (segment or task ref, looked up by `find`: nothing to visit when
+ * it is unknown) as ?1, for the segment scan its sequence range `seqs` (NULL for the task scan)
+ * as ?2 and ?3, in the cached statement `weighted` (`unweighted` for an unweighted store). */
+static skp_err scan_key(struct store *base, const char *id,
+                        skp_err (*find)(struct sqlite_store *, const char *, uint32_t *),
+                        enum store_stmt weighted, enum store_stmt unweighted, const int32_t *seqs,
+                        store_sample_cb cb, void *ud)
 {
+    struct sqlite_store *st = sqlite_store_of(base);
     if (!id || !cb)
         return SKP_EINVAL;
     if (st->scanning)
         return SKP_ESTATE; /* a nested scan would reset the running one */
-    skp_err err = find(st, id, key);
+    uint32_t key = 0;
+    skp_err err = find(st, id, &key);
     if (err)
+        return err == SKP_ENOTFOUND ? SKP_OK : err;
+    sqlite3_stmt *s = store__stmt(st, st->unweighted ? unweighted : weighted, &err);
+    if (!s)
         return err;
-    *out = store__stmt(st, which, &err);
-    return *out ? SKP_OK : err;
+    sqlite3_bind_int64(s, 1, key);
+    if (seqs) {
+        sqlite3_bind_int(s, 2, seqs[0]);
+        sqlite3_bind_int(s, 3, seqs[1]);
+    }
+    return run_scan(st, s, cb, ud);
 }
 
 skp_err sqlite_store_scan_segment(struct store *base, const char *segment_id, int32_t lo_seq,
                                   int32_t hi_seq, store_sample_cb cb, void *ud)
 {
-    struct sqlite_store *st = sqlite_store_of(base);
-    uint32_t seg = 0;
-    sqlite3_stmt *s = NULL;
-    skp_err err =
-        scan_begin(st, segment_id, cb, store__segment_find,
-                   st->unweighted ? STMT_SCAN_SEGMENT_UNWEIGHTED : STMT_SCAN_SEGMENT, &seg, &s);
-    if (err)
-        return err == SKP_ENOTFOUND ? SKP_OK : err;
-    sqlite3_bind_int64(s, 1, seg);
-    sqlite3_bind_int(s, 2, lo_seq);
-    sqlite3_bind_int(s, 3, hi_seq);
-    return run_scan(st, s, cb, ud);
+    const int32_t seqs[2] = {lo_seq, hi_seq};
+    return scan_key(base, segment_id, store__segment_find, STMT_SCAN_SEGMENT,
+                    STMT_SCAN_SEGMENT_UNWEIGHTED, seqs, cb, ud);
 }
 
 skp_err sqlite_store_segment_seq_window(struct store *base, const char *segment_id, int64_t from_ms,
@@ -181,14 +183,6 @@ skp_err sqlite_store_segment_seq_window(struct store *base, const char *segment_
 skp_err sqlite_store_scan_task(struct store *base, const char *task_id, store_sample_cb cb,
                                void *ud)
 {
-    struct sqlite_store *st = sqlite_store_of(base);
-    uint32_t task = 0;
-    sqlite3_stmt *s = NULL;
-    skp_err err =
-        scan_begin(st, task_id, cb, task_key_find,
-                   st->unweighted ? STMT_SCAN_TASK_UNWEIGHTED : STMT_SCAN_TASK, &task, &s);
-    if (err)
-        return err == SKP_ENOTFOUND ? SKP_OK : err;
-    sqlite3_bind_int64(s, 1, task);
-    return run_scan(st, s, cb, ud);
+    return scan_key(base, task_id, task_key_find, STMT_SCAN_TASK, STMT_SCAN_TASK_UNWEIGHTED, NULL,
+                    cb, ud);
 }

@@ -180,6 +180,25 @@ skp_err store__stack_ref(struct sqlite_store *st, char *const *frames, size_t n_
     return SKP_OK;
 }
 
+/* Steps the cached statement `which` with ?1 = id to its row, *out (the caller resets it after
+ * reading the row); SKP_ENOTFOUND when there is none (`what` names a failure in the log). */
+static skp_err row_by_id(struct sqlite_store *st, enum store_stmt which, uint32_t id,
+                         const char *what, sqlite3_stmt **out)
+{
+    skp_err err = SKP_OK;
+    sqlite3_stmt *s = store__stmt(st, which, &err);
+    if (!s)
+        return err;
+    sqlite3_bind_int64(s, 1, id);
+    int rc = sqlite3_step(s);
+    if (rc != SQLITE_ROW) {
+        sqlite3_reset(s);
+        return rc == SQLITE_DONE ? SKP_ENOTFOUND : store__sqlerr(st, rc, what);
+    }
+    *out = s;
+    return SKP_OK;
+}
+
 skp_err sqlite_store_get_stack(struct store *base, uint32_t stack, const uint32_t **frames,
                                size_t *n)
 {
@@ -188,16 +207,10 @@ skp_err sqlite_store_get_stack(struct store *base, uint32_t stack, const uint32_
     *n = 0;
     if (store_stack_cache_get(&st->stack_cache, stack, frames, n))
         return SKP_OK;
-    skp_err err = SKP_OK;
-    sqlite3_stmt *s = store__stmt(st, STMT_STACK_GET, &err);
-    if (!s)
+    sqlite3_stmt *s = NULL;
+    skp_err err = row_by_id(st, STMT_STACK_GET, stack, "read stack", &s);
+    if (err)
         return err;
-    sqlite3_bind_int64(s, 1, stack);
-    int rc = sqlite3_step(s);
-    if (rc != SQLITE_ROW) {
-        sqlite3_reset(s);
-        return rc == SQLITE_DONE ? SKP_ENOTFOUND : store__sqlerr(st, rc, "read stack");
-    }
     const uint8_t *b = sqlite3_column_blob(s, 0);
     size_t bl = (size_t)sqlite3_column_bytes(s, 0);
     /* every id takes at least one byte, so bl bounds the count */
@@ -224,16 +237,10 @@ skp_err sqlite_store_get_frame(struct store *base, uint32_t frame, const char **
     *sig = NULL;
     if (store_frame_sigs_get(&st->frame_sigs, frame, sig))
         return SKP_OK;
-    skp_err err = SKP_OK;
-    sqlite3_stmt *s = store__stmt(st, STMT_FRAME_SIG, &err);
-    if (!s)
+    sqlite3_stmt *s = NULL;
+    skp_err err = row_by_id(st, STMT_FRAME_SIG, frame, "read frame", &s);
+    if (err)
         return err;
-    sqlite3_bind_int64(s, 1, frame);
-    int rc = sqlite3_step(s);
-    if (rc != SQLITE_ROW) {
-        sqlite3_reset(s);
-        return rc == SQLITE_DONE ? SKP_ENOTFOUND : store__sqlerr(st, rc, "read frame");
-    }
     err = store_frame_sigs_add(&st->frame_sigs, frame, store__col_text(s, 0), sig);
     sqlite3_reset(s);
     return err;

@@ -79,13 +79,8 @@ void gql_arena_cleanup(struct gql_arena *a)
 void gql_lex_init(struct gql_lexer *lx, const char *src, size_t len, struct gql_arena *arena,
                   size_t max_tokens)
 {
-    memset(lx, 0, sizeof(*lx));
-    lx->src = src;
-    lx->len = len;
-    lx->line = 1;
-    lx->col = 1;
-    lx->arena = arena;
-    lx->max_tokens = max_tokens;
+    *lx = (struct gql_lexer){
+        .src = src, .len = len, .line = 1, .col = 1, .arena = arena, .max_tokens = max_tokens};
 }
 
 static int peek(const struct gql_lexer *lx, size_t off)

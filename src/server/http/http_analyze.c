@@ -50,11 +50,8 @@ static void analyze_run(struct http_job *j, struct store *st)
     } else {
         err = analyze_segments(st, a->q, a->n, &o, &res);
     }
-    if (err) {
-        analysis_free(res);
-        http_job_set_store_error(j, err, "analysis");
+    if (http_job_analysis_failed(j, err, res))
         return;
-    }
     json_t *doc = analysis_to_json(res);
     analysis_free(res);
     http_job_set_json(j, 200, doc);
@@ -201,6 +198,15 @@ skp_err http_segment_analysis(struct store *st, const char *segment_id, bool spa
             return analyze_segments(st, &q, 1, o, out);
     }
     return analyze_segment_all(st, segment_id, o, out);
+}
+
+bool http_job_analysis_failed(struct http_job *j, skp_err err, struct analysis *a)
+{
+    if (!err)
+        return false;
+    analysis_free(a);
+    http_job_set_store_error(j, err, "analysis");
+    return true;
 }
 
 void http_analyze_task(struct http_ctx *cx, const char *id)

@@ -180,6 +180,11 @@ bool http_job_strdup(struct http_ctx *cx, struct http_job *j, char **dst, const 
     return false;
 }
 
+void http_job_free(struct http_job *j)
+{
+    SKPX_FREE_ALL(j->id, j);
+}
+
 /* Percent-decodes [s, s+n) into a new string; NULL if malformed, too long or containing NUL. */
 static char *decode_segment(const char *s, size_t n)
 {

@@ -51,8 +51,7 @@ static bool parse_format(struct http_ctx *cx, enum export_format *f)
 
 struct export_job {
     struct http_job base;
-    bool is_task;
-    char *id;
+    bool is_task; /* base.id: the task's, else the segment's */
     enum export_format format;
     bool readable_names;
     bool has_range;
@@ -60,13 +59,6 @@ struct export_job {
     bool span_window; /* no range: the spans' window rather than the whole life */
     uint64_t max_snapshots;
 };
-
-static void export_destroy(struct http_job *j)
-{
-    struct export_job *e = (struct export_job *)j;
-    skpx_free(e->id);
-    skpx_free(e);
-}
 
 /* Renders `a` (consumed) as the job's response. */
 static void render(struct export_job *e, struct analysis *a, const struct export_meta *meta)
@@ -80,7 +72,7 @@ static void render(struct export_job *e, struct analysis *a, const struct export
         return;
     }
     char fname[192];
-    make_filename(fname, sizeof(fname), e->is_task ? "task" : "segment", e->id,
+    make_filename(fname, sizeof(fname), e->is_task ? "task" : "segment", e->base.id,
                   export_file_ext(e->format));
     http_response_bytes(&e->base.res, 200, export_content_type(e->format), (char *)buf, len);
     snprintf(e->base.res.disposition, sizeof(e->base.res.disposition),
@@ -123,7 +115,7 @@ static bool render_task_pprof_by_segment(struct export_job *e, struct store *st,
     struct export_part *parts = NULL;
     size_t n_parts = 0;
     bool done = false;
-    skp_err err = store_list_profiled_segments(st, e->id, seg_list_push, &l);
+    skp_err err = store_list_profiled_segments(st, e->base.id, seg_list_push, &l);
     if (!err && l.n > 0)
         parts = skpx_calloc(l.n, sizeof(*parts));
     uint64_t sum = 0;
@@ -143,7 +135,7 @@ static bool render_task_pprof_by_segment(struct export_job *e, struct store *st,
         size_t len = 0;
         if (export_render_pprof_labelled(parts, n_parts, meta, &buf, &len) == SKP_OK) {
             char fname[192];
-            make_filename(fname, sizeof(fname), "task", e->id, export_file_ext(EXPORT_PPROF));
+            make_filename(fname, sizeof(fname), "task", e->base.id, export_file_ext(EXPORT_PPROF));
             http_response_bytes(&e->base.res, 200, export_content_type(EXPORT_PPROF), (char *)buf,
                                 len);
             snprintf(e->base.res.disposition, sizeof(e->base.res.disposition),
@@ -170,16 +162,14 @@ static void export_run(struct http_job *j, struct store *st)
     skp_err err;
     if (e->is_task) {
         struct store_task t = {0};
-        err = store_get_task(st, e->id, &t);
+        err = store_get_task(st, e->base.id, &t);
         if (err) {
             http_job_set_store_error(j, err, "task");
             return;
         }
-        err = analyze_task(st, e->id, &o, &a);
-        if (err) {
+        err = analyze_task(st, e->base.id, &o, &a);
+        if (http_job_analysis_failed(j, err, a)) {
             store_task_cleanup(&t);
-            analysis_free(a);
-            http_job_set_store_error(j, err, "analysis");
             return;
         }
         char title[640];
@@ -202,30 +192,27 @@ static void export_run(struct http_job *j, struct store *st)
         return;
     }
     if (e->has_range) {
-        struct analyze_query q = {.segment_id = e->id, .start_ms = e->start, .end_ms = e->end};
+        struct analyze_query q = {.segment_id = e->base.id, .start_ms = e->start, .end_ms = e->end};
         err = analyze_segments(st, &q, 1, &o, &a);
     } else {
-        err = http_segment_analysis(st, e->id, e->span_window, &o, &a);
+        err = http_segment_analysis(st, e->base.id, e->span_window, &o, &a);
     }
-    if (err) {
-        analysis_free(a);
-        http_job_set_store_error(j, err, "analysis");
+    if (http_job_analysis_failed(j, err, a))
         return;
-    }
     /* Trace id, endpoint and the task's dump period (the sample weight); a segment the store
      * does not know (an empty analysis) is exported without them. */
     struct store_segment_info info = {0};
-    err = store_get_segment_info(st, e->id, &info);
+    err = store_get_segment_info(st, e->base.id, &info);
     if (err && err != SKP_ENOTFOUND) {
         analysis_free(a);
         http_job_set_store_error(j, err, "segment");
         return;
     }
     char title[600];
-    snprintf(title, sizeof(title), "segment %s", e->id);
+    snprintf(title, sizeof(title), "segment %s", e->base.id);
     struct export_meta meta = {
         .title = title,
-        .segment_id = e->id,
+        .segment_id = e->base.id,
         .trace_id = info.trace_id,
         .endpoint = info.endpoint,
         .dump_period_ms = info.dump_period,
@@ -242,8 +229,8 @@ static struct export_job *export_job_new(struct http_ctx *cx, bool is_task, cons
     bool readable;
     if (!http_query_names(cx, &readable))
         return NULL;
-    struct export_job *e = http_job_new(cx, sizeof(*e), export_run, export_destroy);
-    if (!e || !http_job_strdup(cx, &e->base, &e->id, id))
+    struct export_job *e = http_job_new(cx, sizeof(*e), export_run, http_job_free);
+    if (!e || !http_job_strdup(cx, &e->base, &e->base.id, id))
         return NULL;
     e->is_task = is_task;
     e->format = f;

@@ -200,6 +200,9 @@ skp_err http_task_trigger(struct http_ctx *cx, json_t *task);
 SKP_MUST_CHECK skp_err http_segment_analysis(struct store *st, const char *segment_id,
                                              bool span_window, const struct analyze_opts *o,
                                              struct analysis **out);
+/* Worker: when an analysis failed (err), frees `a`, sets j's reply to the store error
+ * ("analysis") and returns true. */
+bool http_job_analysis_failed(struct http_job *j, skp_err err, struct analysis *a);
 /* Parses the optional `window` query parameter: "all" (default) or "span". Replies 400 and
  * returns false when it is anything else. */
 bool http_query_window(struct http_ctx *cx, bool *span_window);
@@ -219,6 +222,8 @@ void *http_job_new(struct http_ctx *cx, size_t size, void (*run)(struct http_job
 /* Stores a copy of `s` (borrowed) in *dst, a field of `j`. When out of memory, frees j with its
  * destroy, replies 500 and returns false. */
 bool http_job_strdup(struct http_ctx *cx, struct http_job *j, char **dst, const char *s);
+/* The destroy of a job that owns nothing but j->id: frees the id and the job. */
+void http_job_free(struct http_job *j);
 
 /* Task JSON with "status" and "logs" added; `task` is modified in place. */
 skp_err http_task_decorate(struct http_ctx *cx, json_t *task);

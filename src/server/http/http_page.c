@@ -110,9 +110,8 @@ static bool part_i64(const char *s, int64_t *out)
 enum list_kind { LIST_SEGMENTS, LIST_TASK_LOGS };
 
 struct list_job {
-    struct http_job base;
+    struct http_job base; /* base.id: the task's */
     enum list_kind kind;
-    char *task_id;
     struct http_page pg;
     /* while running */
     json_t *arr;
@@ -120,13 +119,6 @@ struct list_job {
     char last[HTTP_CURSOR_MAX]; /* cursor of the last row added */
     bool more;
 };
-
-static void list_destroy(struct http_job *j)
-{
-    struct list_job *l = (struct list_job *)j;
-    skpx_free(l->task_id);
-    skpx_free(l);
-}
 
 static skp_err segment_row(void *ud, const struct store_profiled_segment *s)
 {
@@ -172,7 +164,7 @@ static void list_run(struct http_job *j, struct store *st)
 {
     struct list_job *l = (struct list_job *)j;
     struct store_task t = {0};
-    skp_err err = store_get_task(st, l->task_id, &t);
+    skp_err err = store_get_task(st, l->base.id, &t);
     store_task_cleanup(&t);
     if (err) {
         http_job_set_store_error(j, err, "task");
@@ -191,10 +183,10 @@ static void list_run(struct http_job *j, struct store *st)
             return;
         }
         key.segment_id = l->pg.has_cursor ? l->pg.part[1] : NULL;
-        err = store_list_profiled_segments_page(st, l->task_id, l->pg.has_cursor ? &key : NULL,
+        err = store_list_profiled_segments_page(st, l->base.id, l->pg.has_cursor ? &key : NULL,
                                                 l->pg.limit, segment_row, l, &l->more);
     } else {
-        err = store_list_task_logs(st, l->task_id, log_row, l);
+        err = store_list_task_logs(st, l->base.id, log_row, l);
         if (err == SKP_EFULL)
             err = SKP_OK;
     }
@@ -216,12 +208,12 @@ static void list_run(struct http_job *j, struct store *st)
 static void list_dispatch(struct http_ctx *cx, const char *task_id, enum list_kind kind,
                           size_t def_limit, size_t max_limit)
 {
-    struct list_job *l = http_job_new(cx, sizeof(*l), list_run, list_destroy);
-    if (!l || !http_job_strdup(cx, &l->base, &l->task_id, task_id))
+    struct list_job *l = http_job_new(cx, sizeof(*l), list_run, http_job_free);
+    if (!l || !http_job_strdup(cx, &l->base, &l->base.id, task_id))
         return;
     l->kind = kind;
     if (!http_page_parse(cx, def_limit, max_limit, &l->pg)) {
-        list_destroy(&l->base);
+        http_job_free(&l->base);
         return;
     }
     http_job_dispatch(cx, &l->base);

@@ -294,18 +294,10 @@ void http_async_get(struct http_ctx *cx, const char *id)
 /* ---------------- one stored file ---------------- */
 
 struct file_job {
-    struct http_job base;
-    char *task_id;
+    struct http_job base; /* base.id: the task's */
     int64_t file_id;
     enum proc_kind kind;
 };
-
-static void file_destroy(struct http_job *j)
-{
-    struct file_job *f = (struct file_job *)j;
-    skpx_free(f->task_id);
-    skpx_free(f);
-}
 
 static void filename(char *out, size_t cap, const char *prefix, const char *task_id,
                      const char *what, const char *ext)
@@ -338,7 +330,7 @@ static void file_run(struct http_job *j, struct store *st)
     struct file_job *f = (struct file_job *)j;
     uint8_t *data = NULL;
     size_t len = 0;
-    skp_err err = store_proc_get_file(st, f->task_id, f->file_id, &data, &len, NULL);
+    skp_err err = store_proc_get_file(st, f->base.id, f->file_id, &data, &len, NULL);
     if (err) {
         http_job_set_store_error(j, err, "file");
         return;
@@ -346,9 +338,9 @@ static void file_run(struct http_job *j, struct store *st)
     char what[32], fname[192];
     snprintf(what, sizeof(what), "file%" PRId64, f->file_id);
     if (f->kind == PROC_KIND_ASYNC_PROFILER)
-        http_async_filename(fname, sizeof(fname), f->task_id, what, "jfr");
+        http_async_filename(fname, sizeof(fname), f->base.id, what, "jfr");
     else
-        http_pprof_filename(fname, sizeof(fname), f->task_id, what, "pb.gz");
+        http_pprof_filename(fname, sizeof(fname), f->base.id, what, "pb.gz");
     http_response_bytes(&j->res, 200, "application/octet-stream", (char *)data, len);
     snprintf(j->res.disposition, sizeof(j->res.disposition), "attachment; filename=\"%s\"", fname);
 }
@@ -361,8 +353,8 @@ static void file_kind(struct http_ctx *cx, const char *id, const char *file_id, 
         http_reply_error(cx, 404, "no such file: %s", file_id);
         return;
     }
-    struct file_job *f = http_job_new(cx, sizeof(*f), file_run, file_destroy);
-    if (!f || !http_job_strdup(cx, &f->base, &f->task_id, id))
+    struct file_job *f = http_job_new(cx, sizeof(*f), file_run, http_job_free);
+    if (!f || !http_job_strdup(cx, &f->base, &f->base.id, id))
         return;
     f->file_id = fid;
     f->kind = kind;

@@ -13,11 +13,6 @@
 
 #define TIMELINE_MAX_SNAPSHOTS 200000u
 
-struct tl_job {
-    struct http_job base;
-    char *segment_id;
-};
-
 struct tl_scan {
     struct store *st;
     json_t *snaps;
@@ -29,13 +24,6 @@ struct tl_scan {
     bool truncated;
     skp_err err;
 };
-
-static void tl_destroy(struct http_job *j)
-{
-    struct tl_job *t = (struct tl_job *)j;
-    skpx_free(t->segment_id);
-    skpx_free(t);
-}
 
 static void on_sample(void *ud, const struct store_sample *s)
 {
@@ -91,17 +79,16 @@ static void on_sample(void *ud, const struct store_sample *s)
 
 static void tl_run(struct http_job *j, struct store *st)
 {
-    struct tl_job *t = (struct tl_job *)j;
     struct tl_scan sc = {
         .st = st, .snaps = json_array(), .frames = json_array(), .stacks = json_array()};
     bool has = false;
     skp_err err = sc.snaps && sc.frames && sc.stacks ? SKP_OK : SKP_ENOMEM;
     if (!err)
-        err = store_segment_has_snapshots(st, t->segment_id, &has);
+        err = store_segment_has_snapshots(st, j->id, &has);
     if (!err && !has)
         err = SKP_ENOTFOUND;
     if (!err)
-        err = store_scan_segment(st, t->segment_id, INT32_MIN, INT32_MAX, on_sample, &sc);
+        err = store_scan_segment(st, j->id, INT32_MIN, INT32_MAX, on_sample, &sc);
     if (!err)
         err = sc.err;
     skpx_u64map_cleanup(&sc.frame_index);
@@ -114,14 +101,14 @@ static void tl_run(struct http_job *j, struct store *st)
         return;
     }
     http_job_set_json(j, 200,
-                      json_pack("{s:o,s:o,s:o,s:o,s:b}", "segmentId", skp_json_str(t->segment_id),
-                                "frames", sc.frames, "stacks", sc.stacks, "snapshots", sc.snaps,
-                                "truncated", sc.truncated));
+                      json_pack("{s:o,s:o,s:o,s:o,s:b}", "segmentId", skp_json_str(j->id), "frames",
+                                sc.frames, "stacks", sc.stacks, "snapshots", sc.snaps, "truncated",
+                                sc.truncated));
 }
 
 void http_timeline_segment(struct http_ctx *cx, const char *segment_id)
 {
-    struct tl_job *t = http_job_new(cx, sizeof(*t), tl_run, tl_destroy);
-    if (t && http_job_strdup(cx, &t->base, &t->segment_id, segment_id))
-        http_job_dispatch(cx, &t->base);
+    struct http_job *j = http_job_new(cx, sizeof(*j), tl_run, http_job_free);
+    if (j && http_job_strdup(cx, j, &j->id, segment_id))
+        http_job_dispatch(cx, j);
 }

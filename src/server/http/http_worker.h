@@ -51,6 +51,7 @@ struct http_job {
     void (*run)(struct http_job *j, struct store *st);
     /* Frees the job and whatever run/submit attached to it (any thread). */
     void (*destroy)(struct http_job *j);
+    char *id;                 /* owned: the task or segment a job of one id reads; may be NULL */
     struct http_response res; /* what run() computed */
 };
 

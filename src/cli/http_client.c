@@ -400,6 +400,5 @@ void http_response_cleanup(struct http_response *resp)
     if (!resp)
         return;
     skpx_free(resp->body);
-    resp->body = NULL;
-    resp->body_len = 0;
+    memset(resp, 0, sizeof(*resp)); /* as http_request starts it: no status, header or body */
 }

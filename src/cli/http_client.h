@@ -38,7 +38,8 @@ SKP_MUST_CHECK skp_err http_url_parse(const char *url, struct http_url *out);
 /* Sends `method target` with an optional body (content type application/json when body is not
  * NULL) and an optional bearer token; waits at most timeout_ms for each step.
  * `target` is the path (with query) below url->base, starting with '/'. On SKP_OK *resp owns
- * the body; release with http_response_cleanup (also safe after a failure).
+ * the body; release with http_response_cleanup (also safe after a failure), which leaves *resp
+ * empty again (as before the request). A failed request leaves it so.
  * Errors: SKP_EUNAVAILABLE (resolve/connect failed), SKP_ETIMEDOUT, SKP_EIO (send/recv),
  * SKP_EPROTO (malformed response), SKP_ETOOBIG, SKP_ENOMEM. */
 SKP_MUST_CHECK skp_err http_request(const struct http_url *url, const char *method,

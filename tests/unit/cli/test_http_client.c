@@ -156,6 +156,10 @@ static void http_content_length_and_request_shape(void **state)
     assert_non_null(strstr(req, "Content-Length: 7\r\n"));
     assert_non_null(strstr(req, "\r\n\r\n{\"a\":1}"));
     http_response_cleanup(&r);
+    assert_null(r.body); /* empty again: nothing of the answer is left */
+    assert_int_equal(r.body_len, 0);
+    assert_int_equal(r.status, 0);
+    assert_string_equal(r.content_type, "");
 }
 
 static void http_chunked_and_close_delimited(void **state)
@@ -214,6 +218,7 @@ static void http_malformed_responses(void **state)
         skp_err err = exchange(bad[i], "GET", NULL, 5000, &r, NULL, 0);
         assert_int_equal(err, SKP_EPROTO);
         assert_null(r.body);
+        assert_int_equal(r.status, 0); /* not even a status read before the body failed */
     }
 }
 

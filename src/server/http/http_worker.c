@@ -106,6 +106,5 @@ void http_worker_stop(struct http_worker *w)
     if (!w)
         return;
     job_queue_stop(w->q);
-    skpx_free(w->db_path);
-    skpx_free(w);
+    SKPX_FREE_ALL(w->db_path, w);
 }

@@ -154,6 +154,10 @@ struct gql_doc {
 bool gql_parse_value(struct gql_lexer *lx, bool is_const, struct gql_value **out,
                      struct gql_error *e, int depth);
 bool gql_parse_tref(struct gql_lexer *lx, struct gql_tref **out, struct gql_error *e);
+/* Optional arguments "(name: value ...)" (at least one when the parenthesis comes); values
+ * nest at most `depth` deep. *out is NULL when there are none. */
+bool gql_parse_args(struct gql_lexer *lx, bool is_const, struct gql_arg **out, struct gql_error *e,
+                    int depth);
 bool gql_expect_punct(struct gql_lexer *lx, const char *p, struct gql_error *e);
 bool gql_expect_name(struct gql_lexer *lx, const char **out, struct gql_error *e);
 void gql_error_at(struct gql_error *e, const struct gql_lexer *lx, const char *fmt, ...)

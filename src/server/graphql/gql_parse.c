@@ -208,10 +208,9 @@ bool gql_parse_tref(struct gql_lexer *lx, struct gql_tref **out, struct gql_erro
     return parse_tref(lx, out, e, 0);
 }
 
-static bool parse_args(struct parser *p, bool is_const, struct gql_arg **out)
+bool gql_parse_args(struct gql_lexer *lx, bool is_const, struct gql_arg **out, struct gql_error *e,
+                    int depth)
 {
-    struct gql_lexer *lx = &p->lx;
-    struct gql_error *e = &p->err;
     *out = NULL;
     if (!gql_lex_is_punct(lx, "("))
         return true;
@@ -225,12 +224,17 @@ static bool parse_args(struct parser *p, bool is_const, struct gql_arg **out)
         a->line = lx->tok_line;
         a->col = lx->tok_col;
         if (!gql_expect_name(lx, &a->name, e) || !gql_expect_punct(lx, ":", e) ||
-            !gql_parse_value(lx, is_const, &a->value, e, (int)p->lim->max_depth))
+            !gql_parse_value(lx, is_const, &a->value, e, depth))
             return false;
         *tail = a;
         tail = &a->next;
     } while (!gql_lex_is_punct(lx, ")"));
     return next(lx, e);
+}
+
+static bool parse_args(struct parser *p, bool is_const, struct gql_arg **out)
+{
+    return gql_parse_args(&p->lx, is_const, out, &p->err, (int)p->lim->max_depth);
 }
 
 static bool parse_directives(struct parser *p, bool is_const, struct gql_directive **out)

@@ -45,25 +45,23 @@ static bool description(struct sdl *p, const char **out)
     return sdl_next(p);
 }
 
+/* Inside a list closed by `close`: the end of the text is an error there. */
+static bool not_at_end(struct sdl *p, const char *close)
+{
+    if (p->lx.tok != GQL_T_EOF)
+        return true;
+    gql_error_at(&p->err, &p->lx, "Syntax Error: Expected \"%s\".", close);
+    return false;
+}
+
 static bool skip_directives(struct sdl *p)
 {
     while (gql_lex_is_punct(&p->lx, "@")) {
         const char *name;
-        if (!sdl_next(p) || !gql_expect_name(&p->lx, &name, &p->err))
+        struct gql_arg *args;
+        if (!sdl_next(p) || !gql_expect_name(&p->lx, &name, &p->err) ||
+            !gql_parse_args(&p->lx, true, &args, &p->err, 16))
             return false;
-        if (gql_lex_is_punct(&p->lx, "(")) {
-            if (!sdl_next(p))
-                return false;
-            while (!gql_lex_is_punct(&p->lx, ")")) {
-                struct gql_value *v;
-                if (!gql_expect_name(&p->lx, &name, &p->err) ||
-                    !gql_expect_punct(&p->lx, ":", &p->err) ||
-                    !gql_parse_value(&p->lx, true, &v, &p->err, 16))
-                    return false;
-            }
-            if (!sdl_next(p))
-                return false;
-        }
     }
     return true;
 }
@@ -153,11 +151,7 @@ static bool field_def(struct sdl *p, struct gql_field **out)
             return false;
         while (!gql_lex_is_punct(&p->lx, ")")) {
             struct gql_field *a;
-            if (p->lx.tok == GQL_T_EOF) {
-                gql_error_at(&p->err, &p->lx, "Syntax Error: Expected \")\".");
-                return false;
-            }
-            if (!input_value(p, &a))
+            if (!not_at_end(p, ")") || !input_value(p, &a))
                 return false;
             append_field(&f->args, a);
         }
@@ -177,11 +171,8 @@ static bool fields_block(struct sdl *p, struct gql_type *t)
         return false;
     while (!gql_lex_is_punct(&p->lx, "}")) {
         struct gql_field *f;
-        if (p->lx.tok == GQL_T_EOF) {
-            gql_error_at(&p->err, &p->lx, "Syntax Error: Expected \"}\".");
-            return false;
-        }
-        if (!(t->kind == GQL_K_INPUT ? input_value(p, &f) : field_def(p, &f)))
+        if (!not_at_end(p, "}") ||
+            !(t->kind == GQL_K_INPUT ? input_value(p, &f) : field_def(p, &f)))
             return false;
         if (gql_type_field(t, f->name)) {
             gql_error_at(&p->err, &p->lx, "field %s.%s is defined twice", t->name, f->name);

@@ -330,6 +330,11 @@ static void schema_errors(void **state)
         {"type Query { a: Int a: Int }", "defined twice"},
         {"type Query { a: Int", "Expected"},
         {"union U = A | B", "unsupported definition"},
+        /* directive arguments: the executable grammar's (at least one, name: value) */
+        {"type Query @d() { a: Int }", "Expected Name, found \")\""},
+        {"type Query @d(a: 1 { a: Int }", "Expected Name, found \"{\""},
+        {"type Query @d(a 1) { a: Int }", "Expected \":\""},
+        {"type Query { a: Int @d(a: $v) }", "Unexpected variable"},
     };
     for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
         char err[256];
@@ -342,6 +347,15 @@ static void schema_errors(void **state)
     }
     char err[256];
     struct gql_schema *s = NULL;
+    /* directives with arguments anywhere are read and ignored */
+    static const char k_dirs[] =
+        "type Query @key(fields: \"id\", n: [1, 2]) { a(x: Int = 3 @e(z: \"s\")): Int "
+        "@deprecated(reason: \"old\") @f(w: {k: 1}) } enum E @g(v: true) { X @h(y: null) }";
+    static const struct gql_resolver dirs_res[] = {{"Query", "a", r_fails}};
+    assert_int_equal(gql_schema_new(k_dirs, strlen(k_dirs), dirs_res, 1, err, sizeof(err), &s),
+                     SKP_OK);
+    gql_schema_free(s);
+    s = NULL;
     static const struct gql_resolver bad[] = {{"Query", "zz", r_fails}};
     assert_int_equal(gql_schema_new("type Query { a: Int }", 21, bad, 1, err, sizeof(err), &s),
                      SKP_EINVAL);

@@ -177,6 +177,19 @@ skp_err pg_store_cont_list_slots(struct store *base, int64_t from_ms, int64_t to
     return err;
 }
 
+/* run() of an insert RETURNING one row when it took effect (a lease held, a firing claimed):
+ * *took says whether it did. */
+static skp_err run_took(struct store *base, const char *sql, struct pg_params *p, const char *what,
+                        bool *took)
+{
+    skp_err err;
+    PGresult *r = run(pg_store_of(base), sql, p, &err, what);
+    if (r)
+        *took = PQntuples(r) == 1;
+    PQclear(r);
+    return err;
+}
+
 skp_err pg_store_cont_lease(struct store *base, const char *name, int64_t holder, int64_t ttl_ms,
                             bool *held)
 {
@@ -190,17 +203,13 @@ skp_err pg_store_cont_lease(struct store *base, const char *name, int64_t holder
         return err;
     }
     pgp_int(&p, ttl_ms);
-    PGresult *r =
-        run(pg_store_of(base),
-            "INSERT INTO cont_lease AS l(name, holder, expires_ms) VALUES($1, $2, " PG_NOW_MS
-            " + $3) ON CONFLICT (name) DO UPDATE SET holder = excluded.holder,"
-            " expires_ms = excluded.expires_ms WHERE l.holder = excluded.holder"
-            " OR l.expires_ms < " PG_NOW_MS " RETURNING holder",
-            &p, &err, "continuous lease");
-    if (r)
-        *held = PQntuples(r) == 1;
-    PQclear(r);
-    return err;
+    return run_took(
+        base,
+        "INSERT INTO cont_lease AS l(name, holder, expires_ms) VALUES($1, $2, " PG_NOW_MS
+        " + $3) ON CONFLICT (name) DO UPDATE SET holder = excluded.holder,"
+        " expires_ms = excluded.expires_ms WHERE l.holder = excluded.holder"
+        " OR l.expires_ms < " PG_NOW_MS " RETURNING holder",
+        &p, "continuous lease", held);
 }
 
 skp_err pg_store_cont_claim_firing(struct store *base, const char *service, const char *target,
@@ -210,15 +219,10 @@ skp_err pg_store_cont_claim_firing(struct store *base, const char *service, cons
     pgp_text(&p, service);
     pgp_text(&p, target);
     pgp_int(&p, window_ms);
-    skp_err err;
-    PGresult *r = run(pg_store_of(base),
-                      "INSERT INTO cont_fired(service, target, window_ms, claimed_ms)"
-                      " VALUES($1, $2, $3, " PG_NOW_MS ") ON CONFLICT DO NOTHING RETURNING 1",
-                      &p, &err, "claim continuous firing");
-    if (r)
-        *claimed = PQntuples(r) == 1;
-    PQclear(r);
-    return err;
+    return run_took(base,
+                    "INSERT INTO cont_fired(service, target, window_ms, claimed_ms)"
+                    " VALUES($1, $2, $3, " PG_NOW_MS ") ON CONFLICT DO NOTHING RETURNING 1",
+                    &p, "claim continuous firing", claimed);
 }
 
 skp_err pg_store_cont_purge_cluster(struct store *base, int64_t before_ms, int64_t claims_before_ms)

@@ -558,27 +558,46 @@ static skp_err cache_stack_row(struct pg_store *st, uint32_t id, char *hex, cons
     return SKP_OK;
 }
 
+/* The ids one prefetch query asks for, as an array literal: each once, none already cached. */
+struct id_ask {
+    struct pg_buf arr;
+    struct skpx_u64map asked;
+    size_t n;
+};
+
+/* Adds id unless the cache index `cached` has it or it is asked already. */
+static skp_err id_ask_add(struct id_ask *a, const struct skpx_u64map *cached, uint32_t id)
+{
+    uint64_t dummy;
+    if (skpx_u64map_get(cached, id, &dummy) || skpx_u64map_get(&a->asked, id, &dummy))
+        return SKP_OK;
+    if (skpx_u64map_put(&a->asked, id, 1) != SKP_OK)
+        return SKP_ENOMEM;
+    pgb_putc(&a->arr, a->n++ ? ',' : '{');
+    pgb_int(&a->arr, id);
+    return SKP_OK;
+}
+
+/* The array literal of the ids added (owned; NULL: out of memory); the list is empty again. */
+static char *id_ask_take(struct id_ask *a)
+{
+    if (a->n == 0)
+        pgb_putc(&a->arr, '{');
+    pgb_putc(&a->arr, '}');
+    a->n = 0;
+    skpx_u64map_clear(&a->asked);
+    return pgb_take(&a->arr);
+}
+
 skp_err pg__prefetch_stacks(struct pg_store *st, const uint32_t *ids, size_t n)
 {
-    struct pg_buf arr = {0};
-    struct skpx_u64map asked = {0};
-    size_t k = 0;
-    uint64_t dummy;
+    struct id_ask ask = {0};
     skp_err err = SKP_OK;
-    pgb_putc(&arr, '{');
-    for (size_t i = 0; i < n && !err; i++) {
-        if (skpx_u64map_get(&st->stack_cache.by_id, ids[i], &dummy) ||
-            skpx_u64map_get(&asked, ids[i], &dummy))
-            continue;
-        if (skpx_u64map_put(&asked, ids[i], 1) != SKP_OK)
-            err = SKP_ENOMEM;
-        if (k++)
-            pgb_putc(&arr, ',');
-        pgb_int(&arr, ids[i]);
-    }
-    pgb_putc(&arr, '}');
+    for (size_t i = 0; i < n && !err; i++)
+        err = id_ask_add(&ask, &st->stack_cache.by_id, ids[i]);
+    size_t k = ask.n;
     struct pg_params p = {0};
-    pgp_owned(&p, pgb_take(&arr));
+    pgp_owned(&p, id_ask_take(&ask));
     PGresult *r = NULL;
     if (err || k == 0)
         goto out;
@@ -587,30 +606,18 @@ skp_err pg__prefetch_stacks(struct pg_store *st, const uint32_t *ids, size_t n)
     if (!r)
         goto out;
     /* then the frames of those stacks whose signatures are not cached */
-    struct pg_buf fa = {0};
-    size_t nf = 0;
-    skpx_u64map_clear(&asked);
-    pgb_putc(&fa, '{');
     for (int i = 0; i < PQntuples(r) && !err; i++) {
         const uint32_t *fr = NULL;
         size_t cnt = 0;
         err = cache_stack_row(st, (uint32_t)pg__i64(r, i, 0), PQgetvalue(r, i, 1), &fr, &cnt);
-        for (size_t j = 0; j < cnt && !err; j++) {
-            if (skpx_u64map_get(&st->frame_sigs.idx, fr[j], &dummy) ||
-                skpx_u64map_get(&asked, fr[j], &dummy))
-                continue;
-            if (skpx_u64map_put(&asked, fr[j], 1) != SKP_OK)
-                err = SKP_ENOMEM;
-            if (nf++)
-                pgb_putc(&fa, ',');
-            pgb_int(&fa, fr[j]);
-        }
+        for (size_t j = 0; j < cnt && !err; j++)
+            err = id_ask_add(&ask, &st->frame_sigs.idx, fr[j]);
     }
-    pgb_putc(&fa, '}');
+    size_t nf = ask.n;
     PQclear(r);
     r = NULL;
     pgp_free(&p);
-    pgp_owned(&p, pgb_take(&fa));
+    pgp_owned(&p, id_ask_take(&ask));
     if (err || nf == 0)
         goto out;
     r = pg__exec(st, "SELECT id, sig FROM frames WHERE id = ANY($1::bigint[])", &p, &err,
@@ -621,7 +628,7 @@ skp_err pg__prefetch_stacks(struct pg_store *st, const uint32_t *ids, size_t n)
 out:
     PQclear(r);
     pgp_free(&p);
-    skpx_u64map_cleanup(&asked);
+    skpx_u64map_cleanup(&ask.asked);
     return err;
 }
 

@@ -16,6 +16,7 @@
 
 #include "common/alloc.h"
 #include "common/varint.h"
+#include "server/formats/pb_wire.h"
 
 /* profile.proto field numbers. */
 enum {
@@ -31,7 +32,6 @@ enum {
     P_PERIOD = 12,
     P_DEFAULT_TYPE = 14,
 };
-enum { WT_VARINT = 0, WT_I64 = 1, WT_LEN = 2, WT_I32 = 5 };
 
 struct rd {
     const uint8_t *p, *end, *base;
@@ -118,28 +118,12 @@ static bool rd_sub(struct rd *r, struct rd *sub)
     return true;
 }
 
+/* Steps over a field's value (groups, 3 and 4, and 6, 7 are not in profile.proto). */
 static bool rd_skip(struct rd *r, int wt)
 {
     uint64_t v;
-    struct rd sub;
-    switch (wt) {
-    case WT_VARINT:
-        return rd_varint(r, &v);
-    case WT_I64:
-        if (r->end - r->p < 8)
-            return false;
-        r->p += 8;
-        return true;
-    case WT_LEN:
-        return rd_sub(r, &sub);
-    case WT_I32:
-        if (r->end - r->p < 4)
-            return false;
-        r->p += 4;
-        return true;
-    default:
-        return false; /* groups (3, 4) and 6, 7 are not in profile.proto */
-    }
+    const uint8_t *payload, *payload_end;
+    return pb_wire_value(&r->p, r->end, wt, &v, &payload, &payload_end);
 }
 
 /* One value of a repeated varint field: stored at out[*i] (none past cap) unless out is NULL

@@ -8,13 +8,7 @@
 #include <string.h>
 
 #include "common/varint.h"
-
-enum {
-    WT_VARINT = 0,
-    WT_I64 = 1,
-    WT_LEN = 2,
-    WT_I32 = 5,
-};
+#include "server/formats/pb_wire.h"
 
 struct rd {
     const uint8_t *p;
@@ -33,31 +27,7 @@ static bool field(struct rd *r, uint32_t *num, int *wt, uint64_t *v, struct rd *
     *value = r->p;
     *num = (uint32_t)(key >> 3);
     *wt = (int)(key & 7);
-    switch (*wt) {
-    case WT_VARINT:
-        return skpx_varint_read(&r->p, r->end, v);
-    case WT_I64:
-        if (r->end - r->p < 8)
-            return false;
-        r->p += 8;
-        return true;
-    case WT_I32:
-        if (r->end - r->p < 4)
-            return false;
-        r->p += 4;
-        return true;
-    case WT_LEN: {
-        uint64_t n;
-        if (!skpx_varint_read_len(&r->p, r->end, &n))
-            return false;
-        payload->p = r->p;
-        payload->end = r->p + n;
-        r->p += n;
-        return true;
-    }
-    default:
-        return false; /* groups (3, 4) and reserved types */
-    }
+    return pb_wire_value(&r->p, r->end, *wt, v, &payload->p, &payload->end);
 }
 
 /* A bool as protobuf-c reads it, whatever the wire type: true when any byte of the value (a

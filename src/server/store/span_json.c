@@ -43,12 +43,12 @@ enum store_span_layer span_json_layer_of(const char *name, enum store_span_layer
                                              (int)dflt);
 }
 
-static json_t *kv_array(const struct store_kv *kv, size_t n)
+/* A JSON array of the n items item(v, i) builds; NULL when one could not be built or added. */
+static json_t *array_of(const void *v, size_t n, json_t *(*item)(const void *v, size_t i))
 {
     json_t *a = json_array();
     for (size_t i = 0; a && i < n; i++) {
-        json_t *o = json_pack("{s:o, s:o}", "key", skp_json_str(kv[i].key), "value",
-                              skp_json_str(kv[i].value));
+        json_t *o = item(v, i);
         if (!o || json_array_append_new(a, o) != 0) {
             json_decref(a);
             return NULL;
@@ -57,45 +57,34 @@ static json_t *kv_array(const struct store_kv *kv, size_t n)
     return a;
 }
 
-static json_t *refs_array(const struct store_span *sp)
+static json_t *kv_item(const void *v, size_t i)
 {
-    json_t *refs = json_array();
-    for (size_t i = 0; refs && i < sp->n_refs; i++) {
-        const struct store_span_ref *r = &sp->refs[i];
-        json_t *ro = json_pack("{s:o, s:o, s:i, s:s}", "traceId", skp_json_str(r->trace_id),
-                               "parentSegmentId", skp_json_str(r->parent_segment_id),
-                               "parentSpanId", (int)r->parent_span_id, "type",
-                               r->cross_thread ? "CROSS_THREAD" : "CROSS_PROCESS");
-        if (!ro || json_array_append_new(refs, ro) != 0) {
-            json_decref(refs);
-            return NULL;
-        }
-    }
-    return refs;
+    const struct store_kv *kv = (const struct store_kv *)v + i;
+    return json_pack("{s:o, s:o}", "key", skp_json_str(kv->key), "value", skp_json_str(kv->value));
 }
 
-static json_t *logs_array(const struct store_span *sp)
+static json_t *ref_item(const void *v, size_t i)
 {
-    json_t *logs = json_array();
-    for (size_t i = 0; logs && i < sp->n_logs; i++) {
-        json_t *data = kv_array(sp->logs[i].data, sp->logs[i].n_data);
-        json_t *lo =
-            data ? json_pack("{s:I, s:o}", "time", (json_int_t)sp->logs[i].time_ms, "data", data)
-                 : NULL;
-        if (!lo || json_array_append_new(logs, lo) != 0) {
-            json_decref(logs);
-            return NULL;
-        }
-    }
-    return logs;
+    const struct store_span_ref *r = (const struct store_span_ref *)v + i;
+    return json_pack("{s:o, s:o, s:i, s:s}", "traceId", skp_json_str(r->trace_id),
+                     "parentSegmentId", skp_json_str(r->parent_segment_id), "parentSpanId",
+                     (int)r->parent_span_id, "type",
+                     r->cross_thread ? "CROSS_THREAD" : "CROSS_PROCESS");
+}
+
+static json_t *log_item(const void *v, size_t i)
+{
+    const struct store_span_log *l = (const struct store_span_log *)v + i;
+    json_t *data = array_of(l->data, l->n_data, kv_item);
+    return data ? json_pack("{s:I, s:o}", "time", (json_int_t)l->time_ms, "data", data) : NULL;
 }
 
 json_t *span_json_build(const char *segment_id, const char *service, const char *instance,
                         const struct store_span *sp)
 {
-    json_t *refs = refs_array(sp);
-    json_t *logs = logs_array(sp);
-    json_t *tags = kv_array(sp->tags, sp->n_tags);
+    json_t *refs = array_of(sp->refs, sp->n_refs, ref_item);
+    json_t *logs = array_of(sp->logs, sp->n_logs, log_item);
+    json_t *tags = array_of(sp->tags, sp->n_tags, kv_item);
     if (!refs || !logs || !tags) {
         json_decref(refs);
         json_decref(logs);

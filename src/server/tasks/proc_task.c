@@ -58,6 +58,15 @@ bool proc_task_refuse(struct proc_error *e, const char *reason, const char *fiel
     return false;
 }
 
+bool proc_task_service_given(const struct proc_request *r, struct proc_error *e)
+{
+    e->reason = NULL;
+    e->field = NULL;
+    if (!r->service || !r->service[0])
+        return proc_task_refuse(e, R_SERVICE, "service");
+    return true;
+}
+
 bool proc_task_names_ok(const struct proc_request *r, struct proc_error *e)
 {
     if (strlen(r->service) > PROC_NAME_MAX)
@@ -72,10 +81,8 @@ bool proc_task_names_ok(const struct proc_request *r, struct proc_error *e)
 
 bool proc_task_validate_pprof(const struct proc_request *r, struct proc_error *e)
 {
-    e->reason = NULL;
-    e->field = NULL;
-    if (!r->service || !r->service[0])
-        return proc_task_refuse(e, R_SERVICE, "service");
+    if (!proc_task_service_given(r, e))
+        return false;
     if (r->n_events == 0 || !r->events[0] || !r->events[0][0])
         return proc_task_refuse(e, R_EVENTS, "events");
     const char *ev = r->events[0];

@@ -79,6 +79,9 @@ bool proc_pprof_event_timed(const char *ev);
 bool proc_task_validate_pprof(const struct proc_request *r, struct proc_error *e);
 /* Sets *e to the refusal (`reason`, `field`) and returns false: a validation's return. */
 bool proc_task_refuse(struct proc_error *e, const char *reason, const char *field);
+/* The first check of both kinds, OAP's: clears *e, then refuses a request without a service.
+ * False with *e set when it has none. */
+bool proc_task_service_given(const struct proc_request *r, struct proc_error *e);
 /* The checks pprof and async-profiler tasks share on the names of r: the service's length, the
  * number of instances, each instance's name. False with *e set when one fails. */
 bool proc_task_names_ok(const struct proc_request *r, struct proc_error *e);

@@ -10,7 +10,6 @@
 #include "server/tasks/task_service.h"
 
 /* OAP's texts (AsyncProfilerMutationService), verbatim. */
-#define R_SERVICE "service cannot be null"
 #define R_DURATION_NEG "duration cannot be negative"
 #define R_EVENTS "events cannot be empty"
 /* Ours. */
@@ -43,10 +42,8 @@ static bool exec_args_ok(const char *s)
 
 bool proc_task_validate_async(const struct proc_request *r, struct proc_error *e)
 {
-    e->reason = NULL;
-    e->field = NULL;
-    if (!r->service || !r->service[0])
-        return proc_task_refuse(e, R_SERVICE, "service");
+    if (!proc_task_service_given(r, e))
+        return false;
     if (r->duration <= 0)
         return proc_task_refuse(e, R_DURATION_NEG, "duration");
     if (r->n_events == 0)

@@ -473,11 +473,7 @@ skp_err pg__insert_rows(struct pg_store *st, const char *sql, size_t n, pg_bind_
         PQclear(pg__exec(st, sql, &p, &err, what));
         pgp_free(&p);
     }
-    if (!err)
-        err = pg__commit(st);
-    if (err)
-        pg__rollback(st);
-    return err;
+    return pg__finish(st, err);
 }
 
 skp_err pg__cmd(struct pg_store *st, const char *sql, const char *what)
@@ -510,6 +506,15 @@ skp_err pg__commit(struct pg_store *st)
     st->commits++;
     st->commit_ns_total += (uint64_t)(skpx_mono_ns() - t0);
     return SKP_OK;
+}
+
+skp_err pg__finish(struct pg_store *st, skp_err err)
+{
+    if (!err)
+        err = pg__commit(st);
+    if (err)
+        pg__rollback(st);
+    return err;
 }
 
 skp_err pg__begin_locked(struct pg_store *st, int64_t key, const char *what)

@@ -45,11 +45,7 @@ static skp_err create_tables(struct pg_store *st)
     if (err)
         return err;
     err = pg__cmd(st, k_tables, "create cluster tables");
-    if (!err)
-        err = pg__commit(st);
-    if (err)
-        pg__rollback(st);
-    return err;
+    return pg__finish(st, err);
 }
 
 /* pg__query; the tables are created before the store's first cluster statement (which

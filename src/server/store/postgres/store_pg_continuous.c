@@ -40,12 +40,9 @@ skp_err pg_store_cont_insert_trigger(struct store *base, const struct store_cont
                           ", trigger_id, seq) VALUES(" STORE_CONT_CAUSE_PG ", $8, $9)",
                           &q, &err, "insert continuous trigger cause"));
     }
-    if (!err)
-        err = pg__commit(st);
-    if (err) {
-        pg__rollback(st);
+    err = pg__finish(st, err);
+    if (err)
         return err;
-    }
     if (id_out)
         *id_out = id;
     return SKP_OK;

@@ -66,12 +66,9 @@ static skp_err ensure_partition(struct pg_store *st, int64_t day)
                  "FOR VALUES FROM (%" PRId64 ") TO (%" PRId64 ")",
                  name, day * PG_DAY_MS, (day + 1) * PG_DAY_MS);
         err = pg__cmd(st, sql, "create partition");
-        if (!err)
-            err = pg__commit(st);
-        if (err) {
-            pg__rollback(st);
+        err = pg__finish(st, err);
+        if (err)
             return err;
-        }
     }
     if (skpx_u64map_put(&st->parts, (uint64_t)day, 1) != SKP_OK) {
         /* only a cache */
@@ -374,11 +371,7 @@ static skp_err run_scan(struct pg_store *st, const char *sql, store_sample_cb cb
 out:
     skpx_free(decl);
     skpx_free(stacks);
-    if (!err)
-        err = pg__commit(st); /* closes the cursor */
-    if (err)
-        pg__rollback(st);
-    return err;
+    return pg__finish(st, err); /* closes the cursor */
 }
 
 /* What both scans refuse before looking their key up. */

@@ -170,6 +170,9 @@ SKP_MUST_CHECK skp_err pg__cmd(struct pg_store *st, const char *sql, const char 
 /* BEGIN (after pg__ready) / COMMIT (timed) / ROLLBACK (also drops the ingest caches). */
 SKP_MUST_CHECK skp_err pg__begin(struct pg_store *st);
 SKP_MUST_CHECK skp_err pg__commit(struct pg_store *st);
+/* Ends the transaction as `err` says: COMMIT when it is SKP_OK, ROLLBACK when it is not or the
+ * commit failed. Returns err, or the commit's error. */
+SKP_MUST_CHECK skp_err pg__finish(struct pg_store *st, skp_err err);
 /* pg__begin, then the transaction's advisory lock `key` (pg_advisory_xact_lock, logged as
  * `what` when it fails): held until COMMIT or ROLLBACK, so collectors doing the same wait for
  * each other. A failed lock is rolled back: on error no transaction is open. */

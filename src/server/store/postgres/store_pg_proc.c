@@ -31,11 +31,7 @@ skp_err pg_store_proc_insert_task(struct store *base, const struct proc_task *t)
                              "VALUES(" STORE_PROC_INSTANCE_PG ") ON CONFLICT DO NOTHING",
                              &store_proc_instance_row, &row, "insert proc task instance");
     }
-    if (!err)
-        err = pg__commit(st);
-    if (err)
-        pg__rollback(st);
-    return err;
+    return pg__finish(st, err);
 }
 
 /* ---------------------------------------------------------------- logs */
@@ -127,11 +123,7 @@ skp_err pg_store_proc_file_finish(struct store *base, const char *task_id, const
     PQclear(r);
     if (!err && op)
         err = insert_log(st, task_id, instance, op, time_ms, NULL);
-    if (!err)
-        err = pg__commit(st);
-    if (err)
-        pg__rollback(st);
-    return err;
+    return pg__finish(st, err);
 }
 
 skp_err pg_store_proc_file_abort(struct store *base, int64_t id)

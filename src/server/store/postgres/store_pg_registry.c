@@ -133,12 +133,8 @@ skp_err pg_store_tasks_unlock(struct store *base, bool commit)
     struct pg_store *st = pg_store_of(base);
     if (!st->in_tx)
         return SKP_ESTATE;
-    if (commit) {
-        skp_err err = pg__commit(st);
-        if (err)
-            pg__rollback(st);
-        return err;
-    }
+    if (commit)
+        return pg__finish(st, SKP_OK);
     pg__rollback(st);
     return SKP_OK;
 }

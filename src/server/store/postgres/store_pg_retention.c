@@ -370,10 +370,8 @@ skp_err pg_store_purge_step(struct store *base, int64_t before_ms, uint64_t max_
     err = pg__cmd(st, "UPDATE skp_purge_epoch SET epoch = epoch + 1", "purge epoch");
     if (!err)
         err = step(&pu, done);
-    if (!err)
-        err = pg__commit(st);
+    err = pg__finish(st, err);
     if (err) {
-        pg__rollback(st);
         *done = false;
         return err;
     }

@@ -110,6 +110,9 @@ SKP_MUST_CHECK skp_err store__exec(struct sqlite_store *st, const char *sql);
 /* BEGIN IMMEDIATE / COMMIT (timed) / ROLLBACK (also clears the ingest caches). */
 SKP_MUST_CHECK skp_err store__begin(struct sqlite_store *st);
 SKP_MUST_CHECK skp_err store__commit(struct sqlite_store *st);
+/* Ends the transaction as `err` says: COMMIT when it is SKP_OK, ROLLBACK when it is not or the
+ * commit failed. Returns err, or the commit's error. */
+SKP_MUST_CHECK skp_err store__finish(struct sqlite_store *st, skp_err err);
 void store__rollback(struct sqlite_store *st);
 /* Clears the caches that may refer to rows rolled back or purged. */
 void store__drop_ingest_caches(struct sqlite_store *st);

@@ -139,12 +139,8 @@ skp_err store__insert_rows(struct sqlite_store *st, const char *sql, size_t n, s
         bind(s, i, rows);
         err = store__step_done(st, s, what);
     }
-    if (!err)
-        err = store__commit(st);
-    if (err)
-        store__rollback(st);
     sqlite3_finalize(s);
-    return err;
+    return store__finish(st, err);
 }
 
 /* Runs the cached statement `which` (no result rows). */
@@ -173,6 +169,15 @@ skp_err store__commit(struct sqlite_store *st)
     st->commits++;
     st->commit_ns_total += (uint64_t)(skpx_mono_ns() - t0);
     return SKP_OK;
+}
+
+skp_err store__finish(struct sqlite_store *st, skp_err err)
+{
+    if (!err)
+        err = store__commit(st);
+    if (err)
+        store__rollback(st);
+    return err;
 }
 
 void store__drop_ingest_caches(struct sqlite_store *st)

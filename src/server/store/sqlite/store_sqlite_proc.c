@@ -120,11 +120,7 @@ static skp_err one_statement(struct sqlite_store *st, const char *sql,
         err = step_done(st, s, what);
     }
     sqlite3_finalize(s);
-    if (!err)
-        err = store__commit(st);
-    if (err)
-        store__rollback(st);
-    return err;
+    return store__finish(st, err);
 }
 
 struct file_begin {
@@ -194,11 +190,7 @@ skp_err sqlite_store_proc_file_finish(struct store *base, const char *task_id, c
     sqlite3_finalize(s);
     if (!err && op)
         err = insert_log(st, task_id, instance, op, time_ms, NULL);
-    if (!err)
-        err = store__commit(st);
-    if (err)
-        store__rollback(st);
-    return err;
+    return store__finish(st, err);
 }
 
 skp_err sqlite_store_proc_file_abort(struct store *base, int64_t id)

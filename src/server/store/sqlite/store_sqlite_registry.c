@@ -83,11 +83,7 @@ static skp_err upsert(struct sqlite_store *st, const char *service, const char *
     err = service_ref(st, service, layer, now_ms, &sid);
     if (!err)
         err = instance_upsert(st, sid, instance, language, props_json, now_ms);
-    if (!err)
-        err = store__commit(st);
-    if (err)
-        store__rollback(st);
-    return err;
+    return store__finish(st, err);
 }
 
 skp_err sqlite_store_upsert_instance(struct store *base, const char *service, const char *instance,
@@ -156,12 +152,8 @@ skp_err sqlite_store_tasks_unlock(struct store *base, bool commit)
     struct sqlite_store *st = sqlite_store_of(base);
     if (!st->in_tx)
         return SKP_ESTATE;
-    if (commit) {
-        skp_err err = store__commit(st);
-        if (err)
-            store__rollback(st);
-        return err;
-    }
+    if (commit)
+        return store__finish(st, SKP_OK);
     store__rollback(st);
     return SKP_OK;
 }

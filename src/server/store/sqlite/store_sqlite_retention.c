@@ -214,10 +214,8 @@ skp_err sqlite_store_purge_step(struct store *base, int64_t before_ms, uint64_t 
     if (err)
         return err;
     err = step(st, before_ms, left, &n, &n_snaps, done);
-    if (!err)
-        err = store__commit(st);
+    err = store__finish(st, err);
     if (err) {
-        store__rollback(st);
         *done = false;
         return err;
     }

@@ -30,10 +30,8 @@ static skp_err load_instances(struct store *st, struct proc_task *t)
 {
     struct store_params p = {0};
     store_param_text(&p, t->id);
-    void *v = NULL;
-    skp_err err = store_query_rows(st, &task_instances, &p, &store_name_row, &v, &t->n_instances);
-    t->instances = v;
-    return err;
+    return store_query_rows(st, &task_instances, &p, &store_name_row, &t->instances,
+                            &t->n_instances);
 }
 
 /* Runs a query yielding at most one task row (out zeroed first; SKP_ENOTFOUND for none). */
@@ -129,10 +127,9 @@ skp_err store_proc_list_tasks(struct store *st, enum proc_kind kind, const char 
     store_param_text(&p, kind_name(kind));
     store_param_text(&p, service);
     store_param_int(&p, (int64_t)(limit ? limit : PROC_LIST_DEFAULT));
-    void *v = NULL;
+    struct proc_task *tasks = NULL;
     size_t got = 0;
-    skp_err err = store_query_rows(st, &list_tasks, &p, &store_proc_task_row, &v, &got);
-    struct proc_task *tasks = v;
+    skp_err err = store_query_rows(st, &list_tasks, &p, &store_proc_task_row, &tasks, &got);
     for (size_t i = 0; !err && i < got; i++)
         err = load_instances(st, &tasks[i]);
     if (err) {
@@ -160,10 +157,7 @@ skp_err store_proc_live_instances(struct store *st, const char *service, int64_t
     struct store_params p = {0};
     store_param_text(&p, service);
     store_param_int(&p, since_ms);
-    void *v = NULL;
-    skp_err err = store_query_rows(st, &live_instances, &p, &store_name_row, &v, n);
-    *out = v;
-    return err;
+    return store_query_rows(st, &live_instances, &p, &store_name_row, out, n);
 }
 
 static const struct store_sql list_logs = {
@@ -179,10 +173,7 @@ skp_err store_proc_list_logs(struct store *st, const char *task_id, struct proc_
 {
     struct store_params p = {0};
     store_param_text(&p, task_id);
-    void *v = NULL;
-    skp_err err = store_query_rows(st, &list_logs, &p, &store_proc_log_row, &v, n);
-    *out = v;
-    return err;
+    return store_query_rows(st, &list_logs, &p, &store_proc_log_row, out, n);
 }
 
 static const struct store_sql list_files = {
@@ -198,8 +189,5 @@ skp_err store_proc_list_files(struct store *st, const char *task_id, struct proc
 {
     struct store_params p = {0};
     store_param_text(&p, task_id);
-    void *v = NULL;
-    skp_err err = store_query_rows(st, &list_files, &p, &store_proc_file_row, &v, n);
-    *out = v;
-    return err;
+    return store_query_rows(st, &list_files, &p, &store_proc_file_row, out, n);
 }

@@ -2,6 +2,8 @@
  * backend's query ops. */
 #include "server/store/store_query.h"
 
+#include <string.h>
+
 #include "server/store/store_backend.h"
 
 void store_param_text(struct store_params *p, const char *s)
@@ -39,13 +41,13 @@ skp_err store_query_one(struct store *st, const struct store_sql *q, const struc
 }
 
 skp_err store_query_rows(struct store *st, const struct store_sql *q, const struct store_params *p,
-                         const struct store_row_desc *d, void **out, size_t *n)
+                         const struct store_row_desc *d, void *parray, size_t *n)
 {
-    *out = NULL;
+    void *rows = NULL;
     *n = 0;
-    if (p && p->over)
-        return SKP_EINVAL;
-    return st->ops->query_rows(st, q, p, d, out, n);
+    skp_err err = p && p->over ? SKP_EINVAL : st->ops->query_rows(st, q, p, d, &rows, n);
+    memcpy(parray, &rows, sizeof(rows)); /* a T * is not read or written as a void * */
+    return err;
 }
 
 skp_err store_query_done(struct store *st, const struct store_sql *q, const struct store_params *p,

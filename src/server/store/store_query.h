@@ -64,11 +64,13 @@ SKP_MUST_CHECK skp_err store_query_each(struct store *st, const struct store_sql
 SKP_MUST_CHECK skp_err store_query_one(struct store *st, const struct store_sql *q,
                                        const struct store_params *p, const struct store_row_desc *d,
                                        void *out);
-/* Runs the select q with p: every row, owned, in one array (*out: skpx_free, each row d's
- * cleanup; NULL when none) of *n rows. Errors: SKP_EINVAL (p->over), SKP_EIO, SKP_ENOMEM. */
+/* Runs the select q with p: every row, owned, in one array of *n rows (skpx_free, each row d's
+ * cleanup; NULL when none) stored at `parray`, the address of the caller's array pointer (of d's
+ * struct, e.g. `&tasks`; written through memcpy, as skpx_grow does). Errors: SKP_EINVAL
+ * (p->over), SKP_EIO, SKP_ENOMEM. */
 SKP_MUST_CHECK skp_err store_query_rows(struct store *st, const struct store_sql *q,
                                         const struct store_params *p,
-                                        const struct store_row_desc *d, void **out, size_t *n);
+                                        const struct store_row_desc *d, void *parray, size_t *n);
 /* Runs q (no result rows) with p; *changed (may be NULL) gets the number of rows it changed.
  * Errors: SKP_EINVAL (p->over), SKP_EIO, SKP_ENOMEM. */
 SKP_MUST_CHECK skp_err store_query_done(struct store *st, const struct store_sql *q,

@@ -68,10 +68,7 @@ skp_err store_tasks_for_agent(struct store *st, const char *service, int64_t aft
     store_param_text(&p, service);
     store_param_int(&p, after_create_time);
     store_param_int(&p, now_ms);
-    void *v = NULL;
-    skp_err err = store_query_rows(st, &tasks_for_agent, &p, &store_task_row, &v, n_out);
-    *out = v;
-    return err;
+    return store_query_rows(st, &tasks_for_agent, &p, &store_task_row, out, n_out);
 }
 
 static const struct store_sql list_tasks = {

@@ -3,6 +3,7 @@
 #include "server/collector/collector_ebpf.h"
 
 #include <inttypes.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -128,6 +129,34 @@ struct collector_unary *collector_unary_attach(struct skpx_grpc_call *call)
     if (u)
         skpx_grpc_call_set_data(call, u);
     return u;
+}
+
+int collector_unary_fail(struct collector_unary *u, int status, const char *fmt, ...)
+{
+    u->status = status;
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(u->message, sizeof(u->message), fmt, ap);
+    va_end(ap);
+    return SKPX_GRPC_OK;
+}
+
+int collector_unary_store_failed(struct collector_unary *u, skp_err err, const char *what)
+{
+    return collector_unary_fail(
+        u, err == SKP_ENOMEM ? SKPX_GRPC_RESOURCE_EXHAUSTED : SKPX_GRPC_UNAVAILABLE,
+        "skyprofd: %s: %s", what, skp_strerror(err));
+}
+
+void *collector_unary_own(struct collector_unary *u, size_t size,
+                          void (*free_fn)(struct collector_unary *u))
+{
+    void *a = skpx_calloc(1, size);
+    if (a) {
+        u->owned = a;
+        u->free_fn = free_fn;
+    }
+    return a;
 }
 
 int collector_unary_run(struct skpx_grpc_call *call, void *ud, const ProtobufCMessage *msg,

@@ -193,6 +193,17 @@ struct collector_unary {
     void (*free_fn)(struct collector_unary *u); /* frees what resp refers to; may be NULL */
     void *owned;
 };
+/* Refuses the call: u's status and its message (printf-style) go out in on_end. Returns
+ * SKPX_GRPC_OK, what a unary body returns then. */
+int collector_unary_fail(struct collector_unary *u, int status, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+/* A store call failed: RESOURCE_EXHAUSTED for SKP_ENOMEM, else UNAVAILABLE, with the message
+ * "skyprofd: <what>: <err's text>". Returns SKPX_GRPC_OK. */
+int collector_unary_store_failed(struct collector_unary *u, skp_err err, const char *what);
+/* A new zeroed answer of `size` bytes owned by u (u->owned), freed by free_fn when the call
+ * closes. NULL when out of memory (u is left as it was). */
+void *collector_unary_own(struct collector_unary *u, size_t size,
+                          void (*free_fn)(struct collector_unary *u));
 /* Allocates a unary result attached to `call` (freed by collector_unary_on_close).
  * Returns NULL on OOM. */
 struct collector_unary *collector_unary_attach(struct skpx_grpc_call *call);

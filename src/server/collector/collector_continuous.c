@@ -64,14 +64,12 @@ static void holder_free(struct collector_unary *u)
 static int answer_command(struct collector_unary *u, const char *command, const char *key,
                           char *value)
 {
-    struct cmd_holder *h = skpx_calloc(1, sizeof(*h));
+    struct cmd_holder *h = collector_unary_own(u, sizeof(*h), holder_free);
     if (!h) {
         skpx_free(value);
         return SKPX_GRPC_RESOURCE_EXHAUSTED;
     }
     h->value = value;
-    u->owned = h;
-    u->free_fn = holder_free;
     skywalking__v3__key_string_value_pair__init(&h->kv);
     h->kv.key = (char *)key;
     h->kv.value = h->value;
@@ -120,10 +118,8 @@ static int query_body(struct collector *c, struct collector_unary *u, const Prot
 {
     const Skywalking__V3__ContinuousProfilingPolicyQuery *q = (const void *)msg;
     if (q->n_policies > CONT_QUERY_MAX_SERVICES) {
-        u->status = SKPX_GRPC_INVALID_ARGUMENT;
-        snprintf(u->message, sizeof(u->message), "at most %d services per query",
-                 CONT_QUERY_MAX_SERVICES);
-        return SKPX_GRPC_OK;
+        return collector_unary_fail(u, SKPX_GRPC_INVALID_ARGUMENT, "at most %d services per query",
+                                    CONT_QUERY_MAX_SERVICES);
     }
     json_t *list = json_array();
     if (!list)
@@ -160,10 +156,7 @@ static int query_body(struct collector *c, struct collector_unary *u, const Prot
     }
     if (err) {
         json_decref(list);
-        u->status = err == SKP_ENOMEM ? SKPX_GRPC_RESOURCE_EXHAUSTED : SKPX_GRPC_UNAVAILABLE;
-        snprintf(u->message, sizeof(u->message), "skyprofd: policy lookup failed: %s",
-                 skp_strerror(err));
-        return SKPX_GRPC_OK;
+        return collector_unary_store_failed(u, err, "policy lookup failed");
     }
     if (json_array_size(list) == 0) {
         json_decref(list);
@@ -187,9 +180,7 @@ static int report_body(struct collector *c, struct collector_unary *u, const Pro
 {
     const Skywalking__V3__ContinuousProfilingReport *r = (const void *)msg;
     if (!r->servicename || !r->servicename[0]) {
-        u->status = SKPX_GRPC_INVALID_ARGUMENT;
-        snprintf(u->message, sizeof(u->message), "serviceName is required");
-        return SKPX_GRPC_OK;
+        return collector_unary_fail(u, SKPX_GRPC_INVALID_ARGUMENT, "serviceName is required");
     }
     enum cont_target target;
     switch (r->target_case) {
@@ -203,9 +194,8 @@ static int report_body(struct collector *c, struct collector_unary *u, const Pro
         target = CONT_TARGET_NETWORK;
         break;
     default:
-        u->status = SKPX_GRPC_INVALID_ARGUMENT;
-        snprintf(u->message, sizeof(u->message), "a target (onCPU, offCPU, network) is required");
-        return SKPX_GRPC_OK;
+        return collector_unary_fail(u, SKPX_GRPC_INVALID_ARGUMENT,
+                                    "a target (onCPU, offCPU, network) is required");
     }
     struct store_cont_cause causes[REPORT_MAX_CAUSES];
     size_t n = 0;
@@ -244,12 +234,8 @@ static int report_body(struct collector *c, struct collector_unary *u, const Pro
     };
     struct cont_trigger_result res;
     skp_err err = continuous_trigger_record(c->store, &req, collector_now(c), &res);
-    if (err) {
-        u->status = err == SKP_ENOMEM ? SKPX_GRPC_RESOURCE_EXHAUSTED : SKPX_GRPC_UNAVAILABLE;
-        snprintf(u->message, sizeof(u->message), "skyprofd: trigger not stored: %s",
-                 skp_strerror(err));
-        return SKPX_GRPC_OK;
-    }
+    if (err)
+        return collector_unary_store_failed(u, err, "trigger not stored");
     char *id = skpx_strdup(res.task_id);
     if (!id)
         return SKPX_GRPC_RESOURCE_EXHAUSTED;

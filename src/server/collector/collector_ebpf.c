@@ -162,15 +162,12 @@ static int report_processes(struct collector *c, struct collector_unary *u,
     const Skywalking__V3__EBPFProcessReportList *r = (const void *)msg;
     size_t n = r->n_processes;
     if (n > MAX_PROCESSES) {
-        u->status = SKPX_GRPC_INVALID_ARGUMENT;
-        snprintf(u->message, sizeof(u->message), "at most %d processes per report", MAX_PROCESSES);
-        return SKPX_GRPC_OK;
+        return collector_unary_fail(u, SKPX_GRPC_INVALID_ARGUMENT,
+                                    "at most %d processes per report", MAX_PROCESSES);
     }
-    struct report_answer *a = skpx_calloc(1, sizeof(*a));
+    struct report_answer *a = collector_unary_own(u, sizeof(*a), report_free);
     if (!a)
         return SKPX_GRPC_RESOURCE_EXHAUSTED;
-    u->owned = a;
-    u->free_fn = report_free;
     skywalking__v3__ebpfreport_process_downstream__init(&a->msg);
     if (n) {
         a->items = skpx_calloc(n, sizeof(*a->items));
@@ -193,12 +190,8 @@ static int report_processes(struct collector *c, struct collector_unary *u,
                          h->n_properties, r->ebpfagentid, a->ids[k]);
         if (err == SKP_EINVAL)
             continue; /* a name over the cap: not registered, not answered */
-        if (err) {
-            u->status = err == SKP_ENOMEM ? SKPX_GRPC_RESOURCE_EXHAUSTED : SKPX_GRPC_UNAVAILABLE;
-            snprintf(u->message, sizeof(u->message), "skyprofd: process not stored: %s",
-                     skp_strerror(err));
-            return SKPX_GRPC_OK;
-        }
+        if (err)
+            return collector_unary_store_failed(u, err, "process not stored");
         skywalking__v3__ebpfprocess_downstream__init(&a->items[k]);
         skywalking__v3__ebpfhost_process_downstream__init(&a->hosts[k]);
         a->hosts[k].pid = h->pid;
@@ -237,12 +230,8 @@ static int keep_alive(struct collector *c, struct collector_unary *u, const Prot
                                (const Skywalking__V3__KeyStringValuePair *const *)p->properties,
                                p->n_properties, r->ebpfagentid, id);
         }
-        if (err && err != SKP_EINVAL) {
-            u->status = err == SKP_ENOMEM ? SKPX_GRPC_RESOURCE_EXHAUSTED : SKPX_GRPC_UNAVAILABLE;
-            snprintf(u->message, sizeof(u->message), "skyprofd: process not stored: %s",
-                     skp_strerror(err));
-            return SKPX_GRPC_OK;
-        }
+        if (err && err != SKP_EINVAL)
+            return collector_unary_store_failed(u, err, "process not stored");
     }
     return SKPX_GRPC_OK;
 }

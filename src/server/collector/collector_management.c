@@ -15,16 +15,8 @@ static bool bad_names(struct collector_unary *u, const char *service, const char
 {
     if (service && service[0] && instance && instance[0])
         return false;
-    u->status = SKPX_GRPC_INVALID_ARGUMENT;
-    snprintf(u->message, sizeof(u->message), "service and serviceInstance must be set");
+    collector_unary_fail(u, SKPX_GRPC_INVALID_ARGUMENT, "service and serviceInstance must be set");
     return true;
-}
-
-static void store_failed(struct collector_unary *u, skp_err err)
-{
-    u->status = err == SKP_ENOMEM ? SKPX_GRPC_RESOURCE_EXHAUSTED : SKPX_GRPC_UNAVAILABLE;
-    snprintf(u->message, sizeof(u->message), "skyprofd: instance not stored: %s",
-             skp_strerror(err));
 }
 
 static int properties(struct collector *c, struct collector_unary *u, const ProtobufCMessage *msg)
@@ -50,9 +42,7 @@ static int properties(struct collector *c, struct collector_unary *u, const Prot
         store_upsert_instance(c->store, p->service, p->serviceinstance,
                               p->layer && p->layer[0] ? p->layer : NULL, kv, k, collector_now(c));
     skpx_free(kv);
-    if (err)
-        store_failed(u, err);
-    return SKPX_GRPC_OK;
+    return err ? collector_unary_store_failed(u, err, "instance not stored") : SKPX_GRPC_OK;
 }
 
 static int keepalive(struct collector *c, struct collector_unary *u, const ProtobufCMessage *msg)
@@ -62,9 +52,7 @@ static int keepalive(struct collector *c, struct collector_unary *u, const Proto
     if (bad_names(u, p->service, p->serviceinstance))
         return SKPX_GRPC_OK;
     skp_err err = store_touch_instance(c->store, p->service, p->serviceinstance, collector_now(c));
-    if (err)
-        store_failed(u, err);
-    return SKPX_GRPC_OK;
+    return err ? collector_unary_store_failed(u, err, "instance not stored") : SKPX_GRPC_OK;
 }
 
 COLLECTOR_UNARY_ON_MESSAGE(on_properties, properties)

@@ -51,26 +51,20 @@ static int poll_on_message(struct skpx_grpc_call *call, void *ud, const Protobuf
     if (!u)
         return SKPX_GRPC_RESOURCE_EXHAUSTED;
     if (!q.service || !q.service[0] || !q.instance || !q.instance[0]) {
-        u->status = SKPX_GRPC_INVALID_ARGUMENT;
-        snprintf(u->message, sizeof(u->message), "service and serviceInstance are required");
-        return SKPX_GRPC_OK;
+        return collector_unary_fail(u, SKPX_GRPC_INVALID_ARGUMENT,
+                                    "service and serviceInstance are required");
     }
-    struct poll_answer *a = skpx_calloc(1, sizeof(*a) + svc->command_size);
+    struct poll_answer *a =
+        collector_unary_own(u, sizeof(*a) + svc->command_size, poll_answer_free);
     if (!a)
         return SKPX_GRPC_RESOURCE_EXHAUSTED;
-    u->owned = a;
-    u->free_fn = poll_answer_free;
     int64_t now = collector_now(c);
     skp_err err = store_proc_next_task(c->store, svc->upload.kind, q.service, q.instance,
                                        q.last_command_time, now, PROC_POLL_GRACE_MS, &a->task);
     if (err == SKP_ENOTFOUND)
         return SKPX_GRPC_OK; /* empty Commands */
-    if (err) {
-        u->status = err == SKP_ENOMEM ? SKPX_GRPC_RESOURCE_EXHAUSTED : SKPX_GRPC_UNAVAILABLE;
-        snprintf(u->message, sizeof(u->message), "skyprofd: task lookup failed: %s",
-                 skp_strerror(err));
-        return SKPX_GRPC_OK;
-    }
+    if (err)
+        return collector_unary_store_failed(u, err, "task lookup failed");
     /* As OAP: NOTIFIED when the task is handed out (the agent may still refuse it). A failed
      * log write is not worth withholding the task. */
     err = store_proc_add_log(c->store, a->task.id, q.instance, PROC_LOG_NOTIFIED, now, NULL);

@@ -43,28 +43,19 @@ static void task_cmds_free(struct collector_unary *u)
     u->owned = NULL;
 }
 
-static int store_status(struct collector_unary *u, skp_err err, const char *what)
-{
-    u->status = err == SKP_ENOMEM ? SKPX_GRPC_RESOURCE_EXHAUSTED : SKPX_GRPC_UNAVAILABLE;
-    snprintf(u->message, sizeof(u->message), "skyprofd: %s failed: %s", what, skp_strerror(err));
-    return SKPX_GRPC_OK;
-}
-
 static int query(struct collector *c, struct collector_unary *u, const ProtobufCMessage *msg)
 {
     const Skywalking__V3__ProfileTaskCommandQuery *q = (const void *)msg;
     c->metrics->task_queries++;
     if (!q->service || !q->service[0]) {
-        u->status = SKPX_GRPC_INVALID_ARGUMENT;
-        snprintf(u->message, sizeof(u->message), "service is empty");
-        return SKPX_GRPC_OK;
+        return collector_unary_fail(u, SKPX_GRPC_INVALID_ARGUMENT, "service is empty");
     }
     int64_t now = collector_now(c);
     struct store_task *tasks = NULL;
     size_t n = 0;
     skp_err err = store_tasks_for_agent(c->store, q->service, q->lastcommandtime, now, &tasks, &n);
     if (err)
-        return store_status(u, err, "task lookup");
+        return collector_unary_store_failed(u, err, "task lookup failed");
     if (n == 0) {
         skpx_free(tasks);
         return SKPX_GRPC_OK;
@@ -131,13 +122,13 @@ static int finish(struct collector *c, struct collector_unary *u, const Protobuf
         return SKPX_GRPC_OK;
     }
     if (err)
-        return store_status(u, err, "task lookup");
+        return collector_unary_store_failed(u, err, "task lookup failed");
     store_task_cleanup(&t);
     err = store_add_task_log(c->store, r->taskid, r->service ? r->service : "",
                              r->serviceinstance ? r->serviceinstance : "",
                              STORE_TASK_EXECUTION_FINISHED, collector_now(c));
     if (err)
-        return store_status(u, err, "task log");
+        return collector_unary_store_failed(u, err, "task log failed");
     return SKPX_GRPC_OK;
 }
 

@@ -602,10 +602,8 @@ static int sync_on_message(struct skpx_grpc_call *call, void *ud, const Protobuf
     }
     int st = seg_write(c, keep, n_keep);
     skpx_free(keep);
-    if (st != SKPX_GRPC_OK) {
-        u->status = st;
-        snprintf(u->message, sizeof(u->message), "skyprofd: segments not stored");
-    }
+    if (st != SKPX_GRPC_OK)
+        return collector_unary_fail(u, st, "skyprofd: segments not stored");
     return SKPX_GRPC_OK;
 }
 

@@ -180,13 +180,21 @@ skp_err store__finish(struct sqlite_store *st, skp_err err)
     return err;
 }
 
+/* The ingest caches (the ids of names, keys and stacks already stored), one list for emptying
+ * them (release false) and for freeing them at close. */
+static void ingest_caches(struct sqlite_store *st, bool release)
+{
+    void (*text_map)(struct skpx_strmap *) = release ? skpx_strmap_cleanup : skpx_strmap_clear;
+    struct skpx_strmap *texts[] = {&st->frame_ids, &st->seg_ids, &st->task_keys};
+    for (size_t i = 0; i < SKP_ARRAY_LEN(texts); i++)
+        text_map(texts[i]);
+    (release ? skpx_u64map_cleanup : skpx_u64map_clear)(&st->task_segs);
+    (release ? store_stack_cache_cleanup : store_stack_cache_clear)(&st->stack_cache);
+}
+
 void store__drop_ingest_caches(struct sqlite_store *st)
 {
-    skpx_strmap_clear(&st->frame_ids);
-    skpx_strmap_clear(&st->seg_ids);
-    skpx_strmap_clear(&st->task_keys);
-    skpx_u64map_clear(&st->task_segs);
-    store_stack_cache_clear(&st->stack_cache);
+    ingest_caches(st, false);
     st->n_snapshots = -1;
 }
 
@@ -317,11 +325,7 @@ void sqlite_store_close(struct store *base)
             (void)sqlite3_wal_checkpoint_v2(st->db, NULL, SQLITE_CHECKPOINT_TRUNCATE, NULL, NULL);
         sqlite3_close_v2(st->db);
     }
-    skpx_strmap_cleanup(&st->frame_ids);
-    skpx_strmap_cleanup(&st->seg_ids);
-    skpx_strmap_cleanup(&st->task_keys);
-    skpx_u64map_cleanup(&st->task_segs);
-    store_stack_cache_cleanup(&st->stack_cache);
+    ingest_caches(st, true);
     store_frame_sigs_cleanup(&st->frame_sigs);
     SKPX_FREE_ALL(st->scratch_ids, st->scratch_blob, st->path, st);
 }

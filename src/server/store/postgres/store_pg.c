@@ -79,7 +79,9 @@ void pgp_free(struct pg_params *p)
 
 static void pgb_need(struct pg_buf *b, size_t more)
 {
-    if (b->failed)
+    /* every character and number of a snapshot batch's array literals passes here: the common
+     * case (room left) stays inline, without skpx_grow's call */
+    if (b->failed || b->len + more + 1 <= b->cap)
         return;
     if (skpx_grow(&b->s, &b->cap, b->len + more + 1, 1, 256))
         b->failed = true;

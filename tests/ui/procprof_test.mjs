@@ -216,11 +216,19 @@ try {
     await page.waitForSelector('#thread-timeline .threadline-row[data-thread="burner"]', { timeout: 60000 });
     const tops = Object.fromEntries(await page.$$eval('#thread-timeline .threadline-row',
       (rs) => rs.map((r) => [r.dataset.thread, r.dataset.top])));
-    // burner spins in spinHot; every other thread (allocator, main, ... as sampled: a loaded
-    // machine may take no execution sample of the allocating thread) shows its own functions.
+    // One row per thread of the server's timeline, no more, no fewer. The recording decides
+    // which threads have execution samples: a loaded machine may take none of the allocating
+    // thread (or of any thread but burner), so the rows are checked against it, not a fixed list.
+    const tid = /#\/process\/async\/([^/?]+)/.exec(page.url())[1];
+    const tl = await (await page.request.get(`${BASE}/api/v1/async-profiler/tasks/${tid}/timeline?eventType=execution`)).json();
+    const names = (tl.threads || []).map((t) => t.name).sort();
+    if (JSON.stringify(Object.keys(tops).sort()) !== JSON.stringify(names)) {
+      throw new Error('rows ' + JSON.stringify(Object.keys(tops)) + ', timeline threads ' + JSON.stringify(names));
+    }
+    // burner spins in spinHot; every other thread shows its own functions.
     if (!/spinHot/.test(tops.burner || '')) throw new Error('burner row: ' + JSON.stringify(tops));
     const others = Object.entries(tops).filter(([t]) => t !== 'burner');
-    if (!others.length || others.some(([, top]) => /spinHot/.test(top))) throw new Error('other rows: ' + JSON.stringify(tops));
+    if (others.some(([, top]) => /spinHot/.test(top))) throw new Error('other rows: ' + JSON.stringify(tops));
     await shot('jfr-threads');
     const all = rootTotal(await rows());
     const before = await label();
